@@ -1,0 +1,99 @@
+/* shapejit/common.h — status codes, the context, allocator hook, version.
+ *
+ *   sj_ctx_config cfg;
+ *   sj_ctx_config_init(&cfg);              // defaults: libc allocator
+ *   sj_ctx *ctx;
+ *   if (sj_ctx_create(&cfg, &ctx) != SJ_OK) return 1;
+ *   sj_status st = some_sj_call(ctx, ...);
+ *   if (st != SJ_OK)
+ *       fprintf(stderr, "%s: %s\n", sj_status_str(st), sj_ctx_last_error(ctx));
+ *   sj_ctx_destroy(ctx);
+ *
+ * Every object shapejit makes belongs to a context; the library keeps no
+ * global mutable state and reads no environment variables. A context is safe
+ * to share between threads; its last-error message is kept per thread so one
+ * thread's failure never overwrites the message another thread is reading.
+ */
+#ifndef SHAPEJIT_COMMON_H
+#define SHAPEJIT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SJ_VERSION_MAJOR 0
+#define SJ_VERSION_MINOR 1
+#define SJ_VERSION_PATCH 0
+#define SJ_VERSION_STRING "0.1.0"
+/* major * 10000 + minor * 100 + patch, comparable with < and >. */
+#define SJ_VERSION_NUMBER (SJ_VERSION_MAJOR * 10000 + SJ_VERSION_MINOR * 100 + SJ_VERSION_PATCH)
+
+/* The version of the library actually linked (may differ from the header). */
+unsigned sj_version_number(void);
+const char *sj_version_string(void);
+
+typedef enum sj_status {
+    SJ_OK = 0,
+    SJ_E_INVALID_ARG = -1,   /* a caller passed something malformed */
+    SJ_E_NOMEM = -2,         /* the allocator failed */
+    SJ_E_SHAPE = -3,         /* shapes do not agree */
+    SJ_E_PARSE = -4,         /* text, npy, protobuf or artifact bytes malformed */
+    SJ_E_IO = -5,            /* a file or socket operation failed */
+    SJ_E_UNSUPPORTED = -6,   /* valid input that shapejit does not handle */
+    SJ_E_NOT_FOUND = -7,     /* a named thing does not exist */
+    SJ_E_OUT_OF_RANGE = -8,  /* an extent outside every bucket / the compiled one */
+    SJ_E_CORRUPT = -9,       /* stored bytes failed a checksum or bounds check */
+    SJ_E_COMPILE = -10,      /* a compiler (LLVM, NVRTC, ptxas) rejected code */
+    SJ_E_NO_DEVICE = -11,    /* the device or its driver is not available */
+    SJ_E_DEVICE = -12,       /* the device reported an error */
+    SJ_E_STATE = -13,        /* call not valid in the object's current state */
+    SJ_E_MISMATCH = -14,     /* artifact target/toolchain differs from the device */
+    SJ_E_BUSY = -15,         /* a lock or resource could not be had in time */
+    SJ_E_INTERNAL = -16      /* a bug in shapejit */
+} sj_status;
+
+const char *sj_status_str(sj_status st);
+
+/* Allocation hook. Tests use it to count allocations on the launch path and
+ * to inject failures. Either all three functions are set or none (libc is
+ * then used). All three receive `user`; they must be thread-safe. */
+typedef struct sj_allocator {
+    void *(*alloc_fn)(void *user, size_t size);
+    void *(*realloc_fn)(void *user, void *ptr, size_t new_size);
+    void (*free_fn)(void *user, void *ptr);
+    void *user;
+} sj_allocator;
+
+typedef struct sj_ctx_config {
+    sj_allocator allocator; /* zero-filled = libc malloc/realloc/free */
+} sj_ctx_config;
+
+void sj_ctx_config_init(sj_ctx_config *cfg);
+
+typedef struct sj_ctx sj_ctx;
+
+/* cfg may be NULL for defaults. Owner must call sj_ctx_destroy after every
+ * object created from the context is destroyed. */
+sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out);
+void sj_ctx_destroy(sj_ctx *ctx);
+
+/* The message of the calling thread's last failed call on this context, or ""
+ * when there is none. Valid until this thread's next call into the context. */
+const char *sj_ctx_last_error(const sj_ctx *ctx);
+void sj_ctx_clear_error(sj_ctx *ctx);
+
+/* Allocation through the context's hook (for code embedding shapejit and for
+ * tests that want the same accounting). Never returns NULL for size 0. */
+void *sj_alloc(sj_ctx *ctx, size_t size);
+void *sj_calloc(sj_ctx *ctx, size_t n, size_t size);
+void *sj_realloc(sj_ctx *ctx, void *ptr, size_t new_size);
+void sj_free(sj_ctx *ctx, void *ptr);
+char *sj_strdup(sj_ctx *ctx, const char *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,191 @@
+/* shapejit/graph.h — the graph IR: build, inspect and hash a compute graph.
+ *
+ *   sj_graph *g;
+ *   sj_graph_create(ctx, "N", &g);                 // one symbolic dim named N
+ *   int64_t xd[] = {SJ_DIM_SYM, 64}, wd[] = {64, 256};
+ *   sj_value x, w, y, z;
+ *   sj_graph_input(g, "x", 2, xd, &x);              // x: [N, 64]
+ *   sj_graph_param(g, "w", 2, wd, weights, &w);     // copied into the graph
+ *   sj_graph_matmul(g, x, w, &y);                   // y: [N, 256]
+ *   sj_graph_unary(g, SJ_OP_GELU, y, &z);
+ *   sj_graph_output(g, z, "out");
+ *   uint8_t h[32]; sj_graph_hash(g, h);
+ *   sj_graph_destroy(g);
+ *
+ * Tensors are float32, row-major, rank 0..SJ_MAX_RANK. A dim is a constant
+ * (>= 1) or SJ_DIM_SYM, the graph's one symbolic dim, whose value (the
+ * extent) is only known per request. Every builder call infers the result's
+ * shape and fails with SJ_E_SHAPE, naming the op and both shapes, when the
+ * operands do not fit; the graph is left unchanged by a failed call.
+ * Values are appended in order, so a graph is always acyclic and topologically
+ * sorted. The graph owns everything it holds (names, weight data).
+ */
+#ifndef SHAPEJIT_GRAPH_H
+#define SHAPEJIT_GRAPH_H
+
+#include "shapejit/common.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SJ_MAX_RANK 4
+#define SJ_DIM_SYM ((int64_t)-1) /* the symbolic dim, in any dims array */
+#define SJ_NO_VALUE ((sj_value)-1)
+/* Largest element count of any tensor, padded at any extent. Keeps every
+ * byte offset well inside int64 and size_t. */
+#define SJ_MAX_ELEMENTS ((int64_t)1 << 40)
+/* Largest extent a symbolic dim may take. */
+#define SJ_MAX_EXTENT ((int64_t)1 << 30)
+
+typedef int32_t sj_value; /* index of a value in its graph */
+
+typedef enum sj_op {
+    /* leaves */
+    SJ_OP_INPUT,
+    SJ_OP_PARAM, /* weights and constants: data held by the graph */
+    /* unary elementwise */
+    SJ_OP_NEG,
+    SJ_OP_ABS,
+    SJ_OP_EXP,
+    SJ_OP_LOG,
+    SJ_OP_SQRT,
+    SJ_OP_RSQRT,
+    SJ_OP_RECIPROCAL,
+    SJ_OP_TANH,
+    SJ_OP_SIGMOID,
+    SJ_OP_RELU,
+    SJ_OP_LEAKY_RELU, /* attr alpha */
+    SJ_OP_GELU,       /* erf form: x * 0.5 * (1 + erf(x / sqrt 2)) */
+    SJ_OP_SILU,
+    SJ_OP_ERF,
+    /* binary elementwise, numpy broadcasting */
+    SJ_OP_ADD,
+    SJ_OP_SUB,
+    SJ_OP_MUL,
+    SJ_OP_DIV,
+    SJ_OP_POW,
+    SJ_OP_MAX,
+    SJ_OP_MIN,
+    /* reductions over a set of axes */
+    SJ_OP_REDUCE_SUM,
+    SJ_OP_REDUCE_MEAN,
+    SJ_OP_REDUCE_MAX,
+    /* contractions */
+    SJ_OP_MATMUL, /* rank >= 1 numpy matmul, batch dims broadcast */
+    SJ_OP_GEMM,   /* rank 2: alpha * op(A) op(B) + beta * C */
+    /* row ops */
+    SJ_OP_SOFTMAX,     /* attr axis */
+    SJ_OP_LOG_SOFTMAX, /* attr axis */
+    SJ_OP_LAYERNORM,   /* attrs axis (first normalised axis), epsilon */
+    /* layout */
+    SJ_OP_TRANSPOSE, /* attr perm */
+    SJ_OP_RESHAPE,   /* target shape is the node's shape */
+    SJ_OP_COUNT_
+} sj_op;
+
+/* "add", "reduce_sum", "layernorm", ... (the .sjg spelling). */
+const char *sj_op_name(sj_op op);
+/* Inverse of sj_op_name; SJ_E_NOT_FOUND for an unknown name. */
+sj_status sj_op_from_name(const char *name, sj_op *out);
+
+typedef struct sj_shape {
+    int rank;
+    int64_t dims[SJ_MAX_RANK]; /* constant >= 1, or SJ_DIM_SYM */
+} sj_shape;
+
+/* Describes a graph input, output or value. `name` is borrowed from the
+ * graph (NULL for an unnamed intermediate). */
+typedef struct sj_value_desc {
+    const char *name;
+    sj_value value;
+    sj_shape shape;
+} sj_value_desc;
+
+typedef struct sj_graph sj_graph;
+
+/* sym_name: the symbolic dim's name, or NULL for a graph without one (which
+ * then has a single bucket). */
+sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out);
+void sj_graph_destroy(sj_graph *g);
+sj_ctx *sj_graph_ctx(const sj_graph *g);
+
+/* Leaves. Names must be unique among all named values of the graph.
+ * Params may not use SJ_DIM_SYM; their data (element count floats) is copied. */
+sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
+                         sj_value *out);
+sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
+                         const float *data, sj_value *out);
+
+/* Elementwise. `op` must be a unary op other than SJ_OP_LEAKY_RELU, or a
+ * binary op, respectively. */
+sj_status sj_graph_unary(sj_graph *g, sj_op op, sj_value x, sj_value *out);
+sj_status sj_graph_leaky_relu(sj_graph *g, sj_value x, float alpha, sj_value *out);
+sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_value *out);
+
+/* Reduction over n_axes distinct axes (negative counts from the end; n_axes
+ * 0 reduces every axis). */
+sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const int *axes,
+                          bool keepdims, sj_value *out);
+
+sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out);
+/* c may be SJ_NO_VALUE; otherwise it broadcasts to [M, N]. */
+sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float alpha, float beta,
+                        bool trans_a, bool trans_b, sj_value *out);
+
+/* op is SJ_OP_SOFTMAX or SJ_OP_LOG_SOFTMAX; axis may be negative. */
+sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value *out);
+/* Normalises over axes [axis, rank). scale and bias (SJ_NO_VALUE = none)
+ * have the normalised axes' shape (or broadcast to it). */
+sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value bias, int axis,
+                             float epsilon, sj_value *out);
+
+/* perm lists rank distinct axes. */
+sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out);
+/* dims: the result shape, constants or SJ_DIM_SYM (at most once). When the
+ * symbolic dim is involved, the product of the dims in front of it must be
+ * the same before and after, so the symbolic dim is never merged with or
+ * split into others (keeps padded buffers valid views). */
+sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
+
+/* Names an intermediate value (for printing and debugging). */
+sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);
+/* Marks v as an output called `name` (output names are unique). */
+sj_status sj_graph_output(sj_graph *g, sj_value v, const char *name);
+
+/* Inspection. */
+const char *sj_graph_symbol(const sj_graph *g); /* NULL when none */
+int sj_graph_num_values(const sj_graph *g);
+int sj_graph_num_inputs(const sj_graph *g);
+int sj_graph_num_outputs(const sj_graph *g);
+sj_status sj_graph_input_desc(const sj_graph *g, int i, sj_value_desc *out);
+sj_status sj_graph_output_desc(const sj_graph *g, int i, sj_value_desc *out);
+sj_status sj_graph_value_desc(const sj_graph *g, sj_value v, sj_value_desc *out);
+/* Finds an input by name; -1 when absent. */
+int sj_graph_find_input(const sj_graph *g, const char *name);
+
+/* A shape with the symbolic dim replaced by `extent`. */
+sj_shape sj_shape_at(const sj_shape *s, int64_t extent);
+/* Element count of s at `extent`; -1 on overflow past SJ_MAX_ELEMENTS. */
+int64_t sj_shape_numel(const sj_shape *s, int64_t extent);
+/* Writes e.g. "[N, 64]" (sym printed as `sym`, or "?" when NULL). */
+void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len);
+
+/* 256-bit content hash of the canonical form: covers ops, attributes,
+ * shapes, weights, which inputs and outputs exist and in which order, and
+ * whether the graph has a symbolic dim; ignores every name and any value no
+ * output depends on. */
+void sj_graph_hash(const sj_graph *g, uint8_t out[32]);
+/* Hex form of a hash, 65 bytes with the NUL. */
+void sj_hash_hex(const uint8_t hash[32], char out[65]);
+
+/* Deep copy (same ctx). */
+sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

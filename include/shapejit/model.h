@@ -1,0 +1,54 @@
+/* shapejit/model.h — load a graph from a file: .sjg text or .onnx; print .sjg.
+ *
+ *   sj_model_options o;
+ *   sj_model_options_init(&o);
+ *   sj_graph *g;
+ *   if (sj_model_load(ctx, "ffn.sjg", &o, &g) != SJ_OK)
+ *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));  // "ffn.sjg:3:14: expected ..."
+ *
+ * The .sjg grammar is described in docs/sjg.md. Errors name file:line:col
+ * and what was expected. Weights are inline or come from an .npy file
+ * resolved relative to the graph file.
+ */
+#ifndef SHAPEJIT_MODEL_H
+#define SHAPEJIT_MODEL_H
+
+#include "shapejit/graph.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sj_model_options {
+    /* ONNX: which dim_param is the symbolic dim when there are several. */
+    const char *dynamic_name;
+    /* ONNX: declare input `dynamic_input`'s axis `dynamic_axis` symbolic
+     * (for models with no dim_param). NULL = not used. */
+    const char *dynamic_input;
+    int dynamic_axis;
+} sj_model_options;
+
+void sj_model_options_init(sj_model_options *o);
+
+/* Picks the format from the extension (.sjg, .onnx). */
+sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o, sj_graph **out);
+
+/* Parses .sjg text. `filename` is used in messages and `base_dir` to find
+ * .npy weights (NULL = current directory). */
+sj_status sj_sjg_parse(sj_ctx *ctx, const char *text, size_t len, const char *filename,
+                       const char *base_dir, sj_graph **out);
+
+/* Prints g as .sjg text with every weight inline; the result parses to an
+ * equal graph (equal hash). *out is allocated with sj_alloc; free with sj_free. */
+sj_status sj_sjg_print(const sj_graph *g, char **out, size_t *out_len);
+
+/* ONNX from memory (the loader behind sj_model_load for .onnx). */
+sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
+                           const sj_model_options *o, sj_graph **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,45 @@
+/* shapejit/tensor.h — dense float32 host tensors and .npy files.
+ *
+ *   sj_tensor t;
+ *   if (sj_npy_read(ctx, "x.npy", &t) != SJ_OK) puts(sj_ctx_last_error(ctx));
+ *   ... t.data[i] ...
+ *   sj_npy_write(ctx, "y.npy", &t);   // atomic: temp file + rename
+ *   sj_tensor_free(ctx, &t);
+ *
+ * A tensor made by sj_tensor_alloc / sj_npy_read owns its data (allocated
+ * through the context); one filled in by the caller may borrow memory and
+ * must then not be passed to sj_tensor_free.
+ */
+#ifndef SHAPEJIT_TENSOR_H
+#define SHAPEJIT_TENSOR_H
+
+#include "shapejit/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sj_tensor {
+    int rank;
+    int64_t dims[SJ_MAX_RANK]; /* concrete, >= 0 */
+    float *data;               /* row-major, C order */
+} sj_tensor;
+
+int64_t sj_tensor_numel(const sj_tensor *t);
+/* Allocates zero-filled data for the given concrete shape. */
+sj_status sj_tensor_alloc(sj_ctx *ctx, int rank, const int64_t *dims, sj_tensor *out);
+void sj_tensor_free(sj_ctx *ctx, sj_tensor *t);
+
+/* .npy version 1.0-3.0, dtype '<f4', C order only; anything else (another
+ * dtype, Fortran order, a header that lies about the payload size, rank >
+ * SJ_MAX_RANK) is SJ_E_PARSE with a message naming the file and the field. */
+sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out);
+sj_status sj_npy_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
+                          sj_tensor *out);
+/* Writes to path.tmp.<pid> then renames, so a failure leaves no partial file. */
+sj_status sj_npy_write(sj_ctx *ctx, const char *path, const sj_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,193 @@
+/* The context: allocator hook and per-thread last-error messages. */
+#include "core_impl.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SJ_ERRMSG_MAX 1024
+
+/* One slot per thread that has failed a call on this context. A thread that
+ * never fails never takes a slot, so the hot paths stay lock-free. */
+typedef struct error_slot {
+    pthread_t thread;
+    char msg[SJ_ERRMSG_MAX];
+    struct error_slot *next;
+} error_slot;
+
+struct sj_ctx {
+    sj_allocator allocator;
+    pthread_mutex_t error_lock;
+    error_slot *errors;
+};
+
+static void *libc_alloc(void *user, size_t size) {
+    (void)user;
+    return malloc(size);
+}
+static void *libc_realloc(void *user, void *ptr, size_t new_size) {
+    (void)user;
+    return realloc(ptr, new_size);
+}
+static void libc_free(void *user, void *ptr) {
+    (void)user;
+    free(ptr);
+}
+
+unsigned sj_version_number(void) { return SJ_VERSION_NUMBER; }
+const char *sj_version_string(void) { return SJ_VERSION_STRING; }
+
+const char *sj_status_str(sj_status st) {
+    switch (st) {
+    case SJ_OK: return "ok";
+    case SJ_E_INVALID_ARG: return "invalid argument";
+    case SJ_E_NOMEM: return "out of memory";
+    case SJ_E_SHAPE: return "shape error";
+    case SJ_E_PARSE: return "parse error";
+    case SJ_E_IO: return "i/o error";
+    case SJ_E_UNSUPPORTED: return "unsupported";
+    case SJ_E_NOT_FOUND: return "not found";
+    case SJ_E_OUT_OF_RANGE: return "out of range";
+    case SJ_E_CORRUPT: return "corrupt data";
+    case SJ_E_COMPILE: return "compile error";
+    case SJ_E_NO_DEVICE: return "no device";
+    case SJ_E_DEVICE: return "device error";
+    case SJ_E_STATE: return "invalid state";
+    case SJ_E_MISMATCH: return "target mismatch";
+    case SJ_E_BUSY: return "busy";
+    case SJ_E_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+void sj_ctx_config_init(sj_ctx_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+}
+
+sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out) {
+    if (!out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    sj_allocator a = {libc_alloc, libc_realloc, libc_free, NULL};
+    if (cfg && cfg->allocator.alloc_fn) {
+        if (!cfg->allocator.realloc_fn || !cfg->allocator.free_fn) return SJ_E_INVALID_ARG;
+        a = cfg->allocator;
+    }
+    sj_ctx *ctx = a.alloc_fn(a.user, sizeof *ctx);
+    if (!ctx) return SJ_E_NOMEM;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->allocator = a;
+    pthread_mutex_init(&ctx->error_lock, NULL);
+    *out = ctx;
+    return SJ_OK;
+}
+
+void sj_ctx_destroy(sj_ctx *ctx) {
+    if (!ctx) return;
+    error_slot *s = ctx->errors;
+    while (s) {
+        error_slot *next = s->next;
+        ctx->allocator.free_fn(ctx->allocator.user, s);
+        s = next;
+    }
+    pthread_mutex_destroy(&ctx->error_lock);
+    ctx->allocator.free_fn(ctx->allocator.user, ctx);
+}
+
+/* Caller holds error_lock. Returns NULL only when allocation fails. */
+static error_slot *slot_for_thread(sj_ctx *ctx, bool create) {
+    pthread_t self = pthread_self();
+    for (error_slot *s = ctx->errors; s; s = s->next)
+        if (pthread_equal(s->thread, self)) return s;
+    if (!create) return NULL;
+    error_slot *s = ctx->allocator.alloc_fn(ctx->allocator.user, sizeof *s);
+    if (!s) return NULL;
+    s->thread = self;
+    s->msg[0] = '\0';
+    s->next = ctx->errors;
+    ctx->errors = s;
+    return s;
+}
+
+const char *sj_ctx_last_error(const sj_ctx *ctx) {
+    if (!ctx) return "";
+    sj_ctx *c = (sj_ctx *)ctx; /* the lock is not part of the logical state */
+    pthread_mutex_lock(&c->error_lock);
+    error_slot *s = slot_for_thread(c, false);
+    pthread_mutex_unlock(&c->error_lock);
+    return s ? s->msg : "";
+}
+
+void sj_ctx_clear_error(sj_ctx *ctx) {
+    if (!ctx) return;
+    pthread_mutex_lock(&ctx->error_lock);
+    error_slot *s = slot_for_thread(ctx, false);
+    if (s) s->msg[0] = '\0';
+    pthread_mutex_unlock(&ctx->error_lock);
+}
+
+sj_status sj_fail(sj_ctx *ctx, sj_status st, const char *fmt, ...) {
+    if (!ctx) return st;
+    pthread_mutex_lock(&ctx->error_lock);
+    error_slot *s = slot_for_thread(ctx, true);
+    if (s) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&ctx->error_lock);
+    return st;
+}
+
+void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
+    if (!ctx) return;
+    pthread_mutex_lock(&ctx->error_lock);
+    error_slot *s = slot_for_thread(ctx, true);
+    if (s) {
+        char prefix[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(prefix, sizeof prefix, fmt, ap);
+        va_end(ap);
+        /* Shift the old message right and write the prefix in front; a
+         * message that no longer fits is cut at its end. */
+        size_t plen = strlen(prefix), olen = strlen(s->msg);
+        if (plen + 2 >= sizeof s->msg) plen = sizeof s->msg - 3;
+        if (plen + 2 + olen >= sizeof s->msg) olen = sizeof s->msg - plen - 3;
+        memmove(s->msg + plen + 2, s->msg, olen);
+        s->msg[plen + 2 + olen] = '\0';
+        memcpy(s->msg, prefix, plen);
+        s->msg[plen] = ':';
+        s->msg[plen + 1] = ' ';
+    }
+    pthread_mutex_unlock(&ctx->error_lock);
+}
+
+void *sj_alloc(sj_ctx *ctx, size_t size) {
+    return ctx->allocator.alloc_fn(ctx->allocator.user, size ? size : 1);
+}
+
+void *sj_calloc(sj_ctx *ctx, size_t n, size_t size) {
+    size_t total;
+    if (sj_mul_overflow_size(n, size, &total)) return NULL;
+    void *p = sj_alloc(ctx, total);
+    if (p) memset(p, 0, total);
+    return p;
+}
+
+void *sj_realloc(sj_ctx *ctx, void *ptr, size_t new_size) {
+    return ctx->allocator.realloc_fn(ctx->allocator.user, ptr, new_size ? new_size : 1);
+}
+
+void sj_free(sj_ctx *ctx, void *ptr) {
+    if (ptr) ctx->allocator.free_fn(ctx->allocator.user, ptr);
+}
+
+char *sj_strdup(sj_ctx *ctx, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = sj_alloc(ctx, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages shapejit builds, tests and benchmarks with.
+# Idempotent: checks what is there first, so a machine that already has
+# everything runs no apt-get at all.
+set -euo pipefail
+
+packages=(
+  cmake gcc make pkg-config
+  llvm-19-dev            # LLVM C API, ORC LLJIT, NVPTX backend, llvm-c/blake3.h
+  libsqlite3-dev         # the artifact store
+  libzstd-dev            # artifact compression
+  libcmocka-dev          # unit tests
+  libhiredis-dev         # the Redis fleet tier
+  redis-server           # a real Redis for the fleet-tier tests
+  protobuf-c-compiler libprotobuf-c-dev  # ONNX loader code generated from onnx.proto
+  libonnx-dev            # ships onnx.proto
+  libonnx-testdata       # ONNX backend node tests (conformance)
+  libopenblas-dev        # matmul reference in the benchmarks
+  gnuplot-nox            # benchmark charts
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
