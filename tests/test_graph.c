@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "shapejit/graph.h"
@@ -75,10 +76,55 @@ static void test_matmul_inner_mismatch(void **state) {
     sj_ctx_destroy(ctx);
 }
 
+/* x -> relu -> a; x -> exp -> b; out = a + b, built in two orders with
+ * different names. */
+static sj_graph *build_two_branch(sj_ctx *ctx, bool swap, const char *prefix) {
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    char name[32];
+    snprintf(name, sizeof name, "%sx", prefix);
+    sj_value x, a, b, y;
+    assert_int_equal(sj_graph_input(g, name, 2, (int64_t[]){S, 4}, &x), SJ_OK);
+    if (swap) {
+        assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &b), SJ_OK);
+        assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, x, &a), SJ_OK);
+    } else {
+        assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, x, &a), SJ_OK);
+        assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &b), SJ_OK);
+    }
+    assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, a, b, &y), SJ_OK);
+    snprintf(name, sizeof name, "%sy", prefix);
+    assert_int_equal(sj_graph_output(g, y, name), SJ_OK);
+    return g;
+}
+
+static void test_hash_smoke(void **state) {
+    (void)state;
+    sj_ctx *ctx = new_ctx();
+    sj_graph *g1 = build_two_branch(ctx, false, "");
+    sj_graph *g2 = build_two_branch(ctx, true, "other_");
+    uint8_t h1[32], h2[32];
+    sj_graph_hash(g1, h1);
+    sj_graph_hash(g2, h2);
+    assert_memory_equal(h1, h2, 32);
+    sj_graph *c;
+    assert_int_equal(sj_graph_clone(g1, &c), SJ_OK);
+    sj_graph_hash(c, h2);
+    assert_memory_equal(h1, h2, 32);
+    char hex[65];
+    sj_hash_hex(h1, hex);
+    assert_int_equal(strlen(hex), 64);
+    sj_graph_destroy(c);
+    sj_graph_destroy(g1);
+    sj_graph_destroy(g2);
+    sj_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_example),
         cmocka_unit_test(test_matmul_inner_mismatch),
+        cmocka_unit_test(test_hash_smoke),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
