@@ -61,7 +61,7 @@ static void ok(sj_graph *g, sj_status st) {
 /* A borrowed tensor view of literal data. */
 static sj_tensor view(int rank, const int64_t *dims, const float *data) {
     sj_tensor t = {.rank = rank, .data = (float *)data};
-    memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+    if (rank > 0) memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
     return t;
 }
 #define VIEW(data, ...) view(RANK(__VA_ARGS__), DIMS(__VA_ARGS__), (data))

@@ -288,8 +288,7 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
         c->n_nodes = i + 1; /* counted even on failure so destroy frees the partial copy */
         if (st != SJ_OK) return st;
     }
-    memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof *c->inputs);
-    c->n_inputs = g->n_inputs;
+    for (int i = 0; i < g->n_inputs; i++) c->inputs[c->n_inputs++] = g->inputs[i];
     for (int i = 0; i < g->n_outputs; i++) {
         char *name = sj_strdup(ctx, g->outputs[i].name);
         if (!name) return SJ_E_NOMEM;
