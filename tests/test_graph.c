@@ -13,6 +13,7 @@
 
 #define S SJ_DIM_SYM
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+#define F2(a, b) ((const float[]){(a), (b)})
 #define RANK(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 /* Declares input `name` with the listed dims. */
 #define INPUT(g, name, ...) input_ok((g), (name), RANK(__VA_ARGS__), DIMS(__VA_ARGS__))
@@ -880,6 +881,44 @@ static bool build_with_failure(long k) {
     return all_ok;
 }
 
+/* Hashing under memory pressure falls back to an index-order form: still
+ * deterministic and content-sensitive, but never equal to the canonical
+ * hash, so it can cost a cache miss and never a false hit. */
+static void hash_when_allocation_fails(const float *weights, uint8_t canonical[32],
+                                       uint8_t fallback[32], uint8_t fallback_again[32]) {
+    failing_alloc a = {0, -1, 0};
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    sj_value x = input_ok(g, "x", 2, DIMS(S, 2)), w, y;
+    assert_int_equal(sj_graph_param(g, "w", 1, DIMS(2), weights, &w), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, x, w, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    sj_graph_hash(g, canonical);
+    a.fail_at = a.calls;
+    sj_graph_hash(g, fallback);
+    a.fail_at = a.calls;
+    sj_graph_hash(g, fallback_again);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    assert_int_equal(a.live, 0);
+}
+
+static void test_hash_fallback(void **state) {
+    (void)state;
+    uint8_t c1[32], f1[32], f1_again[32], c2[32], f2[32], f2_again[32];
+    hash_when_allocation_fails(F2(1, 2), c1, f1, f1_again);
+    hash_when_allocation_fails(F2(1, 3), c2, f2, f2_again);
+    assert_memory_equal(f1, f1_again, 32);
+    assert_memory_not_equal(c1, f1, 32);
+    assert_memory_not_equal(f1, f2, 32);
+    assert_memory_not_equal(c1, c2, 32);
+}
+
 static void test_allocation_failures(void **state) {
     (void)state;
     long k = 0;
@@ -914,6 +953,7 @@ int main(void) {
         cmocka_unit_test(test_hash_hex),
         T(test_hash_small_graphs),
         T(test_clone),
+        cmocka_unit_test(test_hash_fallback),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -152,7 +152,6 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     char what[96];
     snprintf(what, sizeof what, "input %s", name ? name : "(null)");
     sj_node n = sj_node_blank(SJ_OP_INPUT);
-    n.n_inputs = 0;
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
     SJ_TRY(sj_graph_make_shape(g, what, rank, dims, true, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
