@@ -369,11 +369,13 @@ static void test_bad_value_ids(void **state) {
                     sj_graph_reduce(g, SJ_OP_REDUCE_SUM, b, 0, NULL, false, &y), "reduce_sum",
                     NULL, NULL);
         EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_matmul(g, b, x, &y), "matmul", NULL, NULL);
-        EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_gemm(g, b, x, SJ_NO_VALUE, 1, 1, false, true, &y), "gemm",
+        EXPECT_FAIL(f, SJ_E_INVALID_ARG,
+                    sj_graph_gemm(g, b, x, SJ_NO_VALUE, 1, 1, false, true, &y), "gemm",
                     NULL, NULL);
         EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_softmax(g, SJ_OP_SOFTMAX, b, 0, &y), "softmax",
                     NULL, NULL);
-        EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_layernorm(g, b, SJ_NO_VALUE, SJ_NO_VALUE, 1, 0, &y),
+        EXPECT_FAIL(f, SJ_E_INVALID_ARG,
+                    sj_graph_layernorm(g, b, SJ_NO_VALUE, SJ_NO_VALUE, 1, 0, &y),
                     "layernorm", NULL, NULL);
         EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_transpose(g, b, (int[]){1, 0}, &y), "transpose",
                     NULL, NULL);
@@ -666,8 +668,8 @@ static sj_graph *build_variant(sj_ctx *ctx, int variant, bool swap, const char *
                                                 variant == V_LN_AXIS ? 0 : 1,
                                                 variant == V_EPSILON ? 1e-6f : 1e-5f, &c),
                              SJ_OK);
-            assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, c, variant == V_SOFTMAX_AXIS ? 0 : 1,
-                                              &d),
+            int softmax_axis = variant == V_SOFTMAX_AXIS ? 0 : 1;
+            assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, c, softmax_axis, &d),
                              SJ_OK);
             branch1[0] = d;
         } else {

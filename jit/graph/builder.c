@@ -157,7 +157,8 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    if (!(n.name = sj_strdup(g->ctx, name))) return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (!(n.name = sj_strdup(g->ctx, name)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
     sj_value v;
     sj_status st = sj_graph_append(g, what, &n, &v);
     if (st != SJ_OK) {
