@@ -644,7 +644,7 @@ static sj_graph *build_variant(sj_ctx *ctx, int variant, bool swap, const char *
         assert_int_equal(sj_graph_set_name(g, dead, NAME("dead")), SJ_OK);
     }
     /* Branch 1: gemm -> leaky_relu -> layernorm -> softmax. */
-    sj_value branch1[4], branch2[4];
+    sj_value branch1[4] = {SJ_NO_VALUE}, branch2[4] = {SJ_NO_VALUE};
     for (int pass = 0; pass < 2; pass++) {
         bool first = (pass == 0) != swap;
         if (first) {
