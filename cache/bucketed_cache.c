@@ -158,8 +158,9 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
         }
     }
     void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
-    if (e) {
+    if (e) { /* made by the compile this call waited for: a memory hit */
         pthread_mutex_unlock(&b->mu);
+        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
         *exe = e;
         return SJ_OK;
     }

@@ -64,6 +64,12 @@ typedef struct sj_compiler {
     void (*destroy)(void *ctx, void *exe);
 } sj_compiler;
 
+/* The reference interpreter as a compiler (backend "interp"): its artifact
+ * names the graph (hash) and extent it was made for, which load checks;
+ * its executable runs sj_interp_run at the active extent, so it is the
+ * oracle the other backends are compared with through the same cache. */
+void sj_interp_compiler(sj_compiler *out);
+
 typedef struct sj_bucketed_cache_config {
     /* Canonical compile options (opaque bytes, hashed into the key). */
     const void *options;
