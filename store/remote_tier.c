@@ -121,6 +121,8 @@ size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
 
 const char *sj_remote_url(const sj_remote *r) { return r->safe_url; }
 
+sj_ctx *sj_remote_ctx(const sj_remote *r) { return r->ctx; }
+
 /* ---- get */
 
 sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,

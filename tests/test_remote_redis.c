@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <ftw.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -650,6 +651,200 @@ static void test_concurrent_gets(void **state) {
     sj_remote_destroy(r);
 }
 
+/* ---- the tiers together: local store, then remote */
+
+enum { BUCKETS = 6 };
+
+static sj_store_key bucket_key(int i) {
+    sj_store_key k;
+    memset(&k, 0, sizeof k);
+    for (int b = 0; b < 32; b++) k.graph_hash[b] = (uint8_t)(b * 3 + 1);
+    k.extent = (int64_t)16 << i;
+    k.target_triple = "x86_64-pc-linux-gnu";
+    k.target_cpu = "generic";
+    k.artifact_version = 1;
+    k.shapejit_version = "0.1.0";
+    k.compiler_version = "test-compiler";
+    return k;
+}
+
+/* Stands in for the compiler: deterministic bytes per bucket, counted. */
+static void compile_bucket(int i, uint8_t *out, size_t n, int *compiles) {
+    make_value(out, n, 100 + i);
+    (*compiles)++;
+}
+
+#define ARTIFACT_BYTES 3000
+
+/* get-or-compile over every bucket through the tiers; counts compiles and
+ * where each hit came from. Returns the number of failed calls. */
+static int serve_buckets(sj_ctx *ctx, sj_store *local, sj_remote *remote, int *compiles,
+                         int from_count[3]) {
+    int failures = 0;
+    for (int i = 0; i < BUCKETS; i++) {
+        sj_store_key k = bucket_key(i);
+        void *bytes;
+        size_t n;
+        sj_tier from;
+        uint8_t want[ARTIFACT_BYTES];
+        make_value(want, sizeof want, 100 + i);
+        if (sj_tiered_get(local, remote, &k, &bytes, &n, &from) == SJ_OK) {
+            failures += n != sizeof want || memcmp(bytes, want, n) != 0;
+            sj_free(ctx, bytes);
+        } else {
+            uint8_t art[ARTIFACT_BYTES];
+            compile_bucket(i, art, sizeof art, compiles);
+            failures += sj_tiered_put(local, remote, &k, art, sizeof art) != SJ_OK;
+        }
+        from_count[from]++;
+    }
+    return failures;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+typedef struct store_dir {
+    char dir[64], path[96];
+} store_dir;
+
+static void store_dir_make(store_dir *d) {
+    snprintf(d->dir, sizeof d->dir, "/tmp/sj_tiered_XXXXXX");
+    assert_non_null(mkdtemp(d->dir));
+    snprintf(d->path, sizeof d->path, "%s/store.db", d->dir);
+}
+
+static void store_dir_remove(store_dir *d) { nftw(d->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
+static sj_store *open_store(sj_ctx *ctx, const char *path) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = path;
+    sj_store *s = NULL;
+    if (sj_store_open(ctx, &sc, &s) != SJ_OK) return NULL;
+    return s;
+}
+
+/* Two processes, separate local stores, one Redis: the second compiles
+ * nothing the first published, and the remote hits land in its local store. */
+static void test_tiered_two_processes(void **state) {
+    fixture *f = *state;
+    NEED_SERVER(f);
+    store_dir a, b;
+    store_dir_make(&a);
+    store_dir_make(&b);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sj_ctx *ctx;
+        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
+        sj_store *local = open_store(ctx, a.path);
+        sj_remote_config rc;
+        config_for(&rc, f->url);
+        rc.secret = "fleet";
+        sj_remote *remote;
+        if (!local || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
+        int compiles = 0, from[3] = {0};
+        int failures = serve_buckets(ctx, local, remote, &compiles, from);
+        sj_remote_destroy(remote); /* publishes what is queued */
+        sj_store_close(local);
+        sj_ctx_destroy(ctx);
+        _exit(failures || compiles != BUCKETS ? 4 : 0);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    sj_store *local = open_store(f->ctx, b.path);
+    assert_non_null(local);
+    sj_remote *remote = open_tier(f, "fleet", false, 0);
+    int compiles = 0, from[3] = {0};
+    assert_int_equal(serve_buckets(f->ctx, local, remote, &compiles, from), 0);
+    assert_int_equal(compiles, 0);
+    assert_int_equal(from[SJ_TIER_REMOTE], BUCKETS);
+    /* Read-through filled the local store: the next pass stays local. */
+    memset(from, 0, sizeof from);
+    assert_int_equal(serve_buckets(f->ctx, local, remote, &compiles, from), 0);
+    assert_int_equal(compiles, 0);
+    assert_int_equal(from[SJ_TIER_LOCAL], BUCKETS);
+    sj_remote_stats rs;
+    sj_remote_get_stats(remote, &rs);
+    assert_int_equal(rs.hits, BUCKETS);
+    assert_int_equal(rs.misses + rs.rejected + rs.errors, 0);
+    sj_remote_destroy(remote);
+    sj_store_close(local);
+    store_dir_remove(&a);
+    store_dir_remove(&b);
+}
+
+/* With Redis down the tiers behave as the local store alone, within budget. */
+static void test_tiered_remote_down(void **state) {
+    fixture *f = *state;
+    int port = sj_test_free_port();
+    snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", port);
+    sj_store *local = open_store(f->ctx, NULL);
+    assert_non_null(local);
+    sj_remote *remote = open_tier(f, "fleet", false, 0);
+    int compiles = 0, from[3] = {0};
+    double t0 = sj_test_now_ms();
+    assert_int_equal(serve_buckets(f->ctx, local, remote, &compiles, from), 0);
+    assert_true(sj_test_now_ms() - t0 < CALL_BUDGET_MS + BUCKETS * SKIP_BUDGET_MS);
+    assert_int_equal(compiles, BUCKETS);
+    memset(from, 0, sizeof from);
+    assert_int_equal(serve_buckets(f->ctx, local, remote, &compiles, from), 0);
+    assert_int_equal(compiles, BUCKETS);
+    assert_int_equal(from[SJ_TIER_LOCAL], BUCKETS);
+    sj_remote_flush(remote);
+    sj_remote_stats rs;
+    sj_remote_get_stats(remote, &rs);
+    assert_int_equal(rs.errors, 1);
+    assert_int_equal(rs.backoff_skips, BUCKETS - 1);
+    assert_int_equal(rs.dropped_puts, BUCKETS);
+    sj_remote_destroy(remote);
+    sj_store_close(local);
+}
+
+/* A tampered remote value is a miss: recompiled, never served, and never
+ * copied into the local store. */
+static void test_tiered_tampered(void **state) {
+    fixture *f = *state;
+    NEED_SERVER(f);
+    sj_store *first = open_store(f->ctx, NULL), *second = open_store(f->ctx, NULL);
+    assert_non_null(first);
+    assert_non_null(second);
+    sj_remote *remote = open_tier(f, "fleet", false, 0);
+    int compiles = 0, from[3] = {0};
+    assert_int_equal(serve_buckets(f->ctx, first, remote, &compiles, from), 0);
+    sj_remote_flush(remote);
+    sj_store_key k = bucket_key(2);
+    uint8_t digest[32];
+    sj_tiered_key_digest(&k, digest);
+    char name[128];
+    raw_key(remote, digest, name, sizeof name);
+    redisReply *rep = raw_get(f->srv.port, name);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    rep->str[rep->len - 1] ^= 0x40;
+    raw_set(f->srv.port, name, rep->str, rep->len);
+    freeReplyObject(rep);
+    compiles = 0;
+    memset(from, 0, sizeof from);
+    assert_int_equal(serve_buckets(f->ctx, second, remote, &compiles, from), 0);
+    assert_int_equal(compiles, 1);
+    assert_int_equal(from[SJ_TIER_REMOTE], BUCKETS - 1);
+    sj_remote_stats rs;
+    sj_remote_get_stats(remote, &rs);
+    assert_int_equal(rs.rejected, 1);
+    sj_store_stats ls;
+    assert_int_equal(sj_store_stats_get(second, &ls), SJ_OK);
+    assert_int_equal(ls.entries, BUCKETS); /* 5 written through + 1 recompiled */
+    sj_remote_destroy(remote);
+    sj_store_close(second);
+    sj_store_close(first);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_url_errors, setup_ctx, teardown),
@@ -669,6 +864,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_wrong_secret, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_read_only, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_gets, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_tiered_two_processes, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_tiered_remote_down, setup_ctx, teardown),
+        cmocka_unit_test_setup_teardown(test_tiered_tampered, setup_server, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,7 @@
 #define SHAPEJIT_REMOTE_H
 
 #include "shapejit/common.h"
+#include "shapejit/store.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -134,6 +135,38 @@ size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
 
 /* The URL the tier was made with, password replaced by "***" (for logs). */
 const char *sj_remote_url(const sj_remote *r);
+
+/* ---- The tiers together: local store, then remote.
+ *
+ *   sj_tier from;
+ *   st = sj_tiered_get(store, remote, &key, &bytes, &len, &from);
+ *   if (st != SJ_OK) { compile(&bytes, &len); sj_tiered_put(store, remote, &key, bytes, len); }
+ *
+ * Either tier may be NULL (no local store: `--store none`; no remote tier).
+ * Both must belong to the same context; returned bytes are sj_alloc'ed on it.
+ * The memory tier above them is the bucketed cache's own. */
+typedef enum sj_tier {
+    SJ_TIER_NONE = 0,   /* a miss everywhere */
+    SJ_TIER_LOCAL = 1,  /* the local store had it */
+    SJ_TIER_REMOTE = 2, /* the remote tier had it (and the local store has it now) */
+} sj_tier;
+
+/* Read-through: the local store; on a local miss (absent or corrupt) the
+ * remote tier; a remote hit, already verified by its frame and tag, is
+ * written to the local store (a failed local write is ignored: the bytes
+ * are still served) and returned. SJ_E_NOT_FOUND when neither has it, with
+ * a message giving both reasons. *from may be NULL. */
+sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
+                        size_t *len, sj_tier *from);
+
+/* Write-behind: the local store first (synchronously), then the remote tier
+ * queued without waiting. Returns the local put's status (remote drops are
+ * counted in its stats, never an error here). */
+sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
+                        const void *bytes, size_t len);
+
+/* The remote key digest of a full store key (the store's own key digest). */
+void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]);
 
 #ifdef __cplusplus
 }
