@@ -21,8 +21,9 @@
 #define BACKOFF_MS 300
 /* A call's budget: connect + one command (no password, db 0), 3x slack. */
 #define CALL_BUDGET_MS (3.0 * (CONNECT_MS + COMMAND_MS))
-/* A call while backing off never touches the network. */
-#define SKIP_BUDGET_MS 20.0
+/* A call while backing off never touches the network: far below one
+ * command timeout, with room for a loaded machine's scheduling. */
+#define SKIP_BUDGET_MS 50.0
 
 typedef struct fixture {
     sj_ctx *ctx;
@@ -651,6 +652,50 @@ static void test_concurrent_gets(void **state) {
     sj_remote_destroy(r);
 }
 
+/* A password and a database: AUTH and SELECT on every new connection; a
+ * wrong password is an error that backs off, never a crash or a hang. */
+static void test_auth_and_db(void **state) {
+    fixture *f = *state;
+    NEED_SERVER(f);
+    redisContext *c = sj_test_redis_connect(f->srv.port);
+    assert_non_null(c);
+    redisReply *rep = redisCommand(c, "CONFIG SET requirepass hunter2");
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    snprintf(f->url, sizeof f->url, "redis://:hunter2@127.0.0.1:%d/3", f->srv.port);
+    sj_remote *r = open_tier(f, "fleet", false, 0);
+    uint8_t key[32], v[600];
+    make_key(key, 1);
+    make_value(v, sizeof v, 1);
+    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
+    sj_remote_flush(r);
+    expect_hit(f->ctx, r, key, v, sizeof v);
+    char name[128];
+    raw_key(r, key, name, sizeof name);
+    rep = redisCommand(c, "AUTH hunter2");
+    freeReplyObject(rep);
+    rep = redisCommand(c, "EXISTS %s", name); /* db 0: not there */
+    assert_int_equal(rep->integer, 0);
+    freeReplyObject(rep);
+    freeReplyObject(redisCommand(c, "SELECT 3"));
+    rep = redisCommand(c, "EXISTS %s", name);
+    assert_int_equal(rep->integer, 1);
+    freeReplyObject(rep);
+    redisFree(c);
+    sj_remote_destroy(r);
+
+    snprintf(f->url, sizeof f->url, "redis://:n0t-th1s@127.0.0.1:%d/3", f->srv.port);
+    r = open_tier(f, "fleet", false, 0);
+    assert_true(timed_miss(r, key, SJ_E_IO) < CALL_BUDGET_MS);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "AUTH refused"));
+    assert_null(strstr(sj_ctx_last_error(f->ctx), "n0t-th1s"));
+    sj_remote_stats s;
+    sj_remote_get_stats(r, &s);
+    assert_int_equal(s.errors, 1);
+    sj_remote_destroy(r);
+}
+
 /* ---- the tiers together: local store, then remote */
 
 enum { BUCKETS = 6 };
@@ -864,6 +909,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_wrong_secret, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_read_only, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_gets, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_and_db, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_tiered_two_processes, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_tiered_remote_down, setup_ctx, teardown),
         cmocka_unit_test_setup_teardown(test_tiered_tampered, setup_server, teardown),

@@ -22,10 +22,14 @@
  * command_timeout_ms, and after a failed connection, a timeout or an I/O
  * error the tier is off for backoff_ms: calls in that period return a miss
  * at once without touching the network. A connection that failed is freed
- * and a new one made on the next attempt after the back-off. One call costs
- * at most connect_timeout_ms + 3 * command_timeout_ms (connect, AUTH,
- * SELECT, the command) when everything stalls just short of its limit; with
- * neither password nor db it is connect + one command.
+ * (with the idle ones: they lead to the same server) and a new one made on
+ * the next attempt after the back-off. One call waits at most: one command
+ * timeout for a pooled connection when all pool_size are busy, the connect
+ * timeout, and one command timeout each for AUTH (with a password), SELECT
+ * (db other than 0) and the command itself. With neither password nor db
+ * and a free connection: connect + one command. Host names are resolved by
+ * getaddrinfo, which has no timeout: give an address, or a name the local
+ * resolver answers at once.
  *
  * Values are binary frames: magic, version, the key digest, the content
  * length and a 32-byte tag over all of them and the content. With a secret
