@@ -41,9 +41,6 @@ const char *sj_remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ
                                   const uint8_t *frame, size_t size, size_t *content_off,
                                   size_t *content_size);
 
-/* The context the tier was created with. */
-sj_ctx *sj_remote_ctx(const sj_remote *r);
-
 /* ---- Transport. */
 #define SJ_REMOTE_MAX_POOL 256
 

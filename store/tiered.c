@@ -33,24 +33,21 @@ sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *
     *len = 0;
     SJ_TRY(check_tiers(local, remote, key));
     sj_ctx *ctx = tiers_ctx(local, remote);
+    sj_status local_st = SJ_E_NOT_FOUND;
     char local_why[256] = "no local store";
     if (local) {
-        sj_status st = sj_store_get(local, key, bytes, len);
-        if (st == SJ_OK) {
-            if (from) *from = SJ_TIER_LOCAL;
-            return SJ_OK;
-        }
-        if (st != SJ_E_NOT_FOUND && st != SJ_E_CORRUPT) return st;
+        local_st = sj_store_get(local, key, bytes, len);
+        if (local_st == SJ_OK && from) *from = SJ_TIER_LOCAL;
+        if (!remote || (local_st != SJ_E_NOT_FOUND && local_st != SJ_E_CORRUPT)) return local_st;
         snprintf(local_why, sizeof local_why, "%s", sj_ctx_last_error(ctx));
     }
-    if (!remote) return sj_fail(ctx, SJ_E_NOT_FOUND, "%s; no remote tier", local_why);
     uint8_t digest[SJ_REMOTE_KEY_SIZE];
     sj_store_key_digest(key, digest);
     sj_status st = sj_remote_get(remote, digest, bytes, len);
     if (st == SJ_E_INVALID_ARG || st == SJ_E_NOMEM) return st;
     if (st != SJ_OK) {
         sj_error_prefix(ctx, "%s; ", local_why);
-        return SJ_E_NOT_FOUND;
+        return local_st;
     }
     if (local && sj_store_put(local, key, *bytes, *len) != SJ_OK) sj_ctx_clear_error(ctx);
     if (from) *from = SJ_TIER_REMOTE;

@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shapejit/bucketed_cache.h"
+#include "shapejit/graph.h"
 #include "shapejit/remote.h"
+#include "jit/core/core_impl.h"
 #include "store/remote_tier_impl.h"
 #include "tests/redis_server.h"
 
@@ -890,6 +893,145 @@ static void test_tiered_tampered(void **state) {
     sj_store_close(first);
 }
 
+/* ---- through the bucketed compile cache */
+
+/* A compiler that counts its compiles; its artifact names the extent, which
+ * load checks, so an artifact served for the wrong bucket would fail. */
+typedef struct counting_compiler {
+    sj_ctx *ctx;
+    int compiles;
+} counting_compiler;
+
+static sj_status cc_compile(void *p, const sj_graph *g, int64_t extent, const void *options,
+                            size_t options_len, void **artifact, size_t *len) {
+    (void)g, (void)options, (void)options_len;
+    counting_compiler *cc = p;
+    uint8_t *a = sj_alloc(cc->ctx, ARTIFACT_BYTES);
+    if (!a) return SJ_E_NOMEM;
+    make_value(a, ARTIFACT_BYTES, (int)extent);
+    memcpy(a, &extent, sizeof extent);
+    cc->compiles++;
+    *artifact = a;
+    *len = ARTIFACT_BYTES;
+    return SJ_OK;
+}
+
+static sj_status cc_load(void *p, const sj_graph *g, int64_t extent, const void *artifact,
+                         size_t len, void **exe) {
+    (void)g;
+    counting_compiler *cc = p;
+    uint8_t want[ARTIFACT_BYTES];
+    make_value(want, sizeof want, (int)extent);
+    memcpy(want, &extent, sizeof extent);
+    if (len != sizeof want || memcmp(artifact, want, len) != 0)
+        return sj_fail(cc->ctx, SJ_E_CORRUPT, "test artifact is not the one of extent %lld",
+                       (long long)extent);
+    int64_t *e = sj_alloc(cc->ctx, sizeof *e);
+    if (!e) return SJ_E_NOMEM;
+    *e = extent;
+    *exe = e;
+    return SJ_OK;
+}
+
+static sj_status cc_run(void *p, void *exe, int64_t active, const sj_tensor *in, sj_tensor *out) {
+    (void)exe, (void)active, (void)in, (void)out;
+    return sj_fail(((counting_compiler *)p)->ctx, SJ_E_UNSUPPORTED, "counting compiler: no run");
+}
+
+static void cc_destroy(void *p, void *exe) { sj_free(((counting_compiler *)p)->ctx, exe); }
+
+typedef struct cache_run {
+    int compiles;
+    sj_bucketed_cache_stats stats;
+} cache_run;
+
+/* One "process": a graph, a pow2 ladder, a cache over the given local store
+ * and remote tier; asks for every bucket. 0 on success. */
+static int run_cache(sj_ctx *ctx, sj_store *local, sj_remote *remote, cache_run *out) {
+    sj_graph *g = NULL;
+    sj_ladder *l = NULL;
+    sj_bucketed_cache *c = NULL;
+    counting_compiler cc = {ctx, 0};
+    sj_compiler comp = {.ctx = &cc, .target_triple = "test", .target_cpu = "generic",
+                        .artifact_version = 1, .compiler_version = "counting-1",
+                        .compile = cc_compile, .load = cc_load, .run = cc_run,
+                        .destroy = cc_destroy};
+    int64_t xd[] = {SJ_DIM_SYM, 4};
+    sj_value x, y;
+    int bad = sj_graph_create(ctx, "N", &g) != SJ_OK || sj_graph_input(g, "x", 2, xd, &x) != SJ_OK ||
+              sj_graph_unary(g, SJ_OP_RELU, x, &y) != SJ_OK || sj_graph_output(g, y, "y") != SJ_OK ||
+              sj_ladder_pow2(ctx, 8, 256, &l) != SJ_OK;
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.remote = remote;
+    if (!bad) bad = sj_bucketed_cache_create(g, l, &comp, local, &cfg, &c) != SJ_OK;
+    for (int64_t key = 5; !bad && key <= 256; key += 7) {
+        int64_t extent;
+        void *exe;
+        bad = sj_bucketed_cache_get_or_compile(c, key, &extent, &exe) != SJ_OK ||
+              *(int64_t *)exe != extent;
+    }
+    if (!bad) {
+        sj_bucketed_cache_stats_get(c, &out->stats);
+        out->compiles = cc.compiles;
+    }
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+    sj_graph_destroy(g);
+    return bad;
+}
+
+/* The issue's acceptance test, through the cache: two processes with their
+ * own local stores and one Redis; the second compiles nothing. */
+static void test_cache_two_processes(void **state) {
+    fixture *f = *state;
+    NEED_SERVER(f);
+    enum { LADDER_BUCKETS = 6 }; /* pow2 8..256 */
+    store_dir a, b;
+    store_dir_make(&a);
+    store_dir_make(&b);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sj_ctx *ctx;
+        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
+        sj_store *local = open_store(ctx, a.path);
+        sj_remote_config rc;
+        config_for(&rc, f->url);
+        rc.secret = "fleet";
+        sj_remote *remote;
+        if (!local || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
+        cache_run run;
+        int bad = run_cache(ctx, local, remote, &run);
+        sj_remote_destroy(remote);
+        sj_store_close(local);
+        sj_ctx_destroy(ctx);
+        _exit(bad || run.compiles != LADDER_BUCKETS ? 4 : 0);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    sj_store *local = open_store(f->ctx, b.path);
+    assert_non_null(local);
+    sj_remote *remote = open_tier(f, "fleet", true, 0);
+    cache_run run;
+    assert_int_equal(run_cache(f->ctx, local, remote, &run), 0);
+    assert_int_equal(run.compiles, 0);
+    assert_int_equal(run.stats.compiles, 0);
+    assert_int_equal(run.stats.remote_hits, LADDER_BUCKETS);
+    assert_int_equal(run.stats.store_hits, 0);
+    /* A restart of this machine finds them in its own store. */
+    assert_int_equal(run_cache(f->ctx, local, NULL, &run), 0);
+    assert_int_equal(run.compiles, 0);
+    assert_int_equal(run.stats.store_hits, LADDER_BUCKETS);
+    sj_remote_destroy(remote);
+    sj_store_close(local);
+    store_dir_remove(&a);
+    store_dir_remove(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_url_errors, setup_ctx, teardown),
@@ -913,6 +1055,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tiered_two_processes, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_tiered_remote_down, setup_ctx, teardown),
         cmocka_unit_test_setup_teardown(test_tiered_tampered, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_two_processes, setup_server, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,6 +137,9 @@ void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out);
 size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], char *buf,
                           size_t cap);
 
+/* The context the tier was created with (bytes from get are allocated on it). */
+sj_ctx *sj_remote_ctx(const sj_remote *r);
+
 /* The URL the tier was made with, password replaced by "***" (for logs). */
 const char *sj_remote_url(const sj_remote *r);
 
@@ -158,8 +161,11 @@ typedef enum sj_tier {
 /* Read-through: the local store; on a local miss (absent or corrupt) the
  * remote tier; a remote hit, already verified by its frame and tag, is
  * written to the local store (a failed local write is ignored: the bytes
- * are still served) and returned. SJ_E_NOT_FOUND when neither has it, with
- * a message giving both reasons. *from may be NULL. */
+ * are still served) and returned. When neither has it: the local store's
+ * status (SJ_E_NOT_FOUND, or SJ_E_CORRUPT for a corrupt local row), else
+ * SJ_E_NOT_FOUND, with a message giving both reasons; a remote failure of
+ * any kind is a miss here (its stats say which). Without a remote tier
+ * this is sj_store_get. *from may be NULL. */
 sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
                         size_t *len, sj_tier *from);
 
