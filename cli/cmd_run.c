@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "shapejit/interp.h"
+#include "shapejit/onnx.h"
 #include "shapejit/tensor.h"
 
 static const char usage[] =
@@ -15,8 +17,8 @@ static const char usage[] =
     "                    [--backend interp] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
     "  Runs MODEL once and writes DIR/<output name>.npy for every output\n"
     "  (DIR defaults to '.'; all outputs are written or none).\n"
-    "  --input NAME=FILE  a float32 C-order .npy file for input NAME; when any\n"
-    "                     input is given, every input must be\n"
+    "  --input NAME=FILE  a float32 C-order .npy file, or an ONNX TensorProto .pb,\n"
+    "                     for input NAME; when any input is given, every input must be\n"
     "  --rows N           the symbolic dim's extent; without --input, inputs are\n"
     "                     seeded uniform random values in [-1, 1)\n"
     "  --seed S           seed of the random inputs (default 0; input i uses S+i)\n"
@@ -140,7 +142,10 @@ static int file_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, const ru
     for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++) {
         sj_value_desc d;
         sj_graph_input_desc(g, i, &d);
-        sj_status st = sj_npy_read(ctx, file_of[i], &in[i]);
+        size_t flen = strlen(file_of[i]);
+        bool is_pb = flen > 3 && !strcasecmp(file_of[i] + flen - 3, ".pb");
+        sj_status st = is_pb ? sj_onnx_tensor_read(ctx, file_of[i], &in[i])
+                             : sj_npy_read(ctx, file_of[i], &in[i]);
         if (st != SJ_OK) {
             rc = cli_fail(cmd, "input %s: %s", d.name, sj_ctx_last_error(ctx));
             break;

@@ -33,11 +33,17 @@ static sj_status load_sjg(sj_ctx *ctx, const char *path, const char *bytes, size
     return st;
 }
 
+static sj_status load_onnx(sj_ctx *ctx, const char *path, const char *bytes, size_t len,
+                           const sj_model_options *o, sj_graph **out) {
+    return sj_onnx_load_mem(ctx, bytes, len, path, o, out);
+}
+
 static const struct {
     const char *ext;
     model_loader_fn load;
 } loaders[] = {
     {".sjg", load_sjg},
+    {".onnx", load_onnx},
 };
 
 void sj_model_options_init(sj_model_options *o) {
