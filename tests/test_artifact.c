@@ -161,7 +161,7 @@ static void test_options_hash(void **state) {
     b.cpu = "znver3";
     assert_true(sj_compile_options_hash(&a) != sj_compile_options_hash(&b));
     sj_compile_options_init(&b);
-    b.blas_min_work = 0;
+    b.blas_min_work = 4096;
     assert_true(sj_compile_options_hash(&a) != sj_compile_options_hash(&b));
 }
 

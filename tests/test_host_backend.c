@@ -64,7 +64,10 @@ static void check_buckets(fixture *f, const char *what) {
     static const int64_t ns[] = {1, 33, 64, 47};
     assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed, TOL, what));
     assert_true(h_check(f->dev, f->g, 1, ns, 1, &o, f->seed + 1, TOL, what));
+    o.blas_min_work = 1; /* every matmul through cblas_sgemm */
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 3, TOL, what));
     o.fusion = false;
+    o.blas_min_work = 0;
     assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 2, TOL, what));
 }
 
@@ -237,6 +240,11 @@ static void test_graph_mismatch_refused(void **state) {
     assert_int_equal(sj_graph_output(other, y, "y"), SJ_OK);
     sj_executable *exe = NULL;
     assert_int_equal(sj_artifact_load(a, f->dev, other, &exe), SJ_E_MISMATCH);
+    /* An extern kernel this build lacks is named, not left to the linker. */
+    assert_int_equal(sj_artifact_set_string(a, &a->externs, "cblas_sgemm,sj_no_such_kernel"), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "sj_no_such_kernel"));
+    assert_int_equal(sj_artifact_set_string(a, &a->externs, ""), SJ_OK);
     assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
     sj_executable_destroy(exe);
     sj_graph_destroy(other);
