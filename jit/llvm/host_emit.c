@@ -356,7 +356,12 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
  * AVX-512's 32 registers; with 16 registers (AVX2) 4 x 2 leaves room for the
  * operands. */
 enum { TILE_M = 4, TILE_NV_MAX = 4 };
-static int tile_nv(const emitter *e) { return e->vector_floats >= 16 ? 4 : 2; }
+static int tile_nv(const emitter *e) {
+    int nv = e->vector_floats >= 16 ? 4 : 2;
+    /* A narrow constant n (p @ v with a head of 32) gets narrower tiles. */
+    while (nv > 1 && !e->k->sym[3] && e->k->dims[3] < (int64_t)e->vector_floats * nv) nv /= 2;
+    return nv;
+}
 
 /* Register-tiled matmul for b and the output contiguous along n: tiles of
  * TILE_M rows x tile_nv() vectors held in registers across the whole k loop

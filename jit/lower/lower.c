@@ -19,11 +19,14 @@
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 
+enum { MATMUL_COPY_B_ROWS = 16 };
+
 typedef enum home { HOME_DEAD, HOME_INLINE, HOME_BUFFER, HOME_VIEW, HOME_EPI } home;
 
 typedef struct vinfo {
     int uses, n_out, consumer;
     bool need_load, need_contig;
+    int64_t matmul_b_rows; /* most output rows of a matmul reading v as its b */
     home home;
     int buffer;
     int64_t strides[SJ_MAX_RANK];
@@ -122,6 +125,10 @@ static void count_uses(lowering *L) {
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
+            if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
+                int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
+                if (rows > L->v[u].matmul_b_rows) L->v[u].matmul_b_rows = rows;
+            }
         }
     }
 }
@@ -152,10 +159,16 @@ static void decide_homes(lowering *L) {
         } else if (nd->op == SJ_OP_TRANSPOSE) {
             sj_value s = nd->inputs[0];
             if (addressable(L, s)) {
-                if (L->o->fusion && vi->n_out == 0 && !vi->need_contig) {
+                int64_t st[SJ_MAX_RANK];
+                for (int i = 0; i < nd->shape.rank; i++) st[i] = L->v[s].strides[nd->attrs.perm[i]];
+                /* A matmul's b with n strided (k^T in q @ k^T) is worth one
+                 * contiguous copy when enough rows reuse it: the register-
+                 * tiled kernel needs n contiguous. */
+                bool copy_for_matmul = vi->matmul_b_rows >= MATMUL_COPY_B_ROWS &&
+                                       nd->shape.rank >= 1 && st[nd->shape.rank - 1] != 1;
+                if (L->o->fusion && vi->n_out == 0 && !vi->need_contig && !copy_for_matmul) {
                     vi->home = HOME_VIEW;
-                    for (int i = 0; i < nd->shape.rank; i++)
-                        vi->strides[i] = L->v[s].strides[nd->attrs.perm[i]];
+                    memcpy(vi->strides, st, sizeof st);
                 } else {
                     vi->home = HOME_BUFFER;
                 }
