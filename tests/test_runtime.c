@@ -18,6 +18,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "shapejit/compile.h"
 #include "shapejit/interp.h"
 #include "shapejit/metadata_cache.h"
 #include "shapejit/op_cache.h"
@@ -899,6 +900,60 @@ static void test_host_object_modules(void **state) {
     fixture_free(f);
 }
 
+/* Code from the LLVM host emitter (sj_compile, sj_artifact_load): attention
+ * with a softmax over the symbolic dim, eager and replayed at several
+ * extents, the replay after the metadata cache was flooded and cleared. */
+static void test_compiled_attention_replay(void **state) {
+    (void)state;
+    sj_mdcache_policy pol = {8, 2048, SJ_CACHE_NORMAL};
+    fixture *f = fixture_new(&pol);
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(f->ctx, "N", &g), SJ_OK);
+    int64_t qd[] = {SJ_DIM_SYM, 8}, one[] = {1};
+    float scale = 0.35f;
+    sj_value q, k, s, kt, sc, ss, p, o;
+    int perm[] = {1, 0};
+    assert_int_equal(sj_graph_input(g, "q", 2, qd, &q), SJ_OK);
+    assert_int_equal(sj_graph_input(g, "k", 2, qd, &k), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "scale", 1, one, &scale, &s), SJ_OK);
+    assert_int_equal(sj_graph_transpose(g, k, perm, &kt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, q, kt, &sc), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, sc, s, &ss), SJ_OK);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, ss, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, p, q, &o), SJ_OK);
+    assert_int_equal(sj_graph_output(g, o, "out"), SJ_OK);
+    sj_compile_options opts;
+    sj_compile_options_init(&opts);
+    sj_artifact *a;
+    if (sj_compile(g, 32, &opts, &a) != SJ_OK) fail_msg("compile: %s", sj_ctx_last_error(f->ctx));
+    sj_executable *exe;
+    if (sj_artifact_load(a, f->dev, g, &exe) != SJ_OK)
+        fail_msg("load: %s", sj_ctx_last_error(f->ctx));
+    int64_t extents[] = {32, 7, 1, 20};
+    for (int i = 0; i < 4; i++)
+        check_against_interp(f, exe, g, extents[i], i, sj_executable_run_or_replay);
+    assert_int_equal(sj_executable_capture(exe), SJ_OK);
+    sj_mdcache *mc = sj_device_metadata_cache(f->dev);
+    for (int64_t i = 0; i < 1000; i++) {
+        int64_t w[2] = {i, 5};
+        void *buf;
+        if (sj_mdcache_lookup(mc, w, 2, &buf) != SJ_MDCACHE_BUILD_STORE) continue;
+        assert_int_equal(sj_device_alloc(f->dev, sizeof w, &buf), SJ_OK);
+        assert_int_equal(sj_mdcache_store(mc, w, 2, buf), SJ_OK);
+    }
+    sj_mdcache_clear_unpinned(mc);
+    sj_mdcache_stats st;
+    sj_mdcache_get_stats(mc, &st);
+    assert_true(st.pinned > 0); /* the emitted kernels' infos, held by the capture */
+    assert_int_equal(st.entries, st.pinned);
+    for (int i = 0; i < 4; i++)
+        check_against_interp(f, exe, g, extents[i], i + 10, sj_executable_run_or_replay);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
+    sj_graph_destroy(g);
+    fixture_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_matches_interpreter),
@@ -913,6 +968,7 @@ int main(void) {
         cmocka_unit_test(test_device_release_then_use),
         cmocka_unit_test(test_native_modules_and_device_calls),
         cmocka_unit_test(test_host_object_modules),
+        cmocka_unit_test(test_compiled_attention_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
