@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -900,6 +901,63 @@ static void test_host_object_modules(void **state) {
     fixture_free(f);
 }
 
+typedef struct worker {
+    fixture *f;
+    model_a m;
+    sj_executable *exe;
+    int failures;
+} worker;
+
+/* Each thread runs its own executable on the shared device, eagerly and by
+ * replay, through one metadata cache small enough to keep evicting. */
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    sj_ctx *ctx = w->f->ctx;
+    for (int r = 0; r < 150; r++) {
+        int64_t n = 1 + (r * 7) % 16;
+        sj_tensor in[1] = {{0}}, got[2] = {{0}}, want[2] = {{0}};
+        make_inputs(ctx, w->m.g, n, r, in);
+        run_fn run = r % 2 ? sj_executable_replay : sj_executable_run;
+        if (run(w->exe, n, in, got) != SJ_OK || sj_interp_run(w->m.g, n, in, want) != SJ_OK) {
+            w->failures++;
+        } else {
+            for (int o = 0; o < 2; o++)
+                for (int64_t k = 0; k < sj_tensor_numel(&want[o]); k++)
+                    if (fabsf(got[o].data[k] - want[o].data[k]) > 1e-3f) w->failures++;
+            free_tensors(ctx, got, 2);
+            free_tensors(ctx, want, 2);
+        }
+        free_tensors(ctx, in, 1);
+    }
+    return NULL;
+}
+
+static void test_threads_share_a_device(void **state) {
+    (void)state;
+    sj_mdcache_policy pol = {3, 2048, SJ_CACHE_NORMAL};
+    fixture *f = fixture_new(&pol);
+    enum { THREADS = 4 };
+    worker w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i].f = f;
+        w[i].failures = 0;
+        /* Different extents: different infos, so the threads contend for
+         * the cache's three entries. */
+        model_a_init(f->ctx, 16 + i, (float)i, &w[i].m);
+        w[i].exe = model_a_load(f, &w[i].m);
+        assert_int_equal(sj_executable_capture(w[i].exe), SJ_OK);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker_main, &w[i]);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < THREADS; i++) {
+        assert_int_equal(w[i].failures, 0);
+        sj_executable_destroy(w[i].exe);
+        sj_graph_destroy(w[i].m.g);
+    }
+    fixture_free(f);
+}
+
 /* Code from the LLVM host emitter (sj_compile, sj_artifact_load): attention
  * with a softmax over the symbolic dim, eager and replayed at several
  * extents, the replay after the metadata cache was flooded and cleared. */
@@ -969,6 +1027,7 @@ int main(void) {
         cmocka_unit_test(test_native_modules_and_device_calls),
         cmocka_unit_test(test_host_object_modules),
         cmocka_unit_test(test_compiled_attention_replay),
+        cmocka_unit_test(test_threads_share_a_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
