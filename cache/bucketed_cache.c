@@ -29,6 +29,8 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     if (!cfg) cfg = &dflt;
     if (cfg->options_len && !cfg->options)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: options_len %zu with no options", cfg->options_len);
+    if (cfg->remote && sj_remote_ctx(cfg->remote) != ctx)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the remote tier belongs to another context than the graph");
 
     sj_bucketed_cache *c = sj_calloc(ctx, 1, sizeof *c);
     if (!c) return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
@@ -37,6 +39,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     c->ladder = ladder;
     c->comp = *comp;
     c->store = store;
+    c->remote = cfg->remote;
     c->one_off_out_of_range = cfg->one_off_out_of_range;
     c->n_buckets = sj_ladder_count(ladder);
     c->options_len = cfg->options_len;
@@ -104,15 +107,17 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
 static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe) {
     sj_store_key key = c->key;
     key.extent = extent;
-    if (c->store) {
+    if (c->store || c->remote) {
         void *bytes;
         size_t len;
-        sj_status st = sj_store_get(c->store, &key, &bytes, &len);
+        sj_tier from;
+        sj_status st = sj_tiered_get(c->store, c->remote, &key, &bytes, &len, &from);
         if (st == SJ_OK) {
             st = c->comp.load(c->comp.ctx, c->g, extent, bytes, len, exe);
             sj_free(c->ctx, bytes);
             if (st == SJ_OK) {
-                atomic_fetch_add_explicit(&c->store_hits, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(from == SJ_TIER_REMOTE ? &c->remote_hits : &c->store_hits, 1,
+                                          memory_order_relaxed);
                 return SJ_OK;
             }
             if (st == SJ_E_NOMEM) return st;
@@ -133,7 +138,7 @@ static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe) {
     atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) return st;
     atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
-    if (c->store && sj_store_put(c->store, &key, art, art_len) != SJ_OK) {
+    if ((c->store || c->remote) && sj_tiered_put(c->store, c->remote, &key, art, art_len) != SJ_OK) {
         atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
         sj_ctx_clear_error(c->ctx);
     }
@@ -258,6 +263,7 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     memset(out, 0, sizeof *out);
     out->memory_hits = atomic_load(&c->memory_hits);
     out->store_hits = atomic_load(&c->store_hits);
+    out->remote_hits = atomic_load(&c->remote_hits);
     out->compiles = atomic_load(&c->compiles);
     out->compile_ms = (double)atomic_load(&c->compile_ns) / 1e6;
     out->corrupt = atomic_load(&c->corrupt);

@@ -34,6 +34,7 @@ struct sj_bucketed_cache {
     const sj_ladder *ladder;
     sj_compiler comp;
     sj_store *store;
+    sj_remote *remote; /* the fleet tier under the store, or NULL */
     bool one_off_out_of_range;
     void *options;
     size_t options_len;
@@ -44,7 +45,7 @@ struct sj_bucketed_cache {
     pthread_mutex_t one_off_mu; /* the one-off list and their compiles */
     sj_one_off *one_offs;
     pthread_mutex_t one_off_run_mu;
-    _Atomic uint64_t memory_hits, store_hits, compiles, compile_ns, corrupt, store_errors, n_one_offs;
+    _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors, n_one_offs;
     _Atomic int compiled;
 };
 

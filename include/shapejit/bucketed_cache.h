@@ -33,6 +33,7 @@
 #define SHAPEJIT_BUCKETED_CACHE_H
 
 #include "shapejit/ladder.h"
+#include "shapejit/remote.h"
 #include "shapejit/store.h"
 #include "shapejit/tensor.h"
 
@@ -78,6 +79,10 @@ typedef struct sj_bucketed_cache_config {
      * that extent (kept, and stored, for later calls) instead of failing
      * with SJ_E_OUT_OF_RANGE. */
     bool one_off_out_of_range;
+    /* The fleet tier under the store (NULL: none), borrowed like the store
+     * and on the graph's context: a store miss asks it, a fresh compile is
+     * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
+    sj_remote *remote;
 } sj_bucketed_cache_config;
 
 void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg);
@@ -142,6 +147,7 @@ sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_
 typedef struct sj_bucketed_cache_stats {
     uint64_t memory_hits;  /* executable already in memory */
     uint64_t store_hits;   /* loaded from the store */
+    uint64_t remote_hits;  /* loaded from the remote tier (and written to the store) */
     uint64_t compiles;     /* compiled (store miss, corrupt entry, or no store) */
     double compile_ms;     /* total time in compile */
     uint64_t corrupt;      /* store rows (or loads) rejected as corrupt, then recompiled */
