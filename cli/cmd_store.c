@@ -24,6 +24,7 @@ static const char usage[] =
     "  explain MODEL --rows N [--ladder SPEC] [--backend interp] [--limit K]\n"
     "                              the stored rows nearest to the key a run at N rows\n"
     "                              looks up, and which key components differ\n"
+    "                              (ladder default pow2:1:N rounded up; K default 3)\n"
     "  --store PATH   the store (default $SHAPEJIT_STORE, else\n"
     "                 $XDG_CACHE_HOME/shapejit/store.db, else ~/.cache/shapejit/store.db)\n"
     "  --json         machine-readable output\n";
