@@ -926,6 +926,73 @@ static void test_non_float_tensors(void **state) {
     mb_free(&b);
 }
 
+/* Every allocation failing in turn: each load fails cleanly (ASan checks
+ * that nothing leaks) until enough memory is allowed. */
+typedef struct budget {
+    int left;
+} budget;
+
+static void *budget_alloc(void *user, size_t size) {
+    budget *b = user;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return malloc(size ? size : 1);
+}
+
+static void *budget_realloc(void *user, void *p, size_t size) {
+    budget *b = user;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return realloc(p, size ? size : 1);
+}
+
+static void budget_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+static void test_allocation_failures(void **state) {
+    (void)state;
+    budget bud = {1 << 30};
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = (sj_allocator){budget_alloc, budget_realloc, budget_free, &bud};
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    mb b;
+    mb_init(&b, 11);
+    mb_input(&b, "x", "seq,4");
+    float w[16];
+    fill(w, 16, 5);
+    mb_init_f(&b, "w", 2, (int64_t[]){4, 4}, w);
+    mb_init_f(&b, "gain", 1, (int64_t[]){4}, w);
+    mb_init_i64(&b, "shape", 3, (int64_t[]){0, 2, 2});
+    mb_node(&b, "MatMul", "fc", "x,w", "h");
+    mb_node(&b, "Reshape", "rs", "h,shape", "h3");
+    mb_attr_i(&b, mb_node(&b, "Softmax", "sm", "h3", "p"), "axis", 1);
+    mb_node(&b, "LayerNormalization", "ln", "h,gain", "y,mean,inv");
+    mb_output(&b, "p", NULL);
+    mb_output(&b, "inv", NULL);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    int allowed = 0;
+    for (;; allowed++) {
+        bud.left = allowed;
+        sj_graph *g;
+        sj_status st = sj_onnx_load_mem(ctx, bytes, len, "m.onnx", NULL, &g);
+        bud.left = 1 << 30;
+        if (st == SJ_OK) {
+            sj_graph_destroy(g);
+            break;
+        }
+        if (st != SJ_E_NOMEM) fail_msg("allowed %d: %s: %s", allowed, sj_status_str(st), sj_ctx_last_error(ctx));
+        assert_null(g);
+    }
+    assert_true(allowed > 10);
+    mb_free(&b);
+    sj_ctx_destroy(ctx);
+}
+
 /* ---- TensorProto files ---- */
 
 static void test_tensor_pb(void **state) {
@@ -1050,6 +1117,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),
         cmocka_unit_test(test_non_float_tensors),
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_tensor_pb),
         cmocka_unit_test(test_conformance_runner),
     };

@@ -426,18 +426,17 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     *out = NULL;
     if (!filename) filename = "<onnx>";
     if (!bytes && len) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: no bytes", filename);
-    ProtobufCAllocator alloc = sj_onnx_pb_allocator(ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, len, bytes);
-    if (!m)
-        return sj_fail(ctx, SJ_E_PARSE, "%s: not a valid ONNX model (truncated or corrupt protobuf)",
-                       filename);
+    sj_onnx_pb_alloc pa;
+    sj_onnx_pb_alloc_init(&pa, ctx);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
+    if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
     sj_onnx_loader L = {.ctx = ctx, .file = filename};
     sj_status st = load_graph(&L, m, o, n_bound, bound);
     for (int i = 0; i < L.n_vals; i++)
         if (L.vals[i].has_const) sj_onnx_tensor_release(ctx, &L.vals[i].c);
     sj_free(ctx, L.vals);
     sj_free(ctx, L.slots);
-    onnx__model_proto__free_unpacked(m, &alloc);
+    onnx__model_proto__free_unpacked(m, &pa.base);
     if (st != SJ_OK) {
         sj_graph_destroy(L.g);
         return st;
