@@ -12,6 +12,14 @@ foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})
   set_tests_properties(onnx_conformance_${backend} PROPERTIES SKIP_RETURN_CODE ${SJ_SKIP_CODE} TIMEOUT 600)
 endforeach()
 
+# Models with a dim_param (MLP, FFN with decomposed layer norm and erf-GELU,
+# classifier head, attention scores), one data set per extent; made by
+# tests/data/onnx/gen_models.py, expected outputs from onnx's reference.
+foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})
+  add_test(NAME onnx_dynamic_models_${backend}
+    COMMAND shapejit_cli onnx-conformance ${PROJECT_SOURCE_DIR}/tests/data/onnx/models --backend ${backend})
+endforeach()
+
 # `shapejit run` fed ONNX TensorProto .pb inputs.
 set(SJ_ONNX_GEMM_TEST ${SJ_ONNX_NODE_DIR}/test_gemm_all_attributes)
 add_test(NAME onnx_cli_run_pb_inputs
