@@ -900,6 +900,22 @@ static void test_conflicting_dims(void **state) {
     mb_output(&b, "y", "3,n");
     assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
     mb_free(&b);
+
+    /* an intermediate's value_info that disagrees */
+    mb_init(&b, 13);
+    mb_input(&b, "a", "n,3");
+    mb_node(&b, "Relu", "act", "a", "r");
+    mb_node(&b, "Neg", "neg", "r", "y");
+    Onnx__ValueInfoProto *info[1] = {mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,4")};
+    b.g.n_value_info = 1;
+    b.g.value_info = info;
+    mb_output(&b, "y", "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    assert_msg_has(ctx, "value 'r' dim 1 is declared as 4");
+    info[0] = mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    sj_graph_destroy(g);
+    mb_free(&b);
 }
 
 static void test_non_float_tensors(void **state) {

@@ -43,6 +43,7 @@ def save(name, graph, opset, inputs_for, fix=None):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="shapejit-gen")
     model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)  # value_info, as exporters write
     onnx.checker.check_model(model)
     d = os.path.join(HERE, name)
     shutil.rmtree(d, ignore_errors=True)
