@@ -141,7 +141,9 @@ static bool is_name_tok(const sjg_token *t) { return t->kind == SJG_IDENT || t->
  * which is also why a text graph cannot contain a cycle). */
 static const sjg_token *later_definition(sjg_parser *p, const char *name) {
     int depth = 0;
-    for (int i = p->pos; i < p->n_toks - 1; i++) {
+    /* Any definition in the text is a later one (or the current statement's
+     * own name): earlier ones are already in the name table. */
+    for (int i = 0; i < p->n_toks - 1; i++) {
         const sjg_token *t = &p->toks[i];
         if (t->kind == SJG_PUNCT) {
             if (t->ch == '(' || t->ch == '[') depth++;
@@ -206,10 +208,12 @@ static sj_status define(sjg_parser *p, const sjg_token *t, const char *name, sj_
 
 /* ---- shapes and keyword arguments ---- */
 
-/* One dim of a shape or a `shape=`/`axes=`/`perm=` list: an integer (maybe
- * negative, range checked by the user of the list) or the symbolic dim. */
-static sj_status parse_list_item(sjg_parser *p, int64_t *out) {
+/* One entry of a shape or a `shape=`/`axes=`/`perm=` list: an integer
+ * (maybe negative; the list's user checks the range) or the symbolic dim,
+ * reported through *is_sym (-1 is a valid axis, so no value can mark it). */
+static sj_status parse_list_item(sjg_parser *p, int64_t *out, bool *is_sym) {
     const sjg_token *t = sjg_cur(p);
+    *is_sym = false;
     if (is_name_tok(t) && !sjg_is_word(p, t, "inf") && !sjg_is_word(p, t, "nan")) {
         char *name = NULL;
         if (t->kind == SJG_STRING) {
@@ -229,7 +233,8 @@ static sj_status parse_list_item(sjg_parser *p, int64_t *out) {
         sj_free(p->ctx, name);
         SJ_TRY(st);
         p->pos++;
-        *out = SJ_DIM_SYM;
+        *out = 0;
+        *is_sym = true;
         return SJ_OK;
     }
     sjg_number n;
@@ -237,16 +242,21 @@ static sj_status parse_list_item(sjg_parser *p, int64_t *out) {
     return sjg_number_int(p, &n, out);
 }
 
-static sj_status parse_list(sjg_parser *p, int64_t *items, int *n_items, const char *context) {
+static sj_status parse_list(sjg_parser *p, int64_t *items, int *n_items, uint32_t *sym_mask,
+                            const char *context) {
     const sjg_token *open = sjg_cur(p);
     SJ_TRY(sjg_expect(p, '[', context));
     *n_items = 0;
+    *sym_mask = 0;
     while (!sjg_is_punct(sjg_cur(p), ']')) {
         if (*n_items == SJ_MAX_RANK)
             return sjg_fail_at(p->ctx, sjg_at(p, open), SJ_E_PARSE,
                                "more than %d entries (tensors have at most %d dims)", SJ_MAX_RANK,
                                SJ_MAX_RANK);
-        SJ_TRY(parse_list_item(p, &items[(*n_items)++]));
+        bool is_sym;
+        SJ_TRY(parse_list_item(p, &items[*n_items], &is_sym));
+        if (is_sym) *sym_mask |= 1u << *n_items;
+        (*n_items)++;
         if (sjg_is_punct(sjg_cur(p), ',')) {
             p->pos++;
         } else if (!sjg_is_punct(sjg_cur(p), ']')) {
@@ -258,31 +268,43 @@ static sj_status parse_list(sjg_parser *p, int64_t *items, int *n_items, const c
     return SJ_OK;
 }
 
-static sj_status parse_shape(sjg_parser *p, sj_shape *s, bool allow_sym, const char *what) {
-    const sjg_token *open = sjg_cur(p);
-    int n;
-    SJ_TRY(parse_list(p, s->dims, &n, "to open a shape"));
+/* Dims from a parsed list: the symbolic dim where marked, else constants
+ * that must be >= 1 and within the element limit. */
+static sj_status list_to_shape(sjg_parser *p, const sjg_token *at, const int64_t *items, int n,
+                               uint32_t sym_mask, bool allow_sym, const char *what, sj_shape *s) {
     s->rank = n;
     for (int i = 0; i < n; i++) {
-        if (s->dims[i] == SJ_DIM_SYM) {
+        if (sym_mask & (1u << i)) {
             if (!allow_sym)
-                return sjg_fail_at(p->ctx, sjg_at(p, open), SJ_E_SHAPE,
+                return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                    "%s cannot use the symbolic dim '%s' (weights have a fixed shape)",
                                    what, p->sym);
-        } else if (s->dims[i] < 1) {
-            return sjg_fail_at(p->ctx, sjg_at(p, open), SJ_E_SHAPE,
+            s->dims[i] = SJ_DIM_SYM;
+        } else if (items[i] < 1) {
+            return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                "dim %d of %s is %lld; dims must be >= 1", i, what,
-                               (long long)s->dims[i]);
-        } else if (s->dims[i] > SJ_MAX_ELEMENTS) {
-            return sjg_fail_at(p->ctx, sjg_at(p, open), SJ_E_SHAPE,
+                               (long long)items[i]);
+        } else if (items[i] > SJ_MAX_ELEMENTS) {
+            return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                "dim %d of %s is %lld, over the limit of 2^40 elements", i, what,
-                               (long long)s->dims[i]);
+                               (long long)items[i]);
+        } else {
+            s->dims[i] = items[i];
         }
     }
     if (sj_shape_numel(s, 1) < 0)
-        return sjg_fail_at(p->ctx, sjg_at(p, open), SJ_E_SHAPE,
-                           "%s has more than 2^40 elements", what);
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE, "%s has more than 2^40 elements",
+                           what);
     return SJ_OK;
+}
+
+static sj_status parse_shape(sjg_parser *p, sj_shape *s, bool allow_sym, const char *what) {
+    const sjg_token *open = sjg_cur(p);
+    int64_t items[SJ_MAX_RANK];
+    int n;
+    uint32_t sym_mask;
+    SJ_TRY(parse_list(p, items, &n, &sym_mask, "to open a shape"));
+    return list_to_shape(p, open, items, n, sym_mask, allow_sym, what, s);
 }
 
 sj_status sjg_parse_kwargs(sjg_parser *p, sjg_kwarg *kw, int *n_kw, const char *context) {
@@ -312,7 +334,7 @@ sj_status sjg_parse_kwargs(sjg_parser *p, sjg_kwarg *kw, int *n_kw, const char *
             p->pos++;
         } else if (sjg_is_punct(v, '[')) {
             k->kind = SJG_ATTR_LIST;
-            SJ_TRY(parse_list(p, k->items, &k->n_items, "to open a list"));
+            SJ_TRY(parse_list(p, k->items, &k->n_items, &k->sym_mask, "to open a list"));
         } else {
             k->kind = SJG_ATTR_NUMBER;
             SJ_TRY(sjg_parse_number(p, &k->num, "(or true, false, [list]) as attribute value"));
@@ -397,7 +419,7 @@ static sj_status kw_int_list(sjg_parser *p, call_args *a, const char *name, int 
         return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE, "%s of %s must be a list [...]",
                            name, a->op_name);
     for (int i = 0; i < k->n_items; i++) {
-        if (k->items[i] == SJ_DIM_SYM || k->items[i] < -SJ_MAX_RANK || k->items[i] >= SJ_MAX_RANK)
+        if ((k->sym_mask & (1u << i)) || k->items[i] < -SJ_MAX_RANK || k->items[i] >= SJ_MAX_RANK)
             return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_SHAPE,
                                "entry %d of %s of %s is not an axis", i, name, a->op_name);
         items[i] = (int)k->items[i];
@@ -534,13 +556,9 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         if (!k || k->kind != SJG_ATTR_LIST)
             return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE,
                                "reshape needs shape=[...] (e.g. shape=[N, 4, 16])");
-        sj_shape s = {.rank = k->n_items};
-        memcpy(s.dims, k->items, sizeof s.dims);
-        for (int i = 0; i < s.rank; i++)
-            if (s.dims[i] != SJ_DIM_SYM && (s.dims[i] < 1 || s.dims[i] > SJ_MAX_ELEMENTS))
-                return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_SHAPE,
-                                   "dim %d of shape= of reshape is %lld; dims must be >= 1", i,
-                                   (long long)s.dims[i]);
+        sj_shape s;
+        SJ_TRY(list_to_shape(p, k->key, k->items, k->n_items, k->sym_mask, true,
+                             "shape= of reshape", &s));
         return built(p, a, sj_graph_reshape(g, a->pos[0], s.rank, s.dims, out));
     }
     default:

@@ -43,7 +43,8 @@ typedef struct sjg_kwarg {
     sjg_number num;
     bool b;
     int n_items;
-    int64_t items[SJ_MAX_RANK]; /* SJ_DIM_SYM for the symbolic dim's name */
+    int64_t items[SJ_MAX_RANK];
+    uint32_t sym_mask; /* bit i: item i is the symbolic dim's name */
     bool used;
 } sjg_kwarg;
 
