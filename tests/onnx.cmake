@@ -2,7 +2,7 @@
 # per backend: any failing test fails the ctest. Backends join by appending
 # to SJ_ONNX_CONFORMANCE_BACKENDS. Without the data the tests report skipped.
 set(SJ_ONNX_NODE_DIR /usr/share/libonnx-testdata/data/node)
-list(APPEND SJ_ONNX_CONFORMANCE_BACKENDS interp)
+list(APPEND SJ_ONNX_CONFORMANCE_BACKENDS interp host)
 list(REMOVE_DUPLICATES SJ_ONNX_CONFORMANCE_BACKENDS)
 set(SJ_SKIP_CODE 77)
 foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})

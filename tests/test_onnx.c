@@ -1079,7 +1079,7 @@ static sj_status off_by_one(void *user, const sj_graph *g, int64_t extent, const
 static void test_conformance_runner(void **state) {
     sj_ctx *ctx = *state;
     if (!have_node_tests()) skip();
-    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL};
+    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL, NULL};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
     o.only = "^test_(gemm_|softmax_axis_|reshape_|add_|reduce_sum_keepdims)";

@@ -1,7 +1,6 @@
 /* The ONNX backend node-test runner: load each test's model, feed every
  * data set through a backend, compare with the expected outputs. */
 #include "onnx_impl.h"
-#include "shapejit/interp.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -13,17 +12,6 @@
 #include <sys/stat.h>
 
 #define MSG_LEN 1024
-
-static sj_status interp_run(void *user, const sj_graph *g, int64_t extent, const sj_tensor *inputs,
-                            sj_tensor *outputs) {
-    (void)user;
-    return sj_interp_run(g, extent, inputs, outputs);
-}
-
-sj_onnx_backend sj_onnx_backend_interp(void) {
-    sj_onnx_backend b = {"interp", interp_run, NULL};
-    return b;
-}
 
 void sj_onnx_conformance_options_init(sj_onnx_conformance_options *o) {
     memset(o, 0, sizeof *o);
