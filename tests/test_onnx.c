@@ -678,6 +678,22 @@ static void test_declared_dynamic_axis(void **state) {
     sj_tensor_free(ctx, &out);
     sj_graph_destroy(g);
 
+    mb_free(&b);
+
+    /* a dim with neither size nor name: an error that says how to declare it */
+    build_fixed_mlp(&b);
+    b.ins[0] = mb_vi(&b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "?,8");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "--dynamic-axis x:0");
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 0;
+    o.dynamic_name = "rows";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "rows");
+    sj_graph_destroy(g);
+
+    o.dynamic_name = NULL;
     o.dynamic_input = "nope";
     assert_int_equal(load(ctx, &b, &o, &g), SJ_E_NOT_FOUND);
     assert_msg_has(ctx, "nope");

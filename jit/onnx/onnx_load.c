@@ -265,8 +265,9 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
             dims[d] = dim->dim_value;
         } else {
             return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
-                           "%s: input '%s' dim %zu has neither a size nor a name", L->file,
-                           vi->name, d);
+                           "%s: input '%s' dim %zu has neither a size nor a name (if it is the "
+                           "dynamic dim, declare it: --dynamic-axis %s:%zu)",
+                           L->file, vi->name, d, vi->name, d);
         }
     }
     sj_status st = sj_graph_input(L->g, vi->name, (int)sh->n_dim, dims, &v->v);
