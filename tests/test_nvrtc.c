@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jit/nvrtc/nvrtc_impl.h"
+#include "shapejit/cuda_device.h"
 #include "ptxas_check.h"
 
 static const char *scale_kernel =
@@ -127,6 +128,21 @@ static void test_ptx_links_to_cubin(void **state) {
 #endif
 }
 
+/* The CUDA device picks cubin or PTX by the arch in the cubin's header. */
+static void test_cubin_arch_is_read(void **state) {
+    sj_ctx *ctx = *state;
+    for (int sm = 80; sm <= 90; sm += 10) {
+        sj_gpu_code code;
+        assert_int_equal(sj_nvrtc_compile(ctx, scale_kernel, "scale.cu", sm, &code), SJ_OK);
+        int arch = 0;
+        assert_int_equal(sj_cubin_arch(ctx, code.cubin, code.cubin_len, &arch), SJ_OK);
+        assert_int_equal(arch, sm);
+        assert_int_equal(sj_cubin_arch(ctx, code.ptx, code.ptx_len, &arch), SJ_E_PARSE);
+        assert_int_equal(sj_cubin_arch(ctx, code.cubin, 10, &arch), SJ_E_PARSE);
+        sj_gpu_code_free(ctx, &code);
+    }
+}
+
 static void test_bad_ptx_carries_linker_log(void **state) {
 #ifndef SJ_HAVE_NVJITLINK
     skip();
@@ -179,6 +195,7 @@ int main(void) {
         cmocka_unit_test(test_toolchain_names),
         cmocka_unit_test(test_ptx_links_to_cubin),
         cmocka_unit_test(test_bad_ptx_carries_linker_log),
+        cmocka_unit_test(test_cubin_arch_is_read),
 #else
         cmocka_unit_test(test_without_toolkit),
 #endif
