@@ -34,12 +34,12 @@ static int teardown(void **state) {
     return 0;
 }
 
+#ifdef SJ_HAVE_CUDA
 /* A cubin is an ELF image. */
 static int is_elf(const void *p, size_t n) {
     return n > 4 && memcmp(p, "\x7f" "ELF", 4) == 0;
 }
 
-#ifdef SJ_HAVE_CUDA
 static void test_compile_both_arches(void **state) {
     sj_ctx *ctx = *state;
     const int arches[] = {80, 90};
