@@ -1,0 +1,313 @@
+/* Graph lifetime, leaves, names, outputs, inspection and deep copy. The op
+ * builders with their shape inference live in shape_infer.c. */
+#include "builder_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
+    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    if (sym_name && !sym_name[0])
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "graph: the symbolic dim's name is empty");
+    sj_graph *g = sj_calloc(ctx, 1, sizeof *g);
+    if (!g) return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
+    g->ctx = ctx;
+    if (sym_name && !(g->sym_name = sj_strdup(ctx, sym_name))) {
+        sj_free(ctx, g);
+        return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
+    }
+    *out = g;
+    return SJ_OK;
+}
+
+void sj_graph_destroy(sj_graph *g) {
+    if (!g) return;
+    sj_ctx *ctx = g->ctx;
+    for (int i = 0; i < g->n_nodes; i++) {
+        sj_free(ctx, g->nodes[i].name);
+        sj_free(ctx, g->nodes[i].data);
+    }
+    for (int i = 0; i < g->n_outputs; i++) sj_free(ctx, g->outputs[i].name);
+    sj_free(ctx, g->nodes);
+    sj_free(ctx, g->inputs);
+    sj_free(ctx, g->outputs);
+    sj_free(ctx, g->sym_name);
+    sj_free(ctx, g);
+}
+
+sj_ctx *sj_graph_ctx(const sj_graph *g) { return g ? g->ctx : NULL; }
+
+/* ---- shared helpers (builder_impl.h) ---- */
+
+sj_shape_str sj_graph_shape_str(const sj_graph *g, const sj_shape *s) {
+    sj_shape_str r;
+    sj_shape_format(s, g->sym_name, r.s, sizeof r.s);
+    return r;
+}
+
+sj_node sj_node_blank(sj_op op) {
+    sj_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    for (int i = 0; i < 3; i++) n.inputs[i] = SJ_NO_VALUE;
+    return n;
+}
+
+sj_status sj_graph_check_value(sj_graph *g, const char *what, sj_value v) {
+    if (v >= 0 && v < g->n_nodes) return SJ_OK;
+    return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: value %d does not exist (graph has %d values)",
+                   what, (int)v, g->n_nodes);
+}
+
+sj_status sj_graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
+                              bool allow_sym, sj_shape *out) {
+    if (rank < 0 || rank > SJ_MAX_RANK)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: rank %d is outside 0..%d", what, rank,
+                       SJ_MAX_RANK);
+    if (rank > 0 && !dims) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: dims is NULL", what);
+    memset(out, 0, sizeof *out);
+    out->rank = rank;
+    for (int i = 0; i < rank; i++) {
+        int64_t d = dims[i];
+        if (d == SJ_DIM_SYM && !g->sym_name)
+            return sj_fail(g->ctx, SJ_E_SHAPE,
+                           "%s: dim %d is symbolic but the graph has no symbolic dim", what, i);
+        if (d == SJ_DIM_SYM && !allow_sym)
+            return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d may not be the symbolic dim %s", what,
+                           i, g->sym_name);
+        if (d != SJ_DIM_SYM && d < 1)
+            return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d is %lld; dims must be >= 1", what, i,
+                           (long long)d);
+        out->dims[i] = d;
+    }
+    return SJ_OK;
+}
+
+/* Grows *arr (of elem-sized entries) so it holds at least `need`. Leaves
+ * *arr and *cap untouched on failure. */
+static bool reserve(sj_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int new_cap = *cap ? *cap : 8;
+    while (new_cap < need) {
+        if (new_cap > INT32_MAX / 2) return false;
+        new_cap *= 2;
+    }
+    size_t bytes;
+    if (sj_mul_overflow_size((size_t)new_cap, elem, &bytes)) return false;
+    void *p = sj_realloc(ctx, *arr, bytes);
+    if (!p) return false;
+    *arr = p;
+    *cap = new_cap;
+    return true;
+}
+
+/* Every shape must fit in SJ_MAX_ELEMENTS at extent 1. Larger extents are
+ * checked where they are used (sj_shape_numel returns -1): a single bound
+ * at SJ_MAX_EXTENT would reject attention scores [N, N] and even [N, 2048]. */
+static sj_status check_size(sj_graph *g, const char *what, const sj_shape *s) {
+    if (sj_shape_numel(s, 1) >= 0) return SJ_OK;
+    return sj_fail(g->ctx, SJ_E_SHAPE, "%s: %s has more than 2^40 elements", what,
+                   sj_graph_shape_str(g, s).s);
+}
+
+sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out) {
+    SJ_TRY(check_size(g, what, &node->shape));
+    if (g->n_nodes == INT32_MAX ||
+        !reserve(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory growing the graph", what);
+    g->nodes[g->n_nodes] = *node;
+    if (out) *out = g->n_nodes;
+    g->n_nodes++;
+    return SJ_OK;
+}
+
+/* ---- names ---- */
+
+static sj_status check_name(sj_graph *g, const char *what, const char *name, sj_value self) {
+    if (!name || !name[0]) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: empty name", what);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (i != self && g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0)
+            return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: name '%s' is already value %d", what,
+                           name, i);
+    return SJ_OK;
+}
+
+sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_graph_check_value(g, "set_name", v));
+    SJ_TRY(check_name(g, "set_name", name, v));
+    char *copy = sj_strdup(g->ctx, name);
+    if (!copy) return sj_fail(g->ctx, SJ_E_NOMEM, "set_name: out of memory");
+    sj_free(g->ctx, g->nodes[v].name);
+    g->nodes[v].name = copy;
+    return SJ_OK;
+}
+
+/* ---- leaves ---- */
+
+sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
+                         sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    char what[96];
+    snprintf(what, sizeof what, "input %s", name ? name : "(null)");
+    sj_node n = sj_node_blank(SJ_OP_INPUT);
+    n.n_inputs = 0;
+    SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
+    SJ_TRY(sj_graph_make_shape(g, what, rank, dims, true, &n.shape));
+    /* Reserve the input list first so a failed append leaves no stray entry. */
+    if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (!(n.name = sj_strdup(g->ctx, name))) return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    sj_value v;
+    sj_status st = sj_graph_append(g, what, &n, &v);
+    if (st != SJ_OK) {
+        sj_free(g->ctx, n.name);
+        return st;
+    }
+    g->inputs[g->n_inputs++] = v;
+    if (out) *out = v;
+    return SJ_OK;
+}
+
+sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
+                         const float *data, sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    char what[96];
+    snprintf(what, sizeof what, "param %s", name ? name : "(null)");
+    sj_node n = sj_node_blank(SJ_OP_PARAM);
+    SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
+    SJ_TRY(sj_graph_make_shape(g, what, rank, dims, false, &n.shape));
+    SJ_TRY(check_size(g, what, &n.shape));
+    if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
+    size_t count = (size_t)sj_shape_numel(&n.shape, 1), bytes;
+    if (sj_mul_overflow_size(count, sizeof(float), &bytes) || !(n.data = sj_alloc(g->ctx, bytes)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu floats", what, count);
+    memcpy(n.data, data, bytes);
+    if (!(n.name = sj_strdup(g->ctx, name))) {
+        sj_free(g->ctx, n.data);
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    }
+    sj_status st = sj_graph_append(g, what, &n, out);
+    if (st != SJ_OK) {
+        sj_free(g->ctx, n.name);
+        sj_free(g->ctx, n.data);
+    }
+    return st;
+}
+
+/* ---- outputs ---- */
+
+sj_status sj_graph_output(sj_graph *g, sj_value v, const char *name) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_graph_check_value(g, "output", v));
+    if (!name || !name[0]) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "output: empty name");
+    for (int i = 0; i < g->n_outputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0)
+            return sj_fail(g->ctx, SJ_E_INVALID_ARG, "output %s: already output %d", name, i);
+    if (!reserve(g->ctx, (void **)&g->outputs, &g->cap_outputs, g->n_outputs + 1,
+                 sizeof *g->outputs))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "output %s: out of memory", name);
+    char *copy = sj_strdup(g->ctx, name);
+    if (!copy) return sj_fail(g->ctx, SJ_E_NOMEM, "output %s: out of memory", name);
+    g->outputs[g->n_outputs++] = (sj_graph_output_entry){v, copy};
+    return SJ_OK;
+}
+
+/* ---- inspection ---- */
+
+const char *sj_graph_symbol(const sj_graph *g) { return g ? g->sym_name : NULL; }
+int sj_graph_num_values(const sj_graph *g) { return g ? g->n_nodes : 0; }
+int sj_graph_num_inputs(const sj_graph *g) { return g ? g->n_inputs : 0; }
+int sj_graph_num_outputs(const sj_graph *g) { return g ? g->n_outputs : 0; }
+
+static sj_status describe(const sj_graph *g, sj_value v, const char *name, sj_value_desc *out) {
+    out->name = name;
+    out->value = v;
+    out->shape = g->nodes[v].shape;
+    return SJ_OK;
+}
+
+sj_status sj_graph_input_desc(const sj_graph *g, int i, sj_value_desc *out) {
+    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (i < 0 || i >= g->n_inputs)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "input_desc: no input %d (graph has %d)", i,
+                       g->n_inputs);
+    sj_value v = g->inputs[i];
+    return describe(g, v, g->nodes[v].name, out);
+}
+
+sj_status sj_graph_output_desc(const sj_graph *g, int i, sj_value_desc *out) {
+    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (i < 0 || i >= g->n_outputs)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "output_desc: no output %d (graph has %d)", i,
+                       g->n_outputs);
+    return describe(g, g->outputs[i].value, g->outputs[i].name, out);
+}
+
+sj_status sj_graph_value_desc(const sj_graph *g, sj_value v, sj_value_desc *out) {
+    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (v < 0 || v >= g->n_nodes)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "value_desc: no value %d (graph has %d)", (int)v,
+                       g->n_nodes);
+    return describe(g, v, g->nodes[v].name, out);
+}
+
+int sj_graph_find_input(const sj_graph *g, const char *name) {
+    if (!g || !name) return -1;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (strcmp(g->nodes[g->inputs[i]].name, name) == 0) return i;
+    return -1;
+}
+
+/* ---- deep copy ---- */
+
+static sj_status clone_node(sj_ctx *ctx, const sj_node *src, sj_node *dst) {
+    *dst = *src;
+    dst->name = NULL;
+    dst->data = NULL;
+    if (src->name && !(dst->name = sj_strdup(ctx, src->name))) return SJ_E_NOMEM;
+    if (src->data) {
+        size_t bytes = (size_t)sj_shape_numel(&src->shape, 1) * sizeof(float);
+        if (!(dst->data = sj_alloc(ctx, bytes))) return SJ_E_NOMEM;
+        memcpy(dst->data, src->data, bytes);
+    }
+    return SJ_OK;
+}
+
+/* Fills the empty graph c with copies of g's contents; on failure c holds
+ * whatever was copied so far and sj_graph_destroy frees it. */
+static sj_status clone_into(const sj_graph *g, sj_graph *c) {
+    sj_ctx *ctx = g->ctx;
+    if (!reserve(ctx, (void **)&c->nodes, &c->cap_nodes, g->n_nodes, sizeof *c->nodes) ||
+        !reserve(ctx, (void **)&c->inputs, &c->cap_inputs, g->n_inputs, sizeof *c->inputs) ||
+        !reserve(ctx, (void **)&c->outputs, &c->cap_outputs, g->n_outputs, sizeof *c->outputs))
+        return SJ_E_NOMEM;
+    for (int i = 0; i < g->n_nodes; i++) {
+        sj_status st = clone_node(ctx, &g->nodes[i], &c->nodes[i]);
+        c->n_nodes = i + 1; /* counted even on failure so destroy frees the partial copy */
+        if (st != SJ_OK) return st;
+    }
+    memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof *c->inputs);
+    c->n_inputs = g->n_inputs;
+    for (int i = 0; i < g->n_outputs; i++) {
+        char *name = sj_strdup(ctx, g->outputs[i].name);
+        if (!name) return SJ_E_NOMEM;
+        c->outputs[c->n_outputs++] = (sj_graph_output_entry){g->outputs[i].value, name};
+    }
+    return SJ_OK;
+}
+
+sj_status sj_graph_clone(const sj_graph *g, sj_graph **out) {
+    if (!g || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    sj_graph *c;
+    SJ_TRY(sj_graph_create(g->ctx, g->sym_name, &c));
+    sj_status st = clone_into(g, c);
+    if (st != SJ_OK) {
+        sj_graph_destroy(c);
+        return sj_fail(g->ctx, st, "graph clone: out of memory");
+    }
+    *out = c;
+    return SJ_OK;
+}

@@ -1,0 +1,309 @@
+/* Reference kernels: plain loops over float32 data, accumulating in double,
+ * written to be obviously right rather than fast. */
+#include "interp_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- indexing helpers ---- */
+
+/* Strides of t's dims when t is right-aligned against `rank` result dims
+ * under numpy broadcasting: 0 for a missing or size-1 dim, which repeats it. */
+static void broadcast_strides(int t_rank, const int64_t *t_dims, int rank, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        int j = t_rank - rank + i;
+        if (j < 0) {
+            strides[i] = 0;
+            continue;
+        }
+        strides[i] = t_dims[j] == 1 ? 0 : s;
+        s *= t_dims[j];
+    }
+}
+
+/* Row-major strides of t. */
+static void row_strides(const sj_tensor *t, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= t->dims[i];
+    }
+}
+
+/* Offset of the element with multi-index idx (of `rank` dims) in a tensor
+ * with the given strides. */
+static int64_t offset_of(int rank, const int64_t *idx, const int64_t *strides) {
+    int64_t off = 0;
+    for (int i = 0; i < rank; i++) off += idx[i] * strides[i];
+    return off;
+}
+
+/* Row-major multi-index of flat position `flat` in dims. */
+static void unflatten(int rank, const int64_t *dims, int64_t flat, int64_t *idx) {
+    for (int i = rank - 1; i >= 0; i--) {
+        idx[i] = flat % dims[i];
+        flat /= dims[i];
+    }
+}
+
+static int64_t numel(const sj_tensor *t) { return sj_tensor_numel(t); }
+
+/* numpy maximum / minimum: a NaN on either side propagates. */
+static double max_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
+static double min_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a < b ? a : b; }
+
+/* ---- elementwise ---- */
+
+static double unary_fn(const sj_node *n, double x) {
+    switch (n->op) {
+    case SJ_OP_NEG: return -x;
+    case SJ_OP_ABS: return fabs(x);
+    case SJ_OP_EXP: return exp(x);
+    case SJ_OP_LOG: return log(x);
+    case SJ_OP_SQRT: return sqrt(x);
+    case SJ_OP_RSQRT: return 1.0 / sqrt(x);
+    case SJ_OP_RECIPROCAL: return 1.0 / x;
+    case SJ_OP_TANH: return tanh(x);
+    case SJ_OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    /* Written as "x < 0" so a NaN falls through to the NaN itself. */
+    case SJ_OP_RELU: return x < 0 ? 0.0 : x;
+    case SJ_OP_LEAKY_RELU: return x < 0 ? (double)n->attrs.alpha * x : x;
+    case SJ_OP_GELU: return x * 0.5 * (1.0 + erf(x / sqrt(2.0)));
+    case SJ_OP_SILU: return x / (1.0 + exp(-x));
+    case SJ_OP_ERF: return erf(x);
+    default: break;
+    }
+    return NAN; /* unreachable: the builder admits only the ops above */
+}
+
+static void eval_unary(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) y->data[i] = (float)unary_fn(n, x->data[i]);
+}
+
+static double binary_fn(sj_op op, double a, double b) {
+    switch (op) {
+    case SJ_OP_ADD: return a + b;
+    case SJ_OP_SUB: return a - b;
+    case SJ_OP_MUL: return a * b;
+    case SJ_OP_DIV: return a / b;
+    /* The operands are floats, so pow in double rounded once to float is
+     * powf's result. */
+    case SJ_OP_POW: return pow(a, b);
+    case SJ_OP_MAX: return max_nan(a, b);
+    case SJ_OP_MIN: return min_nan(a, b);
+    default: break;
+    }
+    return NAN; /* unreachable */
+}
+
+static void eval_binary(const sj_node *n, const sj_tensor *a, const sj_tensor *b, sj_tensor *y) {
+    int64_t sa[SJ_MAX_RANK], sb[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    broadcast_strides(a->rank, a->dims, y->rank, sa);
+    broadcast_strides(b->rank, b->dims, y->rank, sb);
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        double va = a->data[offset_of(y->rank, idx, sa)];
+        double vb = b->data[offset_of(y->rank, idx, sb)];
+        y->data[i] = (float)binary_fn(n->op, va, vb);
+    }
+}
+
+/* ---- reductions ---- */
+
+/* Walks the input positions of one output element: the kept axes come from
+ * the output position, the reduced axes run over all their values. Dims of
+ * size 1 added by keepdims do not change the flat order, so the output
+ * position decomposes over the kept input axes alone. */
+static void eval_reduce(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
+    uint32_t mask = n->attrs.axes;
+    int64_t strides[SJ_MAX_RANK];
+    row_strides(x, strides);
+    int64_t per_output = 1;
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) per_output *= x->dims[i];
+    int64_t count = numel(y);
+    for (int64_t o = 0; o < count; o++) {
+        int64_t base = 0, rem = o;
+        for (int i = x->rank - 1; i >= 0; i--) {
+            if (mask & (1u << i)) continue;
+            base += (rem % x->dims[i]) * strides[i];
+            rem /= x->dims[i];
+        }
+        double acc = n->op == SJ_OP_REDUCE_MAX ? -INFINITY : 0.0;
+        for (int64_t r = 0; r < per_output; r++) {
+            int64_t off = base, rr = r;
+            for (int i = x->rank - 1; i >= 0; i--) {
+                if (!(mask & (1u << i))) continue;
+                off += (rr % x->dims[i]) * strides[i];
+                rr /= x->dims[i];
+            }
+            double v = x->data[off];
+            acc = n->op == SJ_OP_REDUCE_MAX ? max_nan(acc, v) : acc + v;
+        }
+        if (n->op == SJ_OP_REDUCE_MEAN) acc /= (double)per_output;
+        y->data[o] = (float)acc;
+    }
+}
+
+/* ---- contractions ---- */
+
+/* numpy matmul. A rank-1 operand is promoted to [1, K] or [K, 1]; dropping
+ * that size-1 dim from the result leaves its flat layout unchanged, so the
+ * result is written as the promoted [batch..., M, N]. */
+static void eval_matmul(const sj_tensor *a, const sj_tensor *b, sj_tensor *y) {
+    sj_tensor pa = *a, pb = *b;
+    if (a->rank == 1) pa = (sj_tensor){2, {1, a->dims[0]}, a->data};
+    if (b->rank == 1) pb = (sj_tensor){2, {b->dims[0], 1}, b->data};
+    int64_t m = pa.dims[pa.rank - 2], k = pa.dims[pa.rank - 1], nn = pb.dims[pb.rank - 1];
+    int batch_rank = (pa.rank > pb.rank ? pa.rank : pb.rank) - 2;
+    int64_t batch_dims[SJ_MAX_RANK], batches = 1;
+    for (int i = 0; i < batch_rank; i++) {
+        int ia = pa.rank - 2 - batch_rank + i, ib = pb.rank - 2 - batch_rank + i;
+        int64_t da = ia >= 0 ? pa.dims[ia] : 1, db = ib >= 0 ? pb.dims[ib] : 1;
+        batch_dims[i] = da > db ? da : db;
+        batches *= batch_dims[i];
+    }
+    /* Batch strides count whole [M, K] / [K, N] matrices. */
+    int64_t sa[SJ_MAX_RANK], sb[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    broadcast_strides(pa.rank - 2, pa.dims, batch_rank, sa);
+    broadcast_strides(pb.rank - 2, pb.dims, batch_rank, sb);
+    float *out = y->data;
+    for (int64_t bi = 0; bi < batches; bi++) {
+        unflatten(batch_rank, batch_dims, bi, idx);
+        const float *ma = a->data + offset_of(batch_rank, idx, sa) * m * k;
+        const float *mb = b->data + offset_of(batch_rank, idx, sb) * k * nn;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < nn; j++) {
+                double acc = 0.0;
+                for (int64_t p = 0; p < k; p++) acc += (double)ma[i * k + p] * mb[p * nn + j];
+                *out++ = (float)acc;
+            }
+    }
+}
+
+/* Y = alpha * op(A) op(B) + beta * C, C broadcast to [M, N]. */
+static void eval_gemm(const sj_node *n, const sj_tensor *a, const sj_tensor *b,
+                      const sj_tensor *c, sj_tensor *y) {
+    bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
+    int64_t m = y->dims[0], nn = y->dims[1], k = a->dims[ta ? 0 : 1];
+    int64_t sc[2] = {0, 0};
+    if (c) broadcast_strides(c->rank, c->dims, 2, sc);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < nn; j++) {
+            double acc = 0.0;
+            for (int64_t p = 0; p < k; p++) {
+                double va = a->data[ta ? p * m + i : i * k + p];
+                double vb = b->data[tb ? j * k + p : p * nn + j];
+                acc += va * vb;
+            }
+            acc *= n->attrs.alpha;
+            if (c) acc += (double)n->attrs.beta * c->data[i * sc[0] + j * sc[1]];
+            y->data[i * nn + j] = (float)acc;
+        }
+}
+
+/* ---- row ops ---- */
+
+/* Splits dims around `axis` into outer * len * inner. */
+static void split_at_axis(const sj_tensor *t, int axis, int64_t *outer, int64_t *len,
+                          int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= t->dims[i];
+    *len = t->dims[axis];
+    for (int i = axis + 1; i < t->rank; i++) *inner *= t->dims[i];
+}
+
+/* Subtracts the row max before exponentiating so large inputs do not
+ * overflow. */
+static void eval_softmax(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
+    int64_t outer, len, inner;
+    split_at_axis(x, n->attrs.axis, &outer, &len, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            const float *row = x->data + o * len * inner + in;
+            float *dst = y->data + o * len * inner + in;
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t i = 0; i < len; i++) mx = max_nan(mx, row[i * inner]);
+            for (int64_t i = 0; i < len; i++) sum += exp(row[i * inner] - mx);
+            for (int64_t i = 0; i < len; i++) {
+                double shifted = row[i * inner] - mx;
+                dst[i * inner] =
+                    (float)(n->op == SJ_OP_LOG_SOFTMAX ? shifted - log(sum) : exp(shifted) / sum);
+            }
+        }
+}
+
+/* Population mean and variance over axes [axis, rank), as ONNX
+ * LayerNormalization; scale and bias broadcast to those axes. */
+static void eval_layernorm(const sj_node *n, const sj_tensor *x, const sj_tensor *scale,
+                           const sj_tensor *bias, sj_tensor *y) {
+    int axis = n->attrs.axis, norm_rank = x->rank - axis;
+    const int64_t *norm_dims = x->dims + axis;
+    int64_t rows = 1, len = 1;
+    for (int i = 0; i < axis; i++) rows *= x->dims[i];
+    for (int i = 0; i < norm_rank; i++) len *= norm_dims[i];
+    int64_t ss[SJ_MAX_RANK], sb[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    if (scale) broadcast_strides(scale->rank, scale->dims, norm_rank, ss);
+    if (bias) broadcast_strides(bias->rank, bias->dims, norm_rank, sb);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x->data + r * len;
+        float *dst = y->data + r * len;
+        double mean = 0.0, var = 0.0;
+        for (int64_t i = 0; i < len; i++) mean += row[i];
+        mean /= (double)len;
+        for (int64_t i = 0; i < len; i++) var += (row[i] - mean) * (row[i] - mean);
+        var /= (double)len;
+        double inv_std = 1.0 / sqrt(var + n->attrs.epsilon);
+        for (int64_t i = 0; i < len; i++) {
+            unflatten(norm_rank, norm_dims, i, idx);
+            double v = (row[i] - mean) * inv_std;
+            if (scale) v *= scale->data[offset_of(norm_rank, idx, ss)];
+            if (bias) v += bias->data[offset_of(norm_rank, idx, sb)];
+            dst[i] = (float)v;
+        }
+    }
+}
+
+/* ---- layout ---- */
+
+static void eval_transpose(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
+    int64_t in_strides[SJ_MAX_RANK], perm_strides[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    row_strides(x, in_strides);
+    /* Output axis i walks input axis perm[i]. */
+    for (int i = 0; i < y->rank; i++) perm_strides[i] = in_strides[n->attrs.perm[i]];
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        y->data[i] = x->data[offset_of(y->rank, idx, perm_strides)];
+    }
+}
+
+void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out) {
+    if (sj_op_is_unary(n->op)) {
+        eval_unary(n, in[0], out);
+        return;
+    }
+    if (sj_op_is_binary(n->op)) {
+        eval_binary(n, in[0], in[1], out);
+        return;
+    }
+    if (sj_op_is_reduce(n->op)) {
+        eval_reduce(n, in[0], out);
+        return;
+    }
+    switch (n->op) {
+    case SJ_OP_MATMUL: eval_matmul(in[0], in[1], out); return;
+    case SJ_OP_GEMM: eval_gemm(n, in[0], in[1], in[2], out); return;
+    case SJ_OP_SOFTMAX:
+    case SJ_OP_LOG_SOFTMAX: eval_softmax(n, in[0], out); return;
+    case SJ_OP_LAYERNORM: eval_layernorm(n, in[0], in[1], in[2], out); return;
+    case SJ_OP_TRANSPOSE: eval_transpose(n, in[0], out); return;
+    case SJ_OP_RESHAPE:
+        memcpy(out->data, in[0]->data, (size_t)numel(out) * sizeof(float));
+        return;
+    default: break;
+    }
+}

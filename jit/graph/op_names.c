@@ -1,0 +1,56 @@
+/* Op spellings, shared by the .sjg text format, messages and printing. */
+#include "graph_impl.h"
+
+#include <string.h>
+
+static const char *const op_names[SJ_OP_COUNT_] = {
+    [SJ_OP_INPUT] = "input",
+    [SJ_OP_PARAM] = "param",
+    [SJ_OP_NEG] = "neg",
+    [SJ_OP_ABS] = "abs",
+    [SJ_OP_EXP] = "exp",
+    [SJ_OP_LOG] = "log",
+    [SJ_OP_SQRT] = "sqrt",
+    [SJ_OP_RSQRT] = "rsqrt",
+    [SJ_OP_RECIPROCAL] = "reciprocal",
+    [SJ_OP_TANH] = "tanh",
+    [SJ_OP_SIGMOID] = "sigmoid",
+    [SJ_OP_RELU] = "relu",
+    [SJ_OP_LEAKY_RELU] = "leaky_relu",
+    [SJ_OP_GELU] = "gelu",
+    [SJ_OP_SILU] = "silu",
+    [SJ_OP_ERF] = "erf",
+    [SJ_OP_ADD] = "add",
+    [SJ_OP_SUB] = "sub",
+    [SJ_OP_MUL] = "mul",
+    [SJ_OP_DIV] = "div",
+    [SJ_OP_POW] = "pow",
+    [SJ_OP_MAX] = "max",
+    [SJ_OP_MIN] = "min",
+    [SJ_OP_REDUCE_SUM] = "reduce_sum",
+    [SJ_OP_REDUCE_MEAN] = "reduce_mean",
+    [SJ_OP_REDUCE_MAX] = "reduce_max",
+    [SJ_OP_MATMUL] = "matmul",
+    [SJ_OP_GEMM] = "gemm",
+    [SJ_OP_SOFTMAX] = "softmax",
+    [SJ_OP_LOG_SOFTMAX] = "log_softmax",
+    [SJ_OP_LAYERNORM] = "layernorm",
+    [SJ_OP_TRANSPOSE] = "transpose",
+    [SJ_OP_RESHAPE] = "reshape",
+};
+
+/* "?" rather than NULL so a bad op inside an error message prints safely. */
+const char *sj_op_name(sj_op op) {
+    if ((int)op < 0 || op >= SJ_OP_COUNT_ || !op_names[op]) return "?";
+    return op_names[op];
+}
+
+sj_status sj_op_from_name(const char *name, sj_op *out) {
+    if (!name || !out) return SJ_E_INVALID_ARG;
+    for (int i = 0; i < SJ_OP_COUNT_; i++)
+        if (op_names[i] && strcmp(op_names[i], name) == 0) {
+            *out = (sj_op)i;
+            return SJ_OK;
+        }
+    return SJ_E_NOT_FOUND;
+}

@@ -1,0 +1,226 @@
+/* The device wrapper: lifetime (release vs. the struct's references), the
+ * lock, and checked calls into the backend's table. */
+#include "device_impl.h"
+
+#include <stdlib.h>
+
+static void mdcache_release_buffer(void *user, void *buffer) {
+    sj_device *dev = user;
+    dev->ops->free(dev->impl, buffer);
+}
+
+static bool ops_complete(const sj_device_ops *o) {
+    return o->name && o->alloc && o->free && o->copy && o->load_module && o->unload_module &&
+           o->resolve_kernel && o->launch && o->sync && o->begin_capture && o->end_capture &&
+           o->replay && o->destroy_graph && o->destroy;
+}
+
+sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
+                           const sj_mdcache_policy *policy, sj_device **out) {
+    if (!ctx || !out || !ops) {
+        if (ops && ops->destroy && impl) ops->destroy(impl);
+        return ctx ? sj_fail(ctx, SJ_E_INVALID_ARG, "sj_device_create: NULL argument")
+                   : SJ_E_INVALID_ARG;
+    }
+    *out = NULL;
+    if (!ops_complete(ops)) {
+        if (ops->destroy && impl) ops->destroy(impl);
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "sj_device_create: backend '%s' leaves a function of its table NULL",
+                       ops->name ? ops->name : "?");
+    }
+    sj_device *dev = sj_calloc(ctx, 1, sizeof *dev);
+    if (!dev) {
+        ops->destroy(impl);
+        return sj_fail(ctx, SJ_E_NOMEM, "sj_device_create: out of memory");
+    }
+    dev->ctx = ctx;
+    dev->ops = ops;
+    dev->impl = impl;
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&dev->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    atomic_init(&dev->refs, 1);
+    atomic_init(&dev->alive, true);
+    dev->next_graph_id = 1;
+    sj_status st = sj_mdcache_create(ctx, policy, mdcache_release_buffer, dev, &dev->mdcache);
+    if (st == SJ_OK) st = sj_op_cache_create_owned(dev, &dev->op_cache);
+    if (st != SJ_OK) {
+        sj_device_destroy(dev);
+        return st;
+    }
+    *out = dev;
+    return SJ_OK;
+}
+
+void sj_device_lock(sj_device *dev) { pthread_mutex_lock(&dev->lock); }
+void sj_device_unlock(sj_device *dev) { pthread_mutex_unlock(&dev->lock); }
+
+void sj_device_retain(sj_device *dev) { atomic_fetch_add(&dev->refs, 1); }
+
+void sj_device_unref(sj_device *dev) {
+    if (atomic_fetch_sub(&dev->refs, 1) != 1) return;
+    pthread_mutex_destroy(&dev->lock);
+    sj_free(dev->ctx, dev);
+}
+
+void sj_device_destroy(sj_device *dev) {
+    if (!dev) return;
+    sj_device_lock(dev);
+    if (atomic_load(&dev->alive)) {
+        /* Caches first: their buffers go back through the backend, which must
+         * still be there; the backend then frees whatever is left. */
+        sj_op_cache_destroy(dev->op_cache);
+        dev->op_cache = NULL;
+        sj_mdcache_destroy(dev->mdcache);
+        dev->mdcache = NULL;
+        dev->ops->destroy(dev->impl);
+        dev->impl = NULL;
+        atomic_store(&dev->alive, false);
+    }
+    sj_device_unlock(dev);
+    sj_device_unref(dev);
+}
+
+sj_status sj_device_check_alive(sj_device *dev, const char *what) {
+    if (atomic_load(&dev->alive)) return SJ_OK;
+    return sj_fail(dev->ctx, SJ_E_STATE, "%s: device '%s' was released", what, dev->ops->name);
+}
+
+sj_ctx *sj_device_ctx(const sj_device *dev) { return dev->ctx; }
+const char *sj_device_name(const sj_device *dev) { return dev->ops->name; }
+unsigned sj_device_flags(const sj_device *dev) { return dev->ops->flags; }
+bool sj_device_alive(const sj_device *dev) { return atomic_load(&((sj_device *)dev)->alive); }
+sj_op_cache *sj_device_op_cache(sj_device *dev) { return dev->op_cache; }
+sj_mdcache *sj_device_metadata_cache(sj_device *dev) { return dev->mdcache; }
+
+/* Every checked wrapper: lock, refuse after release, call, unlock. */
+#define LOCKED_CALL(dev, what, call)                                                               \
+    do {                                                                                           \
+        sj_device_lock(dev);                                                                       \
+        sj_status st_ = sj_device_check_alive(dev, what);                                          \
+        if (st_ == SJ_OK) st_ = (call);                                                            \
+        sj_device_unlock(dev);                                                                     \
+        return st_;                                                                                \
+    } while (0)
+
+sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out) {
+    if (!dev || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    LOCKED_CALL(dev, "device alloc", dev->ops->alloc(dev->impl, bytes, out));
+}
+
+void sj_device_free(sj_device *dev, void *ptr) {
+    if (!dev || !ptr) return;
+    sj_device_lock(dev);
+    if (atomic_load(&dev->alive)) dev->ops->free(dev->impl, ptr);
+    sj_device_unlock(dev);
+}
+
+sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
+                         sj_copy_kind kind) {
+    if (!dev) return SJ_E_INVALID_ARG;
+    if (bytes == 0) return SJ_OK;
+    if (!dst || !src || kind < SJ_COPY_H2D || kind > SJ_COPY_D2D)
+        return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "device copy: NULL pointer or bad kind");
+    LOCKED_CALL(dev, "device copy", dev->ops->copy(dev->impl, dst, src, bytes, kind));
+}
+
+sj_status sj_device_sync(sj_device *dev) {
+    if (!dev) return SJ_E_INVALID_ARG;
+    LOCKED_CALL(dev, "device sync", dev->ops->sync(dev->impl));
+}
+
+sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
+                           void *const *buffers, const int64_t *info, int64_t active_extent) {
+    if (!dev) return SJ_E_INVALID_ARG;
+    if (!k || !dims)
+        return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "device launch: NULL kernel or geometry");
+    LOCKED_CALL(dev, "device launch",
+                dev->ops->launch(dev->impl, k, dims, buffers, info, active_extent));
+}
+
+static sj_status begin_capture_locked(sj_device *dev) {
+    if (dev->capturing)
+        return sj_fail(dev->ctx, SJ_E_STATE, "device '%s': a capture is already recording",
+                       dev->ops->name);
+    sj_status st = dev->ops->begin_capture(dev->impl);
+    if (st == SJ_OK) dev->capturing = true;
+    return st;
+}
+
+static sj_status end_capture_locked(sj_device *dev, sj_graph_handle *out) {
+    if (!dev->capturing)
+        return sj_fail(dev->ctx, SJ_E_STATE, "device '%s': end of capture with none recording",
+                       dev->ops->name);
+    dev->capturing = false;
+    return dev->ops->end_capture(dev->impl, out);
+}
+
+sj_status sj_device_begin_capture(sj_device *dev) {
+    if (!dev) return SJ_E_INVALID_ARG;
+    LOCKED_CALL(dev, "begin capture", begin_capture_locked(dev));
+}
+
+sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out) {
+    if (!dev || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    LOCKED_CALL(dev, "end capture", end_capture_locked(dev, out));
+}
+
+sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent) {
+    if (!dev) return SJ_E_INVALID_ARG;
+    if (!g) return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "device replay: NULL graph");
+    LOCKED_CALL(dev, "device replay", dev->ops->replay(dev->impl, g, active_extent));
+}
+
+void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g) {
+    if (!dev || !g) return;
+    sj_device_lock(dev);
+    if (atomic_load(&dev->alive)) dev->ops->destroy_graph(dev->impl, g);
+    sj_device_unlock(dev);
+}
+
+static sj_status load_locked(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
+                             sj_module *m) {
+    return dev->ops->load_module(dev->impl, fmt, code, len, &m->impl);
+}
+
+sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
+                                sj_module **out) {
+    if (!dev || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    if (!code || len == 0)
+        return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "load module: no code");
+    sj_module *m = sj_calloc(dev->ctx, 1, sizeof *m);
+    if (!m) return sj_fail(dev->ctx, SJ_E_NOMEM, "load module: out of memory");
+    m->dev = dev;
+    sj_device_lock(dev);
+    sj_status st = sj_device_check_alive(dev, "load module");
+    if (st == SJ_OK) st = load_locked(dev, fmt, code, len, m);
+    sj_device_unlock(dev);
+    if (st != SJ_OK) {
+        sj_free(dev->ctx, m);
+        return st;
+    }
+    sj_device_retain(dev);
+    *out = m;
+    return SJ_OK;
+}
+
+void sj_module_destroy(sj_module *m) {
+    if (!m) return;
+    sj_device *dev = m->dev;
+    sj_device_lock(dev);
+    if (atomic_load(&dev->alive)) {
+        sj_op_cache_forget_module(dev->op_cache, m);
+        dev->ops->unload_module(dev->impl, m->impl);
+    }
+    sj_device_unlock(dev);
+    sj_free(dev->ctx, m);
+    sj_device_unref(dev);
+}
+
+sj_device *sj_module_device(const sj_module *m) { return m->dev; }

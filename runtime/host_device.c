@@ -1,0 +1,320 @@
+/* The host device: context-allocated memory on a ledger (so release frees
+ * what is left), modules from native kernel tables or host object files, and
+ * capture as a recorded launch list replayed for any active extent. */
+#include "device_impl.h"
+#include "host_jit_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define HOST_ALIGN 64 /* a cache line; also enough for any vector load the emitters use */
+
+/* Sits right before every allocation's aligned start. */
+typedef struct mem_header {
+    struct mem_header *prev, *next;
+    void *raw;
+} mem_header;
+
+typedef struct host_kernel {
+    struct host_kernel *next;
+    sj_host_kernel_fn fn;
+    sj_kernel_attrs attrs;
+    char name[];
+} host_kernel;
+
+typedef struct host_module {
+    struct host_module *prev, *next;
+    host_kernel *kernels;    /* native: the table; object: those resolved so far */
+    sj_host_jit_module *jit; /* NULL for a native table */
+} host_module;
+
+typedef struct host_launch {
+    sj_host_kernel_fn fn;
+    void *const *buffers;
+    const int64_t *info;
+} host_launch;
+
+typedef struct host_graph {
+    struct host_graph *prev, *next;
+    host_launch *launches;
+    size_t n, cap;
+} host_graph;
+
+typedef struct host_device {
+    sj_ctx *ctx;
+    mem_header memory;     /* sentinels of circular lists */
+    host_module modules;
+    host_graph graphs;
+    host_graph *recording; /* the capture in progress */
+    sj_host_jit *jit;      /* created with the first object module */
+} host_device;
+
+#define LIST_INIT(s) ((s)->prev = (s)->next = (s))
+#define LIST_INSERT(s, e)                                                                          \
+    do {                                                                                           \
+        (e)->next = (s)->next;                                                                     \
+        (e)->prev = (s);                                                                           \
+        (s)->next->prev = (e);                                                                     \
+        (s)->next = (e);                                                                           \
+    } while (0)
+#define LIST_REMOVE(e)                                                                             \
+    do {                                                                                           \
+        (e)->prev->next = (e)->next;                                                               \
+        (e)->next->prev = (e)->prev;                                                               \
+    } while (0)
+
+static sj_status host_alloc(void *impl, size_t bytes, void **out) {
+    host_device *h = impl;
+    size_t total;
+    if (sj_add_overflow_size(bytes, sizeof(mem_header) + HOST_ALIGN, &total))
+        return sj_fail(h->ctx, SJ_E_NOMEM, "host device: allocation of %zu bytes", bytes);
+    char *raw = sj_alloc(h->ctx, total);
+    if (!raw)
+        return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory for %zu bytes", bytes);
+    uintptr_t start = ((uintptr_t)(raw + sizeof(mem_header)) + HOST_ALIGN - 1) &
+                      ~(uintptr_t)(HOST_ALIGN - 1);
+    mem_header *hd = (mem_header *)start - 1;
+    hd->raw = raw;
+    LIST_INSERT(&h->memory, hd);
+    memset((void *)start, 0, bytes);
+    *out = (void *)start;
+    return SJ_OK;
+}
+
+static void host_free(void *impl, void *ptr) {
+    host_device *h = impl;
+    if (!ptr) return;
+    mem_header *hd = (mem_header *)ptr - 1;
+    LIST_REMOVE(hd);
+    sj_free(h->ctx, hd->raw);
+}
+
+static sj_status host_copy(void *impl, void *dst, const void *src, size_t bytes,
+                           sj_copy_kind kind) {
+    (void)impl;
+    (void)kind;
+    memmove(dst, src, bytes);
+    return SJ_OK;
+}
+
+static host_kernel *new_kernel(sj_ctx *ctx, const char *name, sj_host_kernel_fn fn) {
+    size_t len = strlen(name) + 1;
+    host_kernel *k = sj_calloc(ctx, 1, sizeof *k + len);
+    if (!k) return NULL;
+    k->fn = fn;
+    memcpy(k->name, name, len);
+    return k;
+}
+
+static void free_module(host_device *h, host_module *m) {
+    host_kernel *k = m->kernels;
+    while (k) {
+        host_kernel *next = k->next;
+        sj_free(h->ctx, k);
+        k = next;
+    }
+    if (m->jit) sj_host_jit_remove(h->jit, m->jit);
+    sj_free(h->ctx, m);
+}
+
+static sj_status load_native(host_device *h, host_module *m, const void *code, size_t len) {
+    if (len % sizeof(sj_native_kernel) != 0)
+        return sj_fail(h->ctx, SJ_E_INVALID_ARG,
+                       "host device: a native module's size (%zu bytes) is not a whole number "
+                       "of sj_native_kernel entries",
+                       len);
+    const sj_native_kernel *table = code;
+    size_t n = len / sizeof *table;
+    for (size_t i = 0; i < n; i++) {
+        if (!table[i].name || !table[i].fn || strlen(table[i].name) >= 64)
+            return sj_fail(h->ctx, SJ_E_INVALID_ARG,
+                           "host device: native kernel #%zu has no name, a name of 64 bytes or "
+                           "more, or no function",
+                           i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(table[i].name, table[j].name) == 0)
+                return sj_fail(h->ctx, SJ_E_INVALID_ARG,
+                               "host device: native kernel '%s' appears twice", table[i].name);
+        host_kernel *k = new_kernel(h->ctx, table[i].name, table[i].fn);
+        if (!k) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
+        k->next = m->kernels;
+        m->kernels = k;
+    }
+    return SJ_OK;
+}
+
+static sj_status host_load_module(void *impl, sj_code_format fmt, const void *code, size_t len,
+                                  void **out) {
+    host_device *h = impl;
+    *out = NULL;
+    if (fmt != SJ_CODE_HOST_NATIVE && fmt != SJ_CODE_HOST_OBJECT)
+        return sj_fail(h->ctx, SJ_E_MISMATCH,
+                       "host device: cannot load %s code (a GPU format)",
+                       fmt == SJ_CODE_PTX ? "PTX" : fmt == SJ_CODE_CUBIN ? "cubin" : "unknown");
+    host_module *m = sj_calloc(h->ctx, 1, sizeof *m);
+    if (!m) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
+    sj_status st;
+    if (fmt == SJ_CODE_HOST_NATIVE) {
+        st = load_native(h, m, code, len);
+    } else {
+        st = h->jit ? SJ_OK : sj_host_jit_create(h->ctx, &h->jit);
+        if (st == SJ_OK) st = sj_host_jit_add_object(h->jit, code, len, &m->jit);
+    }
+    if (st != SJ_OK) {
+        free_module(h, m);
+        return st;
+    }
+    LIST_INSERT(&h->modules, m);
+    *out = m;
+    return SJ_OK;
+}
+
+static void host_unload_module(void *impl, void *module) {
+    host_module *m = module;
+    LIST_REMOVE(m);
+    free_module(impl, m);
+}
+
+/* Attributes an object module publishes for kernel K: an optional data symbol
+ * `K_attrs`, four uint32 {max_threads, tile_m, tile_n, tile_k}. */
+static sj_status object_attrs(host_device *h, host_module *m, const char *name,
+                              sj_kernel_attrs *attrs) {
+    char sym[96];
+    snprintf(sym, sizeof sym, "%s_attrs", name);
+    uint64_t addr;
+    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    if (addr) {
+        const uint32_t *v = (const uint32_t *)(uintptr_t)addr;
+        *attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3]};
+    }
+    return SJ_OK;
+}
+
+static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
+                                     sj_kernel_handle *out, sj_kernel_attrs *attrs) {
+    host_device *h = impl;
+    host_module *m = module;
+    for (host_kernel *k = m->kernels; k; k = k->next)
+        if (strcmp(k->name, name) == 0) {
+            *out = k;
+            *attrs = k->attrs;
+            return SJ_OK;
+        }
+    if (!m->jit) return sj_fail(h->ctx, SJ_E_NOT_FOUND, "host device: no kernel '%s'", name);
+    uint64_t addr;
+    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, name, 1, &addr));
+    host_kernel *k = new_kernel(h->ctx, name, (sj_host_kernel_fn)(uintptr_t)addr);
+    if (!k) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
+    sj_status st = object_attrs(h, m, name, &k->attrs);
+    if (st != SJ_OK) {
+        sj_free(h->ctx, k);
+        return st;
+    }
+    k->next = m->kernels;
+    m->kernels = k;
+    *out = k;
+    *attrs = k->attrs;
+    return SJ_OK;
+}
+
+static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_launch_dims *dims,
+                                    void *const *buffers, const int64_t *info,
+                                    int64_t active_extent) {
+    host_device *h = impl;
+    (void)dims;
+    const host_kernel *k = kh;
+    host_graph *g = h->recording;
+    if (!g) {
+        k->fn(buffers, info, active_extent);
+        return SJ_OK;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 16;
+        host_launch *l = sj_realloc(h->ctx, g->launches, cap * sizeof *l);
+        if (!l) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory while capturing");
+        g->launches = l;
+        g->cap = cap;
+    }
+    g->launches[g->n++] = (host_launch){k->fn, buffers, info};
+    return SJ_OK;
+}
+
+static sj_status host_sync(void *impl) {
+    (void)impl;
+    return SJ_OK;
+}
+
+static sj_status host_begin_capture(void *impl) {
+    host_device *h = impl;
+    h->recording = sj_calloc(h->ctx, 1, sizeof *h->recording);
+    if (!h->recording) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
+    return SJ_OK;
+}
+
+static sj_status host_end_capture(void *impl, sj_graph_handle *out) {
+    host_device *h = impl;
+    host_graph *g = h->recording;
+    h->recording = NULL;
+    LIST_INSERT(&h->graphs, g);
+    *out = g;
+    return SJ_OK;
+}
+
+static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_extent) {
+    (void)impl;
+    const host_graph *g = gh;
+    for (size_t i = 0; i < g->n; i++)
+        g->launches[i].fn(g->launches[i].buffers, g->launches[i].info, active_extent);
+    return SJ_OK;
+}
+
+static void free_graph(host_device *h, host_graph *g) {
+    sj_free(h->ctx, g->launches);
+    sj_free(h->ctx, g);
+}
+
+static void host_destroy_graph(void *impl, sj_graph_handle gh) {
+    host_graph *g = gh;
+    LIST_REMOVE(g);
+    free_graph(impl, g);
+}
+
+static void host_destroy(void *impl) {
+    host_device *h = impl;
+    if (h->recording) free_graph(h, h->recording);
+    while (h->graphs.next != &h->graphs) host_destroy_graph(h, h->graphs.next);
+    while (h->modules.next != &h->modules) host_unload_module(h, h->modules.next);
+    sj_host_jit_destroy(h->jit);
+    while (h->memory.next != &h->memory) host_free(h, h->memory.next + 1);
+    sj_free(h->ctx, h);
+}
+
+static const sj_device_ops host_ops = {
+    .name = "host",
+    .flags = SJ_DEVICE_HOST_VISIBLE,
+    .alloc = host_alloc,
+    .free = host_free,
+    .copy = host_copy,
+    .load_module = host_load_module,
+    .unload_module = host_unload_module,
+    .resolve_kernel = host_resolve_kernel,
+    .launch = host_launch_kernel,
+    .sync = host_sync,
+    .begin_capture = host_begin_capture,
+    .end_capture = host_end_capture,
+    .replay = host_replay,
+    .destroy_graph = host_destroy_graph,
+    .destroy = host_destroy,
+};
+
+sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out) {
+    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    host_device *h = sj_calloc(ctx, 1, sizeof *h);
+    if (!h) return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory");
+    h->ctx = ctx;
+    LIST_INIT(&h->memory);
+    LIST_INIT(&h->modules);
+    LIST_INIT(&h->graphs);
+    return sj_device_create(ctx, &host_ops, h, policy, out);
+}
