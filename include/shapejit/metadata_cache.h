@@ -100,8 +100,9 @@ sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, 
 /* Capture. begin: SJ_E_STATE when a capture is already in progress. commit:
  * SJ_E_STATE with no capture in progress, SJ_E_INVALID_ARG when `graph` is
  * already live (both leave the capture as it was), SJ_E_NOMEM (the capture
- * stays in progress; discard it). A capture that touched nothing commits no
- * graph: releasing that id later is SJ_E_NOT_FOUND. discard: unpins what the
+ * stays in progress; discard it). A capture that touched nothing still
+ * commits its (empty) graph, so every commit is paired with one release.
+ * discard: unpins what the
  * capture pinned, keeping the entries as ordinary ones; no capture in
  * progress = no-op. Both commit and discard return to Normal mode. */
 sj_status sj_mdcache_capture_begin(sj_mdcache *c);

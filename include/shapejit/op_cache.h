@@ -15,7 +15,8 @@
  *
  * Kernel handles: memoised by (module, name); a hit allocates nothing. The
  * attributes the code publishes are recorded when the handle is resolved.
- * Destroying a module forgets its handles (sj_module_destroy does it).
+ * sj_module_destroy makes the device's own cache forget the module's handles;
+ * a cache made with sj_op_cache_create needs sj_op_cache_forget_module.
  *
  * Scratch: a request that fits returns the stored buffer; a larger one
  * allocates a new buffer under the tag. The outgrown buffer is kept (a
@@ -53,8 +54,8 @@ size_t sj_op_cache_kernel_count(sj_op_cache *oc);
 sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, void **out);
 /* Buffers held: current ones plus outgrown ones awaiting release. */
 size_t sj_op_cache_scratch_count(sj_op_cache *oc);
-/* Frees every scratch buffer; returns the first error the device reported
- * (every buffer is still dropped from the cache). */
+/* Frees every scratch buffer (after the device's release there is nothing
+ * left to free and the buffers are only dropped). SJ_OK, also when repeated. */
 sj_status sj_op_cache_release(sj_op_cache *oc);
 
 /* The allocation-fallback latch: set once a loader had to fall back (e.g. to

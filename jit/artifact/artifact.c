@@ -1,0 +1,144 @@
+/* Artifact ownership, inspection, the host compatibility check and loading. */
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/artifact/artifact_impl.h"
+#include "jit/llvm/llvm_impl.h"
+#include "jit/lower/lower.h"
+
+sj_status sj_artifact_new(sj_ctx *ctx, sj_artifact **out) {
+    sj_artifact *a = sj_calloc(ctx, 1, sizeof *a);
+    if (!a) return sj_fail(ctx, SJ_E_NOMEM, "artifact: out of memory");
+    a->ctx = ctx;
+    a->format_version = SJ_ARTIFACT_FORMAT_VERSION;
+    char **fields[] = {&a->target, &a->triple, &a->cpu, &a->features,
+                       &a->shapejit_version, &a->llvm_version, &a->externs};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (sj_artifact_set_string(a, fields[i], "") != SJ_OK) {
+            sj_artifact_destroy(a);
+            return SJ_E_NOMEM;
+        }
+    }
+    *out = a;
+    return SJ_OK;
+}
+
+sj_status sj_artifact_set_string(sj_artifact *a, char **field, const char *s) {
+    char *c = sj_strdup(a->ctx, s);
+    if (!c) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
+    sj_free(a->ctx, *field);
+    *field = c;
+    return SJ_OK;
+}
+
+sj_status sj_artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *bytes, size_t len) {
+    sj_code_blob *nc = sj_realloc(a->ctx, a->code, (size_t)(a->n_code + 1) * sizeof *nc);
+    if (!nc) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
+    a->code = nc;
+    uint8_t *copy = sj_alloc(a->ctx, len ? len : 1);
+    if (!copy) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory for %zu code bytes", len);
+    memcpy(copy, bytes, len);
+    a->code[a->n_code++] = (sj_code_blob){fmt, copy, len};
+    return SJ_OK;
+}
+
+const sj_launch_plan *sj_artifact_plan(const sj_artifact *a) { return &a->plan; }
+
+void sj_artifact_destroy(sj_artifact *a) {
+    if (!a) return;
+    sj_ctx *ctx = a->ctx;
+    char *fields[] = {a->target, a->triple, a->cpu, a->features,
+                      a->shapejit_version, a->llvm_version, a->externs};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) sj_free(ctx, fields[i]);
+    for (int i = 0; i < a->n_code; i++) sj_free(ctx, a->code[i].bytes);
+    sj_free(ctx, a->code);
+    sj_plan_free(ctx, &a->plan);
+    sj_free(ctx, a);
+}
+
+void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out) {
+    *out = (sj_artifact_info){
+        .format_version = a->format_version, .target = a->target, .triple = a->triple,
+        .cpu = a->cpu, .features = a->features, .shapejit_version = a->shapejit_version,
+        .llvm_version = a->llvm_version, .externs = a->externs, .options_hash = a->options_hash,
+        .extent = a->plan.extent, .n_kernels = a->plan.n_kernels,
+        .n_launches = a->plan.n_launches, .n_code = a->n_code, .arena_bytes = a->plan.arena_bytes};
+    memcpy(out->graph_hash, a->graph_hash, sizeof a->graph_hash);
+}
+
+sj_status sj_artifact_code(const sj_artifact *a, int i, sj_code_format *fmt, const uint8_t **bytes,
+                           size_t *len) {
+    if (i < 0 || i >= a->n_code)
+        return sj_fail(a->ctx, SJ_E_INVALID_ARG, "artifact: code blob %d of %d", i, a->n_code);
+    *fmt = a->code[i].format;
+    *bytes = a->code[i].bytes;
+    *len = a->code[i].len;
+    return SJ_OK;
+}
+
+sj_status sj_artifact_find_code(const sj_artifact *a, sj_code_format fmt, const uint8_t **bytes,
+                                size_t *len) {
+    for (int i = 0; i < a->n_code; i++)
+        if (a->code[i].format == fmt) {
+            *bytes = a->code[i].bytes;
+            *len = a->code[i].len;
+            return SJ_OK;
+        }
+    return sj_fail(a->ctx, SJ_E_NOT_FOUND, "artifact: no code of format %d", (int)fmt);
+}
+
+/* Whether the comma-separated LLVM feature list `list` enables `feat`
+ * (given without its sign, length n). */
+static bool has_feature(const char *list, const char *feat, size_t n) {
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n + 1 && p[0] == '+' && !memcmp(p + 1, feat, n)) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+static size_t arch_len(const char *triple) {
+    const char *dash = strchr(triple, '-');
+    return dash ? (size_t)(dash - triple) : strlen(triple);
+}
+
+sj_status sj_artifact_check_host(const sj_artifact *a) {
+    sj_ctx *ctx = a->ctx;
+    if (strcmp(a->target, "host"))
+        return sj_fail(ctx, SJ_E_MISMATCH, "artifact: built for target '%s', not the host", a->target);
+    char *triple, *cpu, *features;
+    SJ_TRY(sj_llvm_host_info(ctx, &triple, &cpu, &features));
+    sj_status st = SJ_OK;
+    size_t al = arch_len(a->triple);
+    if (al != arch_len(triple) || memcmp(a->triple, triple, al)) {
+        st = sj_fail(ctx, SJ_E_MISMATCH, "artifact: built for %s, this machine is %s", a->triple, triple);
+    } else {
+        /* Name every missing feature, so the message says what to rebuild for. */
+        char missing[512] = "";
+        size_t used = 0;
+        int n_missing = 0;
+        for (const char *p = a->features; *p;) {
+            const char *end = strchr(p, ',');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            if (len > 1 && p[0] == '+' && !has_feature(features, p + 1, len - 1)) {
+                n_missing++;
+                int w = snprintf(missing + used, sizeof missing - used, "%s%.*s", used ? " " : "",
+                                 (int)(len - 1), p + 1);
+                if (w > 0 && (size_t)w < sizeof missing - used) used += (size_t)w;
+            }
+            if (!end) break;
+            p = end + 1;
+        }
+        if (n_missing)
+            st = sj_fail(ctx, SJ_E_MISMATCH,
+                         "artifact: built for CPU %s with %d feature(s) this %s lacks: %s", a->cpu,
+                         n_missing, cpu, missing);
+    }
+    sj_free(ctx, triple);
+    sj_free(ctx, cpu);
+    sj_free(ctx, features);
+    return st;
+}

@@ -1,0 +1,30 @@
+/* Loading an artifact onto a device (apart from the rest of the artifact code
+ * so programs that only read or write artifacts do not pull in the runtime). */
+#include <string.h>
+
+#include "jit/artifact/artifact_impl.h"
+
+sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph *g,
+                           sj_executable **out) {
+    sj_ctx *ctx = a->ctx;
+    uint8_t h[32];
+    sj_graph_hash(g, h);
+    if (memcmp(h, a->graph_hash, sizeof h))
+        return sj_fail(ctx, SJ_E_MISMATCH, "artifact: compiled from another graph (hash differs)");
+    const uint8_t *code = NULL;
+    size_t len = 0;
+    sj_code_format fmt;
+    if (!strcmp(sj_device_name(dev), "host")) {
+        SJ_TRY(sj_artifact_check_host(a));
+        fmt = SJ_CODE_HOST_OBJECT;
+        SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
+    } else {
+        /* GPUs: SASS for the device's arch first, else PTX the driver can JIT. */
+        fmt = SJ_CODE_CUBIN;
+        if (sj_artifact_find_code(a, fmt, &code, &len) != SJ_OK) {
+            fmt = SJ_CODE_PTX;
+            SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
+        }
+    }
+    return sj_executable_create(dev, &a->plan, fmt, code, len, g, out);
+}

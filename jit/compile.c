@@ -1,0 +1,138 @@
+/* sj_compile: lower a graph at a bucket extent, hand the kernels to the
+ * target's emitter, package the result as an artifact. */
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/graph/graph_impl.h"
+#include "jit/lower/emitter.h"
+
+static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj_host_emitter};
+
+void sj_compile_options_init(sj_compile_options *o) {
+    *o = (sj_compile_options){.target = SJ_TARGET_HOST, .opt_level = 3, .fusion = true,
+                              .blas_min_work = SJ_COMPILE_BLAS_DEFAULT};
+}
+
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t mix_i64(uint64_t h, int64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
+    return mix(h, b, 8);
+}
+
+/* Strings hash with their length so adjacent fields cannot run together. */
+static uint64_t mix_str(uint64_t h, const char *s) {
+    if (!s) return mix_i64(h, -1);
+    size_t n = strlen(s);
+    return mix(mix_i64(h, (int64_t)n), s, n);
+}
+
+uint64_t sj_compile_options_hash(const sj_compile_options *o) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = mix_str(h, "shapejit-compile-options-v1");
+    h = mix_i64(h, o->target);
+    h = mix_i64(h, o->opt_level);
+    h = mix_i64(h, o->fusion);
+    h = mix_i64(h, o->target == SJ_TARGET_HOST ? o->blas_min_work : 0);
+    h = mix_str(h, o->target == SJ_TARGET_HOST ? o->cpu : NULL);
+    h = mix_str(h, o->target == SJ_TARGET_HOST ? o->features : NULL);
+    h = mix_str(h, o->target == SJ_TARGET_HOST ? NULL : o->arch);
+    return h;
+}
+
+static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_emitter **out) {
+    if (o->target < 0 || (size_t)o->target >= sizeof emitters / sizeof emitters[0] ||
+        !emitters[o->target])
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED, "compile: target %d has no emitter in this build",
+                       (int)o->target);
+    if (o->opt_level < 0 || o->opt_level > 3)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: opt level %d not in 0..3", o->opt_level);
+    if (o->blas_min_work < 0)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: negative blas_min_work");
+    *out = emitters[o->target];
+    return SJ_OK;
+}
+
+static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                       uint8_t hash[32], sj_lowered **out) {
+    sj_graph_hash(g, hash);
+    /* Symbols name graph and bucket, so modules of several buckets never clash. */
+    char prefix[48], hex[65];
+    sj_hash_hex(hash, hex);
+    snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
+    sj_lower_options lo = {.fusion = o->fusion, .prefix = prefix};
+    return sj_lower(g, extent, &lo, out);
+}
+
+sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                     sj_artifact **out) {
+    sj_compile_options defaults;
+    if (!o) {
+        sj_compile_options_init(&defaults);
+        o = &defaults;
+    }
+    *out = NULL;
+    const sj_emitter *em;
+    SJ_TRY(pick(g, o, &em));
+    uint8_t hash[32];
+    sj_lowered *l;
+    SJ_TRY(lower(g, extent, o, hash, &l));
+    sj_artifact *a;
+    sj_status st = sj_artifact_new(g->ctx, &a);
+    if (st == SJ_OK) {
+        memcpy(a->graph_hash, hash, sizeof hash);
+        a->options_hash = sj_compile_options_hash(o);
+        st = sj_artifact_set_string(a, &a->target, em->target);
+        if (st == SJ_OK) st = sj_artifact_set_string(a, &a->shapejit_version, sj_version_string());
+        if (st == SJ_OK) st = sj_artifact_set_string(a, &a->llvm_version, SJ_LLVM_VERSION_STRING);
+        if (st == SJ_OK) st = em->build(l, o, a);
+        if (st == SJ_OK) {
+            a->plan = l->plan; /* moves: the lowered result no longer owns it */
+            memset(&l->plan, 0, sizeof l->plan);
+            *out = a;
+        } else {
+            sj_artifact_destroy(a);
+        }
+    }
+    sj_lowered_destroy(l);
+    return st;
+}
+
+sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                       sj_emit_kind kind, char **out, size_t *len) {
+    sj_compile_options defaults;
+    if (!o) {
+        sj_compile_options_init(&defaults);
+        o = &defaults;
+    }
+    const sj_emitter *em;
+    SJ_TRY(pick(g, o, &em));
+    if (!em->text)
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED, "emit: target %s has no text form", em->target);
+    uint8_t hash[32];
+    sj_lowered *l;
+    SJ_TRY(lower(g, extent, o, hash, &l));
+    sj_status st = em->text(l, o, kind, out, len);
+    sj_lowered_destroy(l);
+    return st;
+}
+
+sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                                  int *out) {
+    sj_compile_options defaults;
+    if (!o) {
+        sj_compile_options_init(&defaults);
+        o = &defaults;
+    }
+    uint8_t hash[32];
+    sj_lowered *l;
+    SJ_TRY(lower(g, extent, o, hash, &l));
+    *out = l->n_kernels;
+    sj_lowered_destroy(l);
+    return SJ_OK;
+}

@@ -1,0 +1,53 @@
+/* The host emitter behind sj_compile: LLVM object code for this CPU (or the
+ * CPU the options name). */
+#include <string.h>
+
+#include "jit/llvm/llvm_impl.h"
+#include "jit/lower/emitter.h"
+
+static sj_llvm_target target_of(const sj_compile_options *o) {
+    return (sj_llvm_target){.cpu = o->cpu, .features = o->features, .opt_level = o->opt_level,
+                            .blas_min_work = o->blas_min_work};
+}
+
+static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj_artifact *a) {
+    sj_ctx *ctx = a->ctx;
+    sj_llvm_target t = target_of(o);
+    uint8_t *obj;
+    size_t len;
+    bool uses_blas;
+    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &uses_blas));
+    char *triple = NULL, *cpu = NULL, *features = NULL;
+    sj_status st = sj_llvm_host_info(ctx, &triple, &cpu, &features);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->triple, triple);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, o->cpu ? o->cpu : cpu);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, o->features ? o->features : features);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, uses_blas ? "cblas_sgemm" : "");
+    if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
+    sj_free(ctx, triple);
+    sj_free(ctx, cpu);
+    sj_free(ctx, features);
+    sj_free(ctx, obj);
+    return st;
+}
+
+static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_emit_kind kind,
+                           char **out, size_t *len) {
+    sj_llvm_target t = target_of(o);
+    uint8_t *text;
+    size_t n;
+    bool uses_blas;
+    SJ_TRY(sj_llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
+                           &n, &uses_blas));
+    char *s = sj_realloc(l->ctx, text, n + 1);
+    if (!s) {
+        sj_free(l->ctx, text);
+        return sj_fail(l->ctx, SJ_E_NOMEM, "emit: out of memory");
+    }
+    s[n] = 0;
+    *out = s;
+    *len = n;
+    return SJ_OK;
+}
+
+const sj_emitter sj_host_emitter = {"host", host_build, host_text};

@@ -1,0 +1,143 @@
+/* Target machine, new-pass-manager pipeline and output for the host emitter. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "jit/llvm/llvm_impl.h"
+
+/* LLVM's target registry is process-wide; registering twice is harmless but
+ * not thread-safe, hence once. */
+static pthread_once_t native_once = PTHREAD_ONCE_INIT;
+static void init_native(void) {
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+}
+
+static char *take_llvm_string(sj_ctx *ctx, char *s) {
+    char *r = sj_strdup(ctx, s ? s : "");
+    LLVMDisposeMessage(s);
+    return r;
+}
+
+sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
+    pthread_once(&native_once, init_native);
+    char *def = LLVMGetDefaultTargetTriple();
+    *triple = take_llvm_string(ctx, LLVMNormalizeTargetTriple(def));
+    LLVMDisposeMessage(def);
+    *cpu = take_llvm_string(ctx, LLVMGetHostCPUName());
+    *features = take_llvm_string(ctx, LLVMGetHostCPUFeatures());
+    if (!*triple || !*cpu || !*features) {
+        sj_free(ctx, *triple);
+        sj_free(ctx, *cpu);
+        sj_free(ctx, *features);
+        *triple = *cpu = *features = NULL;
+        return sj_fail(ctx, SJ_E_NOMEM, "host target: out of memory");
+    }
+    return SJ_OK;
+}
+
+static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMTargetMachineRef *tm) {
+    char *triple, *cpu, *features;
+    SJ_TRY(sj_llvm_host_info(ctx, &triple, &cpu, &features));
+    const char *tr = t->triple ? t->triple : triple;
+    LLVMTargetRef target;
+    char *err = NULL;
+    sj_status st = SJ_OK;
+    if (LLVMGetTargetFromTriple(tr, &target, &err)) {
+        st = sj_fail(ctx, SJ_E_UNSUPPORTED, "host target: triple %s: %s", tr, err ? err : "unknown");
+        LLVMDisposeMessage(err);
+    } else {
+        static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
+                                                     LLVMCodeGenLevelDefault, LLVMCodeGenLevelAggressive};
+        *tm = LLVMCreateTargetMachine(target, tr, t->cpu ? t->cpu : cpu,
+                                      t->features ? t->features : features, levels[t->opt_level],
+                                      LLVMRelocPIC, LLVMCodeModelDefault);
+        if (!*tm) st = sj_fail(ctx, SJ_E_UNSUPPORTED, "host target: no target machine for %s", tr);
+    }
+    sj_free(ctx, triple);
+    sj_free(ctx, cpu);
+    sj_free(ctx, features);
+    return st;
+}
+
+static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm, int level) {
+    char *msg = NULL;
+    if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
+        sj_status st = sj_fail(ctx, SJ_E_COMPILE, "host emitter produced invalid IR: %s", msg);
+        LLVMDisposeMessage(msg);
+        return st;
+    }
+    LLVMDisposeMessage(msg);
+    char pipeline[32];
+    snprintf(pipeline, sizeof pipeline, "default<O%d>", level);
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(po, level >= 2);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, level >= 2);
+    LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (err) {
+        char *em = LLVMGetErrorMessage(err);
+        sj_status st = sj_fail(ctx, SJ_E_COMPILE, "LLVM pipeline %s: %s", pipeline, em);
+        LLVMDisposeErrorMessage(em);
+        return st;
+    }
+    return SJ_OK;
+}
+
+static sj_status copy_out(sj_ctx *ctx, const char *p, size_t n, uint8_t **out, size_t *len) {
+    *out = sj_alloc(ctx, n ? n : 1);
+    if (!*out) return sj_fail(ctx, SJ_E_NOMEM, "host emitter: out of memory for %zu bytes", n);
+    memcpy(*out, p, n);
+    *len = n;
+    return SJ_OK;
+}
+
+static sj_status print_module(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm,
+                              sj_llvm_output what, uint8_t **out, size_t *len) {
+    if (what == SJ_LLVM_IR) {
+        char *s = LLVMPrintModuleToString(m);
+        sj_status st = copy_out(ctx, s, strlen(s), out, len);
+        LLVMDisposeMessage(s);
+        return st;
+    }
+    LLVMMemoryBufferRef mb = NULL;
+    char *err = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, m, what == SJ_LLVM_OBJECT ? LLVMObjectFile : LLVMAssemblyFile,
+                                            &err, &mb)) {
+        sj_status st = sj_fail(ctx, SJ_E_COMPILE, "LLVM code generation: %s", err ? err : "failed");
+        LLVMDisposeMessage(err);
+        return st;
+    }
+    sj_status st = copy_out(ctx, LLVMGetBufferStart(mb), LLVMGetBufferSize(mb), out, len);
+    LLVMDisposeMemoryBuffer(mb);
+    return st;
+}
+
+sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
+                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas) {
+    if (t->opt_level < 0 || t->opt_level > 3)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: opt level %d not in 0..3", t->opt_level);
+    LLVMTargetMachineRef tm = NULL;
+    SJ_TRY(make_target_machine(ctx, t, &tm));
+    LLVMContextRef C = LLVMContextCreate();
+    LLVMModuleRef m = LLVMModuleCreateWithNameInContext("shapejit", C);
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    LLVMSetTarget(m, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+    char *dl = LLVMCopyStringRepOfTargetData(td);
+    LLVMSetDataLayout(m, dl);
+    LLVMDisposeMessage(dl);
+    LLVMDisposeTargetData(td);
+    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, uses_blas);
+    if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
+    if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
+    LLVMDisposeModule(m);
+    LLVMContextDispose(C);
+    LLVMDisposeTargetMachine(tm);
+    return st;
+}

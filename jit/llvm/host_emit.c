@@ -1,0 +1,461 @@
+/* Kernel descriptions -> LLVM IR for the host.
+ *
+ * Every kernel is `void name(ptr buffers, ptr info, i64 n)` (plan.h). It loads
+ * its buffer pointers and calls an always-inlined body whose pointer
+ * parameters are noalias: lowering never lets a kernel's output share memory
+ * with what it reads, and after inlining the noalias facts survive as scoped
+ * alias metadata, which lets the vectoriser work on the inner loops.
+ *
+ * Loops are emitted do-while style (every bound is >= 1: constant dims are,
+ * and the active extent n is too), innermost over the last dim, which is the
+ * contiguous one for everything lowering materialises. Values that live
+ * across loops (accumulators) are allocas that SROA promotes. Reductions add
+ * with `reassoc` so they vectorise; nothing else relaxes IEEE semantics, so
+ * NaN and Inf propagate as in the interpreter. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/llvm/llvm_impl.h"
+
+typedef struct emitter {
+    sj_ctx *ctx;
+    LLVMContextRef C;
+    LLVMModuleRef M;
+    LLVMBuilderRef B;
+    LLVMTypeRef f32, i64, i32, ptr, voidt;
+    LLVMValueRef fn, entry_alloca_point;
+    const sj_kernel *k;
+    const sj_llvm_target *t;
+    LLVMValueRef bufs[64];
+    LLVMValueRef n;
+    LLVMValueRef idx[SJ_KSPACE_MAX];
+    LLVMValueRef acc;
+    bool uses_blas;
+} emitter;
+
+typedef struct loop {
+    LLVMBasicBlockRef body;
+    LLVMValueRef phi, bound;
+} loop;
+
+static LLVMValueRef cf(emitter *e, double v) { return LLVMConstReal(e->f32, v); }
+static LLVMValueRef ci(emitter *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+
+static LLVMValueRef bound_of(emitter *e, int d) {
+    return e->k->sym[d] ? e->n : ci(e, e->k->dims[d]);
+}
+
+static void loop_open(emitter *e, loop *l, int d) {
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
+    l->bound = bound_of(e, d);
+    l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "loop");
+    LLVMBuildBr(e->B, l->body);
+    LLVMPositionBuilderAtEnd(e->B, l->body);
+    l->phi = LLVMBuildPhi(e->B, e->i64, "i");
+    LLVMValueRef zero = ci(e, 0);
+    LLVMAddIncoming(l->phi, &zero, &pre, 1);
+    e->idx[d] = l->phi;
+}
+
+static void loop_close(emitter *e, loop *l, int d) {
+    LLVMValueRef next = LLVMBuildNUWAdd(e->B, l->phi, ci(e, 1), "i.next");
+    LLVMValueRef more = LLVMBuildICmp(e->B, LLVMIntULT, next, l->bound, "more");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "after");
+    LLVMBuildCondBr(e->B, more, l->body, exit);
+    LLVMAddIncoming(l->phi, &next, &latch, 1);
+    LLVMPositionBuilderAtEnd(e->B, exit);
+    e->idx[d] = ci(e, 0);
+}
+
+/* Opens loops over the dims in `mask`, outermost first. */
+static void loops_open(emitter *e, loop *ls, uint32_t mask) {
+    for (int d = 0; d < e->k->rank; d++)
+        if ((mask >> d) & 1) loop_open(e, &ls[d], d);
+}
+static void loops_close(emitter *e, loop *ls, uint32_t mask) {
+    for (int d = e->k->rank - 1; d >= 0; d--)
+        if ((mask >> d) & 1) loop_close(e, &ls[d], d);
+}
+
+static LLVMValueRef address(emitter *e, LLVMValueRef base, const int64_t *strides) {
+    LLVMValueRef off = NULL;
+    for (int d = 0; d < e->k->rank; d++) {
+        if (!strides[d]) continue;
+        LLVMValueRef term = strides[d] == 1 ? e->idx[d] : LLVMBuildNSWMul(e->B, e->idx[d], ci(e, strides[d]), "");
+        off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
+    }
+    if (!off) return base;
+    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+}
+
+static LLVMValueRef alloca_f32(emitter *e, const char *name) {
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
+    LLVMPositionBuilderBefore(b, e->entry_alloca_point);
+    LLVMValueRef a = LLVMBuildAlloca(b, e->f32, name);
+    LLVMDisposeBuilder(b);
+    return a;
+}
+
+static LLVMValueRef call_f32(emitter *e, const char *intrinsic, const char *libm, LLVMValueRef x,
+                             LLVMValueRef y) {
+    LLVMValueRef args[2] = {x, y};
+    unsigned nargs = y ? 2 : 1;
+    if (intrinsic) {
+        unsigned id = LLVMLookupIntrinsicID(intrinsic, strlen(intrinsic));
+        LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
+        LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
+        return LLVMBuildCall2(e->B, ft, f, args, nargs, "");
+    }
+    LLVMTypeRef ps[2] = {e->f32, e->f32};
+    LLVMTypeRef ft = LLVMFunctionType(e->f32, ps, nargs, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, libm);
+    if (!f) f = LLVMAddFunction(e->M, libm, ft);
+    return LLVMBuildCall2(e->B, ft, f, args, nargs, "");
+}
+
+static LLVMValueRef fsel(emitter *e, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
+                         LLVMValueRef t, LLVMValueRef f) {
+    return LLVMBuildSelect(e->B, LLVMBuildFCmp(e->B, p, a, b, ""), t, f, "");
+}
+
+static LLVMValueRef sigmoid(emitter *e, LLVMValueRef x) {
+    LLVMValueRef ex = call_f32(e, "llvm.exp", NULL, LLVMBuildFNeg(e->B, x, ""), NULL);
+    return LLVMBuildFDiv(e->B, cf(e, 1.0), LLVMBuildFAdd(e->B, cf(e, 1.0), ex, ""), "");
+}
+
+/* Elementwise semantics follow the interpreter (jit/graph/interp.c). */
+static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
+    LLVMBuilderRef B = e->B;
+    switch (op) {
+    case SJ_OP_NEG: return LLVMBuildFNeg(B, x, "");
+    case SJ_OP_ABS: return call_f32(e, "llvm.fabs", NULL, x, NULL);
+    case SJ_OP_EXP: return call_f32(e, "llvm.exp", NULL, x, NULL);
+    case SJ_OP_LOG: return call_f32(e, "llvm.log", NULL, x, NULL);
+    case SJ_OP_SQRT: return call_f32(e, "llvm.sqrt", NULL, x, NULL);
+    case SJ_OP_RSQRT:
+        return LLVMBuildFDiv(B, cf(e, 1.0), call_f32(e, "llvm.sqrt", NULL, x, NULL), "");
+    case SJ_OP_RECIPROCAL: return LLVMBuildFDiv(B, cf(e, 1.0), x, "");
+    case SJ_OP_TANH: return call_f32(e, NULL, "tanhf", x, NULL);
+    case SJ_OP_SIGMOID: return sigmoid(e, x);
+    case SJ_OP_RELU: return fsel(e, LLVMRealOLT, x, cf(e, 0.0), cf(e, 0.0), x);
+    case SJ_OP_LEAKY_RELU:
+        return fsel(e, LLVMRealOLT, x, cf(e, 0.0), LLVMBuildFMul(B, x, cf(e, alpha), ""), x);
+    case SJ_OP_GELU: {
+        LLVMValueRef er = call_f32(e, NULL, "erff", LLVMBuildFMul(B, x, cf(e, M_SQRT1_2), ""), NULL);
+        LLVMValueRef h = LLVMBuildFMul(B, x, cf(e, 0.5), "");
+        return LLVMBuildFMul(B, h, LLVMBuildFAdd(B, cf(e, 1.0), er, ""), "");
+    }
+    case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(e, x), "");
+    case SJ_OP_ERF: return call_f32(e, NULL, "erff", x, NULL);
+    default: return NULL;
+    }
+}
+
+static LLVMValueRef binary(emitter *e, sj_op op, LLVMValueRef a, LLVMValueRef b) {
+    LLVMBuilderRef B = e->B;
+    switch (op) {
+    case SJ_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+    case SJ_OP_SUB: return LLVMBuildFSub(B, a, b, "");
+    case SJ_OP_MUL: return LLVMBuildFMul(B, a, b, "");
+    case SJ_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case SJ_OP_POW: return call_f32(e, "llvm.pow", NULL, a, b);
+    case SJ_OP_MAX: return call_f32(e, "llvm.maximum", NULL, a, b);
+    case SJ_OP_MIN: return call_f32(e, "llvm.minimum", NULL, a, b);
+    default: return NULL;
+    }
+}
+
+static LLVMValueRef eval(emitter *e, int32_t x) {
+    const sj_kexpr *ex = &e->k->exprs[x];
+    switch (ex->kind) {
+    case SJ_KX_LOAD: {
+        const sj_kload *ld = &e->k->loads[ex->load];
+        LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, address(e, e->bufs[ld->buffer], ld->strides), "");
+        LLVMSetAlignment(v, 4);
+        return v;
+    }
+    case SJ_KX_CONST: return cf(e, ex->value);
+    case SJ_KX_ACC: return e->acc;
+    case SJ_KX_UNARY: return unary(e, ex->op, eval(e, ex->a), ex->value);
+    case SJ_KX_BINARY: return binary(e, ex->op, eval(e, ex->a), eval(e, ex->b));
+    }
+    return NULL;
+}
+
+static void store_out(emitter *e, LLVMValueRef v) {
+    LLVMValueRef s = LLVMBuildStore(e->B, v, address(e, e->bufs[0], e->k->out_strides));
+    LLVMSetAlignment(s, 4);
+}
+
+static LLVMValueRef load_f32(emitter *e, LLVMValueRef p) {
+    LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, p, "");
+    LLVMSetAlignment(v, 4);
+    return v;
+}
+
+/* acc op= v, with `reassoc` so the loop vectorises as a reduction. */
+static void accumulate(emitter *e, LLVMValueRef slot, LLVMValueRef v, bool is_max) {
+    LLVMValueRef old = load_f32(e, slot);
+    LLVMValueRef nv;
+    if (is_max) {
+        nv = call_f32(e, "llvm.maximum", NULL, old, v);
+    } else {
+        nv = LLVMBuildFAdd(e->B, old, v, "");
+        LLVMSetFastMathFlags(nv, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract);
+    }
+    LLVMBuildStore(e->B, nv, slot);
+}
+
+/* Number of active points over the dims in mask, as float. */
+static LLVMValueRef active_count(emitter *e, uint32_t mask) {
+    LLVMValueRef c = ci(e, 1);
+    for (int d = 0; d < e->k->rank; d++)
+        if ((mask >> d) & 1) c = LLVMBuildNUWMul(e->B, c, bound_of(e, d), "");
+    return LLVMBuildSIToFP(e->B, c, e->f32, "");
+}
+
+static void emit_map(emitter *e) {
+    loop ls[SJ_KSPACE_MAX];
+    uint32_t all = (1u << e->k->rank) - 1;
+    loops_open(e, ls, all);
+    store_out(e, eval(e, e->k->epilogue));
+    loops_close(e, ls, all);
+}
+
+static void emit_reduce(emitter *e) {
+    const sj_kernel *k = e->k;
+    loop ls[SJ_KSPACE_MAX];
+    uint32_t all = (1u << k->rank) - 1, red = k->reduced & all, outer = all & ~red;
+    bool is_max = k->red_op == SJ_OP_REDUCE_MAX;
+    LLVMValueRef acc = alloca_f32(e, "acc");
+    loops_open(e, ls, outer);
+    LLVMBuildStore(e->B, cf(e, is_max ? -INFINITY : 0.0), acc);
+    loops_open(e, ls, red);
+    accumulate(e, acc, eval(e, k->prologue), is_max);
+    loops_close(e, ls, red);
+    e->acc = load_f32(e, acc);
+    if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(e->B, e->acc, active_count(e, red), "");
+    store_out(e, eval(e, k->epilogue));
+    loops_close(e, ls, outer);
+}
+
+static void emit_row(emitter *e) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    loop ls[SJ_KSPACE_MAX];
+    uint32_t all = (1u << k->rank) - 1, row = k->reduced & all, outer = all & ~row;
+    LLVMValueRef s1 = alloca_f32(e, "s1"), s2 = alloca_f32(e, "s2");
+    loops_open(e, ls, outer);
+    LLVMValueRef count = active_count(e, row);
+    LLVMValueRef center, scale;
+    if (k->kind == SJ_KK_LAYERNORM) {
+        LLVMBuildStore(B, cf(e, 0.0), s1);
+        loops_open(e, ls, row);
+        accumulate(e, s1, eval(e, k->prologue), false);
+        loops_close(e, ls, row);
+        center = LLVMBuildFDiv(B, load_f32(e, s1), count, "mean");
+        LLVMBuildStore(B, cf(e, 0.0), s2);
+        loops_open(e, ls, row);
+        LLVMValueRef dx = LLVMBuildFSub(B, eval(e, k->prologue), center, "");
+        accumulate(e, s2, LLVMBuildFMul(B, dx, dx, ""), false);
+        loops_close(e, ls, row);
+        LLVMValueRef var = LLVMBuildFDiv(B, load_f32(e, s2), count, "var");
+        LLVMValueRef sd = call_f32(e, "llvm.sqrt", NULL, LLVMBuildFAdd(B, var, cf(e, k->epsilon), ""), NULL);
+        scale = LLVMBuildFDiv(B, cf(e, 1.0), sd, "rstd");
+    } else {
+        LLVMBuildStore(B, cf(e, -INFINITY), s1);
+        loops_open(e, ls, row);
+        accumulate(e, s1, eval(e, k->prologue), true);
+        loops_close(e, ls, row);
+        center = load_f32(e, s1);
+        LLVMBuildStore(B, cf(e, 0.0), s2);
+        loops_open(e, ls, row);
+        LLVMValueRef ex = call_f32(e, "llvm.exp", NULL, LLVMBuildFSub(B, eval(e, k->prologue), center, ""), NULL);
+        accumulate(e, s2, ex, false);
+        loops_close(e, ls, row);
+        LLVMValueRef sum = load_f32(e, s2);
+        scale = k->kind == SJ_KK_SOFTMAX ? LLVMBuildFDiv(B, cf(e, 1.0), sum, "")
+                                         : call_f32(e, "llvm.log", NULL, sum, NULL);
+    }
+    loops_open(e, ls, row);
+    LLVMValueRef dx = LLVMBuildFSub(B, eval(e, k->prologue), center, "");
+    if (k->kind == SJ_KK_LAYERNORM) {
+        e->acc = LLVMBuildFMul(B, dx, scale, "");
+        if (k->scale >= 0) e->acc = LLVMBuildFMul(B, e->acc, eval(e, k->scale), "");
+        if (k->bias >= 0) e->acc = LLVMBuildFAdd(B, e->acc, eval(e, k->bias), "");
+    } else if (k->kind == SJ_KK_SOFTMAX) {
+        e->acc = LLVMBuildFMul(B, call_f32(e, "llvm.exp", NULL, dx, NULL), scale, "");
+    } else {
+        e->acc = LLVMBuildFSub(B, dx, scale, "");
+    }
+    store_out(e, eval(e, k->epilogue));
+    loops_close(e, ls, row);
+    loops_close(e, ls, outer);
+}
+
+/* i-k-j order: the output row is the accumulator, the inner loop runs over
+ * contiguous n for both the output and (untransposed) b. */
+static void emit_matmul_loops(emitter *e) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    loop ls[SJ_KSPACE_MAX];
+    loop_open(e, &ls[3], 3);
+    LLVMBuildStore(B, cf(e, 0.0), address(e, e->bufs[0], k->out_strides));
+    loop_close(e, &ls[3], 3);
+    loop_open(e, &ls[4], 4);
+    LLVMValueRef av = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
+    loop_open(e, &ls[3], 3);
+    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
+    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
+    LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
+    LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
+    LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
+    LLVMSetAlignment(LLVMBuildStore(B, sum, op), 4);
+    loop_close(e, &ls[3], 3);
+    loop_close(e, &ls[4], 4);
+}
+
+/* cblas_sgemm on one [m, k] x [k, n] slice when both operands have a unit
+ * stride on one of their two matrix dims (any layout lowering makes, with
+ * transposes folded into the strides). */
+static bool blas_layout(const sj_kernel *k, int64_t *lda, int *ta, int64_t *ldb, int *tb) {
+    const int64_t *as = k->loads[k->a].strides, *bs = k->loads[k->b].strides;
+    if (k->out_strides[3] != 1 && k->dims[3] > 1) return false;
+    if (as[4] == 1 || k->dims[4] == 1) *ta = 111, *lda = as[2];
+    else if (as[2] == 1 || k->dims[2] == 1) *ta = 112, *lda = as[4];
+    else return false;
+    if (bs[3] == 1 || k->dims[3] == 1) *tb = 111, *ldb = bs[4];
+    else if (bs[4] == 1 || k->dims[4] == 1) *tb = 112, *ldb = bs[3];
+    else return false;
+    return true;
+}
+
+static LLVMValueRef to_i32(emitter *e, LLVMValueRef v) { return LLVMBuildTrunc(e->B, v, e->i32, ""); }
+
+static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    LLVMValueRef M = bound_of(e, 2), N = bound_of(e, 3), K = bound_of(e, 4);
+    /* A leading dimension must be at least the row length even where it is
+     * never stepped (a dim of size 1). */
+    LLVMValueRef rowa = ta == 111 ? K : M, rowb = tb == 111 ? N : K;
+    LLVMValueRef la = lda ? ci(e, lda) : rowa, lb = ldb ? ci(e, ldb) : rowb;
+    LLVMValueRef lc = k->out_strides[2] ? ci(e, k->out_strides[2]) : N;
+    LLVMTypeRef ps[14] = {e->i32, e->i32, e->i32, e->i32, e->i32, e->i32, e->f32,
+                          e->ptr, e->i32, e->ptr, e->i32, e->f32, e->ptr, e->i32};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 14, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "cblas_sgemm");
+    if (!f) f = LLVMAddFunction(e->M, "cblas_sgemm", ft);
+    LLVMValueRef args[14] = {
+        LLVMConstInt(e->i32, 101, 0), LLVMConstInt(e->i32, (unsigned)ta, 0),
+        LLVMConstInt(e->i32, (unsigned)tb, 0), to_i32(e, M), to_i32(e, N), to_i32(e, K), cf(e, 1.0),
+        address(e, e->bufs[k->loads[k->a].buffer], k->loads[k->a].strides), to_i32(e, la),
+        address(e, e->bufs[k->loads[k->b].buffer], k->loads[k->b].strides), to_i32(e, lb),
+        cf(e, 0.0), address(e, e->bufs[0], k->out_strides), to_i32(e, lc)};
+    LLVMBuildCall2(B, ft, f, args, 14, "");
+    e->uses_blas = true;
+}
+
+static void emit_matmul(emitter *e) {
+    const sj_kernel *k = e->k;
+    loop ls[SJ_KSPACE_MAX];
+    int64_t lda, ldb;
+    int ta, tb;
+    bool blas = e->t->blas_min_work > 0 && k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
+                k->dims[2] * k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
+                blas_layout(k, &lda, &ta, &ldb, &tb);
+    loops_open(e, ls, 3u);
+    if (blas) {
+        emit_blas_call(e, ta, lda, tb, ldb);
+        loop_open(e, &ls[2], 2);
+    } else {
+        loop_open(e, &ls[2], 2);
+        emit_matmul_loops(e);
+    }
+    /* Epilogue over the finished row (or block, after the BLAS call). */
+    loop_open(e, &ls[3], 3);
+    e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
+    store_out(e, eval(e, k->epilogue));
+    loop_close(e, &ls[3], 3);
+    loop_close(e, &ls[2], 2);
+    loops_close(e, ls, 3u);
+}
+
+static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const char *name) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(f, i, LLVMCreateEnumAttribute(e->C, kind, 0));
+}
+
+static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
+    if (k->n_buffers > (int)(sizeof e->bufs / sizeof e->bufs[0]))
+        return sj_fail(e->ctx, SJ_E_UNSUPPORTED, "host emitter: kernel %s reads %d buffers (at most %d)",
+                       k->name, k->n_buffers, (int)(sizeof e->bufs / sizeof e->bufs[0]));
+    e->k = k;
+    /* Body with noalias buffer parameters. */
+    LLVMTypeRef bp[66];
+    for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
+    bp[k->n_buffers] = e->i64;
+    LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + 1, 0);
+    char bname[SJ_KERNEL_NAME_MAX + 8];
+    snprintf(bname, sizeof bname, "%s.body", k->name);
+    LLVMValueRef body = LLVMAddFunction(e->M, bname, bt);
+    LLVMSetLinkage(body, LLVMInternalLinkage);
+    add_attr(e, body, LLVMAttributeFunctionIndex, "alwaysinline");
+    add_attr(e, body, LLVMAttributeFunctionIndex, "nounwind");
+    for (int i = 0; i < k->n_buffers; i++) {
+        add_attr(e, body, (LLVMAttributeIndex)(i + 1), "noalias");
+        e->bufs[i] = LLVMGetParam(body, (unsigned)i);
+    }
+    e->n = LLVMGetParam(body, (unsigned)k->n_buffers);
+    e->fn = body;
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, body, "entry");
+    LLVMPositionBuilderAtEnd(e->B, entry);
+    /* Allocas go in front of this marker so they stay in the entry block. */
+    e->entry_alloca_point = LLVMBuildFreeze(e->B, e->n, "n");
+    e->n = e->entry_alloca_point;
+    for (int d = 0; d < SJ_KSPACE_MAX; d++) e->idx[d] = ci(e, 0);
+    switch (k->kind) {
+    case SJ_KK_MAP: emit_map(e); break;
+    case SJ_KK_REDUCE: emit_reduce(e); break;
+    case SJ_KK_SOFTMAX:
+    case SJ_KK_LOG_SOFTMAX:
+    case SJ_KK_LAYERNORM: emit_row(e); break;
+    case SJ_KK_MATMUL: emit_matmul(e); break;
+    }
+    LLVMBuildRetVoid(e->B);
+
+    /* The ABI entry point. */
+    LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
+    LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
+    add_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+    LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
+    LLVMValueRef args[65];
+    for (int i = 0; i < k->n_buffers; i++) {
+        LLVMValueRef ix = ci(e, i);
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, e->ptr, LLVMGetParam(fn, 0), &ix, 1, "");
+        args[i] = LLVMBuildLoad2(e->B, e->ptr, p, "");
+    }
+    args[k->n_buffers] = LLVMGetParam(fn, 2);
+    LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 1, "");
+    LLVMBuildRetVoid(e->B);
+    return SJ_OK;
+}
+
+sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
+                               const sj_llvm_target *t, bool *uses_blas) {
+    emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t};
+    e.B = LLVMCreateBuilderInContext(e.C);
+    e.f32 = LLVMFloatTypeInContext(e.C);
+    e.i64 = LLVMInt64TypeInContext(e.C);
+    e.i32 = LLVMInt32TypeInContext(e.C);
+    e.ptr = LLVMPointerTypeInContext(e.C, 0);
+    e.voidt = LLVMVoidTypeInContext(e.C);
+    sj_status st = SJ_OK;
+    for (int i = 0; i < l->n_kernels && st == SJ_OK; i++) st = emit_kernel(&e, &l->kernels[i]);
+    LLVMDisposeBuilder(e.B);
+    *uses_blas = e.uses_blas;
+    return st;
+}

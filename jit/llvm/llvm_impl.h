@@ -1,0 +1,35 @@
+/* Host code generation through the LLVM C API: kernels (jit/lower/kernel.h)
+ * -> LLVM IR -> O-level pipeline -> object file, assembly or IR text.
+ * Not installed. */
+#ifndef SJ_LLVM_IMPL_H
+#define SJ_LLVM_IMPL_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "jit/core/core_impl.h"
+#include "jit/lower/lower.h"
+
+typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
+
+/* What the code is built for; NULL fields mean "this host". */
+typedef struct sj_llvm_target {
+    const char *triple, *cpu, *features;
+    int opt_level; /* 0..3 */
+    /* Matmuls with k*n at least this large call cblas_sgemm (0 = never). */
+    int64_t blas_min_work;
+} sj_llvm_target;
+
+/* The host's triple, CPU name and feature string, each allocated with sj_alloc. */
+sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features);
+
+/* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
+ * module m. *uses_blas is set when some kernel calls cblas_sgemm. */
+sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
+                               const sj_llvm_target *t, bool *uses_blas);
+
+/* Builds, optimises and prints the module for l. *out is sj_alloc'ed. */
+sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
+                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas);
+
+#endif

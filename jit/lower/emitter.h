@@ -1,0 +1,21 @@
+/* Emitters: one per target, each turning lowered kernels into code. compile.c
+ * picks one from its table by sj_target. Not installed. */
+#ifndef SJ_LOWER_EMITTER_H
+#define SJ_LOWER_EMITTER_H
+
+#include "shapejit/compile.h"
+#include "jit/artifact/artifact_impl.h"
+#include "jit/lower/lower.h"
+
+typedef struct sj_emitter {
+    const char *target; /* recorded in the artifact */
+    /* Fills the artifact's triple, cpu, features, externs and code blobs. */
+    sj_status (*build)(const sj_lowered *l, const sj_compile_options *o, sj_artifact *a);
+    /* Code as text (NUL-terminated, sj_alloc'ed). */
+    sj_status (*text)(const sj_lowered *l, const sj_compile_options *o, sj_emit_kind kind,
+                      char **out, size_t *len);
+} sj_emitter;
+
+extern const sj_emitter sj_host_emitter;
+
+#endif

@@ -1,0 +1,86 @@
+/* The target-neutral kernel description lowering hands to every emitter
+ * (LLVM host, NVPTX, CUDA C). Not installed.
+ *
+ * A kernel iterates one index space of up to SJ_KSPACE_MAX dims. Each dim's
+ * bound is either a constant or, for a symbolic dim, the active extent n the
+ * kernel receives at run time; the layout (every stride) is fixed at the
+ * bucket extent E. Every buffer access is a `load`: a buffer of the launch
+ * and one stride per space dim (0 = broadcast along that dim), so transposes,
+ * broadcasts and views cost nothing. Values are computed by small expression
+ * trees over loads, constants and `acc` (the result of the kernel's core:
+ * a reduction, a normalised row entry, a dot product).
+ *
+ * Kinds and the roles of the space's dims:
+ *   MAP        all dims are output dims; out = expr.
+ *   REDUCE     `reduced` dims are folded with red_op over `prologue`;
+ *              out = epilogue(acc) at the remaining dims.
+ *   SOFTMAX,
+ *   LOG_SOFTMAX,
+ *   LAYERNORM  `reduced` dims form the row; out = epilogue(acc) where acc is
+ *              the normalised prologue value (layernorm: * scale + bias).
+ *   MATMUL     dims [b0, b1, m, n, k]; reduced = {k}; a and b are loads;
+ *              acc = alpha * sum_k a*b; out = epilogue(acc).
+ * Buffer 0 of a launch is always the output, written only at active points. */
+#ifndef SJ_LOWER_KERNEL_H
+#define SJ_LOWER_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "jit/lower/plan.h"
+
+#define SJ_KSPACE_MAX 5
+
+typedef enum sj_kernel_kind {
+    SJ_KK_MAP,
+    SJ_KK_REDUCE,
+    SJ_KK_SOFTMAX,
+    SJ_KK_LOG_SOFTMAX,
+    SJ_KK_LAYERNORM,
+    SJ_KK_MATMUL
+} sj_kernel_kind;
+
+typedef enum sj_kexpr_kind {
+    SJ_KX_LOAD,  /* loads[load] at the current point */
+    SJ_KX_CONST, /* value */
+    SJ_KX_ACC,   /* the kernel core's result at the current point */
+    SJ_KX_UNARY, /* op(a); value = leaky_relu alpha */
+    SJ_KX_BINARY /* op(a, b) */
+} sj_kexpr_kind;
+
+typedef struct sj_kexpr {
+    sj_kexpr_kind kind;
+    sj_op op;
+    int32_t a, b; /* operand expression indices */
+    int32_t load;
+    float value;
+} sj_kexpr;
+
+typedef struct sj_kload {
+    int32_t buffer; /* index into the launch's buffers */
+    int64_t strides[SJ_KSPACE_MAX]; /* elements, at the bucket extent */
+} sj_kload;
+
+typedef struct sj_kernel {
+    sj_kernel_kind kind;
+    char name[SJ_KERNEL_NAME_MAX];
+    int rank;                        /* of the space */
+    int64_t dims[SJ_KSPACE_MAX];     /* at the bucket extent */
+    bool sym[SJ_KSPACE_MAX];         /* bound is the active extent n */
+    uint32_t reduced;                /* bit d: dim d is reduced / the row / k */
+    int64_t out_strides[SJ_KSPACE_MAX]; /* into buffer 0; 0 on reduced dims */
+    sj_op red_op;     /* REDUCE: SJ_OP_REDUCE_SUM/MEAN/MAX */
+    int32_t prologue; /* REDUCE, row kinds: the value reduced / normalised */
+    int32_t epilogue; /* the value stored; MAP: the whole computation */
+    int32_t scale, bias; /* LAYERNORM: expressions, -1 = none */
+    float epsilon;    /* LAYERNORM */
+    float alpha;      /* MATMUL */
+    int32_t a, b;     /* MATMUL: load indices */
+    int n_buffers;
+    int n_exprs, cap_exprs;
+    sj_kexpr *exprs;
+    int n_loads, cap_loads;
+    sj_kload *loads;
+} sj_kernel;
+
+#endif

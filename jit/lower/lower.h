@@ -1,0 +1,38 @@
+/* Lowering: a graph specialised at one bucket extent becomes kernels (see
+ * kernel.h) and a launch plan (plan.h). Not installed.
+ *
+ *   sj_lowered *l;
+ *   SJ_TRY(sj_lower(g, 64, &(sj_lower_options){.fusion = true, .prefix = "sj_ab12_"}, &l));
+ *   for (int i = 0; i < l->n_kernels; i++) emit(&l->kernels[i]);  // launch i runs kernel i
+ *   ... l->plan ...
+ *   sj_lowered_destroy(l);
+ */
+#ifndef SJ_LOWER_LOWER_H
+#define SJ_LOWER_LOWER_H
+
+#include "jit/lower/kernel.h"
+#include "jit/lower/plan.h"
+
+typedef struct sj_lower_options {
+    bool fusion;        /* false: one kernel per op (a baseline and a debugging aid) */
+    const char *prefix; /* prepended to every kernel name (keeps symbols unique) */
+} sj_lower_options;
+
+typedef struct sj_lowered {
+    sj_ctx *ctx;
+    int n_kernels; /* launch i runs kernel i */
+    sj_kernel *kernels;
+    sj_launch_plan plan;
+    int64_t arena_bytes_no_reuse; /* what the arena would take without reuse */
+} sj_lowered;
+
+sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o, sj_lowered **out);
+void sj_lowered_destroy(sj_lowered *l);
+
+/* Launch plan helpers shared by lowering, artifacts and tests. */
+void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p);
+/* Every index and size in range: launches name kernels and slots that exist,
+ * word ranges lie inside words, arena slots inside the arena. */
+sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p);
+
+#endif

@@ -1,0 +1,263 @@
+/* The launch path: check the request, pad inputs in, launch (eagerly through
+ * the op cache and the metadata info cache, or by replaying the capture),
+ * slice outputs out. In steady state nothing here allocates. */
+#include "executor_impl.h"
+#include "padding_impl.h"
+
+#include "jit/graph/graph_impl.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static sj_status check_tensor(sj_executable *e, const char *what, int i, const exe_io *io,
+                              const sj_tensor *t, int64_t active, bool need_data) {
+    bool ok = t->rank == io->shape.rank && (t->data || !need_data);
+    for (int d = 0; ok && d < t->rank; d++)
+        ok = t->dims[d] == (io->shape.dims[d] == SJ_DIM_SYM ? active : io->shape.dims[d]);
+    if (ok) return SJ_OK;
+    char want[96], got[96];
+    sj_shape expected = sj_shape_at(&io->shape, active);
+    sj_shape actual = {.rank = t->rank < 0 || t->rank > SJ_MAX_RANK ? 0 : t->rank};
+    memcpy(actual.dims, t->dims, sizeof actual.dims);
+    sj_shape_format(&expected, NULL, want, sizeof want);
+    sj_shape_format(&actual, NULL, got, sizeof got);
+    if (!t->data && need_data)
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "run: %s #%d '%s' has no data", what, i,
+                       io->name);
+    return sj_fail(e->ctx, SJ_E_SHAPE,
+                   "run: %s #%d '%s' must be %s at active extent %" PRId64 ", got %s%s", what, i,
+                   io->name, want, active, got,
+                   t->rank != io->shape.rank ? " (rank differs)" : "");
+}
+
+static sj_status check_request(sj_executable *e, int64_t active, const sj_tensor *inputs,
+                               const sj_tensor *outputs) {
+    if (e->has_sym && (active < 1 || active > e->extent))
+        return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE,
+                       "run: active extent %" PRId64 " outside the bucket 1..%" PRId64, active,
+                       e->extent);
+    if ((e->n_inputs && !inputs) || (e->n_outputs && !outputs))
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "run: NULL inputs or outputs array");
+    for (int i = 0; i < e->n_inputs; i++)
+        SJ_TRY(check_tensor(e, "input", i, &e->inputs[i], &inputs[i], active, true));
+    for (int i = 0; i < e->n_outputs; i++)
+        if (outputs[i].data)
+            SJ_TRY(check_tensor(e, "output", i, &e->outputs[i], &outputs[i], active, true));
+    return SJ_OK;
+}
+
+/* Outputs the caller left without data get tensors of their own. */
+static sj_status alloc_outputs(sj_executable *e, int64_t active, sj_tensor *outputs,
+                               bool *allocated) {
+    for (int i = 0; i < e->n_outputs; i++) {
+        allocated[i] = false;
+        if (outputs[i].data) continue;
+        sj_shape s = sj_shape_at(&e->outputs[i].shape, active);
+        sj_status st = sj_tensor_alloc(e->ctx, s.rank, s.dims, &outputs[i]);
+        if (st != SJ_OK) return st;
+        allocated[i] = true;
+    }
+    return SJ_OK;
+}
+
+typedef struct copy_job {
+    char *dense;
+    char *padded;
+} copy_job;
+
+static void chunk_in(void *u, int64_t dense, int64_t padded, int64_t count) {
+    copy_job *j = u;
+    memcpy(j->padded + padded * 4, j->dense + dense * 4, (size_t)count * 4);
+}
+
+static void chunk_out(void *u, int64_t dense, int64_t padded, int64_t count) {
+    copy_job *j = u;
+    memcpy(j->dense + dense * 4, j->padded + padded * 4, (size_t)count * 4);
+}
+
+/* Host-visible memory is written in place; otherwise a single-chunk tensor is
+ * one device copy, and a multi-chunk one goes through the staging buffer as
+ * one copy of the span the chunks cover. */
+static sj_status copy_in(sj_executable *e, const exe_io *io, const sj_tensor *t, int64_t active) {
+    sj_device *dev = e->dev;
+    int64_t numel = sj_tensor_numel(t);
+    if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
+        copy_job j = {(char *)t->data, io->buffer};
+        sj_pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
+        return SJ_OK;
+    }
+    if (sj_pad_chunk_count(&io->shape, active) <= 1)
+        return dev->ops->copy(dev->impl, io->buffer, t->data, (size_t)numel * 4, SJ_COPY_H2D);
+    copy_job j = {(char *)t->data, (char *)e->staging};
+    sj_pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
+    return dev->ops->copy(dev->impl, io->buffer, e->staging, io->bytes, SJ_COPY_H2D);
+}
+
+static sj_status copy_out(sj_executable *e, const exe_io *io, sj_tensor *t, int64_t active) {
+    sj_device *dev = e->dev;
+    int64_t numel = sj_tensor_numel(t);
+    if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
+        copy_job j = {(char *)t->data, io->buffer};
+        sj_pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
+        return SJ_OK;
+    }
+    if (sj_pad_chunk_count(&io->shape, active) <= 1)
+        return dev->ops->copy(dev->impl, t->data, io->buffer, (size_t)numel * 4, SJ_COPY_D2H);
+    SJ_TRY(dev->ops->copy(dev->impl, e->staging, io->buffer, io->bytes, SJ_COPY_D2H));
+    copy_job j = {(char *)t->data, (char *)e->staging};
+    sj_pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
+    return SJ_OK;
+}
+
+/* The info buffer for launch l: the cached one when the cache keeps it (a
+ * miss builds and stores it), else the executable's own upload of the same
+ * words, which lives as long as the executable and so as any capture of it. */
+static const int64_t *info_for(sj_executable *e, const exe_launch *l) {
+    if (l->n_words == 0) return NULL;
+    sj_mdcache *mc = e->dev->mdcache;
+    void *buf;
+    switch (sj_mdcache_lookup(mc, l->words, l->n_words, &buf)) {
+    case SJ_MDCACHE_HIT: return buf;
+    case SJ_MDCACHE_BUILD_FORGET: return l->info_owned;
+    case SJ_MDCACHE_BUILD_STORE: break;
+    }
+    sj_device *dev = e->dev;
+    size_t bytes = l->n_words * sizeof *l->words;
+    if (dev->ops->alloc(dev->impl, bytes, &buf) != SJ_OK) return l->info_owned;
+    if (dev->ops->copy(dev->impl, buf, l->words, bytes, SJ_COPY_H2D) != SJ_OK ||
+        sj_mdcache_store(mc, l->words, l->n_words, buf) != SJ_OK) {
+        dev->ops->free(dev->impl, buf);
+        return l->info_owned;
+    }
+    return buf;
+}
+
+/* Caller holds the device lock. Eager, or recording when a capture is on. */
+static sj_status launch_all(sj_executable *e, int64_t active) {
+    sj_device *dev = e->dev;
+    sj_op_cache *oc = dev->op_cache;
+    for (int32_t i = 0; i < e->n_launches; i++) {
+        const exe_launch *l = &e->launches[i];
+        sj_kernel_handle k;
+        SJ_TRY(sj_op_cache_kernel(oc, e->module, e->kernels[l->kernel].name, &k, NULL));
+        sj_status st =
+            dev->ops->launch(dev->impl, k, &l->dims, l->buffers, info_for(e, l), active);
+        if (st != SJ_OK) {
+            sj_error_prefix(e->ctx, "launch #%d (%s)", i, e->kernels[l->kernel].name);
+            return st;
+        }
+    }
+    return SJ_OK;
+}
+
+typedef enum run_kind { RUN_EAGER, RUN_REPLAY } run_kind;
+
+static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
+                            const sj_tensor *inputs, sj_tensor *outputs, bool *allocated) {
+    sj_device *dev = e->dev;
+    SJ_TRY(sj_device_check_alive(dev, "run"));
+    if (kind == RUN_REPLAY && !e->graph)
+        return sj_fail(e->ctx, SJ_E_STATE, "replay: the executable has no capture");
+    if (dev->capturing)
+        return sj_fail(e->ctx, SJ_E_STATE, "run: device '%s' is recording a capture",
+                       dev->ops->name);
+    SJ_TRY(check_request(e, active, inputs, outputs));
+    int64_t n = e->has_sym ? active : e->extent;
+    SJ_TRY(alloc_outputs(e, n, outputs, allocated));
+    for (int i = 0; i < e->n_inputs; i++) SJ_TRY(copy_in(e, &e->inputs[i], &inputs[i], n));
+    if (kind == RUN_REPLAY)
+        SJ_TRY(dev->ops->replay(dev->impl, e->graph, n));
+    else
+        SJ_TRY(launch_all(e, n));
+    SJ_TRY(dev->ops->sync(dev->impl));
+    for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
+    return SJ_OK;
+}
+
+#define MAX_STACK_OUTPUTS 64
+
+static sj_status run(sj_executable *e, run_kind kind, int64_t active, const sj_tensor *inputs,
+                     sj_tensor *outputs) {
+    if (!e) return SJ_E_INVALID_ARG;
+    /* Which outputs this call allocated, so a failure frees exactly those.
+     * On the stack for the usual output counts: the launch path stays free
+     * of allocations. */
+    bool local[MAX_STACK_OUTPUTS];
+    bool *allocated = local;
+    if (e->n_outputs > MAX_STACK_OUTPUTS) {
+        allocated = sj_calloc(e->ctx, (size_t)e->n_outputs, sizeof *allocated);
+        if (!allocated) return sj_fail(e->ctx, SJ_E_NOMEM, "run: out of memory");
+    } else {
+        memset(local, 0, sizeof local);
+    }
+    sj_device_lock(e->dev);
+    sj_status st = run_locked(e, kind, active, inputs, outputs, allocated);
+    sj_device_unlock(e->dev);
+    if (st != SJ_OK && outputs)
+        for (int i = 0; i < e->n_outputs; i++)
+            if (allocated[i]) sj_tensor_free(e->ctx, &outputs[i]);
+    if (allocated != local) sj_free(e->ctx, allocated);
+    return st;
+}
+
+sj_status sj_executable_run(sj_executable *e, int64_t active, const sj_tensor *inputs,
+                            sj_tensor *outputs) {
+    return run(e, RUN_EAGER, active, inputs, outputs);
+}
+
+sj_status sj_executable_replay(sj_executable *e, int64_t active, const sj_tensor *inputs,
+                               sj_tensor *outputs) {
+    return run(e, RUN_REPLAY, active, inputs, outputs);
+}
+
+/* Caller holds the device lock. */
+static sj_status capture_locked(sj_executable *e) {
+    sj_device *dev = e->dev;
+    SJ_TRY(sj_device_check_alive(dev, "capture"));
+    if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
+    SJ_TRY(sj_mdcache_capture_begin(dev->mdcache));
+    sj_status st = sj_device_begin_capture(dev);
+    if (st != SJ_OK) {
+        sj_mdcache_capture_discard(dev->mdcache);
+        return st;
+    }
+    /* The extent recorded here is never used: replay passes its own. */
+    sj_status launched = launch_all(e, e->extent);
+    sj_graph_handle g = NULL;
+    st = sj_device_end_capture(dev, &g);
+    if (launched != SJ_OK || st != SJ_OK) {
+        sj_device_destroy_graph(dev, g);
+        sj_mdcache_capture_discard(dev->mdcache);
+        return launched != SJ_OK ? launched : st;
+    }
+    uint64_t id = dev->next_graph_id++;
+    st = sj_mdcache_capture_commit(dev->mdcache, id);
+    if (st != SJ_OK) {
+        sj_device_destroy_graph(dev, g);
+        sj_mdcache_capture_discard(dev->mdcache);
+        return st;
+    }
+    e->graph = g;
+    e->graph_id = id;
+    return SJ_OK;
+}
+
+sj_status sj_executable_capture(sj_executable *e) {
+    if (!e) return SJ_E_INVALID_ARG;
+    sj_device_lock(e->dev);
+    sj_status st = capture_locked(e);
+    sj_device_unlock(e->dev);
+    return st;
+}
+
+void sj_executable_release_capture(sj_executable *e) {
+    if (!e || !e->graph) return;
+    sj_device *dev = e->dev;
+    sj_device_lock(dev);
+    if (sj_device_alive(dev)) {
+        dev->ops->destroy_graph(dev->impl, e->graph);
+        sj_mdcache_graph_release(dev->mdcache, e->graph_id);
+    }
+    sj_device_unlock(dev);
+    e->graph = NULL;
+}

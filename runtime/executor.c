@@ -1,0 +1,338 @@
+/* Making an executable: check the plan against the graph, then allocate and
+ * upload everything a run needs once (params, arena, padded I/O buffers,
+ * the launches' slot-pointer tables and info words). */
+#include "executor_impl.h"
+#include "padding_impl.h"
+
+#include "jit/graph/graph_impl.h"
+
+#include <string.h>
+
+static int64_t shape_bytes(const sj_shape *s, int64_t extent) {
+    int64_t n = sj_shape_numel(s, extent);
+    return n < 0 ? -1 : n * (int64_t)sizeof(float);
+}
+
+static sj_status check_kernels(sj_ctx *ctx, const sj_launch_plan *p) {
+    if (p->n_kernels < 0 || (p->n_kernels > 0 && !p->kernels))
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: kernel table missing");
+    for (int32_t i = 0; i < p->n_kernels; i++)
+        if (!memchr(p->kernels[i].name, '\0', SJ_KERNEL_NAME_MAX) || !p->kernels[i].name[0])
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: kernel #%d has no valid name", i);
+    return SJ_OK;
+}
+
+static sj_status check_slot(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph *g, int32_t i) {
+    const sj_buffer_slot *s = &p->slots[i];
+    sj_value_desc d;
+    int64_t want;
+    switch (s->kind) {
+    case SJ_SLOT_INPUT:
+    case SJ_SLOT_OUTPUT: {
+        bool in = s->kind == SJ_SLOT_INPUT;
+        int n = in ? sj_graph_num_inputs(g) : sj_graph_num_outputs(g);
+        if (s->index < 0 || s->index >= n)
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: slot #%d names graph %s %d of %d", i,
+                           in ? "input" : "output", s->index, n);
+        if (in)
+            sj_graph_input_desc(g, s->index, &d);
+        else
+            sj_graph_output_desc(g, s->index, &d);
+        want = shape_bytes(&d.shape, p->extent);
+        break;
+    }
+    case SJ_SLOT_PARAM:
+        if (s->index < 0 || s->index >= g->n_nodes || g->nodes[s->index].op != SJ_OP_PARAM)
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: slot #%d: value %d is not a param",
+                           i, s->index);
+        want = shape_bytes(&g->nodes[s->index].shape, p->extent);
+        break;
+    case SJ_SLOT_ARENA:
+        if (s->offset < 0 || s->bytes < 0 || s->offset > p->arena_bytes ||
+            s->bytes > p->arena_bytes - s->offset)
+            return sj_fail(ctx, SJ_E_CORRUPT,
+                           "launch plan: slot #%d (arena offset %lld, %lld bytes) overruns the "
+                           "%lld-byte arena",
+                           i, (long long)s->offset, (long long)s->bytes,
+                           (long long)p->arena_bytes);
+        return SJ_OK;
+    default:
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: slot #%d has unknown kind %d", i,
+                       (int)s->kind);
+    }
+    if (want != s->bytes)
+        return sj_fail(ctx, SJ_E_CORRUPT,
+                       "launch plan: slot #%d holds %lld bytes, the graph's value needs %lld at "
+                       "extent %lld",
+                       i, (long long)s->bytes, (long long)want, (long long)p->extent);
+    return SJ_OK;
+}
+
+static bool range_ok(int32_t first, int32_t n, int32_t total) {
+    return first >= 0 && n >= 0 && first <= total && n <= total - first;
+}
+
+static sj_status check_plan(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph *g) {
+    if (p->extent < 1 || p->extent > SJ_MAX_EXTENT)
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: extent %lld outside 1..%lld",
+                       (long long)p->extent, (long long)SJ_MAX_EXTENT);
+    if (p->n_slots < 0 || p->n_launches < 0 || p->n_launch_slots < 0 || p->n_words < 0 ||
+        p->arena_bytes < 0 || (p->n_slots && !p->slots) || (p->n_launches && !p->launches) ||
+        (p->n_launch_slots && !p->launch_slots) || (p->n_words && !p->words))
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: a table is missing or has a negative size");
+    SJ_TRY(check_kernels(ctx, p));
+    for (int32_t i = 0; i < p->n_slots; i++) SJ_TRY(check_slot(ctx, p, g, i));
+    for (int32_t i = 0; i < p->n_launch_slots; i++)
+        if (p->launch_slots[i] < 0 || p->launch_slots[i] >= p->n_slots)
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: launch slot entry #%d names slot %d of %d",
+                           i, p->launch_slots[i], p->n_slots);
+    for (int32_t i = 0; i < p->n_launches; i++) {
+        const sj_launch *l = &p->launches[i];
+        if (l->kernel < 0 || l->kernel >= p->n_kernels)
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: launch #%d names kernel %d of %d", i,
+                           l->kernel, p->n_kernels);
+        if (!range_ok(l->first_slot, l->n_slots, p->n_launch_slots))
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: launch #%d's slots overrun the table",
+                           i);
+        if (!range_ok(l->first_word, l->n_words, p->n_words))
+            return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: launch #%d's words overrun the table",
+                           i);
+    }
+    return SJ_OK;
+}
+
+static sj_status copy_plan(sj_executable *e, const sj_launch_plan *p) {
+    e->extent = p->extent;
+    e->n_kernels = p->n_kernels;
+    e->n_launches = p->n_launches;
+    e->kernels = sj_calloc(e->ctx, (size_t)p->n_kernels, sizeof *e->kernels);
+    e->launches = sj_calloc(e->ctx, (size_t)p->n_launches, sizeof *e->launches);
+    e->words = sj_calloc(e->ctx, (size_t)p->n_words, sizeof *e->words);
+    if (!e->kernels || !e->launches || !e->words)
+        return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    if (p->n_kernels) memcpy(e->kernels, p->kernels, (size_t)p->n_kernels * sizeof *e->kernels);
+    if (p->n_words) memcpy(e->words, p->words, (size_t)p->n_words * sizeof *e->words);
+    for (int32_t i = 0; i < p->n_launches; i++) {
+        const sj_launch *l = &p->launches[i];
+        exe_launch *x = &e->launches[i];
+        x->kernel = l->kernel;
+        memcpy(x->dims.grid, l->grid, sizeof l->grid);
+        memcpy(x->dims.block, l->block, sizeof l->block);
+        x->dims.shared_bytes = l->shared_bytes;
+        x->words = e->words + l->first_word;
+        x->n_words = (size_t)l->n_words;
+    }
+    return SJ_OK;
+}
+
+static sj_status upload(sj_executable *e, const void *host, size_t bytes, void **out) {
+    SJ_TRY(sj_device_alloc(e->dev, bytes, out));
+    return sj_device_copy(e->dev, *out, host, bytes, SJ_COPY_H2D);
+}
+
+static sj_status alloc_io(sj_executable *e, const sj_graph *g, bool inputs) {
+    int n = inputs ? sj_graph_num_inputs(g) : sj_graph_num_outputs(g);
+    exe_io *io = sj_calloc(e->ctx, (size_t)n, sizeof *io);
+    if (!io) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    if (inputs) {
+        e->inputs = io;
+        e->n_inputs = n;
+    } else {
+        e->outputs = io;
+        e->n_outputs = n;
+    }
+    for (int i = 0; i < n; i++) {
+        sj_value_desc d;
+        if (inputs)
+            sj_graph_input_desc(g, i, &d);
+        else
+            sj_graph_output_desc(g, i, &d);
+        io[i].name = sj_strdup(e->ctx, d.name ? d.name : "?");
+        if (!io[i].name) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+        io[i].shape = d.shape;
+        io[i].chunks_max = sj_pad_chunk_count(&d.shape, e->extent);
+        int64_t bytes = shape_bytes(&d.shape, e->extent);
+        if (bytes < 0)
+            return sj_fail(e->ctx, SJ_E_SHAPE, "executable: %s '%s' is too large at extent %lld",
+                           inputs ? "input" : "output", io[i].name, (long long)e->extent);
+        io[i].bytes = (size_t)bytes;
+        SJ_TRY(sj_device_alloc(e->dev, io[i].bytes, &io[i].buffer));
+    }
+    return SJ_OK;
+}
+
+static void *param_buffer(const sj_executable *e, sj_value v) {
+    for (int i = 0; i < e->n_params; i++)
+        if (e->params[i].value == v) return e->params[i].buffer;
+    return NULL;
+}
+
+/* Params are uploaded once per executable, however many slots name them. */
+static sj_status upload_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
+    e->params = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->params);
+    if (!e->params) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    for (int32_t i = 0; i < p->n_slots; i++) {
+        const sj_buffer_slot *s = &p->slots[i];
+        if (s->kind != SJ_SLOT_PARAM || param_buffer(e, s->index)) continue;
+        exe_param *x = &e->params[e->n_params++];
+        x->value = s->index;
+        SJ_TRY(upload(e, g->nodes[s->index].data, (size_t)s->bytes, &x->buffer));
+    }
+    return SJ_OK;
+}
+
+static void *slot_pointer(const sj_executable *e, const sj_buffer_slot *s) {
+    switch (s->kind) {
+    case SJ_SLOT_INPUT: return e->inputs[s->index].buffer;
+    case SJ_SLOT_OUTPUT: return e->outputs[s->index].buffer;
+    case SJ_SLOT_PARAM: return param_buffer(e, s->index);
+    case SJ_SLOT_ARENA: return (char *)e->arena + s->offset;
+    }
+    return NULL;
+}
+
+/* One device table of slot pointers for all launches (each launch's buffers
+ * is a window into it), and one device copy of all info words, the fallback
+ * for infos the metadata cache does not keep. */
+static sj_status upload_tables(sj_executable *e, const sj_launch_plan *p) {
+    if (p->n_launch_slots > 0) {
+        void **host = sj_calloc(e->ctx, (size_t)p->n_launch_slots, sizeof *host);
+        if (!host) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+        for (int32_t i = 0; i < p->n_launch_slots; i++)
+            host[i] = slot_pointer(e, &p->slots[p->launch_slots[i]]);
+        sj_status st = upload(e, host, (size_t)p->n_launch_slots * sizeof *host, &e->tables);
+        sj_free(e->ctx, host);
+        SJ_TRY(st);
+    }
+    if (p->n_words > 0)
+        SJ_TRY(upload(e, p->words, (size_t)p->n_words * sizeof *p->words, &e->info_owned));
+    for (int32_t i = 0; i < p->n_launches; i++) {
+        const sj_launch *l = &p->launches[i];
+        e->launches[i].buffers = e->tables ? (void *const *)e->tables + l->first_slot : NULL;
+        e->launches[i].info_owned =
+            l->n_words ? (const int64_t *)e->info_owned + l->first_word : NULL;
+    }
+    return SJ_OK;
+}
+
+/* Host staging for devices the host cannot address, big enough for the
+ * largest input or output (only needed when one copies in several chunks). */
+static sj_status alloc_staging(sj_executable *e) {
+    if (sj_device_flags(e->dev) & SJ_DEVICE_HOST_VISIBLE) return SJ_OK;
+    size_t need = 0;
+    for (int i = 0; i < e->n_inputs; i++)
+        if (e->inputs[i].chunks_max > 1 && e->inputs[i].bytes > need) need = e->inputs[i].bytes;
+    for (int i = 0; i < e->n_outputs; i++)
+        if (e->outputs[i].chunks_max > 1 && e->outputs[i].bytes > need) need = e->outputs[i].bytes;
+    if (need == 0) return SJ_OK;
+    e->staging = sj_alloc(e->ctx, need);
+    if (!e->staging) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory for staging");
+    return SJ_OK;
+}
+
+static sj_status resolve_kernels(sj_executable *e) {
+    sj_op_cache *oc = sj_device_op_cache(e->dev);
+    for (int32_t i = 0; i < e->n_kernels; i++) {
+        sj_kernel_handle k;
+        sj_status st = sj_op_cache_kernel(oc, e->module, e->kernels[i].name, &k, NULL);
+        if (st != SJ_OK) {
+            sj_error_prefix(e->ctx, "executable: kernel #%d '%s'", i, e->kernels[i].name);
+            return st;
+        }
+    }
+    return SJ_OK;
+}
+
+static sj_status build(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
+    SJ_TRY(sj_device_check_alive(e->dev, "executable"));
+    SJ_TRY(check_plan(e->ctx, p, g));
+    SJ_TRY(copy_plan(e, p));
+    e->has_sym = sj_graph_symbol(g) != NULL;
+    SJ_TRY(resolve_kernels(e));
+    SJ_TRY(alloc_io(e, g, true));
+    SJ_TRY(alloc_io(e, g, false));
+    SJ_TRY(upload_params(e, p, g));
+    if (p->arena_bytes > 0) SJ_TRY(sj_device_alloc(e->dev, (size_t)p->arena_bytes, &e->arena));
+    SJ_TRY(upload_tables(e, p));
+    return alloc_staging(e);
+}
+
+static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *module,
+                        bool owns_module, const sj_graph *g, sj_executable **out) {
+    sj_executable *e = sj_calloc(dev->ctx, 1, sizeof *e);
+    if (!e) {
+        if (owns_module) sj_module_destroy(module);
+        return sj_fail(dev->ctx, SJ_E_NOMEM, "executable: out of memory");
+    }
+    e->dev = dev;
+    e->ctx = dev->ctx;
+    e->module = module;
+    e->owns_module = owns_module;
+    sj_device_retain(dev);
+    sj_status st = build(e, plan, g);
+    if (st != SJ_OK) {
+        sj_executable_destroy(e);
+        return st;
+    }
+    *out = e;
+    return SJ_OK;
+}
+
+sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
+                               const void *code, size_t code_len, const sj_graph *g,
+                               sj_executable **out) {
+    if (!dev || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    if (!plan || !g)
+        return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "executable: NULL plan or graph");
+    sj_module *m;
+    SJ_TRY(sj_device_load_module(dev, fmt, code, code_len, &m));
+    return create(dev, plan, m, true, g, out);
+}
+
+sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
+                                           sj_module *module, const sj_graph *g,
+                                           sj_executable **out) {
+    if (!dev || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    if (!plan || !g || !module)
+        return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "executable: NULL plan, module or graph");
+    if (sj_module_device(module) != dev)
+        return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "executable: the module is on another device");
+    return create(dev, plan, module, false, g, out);
+}
+
+void sj_executable_destroy(sj_executable *e) {
+    if (!e) return;
+    sj_executable_release_capture(e);
+    sj_device *dev = e->dev;
+    /* After the device's release these are no-ops: the backend freed them. */
+    for (int i = 0; i < e->n_inputs; i++) {
+        sj_device_free(dev, e->inputs[i].buffer);
+        sj_free(e->ctx, e->inputs[i].name);
+    }
+    for (int i = 0; i < e->n_outputs; i++) {
+        sj_device_free(dev, e->outputs[i].buffer);
+        sj_free(e->ctx, e->outputs[i].name);
+    }
+    for (int i = 0; i < e->n_params; i++) sj_device_free(dev, e->params[i].buffer);
+    sj_device_free(dev, e->arena);
+    sj_device_free(dev, e->tables);
+    sj_device_free(dev, e->info_owned);
+    if (e->owns_module) sj_module_destroy(e->module);
+    sj_free(e->ctx, e->inputs);
+    sj_free(e->ctx, e->outputs);
+    sj_free(e->ctx, e->params);
+    sj_free(e->ctx, e->staging);
+    sj_free(e->ctx, e->kernels);
+    sj_free(e->ctx, e->launches);
+    sj_free(e->ctx, e->words);
+    sj_free(e->ctx, e);
+    sj_device_unref(dev);
+}
+
+int64_t sj_executable_extent(const sj_executable *e) { return e->extent; }
+sj_device *sj_executable_device(const sj_executable *e) { return e->dev; }
+int sj_executable_num_inputs(const sj_executable *e) { return e->n_inputs; }
+int sj_executable_num_outputs(const sj_executable *e) { return e->n_outputs; }
+bool sj_executable_has_capture(const sj_executable *e) { return e->graph != NULL; }

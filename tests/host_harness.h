@@ -1,0 +1,187 @@
+/* Test helpers for the host backend: run an artifact's launch plan on the
+ * host device the way an executor does (pad inputs to the bucket extent,
+ * launch every kernel with the active extent, slice outputs), with every
+ * padded element, the arena and the outputs poisoned with NaN first so that
+ * any read of padding shows up in the results; compare against the
+ * interpreter. Included by test_*.c files only. */
+#ifndef SJ_TESTS_HOST_HARNESS_H
+#define SJ_TESTS_HOST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shapejit/compile.h"
+#include "shapejit/interp.h"
+#include "shapejit/op_cache.h"
+#include "jit/artifact/artifact_impl.h"
+#include "jit/graph/graph_impl.h"
+
+static void h_poison(float *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) p[i] = NAN;
+}
+
+/* Copies between a dense tensor of shape s at n and its padded layout at E. */
+static void h_copy_padded(const sj_shape *s, int64_t n, int64_t E, float *padded, float *dense,
+                          int to_padded) {
+    int64_t dn[SJ_MAX_RANK], st[SJ_MAX_RANK], idx[SJ_MAX_RANK] = {0}, total = 1, acc = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        dn[i] = s->dims[i] == SJ_DIM_SYM ? n : s->dims[i];
+        st[i] = acc;
+        acc *= s->dims[i] == SJ_DIM_SYM ? E : s->dims[i];
+        total *= dn[i];
+    }
+    for (int64_t f = 0; f < total; f++) {
+        int64_t rem = f, off = 0;
+        for (int i = s->rank - 1; i >= 0; i--) {
+            idx[i] = rem % dn[i];
+            rem /= dn[i];
+            off += idx[i] * st[i];
+        }
+        if (to_padded) padded[off] = dense[f];
+        else dense[f] = padded[off];
+    }
+}
+
+/* Runs artifact a (compiled from g) at active extent n. outputs are allocated. */
+static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, int64_t n,
+                       const sj_tensor *inputs, sj_tensor *outputs) {
+    sj_ctx *ctx = g->ctx;
+    const sj_launch_plan *p = sj_artifact_plan(a);
+    int64_t E = p->extent;
+    const uint8_t *code;
+    size_t len;
+    SJ_TRY(sj_artifact_check_host(a));
+    SJ_TRY(sj_artifact_find_code(a, SJ_CODE_HOST_OBJECT, &code, &len));
+    sj_module *mod;
+    SJ_TRY(sj_device_load_module(dev, SJ_CODE_HOST_OBJECT, code, len, &mod));
+    float **slot = calloc((size_t)p->n_slots + 1, sizeof *slot);
+    float *arena = malloc((size_t)p->arena_bytes + 4);
+    h_poison(arena, p->arena_bytes / 4);
+    for (int i = 0; i < p->n_slots; i++) {
+        const sj_buffer_slot *s = &p->slots[i];
+        if (s->kind == SJ_SLOT_ARENA) {
+            slot[i] = arena + s->offset / 4;
+            continue;
+        }
+        slot[i] = malloc((size_t)s->bytes + 4);
+        h_poison(slot[i], s->bytes / 4);
+        if (s->kind == SJ_SLOT_INPUT) {
+            const sj_node *in = &g->nodes[g->inputs[s->index]];
+            h_copy_padded(&in->shape, n, E, slot[i], inputs[s->index].data, 1);
+        } else if (s->kind == SJ_SLOT_PARAM) {
+            memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
+        }
+    }
+    sj_status st = SJ_OK;
+    void *bufs[256];
+    for (int l = 0; l < p->n_launches && st == SJ_OK; l++) {
+        const sj_launch *la = &p->launches[l];
+        sj_kernel_handle k;
+        sj_kernel_attrs at;
+        st = sj_op_cache_kernel(sj_device_op_cache(dev), mod, p->kernels[la->kernel].name, &k, &at);
+        for (int i = 0; i < la->n_slots; i++) bufs[i] = slot[p->launch_slots[la->first_slot + i]];
+        sj_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, 0};
+        if (st == SJ_OK)
+            st = sj_device_launch(dev, k, &dims, bufs, p->words + la->first_word, n);
+    }
+    for (int o = 0; o < g->n_outputs && st == SJ_OK; o++) {
+        const sj_shape *s = &g->nodes[g->outputs[o].value].shape;
+        sj_shape at = sj_shape_at(s, n);
+        st = sj_tensor_alloc(ctx, at.rank, at.dims, &outputs[o]);
+        for (int i = 0; i < p->n_slots && st == SJ_OK; i++)
+            if (p->slots[i].kind == SJ_SLOT_OUTPUT && p->slots[i].index == o)
+                h_copy_padded(s, n, E, slot[i], outputs[o].data, 0);
+    }
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].kind != SJ_SLOT_ARENA) free(slot[i]);
+    free(slot);
+    free(arena);
+    sj_module_destroy(mod);
+    return st;
+}
+
+/* Equal within tolerance; NaN matches NaN, an infinity matches itself. */
+static int h_close(float got, float want, double tol) {
+    if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+    if (isinf(want) || isinf(got)) return got == want || fabs((double)got - want) <= tol * fabs(want);
+    return fabs((double)got - want) <= tol * (1.0 + fabs(want));
+}
+
+/* Compares host vs interpreter for every output; prints the first mismatch. */
+static int h_compare(const sj_graph *g, const sj_tensor *got, const sj_tensor *want, double tol,
+                     const char *what) {
+    for (int o = 0; o < g->n_outputs; o++) {
+        int64_t count = sj_tensor_numel(&want[o]);
+        if (sj_tensor_numel(&got[o]) != count) {
+            printf("%s: output %d element count %lld vs %lld\n", what, o,
+                   (long long)sj_tensor_numel(&got[o]), (long long)count);
+            return 0;
+        }
+        for (int64_t i = 0; i < count; i++)
+            if (!h_close(got[o].data[i], want[o].data[i], tol)) {
+                printf("%s: output %d element %lld: host %.9g, interpreter %.9g\n", what, o,
+                       (long long)i, got[o].data[i], want[o].data[i]);
+                return 0;
+            }
+    }
+    return 1;
+}
+
+static uint64_t h_rng(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+static float h_uniform(uint64_t *s, float lo, float hi) {
+    return lo + (hi - lo) * (float)((h_rng(s) >> 11) * (1.0 / 9007199254740992.0));
+}
+
+/* Random inputs for g at n (caller frees with h_free_tensors). */
+static void h_inputs(const sj_graph *g, int64_t n, uint64_t *seed, sj_tensor *in) {
+    for (int i = 0; i < g->n_inputs; i++) {
+        sj_shape at = sj_shape_at(&g->nodes[g->inputs[i]].shape, n);
+        sj_tensor_alloc(g->ctx, at.rank, at.dims, &in[i]);
+        for (int64_t j = 0; j < sj_tensor_numel(&in[i]); j++) in[i].data[j] = h_uniform(seed, -2, 2);
+    }
+}
+
+static void h_free_tensors(sj_ctx *ctx, sj_tensor *t, int n) {
+    for (int i = 0; i < n; i++) sj_tensor_free(ctx, &t[i]);
+}
+
+/* Compiles g at E and checks host == interpreter at every extent in ns. */
+static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *ns, int n_ns,
+                   const sj_compile_options *o, uint64_t seed, double tol, const char *what) {
+    sj_artifact *a;
+    if (sj_compile(g, E, o, &a) != SJ_OK) {
+        printf("%s: compile at %lld failed: %s\n", what, (long long)E, sj_ctx_last_error(g->ctx));
+        return 0;
+    }
+    int ok = 1;
+    for (int i = 0; i < n_ns && ok; i++) {
+        sj_tensor in[8] = {0}, got[8] = {0}, want[8] = {0};
+        h_inputs(g, ns[i], &seed, in);
+        char label[160];
+        snprintf(label, sizeof label, "%s (E=%lld, n=%lld)", what, (long long)E, (long long)ns[i]);
+        if (sj_interp_run(g, ns[i], in, want) != SJ_OK) {
+            printf("%s: interpreter failed: %s\n", label, sj_ctx_last_error(g->ctx));
+            ok = 0;
+        } else if (h_run(dev, a, g, ns[i], in, got) != SJ_OK) {
+            printf("%s: host run failed: %s\n", label, sj_ctx_last_error(g->ctx));
+            ok = 0;
+            h_free_tensors(g->ctx, want, g->n_outputs);
+        } else {
+            ok = h_compare(g, got, want, tol, label);
+            h_free_tensors(g->ctx, got, g->n_outputs);
+            h_free_tensors(g->ctx, want, g->n_outputs);
+        }
+        h_free_tensors(g->ctx, in, g->n_inputs);
+    }
+    sj_artifact_destroy(a);
+    return ok;
+}
+
+#endif

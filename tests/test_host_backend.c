@@ -1,0 +1,397 @@
+/* Host backend against the interpreter: hand-picked patterns (reductions and
+ * contractions over the symbolic dim, fused epilogues, views, outputs that are
+ * inputs), NaN/Inf propagation, and seeded random graphs at random extents
+ * across pow2 buckets. Padding, arena and outputs are poisoned with NaN by the
+ * harness, so a kernel that reads padding fails the comparison. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "tests/host_harness.h"
+
+#define S SJ_DIM_SYM
+#define TOL 2e-4
+
+typedef struct fixture {
+    sj_ctx *ctx;
+    sj_device *dev;
+    sj_graph *g;
+    uint64_t seed;
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    if (sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
+    if (sj_host_device_create(f->ctx, NULL, &f->dev) != SJ_OK) return -1;
+    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
+    f->seed = 0x9e3779b97f4a7c15ull;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    sj_graph_destroy(f->g);
+    sj_device_destroy(f->dev);
+    sj_ctx_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+static sj_value param(fixture *f, const char *name, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    float *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++) d[i] = h_uniform(&f->seed, -1, 1);
+    sj_value v;
+    assert_int_equal(sj_graph_param(f->g, name, rank, dims, d, &v), SJ_OK);
+    free(d);
+    return v;
+}
+
+static sj_value input(fixture *f, const char *name, int rank, const int64_t *dims) {
+    sj_value v;
+    assert_int_equal(sj_graph_input(f->g, name, rank, dims, &v), SJ_OK);
+    return v;
+}
+
+/* Extents 1, bucket-min (33), bucket-max (64) and in between, in bucket 64;
+ * plus the one-element bucket. */
+static void check_buckets(fixture *f, const char *what) {
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    static const int64_t ns[] = {1, 33, 64, 47};
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed, TOL, what));
+    assert_true(h_check(f->dev, f->g, 1, ns, 1, &o, f->seed + 1, TOL, what));
+    o.fusion = false;
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 2, TOL, what));
+}
+
+static void test_elementwise_chain(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), p = param(f, "p", 1, (int64_t[]){8});
+    sj_value c = param(f, "c", 2, (int64_t[]){1, 1}), col = input(f, "col", 2, (int64_t[]){S, 1});
+    sj_value a, b, y;
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, x, p, &a), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, a, c, &a), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_GELU, a, &b), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_SUB, b, col, &b), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, b, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    check_buckets(f, "elementwise chain");
+}
+
+/* scores = q @ k^T : [N, N]; p = softmax(scores * s); out = p @ v. */
+static void test_attention(void **state) {
+    fixture *f = *state;
+    sj_value q = input(f, "q", 2, (int64_t[]){S, 16}), k = input(f, "k", 2, (int64_t[]){S, 16});
+    sj_value v = input(f, "v", 2, (int64_t[]){S, 16}), sc = param(f, "s", 1, (int64_t[]){1});
+    sj_value kt, s, s2, p, o;
+    assert_int_equal(sj_graph_transpose(f->g, k, (int[]){1, 0}, &kt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, q, kt, &s), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, s, sc, &s2), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s2, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, p, v, &o), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, o, "out"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, p, "probs"), SJ_OK);
+    check_buckets(f, "attention");
+}
+
+static void test_reductions_over_sym(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), r1, r2, r3, r4, e;
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, x, 1, (int[]){0}, false, &r1), SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_MEAN, x, 1, (int[]){0}, true, &r2), SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_MAX, x, 0, NULL, false, &r3), SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_MEAN, x, 1, (int[]){1}, false, &r4), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_EXP, r2, &e), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, r1, "sum0"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, e, "expmean0"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, r3, "max"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, r4, "mean1"), SJ_OK);
+    check_buckets(f, "reductions");
+}
+
+static void test_row_ops_over_sym(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){2, S, 4}), a, b, c, d;
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, x, 1, &a), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_LOG_SOFTMAX, x, 1, &b), SJ_OK);
+    assert_int_equal(sj_graph_layernorm(f->g, x, SJ_NO_VALUE, SJ_NO_VALUE, 1, 1e-5f, &c), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_RELU, c, &d), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, a, "softmax"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, b, "logsoftmax"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, d, "ln"), SJ_OK);
+    check_buckets(f, "row ops over N");
+}
+
+static void test_ffn_block(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 32});
+    sj_value g = param(f, "g", 1, (int64_t[]){32}), bb = param(f, "b", 1, (int64_t[]){32});
+    sj_value w1 = param(f, "w1", 2, (int64_t[]){32, 64}), b1 = param(f, "b1", 1, (int64_t[]){64});
+    sj_value w2 = param(f, "w2", 2, (int64_t[]){32, 64}), b2 = param(f, "b2", 1, (int64_t[]){32});
+    sj_value ln, h, h1, act, o, y;
+    assert_int_equal(sj_graph_layernorm(f->g, x, g, bb, 1, 1e-5f, &ln), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, ln, w1, &h), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, h, b1, &h1), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_GELU, h1, &act), SJ_OK);
+    assert_int_equal(sj_graph_gemm(f->g, act, w2, b2, 0.5f, 2.0f, false, true, &o), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, o, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    check_buckets(f, "ffn");
+}
+
+static void test_batched_matmul_and_views(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){2, S, 8}), w = param(f, "w", 2, (int64_t[]){8, 4});
+    sj_value vec = param(f, "vec", 1, (int64_t[]){8}), m, mv, r, t, t2;
+    assert_int_equal(sj_graph_matmul(f->g, x, w, &m), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, x, vec, &mv), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, m, 4, (int64_t[]){2, S, 2, 2}, &r), SJ_OK);
+    assert_int_equal(sj_graph_transpose(f->g, r, (int[]){1, 3, 0, 2}, &t), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_NEG, t, &t2), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, mv, "mv"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, t, "t"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, t2, "t2"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, r, "r"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, x, "x_again"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, x, "x_twice"), SJ_OK);
+    check_buckets(f, "batched matmul and views");
+}
+
+/* NaN and Inf in the inputs reach the outputs as the interpreter has them. */
+static void test_nan_inf_propagate(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), w = param(f, "w", 2, (int64_t[]){8, 8});
+    sj_value r, m, mx, s, l, mn;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_RELU, x, &r), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, x, w, &m), SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_MAX, x, 1, (int[]){1}, false, &mx), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, x, 1, &s), SJ_OK);
+    assert_int_equal(sj_graph_layernorm(f->g, x, SJ_NO_VALUE, SJ_NO_VALUE, 1, 1e-5f, &l), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MIN, x, r, &mn), SJ_OK);
+    sj_value outs[] = {r, m, mx, s, l, mn};
+    const char *names[] = {"r", "m", "mx", "s", "l", "mn"};
+    for (int i = 0; i < 6; i++) assert_int_equal(sj_graph_output(f->g, outs[i], names[i]), SJ_OK);
+    sj_artifact *a;
+    assert_int_equal(sj_compile(f->g, 16, NULL, &a), SJ_OK);
+    sj_tensor in[1], got[6], want[6];
+    h_inputs(f->g, 11, &f->seed, in);
+    in[0].data[3] = NAN;
+    in[0].data[17] = INFINITY;
+    in[0].data[40] = -INFINITY;
+    in[0].data[41] = INFINITY;
+    assert_int_equal(sj_interp_run(f->g, 11, in, want), SJ_OK);
+    assert_int_equal(h_run(f->dev, a, f->g, 11, in, got), SJ_OK);
+    assert_true(h_compare(f->g, got, want, TOL, "nan/inf"));
+    h_free_tensors(f->ctx, got, 6);
+    h_free_tensors(f->ctx, want, 6);
+    h_free_tensors(f->ctx, in, 1);
+    sj_artifact_destroy(a);
+}
+
+/* An artifact whose code needs a feature this CPU lacks is refused. */
+static void test_cpu_feature_mismatch_refused(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 4}), y;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_EXP, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_artifact *a;
+    assert_int_equal(sj_compile(f->g, 8, NULL, &a), SJ_OK);
+    assert_int_equal(sj_artifact_check_host(a), SJ_OK);
+    /* Flip one feature the host lacks ("-x" in its list) to "+x". */
+    char *feat = strdup(a->features), *minus = strstr(feat, ",-");
+    assert_non_null(minus);
+    minus[1] = '+';
+    char *end = strchr(minus + 1, ',');
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(end ? end - minus - 2 : (long)strlen(minus + 2)), minus + 2);
+    assert_int_equal(sj_artifact_set_string(a, &a->features, feat), SJ_OK);
+    free(feat);
+    assert_int_equal(sj_artifact_check_host(a), SJ_E_MISMATCH);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), name));
+    sj_tensor in[1], out[1];
+    h_inputs(f->g, 3, &f->seed, in);
+    assert_int_equal(h_run(f->dev, a, f->g, 3, in, out), SJ_E_MISMATCH);
+    h_free_tensors(f->ctx, in, 1);
+    sj_artifact_destroy(a);
+}
+
+/* ---- random graphs ---- */
+
+static const sj_op unaries[] = {SJ_OP_NEG,  SJ_OP_ABS,     SJ_OP_EXP,     SJ_OP_TANH,
+                                SJ_OP_SIGMOID, SJ_OP_RELU, SJ_OP_GELU, SJ_OP_SILU,
+                                SJ_OP_ERF,  SJ_OP_LEAKY_RELU};
+static const sj_op binaries[] = {SJ_OP_ADD, SJ_OP_SUB, SJ_OP_MUL, SJ_OP_MAX, SJ_OP_MIN};
+
+/* Values the generator may still pick; kept small so shapes stay bounded. */
+typedef struct pool {
+    sj_value v[64];
+    int n;
+} pool;
+
+static sj_value pick(pool *p, uint64_t *s) { return p->v[h_rng(s) % (uint64_t)p->n]; }
+static void push(pool *p, sj_value v) {
+    if (p->n < 64) p->v[p->n++] = v;
+}
+
+/* One random op on pool values; ops whose shapes do not fit are refused by
+ * the builder and simply skipped. Domain-limited ops get safe operands. */
+static void random_op(fixture *f, pool *p) {
+    sj_graph *g = f->g;
+    uint64_t *s = &f->seed;
+    sj_value a = pick(p, s), b = pick(p, s), out, t;
+    sj_value_desc d;
+    sj_graph_value_desc(g, a, &d);
+    int r = d.shape.rank;
+    switch (h_rng(s) % 14) {
+    case 0:
+    case 1: {
+        sj_op op = unaries[h_rng(s) % (sizeof unaries / sizeof unaries[0])];
+        if (op == SJ_OP_LEAKY_RELU) {
+            if (sj_graph_leaky_relu(g, a, 0.1f, &out) == SJ_OK) push(p, out);
+        } else if (op == SJ_OP_EXP) {
+            if (sj_graph_unary(g, SJ_OP_TANH, a, &t) == SJ_OK && sj_graph_unary(g, op, t, &out) == SJ_OK)
+                push(p, out);
+        } else if (sj_graph_unary(g, op, a, &out) == SJ_OK) {
+            push(p, out);
+        }
+        break;
+    }
+    case 2:
+    case 3:
+    case 4: {
+        sj_op op = binaries[h_rng(s) % (sizeof binaries / sizeof binaries[0])];
+        if (sj_graph_binary(g, op, a, b, &out) == SJ_OK) push(p, out);
+        break;
+    }
+    case 5: { /* safe log/sqrt/div/pow: positive operands */
+        sj_value pos;
+        if (sj_graph_unary(g, SJ_OP_SIGMOID, b, &pos) != SJ_OK) break;
+        static const sj_op ops[] = {SJ_OP_LOG, SJ_OP_SQRT, SJ_OP_RSQRT, SJ_OP_RECIPROCAL};
+        int which = (int)(h_rng(s) % 6);
+        if (which < 4) {
+            if (sj_graph_unary(g, ops[which], pos, &out) == SJ_OK) push(p, out);
+        } else if (sj_graph_binary(g, which == 4 ? SJ_OP_DIV : SJ_OP_POW, which == 4 ? a : pos,
+                                   which == 4 ? pos : a, &out) == SJ_OK) {
+            push(p, out);
+        }
+        break;
+    }
+    case 6: {
+        int axis = r ? (int)(h_rng(s) % (uint64_t)r) : 0;
+        sj_op op = SJ_OP_REDUCE_SUM + (sj_op)(h_rng(s) % 3);
+        if (sj_graph_reduce(g, op, a, r ? 1 : 0, &axis, h_rng(s) % 2, &out) == SJ_OK) push(p, out);
+        break;
+    }
+    case 7: {
+        int axis = r ? (int)(h_rng(s) % (uint64_t)r) : 0;
+        if (sj_graph_softmax(g, h_rng(s) % 2 ? SJ_OP_SOFTMAX : SJ_OP_LOG_SOFTMAX, a, axis, &out) == SJ_OK)
+            push(p, out);
+        break;
+    }
+    case 8: {
+        if (!r) break;
+        int axis = (int)(h_rng(s) % (uint64_t)r);
+        if (sj_graph_layernorm(g, a, SJ_NO_VALUE, SJ_NO_VALUE, axis, 1e-3f, &out) == SJ_OK) push(p, out);
+        break;
+    }
+    case 9:
+    case 10: {
+        if (sj_graph_matmul(g, a, b, &out) == SJ_OK) {
+            push(p, out);
+        } else if (r >= 1) { /* a @ param of a fitting shape */
+            int64_t wd[2] = {d.shape.dims[r - 1] == SJ_DIM_SYM ? 0 : d.shape.dims[r - 1],
+                             1 + (int64_t)(h_rng(s) % 9)};
+            if (wd[0] == 0) break;
+            char name[32];
+            snprintf(name, sizeof name, "w%d", sj_graph_num_values(g));
+            sj_value w = param(f, name, 2, wd);
+            if (sj_graph_matmul(g, a, w, &out) == SJ_OK) push(p, out);
+        }
+        break;
+    }
+    case 11: {
+        if (r < 2) break;
+        int perm[SJ_MAX_RANK];
+        for (int i = 0; i < r; i++) perm[i] = i;
+        for (int i = r - 1; i > 0; i--) {
+            int j = (int)(h_rng(s) % (uint64_t)(i + 1)), tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        if (sj_graph_transpose(g, a, perm, &out) == SJ_OK) push(p, out);
+        break;
+    }
+    case 12: { /* reshape: split the last constant dim in two */
+        if (!r || r >= SJ_MAX_RANK || d.shape.dims[r - 1] == SJ_DIM_SYM || d.shape.dims[r - 1] % 2) break;
+        int64_t nd[SJ_MAX_RANK];
+        memcpy(nd, d.shape.dims, sizeof nd);
+        nd[r - 1] = d.shape.dims[r - 1] / 2;
+        nd[r] = 2;
+        if (sj_graph_reshape(g, a, r + 1, nd, &out) == SJ_OK) push(p, out);
+        break;
+    }
+    default: {
+        if (r != 2) break;
+        sj_value_desc db;
+        sj_graph_value_desc(g, b, &db);
+        if (sj_graph_gemm(g, a, b, SJ_NO_VALUE, 0.5f, 1.0f, false, true, &out) == SJ_OK) push(p, out);
+        break;
+    }
+    }
+}
+
+static void test_random_graphs(void **state) {
+    fixture *f = *state;
+    int n_graphs = 40;
+    for (int gi = 0; gi < n_graphs; gi++) {
+        sj_graph *g;
+        assert_int_equal(sj_graph_create(f->ctx, "N", &g), SJ_OK);
+        sj_graph_destroy(f->g);
+        f->g = g;
+        pool p = {.n = 0};
+        int64_t d1 = 1 + (int64_t)(h_rng(&f->seed) % 12), d2 = 2 * (1 + (int64_t)(h_rng(&f->seed) % 4));
+        push(&p, input(f, "x", 2, (int64_t[]){S, d1}));
+        push(&p, input(f, "y", 2, (int64_t[]){S, d2}));
+        push(&p, input(f, "z", 3, (int64_t[]){2, S, d1}));
+        push(&p, param(f, "row", 1, (int64_t[]){d1}));
+        push(&p, param(f, "sq", 2, (int64_t[]){d2, d2}));
+        int n_ops = 4 + (int)(h_rng(&f->seed) % 10);
+        for (int i = 0; i < n_ops; i++) random_op(f, &p);
+        /* Outputs: the last two values made, and a random earlier one. */
+        int n_out = 0;
+        char name[16];
+        for (int i = p.n - 1; i >= 5 && n_out < 2; i--, n_out++) {
+            snprintf(name, sizeof name, "o%d", n_out);
+            assert_int_equal(sj_graph_output(g, p.v[i], name), SJ_OK);
+        }
+        snprintf(name, sizeof name, "o%d", n_out);
+        assert_int_equal(sj_graph_output(g, pick(&p, &f->seed), name), SJ_OK);
+        int64_t E = (int64_t)1 << (h_rng(&f->seed) % 8);
+        int64_t ns[3] = {E, E / 2 + 1, 1 + (int64_t)(h_rng(&f->seed) % (uint64_t)E)};
+        sj_compile_options o;
+        sj_compile_options_init(&o);
+        o.fusion = gi % 5 != 4;
+        char what[64];
+        snprintf(what, sizeof what, "random graph %d (%d values)", gi, g->n_nodes);
+        assert_true(h_check(f->dev, g, E, ns, 3, &o, f->seed, 1e-3, what));
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_elementwise_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reductions_over_sym, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_row_ops_over_sym, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ffn_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_graphs, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
