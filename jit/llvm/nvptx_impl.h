@@ -39,6 +39,10 @@ void sj_nvptx_prepare_module(LLVMModuleRef m, LLVMTargetMachineRef tm);
 /* Marks fn as a kernel entry (nvvm.annotations "kernel", 1). */
 void sj_nvptx_mark_kernel(LLVMModuleRef m, LLVMValueRef fn);
 
+/* Adds an nvvm.annotations entry for fn, e.g. ("maxntidx", 256): the
+ * launch bound that lets ptxas budget registers like __launch_bounds__. */
+void sj_nvptx_annotate(LLVMModuleRef m, LLVMValueRef fn, const char *key, int value);
+
 /* Reads a PTX special register: "tid.x", "ntid.x", "ctaid.x", "nctaid.x"
  * (and .y/.z); i32. */
 LLVMValueRef sj_nvptx_sreg(LLVMModuleRef m, LLVMBuilderRef b, const char *reg);

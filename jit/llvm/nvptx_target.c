@@ -58,14 +58,16 @@ void sj_nvptx_prepare_module(LLVMModuleRef m, LLVMTargetMachineRef tm) {
     LLVMDisposeTargetData(dl);
 }
 
-void sj_nvptx_mark_kernel(LLVMModuleRef m, LLVMValueRef fn) {
+void sj_nvptx_annotate(LLVMModuleRef m, LLVMValueRef fn, const char *key, int value) {
     LLVMContextRef lc = LLVMGetModuleContext(m);
-    LLVMValueRef one = LLVMConstInt(LLVMInt32TypeInContext(lc), 1, 0);
-    LLVMMetadataRef md[3] = {LLVMValueAsMetadata(fn), LLVMMDStringInContext2(lc, "kernel", 6),
-                             LLVMValueAsMetadata(one)};
+    LLVMValueRef v = LLVMConstInt(LLVMInt32TypeInContext(lc), (unsigned long long)value, 0);
+    LLVMMetadataRef md[3] = {LLVMValueAsMetadata(fn), LLVMMDStringInContext2(lc, key, strlen(key)),
+                             LLVMValueAsMetadata(v)};
     LLVMValueRef node = LLVMMetadataAsValue(lc, LLVMMDNodeInContext2(lc, md, 3));
     LLVMAddNamedMetadataOperand(m, "nvvm.annotations", node);
 }
+
+void sj_nvptx_mark_kernel(LLVMModuleRef m, LLVMValueRef fn) { sj_nvptx_annotate(m, fn, "kernel", 1); }
 
 static LLVMValueRef get_or_declare(LLVMModuleRef m, const char *name, LLVMTypeRef fnty) {
     LLVMValueRef fn = LLVMGetNamedFunction(m, name);
@@ -129,10 +131,12 @@ static sj_status link_libdevice(sj_ctx *ctx, LLVMModuleRef m, const char *path) 
         LLVMDisposeMessage(err);
         return st;
     }
+    /* Lazily: only the bodies the kernels call are ever read (libdevice has
+     * some 500 functions; a full parse would dominate the compile). The
+     * module owns buf from here on, also when the call fails. */
     LLVMModuleRef lib;
-    LLVMBool bad = LLVMParseBitcodeInContext2(LLVMGetModuleContext(m), buf, &lib);
-    LLVMDisposeMemoryBuffer(buf);
-    if (bad) return sj_fail(ctx, SJ_E_PARSE, "nvptx: libdevice %s is not valid bitcode", path);
+    if (LLVMGetBitcodeModuleInContext2(LLVMGetModuleContext(m), buf, &lib))
+        return sj_fail(ctx, SJ_E_PARSE, "nvptx: libdevice %s is not valid bitcode", path);
     for (LLVMValueRef f = LLVMGetFirstFunction(lib); f; f = LLVMGetNextFunction(f))
         if (!LLVMIsDeclaration(f)) LLVMSetLinkage(f, LLVMLinkOnceODRLinkage);
     LLVMSetTarget(lib, LLVMGetTarget(m));
