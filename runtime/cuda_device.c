@@ -151,27 +151,41 @@ static void cu_free(void *impl, void *ptr) {
     pop(d);
 }
 
+/* While the stream records a capture, copies use the synchronous calls,
+ * which are not stream-ordered and so run now instead of landing in the
+ * graph (the executor uploads metadata info buffers on first use, which may
+ * be during a capture). */
+static sj_status copy_now(cu_device *d, void *dst, const void *src, size_t bytes, sj_copy_kind kind) {
+    CUdeviceptr dd = (CUdeviceptr)(uintptr_t)dst, sd = (CUdeviceptr)(uintptr_t)src;
+    switch (kind) {
+    case SJ_COPY_H2D: CU_CALL(d, d->api.cuMemcpyHtoD(dd, src, bytes), "copy host to device"); break;
+    case SJ_COPY_D2H: CU_CALL(d, d->api.cuMemcpyDtoH(dst, sd, bytes), "copy device to host"); break;
+    case SJ_COPY_D2D: CU_CALL(d, d->api.cuMemcpyDtoD(dd, sd, bytes), "copy device to device"); break;
+    }
+    return SJ_OK;
+}
+
 static sj_status do_copy(cu_device *d, void *dst, const void *src, size_t bytes, sj_copy_kind kind) {
+    if (kind != SJ_COPY_H2D && kind != SJ_COPY_D2H && kind != SJ_COPY_D2D)
+        return sj_fail(d->ctx, SJ_E_INVALID_ARG, "cuda: unknown copy kind %d", (int)kind);
     if (bytes == 0) return SJ_OK;
-    if (d->capturing && kind != SJ_COPY_D2D)
-        return sj_fail(d->ctx, SJ_E_STATE, "cuda: host<->device copies are not captured; copy "
-                                           "before begin_capture or after end_capture");
+    if (d->capturing) return copy_now(d, dst, src, bytes, kind);
     CUdeviceptr dd = (CUdeviceptr)(uintptr_t)dst, sd = (CUdeviceptr)(uintptr_t)src;
     switch (kind) {
     case SJ_COPY_H2D:
         CU_CALL(d, d->api.cuMemcpyHtoDAsync(dd, src, bytes, d->stream), "copy host to device");
         /* the caller may reuse `src` at once, pinned or not */
         CU_CALL(d, d->api.cuStreamSynchronize(d->stream), "copy host to device");
-        return SJ_OK;
+        break;
     case SJ_COPY_D2H:
         CU_CALL(d, d->api.cuMemcpyDtoHAsync(dst, sd, bytes, d->stream), "copy device to host");
         CU_CALL(d, d->api.cuStreamSynchronize(d->stream), "copy device to host");
-        return SJ_OK;
+        break;
     case SJ_COPY_D2D:
         CU_CALL(d, d->api.cuMemcpyDtoDAsync(dd, sd, bytes, d->stream), "copy device to device");
-        return SJ_OK;
+        break;
     }
-    return sj_fail(d->ctx, SJ_E_INVALID_ARG, "cuda: unknown copy kind %d", (int)kind);
+    return SJ_OK;
 }
 
 static sj_status cu_copy(void *impl, void *dst, const void *src, size_t bytes, sj_copy_kind kind) {

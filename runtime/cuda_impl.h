@@ -38,6 +38,9 @@
     X(cuMemFree)                                                                                   \
     X(cuMemsetD8)                                                                                  \
     X(cuMemsetD8Async)                                                                             \
+    X(cuMemcpyHtoD)                                                                                \
+    X(cuMemcpyDtoH)                                                                                \
+    X(cuMemcpyDtoD)                                                                                \
     X(cuMemcpyHtoDAsync)                                                                           \
     X(cuMemcpyDtoHAsync)                                                                           \
     X(cuMemcpyDtoDAsync)                                                                           \
