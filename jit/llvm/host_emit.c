@@ -225,8 +225,36 @@ static void emit_map(emitter *e) {
     loops_close(e, ls, all);
 }
 
+/* The innermost dim is kept (a reduction over rows, e.g. a sum over N of
+ * [N, 64]): the output is the accumulator and every loop runs in memory
+ * order, so the inner loop is contiguous for input and output alike. */
+static void emit_reduce_into_output(emitter *e) {
+    const sj_kernel *k = e->k;
+    loop ls[SJ_KSPACE_MAX];
+    uint32_t all = (1u << k->rank) - 1, red = k->reduced & all, outer = all & ~red;
+    bool is_max = k->red_op == SJ_OP_REDUCE_MAX;
+    loops_open(e, ls, outer);
+    store_out(e, cf(e, is_max ? -INFINITY : 0.0));
+    loops_close(e, ls, outer);
+    loops_open(e, ls, all);
+    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
+    LLVMValueRef old = load_f32(e, op), v = eval(e, k->prologue);
+    LLVMSetAlignment(LLVMBuildStore(e->B, is_max ? call_f32(e, "llvm.maximum", old, v)
+                                                 : LLVMBuildFAdd(e->B, old, v, ""), op), 4);
+    loops_close(e, ls, all);
+    loops_open(e, ls, outer);
+    e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
+    if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(e->B, e->acc, active_count(e, red), "");
+    store_out(e, eval(e, k->epilogue));
+    loops_close(e, ls, outer);
+}
+
 static void emit_reduce(emitter *e) {
     const sj_kernel *k = e->k;
+    if (k->rank > 0 && !((k->reduced >> (k->rank - 1)) & 1) && k->reduced) {
+        emit_reduce_into_output(e);
+        return;
+    }
     loop ls[SJ_KSPACE_MAX];
     uint32_t all = (1u << k->rank) - 1, red = k->reduced & all, outer = all & ~red;
     bool is_max = k->red_op == SJ_OP_REDUCE_MAX;
