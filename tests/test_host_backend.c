@@ -164,6 +164,28 @@ static void test_batched_matmul_and_views(void **state) {
     check_buckets(f, "batched matmul and views");
 }
 
+/* A long chain, each step with its own param: kernels with many buffers, and
+ * inlining bounded in depth. */
+static void test_long_chain(void **state) {
+    fixture *f = *state;
+    sj_value y = input(f, "x", 2, (int64_t[]){S, 8});
+    for (int i = 0; i < 150; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        sj_value p = param(f, name, 1, (int64_t[]){8});
+        assert_int_equal(sj_graph_binary(f->g, i % 2 ? SJ_OP_MUL : SJ_OP_ADD, y, p, &y), SJ_OK);
+        if (i % 10 == 0) assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, y, &y), SJ_OK);
+    }
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    int n;
+    assert_int_equal(sj_compile_kernel_count(f->g, 16, NULL, &n), SJ_OK);
+    assert_true(n >= 2 && n <= 4);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    static const int64_t ns[] = {1, 9, 16};
+    assert_true(h_check(f->dev, f->g, 16, ns, 3, &o, f->seed, TOL, "long chain"));
+}
+
 /* NaN and Inf in the inputs reach the outputs as the interpreter has them. */
 static void test_nan_inf_propagate(void **state) {
     fixture *f = *state;
@@ -421,6 +443,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_row_ops_over_sym, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ffn_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, teardown),

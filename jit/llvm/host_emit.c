@@ -27,7 +27,7 @@ typedef struct emitter {
     LLVMValueRef fn, entry_alloca_point;
     const sj_kernel *k;
     const sj_llvm_target *t;
-    LLVMValueRef bufs[64];
+    LLVMValueRef *bufs; /* the body's buffer parameters */
     LLVMValueRef n;
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
@@ -551,13 +551,25 @@ static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const cha
     LLVMAddAttributeAtIndex(f, i, LLVMCreateEnumAttribute(e->C, kind, 0));
 }
 
+static void prefer_full_width(emitter *e, LLVMValueRef f) {
+    if (e->vector_floats < 16) return;
+    LLVMAttributeRef w = LLVMCreateStringAttribute(e->C, "prefer-vector-width", 19, "512", 3);
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, w);
+}
+
 static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
-    if (k->n_buffers > (int)(sizeof e->bufs / sizeof e->bufs[0]))
-        return sj_fail(e->ctx, SJ_E_UNSUPPORTED, "host emitter: kernel %s reads %d buffers (at most %d)",
-                       k->name, k->n_buffers, (int)(sizeof e->bufs / sizeof e->bufs[0]));
+    size_t n_params = (size_t)k->n_buffers + 1;
+    LLVMTypeRef *bp = sj_alloc(e->ctx, n_params * sizeof *bp);
+    LLVMValueRef *args = sj_alloc(e->ctx, n_params * sizeof *args);
+    e->bufs = sj_alloc(e->ctx, n_params * sizeof *e->bufs);
+    if (!bp || !args || !e->bufs) {
+        sj_free(e->ctx, bp);
+        sj_free(e->ctx, args);
+        sj_free(e->ctx, e->bufs);
+        return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    }
     e->k = k;
     /* Body with noalias buffer parameters. */
-    LLVMTypeRef bp[66];
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
     bp[k->n_buffers] = e->i64;
     LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + 1, 0);
@@ -567,6 +579,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     LLVMSetLinkage(body, LLVMInternalLinkage);
     add_attr(e, body, LLVMAttributeFunctionIndex, "alwaysinline");
     add_attr(e, body, LLVMAttributeFunctionIndex, "nounwind");
+    /* x86 CPUs with AVX-512 default to 256-bit vectors for fear of clock
+     * throttling; these kernels are long-running vector loops that gain
+     * from the full width. */
+    prefer_full_width(e, body);
     for (int i = 0; i < k->n_buffers; i++) {
         add_attr(e, body, (LLVMAttributeIndex)(i + 1), "noalias");
         e->bufs[i] = LLVMGetParam(body, (unsigned)i);
@@ -593,8 +609,8 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
     LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
     add_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+    prefer_full_width(e, fn);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
-    LLVMValueRef args[65];
     for (int i = 0; i < k->n_buffers; i++) {
         LLVMValueRef ix = ci(e, i);
         LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, e->ptr, LLVMGetParam(fn, 0), &ix, 1, "");
@@ -603,6 +619,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     args[k->n_buffers] = LLVMGetParam(fn, 2);
     LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 1, "");
     LLVMBuildRetVoid(e->B);
+    sj_free(e->ctx, bp);
+    sj_free(e->ctx, args);
+    sj_free(e->ctx, e->bufs);
+    e->bufs = NULL;
     return SJ_OK;
 }
 

@@ -19,7 +19,9 @@
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 
-enum { MATMUL_COPY_B_ROWS = 16 };
+/* MATMUL_COPY_B_ROWS: see decide_homes. MAX_INLINE_DEPTH bounds the
+ * expression trees (and the emitters' recursion over them). */
+enum { MATMUL_COPY_B_ROWS = 16, MAX_INLINE_DEPTH = 64 };
 
 typedef enum home { HOME_DEAD, HOME_INLINE, HOME_BUFFER, HOME_VIEW, HOME_EPI } home;
 
@@ -31,6 +33,7 @@ typedef struct vinfo {
     int buffer;
     int64_t strides[SJ_MAX_RANK];
     int epi_core; /* kernel root: the core node it absorbs, -1 = none */
+    int depth;    /* inlined: longest chain of inlined values ending here */
 } vinfo;
 
 typedef struct lbuf {
@@ -139,10 +142,16 @@ static bool expands(const lowering *L, sj_value v) {
     return numel_at(L, &c->shape) > numel_at(L, shape_of(L, v));
 }
 
-static bool may_inline(const lowering *L, sj_value v) {
-    const vinfo *vi = &L->v[v];
+static bool may_inline(lowering *L, sj_value v) {
+    vinfo *vi = &L->v[v];
+    const sj_node *nd = &L->g->nodes[v];
+    vi->depth = 1;
+    for (int i = 0; i < nd->n_inputs; i++)
+        if (nd->inputs[i] != SJ_NO_VALUE && L->v[nd->inputs[i]].home == HOME_INLINE &&
+            L->v[nd->inputs[i]].depth + 1 > vi->depth)
+            vi->depth = L->v[nd->inputs[i]].depth + 1;
     return L->o->fusion && vi->uses == 1 && vi->n_out == 0 && !vi->need_load && !vi->need_contig &&
-           !expands(L, v);
+           vi->depth <= MAX_INLINE_DEPTH && !expands(L, v);
 }
 
 static void decide_homes(lowering *L) {
