@@ -383,7 +383,7 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
 /* Rows x vectors of a register tile: 4 x 4 accumulators fill half of
  * AVX-512's 32 registers; with 16 registers (AVX2) 4 x 2 leaves room for the
  * operands. */
-enum { TILE_M = 4, TILE_NV_MAX = 4 };
+enum { TILE_M = 4, TILE_NV_MAX = 4, TILE_KC = 128 };
 static int tile_nv(const emitter *e) {
     int nv = e->vector_floats >= 16 ? 4 : 2;
     /* A narrow constant n (p @ v with a head of 32) gets narrower tiles. */
@@ -412,12 +412,26 @@ static void emit_matmul_tiled(emitter *e) {
     LLVMValueRef acc[TILE_M][TILE_NV_MAX];
     for (int r = 0; r < TILE_M; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = alloca_vec(e, vt);
-    rloop lj, li, lk;
+    rloop lkb, lj, li, lk;
+    /* k in blocks of TILE_KC: a block of the b panel stays in L1 while every
+     * row tile passes over it; later blocks add to the partial sums. */
+    LLVMValueRef kb = rloop_open(e, &lkb, ci(e, 0), K, TILE_KC);
+    LLVMValueRef kb_end = LLVMBuildNSWAdd(B, kb, ci(e, TILE_KC), "");
+    kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
+    LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, kb, ci(e, 0), "");
     LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), Nm, nr);
     LLVMValueRef i = rloop_open(e, &li, ci(e, 0), Mm, TILE_M);
-    for (int r = 0; r < TILE_M; r++)
-        for (int v = 0; v < nv; v++) LLVMBuildStore(B, LLVMConstNull(vt), acc[r][v]);
-    e->idx[4] = rloop_open(e, &lk, ci(e, 0), K, 1);
+    e->idx[4] = ci(e, 0);
+    for (int r = 0; r < TILE_M; r++) {
+        e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
+        for (int v = 0; v < nv; v++) {
+            e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
+            LLVMValueRef part = LLVMBuildLoad2(B, vt, address(e, e->bufs[0], k->out_strides), "");
+            LLVMSetAlignment(part, 4);
+            LLVMBuildStore(B, LLVMBuildSelect(B, first, LLVMConstNull(vt), part, ""), acc[r][v]);
+        }
+    }
+    e->idx[4] = rloop_open(e, &lk, kb, kb_end, 1);
     LLVMValueRef bv[TILE_NV_MAX];
     for (int v = 0; v < nv; v++) {
         e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
@@ -447,6 +461,7 @@ static void emit_matmul_tiled(emitter *e) {
     }
     rloop_close(e, &li);
     rloop_close(e, &lj);
+    rloop_close(e, &lkb);
     e->idx[2] = e->idx[3] = ci(e, 0);
     emit_ikj(e, Mm, M, ci(e, 0), N);
     emit_ikj(e, ci(e, 0), Mm, Nm, N);
