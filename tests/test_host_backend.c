@@ -186,6 +186,23 @@ static void test_long_chain(void **state) {
     assert_true(h_check(f->dev, f->g, 16, ns, 3, &o, f->seed, TOL, "long chain"));
 }
 
+/* A graph without a symbolic dim has one bucket; the extent is ignored. */
+static void test_static_graph(void **state) {
+    fixture *f = *state;
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(f->ctx, NULL, &g), SJ_OK);
+    sj_graph_destroy(f->g);
+    f->g = g;
+    sj_value x = input(f, "x", 2, (int64_t[]){5, 8}), w = param(f, "w", 2, (int64_t[]){8, 3}), y;
+    assert_int_equal(sj_graph_matmul(g, x, w, &y), SJ_OK);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_LOG_SOFTMAX, y, 0, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    static const int64_t ns[] = {1};
+    assert_true(h_check(f->dev, g, 1, ns, 1, &o, f->seed, TOL, "static graph"));
+}
+
 /* NaN and Inf in the inputs reach the outputs as the interpreter has them. */
 static void test_nan_inf_propagate(void **state) {
     fixture *f = *state;
@@ -444,6 +461,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_ffn_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_static_graph, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, teardown),
