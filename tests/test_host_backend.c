@@ -186,6 +186,59 @@ static void test_long_chain(void **state) {
     assert_true(h_check(f->dev, f->g, 16, ns, 3, &o, f->seed, TOL, "long chain"));
 }
 
+/* The inline exp, erf, tanh (and gelu, sigmoid built on them) against libm in
+ * double, over dense sweeps: relative error for exp, absolute for the
+ * bounded ones. */
+static void test_math_accuracy(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 1, (int64_t[]){S}), y[5];
+    sj_op ops[5] = {SJ_OP_EXP, SJ_OP_ERF, SJ_OP_TANH, SJ_OP_GELU, SJ_OP_SIGMOID};
+    const char *names[5] = {"exp", "erf", "tanh", "gelu", "sigmoid"};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sj_graph_unary(f->g, ops[i], x, &y[i]), SJ_OK);
+        assert_int_equal(sj_graph_output(f->g, y[i], names[i]), SJ_OK);
+    }
+    enum { COUNT = 20001 };
+    sj_artifact *a;
+    assert_int_equal(sj_compile(f->g, 32768, NULL, &a), SJ_OK);
+    sj_tensor in = {1, {COUNT}, malloc(COUNT * sizeof(float))}, out[5];
+    for (int i = 0; i < COUNT; i++) in.data[i] = -100.0f + 190.0f * (float)i / (COUNT - 1);
+    in.data[0] = -INFINITY;
+    in.data[1] = INFINITY;
+    in.data[2] = NAN;
+    in.data[3] = 1e-30f;
+    in.data[4] = -1e-6f;
+    for (int i = 5; i < 2000; i++) in.data[i] = -5.0f + 10.0f * (float)i / 2000.0f; /* dense near 0 */
+    assert_int_equal(h_run(f->dev, a, f->g, COUNT, &in, out), SJ_OK);
+    double worst[5] = {0};
+    for (int i = 0; i < COUNT; i++) {
+        double v = in.data[i];
+        double want[5] = {exp(v), erf(v), tanh(v), v * 0.5 * (1.0 + erf(v / sqrt(2.0))), 1.0 / (1.0 + exp(-v))};
+        for (int o = 0; o < 5; o++) {
+            float got = out[o].data[i];
+            float w = (float)want[o];
+            if (isnan(w) || isnan(got) || isinf(w) || isinf(got)) {
+                if (!(isnan(w) && isnan(got)) && got != w) {
+                    printf("%s(%g): got %g, want %g\n", names[o], v, got, w);
+                    fail();
+                }
+                continue;
+            }
+            /* exp: relative; gelu: relative above 1 (its tail is 1 + erf in
+             * float, absolute there); the bounded ones: absolute. */
+            double scale = o == 0 ? fmax(fabs(want[o]), 1e-30) : o == 3 ? fmax(fabs(want[o]), 1.0) : 1.0;
+            double err = fabs(got - want[o]) / scale;
+            if (err > worst[o]) worst[o] = err;
+        }
+    }
+    printf("max error: exp %.2g (rel), erf %.2g, tanh %.2g, gelu %.2g, sigmoid %.2g\n", worst[0],
+           worst[1], worst[2], worst[3], worst[4]);
+    assert_true(worst[0] < 4e-7 && worst[1] < 4e-7 && worst[2] < 4e-7 && worst[3] < 1e-6 && worst[4] < 4e-7);
+    h_free_tensors(f->ctx, out, 5);
+    free(in.data);
+    sj_artifact_destroy(a);
+}
+
 /* A graph without a symbolic dim has one bucket; the extent is ignored. */
 static void test_static_graph(void **state) {
     fixture *f = *state;
@@ -462,6 +515,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_static_graph, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_math_accuracy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, teardown),
