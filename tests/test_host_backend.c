@@ -69,6 +69,9 @@ static void check_buckets(fixture *f, const char *what) {
     o.fusion = false;
     o.blas_min_work = 0;
     assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 2, TOL, what));
+    o.fusion = true;
+    o.opt_level = 0; /* unoptimised code must compute the same */
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 4, TOL, what));
 }
 
 static void test_elementwise_chain(void **state) {
