@@ -324,11 +324,8 @@ static sj_status core_value(lowering *L, int ki, sj_value c, const int *map, int
     const sj_node *nd = &L->g->nodes[c];
     SJ_TRY(add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_ACC, .a = -1, .b = -1}, out));
     if (nd->op != SJ_OP_GEMM) return SJ_OK;
-    int e;
-    if (nd->attrs.alpha != 1.0f) {
-        SJ_TRY(add_const(L, ki, nd->attrs.alpha, &e));
-        SJ_TRY(add_binary(L, ki, SJ_OP_MUL, *out, e, out));
-    }
+    /* alpha is the kernel's (acc already holds alpha * a @ b); beta * C is
+     * epilogue. */
     if (nd->inputs[2] != SJ_NO_VALUE) {
         int cmap[SJ_MAX_RANK], ce, be;
         broadcast_map(L, nd->inputs[2], 2, map, cmap);
@@ -460,6 +457,7 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
         for (int d = 0; d < 5; d++) k->dims[d] = 1;
         k->reduced = 1u << 4;
         if (nd->op == SJ_OP_GEMM) {
+            k->alpha = nd->attrs.alpha;
             bool ta = nd->attrs.trans_a, tb = nd->attrs.trans_b;
             amap[ta ? 1 : 0] = 2;
             amap[ta ? 0 : 1] = 4;
