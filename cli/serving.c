@@ -1,5 +1,6 @@
 /* Store, backend and cache setup shared by the serving commands. */
 #include "cli/serving.h"
+#include "cli/request_stream.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,6 +80,7 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     int rc = st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
     if (rc == CLI_EXIT_OK) rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
     if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
+    if (rc == CLI_EXIT_OK && a->wrap) a->wrap(a->wrap_user, &out->backend.comp);
     if (rc == CLI_EXIT_OK) {
         st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store, &out->backend.cfg,
                                       &out->cache);
@@ -102,13 +104,6 @@ void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
             sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
 }
 
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
                       uint64_t seed, sj_tensor *in) {
     for (int i = 0; i < sj_graph_num_inputs(g); i++) {
@@ -123,7 +118,7 @@ int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
         uint64_t state = seed + (uint64_t)i;
         int64_t n = sj_tensor_numel(&in[i]);
         for (int64_t k = 0; k < n; k++)
-            in[i].data[k] = (float)((double)(splitmix64(&state) >> 40) / 8388608.0 - 1.0);
+            in[i].data[k] = (float)((double)(cli_splitmix64(&state) >> 40) / 8388608.0 - 1.0);
     }
     return CLI_EXIT_OK;
 }

@@ -48,6 +48,10 @@ typedef struct cli_cache_args {
     const char *ladder;   /* a SPEC; NULL = CLI_DEFAULT_LADDER */
     const char *store;    /* --store as given (NULL = default) */
     int devices;          /* host devices; 0 = 1 */
+    /* Called with the backend's table before the cache is made, so a command
+     * can put a wrapper around it (NULL: none). */
+    void (*wrap)(void *user, sj_compiler *comp);
+    void *wrap_user;
 } cli_cache_args;
 
 /* Opens store, ladder, compiler and cache for g (borrowed; it must outlive
