@@ -16,8 +16,8 @@ if [ "${1:-}" = "--requests" ] && [ -n "${2:-}" ]; then requests=$2; fi
 scripts/install-deps.sh
 start=$(date +%s)
 if [ ! -f build/CMakeCache.txt ]; then
-  echo "demo: configuring build/ (Release)"
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  echo "demo: configuring build/ (RelWithDebInfo, the project's default)"
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 echo "demo: building the shapejit CLI (cmake --build build -j2) ..."
 log=$(mktemp "${TMPDIR:-/tmp}/shapejit-build.XXXXXX")
