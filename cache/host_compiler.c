@@ -64,7 +64,8 @@ static void features_key(const char *features, char *out, size_t cap) {
     uint8_t d[16];
     llvm_blake3_hasher_finalize(&h, d, sizeof d);
     int w = snprintf(out, cap, "blake3:");
-    for (size_t i = 0; i < sizeof d && (size_t)w + 2 < cap; i++) w += snprintf(out + w, cap - (size_t)w, "%02x", d[i]);
+    for (size_t i = 0; i < sizeof d && (size_t)w + 2 < cap; i++)
+        w += snprintf(out + w, cap - (size_t)w, "%02x", d[i]);
     snprintf(out + w, cap - (size_t)w, " (%zu enabled)", n_enabled);
 }
 
@@ -111,8 +112,8 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: options target %d is not the host",
                        (int)cfg->options.target);
     if (cfg->devices < 1 || cfg->devices > HOST_MAX_DEVICES)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: %d devices, expected 1..%d", cfg->devices,
-                       HOST_MAX_DEVICES);
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: %d devices, expected 1..%d",
+                       cfg->devices, HOST_MAX_DEVICES);
     sj_host_compiler *hc = sj_calloc(ctx, 1, sizeof *hc);
     if (!hc) return sj_fail(ctx, SJ_E_NOMEM, "host compiler: out of memory");
     hc->ctx = ctx;

@@ -41,7 +41,8 @@ static const char *const waste_ladders[] = {"pow2:1:1024", "geo:1:1024:1.5", "ge
 #define N_WASTE ((int)(sizeof waste_ladders / sizeof waste_ladders[0]))
 static const char *const latency_ladders[] = {"pow2:1:1024", "geo:1:1024:1.25"};
 #define N_LAT ((int)(sizeof latency_ladders / sizeof latency_ladders[0]))
-static const int64_t latency_sizes[] = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1024};
+static const int64_t latency_sizes[] = {1,  2,  3,   5,   8,   13,  21,  34,
+                                        55, 89, 144, 233, 377, 610, 987, 1024};
 #define N_SIZES ((int)(sizeof latency_sizes / sizeof latency_sizes[0]))
 
 typedef struct figures {
@@ -82,8 +83,8 @@ typedef struct timed_compiler {
     int n_compiles;
 } timed_compiler;
 
-static sj_status timed_compile(void *self, const sj_graph *g, int64_t extent, const void *o, size_t ol,
-                               void **art, size_t *len) {
+static sj_status timed_compile(void *self, const sj_graph *g, int64_t extent, const void *o,
+                               size_t ol, void **art, size_t *len) {
     timed_compiler *tc = self;
     double t0 = bench_wall_ns();
     sj_status st = tc->inner.compile(tc->inner.ctx, g, extent, o, ol, art, len);
@@ -93,11 +94,13 @@ static sj_status timed_compile(void *self, const sj_graph *g, int64_t extent, co
     pthread_mutex_unlock(&tc->mu);
     return st;
 }
-static sj_status timed_load(void *self, const sj_graph *g, int64_t e, const void *a, size_t n, void **exe) {
+static sj_status timed_load(void *self, const sj_graph *g, int64_t e, const void *a, size_t n,
+                            void **exe) {
     timed_compiler *tc = self;
     return tc->inner.load(tc->inner.ctx, g, e, a, n, exe);
 }
-static sj_status timed_run(void *self, void *exe, int64_t active, const sj_tensor *in, sj_tensor *out) {
+static sj_status timed_run(void *self, void *exe, int64_t active, const sj_tensor *in,
+                           sj_tensor *out) {
     timed_compiler *tc = self;
     return tc->inner.run(tc->inner.ctx, exe, active, in, out);
 }
@@ -162,7 +165,8 @@ static int ready_run(bench *b, const char *store_path, double *ready_ms, double 
         int64_t extent;
         void *exe;
         double t = bench_wall_ns();
-        if (sj_bucketed_cache_get_or_compile(s->cache, sj_ladder_extent(s->ladder, i), &extent, &exe) != SJ_OK)
+        if (sj_bucketed_cache_get_or_compile(s->cache, sj_ladder_extent(s->ladder, i), &extent,
+                                             &exe) != SJ_OK)
             rc = fail_ctx(b, "get_or_compile");
         per_bucket_us[i] = (bench_wall_ns() - t) / 1e3;
     }
@@ -187,7 +191,8 @@ static int bench_cold_warm(bench *b, session *warm) {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/ladder.db", b->dir);
     int cold_runs = b->quick ? 1 : 3, warm_runs = b->quick ? 3 : 15;
-    double cold_ready[16], warm_ready[16], cold_cpu[16], warm_cpu[16], compile_ms[16 * MAX_BUCKETS], load_us[16 * MAX_BUCKETS];
+    double cold_ready[16], warm_ready[16], cold_cpu[16], warm_cpu[16], compile_ms[16 * MAX_BUCKETS],
+        load_us[16 * MAX_BUCKETS];
     int n_compile = 0, n_load = 0;
     double per_bucket[MAX_BUCKETS];
     sj_bucketed_cache_stats st;
@@ -202,8 +207,8 @@ static int bench_cold_warm(bench *b, session *warm) {
         if (rc != CLI_EXIT_OK) return rc;
         if (st.compiles != (uint64_t)b->f.buckets) {
             session_close(&s);
-            return cli_fail("bench", "cold run compiled %llu of %d buckets", (unsigned long long)st.compiles,
-                            b->f.buckets);
+            return cli_fail("bench", "cold run compiled %llu of %d buckets",
+                            (unsigned long long)st.compiles, b->f.buckets);
         }
         for (int i = 0; i < s.tc.n_compiles; i++) compile_ms[n_compile++] = s.tc.compile_ms[i];
         session_close(&s);
@@ -216,7 +221,8 @@ static int bench_cold_warm(bench *b, session *warm) {
         int rc = ready_run(b, path, &warm_ready[r], &warm_cpu[r], per_bucket, &st, into, last);
         if (rc != CLI_EXIT_OK) return rc;
         if (st.compiles != 0)
-            return cli_fail("bench", "warm run compiled %llu buckets", (unsigned long long)st.compiles);
+            return cli_fail("bench", "warm run compiled %llu buckets",
+                            (unsigned long long)st.compiles);
         for (int i = 0; i < b->f.buckets; i++) load_us[n_load++] = per_bucket[i];
     }
     b->f.cold_runs = cold_runs;
@@ -242,7 +248,8 @@ static int bench_hit_path(bench *b, sj_bucketed_cache *c) {
         for (int64_t k = 1; k <= CALLS; k++) {
             int64_t e;
             void *exe;
-            if (sj_bucketed_cache_get_or_compile(c, k, &e, &exe) != SJ_OK) return fail_ctx(b, "hit path");
+            if (sj_bucketed_cache_get_or_compile(c, k, &e, &exe) != SJ_OK)
+                return fail_ctx(b, "hit path");
             sink += e;
         }
         t[r] = (bench_cpu_ns() - t0) / CALLS;
@@ -253,10 +260,13 @@ static int bench_hit_path(bench *b, sj_bucketed_cache *c) {
 }
 
 static int bench_metadata(bench *b) {
-    if (bench_mdcache_hit(b->ctx, &b->f.md_hit_ns)) return cli_fail("bench", "metadata cache hit benchmark failed");
+    if (bench_mdcache_hit(b->ctx, &b->f.md_hit_ns))
+        return cli_fail("bench", "metadata cache hit benchmark failed");
     for (int i = 0; i < 3; i++)
-        if (bench_mdcache_evict_insert(b->ctx, md_sizes[i], &b->f.md_evict_ns[i], &b->f.md_probes[i]))
-            return cli_fail("bench", "metadata cache evict-insert benchmark at %zu entries failed", md_sizes[i]);
+        if (bench_mdcache_evict_insert(b->ctx, md_sizes[i], &b->f.md_evict_ns[i],
+                                       &b->f.md_probes[i]))
+            return cli_fail("bench", "metadata cache evict-insert benchmark at %zu entries failed",
+                            md_sizes[i]);
     return CLI_EXIT_OK;
 }
 
@@ -265,12 +275,16 @@ static int bench_metadata(bench *b) {
 static int bench_dispatch(bench *b, sj_bucketed_cache *c) {
     int64_t extent;
     void *exe;
-    if (sj_bucketed_cache_get_or_compile(c, 1, &extent, &exe) != SJ_OK) return fail_ctx(b, "bucket 1");
+    if (sj_bucketed_cache_get_or_compile(c, 1, &extent, &exe) != SJ_OK)
+        return fail_ctx(b, "bucket 1");
     sj_executable *e = exe;
-    if (!sj_executable_has_capture(e)) return cli_fail("bench", "bucket 1 has no captured launches");
+    if (!sj_executable_has_capture(e))
+        return cli_fail("bench", "bucket 1 has no captured launches");
     int n_in = sj_graph_num_inputs(b->g), n_out = sj_graph_num_outputs(b->g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *out = calloc((size_t)n_out + 1, sizeof *out);
-    int rc = in && out ? cli_random_inputs("bench", b->ctx, b->g, 1, 1, in) : cli_fail("bench", "out of memory");
+    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in),
+              *out = calloc((size_t)n_out + 1, sizeof *out);
+    int rc = in && out ? cli_random_inputs("bench", b->ctx, b->g, 1, 1, in)
+                       : cli_fail("bench", "out of memory");
     for (int i = 0; rc == CLI_EXIT_OK && i < n_out; i++) {
         sj_value_desc d;
         sj_graph_output_desc(b->g, i, &d);
@@ -297,7 +311,8 @@ static int bench_dispatch(bench *b, sj_bucketed_cache *c) {
         b->f.dispatch_ratio = b->f.eager_us / b->f.replay_us;
         sj_compile_options o;
         sj_compile_options_init(&o);
-        if (sj_compile_kernel_count(b->g, extent, &o, &b->f.launches) != SJ_OK) rc = fail_ctx(b, "kernel count");
+        if (sj_compile_kernel_count(b->g, extent, &o, &b->f.launches) != SJ_OK)
+            rc = fail_ctx(b, "kernel count");
     }
     for (int i = 0; in && i < n_in; i++) sj_tensor_free(b->ctx, &in[i]);
     for (int i = 0; out && i < n_out; i++) sj_tensor_free(b->ctx, &out[i]);
@@ -335,7 +350,8 @@ static int bench_padding(bench *b) {
 /* Warm requests of each size through run_padded_mixed, as serve sends them. */
 static int latency_for(bench *b, sj_bucketed_cache *c, int64_t rows, double *us, int64_t *extent) {
     int n_in = sj_graph_num_inputs(b->g), n_out = sj_graph_num_outputs(b->g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *out = calloc((size_t)n_out + 1, sizeof *out);
+    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in),
+              *out = calloc((size_t)n_out + 1, sizeof *out);
     sj_cache_input *ci = calloc((size_t)n_in + 1, sizeof *ci);
     int rc = in && out && ci ? cli_random_inputs("bench", b->ctx, b->g, rows, (uint64_t)rows, in)
                              : cli_fail("bench", "out of memory");
@@ -350,7 +366,8 @@ static int latency_for(bench *b, sj_bucketed_cache *c, int64_t rows, double *us,
     /* The first call makes the bucket ready; it is not a warm latency. */
     for (int r = 0; rc == CLI_EXIT_OK && r < 65; r++) {
         double t0 = bench_wall_ns();
-        sj_status st = sj_bucketed_cache_run_padded_mixed(c, rows, rows, ci, n_in, NULL, 0, out, n_out, extent);
+        sj_status st = sj_bucketed_cache_run_padded_mixed(c, rows, rows, ci, n_in, NULL, 0, out,
+                                                          n_out, extent);
         double dt = bench_wall_ns() - t0;
         for (int i = 0; i < n_out; i++) sj_tensor_free(b->ctx, &out[i]);
         if (st != SJ_OK) rc = fail_ctx(b, "request");
@@ -374,7 +391,8 @@ static int bench_latency(bench *b) {
         session s;
         int rc = session_open(b, path, latency_ladders[l], &s);
         for (int i = 0; rc == CLI_EXIT_OK && i < N_SIZES; i++)
-            rc = latency_for(b, s.cache, latency_sizes[i], &b->f.latency_us[l][i], &b->f.latency_extent[l][i]);
+            rc = latency_for(b, s.cache, latency_sizes[i], &b->f.latency_us[l][i],
+                             &b->f.latency_extent[l][i]);
         sj_bucketed_cache_stats st;
         if (rc == CLI_EXIT_OK) sj_bucketed_cache_stats_get(s.cache, &st);
         if (rc == CLI_EXIT_OK) b->f.latency_compiles[l] = st.compiles;
@@ -386,23 +404,28 @@ static int bench_latency(bench *b) {
 
 static void print_table(const bench *b) {
     const figures *f = &b->f;
-    printf("shapejit bench: %s on the host backend, ladder %s (%d buckets)\n\n", b->model, LADDER, f->buckets);
+    printf("shapejit bench: %s on the host backend, ladder %s (%d buckets)\n\n", b->model, LADDER,
+           f->buckets);
     printf("%-34s %12s  %s\n", "figure", "value", "note");
-    printf("%-34s %12.2f  median over %d cold runs x %d buckets\n", "cold_compile_ms_per_bucket.host",
-           f->cold_compile_ms, f->cold_runs, f->buckets);
-    printf("%-34s %12.2f  store read + verify + decompress + load, median\n", "warm_load_us_per_artifact",
-           f->warm_load_us);
-    printf("%-34s %12.2f  process start to every bucket compiled\n", "cold_ready_ms", f->cold_ready_ms);
-    printf("%-34s %12.2f  process start to every bucket loaded\n", "warm_ready_ms", f->warm_ready_ms);
+    printf("%-34s %12.2f  median over %d cold runs x %d buckets\n",
+           "cold_compile_ms_per_bucket.host", f->cold_compile_ms, f->cold_runs, f->buckets);
+    printf("%-34s %12.2f  store read + verify + decompress + load, median\n",
+           "warm_load_us_per_artifact", f->warm_load_us);
+    printf("%-34s %12.2f  process start to every bucket compiled\n", "cold_ready_ms",
+           f->cold_ready_ms);
+    printf("%-34s %12.2f  process start to every bucket loaded\n", "warm_ready_ms",
+           f->warm_ready_ms);
     printf("%-34s %12.1f  goal >= 100 (wall clock)\n", "warm_vs_cold_ready_ratio", f->ratio);
     printf("%-34s %12.1f  the same in this thread's CPU time (%.1f / %.2f ms)\n",
-           "warm_vs_cold_ready_ratio_cpu", f->ratio_cpu, f->cold_ready_cpu_ms, f->warm_ready_cpu_ms);
+           "warm_vs_cold_ready_ratio_cpu", f->ratio_cpu, f->cold_ready_cpu_ms,
+           f->warm_ready_cpu_ms);
     printf("%-34s %12.2f  goal <= 50 (thread CPU time)\n", "hit_path_ns", f->hit_ns);
     printf("%-34s %12.2f  goal <= 50\n", "metadata_hit_ns", f->md_hit_ns);
     for (int i = 0; i < 3; i++) {
         char name[64];
         snprintf(name, sizeof name, "metadata_evict_insert_ns.%zu", md_sizes[i]);
-        printf("%-34s %12.2f  %.2f entries probed per eviction\n", name, f->md_evict_ns[i], f->md_probes[i]);
+        printf("%-34s %12.2f  %.2f entries probed per eviction\n", name, f->md_evict_ns[i],
+               f->md_probes[i]);
     }
     printf("%-34s %12.2f  %d launches at N = 1\n", "eager_us_per_run", f->eager_us, f->launches);
     printf("%-34s %12.2f\n", "replay_us_per_run", f->replay_us);
@@ -418,12 +441,14 @@ static void print_table(const bench *b) {
         printf("  %-8lld", (long long)latency_sizes[i]);
         for (int l = 0; l < N_LAT; l++) {
             char cell[48];
-            snprintf(cell, sizeof cell, "%.1f (E=%lld)", f->latency_us[l][i], (long long)f->latency_extent[l][i]);
+            snprintf(cell, sizeof cell, "%.1f (E=%lld)", f->latency_us[l][i],
+                     (long long)f->latency_extent[l][i]);
             printf(" %22s", cell);
         }
         printf("\n");
     }
-    printf("\nnot measured: cold_compile_ms_per_bucket.nvptx and .nvrtc (this build has no GPU compiler "
+    printf("\nnot measured: cold_compile_ms_per_bucket.nvptx and .nvrtc (this build has no GPU "
+           "compiler "
            "behind the cache)\n");
 }
 
@@ -439,26 +464,33 @@ static void write_json(FILE *j, const bench *b) {
             f->md_probes[0], f->md_probes[1], f->md_probes[2]);
     fprintf(j, "  \"warm_load_us_per_artifact\": %.3f,\n", f->warm_load_us);
     fprintf(j, "  \"cold_compile_ms_per_bucket\": {\"host\": %.3f},\n", f->cold_compile_ms);
-    fprintf(j, "  \"not_measured\": {\"cold_compile_ms_per_bucket.nvptx\": \"no nvptx compiler behind the "
-               "cache in this build\", \"cold_compile_ms_per_bucket.nvrtc\": \"no nvrtc compiler behind the "
-               "cache in this build\"},\n");
-    fprintf(j, "  \"cold_ready_ms\": %.3f,\n  \"warm_ready_ms\": %.3f,\n", f->cold_ready_ms, f->warm_ready_ms);
+    fprintf(
+        j,
+        "  \"not_measured\": {\"cold_compile_ms_per_bucket.nvptx\": \"no nvptx compiler behind the "
+        "cache in this build\", \"cold_compile_ms_per_bucket.nvrtc\": \"no nvrtc compiler behind "
+        "the "
+        "cache in this build\"},\n");
+    fprintf(j, "  \"cold_ready_ms\": %.3f,\n  \"warm_ready_ms\": %.3f,\n", f->cold_ready_ms,
+            f->warm_ready_ms);
     fprintf(j, "  \"warm_vs_cold_ready_ratio\": %.3f,\n", f->ratio);
-    fprintf(j, "  \"cold_ready_cpu_ms\": %.3f,\n  \"warm_ready_cpu_ms\": %.3f,\n", f->cold_ready_cpu_ms,
-            f->warm_ready_cpu_ms);
+    fprintf(j, "  \"cold_ready_cpu_ms\": %.3f,\n  \"warm_ready_cpu_ms\": %.3f,\n",
+            f->cold_ready_cpu_ms, f->warm_ready_cpu_ms);
     fprintf(j, "  \"warm_vs_cold_ready_ratio_cpu\": %.3f,\n", f->ratio_cpu);
-    fprintf(j, "  \"eager_us_per_run\": %.3f,\n  \"replay_us_per_run\": %.3f,\n  \"launches_per_run\": %d,\n",
+    fprintf(j,
+            "  \"eager_us_per_run\": %.3f,\n  \"replay_us_per_run\": %.3f,\n  "
+            "\"launches_per_run\": %d,\n",
             f->eager_us, f->replay_us, f->launches);
     fprintf(j, "  \"replay_vs_eager_dispatch\": %.4f,\n", f->dispatch_ratio);
     fprintf(j, "  \"padding_trace\": \"%s\",\n  \"padding_waste\": {", TRACE);
     for (int l = 0; l < N_WASTE; l++)
-        fprintf(j, "%s\n    \"%s\": {\"waste\": %.4f, \"buckets\": %d, \"max_waste\": %.4f}", l ? "," : "",
-                waste_ladders[l], f->waste[l], f->waste_buckets[l], f->max_waste[l]);
+        fprintf(j, "%s\n    \"%s\": {\"waste\": %.4f, \"buckets\": %d, \"max_waste\": %.4f}",
+                l ? "," : "", waste_ladders[l], f->waste[l], f->waste_buckets[l], f->max_waste[l]);
     fprintf(j, "\n  },\n  \"latency_us_by_size\": {");
     for (int l = 0; l < N_LAT; l++) {
         fprintf(j, "%s\n    \"%s\": {", l ? "," : "", latency_ladders[l]);
         for (int i = 0; i < N_SIZES; i++)
-            fprintf(j, "%s\"%lld\": %.2f", i ? ", " : "", (long long)latency_sizes[i], f->latency_us[l][i]);
+            fprintf(j, "%s\"%lld\": %.2f", i ? ", " : "", (long long)latency_sizes[i],
+                    f->latency_us[l][i]);
         fprintf(j, "}");
     }
     fprintf(j, "\n  }\n}\n");
@@ -470,7 +502,8 @@ static void write_charts(const bench *b, const char *json_path) {
         printf("charts: gnuplot not found, none drawn\n");
         return;
     }
-    char copy[PATH_MAX], dir[PATH_MAX], data[PATH_MAX + 32], lat[PATH_MAX + 32], ready[PATH_MAX + 32];
+    char copy[PATH_MAX], dir[PATH_MAX], data[PATH_MAX + 32], lat[PATH_MAX + 32],
+        ready[PATH_MAX + 32];
     snprintf(copy, sizeof copy, "%s", json_path);
     snprintf(dir, sizeof dir, "%s", dirname(copy));
     snprintf(data, sizeof data, "%s/latency.dat", b->dir);
@@ -488,24 +521,32 @@ static void write_charts(const bench *b, const char *json_path) {
     if (!gp) return;
     fprintf(gp, "set terminal pngcairo size 900,560 font 'sans,11'\nset output '%s'\n", lat);
     fprintf(gp, "set title 'End-to-end latency per request size (%s, host, warm)'\n", b->model);
-    fprintf(gp, "set xlabel 'request size N (rows)'\nset ylabel 'latency (ms, median)'\n"
-                "set logscale xy\nset xrange [0.8:1400]\nset grid\nset key top left\n");
+    fprintf(gp,
+            "set xlabel 'request size N (rows)'\nset ylabel 'latency (ms, median)'\n"
+            "set logscale xy\nset xrange [0.8:1400]\nset grid\nset key top left\n");
     fprintf(gp, "plot ");
     for (int l = 0; l < N_LAT; l++)
-        fprintf(gp, "%s'%s' using 1:%d with linespoints lw 2 title '%s'", l ? ", " : "", data, l + 2,
-                latency_ladders[l]);
+        fprintf(gp, "%s'%s' using 1:%d with linespoints lw 2 title '%s'", l ? ", " : "", data,
+                l + 2, latency_ladders[l]);
     fprintf(gp, "\n");
-    fprintf(gp, "set output '%s'\nunset logscale\nset logscale y\nset autoscale x\n"
-                "set title 'Time to ready, %s (%d buckets): warm is %.0fx faster'\n",
+    fprintf(gp,
+            "set output '%s'\nunset logscale\nset logscale y\nset autoscale x\n"
+            "set title 'Time to ready, %s (%d buckets): warm is %.0fx faster'\n",
             ready, LADDER, b->f.buckets, b->f.ratio);
-    fprintf(gp, "set xlabel ''\nset ylabel 'ms (log scale)'\nset style fill solid 0.6\nset boxwidth 0.5\n"
-                "set key off\nset xrange [-0.6:1.6]\nset yrange [0.1:*]\n");
+    fprintf(
+        gp,
+        "set xlabel ''\nset ylabel 'ms (log scale)'\nset style fill solid 0.6\nset boxwidth 0.5\n"
+        "set key off\nset xrange [-0.6:1.6]\nset yrange [0.1:*]\n");
     fprintf(gp, "set xtics ('cold: compile every bucket' 0, 'warm: load from the store' 1)\n");
     fprintf(gp, "$ready << EOD\n0 %.3f\n1 %.3f\nEOD\n", b->f.cold_ready_ms, b->f.warm_ready_ms);
-    fprintf(gp, "plot $ready using 1:2 with boxes lc rgb '#4477aa', '' using 1:2:(sprintf('%%.1f ms', $2)) "
-                "with labels offset 0,1\n");
-    if (pclose(gp) == 0) printf("charts: %s, %s\n", lat, ready);
-    else printf("charts: gnuplot failed, see above\n");
+    fprintf(
+        gp,
+        "plot $ready using 1:2 with boxes lc rgb '#4477aa', '' using 1:2:(sprintf('%%.1f ms', $2)) "
+        "with labels offset 0,1\n");
+    if (pclose(gp) == 0)
+        printf("charts: %s, %s\n", lat, ready);
+    else
+        printf("charts: gnuplot failed, see above\n");
 }
 
 static const char *default_model(char *buf, size_t cap) {
@@ -538,7 +579,8 @@ int cli_cmd_bench(int argc, char **argv) {
         {"--quick", CLI_OPT_FLAG, &quick},
     };
     int n_pos;
-    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), NULL, 0, 0, &n_pos);
+    cli_parse_result r =
+        cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), NULL, 0, 0, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
     char model_buf[PATH_MAX];
     bench *b = calloc(1, sizeof *b);
@@ -550,7 +592,8 @@ int cli_cmd_bench(int argc, char **argv) {
     int rc = CLI_EXIT_OK;
     if (!mkdtemp(b->dir)) {
         free(b);
-        return cli_fail(cmd, "cannot make a scratch directory under %s", tmp && tmp[0] ? tmp : "/tmp");
+        return cli_fail(cmd, "cannot make a scratch directory under %s",
+                        tmp && tmp[0] ? tmp : "/tmp");
     }
     b->ctx = cli_ctx_create(cmd);
     if (!b->ctx) rc = CLI_EXIT_FAIL;

@@ -20,21 +20,25 @@ int cli_cmd_emit(int argc, char **argv) {
     int64_t rows = 0;
     cli_model_flags model = {0};
     const cli_opt opts[] = {
-        {"--rows", CLI_OPT_INT, &rows},       {"--target", CLI_OPT_STRING, &target},
-        {"--out", CLI_OPT_STRING, &out},      {"--ladder", CLI_OPT_STRING, &spec},
+        {"--rows", CLI_OPT_INT, &rows},  {"--target", CLI_OPT_STRING, &target},
+        {"--out", CLI_OPT_STRING, &out}, {"--ladder", CLI_OPT_STRING, &spec},
         CLI_MODEL_OPTS(model),
     };
     const char *pos[1];
     int n_pos;
-    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
+    cli_parse_result r =
+        cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
     if (!target) return cli_usage_error(cmd, "--target is required (llvm-ir or host-asm)");
     sj_emit_kind kind;
-    if (!strcmp(target, "llvm-ir")) kind = SJ_EMIT_LLVM_IR;
-    else if (!strcmp(target, "host-asm")) kind = SJ_EMIT_HOST_ASM;
+    if (!strcmp(target, "llvm-ir"))
+        kind = SJ_EMIT_LLVM_IR;
+    else if (!strcmp(target, "host-asm"))
+        kind = SJ_EMIT_HOST_ASM;
     else if (!strcmp(target, "nvptx") || !strcmp(target, "cuda-c") || !strcmp(target, "cubin"))
         return cli_fail(cmd, "target %s: this build emits llvm-ir and host-asm only", target);
-    else return cli_usage_error(cmd, "unknown target '%s' (llvm-ir or host-asm)", target);
+    else
+        return cli_usage_error(cmd, "unknown target '%s' (llvm-ir or host-asm)", target);
     if (rows < 1 || rows > SJ_MAX_EXTENT)
         return cli_usage_error(cmd, "--rows N is required, in 1..%lld", (long long)SJ_MAX_EXTENT);
 

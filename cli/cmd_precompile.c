@@ -16,7 +16,9 @@ static const char usage[] =
     "  --target T         host (default), or all: every target this build compiles\n"
     "                     for (host; the GPU targets nvptx and nvrtc when built)\n"
     "  --jobs N           buckets compiled at once (default: the CPU count)\n"
+    /* clang-format off */
     CLI_STORE_USAGE
+    /* clang-format on */
     "  --stats            print one JSON object of counters on stderr\n";
 
 typedef struct progress {
@@ -29,8 +31,8 @@ static void on_bucket(void *user, int done, int total, int64_t extent) {
     progress *p = user;
     double s = (cli_now_ms() - p->t0) / 1e3;
     if (!p->tty) {
-        fprintf(stderr, "precompile %s: %d/%d buckets (extent %lld) %.2f s\n", p->target, done, total,
-                (long long)extent, s);
+        fprintf(stderr, "precompile %s: %d/%d buckets (extent %lld) %.2f s\n", p->target, done,
+                total, (long long)extent, s);
         return;
     }
     enum { WIDTH = 30 };
@@ -88,13 +90,15 @@ int cli_cmd_precompile(int argc, char **argv) {
     };
     const char *pos[1];
     int n_pos;
-    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
+    cli_parse_result r =
+        cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
     if (!ladder) return cli_usage_error(cmd, "--ladder SPEC is required (e.g. pow2:1:1024)");
     if (jobs == 0) jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     if (jobs < 1 || jobs > 256) return cli_usage_error(cmd, "--jobs must be in 1..256");
     if (!strcmp(target, "nvptx") || !strcmp(target, "nvrtc"))
-        return cli_fail(cmd, "target %s: this build has no %s compiler behind the cache (targets: host)",
+        return cli_fail(cmd,
+                        "target %s: this build has no %s compiler behind the cache (targets: host)",
                         target, target);
     if (strcmp(target, "host") != 0 && strcmp(target, "all") != 0)
         return cli_usage_error(cmd, "unknown target '%s' (host, nvptx, nvrtc or all)", target);

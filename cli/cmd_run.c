@@ -165,12 +165,14 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
         if (sym && extent <= 0 && n_in > 0)
             rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
                                  sj_graph_symbol(g));
-        if (rc == CLI_EXIT_OK) rc = cli_random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
+        if (rc == CLI_EXIT_OK)
+            rc = cli_random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
     }
     if (extent <= 0) extent = 1; /* no input carries the symbolic dim */
     double t0 = cli_now_ms(), run_ms = 0;
     cli_cache cc = {0};
-    cli_cache_args ca = {.backend = a->backend, .ladder = a->ladder, .store = a->store, .devices = 1};
+    cli_cache_args ca = {
+        .backend = a->backend, .ladder = a->ladder, .store = a->store, .devices = 1};
     if (rc == CLI_EXIT_OK) rc = cli_cache_open(cmd, ctx, g, &ca, &cc);
     double ready_ms = cli_now_ms() - t0;
     int64_t bucket_extent = 0;
@@ -185,8 +187,8 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
             ci[i] = (sj_cache_input){.name = d.name, .data = in[i].data, .pad = false};
         }
         double t1 = cli_now_ms();
-        sj_status st = ci ? sj_bucketed_cache_run_padded_mixed(cc.cache, extent, extent, ci, n_in, NULL,
-                                                               0, out, n_out, &bucket_extent)
+        sj_status st = ci ? sj_bucketed_cache_run_padded_mixed(cc.cache, extent, extent, ci, n_in,
+                                                               NULL, 0, out, n_out, &bucket_extent)
                           : SJ_E_NOMEM;
         run_ms = cli_now_ms() - t1;
         if (ci && st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
@@ -203,7 +205,8 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     if (rc == CLI_EXIT_OK) {
         print_summary(g, a->out_dir, out);
         if (a->stats) {
-            fprintf(stderr, "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
+            fprintf(stderr,
+                    "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
                     a->backend, (long long)extent, (long long)bucket_extent);
             cli_json_str(stderr, a->ladder ? a->ladder : CLI_DEFAULT_LADDER);
             fprintf(stderr, ", \"store\": ");
@@ -244,7 +247,8 @@ int cli_cmd_run(int argc, char **argv) {
                                (long long)a.rows);
     if (a.seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
     if (strcmp(a.backend, "interp") != 0 && strcmp(a.backend, "host") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)", a.backend);
+        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
+                               a.backend);
     if (!a.out_dir[0]) return cli_usage_error(cmd, "--out needs a directory");
 
     sj_ctx *ctx = cli_ctx_create(cmd);

@@ -21,12 +21,14 @@ static const char usage[] =
     "  waste (padded rows / real rows). Run it twice against one store: the\n"
     "  second run compiles nothing.\n"
     "  --trace FILE       one request size per line ('#' comments, blank lines skipped)\n"
+    /* clang-format off */
     CLI_SYNTHETIC_USAGE
     "                     (default: lognormal:64:1:1024:1000:1)\n"
     "  --workers N        worker threads (default 2); the host backend gets a device\n"
     "                     per worker so different buckets run at once\n"
     "  --ladder SPEC      buckets (default pow2:1:MAX, MAX the largest request)\n"
     CLI_STORE_USAGE
+    /* clang-format on */
     "  --backend B        host (default) or interp\n"
     "  --requests N       serve N requests: the stream is cut, or repeated\n"
     "  --seed S           seed of the inputs (request i uses S + i; default 0)\n"
@@ -41,11 +43,11 @@ typedef struct serve_state {
     cli_cache cc;
     const cli_stream *stream;
     uint64_t seed;
-    sj_compiler inner;           /* the backend's table, wrapped to see compiles */
-    _Atomic bool *compiled;      /* per bucket: compiled in this process */
+    sj_compiler inner;      /* the backend's table, wrapped to see compiles */
+    _Atomic bool *compiled; /* per bucket: compiled in this process */
     _Atomic size_t next;
     _Atomic bool failed;
-    pthread_mutex_t mu;          /* first error, first result */
+    pthread_mutex_t mu; /* first error, first result */
     char error[512];
     double t0, first_result_ms;
     double *latency_ms;
@@ -60,12 +62,13 @@ static sj_status counted_compile(void *self, const sj_graph *g, int64_t extent, 
     if (b >= 0) atomic_store(&s->compiled[b], true);
     return s->inner.compile(s->inner.ctx, g, extent, options, options_len, artifact, len);
 }
-static sj_status counted_load(void *self, const sj_graph *g, int64_t extent, const void *a, size_t n,
-                              void **exe) {
+static sj_status counted_load(void *self, const sj_graph *g, int64_t extent, const void *a,
+                              size_t n, void **exe) {
     serve_state *s = self;
     return s->inner.load(s->inner.ctx, g, extent, a, n, exe);
 }
-static sj_status counted_run(void *self, void *exe, int64_t active, const sj_tensor *in, sj_tensor *out) {
+static sj_status counted_run(void *self, void *exe, int64_t active, const sj_tensor *in,
+                             sj_tensor *out) {
     serve_state *s = self;
     return s->inner.run(s->inner.ctx, exe, active, in, out);
 }
@@ -111,8 +114,8 @@ static void serve_one(serve_state *s, size_t i, sj_tensor *in, sj_cache_input *c
         bool ready = false;
         if (b >= 0) sj_bucketed_cache_bucket(s->cc.cache, b, &lo, &hi, &ready);
         double t = cli_now_ms();
-        sj_status st = sj_bucketed_cache_run_padded_mixed(s->cc.cache, rows, rows, ci, n_in, NULL, 0, out,
-                                                          n_out, NULL);
+        sj_status st = sj_bucketed_cache_run_padded_mixed(s->cc.cache, rows, rows, ci, n_in, NULL,
+                                                          0, out, n_out, NULL);
         double done = cli_now_ms();
         s->latency_ms[i] = done - t;
         s->not_ready[i] = !ready;
@@ -175,8 +178,10 @@ static int summarise(serve_state *s, figures *f) {
             real += r;
         }
         if (!s->not_ready[i]) continue;
-        if (s->bucket[i] >= 0 && atomic_load(&s->compiled[s->bucket[i]])) f->compile_stalls++;
-        else f->load_stalls++;
+        if (s->bucket[i] >= 0 && atomic_load(&s->compiled[s->bucket[i]]))
+            f->compile_stalls++;
+        else
+            f->load_stalls++;
     }
     f->waste = real ? (double)padded / (double)real : 1;
     f->padded_share = padded ? (double)(padded - real) / (double)padded : 0;
@@ -190,12 +195,12 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     char spec[256];
     sj_ladder_format(s->cc.ladder, spec, sizeof spec);
     const char *store = s->cc.store_path[0] ? s->cc.store_path : "none";
-    printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s\n", model, s->stream->n,
-           source, workers, s->cc.backend.name, spec);
+    printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s\n", model,
+           s->stream->n, source, workers, s->cc.backend.name, spec);
     printf("  store            %s\n", store);
     printf("  first result     %.1f ms after start\n", s->first_result_ms);
-    printf("  latency          p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", f->p50, f->p90,
-           f->p99, f->max);
+    printf("  latency          p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", f->p50,
+           f->p90, f->p99, f->max);
     printf("  throughput       %.1f requests/s (%.3f s)\n", f->rps, f->wall_s);
     printf("  compiles         %llu (%.1f ms compiling), compile stalls %zu\n",
            (unsigned long long)st.compiles, st.compile_ms, f->compile_stalls);
@@ -203,22 +208,24 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            (unsigned long long)st.store_hits, f->load_stalls);
     printf("  buckets used     %d of %d\n", sj_bucketed_cache_compiled_count(s->cc.cache),
            sj_bucketed_cache_total_buckets(s->cc.cache));
-    printf("  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
-           f->waste, 100.0 * f->padded_share);
+    printf(
+        "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
+        f->waste, 100.0 * f->padded_share);
     if (!stats) return;
     fprintf(stderr, "{\"model\": ");
     cli_json_str(stderr, model);
     fprintf(stderr, ", \"source\": ");
     cli_json_str(stderr, source);
-    fprintf(stderr, ", \"backend\": \"%s\", \"ladder\": \"%s\", \"store\": ", s->cc.backend.name, spec);
+    fprintf(stderr, ", \"backend\": \"%s\", \"ladder\": \"%s\", \"store\": ", s->cc.backend.name,
+            spec);
     cli_json_str(stderr, s->cc.store_path);
     fprintf(stderr,
             ", \"requests\": %zu, \"workers\": %d, \"wall_s\": %.6f, \"throughput_rps\": %.3f, "
             "\"first_result_ms\": %.3f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
             "\"max_ms\": %.4f, \"compile_stalls\": %zu, \"store_load_stalls\": %zu, "
             "\"padding_waste\": %.4f, ",
-            s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->p50, f->p90, f->p99, f->max,
-            f->compile_stalls, f->load_stalls, f->waste);
+            s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->p50, f->p90, f->p99,
+            f->max, f->compile_stalls, f->load_stalls, f->waste);
     cli_stats_members(stderr, s->cc.cache);
     fprintf(stderr, "}\n");
 }
@@ -238,12 +245,15 @@ static int serve(serve_state *s, const cli_cache_args *ca, int workers, const ch
     if (s->stream->max > top) {
         for (size_t i = 0; i < n; i++)
             if (s->stream->sizes[i] > top) {
-                rc = cli_fail("serve", "request %zu has size %lld, above the ladder's largest bucket %lld",
+                rc = cli_fail("serve",
+                              "request %zu has size %lld, above the ladder's largest bucket %lld",
                               i + 1, (long long)s->stream->sizes[i], (long long)top);
                 break;
             }
     }
-    s->compiled = rc == CLI_EXIT_OK ? calloc((size_t)sj_ladder_count(s->cc.ladder), sizeof *s->compiled) : NULL;
+    s->compiled = rc == CLI_EXIT_OK
+        ? calloc((size_t)sj_ladder_count(s->cc.ladder), sizeof *s->compiled)
+        : NULL;
     if (rc == CLI_EXIT_OK && !s->compiled) rc = cli_fail("serve", "out of memory");
     pthread_t threads[MAX_WORKERS];
     int started = 0;
@@ -272,27 +282,31 @@ int cli_cmd_serve(int argc, char **argv) {
     cli_cache_args ca = {.backend = "host"};
     cli_model_flags model = {0};
     const cli_opt opts[] = {
-        {"--trace", CLI_OPT_STRING, &trace},     {"--synthetic", CLI_OPT_STRING, &synthetic},
-        {"--workers", CLI_OPT_INT, &workers},    {"--ladder", CLI_OPT_STRING, &ca.ladder},
-        {"--store", CLI_OPT_STRING, &ca.store},  {"--backend", CLI_OPT_STRING, &ca.backend},
-        {"--requests", CLI_OPT_INT, &requests},  {"--seed", CLI_OPT_INT, &seed},
-        {"--stats", CLI_OPT_FLAG, &stats},       CLI_MODEL_OPTS(model),
+        {"--trace", CLI_OPT_STRING, &trace},    {"--synthetic", CLI_OPT_STRING, &synthetic},
+        {"--workers", CLI_OPT_INT, &workers},   {"--ladder", CLI_OPT_STRING, &ca.ladder},
+        {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend},
+        {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
+        {"--stats", CLI_OPT_FLAG, &stats},      CLI_MODEL_OPTS(model),
     };
     const char *pos[1];
     int n_pos;
-    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
+    cli_parse_result r =
+        cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
     if (trace && synthetic) return cli_usage_error(cmd, "give --trace or --synthetic, not both");
     if (workers < 1 || workers > MAX_WORKERS)
         return cli_usage_error(cmd, "--workers must be in 1..%d", MAX_WORKERS);
-    if (requests < 0 || requests > 10000000) return cli_usage_error(cmd, "--requests must be in 1..10000000");
+    if (requests < 0 || requests > 10000000)
+        return cli_usage_error(cmd, "--requests must be in 1..10000000");
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
     if (strcmp(ca.backend, "host") != 0 && strcmp(ca.backend, "interp") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)", ca.backend);
+        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
+                               ca.backend);
 
     cli_stream stream;
     const char *source = trace ? trace : synthetic ? synthetic : DEFAULT_SYNTHETIC;
-    int rc = trace ? cli_stream_trace(cmd, trace, &stream) : cli_stream_synthetic(cmd, source, &stream);
+    int rc =
+        trace ? cli_stream_trace(cmd, trace, &stream) : cli_stream_synthetic(cmd, source, &stream);
     if (rc != CLI_EXIT_OK) return rc;
     if (requests) rc = cli_stream_resize(cmd, &stream, (size_t)requests);
     char default_ladder[64];

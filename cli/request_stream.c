@@ -20,7 +20,9 @@ uint64_t cli_splitmix64(uint64_t *state) {
 }
 
 /* Uniform in (0, 1): never 0, so log() is finite. */
-static double unit(uint64_t *state) { return ((double)(cli_splitmix64(state) >> 11) + 0.5) / 9007199254740992.0; }
+static double unit(uint64_t *state) {
+    return ((double)(cli_splitmix64(state) >> 11) + 0.5) / 9007199254740992.0;
+}
 
 void cli_stream_free(cli_stream *s) {
     free(s->sizes);
@@ -63,7 +65,8 @@ int cli_stream_synthetic(const char *cmd, const char *spec, cli_stream *out) {
     bool logn = !strcmp(field[0], "lognormal"), unif = !strcmp(field[0], "uniform");
     int fixed = logn ? 4 : 3;
     if (!logn && !unif)
-        return cli_usage_error(cmd, "--synthetic '%s': unknown distribution '%s' (lognormal or uniform)",
+        return cli_usage_error(cmd,
+                               "--synthetic '%s': unknown distribution '%s' (lognormal or uniform)",
                                spec, field[0]);
     if (n < fixed || n > fixed + 2)
         return cli_usage_error(cmd, "--synthetic '%s': expected %s", spec,
@@ -71,24 +74,30 @@ int cli_stream_synthetic(const char *cmd, const char *spec, cli_stream *out) {
                                     : "uniform:MIN:MAX[:COUNT[:SEED]]");
     int64_t count = DEFAULT_COUNT, seed = 1;
     if (n > fixed && (!parse_i64(field[fixed], &count) || count < 1 || count > MAX_COUNT))
-        return cli_usage_error(cmd, "--synthetic '%s': COUNT '%s' is not in 1..%d", spec, field[fixed], MAX_COUNT);
+        return cli_usage_error(cmd, "--synthetic '%s': COUNT '%s' is not in 1..%d", spec,
+                               field[fixed], MAX_COUNT);
     if (n > fixed + 1 && (!parse_i64(field[fixed + 1], &seed) || seed < 0))
-        return cli_usage_error(cmd, "--synthetic '%s': SEED '%s' is not a non-negative integer", spec,
-                               field[fixed + 1]);
+        return cli_usage_error(cmd, "--synthetic '%s': SEED '%s' is not a non-negative integer",
+                               spec, field[fixed + 1]);
     double median = 0, sigma = 0;
     int64_t lo = 1, hi = 0;
     if (logn) {
         if (!parse_f64(field[1], &median) || median < 1)
-            return cli_usage_error(cmd, "--synthetic '%s': MEDIAN '%s' is not a number >= 1", spec, field[1]);
+            return cli_usage_error(cmd, "--synthetic '%s': MEDIAN '%s' is not a number >= 1", spec,
+                                   field[1]);
         if (!parse_f64(field[2], &sigma) || sigma < 0 || sigma > 10)
-            return cli_usage_error(cmd, "--synthetic '%s': SIGMA '%s' is not in 0..10", spec, field[2]);
+            return cli_usage_error(cmd, "--synthetic '%s': SIGMA '%s' is not in 0..10", spec,
+                                   field[2]);
         if (!parse_i64(field[3], &hi))
-            return cli_usage_error(cmd, "--synthetic '%s': MAX '%s' is not an integer", spec, field[3]);
+            return cli_usage_error(cmd, "--synthetic '%s': MAX '%s' is not an integer", spec,
+                                   field[3]);
     } else if (!parse_i64(field[1], &lo) || !parse_i64(field[2], &hi) || lo < 1 || hi < lo) {
-        return cli_usage_error(cmd, "--synthetic '%s': MIN and MAX must be integers with 1 <= MIN <= MAX", spec);
+        return cli_usage_error(
+            cmd, "--synthetic '%s': MIN and MAX must be integers with 1 <= MIN <= MAX", spec);
     }
     if (hi < 1 || hi > SJ_MAX_EXTENT)
-        return cli_usage_error(cmd, "--synthetic '%s': MAX must be in 1..%lld", spec, (long long)SJ_MAX_EXTENT);
+        return cli_usage_error(cmd, "--synthetic '%s': MAX must be in 1..%lld", spec,
+                               (long long)SJ_MAX_EXTENT);
     int rc = alloc_stream(cmd, out, (size_t)count);
     if (rc != CLI_EXIT_OK) return rc;
     uint64_t state = (uint64_t)seed;
@@ -118,19 +127,21 @@ int cli_stream_trace(const char *cmd, const char *path, cli_stream *out) {
     for (long lineno = 1; rc == CLI_EXIT_OK && fgets(line, sizeof line, f); lineno++) {
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
-            rc = cli_fail(cmd, "trace %s:%ld: line longer than %zu characters", path, lineno, sizeof line - 2);
+            rc = cli_fail(cmd, "trace %s:%ld: line longer than %zu characters", path, lineno,
+                          sizeof line - 2);
             break;
         }
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
-                       line[len - 1] == '\t'))
+        while (len &&
+               (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                line[len - 1] == '\t'))
             line[--len] = '\0';
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (!*s || *s == '#') continue;
         int64_t v;
         if (!parse_i64(s, &v) || v < 1 || v > SJ_MAX_EXTENT) {
-            rc = cli_fail(cmd, "trace %s:%ld: '%s' is not a request size (an integer in 1..%lld)", path,
-                          lineno, s, (long long)SJ_MAX_EXTENT);
+            rc = cli_fail(cmd, "trace %s:%ld: '%s' is not a request size (an integer in 1..%lld)",
+                          path, lineno, s, (long long)SJ_MAX_EXTENT);
             break;
         }
         if (out->n == cap) {
@@ -147,7 +158,8 @@ int cli_stream_trace(const char *cmd, const char *path, cli_stream *out) {
     }
     if (rc == CLI_EXIT_OK && ferror(f)) rc = cli_fail(cmd, "trace %s: read error", path);
     fclose(f);
-    if (rc == CLI_EXIT_OK && out->n == 0) rc = cli_fail(cmd, "trace %s: no request sizes in it", path);
+    if (rc == CLI_EXIT_OK && out->n == 0)
+        rc = cli_fail(cmd, "trace %s: no request sizes in it", path);
     if (rc != CLI_EXIT_OK) cli_stream_free(out);
     return rc;
 }

@@ -21,13 +21,15 @@ int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap) {
     } else if ((env = getenv("HOME")) && env[0]) {
         n = snprintf(buf, cap, "%s/.cache/shapejit/store.db", env);
     } else {
-        return cli_fail(cmd, "no store path: set SHAPEJIT_STORE or HOME, or pass --store PATH|none");
+        return cli_fail(cmd,
+                        "no store path: set SHAPEJIT_STORE or HOME, or pass --store PATH|none");
     }
     if (n < 0 || (size_t)n >= cap) return cli_fail(cmd, "store path too long");
     return CLI_EXIT_OK;
 }
 
-static int backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices, cli_backend *b) {
+static int backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices,
+                        cli_backend *b) {
     memset(b, 0, sizeof *b);
     b->name = name;
     sj_bucketed_cache_config_init(&b->cfg);
@@ -58,8 +60,8 @@ static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache 
     sj_status st = sj_store_open(ctx, &sc, &c->store);
     if (st != SJ_OK) return cli_fail(cmd, "store %s: %s", c->store_path, sj_ctx_last_error(ctx));
     if (!sj_store_persistent(c->store))
-        fprintf(stderr, "shapejit %s: warning: store %s not usable (%s); nothing will persist\n", cmd,
-                c->store_path, sj_store_warning(c->store));
+        fprintf(stderr, "shapejit %s: warning: store %s not usable (%s); nothing will persist\n",
+                cmd, c->store_path, sj_store_warning(c->store));
     return CLI_EXIT_OK;
 }
 
@@ -77,13 +79,15 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     out->ctx = ctx;
     const char *spec = a->ladder ? a->ladder : CLI_DEFAULT_LADDER;
     sj_status st = sj_ladder_parse(ctx, spec, &out->ladder);
-    int rc = st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
-    if (rc == CLI_EXIT_OK) rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
+    int rc =
+        st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
+    if (rc == CLI_EXIT_OK)
+        rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
     if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
     if (rc == CLI_EXIT_OK && a->wrap) a->wrap(a->wrap_user, &out->backend.comp);
     if (rc == CLI_EXIT_OK) {
-        st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store, &out->backend.cfg,
-                                      &out->cache);
+        st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store,
+                                      &out->backend.cfg, &out->cache);
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
     if (rc != CLI_EXIT_OK) cli_cache_close(out);
@@ -93,15 +97,16 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
 void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
     sj_bucketed_cache_stats s;
     sj_bucketed_cache_stats_get(c, &s);
-    fprintf(f,
-            "\"memory_hits\": %llu, \"store_hits\": %llu, \"remote_hits\": %llu, \"compiles\": %llu, "
-            "\"compile_ms\": %.3f, \"corrupt\": %llu, \"evictions\": %llu, \"store_errors\": %llu, "
-            "\"one_offs\": %llu, \"compiled_buckets\": %d, \"total_buckets\": %d",
-            (unsigned long long)s.memory_hits, (unsigned long long)s.store_hits,
-            (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
-            (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
-            (unsigned long long)s.store_errors, (unsigned long long)s.one_offs,
-            sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
+    fprintf(
+        f,
+        "\"memory_hits\": %llu, \"store_hits\": %llu, \"remote_hits\": %llu, \"compiles\": %llu, "
+        "\"compile_ms\": %.3f, \"corrupt\": %llu, \"evictions\": %llu, \"store_errors\": %llu, "
+        "\"one_offs\": %llu, \"compiled_buckets\": %d, \"total_buckets\": %d",
+        (unsigned long long)s.memory_hits, (unsigned long long)s.store_hits,
+        (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
+        (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
+        (unsigned long long)s.store_errors, (unsigned long long)s.one_offs,
+        sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
 }
 
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
@@ -127,9 +132,12 @@ void cli_json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
     }
     fputc('"', f);
 }

@@ -37,17 +37,17 @@ typedef struct cli_backend {
 typedef struct cli_cache {
     sj_ctx *ctx;
     sj_ladder *ladder;
-    sj_store *store; /* NULL with --store none */
+    sj_store *store;       /* NULL with --store none */
     char store_path[4096]; /* "" with --store none */
     cli_backend backend;
     sj_bucketed_cache *cache;
 } cli_cache;
 
 typedef struct cli_cache_args {
-    const char *backend;  /* "host" (NULL) or "interp" */
-    const char *ladder;   /* a SPEC; NULL = CLI_DEFAULT_LADDER */
-    const char *store;    /* --store as given (NULL = default) */
-    int devices;          /* host devices; 0 = 1 */
+    const char *backend; /* "host" (NULL) or "interp" */
+    const char *ladder;  /* a SPEC; NULL = CLI_DEFAULT_LADDER */
+    const char *store;   /* --store as given (NULL = default) */
+    int devices;         /* host devices; 0 = 1 */
     /* Called with the backend's table before the cache is made, so a command
      * can put a wrapper around it (NULL: none). */
     void (*wrap)(void *user, sj_compiler *comp);

@@ -54,19 +54,32 @@ int main(int argc, char **argv) {
     sj_bucketed_cache_config cfg;
     sj_bucketed_cache_config_init(&cfg);
 
-    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) { rc = fail(ctx, argv[1]); goto out; }
+    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) {
+        rc = fail(ctx, argv[1]);
+        goto out;
+    }
     /* The serving processes must use the same ladder, options and compiler:
      * those (with the graph, the CPU and the toolchain) make the store key. */
-    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) { rc = fail(ctx, "ladder"); goto out; }
-    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) { rc = fail(ctx, "store"); goto out; }
-    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) { rc = fail(ctx, "host compiler"); goto out; }
+    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) {
+        rc = fail(ctx, "ladder");
+        goto out;
+    }
+    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) {
+        rc = fail(ctx, "store");
+        goto out;
+    }
+    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) {
+        rc = fail(ctx, "host compiler");
+        goto out;
+    }
     sj_host_compiler_table(hc, &comp);
     sj_host_compiler_cache_config(hc, &cfg);
     if (sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &cache) != SJ_OK) {
         rc = fail(ctx, "cache");
         goto out;
     }
-    printf("precompiling %d buckets into %s with 2 jobs\n", sj_bucketed_cache_total_buckets(cache), argv[2]);
+    printf("precompiling %d buckets into %s with 2 jobs\n", sj_bucketed_cache_total_buckets(cache),
+           argv[2]);
     double t0 = now_s();
     if (sj_bucketed_cache_precompile(cache, 2, progress, NULL) != SJ_OK) {
         rc = fail(ctx, "precompile");

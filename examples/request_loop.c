@@ -46,10 +46,22 @@ int main(int argc, char **argv) {
     sj_compiler comp;
     sj_bucketed_cache_config cfg;
     sj_bucketed_cache_config_init(&cfg);
-    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) { rc = fail(ctx, argv[1]); goto out; }
-    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) { rc = fail(ctx, "ladder"); goto out; }
-    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) { rc = fail(ctx, "store"); goto out; }
-    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) { rc = fail(ctx, "host compiler"); goto out; }
+    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) {
+        rc = fail(ctx, argv[1]);
+        goto out;
+    }
+    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) {
+        rc = fail(ctx, "ladder");
+        goto out;
+    }
+    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) {
+        rc = fail(ctx, "store");
+        goto out;
+    }
+    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) {
+        rc = fail(ctx, "host compiler");
+        goto out;
+    }
     sj_host_compiler_table(hc, &comp);
     sj_host_compiler_cache_config(hc, &cfg);
     if (sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &cache) != SJ_OK) {
@@ -72,8 +84,9 @@ int main(int argc, char **argv) {
             rc = fail(ctx, "request");
             goto out;
         }
-        printf("request %2zu: N = %3lld ran in bucket %3lld -> y [%lld, %lld], y[0][0] = %.5f\n", r + 1,
-               (long long)n, (long long)extent, (long long)y.dims[0], (long long)y.dims[1], y.data[0]);
+        printf("request %2zu: N = %3lld ran in bucket %3lld -> y [%lld, %lld], y[0][0] = %.5f\n",
+               r + 1, (long long)n, (long long)extent, (long long)y.dims[0], (long long)y.dims[1],
+               y.data[0]);
         sj_tensor_free(ctx, &y);
     }
     free(x);

@@ -50,10 +50,22 @@ int main(int argc, char **argv) {
     sj_bucketed_cache_config cfg;
     sj_bucketed_cache_config_init(&cfg);
 
-    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) { rc = fail(ctx, argv[1]); goto out; }
-    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) { rc = fail(ctx, "ladder"); goto out; }
-    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) { rc = fail(ctx, "store"); goto out; }
-    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) { rc = fail(ctx, "host compiler"); goto out; }
+    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) {
+        rc = fail(ctx, argv[1]);
+        goto out;
+    }
+    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) {
+        rc = fail(ctx, "ladder");
+        goto out;
+    }
+    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) {
+        rc = fail(ctx, "store");
+        goto out;
+    }
+    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) {
+        rc = fail(ctx, "host compiler");
+        goto out;
+    }
     sj_host_compiler_table(hc, &comp);
     sj_host_compiler_cache_config(hc, &cfg);
     if (sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &cache) != SJ_OK) {
@@ -85,7 +97,8 @@ int main(int argc, char **argv) {
     printf("first result after %.1f ms, all %d buckets ready after %.1f ms\n", first,
            sj_bucketed_cache_total_buckets(cache), ready);
     printf("%s start: %llu buckets loaded from the store, %llu compiled\n",
-           s.compiles ? "cold" : "warm", (unsigned long long)s.store_hits, (unsigned long long)s.compiles);
+           s.compiles ? "cold" : "warm", (unsigned long long)s.store_hits,
+           (unsigned long long)s.compiles);
     rc = expect_warm && s.compiles ? 1 : 0;
 out:
     sj_bucketed_cache_destroy(cache);

@@ -180,7 +180,8 @@ static void test_warm_restart_compiles_nothing(void **state) {
     for (int k = 0; k < N_KEYS; k++) {
         sj_tensor warm;
         run_key(c, keys[k], &warm);
-        assert_int_equal(memcmp(warm.data, cold[k].data, (size_t)sj_tensor_numel(&warm) * sizeof(float)), 0);
+        assert_int_equal(
+            memcmp(warm.data, cold[k].data, (size_t)sj_tensor_numel(&warm) * sizeof(float)), 0);
         sj_tensor_free(ctx, &warm);
         sj_tensor_free(ctx, &cold[k]);
     }
@@ -334,7 +335,8 @@ static void *work(void *arg) {
         sj_tensor out = {0}, want = {0};
         sj_tensor xin;
         int64_t dims[2] = {key, 64};
-        sj_status st = sj_bucketed_cache_run_padded(w->c, key, key, &in, 1, &inner, 1, &out, 1, NULL);
+        sj_status st =
+            sj_bucketed_cache_run_padded(w->c, key, key, &in, 1, &inner, 1, &out, 1, NULL);
         if (st == SJ_OK && sj_tensor_alloc(ctx, 2, dims, &xin) == SJ_OK) {
             memcpy(xin.data, x, (size_t)key * 64 * sizeof *x);
             if (sj_interp_run(g, key, &xin, &want) != SJ_OK) w->bad++;

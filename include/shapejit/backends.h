@@ -44,9 +44,9 @@ extern "C" {
 #endif
 
 typedef struct sj_host_compiler_config {
-    sj_compile_options options; /* target must be SJ_TARGET_HOST */
-    int devices;                /* host devices to spread executables over; default 1 */
-    bool replay;                /* capture at load, replay on run; default true */
+    sj_compile_options options;      /* target must be SJ_TARGET_HOST */
+    int devices;                     /* host devices to spread executables over; default 1 */
+    bool replay;                     /* capture at load, replay on run; default true */
     const sj_mdcache_policy *policy; /* the devices' metadata cache policy; NULL = defaults */
 } sj_host_compiler_config;
 
