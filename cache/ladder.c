@@ -287,7 +287,8 @@ void sj_ladder_format(const sj_ladder *l, char *buf, size_t len) {
         snprintf(buf, len, "pow2:%lld:%lld", (long long)l->min, (long long)l->max);
         return;
     case SJ_LADDER_GEO:
-        snprintf(buf, len, "geo:%lld:%lld:%g", (long long)l->min, (long long)l->max, l->ratio);
+        /* %.15g: the usual ratios (1.5, 1.25) print as typed, without %g's cut to 6 digits */
+        snprintf(buf, len, "geo:%lld:%lld:%.15g", (long long)l->min, (long long)l->max, l->ratio);
         return;
     case SJ_LADDER_LIST: break;
     }

@@ -137,6 +137,16 @@ static int file_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, const ru
     return rc;
 }
 
+static bool inputs_use_symbol(const sj_graph *g) {
+    for (int i = 0; i < sj_graph_num_inputs(g); i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        for (int k = 0; k < d.shape.rank; k++)
+            if (d.shape.dims[k] == SJ_DIM_SYM) return true;
+    }
+    return false;
+}
+
 static void print_summary(const sj_graph *g, const char *dir, const sj_tensor *out) {
     for (int i = 0; i < sj_graph_num_outputs(g); i++) {
         sj_value_desc d;
@@ -158,11 +168,10 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     const char **names = calloc((size_t)n_out + 1, sizeof *names);
     int rc = in && out && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
     int64_t extent = a->rows;
-    bool sym = sj_graph_symbol(g) != NULL;
     if (rc == CLI_EXIT_OK && a->inputs.n > 0) {
         rc = file_inputs(cmd, ctx, g, a, in, &extent);
     } else if (rc == CLI_EXIT_OK) {
-        if (sym && extent <= 0 && n_in > 0)
+        if (extent <= 0 && inputs_use_symbol(g))
             rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
                                  sj_graph_symbol(g));
         if (rc == CLI_EXIT_OK)

@@ -15,7 +15,8 @@
     X(cli_cmd_bench, "bench", "run the benchmark suite; a table, JSON and charts")                \
     X(cli_cmd_print, "print", "print a model as canonical .sjg text")                             \
     X(cli_cmd_hash, "hash", "print a model's 256-bit content hash")                               \
-    X(cli_cmd_onnx_conformance, "onnx-conformance", "run the ONNX backend node tests under a folder")
+    X(cli_cmd_onnx_conformance, "onnx-conformance", "run the ONNX backend node tests under a folder") \
+    X(cli_cmd_store, "store", "look after the artifact store: ls, stats, verify, gc, rm, export, import, explain")
 
 #define CLI_DECLARE(fn, name, summary) int fn(int argc, char **argv);
 CLI_COMMANDS(CLI_DECLARE)

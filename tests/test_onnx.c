@@ -678,6 +678,22 @@ static void test_declared_dynamic_axis(void **state) {
     sj_tensor_free(ctx, &out);
     sj_graph_destroy(g);
 
+    mb_free(&b);
+
+    /* a dim with neither size nor name: an error that says how to declare it */
+    build_fixed_mlp(&b);
+    b.ins[0] = mb_vi(&b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "?,8");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "--dynamic-axis x:0");
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 0;
+    o.dynamic_name = "rows";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "rows");
+    sj_graph_destroy(g);
+
+    o.dynamic_name = NULL;
     o.dynamic_input = "nope";
     assert_int_equal(load(ctx, &b, &o, &g), SJ_E_NOT_FOUND);
     assert_msg_has(ctx, "nope");
@@ -900,6 +916,22 @@ static void test_conflicting_dims(void **state) {
     mb_output(&b, "y", "3,n");
     assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
     mb_free(&b);
+
+    /* an intermediate's value_info that disagrees */
+    mb_init(&b, 13);
+    mb_input(&b, "a", "n,3");
+    mb_node(&b, "Relu", "act", "a", "r");
+    mb_node(&b, "Neg", "neg", "r", "y");
+    Onnx__ValueInfoProto *info[1] = {mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,4")};
+    b.g.n_value_info = 1;
+    b.g.value_info = info;
+    mb_output(&b, "y", "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    assert_msg_has(ctx, "value 'r' dim 1 is declared as 4");
+    info[0] = mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    sj_graph_destroy(g);
+    mb_free(&b);
 }
 
 static void test_non_float_tensors(void **state) {
@@ -924,6 +956,73 @@ static void test_non_float_tensors(void **state) {
     assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
     assert_msg_has(ctx, "BOOL");
     mb_free(&b);
+}
+
+/* Every allocation failing in turn: each load fails cleanly (ASan checks
+ * that nothing leaks) until enough memory is allowed. */
+typedef struct budget {
+    int left;
+} budget;
+
+static void *budget_alloc(void *user, size_t size) {
+    budget *b = user;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return malloc(size ? size : 1);
+}
+
+static void *budget_realloc(void *user, void *p, size_t size) {
+    budget *b = user;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return realloc(p, size ? size : 1);
+}
+
+static void budget_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+static void test_allocation_failures(void **state) {
+    (void)state;
+    budget bud = {1 << 30};
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = (sj_allocator){budget_alloc, budget_realloc, budget_free, &bud};
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    mb b;
+    mb_init(&b, 11);
+    mb_input(&b, "x", "seq,4");
+    float w[16];
+    fill(w, 16, 5);
+    mb_init_f(&b, "w", 2, (int64_t[]){4, 4}, w);
+    mb_init_f(&b, "gain", 1, (int64_t[]){4}, w);
+    mb_init_i64(&b, "shape", 3, (int64_t[]){0, 2, 2});
+    mb_node(&b, "MatMul", "fc", "x,w", "h");
+    mb_node(&b, "Reshape", "rs", "h,shape", "h3");
+    mb_attr_i(&b, mb_node(&b, "Softmax", "sm", "h3", "p"), "axis", 1);
+    mb_node(&b, "LayerNormalization", "ln", "h,gain", "y,mean,inv");
+    mb_output(&b, "p", NULL);
+    mb_output(&b, "inv", NULL);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    int allowed = 0;
+    for (;; allowed++) {
+        bud.left = allowed;
+        sj_graph *g;
+        sj_status st = sj_onnx_load_mem(ctx, bytes, len, "m.onnx", NULL, &g);
+        bud.left = 1 << 30;
+        if (st == SJ_OK) {
+            sj_graph_destroy(g);
+            break;
+        }
+        if (st != SJ_E_NOMEM) fail_msg("allowed %d: %s: %s", allowed, sj_status_str(st), sj_ctx_last_error(ctx));
+        assert_null(g);
+    }
+    assert_true(allowed > 10);
+    mb_free(&b);
+    sj_ctx_destroy(ctx);
 }
 
 /* ---- TensorProto files ---- */
@@ -996,7 +1095,7 @@ static sj_status off_by_one(void *user, const sj_graph *g, int64_t extent, const
 static void test_conformance_runner(void **state) {
     sj_ctx *ctx = *state;
     if (!have_node_tests()) skip();
-    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL};
+    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL, NULL};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
     o.only = "^test_(gemm_|softmax_axis_|reshape_|add_|reduce_sum_keepdims)";
@@ -1050,6 +1149,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),
         cmocka_unit_test(test_non_float_tensors),
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_tensor_pb),
         cmocka_unit_test(test_conformance_runner),
     };

@@ -418,6 +418,93 @@ static void test_stalled(void **state) {
     sj_remote_destroy(r);
 }
 
+/* A server whose accept queue is full drops new SYNs: connecting runs into
+ * the connect timeout, counted as a timeout. The listener is the test's own
+ * socket with backlog 0 and its queue filled by two connections. */
+static void test_connect_timeout(void **state) {
+    fixture *f = *state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    assert_int_equal(listen(lfd, 0), 0);
+    int fill[2];
+    for (int i = 0; i < 2; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(fill[i] >= 0);
+        connect(fill[i], (struct sockaddr *)&a, sizeof a);
+    }
+    sj_test_sleep_ms(20);
+    snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    sj_remote *r = open_tier(f, NULL, false, 0);
+    uint8_t key[32];
+    make_key(key, 1);
+    double ms = timed_miss(r, key, SJ_E_IO);
+    sj_remote_stats s;
+    sj_remote_get_stats(r, &s);
+    assert_int_equal(s.timeouts, 1);
+    assert_true(ms >= CONNECT_MS * 0.8);
+    assert_true(ms < CALL_BUDGET_MS);
+    assert_true(timed_miss(r, key, SJ_E_BUSY) < SKIP_BUDGET_MS);
+    sj_remote_destroy(r);
+    close(fill[0]);
+    close(fill[1]);
+    close(lfd);
+}
+
+typedef struct stalled_arg {
+    sj_remote *r;
+    const uint8_t *key;
+    double ms;
+    sj_status st;
+} stalled_arg;
+
+static void *stalled_reader(void *p) {
+    stalled_arg *a = p;
+    void *got = NULL;
+    size_t n;
+    double t0 = sj_test_now_ms();
+    a->st = sj_remote_get(a->r, a->key, &got, &n);
+    a->ms = sj_test_now_ms() - t0;
+    return NULL;
+}
+
+/* More serving threads than pooled connections hit a stalled server at
+ * once: each returns a miss within the budget, none hangs. */
+static void test_stalled_many_threads(void **state) {
+    fixture *f = *state;
+    NEED_SERVER(f);
+    sj_remote *r = open_tier(f, NULL, false, 0);
+    uint8_t key[32];
+    make_key(key, 1);
+    timed_miss(r, key, SJ_E_NOT_FOUND); /* one pooled connection, up */
+    assert_int_equal(kill(f->srv.pid, SIGSTOP), 0);
+    enum { THREADS = 7 };
+    pthread_t t[THREADS];
+    stalled_arg a[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        a[i] = (stalled_arg){r, key, 0, SJ_OK};
+        assert_int_equal(pthread_create(&t[i], NULL, stalled_reader, &a[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_not_equal(a[i].st, SJ_OK);
+        if (a[i].ms >= CALL_BUDGET_MS + COMMAND_MS)
+            fail_msg("thread %d waited %.0f ms", i, a[i].ms);
+    }
+    kill(f->srv.pid, SIGCONT);
+    sj_remote_stats s;
+    sj_remote_get_stats(r, &s);
+    assert_int_equal(s.misses, THREADS + 1);
+    assert_true(s.timeouts >= 1);
+    sj_remote_destroy(r);
+}
+
 /* A stalled server holds the writer; further puts fill the queue and are
  * dropped, and the callers never wait. */
 static void test_queue_full(void **state) {
@@ -1044,6 +1131,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_killed_mid_run, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_stalled, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_queue_full, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_ctx, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_many_threads, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_tampered, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_key, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_garbage, setup_server, teardown),

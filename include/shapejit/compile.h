@@ -57,8 +57,10 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
                      sj_artifact **out);
 
 typedef enum sj_emit_kind {
-    SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels */
-    SJ_EMIT_HOST_ASM /* host assembly */
+    SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels (nvptx: the kernels' IR) */
+    SJ_EMIT_HOST_ASM, /* host assembly */
+    SJ_EMIT_PTX,      /* targets nvptx, nvrtc: PTX for o->arch */
+    SJ_EMIT_CUDA_C    /* target nvrtc: the CUDA C source NVRTC compiles */
 } sj_emit_kind;
 
 /* The code of one bucket as text; *out is NUL-terminated, allocated with

@@ -19,12 +19,15 @@ sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph 
         fmt = SJ_CODE_HOST_OBJECT;
         SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
     } else {
-        /* GPUs: SASS for the device's arch first, else PTX the driver can JIT. */
-        fmt = SJ_CODE_CUBIN;
-        if (sj_artifact_find_code(a, fmt, &code, &len) != SJ_OK) {
-            fmt = SJ_CODE_PTX;
-            SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
+        /* GPUs: SASS when the device runs its arch, else PTX the driver can
+         * JIT (the device refuses a cubin of another arch with SJ_E_MISMATCH). */
+        if (sj_artifact_find_code(a, SJ_CODE_CUBIN, &code, &len) == SJ_OK) {
+            sj_status st = sj_executable_create(dev, &a->plan, SJ_CODE_CUBIN, code, len, g, out);
+            if (st != SJ_E_MISMATCH || sj_artifact_find_code(a, SJ_CODE_PTX, &code, &len) != SJ_OK)
+                return st;
         }
+        fmt = SJ_CODE_PTX;
+        SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
     }
     return sj_executable_create(dev, &a->plan, fmt, code, len, g, out);
 }

@@ -4,7 +4,6 @@
 #include "sjg_parse_impl.h"
 #include "shapejit/model.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -604,17 +603,17 @@ static sj_status parse_expr(sjg_parser *p, sj_value *out);
 
 /* After `name(`: operands, then key=value attributes, then ')'. */
 static sj_status parse_call(sjg_parser *p, sj_value *out) {
-    const sjg_token *opt_tok = sjg_cur(p);
-    char *name = tok_text(p, opt_tok);
+    const sjg_token *op_tok = sjg_cur(p);
+    char *name = tok_text(p, op_tok);
     if (!name) return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
     call_args a;
     memset(&a, 0, sizeof a);
-    a.op_at = sjg_at(p, opt_tok);
+    a.op_at = sjg_at(p, op_tok);
     a.op_name = name;
     sj_op op;
     sj_status st = SJ_OK;
     if (sj_op_from_name(name, &op) != SJ_OK) {
-        st = unknown_op(p, opt_tok, name);
+        st = unknown_op(p, op_tok, name);
         goto done;
     }
     if (op == SJ_OP_INPUT || op == SJ_OP_PARAM) {
