@@ -195,9 +195,7 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
 static sj_status host_run(void *self, void *exe, int64_t active, const sj_tensor *inputs,
                           sj_tensor *outputs) {
     (void)self;
-    sj_executable *e = exe;
-    return sj_executable_has_capture(e) ? sj_executable_replay(e, active, inputs, outputs)
-                                        : sj_executable_run(e, active, inputs, outputs);
+    return sj_executable_run_or_replay(exe, active, inputs, outputs);
 }
 
 static void host_destroy(void *self, void *exe) {
