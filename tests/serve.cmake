@@ -1,5 +1,29 @@
 # CLI tests of the serving commands (serve, precompile, run --backend host
 # with a store, emit). Uses sj_cli_test from cli.cmake (included before).
+if(CMAKE_SCRIPT_MODE_FILE)
+  # Script mode (cmake -DJSON=FILE -P serve.cmake): checks that the JSON of
+  # `shapejit bench` has every key CLI.md lists, each a number.
+  file(READ "${JSON}" j)
+  foreach(key hit_path_ns metadata_hit_ns warm_load_us_per_artifact warm_vs_cold_ready_ratio
+              replay_vs_eager_dispatch)
+    string(JSON v ERROR_VARIABLE err GET "${j}" ${key})
+    if(err OR NOT v MATCHES "^[0-9.e+-]+$")
+      message(FATAL_ERROR "${JSON}: ${key} missing or not a number (${v}${err})")
+    endif()
+  endforeach()
+  foreach(n 16 4096 65536)
+    string(JSON v ERROR_VARIABLE err GET "${j}" metadata_evict_insert_ns ${n})
+    if(err OR NOT v MATCHES "^[0-9.e+-]+$")
+      message(FATAL_ERROR "${JSON}: metadata_evict_insert_ns.${n} missing (${err})")
+    endif()
+  endforeach()
+  string(JSON v ERROR_VARIABLE err GET "${j}" cold_compile_ms_per_bucket host)
+  if(err OR NOT v MATCHES "^[0-9.e+-]+$")
+    message(FATAL_ERROR "${JSON}: cold_compile_ms_per_bucket.host missing (${err})")
+  endif()
+  return()
+endif()
+
 set(SJ_SERVE_DIR ${PROJECT_BINARY_DIR}/serve_tests)
 set(SJ_FFN ${PROJECT_SOURCE_DIR}/examples/models/ffn.sjg)
 file(MAKE_DIRECTORY ${SJ_SERVE_DIR})
@@ -57,3 +81,16 @@ sj_cli_test(emit_bad_target RC 2 ARGS emit ${SJ_FFN} --rows 5 --target wasm ERR 
 get_property(sj_all_tests DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY TESTS)
 set_property(TEST ${sj_all_tests} APPEND PROPERTY ENVIRONMENT
   "SHAPEJIT_STORE=${PROJECT_BINARY_DIR}/test_default_store.db")
+
+# bench --quick writes the JSON keys other tools read (CLI.md) and, with
+# gnuplot installed, the charts next to it. Figures are not checked here:
+# speed goals are measured by bench, never by tests.
+set(bench_json ${SJ_SERVE_DIR}/bench.json)
+file(REMOVE ${bench_json})
+sj_cli_test(bench_quick RC 0 SETUP bench_json
+  ARGS bench --quick --json ${bench_json}
+  OUT "warm_vs_cold_ready_ratio .*replay_vs_eager_dispatch .*json: .*bench.json"
+  FILES ${bench_json})
+add_test(NAME cli_bench_json_keys COMMAND ${CMAKE_COMMAND} -DJSON=${bench_json}
+  -P ${CMAKE_CURRENT_LIST_FILE})
+set_tests_properties(cli_bench_json_keys PROPERTIES FIXTURES_REQUIRED bench_json LABELS cli)
