@@ -10,6 +10,7 @@
 
 #include "shapejit/graph.h"
 #include "jit/graph/graph_impl.h"
+#include "tests/test_util.h"
 
 #define S SJ_DIM_SYM
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -811,42 +812,11 @@ static void test_clone(void **state) {
 
 /* ------------------------------------------------------- allocation failure */
 
-typedef struct failing_alloc {
-    long calls;   /* allocations attempted (alloc, and realloc of NULL or growth) */
-    long fail_at; /* the call number that fails; -1 = never */
-    long live;
-} failing_alloc;
-
-static bool should_fail(failing_alloc *a) { return a->calls++ == a->fail_at; }
-
-static void *fa_alloc(void *u, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *p = malloc(n);
-    if (p) a->live++;
-    return p;
-}
-static void *fa_realloc(void *u, void *p, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) a->live++;
-    return q;
-}
-static void fa_free(void *u, void *p) {
-    if (p) ((failing_alloc *)u)->live--;
-    free(p);
-}
-
 /* Builds a graph through a context whose k-th allocation fails. Every call
  * either succeeds or reports SJ_E_NOMEM; returns whether all succeeded. */
 static bool build_with_failure(long k) {
-    failing_alloc a = {0, -1, 0};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
     a.fail_at = a.calls + k;
     bool all_ok = true;
     sj_graph *g = NULL, *c = NULL;
@@ -888,12 +858,8 @@ static bool build_with_failure(long k) {
  * hash, so it can cost a cache miss and never a false hit. */
 static void hash_when_allocation_fails(const float *weights, uint8_t canonical[32],
                                        uint8_t fallback[32], uint8_t fallback_again[32]) {
-    failing_alloc a = {0, -1, 0};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
     sj_graph *g;
     assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
     sj_value x = input_ok(g, "x", 2, DIMS(S, 2)), w, y;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "shapejit/interp.h"
+#include "tests/test_util.h"
 
 #define S SJ_DIM_SYM
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -567,39 +568,11 @@ static void test_tensor_alloc(void **state) {
 
 /* ------------------------------------------------------ allocation failure */
 
-typedef struct failing_alloc {
-    long calls, fail_at, live;
-} failing_alloc;
-
-static bool should_fail(failing_alloc *a) { return a->calls++ == a->fail_at; }
-static void *fa_alloc(void *u, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *p = malloc(n);
-    if (p) a->live++;
-    return p;
-}
-static void *fa_realloc(void *u, void *p, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) a->live++;
-    return q;
-}
-static void fa_free(void *u, void *p) {
-    if (p) ((failing_alloc *)u)->live--;
-    free(p);
-}
-
 /* Runs a graph with intermediates, two outputs and a dead node while the
  * k-th allocation of the run fails. Returns whether the run succeeded. */
 static bool run_with_failure(long k) {
-    failing_alloc a = {0, -1, 0};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
     sj_graph *g;
     assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
     sj_value x = INPUT(g, "x", S, 2), w = param(g, "w", 2, DIMS(2, 2), F(1, 2, 3, 4)), h, dead,

@@ -16,6 +16,7 @@
 
 #include "shapejit/interp.h"
 #include "shapejit/onnx.h"
+#include "tests/test_util.h"
 
 #include "onnx.pb-c.h"
 
@@ -261,20 +262,6 @@ static bool have_node_tests(void) {
     return stat(NODE_DIR "/test_gemm_all_attributes/model.onnx", &sb) == 0;
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 static void assert_close(const float *got, const double *want, size_t n, double tol) {
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - want[i]);
@@ -309,7 +296,7 @@ static void run_node_test(sj_ctx *ctx, const char *name, int n_inputs) {
     char path[512];
     snprintf(path, sizeof path, NODE_DIR "/%s/model.onnx", name);
     size_t len;
-    uint8_t *bytes = slurp(path, &len);
+    uint8_t *bytes = read_whole_file(path, &len);
     sj_graph *g;
     sj_status st = sj_onnx_load_mem(ctx, bytes, len, path, NULL, &g);
     free(bytes);
@@ -749,7 +736,7 @@ static void test_truncated_real_models(void **state) {
         char path[512];
         snprintf(path, sizeof path, NODE_DIR "/%s/model.onnx", models[m]);
         size_t len;
-        uint8_t *bytes = slurp(path, &len);
+        uint8_t *bytes = read_whole_file(path, &len);
         const size_t cuts[] = {0, 1, 2, 7, len / 4, len / 3, len / 2, len - 9, len - 2, len - 1};
         for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
             uint8_t *copy = malloc(cuts[c] + 1); /* an exact-size copy, so ASan sees overreads */
@@ -960,37 +947,10 @@ static void test_non_float_tensors(void **state) {
 
 /* Every allocation failing in turn: each load fails cleanly (ASan checks
  * that nothing leaks) until enough memory is allowed. */
-typedef struct budget {
-    int left;
-} budget;
-
-static void *budget_alloc(void *user, size_t size) {
-    budget *b = user;
-    if (b->left <= 0) return NULL;
-    b->left--;
-    return malloc(size ? size : 1);
-}
-
-static void *budget_realloc(void *user, void *p, size_t size) {
-    budget *b = user;
-    if (b->left <= 0) return NULL;
-    b->left--;
-    return realloc(p, size ? size : 1);
-}
-
-static void budget_free(void *user, void *p) {
-    (void)user;
-    free(p);
-}
-
 static void test_allocation_failures(void **state) {
     (void)state;
-    budget bud = {1 << 30};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){budget_alloc, budget_realloc, budget_free, &bud};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter counts;
+    sj_ctx *ctx = ctx_with_counter(&counts);
     mb b;
     mb_init(&b, 11);
     mb_input(&b, "x", "seq,4");
@@ -1009,10 +969,11 @@ static void test_allocation_failures(void **state) {
     uint8_t *bytes = mb_pack(&b, &len);
     int allowed = 0;
     for (;; allowed++) {
-        bud.left = allowed;
+        counts.fail_at = counts.calls + allowed;
+        counts.keep_failing = true;
         sj_graph *g;
         sj_status st = sj_onnx_load_mem(ctx, bytes, len, "m.onnx", NULL, &g);
-        bud.left = 1 << 30;
+        counts.fail_at = -1;
         if (st == SJ_OK) {
             sj_graph_destroy(g);
             break;

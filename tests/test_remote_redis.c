@@ -18,6 +18,7 @@
 #include "jit/core/core_impl.h"
 #include "store/remote_tier_impl.h"
 #include "tests/redis_server.h"
+#include "tests/test_util.h"
 
 #define CONNECT_MS 100
 #define COMMAND_MS 200
@@ -836,22 +837,16 @@ static int serve_buckets(sj_ctx *ctx, sj_store *local, sj_remote *remote, int *c
     return failures;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 typedef struct store_dir {
     char dir[64], path[96];
 } store_dir;
 
 static void store_dir_make(store_dir *d) {
-    snprintf(d->dir, sizeof d->dir, "/tmp/sj_tiered_XXXXXX");
-    assert_non_null(mkdtemp(d->dir));
+    assert_true(scratch_dir_create(d->dir, sizeof d->dir, "tiered"));
     snprintf(d->path, sizeof d->path, "%s/store.db", d->dir);
 }
 
-static void store_dir_remove(store_dir *d) { nftw(d->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
+static void store_dir_remove(store_dir *d) { remove_tree(d->dir); }
 
 static sj_store *open_store(sj_ctx *ctx, const char *path) {
     sj_store_config sc;
