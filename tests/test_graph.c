@@ -497,6 +497,60 @@ static void test_names_and_outputs(void **state) {
     assert_int_equal(sj_graph_find_input(g, NULL), -1);
 }
 
+/* The name every value of test_many_names should have. */
+static void expected_name(int v, char *buf, size_t len) {
+    snprintf(buf, len, v % 3 == 0 ? "r%d" : "v%d", v);
+}
+
+/* Every value of g has its expected name, and no other value may take it. */
+static void expect_names_held(sj_graph *g, int count) {
+    for (int v = 0; v < count; v++) {
+        char want[32], holder[48];
+        expected_name(v, want, sizeof want);
+        sj_value_desc d;
+        assert_int_equal(sj_graph_value_desc(g, v, &d), SJ_OK);
+        assert_string_equal(d.name, want);
+        assert_int_equal(sj_graph_set_name(g, (v + 1) % count, want), SJ_E_INVALID_ARG);
+        snprintf(holder, sizeof holder, "is already value %d", v);
+        assert_error_has(sj_graph_ctx(g), want, holder, NULL);
+    }
+}
+
+/* Names are checked through an index: after many inserts and renames (which
+ * move entries around inside it) every name is still found, a name given
+ * up can be taken again, and a clone keeps its own copy of the names. */
+static void test_many_names(void **state) {
+    fixture *f = *state;
+    sj_graph *g = f->g;
+    enum { COUNT = 3000 };
+    char name[32];
+    sj_value v = INPUT(g, "v0", S, 4);
+    for (int i = 1; i < COUNT; i++) {
+        assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, v, &v), SJ_OK);
+        snprintf(name, sizeof name, "v%d", i);
+        assert_int_equal(sj_graph_set_name(g, v, name), SJ_OK);
+    }
+    for (int i = 0; i < COUNT; i += 3) {
+        expected_name(i, name, sizeof name);
+        assert_int_equal(sj_graph_set_name(g, i, name), SJ_OK);
+    }
+    expect_names_held(g, COUNT);
+    EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_input(g, "v5", 1, DIMS(4), NULL), "'v5'", NULL, NULL);
+    EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_param(g, "r6", 1, DIMS(4), F2(0, 0), NULL), "'r6'",
+                "value 6", NULL);
+    assert_int_equal(sj_graph_find_input(g, "r0"), 0);
+
+    sj_graph *c;
+    assert_int_equal(sj_graph_clone(g, &c), SJ_OK);
+    expect_names_held(c, COUNT);
+    /* "v3" was given up by the rename; the original reuses it, the clone is untouched. */
+    assert_int_equal(sj_graph_set_name(g, 1, "v3"), SJ_OK);
+    assert_int_equal(sj_graph_set_name(g, 2, "v1"), SJ_OK);
+    assert_int_equal(sj_graph_set_name(c, 4, "v1"), SJ_E_INVALID_ARG);
+    assert_int_equal(sj_graph_set_name(c, 4, "v3"), SJ_OK);
+    sj_graph_destroy(c);
+}
+
 static void test_null_arguments(void **state) {
     (void)state;
     sj_value y;
@@ -911,6 +965,7 @@ int main(void) {
         T(test_leaf_errors),
         cmocka_unit_test(test_no_symbol),
         T(test_names_and_outputs),
+        T(test_many_names),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_op_names),
         cmocka_unit_test(test_shape_utils),

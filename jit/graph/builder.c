@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+static const char *node_name(const void *g, int32_t v) {
+    return ((const sj_graph *)g)->nodes[v].name;
+}
+
 sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
     if (!ctx || !out) return SJ_E_INVALID_ARG;
     *out = NULL;
@@ -13,6 +17,7 @@ sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
     sj_graph *g = sj_calloc(ctx, 1, sizeof *g);
     if (!g) return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
     g->ctx = ctx;
+    sj_name_index_init(&g->names, node_name, g);
     if (sym_name && !(g->sym_name = sj_strdup(ctx, sym_name))) {
         sj_free(ctx, g);
         return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
@@ -33,6 +38,7 @@ void sj_graph_destroy(sj_graph *g) {
     sj_free(ctx, g->inputs);
     sj_free(ctx, g->outputs);
     sj_free(ctx, g->sym_name);
+    sj_name_index_free(ctx, &g->names);
     sj_free(ctx, g);
 }
 
@@ -114,9 +120,11 @@ static sj_status check_size(sj_graph *g, const char *what, const sj_shape *s) {
 sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out) {
     SJ_TRY(check_size(g, what, &node->shape));
     if (g->n_nodes == INT32_MAX ||
-        !reserve(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+        !reserve(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
+        (node->name && !sj_name_index_reserve(g->ctx, &g->names, 1)))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory growing the graph", what);
     g->nodes[g->n_nodes] = *node;
+    if (node->name) sj_name_index_add(&g->names, g->n_nodes);
     if (out) *out = g->n_nodes;
     g->n_nodes++;
     return SJ_OK;
@@ -126,10 +134,10 @@ sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj
 
 static sj_status check_name(sj_graph *g, const char *what, const char *name, sj_value self) {
     if (!name || !name[0]) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: empty name", what);
-    for (int i = 0; i < g->n_nodes; i++)
-        if (i != self && g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0)
-            return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: name '%s' is already value %d", what,
-                           name, i);
+    int32_t holder = sj_name_index_find(&g->names, name);
+    if (holder >= 0 && holder != self)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: name '%s' is already value %d", what, name,
+                       (int)holder);
     return SJ_OK;
 }
 
@@ -137,10 +145,13 @@ sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj_graph_check_value(g, "set_name", v));
     SJ_TRY(check_name(g, "set_name", name, v));
-    char *copy = sj_strdup(g->ctx, name);
-    if (!copy) return sj_fail(g->ctx, SJ_E_NOMEM, "set_name: out of memory");
+    char *copy = NULL;
+    if (!sj_name_index_reserve(g->ctx, &g->names, 1) || !(copy = sj_strdup(g->ctx, name)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "set_name: out of memory");
+    if (g->nodes[v].name) sj_name_index_remove(&g->names, v); /* filed under the old name */
     sj_free(g->ctx, g->nodes[v].name);
     g->nodes[v].name = copy;
+    sj_name_index_add(&g->names, v);
     return SJ_OK;
 }
 
@@ -288,6 +299,8 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
         c->n_nodes = i + 1; /* counted even on failure so destroy frees the partial copy */
         if (st != SJ_OK) return st;
     }
+    /* Same node ids, so the copy's index holds the same slots. */
+    if (!sj_name_index_copy(ctx, &c->names, &g->names)) return SJ_E_NOMEM;
     for (int i = 0; i < g->n_inputs; i++) c->inputs[c->n_inputs++] = g->inputs[i];
     for (int i = 0; i < g->n_outputs; i++) {
         char *name = sj_strdup(ctx, g->outputs[i].name);
