@@ -149,6 +149,61 @@ static void raw_set(int port, const char *name, const void *v, size_t n) {
 
 /* ---- without a server */
 
+typedef struct store_dir {
+    char dir[64], path[96];
+} store_dir;
+
+static void store_dir_make(store_dir *d) {
+    assert_true(scratch_dir_create(d->dir, sizeof d->dir, "tiered"));
+    snprintf(d->path, sizeof d->path, "%s/store.db", d->dir);
+}
+
+static void store_dir_remove(store_dir *d) { remove_tree(d->dir); }
+
+static sj_store *open_store(sj_ctx *ctx, const char *path) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = path;
+    sj_store *s = NULL;
+    if (sj_store_open(ctx, &sc, &s) != SJ_OK) return NULL;
+    return s;
+}
+
+/* What a child process of a two-process test does; 0 when it went as
+ * expected. local is NULL for a child without a store. */
+typedef int (*child_job)(sj_ctx *ctx, sj_store *local, sj_remote *remote, void *arg);
+
+/* Forks a child with its own context (and, when with_store, its own local
+ * store in a scratch directory) that connects to the fixture's Redis with
+ * the secret "fleet" and runs job; destroying its remote tier publishes
+ * what is queued. The child must exit 0. */
+static void run_child(fixture *f, bool with_store, child_job job, void *arg) {
+    store_dir d;
+    if (with_store) store_dir_make(&d);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sj_ctx *ctx;
+        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
+        sj_store *local = with_store ? open_store(ctx, d.path) : NULL;
+        sj_remote_config rc;
+        config_for(&rc, f->url);
+        rc.secret = "fleet";
+        sj_remote *remote;
+        if ((with_store && !local) || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
+        int bad = job(ctx, local, remote, arg);
+        sj_remote_destroy(remote);
+        sj_store_close(local);
+        sj_ctx_destroy(ctx);
+        _exit(bad ? 4 : 0);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (with_store) store_dir_remove(&d);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void expect_bad_url(sj_ctx *ctx, const char *url, const char *words) {
     sj_remote_config rc;
     config_for(&rc, url);
@@ -289,6 +344,21 @@ static void test_destroy_publishes(void **state) {
     sj_remote_destroy(r);
 }
 
+typedef struct one_value {
+    const uint8_t *key, *v;
+    size_t n;
+} one_value;
+
+static int publish_one_value(sj_ctx *ctx, sj_store *local, sj_remote *w, void *arg) {
+    (void)ctx, (void)local;
+    const one_value *ov = arg;
+    int bad = sj_remote_put(w, ov->key, ov->v, ov->n) != SJ_OK;
+    sj_remote_flush(w);
+    sj_remote_stats s;
+    sj_remote_get_stats(w, &s);
+    return bad || s.puts != 1;
+}
+
 /* Two processes share one server: what the child publishes, the parent reads. */
 static void test_two_processes(void **state) {
     fixture *f = *state;
@@ -296,28 +366,7 @@ static void test_two_processes(void **state) {
     uint8_t key[32], v[70000];
     make_key(key, 7);
     make_value(v, sizeof v, 7);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        sj_ctx *ctx;
-        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
-        sj_remote_config rc;
-        config_for(&rc, f->url);
-        rc.secret = "fleet";
-        sj_remote *w;
-        if (sj_remote_create(ctx, &rc, &w) != SJ_OK) _exit(3);
-        int bad = sj_remote_put(w, key, v, sizeof v) != SJ_OK;
-        sj_remote_flush(w);
-        sj_remote_stats s;
-        sj_remote_get_stats(w, &s);
-        sj_remote_destroy(w);
-        sj_ctx_destroy(ctx);
-        _exit(bad || s.puts != 1 ? 4 : 0);
-    }
-    int status;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(f, false, publish_one_value, &(one_value){key, v, sizeof v});
     sj_remote *r = open_tier(f, "fleet", true, 0);
     expect_hit(f->ctx, r, key, v, sizeof v);
     sj_remote_destroy(r);
@@ -837,24 +886,10 @@ static int serve_buckets(sj_ctx *ctx, sj_store *local, sj_remote *remote, int *c
     return failures;
 }
 
-typedef struct store_dir {
-    char dir[64], path[96];
-} store_dir;
-
-static void store_dir_make(store_dir *d) {
-    assert_true(scratch_dir_create(d->dir, sizeof d->dir, "tiered"));
-    snprintf(d->path, sizeof d->path, "%s/store.db", d->dir);
-}
-
-static void store_dir_remove(store_dir *d) { remove_tree(d->dir); }
-
-static sj_store *open_store(sj_ctx *ctx, const char *path) {
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = path;
-    sj_store *s = NULL;
-    if (sj_store_open(ctx, &sc, &s) != SJ_OK) return NULL;
-    return s;
+static int compile_every_bucket(sj_ctx *ctx, sj_store *local, sj_remote *remote, void *arg) {
+    (void)arg;
+    int compiles = 0, from[3] = {0};
+    return serve_buckets(ctx, local, remote, &compiles, from) || compiles != BUCKETS;
 }
 
 /* Two processes, separate local stores, one Redis: the second compiles
@@ -862,31 +897,9 @@ static sj_store *open_store(sj_ctx *ctx, const char *path) {
 static void test_tiered_two_processes(void **state) {
     fixture *f = *state;
     NEED_SERVER(f);
-    store_dir a, b;
-    store_dir_make(&a);
+    store_dir b;
     store_dir_make(&b);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        sj_ctx *ctx;
-        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
-        sj_store *local = open_store(ctx, a.path);
-        sj_remote_config rc;
-        config_for(&rc, f->url);
-        rc.secret = "fleet";
-        sj_remote *remote;
-        if (!local || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
-        int compiles = 0, from[3] = {0};
-        int failures = serve_buckets(ctx, local, remote, &compiles, from);
-        sj_remote_destroy(remote); /* publishes what is queued */
-        sj_store_close(local);
-        sj_ctx_destroy(ctx);
-        _exit(failures || compiles != BUCKETS ? 4 : 0);
-    }
-    int status;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(f, true, compile_every_bucket, NULL);
 
     sj_store *local = open_store(f->ctx, b.path);
     assert_non_null(local);
@@ -906,7 +919,6 @@ static void test_tiered_two_processes(void **state) {
     assert_int_equal(rs.misses + rs.rejected + rs.errors, 0);
     sj_remote_destroy(remote);
     sj_store_close(local);
-    store_dir_remove(&a);
     store_dir_remove(&b);
 }
 
@@ -1063,37 +1075,22 @@ static int run_cache(sj_ctx *ctx, sj_store *local, sj_remote *remote, cache_run 
     return bad;
 }
 
+enum { LADDER_BUCKETS = 6 }; /* run_cache's pow2 ladder 8..256 */
+
+static int compile_through_cache(sj_ctx *ctx, sj_store *local, sj_remote *remote, void *arg) {
+    (void)arg;
+    cache_run run;
+    return run_cache(ctx, local, remote, &run) || run.compiles != LADDER_BUCKETS;
+}
+
 /* The issue's acceptance test, through the cache: two processes with their
  * own local stores and one Redis; the second compiles nothing. */
 static void test_cache_two_processes(void **state) {
     fixture *f = *state;
     NEED_SERVER(f);
-    enum { LADDER_BUCKETS = 6 }; /* pow2 8..256 */
-    store_dir a, b;
-    store_dir_make(&a);
+    store_dir b;
     store_dir_make(&b);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        sj_ctx *ctx;
-        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
-        sj_store *local = open_store(ctx, a.path);
-        sj_remote_config rc;
-        config_for(&rc, f->url);
-        rc.secret = "fleet";
-        sj_remote *remote;
-        if (!local || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
-        cache_run run;
-        int bad = run_cache(ctx, local, remote, &run);
-        sj_remote_destroy(remote);
-        sj_store_close(local);
-        sj_ctx_destroy(ctx);
-        _exit(bad || run.compiles != LADDER_BUCKETS ? 4 : 0);
-    }
-    int status;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(f, true, compile_through_cache, NULL);
 
     sj_store *local = open_store(f->ctx, b.path);
     assert_non_null(local);
@@ -1110,7 +1107,6 @@ static void test_cache_two_processes(void **state) {
     assert_int_equal(run.stats.store_hits, LADDER_BUCKETS);
     sj_remote_destroy(remote);
     sj_store_close(local);
-    store_dir_remove(&a);
     store_dir_remove(&b);
 }
 
