@@ -10,48 +10,14 @@
 
 #include "shapejit/graph.h"
 #include "jit/graph/graph_impl.h"
+#include "tests/graph_fixture.h"
 #include "tests/test_util.h"
 
-#define S SJ_DIM_SYM
-#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 #define F2(a, b) ((const float[]){(a), (b)})
-#define RANK(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-/* Declares input `name` with the listed dims. */
-#define INPUT(g, name, ...) input_ok((g), (name), RANK(__VA_ARGS__), DIMS(__VA_ARGS__))
-
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_graph *g; /* symbol "N" */
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_graph_destroy(f->g);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static sj_value input_ok(sj_graph *g, const char *name, int rank, const int64_t *dims) {
-    sj_value v;
-    sj_status st = sj_graph_input(g, name, rank, dims, &v);
-    if (st != SJ_OK) fail_msg("input %s: %s", name, sj_ctx_last_error(sj_graph_ctx(g)));
-    return v;
-}
 
 static sj_value param_zeros(sj_graph *g, const char *name, int rank, const int64_t *dims) {
     static const float zeros[64];
-    sj_value v;
-    assert_int_equal(sj_graph_param(g, name, rank, dims, zeros, &v), SJ_OK);
-    return v;
+    return param_ok(g, name, rank, dims, zeros);
 }
 
 static void assert_shape(const sj_graph *g, sj_value v, int rank, const int64_t *dims) {
@@ -67,20 +33,12 @@ static void assert_shape(const sj_graph *g, sj_value v, int rank, const int64_t 
 #define ASSERT_SHAPE(g, v, ...) assert_shape((g), (v), RANK(__VA_ARGS__), DIMS(__VA_ARGS__))
 #define ASSERT_SCALAR(g, v) assert_shape((g), (v), 0, NULL)
 
-/* The last error contains every listed fragment. */
-static void assert_error_has(sj_ctx *ctx, const char *a, const char *b, const char *c) {
-    const char *msg = sj_ctx_last_error(ctx);
-    const char *parts[] = {a, b, c};
-    for (int i = 0; i < 3; i++)
-        if (parts[i] && !strstr(msg, parts[i])) fail_msg("message '%s' lacks '%s'", msg, parts[i]);
-}
-
 static const sj_node *node(const sj_graph *g, sj_value v) { return &g->nodes[v]; }
 
 /* ---------------------------------------------------------------- building */
 
 static void test_header_example(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     static float w_data[64 * 256];
     sj_value x = INPUT(g, "x", S, 64), w, y, z;
@@ -97,7 +55,7 @@ static void test_header_example(void **state) {
 }
 
 static void test_unary_ops(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_value x = INPUT(f->g, "x", S, 3), y;
     for (sj_op op = SJ_OP_NEG; op <= SJ_OP_ERF; op++) {
         if (op == SJ_OP_LEAKY_RELU) continue;
@@ -115,7 +73,7 @@ static void test_unary_ops(void **state) {
 }
 
 static void test_binary_broadcast(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value a = INPUT(g, "a", S, 1, 4), b = INPUT(g, "b", 3, 1), c = INPUT(g, "c", 1),
              d = INPUT(g, "d", 1, 4), nn = INPUT(g, "nn", S, S), s = INPUT(g, "s"), y;
@@ -138,7 +96,7 @@ static void test_binary_broadcast(void **state) {
 }
 
 static void test_reduce(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", 2, S, 5), y;
     assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, x, 1, (int[]){-1}, false, &y), SJ_OK);
@@ -160,7 +118,7 @@ static void test_reduce(void **state) {
 }
 
 static void test_matmul_shapes(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value m = INPUT(g, "m", S, 8), w = INPUT(g, "w", 8, 5), v8 = INPUT(g, "v8", 8),
              v5 = INPUT(g, "v5", 5), b4 = INPUT(g, "b4", 2, 1, S, 8), b3 = INPUT(g, "b3", 3, 8, 5),
@@ -184,7 +142,7 @@ static void test_matmul_shapes(void **state) {
 }
 
 static void test_gemm_shapes(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value a = INPUT(g, "a", S, 3), at = INPUT(g, "at", 3, S), b = INPUT(g, "b", 3, 4),
              bt = INPUT(g, "bt", 4, 3), c1 = INPUT(g, "c1", 4), c2 = INPUT(g, "c2", S, 1),
@@ -206,7 +164,7 @@ static void test_gemm_shapes(void **state) {
 }
 
 static void test_row_ops(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", 2, S, 6), y;
     assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, x, -2, &y), SJ_OK);
@@ -228,7 +186,7 @@ static void test_row_ops(void **state) {
 }
 
 static void test_layout_ops(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", 2, S, 3, 4), y;
     assert_int_equal(sj_graph_transpose(g, x, (int[]){2, 0, 3, 1}, &y), SJ_OK);
@@ -262,7 +220,7 @@ static void test_layout_ops(void **state) {
     } while (0)
 
 static void test_shape_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y, x = INPUT(g, "x", S, 64), w = INPUT(g, "w", 32, 16), t = INPUT(g, "t", 3, 64),
                 r3 = INPUT(g, "r3", 2, S, 8), b3 = INPUT(g, "b3", 3, 8, 5), s = INPUT(g, "s"),
@@ -315,7 +273,7 @@ static void test_shape_errors(void **state) {
 }
 
 static void test_axis_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y, x = INPUT(g, "x", S, 4);
     EXPECT_FAIL(f, SJ_E_INVALID_ARG,
@@ -354,7 +312,7 @@ static void test_axis_errors(void **state) {
 }
 
 static void test_bad_value_ids(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y, x = INPUT(g, "x", S, 4);
     const sj_value bad[] = {-1, 1, 1000};
@@ -396,7 +354,7 @@ static void test_bad_value_ids(void **state) {
 }
 
 static void test_leaf_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y;
     float data[4] = {0};
@@ -457,7 +415,7 @@ static void test_no_symbol(void **state) {
 }
 
 static void test_names_and_outputs(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 4), y, z;
     assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &y), SJ_OK);
@@ -520,7 +478,7 @@ static void expect_names_held(sj_graph *g, int count) {
  * move entries around inside it) every name is still found, a name given
  * up can be taken again, and a clone keeps its own copy of the names. */
 static void test_many_names(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     enum { COUNT = 3000 };
     char name[32];
@@ -616,7 +574,7 @@ static void test_shape_utils(void **state) {
 static void hash_of(const sj_graph *g, uint8_t out[32]) { sj_graph_hash(g, out); }
 
 static void test_unchanged_after_failure(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 4), w = INPUT(g, "w", 5, 6), y;
     assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &y), SJ_OK);
@@ -777,7 +735,7 @@ static void graph_hash(sj_ctx *ctx, int variant, bool swap, const char *prefix, 
 }
 
 static void test_hash_equal_cases(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     uint8_t base[32], other[32];
     graph_hash(f->ctx, V_NONE, false, "", false, base);
     graph_hash(f->ctx, V_NONE, false, "renamed_", false, other);
@@ -796,7 +754,7 @@ static void test_hash_equal_cases(void **state) {
 }
 
 static void test_hash_unequal_cases(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     uint8_t hashes[V_COUNT][32];
     for (int v = 0; v < V_COUNT; v++) graph_hash(f->ctx, v, false, "", false, hashes[v]);
     for (int v = 0; v < V_COUNT; v++)
@@ -806,7 +764,7 @@ static void test_hash_unequal_cases(void **state) {
 
 /* Attributes an op does not read must not split equal graphs. */
 static void test_hash_ignores_unused_attrs(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = build_variant(f->ctx, V_NONE, false, "", false);
     uint8_t before[32], after[32];
     sj_graph_hash(g, before);
@@ -831,7 +789,7 @@ static void test_hash_hex(void **state) {
 
 /* The hash of an empty graph, and of one whose only output is an input. */
 static void test_hash_small_graphs(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     uint8_t empty[32], passthrough[32];
     sj_graph_hash(f->g, empty);
     sj_value x = INPUT(f->g, "x", 2);
@@ -843,7 +801,7 @@ static void test_hash_small_graphs(void **state) {
 /* -------------------------------------------------------------------- clone */
 
 static void test_clone(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = build_variant(f->ctx, V_NONE, false, "", true), *c;
     assert_int_equal(sj_graph_clone(g, &c), SJ_OK);
     uint8_t hg[32], hc[32];
@@ -949,7 +907,7 @@ static void test_allocation_failures(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, graph_fixture_setup, graph_fixture_teardown)
     const struct CMUnitTest tests[] = {
         T(test_header_example),
         T(test_unary_ops),
