@@ -33,6 +33,11 @@ sj_status sjg_fail_at(sj_ctx *ctx, sjg_where w, sj_status st, const char *fmt, .
     return sj_fail(ctx, st, "%s:%d:%d: %s", w.file, w.line, w.col, msg);
 }
 
+sj_status sjg_located(sj_ctx *ctx, sjg_where w, sj_status st) {
+    if (st != SJ_OK) sj_error_prefix(ctx, "%s:%d:%d", w.file, w.line, w.col);
+    return st;
+}
+
 typedef struct lexer {
     sj_ctx *ctx;
     const char *file, *text;

@@ -460,8 +460,7 @@ static sj_value opt(const call_args *a, int i) {
 /* A builder failure (a shape mismatch, mostly) keeps the builder's message
  * and gains the op's position in front. */
 static sj_status built(sjg_parser *p, const call_args *a, sj_status st) {
-    if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", a->op_at.file, a->op_at.line, a->op_at.col);
-    return st;
+    return sjg_located(p->ctx, a->op_at, st);
 }
 
 /* Builds the node for op from parsed arguments. */
@@ -669,9 +668,7 @@ static sj_status parse_scalar(sjg_parser *p, sj_value *out) {
     SJ_TRY(sjg_number_float(p, &n, &v));
     char name[48];
     snprintf(name, sizeof name, "lit@%d:%d", t->line, t->col);
-    sj_status st = sj_graph_param(p->g, name, 0, NULL, &v, out);
-    if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, t->line, t->col);
-    return st;
+    return sjg_located(p->ctx, sjg_at(p, t), sj_graph_param(p->g, name, 0, NULL, &v, out));
 }
 
 static sj_status parse_expr(sjg_parser *p, sj_value *out) {
@@ -702,10 +699,8 @@ static sj_status parse_input(sjg_parser *p) {
     sj_status st = check_new_name(p, nt, name);
     if (st == SJ_OK) st = sjg_expect(p, ':', "after the input's name");
     if (st == SJ_OK) st = parse_shape(p, &s, true, "an input");
-    if (st == SJ_OK) {
-        st = sj_graph_input(p->g, name, s.rank, s.dims, &v);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK)
+        st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_input(p->g, name, s.rank, s.dims, &v));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, name);
     return st;
@@ -724,10 +719,9 @@ static sj_status parse_param(sjg_parser *p) {
     if (st == SJ_OK) st = parse_shape(p, &s, false, "a param");
     if (st == SJ_OK) st = sjg_expect(p, '=', "before the param's values");
     if (st == SJ_OK) st = sjg_parse_source(p, name, &s, &data);
-    if (st == SJ_OK) {
-        st = sj_graph_param(p->g, name, s.rank, s.dims, data, &v);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK)
+        st = sjg_located(p->ctx, sjg_at(p, nt),
+                         sj_graph_param(p->g, name, s.rank, s.dims, data, &v));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, data);
     sj_free(p->ctx, name);
@@ -747,10 +741,7 @@ static sj_status parse_output(sjg_parser *p) {
     } else {
         st = lookup(p, nt, name, &v);
     }
-    if (st == SJ_OK) {
-        st = sj_graph_output(p->g, v, name);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK) st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_output(p->g, v, name));
     sj_free(p->ctx, name);
     return st;
 }
@@ -771,10 +762,8 @@ static sj_status parse_assignment(sjg_parser *p) {
                              name, sjg_describe(p, t));
     }
     if (st == SJ_OK) st = parse_call(p, &v);
-    if (st == SJ_OK) {
-        st = sj_graph_set_name(p->g, v, name);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK)
+        st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_set_name(p->g, v, name));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, name);
     return st;
