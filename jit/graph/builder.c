@@ -157,6 +157,20 @@ sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name) {
 
 /* ---- leaves ---- */
 
+/* Appends the leaf n (shape set; data, if any, handed over) under a copy of
+ * name. On failure frees n's data and leaves the graph unchanged. */
+static sj_status append_leaf(sj_graph *g, const char *what, const char *name, sj_node *n,
+                             sj_value *out) {
+    sj_status st = (n->name = sj_strdup(g->ctx, name))
+                       ? sj_graph_append(g, what, n, out)
+                       : sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (st != SJ_OK) {
+        sj_free(g->ctx, n->name);
+        sj_free(g->ctx, n->data);
+    }
+    return st;
+}
+
 sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
                          sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
@@ -168,14 +182,8 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    if (!(n.name = sj_strdup(g->ctx, name)))
-        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
     sj_value v;
-    sj_status st = sj_graph_append(g, what, &n, &v);
-    if (st != SJ_OK) {
-        sj_free(g->ctx, n.name);
-        return st;
-    }
+    SJ_TRY(append_leaf(g, what, name, &n, &v));
     g->inputs[g->n_inputs++] = v;
     if (out) *out = v;
     return SJ_OK;
@@ -195,16 +203,7 @@ sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t 
     if (sj_mul_overflow_size(count, sizeof(float), &bytes) || !(n.data = sj_alloc(g->ctx, bytes)))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu floats", what, count);
     memcpy(n.data, data, bytes);
-    if (!(n.name = sj_strdup(g->ctx, name))) {
-        sj_free(g->ctx, n.data);
-        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    }
-    sj_status st = sj_graph_append(g, what, &n, out);
-    if (st != SJ_OK) {
-        sj_free(g->ctx, n.name);
-        sj_free(g->ctx, n.data);
-    }
-    return st;
+    return append_leaf(g, what, name, &n, out);
 }
 
 /* ---- outputs ---- */
