@@ -194,6 +194,15 @@ static sj_status parse_list(sj_ctx *ctx, const char *spec, const char *p, sj_lad
     return sj_ladder_list(ctx, vals, n, out);
 }
 
+/* "MIN:MAX" followed by `after` ('\0' = the end of the spec). */
+static sj_status parse_min_max(sj_ctx *ctx, const char *spec, const char **p, char after,
+                               int64_t *min, int64_t *max) {
+    SJ_TRY(parse_int(ctx, spec, p, "MIN", min));
+    SJ_TRY(expect_char(ctx, spec, p, ':', "MIN"));
+    SJ_TRY(parse_int(ctx, spec, p, "MAX", max));
+    return expect_char(ctx, spec, p, after, "MAX");
+}
+
 sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
     if (!ctx || !out) return SJ_E_INVALID_ARG;
     *out = NULL;
@@ -202,18 +211,12 @@ sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
     int64_t min, max;
     if (strncmp(spec, "pow2:", 5) == 0) {
         p = spec + 5;
-        SJ_TRY(parse_int(ctx, spec, &p, "MIN", &min));
-        SJ_TRY(expect_char(ctx, spec, &p, ':', "MIN"));
-        SJ_TRY(parse_int(ctx, spec, &p, "MAX", &max));
-        SJ_TRY(expect_char(ctx, spec, &p, '\0', "MAX"));
+        SJ_TRY(parse_min_max(ctx, spec, &p, '\0', &min, &max));
         return sj_ladder_pow2(ctx, min, max, out);
     }
     if (strncmp(spec, "geo:", 4) == 0) {
         p = spec + 4;
-        SJ_TRY(parse_int(ctx, spec, &p, "MIN", &min));
-        SJ_TRY(expect_char(ctx, spec, &p, ':', "MIN"));
-        SJ_TRY(parse_int(ctx, spec, &p, "MAX", &max));
-        SJ_TRY(expect_char(ctx, spec, &p, ':', "MAX"));
+        SJ_TRY(parse_min_max(ctx, spec, &p, ':', &min, &max));
         char *end;
         errno = 0;
         double ratio = strtod(p, &end);
