@@ -1,6 +1,7 @@
 /* Graph lifetime, leaves, names, outputs, inspection and deep copy. The op
  * builders with their shape inference live in shape_infer.c. */
 #include "builder_impl.h"
+#include "../core/array.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -90,21 +91,11 @@ sj_status sj_graph_make_shape(sj_graph *g, const char *what, int rank, const int
     return SJ_OK;
 }
 
-/* Grows *arr (of elem-sized entries) so it holds at least `need`. Leaves
- * *arr and *cap untouched on failure. */
+/* sj_array_reserve for the graph's int-counted arrays. */
 static bool reserve(sj_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
-    if (need <= *cap) return true;
-    int new_cap = *cap ? *cap : 8;
-    while (new_cap < need) {
-        if (new_cap > INT32_MAX / 2) return false;
-        new_cap *= 2;
-    }
-    size_t bytes;
-    if (sj_mul_overflow_size((size_t)new_cap, elem, &bytes)) return false;
-    void *p = sj_realloc(ctx, *arr, bytes);
-    if (!p) return false;
-    *arr = p;
-    *cap = new_cap;
+    size_t c = (size_t)*cap;
+    if (!sj_array_reserve(ctx, arr, &c, (size_t)need, elem)) return false;
+    *cap = c > INT32_MAX ? INT32_MAX : (int)c; /* counts stay below INT32_MAX */
     return true;
 }
 

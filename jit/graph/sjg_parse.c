@@ -2,6 +2,7 @@
  * sj_graph through the public builder (so the text gets exactly the
  * builder's shape checks, with the builder's message behind file:line:col). */
 #include "sjg_parse_impl.h"
+#include "../core/array.h"
 #include "shapejit/model.h"
 
 #include <math.h>
@@ -192,13 +193,9 @@ static sj_status check_new_name(sjg_parser *p, const sjg_token *t, const char *n
 }
 
 static sj_status define(sjg_parser *p, const sjg_token *t, const char *name, sj_value v) {
-    if (p->n_defs == p->cap_defs) {
-        int cap = p->cap_defs ? p->cap_defs * 2 : 64;
-        sjg_def *nd = sj_realloc(p->ctx, p->defs, (size_t)cap * sizeof *nd);
-        if (!nd) return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
-        p->defs = nd;
-        p->cap_defs = cap;
-    }
+    if (!sj_array_reserve(p->ctx, (void **)&p->defs, &p->cap_defs, (size_t)p->n_defs + 1,
+                          sizeof *p->defs))
+        return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
     p->defs[p->n_defs] = (sjg_def){v, t->line, t->col};
     SJ_TRY(sjg_names_put(&p->names, name, p->n_defs));
     p->n_defs++;
