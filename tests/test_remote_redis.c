@@ -64,6 +64,12 @@ static sj_remote *open_tier(fixture *f, const char *secret, bool read_only, size
     return r;
 }
 
+/* Puts v under key and waits until the writer has sent it. */
+static void publish(sj_remote *r, const uint8_t *key, const void *v, size_t n) {
+    assert_int_equal(sj_remote_put(r, key, v, n), SJ_OK);
+    sj_remote_flush(r);
+}
+
 static int setup_ctx(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
@@ -312,13 +318,11 @@ static void test_put_get(void **state) {
     make_key(absent, 9);
     make_value(v, sizeof v, 4);
     timed_miss(r, absent, SJ_E_NOT_FOUND);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     uint8_t empty_key[32];
     make_key(empty_key, 3);
-    assert_int_equal(sj_remote_put(r, empty_key, NULL, 0), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, empty_key, NULL, 0);
     expect_hit(f->ctx, r, empty_key, v, 0);
     sj_remote_stats s;
     sj_remote_get_stats(r, &s);
@@ -385,8 +389,7 @@ static void test_down_from_start(void **state) {
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "connect to 127.0.0.1"));
     for (int i = 0; i < 3; i++) assert_true(timed_miss(r, key, SJ_E_BUSY) < SKIP_BUDGET_MS);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "off for"));
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     sj_remote_stats s;
     sj_remote_get_stats(r, &s);
     assert_int_equal(s.errors, 1);
@@ -410,8 +413,7 @@ static void test_killed_mid_run(void **state) {
     uint8_t key[32], v[1000];
     make_key(key, 2);
     make_value(v, sizeof v, 2);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v); /* leaves a pooled connection to the server */
     int port = f->srv.port;
     sj_test_redis_stop(&f->srv);
@@ -426,8 +428,7 @@ static void test_killed_mid_run(void **state) {
     assert_int_equal(sj_test_redis_start(&f->srv, port), 0);
     sj_test_sleep_ms(BACKOFF_MS + 50);
     timed_miss(r, key, SJ_E_NOT_FOUND);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     sj_remote_get_stats(r, &s);
     assert_int_equal(s.errors, 1);
@@ -443,8 +444,7 @@ static void test_stalled(void **state) {
     make_key(key, 3);
     make_key(key2, 4);
     make_value(v, sizeof v, 3);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     assert_int_equal(kill(f->srv.pid, SIGSTOP), 0);
     double ms = timed_miss(r, key, SJ_E_IO);
@@ -592,8 +592,7 @@ static void test_queue_full(void **state) {
 /* Publishes v under key through the tier, then reads the raw stored value. */
 static redisReply *publish_and_read_raw(fixture *f, sj_remote *r, const uint8_t *key,
                                         const uint8_t *v, size_t n, char *name, size_t cap) {
-    assert_int_equal(sj_remote_put(r, key, v, n), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, n);
     raw_key(r, key, name, cap);
     redisReply *rep = raw_get(f->srv.port, name);
     assert_int_equal(rep->type, REDIS_REPLY_STRING);
@@ -686,14 +685,12 @@ static void test_oversized(void **state) {
     uint8_t key[32], v[3 * SMALL_MAX];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(w, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(w);
+    publish(w, key, v, sizeof v);
     expect_rejected(f, r, key, "larger than max_value_size", 0);
     /* The limit holds for publishing too. */
     assert_int_equal(sj_remote_put(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD + 1),
                      SJ_E_OUT_OF_RANGE);
-    assert_int_equal(sj_remote_put(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD);
     expect_hit(f->ctx, r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD);
     sj_remote_stats s;
     sj_remote_get_stats(r, &s);
@@ -709,8 +706,7 @@ static void test_wrong_secret(void **state) {
     uint8_t key[32], v[800];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(w, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(w);
+    publish(w, key, v, sizeof v);
     sj_remote *beta = open_tier(f, "beta", true, 0);
     expect_rejected(f, beta, key, "MAC does not verify", 0);
     sj_remote *none = open_tier(f, NULL, true, 0);
@@ -730,8 +726,7 @@ static void test_read_only(void **state) {
     uint8_t key[32], v[100];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     char name[128];
     raw_key(r, key, name, sizeof name);
     redisReply *rep = raw_get(f->srv.port, name);
@@ -773,8 +768,7 @@ static void test_concurrent_gets(void **state) {
     uint8_t key[32], v[10000];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     enum { THREADS = 6 };
     pthread_t t[THREADS];
     reader_arg a[THREADS];
@@ -808,8 +802,7 @@ static void test_auth_and_db(void **state) {
     uint8_t key[32], v[600];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     char name[128];
     raw_key(r, key, name, sizeof name);
