@@ -14,7 +14,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,17 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "shapejit/interp.h"
-#include "jit/graph/graph_impl.h"
-#include "jit/lower/lower.h"
 #include "jit/nvrtc/gpu_emit.h"
 #include "jit/nvrtc/gpu_schedule.h"
-#include "gpu_graphs.h"
+#include "gpu_emu_harness.h"
 
 extern char **environ;
 
 #define CXX "/usr/bin/c++"
-#define TOL 1e-3
 #define N_RANDOM 10
 
 static const char emu_prelude[] =
@@ -86,9 +81,6 @@ static const char emu_runner[] =
     "    delete[] args;\n"
     "    return rc;\n"
     "}\n";
-
-typedef int (*emu_launch_fn)(void (*)(void *const *, const long long *, long long), const unsigned *,
-                             const unsigned *, void *const *, const long long *, long long);
 
 typedef struct fixture {
     sj_ctx *ctx;
@@ -153,107 +145,6 @@ static void *build_emulation(const char *source, const char *what) {
     return h;
 }
 
-static void poison(float *p, int64_t n) {
-    for (int64_t i = 0; i < n; i++) p[i] = NAN;
-}
-
-/* Dense tensor of shape s at n <-> its padded layout at E. */
-static void copy_padded(const sj_shape *s, int64_t n, int64_t E, float *padded, float *dense,
-                        int to_padded) {
-    int64_t dn[SJ_MAX_RANK], st[SJ_MAX_RANK], total = 1, acc = 1;
-    for (int i = s->rank - 1; i >= 0; i--) {
-        dn[i] = s->dims[i] == SJ_DIM_SYM ? n : s->dims[i];
-        st[i] = acc;
-        acc *= s->dims[i] == SJ_DIM_SYM ? E : s->dims[i];
-        total *= dn[i];
-    }
-    for (int64_t flat = 0; flat < total; flat++) {
-        int64_t rem = flat, off = 0;
-        for (int i = s->rank - 1; i >= 0; i--) {
-            off += (rem % dn[i]) * st[i];
-            rem /= dn[i];
-        }
-        if (to_padded)
-            padded[off] = dense[flat];
-        else
-            dense[flat] = padded[off];
-    }
-}
-
-static int close_enough(float got, float want) {
-    if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
-    if (isinf(want) || isinf(got)) return got == want;
-    return fabs((double)got - want) <= TOL * (1.0 + fabs(want));
-}
-
-/* Runs the plan at active extent n with the emulated kernels and compares
- * every output with the interpreter. */
-static void run_and_compare(fixture *f, const sj_graph *g, const sj_lowered *l, void *so, int64_t n,
-                            uint64_t seed, const char *what) {
-    const sj_launch_plan *p = &l->plan;
-    int64_t E = p->extent;
-    emu_launch_fn launch = (emu_launch_fn)dlsym(so, "sj_emu_launch");
-    assert_non_null(launch);
-    sj_tensor in[8] = {0}, want[8] = {0};
-    assert_true(g->n_inputs <= 8 && g->n_outputs <= 8);
-    for (int i = 0; i < g->n_inputs; i++) {
-        sj_shape at = sj_shape_at(&g->nodes[g->inputs[i]].shape, n);
-        assert_int_equal(sj_tensor_alloc(f->ctx, at.rank, at.dims, &in[i]), SJ_OK);
-        for (int64_t j = 0; j < sj_tensor_numel(&in[i]); j++) in[i].data[j] = gg_uniform(&seed, -2, 2);
-    }
-    assert_int_equal(sj_interp_run(g, n, in, want), SJ_OK);
-    float **slot = calloc((size_t)p->n_slots + 1, sizeof *slot);
-    float *arena = malloc((size_t)p->arena_bytes + 4);
-    poison(arena, p->arena_bytes / 4);
-    for (int i = 0; i < p->n_slots; i++) {
-        const sj_buffer_slot *s = &p->slots[i];
-        if (s->kind == SJ_SLOT_ARENA) {
-            slot[i] = arena + s->offset / 4;
-            continue;
-        }
-        slot[i] = malloc((size_t)s->bytes + 4);
-        poison(slot[i], s->bytes / 4);
-        if (s->kind == SJ_SLOT_INPUT)
-            copy_padded(&g->nodes[g->inputs[s->index]].shape, n, E, slot[i], in[s->index].data, 1);
-        else if (s->kind == SJ_SLOT_PARAM)
-            memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
-    }
-    void *bufs[256];
-    for (int li = 0; li < p->n_launches; li++) {
-        const sj_launch *la = &p->launches[li];
-        for (int i = 0; i < la->n_slots; i++) bufs[i] = slot[p->launch_slots[la->first_slot + i]];
-        void *k = dlsym(so, p->kernels[la->kernel].name);
-        if (!k) fail_msg("%s: no kernel %s in the emulation", what, p->kernels[la->kernel].name);
-        void (*fn)(void *const *, const long long *, long long);
-        memcpy(&fn, &k, sizeof k);
-        assert_int_equal(launch(fn, la->grid, la->block, bufs, (const long long *)p->words + la->first_word, n), 0);
-    }
-    for (int o = 0; o < g->n_outputs; o++) {
-        const sj_shape *s = &g->nodes[g->outputs[o].value].shape;
-        sj_tensor got;
-        sj_shape at = sj_shape_at(s, n);
-        assert_int_equal(sj_tensor_alloc(f->ctx, at.rank, at.dims, &got), SJ_OK);
-        int found = 0;
-        for (int i = 0; i < p->n_slots; i++)
-            if (p->slots[i].kind == SJ_SLOT_OUTPUT && p->slots[i].index == o) {
-                copy_padded(s, n, E, slot[i], got.data, 0);
-                found = 1;
-            }
-        assert_true(found);
-        for (int64_t j = 0; j < sj_tensor_numel(&want[o]); j++)
-            if (!close_enough(got.data[j], want[o].data[j]))
-                fail_msg("%s at n=%lld: output %d [%lld]: emulated %.9g, interpreter %.9g", what,
-                         (long long)n, o, (long long)j, got.data[j], want[o].data[j]);
-        sj_tensor_free(f->ctx, &got);
-    }
-    for (int i = 0; i < p->n_slots; i++)
-        if (p->slots[i].kind != SJ_SLOT_ARENA) free(slot[i]);
-    free(slot);
-    free(arena);
-    for (int i = 0; i < g->n_inputs; i++) sj_tensor_free(f->ctx, &in[i]);
-    for (int o = 0; o < g->n_outputs; o++) sj_tensor_free(f->ctx, &want[o]);
-}
-
 /* Every graph of the test, lowered with its own kernel prefix so that all
  * their CUDA C goes into one emulation build (a C++ compile is the slow
  * part); each source sits in its own namespace for its static helpers. */
@@ -281,6 +172,13 @@ static void add_case(fixture *f, emu_case *c, int *n, int model, uint64_t seed, 
     assert_int_equal(sj_gpu_schedule_plan(f->ctx, k->l->kernels, k->l->n_kernels, &k->l->plan), SJ_OK);
 }
 
+static emu_kernel_fn resolve_in_so(void *so, const char *name) {
+    void *sym = dlsym(so, name);
+    emu_kernel_fn fn = NULL;
+    if (sym) memcpy(&fn, &sym, sizeof sym);
+    return fn;
+}
+
 static void run_cases(fixture *f, emu_case *c, int n) {
     size_t cap = 1 << 16, len = 0;
     char *all = malloc(cap);
@@ -296,10 +194,14 @@ static void run_cases(fixture *f, emu_case *c, int n) {
     }
     void *so = build_emulation(all, "emulation build");
     free(all);
+    emu_backend be = {.resolve = resolve_in_so, .user = so};
+    void *launch = dlsym(so, "sj_emu_launch");
+    assert_non_null(launch);
+    memcpy(&be.launch, &launch, sizeof launch);
     for (int i = 0; i < n; i++) {
         int64_t E = c[i].l->plan.extent, ns[3] = {E, E / 2 + 1, 1};
         for (int j = 0; j < (E > 1 ? 3 : 1); j++)
-            run_and_compare(f, c[i].g, c[i].l, so, ns[j], c[i].seed + (uint64_t)j, c[i].what);
+            emu_run_and_compare(f->ctx, c[i].g, c[i].l, &be, ns[j], c[i].seed + (uint64_t)j, c[i].what);
         sj_lowered_destroy(c[i].l);
         sj_graph_destroy(c[i].g);
     }
