@@ -215,7 +215,31 @@ static void test_cpu_feature_mismatch_refused(void **state) {
     sj_tensor in[1], out[1];
     h_inputs(f->g, 3, &f->seed, in);
     assert_int_equal(h_run(f->dev, a, f->g, 3, in, out), SJ_E_MISMATCH);
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_MISMATCH);
+    assert_null(exe);
     h_free_tensors(f->ctx, in, 1);
+    sj_artifact_destroy(a);
+}
+
+/* An artifact is only loaded for the graph it was compiled from. */
+static void test_graph_mismatch_refused(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 4}), y;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_EXP, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_artifact *a;
+    assert_int_equal(sj_compile(f->g, 8, NULL, &a), SJ_OK);
+    sj_graph *other;
+    assert_int_equal(sj_graph_create(f->ctx, "N", &other), SJ_OK);
+    assert_int_equal(sj_graph_input(other, "x", 2, (int64_t[]){S, 4}, &x), SJ_OK);
+    assert_int_equal(sj_graph_unary(other, SJ_OP_LOG, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(other, y, "y"), SJ_OK);
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_artifact_load(a, f->dev, other, &exe), SJ_E_MISMATCH);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+    sj_executable_destroy(exe);
+    sj_graph_destroy(other);
     sj_artifact_destroy(a);
 }
 
@@ -391,6 +415,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_graphs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "shapejit/compile.h"
 #include "shapejit/interp.h"
 #include "shapejit/metadata_cache.h"
 #include "shapejit/op_cache.h"
@@ -888,10 +890,125 @@ static void test_host_object_modules(void **state) {
     check_against_interp(f, exe, g, 5, 2, sj_executable_replay);
     sj_executable_destroy(exe);
     sj_graph_destroy(g);
+    /* A module still loaded when the device goes is freed with the JIT; its
+     * handle then only frees host memory. */
+    sj_device_destroy(f->dev);
+    f->dev = NULL;
     sj_module_destroy(m2);
     LLVMDisposeMemoryBuffer(o2);
     LLVMDisposeMemoryBuffer(o5);
     LLVMDisposeMemoryBuffer(bad);
+    fixture_free(f);
+}
+
+typedef struct worker {
+    fixture *f;
+    model_a m;
+    sj_executable *exe;
+    int failures;
+} worker;
+
+/* Each thread runs its own executable on the shared device, eagerly and by
+ * replay, through one metadata cache small enough to keep evicting. */
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    sj_ctx *ctx = w->f->ctx;
+    for (int r = 0; r < 150; r++) {
+        int64_t n = 1 + (r * 7) % 16;
+        sj_tensor in[1] = {{0}}, got[2] = {{0}}, want[2] = {{0}};
+        make_inputs(ctx, w->m.g, n, r, in);
+        run_fn run = r % 2 ? sj_executable_replay : sj_executable_run;
+        if (run(w->exe, n, in, got) != SJ_OK || sj_interp_run(w->m.g, n, in, want) != SJ_OK) {
+            w->failures++;
+        } else {
+            for (int o = 0; o < 2; o++)
+                for (int64_t k = 0; k < sj_tensor_numel(&want[o]); k++)
+                    if (fabsf(got[o].data[k] - want[o].data[k]) > 1e-3f) w->failures++;
+            free_tensors(ctx, got, 2);
+            free_tensors(ctx, want, 2);
+        }
+        free_tensors(ctx, in, 1);
+    }
+    return NULL;
+}
+
+static void test_threads_share_a_device(void **state) {
+    (void)state;
+    sj_mdcache_policy pol = {3, 2048, SJ_CACHE_NORMAL};
+    fixture *f = fixture_new(&pol);
+    enum { THREADS = 4 };
+    worker w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i].f = f;
+        w[i].failures = 0;
+        /* Different extents: different infos, so the threads contend for
+         * the cache's three entries. */
+        model_a_init(f->ctx, 16 + i, (float)i, &w[i].m);
+        w[i].exe = model_a_load(f, &w[i].m);
+        assert_int_equal(sj_executable_capture(w[i].exe), SJ_OK);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker_main, &w[i]);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < THREADS; i++) {
+        assert_int_equal(w[i].failures, 0);
+        sj_executable_destroy(w[i].exe);
+        sj_graph_destroy(w[i].m.g);
+    }
+    fixture_free(f);
+}
+
+/* Code from the LLVM host emitter (sj_compile, sj_artifact_load): attention
+ * with a softmax over the symbolic dim, eager and replayed at several
+ * extents, the replay after the metadata cache was flooded and cleared. */
+static void test_compiled_attention_replay(void **state) {
+    (void)state;
+    sj_mdcache_policy pol = {8, 2048, SJ_CACHE_NORMAL};
+    fixture *f = fixture_new(&pol);
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(f->ctx, "N", &g), SJ_OK);
+    int64_t qd[] = {SJ_DIM_SYM, 8}, one[] = {1};
+    float scale = 0.35f;
+    sj_value q, k, s, kt, sc, ss, p, o;
+    int perm[] = {1, 0};
+    assert_int_equal(sj_graph_input(g, "q", 2, qd, &q), SJ_OK);
+    assert_int_equal(sj_graph_input(g, "k", 2, qd, &k), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "scale", 1, one, &scale, &s), SJ_OK);
+    assert_int_equal(sj_graph_transpose(g, k, perm, &kt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, q, kt, &sc), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, sc, s, &ss), SJ_OK);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, ss, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, p, q, &o), SJ_OK);
+    assert_int_equal(sj_graph_output(g, o, "out"), SJ_OK);
+    sj_compile_options opts;
+    sj_compile_options_init(&opts);
+    sj_artifact *a;
+    if (sj_compile(g, 32, &opts, &a) != SJ_OK) fail_msg("compile: %s", sj_ctx_last_error(f->ctx));
+    sj_executable *exe;
+    if (sj_artifact_load(a, f->dev, g, &exe) != SJ_OK)
+        fail_msg("load: %s", sj_ctx_last_error(f->ctx));
+    int64_t extents[] = {32, 7, 1, 20};
+    for (int i = 0; i < 4; i++)
+        check_against_interp(f, exe, g, extents[i], i, sj_executable_run_or_replay);
+    assert_int_equal(sj_executable_capture(exe), SJ_OK);
+    sj_mdcache *mc = sj_device_metadata_cache(f->dev);
+    for (int64_t i = 0; i < 1000; i++) {
+        int64_t w[2] = {i, 5};
+        void *buf;
+        if (sj_mdcache_lookup(mc, w, 2, &buf) != SJ_MDCACHE_BUILD_STORE) continue;
+        assert_int_equal(sj_device_alloc(f->dev, sizeof w, &buf), SJ_OK);
+        assert_int_equal(sj_mdcache_store(mc, w, 2, buf), SJ_OK);
+    }
+    sj_mdcache_clear_unpinned(mc);
+    sj_mdcache_stats st;
+    sj_mdcache_get_stats(mc, &st);
+    assert_true(st.pinned > 0); /* the emitted kernels' infos, held by the capture */
+    assert_int_equal(st.entries, st.pinned);
+    for (int i = 0; i < 4; i++)
+        check_against_interp(f, exe, g, extents[i], i + 10, sj_executable_run_or_replay);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
+    sj_graph_destroy(g);
     fixture_free(f);
 }
 
@@ -909,6 +1026,8 @@ int main(void) {
         cmocka_unit_test(test_device_release_then_use),
         cmocka_unit_test(test_native_modules_and_device_calls),
         cmocka_unit_test(test_host_object_modules),
+        cmocka_unit_test(test_compiled_attention_replay),
+        cmocka_unit_test(test_threads_share_a_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,13 +152,13 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     char what[96];
     snprintf(what, sizeof what, "input %s", name ? name : "(null)");
     sj_node n = sj_node_blank(SJ_OP_INPUT);
-    n.n_inputs = 0;
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
     SJ_TRY(sj_graph_make_shape(g, what, rank, dims, true, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    if (!(n.name = sj_strdup(g->ctx, name))) return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (!(n.name = sj_strdup(g->ctx, name)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
     sj_value v;
     sj_status st = sj_graph_append(g, what, &n, &v);
     if (st != SJ_OK) {
@@ -288,8 +288,7 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
         c->n_nodes = i + 1; /* counted even on failure so destroy frees the partial copy */
         if (st != SJ_OK) return st;
     }
-    memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof *c->inputs);
-    c->n_inputs = g->n_inputs;
+    for (int i = 0; i < g->n_inputs; i++) c->inputs[c->n_inputs++] = g->inputs[i];
     for (int i = 0; i < g->n_outputs; i++) {
         char *name = sj_strdup(ctx, g->outputs[i].name);
         if (!name) return SJ_E_NOMEM;

@@ -171,6 +171,10 @@ static void hash_in_index_order(llvm_blake3_hasher *h, const sj_graph *g) {
 }
 
 void sj_graph_hash(const sj_graph *g, uint8_t out[32]) {
+    if (!g) {
+        memset(out, 0, 32);
+        return;
+    }
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     int *scratch = sj_calloc(g->ctx, (size_t)g->n_nodes, 3 * sizeof(int));

@@ -98,21 +98,13 @@ static LLVMValueRef alloca_f32(emitter *e, const char *name) {
     return a;
 }
 
-static LLVMValueRef call_f32(emitter *e, const char *intrinsic, const char *libm, LLVMValueRef x,
-                             LLVMValueRef y) {
+/* An llvm.* float intrinsic with one or two operands. */
+static LLVMValueRef call_f32(emitter *e, const char *intrinsic, LLVMValueRef x, LLVMValueRef y) {
     LLVMValueRef args[2] = {x, y};
-    unsigned nargs = y ? 2 : 1;
-    if (intrinsic) {
-        unsigned id = LLVMLookupIntrinsicID(intrinsic, strlen(intrinsic));
-        LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
-        LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
-        return LLVMBuildCall2(e->B, ft, f, args, nargs, "");
-    }
-    LLVMTypeRef ps[2] = {e->f32, e->f32};
-    LLVMTypeRef ft = LLVMFunctionType(e->f32, ps, nargs, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->M, libm);
-    if (!f) f = LLVMAddFunction(e->M, libm, ft);
-    return LLVMBuildCall2(e->B, ft, f, args, nargs, "");
+    unsigned id = LLVMLookupIntrinsicID(intrinsic, strlen(intrinsic));
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
+    return LLVMBuildCall2(e->B, ft, f, args, y ? 2 : 1, "");
 }
 
 static LLVMValueRef fsel(emitter *e, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
@@ -121,7 +113,7 @@ static LLVMValueRef fsel(emitter *e, LLVMRealPredicate p, LLVMValueRef a, LLVMVa
 }
 
 static LLVMValueRef sigmoid(emitter *e, LLVMValueRef x) {
-    LLVMValueRef ex = call_f32(e, "llvm.exp", NULL, LLVMBuildFNeg(e->B, x, ""), NULL);
+    LLVMValueRef ex = sj_llvm_exp(e->B, e->M, LLVMBuildFNeg(e->B, x, ""));
     return LLVMBuildFDiv(e->B, cf(e, 1.0), LLVMBuildFAdd(e->B, cf(e, 1.0), ex, ""), "");
 }
 
@@ -130,25 +122,25 @@ static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
     LLVMBuilderRef B = e->B;
     switch (op) {
     case SJ_OP_NEG: return LLVMBuildFNeg(B, x, "");
-    case SJ_OP_ABS: return call_f32(e, "llvm.fabs", NULL, x, NULL);
-    case SJ_OP_EXP: return call_f32(e, "llvm.exp", NULL, x, NULL);
-    case SJ_OP_LOG: return call_f32(e, "llvm.log", NULL, x, NULL);
-    case SJ_OP_SQRT: return call_f32(e, "llvm.sqrt", NULL, x, NULL);
+    case SJ_OP_ABS: return call_f32(e, "llvm.fabs", x, NULL);
+    case SJ_OP_EXP: return sj_llvm_exp(B, e->M, x);
+    case SJ_OP_LOG: return call_f32(e, "llvm.log", x, NULL);
+    case SJ_OP_SQRT: return call_f32(e, "llvm.sqrt", x, NULL);
     case SJ_OP_RSQRT:
-        return LLVMBuildFDiv(B, cf(e, 1.0), call_f32(e, "llvm.sqrt", NULL, x, NULL), "");
+        return LLVMBuildFDiv(B, cf(e, 1.0), call_f32(e, "llvm.sqrt", x, NULL), "");
     case SJ_OP_RECIPROCAL: return LLVMBuildFDiv(B, cf(e, 1.0), x, "");
-    case SJ_OP_TANH: return call_f32(e, NULL, "tanhf", x, NULL);
+    case SJ_OP_TANH: return sj_llvm_tanh(B, e->M, x);
     case SJ_OP_SIGMOID: return sigmoid(e, x);
     case SJ_OP_RELU: return fsel(e, LLVMRealOLT, x, cf(e, 0.0), cf(e, 0.0), x);
     case SJ_OP_LEAKY_RELU:
         return fsel(e, LLVMRealOLT, x, cf(e, 0.0), LLVMBuildFMul(B, x, cf(e, alpha), ""), x);
     case SJ_OP_GELU: {
-        LLVMValueRef er = call_f32(e, NULL, "erff", LLVMBuildFMul(B, x, cf(e, M_SQRT1_2), ""), NULL);
+        LLVMValueRef er = sj_llvm_erf(B, e->M, LLVMBuildFMul(B, x, cf(e, M_SQRT1_2), ""));
         LLVMValueRef h = LLVMBuildFMul(B, x, cf(e, 0.5), "");
         return LLVMBuildFMul(B, h, LLVMBuildFAdd(B, cf(e, 1.0), er, ""), "");
     }
     case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(e, x), "");
-    case SJ_OP_ERF: return call_f32(e, NULL, "erff", x, NULL);
+    case SJ_OP_ERF: return sj_llvm_erf(B, e->M, x);
     default: return NULL;
     }
 }
@@ -160,9 +152,9 @@ static LLVMValueRef binary(emitter *e, sj_op op, LLVMValueRef a, LLVMValueRef b)
     case SJ_OP_SUB: return LLVMBuildFSub(B, a, b, "");
     case SJ_OP_MUL: return LLVMBuildFMul(B, a, b, "");
     case SJ_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
-    case SJ_OP_POW: return call_f32(e, "llvm.pow", NULL, a, b);
-    case SJ_OP_MAX: return call_f32(e, "llvm.maximum", NULL, a, b);
-    case SJ_OP_MIN: return call_f32(e, "llvm.minimum", NULL, a, b);
+    case SJ_OP_POW: return call_f32(e, "llvm.pow", a, b);
+    case SJ_OP_MAX: return call_f32(e, "llvm.maximum", a, b);
+    case SJ_OP_MIN: return call_f32(e, "llvm.minimum", a, b);
     default: return NULL;
     }
 }
@@ -200,7 +192,7 @@ static void accumulate(emitter *e, LLVMValueRef slot, LLVMValueRef v, bool is_ma
     LLVMValueRef old = load_f32(e, slot);
     LLVMValueRef nv;
     if (is_max) {
-        nv = call_f32(e, "llvm.maximum", NULL, old, v);
+        nv = call_f32(e, "llvm.maximum", old, v);
     } else {
         nv = LLVMBuildFAdd(e->B, old, v, "");
         LLVMSetFastMathFlags(nv, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract);
@@ -262,7 +254,7 @@ static void emit_row(emitter *e) {
         accumulate(e, s2, LLVMBuildFMul(B, dx, dx, ""), false);
         loops_close(e, ls, row);
         LLVMValueRef var = LLVMBuildFDiv(B, load_f32(e, s2), count, "var");
-        LLVMValueRef sd = call_f32(e, "llvm.sqrt", NULL, LLVMBuildFAdd(B, var, cf(e, k->epsilon), ""), NULL);
+        LLVMValueRef sd = call_f32(e, "llvm.sqrt", LLVMBuildFAdd(B, var, cf(e, k->epsilon), ""), NULL);
         scale = LLVMBuildFDiv(B, cf(e, 1.0), sd, "rstd");
     } else {
         LLVMBuildStore(B, cf(e, -INFINITY), s1);
@@ -272,21 +264,23 @@ static void emit_row(emitter *e) {
         center = load_f32(e, s1);
         LLVMBuildStore(B, cf(e, 0.0), s2);
         loops_open(e, ls, row);
-        LLVMValueRef ex = call_f32(e, "llvm.exp", NULL, LLVMBuildFSub(B, eval(e, k->prologue), center, ""), NULL);
+        LLVMValueRef ex = sj_llvm_exp(B, e->M, LLVMBuildFSub(B, eval(e, k->prologue), center, ""));
         accumulate(e, s2, ex, false);
+        /* The output holds exp(x - max) until the last pass scales it: one exp per element. */
+        if (k->kind == SJ_KK_SOFTMAX) store_out(e, ex);
         loops_close(e, ls, row);
         LLVMValueRef sum = load_f32(e, s2);
         scale = k->kind == SJ_KK_SOFTMAX ? LLVMBuildFDiv(B, cf(e, 1.0), sum, "")
-                                         : call_f32(e, "llvm.log", NULL, sum, NULL);
+                                         : call_f32(e, "llvm.log", sum, NULL);
     }
     loops_open(e, ls, row);
-    LLVMValueRef dx = LLVMBuildFSub(B, eval(e, k->prologue), center, "");
+    LLVMValueRef dx = k->kind == SJ_KK_SOFTMAX ? NULL : LLVMBuildFSub(B, eval(e, k->prologue), center, "");
     if (k->kind == SJ_KK_LAYERNORM) {
         e->acc = LLVMBuildFMul(B, dx, scale, "");
         if (k->scale >= 0) e->acc = LLVMBuildFMul(B, e->acc, eval(e, k->scale), "");
         if (k->bias >= 0) e->acc = LLVMBuildFAdd(B, e->acc, eval(e, k->bias), "");
     } else if (k->kind == SJ_KK_SOFTMAX) {
-        e->acc = LLVMBuildFMul(B, call_f32(e, "llvm.exp", NULL, dx, NULL), scale, "");
+        e->acc = LLVMBuildFMul(B, load_f32(e, address(e, e->bufs[0], k->out_strides)), scale, "");
     } else {
         e->acc = LLVMBuildFSub(B, dx, scale, "");
     }

@@ -28,6 +28,11 @@ sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **featu
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, bool *uses_blas);
 
+/* Vectorisable float math emitted inline at the builder's position. */
+LLVMValueRef sj_llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj_llvm_erf(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj_llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+
 /* Builds, optimises and prints the module for l. *out is sj_alloc'ed. */
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
                           sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas);

@@ -1,0 +1,281 @@
+/* The bucketed compile cache: one executable per bucket, made once (from
+ * memory, the store, or a compile), found without a lock once made. */
+#include "bucketed_cache_impl.h"
+
+#include <llvm-c/blake3.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg) { memset(cfg, 0, sizeof *cfg); }
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, const void *options,
+                           size_t options_len, int64_t extent, sj_store_key *out) {
+    memset(out, 0, sizeof *out);
+    sj_graph_hash(g, out->graph_hash);
+    out->extent = extent;
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, "shapejit compile options", 24);
+    if (options_len) llvm_blake3_hasher_update(&h, options, options_len);
+    llvm_blake3_hasher_finalize(&h, out->options_hash, 32);
+    out->target_triple = comp->target_triple;
+    out->target_cpu = comp->target_cpu;
+    out->target_features = comp->target_features;
+    out->artifact_version = comp->artifact_version;
+    out->shapejit_version = sj_version_string();
+    out->compiler_version = comp->compiler_version;
+}
+
+sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, const sj_compiler *comp,
+                                   sj_store *store, const sj_bucketed_cache_config *cfg,
+                                   sj_bucketed_cache **out) {
+    if (!g || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    sj_ctx *ctx = sj_graph_ctx(g);
+    if (!ladder) return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: no ladder");
+    if (!comp || !comp->compile || !comp->load || !comp->run || !comp->destroy)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the compiler needs compile, load, run and destroy");
+    sj_bucketed_cache_config dflt;
+    sj_bucketed_cache_config_init(&dflt);
+    if (!cfg) cfg = &dflt;
+    if (cfg->options_len && !cfg->options)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: options_len %zu with no options", cfg->options_len);
+    if (cfg->remote && sj_remote_ctx(cfg->remote) != ctx)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the remote tier belongs to another context than the graph");
+
+    sj_bucketed_cache *c = sj_calloc(ctx, 1, sizeof *c);
+    if (!c) return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    c->ctx = ctx;
+    c->g = g;
+    c->ladder = ladder;
+    c->comp = *comp;
+    c->store = store;
+    c->remote = cfg->remote;
+    c->one_off_out_of_range = cfg->one_off_out_of_range;
+    c->n_buckets = sj_ladder_count(ladder);
+    c->options_len = cfg->options_len;
+    c->options = sj_alloc(ctx, cfg->options_len);
+    /* Over-allocate to place the 64-byte aligned buckets by hand. */
+    c->buckets_mem = sj_calloc(ctx, 1, ((size_t)c->n_buckets + 1) * sizeof(sj_cache_bucket));
+    if (!c->options || !c->buckets_mem) {
+        sj_free(ctx, c->options);
+        sj_free(ctx, c->buckets_mem);
+        sj_free(ctx, c);
+        return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    }
+    if (cfg->options_len) memcpy(c->options, cfg->options, cfg->options_len);
+    c->buckets = (sj_cache_bucket *)(((uintptr_t)c->buckets_mem + 63) & ~(uintptr_t)63);
+    for (int i = 0; i < c->n_buckets; i++) {
+        sj_cache_bucket *b = &c->buckets[i];
+        atomic_init(&b->exe, NULL);
+        pthread_mutex_init(&b->mu, NULL);
+        pthread_cond_init(&b->cv, NULL);
+        pthread_mutex_init(&b->run_mu, NULL);
+    }
+    pthread_mutex_init(&c->one_off_mu, NULL);
+    pthread_mutex_init(&c->one_off_run_mu, NULL);
+
+    sj_bucketed_cache_key(g, comp, c->options, c->options_len, 0, &c->key);
+    *out = c;
+    return SJ_OK;
+}
+
+void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n_buckets; i++) {
+        sj_cache_bucket *b = &c->buckets[i];
+        void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
+        if (e) c->comp.destroy(c->comp.ctx, e);
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->run_mu);
+    }
+    for (sj_one_off *o = c->one_offs, *next; o; o = next) {
+        next = o->next;
+        c->comp.destroy(c->comp.ctx, o->exe);
+        sj_free(c->ctx, o);
+    }
+    pthread_mutex_destroy(&c->one_off_mu);
+    pthread_mutex_destroy(&c->one_off_run_mu);
+    sj_free(c->ctx, c->buckets_mem);
+    sj_free(c->ctx, c->options);
+    sj_free(c->ctx, c);
+}
+
+/* Store, then compiler: the executable for `extent`. Store trouble never
+ * fails the call; it costs a compile. */
+static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe) {
+    sj_store_key key = c->key;
+    key.extent = extent;
+    if (c->store || c->remote) {
+        void *bytes;
+        size_t len;
+        sj_tier from;
+        sj_status st = sj_tiered_get(c->store, c->remote, &key, &bytes, &len, &from);
+        if (st == SJ_OK) {
+            st = c->comp.load(c->comp.ctx, c->g, extent, bytes, len, exe);
+            sj_free(c->ctx, bytes);
+            if (st == SJ_OK) {
+                atomic_fetch_add_explicit(from == SJ_TIER_REMOTE ? &c->remote_hits : &c->store_hits, 1,
+                                          memory_order_relaxed);
+                return SJ_OK;
+            }
+            if (st == SJ_E_NOMEM) return st;
+            /* The bytes passed the store's checks but the compiler refuses
+             * them: as good as corrupt; the compile below overwrites them. */
+            atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
+        } else if (st == SJ_E_CORRUPT) {
+            atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
+        } else if (st != SJ_E_NOT_FOUND) {
+            atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+        }
+        sj_ctx_clear_error(c->ctx);
+    }
+    void *art = NULL;
+    size_t art_len = 0;
+    uint64_t t0 = now_ns();
+    sj_status st = c->comp.compile(c->comp.ctx, c->g, extent, c->options, c->options_len, &art, &art_len);
+    atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
+    if (st != SJ_OK) return st;
+    atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
+    if ((c->store || c->remote) && sj_tiered_put(c->store, c->remote, &key, art, art_len) != SJ_OK) {
+        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+        sj_ctx_clear_error(c->ctx);
+    }
+    st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
+    sj_free(c->ctx, art);
+    return st;
+}
+
+/* The slow path: wait for the compile in flight, or be the one to do it. */
+static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
+    sj_cache_bucket *b = &c->buckets[i];
+    pthread_mutex_lock(&b->mu);
+    while (b->compiling) {
+        unsigned gen = b->fail_gen;
+        while (b->compiling && b->fail_gen == gen) pthread_cond_wait(&b->cv, &b->mu);
+        if (b->fail_gen != gen && !atomic_load_explicit(&b->exe, memory_order_acquire)) {
+            sj_status st = b->fail_status;
+            char msg[sizeof b->fail_msg];
+            memcpy(msg, b->fail_msg, sizeof msg);
+            pthread_mutex_unlock(&b->mu);
+            return sj_fail(c->ctx, st, "%s", msg);
+        }
+    }
+    void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
+    if (e) { /* made by the compile this call waited for: a memory hit */
+        pthread_mutex_unlock(&b->mu);
+        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+        *exe = e;
+        return SJ_OK;
+    }
+    b->compiling = true;
+    pthread_mutex_unlock(&b->mu);
+
+    sj_status st = materialize(c, sj_ladder_extent(c->ladder, i), &e);
+
+    pthread_mutex_lock(&b->mu);
+    b->compiling = false;
+    if (st == SJ_OK) {
+        atomic_store_explicit(&b->exe, e, memory_order_release);
+        atomic_fetch_add_explicit(&c->compiled, 1, memory_order_relaxed);
+        *exe = e;
+    } else {
+        b->fail_gen++;
+        b->fail_status = st;
+        snprintf(b->fail_msg, sizeof b->fail_msg, "%s", sj_ctx_last_error(c->ctx));
+    }
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
+static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe) {
+    if (key < 1 || key > SJ_MAX_EXTENT)
+        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: key %lld is not a valid extent (1..%lld)",
+                       (long long)key, (long long)SJ_MAX_EXTENT);
+    pthread_mutex_lock(&c->one_off_mu);
+    for (sj_one_off *o = c->one_offs; o; o = o->next)
+        if (o->extent == key) {
+            *exe = o->exe;
+            pthread_mutex_unlock(&c->one_off_mu);
+            atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+            return SJ_OK;
+        }
+    sj_one_off *o = sj_calloc(c->ctx, 1, sizeof *o);
+    sj_status st = o ? materialize(c, key, exe) : sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    if (st == SJ_OK) {
+        o->extent = key;
+        o->exe = *exe;
+        o->next = c->one_offs;
+        c->one_offs = o;
+        atomic_fetch_add_explicit(&c->n_one_offs, 1, memory_order_relaxed);
+    } else {
+        sj_free(c->ctx, o);
+    }
+    pthread_mutex_unlock(&c->one_off_mu);
+    return st;
+}
+
+sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket) {
+    int i = sj_ladder_find(c->ladder, key);
+    *bucket = i;
+    if (i < 0) {
+        if (!c->one_off_out_of_range) return sj_ladder_bucket_for(c->ladder, key, &i);
+        *extent = key;
+        return one_off(c, key, exe);
+    }
+    *extent = sj_ladder_extent(c->ladder, i);
+    void *e = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire);
+    if (e) {
+        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+        *exe = e;
+        return SJ_OK;
+    }
+    return bucket_make(c, i, exe);
+}
+
+sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
+                                           void **exe) {
+    int b;
+    return sj_cache_lookup(c, key, extent, exe, &b);
+}
+
+int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key) {
+    return sj_ladder_find(c->ladder, key);
+}
+int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c) { return c->n_buckets; }
+int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c) {
+    return atomic_load_explicit(&c->compiled, memory_order_relaxed);
+}
+
+sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi, bool *ready) {
+    if (i < 0 || i >= c->n_buckets)
+        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
+                       c->n_buckets);
+    if (lo) *lo = sj_ladder_lower(c->ladder, i);
+    if (hi) *hi = sj_ladder_extent(c->ladder, i);
+    if (ready) *ready = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire) != NULL;
+    return SJ_OK;
+}
+
+void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->memory_hits = atomic_load(&c->memory_hits);
+    out->store_hits = atomic_load(&c->store_hits);
+    out->remote_hits = atomic_load(&c->remote_hits);
+    out->compiles = atomic_load(&c->compiles);
+    out->compile_ms = (double)atomic_load(&c->compile_ns) / 1e6;
+    out->corrupt = atomic_load(&c->corrupt);
+    out->store_errors = atomic_load(&c->store_errors);
+    out->one_offs = atomic_load(&c->n_one_offs);
+    sj_store_stats ss;
+    if (c->store && sj_store_stats_get(c->store, &ss) == SJ_OK) out->evictions = ss.evictions;
+}

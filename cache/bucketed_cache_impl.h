@@ -1,0 +1,56 @@
+/* The bucketed cache's state, shared by its files. Not installed. */
+#ifndef SJ_BUCKETED_CACHE_IMPL_H
+#define SJ_BUCKETED_CACHE_IMPL_H
+
+#include "shapejit/bucketed_cache.h"
+
+#include "jit/core/core_impl.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* One per bucket, on its own cache lines so hits on neighbouring buckets do
+ * not share a line with a bucket being compiled. */
+typedef struct sj_cache_bucket {
+    _Atomic(void *) exe; /* published once, with release; read with acquire */
+    pthread_mutex_t mu;  /* guards the fields below; never held on the hit path */
+    pthread_cond_t cv;
+    bool compiling;
+    unsigned fail_gen; /* bumped by each failed compile, so its waiters fail too */
+    sj_status fail_status;
+    char fail_msg[256];
+    pthread_mutex_t run_mu; /* one run at a time on the executable */
+} __attribute__((aligned(64))) sj_cache_bucket;
+
+typedef struct sj_one_off {
+    int64_t extent;
+    void *exe;
+    struct sj_one_off *next;
+} sj_one_off;
+
+struct sj_bucketed_cache {
+    sj_ctx *ctx;
+    const sj_graph *g;
+    const sj_ladder *ladder;
+    sj_compiler comp;
+    sj_store *store;
+    sj_remote *remote; /* the fleet tier under the store, or NULL */
+    bool one_off_out_of_range;
+    void *options;
+    size_t options_len;
+    sj_store_key key; /* everything but the extent */
+    int n_buckets;
+    sj_cache_bucket *buckets; /* 64-byte aligned inside buckets_mem */
+    void *buckets_mem;
+    pthread_mutex_t one_off_mu; /* the one-off list and their compiles */
+    sj_one_off *one_offs;
+    pthread_mutex_t one_off_run_mu;
+    _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors, n_one_offs;
+    _Atomic int compiled;
+};
+
+/* Finds or makes key's executable; *bucket is -1 for a one-off (whose runs
+ * then go under one_off_run_mu). */
+sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket);
+
+#endif

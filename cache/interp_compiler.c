@@ -1,0 +1,92 @@
+/* The interpreter backend behind the compiler table. Artifact layout:
+ * "SJIA", format version (u32), extent (i64), graph hash (32 bytes);
+ * little-endian. */
+#include "shapejit/bucketed_cache.h"
+#include "shapejit/interp.h"
+
+#include "jit/core/core_impl.h"
+
+#include <string.h>
+
+#define INTERP_ARTIFACT_VERSION 1u
+#define INTERP_ARTIFACT_BYTES (4 + 4 + 8 + 32)
+
+typedef struct interp_exe {
+    sj_ctx *ctx;
+    const sj_graph *g;
+    int64_t extent;
+} interp_exe;
+
+static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
+                                size_t options_len, void **artifact, size_t *len) {
+    (void)self;
+    (void)options;
+    (void)options_len;
+    sj_ctx *ctx = sj_graph_ctx(g);
+    uint8_t *a = sj_alloc(ctx, INTERP_ARTIFACT_BYTES);
+    if (!a) return sj_fail(ctx, SJ_E_NOMEM, "interp compiler: out of memory");
+    memcpy(a, "SJIA", 4);
+    for (int i = 0; i < 4; i++) a[4 + i] = (uint8_t)(INTERP_ARTIFACT_VERSION >> (8 * i));
+    for (int i = 0; i < 8; i++) a[8 + i] = (uint8_t)((uint64_t)extent >> (8 * i));
+    sj_graph_hash(g, a + 16);
+    *artifact = a;
+    *len = INTERP_ARTIFACT_BYTES;
+    return SJ_OK;
+}
+
+static sj_status interp_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,
+                             size_t len, void **exe) {
+    (void)self;
+    sj_ctx *ctx = sj_graph_ctx(g);
+    const uint8_t *a = artifact;
+    if (len != INTERP_ARTIFACT_BYTES || memcmp(a, "SJIA", 4) != 0)
+        return sj_fail(ctx, SJ_E_PARSE, "interp artifact: %zu bytes without the SJIA header", len);
+    uint32_t version = 0;
+    uint64_t ext = 0;
+    for (int i = 0; i < 4; i++) version |= (uint32_t)a[4 + i] << (8 * i);
+    for (int i = 0; i < 8; i++) ext |= (uint64_t)a[8 + i] << (8 * i);
+    uint8_t h[32];
+    sj_graph_hash(g, h);
+    if (version != INTERP_ARTIFACT_VERSION)
+        return sj_fail(ctx, SJ_E_MISMATCH, "interp artifact: format version %u, expected %u", version,
+                       INTERP_ARTIFACT_VERSION);
+    if ((int64_t)ext != extent || memcmp(h, a + 16, 32) != 0)
+        return sj_fail(ctx, SJ_E_MISMATCH, "interp artifact: made for another graph or extent (%lld, wanted %lld)",
+                       (long long)ext, (long long)extent);
+    interp_exe *e = sj_alloc(ctx, sizeof *e);
+    if (!e) return sj_fail(ctx, SJ_E_NOMEM, "interp compiler: out of memory");
+    e->ctx = ctx;
+    e->g = g;
+    e->extent = extent;
+    *exe = e;
+    return SJ_OK;
+}
+
+static sj_status interp_run(void *self, void *exe, int64_t active, const sj_tensor *inputs,
+                            sj_tensor *outputs) {
+    (void)self;
+    interp_exe *e = exe;
+    if (active < 1 || active > e->extent)
+        return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "interp executable: active extent %lld outside 1..%lld",
+                       (long long)active, (long long)e->extent);
+    return sj_interp_run(e->g, active, inputs, outputs);
+}
+
+static void interp_destroy(void *self, void *exe) {
+    (void)self;
+    interp_exe *e = exe;
+    if (e) sj_free(e->ctx, e);
+}
+
+void sj_interp_compiler(sj_compiler *out) {
+    memset(out, 0, sizeof *out);
+    out->target_triple = "interp";
+    out->target_cpu = "";
+    out->target_features = "";
+    out->artifact_version = INTERP_ARTIFACT_VERSION;
+    out->compiler_version = "interp-" SJ_VERSION_STRING;
+    out->compile = interp_compile;
+    out->load = interp_load;
+    out->run = interp_run;
+    out->destroy = interp_destroy;
+}

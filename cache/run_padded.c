@@ -1,0 +1,129 @@
+/* run_padded / run_padded_mixed: flat row-major inputs in, the bucket's
+ * executable run at the actual row count, outputs out. The executable pads
+ * to its bucket extent and never lets padding rows into a result (the
+ * compiler's run contract), so here the work is checking what the caller
+ * says about rows and inner sizes against the graph's shapes. */
+#include "bucketed_cache_impl.h"
+
+#include <string.h>
+
+/* Elements per row of shape s at `rows` when its outer dim is the symbolic
+ * one; -1 when it is not. */
+static int64_t row_elements(const sj_shape *s, int64_t rows) {
+    if (s->rank < 1 || s->dims[0] != SJ_DIM_SYM) return -1;
+    int64_t n = sj_shape_numel(s, rows);
+    return n < 0 ? -1 : n / rows;
+}
+
+static sj_status check_outputs(sj_bucketed_cache *c, int64_t rows, const int64_t *inners, int n_inners) {
+    for (int i = 0; i < n_inners; i++) {
+        if (inners[i] < 0)
+            return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: output #%d: inner %lld is negative", i,
+                           (long long)inners[i]);
+        if (inners[i] == 0 || i >= sj_graph_num_outputs(c->g)) continue;
+        sj_value_desc d;
+        SJ_TRY(sj_graph_output_desc(c->g, i, &d));
+        int64_t row = row_elements(&d.shape, rows);
+        if (row != inners[i]) {
+            char buf[96];
+            sj_shape_format(&d.shape, sj_graph_symbol(c->g), buf, sizeof buf);
+            return sj_fail(c->ctx, SJ_E_SHAPE,
+                           row < 0 ? "run_padded: output %s %s: inner %lld given, but its outer dim is not the key"
+                                   : "run_padded: output %s %s: inner %lld given, rows hold %lld elements",
+                           d.name ? d.name : "?", buf, (long long)inners[i], (long long)row);
+        }
+    }
+    if (n_inners > sj_graph_num_outputs(c->g))
+        return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: %d output inners for %d outputs", n_inners,
+                       sj_graph_num_outputs(c->g));
+    return SJ_OK;
+}
+
+/* Fills t[] (graph input order) with tensors borrowing the callers' data. */
+static sj_status bind_inputs(sj_bucketed_cache *c, int64_t rows, const sj_cache_input *in, int n, bool mixed,
+                             sj_tensor *t, bool *seen) {
+    int ng = sj_graph_num_inputs(c->g);
+    for (int k = 0; k < n; k++) {
+        const char *name = in[k].name ? in[k].name : "";
+        int i = sj_graph_find_input(c->g, name);
+        if (i < 0) return sj_fail(c->ctx, SJ_E_NOT_FOUND, "run_padded: the graph has no input named '%s'", name);
+        if (seen[i]) return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: input '%s' given twice", name);
+        if (!in[k].data) return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: input '%s' has no data", name);
+        seen[i] = true;
+        sj_value_desc d;
+        SJ_TRY(sj_graph_input_desc(c->g, i, &d));
+        char buf[96];
+        sj_shape_format(&d.shape, sj_graph_symbol(c->g), buf, sizeof buf);
+        if (!mixed || in[k].pad) {
+            int64_t row = row_elements(&d.shape, rows);
+            if (row < 0)
+                return sj_fail(c->ctx, SJ_E_SHAPE, "run_padded: input '%s' %s: its outer dim is not the key; "
+                               "pass it unpadded (run_padded_mixed, pad = false)", name, buf);
+            if (row != in[k].inner)
+                return sj_fail(c->ctx, SJ_E_SHAPE, "run_padded: input '%s' %s: inner %lld given, rows hold %lld elements",
+                               name, buf, (long long)in[k].inner, (long long)row);
+        }
+        sj_shape s = sj_shape_at(&d.shape, rows);
+        t[i].rank = s.rank;
+        memcpy(t[i].dims, s.dims, sizeof s.dims);
+        t[i].data = (float *)in[k].data; /* read only: the executable copies inputs */
+    }
+    for (int i = 0; i < ng; i++)
+        if (!seen[i]) {
+            sj_value_desc d;
+            SJ_TRY(sj_graph_input_desc(c->g, i, &d));
+            return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: input '%s' not given", d.name ? d.name : "?");
+        }
+    return SJ_OK;
+}
+
+static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_cache_input *inputs,
+                            int n_inputs, const int64_t *inners, int n_inners, sj_tensor *outputs,
+                            int n_outputs, int64_t *extent_out, bool mixed) {
+    if (!c || (n_inputs && !inputs) || (n_inners && !inners) || (n_outputs && !outputs) || n_inputs < 0 ||
+        n_inners < 0)
+        return SJ_E_INVALID_ARG;
+    int ng_out = sj_graph_num_outputs(c->g), ng_in = sj_graph_num_inputs(c->g);
+    if (n_outputs != ng_out)
+        return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: %d output tensors for a graph with %d outputs",
+                       n_outputs, ng_out);
+    int64_t extent;
+    void *exe;
+    int b;
+    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b));
+    if (rows < 1 || rows > extent)
+        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
+                       (long long)rows, (long long)key, (long long)extent);
+    SJ_TRY(check_outputs(c, rows, inners, n_inners));
+    sj_tensor *t = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *t);
+    bool *seen = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *seen);
+    sj_status st = t && seen ? bind_inputs(c, rows, inputs, n_inputs, mixed, t, seen)
+                             : sj_fail(c->ctx, SJ_E_NOMEM, "run_padded: out of memory");
+    if (st == SJ_OK) {
+        memset(outputs, 0, (size_t)n_outputs * sizeof *outputs);
+        pthread_mutex_t *mu = b >= 0 ? &c->buckets[b].run_mu : &c->one_off_run_mu;
+        pthread_mutex_lock(mu);
+        st = c->comp.run(c->comp.ctx, exe, rows, t, outputs);
+        pthread_mutex_unlock(mu);
+    }
+    sj_free(c->ctx, t);
+    sj_free(c->ctx, seen);
+    if (st == SJ_OK && extent_out) *extent_out = extent;
+    return st;
+}
+
+sj_status sj_bucketed_cache_run_padded(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
+                                       const sj_cache_input *inputs, int n_inputs,
+                                       const int64_t *output_inners, int n_inners,
+                                       sj_tensor *outputs, int n_outputs, int64_t *extent) {
+    return run_common(c, key, actual_rows, inputs, n_inputs, output_inners, n_inners, outputs, n_outputs,
+                      extent, false);
+}
+
+sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
+                                             const sj_cache_input *inputs, int n_inputs,
+                                             const int64_t *output_inners, int n_inners,
+                                             sj_tensor *outputs, int n_outputs, int64_t *extent) {
+    return run_common(c, key, actual_rows, inputs, n_inputs, output_inners, n_inners, outputs, n_outputs,
+                      extent, true);
+}

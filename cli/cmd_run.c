@@ -1,0 +1,262 @@
+/* shapejit run MODEL: one request through a backend, outputs as .npy.
+ * Everything the user gave is checked before anything runs or is written:
+ * input names, shapes against the model at the extent the files imply, and
+ * that the files agree on that extent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/cli.h"
+#include "shapejit/interp.h"
+#include "shapejit/onnx.h"
+#include "shapejit/tensor.h"
+
+static const char usage[] =
+    "usage: shapejit run MODEL [--input NAME=FILE]... [--rows N] [--out DIR]\n"
+    "                    [--backend interp] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "  Runs MODEL once and writes DIR/<output name>.npy for every output\n"
+    "  (DIR defaults to '.'; all outputs are written or none).\n"
+    "  --input NAME=FILE  a float32 C-order .npy file, or an ONNX TensorProto .pb,\n"
+    "                     for input NAME; when any input is given, every input must be\n"
+    "  --rows N           the symbolic dim's extent; without --input, inputs are\n"
+    "                     seeded uniform random values in [-1, 1)\n"
+    "  --seed S           seed of the random inputs (default 0; input i uses S+i)\n"
+    "  --backend B        interp (the reference interpreter)\n"
+    "  --stats            print one JSON object of counters on stderr\n";
+
+typedef struct run_args {
+    cli_list inputs;
+    int64_t rows, seed;
+    const char *out_dir, *backend;
+    bool stats;
+    cli_model_flags model;
+} run_args;
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void format_dims(const sj_tensor *t, char *buf, size_t cap) {
+    sj_shape s = {.rank = t->rank};
+    memcpy(s.dims, t->dims, sizeof s.dims);
+    sj_shape_format(&s, NULL, buf, cap);
+}
+
+/* Random inputs at `extent`, input i seeded with seed + i. */
+static int random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
+                         uint64_t seed, sj_tensor *in) {
+    for (int i = 0; i < sj_graph_num_inputs(g); i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        sj_shape s = sj_shape_at(&d.shape, extent);
+        if (sj_shape_numel(&d.shape, extent) < 0)
+            return cli_fail(cmd, "input %s at %s = %lld has more than 2^40 elements", d.name,
+                            sj_graph_symbol(g), (long long)extent);
+        sj_status st = sj_tensor_alloc(ctx, s.rank, s.dims, &in[i]);
+        if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
+        uint64_t state = seed + (uint64_t)i;
+        int64_t n = sj_tensor_numel(&in[i]);
+        for (int64_t k = 0; k < n; k++)
+            in[i].data[k] = (float)((double)(splitmix64(&state) >> 40) / 8388608.0 - 1.0);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The extent the files imply: every symbolic dim of every input must
+ * agree, with each other and with --rows when given. */
+static int check_file_shape(const char *cmd, const sj_graph *g, const char *name,
+                            const char *file, const sj_shape *want, const sj_tensor *t,
+                            int64_t *extent, const char **extent_from) {
+    char want_s[128], got_s[128];
+    sj_shape_format(want, sj_graph_symbol(g), want_s, sizeof want_s);
+    format_dims(t, got_s, sizeof got_s);
+    if (t->rank != want->rank)
+        return cli_fail(cmd, "input %s: %s has shape %s but the model wants %s", name, file, got_s,
+                        want_s);
+    for (int k = 0; k < t->rank; k++) {
+        if (want->dims[k] != SJ_DIM_SYM) {
+            if (t->dims[k] != want->dims[k])
+                return cli_fail(cmd, "input %s: %s has shape %s but the model wants %s (dim %d)",
+                                name, file, got_s, want_s, k);
+            continue;
+        }
+        if (t->dims[k] < 1 || t->dims[k] > SJ_MAX_EXTENT)
+            return cli_fail(cmd, "input %s: %s sets %s = %lld, outside 1..%lld", name, file,
+                            sj_graph_symbol(g), (long long)t->dims[k], (long long)SJ_MAX_EXTENT);
+        if (*extent > 0 && t->dims[k] != *extent)
+            return cli_fail(cmd, "input %s: %s has shape %s, so %s = %lld, but %s sets %s = %lld",
+                            name, file, got_s, sj_graph_symbol(g), (long long)t->dims[k],
+                            *extent_from, sj_graph_symbol(g), (long long)*extent);
+        *extent = t->dims[k];
+        *extent_from = file;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int file_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *a,
+                       sj_tensor *in, int64_t *extent) {
+    int n_in = sj_graph_num_inputs(g);
+    const char **file_of = calloc((size_t)n_in + 1, sizeof *file_of);
+    if (!file_of) return cli_fail(cmd, "out of memory");
+    int rc = CLI_EXIT_OK;
+    /* Names first: a typo is reported before any file is read. */
+    for (int i = 0; rc == CLI_EXIT_OK && i < a->inputs.n; i++) {
+        const char *spec = a->inputs.items[i];
+        const char *eq = strchr(spec, '=');
+        if (!eq || eq == spec || !eq[1]) {
+            rc = cli_usage_error(cmd, "--input expects NAME=FILE, got '%s'", spec);
+            break;
+        }
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
+        int idx = sj_graph_find_input(g, name);
+        if (idx < 0) {
+            char known[512] = "";
+            for (int k = 0; k < n_in; k++) {
+                sj_value_desc d;
+                sj_graph_input_desc(g, k, &d);
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+                         d.name);
+            }
+            rc = cli_fail(cmd, "--input %s: the model has no input '%s' (its inputs: %s)", spec,
+                          name, n_in ? known : "none");
+        } else if (file_of[idx]) {
+            rc = cli_usage_error(cmd, "input '%s' given twice", name);
+        } else {
+            file_of[idx] = eq + 1;
+        }
+    }
+    for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++)
+        if (!file_of[i]) {
+            sj_value_desc d;
+            sj_graph_input_desc(g, i, &d);
+            rc = cli_fail(cmd, "missing --input %s=FILE (when any input is given, every input must be)",
+                          d.name);
+        }
+    const char *extent_from = "--rows";
+    *extent = a->rows;
+    for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        size_t flen = strlen(file_of[i]);
+        bool is_pb = flen > 3 && !strcasecmp(file_of[i] + flen - 3, ".pb");
+        sj_status st = is_pb ? sj_onnx_tensor_read(ctx, file_of[i], &in[i])
+                             : sj_npy_read(ctx, file_of[i], &in[i]);
+        if (st != SJ_OK) {
+            rc = cli_fail(cmd, "input %s: %s", d.name, sj_ctx_last_error(ctx));
+            break;
+        }
+        rc = check_file_shape(cmd, g, d.name, file_of[i], &d.shape, &in[i], extent, &extent_from);
+    }
+    free(file_of);
+    return rc;
+}
+
+static bool inputs_use_symbol(const sj_graph *g) {
+    for (int i = 0; i < sj_graph_num_inputs(g); i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        for (int k = 0; k < d.shape.rank; k++)
+            if (d.shape.dims[k] == SJ_DIM_SYM) return true;
+    }
+    return false;
+}
+
+static void print_summary(const sj_graph *g, const char *dir, const sj_tensor *out) {
+    for (int i = 0; i < sj_graph_num_outputs(g); i++) {
+        sj_value_desc d;
+        sj_graph_output_desc(g, i, &d);
+        char shape[128], path[4096];
+        format_dims(&out[i], shape, sizeof shape);
+        cli_output_path(dir, d.name, path, sizeof path);
+        printf("%s: %s -> %s\n  [", d.name, shape, path);
+        int64_t n = sj_tensor_numel(&out[i]);
+        for (int64_t k = 0; k < n && k < 6; k++) printf("%s%.6g", k ? ", " : "", out[i].data[k]);
+        printf("%s]\n", n > 6 ? ", ..." : "");
+    }
+}
+
+static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *a, double load_ms) {
+    int n_in = sj_graph_num_inputs(g), n_out = sj_graph_num_outputs(g);
+    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    sj_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
+    const char **names = calloc((size_t)n_out + 1, sizeof *names);
+    int rc = in && out && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
+    int64_t extent = a->rows;
+    if (rc == CLI_EXIT_OK && a->inputs.n > 0) {
+        rc = file_inputs(cmd, ctx, g, a, in, &extent);
+    } else if (rc == CLI_EXIT_OK) {
+        if (extent <= 0 && inputs_use_symbol(g))
+            rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
+                                 sj_graph_symbol(g));
+        if (rc == CLI_EXIT_OK)
+            rc = random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
+    }
+    if (extent <= 0) extent = 1; /* no input carries the symbolic dim */
+    double t0 = cli_now_ms(), run_ms = 0;
+    if (rc == CLI_EXIT_OK) {
+        sj_status st = sj_interp_run(g, extent, in, out);
+        run_ms = cli_now_ms() - t0;
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    }
+    if (rc == CLI_EXIT_OK) {
+        for (int i = 0; i < n_out; i++) {
+            sj_value_desc d;
+            sj_graph_output_desc(g, i, &d);
+            names[i] = d.name;
+        }
+        rc = cli_write_outputs(cmd, ctx, a->out_dir, n_out, names, out);
+    }
+    if (rc == CLI_EXIT_OK) {
+        print_summary(g, a->out_dir, out);
+        if (a->stats)
+            fprintf(stderr,
+                    "{\"backend\": \"%s\", \"extent\": %lld, \"load_ms\": %.3f, \"run_ms\": %.3f, "
+                    "\"memory_hits\": 0, \"store_hits\": 0, \"compiles\": 0}\n",
+                    a->backend, (long long)extent, load_ms, run_ms);
+    }
+    for (int i = 0; in && i < n_in; i++) sj_tensor_free(ctx, &in[i]);
+    for (int i = 0; out && i < n_out; i++) sj_tensor_free(ctx, &out[i]);
+    free(in);
+    free(out);
+    free(names);
+    return rc;
+}
+
+int cli_cmd_run(int argc, char **argv) {
+    const char *cmd = "run";
+    run_args a = {.rows = INT64_MIN, .seed = 0, .out_dir = ".", .backend = "interp"};
+    const cli_opt opts[] = {
+        {"--input", CLI_OPT_LIST, &a.inputs},   {"--rows", CLI_OPT_INT, &a.rows},
+        {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},
+        {"--backend", CLI_OPT_STRING, &a.backend}, {"--stats", CLI_OPT_FLAG, &a.stats},
+        CLI_MODEL_OPTS(a.model),
+    };
+    const char *pos[1];
+    int n_pos;
+    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
+    if (r != CLI_PARSED) return cli_parse_exit(r);
+    bool rows_given = a.rows != INT64_MIN;
+    if (!rows_given) a.rows = 0;
+    else if (a.rows < 1 || a.rows > SJ_MAX_EXTENT)
+        return cli_usage_error(cmd, "--rows must be in 1..%lld, got %lld", (long long)SJ_MAX_EXTENT,
+                               (long long)a.rows);
+    if (a.seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
+    if (strcmp(a.backend, "interp") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (this build has: interp)", a.backend);
+    if (!a.out_dir[0]) return cli_usage_error(cmd, "--out needs a directory");
+
+    sj_ctx *ctx = cli_ctx_create(cmd);
+    if (!ctx) return CLI_EXIT_FAIL;
+    sj_graph *g = NULL;
+    double t0 = cli_now_ms();
+    int rc = cli_load_model(cmd, ctx, pos[0], &a.model, &g);
+    if (rc == CLI_EXIT_OK) rc = run(cmd, ctx, g, &a, cli_now_ms() - t0);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/* shapejit/ladder.h — bucket ladders: how the symbolic dim's range is split.
+ *
+ *   sj_ladder *l;
+ *   if (sj_ladder_parse(ctx, "pow2:8:256", &l) != SJ_OK)        // or sj_ladder_pow2(ctx, 8, 256, &l)
+ *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));
+ *   int b;
+ *   if (sj_ladder_bucket_for(l, 17, &b) == SJ_OK)
+ *       printf("17 runs at extent %lld\n", (long long)sj_ladder_extent(l, b));   // 32
+ *   sj_ladder_destroy(l);
+ *
+ * A ladder is an ascending list of extents E0 < E1 < ... < E(B-1). Bucket i
+ * holds the keys (E(i-1), Ei] (bucket 0 holds [1, E0]) and is compiled at
+ * its upper bound Ei, so a request of N rows pays for at most Ei rows.
+ *
+ *   pow2:MIN:MAX       extents MIN rounded up to a power of two, doubling up
+ *                      to the first power of two >= MAX. pow2:8:256 gives
+ *                      [1,8] [9,16] [17,32] ... [129,256]. Padding waste is
+ *                      at most 2x in every bucket but the first.
+ *   geo:MIN:MAX:RATIO  MIN, then each extent at most RATIO times the last
+ *                      (at least one more), the last one MAX. Waste < RATIO
+ *                      above the first bucket.
+ *   list:E1,E2,...     the given extents: ascending, positive.
+ *
+ * Every extent is at most SJ_MAX_EXTENT and a ladder has at most
+ * SJ_LADDER_MAX_BUCKETS buckets. A ladder is immutable after creation, so
+ * any number of threads may look keys up at once. It keeps a pointer to its
+ * context for error messages; destroy it before the context.
+ */
+#ifndef SHAPEJIT_LADDER_H
+#define SHAPEJIT_LADDER_H
+
+#include "shapejit/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SJ_LADDER_MAX_BUCKETS 4096
+
+typedef enum sj_ladder_kind { SJ_LADDER_POW2, SJ_LADDER_GEO, SJ_LADDER_LIST } sj_ladder_kind;
+
+typedef struct sj_ladder sj_ladder;
+
+/* Invalid bounds (min < 1, min > max, max > SJ_MAX_EXTENT, ratio <= 1 or not
+ * finite, a list that is empty, not ascending or not positive) are
+ * SJ_E_INVALID_ARG with a message naming the bad value. */
+sj_status sj_ladder_pow2(sj_ctx *ctx, int64_t min, int64_t max, sj_ladder **out);
+sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_ladder **out);
+sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder **out);
+/* A SPEC as above. Malformed text is SJ_E_PARSE naming the spec and the
+ * field; well-formed but invalid values are SJ_E_INVALID_ARG. */
+sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out);
+void sj_ladder_destroy(sj_ladder *l);
+
+sj_ladder_kind sj_ladder_get_kind(const sj_ladder *l);
+int sj_ladder_count(const sj_ladder *l);
+/* Upper bound (the compile extent) and first key of bucket i. */
+int64_t sj_ladder_extent(const sj_ladder *l, int i);
+int64_t sj_ladder_lower(const sj_ladder *l, int i);
+/* The largest key any bucket holds. */
+int64_t sj_ladder_max(const sj_ladder *l);
+
+/* Binary search; -1 when key is outside every bucket. No message, no lock:
+ * the hit path uses it. */
+int sj_ladder_find(const sj_ladder *l, int64_t key);
+/* The same, but an outside key is SJ_E_OUT_OF_RANGE with a message. */
+sj_status sj_ladder_bucket_for(const sj_ladder *l, int64_t key, int *index);
+
+/* Padding for a request of `key` rows of `inner` elements each: the
+ * elements computed (bucket extent * inner) and the real ones (key * inner).
+ * SJ_E_OUT_OF_RANGE when no bucket holds key. */
+sj_status sj_ladder_padding(const sj_ladder *l, int64_t key, int64_t inner, int64_t *padded,
+                            int64_t *real);
+/* Worst padded/real ratio over every bucket except the first (whose waste
+ * depends on how small requests get): 2 for pow2, < RATIO for geo. 1 for a
+ * one-bucket ladder. */
+double sj_ladder_max_waste(const sj_ladder *l);
+
+/* The canonical spec: "pow2:8:256", "geo:1:1000:1.5", "list:1,8,64". */
+void sj_ladder_format(const sj_ladder *l, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

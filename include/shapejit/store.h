@@ -1,0 +1,175 @@
+/* shapejit/store.h — the persistent artifact store: SQLite (WAL) + zstd.
+ *
+ *   sj_store_config cfg;
+ *   sj_store_config_init(&cfg);
+ *   cfg.path = "/home/me/.cache/shapejit/store.db";   // directory made 0700, file 0600
+ *   cfg.max_bytes = 1 << 30;                           // evict least recently used above 1 GiB
+ *   sj_store *s;
+ *   if (sj_store_open(ctx, &cfg, &s) != SJ_OK) { puts(sj_ctx_last_error(ctx)); return 1; }
+ *   sj_store_key k = {...};                            // graph hash, extent, options, target, toolchain
+ *   void *bytes; size_t len;
+ *   sj_status st = sj_store_get(s, &k, &bytes, &len);
+ *   if (st == SJ_OK) { use(bytes, len); sj_free(ctx, bytes); }
+ *   else if (st == SJ_E_NOT_FOUND || st == SJ_E_CORRUPT) { compile(&bytes, &len); sj_store_put(s, &k, bytes, len); }
+ *   sj_store_close(s);
+ *
+ * One row per artifact, keyed by every component of sj_store_key, each in a
+ * column of its own (so `explain` can say which one made a lookup miss).
+ * The artifact bytes are opaque here. A blob is a zstd frame (content size
+ * and checksum on) plus a BLAKE3 digest over the row's key and the raw
+ * bytes, checked before a byte is handed out: a flipped, truncated, or
+ * swapped-in blob (one from another key's row) comes back as SJ_E_CORRUPT,
+ * which callers treat as a miss (compile, then put overwrites the row).
+ *
+ * Several threads may share one sj_store (calls are serialised inside), and
+ * several processes may open the same file. The store belongs to the
+ * context it was opened with; close it before destroying the context.
+ */
+#ifndef SHAPEJIT_STORE_H
+#define SHAPEJIT_STORE_H
+
+#include "shapejit/common.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The full key. Strings are borrowed for the duration of a call; NULL reads
+ * as "". Every string is at most SJ_STORE_FIELD_MAX - 1 bytes. */
+#define SJ_STORE_FIELD_MAX 256
+typedef struct sj_store_key {
+    uint8_t graph_hash[32];       /* sj_graph_hash */
+    int64_t extent;               /* the bucket extent the artifact was compiled at */
+    uint8_t options_hash[32];     /* canonical compile options */
+    const char *target_triple;    /* "x86_64-pc-linux-gnu", "nvptx64-nvidia-cuda" */
+    const char *target_cpu;       /* "znver3", "sm_90" */
+    const char *target_features;  /* "+avx2,+fma", "" */
+    uint32_t artifact_version;    /* artifact format version */
+    const char *shapejit_version; /* sj_version_string() of the compiling library */
+    const char *compiler_version; /* "llvm-19.1.7", "nvrtc-12.4" */
+} sj_store_key;
+
+/* Bits naming key components (explain). */
+enum {
+    SJ_KEY_GRAPH = 1u << 0,
+    SJ_KEY_EXTENT = 1u << 1,
+    SJ_KEY_OPTIONS = 1u << 2,
+    SJ_KEY_TRIPLE = 1u << 3,
+    SJ_KEY_CPU = 1u << 4,
+    SJ_KEY_FEATURES = 1u << 5,
+    SJ_KEY_ARTIFACT_VERSION = 1u << 6,
+    SJ_KEY_SHAPEJIT_VERSION = 1u << 7,
+    SJ_KEY_COMPILER_VERSION = 1u << 8,
+    SJ_KEY_ALL_ = (1u << 9) - 1
+};
+/* "graph hash", "extent", ... for one bit; NULL for anything else. */
+const char *sj_store_key_component_name(unsigned bit);
+
+typedef struct sj_store_config {
+    /* The database file. NULL = keep everything in memory (nothing persists). */
+    const char *path;
+    /* Bound on the stored (compressed) bytes; above it the least recently
+     * used rows are evicted after a put. 0 = unbounded. */
+    int64_t max_bytes;
+    /* Largest artifact accepted by put and produced by get (a frame that
+     * claims more is corrupt). Default 1 GiB. */
+    int64_t max_artifact_bytes;
+    /* How long a call waits for another process's write lock. Default 5000. */
+    int busy_timeout_ms;
+    /* zstd level for puts. Default -1: a fast level stores literals raw,
+     * which decodes about twice as fast as level 3 for object code at some
+     * 15-20% more bytes; a warm start pays the decode on every artifact. */
+    int compression_level;
+    /* A hit rewrites the row's last_used only when it is older than this,
+     * so a hot artifact costs a write at most this often. Default 60000. */
+    int64_t touch_interval_ms;
+    /* When the file is not a database, is read-only, or cannot be created,
+     * open an in-memory store instead of failing; sj_store_persistent() is
+     * then false and sj_store_warning() says why. Default false. */
+    bool fallback_to_memory;
+} sj_store_config;
+
+void sj_store_config_init(sj_store_config *cfg);
+
+typedef struct sj_store sj_store;
+
+/* Errors: SJ_E_IO (cannot create the directory or file; read-only file),
+ * SJ_E_CORRUPT (the file is not an SQLite database), SJ_E_UNSUPPORTED (a
+ * store written by a newer shapejit: its schema version is unknown),
+ * SJ_E_BUSY (another process held the lock past busy_timeout_ms). Each
+ * message names the path. An older schema is rebuilt (the store is a cache). */
+sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out);
+void sj_store_close(sj_store *s);
+/* False for an in-memory store (path NULL or fallback taken). */
+bool sj_store_persistent(const sj_store *s);
+/* Why the store fell back to memory; "" otherwise. */
+const char *sj_store_warning(const sj_store *s);
+
+/* Inserts or overwrites the row of `key`. */
+sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len);
+/* On SJ_OK *bytes (allocated with sj_alloc on the store's context; caller
+ * frees with sj_free) holds the verified artifact. SJ_E_NOT_FOUND: no row.
+ * SJ_E_CORRUPT: a row whose blob failed a check (counted; message says
+ * which check). Both are misses. */
+sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len);
+
+typedef struct sj_store_stats {
+    /* This handle's counters since open. */
+    uint64_t hits, misses, corrupt, puts, evictions;
+    uint64_t bytes_read, bytes_written; /* raw artifact bytes */
+    /* The file's contents now. */
+    int64_t entries, stored_bytes, raw_bytes;
+} sj_store_stats;
+sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out);
+
+/* A row as listed: key strings borrowed for the duration of the callback. */
+typedef struct sj_store_entry {
+    sj_store_key key;
+    int64_t raw_bytes, stored_bytes;
+    int64_t created_ms, last_used_ms; /* Unix time, milliseconds */
+} sj_store_entry;
+
+/* Called per row; return nonzero to stop. Callbacks run with the store's
+ * lock held and must not call back into the store. */
+typedef int (*sj_store_visit_fn)(void *user, const sj_store_entry *e);
+/* Rows ordered by graph hash, extent. */
+sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
+
+/* Decompresses and hash-checks every row; `bad` (may be NULL) hears of
+ * each corrupt one with the reason. *n_bad counts them. */
+typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const char *why);
+sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
+                          int64_t *n_bad);
+
+typedef struct sj_store_gc_result {
+    int64_t corrupt_removed, evicted, bytes_freed;
+} sj_store_gc_result;
+/* Removes corrupt rows (when remove_corrupt) then evicts least recently
+ * used rows until the stored bytes are <= max_bytes (< 0: no eviction). */
+sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_store_gc_result *out);
+
+/* Removes the rows whose graph hash (hex) starts with `hex_prefix` (1..64
+ * hex digits) or exactly the row of `key`. *removed may be NULL. */
+sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *removed);
+sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed);
+
+/* Writes every row whose graph hash starts with hex_prefix (NULL = all) to
+ * `path` (temp file + rename; no partial file on failure). Import checks
+ * each record as get does and skips (counts) the corrupt ones. */
+sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written);
+sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected);
+
+/* The nearest stored rows to `key` (fewest differing components; the same
+ * graph first, then the closest extent), at most max_results of them, best
+ * first. `differs` is a set of SJ_KEY_* bits; 0 means the key is stored. */
+typedef void (*sj_store_explain_fn)(void *user, const sj_store_entry *e, unsigned differs);
+sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results,
+                           sj_store_explain_fn fn, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

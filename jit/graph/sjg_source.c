@@ -1,0 +1,188 @@
+/* Where a .sjg param's weights come from: an inline list, fill(v),
+ * random(seed=, scale=) or npy("file") next to the graph. */
+#include "sjg_parse_impl.h"
+#include "shapejit/tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Documented in docs/sjg.md; the printer writes the values out, so changing
+ * this only changes what old texts mean, never a printed graph. */
+static void random_fill(uint64_t seed, double scale, float *out, int64_t n) {
+    uint64_t state = seed;
+    for (int64_t i = 0; i < n; i++) {
+        double u = (double)(splitmix64(&state) >> 40) / 16777216.0;
+        out[i] = (float)(scale * (2.0 * u - 1.0));
+    }
+}
+
+static sj_status alloc_weights(sjg_parser *p, const sjg_token *at, const char *param,
+                               int64_t numel, bool generated, float **data) {
+    if (generated && numel > SJG_MAX_GENERATED_ELEMENTS)
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
+                           "param %s would have %lld generated elements, over the limit of 2^28 "
+                           "(is a dim mistyped?)",
+                           param, (long long)numel);
+    *data = sj_alloc(p->ctx, (size_t)numel * sizeof(float));
+    if (!*data)
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_NOMEM,
+                           "out of memory for the %lld elements of param %s", (long long)numel, param);
+    return SJ_OK;
+}
+
+static sj_status parse_inline(sjg_parser *p, const char *param, int64_t numel, float **data) {
+    const sjg_token *open = sjg_cur(p);
+    p->pos++; /* [ */
+    SJ_TRY(alloc_weights(p, open, param, numel, false, data));
+    int64_t n = 0;
+    while (!sjg_is_punct(sjg_cur(p), ']')) {
+        const sjg_token *t = sjg_cur(p);
+        sjg_number num;
+        float v;
+        SJ_TRY(sjg_parse_number(p, &num, "in the param's values"));
+        SJ_TRY(sjg_number_float(p, &num, &v));
+        if (n == numel)
+            return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE,
+                               "param %s has more than the %lld values its shape holds", param,
+                               (long long)numel);
+        (*data)[n++] = v;
+        if (sjg_is_punct(sjg_cur(p), ',')) {
+            p->pos++;
+        } else if (!sjg_is_punct(sjg_cur(p), ']')) {
+            return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
+                               "expected ',' or ']' in the values of param %s, found %s", param,
+                               sjg_describe(p, sjg_cur(p)));
+        }
+    }
+    if (n != numel)
+        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_SHAPE,
+                           "param %s has %lld values but its shape holds %lld", param,
+                           (long long)n, (long long)numel);
+    p->pos++; /* ] */
+    return SJ_OK;
+}
+
+static sj_status parse_fill(sjg_parser *p, const char *param, int64_t numel, float **data) {
+    const sjg_token *at = sjg_cur(p);
+    p->pos += 2; /* fill ( */
+    sjg_number num;
+    float v;
+    SJ_TRY(sjg_parse_number(p, &num, "in fill(...)"));
+    SJ_TRY(sjg_number_float(p, &num, &v));
+    SJ_TRY(sjg_expect(p, ')', "after the value of fill"));
+    SJ_TRY(alloc_weights(p, at, param, numel, true, data));
+    for (int64_t i = 0; i < numel; i++) (*data)[i] = v;
+    return SJ_OK;
+}
+
+static sj_status parse_random(sjg_parser *p, const char *param, int64_t numel, float **data) {
+    const sjg_token *at = sjg_cur(p);
+    p->pos += 2; /* random ( */
+    sjg_kwarg kw[SJG_MAX_KWARGS];
+    int n_kw = 0;
+    SJ_TRY(sjg_parse_kwargs(p, kw, &n_kw, "random"));
+    p->pos++; /* ) */
+    int64_t seed = -1;
+    float scale = 1.0f;
+    for (int i = 0; i < n_kw; i++) {
+        const sjg_kwarg *k = &kw[i];
+        if (sjg_is_word(p, k->key, "seed") && k->kind == SJG_ATTR_NUMBER) {
+            SJ_TRY(sjg_number_int(p, &k->num, &seed));
+            if (seed < 0)
+                return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE, "seed must be >= 0");
+        } else if (sjg_is_word(p, k->key, "scale") && k->kind == SJG_ATTR_NUMBER) {
+            SJ_TRY(sjg_number_float(p, &k->num, &scale));
+        } else {
+            return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE,
+                               "random takes seed=INTEGER and scale=NUMBER, found '%.*s'",
+                               (int)k->key->len, p->text + k->key->start);
+        }
+    }
+    if (seed < 0)
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_PARSE,
+                           "random needs seed= (so the weights are reproducible)");
+    SJ_TRY(alloc_weights(p, at, param, numel, true, data));
+    random_fill((uint64_t)seed, scale, *data, numel);
+    return SJ_OK;
+}
+
+static sj_status parse_npy(sjg_parser *p, const char *param, const sj_shape *shape, float **data) {
+    const sjg_token *at = sjg_cur(p);
+    p->pos += 2; /* npy ( */
+    const sjg_token *ft = sjg_cur(p);
+    if (ft->kind != SJG_STRING)
+        return sjg_fail_at(p->ctx, sjg_at(p, ft), SJ_E_PARSE,
+                           "expected a quoted file name in npy(...), found %s", sjg_describe(p, ft));
+    char *file;
+    SJ_TRY(sjg_string_value(p->ctx, p->file, p->text, ft, &file));
+    p->pos++;
+    sj_status st = sjg_expect(p, ')', "after the file name of npy");
+    char *path = NULL;
+    if (st == SJ_OK) {
+        bool relative = file[0] != '/' && p->base_dir && p->base_dir[0];
+        size_t n = strlen(file) + (relative ? strlen(p->base_dir) + 1 : 0) + 1;
+        path = sj_alloc(p->ctx, n);
+        if (!path) st = sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
+        else if (relative) snprintf(path, n, "%s/%s", p->base_dir, file);
+        else snprintf(path, n, "%s", file);
+    }
+    sj_tensor t;
+    memset(&t, 0, sizeof t);
+    if (st == SJ_OK) {
+        st = sj_npy_read(p->ctx, path, &t);
+        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d: weights of param %s", p->file, at->line, at->col, param);
+    }
+    if (st == SJ_OK) {
+        bool same = t.rank == shape->rank;
+        for (int i = 0; same && i < t.rank; i++) same = t.dims[i] == shape->dims[i];
+        if (!same) {
+            sj_shape got = {.rank = t.rank};
+            memcpy(got.dims, t.dims, sizeof got.dims);
+            char want_s[96], got_s[96];
+            sj_shape_format(shape, NULL, want_s, sizeof want_s);
+            sj_shape_format(&got, NULL, got_s, sizeof got_s);
+            st = sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
+                             "%s holds shape %s but param %s is declared %s", path, got_s, param,
+                             want_s);
+        }
+    }
+    if (st == SJ_OK) st = alloc_weights(p, at, param, sj_tensor_numel(&t), false, data);
+    if (st == SJ_OK) memcpy(*data, t.data, (size_t)sj_tensor_numel(&t) * sizeof(float));
+    sj_tensor_free(p->ctx, &t);
+    sj_free(p->ctx, path);
+    sj_free(p->ctx, file);
+    return st;
+}
+
+sj_status sjg_parse_source(sjg_parser *p, const char *param, const sj_shape *shape, float **data) {
+    *data = NULL;
+    int64_t numel = sj_shape_numel(shape, 1);
+    const sjg_token *t = sjg_cur(p);
+    sj_status st;
+    if (sjg_is_punct(t, '[')) {
+        st = parse_inline(p, param, numel, data);
+    } else if (t->kind == SJG_IDENT && sjg_is_punct(sjg_peek(p, 1), '(') &&
+               (sjg_is_word(p, t, "fill") || sjg_is_word(p, t, "random") ||
+                sjg_is_word(p, t, "npy"))) {
+        st = sjg_is_word(p, t, "fill")     ? parse_fill(p, param, numel, data)
+             : sjg_is_word(p, t, "random") ? parse_random(p, param, numel, data)
+                                           : parse_npy(p, param, shape, data);
+    } else {
+        return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
+                           "expected the values of param %s: [v, ...], fill(v), random(seed=S, "
+                           "scale=X) or npy(\"file.npy\"), found %s",
+                           param, sjg_describe(p, t));
+    }
+    if (st != SJ_OK) {
+        sj_free(p->ctx, *data);
+        *data = NULL;
+    }
+    return st;
+}

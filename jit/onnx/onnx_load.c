@@ -1,0 +1,464 @@
+/* ONNX model import: unpack the ModelProto, pick the symbolic dim, declare
+ * inputs and initialisers, map every node, then mark the outputs. */
+#include "onnx_loader.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- value table ---- */
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static size_t find_slot(const sj_onnx_loader *L, const char *name) {
+    size_t mask = L->n_slots - 1, i = (size_t)hash_name(name) & mask;
+    while (L->slots[i] >= 0 && strcmp(L->vals[L->slots[i]].name, name) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+sj_onnx_val *sj_onnx_lookup(sj_onnx_loader *L, const char *name) {
+    int32_t k = L->slots[find_slot(L, name)];
+    return k >= 0 ? &L->vals[k] : NULL;
+}
+
+sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out) {
+    size_t slot = find_slot(L, name);
+    if (L->slots[slot] >= 0)
+        return sj_fail(L->ctx, SJ_E_PARSE, "%s: value '%s' is defined more than once", L->file, name);
+    /* cap_vals is the model's total count of names, sized up front, so the
+     * table never fills */
+    if (L->n_vals >= L->cap_vals)
+        return sj_fail(L->ctx, SJ_E_INTERNAL, "%s: value table overflow", L->file);
+    sj_onnx_val *v = &L->vals[L->n_vals];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->v = SJ_NO_VALUE;
+    L->slots[slot] = L->n_vals++;
+    *out = v;
+    return SJ_OK;
+}
+
+void sj_onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len) {
+    const Onnx__NodeProto *n = L->node;
+    const char *op = n->op_type ? n->op_type : "?";
+    if (n->name && n->name[0])
+        snprintf(buf, len, "node #%d '%s' (%s)", L->node_index, n->name, op);
+    else
+        snprintf(buf, len, "node #%d (%s)", L->node_index, op);
+}
+
+sj_status sj_onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ...) {
+    char msg[512], where[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sj_onnx_node_where(L, where, sizeof where);
+    return sj_fail(L->ctx, st, "%s: %s: %s", L->file, where, msg);
+}
+
+sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
+    if (v->v != SJ_NO_VALUE) {
+        *out = v->v;
+        return SJ_OK;
+    }
+    if (v->runtime_dtype)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                       "input '%s' has dtype %s; only float32 tensors are supported", v->name,
+                       v->runtime_dtype > 0 ? sj_onnx_dtype_name(v->runtime_dtype) : "(none)");
+    if (!v->has_const) return sj_fail(L->ctx, SJ_E_INTERNAL, "value '%s' has no data", v->name);
+    if (v->c.dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                       "'%s' has dtype %s but is used as data; only float32 tensors are "
+                       "supported (int64 only as constant shapes or axes)",
+                       v->name, sj_onnx_dtype_name(v->c.dtype));
+    if (v->c.rank > SJ_MAX_RANK)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "constant '%s' has rank %d (at most %d)", v->name,
+                       v->c.rank, SJ_MAX_RANK);
+    if (v->c.numel == 0)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                       "constant '%s' is empty; zero-size tensors are not supported", v->name);
+    sj_status st = sj_graph_param(L->g, v->name, v->c.rank, v->c.dims, v->c.f, &v->v);
+    if (st != SJ_OK) {
+        sj_error_prefix(L->ctx, "constant '%s'", v->name);
+        return st;
+    }
+    *out = v->v;
+    return SJ_OK;
+}
+
+/* ---- model level ---- */
+
+static bool is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
+
+static sj_status find_opset(sj_onnx_loader *L, const Onnx__ModelProto *m) {
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *op = m->opset_import[i];
+        if (is_default_domain(op->domain) && op->has_version) {
+            L->opset = op->version;
+            return SJ_OK;
+        }
+    }
+    L->opset = -1; /* only an error if a node of the default domain shows up */
+    return SJ_OK;
+}
+
+static const Onnx__TensorShapeProto *tensor_shape(const Onnx__ValueInfoProto *vi) {
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !vi->type->tensor_type)
+        return NULL;
+    return vi->type->tensor_type->shape;
+}
+
+static const char *dim_param(const Onnx__TensorShapeProto__Dimension *d) {
+    return d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                   d->dim_param[0]
+               ? d->dim_param
+               : NULL;
+}
+
+static bool is_initializer_or_bound(const Onnx__GraphProto *gp, int n_bound,
+                                    const sj_onnx_binding *bound, const char *name) {
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name)) return true;
+    for (int i = 0; i < n_bound; i++)
+        if (!strcmp(bound[i].name, name)) return true;
+    return false;
+}
+
+typedef struct sym_choice {
+    const char *name;  /* the symbolic dim's name, NULL = none */
+    bool from_param;   /* it is a dim_param of the model */
+    int input;         /* dynamic_input: index into graph inputs, else -1 */
+    int axis;
+} sym_choice;
+
+/* The runtime graph inputs: not initialisers, not bound. */
+static bool is_runtime_input(const Onnx__GraphProto *gp, int n_bound, const sj_onnx_binding *bound,
+                             size_t i) {
+    const char *name = gp->input[i]->name;
+    return name && !is_initializer_or_bound(gp, n_bound, bound, name);
+}
+
+static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n_bound,
+                            const sj_onnx_binding *bound, const sj_model_options *o,
+                            sym_choice *sc) {
+    sc->name = NULL;
+    sc->from_param = false;
+    sc->input = -1;
+    sc->axis = 0;
+    /* distinct dim_params, in order of first appearance */
+    const char *params[16];
+    int n_params = 0;
+    bool more = false;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        if (!is_runtime_input(gp, n_bound, bound, i)) continue;
+        const Onnx__TensorShapeProto *sh = tensor_shape(gp->input[i]);
+        for (size_t d = 0; sh && d < sh->n_dim; d++) {
+            const char *p = dim_param(sh->dim[d]);
+            bool seen = false;
+            for (int j = 0; p && j < n_params && !seen; j++) seen = !strcmp(params[j], p);
+            if (!p || seen) continue;
+            if (n_params == (int)(sizeof params / sizeof params[0]))
+                more = true;
+            else
+                params[n_params++] = p;
+        }
+    }
+    char list[512] = "";
+    size_t used = 0;
+    for (int j = 0; j < n_params && used < sizeof list; j++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'", j ? ", " : "", params[j]);
+    if (more && used < sizeof list) snprintf(list + used, sizeof list - used, ", ...");
+    bool named_found = false;
+    for (int j = 0; o && o->dynamic_name && j < n_params; j++)
+        named_found |= !strcmp(params[j], o->dynamic_name);
+    if (o && o->dynamic_input) {
+        for (size_t i = 0; i < gp->n_input; i++) {
+            if (!is_runtime_input(gp, n_bound, bound, i) || strcmp(gp->input[i]->name, o->dynamic_input))
+                continue;
+            const Onnx__TensorShapeProto *sh = tensor_shape(gp->input[i]);
+            int rank = sh ? (int)sh->n_dim : 0;
+            int axis = o->dynamic_axis < 0 ? o->dynamic_axis + rank : o->dynamic_axis;
+            if (axis < 0 || axis >= rank)
+                return sj_fail(L->ctx, SJ_E_INVALID_ARG,
+                               "%s: dynamic axis %d is out of range for input '%s' of rank %d",
+                               L->file, o->dynamic_axis, o->dynamic_input, rank);
+            const char *p = dim_param(sh->dim[axis]);
+            sc->input = (int)i;
+            sc->axis = axis;
+            sc->from_param = p && (!o->dynamic_name || !strcmp(p, o->dynamic_name));
+            sc->name = o->dynamic_name ? o->dynamic_name : p ? p : "N";
+            return SJ_OK;
+        }
+        return sj_fail(L->ctx, SJ_E_NOT_FOUND, "%s: the model has no input named '%s'", L->file,
+                       o->dynamic_input);
+    }
+    if (o && o->dynamic_name) {
+        if (!named_found)
+            return sj_fail(L->ctx, SJ_E_NOT_FOUND,
+                           "%s: no input dim is named '%s' (the model's dim_params: %s)", L->file,
+                           o->dynamic_name, n_params ? list : "none");
+        sc->name = o->dynamic_name;
+        sc->from_param = true;
+        return SJ_OK;
+    }
+    if (n_params > 1 || more)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                       "%s: the inputs have several dim_params (%s) but shapejit handles one "
+                       "symbolic dim: choose one (--dynamic NAME)",
+                       L->file, list);
+    sc->name = n_params ? params[0] : NULL;
+    sc->from_param = n_params > 0;
+    return SJ_OK;
+}
+
+static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi, int index,
+                               const sym_choice *sc) {
+    sj_onnx_val *v;
+    SJ_TRY(sj_onnx_define(L, vi->name, &v));
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !vi->type->tensor_type)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: input '%s' is not a tensor", L->file,
+                       vi->name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    int32_t dtype = tt->has_elem_type ? tt->elem_type : 0;
+    if (dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+        /* Reported when something uses it, so that an int64 shape input
+         * says "not a constant" rather than "wrong dtype". */
+        v->runtime_dtype = dtype ? dtype : -1;
+        return SJ_OK;
+    }
+    const Onnx__TensorShapeProto *sh = tt->shape;
+    if (!sh)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: input '%s' has no shape", L->file, vi->name);
+    if (sh->n_dim > SJ_MAX_RANK)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: input '%s' has rank %zu (at most %d)",
+                       L->file, vi->name, sh->n_dim, SJ_MAX_RANK);
+    int64_t dims[SJ_MAX_RANK];
+    for (size_t d = 0; d < sh->n_dim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = sh->dim[d];
+        const char *p = dim_param(dim);
+        if (sc->input == index && (int)d == sc->axis) {
+            dims[d] = SJ_DIM_SYM;
+        } else if (p) {
+            if (!sc->name || !sc->from_param || strcmp(p, sc->name))
+                return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                               "%s: input '%s' dim %zu is '%s', but %s%s%s; shapejit handles "
+                               "one symbolic dim",
+                               L->file, vi->name, d, p, sc->name ? "the symbolic dim is '" : "",
+                               sc->name ? sc->name : "no symbolic dim was chosen",
+                               sc->name ? "'" : "");
+            dims[d] = SJ_DIM_SYM;
+        } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value < 0)
+                return sj_fail(L->ctx, SJ_E_PARSE, "%s: input '%s' dim %zu is negative (%lld)",
+                               L->file, vi->name, d, (long long)dim->dim_value);
+            if (dim->dim_value == 0)
+                return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                               "%s: input '%s' dim %zu is 0; zero-size tensors are not supported",
+                               L->file, vi->name, d);
+            dims[d] = dim->dim_value;
+        } else {
+            return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                           "%s: input '%s' dim %zu has neither a size nor a name (if it is the "
+                           "dynamic dim, declare it: --dynamic-axis %s:%zu)",
+                           L->file, vi->name, d, vi->name, d);
+        }
+    }
+    sj_status st = sj_graph_input(L->g, vi->name, (int)sh->n_dim, dims, &v->v);
+    if (st != SJ_OK) sj_error_prefix(L->ctx, "%s: input '%s'", L->file, vi->name);
+    return st;
+}
+
+static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__TensorProto *t) {
+    sj_onnx_val *v;
+    SJ_TRY(sj_onnx_define(L, name, &v));
+    char what[320];
+    snprintf(what, sizeof what, "%s: initialiser '%s'", L->file, name);
+    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, &v->c));
+    v->has_const = true;
+    return SJ_OK;
+}
+
+static sj_status define_bound(sj_onnx_loader *L, const sj_onnx_binding *b) {
+    sj_onnx_val *v;
+    SJ_TRY(sj_onnx_define(L, b->name, &v));
+    const sj_onnx_tensor *t = b->tensor;
+    size_t esize = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? sizeof(float) : sizeof(int64_t);
+    void *data = sj_alloc(L->ctx, (size_t)t->numel * esize);
+    if (!data) return sj_fail(L->ctx, SJ_E_NOMEM, "out of memory");
+    if (t->numel) memcpy(data, t->f ? (const void *)t->f : (const void *)t->i, (size_t)t->numel * esize);
+    v->c = *t;
+    v->c.f = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? data : NULL;
+    v->c.i = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? NULL : data;
+    v->has_const = true;
+    return SJ_OK;
+}
+
+/* A declared shape (graph output or value_info) that disagrees with the
+ * inferred one is an error: the model and shapejit disagree on what it
+ * computes. Dims named other than the symbolic dim, and missing dims, are
+ * not checked. */
+static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi, sj_value v,
+                                const sym_choice *sc, const char *what) {
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !vi->type->tensor_type)
+        return SJ_OK;
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    if (tt->has_elem_type && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                       "%s: %s '%s' has dtype %s; only float32 tensors are supported", L->file,
+                       what, vi->name, sj_onnx_dtype_name(tt->elem_type));
+    const Onnx__TensorShapeProto *sh = tt->shape;
+    if (!sh) return SJ_OK;
+    sj_value_desc d;
+    SJ_TRY(sj_graph_value_desc(L->g, v, &d));
+    char got[96];
+    sj_shape_format(&d.shape, sc->name, got, sizeof got);
+    if ((int)sh->n_dim != d.shape.rank)
+        return sj_fail(L->ctx, SJ_E_SHAPE, "%s: %s '%s' is declared with rank %zu but computes %s",
+                       L->file, what, vi->name, sh->n_dim, got);
+    for (int i = 0; i < d.shape.rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = sh->dim[i];
+        const char *p = dim_param(dim);
+        int64_t have = d.shape.dims[i];
+        bool bad = false;
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            bad = have != SJ_DIM_SYM && dim->dim_value != have;
+        else if (p && sc->from_param && sc->name && !strcmp(p, sc->name))
+            bad = have != SJ_DIM_SYM;
+        if (bad) {
+            char decl[64];
+            if (p)
+                snprintf(decl, sizeof decl, "%s", p);
+            else
+                snprintf(decl, sizeof decl, "%lld", (long long)dim->dim_value);
+            return sj_fail(L->ctx, SJ_E_SHAPE, "%s: %s '%s' dim %d is declared as %s but computes %s",
+                           L->file, what, vi->name, i, decl, got);
+        }
+    }
+    return SJ_OK;
+}
+
+static size_t count_names(const Onnx__GraphProto *gp, int n_bound) {
+    size_t n = gp->n_input + gp->n_initializer + (size_t)n_bound;
+    for (size_t i = 0; i < gp->n_node; i++) n += gp->node[i]->n_output;
+    return n + 1;
+}
+
+static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const sj_model_options *o,
+                            int n_bound, const sj_onnx_binding *bound) {
+    const Onnx__GraphProto *gp = m->graph;
+    if (!gp) return sj_fail(L->ctx, SJ_E_PARSE, "%s: the model has no graph", L->file);
+    SJ_TRY(find_opset(L, m));
+    if (gp->n_sparse_initializer)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: sparse initialisers are not supported", L->file);
+    size_t n_names = count_names(gp, n_bound);
+    if (n_names > (size_t)INT32_MAX / 4)
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: the graph is too large", L->file);
+    L->cap_vals = (int)n_names;
+    L->vals = sj_calloc(L->ctx, n_names, sizeof *L->vals);
+    L->n_slots = 16;
+    while (L->n_slots < 2 * n_names) L->n_slots *= 2;
+    L->slots = sj_alloc(L->ctx, L->n_slots * sizeof *L->slots);
+    if (!L->vals || !L->slots) return sj_fail(L->ctx, SJ_E_NOMEM, "%s: out of memory", L->file);
+    memset(L->slots, 0xff, L->n_slots * sizeof *L->slots);
+
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (!gp->input[i]->name || !gp->input[i]->name[0])
+            return sj_fail(L->ctx, SJ_E_PARSE, "%s: graph input %zu has no name", L->file, i);
+    sym_choice sc;
+    SJ_TRY(choose_sym(L, gp, n_bound, bound, o, &sc));
+    SJ_TRY(sj_graph_create(L->ctx, sc.name, &L->g));
+
+    for (int i = 0; i < n_bound; i++) SJ_TRY(define_bound(L, &bound[i]));
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (!t->name || !t->name[0])
+            return sj_fail(L->ctx, SJ_E_PARSE, "%s: initialiser %zu has no name", L->file, i);
+        if (sj_onnx_lookup(L, t->name)) continue; /* a bound input overrides it */
+        SJ_TRY(define_const(L, t->name, t));
+    }
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (is_runtime_input(gp, n_bound, bound, i))
+            SJ_TRY(declare_input(L, gp->input[i], (int)i, &sc));
+
+    for (size_t i = 0; i < gp->n_node; i++) {
+        L->node = gp->node[i];
+        L->node_index = (int)i;
+        SJ_TRY(sj_onnx_map_node(L));
+    }
+    L->node = NULL;
+
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+        const sj_onnx_val *v = vi->name ? sj_onnx_lookup(L, vi->name) : NULL;
+        if (v && v->v != SJ_NO_VALUE) SJ_TRY(check_declared(L, vi, v->v, &sc, "value"));
+    }
+    if (gp->n_output == 0) return sj_fail(L->ctx, SJ_E_PARSE, "%s: the graph has no outputs", L->file);
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        if (!vi->name || !vi->name[0])
+            return sj_fail(L->ctx, SJ_E_PARSE, "%s: graph output %zu has no name", L->file, i);
+        sj_onnx_val *v = sj_onnx_lookup(L, vi->name);
+        if (!v)
+            return sj_fail(L->ctx, SJ_E_PARSE, "%s: graph output '%s' is not defined by any node, "
+                           "input or initialiser", L->file, vi->name);
+        sj_value gv;
+        sj_status st = sj_onnx_as_value(L, v, &gv);
+        if (st != SJ_OK) {
+            sj_error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
+            return st;
+        }
+        SJ_TRY(check_declared(L, vi, gv, &sc, "output"));
+        st = sj_graph_output(L->g, gv, vi->name);
+        if (st != SJ_OK) {
+            sj_error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
+            return st;
+        }
+    }
+    /* A runtime input the graph cannot represent that nothing used would
+     * otherwise vanish from the graph's inputs. */
+    for (int i = 0; i < L->n_vals; i++)
+        if (L->vals[i].runtime_dtype) {
+            sj_status st = sj_onnx_as_value(L, &L->vals[i], &(sj_value){0});
+            sj_error_prefix(L->ctx, "%s", L->file);
+            return st;
+        }
+    return SJ_OK;
+}
+
+sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
+                             const sj_model_options *o, int n_bound, const sj_onnx_binding *bound,
+                             sj_graph **out) {
+    *out = NULL;
+    if (!filename) filename = "<onnx>";
+    if (!bytes && len) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: no bytes", filename);
+    sj_onnx_pb_alloc pa;
+    sj_onnx_pb_alloc_init(&pa, ctx);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
+    if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
+    sj_onnx_loader L = {.ctx = ctx, .file = filename};
+    sj_status st = load_graph(&L, m, o, n_bound, bound);
+    for (int i = 0; i < L.n_vals; i++)
+        if (L.vals[i].has_const) sj_onnx_tensor_release(ctx, &L.vals[i].c);
+    sj_free(ctx, L.vals);
+    sj_free(ctx, L.slots);
+    onnx__model_proto__free_unpacked(m, &pa.base);
+    if (st != SJ_OK) {
+        sj_graph_destroy(L.g);
+        return st;
+    }
+    *out = L.g;
+    return SJ_OK;
+}
+
+sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
+                           const sj_model_options *o, sj_graph **out) {
+    return sj_onnx_load_bound(ctx, bytes, len, filename, o, 0, NULL, out);
+}

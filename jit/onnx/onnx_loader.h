@@ -1,0 +1,53 @@
+/* The state of one ONNX import, shared by the model walker (onnx_load.c)
+ * and the op mappers (onnx_ops.c). Private to jit/onnx. */
+#ifndef SJ_ONNX_LOADER_H
+#define SJ_ONNX_LOADER_H
+
+#include "onnx_impl.h"
+#include "../graph/graph_impl.h"
+
+/* What an ONNX value name stands for. A value can be a graph value, a
+ * constant known at load time (initialiser, Constant node, bound input), or
+ * both once a float constant has been materialised as a param. */
+typedef struct sj_onnx_val {
+    const char *name; /* borrowed from the model proto */
+    sj_value v;       /* SJ_NO_VALUE until there is a graph value */
+    bool has_const;
+    sj_onnx_tensor c; /* owned when has_const */
+    int32_t runtime_dtype; /* a graph input of a dtype the IR lacks; 0 = none */
+} sj_onnx_val;
+
+typedef struct sj_onnx_loader {
+    sj_ctx *ctx;
+    sj_graph *g;
+    const char *file; /* for messages */
+    int64_t opset;    /* of the default domain */
+    sj_onnx_val *vals;
+    int n_vals, cap_vals;
+    int32_t *slots; /* open-addressing hash: index into vals, -1 = empty */
+    size_t n_slots; /* power of two, >= 2 * cap_vals */
+    /* the node being mapped, for messages */
+    const Onnx__NodeProto *node;
+    int node_index;
+    int n_synth; /* counter for names of constants the importer makes up */
+} sj_onnx_loader;
+
+/* Value table, sized for every name in the model up front so entries never
+ * move. define fails with SJ_E_PARSE on a name defined twice. */
+sj_onnx_val *sj_onnx_lookup(sj_onnx_loader *L, const char *name);
+sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out);
+
+/* Writes "node #3 'name' (Op)" for the node being mapped. */
+void sj_onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len);
+/* sj_fail with "<file>: <node where>: " in front. */
+sj_status sj_onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ...) SJ_PRINTF(3, 4);
+
+/* The graph value of v, materialising a float constant as a param. Int64
+ * constants and runtime inputs of other dtypes are SJ_E_UNSUPPORTED. The
+ * message names the value but not the file: callers add where. */
+sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out);
+
+/* Maps the node L->node onto the graph, defining its outputs. */
+sj_status sj_onnx_map_node(sj_onnx_loader *L);
+
+#endif

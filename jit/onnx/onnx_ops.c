@@ -1,0 +1,677 @@
+/* ONNX operators onto the graph builder. Each mapper reads the node's
+ * inputs and attributes (with the defaults of the opset in use) and defines
+ * the node's outputs; anything it cannot express exactly is an error. */
+#include "onnx_loader.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef const Onnx__NodeProto node_t;
+
+/* ---- attributes ---- */
+
+static const Onnx__AttributeProto *find_attr(node_t *n, const char *name) {
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+    return NULL;
+}
+
+/* IR version 1 models may leave `type` unset; fall back to which field is. */
+static bool attr_is(const Onnx__AttributeProto *a, Onnx__AttributeProto__AttributeType t) {
+    if (a->has_type) return a->type == t;
+    switch (t) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: return a->has_i;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: return a->has_f;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: return a->n_ints > 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: return a->n_floats > 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: return a->t != NULL;
+    default: return false;
+    }
+}
+
+static sj_status attr_int(sj_onnx_loader *L, const char *name, int64_t def, int64_t *out) {
+    const Onnx__AttributeProto *a = find_attr(L->node, name);
+    *out = def;
+    if (!a) return SJ_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not an int", name);
+    *out = a->i;
+    return SJ_OK;
+}
+
+static sj_status attr_float(sj_onnx_loader *L, const char *name, float def, float *out) {
+    const Onnx__AttributeProto *a = find_attr(L->node, name);
+    *out = def;
+    if (!a) return SJ_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not a float", name);
+    *out = a->f;
+    return SJ_OK;
+}
+
+/* *present is false when the attribute is absent. */
+static sj_status attr_ints(sj_onnx_loader *L, const char *name, const int64_t **vals, size_t *n,
+                           bool *present) {
+    const Onnx__AttributeProto *a = find_attr(L->node, name);
+    *vals = NULL;
+    *n = 0;
+    *present = a != NULL;
+    if (!a) return SJ_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not a list of ints", name);
+    *vals = a->ints;
+    *n = a->n_ints;
+    return SJ_OK;
+}
+
+/* ---- inputs and outputs ---- */
+
+static const char *input_name(node_t *n, int i) {
+    return i < (int)n->n_input && n->input[i] && n->input[i][0] ? n->input[i] : NULL;
+}
+
+static sj_status in_val(sj_onnx_loader *L, int i, sj_onnx_val **out) {
+    const char *name = input_name(L->node, i);
+    if (!name) return sj_onnx_node_fail(L, SJ_E_PARSE, "input %d is missing", i);
+    *out = sj_onnx_lookup(L, name);
+    if (!*out)
+        return sj_onnx_node_fail(L, SJ_E_PARSE,
+                                 "input '%s' is not defined (no graph input, initialiser or "
+                                 "earlier node produces it)",
+                                 name);
+    return SJ_OK;
+}
+
+static sj_status prefix_node(sj_onnx_loader *L, sj_status st) {
+    if (st != SJ_OK) {
+        char where[256];
+        sj_onnx_node_where(L, where, sizeof where);
+        sj_error_prefix(L->ctx, "%s: %s", L->file, where);
+    }
+    return st;
+}
+
+static sj_status in_float(sj_onnx_loader *L, int i, sj_value *out) {
+    sj_onnx_val *v;
+    SJ_TRY(in_val(L, i, &v));
+    return prefix_node(L, sj_onnx_as_value(L, v, out));
+}
+
+/* Optional float input: SJ_NO_VALUE when absent. */
+static sj_status in_float_opt(sj_onnx_loader *L, int i, sj_value *out) {
+    *out = SJ_NO_VALUE;
+    return input_name(L->node, i) ? in_float(L, i, out) : SJ_OK;
+}
+
+/* A constant int64 input (shape, axes). */
+static sj_status in_ints(sj_onnx_loader *L, int i, const char *what, const sj_onnx_tensor **out) {
+    sj_onnx_val *v;
+    SJ_TRY(in_val(L, i, &v));
+    if (!v->has_const)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                 "%s input '%s' is not a constant (it is computed at run time); "
+                                 "shapejit needs it known when the model loads",
+                                 what, v->name);
+    if (v->c.dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "%s input '%s' has dtype %s, not INT64", what,
+                                 v->name, sj_onnx_dtype_name(v->c.dtype));
+    if (v->c.rank > 1)
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "%s input '%s' has rank %d, not 1", what, v->name,
+                                 v->c.rank);
+    *out = &v->c;
+    return SJ_OK;
+}
+
+static sj_status shape_of(sj_onnx_loader *L, sj_value v, sj_shape *out) {
+    sj_value_desc d;
+    SJ_TRY(sj_graph_value_desc(L->g, v, &d));
+    *out = d.shape;
+    return SJ_OK;
+}
+
+/* Defines output i as graph value v. Values this node made get the ONNX
+ * name, which keeps printed graphs readable. */
+static sj_status def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new) {
+    const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
+    if (!name || !name[0]) return SJ_OK;
+    sj_onnx_val *o;
+    SJ_TRY(sj_onnx_define(L, name, &o));
+    o->v = v;
+    if (v >= first_new) SJ_TRY(prefix_node(L, sj_graph_set_name(L->g, v, name)));
+    return SJ_OK;
+}
+
+/* Output i is the same thing as src (Identity, reductions with nothing to do). */
+static sj_status alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
+    const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
+    if (!name || !name[0]) return SJ_OK;
+    sj_onnx_val *o;
+    SJ_TRY(sj_onnx_define(L, name, &o));
+    o->v = src->v;
+    o->runtime_dtype = src->runtime_dtype;
+    if (src->has_const) {
+        size_t esize = src->c.f ? sizeof(float) : sizeof(int64_t);
+        void *data = sj_alloc(L->ctx, (size_t)src->c.numel * esize);
+        if (!data) return sj_fail(L->ctx, SJ_E_NOMEM, "out of memory");
+        if (src->c.numel)
+            memcpy(data, src->c.f ? (const void *)src->c.f : (const void *)src->c.i,
+                   (size_t)src->c.numel * esize);
+        o->c = src->c;
+        o->c.f = src->c.f ? data : NULL;
+        o->c.i = src->c.f ? NULL : data;
+        o->has_const = true;
+    }
+    return SJ_OK;
+}
+
+/* A scalar float constant the importer needs (an epsilon), under a name no
+ * ONNX value uses. */
+static sj_status scalar_const(sj_onnx_loader *L, float x, sj_value *out) {
+    char name[64];
+    do snprintf(name, sizeof name, "onnx_const_%d", L->n_synth++);
+    while (sj_onnx_lookup(L, name) || sj_graph_find_input(L->g, name) >= 0);
+    return prefix_node(L, sj_graph_param(L->g, name, 0, NULL, &x, out));
+}
+
+static sj_status check_inputs(sj_onnx_loader *L, int min, int max) {
+    int n = (int)L->node->n_input;
+    while (n > 0 && !input_name(L->node, n - 1)) n--; /* trailing optional inputs left empty */
+    if (n < min || n > max) {
+        if (min == max)
+            return sj_onnx_node_fail(L, SJ_E_PARSE, "has %d inputs, expected %d", n, min);
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "has %d inputs, expected %d to %d", n, min, max);
+    }
+    return SJ_OK;
+}
+
+/* Only the first `n` outputs are produced; more named outputs are unsupported. */
+static sj_status check_outputs(sj_onnx_loader *L, int n) {
+    node_t *node = L->node;
+    if (node->n_output < 1 || !node->output[0] || !node->output[0][0])
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "has no output");
+    for (size_t i = (size_t)n; i < node->n_output; i++)
+        if (node->output[i] && node->output[i][0])
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "output %zu ('%s') is not supported", i,
+                                     node->output[i]);
+    return SJ_OK;
+}
+
+static sj_status int_axes(sj_onnx_loader *L, const int64_t *v, size_t n, int *out) {
+    if (n > SJ_MAX_RANK)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "%zu axes given; tensors have rank at most %d", n,
+                                 SJ_MAX_RANK);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < -SJ_MAX_RANK || v[i] >= SJ_MAX_RANK)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range", (long long)v[i]);
+        out[i] = (int)v[i];
+    }
+    return SJ_OK;
+}
+
+/* ---- elementwise ---- */
+
+typedef struct op_entry op_entry;
+typedef sj_status (*map_fn)(sj_onnx_loader *L, const op_entry *e);
+struct op_entry {
+    const char *name;
+    map_fn fn;
+    sj_op op;
+};
+
+static sj_status map_unary(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    if (e->op == SJ_OP_LEAKY_RELU) {
+        float alpha;
+        SJ_TRY(attr_float(L, "alpha", 0.01f, &alpha));
+        SJ_TRY(prefix_node(L, sj_graph_leaky_relu(L->g, x, alpha, &y)));
+    } else {
+        SJ_TRY(prefix_node(L, sj_graph_unary(L->g, e->op, x, &y)));
+    }
+    return def_out(L, 0, y, first);
+}
+
+static sj_status map_binary(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_inputs(L, 2, 2));
+    SJ_TRY(check_outputs(L, 1));
+    /* Before opset 7, broadcast=1 with `axis` aligned B at that axis of A
+     * instead of at the end. */
+    if (L->opset < 7 && find_attr(L->node, "axis"))
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                 "legacy broadcasting with an 'axis' attribute (opset %lld) is not "
+                                 "supported",
+                                 (long long)L->opset);
+    sj_value a, b, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &a));
+    SJ_TRY(in_float(L, 1, &b));
+    SJ_TRY(prefix_node(L, sj_graph_binary(L->g, e->op, a, b, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* Max and Min take any number of inputs: fold left. */
+static sj_status map_variadic(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_outputs(L, 1));
+    int n = (int)L->node->n_input;
+    if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
+    sj_value acc, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &acc));
+    for (int i = 1; i < n; i++) {
+        sj_value b;
+        SJ_TRY(in_float(L, i, &b));
+        SJ_TRY(prefix_node(L, sj_graph_binary(L->g, e->op, acc, b, &acc)));
+    }
+    return def_out(L, 0, acc, first);
+}
+
+/* ---- contractions ---- */
+
+static sj_status map_matmul(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 2));
+    SJ_TRY(check_outputs(L, 1));
+    sj_value a, b, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &a));
+    SJ_TRY(in_float(L, 1, &b));
+    SJ_TRY(prefix_node(L, sj_graph_matmul(L->g, a, b, &y)));
+    return def_out(L, 0, y, first);
+}
+
+static sj_status map_gemm(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 3));
+    SJ_TRY(check_outputs(L, 1));
+    float alpha, beta;
+    int64_t ta, tb;
+    SJ_TRY(attr_float(L, "alpha", 1.0f, &alpha));
+    SJ_TRY(attr_float(L, "beta", 1.0f, &beta));
+    SJ_TRY(attr_int(L, "transA", 0, &ta));
+    SJ_TRY(attr_int(L, "transB", 0, &tb));
+    /* The opset < 7 'broadcast' attribute is not read: without it C had to be
+     * exactly [M, N], which broadcasting computes the same way. */
+    sj_value a, b, c, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &a));
+    SJ_TRY(in_float(L, 1, &b));
+    SJ_TRY(in_float_opt(L, 2, &c));
+    SJ_TRY(prefix_node(L, sj_graph_gemm(L->g, a, b, c, alpha, beta, ta != 0, tb != 0, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* ---- row ops ---- */
+
+/* softmax / log-softmax over axes [axis, rank) spelled with reductions:
+ * exact for any set of trailing axes, symbolic or not. */
+static sj_status softmax_decomposed(sj_onnx_loader *L, sj_op op, sj_value x, int axis, int rank,
+                                    sj_value *out) {
+    int axes[SJ_MAX_RANK], n = 0;
+    for (int i = axis; i < rank; i++) axes[n++] = i;
+    sj_graph *g = L->g;
+    sj_value m, d, ex, s, y;
+    SJ_TRY(sj_graph_reduce(g, SJ_OP_REDUCE_MAX, x, n, axes, true, &m));
+    SJ_TRY(sj_graph_binary(g, SJ_OP_SUB, x, m, &d));
+    SJ_TRY(sj_graph_unary(g, SJ_OP_EXP, d, &ex));
+    SJ_TRY(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, ex, n, axes, true, &s));
+    if (op == SJ_OP_SOFTMAX) {
+        SJ_TRY(sj_graph_binary(g, SJ_OP_DIV, ex, s, &y));
+    } else {
+        sj_value ls;
+        SJ_TRY(sj_graph_unary(g, SJ_OP_LOG, s, &ls));
+        SJ_TRY(sj_graph_binary(g, SJ_OP_SUB, d, ls, &y));
+    }
+    *out = y;
+    return SJ_OK;
+}
+
+/* Before opset 13, (Log)Softmax flattened x to 2-D at `axis` and normalised
+ * each row: over all of axes [axis, rank) together. */
+static sj_status softmax_coerced(sj_onnx_loader *L, sj_op op, sj_value x, const sj_shape *s,
+                                 int axis, sj_value *out) {
+    int rank = s->rank, n_big = 0, last_big = rank - 1;
+    bool sym_inside = false;
+    int64_t rows = 1;
+    for (int i = axis; i < rank; i++) {
+        if (s->dims[i] != 1) {
+            n_big++;
+            last_big = i;
+        }
+        if (s->dims[i] == SJ_DIM_SYM)
+            sym_inside = true;
+        else
+            rows *= s->dims[i];
+    }
+    /* at most one axis of the row is longer than 1: normalising over it
+     * alone is the same */
+    if (n_big <= 1) return sj_graph_softmax(L->g, op, x, last_big, out);
+    if (sym_inside) return softmax_decomposed(L, op, x, axis, rank, out);
+    /* keep the leading axes as they are (the symbolic dim may be among them)
+     * and flatten the row into one axis */
+    int64_t flat[SJ_MAX_RANK];
+    for (int i = 0; i < axis; i++) flat[i] = s->dims[i];
+    flat[axis] = rows;
+    sj_value r, y;
+    SJ_TRY(sj_graph_reshape(L->g, x, axis + 1, flat, &r));
+    SJ_TRY(sj_graph_softmax(L->g, op, r, axis, &y));
+    return sj_graph_reshape(L->g, y, rank, s->dims, out);
+}
+
+static sj_status map_softmax(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    bool legacy = L->opset < 13;
+    int64_t axis;
+    SJ_TRY(attr_int(L, "axis", legacy ? 1 : -1, &axis));
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (axis < -s.rank || axis >= (s.rank ? s.rank : 1))
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                 (long long)axis, s.rank);
+    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    if (legacy && s.rank > 0)
+        SJ_TRY(prefix_node(L, softmax_coerced(L, e->op, x, &s, ax, &y)));
+    else
+        SJ_TRY(prefix_node(L, sj_graph_softmax(L->g, e->op, x, ax, &y)));
+    return def_out(L, 0, y, first);
+}
+
+static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 3));
+    SJ_TRY(check_outputs(L, 3));
+    int64_t axis;
+    float eps;
+    SJ_TRY(attr_int(L, "axis", -1, &axis));
+    SJ_TRY(attr_float(L, "epsilon", 1e-5f, &eps));
+    sj_value x, scale, bias, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    SJ_TRY(in_float(L, 1, &scale));
+    SJ_TRY(in_float_opt(L, 2, &bias));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (axis < -s.rank || axis >= s.rank)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                 (long long)axis, s.rank);
+    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    SJ_TRY(prefix_node(L, sj_graph_layernorm(L->g, x, scale, bias, ax, eps, &y)));
+    SJ_TRY(def_out(L, 0, y, first));
+
+    /* optional outputs: Mean and InvStdDev over the normalised axes, kept */
+    node_t *n = L->node;
+    bool want_mean = n->n_output > 1 && n->output[1][0];
+    bool want_inv = n->n_output > 2 && n->output[2][0];
+    if (!want_mean && !want_inv) return SJ_OK;
+    int axes[SJ_MAX_RANK], na = 0;
+    for (int i = ax; i < s.rank; i++) axes[na++] = i;
+    sj_graph *g = L->g;
+    sj_value mean, d, sq, var, ep, ve, inv;
+    first = sj_graph_num_values(g);
+    SJ_TRY(prefix_node(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
+    SJ_TRY(def_out(L, 1, mean, first));
+    if (!want_inv) return SJ_OK;
+    SJ_TRY(scalar_const(L, eps, &ep));
+    first = sj_graph_num_values(g);
+    SJ_TRY(prefix_node(L, sj_graph_binary(g, SJ_OP_SUB, x, mean, &d)));
+    SJ_TRY(prefix_node(L, sj_graph_binary(g, SJ_OP_MUL, d, d, &sq)));
+    SJ_TRY(prefix_node(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
+    SJ_TRY(prefix_node(L, sj_graph_binary(g, SJ_OP_ADD, var, ep, &ve)));
+    SJ_TRY(prefix_node(L, sj_graph_unary(g, SJ_OP_RSQRT, ve, &inv)));
+    return def_out(L, 2, inv, first);
+}
+
+/* ---- reductions ---- */
+
+static sj_status map_reduce(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_inputs(L, 1, 2));
+    SJ_TRY(check_outputs(L, 1));
+    int64_t keepdims, noop;
+    SJ_TRY(attr_int(L, "keepdims", 1, &keepdims));
+    SJ_TRY(attr_int(L, "noop_with_empty_axes", 0, &noop));
+    /* axes: an attribute up to ReduceSum-11 / ReduceMean,Max-17, an input
+     * from then on; accept whichever the node carries */
+    const int64_t *av = NULL;
+    size_t an = 0;
+    bool present;
+    SJ_TRY(attr_ints(L, "axes", &av, &an, &present));
+    if (input_name(L->node, 1)) {
+        if (present)
+            return sj_onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
+        const sj_onnx_tensor *t;
+        SJ_TRY(in_ints(L, 1, "axes", &t));
+        av = t->i;
+        an = (size_t)t->numel;
+    }
+    sj_onnx_val *xv;
+    SJ_TRY(in_val(L, 0, &xv));
+    if (an == 0 && noop) return alias_out(L, 0, xv);
+    int axes[SJ_MAX_RANK];
+    SJ_TRY(int_axes(L, av, an, axes));
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, e->op, x, (int)an, axes, keepdims != 0, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* ---- layout ---- */
+
+static sj_status map_transpose(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    const int64_t *pv;
+    size_t pn;
+    bool present;
+    SJ_TRY(attr_ints(L, "perm", &pv, &pn, &present));
+    int perm[SJ_MAX_RANK];
+    if (present) {
+        if ((int)pn != s.rank)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "perm has %zu entries for rank %d", pn, s.rank);
+        SJ_TRY(int_axes(L, pv, pn, perm));
+    } else {
+        for (int i = 0; i < s.rank; i++) perm[i] = s.rank - 1 - i;
+    }
+    SJ_TRY(prefix_node(L, sj_graph_transpose(L->g, x, perm, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). The
+ * symbolic dim counts as an unknown factor: -1 stands for it when the input
+ * has one more symbolic dim than the rest of the target. */
+static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64_t *t, int n,
+                              bool allowzero, int64_t *out) {
+    int infer = -1;
+    for (int i = 0; i < n; i++) {
+        if (t[i] == 0 && !allowzero) {
+            if (i >= in->rank)
+                return sj_onnx_node_fail(L, SJ_E_SHAPE,
+                                         "shape entry %d is 0 (copy the input dim) but the input "
+                                         "has rank %d",
+                                         i, in->rank);
+            out[i] = in->dims[i];
+        } else if (t[i] == 0) {
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "shape entry %d is 0 with allowzero=1; zero-size tensors are "
+                                     "not supported",
+                                     i);
+        } else if (t[i] == -1) {
+            if (infer >= 0)
+                return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape has more than one -1");
+            infer = i;
+            out[i] = 1;
+        } else if (t[i] < -1) {
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape entry %d is %lld", i, (long long)t[i]);
+        } else {
+            out[i] = t[i];
+        }
+    }
+    if (infer < 0) return SJ_OK;
+    int64_t in_const = 1, out_const = 1;
+    int in_sym = 0, out_sym = 0;
+    for (int i = 0; i < in->rank; i++) {
+        if (in->dims[i] == SJ_DIM_SYM)
+            in_sym++;
+        else
+            in_const *= in->dims[i];
+    }
+    for (int i = 0; i < n; i++) {
+        if (out[i] == SJ_DIM_SYM)
+            out_sym++;
+        else if (i != infer && sj_mul_overflow_i64(out_const, out[i], &out_const))
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape is too large");
+    }
+    if (in_sym == out_sym + 1) {
+        if (in_const != out_const)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "-1 would merge the symbolic dim with other dims (%lld "
+                                     "elements per symbolic index in, %lld out)",
+                                     (long long)in_const, (long long)out_const);
+        out[infer] = SJ_DIM_SYM;
+        return SJ_OK;
+    }
+    if (in_sym != out_sym || in_const % out_const != 0)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "cannot infer the -1 of the shape");
+    out[infer] = in_const / out_const;
+    return SJ_OK;
+}
+
+static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_outputs(L, 1));
+    int64_t allowzero;
+    SJ_TRY(attr_int(L, "allowzero", 0, &allowzero));
+    const int64_t *tv;
+    size_t tn;
+    bool present;
+    SJ_TRY(attr_ints(L, "shape", &tv, &tn, &present)); /* opset 1-4 */
+    if (present) {
+        SJ_TRY(check_inputs(L, 1, 1));
+    } else {
+        SJ_TRY(check_inputs(L, 2, 2));
+        const sj_onnx_tensor *t;
+        SJ_TRY(in_ints(L, 1, "shape", &t));
+        tv = t->i;
+        tn = (size_t)t->numel;
+    }
+    if (tn > SJ_MAX_RANK)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %zu exceeds %d", tn, SJ_MAX_RANK);
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    int64_t dims[SJ_MAX_RANK];
+    SJ_TRY(reshape_dims(L, &s, tv, (int)tn, allowzero != 0, dims));
+    SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
+    return def_out(L, 0, y, first);
+}
+
+static sj_status map_identity(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    sj_onnx_val *x;
+    SJ_TRY(in_val(L, 0, &x));
+    return alias_out(L, 0, x);
+}
+
+static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 0, 0));
+    SJ_TRY(check_outputs(L, 1));
+    node_t *n = L->node;
+    if (n->n_attribute != 1)
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "needs exactly one attribute, has %zu",
+                                 n->n_attribute);
+    const Onnx__AttributeProto *a = n->attribute[0];
+    const char *an = a->name ? a->name : "";
+    sj_onnx_val *o;
+    SJ_TRY(sj_onnx_define(L, n->output[0], &o));
+    sj_onnx_tensor *c = &o->c;
+    memset(c, 0, sizeof *c);
+    if (!strcmp(an, "value") && attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)) {
+        if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
+        char what[320];
+        snprintf(what, sizeof what, "%s: node #%d: Constant value", L->file, L->node_index);
+        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, c));
+        o->has_const = true;
+        return SJ_OK;
+    }
+    bool is_float = !strcmp(an, "value_float") || !strcmp(an, "value_floats");
+    bool is_int = !strcmp(an, "value_int") || !strcmp(an, "value_ints");
+    bool list = !strcmp(an, "value_floats") || !strcmp(an, "value_ints");
+    if (!is_float && !is_int)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "attribute '%s' is not supported", an);
+    size_t count = list ? (is_float ? a->n_floats : a->n_ints) : 1;
+    c->dtype = is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    c->rank = list ? 1 : 0;
+    c->dims[0] = (int64_t)count;
+    c->numel = (int64_t)count;
+    void *data = sj_alloc(L->ctx, count * (is_float ? sizeof(float) : sizeof(int64_t)));
+    if (!data) return sj_fail(L->ctx, SJ_E_NOMEM, "out of memory");
+    if (is_float) {
+        c->f = data;
+        if (list)
+            memcpy(c->f, a->floats, count * sizeof(float));
+        else
+            c->f[0] = a->f;
+    } else {
+        c->i = data;
+        if (list)
+            memcpy(c->i, a->ints, count * sizeof(int64_t));
+        else
+            c->i[0] = a->i;
+    }
+    o->has_const = true;
+    return SJ_OK;
+}
+
+static const op_entry ops[] = {
+    {"Add", map_binary, SJ_OP_ADD},
+    {"Sub", map_binary, SJ_OP_SUB},
+    {"Mul", map_binary, SJ_OP_MUL},
+    {"Div", map_binary, SJ_OP_DIV},
+    {"Pow", map_binary, SJ_OP_POW},
+    {"Max", map_variadic, SJ_OP_MAX},
+    {"Min", map_variadic, SJ_OP_MIN},
+    {"Neg", map_unary, SJ_OP_NEG},
+    {"Abs", map_unary, SJ_OP_ABS},
+    {"Exp", map_unary, SJ_OP_EXP},
+    {"Log", map_unary, SJ_OP_LOG},
+    {"Sqrt", map_unary, SJ_OP_SQRT},
+    {"Reciprocal", map_unary, SJ_OP_RECIPROCAL},
+    {"Tanh", map_unary, SJ_OP_TANH},
+    {"Sigmoid", map_unary, SJ_OP_SIGMOID},
+    {"Relu", map_unary, SJ_OP_RELU},
+    {"LeakyRelu", map_unary, SJ_OP_LEAKY_RELU},
+    {"Erf", map_unary, SJ_OP_ERF},
+    {"MatMul", map_matmul, SJ_OP_MATMUL},
+    {"Gemm", map_gemm, SJ_OP_GEMM},
+    {"Softmax", map_softmax, SJ_OP_SOFTMAX},
+    {"LogSoftmax", map_softmax, SJ_OP_LOG_SOFTMAX},
+    {"LayerNormalization", map_layernorm, SJ_OP_LAYERNORM},
+    {"ReduceSum", map_reduce, SJ_OP_REDUCE_SUM},
+    {"ReduceMean", map_reduce, SJ_OP_REDUCE_MEAN},
+    {"ReduceMax", map_reduce, SJ_OP_REDUCE_MAX},
+    {"Transpose", map_transpose, SJ_OP_TRANSPOSE},
+    {"Reshape", map_reshape, SJ_OP_RESHAPE},
+    {"Identity", map_identity, SJ_OP_COUNT_},
+    {"Constant", map_constant, SJ_OP_COUNT_},
+};
+
+sj_status sj_onnx_map_node(sj_onnx_loader *L) {
+    node_t *n = L->node;
+    if (!n->op_type || !n->op_type[0]) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no op_type");
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx"))
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' of domain '%s' is not supported",
+                                 n->op_type, n->domain);
+    if (L->opset < 0)
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "the model imports no version of the default opset");
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(ops[i].name, n->op_type)) return ops[i].fn(L, &ops[i]);
+    return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' is not supported", n->op_type);
+}

@@ -1,0 +1,384 @@
+/* The remote tier's policy, apart from any transport: trust (every value is
+ * framed and verified), back-off (a failing server is left alone for a
+ * while, so serving never queues behind it), write-behind (one thread
+ * publishes, callers only enqueue) and the counters. */
+#include "jit/core/core_impl.h"
+#include "store/remote_tier_impl.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define WHY_MAX 256
+
+typedef struct put_item {
+    struct put_item *next;
+    uint8_t key[SJ_REMOTE_KEY_SIZE];
+    size_t content_size;
+    uint8_t frame[]; /* SJ_REMOTE_FRAME_OVERHEAD header, then the content */
+} put_item;
+
+typedef struct counters {
+    atomic_uint_fast64_t hits, misses, errors, timeouts, rejected, backoff_skips, puts,
+        dropped_puts;
+} counters;
+
+struct sj_remote {
+    sj_ctx *ctx;
+    const sj_remote_transport *tp;
+    void *tp_impl;
+    char *safe_url;
+    char *prefix;
+    size_t prefix_len;
+    sj_remote_trust trust;
+    bool read_only;
+    int backoff_ms;
+    size_t max_value_size;
+    size_t queue_capacity;
+
+    /* The tier is off until this CLOCK_MONOTONIC time (ns); 0 = on. */
+    atomic_int_fast64_t off_until_ns;
+    pthread_mutex_t why_lock;
+    char last_failure[WHY_MAX]; /* what started the current back-off */
+
+    counters n;
+
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_work;  /* an item arrived, or stopping */
+    pthread_cond_t q_idle;  /* the queue drained and nothing is in flight */
+    put_item *q_head, *q_tail;
+    size_t q_len;
+    bool q_busy, stopping, writer_started;
+    pthread_t writer;
+};
+
+typedef struct scheme_entry {
+    const char *prefix;
+    sj_remote_transport_open_fn open;
+} scheme_entry;
+
+static const scheme_entry SCHEMES[] = {
+    {"redis://", sj_remote_redis_open},
+};
+
+void sj_remote_config_init(sj_remote_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->key_prefix = "shapejit:";
+    cfg->connect_timeout_ms = 100;
+    cfg->command_timeout_ms = 500;
+    cfg->backoff_ms = 2000;
+    cfg->max_value_size = (size_t)64 << 20;
+    cfg->queue_capacity = 64;
+    cfg->pool_size = 4;
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void bump(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+
+/* After an error or timeout: the tier goes off for backoff_ms. */
+static void enter_backoff(sj_remote *r, sj_remote_io io, const char *why) {
+    bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
+    pthread_mutex_lock(&r->why_lock);
+    snprintf(r->last_failure, sizeof r->last_failure, "%s", why);
+    pthread_mutex_unlock(&r->why_lock);
+    atomic_store(&r->off_until_ns, now_ns() + (int64_t)r->backoff_ms * 1000000);
+}
+
+/* Remaining back-off in ms (rounded up), 0 when the tier is on. */
+static int64_t backoff_left_ms(sj_remote *r) {
+    int64_t until = atomic_load_explicit(&r->off_until_ns, memory_order_relaxed);
+    if (until == 0) return 0;
+    int64_t left = until - now_ns();
+    return left > 0 ? (left + 999999) / 1000000 : 0;
+}
+
+static size_t key_name(const char *prefix, size_t prefix_len, const uint8_t key[SJ_REMOTE_KEY_SIZE],
+                       char *buf, size_t cap) {
+    static const char hex[] = "0123456789abcdef";
+    size_t need = prefix_len + 2 * SJ_REMOTE_KEY_SIZE;
+    if (cap == 0) return need;
+    size_t o = 0;
+    for (size_t i = 0; i < prefix_len && o + 1 < cap; i++) buf[o++] = prefix[i];
+    for (size_t i = 0; i < SJ_REMOTE_KEY_SIZE && o + 1 < cap; i++) {
+        buf[o++] = hex[key[i] >> 4];
+        if (o + 1 < cap) buf[o++] = hex[key[i] & 15];
+    }
+    buf[o] = 0;
+    return need;
+}
+
+size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], char *buf,
+                          size_t cap) {
+    return key_name(r->prefix, r->prefix_len, key, buf, cap);
+}
+
+const char *sj_remote_url(const sj_remote *r) { return r->safe_url; }
+
+sj_ctx *sj_remote_ctx(const sj_remote *r) { return r->ctx; }
+
+/* ---- get */
+
+sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
+                        size_t *size) {
+    if (!r || !key || !data || !size) return SJ_E_INVALID_ARG;
+    *data = NULL;
+    *size = 0;
+    char name[SJ_REMOTE_MAX_PREFIX + 2 * SJ_REMOTE_KEY_SIZE + 1];
+    size_t name_len = key_name(r->prefix, r->prefix_len, key, name, sizeof name);
+    int64_t left = backoff_left_ms(r);
+    if (left > 0) {
+        bump(&r->n.backoff_skips);
+        bump(&r->n.misses);
+        char why[WHY_MAX];
+        pthread_mutex_lock(&r->why_lock);
+        snprintf(why, sizeof why, "%s", r->last_failure);
+        pthread_mutex_unlock(&r->why_lock);
+        return sj_fail(r->ctx, SJ_E_BUSY, "remote tier %s: off for %lld ms more after: %s",
+                       r->safe_url, (long long)left, why);
+    }
+    char why[WHY_MAX];
+    sj_remote_blob blob = {0};
+    sj_remote_io io = r->tp->fetch(r->tp_impl, name, name_len, r->max_value_size, &blob, why,
+                                   sizeof why);
+    if (io != SJ_REMOTE_IO_OK) {
+        bump(&r->n.misses);
+        switch (io) {
+        case SJ_REMOTE_IO_ABSENT:
+            return sj_fail(r->ctx, SJ_E_NOT_FOUND, "remote %s: %s", name, why);
+        case SJ_REMOTE_IO_OVERSIZE:
+        case SJ_REMOTE_IO_INVALID:
+            bump(&r->n.rejected);
+            return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, why);
+        default:
+            enter_backoff(r, io, why);
+            return sj_fail(r->ctx, SJ_E_IO, "remote tier %s: %s%s; off for %d ms", r->safe_url,
+                           io == SJ_REMOTE_IO_TIMEOUT ? "timed out: " : "", why, r->backoff_ms);
+        }
+    }
+    size_t off = 0, n = 0;
+    const char *bad = sj_remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
+    if (bad) {
+        r->tp->release(r->tp_impl, &blob);
+        bump(&r->n.rejected);
+        bump(&r->n.misses);
+        return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, bad);
+    }
+    void *copy = sj_alloc(r->ctx, n);
+    if (!copy) {
+        r->tp->release(r->tp_impl, &blob);
+        bump(&r->n.misses);
+        return sj_fail(r->ctx, SJ_E_NOMEM, "remote %s: out of memory for %zu bytes", name, n);
+    }
+    memcpy(copy, blob.data + off, n);
+    r->tp->release(r->tp_impl, &blob);
+    bump(&r->n.hits);
+    *data = copy;
+    *size = n;
+    return SJ_OK;
+}
+
+/* ---- put: write-behind */
+
+static void publish(sj_remote *r, put_item *it) {
+    if (backoff_left_ms(r) > 0) {
+        bump(&r->n.dropped_puts);
+        return;
+    }
+    sj_remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
+    char name[SJ_REMOTE_MAX_PREFIX + 2 * SJ_REMOTE_KEY_SIZE + 1];
+    size_t name_len = key_name(r->prefix, r->prefix_len, it->key, name, sizeof name);
+    char why[WHY_MAX];
+    sj_remote_io io = r->tp->store(r->tp_impl, name, name_len, it->frame,
+                                   SJ_REMOTE_FRAME_OVERHEAD + it->content_size, why, sizeof why);
+    if (io == SJ_REMOTE_IO_OK)
+        bump(&r->n.puts);
+    else
+        enter_backoff(r, io, why);
+}
+
+static void *writer_main(void *arg) {
+    sj_remote *r = arg;
+    pthread_mutex_lock(&r->q_lock);
+    for (;;) {
+        while (!r->q_head && !r->stopping) pthread_cond_wait(&r->q_work, &r->q_lock);
+        if (!r->q_head) break; /* stopping, and everything queued is done */
+        put_item *it = r->q_head;
+        r->q_head = it->next;
+        if (!r->q_head) r->q_tail = NULL;
+        r->q_len--;
+        r->q_busy = true;
+        pthread_mutex_unlock(&r->q_lock);
+        publish(r, it);
+        sj_free(r->ctx, it);
+        pthread_mutex_lock(&r->q_lock);
+        r->q_busy = false;
+        if (!r->q_head) pthread_cond_broadcast(&r->q_idle);
+    }
+    pthread_mutex_unlock(&r->q_lock);
+    return NULL;
+}
+
+sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
+                        size_t size) {
+    if (!r || !key || (!data && size)) return SJ_E_INVALID_ARG;
+    if (r->read_only) return SJ_OK;
+    if (size > r->max_value_size - SJ_REMOTE_FRAME_OVERHEAD) {
+        bump(&r->n.dropped_puts);
+        return sj_fail(r->ctx, SJ_E_OUT_OF_RANGE,
+                       "remote put: %zu bytes framed exceed max_value_size %zu", size,
+                       r->max_value_size);
+    }
+    put_item *it = sj_alloc(r->ctx, sizeof *it + SJ_REMOTE_FRAME_OVERHEAD + size);
+    if (!it) {
+        bump(&r->n.dropped_puts);
+        return sj_fail(r->ctx, SJ_E_NOMEM, "remote put: out of memory for %zu bytes", size);
+    }
+    it->next = NULL;
+    memcpy(it->key, key, SJ_REMOTE_KEY_SIZE);
+    it->content_size = size;
+    if (size) memcpy(it->frame + SJ_REMOTE_FRAME_OVERHEAD, data, size);
+    pthread_mutex_lock(&r->q_lock);
+    if (r->q_len >= r->queue_capacity) {
+        pthread_mutex_unlock(&r->q_lock);
+        sj_free(r->ctx, it);
+        bump(&r->n.dropped_puts);
+        return sj_fail(r->ctx, SJ_E_BUSY, "remote put: write-behind queue full (%zu puts)",
+                       r->queue_capacity);
+    }
+    if (r->q_tail)
+        r->q_tail->next = it;
+    else
+        r->q_head = it;
+    r->q_tail = it;
+    r->q_len++;
+    pthread_cond_signal(&r->q_work);
+    pthread_mutex_unlock(&r->q_lock);
+    return SJ_OK;
+}
+
+void sj_remote_flush(sj_remote *r) {
+    if (!r || !r->writer_started) return;
+    pthread_mutex_lock(&r->q_lock);
+    while (r->q_head || r->q_busy) pthread_cond_wait(&r->q_idle, &r->q_lock);
+    pthread_mutex_unlock(&r->q_lock);
+}
+
+void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!r) return;
+    sj_remote *m = (sj_remote *)r; /* atomics are read, never changed */
+    out->hits = atomic_load(&m->n.hits);
+    out->misses = atomic_load(&m->n.misses);
+    out->errors = atomic_load(&m->n.errors);
+    out->timeouts = atomic_load(&m->n.timeouts);
+    out->rejected = atomic_load(&m->n.rejected);
+    out->backoff_skips = atomic_load(&m->n.backoff_skips);
+    out->puts = atomic_load(&m->n.puts);
+    out->dropped_puts = atomic_load(&m->n.dropped_puts);
+}
+
+/* ---- create / destroy */
+
+static sj_status check_config(sj_ctx *ctx, const sj_remote_config *c) {
+    if (!c->url || !c->url[0]) return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: no URL given");
+    if (!c->key_prefix) return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: key_prefix is NULL");
+    if (strlen(c->key_prefix) > SJ_REMOTE_MAX_PREFIX)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: key_prefix longer than %d bytes",
+                       SJ_REMOTE_MAX_PREFIX);
+    if (c->connect_timeout_ms <= 0 || c->command_timeout_ms <= 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "remote tier: connect_timeout_ms (%d) and command_timeout_ms (%d) must be "
+                       "positive",
+                       c->connect_timeout_ms, c->command_timeout_ms);
+    if (c->backoff_ms < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: backoff_ms %d is negative",
+                       c->backoff_ms);
+    if (c->max_value_size <= SJ_REMOTE_FRAME_OVERHEAD || c->max_value_size > SJ_REMOTE_MAX_VALUE_LIMIT)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "remote tier: max_value_size %zu outside %d..%zu bytes", c->max_value_size,
+                       SJ_REMOTE_FRAME_OVERHEAD + 1, SJ_REMOTE_MAX_VALUE_LIMIT);
+    if (c->queue_capacity == 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: queue_capacity must be at least 1");
+    if (c->pool_size < 1 || c->pool_size > SJ_REMOTE_MAX_POOL)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: pool_size %d outside 1..%d",
+                       c->pool_size, SJ_REMOTE_MAX_POOL);
+    return SJ_OK;
+}
+
+sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote **out) {
+    if (!ctx || !cfg || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    SJ_TRY(check_config(ctx, cfg));
+    const scheme_entry *scheme = NULL;
+    for (size_t i = 0; i < sizeof SCHEMES / sizeof SCHEMES[0]; i++)
+        if (strncmp(cfg->url, SCHEMES[i].prefix, strlen(SCHEMES[i].prefix)) == 0)
+            scheme = &SCHEMES[i];
+    if (!scheme) {
+        const char *colon = strstr(cfg->url, "://");
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "remote tier: URL scheme '%.*s' not supported (supported: redis://)",
+                       colon ? (int)(colon - cfg->url) : 0, cfg->url);
+    }
+    sj_remote *r = sj_calloc(ctx, 1, sizeof *r);
+    if (!r) return sj_fail(ctx, SJ_E_NOMEM, "remote tier: out of memory");
+    r->ctx = ctx;
+    r->prefix = sj_strdup(ctx, cfg->key_prefix);
+    if (!r->prefix) {
+        sj_free(ctx, r);
+        return sj_fail(ctx, SJ_E_NOMEM, "remote tier: out of memory");
+    }
+    sj_status st = scheme->open(ctx, cfg, &r->tp, &r->tp_impl, &r->safe_url);
+    if (st != SJ_OK) {
+        sj_free(ctx, r->prefix);
+        sj_free(ctx, r);
+        return st;
+    }
+    r->prefix_len = strlen(r->prefix);
+    sj_remote_trust_init(&r->trust, cfg->secret);
+    r->read_only = cfg->read_only;
+    r->backoff_ms = cfg->backoff_ms;
+    r->max_value_size = cfg->max_value_size;
+    r->queue_capacity = cfg->queue_capacity;
+    pthread_mutex_init(&r->why_lock, NULL);
+    pthread_mutex_init(&r->q_lock, NULL);
+    pthread_cond_init(&r->q_work, NULL);
+    pthread_cond_init(&r->q_idle, NULL);
+    if (!r->read_only) {
+        int e = pthread_create(&r->writer, NULL, writer_main, r);
+        if (e != 0) {
+            sj_remote_destroy(r);
+            return sj_fail(ctx, SJ_E_NOMEM, "remote tier: cannot start the write-behind thread: %s",
+                           strerror(e));
+        }
+        r->writer_started = true;
+    }
+    *out = r;
+    return SJ_OK;
+}
+
+void sj_remote_destroy(sj_remote *r) {
+    if (!r) return;
+    if (r->writer_started) {
+        pthread_mutex_lock(&r->q_lock);
+        r->stopping = true;
+        pthread_cond_signal(&r->q_work);
+        pthread_mutex_unlock(&r->q_lock);
+        pthread_join(r->writer, NULL);
+    }
+    pthread_cond_destroy(&r->q_idle);
+    pthread_cond_destroy(&r->q_work);
+    pthread_mutex_destroy(&r->q_lock);
+    pthread_mutex_destroy(&r->why_lock);
+    r->tp->destroy(r->tp_impl);
+    sj_ctx *ctx = r->ctx;
+    sj_free(ctx, r->safe_url);
+    sj_free(ctx, r->prefix);
+    sj_free(ctx, r);
+}

@@ -1,0 +1,142 @@
+/* What a row's blob is: a zstd frame (checksum and content size on) and a
+ * BLAKE3 digest binding the raw bytes to the row's key, so a blob moved to
+ * another key's row fails the check even with its own digest beside it. */
+#include "store_impl.h"
+
+#include <llvm-c/blake3.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *sj_store_str(const char *s) { return s ? s : ""; }
+
+sj_status sj_store_key_check(sj_ctx *ctx, const sj_store_key *k) {
+    const char *names[] = {"target triple", "target cpu", "target features", "shapejit version",
+                           "compiler version"};
+    const char *vals[] = {k->target_triple, k->target_cpu, k->target_features, k->shapejit_version,
+                          k->compiler_version};
+    for (int i = 0; i < 5; i++)
+        if (strlen(sj_store_str(vals[i])) >= SJ_STORE_FIELD_MAX)
+            return sj_fail(ctx, SJ_E_INVALID_ARG, "store key: %s is longer than %d bytes", names[i],
+                           SJ_STORE_FIELD_MAX - 1);
+    if (k->extent < 1) return sj_fail(ctx, SJ_E_INVALID_ARG, "store key: extent %lld must be >= 1", (long long)k->extent);
+    return SJ_OK;
+}
+
+static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    llvm_blake3_hasher_update(h, b, 8);
+}
+
+static void put_str(llvm_blake3_hasher *h, const char *s) {
+    s = sj_store_str(s);
+    size_t n = strlen(s);
+    put_u64(h, n);
+    llvm_blake3_hasher_update(h, s, n);
+}
+
+void sj_store_key_digest(const sj_store_key *k, uint8_t out[32]) {
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, "shapejit store key 1", 20);
+    llvm_blake3_hasher_update(&h, k->graph_hash, 32);
+    put_u64(&h, (uint64_t)k->extent);
+    llvm_blake3_hasher_update(&h, k->options_hash, 32);
+    put_str(&h, k->target_triple);
+    put_str(&h, k->target_cpu);
+    put_str(&h, k->target_features);
+    put_u64(&h, k->artifact_version);
+    put_str(&h, k->shapejit_version);
+    put_str(&h, k->compiler_version);
+    llvm_blake3_hasher_finalize(&h, out, 32);
+}
+
+void sj_store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
+                             uint8_t out[32]) {
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, key_digest, 32);
+    llvm_blake3_hasher_update(&h, raw, len);
+    llvm_blake3_hasher_finalize(&h, out, 32);
+}
+
+sj_status sj_store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
+                            size_t *frame_len) {
+    *frame = NULL;
+    size_t cap = ZSTD_compressBound(len);
+    void *dst = sj_alloc(ctx, cap);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    if (!dst || !cc) {
+        sj_free(ctx, dst);
+        ZSTD_freeCCtx(cc);
+        return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory compressing %zu bytes", len);
+    }
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
+    size_t n = ZSTD_compress2(cc, dst, cap, raw, len);
+    ZSTD_freeCCtx(cc);
+    if (ZSTD_isError(n)) {
+        sj_free(ctx, dst);
+        return sj_fail(ctx, SJ_E_INTERNAL, "store: zstd compression failed: %s", ZSTD_getErrorName(n));
+    }
+    *frame = dst;
+    *frame_len = n;
+    return SJ_OK;
+}
+
+sj_status sj_store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
+                          const void *frame, size_t frame_len, int64_t raw_size,
+                          const void *digest, size_t digest_len, void **raw, char *why,
+                          size_t why_len) {
+    *raw = NULL;
+    ZSTD_frameHeader fh;
+    if (!frame || frame_len == 0) {
+        snprintf(why, why_len, "empty blob");
+        return SJ_E_CORRUPT;
+    }
+    if (digest_len != 32) {
+        snprintf(why, why_len, "digest is %zu bytes, not 32", digest_len);
+        return SJ_E_CORRUPT;
+    }
+    if (raw_size < 0 || raw_size > cap) {
+        snprintf(why, why_len, "declared size %lld is outside [0, %lld]", (long long)raw_size, (long long)cap);
+        return SJ_E_CORRUPT;
+    }
+    if (ZSTD_getFrameHeader(&fh, frame, frame_len) != 0 || fh.frameType != ZSTD_frame) {
+        snprintf(why, why_len, "blob is not a complete zstd frame header");
+        return SJ_E_CORRUPT;
+    }
+    if (!fh.checksumFlag) {
+        snprintf(why, why_len, "zstd frame has no content checksum");
+        return SJ_E_CORRUPT;
+    }
+    if (fh.frameContentSize != (unsigned long long)raw_size) {
+        snprintf(why, why_len, "zstd frame claims %llu bytes, the row declares %lld",
+                 fh.frameContentSize, (long long)raw_size);
+        return SJ_E_CORRUPT;
+    }
+    size_t whole = ZSTD_findFrameCompressedSize(frame, frame_len);
+    if (ZSTD_isError(whole) || whole != frame_len) {
+        snprintf(why, why_len, "blob is truncated or has trailing bytes (%zu stored)", frame_len);
+        return SJ_E_CORRUPT;
+    }
+    void *dst = sj_alloc(ctx, (size_t)raw_size);
+    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory for a %lld-byte artifact", (long long)raw_size);
+    size_t n = ZSTD_decompressDCtx(dctx, dst, (size_t)raw_size, frame, frame_len);
+    if (ZSTD_isError(n) || n != (size_t)raw_size) {
+        snprintf(why, why_len, "zstd: %s", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame");
+        sj_free(ctx, dst);
+        return SJ_E_CORRUPT;
+    }
+    uint8_t kd[32], got[32];
+    sj_store_key_digest(key, kd);
+    sj_store_content_digest(kd, dst, n, got);
+    if (memcmp(got, digest, 32) != 0) {
+        snprintf(why, why_len, "BLAKE3 digest mismatch (bytes changed or belong to another key)");
+        sj_free(ctx, dst);
+        return SJ_E_CORRUPT;
+    }
+    *raw = dst;
+    return SJ_OK;
+}

@@ -1,0 +1,80 @@
+/* The store's private state and the helpers its files share. Not installed. */
+#ifndef SJ_STORE_IMPL_H
+#define SJ_STORE_IMPL_H
+
+#include "shapejit/store.h"
+
+#include "jit/core/core_impl.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+/* ZSTD_getFrameHeader: the frame flags are checked before decoding. */
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
+#define SJ_STORE_SCHEMA_VERSION 1
+/* Checkpoint once the WAL holds this many frames (SQLite's default
+ * autocheckpoint threshold, run by us under the write lock instead). */
+#define SJ_STORE_CHECKPOINT_FRAMES 1000
+
+struct sj_store {
+    sj_ctx *ctx;
+    sj_store_config cfg;
+    char *path;      /* NULL for in-memory */
+    char *lock_path; /* path + "-sjlock" */
+    int lock_fd;     /* flock()ed around every write and checkpoint; -1 in memory */
+    char warning[512];
+    sqlite3 *db;
+    pthread_mutex_t mu; /* serialises use of db, the statements and dctx */
+    sqlite3_stmt *st_get, *st_put, *st_touch;
+    ZSTD_DCtx *dctx;
+    int wal_frames; /* from the WAL hook: frames in the WAL after the last commit */
+    sj_store_stats counters;
+};
+
+/* --- store_open.c --- */
+/* Takes the cross-process write lock (waiting up to busy_timeout_ms unless
+ * `try_only`), then BEGIN IMMEDIATE. Caller holds s->mu. */
+sj_status sj_store_write_begin(sj_store *s, bool try_only);
+/* COMMIT (ok) or ROLLBACK, checkpoint when the WAL is long, release the
+ * lock. Returns the COMMIT's failure, if any. */
+sj_status sj_store_write_end(sj_store *s, bool ok);
+/* Runs one SQL statement with no result rows; message names `what`. */
+sj_status sj_store_exec(sj_store *s, const char *sql, const char *what);
+sj_status sj_store_sql_fail(sj_store *s, const char *what);
+int64_t sj_store_now_ms(void);
+
+/* --- store_blob.c --- */
+/* BLAKE3 over the key's canonical encoding. */
+void sj_store_key_digest(const sj_store_key *k, uint8_t out[32]);
+/* BLAKE3(key digest || raw): what a row's digest column holds. */
+void sj_store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
+                             uint8_t out[32]);
+/* zstd frame with checksum and content size; *frame from sj_alloc. */
+sj_status sj_store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
+                            size_t *frame_len);
+/* Checks and decompresses one stored blob. On SJ_E_CORRUPT `why` says
+ * which check failed; *raw is then NULL. */
+sj_status sj_store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
+                          const void *frame, size_t frame_len, int64_t raw_size,
+                          const void *digest, size_t digest_len, void **raw, char *why,
+                          size_t why_len);
+/* Validates a key's strings (length, NULL -> ""). */
+sj_status sj_store_key_check(sj_ctx *ctx, const sj_store_key *k);
+const char *sj_store_str(const char *s);
+
+/* --- store_rw.c --- */
+/* Binds the 9 key columns to parameters first..first+8 of st. */
+void sj_store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]);
+/* Reads the key + size columns (in the order of SJ_STORE_ENTRY_COLS)
+ * starting at column `first`; strings point into the statement's row. */
+void sj_store_read_entry(sqlite3_stmt *st, int first, sj_store_entry *e);
+/* Parses a hex column into 32 bytes (zeros when malformed). */
+void sj_store_unhex(const unsigned char *hex, uint8_t out[32]);
+
+#define SJ_STORE_KEY_COLS                                                                          \
+    "graph_hash, extent, options_hash, target_triple, target_cpu, target_features, "              \
+    "artifact_version, shapejit_version, compiler_version"
+#define SJ_STORE_ENTRY_COLS SJ_STORE_KEY_COLS ", raw_size, stored_size, created_ms, last_used_ms"
+
+#endif

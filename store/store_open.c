@@ -1,0 +1,385 @@
+/* Opening and closing a store: files and permissions, the schema, and the
+ * locking policy for multi-process WAL use.
+ *
+ * Multi-process WAL and SQLite 3.40.1. SQLite's WAL documentation
+ * (wal.html, "the WAL-reset bug") describes a data race present from 3.7.0
+ * through 3.51.2, fixed in 3.51.3 (backported to 3.44.6 and 3.50.7), so the
+ * 3.40.1 this machine has is affected. It needs WAL mode, two or more
+ * connections, and a checkpoint that starts just after another one finished
+ * while a third connection commits a transaction that resets (restarts) the
+ * WAL; the second checkpoint misses the reset, and a later one skips frames:
+ * committed pages never reach the database file, which ends up corrupt.
+ * Every ingredient is a writer or a checkpointer racing another; readers
+ * never reset the WAL. So every connection this library opens serialises
+ * all of those under one exclusive flock() on a side file (PATH-sjlock):
+ *   - writes: the lock is taken before BEGIN IMMEDIATE, released after
+ *     COMMIT (so a WAL restart at the start of a write is under it);
+ *   - checkpoints: automatic checkpoints are off (wal_autocheckpoint=0);
+ *     we checkpoint (PASSIVE) ourselves after a commit, still holding the
+ *     lock, once the WAL passes SJ_STORE_CHECKPOINT_FRAMES frames;
+ *   - close: the last connection to close checkpoints and deletes the WAL,
+ *     so close runs under the lock too; so does switching to WAL mode.
+ * flock() locks belong to the open file description, so two handles in one
+ * process exclude each other as two processes do, and the kernel drops the
+ * lock of a process killed mid-write (SQLite's own recovery then rolls the
+ * half-written transaction back). Other programs writing the file with
+ * their own SQLite are outside this protocol.
+ * Also from that page: WAL needs shared memory, so the store must be on a
+ * local file system (not NFS). synchronous=NORMAL: in WAL mode a power loss
+ * can lose the last commits but never corrupt the file; for a cache that
+ * recompiles on a miss that is the right trade. */
+#include "store_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void sj_store_config_init(sj_store_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_artifact_bytes = (int64_t)1 << 30;
+    cfg->busy_timeout_ms = 5000;
+    cfg->compression_level = -1;
+    cfg->touch_interval_ms = 60000;
+}
+
+int64_t sj_store_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+sj_status sj_store_sql_fail(sj_store *s, const char *what) {
+    int code = sqlite3_errcode(s->db);
+    sj_status st = SJ_E_IO;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) st = SJ_E_BUSY;
+    else if (code == SQLITE_NOMEM) st = SJ_E_NOMEM;
+    else if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) st = SJ_E_CORRUPT;
+    return sj_fail(s->ctx, st, "store %s: %s: %s", s->path ? s->path : ":memory:", what,
+                   sqlite3_errmsg(s->db));
+}
+
+sj_status sj_store_exec(sj_store *s, const char *sql, const char *what) {
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sj_store_sql_fail(s, what);
+    return SJ_OK;
+}
+
+/* --- the cross-process write lock --- */
+
+static sj_status lock_take(sj_store *s, bool try_only) {
+    if (s->lock_fd < 0) return SJ_OK;
+    int waited = 0;
+    for (;;) {
+        if (flock(s->lock_fd, LOCK_EX | LOCK_NB) == 0) return SJ_OK;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return sj_fail(s->ctx, SJ_E_IO, "store %s: locking %s: %s", s->path, s->lock_path,
+                           strerror(errno));
+        if (try_only || waited >= s->cfg.busy_timeout_ms)
+            return sj_fail(s->ctx, SJ_E_BUSY, "store %s: another process held the write lock for %d ms",
+                           s->path, waited);
+        struct timespec ts = {0, 1000000}; /* 1 ms */
+        nanosleep(&ts, NULL);
+        waited++;
+    }
+}
+
+static void lock_release(sj_store *s) {
+    if (s->lock_fd >= 0) flock(s->lock_fd, LOCK_UN);
+}
+
+sj_status sj_store_write_begin(sj_store *s, bool try_only) {
+    SJ_TRY(lock_take(s, try_only));
+    sj_status st = sj_store_exec(s, "BEGIN IMMEDIATE", "begin write");
+    if (st != SJ_OK) lock_release(s);
+    return st;
+}
+
+sj_status sj_store_write_end(sj_store *s, bool ok) {
+    sj_status st = SJ_OK;
+    if (ok) {
+        st = sj_store_exec(s, "COMMIT", "commit");
+        if (st != SJ_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    } else {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    if (s->path && s->wal_frames >= SJ_STORE_CHECKPOINT_FRAMES) {
+        /* A PASSIVE checkpoint never waits on readers; what it cannot copy
+         * now the next one will. */
+        sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        s->wal_frames = 0;
+    }
+    lock_release(s);
+    return st;
+}
+
+static int wal_hook(void *user, sqlite3 *db, const char *name, int frames) {
+    (void)db;
+    (void)name;
+    ((sj_store *)user)->wal_frames = frames;
+    return SQLITE_OK;
+}
+
+/* --- files --- */
+
+/* mkdir -p for the parent directories of path; the ones made here are 0700. */
+static sj_status make_parents(sj_ctx *ctx, const char *path) {
+    char *dir = sj_strdup(ctx, path);
+    if (!dir) return sj_fail(ctx, SJ_E_NOMEM, "store %s: out of memory", path);
+    sj_status st = SJ_OK;
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            st = sj_fail(ctx, SJ_E_IO, "store %s: cannot create directory %s: %s", path, dir,
+                         strerror(errno));
+            break;
+        }
+        *p = '/';
+    }
+    sj_free(ctx, dir);
+    return st;
+}
+
+/* Creates the file 0600 when absent; refuses a read-only one or one that is
+ * not an SQLite database before SQLite gets to touch it. */
+static sj_status prepare_file(sj_ctx *ctx, const char *path) {
+    SJ_TRY(make_parents(ctx, path));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        if (errno == EACCES || errno == EROFS || errno == EPERM)
+            return sj_fail(ctx, SJ_E_IO, "store %s is read-only (%s); shapejit needs to write its store",
+                           path, strerror(errno));
+        return sj_fail(ctx, SJ_E_IO, "store %s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat sb;
+    sj_status st = SJ_OK;
+    char head[16];
+    if (fstat(fd, &sb) != 0) {
+        st = sj_fail(ctx, SJ_E_IO, "store %s: stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = sj_fail(ctx, SJ_E_IO, "store %s is not a regular file", path);
+    } else if ((sb.st_mode & 0222) == 0) {
+        /* Honour the mode bits even for root, who could write anyway: a
+         * file made read-only was made so on purpose. */
+        st = sj_fail(ctx, SJ_E_IO, "store %s is read-only (mode %04o); shapejit needs to write its store",
+                     path, (unsigned)(sb.st_mode & 07777));
+    } else if (sb.st_size > 0 &&
+               (pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head ||
+                memcmp(head, "SQLite format 3", 16) != 0)) {
+        st = sj_fail(ctx, SJ_E_CORRUPT, "store %s is not a shapejit store (not an SQLite database)", path);
+    }
+    close(fd);
+    return st;
+}
+
+/* --- schema --- */
+
+static const char *const schema_sql =
+    "CREATE TABLE artifacts ("
+    " id INTEGER PRIMARY KEY,"
+    " graph_hash TEXT NOT NULL, extent INTEGER NOT NULL, options_hash TEXT NOT NULL,"
+    " target_triple TEXT NOT NULL, target_cpu TEXT NOT NULL, target_features TEXT NOT NULL,"
+    " artifact_version INTEGER NOT NULL, shapejit_version TEXT NOT NULL,"
+    " compiler_version TEXT NOT NULL,"
+    " raw_size INTEGER NOT NULL, stored_size INTEGER NOT NULL, digest BLOB NOT NULL,"
+    " created_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL, blob BLOB NOT NULL,"
+    " UNIQUE (graph_hash, extent, options_hash, target_triple, target_cpu, target_features,"
+    "   artifact_version, shapejit_version, compiler_version));"
+    "CREATE INDEX artifacts_last_used ON artifacts(last_used_ms, id);";
+
+static int64_t query_int(sj_store *s, const char *sql, int64_t dflt) {
+    sqlite3_stmt *st;
+    int64_t v = dflt;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return dflt;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Inside a write transaction: create, accept, rebuild (older) or refuse
+ * (newer, or not ours). */
+static sj_status ensure_schema(sj_store *s) {
+    const char *where = s->path ? s->path : ":memory:";
+    int64_t has_schema =
+        query_int(s, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='sj_schema'", -1);
+    if (has_schema < 0) return sj_store_sql_fail(s, "reading the schema");
+    if (has_schema == 0) {
+        int64_t tables = query_int(s, "SELECT count(*) FROM sqlite_master", 0);
+        if (tables > 0)
+            return sj_fail(s->ctx, SJ_E_UNSUPPORTED,
+                           "store %s is an SQLite database but not a shapejit store (no sj_schema table); "
+                           "refusing to modify it",
+                           where);
+        SJ_TRY(sj_store_exec(s, "CREATE TABLE sj_schema(version INTEGER NOT NULL)", "creating the schema"));
+        SJ_TRY(sj_store_exec(s, schema_sql, "creating the schema"));
+        char sql[64];
+        snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
+        return sj_store_exec(s, sql, "creating the schema");
+    }
+    int64_t v = query_int(s, "SELECT max(version) FROM sj_schema", 0);
+    if (v == SJ_STORE_SCHEMA_VERSION) return SJ_OK;
+    if (v > SJ_STORE_SCHEMA_VERSION)
+        return sj_fail(s->ctx, SJ_E_UNSUPPORTED,
+                       "store %s has schema version %lld, written by a newer shapejit; this one reads "
+                       "version %d (use another store or a newer shapejit)",
+                       where, (long long)v, SJ_STORE_SCHEMA_VERSION);
+    /* An older layout holds only compiled artifacts, which a recompile
+     * rebuilds, so it is rebuilt rather than migrated column by column. */
+    SJ_TRY(sj_store_exec(s, "DROP INDEX IF EXISTS artifacts_last_used; DROP TABLE IF EXISTS artifacts; "
+                            "DELETE FROM sj_schema",
+                         "rebuilding an old schema"));
+    SJ_TRY(sj_store_exec(s, schema_sql, "rebuilding an old schema"));
+    char sql[64];
+    snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
+    return sj_store_exec(s, sql, "rebuilding an old schema");
+}
+
+static sj_status prepare_statements(sj_store *s) {
+    static const char *const get_sql =
+        "SELECT id, raw_size, digest, blob, last_used_ms FROM artifacts WHERE graph_hash=?1 AND extent=?2 "
+        "AND options_hash=?3 AND target_triple=?4 AND target_cpu=?5 AND target_features=?6 AND "
+        "artifact_version=?7 AND shapejit_version=?8 AND compiler_version=?9";
+    static const char *const put_sql =
+        "INSERT INTO artifacts(" SJ_STORE_KEY_COLS
+        ", raw_size, stored_size, digest, created_ms, last_used_ms, blob) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14) "
+        "ON CONFLICT DO UPDATE SET raw_size=excluded.raw_size, stored_size=excluded.stored_size, "
+        "digest=excluded.digest, created_ms=excluded.created_ms, last_used_ms=excluded.last_used_ms, "
+        "blob=excluded.blob";
+    static const char *const touch_sql = "UPDATE artifacts SET last_used_ms=?1 WHERE id=?2";
+    if (sqlite3_prepare_v3(s->db, get_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_get, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db, put_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_put, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db, touch_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_touch, NULL) != SQLITE_OK)
+        return sj_store_sql_fail(s, "preparing statements");
+    return SJ_OK;
+}
+
+/* Opens the database (path or memory) into s, configured and with the
+ * schema checked. Leaves s->db NULL on failure. */
+static sj_status open_db(sj_store *s) {
+    const char *path = s->path ? s->path : ":memory:";
+    if (s->path) SJ_TRY(prepare_file(s->ctx, s->path));
+    if (s->path) {
+        s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (s->lock_fd < 0)
+            return sj_fail(s->ctx, SJ_E_IO, "store %s: cannot open lock file %s: %s", s->path, s->lock_path,
+                           strerror(errno));
+    }
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+        sj_status st = s->db ? sj_store_sql_fail(s, "open")
+                             : sj_fail(s->ctx, SJ_E_NOMEM, "store %s: out of memory", path);
+        return st;
+    }
+    if (sqlite3_db_readonly(s->db, "main") == 1)
+        return sj_fail(s->ctx, SJ_E_IO, "store %s is read-only; shapejit needs to write its store", path);
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, s->cfg.busy_timeout_ms);
+    SJ_TRY(lock_take(s, false));
+    sj_status st = SJ_OK;
+    if (s->path) {
+        sqlite3_stmt *q;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &q, NULL) != SQLITE_OK) {
+            st = sj_store_sql_fail(s, "setting WAL mode");
+        } else {
+            int rc = sqlite3_step(q);
+            const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : NULL;
+            if (!mode || strcmp(mode, "wal") != 0)
+                st = rc == SQLITE_ROW ? sj_fail(s->ctx, SJ_E_IO, "store %s: cannot use WAL mode (got %s)", path,
+                                                mode ? mode : "?")
+                                      : sj_store_sql_fail(s, "setting WAL mode");
+            sqlite3_finalize(q);
+        }
+    }
+    if (st == SJ_OK)
+        st = sj_store_exec(s, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0", "configuring");
+    if (st == SJ_OK) st = sj_store_exec(s, "BEGIN IMMEDIATE", "begin write");
+    if (st == SJ_OK) {
+        st = ensure_schema(s);
+        if (st == SJ_OK) st = sj_store_exec(s, "COMMIT", "commit");
+        if (st != SJ_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    lock_release(s);
+    SJ_TRY(st);
+    sqlite3_wal_hook(s->db, wal_hook, s);
+    return prepare_statements(s);
+}
+
+static void close_db(sj_store *s) {
+    sqlite3_finalize(s->st_get);
+    sqlite3_finalize(s->st_put);
+    sqlite3_finalize(s->st_touch);
+    s->st_get = s->st_put = s->st_touch = NULL;
+    if (s->db) {
+        /* Closing may checkpoint and delete the WAL (see the top comment). */
+        bool locked = s->path && lock_take(s, false) == SJ_OK;
+        sqlite3_close_v2(s->db);
+        if (locked) lock_release(s);
+        s->db = NULL;
+    }
+    if (s->lock_fd >= 0) close(s->lock_fd);
+    s->lock_fd = -1;
+}
+
+sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out) {
+    if (!ctx || !cfg || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    if (cfg->max_artifact_bytes < 1 || cfg->busy_timeout_ms < 0 || cfg->max_bytes < 0 ||
+        cfg->touch_interval_ms < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "store config: negative or zero limit");
+    if (cfg->path && !cfg->path[0]) return sj_fail(ctx, SJ_E_INVALID_ARG, "store config: empty path");
+    sj_store *s = sj_calloc(ctx, 1, sizeof *s);
+    if (!s) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory");
+    s->ctx = ctx;
+    s->cfg = *cfg;
+    s->cfg.path = NULL;
+    s->lock_fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    sj_status st = SJ_OK;
+    if (cfg->path) {
+        size_t n = strlen(cfg->path);
+        s->path = sj_strdup(ctx, cfg->path);
+        s->lock_path = sj_alloc(ctx, n + 8);
+        if (!s->path || !s->lock_path) st = sj_fail(ctx, SJ_E_NOMEM, "store: out of memory");
+        else snprintf(s->lock_path, n + 8, "%s-sjlock", cfg->path);
+    }
+    if (st == SJ_OK) st = open_db(s);
+    if (st != SJ_OK && cfg->path && cfg->fallback_to_memory &&
+        (st == SJ_E_IO || st == SJ_E_CORRUPT || st == SJ_E_UNSUPPORTED)) {
+        snprintf(s->warning, sizeof s->warning, "%s; running without persistence", sj_ctx_last_error(ctx));
+        close_db(s);
+        sj_free(ctx, s->path);
+        sj_free(ctx, s->lock_path);
+        s->path = s->lock_path = NULL;
+        sj_ctx_clear_error(ctx);
+        st = open_db(s);
+    }
+    if (st == SJ_OK) {
+        s->dctx = ZSTD_createDCtx();
+        if (!s->dctx) st = sj_fail(ctx, SJ_E_NOMEM, "store: out of memory (zstd context)");
+    }
+    if (st != SJ_OK) {
+        sj_store_close(s);
+        return st;
+    }
+    *out = s;
+    return SJ_OK;
+}
+
+void sj_store_close(sj_store *s) {
+    if (!s) return;
+    close_db(s);
+    ZSTD_freeDCtx(s->dctx);
+    pthread_mutex_destroy(&s->mu);
+    sj_free(s->ctx, s->path);
+    sj_free(s->ctx, s->lock_path);
+    sj_free(s->ctx, s);
+}
+
+bool sj_store_persistent(const sj_store *s) { return s->path != NULL; }
+const char *sj_store_warning(const sj_store *s) { return s->warning; }

@@ -1,0 +1,303 @@
+/* put, get, rm and the counters: the paths the compile cache uses. */
+#include "store_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void hex32(const uint8_t b[32], char out[65]) {
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+void sj_store_unhex(const unsigned char *hex, uint8_t out[32]) {
+    memset(out, 0, 32);
+    if (!hex || strlen((const char *)hex) != 64) return;
+    for (int i = 0; i < 64; i++) {
+        int c = hex[i], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) {
+            memset(out, 0, 32);
+            return;
+        }
+        out[i / 2] = (uint8_t)(out[i / 2] | (i % 2 ? v : v << 4));
+    }
+}
+
+void sj_store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
+    hex32(k->graph_hash, gh);
+    hex32(k->options_hash, oh);
+    sqlite3_bind_text(st, first, gh, 64, SQLITE_STATIC);
+    sqlite3_bind_int64(st, first + 1, k->extent);
+    sqlite3_bind_text(st, first + 2, oh, 64, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 3, sj_store_str(k->target_triple), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 4, sj_store_str(k->target_cpu), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 5, sj_store_str(k->target_features), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, first + 6, k->artifact_version);
+    sqlite3_bind_text(st, first + 7, sj_store_str(k->shapejit_version), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 8, sj_store_str(k->compiler_version), -1, SQLITE_STATIC);
+}
+
+void sj_store_read_entry(sqlite3_stmt *st, int c, sj_store_entry *e) {
+    memset(e, 0, sizeof *e);
+    sj_store_unhex(sqlite3_column_text(st, c), e->key.graph_hash);
+    e->key.extent = sqlite3_column_int64(st, c + 1);
+    sj_store_unhex(sqlite3_column_text(st, c + 2), e->key.options_hash);
+    e->key.target_triple = (const char *)sqlite3_column_text(st, c + 3);
+    e->key.target_cpu = (const char *)sqlite3_column_text(st, c + 4);
+    e->key.target_features = (const char *)sqlite3_column_text(st, c + 5);
+    e->key.artifact_version = (uint32_t)sqlite3_column_int64(st, c + 6);
+    e->key.shapejit_version = (const char *)sqlite3_column_text(st, c + 7);
+    e->key.compiler_version = (const char *)sqlite3_column_text(st, c + 8);
+    e->raw_bytes = sqlite3_column_int64(st, c + 9);
+    e->stored_bytes = sqlite3_column_int64(st, c + 10);
+    e->created_ms = sqlite3_column_int64(st, c + 11);
+    e->last_used_ms = sqlite3_column_int64(st, c + 12);
+}
+
+/* Inside a write transaction: evicts least recently used rows other than
+ * `keep_id` until the stored bytes fit max_bytes. */
+static sj_status evict_to(sj_store *s, int64_t max_bytes, int64_t keep_id, int64_t *evicted,
+                          int64_t *freed) {
+    sqlite3_stmt *sum = NULL, *old = NULL, *del = NULL;
+    sj_status st = SJ_OK;
+    if (sqlite3_prepare_v2(s->db, "SELECT coalesce(sum(stored_size),0) FROM artifacts", -1, &sum, NULL) ||
+        sqlite3_prepare_v2(s->db,
+                           "SELECT id, stored_size FROM artifacts WHERE id<>?1 "
+                           "ORDER BY last_used_ms, id LIMIT 1",
+                           -1, &old, NULL) ||
+        sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id=?1", -1, &del, NULL)) {
+        st = sj_store_sql_fail(s, "eviction");
+        goto done;
+    }
+    if (sqlite3_step(sum) != SQLITE_ROW) {
+        st = sj_store_sql_fail(s, "eviction");
+        goto done;
+    }
+    int64_t total = sqlite3_column_int64(sum, 0);
+    sqlite3_bind_int64(old, 1, keep_id);
+    while (total > max_bytes) {
+        sqlite3_reset(old);
+        int rc = sqlite3_step(old);
+        if (rc == SQLITE_DONE) break;
+        if (rc != SQLITE_ROW) {
+            st = sj_store_sql_fail(s, "eviction");
+            goto done;
+        }
+        int64_t id = sqlite3_column_int64(old, 0), size = sqlite3_column_int64(old, 1);
+        sqlite3_reset(del);
+        sqlite3_bind_int64(del, 1, id);
+        if (sqlite3_step(del) != SQLITE_DONE) {
+            st = sj_store_sql_fail(s, "eviction");
+            goto done;
+        }
+        total -= size;
+        *evicted += 1;
+        *freed += size;
+    }
+done:
+    sqlite3_finalize(sum);
+    sqlite3_finalize(old);
+    sqlite3_finalize(del);
+    return st;
+}
+
+sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len) {
+    if (!s || !key || (!bytes && len)) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_store_key_check(s->ctx, key));
+    if ((uint64_t)len > (uint64_t)s->cfg.max_artifact_bytes)
+        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store put: artifact of %zu bytes exceeds the %lld-byte cap",
+                       len, (long long)s->cfg.max_artifact_bytes);
+    /* Compress and hash before taking any lock: the slow part stays
+     * parallel. */
+    uint8_t kd[32], digest[32];
+    sj_store_key_digest(key, kd);
+    sj_store_content_digest(kd, bytes, len, digest);
+    void *frame;
+    size_t frame_len;
+    SJ_TRY(sj_store_compress(s->ctx, s->cfg.compression_level, bytes, len, &frame, &frame_len));
+
+    pthread_mutex_lock(&s->mu);
+    sj_status st = sj_store_write_begin(s, false);
+    if (st == SJ_OK) {
+        char gh[65], oh[65];
+        sqlite3_stmt *p = s->st_put;
+        sqlite3_reset(p);
+        sj_store_bind_key(p, 1, key, gh, oh);
+        sqlite3_bind_int64(p, 10, (int64_t)len);
+        sqlite3_bind_int64(p, 11, (int64_t)frame_len);
+        sqlite3_bind_blob(p, 12, digest, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(p, 13, sj_store_now_ms());
+        sqlite3_bind_blob(p, 14, frame, (int)frame_len, SQLITE_STATIC);
+        if (sqlite3_step(p) != SQLITE_DONE) st = sj_store_sql_fail(s, "put");
+        sqlite3_reset(p);
+        sqlite3_clear_bindings(p);
+        if (st == SJ_OK && s->cfg.max_bytes > 0) {
+            int64_t evicted = 0, freed = 0;
+            /* The row just written is never the one evicted. */
+            int64_t id = 0;
+            sqlite3_stmt *q = s->st_get;
+            sqlite3_reset(q);
+            sj_store_bind_key(q, 1, key, gh, oh);
+            if (sqlite3_step(q) == SQLITE_ROW) id = sqlite3_column_int64(q, 0);
+            sqlite3_reset(q);
+            st = evict_to(s, s->cfg.max_bytes, id, &evicted, &freed);
+            if (st == SJ_OK) s->counters.evictions += (uint64_t)evicted;
+        }
+        sj_status end = sj_store_write_end(s, st == SJ_OK);
+        if (st == SJ_OK) st = end;
+    }
+    if (st == SJ_OK) {
+        s->counters.puts++;
+        s->counters.bytes_written += len;
+    }
+    pthread_mutex_unlock(&s->mu);
+    sj_free(s->ctx, frame);
+    return st;
+}
+
+/* Best effort: a hit refreshes last_used at most once per touch interval,
+ * and skips it rather than wait when another process is writing. */
+static void touch(sj_store *s, int64_t id, int64_t last_used) {
+    int64_t now = sj_store_now_ms();
+    if (now - last_used < s->cfg.touch_interval_ms) return;
+    if (sj_store_write_begin(s, true) != SJ_OK) {
+        sj_ctx_clear_error(s->ctx);
+        return;
+    }
+    sqlite3_reset(s->st_touch);
+    sqlite3_bind_int64(s->st_touch, 1, now);
+    sqlite3_bind_int64(s->st_touch, 2, id);
+    bool ok = sqlite3_step(s->st_touch) == SQLITE_DONE;
+    sqlite3_reset(s->st_touch);
+    if (sj_store_write_end(s, ok) != SJ_OK) sj_ctx_clear_error(s->ctx);
+}
+
+sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len) {
+    if (!s || !key || !bytes || !len) return SJ_E_INVALID_ARG;
+    *bytes = NULL;
+    *len = 0;
+    SJ_TRY(sj_store_key_check(s->ctx, key));
+    char gh[65], oh[65], why[160];
+    pthread_mutex_lock(&s->mu);
+    sqlite3_stmt *q = s->st_get;
+    sqlite3_reset(q);
+    sj_store_bind_key(q, 1, key, gh, oh);
+    int rc = sqlite3_step(q);
+    sj_status st;
+    if (rc == SQLITE_DONE) {
+        s->counters.misses++;
+        st = sj_fail(s->ctx, SJ_E_NOT_FOUND, "store: no artifact for graph %.16s... at extent %lld", gh,
+                     (long long)key->extent);
+    } else if (rc != SQLITE_ROW) {
+        st = sj_store_sql_fail(s, "get");
+    } else {
+        int64_t id = sqlite3_column_int64(q, 0), raw_size = sqlite3_column_int64(q, 1);
+        int64_t last_used = sqlite3_column_int64(q, 4);
+        const void *digest = sqlite3_column_blob(q, 2);
+        size_t digest_len = (size_t)sqlite3_column_bytes(q, 2);
+        const void *frame = sqlite3_column_blob(q, 3);
+        size_t frame_len = (size_t)sqlite3_column_bytes(q, 3);
+        void *raw;
+        st = sj_store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
+                             digest, digest_len, &raw, why, sizeof why);
+        sqlite3_reset(q);
+        if (st == SJ_OK) {
+            s->counters.hits++;
+            s->counters.bytes_read += (uint64_t)raw_size;
+            *bytes = raw;
+            *len = (size_t)raw_size;
+            touch(s, id, last_used);
+        } else if (st == SJ_E_CORRUPT) {
+            s->counters.corrupt++;
+            s->counters.misses++;
+            st = sj_fail(s->ctx, SJ_E_CORRUPT, "store: artifact for graph %.16s... at extent %lld is corrupt: %s",
+                         gh, (long long)key->extent, why);
+        }
+    }
+    sqlite3_reset(q);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static sj_status rm_where(sj_store *s, const char *sql, const sj_store_key *key, const char *prefix,
+                          int64_t *removed) {
+    pthread_mutex_lock(&s->mu);
+    sj_status st = sj_store_write_begin(s, false);
+    int64_t n = 0;
+    if (st == SJ_OK) {
+        sqlite3_stmt *d;
+        char gh[65], oh[65];
+        if (sqlite3_prepare_v2(s->db, sql, -1, &d, NULL) != SQLITE_OK) {
+            st = sj_store_sql_fail(s, "rm");
+        } else {
+            if (key) sj_store_bind_key(d, 1, key, gh, oh);
+            else sqlite3_bind_text(d, 1, prefix, -1, SQLITE_STATIC);
+            if (sqlite3_step(d) != SQLITE_DONE) st = sj_store_sql_fail(s, "rm");
+            else n = sqlite3_changes(s->db);
+            sqlite3_finalize(d);
+        }
+        sj_status end = sj_store_write_end(s, st == SJ_OK);
+        if (st == SJ_OK) st = end;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (removed) *removed = st == SJ_OK ? n : 0;
+    return st;
+}
+
+sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *removed) {
+    if (!s || !hex_prefix) return SJ_E_INVALID_ARG;
+    size_t n = strlen(hex_prefix);
+    if (n < 1 || n > 64)
+        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store rm: graph hash prefix '%s' must be 1 to 64 hex digits",
+                       hex_prefix);
+    char lower[65];
+    for (size_t i = 0; i < n; i++) {
+        char c = hex_prefix[i];
+        if (c >= 'A' && c <= 'F') c = (char)(c - 'A' + 'a');
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store rm: '%s' is not hex (character %zu)", hex_prefix,
+                           i + 1);
+        lower[i] = c;
+    }
+    lower[n] = '\0';
+    return rm_where(s, "DELETE FROM artifacts WHERE substr(graph_hash, 1, length(?1)) = ?1", NULL, lower,
+                    removed);
+}
+
+sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed) {
+    if (!s || !key) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_store_key_check(s->ctx, key));
+    return rm_where(s,
+                    "DELETE FROM artifacts WHERE graph_hash=?1 AND extent=?2 AND options_hash=?3 AND "
+                    "target_triple=?4 AND target_cpu=?5 AND target_features=?6 AND artifact_version=?7 "
+                    "AND shapejit_version=?8 AND compiler_version=?9",
+                    key, NULL, removed);
+}
+
+sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out) {
+    if (!s || !out) return SJ_E_INVALID_ARG;
+    pthread_mutex_lock(&s->mu);
+    *out = s->counters;
+    sqlite3_stmt *q;
+    sj_status st = SJ_OK;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT count(*), coalesce(sum(stored_size),0), coalesce(sum(raw_size),0) "
+                           "FROM artifacts",
+                           -1, &q, NULL) != SQLITE_OK) {
+        st = sj_store_sql_fail(s, "stats");
+    } else {
+        if (sqlite3_step(q) == SQLITE_ROW) {
+            out->entries = sqlite3_column_int64(q, 0);
+            out->stored_bytes = sqlite3_column_int64(q, 1);
+            out->raw_bytes = sqlite3_column_int64(q, 2);
+        } else {
+            st = sj_store_sql_fail(s, "stats");
+        }
+        sqlite3_finalize(q);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}

@@ -1,0 +1,583 @@
+/* The bucketed compile cache over the interpreter backend: many threads,
+ * one compile per bucket, warm restarts from the store, run_padded
+ * slicing, mixed inputs, out-of-range keys, corrupt rows, failing
+ * compiles, two processes precompiling into one store, and a hit path
+ * that allocates nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shapejit/bucketed_cache.h"
+#include "shapejit/interp.h"
+#include "jit/core/core_impl.h"
+
+/* --- a counting compiler around the interpreter backend --- */
+
+#define MAX_EXTENT_COUNTED 1024
+typedef struct counting_compiler {
+    sj_compiler inner;
+    _Atomic int compiles[MAX_EXTENT_COUNTED + 1];
+    _Atomic int total;
+    int64_t fail_extent; /* compile fails at this extent (0 = never) */
+    int delay_ms;        /* widens the window in which other threads pile up */
+} counting_compiler;
+
+static sj_status cc_compile(void *self, const sj_graph *g, int64_t extent, const void *o, size_t ol,
+                            void **art, size_t *len) {
+    counting_compiler *cc = self;
+    if (cc->delay_ms) {
+        struct timespec ts = {0, cc->delay_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (extent == cc->fail_extent)
+        return sj_fail(sj_graph_ctx(g), SJ_E_COMPILE, "test compiler: refusing extent %lld", (long long)extent);
+    atomic_fetch_add(&cc->total, 1);
+    if (extent <= MAX_EXTENT_COUNTED) atomic_fetch_add(&cc->compiles[extent], 1);
+    return cc->inner.compile(cc->inner.ctx, g, extent, o, ol, art, len);
+}
+static sj_status cc_load(void *self, const sj_graph *g, int64_t extent, const void *a, size_t n, void **exe) {
+    counting_compiler *cc = self;
+    return cc->inner.load(cc->inner.ctx, g, extent, a, n, exe);
+}
+static sj_status cc_run(void *self, void *exe, int64_t active, const sj_tensor *in, sj_tensor *out) {
+    counting_compiler *cc = self;
+    return cc->inner.run(cc->inner.ctx, exe, active, in, out);
+}
+static void cc_destroy(void *self, void *exe) {
+    counting_compiler *cc = self;
+    cc->inner.destroy(cc->inner.ctx, exe);
+}
+
+static sj_compiler counting(counting_compiler *cc) {
+    memset(cc, 0, sizeof *cc);
+    sj_interp_compiler(&cc->inner);
+    sj_compiler c = cc->inner;
+    c.ctx = cc;
+    c.compile = cc_compile;
+    c.load = cc_load;
+    c.run = cc_run;
+    c.destroy = cc_destroy;
+    return c;
+}
+
+/* --- fixtures --- */
+
+static sj_ctx *ctx;
+static sj_graph *g; /* x [N, 8] -> relu(x @ w + b) = y [N, 4]; pooled = sum_N y [4] */
+static char dir[64], path[128];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void build_graph(void) {
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    int64_t xd[] = {SJ_DIM_SYM, 8}, wd[] = {8, 4}, bd[] = {4};
+    float w[32], b[4];
+    for (int i = 0; i < 32; i++) w[i] = (float)((i * 7) % 11) / 10.0f - 0.4f;
+    for (int i = 0; i < 4; i++) b[i] = 0.1f * (float)i - 0.1f;
+    sj_value x, wv, bv, m, a, y, pooled;
+    assert_int_equal(sj_graph_input(g, "x", 2, xd, &x), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "w", 2, wd, w, &wv), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "b", 1, bd, b, &bv), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, x, wv, &m), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, m, bv, &a), SJ_OK);
+    assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, a, &y), SJ_OK);
+    int axis0 = 0;
+    assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, y, 1, &axis0, false, &pooled), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(g, pooled, "pooled"), SJ_OK);
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
+    build_graph();
+    strcpy(dir, "/tmp/sj_test_cache_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    return 0;
+}
+static int teardown(void **state) {
+    (void)state;
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    return 0;
+}
+static int fresh(void **state) {
+    (void)state;
+    char p[160];
+    unlink(path);
+    snprintf(p, sizeof p, "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path);
+    unlink(p);
+    return 0;
+}
+
+static sj_store *open_store(void) {
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    sj_store *s;
+    if (sj_store_open(ctx, &cfg, &s) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    return s;
+}
+
+static void input_rows(float *x, int64_t rows, unsigned seed) {
+    for (int64_t i = 0; i < rows * 8; i++) x[i] = (float)((i * 13 + seed * 5) % 17) / 8.0f - 1.0f;
+}
+
+/* run_padded at `rows` must equal the interpreter run unpadded at `rows`. */
+static void check_run(sj_bucketed_cache *c, int64_t rows, unsigned seed) {
+    float x[64 * 8];
+    input_rows(x, rows, seed);
+    sj_cache_input in = {"x", x, 8, true};
+    const int64_t inners[] = {4, 0};
+    sj_tensor out[2];
+    int64_t extent;
+    sj_status st = sj_bucketed_cache_run_padded(c, rows, rows, &in, 1, inners, 2, out, 2, &extent);
+    if (st != SJ_OK) fail_msg("run_padded %lld: %s", (long long)rows, sj_ctx_last_error(ctx));
+    int64_t want_extent = 1;
+    while (want_extent < rows) want_extent *= 2;
+    assert_int_equal(extent, want_extent);
+    sj_tensor xin = {2, {rows, 8}, x}, ref[2];
+    assert_int_equal(sj_interp_run(g, rows, &xin, ref), SJ_OK);
+    assert_int_equal(out[0].rank, 2);
+    assert_int_equal(out[0].dims[0], rows);
+    assert_int_equal(out[0].dims[1], 4);
+    assert_int_equal(out[1].rank, 1);
+    assert_int_equal(out[1].dims[0], 4);
+    assert_memory_equal(out[0].data, ref[0].data, (size_t)rows * 4 * sizeof(float));
+    assert_memory_equal(out[1].data, ref[1].data, 4 * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        sj_tensor_free(ctx, &out[i]);
+        sj_tensor_free(ctx, &ref[i]);
+    }
+}
+
+/* --- tests --- */
+
+typedef struct hammer {
+    sj_bucketed_cache *c;
+    unsigned seed;
+} hammer;
+
+static void *hammer_thread(void *arg) {
+    hammer *h = arg;
+    unsigned r = h->seed;
+    for (int i = 0; i < 150; i++) {
+        r = r * 1103515245u + 12345u;
+        int64_t rows = 1 + (int64_t)((r >> 16) % 64);
+        check_run(h->c, rows, r);
+    }
+    return NULL;
+}
+
+static void test_threads_one_compile_per_bucket(void **state) {
+    (void)state;
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    cc.delay_ms = 3;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_total_buckets(c), 7);
+    assert_int_equal(sj_bucketed_cache_compiled_count(c), 0);
+    pthread_t th[8];
+    hammer h[8];
+    for (int i = 0; i < 8; i++) {
+        h[i] = (hammer){c, (unsigned)i * 7919u + 1};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
+    assert_int_equal(sj_bucketed_cache_compiled_count(c), 7);
+    for (int64_t e = 1; e <= 64; e *= 2) assert_int_equal(atomic_load(&cc.compiles[e]), 1);
+    assert_int_equal(atomic_load(&cc.total), 7);
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.compiles, 7);
+    assert_int_equal(st.memory_hits + st.compiles, 8 * 150);
+    assert_int_equal(st.store_hits, 0);
+    assert_true(st.compile_ms > 0);
+    for (int i = 0; i < 7; i++) {
+        int64_t lo, hi;
+        bool ready;
+        assert_int_equal(sj_bucketed_cache_bucket(c, i, &lo, &hi, &ready), SJ_OK);
+        assert_int_equal(hi, (int64_t)1 << i);
+        assert_int_equal(lo, i == 0 ? 1 : ((int64_t)1 << (i - 1)) + 1);
+        assert_true(ready);
+    }
+    assert_int_equal(sj_bucketed_cache_bucket(c, 7, NULL, NULL, NULL), SJ_E_OUT_OF_RANGE);
+    assert_int_equal(sj_bucketed_cache_bucket_for(c, 17), 5);
+    sj_bucketed_cache_destroy(c);
+    sj_bucketed_cache_destroy(NULL);
+    sj_ladder_destroy(l);
+}
+
+static void test_restart_compiles_nothing(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
+    for (int run = 0; run < 2; run++) {
+        counting_compiler cc;
+        sj_compiler comp = counting(&cc);
+        sj_store *s = open_store();
+        sj_bucketed_cache *c;
+        assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+        assert_int_equal(sj_bucketed_cache_precompile(c, 2, NULL, NULL), SJ_OK);
+        for (int64_t rows = 1; rows <= 64; rows += 9) check_run(c, rows, 3);
+        sj_bucketed_cache_stats st;
+        sj_bucketed_cache_stats_get(c, &st);
+        if (run == 0) {
+            assert_int_equal(st.compiles, 7);
+            assert_int_equal(st.store_hits, 0);
+        } else {
+            assert_int_equal(st.compiles, 0);
+            assert_int_equal(atomic_load(&cc.total), 0);
+            assert_int_equal(st.store_hits, 7);
+        }
+        sj_bucketed_cache_destroy(c);
+        sj_store_close(s);
+    }
+    sj_ladder_destroy(l);
+}
+
+static void test_run_padded_shapes(void **state) {
+    (void)state;
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_ladder *l;
+    const int64_t ext[] = {10, 40};
+    assert_int_equal(sj_ladder_list(ctx, ext, 2, &l), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
+    float x[40 * 8];
+    input_rows(x, 40, 1);
+    sj_cache_input in = {"x", x, 8, true};
+    sj_tensor out[2];
+    int64_t extent;
+    /* no inners at all: both outputs whole, rows still only the real ones */
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 13, 13, &in, 1, NULL, 0, out, 2, &extent), SJ_OK);
+    assert_int_equal(extent, 40);
+    assert_int_equal(out[0].dims[0], 13);
+    sj_tensor xin = {2, {13, 8}, x}, ref[2];
+    assert_int_equal(sj_interp_run(g, 13, &xin, ref), SJ_OK);
+    /* the pooled sum covers 13 rows, not the 40 of the bucket */
+    assert_memory_equal(out[1].data, ref[1].data, 4 * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        sj_tensor_free(ctx, &out[i]);
+        sj_tensor_free(ctx, &ref[i]);
+    }
+    /* wrong inner strides name the input / output */
+    sj_cache_input bad = {"x", x, 7, true};
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 13, 13, &bad, 1, NULL, 0, out, 2, NULL), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "'x'"));
+    const int64_t wrong[] = {4, 4};
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 13, 13, &in, 1, wrong, 2, out, 2, NULL), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "pooled"));
+    /* rows beyond the bucket, unknown and missing inputs */
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 5, 11, &in, 1, NULL, 0, out, 2, NULL), SJ_E_OUT_OF_RANGE);
+    sj_cache_input unknown = {"z", x, 8, true};
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 5, 5, &unknown, 1, NULL, 0, out, 2, NULL), SJ_E_NOT_FOUND);
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 5, 5, NULL, 0, NULL, 0, out, 2, NULL), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "'x' not given"));
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 5, 5, &in, 1, NULL, 0, out, 1, NULL), SJ_E_INVALID_ARG);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+}
+
+static void test_mixed_inputs(void **state) {
+    (void)state;
+    sj_graph *h;
+    assert_int_equal(sj_graph_create(ctx, "T", &h), SJ_OK);
+    int64_t xd[] = {SJ_DIM_SYM, 3}, wd[] = {3, 2};
+    sj_value x, w, y;
+    assert_int_equal(sj_graph_input(h, "x", 2, xd, &x), SJ_OK);
+    assert_int_equal(sj_graph_input(h, "w", 2, wd, &w), SJ_OK);
+    assert_int_equal(sj_graph_matmul(h, x, w, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(h, y, "y"), SJ_OK);
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 4, 16, &l), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(h, l, &comp, NULL, NULL, &c), SJ_OK);
+    float xv[5 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, wv[6] = {1, 0, 0, 1, 1, 1};
+    sj_cache_input in[2] = {{"w", wv, 0, false}, {"x", xv, 3, true}};
+    sj_tensor out[1];
+    const int64_t inner = 2;
+    /* plain run_padded insists every input's outer dim is the key */
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 5, 5, in, 2, &inner, 1, out, 1, NULL), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "'w'"));
+    int64_t extent;
+    assert_int_equal(sj_bucketed_cache_run_padded_mixed(c, 5, 5, in, 2, &inner, 1, out, 1, &extent), SJ_OK);
+    assert_int_equal(extent, 8);
+    assert_int_equal(out[0].dims[0], 5);
+    for (int r = 0; r < 5; r++) {
+        assert_true(out[0].data[r * 2] == xv[r * 3] + xv[r * 3 + 2]);
+        assert_true(out[0].data[r * 2 + 1] == xv[r * 3 + 1] + xv[r * 3 + 2]);
+    }
+    sj_tensor_free(ctx, &out[0]);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+    sj_graph_destroy(h);
+}
+
+static void test_out_of_range(void **state) {
+    (void)state;
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 8, 32, &l), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
+    int64_t extent = -1;
+    void *exe = NULL;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 33, &extent, &exe), SJ_E_OUT_OF_RANGE);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "33"));
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 0, &extent, &exe), SJ_E_OUT_OF_RANGE);
+    assert_int_equal(sj_bucketed_cache_bucket_for(c, 33), -1);
+    assert_int_equal(atomic_load(&cc.total), 0);
+    sj_bucketed_cache_destroy(c);
+
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.one_off_out_of_range = true;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, &cfg, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 33, &extent, &exe), SJ_OK);
+    assert_int_equal(extent, 33);
+    assert_int_equal(atomic_load(&cc.compiles[33]), 1);
+    void *again;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 33, &extent, &again), SJ_OK);
+    assert_ptr_equal(exe, again);
+    float x[33 * 8];
+    input_rows(x, 33, 4);
+    sj_cache_input in = {"x", x, 8, true};
+    sj_tensor out[2];
+    assert_int_equal(sj_bucketed_cache_run_padded(c, 33, 33, &in, 1, NULL, 0, out, 2, &extent), SJ_OK);
+    assert_int_equal(out[0].dims[0], 33);
+    sj_tensor_free(ctx, &out[0]);
+    sj_tensor_free(ctx, &out[1]);
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.one_offs, 1);
+    assert_int_equal(st.compiles, 1);
+    assert_int_equal(sj_bucketed_cache_compiled_count(c), 0);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+}
+
+static void flip_stored_byte(int64_t extent) {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char sql[160];
+    /* the interp artifact is tiny: changing its stored size field breaks the frame check */
+    snprintf(sql, sizeof sql, "UPDATE artifacts SET blob = substr(blob, 1, length(blob) - 1) || x'00' "
+                              "WHERE extent = %lld", (long long)extent);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void test_corrupt_row_recompiled(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 8, &l), SJ_OK);
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_store *s = open_store();
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
+    sj_bucketed_cache_destroy(c);
+    sj_store_close(s);
+    flip_stored_byte(4);
+
+    s = open_store();
+    comp = counting(&cc);
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+    check_run(c, 3, 1); /* bucket 4: corrupt row -> compiled again, result right */
+    check_run(c, 7, 1); /* bucket 8: from the store */
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.corrupt, 1);
+    assert_int_equal(st.compiles, 1);
+    assert_int_equal(atomic_load(&cc.compiles[4]), 1);
+    assert_int_equal(st.store_hits, 1);
+    int64_t checked, bad;
+    assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
+    assert_int_equal(checked, 4);
+    assert_int_equal(bad, 0); /* overwritten */
+    sj_bucketed_cache_destroy(c);
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
+typedef struct getter {
+    sj_bucketed_cache *c;
+    sj_status st;
+    char msg[256];
+} getter;
+static void *get_thread(void *arg) {
+    getter *t = arg;
+    int64_t e;
+    void *exe;
+    t->st = sj_bucketed_cache_get_or_compile(t->c, 3, &e, &exe);
+    snprintf(t->msg, sizeof t->msg, "%s", sj_ctx_last_error(ctx));
+    return NULL;
+}
+
+static void test_failed_compile_reaches_waiters(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 8, &l), SJ_OK);
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    cc.fail_extent = 4;
+    cc.delay_ms = 20;
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
+    pthread_t th[4];
+    getter t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (getter){c, SJ_OK, ""};
+        pthread_create(&th[i], NULL, get_thread, &t[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(t[i].st, SJ_E_COMPILE);
+        assert_non_null(strstr(t[i].msg, "refusing extent 4"));
+    }
+    /* the next call tries again */
+    cc.fail_extent = 0;
+    cc.delay_ms = 0;
+    int64_t e;
+    void *exe;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 3, &e, &exe), SJ_OK);
+    assert_int_equal(e, 4);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+}
+
+static void test_two_processes_precompile(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 256, &l), SJ_OK);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0) {
+            counting_compiler cc;
+            sj_compiler comp = counting(&cc);
+            sj_store_config cfg;
+            sj_store_config_init(&cfg);
+            cfg.path = path;
+            sj_store *s;
+            sj_bucketed_cache *c;
+            if (sj_store_open(ctx, &cfg, &s) != SJ_OK || sj_bucketed_cache_create(g, l, &comp, s, NULL, &c) != SJ_OK ||
+                sj_bucketed_cache_precompile(c, 2, NULL, NULL) != SJ_OK) {
+                fprintf(stderr, "child %d: %s\n", k, sj_ctx_last_error(ctx));
+                _exit(1);
+            }
+            sj_bucketed_cache_destroy(c);
+            sj_store_close(s);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int ws;
+        waitpid(kids[k], &ws, 0);
+        assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    }
+    sj_store *s = open_store();
+    int64_t checked, bad;
+    assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
+    assert_int_equal(checked, 9); /* one row per key */
+    assert_int_equal(bad, 0);
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
+/* --- the hit path allocates nothing --- */
+
+static _Atomic long allocs;
+static void *count_alloc(void *u, size_t n) {
+    (void)u;
+    atomic_fetch_add(&allocs, 1);
+    return malloc(n);
+}
+static void *count_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    atomic_fetch_add(&allocs, 1);
+    return realloc(p, n);
+}
+static void count_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+static void test_hit_path_allocates_nothing(void **state) {
+    (void)state;
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, NULL};
+    sj_ctx *cx;
+    assert_int_equal(sj_ctx_create(&cfg, &cx), SJ_OK);
+    sj_graph *h;
+    assert_int_equal(sj_graph_create(cx, "N", &h), SJ_OK);
+    int64_t xd[] = {SJ_DIM_SYM, 2};
+    sj_value x, y;
+    assert_int_equal(sj_graph_input(h, "x", 2, xd, &x), SJ_OK);
+    assert_int_equal(sj_graph_unary(h, SJ_OP_EXP, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(h, y, "y"), SJ_OK);
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(cx, 1, 1024, &l), SJ_OK);
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(h, l, &comp, NULL, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
+    long before = atomic_load(&allocs);
+    int64_t e;
+    void *exe;
+    for (int64_t k = 1; k <= 1024; k++) assert_int_equal(sj_bucketed_cache_get_or_compile(c, k, &e, &exe), SJ_OK);
+    assert_int_equal(atomic_load(&allocs), before);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+    sj_graph_destroy(h);
+    sj_ctx_destroy(cx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_one_compile_per_bucket),
+        cmocka_unit_test_setup(test_restart_compiles_nothing, fresh),
+        cmocka_unit_test(test_run_padded_shapes),
+        cmocka_unit_test(test_mixed_inputs),
+        cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test_setup(test_corrupt_row_recompiled, fresh),
+        cmocka_unit_test(test_failed_compile_reaches_waiters),
+        cmocka_unit_test_setup(test_two_processes_precompile, fresh),
+        cmocka_unit_test(test_hit_path_allocates_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

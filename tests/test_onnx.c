@@ -1,0 +1,1157 @@
+/* ONNX import: real node-test models, hand-built models with a dynamic dim
+ * run through the interpreter at several extents against C references, and
+ * bad input (truncated, corrupt, undefined values, unsupported ops, external
+ * data, non-constant shapes, ambiguous dim_params, conflicting dims). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "shapejit/interp.h"
+#include "shapejit/onnx.h"
+
+#include "onnx.pb-c.h"
+
+#define NODE_DIR "/usr/share/libonnx-testdata/data/node"
+
+/* ---- building ONNX models in C (one arena per model, freed by mb_free) ---- */
+
+
+
+#define MB_MAX 64
+
+typedef struct mb {
+    void **blocks;
+    int n_blocks, cap_blocks;
+    Onnx__ModelProto m;
+    Onnx__GraphProto g;
+    Onnx__OperatorSetIdProto opset;
+    Onnx__OperatorSetIdProto *opsets[1];
+    Onnx__NodeProto *nodes[MB_MAX];
+    Onnx__ValueInfoProto *ins[MB_MAX], *outs[MB_MAX];
+    Onnx__TensorProto *inits[MB_MAX];
+} mb;
+
+static void *mb_alloc(mb *b, size_t size) {
+    if (b->n_blocks == b->cap_blocks) {
+        b->cap_blocks = b->cap_blocks ? 2 * b->cap_blocks : 64;
+        b->blocks = realloc(b->blocks, (size_t)b->cap_blocks * sizeof *b->blocks);
+        if (!b->blocks) abort();
+    }
+    void *p = calloc(1, size ? size : 1);
+    if (!p) abort();
+    b->blocks[b->n_blocks++] = p;
+    return p;
+}
+
+static char *mb_str(mb *b, const char *s) {
+    char *c = mb_alloc(b, strlen(s) + 1);
+    strcpy(c, s);
+    return c;
+}
+
+static void mb_free(mb *b) {
+    for (int i = 0; i < b->n_blocks; i++) free(b->blocks[i]);
+    free(b->blocks);
+    memset(b, 0, sizeof *b);
+}
+
+static void mb_init(mb *b, int64_t opset) {
+    memset(b, 0, sizeof *b);
+    onnx__model_proto__init(&b->m);
+    onnx__graph_proto__init(&b->g);
+    onnx__operator_set_id_proto__init(&b->opset);
+    b->opset.domain = mb_str(b, "");
+    b->opset.has_version = 1;
+    b->opset.version = opset;
+    b->opsets[0] = &b->opset;
+    b->m.has_ir_version = 1;
+    b->m.ir_version = 8;
+    b->m.n_opset_import = 1;
+    b->m.opset_import = b->opsets;
+    b->m.graph = &b->g;
+    b->g.name = mb_str(b, "test");
+    b->g.node = b->nodes;
+    b->g.input = b->ins;
+    b->g.output = b->outs;
+    b->g.initializer = b->inits;
+}
+
+/* Splits "a,b,,c" into a NULL-free array of strings (empty entries kept). */
+static char **mb_split(mb *b, const char *list, size_t *n) {
+    *n = 0;
+    if (!list || !list[0]) return NULL;
+    size_t count = 1;
+    for (const char *p = list; *p; p++) count += *p == ',';
+    char **out = mb_alloc(b, count * sizeof *out);
+    const char *start = list;
+    for (size_t i = 0; i < count; i++) {
+        const char *end = strchr(start, ',');
+        size_t len = end ? (size_t)(end - start) : strlen(start);
+        out[i] = mb_alloc(b, len + 1);
+        memcpy(out[i], start, len);
+        start = end ? end + 1 : start + len;
+    }
+    *n = count;
+    return out;
+}
+
+/* dims: "batch,8" (numbers are dim_values, names dim_params, "?" unknown);
+ * NULL = no shape at all. */
+static Onnx__ValueInfoProto *mb_vi(mb *b, const char *name, int32_t elem, const char *dims) {
+    Onnx__ValueInfoProto *vi = mb_alloc(b, sizeof *vi);
+    onnx__value_info_proto__init(vi);
+    vi->name = mb_str(b, name);
+    Onnx__TypeProto *tp = mb_alloc(b, sizeof *tp);
+    onnx__type_proto__init(tp);
+    Onnx__TypeProto__Tensor *tt = mb_alloc(b, sizeof *tt);
+    onnx__type_proto__tensor__init(tt);
+    tt->has_elem_type = 1;
+    tt->elem_type = elem;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    vi->type = tp;
+    if (!dims) return vi;
+    Onnx__TensorShapeProto *sh = mb_alloc(b, sizeof *sh);
+    onnx__tensor_shape_proto__init(sh);
+    tt->shape = sh;
+    size_t n;
+    char **parts = mb_split(b, dims, &n);
+    sh->n_dim = n;
+    sh->dim = mb_alloc(b, (n ? n : 1) * sizeof *sh->dim);
+    for (size_t i = 0; i < n; i++) {
+        Onnx__TensorShapeProto__Dimension *d = mb_alloc(b, sizeof *d);
+        onnx__tensor_shape_proto__dimension__init(d);
+        if (parts[i][0] >= '0' && parts[i][0] <= '9') {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            d->dim_value = strtoll(parts[i], NULL, 10);
+        } else if (strcmp(parts[i], "?") != 0) {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            d->dim_param = parts[i];
+        }
+        sh->dim[i] = d;
+    }
+    return vi;
+}
+
+static void mb_input(mb *b, const char *name, const char *dims) {
+    b->ins[b->g.n_input++] = mb_vi(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims);
+}
+
+static void mb_input_typed(mb *b, const char *name, int32_t elem, const char *dims) {
+    b->ins[b->g.n_input++] = mb_vi(b, name, elem, dims);
+}
+
+static void mb_output(mb *b, const char *name, const char *dims) {
+    b->outs[b->g.n_output++] = mb_vi(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims);
+}
+
+static Onnx__NodeProto *mb_node(mb *b, const char *op, const char *name, const char *ins,
+                                const char *outs) {
+    Onnx__NodeProto *n = mb_alloc(b, sizeof *n);
+    onnx__node_proto__init(n);
+    n->op_type = mb_str(b, op);
+    n->name = mb_str(b, name);
+    n->input = mb_split(b, ins, &n->n_input);
+    n->output = mb_split(b, outs, &n->n_output);
+    n->attribute = mb_alloc(b, 8 * sizeof *n->attribute);
+    b->nodes[b->g.n_node++] = n;
+    return n;
+}
+
+static Onnx__AttributeProto *mb_attr(mb *b, Onnx__NodeProto *n, const char *name,
+                                     Onnx__AttributeProto__AttributeType type) {
+    Onnx__AttributeProto *a = mb_alloc(b, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = mb_str(b, name);
+    a->has_type = 1;
+    a->type = type;
+    n->attribute[n->n_attribute++] = a;
+    return a;
+}
+
+static void mb_attr_i(mb *b, Onnx__NodeProto *n, const char *name, int64_t v) {
+    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    a->has_i = 1;
+    a->i = v;
+}
+
+static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v) {
+    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    a->has_f = 1;
+    a->f = v;
+}
+
+static void mb_attr_ints(mb *b, Onnx__NodeProto *n, const char *name, size_t count,
+                         const int64_t *v) {
+    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    a->n_ints = count;
+    a->ints = mb_alloc(b, (count ? count : 1) * sizeof *v);
+    memcpy(a->ints, v, count * sizeof *v);
+}
+
+static Onnx__TensorProto *mb_tensor_f(mb *b, const char *name, int rank, const int64_t *dims,
+                                      const float *data) {
+    Onnx__TensorProto *t = mb_alloc(b, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = mb_str(b, name);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_dims = (size_t)rank;
+    t->dims = mb_alloc(b, (rank ? (size_t)rank : 1) * sizeof *dims);
+    size_t numel = 1;
+    for (int i = 0; i < rank; i++) {
+        t->dims[i] = dims[i];
+        numel *= (size_t)dims[i];
+    }
+    t->has_raw_data = 1;
+    t->raw_data.len = numel * sizeof(float);
+    t->raw_data.data = mb_alloc(b, t->raw_data.len);
+    memcpy(t->raw_data.data, data, t->raw_data.len);
+    return t;
+}
+
+static void mb_init_f(mb *b, const char *name, int rank, const int64_t *dims, const float *data) {
+    b->inits[b->g.n_initializer++] = mb_tensor_f(b, name, rank, dims, data);
+}
+
+static void mb_init_i64(mb *b, const char *name, size_t n, const int64_t *v) {
+    Onnx__TensorProto *t = mb_alloc(b, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = mb_str(b, name);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    t->n_dims = 1;
+    t->dims = mb_alloc(b, sizeof *t->dims);
+    t->dims[0] = (int64_t)n;
+    t->n_int64_data = n;
+    t->int64_data = mb_alloc(b, (n ? n : 1) * sizeof *v);
+    memcpy(t->int64_data, v, n * sizeof *v);
+    b->inits[b->g.n_initializer++] = t;
+}
+
+static uint8_t *mb_pack(mb *b, size_t *len) {
+    *len = onnx__model_proto__get_packed_size(&b->m);
+    uint8_t *buf = mb_alloc(b, *len);
+    onnx__model_proto__pack(&b->m, buf);
+    return buf;
+}
+
+
+/* ---- helpers ---- */
+
+static float rnd(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) / 16777216.0 * 2.0 - 1.0);
+}
+
+static void fill(float *p, size_t n, uint32_t seed) {
+    for (size_t i = 0; i < n; i++) p[i] = rnd(&seed);
+}
+
+static bool have_node_tests(void) {
+    struct stat sb;
+    return stat(NODE_DIR "/test_gemm_all_attributes/model.onnx", &sb) == 0;
+}
+
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void assert_close(const float *got, const double *want, size_t n, double tol) {
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        if (!(err <= tol + tol * fabs(want[i])))
+            fail_msg("element %zu: got %.9g, want %.9g", i, (double)got[i], want[i]);
+    }
+}
+
+static void assert_msg_has(sj_ctx *ctx, const char *needle) {
+    const char *msg = sj_ctx_last_error(ctx);
+    if (!strstr(msg, needle)) fail_msg("message '%s' lacks '%s'", msg, needle);
+}
+
+static sj_status load(sj_ctx *ctx, mb *b, const sj_model_options *o, sj_graph **g) {
+    size_t len;
+    uint8_t *bytes = mb_pack(b, &len);
+    return sj_onnx_load_mem(ctx, bytes, len, "test.onnx", o, g);
+}
+
+static void no_options(sj_model_options *o) { memset(o, 0, sizeof *o); }
+
+static void softmax_row(double *v, int n) {
+    double m = v[0], s = 0;
+    for (int i = 1; i < n; i++) m = fmax(m, v[i]);
+    for (int i = 0; i < n; i++) s += v[i] = exp(v[i] - m);
+    for (int i = 0; i < n; i++) v[i] /= s;
+}
+
+/* ---- real models from the ONNX node tests ---- */
+
+static void run_node_test(sj_ctx *ctx, const char *name, int n_inputs) {
+    char path[512];
+    snprintf(path, sizeof path, NODE_DIR "/%s/model.onnx", name);
+    size_t len;
+    uint8_t *bytes = slurp(path, &len);
+    sj_graph *g;
+    sj_status st = sj_onnx_load_mem(ctx, bytes, len, path, NULL, &g);
+    free(bytes);
+    if (st != SJ_OK) fail_msg("%s: %s", name, sj_ctx_last_error(ctx));
+    assert_null(sj_graph_symbol(g)); /* node tests have no dim_param */
+    assert_int_equal(sj_graph_num_inputs(g), n_inputs);
+    sj_tensor in[4], out[4], want;
+    for (int i = 0; i < n_inputs; i++) {
+        snprintf(path, sizeof path, NODE_DIR "/%s/test_data_set_0/input_%d.pb", name, i);
+        assert_int_equal(sj_onnx_tensor_read(ctx, path, &in[i]), SJ_OK);
+    }
+    assert_int_equal(sj_interp_run(g, 1, in, out), SJ_OK);
+    snprintf(path, sizeof path, NODE_DIR "/%s/test_data_set_0/output_0.pb", name);
+    assert_int_equal(sj_onnx_tensor_read(ctx, path, &want), SJ_OK);
+    assert_int_equal(out[0].rank, want.rank);
+    int64_t n = sj_tensor_numel(&want);
+    assert_int_equal(sj_tensor_numel(&out[0]), n);
+    for (int64_t i = 0; i < n; i++)
+        assert_true(fabsf(out[0].data[i] - want.data[i]) <= 1e-6f + 1e-3f * fabsf(want.data[i]));
+    for (int i = 0; i < sj_graph_num_outputs(g); i++) sj_tensor_free(ctx, &out[i]);
+    for (int i = 0; i < n_inputs; i++) sj_tensor_free(ctx, &in[i]);
+    sj_tensor_free(ctx, &want);
+    sj_graph_destroy(g);
+}
+
+static void test_real_models(void **state) {
+    sj_ctx *ctx = *state;
+    if (!have_node_tests()) skip();
+    run_node_test(ctx, "test_gemm_all_attributes", 3);
+    run_node_test(ctx, "test_layer_normalization_3d_axis1_epsilon", 3);
+    run_node_test(ctx, "test_softmax_axis_1", 1);
+    run_node_test(ctx, "test_transpose_all_permutations_4", 1);
+    run_node_test(ctx, "test_max_example", 3);
+    run_node_test(ctx, "test_softmax_example_expanded", 1);
+}
+
+/* ---- hand-built models with a dim_param ---- */
+
+static void test_mlp_dynamic_batch(void **state) {
+    sj_ctx *ctx = *state;
+    float w1[8 * 16], b1[16], w2t[4 * 16], b2[4];
+    fill(w1, 128, 1);
+    fill(b1, 16, 2);
+    fill(w2t, 64, 3);
+    fill(b2, 4, 4);
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,8");
+    mb_init_f(&b, "w1", 2, (int64_t[]){8, 16}, w1);
+    mb_init_f(&b, "b1", 1, (int64_t[]){16}, b1);
+    mb_init_f(&b, "w2t", 2, (int64_t[]){4, 16}, w2t);
+    mb_init_f(&b, "b2", 1, (int64_t[]){4}, b2);
+    mb_node(&b, "MatMul", "fc1", "x,w1", "h");
+    mb_node(&b, "Add", "bias1", "h,b1", "hb");
+    mb_node(&b, "Relu", "act", "hb", "r");
+    Onnx__NodeProto *gemm = mb_node(&b, "Gemm", "fc2", "r,w2t,b2", "logits");
+    mb_attr_i(&b, gemm, "transB", 1);
+    mb_attr_f(&b, gemm, "alpha", 0.5f);
+    mb_node(&b, "Softmax", "probs", "logits", "y");
+    mb_output(&b, "y", "batch,4");
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    assert_string_equal(sj_graph_symbol(g), "batch");
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM);
+
+    const int64_t extents[] = {1, 2, 5, 33};
+    for (size_t e = 0; e < 4; e++) {
+        int64_t n = extents[e];
+        float *x = malloc((size_t)n * 8 * sizeof *x);
+        double *want = malloc((size_t)n * 4 * sizeof *want);
+        fill(x, (size_t)n * 8, 100 + (uint32_t)n);
+        for (int64_t r = 0; r < n; r++) {
+            double h[16], *row = want + r * 4;
+            for (int j = 0; j < 16; j++) {
+                double s = b1[j];
+                for (int k = 0; k < 8; k++) s += (double)x[r * 8 + k] * w1[k * 16 + j];
+                h[j] = s > 0 ? s : 0;
+            }
+            for (int j = 0; j < 4; j++) {
+                double s = 0;
+                for (int k = 0; k < 16; k++) s += h[k] * w2t[j * 16 + k];
+                row[j] = 0.5 * s + b2[j];
+            }
+            softmax_row(row, 4);
+        }
+        sj_tensor in = {2, {n, 8}, x}, out;
+        assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
+        assert_int_equal(out.dims[0], n);
+        assert_close(out.data, want, (size_t)n * 4, 1e-5);
+        sj_tensor_free(ctx, &out);
+        free(x);
+        free(want);
+    }
+    sj_graph_destroy(g);
+}
+
+/* Transformer FFN block with a decomposed layer norm, erf-GELU and a
+ * residual, then a classifier head that pools over the dynamic sequence. */
+static void test_ffn_layernorm_gelu_dynamic_seq(void **state) {
+    sj_ctx *ctx = *state;
+    enum { D = 8, H = 16, C = 3 };
+    float gamma[D], beta[D], w1[D * H], b1[H], w2[H * D], wc[D * C];
+    fill(gamma, D, 11);
+    fill(beta, D, 12);
+    fill(w1, D * H, 13);
+    fill(b1, H, 14);
+    fill(w2, H * D, 15);
+    fill(wc, D * C, 16);
+    const float sqrt2 = 1.41421356f, one = 1.0f, half = 0.5f, eps = 1e-5f;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,8");
+    mb_init_f(&b, "gamma", 1, (int64_t[]){D}, gamma);
+    mb_init_f(&b, "beta", 1, (int64_t[]){D}, beta);
+    mb_init_f(&b, "w1", 2, (int64_t[]){D, H}, w1);
+    mb_init_f(&b, "b1", 1, (int64_t[]){H}, b1);
+    mb_init_f(&b, "w2", 2, (int64_t[]){H, D}, w2);
+    mb_init_f(&b, "wc", 2, (int64_t[]){D, C}, wc);
+    mb_init_f(&b, "sqrt2", 0, NULL, &sqrt2);
+    mb_init_f(&b, "one", 0, NULL, &one);
+    mb_init_f(&b, "half", 0, NULL, &half);
+    const int64_t last[] = {-1}, first[] = {0};
+    mb_attr_ints(&b, mb_node(&b, "ReduceMean", "ln_mean", "x", "mean"), "axes", 1, last);
+    mb_node(&b, "Sub", "ln_sub", "x,mean", "d");
+    Onnx__NodeProto *two = mb_node(&b, "Constant", "two", "", "two");
+    mb_attr_f(&b, two, "value_float", 2.0f);
+    mb_node(&b, "Pow", "ln_pow", "d,two", "sq");
+    mb_attr_ints(&b, mb_node(&b, "ReduceMean", "ln_var", "sq", "var"), "axes", 1, last);
+    Onnx__NodeProto *epsn = mb_node(&b, "Constant", "eps", "", "eps");
+    Onnx__AttributeProto *ea = mb_attr(&b, epsn, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    ea->t = mb_tensor_f(&b, "eps_value", 0, NULL, &eps);
+    mb_node(&b, "Add", "ln_add", "var,eps", "ve");
+    mb_node(&b, "Sqrt", "ln_sqrt", "ve", "sd");
+    mb_node(&b, "Div", "ln_div", "d,sd", "nrm");
+    mb_node(&b, "Mul", "ln_scale", "nrm,gamma", "gm");
+    mb_node(&b, "Add", "ln_shift", "gm,beta", "ln");
+    mb_node(&b, "MatMul", "fc1", "ln,w1", "h");
+    mb_node(&b, "Add", "fc1_bias", "h,b1", "hb");
+    mb_node(&b, "Div", "gelu_div", "hb,sqrt2", "gd");
+    mb_node(&b, "Erf", "gelu_erf", "gd", "ge");
+    mb_node(&b, "Add", "gelu_add", "ge,one", "ge1");
+    mb_node(&b, "Mul", "gelu_mul", "hb,ge1", "gm1");
+    mb_node(&b, "Mul", "gelu_half", "gm1,half", "gelu");
+    mb_node(&b, "MatMul", "fc2", "gelu,w2", "o");
+    mb_node(&b, "Add", "residual", "o,x", "y");
+    Onnx__NodeProto *pool = mb_node(&b, "ReduceMean", "pool", "y", "pooled");
+    mb_attr_ints(&b, pool, "axes", 1, first);
+    mb_attr_i(&b, pool, "keepdims", 0);
+    mb_node(&b, "MatMul", "head", "pooled,wc", "logits");
+    mb_node(&b, "Softmax", "cls", "logits", "probs");
+    mb_output(&b, "y", "seq,8");
+    mb_output(&b, "probs", "3");
+    sj_graph *g;
+    sj_status st = load(ctx, &b, NULL, &g);
+    mb_free(&b);
+    if (st != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+
+    const int64_t extents[] = {1, 3, 7, 16};
+    for (size_t e = 0; e < 4; e++) {
+        int64_t n = extents[e];
+        float *x = malloc((size_t)n * D * sizeof *x);
+        double *want = malloc((size_t)n * D * sizeof *want), probs[C], pooled[D] = {0};
+        fill(x, (size_t)n * D, 200 + (uint32_t)n);
+        for (int64_t r = 0; r < n; r++) {
+            const float *xr = x + r * D;
+            double mean = 0, var = 0, ln[D], hg[H];
+            for (int k = 0; k < D; k++) mean += xr[k];
+            mean /= D;
+            for (int k = 0; k < D; k++) var += (xr[k] - mean) * (xr[k] - mean);
+            var /= D;
+            for (int k = 0; k < D; k++) ln[k] = (xr[k] - mean) / sqrt(var + eps) * gamma[k] + beta[k];
+            for (int j = 0; j < H; j++) {
+                double s = b1[j];
+                for (int k = 0; k < D; k++) s += ln[k] * w1[k * H + j];
+                hg[j] = s * 0.5 * (1 + erf(s / sqrt(2.0)));
+            }
+            for (int j = 0; j < D; j++) {
+                double s = xr[j];
+                for (int k = 0; k < H; k++) s += hg[k] * w2[k * D + j];
+                want[r * D + j] = s;
+                pooled[j] += s / (double)n;
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            probs[c] = 0;
+            for (int k = 0; k < D; k++) probs[c] += pooled[k] * wc[k * C + c];
+        }
+        softmax_row(probs, C);
+        sj_tensor in = {2, {n, D}, x}, out[2];
+        assert_int_equal(sj_interp_run(g, n, &in, out), SJ_OK);
+        assert_close(out[0].data, want, (size_t)n * D, 1e-4);
+        assert_int_equal(out[1].rank, 1);
+        assert_close(out[1].data, probs, C, 1e-4);
+        sj_tensor_free(ctx, &out[0]);
+        sj_tensor_free(ctx, &out[1]);
+        free(x);
+        free(want);
+    }
+    sj_graph_destroy(g);
+}
+
+/* Attention scores over a dynamic sequence, with opset-11 (Log)Softmax
+ * semantics (rows coerced to 2-D at `axis`) and Reshapes using 0 and -1. */
+static void test_attention_scores_dynamic_seq(void **state) {
+    sj_ctx *ctx = *state;
+    enum { E = 16, D = 8 };
+    float wq[E * D], wk[E * D];
+    fill(wq, E * D, 21);
+    fill(wk, E * D, 22);
+    const float scale = 0.35355339f;
+    mb b;
+    mb_init(&b, 11);
+    mb_input(&b, "x", "seq,16");
+    mb_init_f(&b, "wq", 2, (int64_t[]){E, D}, wq);
+    mb_init_f(&b, "wk", 2, (int64_t[]){E, D}, wk);
+    mb_init_f(&b, "scale", 0, NULL, &scale);
+    mb_init_i64(&b, "heads_shape", 3, (int64_t[]){0, 2, 4});
+    mb_init_i64(&b, "flat_shape", 2, (int64_t[]){-1, 8});
+    mb_node(&b, "MatMul", "q_proj", "x,wq", "q");
+    mb_node(&b, "MatMul", "k_proj", "x,wk", "k");
+    mb_node(&b, "Transpose", "k_t", "k", "kt");
+    mb_node(&b, "MatMul", "qk", "q,kt", "s");
+    mb_node(&b, "Mul", "qk_scale", "s,scale", "sc");
+    mb_node(&b, "Softmax", "attn", "sc", "p");
+    mb_node(&b, "Reshape", "split_heads", "q,heads_shape", "q3");
+    mb_attr_i(&b, mb_node(&b, "Softmax", "head_softmax", "q3", "sm3"), "axis", 1);
+    mb_attr_i(&b, mb_node(&b, "LogSoftmax", "all_logsoftmax", "q", "lsm"), "axis", 0);
+    mb_node(&b, "Reshape", "merge_heads", "q3,flat_shape", "qb");
+    mb_node(&b, "MatMul", "context", "p,qb", "ctx");
+    mb_output(&b, "p", "seq,seq");
+    mb_output(&b, "sm3", "seq,2,4");
+    mb_output(&b, "lsm", "seq,8");
+    mb_output(&b, "ctx", "seq,8");
+    sj_graph *g;
+    sj_status st = load(ctx, &b, NULL, &g);
+    mb_free(&b);
+    if (st != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    assert_int_equal(sj_graph_num_outputs(g), 4);
+
+    const int64_t extents[] = {1, 4, 9};
+    for (size_t e = 0; e < 3; e++) {
+        int n = (int)extents[e];
+        float *x = malloc((size_t)n * E * sizeof *x);
+        fill(x, (size_t)n * E, 300 + (uint32_t)n);
+        double *q = calloc((size_t)n * D, sizeof *q), *k = calloc((size_t)n * D, sizeof *k);
+        double *p = calloc((size_t)n * n, sizeof *p), *sm3 = calloc((size_t)n * D, sizeof *sm3);
+        double *lsm = calloc((size_t)n * D, sizeof *lsm), *cx = calloc((size_t)n * D, sizeof *cx);
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < D; j++)
+                for (int i = 0; i < E; i++) {
+                    q[r * D + j] += (double)x[r * E + i] * wq[i * D + j];
+                    k[r * D + j] += (double)x[r * E + i] * wk[i * D + j];
+                }
+        for (int r = 0; r < n; r++) {
+            for (int c = 0; c < n; c++) {
+                double s = 0;
+                for (int j = 0; j < D; j++) s += q[r * D + j] * k[c * D + j];
+                p[r * n + c] = s * scale;
+            }
+            softmax_row(p + r * n, n);
+            memcpy(sm3 + r * D, q + r * D, D * sizeof *q); /* [2, 4] flattened: one row of 8 */
+            softmax_row(sm3 + r * D, D);
+        }
+        double m = q[0], sum = 0;
+        for (int i = 0; i < n * D; i++) m = fmax(m, q[i]);
+        for (int i = 0; i < n * D; i++) sum += exp(q[i] - m);
+        for (int i = 0; i < n * D; i++) lsm[i] = q[i] - m - log(sum);
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < D; j++)
+                for (int c = 0; c < n; c++) cx[r * D + j] += p[r * n + c] * q[c * D + j];
+        sj_tensor in = {2, {n, E}, x}, out[4];
+        assert_int_equal(sj_interp_run(g, n, &in, out), SJ_OK);
+        assert_int_equal(out[0].dims[0], n);
+        assert_int_equal(out[0].dims[1], n);
+        assert_close(out[0].data, p, (size_t)n * n, 1e-5);
+        assert_int_equal(out[1].rank, 3);
+        assert_close(out[1].data, sm3, (size_t)n * D, 1e-5);
+        assert_close(out[2].data, lsm, (size_t)n * D, 1e-5);
+        assert_close(out[3].data, cx, (size_t)n * D, 1e-5);
+        for (int i = 0; i < 4; i++) sj_tensor_free(ctx, &out[i]);
+        free(x), free(q), free(k), free(p), free(sm3), free(lsm), free(cx);
+    }
+    sj_graph_destroy(g);
+}
+
+/* LayerNormalization with its optional Mean and InvStdDev outputs, and a
+ * ReduceSum (opset 13: axes as input) over the dynamic dim. */
+static void test_layernorm_outputs_and_reduce_axes_input(void **state) {
+    sj_ctx *ctx = *state;
+    float scale[4] = {1, 2, 3, 4}, bias[4] = {0.5f, 0, -0.5f, 1};
+    mb b;
+    mb_init(&b, 17);
+    mb_input(&b, "x", "n,4");
+    mb_init_f(&b, "scale", 1, (int64_t[]){4}, scale);
+    mb_init_f(&b, "bias", 1, (int64_t[]){4}, bias);
+    mb_init_i64(&b, "axes", 1, (int64_t[]){0});
+    Onnx__NodeProto *ln = mb_node(&b, "LayerNormalization", "ln", "x,scale,bias", "y,mean,inv");
+    mb_attr_f(&b, ln, "epsilon", 1e-3f);
+    mb_attr_i(&b, mb_node(&b, "ReduceSum", "colsum", "x,axes", "cs"), "keepdims", 0);
+    mb_output(&b, "y", "n,4");
+    mb_output(&b, "mean", "n,1");
+    mb_output(&b, "inv", "n,1");
+    mb_output(&b, "cs", "4");
+    sj_graph *g;
+    sj_status st = load(ctx, &b, NULL, &g);
+    mb_free(&b);
+    if (st != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    float x[3 * 4];
+    fill(x, 12, 31);
+    double y[12], mean[3], inv[3], cs[4] = {0};
+    for (int r = 0; r < 3; r++) {
+        double m = 0, v = 0;
+        for (int k = 0; k < 4; k++) m += x[r * 4 + k] / 4.0;
+        for (int k = 0; k < 4; k++) v += (x[r * 4 + k] - m) * (x[r * 4 + k] - m) / 4.0;
+        mean[r] = m;
+        inv[r] = 1 / sqrt(v + 1e-3);
+        for (int k = 0; k < 4; k++) {
+            y[r * 4 + k] = (x[r * 4 + k] - m) * inv[r] * scale[k] + bias[k];
+            cs[k] += x[r * 4 + k];
+        }
+    }
+    sj_tensor in = {2, {3, 4}, x}, out[4];
+    assert_int_equal(sj_interp_run(g, 3, &in, out), SJ_OK);
+    assert_close(out[0].data, y, 12, 1e-5);
+    assert_close(out[1].data, mean, 3, 1e-5);
+    assert_close(out[2].data, inv, 3, 1e-5);
+    assert_close(out[3].data, cs, 4, 1e-5);
+    for (int i = 0; i < 4; i++) sj_tensor_free(ctx, &out[i]);
+    sj_graph_destroy(g);
+}
+
+/* A model without dim_param: no symbolic dim unless one is declared. */
+static void build_fixed_mlp(mb *b) {
+    static float w[8 * 3];
+    fill(w, 24, 41);
+    mb_init(b, 13);
+    mb_input(b, "x", "2,8");
+    mb_init_f(b, "w", 2, (int64_t[]){8, 3}, w);
+    mb_node(b, "MatMul", "fc", "x,w", "y");
+    mb_output(b, "y", "2,3");
+}
+
+static void test_declared_dynamic_axis(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    sj_model_options o;
+    build_fixed_mlp(&b);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    assert_null(sj_graph_symbol(g));
+    sj_graph_destroy(g);
+
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 0;
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "N");
+    float x[5 * 8];
+    fill(x, 40, 42);
+    sj_tensor in = {2, {5, 8}, x}, out;
+    assert_int_equal(sj_interp_run(g, 5, &in, &out), SJ_OK);
+    assert_int_equal(out.dims[0], 5);
+    sj_tensor_free(ctx, &out);
+    sj_graph_destroy(g);
+
+    mb_free(&b);
+
+    /* a dim with neither size nor name: an error that says how to declare it */
+    build_fixed_mlp(&b);
+    b.ins[0] = mb_vi(&b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "?,8");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "--dynamic-axis x:0");
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 0;
+    o.dynamic_name = "rows";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "rows");
+    sj_graph_destroy(g);
+
+    o.dynamic_name = NULL;
+    o.dynamic_input = "nope";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_E_NOT_FOUND);
+    assert_msg_has(ctx, "nope");
+    o.dynamic_input = "x";
+    o.dynamic_axis = 2;
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_E_INVALID_ARG);
+    mb_free(&b);
+}
+
+static void test_several_dim_params(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    sj_model_options o;
+    mb_init(&b, 13);
+    mb_input(&b, "a", "batch,8");
+    mb_input(&b, "b", "seq,8");
+    mb_node(&b, "Add", "add", "a,b", "y");
+    mb_output(&b, "y", NULL);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "'batch', 'seq'");
+    assert_null(g);
+    no_options(&o);
+    o.dynamic_name = "tokens";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_E_NOT_FOUND);
+    assert_msg_has(ctx, "tokens");
+    assert_msg_has(ctx, "'seq'");
+    o.dynamic_name = "batch";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "'seq'");
+    mb_free(&b);
+
+    /* the same name twice is one symbolic dim */
+    mb_init(&b, 13);
+    mb_input(&b, "a", "batch,8");
+    mb_input(&b, "b", "batch,8");
+    mb_node(&b, "Add", "add", "a,b", "y");
+    mb_output(&b, "y", "batch,8");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "batch");
+    sj_graph_destroy(g);
+    mb_free(&b);
+}
+
+/* ---- bad input ---- */
+
+static void test_truncated_real_models(void **state) {
+    sj_ctx *ctx = *state;
+    if (!have_node_tests()) skip();
+    const char *models[] = {"test_gemm_all_attributes", "test_layer_normalization_4d_axis1",
+                            "test_reshape_negative_dim"};
+    for (size_t m = 0; m < 3; m++) {
+        char path[512];
+        snprintf(path, sizeof path, NODE_DIR "/%s/model.onnx", models[m]);
+        size_t len;
+        uint8_t *bytes = slurp(path, &len);
+        const size_t cuts[] = {0, 1, 2, 7, len / 4, len / 3, len / 2, len - 9, len - 2, len - 1};
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            uint8_t *copy = malloc(cuts[c] + 1); /* an exact-size copy, so ASan sees overreads */
+            memcpy(copy, bytes, cuts[c]);
+            sj_graph *g = (sj_graph *)1;
+            sj_status st = sj_onnx_load_mem(ctx, copy, cuts[c], "cut.onnx", NULL, &g);
+            if (st == SJ_OK) fail_msg("%s cut at %zu of %zu loaded", models[m], cuts[c], len);
+            assert_null(g);
+            assert_true(st == SJ_E_PARSE);
+            assert_msg_has(ctx, "cut.onnx");
+            free(copy);
+        }
+        free(bytes);
+    }
+}
+
+static void test_corrupt_bytes(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    build_fixed_mlp(&b);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    uint8_t *copy = malloc(len);
+    /* a field tag with wire type 7 does not exist */
+    memcpy(copy, bytes, len);
+    copy[0] = 0xff;
+    sj_graph *g;
+    assert_int_equal(sj_onnx_load_mem(ctx, copy, len, "bad.onnx", NULL, &g), SJ_E_PARSE);
+    assert_msg_has(ctx, "bad.onnx");
+    /* random damage: any outcome but a crash, and a clean error when it fails */
+    uint32_t seed = 7;
+    for (int trial = 0; trial < 300; trial++) {
+        memcpy(copy, bytes, len);
+        for (int k = 0; k < 3; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            copy[(seed >> 8) % len] ^= (uint8_t)(1u << (seed >> 29));
+        }
+        sj_status st = sj_onnx_load_mem(ctx, copy, len, "bad.onnx", NULL, &g);
+        if (st == SJ_OK)
+            sj_graph_destroy(g);
+        else
+            assert_true(sj_ctx_last_error(ctx)[0] != 0);
+    }
+    free(copy);
+    mb_free(&b);
+    assert_int_equal(sj_onnx_load_mem(ctx, NULL, 0, "empty.onnx", NULL, &g), SJ_E_PARSE);
+}
+
+static void test_undefined_value(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_node(&b, "Relu", "act", "x", "r");
+    mb_node(&b, "Add", "add1", "r,nope", "y");
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_PARSE);
+    assert_msg_has(ctx, "'nope'");
+    assert_msg_has(ctx, "node #1 'add1' (Add)");
+    mb_free(&b);
+
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_node(&b, "Relu", "act", "x", "r");
+    mb_output(&b, "missing", NULL);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_PARSE);
+    assert_msg_has(ctx, "'missing'");
+    mb_free(&b);
+}
+
+static void test_unsupported_op(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_node(&b, "Relu", "act", "x", "r");
+    mb_node(&b, "Conv", "conv1", "r", "y");
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "'Conv'");
+    assert_msg_has(ctx, "conv1");
+    assert_msg_has(ctx, "node #1");
+    mb_free(&b);
+}
+
+static void test_external_data(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    float w[16] = {0};
+    mb_init_f(&b, "w", 2, (int64_t[]){4, 4}, w);
+    Onnx__TensorProto *t = b.inits[0];
+    t->has_raw_data = 0;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    Onnx__StringStringEntryProto *loc = mb_alloc(&b, sizeof *loc);
+    onnx__string_string_entry_proto__init(loc);
+    loc->key = mb_str(&b, "location");
+    loc->value = mb_str(&b, "weights.bin");
+    t->n_external_data = 1;
+    t->external_data = mb_alloc(&b, sizeof *t->external_data);
+    t->external_data[0] = loc;
+    mb_node(&b, "MatMul", "fc", "x,w", "y");
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "external");
+    assert_msg_has(ctx, "'w'");
+    mb_free(&b);
+}
+
+static void test_reshape_shape_not_constant(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_input_typed(&b, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "2");
+    mb_node(&b, "Reshape", "rs", "x,shape", "y");
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "not a constant");
+    assert_msg_has(ctx, "'rs' (Reshape)");
+    mb_free(&b);
+
+    /* a -1 that would fold the symbolic dim into another dim */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,2,4");
+    mb_init_i64(&b, "shape", 1, (int64_t[]){-1});
+    mb_node(&b, "Reshape", "flatten", "x,shape", "y");
+    mb_output(&b, "y", NULL);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "symbolic");
+    mb_free(&b);
+}
+
+static void test_conflicting_dims(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    mb_init(&b, 13);
+    mb_input(&b, "a", "2,3");
+    mb_input(&b, "b", "4,5");
+    mb_node(&b, "Add", "sum", "a,b", "y");
+    mb_output(&b, "y", NULL);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    assert_msg_has(ctx, "'sum' (Add)");
+    mb_free(&b);
+
+    mb_init(&b, 13);
+    mb_input(&b, "a", "n,3");
+    mb_node(&b, "Relu", "act", "a", "y");
+    mb_output(&b, "y", "n,5");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    assert_msg_has(ctx, "output 'y'");
+    mb_free(&b);
+
+    mb_init(&b, 13);
+    mb_input(&b, "a", "n,3");
+    mb_node(&b, "Relu", "act", "a", "y");
+    mb_output(&b, "y", "3,n");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    mb_free(&b);
+
+    /* an intermediate's value_info that disagrees */
+    mb_init(&b, 13);
+    mb_input(&b, "a", "n,3");
+    mb_node(&b, "Relu", "act", "a", "r");
+    mb_node(&b, "Neg", "neg", "r", "y");
+    Onnx__ValueInfoProto *info[1] = {mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,4")};
+    b.g.n_value_info = 1;
+    b.g.value_info = info;
+    mb_output(&b, "y", "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    assert_msg_has(ctx, "value 'r' dim 1 is declared as 4");
+    info[0] = mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    sj_graph_destroy(g);
+    mb_free(&b);
+}
+
+static void test_non_float_tensors(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_input_typed(&b, "k", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, "n,4");
+    mb_node(&b, "Add", "add", "x,k", "y");
+    mb_output(&b, "y", NULL);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "INT32");
+    mb_free(&b);
+
+    /* an unused input of another dtype still cannot be fed */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_input_typed(&b, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "n,4");
+    mb_node(&b, "Relu", "act", "x", "y");
+    mb_output(&b, "y", NULL);
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "BOOL");
+    mb_free(&b);
+}
+
+/* Every allocation failing in turn: each load fails cleanly (ASan checks
+ * that nothing leaks) until enough memory is allowed. */
+typedef struct budget {
+    int left;
+} budget;
+
+static void *budget_alloc(void *user, size_t size) {
+    budget *b = user;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return malloc(size ? size : 1);
+}
+
+static void *budget_realloc(void *user, void *p, size_t size) {
+    budget *b = user;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return realloc(p, size ? size : 1);
+}
+
+static void budget_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+static void test_allocation_failures(void **state) {
+    (void)state;
+    budget bud = {1 << 30};
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = (sj_allocator){budget_alloc, budget_realloc, budget_free, &bud};
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    mb b;
+    mb_init(&b, 11);
+    mb_input(&b, "x", "seq,4");
+    float w[16];
+    fill(w, 16, 5);
+    mb_init_f(&b, "w", 2, (int64_t[]){4, 4}, w);
+    mb_init_f(&b, "gain", 1, (int64_t[]){4}, w);
+    mb_init_i64(&b, "shape", 3, (int64_t[]){0, 2, 2});
+    mb_node(&b, "MatMul", "fc", "x,w", "h");
+    mb_node(&b, "Reshape", "rs", "h,shape", "h3");
+    mb_attr_i(&b, mb_node(&b, "Softmax", "sm", "h3", "p"), "axis", 1);
+    mb_node(&b, "LayerNormalization", "ln", "h,gain", "y,mean,inv");
+    mb_output(&b, "p", NULL);
+    mb_output(&b, "inv", NULL);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    int allowed = 0;
+    for (;; allowed++) {
+        bud.left = allowed;
+        sj_graph *g;
+        sj_status st = sj_onnx_load_mem(ctx, bytes, len, "m.onnx", NULL, &g);
+        bud.left = 1 << 30;
+        if (st == SJ_OK) {
+            sj_graph_destroy(g);
+            break;
+        }
+        if (st != SJ_E_NOMEM) fail_msg("allowed %d: %s: %s", allowed, sj_status_str(st), sj_ctx_last_error(ctx));
+        assert_null(g);
+    }
+    assert_true(allowed > 10);
+    mb_free(&b);
+    sj_ctx_destroy(ctx);
+}
+
+/* ---- TensorProto files ---- */
+
+static void test_tensor_pb(void **state) {
+    sj_ctx *ctx = *state;
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    mb b;
+    mb_init(&b, 13);
+    Onnx__TensorProto *t = mb_tensor_f(&b, "t", 2, (int64_t[]){2, 3}, data);
+    size_t len = onnx__tensor_proto__get_packed_size(t);
+    uint8_t *buf = malloc(len);
+    onnx__tensor_proto__pack(t, buf);
+    sj_tensor out;
+    assert_int_equal(sj_onnx_tensor_read_mem(ctx, buf, len, "t.pb", &out), SJ_OK);
+    assert_int_equal(out.rank, 2);
+    assert_int_equal(out.dims[1], 3);
+    assert_memory_equal(out.data, data, sizeof data);
+    sj_tensor_free(ctx, &out);
+    /* truncated inside the payload */
+    assert_int_equal(sj_onnx_tensor_read_mem(ctx, buf, len - 3, "t.pb", &out), SJ_E_PARSE);
+    assert_msg_has(ctx, "t.pb");
+    free(buf);
+    /* float_data with too few values */
+    t->has_raw_data = 0;
+    t->n_float_data = 5;
+    t->float_data = data;
+    len = onnx__tensor_proto__get_packed_size(t);
+    buf = malloc(len);
+    onnx__tensor_proto__pack(t, buf);
+    assert_int_equal(sj_onnx_tensor_read_mem(ctx, buf, len, "t.pb", &out), SJ_E_PARSE);
+    free(buf);
+    mb_free(&b);
+
+    if (!have_node_tests()) return;
+    assert_int_equal(sj_onnx_tensor_read(ctx, NODE_DIR "/test_gemm_all_attributes/test_data_set_0/input_0.pb", &out),
+                     SJ_OK);
+    assert_int_equal(out.rank, 2);
+    sj_tensor_free(ctx, &out);
+    assert_int_equal(sj_onnx_tensor_read(ctx, NODE_DIR "/test_reshape_one_dim/test_data_set_0/input_1.pb", &out),
+                     SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "INT64");
+    assert_int_equal(sj_onnx_tensor_read(ctx, NODE_DIR "/no/such.pb", &out), SJ_E_IO);
+}
+
+/* ---- conformance runner ---- */
+
+typedef struct tally {
+    int failed_with_detail;
+} tally;
+
+static void count_report(void *user, const sj_onnx_test_result *r) {
+    tally *t = user;
+    if (r->outcome == SJ_ONNX_TEST_FAILED && strstr(r->message, "expected") &&
+        strstr(r->message, "got"))
+        t->failed_with_detail++;
+}
+
+/* Adds 1 to every output: every test must then fail. */
+static sj_status off_by_one(void *user, const sj_graph *g, int64_t extent, const sj_tensor *in,
+                            sj_tensor *out) {
+    (void)user;
+    sj_status st = sj_interp_run(g, extent, in, out);
+    if (st != SJ_OK) return st;
+    for (int i = 0; i < sj_graph_num_outputs(g); i++)
+        for (int64_t k = 0; k < sj_tensor_numel(&out[i]); k++) out[i].data[k] += 1;
+    return SJ_OK;
+}
+
+static void test_conformance_runner(void **state) {
+    sj_ctx *ctx = *state;
+    if (!have_node_tests()) skip();
+    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL, NULL};
+    sj_onnx_conformance_options o;
+    sj_onnx_conformance_options_init(&o);
+    o.only = "^test_(gemm_|softmax_axis_|reshape_|add_|reduce_sum_keepdims)";
+    sj_onnx_conformance_summary s;
+    assert_int_equal(sj_onnx_conformance_run(ctx, NODE_DIR, &interp, &o, &s), SJ_OK);
+    assert_true(s.passed >= 20);
+    assert_int_equal(s.failed, 0);
+    assert_true(s.unsupported >= 1); /* add_uint8, reshape_allowzero_reordered */
+
+    tally t = {0};
+    o.only = "^test_(gemm_|softmax_axis_)";
+    o.report = count_report;
+    o.report_user = &t;
+    assert_int_equal(sj_onnx_conformance_run(ctx, NODE_DIR, &bad, &o, &s), SJ_OK);
+    assert_int_equal(s.passed, 0);
+    assert_true(s.failed >= 10);
+    assert_int_equal(t.failed_with_detail, s.failed);
+
+    o.only = "(";
+    assert_int_equal(sj_onnx_conformance_run(ctx, NODE_DIR, &interp, &o, &s), SJ_E_INVALID_ARG);
+    o.only = NULL;
+    assert_int_equal(sj_onnx_conformance_run(ctx, NODE_DIR "/nope", &interp, &o, &s), SJ_E_IO);
+}
+
+static int setup(void **state) {
+    sj_ctx *ctx;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
+    *state = ctx;
+    return 0;
+}
+
+static int teardown(void **state) {
+    sj_ctx_destroy(*state);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_real_models),
+        cmocka_unit_test(test_mlp_dynamic_batch),
+        cmocka_unit_test(test_ffn_layernorm_gelu_dynamic_seq),
+        cmocka_unit_test(test_attention_scores_dynamic_seq),
+        cmocka_unit_test(test_layernorm_outputs_and_reduce_axes_input),
+        cmocka_unit_test(test_declared_dynamic_axis),
+        cmocka_unit_test(test_several_dim_params),
+        cmocka_unit_test(test_truncated_real_models),
+        cmocka_unit_test(test_corrupt_bytes),
+        cmocka_unit_test(test_undefined_value),
+        cmocka_unit_test(test_unsupported_op),
+        cmocka_unit_test(test_external_data),
+        cmocka_unit_test(test_reshape_shape_not_constant),
+        cmocka_unit_test(test_conflicting_dims),
+        cmocka_unit_test(test_non_float_tensors),
+        cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_tensor_pb),
+        cmocka_unit_test(test_conformance_runner),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,655 @@
+/* The artifact store: round trips, persistence, permissions, WAL, every
+ * kind of corruption read as a miss, refused files, schema versions,
+ * eviction, the maintenance calls, and several processes at once
+ * (including writers killed at random points). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shapejit/store.h"
+
+static sj_ctx *ctx;
+static char dir[64];
+static char path[128];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
+    strcpy(dir, "/tmp/sj_test_store_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, sizeof path, "%s/sub/dir/store.db", dir);
+    return 0;
+}
+static int teardown(void **state) {
+    (void)state;
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    sj_ctx_destroy(ctx);
+    return 0;
+}
+/* Each test starts from no store at all. */
+static int fresh(void **state) {
+    (void)state;
+    char sub[96];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    nftw(sub, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static sj_store_key make_key(int graph, int64_t extent) {
+    sj_store_key k;
+    memset(&k, 0, sizeof k);
+    for (int i = 0; i < 32; i++) k.graph_hash[i] = (uint8_t)(graph * 31 + i);
+    k.extent = extent;
+    k.options_hash[0] = 7;
+    k.target_triple = "x86_64-pc-linux-gnu";
+    k.target_cpu = "znver3";
+    k.target_features = "+avx2,+fma";
+    k.artifact_version = 1;
+    k.shapejit_version = "0.1.0";
+    k.compiler_version = "llvm-19.1.7";
+    return k;
+}
+
+/* Deterministic, partly compressible bytes for (seed, len). */
+static void fill(uint8_t *b, size_t n, unsigned seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        b[i] = (i % 8 < 5) ? (uint8_t)(i / 64) : (uint8_t)(x >> 24);
+    }
+}
+
+static sj_store *open_store(int64_t max_bytes) {
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    cfg.max_bytes = max_bytes;
+    cfg.touch_interval_ms = 0;
+    sj_store *s = NULL;
+    sj_status st = sj_store_open(ctx, &cfg, &s);
+    if (st != SJ_OK) fail_msg("open %s: %s", path, sj_ctx_last_error(ctx));
+    return s;
+}
+
+static void put_n(sj_store *s, int graph, int64_t extent, size_t len) {
+    uint8_t *b = malloc(len);
+    fill(b, len, (unsigned)(graph * 1000 + extent));
+    sj_store_key k = make_key(graph, extent);
+    assert_int_equal(sj_store_put(s, &k, b, len), SJ_OK);
+    free(b);
+}
+
+static void expect_get(sj_store *s, int graph, int64_t extent, size_t len) {
+    sj_store_key k = make_key(graph, extent);
+    void *got;
+    size_t n;
+    sj_status st = sj_store_get(s, &k, &got, &n);
+    if (st != SJ_OK) fail_msg("get %d/%lld: %s", graph, (long long)extent, sj_ctx_last_error(ctx));
+    assert_int_equal(n, len);
+    uint8_t *want = malloc(len);
+    fill(want, len, (unsigned)(graph * 1000 + extent));
+    assert_memory_equal(got, want, len);
+    free(want);
+    sj_free(ctx, got);
+}
+
+static sj_status try_get(sj_store *s, int graph, int64_t extent) {
+    sj_store_key k = make_key(graph, extent);
+    void *got = (void *)&got;
+    size_t n;
+    sj_status st = sj_store_get(s, &k, &got, &n);
+    if (st == SJ_OK) sj_free(ctx, got);
+    else assert_null(got);
+    return st;
+}
+
+/* Runs SQL on the store file with a plain connection (tampering). */
+static void raw_sql(const char *sql) {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail_msg("%s: %s", sql, err);
+    sqlite3_close(db);
+}
+
+static void test_put_get_restart_stats(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    assert_true(sj_store_persistent(s));
+    put_n(s, 1, 8, 1000);
+    put_n(s, 1, 16, 70000);
+    put_n(s, 2, 8, 0);
+    expect_get(s, 1, 8, 1000);
+    expect_get(s, 1, 16, 70000);
+    expect_get(s, 2, 8, 0);
+    assert_int_equal(try_get(s, 3, 8), SJ_E_NOT_FOUND);
+    /* every key component separates rows */
+    sj_store_key k = make_key(1, 8);
+    k.target_cpu = "skylake";
+    void *b;
+    size_t n;
+    assert_int_equal(sj_store_get(s, &k, &b, &n), SJ_E_NOT_FOUND);
+    /* overwrite in place: still one row */
+    put_n(s, 1, 8, 1000);
+    sj_store_stats st;
+    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
+    assert_int_equal(st.hits, 3);
+    assert_int_equal(st.misses, 2);
+    assert_int_equal(st.puts, 4);
+    assert_int_equal(st.corrupt, 0);
+    assert_int_equal(st.entries, 3);
+    assert_int_equal(st.raw_bytes, 71000);
+    assert_true(st.stored_bytes > 0 && st.stored_bytes < 71000);
+    sj_store_close(s);
+    sj_store_close(NULL);
+
+    s = open_store(0); /* a restart */
+    expect_get(s, 1, 16, 70000);
+    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.entries, 3);
+    sj_store_close(s);
+}
+
+static void test_files_and_wal(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    put_n(s, 1, 8, 100);
+    struct stat sb;
+    char p[160];
+    snprintf(p, sizeof p, "%s/sub", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    snprintf(p, sizeof p, "%s/sub/dir", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    snprintf(p, sizeof p, "%s-sjlock", path);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    snprintf(p, sizeof p, "%s-wal", path);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mode & 0077, 0);
+
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    sj_store_close(s);
+
+    /* in memory: works, keeps nothing */
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    assert_false(sj_store_persistent(s));
+    put_n(s, 1, 8, 100);
+    expect_get(s, 1, 8, 100);
+    sj_store_close(s);
+}
+
+static void expect_corrupt(sj_store *s, int graph, int64_t extent, const char *why) {
+    sj_store_key k = make_key(graph, extent);
+    void *b = (void *)&b;
+    size_t n;
+    assert_int_equal(sj_store_get(s, &k, &b, &n), SJ_E_CORRUPT);
+    assert_null(b);
+    if (!strstr(sj_ctx_last_error(ctx), why)) fail_msg("expected '%s' in '%s'", why, sj_ctx_last_error(ctx));
+}
+
+/* Flips one bit of byte `at` of the blob of the row at `extent`. */
+static void flip_byte(int64_t extent, int at) {
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT blob FROM artifacts WHERE extent = ?1", -1, &q, NULL), SQLITE_OK);
+    sqlite3_bind_int64(q, 1, extent);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_bytes(q, 0);
+    assert_true(at < n);
+    uint8_t *b = malloc((size_t)n);
+    memcpy(b, sqlite3_column_blob(q, 0), (size_t)n);
+    sqlite3_finalize(q);
+    b[at] ^= 0x10;
+    assert_int_equal(sqlite3_prepare_v2(db, "UPDATE artifacts SET blob = ?1 WHERE extent = ?2", -1, &q, NULL), SQLITE_OK);
+    sqlite3_bind_blob(q, 1, b, n, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, extent);
+    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    free(b);
+}
+
+static void test_corruption_is_a_miss(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    put_n(s, 1, 8, 5000);
+    put_n(s, 1, 16, 5000);
+    put_n(s, 1, 32, 5000);
+    put_n(s, 1, 64, 5000);
+    put_n(s, 1, 128, 5000);
+    /* a flipped byte in the middle of the frame */
+    flip_byte(8, 40);
+    expect_corrupt(s, 1, 8, "corrupt");
+    /* truncated */
+    raw_sql("UPDATE artifacts SET blob = substr(blob, 1, length(blob) - 7) WHERE extent = 16");
+    expect_corrupt(s, 1, 16, "truncated");
+    /* blob, digest and size swapped in from another key's row */
+    raw_sql("UPDATE artifacts SET (blob, digest, raw_size, stored_size) = "
+            "(SELECT blob, digest, raw_size, stored_size FROM artifacts WHERE extent = 64) WHERE extent = 32");
+    expect_corrupt(s, 1, 32, "BLAKE3");
+    /* the digest alone changed */
+    raw_sql("UPDATE artifacts SET digest = zeroblob(32) WHERE extent = 64");
+    expect_corrupt(s, 1, 64, "BLAKE3");
+    /* a declared size beyond the cap, and one the frame disagrees with */
+    raw_sql("UPDATE artifacts SET raw_size = 5001 WHERE extent = 128");
+    expect_corrupt(s, 1, 128, "frame claims 5000");
+    raw_sql("UPDATE artifacts SET raw_size = 1 << 40 WHERE extent = 128");
+    expect_corrupt(s, 1, 128, "declared size");
+    sj_store_stats st;
+    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
+    assert_int_equal(st.corrupt, 6);
+    assert_int_equal(st.hits, 0);
+
+    int64_t checked, bad;
+    assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
+    assert_int_equal(checked, 5);
+    assert_int_equal(bad, 5);
+    /* the caller recompiles and overwrites: good again */
+    put_n(s, 1, 8, 5000);
+    put_n(s, 1, 16, 5000);
+    expect_get(s, 1, 8, 5000);
+    expect_get(s, 1, 16, 5000);
+    sj_store_gc_result r;
+    assert_int_equal(sj_store_gc(s, -1, true, &r), SJ_OK);
+    assert_int_equal(r.corrupt_removed, 3);
+    assert_int_equal(r.evicted, 0);
+    assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
+    assert_int_equal(checked, 2);
+    assert_int_equal(bad, 0);
+    sj_store_close(s);
+}
+
+static void test_artifact_cap(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    put_n(s, 1, 8, 4000);
+    sj_store_close(s);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    cfg.max_artifact_bytes = 1000;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    /* a frame claiming more than the cap is refused before decoding */
+    expect_corrupt(s, 1, 8, "outside [0, 1000]");
+    uint8_t big[1001] = {0};
+    sj_store_key k = make_key(1, 8);
+    assert_int_equal(sj_store_put(s, &k, big, sizeof big), SJ_E_INVALID_ARG);
+    sj_store_close(s);
+}
+
+static void write_file(const char *p, const char *text) {
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_refused_files(void **state) {
+    (void)state;
+    sj_store *s = open_store(0); /* makes the directories */
+    sj_store_close(s);
+    unlink(path);
+    char p[160];
+    snprintf(p, sizeof p, "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path);
+    unlink(p);
+    write_file(path, "this is a text file, certainly not a database of any kind\n");
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    s = (sj_store *)&s;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_CORRUPT);
+    assert_null(s);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "not an SQLite database"));
+    assert_non_null(strstr(sj_ctx_last_error(ctx), path));
+    /* configured to run without persistence instead */
+    cfg.fallback_to_memory = true;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    assert_false(sj_store_persistent(s));
+    assert_non_null(strstr(sj_store_warning(s), "not an SQLite database"));
+    put_n(s, 1, 8, 10);
+    expect_get(s, 1, 8, 10);
+    sj_store_close(s);
+    cfg.fallback_to_memory = false;
+
+    /* read-only */
+    unlink(path);
+    s = open_store(0);
+    put_n(s, 1, 8, 10);
+    sj_store_close(s);
+    assert_int_equal(chmod(path, 0400), 0);
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_IO);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "read-only"));
+    cfg.fallback_to_memory = true;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    assert_false(sj_store_persistent(s));
+    assert_non_null(strstr(sj_store_warning(s), "read-only"));
+    sj_store_close(s);
+    chmod(path, 0600);
+
+    /* another program's SQLite database is left alone */
+    unlink(path);
+    raw_sql("CREATE TABLE notes(x)");
+    cfg.fallback_to_memory = false;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "not a shapejit store"));
+    unlink(path);
+}
+
+static void test_schema_versions(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    put_n(s, 1, 8, 10);
+    sj_store_close(s);
+    raw_sql("UPDATE sj_schema SET version = 99");
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "schema version 99"));
+    /* an older layout is rebuilt */
+    raw_sql("UPDATE sj_schema SET version = 0; DROP TABLE artifacts; CREATE TABLE artifacts(k, v)");
+    s = open_store(0);
+    sj_store_stats st;
+    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
+    assert_int_equal(st.entries, 0);
+    put_n(s, 1, 8, 10);
+    expect_get(s, 1, 8, 10);
+    sj_store_close(s);
+}
+
+static void test_eviction_by_last_use(void **state) {
+    (void)state;
+    /* the bound: room for three and a half rows */
+    sj_store *s = open_store(0);
+    put_n(s, 1, 1, 2000);
+    sj_store_stats st;
+    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
+    int64_t row = st.stored_bytes;
+    sj_store_close(s);
+    fresh(NULL);
+    s = open_store(row * 7 / 2);
+    put_n(s, 1, 1, 2000);
+    sleep_ms(3);
+    put_n(s, 1, 2, 2000);
+    sleep_ms(3);
+    put_n(s, 1, 3, 2000);
+    sleep_ms(3);
+    expect_get(s, 1, 1, 2000); /* 1 is now the most recently used */
+    sleep_ms(3);
+    put_n(s, 1, 4, 2000); /* over the bound: 2 goes */
+    assert_int_equal(try_get(s, 1, 2), SJ_E_NOT_FOUND);
+    expect_get(s, 1, 1, 2000);
+    expect_get(s, 1, 3, 2000);
+    expect_get(s, 1, 4, 2000);
+    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
+    assert_int_equal(st.evictions, 1);
+    assert_true(st.stored_bytes <= row * 7 / 2);
+    /* gc to a tighter bound keeps the most recently used */
+    sleep_ms(3);
+    expect_get(s, 1, 3, 2000);
+    sj_store_gc_result r;
+    assert_int_equal(sj_store_gc(s, row * 3 / 2, false, &r), SJ_OK);
+    assert_int_equal(r.evicted, 2);
+    expect_get(s, 1, 3, 2000);
+    assert_int_equal(try_get(s, 1, 1), SJ_E_NOT_FOUND);
+    sj_store_close(s);
+}
+
+typedef struct listing {
+    int n;
+    int64_t extents[16];
+} listing;
+static int visit(void *u, const sj_store_entry *e) {
+    listing *l = u;
+    l->extents[l->n++] = e->key.extent;
+    assert_string_equal(e->key.target_cpu, "znver3");
+    assert_true(e->raw_bytes == 300 && e->stored_bytes > 0 && e->last_used_ms > 0);
+    return 0;
+}
+
+typedef struct near {
+    int n;
+    unsigned diffs[8];
+    int64_t extents[8];
+} near;
+static void explained(void *u, const sj_store_entry *e, unsigned differs) {
+    near *r = u;
+    r->extents[r->n] = e->key.extent;
+    r->diffs[r->n++] = differs;
+}
+
+static void test_ls_rm_export_import_explain(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    put_n(s, 1, 16, 300);
+    put_n(s, 1, 8, 300);
+    put_n(s, 2, 8, 300);
+    listing l = {0, {0}};
+    assert_int_equal(sj_store_ls(s, visit, &l), SJ_OK);
+    assert_int_equal(l.n, 3);
+
+    /* explain: same graph, another cpu -> nearest rows say "target cpu" */
+    sj_store_key k = make_key(1, 8);
+    k.target_cpu = "skylake";
+    near r = {0, {0}, {0}};
+    assert_int_equal(sj_store_explain(s, &k, 2, explained, &r), SJ_OK);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.extents[0], 8);
+    assert_int_equal(r.diffs[0], SJ_KEY_CPU);
+    assert_int_equal(r.extents[1], 16);
+    assert_int_equal(r.diffs[1], SJ_KEY_CPU | SJ_KEY_EXTENT);
+    assert_string_equal(sj_store_key_component_name(SJ_KEY_CPU), "target cpu");
+    k = make_key(2, 8);
+    r.n = 0;
+    assert_int_equal(sj_store_explain(s, &k, 1, explained, &r), SJ_OK);
+    assert_int_equal(r.diffs[0], 0);
+
+    /* export graph 1 only, remove it, import it back */
+    char exp[160];
+    snprintf(exp, sizeof exp, "%s/export.sjs", dir);
+    char prefix[8];
+    snprintf(prefix, sizeof prefix, "%02x%02x", (unsigned)(1 * 31), (unsigned)(1 * 31 + 1));
+    int64_t n;
+    assert_int_equal(sj_store_export(s, exp, prefix, &n), SJ_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(sj_store_rm_prefix(s, prefix, &n), SJ_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(try_get(s, 1, 8), SJ_E_NOT_FOUND);
+    int64_t imported, rejected;
+    assert_int_equal(sj_store_import(s, exp, &imported, &rejected), SJ_OK);
+    assert_int_equal(imported, 2);
+    assert_int_equal(rejected, 0);
+    expect_get(s, 1, 8, 300);
+    expect_get(s, 1, 16, 300);
+
+    /* a damaged record is rejected, the rest imported */
+    FILE *f = fopen(exp, "r+b");
+    assert_non_null(f);
+    fseek(f, -20, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -20, SEEK_END);
+    fputc(c ^ 0x55, f);
+    fclose(f);
+    assert_int_equal(sj_store_rm_prefix(s, prefix, &n), SJ_OK);
+    assert_int_equal(sj_store_import(s, exp, &imported, &rejected), SJ_OK);
+    assert_int_equal(imported, 1);
+    assert_int_equal(rejected, 1);
+    /* not an export */
+    write_file(exp, "nope");
+    assert_int_equal(sj_store_import(s, exp, &imported, &rejected), SJ_E_PARSE);
+
+    k = make_key(2, 8);
+    assert_int_equal(sj_store_rm(s, &k, &n), SJ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(sj_store_rm_prefix(s, "xyz", &n), SJ_E_INVALID_ARG);
+    assert_int_equal(sj_store_rm_prefix(s, "", &n), SJ_E_INVALID_ARG);
+    sj_store_close(s);
+}
+
+/* --- several processes --- */
+
+static void writer_loop(int seed, int rounds) {
+    sj_ctx *c;
+    if (sj_ctx_create(NULL, &c) != SJ_OK) _exit(3);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    cfg.max_bytes = 200000; /* eviction happens too */
+    cfg.touch_interval_ms = 0;
+    sj_store *s;
+    if (sj_store_open(c, &cfg, &s) != SJ_OK) {
+        fprintf(stderr, "child open: %s\n", sj_ctx_last_error(c));
+        _exit(4);
+    }
+    uint8_t buf[20000];
+    for (int i = 0; rounds < 0 || i < rounds; i++) {
+        int64_t extent = 1 + (seed + i * 7) % 24;
+        size_t len = 1000 + (size_t)(extent * 700);
+        fill(buf, len, (unsigned)(1 * 1000 + extent));
+        sj_store_key k = make_key(1, extent);
+        if (sj_store_put(s, &k, buf, len) != SJ_OK) {
+            fprintf(stderr, "child put: %s\n", sj_ctx_last_error(c));
+            _exit(5);
+        }
+        void *got;
+        size_t n;
+        sj_status st = sj_store_get(s, &k, &got, &n);
+        if (st == SJ_OK) sj_free(c, got);
+        else if (st != SJ_E_NOT_FOUND) _exit(6); /* evicted by another process is fine */
+    }
+    sj_store_close(s);
+    sj_ctx_destroy(c);
+    _exit(0);
+}
+
+static void verify_clean(void) {
+    sj_store *s = open_store(0);
+    int64_t checked, bad;
+    assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
+    assert_int_equal(bad, 0);
+    sj_store_close(s);
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "ok");
+    sqlite3_finalize(q);
+    /* one row per key */
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM (SELECT 1 FROM artifacts GROUP BY graph_hash, extent, "
+                                        "options_hash, target_triple, target_cpu, target_features, artifact_version, "
+                                        "shapejit_version, compiler_version HAVING count(*) > 1)",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+
+static void test_concurrent_processes(void **state) {
+    (void)state;
+    sj_store_close(open_store(0));
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) writer_loop(i, 60);
+    }
+    for (int i = 0; i < 3; i++) {
+        int ws;
+        assert_int_equal(waitpid(kids[i], &ws, 0), kids[i]);
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) fail_msg("writer %d ended with status %d", i, ws);
+    }
+    verify_clean();
+}
+
+static void test_sigkill_writers(void **state) {
+    (void)state;
+    sj_store_close(open_store(0));
+    srand(12345);
+    for (int round = 0; round < 24; round++) {
+        pid_t a = fork();
+        assert_true(a >= 0);
+        if (a == 0) writer_loop(round, -1);
+        pid_t b = fork();
+        assert_true(b >= 0);
+        if (b == 0) writer_loop(round + 5, -1);
+        sleep_ms(5 + rand() % 25);
+        kill(a, SIGKILL);
+        sleep_ms(rand() % 3);
+        kill(b, SIGKILL);
+        int ws;
+        waitpid(a, &ws, 0);
+        assert_true(WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0));
+        waitpid(b, &ws, 0);
+        assert_true(WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0));
+        verify_clean();
+    }
+    /* and a rerun completes */
+    pid_t c = fork();
+    if (c == 0) writer_loop(1, 30);
+    int ws;
+    waitpid(c, &ws, 0);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    verify_clean();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_put_get_restart_stats, fresh),
+        cmocka_unit_test_setup(test_files_and_wal, fresh),
+        cmocka_unit_test_setup(test_corruption_is_a_miss, fresh),
+        cmocka_unit_test_setup(test_artifact_cap, fresh),
+        cmocka_unit_test_setup(test_refused_files, fresh),
+        cmocka_unit_test_setup(test_schema_versions, fresh),
+        cmocka_unit_test_setup(test_eviction_by_last_use, fresh),
+        cmocka_unit_test_setup(test_ls_rm_export_import_explain, fresh),
+        cmocka_unit_test_setup(test_concurrent_processes, fresh),
+        cmocka_unit_test_setup(test_sigkill_writers, fresh),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
