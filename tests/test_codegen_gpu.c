@@ -12,10 +12,7 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "shapejit/interp.h"
-#include "shapejit/onnx.h"
 #include "jit/lower/lower.h"
 #include "jit/nvrtc/gpu_compile.h"
 #include "jit/nvrtc/gpu_schedule.h"
@@ -23,7 +20,6 @@
 #include "ptxas_check.h"
 
 #define N_RANDOM 8
-#define NODE_DIR "/usr/share/libonnx-testdata/data/node"
 
 typedef struct fixture {
     sj_ctx *ctx;
@@ -161,92 +157,12 @@ static void test_bad_arch_is_refused(void **state) {
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "sm_75"));
 }
 
-/* ---- the ONNX backend node tests: every graph the conformance runner
- * builds is compiled by both paths (the arch alternating per test, and the
- * NVPTX path's sm_80 PTX assembled for sm_90 too), then answered by the
- * interpreter, so a test fails here exactly when GPU code generation does. */
-
-typedef struct onnx_codegen {
-    fixture *f;
-    int count;
-} onnx_codegen;
-
-/* Strictly above `extent`, as the host conformance backend compiles. */
-static int64_t bucket_above(int64_t extent) {
-    int64_t b = 1;
-    while (b <= extent && b < SJ_MAX_EXTENT) b *= 2;
-    return b > extent ? b : extent;
-}
-
-static sj_status codegen_run(void *user, const sj_graph *g, int64_t extent, const sj_tensor *inputs,
-                             sj_tensor *outputs) {
-    onnx_codegen *oc = user;
-    sj_ctx *ctx = oc->f->ctx;
-    int64_t E = sj_graph_symbol(g) ? bucket_above(extent) : extent;
-    int which = oc->count++;
-    for (int p = 0; p < 2; p++) {
-        sj_gpu_path path = p ? SJ_GPU_PATH_NVRTC : SJ_GPU_PATH_NVPTX;
-#ifndef SJ_HAVE_CUDA
-        if (path == SJ_GPU_PATH_NVRTC) continue;
-#endif
-        int sm = (which + p) % 2 ? 90 : 80;
-        sj_lowered *l;
-        sj_lower_options lo = {.fusion = true, .prefix = "sj_"};
-        SJ_TRY(sj_lower(g, E, &lo, &l));
-        sj_gpu_code code;
-        sj_status st = sj_gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &l->plan);
-        if (st == SJ_OK) st = sj_gpu_compile_lowered(ctx, l, path, sm, &code, NULL);
-        sj_lowered_destroy(l);
-        SJ_TRY(st);
-        char log[2048];
-        int rc = 0;
-        if (path == SJ_GPU_PATH_NVPTX && sj_test_have_ptxas()) {
-            rc = sj_test_ptxas(code.ptx, sm, log, sizeof log);
-            if (rc == 0 && sm == 80) rc = sj_test_ptxas(code.ptx, 90, log, sizeof log);
-        }
-        sj_gpu_code_free(ctx, &code);
-        if (rc != 0) return sj_fail(ctx, SJ_E_COMPILE, "ptxas rejected the PTX: %s", log);
-    }
-    return sj_interp_run(g, extent, inputs, outputs);
-}
-
-static void report_failure(void *user, const sj_onnx_test_result *r) {
-    (void)user;
-    if (r->outcome == SJ_ONNX_TEST_FAILED) printf("  %s: %s\n", r->name, r->message);
-}
-
-static void test_onnx_node_tests(void **state) {
-    fixture *f = *state;
-    struct stat sb;
-    if (stat(NODE_DIR, &sb) != 0) {
-        print_message("no ONNX node tests at %s: skipped\n", NODE_DIR);
-        skip();
-    }
-    sj_onnx_conformance_options o;
-    sj_onnx_conformance_options_init(&o);
-    o.report = report_failure;
-    sj_onnx_conformance_summary host, gpu;
-    sj_onnx_backend hb;
-    assert_int_equal(sj_onnx_backend_host_create(f->ctx, &hb), SJ_OK);
-    assert_int_equal(sj_onnx_conformance_run(f->ctx, NODE_DIR, &hb, &o, &host), SJ_OK);
-    sj_onnx_backend_destroy(&hb);
-    onnx_codegen oc = {.f = f};
-    sj_onnx_backend gb = {"gpu-codegen", codegen_run, NULL, &oc};
-    assert_int_equal(sj_onnx_conformance_run(f->ctx, NODE_DIR, &gb, &o, &gpu), SJ_OK);
-    printf("ONNX node tests: host backend %d passed; GPU code generation %d passed, %d failed, "
-           "%d unsupported (%d graphs compiled by both paths)\n",
-           host.passed, gpu.passed, gpu.failed, gpu.unsupported, oc.count);
-    assert_int_equal(gpu.failed, 0);
-    assert_true(gpu.passed >= host.passed);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models),
         cmocka_unit_test(test_random_graphs),
         cmocka_unit_test(test_compile_error_names_kernel_source),
         cmocka_unit_test(test_bad_arch_is_refused),
-        cmocka_unit_test(test_onnx_node_tests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
