@@ -62,7 +62,7 @@ static sj_status codegen_run(void *user, const sj_graph *g, int64_t extent, cons
         SJ_TRY(sj_lower(g, E, &lo, &l));
         sj_gpu_code code;
         sj_status st = sj_gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &l->plan);
-        if (st == SJ_OK) st = sj_gpu_compile_lowered(ctx, l, path, sm, &code, NULL);
+        if (st == SJ_OK) st = sj_gpu_compile_lowered(ctx, l, path, sm, true, &code, NULL);
         sj_lowered_destroy(l);
         SJ_TRY(st);
         /* nvJitLink has assembled the PTX for its own arch already (the
