@@ -23,18 +23,10 @@
 #include "shapejit/model.h"
 #include "shapejit/op_cache.h"
 #include "shapejit/runtime.h"
+#include "bench/bench_timing.h"
 #include "jit/artifact/artifact_impl.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+static double now_s(void) { return bench_wall_ns() / 1e9; }
 
 /* Median seconds of `reps` calls of fn(arg), after one warm-up call. */
 static double median_time(void (*fn)(void *), void *arg, int reps) {
@@ -46,8 +38,7 @@ static double median_time(void (*fn)(void *), void *arg, int reps) {
         fn(arg);
         t[i] = now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return t[reps / 2];
+    return bench_median(t, reps);
 }
 
 static int64_t bucket_of(int64_t n) {

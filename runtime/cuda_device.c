@@ -147,6 +147,9 @@ static void cu_free(void *impl, void *ptr) {
     cu_device *d = impl;
     if (!ptr || !list_remove(&d->allocs, ptr)) return;
     if (push(d) != SJ_OK) return;
+    /* a launch already queued may still read it (an evicted info buffer);
+     * a recording stream has nothing queued to wait for and cannot be synced */
+    if (!d->capturing) d->api.cuStreamSynchronize(d->stream);
     d->api.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
     pop(d);
 }

@@ -12,7 +12,9 @@
 sj_status sj_cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api) {
     memset(api, 0, sizeof *api);
     if (!path) path = "libcuda.so.1";
-    api->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* NODELETE: the driver keeps threads of its own after cuInit; unmapping
+     * its code under them at dlclose would crash the process later. */
+    api->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!api->lib) {
         const char *why = dlerror();
         return sj_fail(ctx, SJ_E_NO_DEVICE,

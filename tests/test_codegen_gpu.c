@@ -19,7 +19,7 @@
 #include "gpu_graphs.h"
 #include "ptxas_check.h"
 
-#define N_RANDOM 12
+#define N_RANDOM 8
 
 typedef struct fixture {
     sj_ctx *ctx;
@@ -90,7 +90,7 @@ static void compile_everything(fixture *f, const sj_graph *g, int64_t E, bool fu
             sj_gpu_code code;
             char *source;
             st = sj_gpu_schedule_plan(f->ctx, l->kernels, l->n_kernels, &l->plan);
-            if (st == SJ_OK) st = sj_gpu_compile_lowered(f->ctx, l, paths[p], sms[a], &code, &source);
+            if (st == SJ_OK) st = sj_gpu_compile_lowered(f->ctx, l, paths[p], sms[a], true, &code, &source);
             if (st != SJ_OK) fail_msg("%s: %s", what, sj_ctx_last_error(f->ctx));
             assert_non_null(source);
             check_code(f, l, &code, paths[p], what);

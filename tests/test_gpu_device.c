@@ -12,10 +12,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "shapejit/compile.h"
 #include "shapejit/cuda_device.h"
 #include "shapejit/interp.h"
+#include "shapejit/onnx.h"
 #include "shapejit/op_cache.h"
 #include "shapejit/runtime.h"
 #include "jit/nvrtc/nvrtc_impl.h"
@@ -23,6 +25,7 @@
 
 #define N_RANDOM 8
 #define TOL 1e-3
+#define NODE_DIR "/usr/share/libonnx-testdata/data/node"
 
 typedef struct fixture {
     sj_ctx *ctx;
@@ -281,6 +284,100 @@ static void test_missing_driver_is_reported(void **state) {
     assert_int_equal(sj_cuda_probe(f->ctx, &cfg, &info), SJ_E_NO_DEVICE);
 }
 
+/* ---- ONNX backend node tests on the GPU, for both paths: every test the
+ * host backend passes must pass on the CUDA device too. As on the host, a
+ * graph with a symbolic dim is compiled at a bucket above the active extent,
+ * so padded rows are checked as well. */
+
+typedef struct cuda_backend {
+    fixture *f;
+    sj_target target;
+} cuda_backend;
+
+static int64_t bucket_above(int64_t extent) {
+    int64_t b = 1;
+    while (b <= extent && b < SJ_MAX_EXTENT) b *= 2;
+    return b > extent ? b : extent;
+}
+
+static sj_status cuda_run(void *user, const sj_graph *g, int64_t extent, const sj_tensor *inputs,
+                          sj_tensor *outputs) {
+    cuda_backend *cb = user;
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    o.target = cb->target;
+    o.arch = cb->f->sm == 80 ? "sm_80" : "sm_90";
+    sj_artifact *a;
+    SJ_TRY(sj_compile(g, sj_graph_symbol(g) ? bucket_above(extent) : extent, &o, &a));
+    sj_executable *exe;
+    sj_status st = sj_artifact_load(a, cb->f->dev, g, &exe);
+    if (st == SJ_OK) {
+        for (int i = 0; i < sj_graph_num_outputs(g); i++) outputs[i].data = NULL;
+        st = sj_executable_run(exe, extent, inputs, outputs);
+        sj_executable_destroy(exe);
+    }
+    sj_artifact_destroy(a);
+    return st;
+}
+
+#define MAX_PASSED 2048
+
+typedef struct pass_list {
+    char *names[MAX_PASSED];
+    int n;
+} pass_list;
+
+static void record(void *user, const sj_onnx_test_result *r) {
+    pass_list *pl = user;
+    if (r->outcome == SJ_ONNX_TEST_PASSED && pl->n < MAX_PASSED) pl->names[pl->n++] = strdup(r->name);
+    if (r->outcome == SJ_ONNX_TEST_FAILED) printf("  %s: %s\n", r->name, r->message);
+}
+
+static int listed(const pass_list *pl, const char *name) {
+    for (int i = 0; i < pl->n; i++)
+        if (!strcmp(pl->names[i], name)) return 1;
+    return 0;
+}
+
+static void free_list(pass_list *pl) {
+    for (int i = 0; i < pl->n; i++) free(pl->names[i]);
+    pl->n = 0;
+}
+
+static void test_onnx_conformance_both_paths(void **state) {
+    fixture *f = *state;
+    NEED_GPU(f);
+    struct stat sb;
+    if (stat(NODE_DIR, &sb) != 0) {
+        print_message("no ONNX node tests at %s: skipped\n", NODE_DIR);
+        skip();
+    }
+    static pass_list host, gpu;
+    sj_onnx_conformance_options o;
+    sj_onnx_conformance_options_init(&o);
+    o.report = record;
+    sj_onnx_conformance_summary hs, gs;
+    sj_onnx_backend hb;
+    assert_int_equal(sj_onnx_backend_host_create(f->ctx, &hb), SJ_OK);
+    o.report_user = &host;
+    assert_int_equal(sj_onnx_conformance_run(f->ctx, NODE_DIR, &hb, &o, &hs), SJ_OK);
+    sj_onnx_backend_destroy(&hb);
+    static const sj_target targets[] = {SJ_TARGET_NVPTX, SJ_TARGET_NVRTC};
+    for (int t = 0; t < 2; t++) {
+        cuda_backend cb = {f, targets[t]};
+        sj_onnx_backend b = {t ? "cuda-nvrtc" : "cuda-nvptx", cuda_run, NULL, &cb};
+        o.report_user = &gpu;
+        assert_int_equal(sj_onnx_conformance_run(f->ctx, NODE_DIR, &b, &o, &gs), SJ_OK);
+        printf("ONNX node tests on %s: %d passed, %d failed, %d unsupported (host: %d passed)\n",
+               b.name, gs.passed, gs.failed, gs.unsupported, hs.passed);
+        for (int i = 0; i < host.n; i++)
+            if (!listed(&gpu, host.names[i]))
+                fail_msg("%s: %s passes on the host backend but not on the GPU", b.name, host.names[i]);
+        free_list(&gpu);
+    }
+    free_list(&host);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_driver_is_reported),
@@ -290,6 +387,7 @@ int main(void) {
         cmocka_unit_test(test_models_both_paths),
         cmocka_unit_test(test_random_graphs_both_paths),
         cmocka_unit_test(test_large_bucket),
+        cmocka_unit_test(test_onnx_conformance_both_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -39,7 +39,8 @@ static char *ir_text(sj_ctx *ctx, LLVMModuleRef m) {
     return copy;
 }
 
-static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_code *out, char **source) {
+static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, bool want_cubin,
+                           sj_gpu_code *out, char **source) {
     LLVMTargetMachineRef tm;
     SJ_TRY(sj_nvptx_target_machine(ctx, sm, &tm));
     LLVMContextRef lc = LLVMContextCreate();
@@ -52,8 +53,8 @@ static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_cod
     if (st == SJ_OK) st = sj_nvptx_compile(ctx, m, sm, NULL, &out->ptx, &out->ptx_len);
     LLVMDisposeModule(m);
     LLVMContextDispose(lc);
-    if (st == SJ_OK) {
-        out->sm = sm;
+    if (st == SJ_OK) out->sm = sm;
+    if (st == SJ_OK && want_cubin) {
         st = sj_ptx_to_cubin(ctx, out->ptx, out->ptx_len, sm, &out->cubin, &out->cubin_len);
         /* Without nvJitLink the artifact keeps PTX only; the driver JITs it. */
         if (st == SJ_E_UNSUPPORTED) st = SJ_OK;
@@ -69,13 +70,13 @@ static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_cod
 }
 
 sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path path, int sm,
-                                 sj_gpu_code *out, char **source) {
+                                 bool want_cubin, sj_gpu_code *out, char **source) {
     memset(out, 0, sizeof *out);
     if (source) *source = NULL;
     if (!sj_gpu_arch_supported(sm))
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "gpu: arch sm_%d not supported (sm_80, sm_90)", sm);
     return path == SJ_GPU_PATH_NVRTC ? nvrtc_path(ctx, l, sm, out, source)
-                                     : nvptx_path(ctx, l, sm, out, source);
+                                     : nvptx_path(ctx, l, sm, want_cubin, out, source);
 }
 
 sj_status sj_gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {

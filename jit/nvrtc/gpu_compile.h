@@ -15,11 +15,12 @@ sj_status sj_gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm);
 
 /* Compiles every kernel of l for sm_<sm>. The launch geometry the code
  * expects comes from sj_gpu_schedule_plan (gpu_schedule.h).
- * out->cubin is NULL only where nvJitLink is unavailable (NVPTX path).
+ * want_cubin false: the NVPTX path stops at PTX (NVRTC makes both anyway).
+ * Otherwise out->cubin is NULL only where nvJitLink is unavailable.
  * source (may be NULL): receives the CUDA C (NVRTC) or the unoptimised
  * LLVM IR (NVPTX) that was compiled, allocated through ctx. */
 sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path path, int sm,
-                                 sj_gpu_code *out, char **source);
+                                 bool want_cubin, sj_gpu_code *out, char **source);
 
 /* The toolchain string recorded in artifacts and store keys, e.g.
  * "llvm-19.1.7+nvjitlink-13.0" or "nvrtc-13.0". */

@@ -21,7 +21,7 @@ static sj_status gpu_build(sj_gpu_path path, const sj_lowered *l, const sj_compi
     SJ_TRY(sj_gpu_toolchain(ctx, path, toolchain, sizeof toolchain));
     snprintf(cpu, sizeof cpu, "sm_%d", sm);
     sj_gpu_code code;
-    SJ_TRY(sj_gpu_compile_lowered(ctx, l, path, sm, &code, NULL));
+    SJ_TRY(sj_gpu_compile_lowered(ctx, l, path, sm, true, &code, NULL));
     sj_status st = sj_artifact_set_string(a, &a->triple, SJ_NVPTX_TRIPLE);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, cpu);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, "");
@@ -47,7 +47,7 @@ static sj_status gpu_text(sj_gpu_path path, const sj_lowered *l, const sj_compil
     SJ_TRY(sj_gpu_parse_arch(ctx, o->arch, &sm));
     sj_gpu_code code;
     char *source = NULL;
-    SJ_TRY(sj_gpu_compile_lowered(ctx, l, path, sm, &code, want_source ? &source : NULL));
+    SJ_TRY(sj_gpu_compile_lowered(ctx, l, path, sm, false, &code, want_source ? &source : NULL));
     if (want_source) {
         sj_gpu_code_free(ctx, &code);
         *out = source;
