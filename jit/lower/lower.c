@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jit/core/array.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 
@@ -44,7 +45,8 @@ typedef struct lbuf {
 } lbuf;
 
 typedef struct kbufs {
-    int n, cap;
+    int n;
+    size_t cap;
     int *ids; /* logical buffers, in launch order */
 } kbufs;
 
@@ -55,21 +57,17 @@ typedef struct lowering {
     const sj_lower_options *o;
     vinfo *v;
     lbuf *bufs;
-    int n_bufs, cap_bufs;
+    int n_bufs;
+    size_t cap_bufs;
     sj_kernel *kernels;
     kbufs *kb;
-    int n_kernels, cap_kernels, cap_kb;
+    int n_kernels;
+    size_t cap_kernels, cap_kb;
 } lowering;
 
-static sj_status grow(sj_ctx *ctx, void **p, int *cap, int need, size_t elem) {
-    if (need <= *cap) return SJ_OK;
-    int nc = *cap ? *cap * 2 : 8;
-    while (nc < need) nc *= 2;
-    void *np = sj_realloc(ctx, *p, (size_t)nc * elem);
-    if (!np) return sj_fail(ctx, SJ_E_NOMEM, "lowering: out of memory");
-    memset((char *)np + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
-    *p = np;
-    *cap = nc;
+static sj_status grow(sj_ctx *ctx, void **p, size_t *cap, int need, size_t elem) {
+    if (!sj_array_reserve(ctx, p, cap, (size_t)need, elem))
+        return sj_fail(ctx, SJ_E_NOMEM, "lowering: out of memory");
     return SJ_OK;
 }
 
