@@ -6,12 +6,15 @@
  *  - an elementwise value with one use, that is no output, is inlined into its
  *    consumer unless the consumer needs a buffer (matmul operands, reshape) or
  *    would evaluate it at more points than it has (broadcast expansion);
- *  - a transpose of a buffer is a strided view (an index map in its readers);
- *    of an inlined value, inlined with permuted indices;
+ *  - a transpose of a buffer is a strided view (an index map in its readers),
+ *    except as a matmul's b with n strided and many rows (copied once, so the
+ *    register-tiled kernel reads n contiguously); a transpose of an inlined
+ *    value is inlined with permuted indices;
  *  - a reshape is always a view: graph.h keeps the symbolic dim unmerged, so
  *    the padded buffer has the same layout under both shapes;
  *  - a reduction, row op or matmul with one use absorbs the elementwise chain
- *    after it (epilogue) when the chain keeps its shape.
+ *    after it (epilogue) when the chain keeps its shape;
+ *  - inlined chains are at most MAX_INLINE_DEPTH deep.
  * Intermediates share one arena: first fit over values that are still live. */
 #include <stdio.h>
 #include <string.h>
