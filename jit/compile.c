@@ -79,7 +79,7 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
         o = &defaults;
     }
     *out = NULL;
-    const sj_emitter *em;
+    const sj_emitter *em = NULL;
     SJ_TRY(pick(g, o, &em));
     uint8_t hash[32];
     sj_lowered *l;
@@ -113,7 +113,7 @@ sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_optio
         sj_compile_options_init(&defaults);
         o = &defaults;
     }
-    const sj_emitter *em;
+    const sj_emitter *em = NULL;
     SJ_TRY(pick(g, o, &em));
     if (!em->text)
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED, "emit: target %s has no text form", em->target);

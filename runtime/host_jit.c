@@ -2,6 +2,7 @@
 #include "host_jit_impl.h"
 
 #include "jit/core/core_impl.h"
+#include "jit/llvm/llvm_impl.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
@@ -29,17 +30,6 @@ struct sj_host_jit_module {
     LLVMOrcResourceTrackerRef tracker;
 };
 
-/* LLVM's target registration links each target into a process-wide list
- * without a lock (registering twice at once can corrupt it), so the one-time
- * initialisation runs under pthread_once: the once flag is the only static
- * state here and it is never written after initialisation. */
-static pthread_once_t llvm_native_once = PTHREAD_ONCE_INIT;
-static int llvm_native_failed;
-
-static void init_llvm_native(void) {
-    llvm_native_failed = LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter();
-}
-
 /* Turns an LLVM error into a message on ctx (consuming it). */
 static sj_status fail_llvm(sj_ctx *ctx, sj_status st, LLVMErrorRef err, const char *what) {
     char *msg = LLVMGetErrorMessage(err);
@@ -57,8 +47,7 @@ static void keep_report(void *ctx, LLVMErrorRef err) {
 
 sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
     *out = NULL;
-    pthread_once(&llvm_native_once, init_llvm_native);
-    if (llvm_native_failed)
+    if (!sj_llvm_init())
         return sj_fail(ctx, SJ_E_NO_DEVICE, "host JIT: LLVM has no native target in this build");
     sj_host_jit *j = sj_calloc(ctx, 1, sizeof *j);
     if (!j) return sj_fail(ctx, SJ_E_NOMEM, "host JIT: out of memory");

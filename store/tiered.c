@@ -71,7 +71,7 @@ sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *
         if (st == SJ_OK)
             sj_ctx_clear_error(ctx);
         else
-            sj_fail(ctx, st, "%s", local_why);
+            sj_set_error(ctx, "%s", local_why);
     }
     return st;
 }

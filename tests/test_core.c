@@ -42,7 +42,7 @@ static void test_error_message(void **state) {
 
 static void *other_thread_fails(void *arg) {
     sj_ctx *ctx = arg;
-    sj_fail(ctx, SJ_E_IO, "other thread");
+    sj_set_error(ctx, "other thread");
     return NULL;
 }
 
@@ -50,7 +50,7 @@ static void test_error_per_thread(void **state) {
     (void)state;
     sj_ctx *ctx;
     assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
-    sj_fail(ctx, SJ_E_PARSE, "main thread");
+    sj_set_error(ctx, "main thread");
     pthread_t t;
     pthread_create(&t, NULL, other_thread_fails, ctx);
     pthread_join(t, NULL);

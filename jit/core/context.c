@@ -127,8 +127,8 @@ void sj_ctx_clear_error(sj_ctx *ctx) {
     pthread_mutex_unlock(&ctx->error_lock);
 }
 
-sj_status sj_fail(sj_ctx *ctx, sj_status st, const char *fmt, ...) {
-    if (!ctx) return st;
+void sj_set_error(sj_ctx *ctx, const char *fmt, ...) {
+    if (!ctx) return;
     pthread_mutex_lock(&ctx->error_lock);
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
@@ -138,7 +138,6 @@ sj_status sj_fail(sj_ctx *ctx, sj_status st, const char *fmt, ...) {
         va_end(ap);
     }
     pthread_mutex_unlock(&ctx->error_lock);
-    return st;
 }
 
 void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {

@@ -14,9 +14,16 @@
 #define SJ_PRINTF(a, b)
 #endif
 
-/* Records a message for the calling thread and returns `st`, so error paths
- * read `return sj_fail(ctx, SJ_E_SHAPE, "matmul: %s vs %s", a, b);`. */
-sj_status sj_fail(sj_ctx *ctx, sj_status st, const char *fmt, ...) SJ_PRINTF(3, 4);
+/* Records a message for the calling thread. */
+void sj_set_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
+
+/* Records a message and yields `st`, so error paths read
+ * `return sj_fail(ctx, SJ_E_SHAPE, "matmul: %s vs %s", a, b);`. A macro
+ * rather than a function so the compiler sees the status constant at the
+ * call site: it then knows an out-parameter is set whenever SJ_OK comes back
+ * and -O3 raises no false maybe-uninitialized errors. `st` must not have
+ * side effects (it is evaluated once more than it appears). */
+#define sj_fail(ctx, st, ...) (sj_set_error((ctx), __VA_ARGS__), (sj_status)(st))
 
 /* Prefixes the calling thread's current message with "<prefix>: " (used when
  * an error crosses a layer that knows more context, e.g. a file name). */

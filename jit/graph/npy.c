@@ -202,7 +202,7 @@ static sj_status parse_preamble(sj_ctx *ctx, const char *what, const uint8_t *b,
 
 static sj_status parse_header(sj_ctx *ctx, const char *what, const uint8_t *b, size_t avail,
                               npy_header *h) {
-    size_t need;
+    size_t need = 0;
     SJ_TRY(parse_preamble(ctx, what, b, avail, &need));
     if (avail < need) return sj_fail(ctx, SJ_E_PARSE, "%s: truncated in the header", what);
     size_t pre = b[6] == 1 ? NPY_PREAMBLE_V1 : NPY_PREAMBLE_V2;
@@ -257,7 +257,7 @@ sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out) {
     }
     uint8_t pre[NPY_PREAMBLE_V2];
     size_t got = fread(pre, 1, sizeof pre, f);
-    size_t need;
+    size_t need = 0;
     st = parse_preamble(ctx, path, pre, got, &need);
     if (st != SJ_OK) goto done;
     if ((uint64_t)sb.st_size < need) {

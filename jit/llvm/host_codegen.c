@@ -1,5 +1,4 @@
 /* Target machine, new-pass-manager pipeline and output for the host emitter. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,37 +7,6 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "jit/llvm/llvm_impl.h"
-
-/* LLVM's target registry is process-wide; registering twice is harmless but
- * not thread-safe, hence once. */
-static pthread_once_t native_once = PTHREAD_ONCE_INIT;
-static void init_native(void) {
-    LLVMInitializeNativeTarget();
-    LLVMInitializeNativeAsmPrinter();
-}
-
-static char *take_llvm_string(sj_ctx *ctx, char *s) {
-    char *r = sj_strdup(ctx, s ? s : "");
-    LLVMDisposeMessage(s);
-    return r;
-}
-
-sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
-    pthread_once(&native_once, init_native);
-    char *def = LLVMGetDefaultTargetTriple();
-    *triple = take_llvm_string(ctx, LLVMNormalizeTargetTriple(def));
-    LLVMDisposeMessage(def);
-    *cpu = take_llvm_string(ctx, LLVMGetHostCPUName());
-    *features = take_llvm_string(ctx, LLVMGetHostCPUFeatures());
-    if (!*triple || !*cpu || !*features) {
-        sj_free(ctx, *triple);
-        sj_free(ctx, *cpu);
-        sj_free(ctx, *features);
-        *triple = *cpu = *features = NULL;
-        return sj_fail(ctx, SJ_E_NOMEM, "host target: out of memory");
-    }
-    return SJ_OK;
-}
 
 static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMTargetMachineRef *tm) {
     char *triple, *cpu, *features;

@@ -20,6 +20,10 @@ typedef struct sj_llvm_target {
     int64_t blas_min_work;
 } sj_llvm_target;
 
+/* Registers the native and NVPTX targets once per process (llvm_init.c says
+ * why); false when LLVM has no native target. Every LLVM user calls it first. */
+bool sj_llvm_init(void);
+
 /* The host's triple, CPU name and feature string, each allocated with sj_alloc. */
 sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features);
 

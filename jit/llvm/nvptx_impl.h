@@ -25,10 +25,6 @@
 #define SJ_NVPTX_AS_GLOBAL 1
 #define SJ_NVPTX_AS_SHARED 3
 
-/* Registers the NVPTX backend with LLVM once per process (LLVM's target
- * registry is process-wide and its initialisers are not thread-safe). */
-void sj_nvptx_init(void);
-
 /* A target machine for sm_<sm> (80 or 90) at -O3; caller disposes it. */
 sj_status sj_nvptx_target_machine(sj_ctx *ctx, int sm, LLVMTargetMachineRef *out);
 

@@ -1,6 +1,5 @@
 /* LLVM NVPTX: target machine, kernel marking, GPU intrinsics, libdevice
  * linking and PTX emission. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,30 +9,17 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include "jit/llvm/llvm_impl.h"
 #include "jit/llvm/nvptx_impl.h"
 
 /* PTX ISA 7.8 is the first with sm_90 and is accepted by every ptxas from
  * CUDA 11.8 on (CUDA 13's included), so one ISA level serves both arches. */
 #define SJ_NVPTX_FEATURES "+ptx78"
 
-/* LLVM keeps its target registry in process-wide state and its initialisers
- * are not safe to run concurrently; this once-flag guards that LLVM state,
- * not any of shapejit's own. */
-static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
-
-static void nvptx_init_once(void) {
-    LLVMInitializeNVPTXTargetInfo();
-    LLVMInitializeNVPTXTarget();
-    LLVMInitializeNVPTXTargetMC();
-    LLVMInitializeNVPTXAsmPrinter();
-}
-
-void sj_nvptx_init(void) { pthread_once(&nvptx_once, nvptx_init_once); }
-
 sj_status sj_nvptx_target_machine(sj_ctx *ctx, int sm, LLVMTargetMachineRef *out) {
     if (sm != 80 && sm != 90)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "nvptx: arch sm_%d not supported (sm_80, sm_90)", sm);
-    sj_nvptx_init();
+    sj_llvm_init();
     LLVMTargetRef target;
     char *err = NULL;
     if (LLVMGetTargetFromTriple(SJ_NVPTX_TRIPLE, &target, &err)) {
