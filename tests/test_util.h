@@ -81,6 +81,14 @@ static inline sj_ctx *ctx_with_counter(alloc_counter *a) {
     return ctx;
 }
 
+/* ---- messages ---- */
+
+/* The context's last error contains needle; a failure shows the message. */
+static inline void assert_error_contains(sj_ctx *ctx, const char *needle) {
+    const char *msg = sj_ctx_last_error(ctx);
+    if (!strstr(msg, needle)) fail_msg("message '%s' lacks '%s'", msg, needle);
+}
+
 /* ---- scratch files ---- */
 
 /* Makes a fresh directory /tmp/sj_TAG_XXXXXX into dir (cap >= 32 + tag).
