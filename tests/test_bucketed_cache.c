@@ -116,12 +116,7 @@ static int teardown(void **state) {
 }
 static int fresh(void **state) {
     (void)state;
-    char p[160];
-    unlink(path);
-    snprintf(p, sizeof p, "%s-wal", path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", path);
-    unlink(p);
+    remove_sqlite_files(path);
     return 0;
 }
 

@@ -314,12 +314,7 @@ static void test_refused_files(void **state) {
     (void)state;
     sj_store *s = open_store(0); /* makes the directories */
     sj_store_close(s);
-    unlink(path);
-    char p[160];
-    snprintf(p, sizeof p, "%s-wal", path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", path);
-    unlink(p);
+    remove_sqlite_files(path);
     write_text_file(path, "this is a text file, certainly not a database of any kind\n");
     sj_store_config cfg;
     sj_store_config_init(&cfg);
