@@ -57,22 +57,24 @@ static void test_reference_example(void **state) {
 static void test_pow2_edges(void **state) {
     (void)state;
     sj_ladder *l;
-    /* MIN and MAX round up to powers of two */
-    assert_int_equal(sj_ladder_pow2(ctx, 5, 100, &l), SJ_OK);
-    const int64_t a[] = {8, 16, 32, 64, 128};
-    expect_extents(l, a, 5);
-    sj_ladder_destroy(l);
+    static const struct {
+        int64_t min, max;
+        int n;
+        int64_t extents[5];
+    } cases[] = {
+        {5, 100, 5, {8, 16, 32, 64, 128}}, /* MIN and MAX round up to powers of two */
+        {1, 1, 1, {1}},
+        {3, 4, 1, {4}}, /* MIN and MAX rounding to the same power */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(sj_ladder_pow2(ctx, cases[i].min, cases[i].max, &l), SJ_OK);
+        expect_extents(l, cases[i].extents, cases[i].n);
+        sj_ladder_destroy(l);
+    }
     assert_int_equal(sj_ladder_pow2(ctx, 1, 1, &l), SJ_OK);
-    const int64_t b[] = {1};
-    expect_extents(l, b, 1);
     assert_int_equal(sj_ladder_find(l, 1), 0);
     assert_int_equal(sj_ladder_find(l, 2), -1);
     assert_true(sj_ladder_max_waste(l) == 1.0);
-    sj_ladder_destroy(l);
-    /* MIN and MAX rounding to the same power */
-    assert_int_equal(sj_ladder_pow2(ctx, 3, 4, &l), SJ_OK);
-    const int64_t c[] = {4};
-    expect_extents(l, c, 1);
     sj_ladder_destroy(l);
     assert_int_equal(sj_ladder_pow2(ctx, 1, SJ_MAX_EXTENT, &l), SJ_OK);
     assert_int_equal(sj_ladder_count(l), 31);
@@ -178,17 +180,21 @@ static void test_out_of_range(void **state) {
 static void test_specs(void **state) {
     (void)state;
     sj_ladder *l;
-    assert_int_equal(sj_ladder_parse(ctx, "pow2:8:256", &l), SJ_OK);
-    assert_int_equal(sj_ladder_count(l), 6);
-    sj_ladder_destroy(l);
-    assert_int_equal(sj_ladder_parse(ctx, "geo:2:300:2", &l), SJ_OK);
-    const int64_t g[] = {2, 4, 8, 16, 32, 64, 128, 256, 300};
-    expect_extents(l, g, 9);
-    sj_ladder_destroy(l);
-    assert_int_equal(sj_ladder_parse(ctx, "list:1,7,64", &l), SJ_OK);
-    const int64_t li[] = {1, 7, 64};
-    expect_extents(l, li, 3);
-    sj_ladder_destroy(l);
+    static const struct {
+        const char *spec;
+        int n;
+        int64_t extents[9];
+    } good[] = {
+        {"pow2:8:256", 6, {8, 16, 32, 64, 128, 256}},
+        {"geo:2:300:2", 9, {2, 4, 8, 16, 32, 64, 128, 256, 300}},
+        {"list:1,7,64", 3, {1, 7, 64}},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (sj_ladder_parse(ctx, good[i].spec, &l) != SJ_OK)
+            fail_msg("spec '%s': %s", good[i].spec, sj_ctx_last_error(ctx));
+        expect_extents(l, good[i].extents, good[i].n);
+        sj_ladder_destroy(l);
+    }
 
     struct {
         const char *spec;
