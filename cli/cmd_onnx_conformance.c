@@ -19,15 +19,12 @@ static const char usage[] =
     "  --only REGEX   only tests whose folder name matches (POSIX extended)\n"
     "  --verbose      also a line per unsupported test, saying why\n";
 
-typedef struct report_state {
-    bool verbose;
-} report_state;
-
+/* user: the --verbose flag (bool). */
 static void report(void *user, const sj_onnx_test_result *r) {
-    const report_state *rs = user;
+    bool verbose = *(const bool *)user;
     if (r->outcome == SJ_ONNX_TEST_FAILED)
         printf("FAILED %s: %s\n", r->name, r->message);
-    else if (r->outcome == SJ_ONNX_TEST_UNSUPPORTED && rs->verbose)
+    else if (r->outcome == SJ_ONNX_TEST_UNSUPPORTED && verbose)
         printf("unsupported %s: %s\n", r->name, r->message);
 }
 
@@ -57,12 +54,11 @@ int cli_cmd_onnx_conformance(int argc, char **argv) {
             return rc;
         }
     }
-    report_state rs = {verbose};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
     o.only = only;
     o.report = report;
-    o.report_user = &rs;
+    o.report_user = &verbose;
     sj_onnx_conformance_summary sum;
     sj_status st = sj_onnx_conformance_run(ctx, pos[0], &be, &o, &sum);
     int rc;

@@ -39,8 +39,6 @@ sj_status sj_store_write_begin(sj_store *s, bool try_only);
 /* COMMIT (ok) or ROLLBACK, checkpoint when the WAL is long, release the
  * lock. Returns the COMMIT's failure, if any. */
 sj_status sj_store_write_end(sj_store *s, bool ok);
-/* Runs one SQL statement with no result rows; message names `what`. */
-sj_status sj_store_exec(sj_store *s, const char *sql, const char *what);
 sj_status sj_store_sql_fail(sj_store *s, const char *what);
 int64_t sj_store_now_ms(void);
 
@@ -64,13 +62,9 @@ sj_status sj_store_key_check(sj_ctx *ctx, const sj_store_key *k);
 const char *sj_store_str(const char *s);
 
 /* --- store_rw.c --- */
-/* Binds the 9 key columns to parameters first..first+8 of st. */
-void sj_store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]);
 /* Reads the key + size columns (in the order of SJ_STORE_ENTRY_COLS)
  * starting at column `first`; strings point into the statement's row. */
 void sj_store_read_entry(sqlite3_stmt *st, int first, sj_store_entry *e);
-/* Parses a hex column into 32 bytes (zeros when malformed). */
-void sj_store_unhex(const unsigned char *hex, uint8_t out[32]);
 
 #define SJ_STORE_KEY_COLS                                                                          \
     "graph_hash, extent, options_hash, target_triple, target_cpu, target_features, "              \

@@ -63,7 +63,8 @@ sj_status sj_store_sql_fail(sj_store *s, const char *what) {
                    sqlite3_errmsg(s->db));
 }
 
-sj_status sj_store_exec(sj_store *s, const char *sql, const char *what) {
+/* Runs one SQL statement with no result rows; the message names `what`. */
+static sj_status exec_sql(sj_store *s, const char *sql, const char *what) {
     if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sj_store_sql_fail(s, what);
     return SJ_OK;
 }
@@ -93,7 +94,7 @@ static void lock_release(sj_store *s) {
 
 sj_status sj_store_write_begin(sj_store *s, bool try_only) {
     SJ_TRY(lock_take(s, try_only));
-    sj_status st = sj_store_exec(s, "BEGIN IMMEDIATE", "begin write");
+    sj_status st = exec_sql(s, "BEGIN IMMEDIATE", "begin write");
     if (st != SJ_OK) lock_release(s);
     return st;
 }
@@ -101,7 +102,7 @@ sj_status sj_store_write_begin(sj_store *s, bool try_only) {
 sj_status sj_store_write_end(sj_store *s, bool ok) {
     sj_status st = SJ_OK;
     if (ok) {
-        st = sj_store_exec(s, "COMMIT", "commit");
+        st = exec_sql(s, "COMMIT", "commit");
         if (st != SJ_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     } else {
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -215,11 +216,11 @@ static sj_status ensure_schema(sj_store *s) {
                            "store %s is an SQLite database but not a shapejit store (no sj_schema table); "
                            "refusing to modify it",
                            where);
-        SJ_TRY(sj_store_exec(s, "CREATE TABLE sj_schema(version INTEGER NOT NULL)", "creating the schema"));
-        SJ_TRY(sj_store_exec(s, schema_sql, "creating the schema"));
+        SJ_TRY(exec_sql(s, "CREATE TABLE sj_schema(version INTEGER NOT NULL)", "creating the schema"));
+        SJ_TRY(exec_sql(s, schema_sql, "creating the schema"));
         char sql[64];
         snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
-        return sj_store_exec(s, sql, "creating the schema");
+        return exec_sql(s, sql, "creating the schema");
     }
     int64_t v = query_int(s, "SELECT max(version) FROM sj_schema", 0);
     if (v == SJ_STORE_SCHEMA_VERSION) return SJ_OK;
@@ -230,13 +231,13 @@ static sj_status ensure_schema(sj_store *s) {
                        where, (long long)v, SJ_STORE_SCHEMA_VERSION);
     /* An older layout holds only compiled artifacts, which a recompile
      * rebuilds, so it is rebuilt rather than migrated column by column. */
-    SJ_TRY(sj_store_exec(s, "DROP INDEX IF EXISTS artifacts_last_used; DROP TABLE IF EXISTS artifacts; "
+    SJ_TRY(exec_sql(s, "DROP INDEX IF EXISTS artifacts_last_used; DROP TABLE IF EXISTS artifacts; "
                             "DELETE FROM sj_schema",
                          "rebuilding an old schema"));
-    SJ_TRY(sj_store_exec(s, schema_sql, "rebuilding an old schema"));
+    SJ_TRY(exec_sql(s, schema_sql, "rebuilding an old schema"));
     char sql[64];
     snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
-    return sj_store_exec(s, sql, "rebuilding an old schema");
+    return exec_sql(s, sql, "rebuilding an old schema");
 }
 
 static sj_status prepare_statements(sj_store *s) {
@@ -297,11 +298,11 @@ static sj_status open_db(sj_store *s) {
         }
     }
     if (st == SJ_OK)
-        st = sj_store_exec(s, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0", "configuring");
-    if (st == SJ_OK) st = sj_store_exec(s, "BEGIN IMMEDIATE", "begin write");
+        st = exec_sql(s, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0", "configuring");
+    if (st == SJ_OK) st = exec_sql(s, "BEGIN IMMEDIATE", "begin write");
     if (st == SJ_OK) {
         st = ensure_schema(s);
-        if (st == SJ_OK) st = sj_store_exec(s, "COMMIT", "commit");
+        if (st == SJ_OK) st = exec_sql(s, "COMMIT", "commit");
         if (st != SJ_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
     lock_release(s);

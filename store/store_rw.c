@@ -1,19 +1,12 @@
 /* put, get, rm and the counters: the paths the compile cache uses. */
 #include "store_impl.h"
+#include "shapejit/graph.h" /* sj_hash_hex */
 
 #include <stdio.h>
 #include <string.h>
 
-static void hex32(const uint8_t b[32], char out[65]) {
-    static const char d[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = d[b[i] >> 4];
-        out[2 * i + 1] = d[b[i] & 15];
-    }
-    out[64] = '\0';
-}
-
-void sj_store_unhex(const unsigned char *hex, uint8_t out[32]) {
+/* Parses a hex column into 32 bytes (zeros when malformed). */
+static void unhex(const unsigned char *hex, uint8_t out[32]) {
     memset(out, 0, 32);
     if (!hex || strlen((const char *)hex) != 64) return;
     for (int i = 0; i < 64; i++) {
@@ -26,9 +19,11 @@ void sj_store_unhex(const unsigned char *hex, uint8_t out[32]) {
     }
 }
 
-void sj_store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
-    hex32(k->graph_hash, gh);
-    hex32(k->options_hash, oh);
+/* Binds the 9 key columns to parameters first..first+8 of st; gh and oh
+ * hold the hex hashes until the statement has run. */
+static void bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
+    sj_hash_hex(k->graph_hash, gh);
+    sj_hash_hex(k->options_hash, oh);
     sqlite3_bind_text(st, first, gh, 64, SQLITE_STATIC);
     sqlite3_bind_int64(st, first + 1, k->extent);
     sqlite3_bind_text(st, first + 2, oh, 64, SQLITE_STATIC);
@@ -42,9 +37,9 @@ void sj_store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char 
 
 void sj_store_read_entry(sqlite3_stmt *st, int c, sj_store_entry *e) {
     memset(e, 0, sizeof *e);
-    sj_store_unhex(sqlite3_column_text(st, c), e->key.graph_hash);
+    unhex(sqlite3_column_text(st, c), e->key.graph_hash);
     e->key.extent = sqlite3_column_int64(st, c + 1);
-    sj_store_unhex(sqlite3_column_text(st, c + 2), e->key.options_hash);
+    unhex(sqlite3_column_text(st, c + 2), e->key.options_hash);
     e->key.target_triple = (const char *)sqlite3_column_text(st, c + 3);
     e->key.target_cpu = (const char *)sqlite3_column_text(st, c + 4);
     e->key.target_features = (const char *)sqlite3_column_text(st, c + 5);
@@ -125,7 +120,7 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
         char gh[65], oh[65];
         sqlite3_stmt *p = s->st_put;
         sqlite3_reset(p);
-        sj_store_bind_key(p, 1, key, gh, oh);
+        bind_key(p, 1, key, gh, oh);
         sqlite3_bind_int64(p, 10, (int64_t)len);
         sqlite3_bind_int64(p, 11, (int64_t)frame_len);
         sqlite3_bind_blob(p, 12, digest, 32, SQLITE_STATIC);
@@ -140,7 +135,7 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
             int64_t id = 0;
             sqlite3_stmt *q = s->st_get;
             sqlite3_reset(q);
-            sj_store_bind_key(q, 1, key, gh, oh);
+            bind_key(q, 1, key, gh, oh);
             if (sqlite3_step(q) == SQLITE_ROW) id = sqlite3_column_int64(q, 0);
             sqlite3_reset(q);
             st = evict_to(s, s->cfg.max_bytes, id, &evicted, &freed);
@@ -184,7 +179,7 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
     pthread_mutex_lock(&s->mu);
     sqlite3_stmt *q = s->st_get;
     sqlite3_reset(q);
-    sj_store_bind_key(q, 1, key, gh, oh);
+    bind_key(q, 1, key, gh, oh);
     int rc = sqlite3_step(q);
     sj_status st;
     if (rc == SQLITE_DONE) {
@@ -233,7 +228,7 @@ static sj_status rm_where(sj_store *s, const char *sql, const sj_store_key *key,
         if (sqlite3_prepare_v2(s->db, sql, -1, &d, NULL) != SQLITE_OK) {
             st = sj_store_sql_fail(s, "rm");
         } else {
-            if (key) sj_store_bind_key(d, 1, key, gh, oh);
+            if (key) bind_key(d, 1, key, gh, oh);
             else sqlite3_bind_text(d, 1, prefix, -1, SQLITE_STATIC);
             if (sqlite3_step(d) != SQLITE_DONE) st = sj_store_sql_fail(s, "rm");
             else n = sqlite3_changes(s->db);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "shapejit/ladder.h"
+#include "tests/test_util.h"
 
 static sj_ctx *ctx;
 
@@ -56,22 +57,24 @@ static void test_reference_example(void **state) {
 static void test_pow2_edges(void **state) {
     (void)state;
     sj_ladder *l;
-    /* MIN and MAX round up to powers of two */
-    assert_int_equal(sj_ladder_pow2(ctx, 5, 100, &l), SJ_OK);
-    const int64_t a[] = {8, 16, 32, 64, 128};
-    expect_extents(l, a, 5);
-    sj_ladder_destroy(l);
+    static const struct {
+        int64_t min, max;
+        int n;
+        int64_t extents[5];
+    } cases[] = {
+        {5, 100, 5, {8, 16, 32, 64, 128}}, /* MIN and MAX round up to powers of two */
+        {1, 1, 1, {1}},
+        {3, 4, 1, {4}}, /* MIN and MAX rounding to the same power */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(sj_ladder_pow2(ctx, cases[i].min, cases[i].max, &l), SJ_OK);
+        expect_extents(l, cases[i].extents, cases[i].n);
+        sj_ladder_destroy(l);
+    }
     assert_int_equal(sj_ladder_pow2(ctx, 1, 1, &l), SJ_OK);
-    const int64_t b[] = {1};
-    expect_extents(l, b, 1);
     assert_int_equal(sj_ladder_find(l, 1), 0);
     assert_int_equal(sj_ladder_find(l, 2), -1);
     assert_true(sj_ladder_max_waste(l) == 1.0);
-    sj_ladder_destroy(l);
-    /* MIN and MAX rounding to the same power */
-    assert_int_equal(sj_ladder_pow2(ctx, 3, 4, &l), SJ_OK);
-    const int64_t c[] = {4};
-    expect_extents(l, c, 1);
     sj_ladder_destroy(l);
     assert_int_equal(sj_ladder_pow2(ctx, 1, SJ_MAX_EXTENT, &l), SJ_OK);
     assert_int_equal(sj_ladder_count(l), 31);
@@ -85,9 +88,9 @@ static void test_bad_pow2(void **state) {
     sj_ladder *l = (sj_ladder *)&l;
     assert_int_equal(sj_ladder_pow2(ctx, 0, 8, &l), SJ_E_INVALID_ARG);
     assert_null(l);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "MIN 0"));
+    assert_error_contains(ctx, "MIN 0");
     assert_int_equal(sj_ladder_pow2(ctx, 16, 8, &l), SJ_E_INVALID_ARG);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "greater than MAX"));
+    assert_error_contains(ctx, "greater than MAX");
     assert_int_equal(sj_ladder_pow2(ctx, 1, SJ_MAX_EXTENT + 1, &l), SJ_E_INVALID_ARG);
     assert_int_equal(sj_ladder_pow2(ctx, -4, 8, &l), SJ_E_INVALID_ARG);
 }
@@ -121,9 +124,9 @@ static void test_geo(void **state) {
     sj_ladder_destroy(l);
     sj_ladder *bad = NULL;
     assert_int_equal(sj_ladder_geo(ctx, 1, 100, 1.0, &bad), SJ_E_INVALID_ARG);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "RATIO"));
+    assert_error_contains(ctx, "RATIO");
     assert_int_equal(sj_ladder_geo(ctx, 1, SJ_MAX_EXTENT, 1.0001, &bad), SJ_E_INVALID_ARG);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "buckets"));
+    assert_error_contains(ctx, "buckets");
     assert_null(bad);
 }
 
@@ -148,9 +151,9 @@ static void test_list(void **state) {
     sj_ladder *bad = NULL;
     const int64_t desc[] = {4, 8, 8}, neg[] = {4, -8};
     assert_int_equal(sj_ladder_list(ctx, desc, 3, &bad), SJ_E_INVALID_ARG);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "extent #3 (8)"));
+    assert_error_contains(ctx, "extent #3 (8)");
     assert_int_equal(sj_ladder_list(ctx, neg, 2, &bad), SJ_E_INVALID_ARG);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "extent #2 (-8)"));
+    assert_error_contains(ctx, "extent #2 (-8)");
     assert_int_equal(sj_ladder_list(ctx, e, 0, &bad), SJ_E_INVALID_ARG);
     assert_null(bad);
 }
@@ -162,7 +165,7 @@ static void test_out_of_range(void **state) {
     int b = 77;
     assert_int_equal(sj_ladder_bucket_for(l, 257, &b), SJ_E_OUT_OF_RANGE);
     assert_int_equal(b, 77);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "257"));
+    assert_error_contains(ctx, "257");
     assert_int_equal(sj_ladder_bucket_for(l, 0, &b), SJ_E_OUT_OF_RANGE);
     assert_int_equal(sj_ladder_bucket_for(l, -5, &b), SJ_E_OUT_OF_RANGE);
     assert_int_equal(sj_ladder_find(l, INT64_MAX), -1);
@@ -177,17 +180,21 @@ static void test_out_of_range(void **state) {
 static void test_specs(void **state) {
     (void)state;
     sj_ladder *l;
-    assert_int_equal(sj_ladder_parse(ctx, "pow2:8:256", &l), SJ_OK);
-    assert_int_equal(sj_ladder_count(l), 6);
-    sj_ladder_destroy(l);
-    assert_int_equal(sj_ladder_parse(ctx, "geo:2:300:2", &l), SJ_OK);
-    const int64_t g[] = {2, 4, 8, 16, 32, 64, 128, 256, 300};
-    expect_extents(l, g, 9);
-    sj_ladder_destroy(l);
-    assert_int_equal(sj_ladder_parse(ctx, "list:1,7,64", &l), SJ_OK);
-    const int64_t li[] = {1, 7, 64};
-    expect_extents(l, li, 3);
-    sj_ladder_destroy(l);
+    static const struct {
+        const char *spec;
+        int n;
+        int64_t extents[9];
+    } good[] = {
+        {"pow2:8:256", 6, {8, 16, 32, 64, 128, 256}},
+        {"geo:2:300:2", 9, {2, 4, 8, 16, 32, 64, 128, 256, 300}},
+        {"list:1,7,64", 3, {1, 7, 64}},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (sj_ladder_parse(ctx, good[i].spec, &l) != SJ_OK)
+            fail_msg("spec '%s': %s", good[i].spec, sj_ctx_last_error(ctx));
+        expect_extents(l, good[i].extents, good[i].n);
+        sj_ladder_destroy(l);
+    }
 
     struct {
         const char *spec;

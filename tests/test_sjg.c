@@ -378,18 +378,18 @@ static void test_model_load_with_npy_weights(void **state) {
 
     snprintf(path, sizeof path, "%s/m.txt", tmpdir);
     assert_int_equal(sj_model_load(ctx, path, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "m.txt: unknown model format '.txt'"));
+    assert_error_contains(ctx, "m.txt: unknown model format '.txt'");
     assert_null(g);
     snprintf(path, sizeof path, "%s/noext", tmpdir);
     assert_int_equal(sj_model_load(ctx, path, NULL, &g), SJ_E_UNSUPPORTED);
     snprintf(path, sizeof path, "%s/absent.sjg", tmpdir);
     assert_int_equal(sj_model_load(ctx, path, NULL, &g), SJ_E_IO);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "absent.sjg"));
+    assert_error_contains(ctx, "absent.sjg");
     /* An error inside a loaded file names that file. */
     write_file("bad.sjg", "graph m(N) {\n  input x: [N, 4]\n  y = relu(z)\n}\n");
     snprintf(path, sizeof path, "%s/bad.sjg", tmpdir);
     assert_int_equal(sj_model_load(ctx, path, NULL, &g), SJ_E_NOT_FOUND);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "bad.sjg:3:12: undefined name 'z'"));
+    assert_error_contains(ctx, "bad.sjg:3:12: undefined name 'z'");
 }
 
 typedef struct error_case {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shapejit/common.h"
 
@@ -81,6 +82,14 @@ static inline sj_ctx *ctx_with_counter(alloc_counter *a) {
     return ctx;
 }
 
+/* ---- messages ---- */
+
+/* The context's last error contains needle; a failure shows the message. */
+static inline void assert_error_contains(sj_ctx *ctx, const char *needle) {
+    const char *msg = sj_ctx_last_error(ctx);
+    if (!strstr(msg, needle)) fail_msg("message '%s' lacks '%s'", msg, needle);
+}
+
 /* ---- scratch files ---- */
 
 /* Makes a fresh directory /tmp/sj_TAG_XXXXXX into dir (cap >= 32 + tag).
@@ -99,6 +108,16 @@ static inline int remove_tree_entry(const char *path, const struct stat *sb, int
 /* Deletes path and everything below it; a missing path is not an error. */
 static inline void remove_tree(const char *path) {
     nftw(path, remove_tree_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Deletes an SQLite database and the -wal and -shm files beside it. */
+static inline void remove_sqlite_files(const char *db_path) {
+    char p[4096];
+    unlink(db_path);
+    snprintf(p, sizeof p, "%s-wal", db_path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", db_path);
+    unlink(p);
 }
 
 static inline void write_whole_file(const char *path, const void *data, size_t n) {

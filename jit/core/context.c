@@ -9,8 +9,8 @@
 
 #define SJ_ERRMSG_MAX 1024
 
-/* One slot per thread that has failed a call on this context. A thread that
- * never fails never takes a slot, so the hot paths stay lock-free. */
+/* One slot per thread that has failed a call on this context. Only failing
+ * and asking for the message take the lock; calls that succeed never do. */
 typedef struct error_slot {
     pthread_t thread;
     char msg[SJ_ERRMSG_MAX];
@@ -95,7 +95,9 @@ void sj_ctx_destroy(sj_ctx *ctx) {
     ctx->allocator.free_fn(ctx->allocator.user, ctx);
 }
 
-/* Caller holds error_lock. Returns NULL only when allocation fails. */
+/* The calling thread's slot, made on first need when `create`. Caller
+ * holds error_lock. NULL when there is none and create is false, or when
+ * making one fails (the message is then lost, the status still returned). */
 static error_slot *slot_for_thread(sj_ctx *ctx, bool create) {
     pthread_t self = pthread_self();
     for (error_slot *s = ctx->errors; s; s = s->next)

@@ -71,9 +71,9 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
         char path[4096], file[64];
         snprintf(file, sizeof file, "%s_%d.pb", prefix, k);
         if (!join(path, sizeof path, set, file) || !file_exists(path)) return SJ_OK;
-        void *bytes;
+        char *bytes;
         size_t len;
-        SJ_TRY(sj_onnx_read_file(ctx, path, &bytes, &len));
+        SJ_TRY(sj_read_file(ctx, path, &bytes, &len));
         Onnx__TensorProto *tp;
         sj_onnx_pb_alloc pa;
         sj_onnx_pb_alloc_init(&pa, ctx);
@@ -280,16 +280,16 @@ static void run_test(test_run *t) {
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s: path too long", t->dir);
         return;
     }
-    void *bytes = NULL;
+    char *bytes = NULL;
     size_t len = 0;
-    sj_status st = sj_onnx_read_file(ctx, model_path, &bytes, &len);
+    sj_status st = sj_read_file(ctx, model_path, &bytes, &len);
     if (st != SJ_OK) {
         from_status(t, st, "");
         return;
     }
     sj_onnx_pb_alloc pa;
     sj_onnx_pb_alloc_init(&pa, ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, (const uint8_t *)bytes);
     struct dirent **sets = NULL;
     int n_sets = m ? scandir(t->dir, &sets, is_data_set, alphasort) : 0;
     t->outcome = SJ_ONNX_TEST_PASSED;

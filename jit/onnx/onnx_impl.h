@@ -6,6 +6,7 @@
 
 #include "shapejit/onnx.h"
 #include "../core/core_impl.h"
+#include "../core/file_read.h"
 
 #include "onnx.pb-c.h"
 
@@ -64,7 +65,5 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
                              const sj_model_options *o, int n_bound, const sj_onnx_binding *bound,
                              sj_graph **out);
 
-/* Reads a whole file into sj_alloc'ed memory. */
-sj_status sj_onnx_read_file(sj_ctx *ctx, const char *path, void **out, size_t *out_len);
 
 #endif

@@ -2,8 +2,6 @@
  * of the node tests. */
 #include "onnx_impl.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 const char *sj_onnx_dtype_name(int32_t dtype) {
@@ -114,37 +112,6 @@ sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t l
     return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "onnx.TensorProto");
 }
 
-sj_status sj_onnx_read_file(sj_ctx *ctx, const char *path, void **out, size_t *out_len) {
-    *out = NULL;
-    *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sj_fail(ctx, SJ_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    sj_status st = SJ_OK;
-    char *buf = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        st = sj_fail(ctx, SJ_E_IO, "%s: cannot determine the size: %s", path, strerror(errno));
-        goto done;
-    }
-    buf = sj_alloc(ctx, (size_t)size);
-    if (!buf) {
-        st = sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory for %ld bytes", path, size);
-        goto done;
-    }
-    if (size > 0 && fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        st = sj_fail(ctx, SJ_E_IO, "%s: read failed", path);
-        sj_free(ctx, buf);
-        buf = NULL;
-        goto done;
-    }
-    *out = buf;
-    *out_len = (size_t)size;
-done:
-    fclose(f);
-    return st;
-}
-
 sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
                                   sj_tensor *out) {
     memset(out, 0, sizeof *out);
@@ -174,9 +141,9 @@ sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, co
 
 sj_status sj_onnx_tensor_read(sj_ctx *ctx, const char *path, sj_tensor *out) {
     memset(out, 0, sizeof *out);
-    void *bytes;
+    char *bytes;
     size_t len;
-    SJ_TRY(sj_onnx_read_file(ctx, path, &bytes, &len));
+    SJ_TRY(sj_read_file(ctx, path, &bytes, &len));
     sj_status st = sj_onnx_tensor_read_mem(ctx, bytes, len, path, out);
     sj_free(ctx, bytes);
     return st;
