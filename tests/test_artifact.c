@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,7 +162,7 @@ static void test_options_hash(void **state) {
     b.cpu = "znver3";
     assert_true(sj_compile_options_hash(&a) != sj_compile_options_hash(&b));
     sj_compile_options_init(&b);
-    b.blas_min_work = 0;
+    b.blas_min_work = 4096;
     assert_true(sj_compile_options_hash(&a) != sj_compile_options_hash(&b));
 }
 
@@ -189,6 +190,81 @@ static void test_emit_text(void **state) {
     assert_int_equal(sj_compile(f->g, 0, NULL, &a), SJ_E_OUT_OF_RANGE);
 }
 
+typedef struct failing {
+    int allocs, fail_at;
+} failing;
+
+static void *fail_alloc(void *u, size_t n) {
+    failing *f = u;
+    if (f->allocs++ == f->fail_at) return NULL;
+    return malloc(n);
+}
+static void *fail_realloc(void *u, void *p, size_t n) {
+    failing *f = u;
+    if (f->allocs++ == f->fail_at) return NULL;
+    return realloc(p, n);
+}
+static void fail_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+/* Every allocation of a compile and of a deserialisation failing in turn:
+ * an error each time, nothing leaked (ASan checks), nothing half-made. */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    failing fl = {0, -1};
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = (sj_allocator){fail_alloc, fail_realloc, fail_free, &fl};
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    sj_graph *g;
+    sj_value x, y;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    assert_int_equal(sj_graph_input(g, "x", 2, (int64_t[]){S, 4}, &x), SJ_OK);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, x, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, y, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    o.opt_level = 0;
+    /* Count a clean run's allocations, then fail each in turn. (The graph
+     * hash tolerates a failed scratch allocation, so one run may pass.) */
+    sj_artifact *a = NULL, *b = NULL;
+    fl.allocs = 0;
+    assert_int_equal(sj_compile(g, 8, &o, &a), SJ_OK);
+    int total = fl.allocs, failed = 0;
+    for (int i = 0; i < total; i++) {
+        fl.allocs = 0;
+        fl.fail_at = i;
+        sj_status st = sj_compile(g, 8, &o, &b);
+        if (st == SJ_OK) sj_artifact_destroy(b);
+        else failed += st == SJ_E_NOMEM;
+    }
+    assert_true(failed >= total - 1);
+    fl.fail_at = -1;
+    uint8_t *bytes;
+    size_t len;
+    assert_int_equal(sj_artifact_serialize(a, &bytes, &len), SJ_OK);
+    fl.allocs = 0;
+    assert_int_equal(sj_artifact_deserialize(ctx, bytes, len, &b), SJ_OK);
+    sj_artifact_destroy(b);
+    total = fl.allocs;
+    for (int i = 0; i < total; i++) {
+        fl.allocs = 0;
+        fl.fail_at = i;
+        b = (sj_artifact *)1;
+        assert_int_equal(sj_artifact_deserialize(ctx, bytes, len, &b), SJ_E_NOMEM);
+        assert_null(b);
+    }
+    fl.fail_at = -1;
+    sj_free(ctx, bytes);
+    sj_artifact_destroy(a);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
@@ -197,6 +273,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lying_contents_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_options_hash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_emit_text, setup, teardown),
+        cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -151,9 +151,9 @@ static void test_attention_kernels(void **state) {
     assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &p), SJ_OK);
     assert_int_equal(sj_graph_matmul(f->g, p, v, &o), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, o, "o"), SJ_OK);
-    /* The transpose is an index map: q@k^T*scale | softmax | p@v. */
+    /* Few rows: the transpose is an index map: q@k^T*scale | softmax | p@v. */
     sj_lowered *l;
-    assert_int_equal(kernels(f, 64, true, &l), 3);
+    assert_int_equal(kernels(f, 8, true, &l), 3);
     /* The scores kernel reads k with the transposed strides, space [b0, b1, m, n, k]. */
     const sj_kernel *k0 = &l->kernels[0];
     assert_int_equal(k0->kind, SJ_KK_MATMUL);
@@ -162,6 +162,13 @@ static void test_attention_kernels(void **state) {
     assert_int_equal(k0->loads[k0->b].strides[4], 1);
     /* p @ v contracts over N: k is symbolic. */
     assert_true(l->kernels[2].sym[4]);
+    sj_lowered_destroy(l);
+    /* Many rows: k^T is copied once so the scores matmul reads n contiguously. */
+    assert_int_equal(kernels(f, 64, true, &l), 4);
+    k0 = &l->kernels[1];
+    assert_int_equal(k0->kind, SJ_KK_MATMUL);
+    assert_int_equal(k0->loads[k0->b].strides[3], 1);
+    assert_int_equal(k0->loads[k0->b].strides[4], 64);
     sj_lowered_destroy(l);
     assert_int_equal(kernels(f, 64, false, NULL), 5);
 }

@@ -1,7 +1,7 @@
 /* exp, erf and tanh as straight-line IR (no libm calls), so loops that use
- * them vectorise. Cephes-style range reduction and polynomials, accurate to a
- * few float ulp (erf: 1.5e-7 absolute); NaN and infinities come out as libm
- * has them. */
+ * them vectorise: Cephes-style range reduction and polynomials (exp, tanh)
+ * and a rational approximation (erf), accurate to a few float ulp; NaN and
+ * infinities come out as libm has them. */
 #include <string.h>
 
 #include "jit/llvm/llvm_impl.h"
@@ -83,16 +83,26 @@ LLVMValueRef sj_llvm_exp(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     return exp_impl(&m, x);
 }
 
-/* Abramowitz & Stegun 7.1.26. */
+/* A rational approximation on [-4, 4] (erf is +-1 in float beyond): odd
+ * numerator over even denominator in x^2, one division and no exp. */
 LLVMValueRef sj_llvm_erf(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     mctx m = make(B, M);
-    LLVMValueRef ax = intrinsic1(&m, "llvm.fabs", x);
-    LLVMValueRef t = LLVMBuildFDiv(B, k(&m, 1.0), fma3(&m, ax, k(&m, 0.3275911), k(&m, 1.0)), "");
-    static const double c[] = {0.0, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429};
-    LLVMValueRef poly = horner(&m, t, c, 6);
-    LLVMValueRef e = exp_impl(&m, LLVMBuildFNeg(B, LLVMBuildFMul(B, ax, ax, ""), ""));
-    LLVMValueRef y = LLVMBuildFSub(B, k(&m, 1.0), LLVMBuildFMul(B, poly, e, ""), "");
-    return intrinsic2(&m, "llvm.copysign", y, x);
+    LLVMValueRef xc = intrinsic2(&m, "llvm.minnum", intrinsic2(&m, "llvm.maxnum", x, k(&m, -4.0)), k(&m, 4.0));
+    LLVMValueRef x2 = LLVMBuildFMul(B, xc, xc, "");
+    static const double num[] = {1.128379143519084, 0.18520832239976145, 0.050955695062380861,
+                                 0.0034082910107109506, 0.00022905065861350646};
+    static const double den[] = {1.0, 0.49746925110067538, 0.11098505178285362,
+                                 0.014070470171167667, 0.0010179625278914885,
+                                 0.000023547966471313185, -1.1791602954361697e-7};
+    LLVMValueRef p = LLVMBuildFMul(B, xc, horner(&m, x2, num, 5), "");
+    LLVMValueRef q = horner(&m, x2, den, 7);
+    LLVMValueRef y = LLVMBuildFDiv(B, p, q, "");
+    /* From 3.92 on erf rounds to exactly +-1 in float; so must this (gelu(-inf)
+     * is -inf * 0 = NaN only if erf(-inf) is exactly -1). */
+    LLVMValueRef sat = LLVMBuildFCmp(B, LLVMRealOGE, intrinsic1(&m, "llvm.fabs", x), k(&m, 3.92), "");
+    y = LLVMBuildSelect(B, sat, intrinsic2(&m, "llvm.copysign", k(&m, 1.0), x), y, "");
+    LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+    return LLVMBuildSelect(B, nan, x, y, "");
 }
 
 /* Cephes tanhf: a polynomial near 0, 1 - 2 / (exp(2|x|) + 1) elsewhere. */
