@@ -157,6 +157,18 @@ static inline void gg_all_ops(gg *b) {
     GG(b, sj_graph_output(b->g, acc, "acc"));
 }
 
+/* One fused kernel reading more buffers than any fixed table would hold. */
+static inline void gg_wide(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 3}), acc = x;
+    for (int i = 0; i < 70 && b->st == SJ_OK; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        sj_value p = gg_param(b, name, 1, (int64_t[]){3});
+        GG(b, sj_graph_binary(b->g, i % 3 ? SJ_OP_ADD : SJ_OP_MUL, acc, p, &acc));
+    }
+    GG(b, sj_graph_output(b->g, acc, "y"));
+}
+
 typedef struct gg_model {
     const char *name;
     void (*build)(gg *b);
@@ -165,7 +177,7 @@ typedef struct gg_model {
 static const gg_model gg_models[] = {
     {"elementwise", gg_elementwise}, {"attention", gg_attention}, {"reductions", gg_reductions},
     {"row_ops", gg_row_ops},         {"ffn", gg_ffn},             {"batched_views", gg_batched_views},
-    {"all_ops", gg_all_ops},
+    {"all_ops", gg_all_ops},         {"wide", gg_wide},
 };
 #define GG_N_MODELS ((int)(sizeof gg_models / sizeof gg_models[0]))
 
