@@ -18,21 +18,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_timing.h"
 #include "shapejit/compile.h"
 #include "tests/gpu_graphs.h"
 
 #define REPS 3
 
-static double clock_ms(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec * 1e3 + 1e-6 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+static double clock_ms(clockid_t id) { return bench_clock_ns(id) / 1e6; }
 
 typedef struct figure {
     double wall_ms, cpu_ms;
@@ -82,8 +74,8 @@ static figure measure_as(const sj_graph *g, int64_t extent, sj_target target, co
         }
         sj_artifact_destroy(a);
     }
-    qsort(wall, REPS, sizeof wall[0], cmp_double);
-    qsort(cpu, REPS, sizeof cpu[0], cmp_double);
+    qsort(wall, REPS, sizeof wall[0], bench_cmp_double);
+    qsort(cpu, REPS, sizeof cpu[0], bench_cmp_double);
     f.wall_ms = wall[REPS / 2];
     f.cpu_ms = cpu[REPS / 2];
     return f;

@@ -23,18 +23,10 @@
 #include "shapejit/model.h"
 #include "shapejit/op_cache.h"
 #include "shapejit/runtime.h"
+#include "bench/bench_timing.h"
 #include "jit/artifact/artifact_impl.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+static double now_s(void) { return bench_wall_ns() / 1e9; }
 
 /* Median seconds of `reps` calls of fn(arg), after one warm-up call. */
 static double median_time(void (*fn)(void *), void *arg, int reps) {
@@ -46,8 +38,7 @@ static double median_time(void (*fn)(void *), void *arg, int reps) {
         fn(arg);
         t[i] = now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return t[reps / 2];
+    return bench_median(t, reps);
 }
 
 static int64_t bucket_of(int64_t n) {
@@ -239,11 +230,23 @@ static void bench_bandwidth(sj_ctx *ctx, sj_device *dev, const char *what, int w
     sj_compile_options_init(&o);
     loaded L;
     load_kernels(ctx, dev, g, rows, &o, &L);
-    double tk = median_time(run_kernels, &L.ka, 15);
     size_t bytes = (size_t)(rows * cols) * sizeof(float);
     copy_args c = {malloc(bytes), malloc(bytes), bytes};
     memset((void *)c.src, 1, bytes);
-    double tm = median_time(run_memcpy, &c, 15);
+    /* Interleaved, best of each: both see the same machine load (a shared
+     * machine otherwise skews one against the other). */
+    double tk = 1e30, tm = 1e30;
+    run_kernels(&L.ka);
+    run_memcpy(&c);
+    for (int i = 0; i < 25; i++) {
+        double t0 = now_s();
+        run_kernels(&L.ka);
+        double t1 = now_s();
+        run_memcpy(&c);
+        double t2 = now_s();
+        if (t1 - t0 < tk) tk = t1 - t0;
+        if (t2 - t1 < tm) tm = t2 - t1;
+    }
     /* memcpy reads and writes `bytes`; so does the kernel (x in, y out). */
     printf("%-28s [%lld, %lld]: kernel %7.2f GB/s, memcpy %7.2f GB/s -> %5.1f%% of memcpy (%d kernel)\n",
            what, (long long)rows, (long long)cols, 2.0 * (double)bytes / tk / 1e9,

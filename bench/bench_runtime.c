@@ -12,99 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_mdcache.h"
+#include "bench/bench_timing.h"
 #include "shapejit/metadata_cache.h"
 #include "shapejit/runtime.h"
 #include "jit/lower/plan.h"
-
-#define BATCHES 15
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
-/* The cache owns nothing real here: buffers are tags, so only the cache's
- * own work is timed. */
-static void release_nothing(void *user, void *buffer) {
-    (void)user;
-    (void)buffer;
-}
-
-#define INFO_WORDS 12 /* a rank-2 and a rank-3 tensor's shapes and strides, a scalar */
-
-static void fill_key(int64_t *w, int64_t id) {
-    for (int i = 0; i < INFO_WORDS; i++) w[i] = id * 31 + i;
-}
-
-static int bench_hit(sj_ctx *ctx, double *out_ns) {
-    sj_mdcache *c;
-    if (sj_mdcache_create(ctx, NULL, release_nothing, NULL, &c) != SJ_OK) return 1;
-    enum { KEYS = 256, CALLS = 200000 };
-    static int64_t keys[KEYS][INFO_WORDS];
-    for (int k = 0; k < KEYS; k++) {
-        fill_key(keys[k], k);
-        sj_mdcache_store(c, keys[k], INFO_WORDS, (void *)(uintptr_t)(k + 1));
-    }
-    double t[BATCHES];
-    uintptr_t sink = 0;
-    for (int b = 0; b < BATCHES; b++) {
-        double t0 = now_ns();
-        for (int i = 0; i < CALLS; i++) {
-            void *buf;
-            sj_mdcache_lookup(c, keys[i % KEYS], INFO_WORDS, &buf);
-            sink += (uintptr_t)buf;
-        }
-        t[b] = (now_ns() - t0) / CALLS;
-    }
-    sj_mdcache_destroy(c);
-    if (sink == 0) return 1; /* every lookup hit, so the sum cannot be 0 */
-    *out_ns = median(t, BATCHES);
-    return 0;
-}
-
-/* A full cache of `entries`: each store of a new key evicts the LRU one. */
-static int bench_evict_insert(sj_ctx *ctx, size_t entries, double *out_ns, double *probes) {
-    sj_mdcache_policy p;
-    sj_mdcache_policy_init(&p);
-    p.max_entries = entries;
-    sj_mdcache *c;
-    if (sj_mdcache_create(ctx, &p, release_nothing, NULL, &c) != SJ_OK) return 1;
-    int64_t w[INFO_WORDS], id = 0;
-    for (size_t i = 0; i < entries; i++) {
-        fill_key(w, id++);
-        sj_mdcache_store(c, w, INFO_WORDS, (void *)(uintptr_t)id);
-    }
-    enum { CALLS = 50000 };
-    double t[BATCHES];
-    for (int b = 0; b < BATCHES; b++) {
-        double t0 = now_ns();
-        for (int i = 0; i < CALLS; i++) {
-            fill_key(w, id++);
-            void *buf;
-            if (sj_mdcache_lookup(c, w, INFO_WORDS, &buf) == SJ_MDCACHE_BUILD_STORE)
-                sj_mdcache_store(c, w, INFO_WORDS, (void *)(uintptr_t)id);
-        }
-        t[b] = (now_ns() - t0) / CALLS;
-    }
-    sj_mdcache_stats s;
-    sj_mdcache_get_stats(c, &s);
-    sj_mdcache_destroy(c);
-    if (s.entries != entries || s.evictions == 0) return 1;
-    *out_ns = median(t, BATCHES);
-    *probes = (double)s.eviction_probes / (double)s.evictions;
-    return 0;
-}
 
 /* --- a small plan: a chain of elementwise kernels over x [N, 16]. */
 #define COLS 16
@@ -165,13 +77,13 @@ typedef sj_status (*run_fn)(sj_executable *, int64_t, const sj_tensor *, sj_tens
 
 static double time_runs(sj_executable *exe, run_fn run, sj_tensor *in, sj_tensor *out) {
     enum { CALLS = 20000 };
-    double t[BATCHES];
-    for (int b = 0; b < BATCHES; b++) {
-        double t0 = now_ns();
+    double t[BENCH_BATCHES];
+    for (int b = 0; b < BENCH_BATCHES; b++) {
+        double t0 = bench_cpu_ns();
         for (int i = 0; i < CALLS; i++) run(exe, 1, in, out);
-        t[b] = (now_ns() - t0) / CALLS;
+        t[b] = (bench_cpu_ns() - t0) / CALLS;
     }
-    return median(t, BATCHES);
+    return bench_median(t, BENCH_BATCHES);
 }
 
 static int bench_dispatch(sj_ctx *ctx, double *eager_ns, double *replay_ns) {
@@ -216,8 +128,8 @@ int main(int argc, char **argv) {
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return 1;
     double hit, evict[3], probes[3], eager, replay;
     const size_t sizes[3] = {16, 4096, 65536};
-    int rc = bench_hit(ctx, &hit);
-    for (int i = 0; i < 3 && !rc; i++) rc = bench_evict_insert(ctx, sizes[i], &evict[i], &probes[i]);
+    int rc = bench_mdcache_hit(ctx, &hit);
+    for (int i = 0; i < 3 && !rc; i++) rc = bench_mdcache_evict_insert(ctx, sizes[i], &evict[i], &probes[i]);
     if (!rc) rc = bench_dispatch(ctx, &eager, &replay);
     if (rc) {
         fprintf(stderr, "bench_runtime: a measurement failed its own check\n");

@@ -7,6 +7,7 @@
  *
  * Usage: bench_store [--json FILE] [--dir DIR]   (DIR holds the scratch store)
  */
+#include "bench/bench_timing.h"
 #include "shapejit/bucketed_cache.h"
 
 #include <ftw.h>
@@ -31,21 +32,6 @@ static void *count_realloc(void *u, void *p, size_t n) {
 static void count_free(void *u, void *p) {
     (void)u;
     free(p);
-}
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -134,12 +120,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < GETS; i++) {
         void *b;
         size_t n;
-        double t0 = now_ns();
+        double t0 = bench_wall_ns();
         if (sj_store_get(s, &keys[i % N_ART], &b, &n) != SJ_OK) return die(ctx, "get");
-        t[i] = (now_ns() - t0) / 1e3;
+        t[i] = (bench_wall_ns() - t0) / 1e3;
         sj_free(ctx, b);
     }
-    double get_us = median(t, GETS), get_us_min = t[0];
+    double get_us = bench_median(t, GETS), get_us_min = t[0];
     sj_store_close(s);
 
     /* --- cache hit path --- */
@@ -162,17 +148,17 @@ int main(int argc, char **argv) {
     long allocs_before = atomic_load(&allocs);
     int64_t sink = 0;
     for (int r = 0; r < SAMPLES; r++) {
-        double t0 = now_ns();
+        double t0 = bench_wall_ns();
         for (int64_t k = 1; k <= BATCH; k++) {
             int64_t e;
             void *exe;
             if (sj_bucketed_cache_get_or_compile(c, k, &e, &exe) != SJ_OK) return die(ctx, "get_or_compile");
             sink += e;
         }
-        h[r] = (now_ns() - t0) / BATCH;
+        h[r] = (bench_wall_ns() - t0) / BATCH;
     }
     long hit_allocs = atomic_load(&allocs) - allocs_before;
-    double hit_ns = median(h, SAMPLES), hit_ns_min = h[0];
+    double hit_ns = bench_median(h, SAMPLES), hit_ns_min = h[0];
     if (sink == 42) puts("");
     sj_bucketed_cache_destroy(c);
     sj_ladder_destroy(l);

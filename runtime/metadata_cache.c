@@ -5,6 +5,7 @@
 #include "shapejit/metadata_cache.h"
 
 #include "jit/core/core_impl.h"
+#include "jit/core/array.h"
 
 #include <string.h>
 
@@ -318,13 +319,9 @@ sj_status sj_mdcache_capture_commit(sj_mdcache *c, uint64_t graph) {
     if (find_graph(c, graph))
         return sj_fail(c->ctx, SJ_E_INVALID_ARG, "metadata cache: graph %llu is already live",
                        (unsigned long long)graph);
-    if (c->n_graphs == c->cap_graphs) {
-        size_t cap = c->cap_graphs ? c->cap_graphs * 2 : 8;
-        md_graph *g = sj_realloc(c->ctx, c->graphs, cap * sizeof *g);
-        if (!g) return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
-        c->graphs = g;
-        c->cap_graphs = cap;
-    }
+    if (!sj_array_reserve(c->ctx, (void **)&c->graphs, &c->cap_graphs, c->n_graphs + 1,
+                          sizeof *c->graphs))
+        return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
     md_entry **entries = sj_calloc(c->ctx, c->n_pending, sizeof *entries);
     if (!entries) return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
     size_t n = 0;

@@ -25,6 +25,7 @@
 #include "shapejit/op_cache.h"
 #include "shapejit/runtime.h"
 #include "jit/lower/plan.h"
+#include "tests/test_util.h"
 
 /* ---------------------------------------------------------------- kernels
  * Buffers laid out at the bucket extent E; loops stop at the active extent. */
@@ -81,35 +82,15 @@ static const sj_native_kernel kernels_b[] = {{"scale_cols", k_scale_cols}, {"sym
 
 /* --------------------------------------------------------------- contexts */
 
-typedef struct counting {
-    atomic_long allocs;
-} counting;
-
-static void *count_alloc(void *u, size_t n) {
-    atomic_fetch_add(&((counting *)u)->allocs, 1);
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    atomic_fetch_add(&((counting *)u)->allocs, 1);
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 typedef struct fixture {
-    counting counts;
+    alloc_counter counts;
     sj_ctx *ctx;
     sj_device *dev;
 } fixture;
 
 static fixture *fixture_new(const sj_mdcache_policy *policy) {
     fixture *f = calloc(1, sizeof *f);
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, &f->counts};
-    assert_int_equal(sj_ctx_create(&cfg, &f->ctx), SJ_OK);
+    f->ctx = ctx_with_counter(&f->counts);
     assert_int_equal(sj_host_device_create(f->ctx, policy, &f->dev), SJ_OK);
     return f;
 }
@@ -524,22 +505,22 @@ static void test_steady_state_allocates_nothing(void **state) {
     assert_int_equal(sj_tensor_alloc(f->ctx, 1, sd, &out[1]), SJ_OK);
     assert_int_equal(sj_executable_run(exe, 16, in, out), SJ_OK); /* warms the caches */
     assert_int_equal(sj_executable_capture(exe), SJ_OK);
-    long before = atomic_load(&f->counts.allocs);
+    long before = atomic_load(&f->counts.calls);
     for (int i = 0; i < 200; i++) {
         assert_int_equal(sj_executable_run(exe, 16, in, out), SJ_OK);
         assert_int_equal(sj_executable_replay(exe, 16, in, out), SJ_OK);
     }
-    assert_int_equal(atomic_load(&f->counts.allocs), before);
+    assert_int_equal(atomic_load(&f->counts.calls), before);
     /* A smaller extent with tensors of that size: still nothing. */
     sj_tensor in5[1] = {{0}}, out5[2] = {{0}};
     make_inputs(f->ctx, a.g, 5, 0, in5);
     int64_t zd5[] = {5, COLS};
     assert_int_equal(sj_tensor_alloc(f->ctx, 2, zd5, &out5[0]), SJ_OK);
     assert_int_equal(sj_tensor_alloc(f->ctx, 1, sd, &out5[1]), SJ_OK);
-    before = atomic_load(&f->counts.allocs);
+    before = atomic_load(&f->counts.calls);
     assert_int_equal(sj_executable_run(exe, 5, in5, out5), SJ_OK);
     assert_int_equal(sj_executable_replay(exe, 5, in5, out5), SJ_OK);
-    assert_int_equal(atomic_load(&f->counts.allocs), before);
+    assert_int_equal(atomic_load(&f->counts.calls), before);
     free_tensors(f->ctx, in, 1);
     free_tensors(f->ctx, out, 2);
     free_tensors(f->ctx, in5, 1);

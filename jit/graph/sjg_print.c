@@ -2,6 +2,7 @@
  * with %.9g (nine significant digits round-trip any float32 exactly), every
  * attribute spelled out. Unnamed values get generated names. */
 #include "sjg_impl.h"
+#include "../core/array.h"
 #include "shapejit/model.h"
 
 #include <stdio.h>
@@ -16,16 +17,9 @@ typedef struct out_buf {
 
 static void put_n(out_buf *b, const char *s, size_t n) {
     if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->len + n + 1 > cap) cap *= 2;
-        char *ns = sj_realloc(b->ctx, b->s, cap);
-        if (!ns) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
+    if (!sj_array_reserve(b->ctx, (void **)&b->s, &b->cap, b->len + n + 1, 1)) {
+        b->failed = true;
+        return;
     }
     memcpy(b->s + b->len, s, n);
     b->len += n;

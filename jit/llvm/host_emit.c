@@ -467,6 +467,11 @@ static void emit_matmul_tiled(emitter *e) {
     emit_ikj(e, ci(e, 0), Mm, Nm, N);
 }
 
+/* alpha * sum: the matmul's result as its epilogue sees it. */
+static LLVMValueRef scaled_acc(emitter *e, LLVMValueRef sum) {
+    return e->k->alpha == 1.0f ? sum : LLVMBuildFMul(e->B, sum, cf(e, e->k->alpha), "");
+}
+
 /* b contiguous along k (a transposed operand, e.g. k^T in q @ k^T): one dot
  * product per output element, a vectorised reduction over k. */
 static void emit_matmul_dot(emitter *e) {
@@ -482,7 +487,7 @@ static void emit_matmul_dot(emitter *e) {
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     accumulate(e, acc, prod, false);
     loop_close(e, &ls[4], 4);
-    e->acc = load_f32(e, acc);
+    e->acc = scaled_acc(e, load_f32(e, acc));
     store_out(e, eval(e, k->epilogue));
     loops_close(e, ls, 3u << 2);
 }
@@ -555,7 +560,7 @@ static void emit_matmul(emitter *e) {
     }
     /* Epilogue over the finished sums. */
     loops_open(e, ls, 3u << 2);
-    e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
+    e->acc = scaled_acc(e, load_f32(e, address(e, e->bufs[0], k->out_strides)));
     store_out(e, eval(e, k->epilogue));
     loops_close(e, ls, 3u << 2);
     loops_close(e, ls, 3u);

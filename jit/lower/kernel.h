@@ -25,6 +25,7 @@
 #define SJ_LOWER_KERNEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "jit/lower/plan.h"
@@ -77,9 +78,11 @@ typedef struct sj_kernel {
     float alpha;      /* MATMUL */
     int32_t a, b;     /* MATMUL: load indices */
     int n_buffers;
-    int n_exprs, cap_exprs;
+    int n_exprs;
+    size_t cap_exprs;
     sj_kexpr *exprs;
-    int n_loads, cap_loads;
+    int n_loads;
+    size_t cap_loads;
     sj_kload *loads;
 } sj_kernel;
 

@@ -6,16 +6,20 @@
  *  - an elementwise value with one use, that is no output, is inlined into its
  *    consumer unless the consumer needs a buffer (matmul operands, reshape) or
  *    would evaluate it at more points than it has (broadcast expansion);
- *  - a transpose of a buffer is a strided view (an index map in its readers);
- *    of an inlined value, inlined with permuted indices;
+ *  - a transpose of a buffer is a strided view (an index map in its readers),
+ *    except as a matmul's b with n strided and many rows (copied once, so the
+ *    register-tiled kernel reads n contiguously); a transpose of an inlined
+ *    value is inlined with permuted indices;
  *  - a reshape is always a view: graph.h keeps the symbolic dim unmerged, so
  *    the padded buffer has the same layout under both shapes;
  *  - a reduction, row op or matmul with one use absorbs the elementwise chain
- *    after it (epilogue) when the chain keeps its shape.
+ *    after it (epilogue) when the chain keeps its shape;
+ *  - inlined chains are at most MAX_INLINE_DEPTH deep.
  * Intermediates share one arena: first fit over values that are still live. */
 #include <stdio.h>
 #include <string.h>
 
+#include "jit/core/array.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 
@@ -44,7 +48,8 @@ typedef struct lbuf {
 } lbuf;
 
 typedef struct kbufs {
-    int n, cap;
+    int n;
+    size_t cap;
     int *ids; /* logical buffers, in launch order */
 } kbufs;
 
@@ -55,21 +60,17 @@ typedef struct lowering {
     const sj_lower_options *o;
     vinfo *v;
     lbuf *bufs;
-    int n_bufs, cap_bufs;
+    int n_bufs;
+    size_t cap_bufs;
     sj_kernel *kernels;
     kbufs *kb;
-    int n_kernels, cap_kernels, cap_kb;
+    int n_kernels;
+    size_t cap_kernels, cap_kb;
 } lowering;
 
-static sj_status grow(sj_ctx *ctx, void **p, int *cap, int need, size_t elem) {
-    if (need <= *cap) return SJ_OK;
-    int nc = *cap ? *cap * 2 : 8;
-    while (nc < need) nc *= 2;
-    void *np = sj_realloc(ctx, *p, (size_t)nc * elem);
-    if (!np) return sj_fail(ctx, SJ_E_NOMEM, "lowering: out of memory");
-    memset((char *)np + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
-    *p = np;
-    *cap = nc;
+static sj_status grow(sj_ctx *ctx, void **p, size_t *cap, int need, size_t elem) {
+    if (!sj_array_reserve(ctx, p, cap, (size_t)need, elem))
+        return sj_fail(ctx, SJ_E_NOMEM, "lowering: out of memory");
     return SJ_OK;
 }
 
@@ -324,11 +325,8 @@ static sj_status core_value(lowering *L, int ki, sj_value c, const int *map, int
     const sj_node *nd = &L->g->nodes[c];
     SJ_TRY(add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_ACC, .a = -1, .b = -1}, out));
     if (nd->op != SJ_OP_GEMM) return SJ_OK;
-    int e;
-    if (nd->attrs.alpha != 1.0f) {
-        SJ_TRY(add_const(L, ki, nd->attrs.alpha, &e));
-        SJ_TRY(add_binary(L, ki, SJ_OP_MUL, *out, e, out));
-    }
+    /* alpha is the kernel's (acc already holds alpha * a @ b); beta * C is
+     * epilogue. */
     if (nd->inputs[2] != SJ_NO_VALUE) {
         int cmap[SJ_MAX_RANK], ce, be;
         broadcast_map(L, nd->inputs[2], 2, map, cmap);
@@ -460,6 +458,7 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
         for (int d = 0; d < 5; d++) k->dims[d] = 1;
         k->reduced = 1u << 4;
         if (nd->op == SJ_OP_GEMM) {
+            k->alpha = nd->attrs.alpha;
             bool ta = nd->attrs.trans_a, tb = nd->attrs.trans_b;
             amap[ta ? 1 : 0] = 2;
             amap[ta ? 0 : 1] = 4;

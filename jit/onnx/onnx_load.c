@@ -8,36 +8,27 @@
 
 /* ---- value table ---- */
 
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static size_t find_slot(const sj_onnx_loader *L, const char *name) {
-    size_t mask = L->n_slots - 1, i = (size_t)hash_name(name) & mask;
-    while (L->slots[i] >= 0 && strcmp(L->vals[L->slots[i]].name, name) != 0) i = (i + 1) & mask;
-    return i;
+static const char *val_name(const void *L, int32_t i) {
+    return ((const sj_onnx_loader *)L)->vals[i].name;
 }
 
 sj_onnx_val *sj_onnx_lookup(sj_onnx_loader *L, const char *name) {
-    int32_t k = L->slots[find_slot(L, name)];
-    return k >= 0 ? &L->vals[k] : NULL;
+    int32_t i = sj_name_index_find(&L->by_name, name);
+    return i >= 0 ? &L->vals[i] : NULL;
 }
 
 sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out) {
-    size_t slot = find_slot(L, name);
-    if (L->slots[slot] >= 0)
+    if (sj_onnx_lookup(L, name))
         return sj_fail(L->ctx, SJ_E_PARSE, "%s: value '%s' is defined more than once", L->file, name);
-    /* cap_vals is the model's total count of names, sized up front, so the
-     * table never fills */
+    /* cap_vals is the model's total count of names, sized up front with the
+     * index, so neither fills */
     if (L->n_vals >= L->cap_vals)
         return sj_fail(L->ctx, SJ_E_INTERNAL, "%s: value table overflow", L->file);
     sj_onnx_val *v = &L->vals[L->n_vals];
     memset(v, 0, sizeof *v);
     v->name = name;
     v->v = SJ_NO_VALUE;
-    L->slots[slot] = L->n_vals++;
+    sj_name_index_add(&L->by_name, L->n_vals++);
     *out = v;
     return SJ_OK;
 }
@@ -363,11 +354,8 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: the graph is too large", L->file);
     L->cap_vals = (int)n_names;
     L->vals = sj_calloc(L->ctx, n_names, sizeof *L->vals);
-    L->n_slots = 16;
-    while (L->n_slots < 2 * n_names) L->n_slots *= 2;
-    L->slots = sj_alloc(L->ctx, L->n_slots * sizeof *L->slots);
-    if (!L->vals || !L->slots) return sj_fail(L->ctx, SJ_E_NOMEM, "%s: out of memory", L->file);
-    memset(L->slots, 0xff, L->n_slots * sizeof *L->slots);
+    if (!L->vals || !sj_name_index_reserve(L->ctx, &L->by_name, n_names))
+        return sj_fail(L->ctx, SJ_E_NOMEM, "%s: out of memory", L->file);
 
     for (size_t i = 0; i < gp->n_input; i++)
         if (!gp->input[i]->name || !gp->input[i]->name[0])
@@ -444,11 +432,12 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
     if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
     sj_onnx_loader L = {.ctx = ctx, .file = filename};
+    sj_name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
     for (int i = 0; i < L.n_vals; i++)
         if (L.vals[i].has_const) sj_onnx_tensor_release(ctx, &L.vals[i].c);
     sj_free(ctx, L.vals);
-    sj_free(ctx, L.slots);
+    sj_name_index_free(ctx, &L.by_name);
     onnx__model_proto__free_unpacked(m, &pa.base);
     if (st != SJ_OK) {
         sj_graph_destroy(L.g);
