@@ -157,6 +157,43 @@ static inline void gg_all_ops(gg *b) {
     GG(b, sj_graph_output(b->g, acc, "acc"));
 }
 
+/* NaN and infinities made inside the graph (log of a negative, 1 / +0)
+ * reach the outputs through max, reductions and softmax as the interpreter
+ * has them. */
+static inline void gg_nan_inf(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 4});
+    sj_value zero, inf, e, ne, nan, a, r, shifted, sm, mn, s0, rl;
+    GG(b, sj_graph_binary(b->g, SJ_OP_SUB, x, x, &zero));
+    GG(b, sj_graph_unary(b->g, SJ_OP_RECIPROCAL, zero, &inf));
+    GG(b, sj_graph_unary(b->g, SJ_OP_EXP, x, &e));
+    GG(b, sj_graph_unary(b->g, SJ_OP_NEG, e, &ne));
+    GG(b, sj_graph_unary(b->g, SJ_OP_LOG, ne, &nan));
+    GG(b, sj_graph_binary(b->g, SJ_OP_MAX, x, nan, &a));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_MAX, a, 1, (int[]){1}, false, &r));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, x, inf, &shifted));
+    GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, shifted, 1, &sm));
+    GG(b, sj_graph_binary(b->g, SJ_OP_MIN, inf, x, &mn));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_SUM, inf, 1, (int[]){0}, false, &s0));
+    GG(b, sj_graph_unary(b->g, SJ_OP_RELU, nan, &rl));
+    GG(b, sj_graph_output(b->g, r, "rowmax_nan"));
+    GG(b, sj_graph_output(b->g, sm, "softmax_inf"));
+    GG(b, sj_graph_output(b->g, mn, "min_inf"));
+    GG(b, sj_graph_output(b->g, s0, "sum_inf"));
+    GG(b, sj_graph_output(b->g, rl, "relu_nan"));
+}
+
+/* One fused kernel reading more buffers than any fixed table would hold. */
+static inline void gg_wide(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 3}), acc = x;
+    for (int i = 0; i < 70 && b->st == SJ_OK; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        sj_value p = gg_param(b, name, 1, (int64_t[]){3});
+        GG(b, sj_graph_binary(b->g, i % 3 ? SJ_OP_ADD : SJ_OP_MUL, acc, p, &acc));
+    }
+    GG(b, sj_graph_output(b->g, acc, "y"));
+}
+
 typedef struct gg_model {
     const char *name;
     void (*build)(gg *b);
@@ -165,7 +202,7 @@ typedef struct gg_model {
 static const gg_model gg_models[] = {
     {"elementwise", gg_elementwise}, {"attention", gg_attention}, {"reductions", gg_reductions},
     {"row_ops", gg_row_ops},         {"ffn", gg_ffn},             {"batched_views", gg_batched_views},
-    {"all_ops", gg_all_ops},
+    {"all_ops", gg_all_ops},         {"wide", gg_wide},           {"nan_inf", gg_nan_inf},
 };
 #define GG_N_MODELS ((int)(sizeof gg_models / sizeof gg_models[0]))
 

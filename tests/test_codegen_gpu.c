@@ -10,9 +10,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "shapejit/compile.h"
 #include "jit/lower/lower.h"
 #include "jit/nvrtc/gpu_compile.h"
 #include "jit/nvrtc/gpu_schedule.h"
@@ -157,12 +159,62 @@ static void test_bad_arch_is_refused(void **state) {
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "sm_75"));
 }
 
+/* Compiles run concurrently (a bucketed cache compiles different buckets on
+ * different threads): both paths from four threads at once, one context. */
+typedef struct compile_job {
+    const sj_graph *g;
+    sj_target target;
+    int64_t extent;
+    sj_status st;
+    int n_code;
+} compile_job;
+
+static void *compile_thread(void *p) {
+    compile_job *j = p;
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    o.target = j->target;
+    o.arch = j->extent % 2 ? "sm_80" : "sm_90";
+    sj_artifact *a;
+    j->st = sj_compile(j->g, j->extent, &o, &a);
+    if (j->st == SJ_OK) {
+        sj_artifact_info info;
+        sj_artifact_get_info(a, &info);
+        j->n_code = info.n_code;
+        sj_artifact_destroy(a);
+    }
+    return NULL;
+}
+
+static void test_concurrent_compiles(void **state) {
+    fixture *f = *state;
+    sj_graph *g = NULL;
+    const char *name = "";
+    assert_int_equal(gg_build(f->ctx, 4, 1, &g, &name), SJ_OK); /* the FFN block */
+    compile_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (compile_job){g, i % 2 ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX, 8 + i, SJ_OK, 0};
+#ifndef SJ_HAVE_CUDA
+        jobs[i].target = SJ_TARGET_NVPTX;
+#endif
+        assert_int_equal(pthread_create(&th[i], NULL, compile_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        if (jobs[i].st != SJ_OK) fail_msg("compile thread %d failed (%d)", i, (int)jobs[i].st);
+        assert_true(jobs[i].n_code >= 1); /* PTX, and the cubin where nvJitLink is */
+    }
+    sj_graph_destroy(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models),
         cmocka_unit_test(test_random_graphs),
         cmocka_unit_test(test_compile_error_names_kernel_source),
         cmocka_unit_test(test_bad_arch_is_refused),
+        cmocka_unit_test(test_concurrent_compiles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

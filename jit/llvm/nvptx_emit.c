@@ -17,8 +17,6 @@
 #include "jit/nvrtc/gpu_emit.h"
 #include "jit/nvrtc/gpu_schedule.h"
 
-#define MAX_BUFFERS 64
-
 typedef struct pe {
     sj_ctx *ctx;
     LLVMContextRef C;
@@ -28,7 +26,7 @@ typedef struct pe {
     LLVMValueRef fn, alloca_point;
     const sj_kernel *k;
     sj_gpu_schedule sch;
-    LLVMValueRef bufs[MAX_BUFFERS];
+    LLVMValueRef *bufs; /* the body's buffer parameters, n_buffers of them */
     LLVMValueRef n;
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
@@ -486,10 +484,29 @@ static sj_status emit_body(pe *e) {
     return sj_fail(e->ctx, SJ_E_INTERNAL, "nvptx emitter: unknown schedule");
 }
 
+/* Scratch for one kernel's buffer values, parameter types and call
+ * arguments (any number of buffers). */
+static sj_status emit_kernel_with(pe *e, const sj_kernel *k, LLVMTypeRef *bp, LLVMValueRef *args);
+
 static sj_status emit_kernel(pe *e, const sj_kernel *k) {
-    if (k->n_buffers < 1 || k->n_buffers > MAX_BUFFERS)
-        return sj_fail(e->ctx, SJ_E_UNSUPPORTED, "nvptx emitter: kernel %s has %d buffers (1..%d)",
-                       k->name, k->n_buffers, MAX_BUFFERS);
+    if (k->n_buffers < 1)
+        return sj_fail(e->ctx, SJ_E_INTERNAL, "nvptx emitter: kernel %s has no output buffer", k->name);
+    size_t n = (size_t)k->n_buffers + 1;
+    e->bufs = sj_calloc(e->ctx, n, sizeof *e->bufs);
+    LLVMTypeRef *bp = sj_calloc(e->ctx, n, sizeof *bp);
+    LLVMValueRef *args = sj_calloc(e->ctx, n, sizeof *args);
+    sj_status st = e->bufs && bp && args
+                       ? emit_kernel_with(e, k, bp, args)
+                       : sj_fail(e->ctx, SJ_E_NOMEM, "nvptx emitter: kernel %s (%d buffers)", k->name,
+                                 k->n_buffers);
+    sj_free(e->ctx, e->bufs);
+    sj_free(e->ctx, bp);
+    sj_free(e->ctx, args);
+    e->bufs = NULL;
+    return st;
+}
+
+static sj_status emit_kernel_with(pe *e, const sj_kernel *k, LLVMTypeRef *bp, LLVMValueRef *args) {
     for (int i = 0; i < k->n_loads; i++)
         if (k->loads[i].buffer < 0 || k->loads[i].buffer >= k->n_buffers)
             return sj_fail(e->ctx, SJ_E_INTERNAL, "nvptx emitter: kernel %s loads buffer %d of %d",
@@ -501,7 +518,6 @@ static sj_status emit_kernel(pe *e, const sj_kernel *k) {
     bool reads_out = false;
     for (int i = 0; i < k->n_loads; i++) reads_out |= k->loads[i].buffer == 0;
 
-    LLVMTypeRef bp[MAX_BUFFERS + 1];
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->gptr;
     bp[k->n_buffers] = e->i64;
     LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + 1, 0);
@@ -534,7 +550,6 @@ static sj_status emit_kernel(pe *e, const sj_kernel *k) {
     sj_nvptx_annotate(e->M, fn, "maxntidx", (int)e->sch.block[0]);
     if (e->sch.block[1] > 1) sj_nvptx_annotate(e->M, fn, "maxntidy", (int)e->sch.block[1]);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
-    LLVMValueRef args[MAX_BUFFERS + 1];
     for (int i = 0; i < k->n_buffers; i++) {
         LLVMValueRef ix = ci(e, i);
         LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, e->ptr, LLVMGetParam(fn, 0), &ix, 1, "");
