@@ -280,6 +280,50 @@ static void test_host_one_bucket_every_size(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* Host against the interpreter at every extent 1..64 in bucket 64 and a
+ * stride through bucket 128, on seeded inputs in [-2, 2): the data sizes
+ * above are a few points; padding bugs hide at the others. */
+static void test_host_matches_interp_every_extent(void **state) {
+    fixture *f = *state;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int failures = 0;
+    for (int m = 0; m < N_MODELS; m++) {
+        sj_graph *g = load_model(f->ctx, &MODELS[m]);
+        for (int64_t E = 64; E <= 128; E *= 2) {
+            sj_executable *exe = host_exe(f, g, E, MODELS[m].name);
+            if (!exe) {
+                failures++;
+                continue;
+            }
+            for (int64_t n = E == 64 ? 1 : 65; n <= E && failures < 5; n += E == 64 ? 1 : 21) {
+                loaded L = {.g = g, .size = n, .n_in = sj_graph_num_inputs(g),
+                            .n_out = sj_graph_num_outputs(g)};
+                for (int i = 0; i < L.n_in; i++) {
+                    sj_value_desc d;
+                    assert_int_equal(sj_graph_input_desc(g, i, &d), SJ_OK);
+                    sj_shape at = sj_shape_at(&d.shape, n);
+                    assert_int_equal(sj_tensor_alloc(f->ctx, at.rank, at.dims, &L.in[i]), SJ_OK);
+                    for (int64_t k = 0; k < sj_tensor_numel(&L.in[i]); k++) {
+                        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                        L.in[i].data[k] = (float)((double)(seed >> 40) / (1 << 24) * 4.0 - 2.0);
+                    }
+                }
+                sj_status st = sj_interp_run(g, n, L.in, L.want);
+                if (st != SJ_OK) printf("%s interp %lld: %s\n", MODELS[m].name, (long long)n,
+                                        sj_ctx_last_error(f->ctx));
+                assert_int_equal(st, SJ_OK);
+                char how[32];
+                snprintf(how, sizeof how, "host bucket %lld vs interp", (long long)E);
+                failures += !host_run_check(f, exe, &L, MODELS[m].name, how);
+                free_data(f->ctx, &L);
+            }
+            sj_executable_destroy(exe);
+        }
+        sj_graph_destroy(g);
+    }
+    assert_int_equal(failures, 0);
+}
+
 /* Through the bucketed cache (interpreter compiler, pow2 ladder 1..64) with
  * run_padded_mixed: inputs whose first dim is the symbolic one are padded,
  * the others passed whole. Models whose symbolic dim is not a leading one
@@ -610,6 +654,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_interp_matches_onnxruntime, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_bucket_per_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_one_bucket_every_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_matches_interp_every_extent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_interp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_models, setup, teardown),
