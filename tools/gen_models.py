@@ -279,6 +279,43 @@ def make_dynamic(m, shapes):
     return m2
 
 
+def write_bad_files(out):
+    """Damaged copies and wrong inputs for the CLI error tests (bad/)."""
+    d = os.path.join(out, "bad")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(out, "mlp_matmul.onnx"), "rb") as f:
+        model = f.read()
+    with open(os.path.join(d, "truncated.onnx"), "wb") as f:
+        f.write(model[:len(model) // 2])
+    with open(os.path.join(d, "garbage.onnx"), "wb") as f:
+        f.write(bytes(range(256)) * 4)
+    with open(os.path.join(d, "empty.onnx"), "wb") as f:
+        pass
+    rng = np.random.default_rng(7)
+    np.save(os.path.join(d, "x_f64.npy"), rng.standard_normal([3, 16]))
+    np.save(os.path.join(d, "x_i32.npy"), np.arange(48, dtype=np.int32).reshape(3, 16))
+    np.save(os.path.join(d, "x_fortran.npy"),
+            np.asfortranarray(rng.standard_normal([3, 16]).astype(np.float32)))
+    np.save(os.path.join(d, "x_rows0.npy"), np.zeros([0, 16], np.float32))
+    np.save(os.path.join(d, "x_cols15.npy"), rng.standard_normal([3, 15]).astype(np.float32))
+    np.save(os.path.join(d, "x_rank3.npy"), rng.standard_normal([1, 3, 16]).astype(np.float32))
+    np.save(os.path.join(d, "x_rank1.npy"), rng.standard_normal([16]).astype(np.float32))
+    np.save(os.path.join(d, "x_big_endian.npy"), rng.standard_normal([3, 16]).astype(">f4"))
+    good = os.path.join(d, "x_ok.npy")
+    np.save(good, rng.standard_normal([3, 16]).astype(np.float32))
+    with open(good, "rb") as f:
+        npy = f.read()
+    with open(os.path.join(d, "x_short.npy"), "wb") as f:
+        f.write(npy[:-10])
+    with open(os.path.join(d, "x_not_npy.npy"), "wb") as f:
+        f.write(b"x,y\n1,2\n")
+    # a header that claims 2^40 rows
+    hdr = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 16), }"
+    hdr += b" " * (118 - len(hdr)) + b"\n"
+    with open(os.path.join(d, "x_huge.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr + npy[128:])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "models")
@@ -302,6 +339,7 @@ def main():
                 os.makedirs(d, exist_ok=True)
                 for k, a in arrs.items():
                     np.save(os.path.join(d, k + ".npy"), np.ascontiguousarray(a, np.float32))
+    write_bad_files(out)
 
 
 if __name__ == "__main__":
