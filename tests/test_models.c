@@ -312,7 +312,7 @@ static void test_host_matches_interp_every_extent(void **state) {
                 if (st != SJ_OK) printf("%s interp %lld: %s\n", MODELS[m].name, (long long)n,
                                         sj_ctx_last_error(f->ctx));
                 assert_int_equal(st, SJ_OK);
-                char how[32];
+                char how[64];
                 snprintf(how, sizeof how, "host bucket %lld vs interp", (long long)E);
                 failures += !host_run_check(f, exe, &L, MODELS[m].name, how);
                 free_data(f->ctx, &L);
