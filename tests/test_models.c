@@ -207,16 +207,21 @@ static void test_interp_matches_onnxruntime(void **state) {
 
 /* Compiles g for the host at `extent` and loads it; NULL (message printed)
  * on failure. */
-static sj_executable *host_exe(fixture *f, const sj_graph *g, int64_t extent, const char *model) {
+static sj_executable *host_exe_opts(fixture *f, const sj_graph *g, int64_t extent,
+                                    const sj_compile_options *o, const char *model) {
     sj_artifact *a = NULL;
     sj_executable *exe = NULL;
-    sj_status st = sj_compile(g, extent, NULL, &a);
+    sj_status st = sj_compile(g, extent, o, &a);
     if (st == SJ_OK) st = sj_artifact_load(a, f->dev, g, &exe);
     if (st != SJ_OK)
         printf("%s host compile/load at extent %lld: %s\n", model, (long long)extent,
                sj_ctx_last_error(f->ctx));
     sj_artifact_destroy(a);
     return exe;
+}
+
+static sj_executable *host_exe(fixture *f, const sj_graph *g, int64_t extent, const char *model) {
+    return host_exe_opts(f, g, extent, NULL, model);
 }
 
 static int host_run_check(fixture *f, sj_executable *exe, loaded *L, const char *model,
@@ -275,6 +280,37 @@ static void test_host_one_bucket_every_size(void **state) {
             }
         }
         sj_executable_destroy(exe);
+        sj_graph_destroy(g);
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* Matmuls past the BLAS threshold call OpenBLAS's cblas_sgemm from the JIT
+ * code; with the threshold at 1 every matmul of every model does. Default
+ * options reach it with wider weights (k * n >= 65536, e.g. a 128 x 512 FFN
+ * layer) or long sequences (attention at seq > 4096). Also unfused. */
+static void test_host_blas_matmuls(void **state) {
+    fixture *f = *state;
+    int failures = 0;
+    for (int m = 0; m < N_MODELS; m++) {
+        sj_graph *g = load_model(f->ctx, &MODELS[m]);
+        for (int fused = 0; fused < 2; fused++) {
+            sj_compile_options o;
+            sj_compile_options_init(&o);
+            o.blas_min_work = 1;
+            o.fusion = fused;
+            sj_executable *exe = host_exe_opts(f, g, 32, &o, MODELS[m].name);
+            if (!exe) {
+                failures++;
+                continue;
+            }
+            loaded L;
+            read_data(f->ctx, &MODELS[m], g, 17, &L);
+            failures += !host_run_check(f, exe, &L, MODELS[m].name,
+                                        fused ? "host blas" : "host blas unfused");
+            free_data(f->ctx, &L);
+            sj_executable_destroy(exe);
+        }
         sj_graph_destroy(g);
     }
     assert_int_equal(failures, 0);
@@ -655,6 +691,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_host_bucket_per_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_one_bucket_every_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_matches_interp_every_extent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_blas_matmuls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_interp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_models, setup, teardown),
