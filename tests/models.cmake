@@ -145,6 +145,9 @@ foreach(backend interp host)
   # output has the declared 4 rows, not 3): a usage error naming the fix
   sj_model_test(rows_without_symbolic_dim_${backend} RC 2
     ARGS run ${SJ_MODEL_DATA}/mlp_static.onnx --rows 3 ${b} ERR "--dynamic-axis")
+  sj_model_test(output_declared_dim_param_${backend} RC 1
+    ARGS run ${bad}/out_declared_batch.onnx --rows 3 ${b}
+    ERR "output 'y' dim 0 is declared as batch but computes \\[1, 8\\]")
   sj_model_test(two_dim_params_${backend} RC 1 ARGS run ${SJ_MODEL_DATA}/batch_seq.onnx --rows 3 ${b}
     ERR "several dim_params \\('batch', 'seq'\\).*choose one \\(--dynamic NAME\\)")
   sj_model_test(two_dim_params_pick_one_${backend} RC 1

@@ -291,6 +291,14 @@ def write_bad_files(out):
         f.write(bytes(range(256)) * 4)
     with open(os.path.join(d, "empty.onnx"), "wb") as f:
         pass
+    # declares y [batch, 8] but reduces the batch away: computes [1, 8]
+    b = Builder(12)
+    b.op("ReduceMean", ["x"], out="y", axes=[0], keepdims=1)
+    g = helper.make_graph(b.nodes, "declared", [vi("x", ["batch", 8])], [vi("y", ["batch", 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    with open(os.path.join(d, "out_declared_batch.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
     rng = np.random.default_rng(7)
     np.save(os.path.join(d, "x_f64.npy"), rng.standard_normal([3, 16]))
     np.save(os.path.join(d, "x_i32.npy"), np.arange(48, dtype=np.int32).reshape(3, 16))
