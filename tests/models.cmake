@@ -57,7 +57,7 @@ endfunction()
 # needs --dynamic-axis; the others name their dynamic dim with a dim_param.
 set(sj_model_names mlp_matmul mlp_gemm ffn_decomposed_ln_op13 ffn_decomposed_ln_op18
   ffn_layernorm_op17 classifier_op13 classifier_op18 attention_2d attention_batch1_op17
-  two_inputs mlp_static)
+  two_inputs seq_pooling gram_gemm mlp_ir3 constant_attrs layernorm_over_seq_op17 mlp_static)
 foreach(model ${sj_model_names})
   set(extra "")
   if(model STREQUAL "mlp_static")

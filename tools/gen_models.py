@@ -252,6 +252,66 @@ def batch_seq():
                       [vi("y", ["batch", "seq", 8])], 13), None
 
 
+def seq_pooling():
+    # Scores between positions by broadcasting [seq, 1] against [1, seq],
+    # Softmax over the dynamic axis 0, then a contraction over it.
+    b = Builder(13)
+    h = linear(b, "x", 8, 8)
+    r = b.op("ReduceSum", [h, b.init("axis1", np.array([1], np.int64))], keepdims=1)
+    m = b.op("Sub", [r, b.op("Transpose", [r], perm=[1, 0])])
+    p = b.op("Softmax", [m], axis=0)
+    b.op("MatMul", [p, h], out="y")
+    return make_model(b, "seq_pooling", [vi("x", ["seq", 8])], [vi("y", ["seq", 8])], 13), \
+        {"x": [None, 8]}
+
+
+def gram_gemm():
+    # x^T x over the dynamic rows (Gemm transA, alpha, no C): the padding
+    # rows must add nothing.
+    b = Builder(14)
+    b.op("Gemm", ["x", "x"], out="y", transA=1, alpha=0.25)
+    return make_model(b, "gram_gemm", [vi("x", ["batch", 8])], [vi("y", [8, 8])], 13), \
+        {"x": [None, 8]}
+
+
+def mlp_ir3():
+    # Old exporters: IR version 3, opset 9, every initialiser also listed as
+    # a graph input; Softmax with the opset < 13 default axis 1.
+    b = Builder(15)
+    h = b.op("Relu", [linear(b, "x", 8, 12)])
+    b.op("Softmax", [linear(b, h, 12, 5)], out="y")
+    inputs = [vi("x", ["batch", 8])] + [vi(t.name, list(t.dims)) for t in b.inits]
+    g = helper.make_graph(b.nodes, "mlp_ir3", inputs, [vi("y", ["batch", 5])], b.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 3
+    onnx.checker.check_model(m)
+    return m, {"x": [None, 8]}
+
+
+def constant_attrs():
+    # Constant nodes with value_float / value_floats / value_ints (opset 12+),
+    # Reshape with -1 in front, Transpose without perm (reverses the axes).
+    b = Builder(16)
+    names = {}
+    for key, attr, val in (("half", "value_float", 0.5), ("shape", "value_ints", [-1, 2, 4]),
+                           ("bias", "value_floats", [1.0, 2.0, 3.0, 4.0])):
+        names[key] = b.name(key)
+        b.nodes.append(helper.make_node("Constant", [], [names[key]], **{attr: val}))
+    h = b.op("Reshape", [b.op("Mul", ["x", names["half"]]), names["shape"]])
+    b.op("Transpose", [b.op("Add", [h, names["bias"]])], out="y")
+    return make_model(b, "constant_attrs", [vi("x", ["seq", 8])], [vi("y", [4, 2, "seq"])], 13), \
+        {"x": [None, 8]}
+
+
+def layernorm_over_seq():
+    # LayerNormalization from axis 1 of [1, seq, 8]: the normalised axes
+    # include the dynamic one; no bias input, default epsilon.
+    b = Builder(17)
+    b.op("LayerNormalization", ["x", b.weight("gamma", [8])], out="y", axis=1)
+    return make_model(b, "layernorm_over_seq_op17", [vi("x", [1, "seq", 8])],
+                      [vi("y", [1, "seq", 8])], 17), {"x": [1, None, 8]}
+
+
 MODELS = {
     "mlp_matmul": mlp_matmul,
     "mlp_gemm": mlp_gemm,
@@ -263,6 +323,11 @@ MODELS = {
     "attention_2d": attention_2d,
     "attention_batch1_op17": attention_batch1,
     "mlp_static": mlp_static,
+    "seq_pooling": seq_pooling,
+    "gram_gemm": gram_gemm,
+    "mlp_ir3": mlp_ir3,
+    "constant_attrs": constant_attrs,
+    "layernorm_over_seq_op17": layernorm_over_seq,
     "two_inputs": two_inputs_two_params,
     "batch_seq": batch_seq,
 }
