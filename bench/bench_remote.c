@@ -8,13 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_timing.h"
 #include "shapejit/remote.h"
 #include "tests/redis_server.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int run(sj_ctx *ctx, const char *url, int gets, size_t value_size, const char *secret,
                double *median_us) {
@@ -58,7 +54,7 @@ static int run(sj_ctx *ctx, const char *url, int gets, size_t value_size, const 
         if (i >= 50) us[i - 50] = dt;
     }
     if (rc_out == 0) {
-        qsort(us, (size_t)gets, sizeof *us, cmp_double);
+        qsort(us, (size_t)gets, sizeof *us, bench_cmp_double);
         *median_us = us[gets / 2];
         printf("remote hit, %7zu B value, %-9s: median %8.1f us   p90 %8.1f us   p99 %8.1f us"
                "   (%d gets)\n",

@@ -15,6 +15,24 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, const void *options,
+                           size_t options_len, int64_t extent, sj_store_key *out) {
+    memset(out, 0, sizeof *out);
+    sj_graph_hash(g, out->graph_hash);
+    out->extent = extent;
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, "shapejit compile options", 24);
+    if (options_len) llvm_blake3_hasher_update(&h, options, options_len);
+    llvm_blake3_hasher_finalize(&h, out->options_hash, 32);
+    out->target_triple = comp->target_triple;
+    out->target_cpu = comp->target_cpu;
+    out->target_features = comp->target_features;
+    out->artifact_version = comp->artifact_version;
+    out->shapejit_version = sj_version_string();
+    out->compiler_version = comp->compiler_version;
+}
+
 sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, const sj_compiler *comp,
                                    sj_store *store, const sj_bucketed_cache_config *cfg,
                                    sj_bucketed_cache **out) {
@@ -64,18 +82,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->one_off_mu, NULL);
     pthread_mutex_init(&c->one_off_run_mu, NULL);
 
-    sj_graph_hash(g, c->key.graph_hash);
-    llvm_blake3_hasher h;
-    llvm_blake3_hasher_init(&h);
-    llvm_blake3_hasher_update(&h, "shapejit compile options", 24);
-    llvm_blake3_hasher_update(&h, c->options, c->options_len);
-    llvm_blake3_hasher_finalize(&h, c->key.options_hash, 32);
-    c->key.target_triple = comp->target_triple;
-    c->key.target_cpu = comp->target_cpu;
-    c->key.target_features = comp->target_features;
-    c->key.artifact_version = comp->artifact_version;
-    c->key.shapejit_version = sj_version_string();
-    c->key.compiler_version = comp->compiler_version;
+    sj_bucketed_cache_key(g, comp, c->options, c->options_len, 0, &c->key);
     *out = c;
     return SJ_OK;
 }

@@ -24,6 +24,8 @@ static int64_t next_pow2(int64_t v) {
     return p;
 }
 
+/* Callers initialise the pointer they pass as out: at -O3 GCC inlines this
+ * and warns (-Werror) that it may be used uninitialised on the error path. */
 static sj_status ladder_new(sj_ctx *ctx, sj_ladder_kind kind, int n, sj_ladder **out) {
     sj_ladder *l = sj_calloc(ctx, 1, sizeof *l);
     if (!l) return sj_fail(ctx, SJ_E_NOMEM, "ladder: out of memory");
@@ -60,7 +62,7 @@ sj_status sj_ladder_pow2(sj_ctx *ctx, int64_t min, int64_t max, sj_ladder **out)
                        (long long)max, (long long)hi, (long long)SJ_MAX_EXTENT);
     int n = 0;
     for (int64_t e = lo; e <= hi; e <<= 1) n++;
-    sj_ladder *l;
+    sj_ladder *l = NULL;
     SJ_TRY(ladder_new(ctx, SJ_LADDER_POW2, n, &l));
     int i = 0;
     for (int64_t e = lo; e <= hi; e <<= 1) l->extents[i++] = e;
@@ -92,7 +94,7 @@ sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_
                            "geo ladder: %lld..%lld at ratio %g needs more than %d buckets; raise RATIO",
                            (long long)min, (long long)max, ratio, SJ_LADDER_MAX_BUCKETS);
     }
-    sj_ladder *l;
+    sj_ladder *l = NULL;
     SJ_TRY(ladder_new(ctx, SJ_LADDER_GEO, n, &l));
     int i = 0;
     for (int64_t e = min;; e = geo_next(e, ratio, max)) {
@@ -127,7 +129,7 @@ sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder *
                            "extents must be strictly ascending",
                            i + 1, (long long)extents[i], (long long)extents[i - 1]);
     }
-    sj_ladder *l;
+    sj_ladder *l = NULL;
     SJ_TRY(ladder_new(ctx, SJ_LADDER_LIST, n, &l));
     memcpy(l->extents, extents, (size_t)n * sizeof *extents);
     l->min = extents[0];
@@ -192,6 +194,15 @@ static sj_status parse_list(sj_ctx *ctx, const char *spec, const char *p, sj_lad
     return sj_ladder_list(ctx, vals, n, out);
 }
 
+/* "MIN:MAX" followed by `after` ('\0' = the end of the spec). */
+static sj_status parse_min_max(sj_ctx *ctx, const char *spec, const char **p, char after,
+                               int64_t *min, int64_t *max) {
+    SJ_TRY(parse_int(ctx, spec, p, "MIN", min));
+    SJ_TRY(expect_char(ctx, spec, p, ':', "MIN"));
+    SJ_TRY(parse_int(ctx, spec, p, "MAX", max));
+    return expect_char(ctx, spec, p, after, "MAX");
+}
+
 sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
     if (!ctx || !out) return SJ_E_INVALID_ARG;
     *out = NULL;
@@ -200,18 +211,12 @@ sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
     int64_t min, max;
     if (strncmp(spec, "pow2:", 5) == 0) {
         p = spec + 5;
-        SJ_TRY(parse_int(ctx, spec, &p, "MIN", &min));
-        SJ_TRY(expect_char(ctx, spec, &p, ':', "MIN"));
-        SJ_TRY(parse_int(ctx, spec, &p, "MAX", &max));
-        SJ_TRY(expect_char(ctx, spec, &p, '\0', "MAX"));
+        SJ_TRY(parse_min_max(ctx, spec, &p, '\0', &min, &max));
         return sj_ladder_pow2(ctx, min, max, out);
     }
     if (strncmp(spec, "geo:", 4) == 0) {
         p = spec + 4;
-        SJ_TRY(parse_int(ctx, spec, &p, "MIN", &min));
-        SJ_TRY(expect_char(ctx, spec, &p, ':', "MIN"));
-        SJ_TRY(parse_int(ctx, spec, &p, "MAX", &max));
-        SJ_TRY(expect_char(ctx, spec, &p, ':', "MAX"));
+        SJ_TRY(parse_min_max(ctx, spec, &p, ':', &min, &max));
         char *end;
         errno = 0;
         double ratio = strtod(p, &end);
@@ -287,7 +292,8 @@ void sj_ladder_format(const sj_ladder *l, char *buf, size_t len) {
         snprintf(buf, len, "pow2:%lld:%lld", (long long)l->min, (long long)l->max);
         return;
     case SJ_LADDER_GEO:
-        snprintf(buf, len, "geo:%lld:%lld:%g", (long long)l->min, (long long)l->max, l->ratio);
+        /* %.15g: the usual ratios (1.5, 1.25) print as typed, without %g's cut to 6 digits */
+        snprintf(buf, len, "geo:%lld:%lld:%.15g", (long long)l->min, (long long)l->max, l->ratio);
         return;
     case SJ_LADDER_LIST: break;
     }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,7 +126,9 @@ cli_parse_result cli_parse(const char *cmd, const char *usage, int argc, char **
         if (r != CLI_PARSED) return r;
     }
     if (*n_pos < min_pos) {
-        cli_usage_error(cmd, "missing argument%s; usage:\n%s", min_pos - *n_pos > 1 ? "s" : "", usage);
+        const char *eol = strchr(usage, '\n');
+        cli_usage_error(cmd, "missing argument%s; %.*s", min_pos - *n_pos > 1 ? "s" : "",
+                        (int)(eol ? eol - usage : (ptrdiff_t)strlen(usage)), usage);
         return CLI_BAD_USAGE;
     }
     return CLI_PARSED;

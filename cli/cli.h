@@ -74,6 +74,13 @@ typedef struct cli_model_flags {
 int cli_load_model(const char *cmd, sj_ctx *ctx, const char *path, const cli_model_flags *f,
                    sj_graph **out);
 
+/* What a command does with the loaded model; returns a CLI exit status. */
+typedef int (*cli_model_action)(const char *cmd, sj_ctx *ctx, const sj_graph *g);
+/* The whole of a command whose only argument is MODEL (plus the model
+ * options): parses argv, loads the model, runs act on it, cleans up. */
+int cli_run_on_model(const char *cmd, const char *usage, int argc, char **argv,
+                     cli_model_action act);
+
 #define CLI_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Output files: DIR/<name>.npy with the name made safe for a file name

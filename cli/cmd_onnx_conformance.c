@@ -7,13 +7,15 @@
 #include "shapejit/onnx.h"
 
 static const char usage[] =
-    "usage: shapejit onnx-conformance DIR [--backend interp] [--only REGEX] [--verbose]\n"
+    "usage: shapejit onnx-conformance DIR [--backend interp|host] [--only REGEX] [--verbose]\n"
     "  Runs every ONNX backend node test under DIR (each test folder holds\n"
     "  model.onnx and test_data_set_N/input_K.pb, output_K.pb) and compares\n"
     "  each output with rtol 1e-3, atol 1e-7 (NaN where NaN is expected).\n"
     "  Prints a line per failure, then 'N passed, N failed, N unsupported'.\n"
     "  Exit status 1 when any test failed.\n"
-    "  --backend B    interp (the reference interpreter)\n"
+    "  --backend B    interp (the reference interpreter, default) or host (LLVM\n"
+    "                 host code; graphs with a symbolic dim are compiled for a\n"
+    "                 larger bucket, so padding is checked too)\n"
     "  --only REGEX   only tests whose folder name matches (POSIX extended)\n"
     "  --verbose      also a line per unsupported test, saying why\n";
 
@@ -42,13 +44,19 @@ int cli_cmd_onnx_conformance(int argc, char **argv) {
     int n_pos;
     cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
-    sj_onnx_backend be;
-    if (!strcmp(backend, "interp"))
-        be = sj_onnx_backend_interp();
-    else
-        return cli_usage_error(cmd, "unknown backend '%s' (available: interp)", backend);
+    if (strcmp(backend, "interp") && strcmp(backend, "host"))
+        return cli_usage_error(cmd, "unknown backend '%s' (available: interp, host)", backend);
     sj_ctx *ctx = cli_ctx_create(cmd);
     if (!ctx) return CLI_EXIT_FAIL;
+    sj_onnx_backend be = sj_onnx_backend_interp();
+    if (!strcmp(backend, "host")) {
+        sj_status st = sj_onnx_backend_host_create(ctx, &be);
+        if (st != SJ_OK) {
+            int rc = cli_fail_status(cmd, ctx, st);
+            sj_ctx_destroy(ctx);
+            return rc;
+        }
+    }
     report_state rs = {verbose};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
@@ -67,6 +75,7 @@ int cli_cmd_onnx_conformance(int argc, char **argv) {
         rc = sum.failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     }
     fflush(stdout);
+    sj_onnx_backend_destroy(&be);
     sj_ctx_destroy(ctx);
     return rc;
 }

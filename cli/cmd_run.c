@@ -7,63 +7,44 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli/cli.h"
-#include "shapejit/interp.h"
+#include "cli/serving.h"
 #include "shapejit/onnx.h"
 #include "shapejit/tensor.h"
 
 static const char usage[] =
     "usage: shapejit run MODEL [--input NAME=FILE]... [--rows N] [--out DIR]\n"
-    "                    [--backend interp] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
-    "  Runs MODEL once and writes DIR/<output name>.npy for every output\n"
-    "  (DIR defaults to '.'; all outputs are written or none).\n"
+    "                    [--backend host|interp] [--ladder SPEC] [--store PATH|none]\n"
+    "                    [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "  Runs MODEL once through the bucketed cache (the request's bucket is taken\n"
+    "  from memory, else the store, else compiled and stored) and writes\n"
+    "  DIR/<output name>.npy for every output (DIR defaults to '.'; all outputs\n"
+    "  are written or none).\n"
     "  --input NAME=FILE  a float32 C-order .npy file, or an ONNX TensorProto .pb,\n"
     "                     for input NAME; when any input is given, every input must be\n"
     "  --rows N           the symbolic dim's extent; without --input, inputs are\n"
     "                     seeded uniform random values in [-1, 1)\n"
     "  --seed S           seed of the random inputs (default 0; input i uses S+i)\n"
-    "  --backend B        interp (the reference interpreter)\n"
-    "  --stats            print one JSON object of counters on stderr\n";
+    "  --backend B        interp (the reference interpreter; default) or host (LLVM,\n"
+    "                     this CPU; runs replay the bucket's captured launches)\n"
+    "  --ladder SPEC      buckets: pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
+    "                     (default " CLI_DEFAULT_LADDER ")\n"
+    CLI_STORE_USAGE
+    "  --stats            print one JSON object of counters on stderr: extent (rows),\n"
+    "                     bucket_extent, memory_hits, store_hits, compiles, compile_ms,\n"
+    "                     corrupt, evictions, ... and load_ms, run_ms\n";
 
 typedef struct run_args {
     cli_list inputs;
     int64_t rows, seed;
-    const char *out_dir, *backend;
+    const char *out_dir, *backend, *ladder, *store;
     bool stats;
     cli_model_flags model;
 } run_args;
-
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static void format_dims(const sj_tensor *t, char *buf, size_t cap) {
     sj_shape s = {.rank = t->rank};
     memcpy(s.dims, t->dims, sizeof s.dims);
     sj_shape_format(&s, NULL, buf, cap);
-}
-
-/* Random inputs at `extent`, input i seeded with seed + i. */
-static int random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
-                         uint64_t seed, sj_tensor *in) {
-    for (int i = 0; i < sj_graph_num_inputs(g); i++) {
-        sj_value_desc d;
-        sj_graph_input_desc(g, i, &d);
-        sj_shape s = sj_shape_at(&d.shape, extent);
-        if (sj_shape_numel(&d.shape, extent) < 0)
-            return cli_fail(cmd, "input %s at %s = %lld has more than 2^40 elements", d.name,
-                            sj_graph_symbol(g), (long long)extent);
-        sj_status st = sj_tensor_alloc(ctx, s.rank, s.dims, &in[i]);
-        if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-        uint64_t state = seed + (uint64_t)i;
-        int64_t n = sj_tensor_numel(&in[i]);
-        for (int64_t k = 0; k < n; k++)
-            in[i].data[k] = (float)((double)(splitmix64(&state) >> 40) / 8388608.0 - 1.0);
-    }
-    return CLI_EXIT_OK;
 }
 
 /* The extent the files imply: every symbolic dim of every input must
@@ -156,6 +137,16 @@ static int file_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, const ru
     return rc;
 }
 
+static bool inputs_use_symbol(const sj_graph *g) {
+    for (int i = 0; i < sj_graph_num_inputs(g); i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        for (int k = 0; k < d.shape.rank; k++)
+            if (d.shape.dims[k] == SJ_DIM_SYM) return true;
+    }
+    return false;
+}
+
 static void print_summary(const sj_graph *g, const char *dir, const sj_tensor *out) {
     for (int i = 0; i < sj_graph_num_outputs(g); i++) {
         sj_value_desc d;
@@ -177,21 +168,40 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     const char **names = calloc((size_t)n_out + 1, sizeof *names);
     int rc = in && out && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
     int64_t extent = a->rows;
-    bool sym = sj_graph_symbol(g) != NULL;
     if (rc == CLI_EXIT_OK && a->inputs.n > 0) {
         rc = file_inputs(cmd, ctx, g, a, in, &extent);
     } else if (rc == CLI_EXIT_OK) {
-        if (sym && extent <= 0 && n_in > 0)
+        if (extent <= 0 && inputs_use_symbol(g))
             rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
                                  sj_graph_symbol(g));
-        if (rc == CLI_EXIT_OK) rc = random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
+        if (rc == CLI_EXIT_OK)
+            rc = cli_random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
     }
     if (extent <= 0) extent = 1; /* no input carries the symbolic dim */
     double t0 = cli_now_ms(), run_ms = 0;
+    cli_cache cc = {0};
+    cli_cache_args ca = {
+        .backend = a->backend, .ladder = a->ladder, .store = a->store, .devices = 1};
+    if (rc == CLI_EXIT_OK) rc = cli_cache_open(cmd, ctx, g, &ca, &cc);
+    double ready_ms = cli_now_ms() - t0;
+    int64_t bucket_extent = 0;
     if (rc == CLI_EXIT_OK) {
-        sj_status st = sj_interp_run(g, extent, in, out);
-        run_ms = cli_now_ms() - t0;
-        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+        /* Inputs are whole tensors at the request's extent (any axis may be
+         * the symbolic one); the executable pads them to the bucket. */
+        sj_cache_input *ci = calloc((size_t)n_in + 1, sizeof *ci);
+        if (!ci) rc = cli_fail(cmd, "out of memory");
+        for (int i = 0; ci && i < n_in; i++) {
+            sj_value_desc d;
+            sj_graph_input_desc(g, i, &d);
+            ci[i] = (sj_cache_input){.name = d.name, .data = in[i].data, .pad = false};
+        }
+        double t1 = cli_now_ms();
+        sj_status st = ci ? sj_bucketed_cache_run_padded_mixed(cc.cache, extent, extent, ci, n_in,
+                                                               NULL, 0, out, n_out, &bucket_extent)
+                          : SJ_E_NOMEM;
+        run_ms = cli_now_ms() - t1;
+        if (ci && st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+        free(ci);
     }
     if (rc == CLI_EXIT_OK) {
         for (int i = 0; i < n_out; i++) {
@@ -203,12 +213,20 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     }
     if (rc == CLI_EXIT_OK) {
         print_summary(g, a->out_dir, out);
-        if (a->stats)
+        if (a->stats) {
             fprintf(stderr,
-                    "{\"backend\": \"%s\", \"extent\": %lld, \"load_ms\": %.3f, \"run_ms\": %.3f, "
-                    "\"memory_hits\": 0, \"store_hits\": 0, \"compiles\": 0}\n",
-                    a->backend, (long long)extent, load_ms, run_ms);
+                    "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
+                    a->backend, (long long)extent, (long long)bucket_extent);
+            cli_json_str(stderr, a->ladder ? a->ladder : CLI_DEFAULT_LADDER);
+            fprintf(stderr, ", \"store\": ");
+            cli_json_str(stderr, cc.store_path);
+            fprintf(stderr, ", \"load_ms\": %.3f, \"ready_ms\": %.3f, \"run_ms\": %.3f, ", load_ms,
+                    ready_ms, run_ms);
+            cli_stats_members(stderr, cc.cache);
+            fprintf(stderr, "}\n");
+        }
     }
+    cli_cache_close(&cc);
     for (int i = 0; in && i < n_in; i++) sj_tensor_free(ctx, &in[i]);
     for (int i = 0; out && i < n_out; i++) sj_tensor_free(ctx, &out[i]);
     free(in);
@@ -224,6 +242,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--input", CLI_OPT_LIST, &a.inputs},   {"--rows", CLI_OPT_INT, &a.rows},
         {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},
         {"--backend", CLI_OPT_STRING, &a.backend}, {"--stats", CLI_OPT_FLAG, &a.stats},
+        {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
         CLI_MODEL_OPTS(a.model),
     };
     const char *pos[1];
@@ -236,8 +255,9 @@ int cli_cmd_run(int argc, char **argv) {
         return cli_usage_error(cmd, "--rows must be in 1..%lld, got %lld", (long long)SJ_MAX_EXTENT,
                                (long long)a.rows);
     if (a.seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
-    if (strcmp(a.backend, "interp") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: interp)", a.backend);
+    if (strcmp(a.backend, "interp") != 0 && strcmp(a.backend, "host") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
+                               a.backend);
     if (!a.out_dir[0]) return cli_usage_error(cmd, "--out needs a directory");
 
     sj_ctx *ctx = cli_ctx_create(cmd);

@@ -9,9 +9,14 @@
  * `int FN(int argc, char **argv)` plus one row here: X(FN, "name", "summary"). */
 #define CLI_COMMANDS(X)                                                                            \
     X(cli_cmd_run, "run", "run a model once and write every output as .npy")                      \
+    X(cli_cmd_emit, "emit", "write the code of one bucket (LLVM IR, host assembly)")              \
+    X(cli_cmd_precompile, "precompile", "compile every bucket of a ladder into the store")          \
+    X(cli_cmd_serve, "serve", "serve a stream of requests of varying size; latency, stalls, padding") \
+    X(cli_cmd_bench, "bench", "run the benchmark suite; a table, JSON and charts")                \
     X(cli_cmd_print, "print", "print a model as canonical .sjg text")                             \
     X(cli_cmd_hash, "hash", "print a model's 256-bit content hash")                               \
-    X(cli_cmd_onnx_conformance, "onnx-conformance", "run the ONNX backend node tests under a folder")
+    X(cli_cmd_onnx_conformance, "onnx-conformance", "run the ONNX backend node tests under a folder") \
+    X(cli_cmd_store, "store", "look after the artifact store: ls, stats, verify, gc, rm, export, import, explain")
 
 #define CLI_DECLARE(fn, name, summary) int fn(int argc, char **argv);
 CLI_COMMANDS(CLI_DECLARE)

@@ -6,7 +6,9 @@
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/emitter.h"
 
-static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj_host_emitter};
+static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj_host_emitter,
+                                             [SJ_TARGET_NVPTX] = &sj_nvptx_emitter,
+                                             [SJ_TARGET_NVRTC] = &sj_nvrtc_emitter};
 
 void sj_compile_options_init(sj_compile_options *o) {
     *o = (sj_compile_options){.target = SJ_TARGET_HOST, .opt_level = 3, .fusion = true,
@@ -90,14 +92,15 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
         st = sj_artifact_set_string(a, &a->target, em->target);
         if (st == SJ_OK) st = sj_artifact_set_string(a, &a->shapejit_version, sj_version_string());
         if (st == SJ_OK) st = sj_artifact_set_string(a, &a->llvm_version, SJ_LLVM_VERSION_STRING);
-        if (st == SJ_OK) st = em->build(l, o, a);
         if (st == SJ_OK) {
             a->plan = l->plan; /* moves: the lowered result no longer owns it */
             memset(&l->plan, 0, sizeof l->plan);
-            *out = a;
-        } else {
-            sj_artifact_destroy(a);
+            st = em->build(l, o, a);
         }
+        if (st == SJ_OK)
+            *out = a;
+        else
+            sj_artifact_destroy(a);
     }
     sj_lowered_destroy(l);
     return st;

@@ -210,6 +210,12 @@ sj_status sj_executable_replay(sj_executable *e, int64_t active, const sj_tensor
     return run(e, RUN_REPLAY, active, inputs, outputs);
 }
 
+sj_status sj_executable_run_or_replay(sj_executable *e, int64_t active, const sj_tensor *inputs,
+                                      sj_tensor *outputs) {
+    if (!e) return SJ_E_INVALID_ARG;
+    return run(e, e->graph ? RUN_REPLAY : RUN_EAGER, active, inputs, outputs);
+}
+
 /* Caller holds the device lock. */
 static sj_status capture_locked(sj_executable *e) {
     sj_device *dev = e->dev;

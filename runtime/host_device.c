@@ -3,6 +3,7 @@
  * capture as a recorded launch list replayed for any active extent. */
 #include "device_impl.h"
 #include "host_jit_impl.h"
+#include "jit/core/array.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -228,13 +229,8 @@ static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_la
         k->fn(buffers, info, active_extent);
         return SJ_OK;
     }
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 16;
-        host_launch *l = sj_realloc(h->ctx, g->launches, cap * sizeof *l);
-        if (!l) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory while capturing");
-        g->launches = l;
-        g->cap = cap;
-    }
+    if (!sj_array_reserve(h->ctx, (void **)&g->launches, &g->cap, g->n + 1, sizeof *g->launches))
+        return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory while capturing");
     g->launches[g->n++] = (host_launch){k->fn, buffers, info};
     return SJ_OK;
 }

@@ -18,6 +18,10 @@ struct sj_host_jit {
     sj_ctx *ctx;
     LLVMOrcLLJITRef jit;
     atomic_uint_fast64_t next_dylib; /* JITDylib names must be unique per session */
+    /* What the session reported while linking (e.g. "Symbols not found"),
+     * which the failed lookup itself only summarises; LLVM would otherwise
+     * print it to stderr. Written under the device's lock. */
+    char report[512];
 };
 
 struct sj_host_jit_module {
@@ -44,6 +48,13 @@ static sj_status fail_llvm(sj_ctx *ctx, sj_status st, LLVMErrorRef err, const ch
     return r;
 }
 
+static void keep_report(void *ctx, LLVMErrorRef err) {
+    sj_host_jit *j = ctx;
+    char *msg = LLVMGetErrorMessage(err);
+    snprintf(j->report, sizeof j->report, "%s", msg);
+    LLVMDisposeErrorMessage(msg);
+}
+
 sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
     *out = NULL;
     pthread_once(&llvm_native_once, init_llvm_native);
@@ -58,6 +69,8 @@ sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
         return fail_llvm(ctx, SJ_E_NO_DEVICE, err, "host JIT: cannot create LLJIT");
     }
     atomic_init(&j->next_dylib, 0);
+    LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->jit), keep_report,
+                                            j);
     *out = j;
     return SJ_OK;
 }
@@ -138,6 +151,7 @@ sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *
                                                  LLVMOrcJITDylibLookupFlagsMatchExportedSymbolsOnly};
     /* Always weak: an absent symbol is then an empty answer, not an error,
      * and a real error means linking failed. */
+    j->report[0] = '\0';
     LLVMOrcCLookupSetElement sym = {LLVMOrcLLJITMangleAndIntern(j->jit, name),
                                     LLVMOrcSymbolLookupFlagsWeaklyReferencedSymbol};
     lookup_wait w = {.done = false, .err = NULL, .addr = 0};
@@ -150,7 +164,12 @@ sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *
     pthread_mutex_unlock(&w.lock);
     pthread_cond_destroy(&w.cond);
     pthread_mutex_destroy(&w.lock);
-    if (w.err) return fail_llvm(j->ctx, SJ_E_COMPILE, w.err, "host JIT: cannot link the module");
+    if (w.err) {
+        char what[640];
+        snprintf(what, sizeof what, "host JIT: cannot link the module%s%s",
+                 j->report[0] ? ": " : "", j->report);
+        return fail_llvm(j->ctx, SJ_E_COMPILE, w.err, what);
+    }
     if (w.addr == 0 && required)
         return sj_fail(j->ctx, SJ_E_NOT_FOUND, "host JIT: no symbol '%s' in the module", name);
     *addr = w.addr;

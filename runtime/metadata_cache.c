@@ -5,6 +5,7 @@
 #include "shapejit/metadata_cache.h"
 
 #include "jit/core/core_impl.h"
+#include "jit/core/array.h"
 
 #include <string.h>
 
@@ -79,14 +80,20 @@ bool sj_mdcache_policy_pins_entries(const sj_mdcache_policy *p) {
     return p->mode == SJ_CACHE_CAPTURE;
 }
 
-/* A multiply-rotate mix per word and a final avalanche: cheap for the few
- * dozen words an info has, and every bit of every word reaches the index. */
+/* Two independent multiply lanes (even and odd words) halve the dependency
+ * chain of a serial hash; the final avalanche spreads every bit of every
+ * word over the bucket index. */
 static uint64_t hash_words(const int64_t *w, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint64_t)w[i] * 0xC2B2AE3D27D4EB4Full;
-        h = (h << 31 | h >> 33) * 0x9E3779B97F4A7C15ull;
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ (uint64_t)n, b = 0xC2B2AE3D27D4EB4Full;
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        a = (a ^ (uint64_t)w[i]) * 0xFF51AFD7ED558CCDull;
+        b = (b ^ (uint64_t)w[i + 1]) * 0xC4CEB9FE1A85EC53ull;
+        a ^= a >> 29;
+        b ^= b >> 31;
     }
+    if (i < n) a = (a ^ (uint64_t)w[i]) * 0xFF51AFD7ED558CCDull;
+    uint64_t h = a ^ (b << 23 | b >> 41);
     h ^= h >> 33;
     h *= 0xFF51AFD7ED558CCDull;
     h ^= h >> 33;
@@ -163,14 +170,19 @@ static md_entry *find(const sj_mdcache *c, uint64_t h, const int64_t *words, siz
     return NULL;
 }
 
-/* Removes e from its hash chain and frees it with its buffer. */
-static void remove_entry(sj_mdcache *c, md_entry *e) {
+/* Takes e out of the table and the LRU list and releases its buffer; the
+ * entry's memory is the caller's to free or reuse. */
+static void detach_entry(sj_mdcache *c, md_entry *e) {
     md_entry **pp = &c->buckets[e->hash & (c->n_buckets - 1)];
     while (*pp != e) pp = &(*pp)->chain;
     *pp = e->chain;
     if (e->lru.next) lru_unlink(c, e);
     c->n_entries--;
     c->release(c->user, e->buffer);
+}
+
+static void remove_entry(sj_mdcache *c, md_entry *e) {
+    detach_entry(c, e);
     sj_free(c->ctx, e);
 }
 
@@ -243,7 +255,23 @@ sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, 
                        n_words);
     if (sj_add_overflow_size(sizeof(md_entry), bytes, &total))
         return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: info too large");
-    md_entry *e = sj_alloc(c->ctx, total);
+    size_t capacity;
+    bool bounded = sj_mdcache_policy_capacity(&c->policy, &capacity);
+    /* Evict down to one below the bound; the last victim's memory is reused
+     * when it has the same size, so a full cache inserts without allocating. */
+    md_entry *e = NULL;
+    while (bounded && c->n_entries >= capacity && c->lru_len > 0) {
+        md_entry *victim = entry_of(c->lru.prev);
+        c->eviction_probes++;
+        c->evictions++;
+        if (c->n_entries == capacity && victim->n_words == n_words) {
+            detach_entry(c, victim);
+            e = victim;
+        } else {
+            remove_entry(c, victim);
+        }
+    }
+    if (!e) e = sj_alloc(c->ctx, total);
     if (!e) return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
     memset(e, 0, sizeof *e);
     e->hash = h;
@@ -251,14 +279,6 @@ sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, 
     e->n_words = n_words;
     if (bytes) memcpy(e->words, words, bytes);
 
-    size_t capacity;
-    if (sj_mdcache_policy_capacity(&c->policy, &capacity)) {
-        while (c->n_entries >= capacity && c->lru_len > 0) {
-            c->eviction_probes++;
-            c->evictions++;
-            remove_entry(c, entry_of(c->lru.prev));
-        }
-    }
     maybe_grow(c);
     md_entry **bucket = &c->buckets[h & (c->n_buckets - 1)];
     e->chain = *bucket;
@@ -299,13 +319,9 @@ sj_status sj_mdcache_capture_commit(sj_mdcache *c, uint64_t graph) {
     if (find_graph(c, graph))
         return sj_fail(c->ctx, SJ_E_INVALID_ARG, "metadata cache: graph %llu is already live",
                        (unsigned long long)graph);
-    if (c->n_graphs == c->cap_graphs) {
-        size_t cap = c->cap_graphs ? c->cap_graphs * 2 : 8;
-        md_graph *g = sj_realloc(c->ctx, c->graphs, cap * sizeof *g);
-        if (!g) return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
-        c->graphs = g;
-        c->cap_graphs = cap;
-    }
+    if (!sj_array_reserve(c->ctx, (void **)&c->graphs, &c->cap_graphs, c->n_graphs + 1,
+                          sizeof *c->graphs))
+        return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
     md_entry **entries = sj_calloc(c->ctx, c->n_pending, sizeof *entries);
     if (!entries) return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
     size_t n = 0;

@@ -3,6 +3,7 @@
  * the allocation-fallback latch and the diagnostic gates. One mutex guards
  * it all; the hot call (a memoised kernel) holds it for one hash probe. */
 #include "device_impl.h"
+#include "jit/core/array.h"
 
 #include <string.h>
 
@@ -208,17 +209,6 @@ size_t sj_op_cache_kernel_count(sj_op_cache *oc) {
     return n;
 }
 
-/* Grows *arr (of element size `size`) to hold one more; false on NOMEM. */
-static bool reserve_one(sj_ctx *ctx, void **arr, size_t n, size_t *cap, size_t size) {
-    if (n < *cap) return true;
-    size_t ncap = *cap ? *cap * 2 : 8;
-    void *p = sj_realloc(ctx, *arr, ncap * size);
-    if (!p) return false;
-    *arr = p;
-    *cap = ncap;
-    return true;
-}
-
 sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, void **out) {
     if (!oc || !tag || !out) return SJ_E_INVALID_ARG;
     *out = NULL;
@@ -238,10 +228,11 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     }
     /* Room for the bookkeeping first, so a device buffer is never orphaned. */
     char *tag_copy = s ? NULL : sj_strdup(ctx, tag);
-    if ((!s && (!tag_copy || !reserve_one(ctx, (void **)&oc->scratch, oc->n_scratch,
-                                          &oc->cap_scratch, sizeof *oc->scratch))) ||
-        (s && !reserve_one(ctx, (void **)&oc->retired, oc->n_retired, &oc->cap_retired,
-                           sizeof *oc->retired))) {
+    bool room = s ? sj_array_reserve(ctx, (void **)&oc->retired, &oc->cap_retired,
+                                     oc->n_retired + 1, sizeof *oc->retired)
+                  : tag_copy && sj_array_reserve(ctx, (void **)&oc->scratch, &oc->cap_scratch,
+                                                 oc->n_scratch + 1, sizeof *oc->scratch);
+    if (!room) {
         sj_free(ctx, tag_copy);
         pthread_mutex_unlock(&oc->lock);
         sj_device_unlock(oc->dev);
@@ -312,8 +303,8 @@ bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint
         fresh = !(s->name_hash == key.name_hash && s->m == m && s->n == n && s->k == k);
     }
     if (fresh) {
-        if (reserve_one(oc->dev->ctx, (void **)&oc->shapes, oc->n_shapes, &oc->cap_shapes,
-                        sizeof *oc->shapes))
+        if (sj_array_reserve(oc->dev->ctx, (void **)&oc->shapes, &oc->cap_shapes,
+                             oc->n_shapes + 1, sizeof *oc->shapes))
             oc->shapes[oc->n_shapes++] = key;
         else
             fresh = false;
@@ -334,8 +325,8 @@ bool sj_op_cache_first_n(sj_op_cache *oc, const char *key, uint32_t n) {
         if (strcmp(oc->counters[i].key, key) == 0) c = &oc->counters[i];
     if (!c) {
         char *copy = sj_strdup(oc->dev->ctx, key);
-        if (!copy || !reserve_one(oc->dev->ctx, (void **)&oc->counters, oc->n_counters,
-                                  &oc->cap_counters, sizeof *oc->counters)) {
+        if (!copy || !sj_array_reserve(oc->dev->ctx, (void **)&oc->counters, &oc->cap_counters,
+                                       oc->n_counters + 1, sizeof *oc->counters)) {
             sj_free(oc->dev->ctx, copy);
             pthread_mutex_unlock(&oc->lock);
             return false;

@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -324,24 +325,39 @@ static void pipe_guard_leave(pipe_guard *g) {
 
 /* ---- Transport functions */
 
-static sj_remote_io fetch_unguarded(void *impl, const char *key, size_t key_len, size_t max_size,
-                                sj_remote_blob *out, char *why, size_t cap) {
-    redis_transport *t = impl;
+/* Runs one command on a pooled connection. A transport failure returns its
+ * class, why = "NAME: <the connection's error>"; otherwise *reply holds the
+ * reply (the caller frees it) and the connection is back in the pool. */
+static sj_remote_io run_command(redis_transport *t, const char *name, char *why, size_t cap,
+                                redisReply **reply, const char *fmt, ...) {
     redisContext *c;
     sj_remote_io io = acquire(t, &c, why, cap);
     if (io != SJ_REMOTE_IO_OK) return io;
-    /* GETRANGE 0..max sends at most max+1 bytes: an oversized value is known
-     * from the reply's length without the server sending, or hiredis
-     * buffering, the whole of it. A missing key reads as "". */
-    redisReply *r = redisCommand(c, "GETRANGE %b 0 %lld", key, key_len, (long long)max_size);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
     int e = errno;
+    va_end(ap);
     if (!r) {
         io = classify(c, e);
-        snprintf(why, cap, "GETRANGE: %s", c->errstr);
+        snprintf(why, cap, "%s: %s", name, c->errstr);
         give_back(t, c, false);
         return io;
     }
     give_back(t, c, true);
+    *reply = r;
+    return SJ_REMOTE_IO_OK;
+}
+
+static sj_remote_io fetch_unguarded(void *impl, const char *key, size_t key_len, size_t max_size,
+                                    sj_remote_blob *out, char *why, size_t cap) {
+    redisReply *r;
+    /* GETRANGE 0..max sends at most max+1 bytes: an oversized value is known
+     * from the reply's length without the server sending, or hiredis
+     * buffering, the whole of it. A missing key reads as "". */
+    sj_remote_io io = run_command(impl, "GETRANGE", why, cap, &r, "GETRANGE %b 0 %lld", key,
+                                  key_len, (long long)max_size);
+    if (io != SJ_REMOTE_IO_OK) return io;
     if (r->type == REDIS_REPLY_STRING && r->len == 0) {
         io = SJ_REMOTE_IO_ABSENT;
         snprintf(why, cap, "no value under the key");
@@ -382,21 +398,12 @@ static void redis_release(void *impl, sj_remote_blob *blob) {
     memset(blob, 0, sizeof *blob);
 }
 
-static sj_remote_io store_unguarded(void *impl, const char *key, size_t key_len, const uint8_t *data,
-                                size_t size, char *why, size_t cap) {
-    redis_transport *t = impl;
-    redisContext *c;
-    sj_remote_io io = acquire(t, &c, why, cap);
+static sj_remote_io store_unguarded(void *impl, const char *key, size_t key_len,
+                                    const uint8_t *data, size_t size, char *why, size_t cap) {
+    redisReply *r;
+    sj_remote_io io =
+        run_command(impl, "SET", why, cap, &r, "SET %b %b", key, key_len, data, size);
     if (io != SJ_REMOTE_IO_OK) return io;
-    redisReply *r = redisCommand(c, "SET %b %b", key, key_len, data, size);
-    int e = errno;
-    if (!r) {
-        io = classify(c, e);
-        snprintf(why, cap, "SET: %s", c->errstr);
-        give_back(t, c, false);
-        return io;
-    }
-    give_back(t, c, true);
     if (r->type == REDIS_REPLY_ERROR) {
         io = SJ_REMOTE_IO_ERROR;
         snprintf(why, cap, "SET refused: %.*s", (int)r->len, r->str);

@@ -43,7 +43,7 @@ void sj_store_config_init(sj_store_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->max_artifact_bytes = (int64_t)1 << 30;
     cfg->busy_timeout_ms = 5000;
-    cfg->compression_level = 3;
+    cfg->compression_level = -1;
     cfg->touch_interval_ms = 60000;
 }
 

@@ -15,6 +15,7 @@
 #include "shapejit/compile.h"
 #include "shapejit/interp.h"
 #include "shapejit/op_cache.h"
+#include "shapejit/runtime.h"
 #include "jit/artifact/artifact_impl.h"
 #include "jit/graph/graph_impl.h"
 
@@ -152,7 +153,9 @@ static void h_free_tensors(sj_ctx *ctx, sj_tensor *t, int n) {
     for (int i = 0; i < n; i++) sj_tensor_free(ctx, &t[i]);
 }
 
-/* Compiles g at E and checks host == interpreter at every extent in ns. */
+/* Compiles g at E and checks host == interpreter at every extent in ns, both
+ * through the poisoning harness and through the runtime's executable
+ * (sj_artifact_load + sj_executable_run), which is what serving uses. */
 static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *ns, int n_ns,
                    const sj_compile_options *o, uint64_t seed, double tol, const char *what) {
     sj_artifact *a;
@@ -160,9 +163,15 @@ static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *
         printf("%s: compile at %lld failed: %s\n", what, (long long)E, sj_ctx_last_error(g->ctx));
         return 0;
     }
+    sj_executable *exe = NULL;
+    if (sj_artifact_load(a, dev, g, &exe) != SJ_OK) {
+        printf("%s: load at %lld failed: %s\n", what, (long long)E, sj_ctx_last_error(g->ctx));
+        sj_artifact_destroy(a);
+        return 0;
+    }
     int ok = 1;
     for (int i = 0; i < n_ns && ok; i++) {
-        sj_tensor in[8] = {0}, got[8] = {0}, want[8] = {0};
+        sj_tensor in[8] = {0}, got[8] = {0}, want[8] = {0}, ran[8] = {0};
         h_inputs(g, ns[i], &seed, in);
         char label[160];
         snprintf(label, sizeof label, "%s (E=%lld, n=%lld)", what, (long long)E, (long long)ns[i]);
@@ -173,13 +182,20 @@ static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *
             printf("%s: host run failed: %s\n", label, sj_ctx_last_error(g->ctx));
             ok = 0;
             h_free_tensors(g->ctx, want, g->n_outputs);
-        } else {
-            ok = h_compare(g, got, want, tol, label);
+        } else if (sj_executable_run(exe, ns[i], in, ran) != SJ_OK) {
+            printf("%s: executable run failed: %s\n", label, sj_ctx_last_error(g->ctx));
+            ok = 0;
             h_free_tensors(g->ctx, got, g->n_outputs);
+            h_free_tensors(g->ctx, want, g->n_outputs);
+        } else {
+            ok = h_compare(g, got, want, tol, label) && h_compare(g, ran, want, tol, label);
+            h_free_tensors(g->ctx, got, g->n_outputs);
+            h_free_tensors(g->ctx, ran, g->n_outputs);
             h_free_tensors(g->ctx, want, g->n_outputs);
         }
         h_free_tensors(g->ctx, in, g->n_inputs);
     }
+    sj_executable_destroy(exe);
     sj_artifact_destroy(a);
     return ok;
 }

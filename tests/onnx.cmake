@@ -2,7 +2,7 @@
 # per backend: any failing test fails the ctest. Backends join by appending
 # to SJ_ONNX_CONFORMANCE_BACKENDS. Without the data the tests report skipped.
 set(SJ_ONNX_NODE_DIR /usr/share/libonnx-testdata/data/node)
-list(APPEND SJ_ONNX_CONFORMANCE_BACKENDS interp)
+list(APPEND SJ_ONNX_CONFORMANCE_BACKENDS interp host)
 list(REMOVE_DUPLICATES SJ_ONNX_CONFORMANCE_BACKENDS)
 set(SJ_SKIP_CODE 77)
 foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})
@@ -10,6 +10,14 @@ foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})
     COMMAND sh -c "if [ ! -d \"$1\" ]; then echo \"skipped: $1 not found (Debian: libonnx-testdata)\"; exit ${SJ_SKIP_CODE}; fi; exec \"$0\" onnx-conformance \"$1\" --backend \"$2\""
             $<TARGET_FILE:shapejit_cli> ${SJ_ONNX_NODE_DIR} ${backend})
   set_tests_properties(onnx_conformance_${backend} PROPERTIES SKIP_RETURN_CODE ${SJ_SKIP_CODE} TIMEOUT 600)
+endforeach()
+
+# Models with a dim_param (MLP, FFN with decomposed layer norm and erf-GELU,
+# classifier head, attention scores), one data set per extent; made by
+# tests/data/onnx/gen_models.py, expected outputs from onnx's reference.
+foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})
+  add_test(NAME onnx_dynamic_models_${backend}
+    COMMAND shapejit_cli onnx-conformance ${PROJECT_SOURCE_DIR}/tests/data/onnx/models --backend ${backend})
 endforeach()
 
 # `shapejit run` fed ONNX TensorProto .pb inputs.

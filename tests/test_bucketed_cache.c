@@ -23,6 +23,7 @@
 #include "shapejit/bucketed_cache.h"
 #include "shapejit/interp.h"
 #include "jit/core/core_impl.h"
+#include "tests/test_util.h"
 
 /* --- a counting compiler around the interpreter backend --- */
 
@@ -79,13 +80,6 @@ static sj_ctx *ctx;
 static sj_graph *g; /* x [N, 8] -> relu(x @ w + b) = y [N, 4]; pooled = sum_N y [4] */
 static char dir[64], path[128];
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static void build_graph(void) {
     assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
     int64_t xd[] = {SJ_DIM_SYM, 8}, wd[] = {8, 4}, bd[] = {4};
@@ -109,14 +103,13 @@ static int setup(void **state) {
     (void)state;
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
     build_graph();
-    strcpy(dir, "/tmp/sj_test_cache_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (!scratch_dir_create(dir, sizeof dir, "test_cache")) return -1;
     snprintf(path, sizeof path, "%s/store.db", dir);
     return 0;
 }
 static int teardown(void **state) {
     (void)state;
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
     return 0;
@@ -519,29 +512,10 @@ static void test_two_processes_precompile(void **state) {
 
 /* --- the hit path allocates nothing --- */
 
-static _Atomic long allocs;
-static void *count_alloc(void *u, size_t n) {
-    (void)u;
-    atomic_fetch_add(&allocs, 1);
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    atomic_fetch_add(&allocs, 1);
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 static void test_hit_path_allocates_nothing(void **state) {
     (void)state;
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, NULL};
-    sj_ctx *cx;
-    assert_int_equal(sj_ctx_create(&cfg, &cx), SJ_OK);
+    alloc_counter counts;
+    sj_ctx *cx = ctx_with_counter(&counts);
     sj_graph *h;
     assert_int_equal(sj_graph_create(cx, "N", &h), SJ_OK);
     int64_t xd[] = {SJ_DIM_SYM, 2};
@@ -556,11 +530,11 @@ static void test_hit_path_allocates_nothing(void **state) {
     sj_bucketed_cache *c;
     assert_int_equal(sj_bucketed_cache_create(h, l, &comp, NULL, NULL, &c), SJ_OK);
     assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
-    long before = atomic_load(&allocs);
+    long before = atomic_load(&counts.calls);
     int64_t e;
     void *exe;
     for (int64_t k = 1; k <= 1024; k++) assert_int_equal(sj_bucketed_cache_get_or_compile(c, k, &e, &exe), SJ_OK);
-    assert_int_equal(atomic_load(&allocs), before);
+    assert_int_equal(atomic_load(&counts.calls), before);
     sj_bucketed_cache_destroy(c);
     sj_ladder_destroy(l);
     sj_graph_destroy(h);

@@ -10,26 +10,7 @@
 
 #include "shapejit/common.h"
 #include "jit/core/core_impl.h"
-
-typedef struct counting {
-    int allocs, frees, fail_after;
-} counting;
-
-static void *count_alloc(void *u, size_t n) {
-    counting *c = u;
-    if (c->fail_after >= 0 && c->allocs >= c->fail_after) return NULL;
-    c->allocs++;
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    counting *c = u;
-    if (!p) c->allocs++;
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    ((counting *)u)->frees++;
-    free(p);
-}
+#include "tests/test_util.h"
 
 static void test_version(void **state) {
     (void)state;
@@ -79,12 +60,8 @@ static void test_error_per_thread(void **state) {
 
 static void test_allocator_hook(void **state) {
     (void)state;
-    counting c = {0, 0, -1};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, &c};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter c;
+    sj_ctx *ctx = ctx_with_counter(&c);
     void *p = sj_alloc(ctx, 16);
     assert_non_null(p);
     char *s = sj_strdup(ctx, "abc");
@@ -92,14 +69,18 @@ static void test_allocator_hook(void **state) {
     sj_free(ctx, s);
     sj_free(ctx, p);
     sj_ctx_destroy(ctx);
-    assert_int_equal(c.allocs, 3);
-    assert_int_equal(c.frees, 3);
+    assert_int_equal(c.calls, 3);
+    assert_int_equal(c.live, 0);
 
     /* A half-set allocator is refused, and allocation failure is reported. */
+    sj_ctx_config cfg;
+    sj_ctx_config_init(&cfg);
+    cfg.allocator = alloc_counter_allocator(&c);
     cfg.allocator.free_fn = NULL;
     assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_E_INVALID_ARG);
-    counting f = {0, 0, 0};
-    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, &f};
+    cfg.allocator = alloc_counter_allocator(&c);
+    c.fail_at = 0;
+    c.keep_failing = true;
     assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_E_NOMEM);
 }
 

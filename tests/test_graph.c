@@ -10,47 +10,14 @@
 
 #include "shapejit/graph.h"
 #include "jit/graph/graph_impl.h"
+#include "tests/graph_fixture.h"
+#include "tests/test_util.h"
 
-#define S SJ_DIM_SYM
-#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 #define F2(a, b) ((const float[]){(a), (b)})
-#define RANK(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-/* Declares input `name` with the listed dims. */
-#define INPUT(g, name, ...) input_ok((g), (name), RANK(__VA_ARGS__), DIMS(__VA_ARGS__))
-
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_graph *g; /* symbol "N" */
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_graph_destroy(f->g);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static sj_value input_ok(sj_graph *g, const char *name, int rank, const int64_t *dims) {
-    sj_value v;
-    sj_status st = sj_graph_input(g, name, rank, dims, &v);
-    if (st != SJ_OK) fail_msg("input %s: %s", name, sj_ctx_last_error(sj_graph_ctx(g)));
-    return v;
-}
 
 static sj_value param_zeros(sj_graph *g, const char *name, int rank, const int64_t *dims) {
     static const float zeros[64];
-    sj_value v;
-    assert_int_equal(sj_graph_param(g, name, rank, dims, zeros, &v), SJ_OK);
-    return v;
+    return param_ok(g, name, rank, dims, zeros);
 }
 
 static void assert_shape(const sj_graph *g, sj_value v, int rank, const int64_t *dims) {
@@ -66,20 +33,12 @@ static void assert_shape(const sj_graph *g, sj_value v, int rank, const int64_t 
 #define ASSERT_SHAPE(g, v, ...) assert_shape((g), (v), RANK(__VA_ARGS__), DIMS(__VA_ARGS__))
 #define ASSERT_SCALAR(g, v) assert_shape((g), (v), 0, NULL)
 
-/* The last error contains every listed fragment. */
-static void assert_error_has(sj_ctx *ctx, const char *a, const char *b, const char *c) {
-    const char *msg = sj_ctx_last_error(ctx);
-    const char *parts[] = {a, b, c};
-    for (int i = 0; i < 3; i++)
-        if (parts[i] && !strstr(msg, parts[i])) fail_msg("message '%s' lacks '%s'", msg, parts[i]);
-}
-
 static const sj_node *node(const sj_graph *g, sj_value v) { return &g->nodes[v]; }
 
 /* ---------------------------------------------------------------- building */
 
 static void test_header_example(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     static float w_data[64 * 256];
     sj_value x = INPUT(g, "x", S, 64), w, y, z;
@@ -96,7 +55,7 @@ static void test_header_example(void **state) {
 }
 
 static void test_unary_ops(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_value x = INPUT(f->g, "x", S, 3), y;
     for (sj_op op = SJ_OP_NEG; op <= SJ_OP_ERF; op++) {
         if (op == SJ_OP_LEAKY_RELU) continue;
@@ -114,7 +73,7 @@ static void test_unary_ops(void **state) {
 }
 
 static void test_binary_broadcast(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value a = INPUT(g, "a", S, 1, 4), b = INPUT(g, "b", 3, 1), c = INPUT(g, "c", 1),
              d = INPUT(g, "d", 1, 4), nn = INPUT(g, "nn", S, S), s = INPUT(g, "s"), y;
@@ -137,7 +96,7 @@ static void test_binary_broadcast(void **state) {
 }
 
 static void test_reduce(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", 2, S, 5), y;
     assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, x, 1, (int[]){-1}, false, &y), SJ_OK);
@@ -159,7 +118,7 @@ static void test_reduce(void **state) {
 }
 
 static void test_matmul_shapes(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value m = INPUT(g, "m", S, 8), w = INPUT(g, "w", 8, 5), v8 = INPUT(g, "v8", 8),
              v5 = INPUT(g, "v5", 5), b4 = INPUT(g, "b4", 2, 1, S, 8), b3 = INPUT(g, "b3", 3, 8, 5),
@@ -183,7 +142,7 @@ static void test_matmul_shapes(void **state) {
 }
 
 static void test_gemm_shapes(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value a = INPUT(g, "a", S, 3), at = INPUT(g, "at", 3, S), b = INPUT(g, "b", 3, 4),
              bt = INPUT(g, "bt", 4, 3), c1 = INPUT(g, "c1", 4), c2 = INPUT(g, "c2", S, 1),
@@ -205,7 +164,7 @@ static void test_gemm_shapes(void **state) {
 }
 
 static void test_row_ops(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", 2, S, 6), y;
     assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, x, -2, &y), SJ_OK);
@@ -227,7 +186,7 @@ static void test_row_ops(void **state) {
 }
 
 static void test_layout_ops(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", 2, S, 3, 4), y;
     assert_int_equal(sj_graph_transpose(g, x, (int[]){2, 0, 3, 1}, &y), SJ_OK);
@@ -261,7 +220,7 @@ static void test_layout_ops(void **state) {
     } while (0)
 
 static void test_shape_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y, x = INPUT(g, "x", S, 64), w = INPUT(g, "w", 32, 16), t = INPUT(g, "t", 3, 64),
                 r3 = INPUT(g, "r3", 2, S, 8), b3 = INPUT(g, "b3", 3, 8, 5), s = INPUT(g, "s"),
@@ -314,7 +273,7 @@ static void test_shape_errors(void **state) {
 }
 
 static void test_axis_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y, x = INPUT(g, "x", S, 4);
     EXPECT_FAIL(f, SJ_E_INVALID_ARG,
@@ -353,7 +312,7 @@ static void test_axis_errors(void **state) {
 }
 
 static void test_bad_value_ids(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y, x = INPUT(g, "x", S, 4);
     const sj_value bad[] = {-1, 1, 1000};
@@ -395,7 +354,7 @@ static void test_bad_value_ids(void **state) {
 }
 
 static void test_leaf_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value y;
     float data[4] = {0};
@@ -456,7 +415,7 @@ static void test_no_symbol(void **state) {
 }
 
 static void test_names_and_outputs(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 4), y, z;
     assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &y), SJ_OK);
@@ -494,6 +453,60 @@ static void test_names_and_outputs(void **state) {
     assert_int_equal(sj_graph_find_input(g, "x"), 0);
     assert_int_equal(sj_graph_find_input(g, "e2"), -1);
     assert_int_equal(sj_graph_find_input(g, NULL), -1);
+}
+
+/* The name every value of test_many_names should have. */
+static void expected_name(int v, char *buf, size_t len) {
+    snprintf(buf, len, v % 3 == 0 ? "r%d" : "v%d", v);
+}
+
+/* Every value of g has its expected name, and no other value may take it. */
+static void expect_names_held(sj_graph *g, int count) {
+    for (int v = 0; v < count; v++) {
+        char want[32], holder[48];
+        expected_name(v, want, sizeof want);
+        sj_value_desc d;
+        assert_int_equal(sj_graph_value_desc(g, v, &d), SJ_OK);
+        assert_string_equal(d.name, want);
+        assert_int_equal(sj_graph_set_name(g, (v + 1) % count, want), SJ_E_INVALID_ARG);
+        snprintf(holder, sizeof holder, "is already value %d", v);
+        assert_error_has(sj_graph_ctx(g), want, holder, NULL);
+    }
+}
+
+/* Names are checked through an index: after many inserts and renames (which
+ * move entries around inside it) every name is still found, a name given
+ * up can be taken again, and a clone keeps its own copy of the names. */
+static void test_many_names(void **state) {
+    graph_fixture *f = *state;
+    sj_graph *g = f->g;
+    enum { COUNT = 3000 };
+    char name[32];
+    sj_value v = INPUT(g, "v0", S, 4);
+    for (int i = 1; i < COUNT; i++) {
+        assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, v, &v), SJ_OK);
+        snprintf(name, sizeof name, "v%d", i);
+        assert_int_equal(sj_graph_set_name(g, v, name), SJ_OK);
+    }
+    for (int i = 0; i < COUNT; i += 3) {
+        expected_name(i, name, sizeof name);
+        assert_int_equal(sj_graph_set_name(g, i, name), SJ_OK);
+    }
+    expect_names_held(g, COUNT);
+    EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_input(g, "v5", 1, DIMS(4), NULL), "'v5'", NULL, NULL);
+    EXPECT_FAIL(f, SJ_E_INVALID_ARG, sj_graph_param(g, "r6", 1, DIMS(4), F2(0, 0), NULL), "'r6'",
+                "value 6", NULL);
+    assert_int_equal(sj_graph_find_input(g, "r0"), 0);
+
+    sj_graph *c;
+    assert_int_equal(sj_graph_clone(g, &c), SJ_OK);
+    expect_names_held(c, COUNT);
+    /* "v3" was given up by the rename; the original reuses it, the clone is untouched. */
+    assert_int_equal(sj_graph_set_name(g, 1, "v3"), SJ_OK);
+    assert_int_equal(sj_graph_set_name(g, 2, "v1"), SJ_OK);
+    assert_int_equal(sj_graph_set_name(c, 4, "v1"), SJ_E_INVALID_ARG);
+    assert_int_equal(sj_graph_set_name(c, 4, "v3"), SJ_OK);
+    sj_graph_destroy(c);
 }
 
 static void test_null_arguments(void **state) {
@@ -561,7 +574,7 @@ static void test_shape_utils(void **state) {
 static void hash_of(const sj_graph *g, uint8_t out[32]) { sj_graph_hash(g, out); }
 
 static void test_unchanged_after_failure(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 4), w = INPUT(g, "w", 5, 6), y;
     assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &y), SJ_OK);
@@ -722,7 +735,7 @@ static void graph_hash(sj_ctx *ctx, int variant, bool swap, const char *prefix, 
 }
 
 static void test_hash_equal_cases(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     uint8_t base[32], other[32];
     graph_hash(f->ctx, V_NONE, false, "", false, base);
     graph_hash(f->ctx, V_NONE, false, "renamed_", false, other);
@@ -741,7 +754,7 @@ static void test_hash_equal_cases(void **state) {
 }
 
 static void test_hash_unequal_cases(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     uint8_t hashes[V_COUNT][32];
     for (int v = 0; v < V_COUNT; v++) graph_hash(f->ctx, v, false, "", false, hashes[v]);
     for (int v = 0; v < V_COUNT; v++)
@@ -751,7 +764,7 @@ static void test_hash_unequal_cases(void **state) {
 
 /* Attributes an op does not read must not split equal graphs. */
 static void test_hash_ignores_unused_attrs(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = build_variant(f->ctx, V_NONE, false, "", false);
     uint8_t before[32], after[32];
     sj_graph_hash(g, before);
@@ -776,7 +789,7 @@ static void test_hash_hex(void **state) {
 
 /* The hash of an empty graph, and of one whose only output is an input. */
 static void test_hash_small_graphs(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     uint8_t empty[32], passthrough[32];
     sj_graph_hash(f->g, empty);
     sj_value x = INPUT(f->g, "x", 2);
@@ -788,7 +801,7 @@ static void test_hash_small_graphs(void **state) {
 /* -------------------------------------------------------------------- clone */
 
 static void test_clone(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = build_variant(f->ctx, V_NONE, false, "", true), *c;
     assert_int_equal(sj_graph_clone(g, &c), SJ_OK);
     uint8_t hg[32], hc[32];
@@ -811,42 +824,11 @@ static void test_clone(void **state) {
 
 /* ------------------------------------------------------- allocation failure */
 
-typedef struct failing_alloc {
-    long calls;   /* allocations attempted (alloc, and realloc of NULL or growth) */
-    long fail_at; /* the call number that fails; -1 = never */
-    long live;
-} failing_alloc;
-
-static bool should_fail(failing_alloc *a) { return a->calls++ == a->fail_at; }
-
-static void *fa_alloc(void *u, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *p = malloc(n);
-    if (p) a->live++;
-    return p;
-}
-static void *fa_realloc(void *u, void *p, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) a->live++;
-    return q;
-}
-static void fa_free(void *u, void *p) {
-    if (p) ((failing_alloc *)u)->live--;
-    free(p);
-}
-
 /* Builds a graph through a context whose k-th allocation fails. Every call
  * either succeeds or reports SJ_E_NOMEM; returns whether all succeeded. */
 static bool build_with_failure(long k) {
-    failing_alloc a = {0, -1, 0};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
     a.fail_at = a.calls + k;
     bool all_ok = true;
     sj_graph *g = NULL, *c = NULL;
@@ -888,12 +870,8 @@ static bool build_with_failure(long k) {
  * hash, so it can cost a cache miss and never a false hit. */
 static void hash_when_allocation_fails(const float *weights, uint8_t canonical[32],
                                        uint8_t fallback[32], uint8_t fallback_again[32]) {
-    failing_alloc a = {0, -1, 0};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
     sj_graph *g;
     assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
     sj_value x = input_ok(g, "x", 2, DIMS(S, 2)), w, y;
@@ -929,7 +907,7 @@ static void test_allocation_failures(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, graph_fixture_setup, graph_fixture_teardown)
     const struct CMUnitTest tests[] = {
         T(test_header_example),
         T(test_unary_ops),
@@ -945,6 +923,7 @@ int main(void) {
         T(test_leaf_errors),
         cmocka_unit_test(test_no_symbol),
         T(test_names_and_outputs),
+        T(test_many_names),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_op_names),
         cmocka_unit_test(test_shape_utils),

@@ -64,7 +64,10 @@ static void check_buckets(fixture *f, const char *what) {
     static const int64_t ns[] = {1, 33, 64, 47};
     assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed, TOL, what));
     assert_true(h_check(f->dev, f->g, 1, ns, 1, &o, f->seed + 1, TOL, what));
+    o.blas_min_work = 1; /* every matmul through cblas_sgemm */
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 3, TOL, what));
     o.fusion = false;
+    o.blas_min_work = 0;
     assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, f->seed + 2, TOL, what));
 }
 
@@ -161,6 +164,98 @@ static void test_batched_matmul_and_views(void **state) {
     check_buckets(f, "batched matmul and views");
 }
 
+/* A long chain, each step with its own param: kernels with many buffers, and
+ * inlining bounded in depth. */
+static void test_long_chain(void **state) {
+    fixture *f = *state;
+    sj_value y = input(f, "x", 2, (int64_t[]){S, 8});
+    for (int i = 0; i < 150; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        sj_value p = param(f, name, 1, (int64_t[]){8});
+        assert_int_equal(sj_graph_binary(f->g, i % 2 ? SJ_OP_MUL : SJ_OP_ADD, y, p, &y), SJ_OK);
+        if (i % 10 == 0) assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, y, &y), SJ_OK);
+    }
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    int n;
+    assert_int_equal(sj_compile_kernel_count(f->g, 16, NULL, &n), SJ_OK);
+    assert_true(n >= 2 && n <= 4);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    static const int64_t ns[] = {1, 9, 16};
+    assert_true(h_check(f->dev, f->g, 16, ns, 3, &o, f->seed, TOL, "long chain"));
+}
+
+/* The inline exp, erf, tanh (and gelu, sigmoid built on them) against libm in
+ * double, over dense sweeps: relative error for exp, absolute for the
+ * bounded ones. */
+static void test_math_accuracy(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 1, (int64_t[]){S}), y[5];
+    sj_op ops[5] = {SJ_OP_EXP, SJ_OP_ERF, SJ_OP_TANH, SJ_OP_GELU, SJ_OP_SIGMOID};
+    const char *names[5] = {"exp", "erf", "tanh", "gelu", "sigmoid"};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sj_graph_unary(f->g, ops[i], x, &y[i]), SJ_OK);
+        assert_int_equal(sj_graph_output(f->g, y[i], names[i]), SJ_OK);
+    }
+    enum { COUNT = 20001 };
+    sj_artifact *a;
+    assert_int_equal(sj_compile(f->g, 32768, NULL, &a), SJ_OK);
+    sj_tensor in = {1, {COUNT}, malloc(COUNT * sizeof(float))}, out[5];
+    for (int i = 0; i < COUNT; i++) in.data[i] = -100.0f + 190.0f * (float)i / (COUNT - 1);
+    in.data[0] = -INFINITY;
+    in.data[1] = INFINITY;
+    in.data[2] = NAN;
+    in.data[3] = 1e-30f;
+    in.data[4] = -1e-6f;
+    for (int i = 5; i < 2000; i++) in.data[i] = -5.0f + 10.0f * (float)i / 2000.0f; /* dense near 0 */
+    assert_int_equal(h_run(f->dev, a, f->g, COUNT, &in, out), SJ_OK);
+    double worst[5] = {0};
+    for (int i = 0; i < COUNT; i++) {
+        double v = in.data[i];
+        double want[5] = {exp(v), erf(v), tanh(v), v * 0.5 * (1.0 + erf(v / sqrt(2.0))), 1.0 / (1.0 + exp(-v))};
+        for (int o = 0; o < 5; o++) {
+            float got = out[o].data[i];
+            float w = (float)want[o];
+            if (isnan(w) || isnan(got) || isinf(w) || isinf(got)) {
+                if (!(isnan(w) && isnan(got)) && got != w) {
+                    printf("%s(%g): got %g, want %g\n", names[o], v, got, w);
+                    fail();
+                }
+                continue;
+            }
+            /* exp: relative; gelu: relative above 1 (its tail is 1 + erf in
+             * float, absolute there); the bounded ones: absolute. */
+            double scale = o == 0 ? fmax(fabs(want[o]), 1e-30) : o == 3 ? fmax(fabs(want[o]), 1.0) : 1.0;
+            double err = fabs(got - want[o]) / scale;
+            if (err > worst[o]) worst[o] = err;
+        }
+    }
+    printf("max error: exp %.2g (rel), erf %.2g, tanh %.2g, gelu %.2g, sigmoid %.2g\n", worst[0],
+           worst[1], worst[2], worst[3], worst[4]);
+    assert_true(worst[0] < 4e-7 && worst[1] < 4e-7 && worst[2] < 4e-7 && worst[3] < 1e-6 && worst[4] < 4e-7);
+    h_free_tensors(f->ctx, out, 5);
+    free(in.data);
+    sj_artifact_destroy(a);
+}
+
+/* A graph without a symbolic dim has one bucket; the extent is ignored. */
+static void test_static_graph(void **state) {
+    fixture *f = *state;
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(f->ctx, NULL, &g), SJ_OK);
+    sj_graph_destroy(f->g);
+    f->g = g;
+    sj_value x = input(f, "x", 2, (int64_t[]){5, 8}), w = param(f, "w", 2, (int64_t[]){8, 3}), y;
+    assert_int_equal(sj_graph_matmul(g, x, w, &y), SJ_OK);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_LOG_SOFTMAX, y, 0, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    static const int64_t ns[] = {1};
+    assert_true(h_check(f->dev, g, 1, ns, 1, &o, f->seed, TOL, "static graph"));
+}
+
 /* NaN and Inf in the inputs reach the outputs as the interpreter has them. */
 static void test_nan_inf_propagate(void **state) {
     fixture *f = *state;
@@ -215,7 +310,36 @@ static void test_cpu_feature_mismatch_refused(void **state) {
     sj_tensor in[1], out[1];
     h_inputs(f->g, 3, &f->seed, in);
     assert_int_equal(h_run(f->dev, a, f->g, 3, in, out), SJ_E_MISMATCH);
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_MISMATCH);
+    assert_null(exe);
     h_free_tensors(f->ctx, in, 1);
+    sj_artifact_destroy(a);
+}
+
+/* An artifact is only loaded for the graph it was compiled from. */
+static void test_graph_mismatch_refused(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 4}), y;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_EXP, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_artifact *a;
+    assert_int_equal(sj_compile(f->g, 8, NULL, &a), SJ_OK);
+    sj_graph *other;
+    assert_int_equal(sj_graph_create(f->ctx, "N", &other), SJ_OK);
+    assert_int_equal(sj_graph_input(other, "x", 2, (int64_t[]){S, 4}, &x), SJ_OK);
+    assert_int_equal(sj_graph_unary(other, SJ_OP_LOG, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(other, y, "y"), SJ_OK);
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_artifact_load(a, f->dev, other, &exe), SJ_E_MISMATCH);
+    /* An extern kernel this build lacks is named, not left to the linker. */
+    assert_int_equal(sj_artifact_set_string(a, &a->externs, "cblas_sgemm,sj_no_such_kernel"), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "sj_no_such_kernel"));
+    assert_int_equal(sj_artifact_set_string(a, &a->externs, ""), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+    sj_executable_destroy(exe);
+    sj_graph_destroy(other);
     sj_artifact_destroy(a);
 }
 
@@ -389,8 +513,12 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_row_ops_over_sym, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ffn_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_static_graph, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_math_accuracy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_graphs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,48 +11,10 @@
 #include <string.h>
 
 #include "shapejit/interp.h"
+#include "tests/graph_fixture.h"
+#include "tests/test_util.h"
 
-#define S SJ_DIM_SYM
-#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
-#define RANK(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 #define F(...) ((const float[]){__VA_ARGS__})
-
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_graph *g; /* symbol "N" */
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_graph_destroy(f->g);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static sj_value input(sj_graph *g, const char *name, int rank, const int64_t *dims) {
-    sj_value v;
-    if (sj_graph_input(g, name, rank, dims, &v) != SJ_OK)
-        fail_msg("input %s: %s", name, sj_ctx_last_error(sj_graph_ctx(g)));
-    return v;
-}
-#define INPUT(g, name, ...) input((g), (name), RANK(__VA_ARGS__), DIMS(__VA_ARGS__))
-
-static sj_value param(sj_graph *g, const char *name, int rank, const int64_t *dims,
-                      const float *data) {
-    sj_value v;
-    if (sj_graph_param(g, name, rank, dims, data, &v) != SJ_OK)
-        fail_msg("param %s: %s", name, sj_ctx_last_error(sj_graph_ctx(g)));
-    return v;
-}
 
 static void ok(sj_graph *g, sj_status st) {
     if (st != SJ_OK) fail_msg("build: %s", sj_ctx_last_error(sj_graph_ctx(g)));
@@ -93,7 +55,7 @@ static void expect_run(sj_graph *g, int64_t extent, const sj_tensor *inputs, int
     expect_run((g), (extent), (inputs), RANK(__VA_ARGS__), DIMS(__VA_ARGS__), (want))
 
 /* A fresh graph for each op of a table-driven test. */
-static sj_graph *fresh(fixture *f) {
+static sj_graph *fresh(graph_fixture *f) {
     sj_graph_destroy(f->g);
     assert_int_equal(sj_graph_create(f->ctx, "N", &f->g), SJ_OK);
     return f->g;
@@ -102,7 +64,7 @@ static sj_graph *fresh(fixture *f) {
 /* ---------------------------------------------------------------- unary */
 
 static void test_unary(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     const float x[] = {-1, 0, 0.5f, 2}, pos[] = {0.25f, 1, 4, 16};
     static const struct {
         sj_op op;
@@ -141,10 +103,10 @@ static void test_unary(void **state) {
 
 /* ---------------------------------------------------------------- binary */
 
-static void run_binary(fixture *f, sj_op op, sj_tensor a, sj_tensor b, int rank,
+static void run_binary(graph_fixture *f, sj_op op, sj_tensor a, sj_tensor b, int rank,
                        const int64_t *dims, const float *want) {
     sj_graph *g = fresh(f);
-    sj_value va = input(g, "a", a.rank, a.dims), vb = input(g, "b", b.rank, b.dims), y;
+    sj_value va = input_ok(g, "a", a.rank, a.dims), vb = input_ok(g, "b", b.rank, b.dims), y;
     ok(g, sj_graph_binary(g, op, va, vb, &y));
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
     sj_tensor in[2] = {a, b};
@@ -152,7 +114,7 @@ static void run_binary(fixture *f, sj_op op, sj_tensor a, sj_tensor b, int rank,
 }
 
 static void test_binary(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     const float a23[] = {1, 2, 3, 4, 5, 6}, b3[] = {10, 20, 30};
     sj_tensor a = VIEW(a23, 2, 3), b = VIEW(b3, 3);
     run_binary(f, SJ_OP_ADD, a, b, 2, DIMS(2, 3), F(11, 22, 33, 14, 25, 36));
@@ -177,7 +139,7 @@ static void test_binary(void **state) {
 }
 
 static void test_nan_propagation(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     const float a[] = {NAN, 1, 2, NAN}, b[] = {0, NAN, 3, 4};
     run_binary(f, SJ_OP_MAX, VIEW(a, 4), VIEW(b, 4), 1, DIMS(4), F(NAN, NAN, 3, NAN));
     run_binary(f, SJ_OP_MIN, VIEW(a, 4), VIEW(b, 4), 1, DIMS(4), F(NAN, NAN, 2, NAN));
@@ -202,17 +164,17 @@ static void test_nan_propagation(void **state) {
 
 /* ------------------------------------------------------------ reductions */
 
-static void run_reduce(fixture *f, sj_op op, sj_tensor x, int n_axes, const int *axes,
+static void run_reduce(graph_fixture *f, sj_op op, sj_tensor x, int n_axes, const int *axes,
                        bool keepdims, int rank, const int64_t *dims, const float *want) {
     sj_graph *g = fresh(f);
-    sj_value vx = input(g, "x", x.rank, x.dims), y;
+    sj_value vx = input_ok(g, "x", x.rank, x.dims), y;
     ok(g, sj_graph_reduce(g, op, vx, n_axes, axes, keepdims, &y));
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
     expect_run(g, 1, &x, rank, dims, want);
 }
 
 static void test_reduce(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_tensor x = VIEW(F(1, 5, 3, 4, 2, 6), 2, 3);
     run_reduce(f, SJ_OP_REDUCE_SUM, x, 1, (int[]){0}, false, 1, DIMS(3), F(5, 7, 9));
     run_reduce(f, SJ_OP_REDUCE_SUM, x, 1, (int[]){-1}, false, 1, DIMS(2), F(9, 12));
@@ -230,7 +192,7 @@ static void test_reduce(void **state) {
 
 /* Reductions over the symbolic axis see exactly `extent` rows. */
 static void test_reduce_symbolic_axis(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 2), s, m, mx;
     ok(g, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, x, 1, (int[]){0}, false, &s));
@@ -254,10 +216,10 @@ static void test_reduce_symbolic_axis(void **state) {
 
 /* ---------------------------------------------------------- contractions */
 
-static void run_matmul(fixture *f, sj_tensor a, sj_tensor b, int rank, const int64_t *dims,
+static void run_matmul(graph_fixture *f, sj_tensor a, sj_tensor b, int rank, const int64_t *dims,
                        const float *want) {
     sj_graph *g = fresh(f);
-    sj_value va = input(g, "a", a.rank, a.dims), vb = input(g, "b", b.rank, b.dims), y;
+    sj_value va = input_ok(g, "a", a.rank, a.dims), vb = input_ok(g, "b", b.rank, b.dims), y;
     ok(g, sj_graph_matmul(g, va, vb, &y));
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
     sj_tensor in[2] = {a, b};
@@ -265,7 +227,7 @@ static void run_matmul(fixture *f, sj_tensor a, sj_tensor b, int rank, const int
 }
 
 static void test_matmul(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     const float m23[] = {1, 2, 3, 4, 5, 6}, v2[] = {1, 2}, v3[] = {1, 0, -1};
     run_matmul(f, VIEW(m23, 2, 3), VIEW(F(1, 0, 0, 1, 1, 1), 3, 2), 2, DIMS(2, 2),
                F(4, 5, 10, 11));
@@ -285,7 +247,7 @@ static void test_matmul(void **state) {
 
 /* Contracting over the symbolic dim sums exactly `extent` terms. */
 static void test_matmul_symbolic(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value q = INPUT(g, "q", S, 2), k = INPUT(g, "k", 2, S), scores, gram;
     ok(g, sj_graph_matmul(g, q, k, &scores)); /* [N, N] */
@@ -308,11 +270,11 @@ static void test_matmul_symbolic(void **state) {
     for (int i = 0; i < 2; i++) sj_tensor_free(f->ctx, &out[i]);
 }
 
-static void run_gemm(fixture *f, sj_tensor a, sj_tensor b, const sj_tensor *c, float alpha,
+static void run_gemm(graph_fixture *f, sj_tensor a, sj_tensor b, const sj_tensor *c, float alpha,
                      float beta, bool ta, bool tb, const float *want) {
     sj_graph *g = fresh(f);
-    sj_value va = input(g, "a", a.rank, a.dims), vb = input(g, "b", b.rank, b.dims), y;
-    sj_value vc = c ? input(g, "c", c->rank, c->dims) : SJ_NO_VALUE;
+    sj_value va = input_ok(g, "a", a.rank, a.dims), vb = input_ok(g, "b", b.rank, b.dims), y;
+    sj_value vc = c ? input_ok(g, "c", c->rank, c->dims) : SJ_NO_VALUE;
     ok(g, sj_graph_gemm(g, va, vb, vc, alpha, beta, ta, tb, &y));
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
     sj_tensor in[3] = {a, b, c ? *c : a};
@@ -320,7 +282,7 @@ static void run_gemm(fixture *f, sj_tensor a, sj_tensor b, const sj_tensor *c, f
 }
 
 static void test_gemm(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     /* A = [[1, 2], [3, 4]], B = [[5, 6], [7, 8]]. */
     sj_tensor a = VIEW(F(1, 2, 3, 4), 2, 2), b = VIEW(F(5, 6, 7, 8), 2, 2);
     run_gemm(f, a, b, NULL, 1, 0, false, false, F(19, 22, 43, 50));
@@ -349,7 +311,7 @@ static void test_gemm(void **state) {
 /* Softmax over the symbolic axis at several extents; large inputs check
  * that the max is subtracted first. */
 static void test_softmax_symbolic(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S), big = INPUT(g, "big", S), cols = INPUT(g, "cols", S, 2), s, ls,
              sb, sc;
@@ -384,11 +346,11 @@ static void test_softmax_symbolic(void **state) {
 }
 
 static void test_layernorm(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     const float scale_d[] = {1, 2, 1, 2}, bias_d[] = {0.5f};
-    sj_value x = INPUT(g, "x", S, 4), scale = param(g, "scale", 1, DIMS(4), scale_d),
-             bias = param(g, "bias", 1, DIMS(1), bias_d), plain, affine;
+    sj_value x = INPUT(g, "x", S, 4), scale = param_ok(g, "scale", 1, DIMS(4), scale_d),
+             bias = param_ok(g, "bias", 1, DIMS(1), bias_d), plain, affine;
     ok(g, sj_graph_layernorm(g, x, SJ_NO_VALUE, SJ_NO_VALUE, 1, 1e-5f, &plain));
     ok(g, sj_graph_layernorm(g, x, scale, bias, -1, 1e-5f, &affine));
     assert_int_equal(sj_graph_output(g, plain, "plain"), SJ_OK);
@@ -407,7 +369,7 @@ static void test_layernorm(void **state) {
      * from axis 0 with epsilon 0, scale broadcast from [2]. */
     g = fresh(f);
     x = INPUT(g, "x", S, 2);
-    sj_value sc = param(g, "s", 1, DIMS(2), F(1, 10)), y;
+    sj_value sc = param_ok(g, "s", 1, DIMS(2), F(1, 10)), y;
     ok(g, sj_graph_layernorm(g, x, sc, SJ_NO_VALUE, 0, 0, &y));
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
     sj_tensor x2 = VIEW(F(1, 2, 3, 4), 2, 2);
@@ -417,7 +379,7 @@ static void test_layernorm(void **state) {
 /* ----------------------------------------------------------------- layout */
 
 static void test_transpose_reshape(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 3), t, r;
     ok(g, sj_graph_transpose(g, x, (int[]){1, 0}, &t));
@@ -445,9 +407,9 @@ static void test_transpose_reshape(void **state) {
 /* Outputs may be inputs, params, the same value twice, or depend on values
  * other outputs also use; dead nodes are evaluated and freed harmlessly. */
 static void test_output_kinds(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
-    sj_value x = INPUT(g, "x", S), p = param(g, "p", 1, DIMS(1), F(7)), e, dead, y;
+    sj_value x = INPUT(g, "x", S), p = param_ok(g, "p", 1, DIMS(1), F(7)), e, dead, y;
     ok(g, sj_graph_unary(g, SJ_OP_NEG, x, &e));
     ok(g, sj_graph_unary(g, SJ_OP_EXP, e, &dead));
     ok(g, sj_graph_binary(g, SJ_OP_MUL, e, e, &y));
@@ -469,7 +431,7 @@ static void test_output_kinds(void **state) {
 }
 
 static void test_no_symbol_graph(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g;
     assert_int_equal(sj_graph_create(f->ctx, NULL, &g), SJ_OK);
     sj_value x = INPUT(g, "x", 2), y;
@@ -481,15 +443,8 @@ static void test_no_symbol_graph(void **state) {
     sj_graph_destroy(g);
 }
 
-static void assert_error_has(sj_ctx *ctx, const char *a, const char *b, const char *c) {
-    const char *msg = sj_ctx_last_error(ctx);
-    const char *parts[] = {a, b, c};
-    for (int i = 0; i < 3; i++)
-        if (parts[i] && !strstr(msg, parts[i])) fail_msg("message '%s' lacks '%s'", msg, parts[i]);
-}
-
 static void test_request_errors(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 4), w = INPUT(g, "w", 4), y;
     ok(g, sj_graph_binary(g, SJ_OP_ADD, x, w, &y));
@@ -527,7 +482,7 @@ static void test_request_errors(void **state) {
 
 /* [N, N] is fine at build time but has no room at a huge extent. */
 static void test_extent_too_large_for_values(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_graph *g = f->g;
     sj_value x = INPUT(g, "x", S, 1), xt, y;
     ok(g, sj_graph_transpose(g, x, (int[]){1, 0}, &xt));
@@ -543,7 +498,7 @@ static void test_extent_too_large_for_values(void **state) {
 /* ------------------------------------------------------------- tensors */
 
 static void test_tensor_alloc(void **state) {
-    fixture *f = *state;
+    graph_fixture *f = *state;
     sj_tensor t;
     assert_int_equal(sj_tensor_alloc(f->ctx, 2, DIMS(3, 5), &t), SJ_OK);
     assert_int_equal(sj_tensor_numel(&t), 15);
@@ -567,42 +522,14 @@ static void test_tensor_alloc(void **state) {
 
 /* ------------------------------------------------------ allocation failure */
 
-typedef struct failing_alloc {
-    long calls, fail_at, live;
-} failing_alloc;
-
-static bool should_fail(failing_alloc *a) { return a->calls++ == a->fail_at; }
-static void *fa_alloc(void *u, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *p = malloc(n);
-    if (p) a->live++;
-    return p;
-}
-static void *fa_realloc(void *u, void *p, size_t n) {
-    failing_alloc *a = u;
-    if (should_fail(a)) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) a->live++;
-    return q;
-}
-static void fa_free(void *u, void *p) {
-    if (p) ((failing_alloc *)u)->live--;
-    free(p);
-}
-
 /* Runs a graph with intermediates, two outputs and a dead node while the
  * k-th allocation of the run fails. Returns whether the run succeeded. */
 static bool run_with_failure(long k) {
-    failing_alloc a = {0, -1, 0};
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){fa_alloc, fa_realloc, fa_free, &a};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cfg, &ctx), SJ_OK);
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
     sj_graph *g;
     assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
-    sj_value x = INPUT(g, "x", S, 2), w = param(g, "w", 2, DIMS(2, 2), F(1, 2, 3, 4)), h, dead,
+    sj_value x = INPUT(g, "x", S, 2), w = param_ok(g, "w", 2, DIMS(2, 2), F(1, 2, 3, 4)), h, dead,
              s, y;
     ok(g, sj_graph_matmul(g, x, w, &h));
     ok(g, sj_graph_unary(g, SJ_OP_EXP, h, &dead));
@@ -636,7 +563,7 @@ static void test_allocation_failures(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, graph_fixture_setup, graph_fixture_teardown)
     const struct CMUnitTest tests[] = {
         T(test_unary),
         T(test_binary),

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "shapejit/metadata_cache.h"
+#include "tests/test_util.h"
 
 /* Buffers are malloc'd ints, so a buffer used after its release is an
  * AddressSanitizer error, and the release count is exact. */
@@ -22,25 +23,8 @@ static void release_buffer(void *user, void *buffer) {
     free(buffer);
 }
 
-typedef struct counting {
-    long allocs, frees;
-} counting;
-
-static void *count_alloc(void *u, size_t n) {
-    ((counting *)u)->allocs++;
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    ((counting *)u)->allocs++;
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    ((counting *)u)->frees++;
-    free(p);
-}
-
 typedef struct fixture {
-    counting counts;
+    alloc_counter counts;
     sj_ctx *ctx;
     tracker t;
     sj_mdcache *c;
@@ -48,10 +32,7 @@ typedef struct fixture {
 
 static fixture *setup_cache(size_t max_entries, size_t max_bytes) {
     fixture *f = calloc(1, sizeof *f);
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, &f->counts};
-    assert_int_equal(sj_ctx_create(&cfg, &f->ctx), SJ_OK);
+    f->ctx = ctx_with_counter(&f->counts);
     sj_mdcache_policy p = {max_entries, max_bytes, SJ_CACHE_NORMAL};
     assert_int_equal(sj_mdcache_create(f->ctx, &p, release_buffer, &f->t, &f->c), SJ_OK);
     return f;
@@ -391,7 +372,7 @@ static void test_hits_allocate_nothing(void **state) {
         for (int j = 0; j < 16; j++) words[i][j] = i * 1000 + j;
     for (int i = 0; i < 32; i++)
         assert_int_equal(sj_mdcache_store(f->c, words[i], 16, buffer_of(i)), SJ_OK);
-    long before = f->counts.allocs;
+    long before = f->counts.calls;
     for (int round = 0; round < 100; round++)
         for (int i = 0; i < 32; i++) {
             void *buf;
@@ -404,7 +385,7 @@ static void test_hits_allocate_nothing(void **state) {
         void *buf;
         assert_int_equal(sj_mdcache_lookup(f->c, words[i], 16, &buf), SJ_MDCACHE_HIT);
     }
-    assert_int_equal(f->counts.allocs, before);
+    assert_int_equal(f->counts.calls, before);
     sj_mdcache_capture_discard(f->c);
     teardown_cache(f);
 }
@@ -422,7 +403,7 @@ static void test_destroy_releases_every_buffer(void **state) {
     sj_mdcache_destroy(f->c); /* a graph still live and a capture open */
     f->c = NULL;
     assert_int_equal(t->released, 5);
-    assert_int_equal(f->counts.allocs, f->counts.frees + 1); /* + the context */
+    assert_int_equal(f->counts.live, 1); /* the context */
     teardown_cache(f);
 }
 

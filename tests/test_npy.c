@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "shapejit/tensor.h"
+#include "tests/test_util.h"
 
 static sj_ctx *ctx;
 static char tmpdir[256];
@@ -20,22 +21,12 @@ static char tmpdir[256];
 static int setup(void **state) {
     (void)state;
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/sj_test_npy.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return scratch_dir_create(tmpdir, sizeof tmpdir, "test_npy") ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    char path[512];
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-        if (rmdir(path) != 0) unlink(path);
-    }
-    if (d) closedir(d);
-    rmdir(tmpdir);
+    remove_tree(tmpdir);
     sj_ctx_destroy(ctx);
     return 0;
 }
@@ -205,10 +196,7 @@ static void test_payload_size(void **state) {
     char path[512];
     snprintf(path, sizeof path, "%s/short.npy", tmpdir);
     n = make_npy(buf, 1, dict, 20);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(buf, 1, n, f), n);
-    fclose(f);
+    write_whole_file(path, buf, n);
     assert_int_equal(sj_npy_read(ctx, path, &t), SJ_E_PARSE);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "short.npy"));
     assert_non_null(strstr(sj_ctx_last_error(ctx), "truncated file"));

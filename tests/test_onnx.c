@@ -16,6 +16,7 @@
 
 #include "shapejit/interp.h"
 #include "shapejit/onnx.h"
+#include "tests/test_util.h"
 
 #include "onnx.pb-c.h"
 
@@ -261,20 +262,6 @@ static bool have_node_tests(void) {
     return stat(NODE_DIR "/test_gemm_all_attributes/model.onnx", &sb) == 0;
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 static void assert_close(const float *got, const double *want, size_t n, double tol) {
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - want[i]);
@@ -296,6 +283,19 @@ static sj_status load(sj_ctx *ctx, mb *b, const sj_model_options *o, sj_graph **
 
 static void no_options(sj_model_options *o) { memset(o, 0, sizeof *o); }
 
+/* Loading b (with options o, NULL = none) fails with `want`, leaves no
+ * graph, and says every fragment of the NULL-terminated list; frees b. */
+static void expect_load_error(sj_ctx *ctx, mb *b, const sj_model_options *o, sj_status want,
+                              const char *const *fragments) {
+    sj_graph *g = NULL;
+    assert_int_equal(load(ctx, b, o, &g), want);
+    assert_null(g);
+    for (; *fragments; fragments++) assert_msg_has(ctx, *fragments);
+    mb_free(b);
+}
+#define EXPECT_LOAD_ERROR(ctx, b, o, want, ...)                                                    \
+    expect_load_error((ctx), (b), (o), (want), (const char *const[]){__VA_ARGS__, NULL})
+
 static void softmax_row(double *v, int n) {
     double m = v[0], s = 0;
     for (int i = 1; i < n; i++) m = fmax(m, v[i]);
@@ -309,7 +309,7 @@ static void run_node_test(sj_ctx *ctx, const char *name, int n_inputs) {
     char path[512];
     snprintf(path, sizeof path, NODE_DIR "/%s/model.onnx", name);
     size_t len;
-    uint8_t *bytes = slurp(path, &len);
+    uint8_t *bytes = read_whole_file(path, &len);
     sj_graph *g;
     sj_status st = sj_onnx_load_mem(ctx, bytes, len, path, NULL, &g);
     free(bytes);
@@ -678,6 +678,22 @@ static void test_declared_dynamic_axis(void **state) {
     sj_tensor_free(ctx, &out);
     sj_graph_destroy(g);
 
+    mb_free(&b);
+
+    /* a dim with neither size nor name: an error that says how to declare it */
+    build_fixed_mlp(&b);
+    b.ins[0] = mb_vi(&b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "?,8");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
+    assert_msg_has(ctx, "--dynamic-axis x:0");
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 0;
+    o.dynamic_name = "rows";
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "rows");
+    sj_graph_destroy(g);
+
+    o.dynamic_name = NULL;
     o.dynamic_input = "nope";
     assert_int_equal(load(ctx, &b, &o, &g), SJ_E_NOT_FOUND);
     assert_msg_has(ctx, "nope");
@@ -706,9 +722,7 @@ static void test_several_dim_params(void **state) {
     assert_msg_has(ctx, "tokens");
     assert_msg_has(ctx, "'seq'");
     o.dynamic_name = "batch";
-    assert_int_equal(load(ctx, &b, &o, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "'seq'");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_UNSUPPORTED, "'seq'");
 
     /* the same name twice is one symbolic dim */
     mb_init(&b, 13);
@@ -733,7 +747,7 @@ static void test_truncated_real_models(void **state) {
         char path[512];
         snprintf(path, sizeof path, NODE_DIR "/%s/model.onnx", models[m]);
         size_t len;
-        uint8_t *bytes = slurp(path, &len);
+        uint8_t *bytes = read_whole_file(path, &len);
         const size_t cuts[] = {0, 1, 2, 7, len / 4, len / 3, len / 2, len - 9, len - 2, len - 1};
         for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
             uint8_t *copy = malloc(cuts[c] + 1); /* an exact-size copy, so ASan sees overreads */
@@ -790,19 +804,13 @@ static void test_undefined_value(void **state) {
     mb_node(&b, "Relu", "act", "x", "r");
     mb_node(&b, "Add", "add1", "r,nope", "y");
     mb_output(&b, "y", NULL);
-    sj_graph *g;
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_PARSE);
-    assert_msg_has(ctx, "'nope'");
-    assert_msg_has(ctx, "node #1 'add1' (Add)");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'nope'", "node #1 'add1' (Add)");
 
     mb_init(&b, 13);
     mb_input(&b, "x", "n,4");
     mb_node(&b, "Relu", "act", "x", "r");
     mb_output(&b, "missing", NULL);
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_PARSE);
-    assert_msg_has(ctx, "'missing'");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'missing'");
 }
 
 static void test_unsupported_op(void **state) {
@@ -813,12 +821,7 @@ static void test_unsupported_op(void **state) {
     mb_node(&b, "Relu", "act", "x", "r");
     mb_node(&b, "Conv", "conv1", "r", "y");
     mb_output(&b, "y", NULL);
-    sj_graph *g;
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "'Conv'");
-    assert_msg_has(ctx, "conv1");
-    assert_msg_has(ctx, "node #1");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'Conv'", "conv1", "node #1");
 }
 
 static void test_external_data(void **state) {
@@ -841,11 +844,7 @@ static void test_external_data(void **state) {
     t->external_data[0] = loc;
     mb_node(&b, "MatMul", "fc", "x,w", "y");
     mb_output(&b, "y", NULL);
-    sj_graph *g;
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "external");
-    assert_msg_has(ctx, "'w'");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "external", "'w'");
 }
 
 static void test_reshape_shape_not_constant(void **state) {
@@ -856,11 +855,7 @@ static void test_reshape_shape_not_constant(void **state) {
     mb_input_typed(&b, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "2");
     mb_node(&b, "Reshape", "rs", "x,shape", "y");
     mb_output(&b, "y", NULL);
-    sj_graph *g;
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "not a constant");
-    assert_msg_has(ctx, "'rs' (Reshape)");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "not a constant", "'rs' (Reshape)");
 
     /* a -1 that would fold the symbolic dim into another dim */
     mb_init(&b, 13);
@@ -868,9 +863,7 @@ static void test_reshape_shape_not_constant(void **state) {
     mb_init_i64(&b, "shape", 1, (int64_t[]){-1});
     mb_node(&b, "Reshape", "flatten", "x,shape", "y");
     mb_output(&b, "y", NULL);
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "symbolic");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "symbolic");
 }
 
 static void test_conflicting_dims(void **state) {
@@ -882,17 +875,13 @@ static void test_conflicting_dims(void **state) {
     mb_input(&b, "b", "4,5");
     mb_node(&b, "Add", "sum", "a,b", "y");
     mb_output(&b, "y", NULL);
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
-    assert_msg_has(ctx, "'sum' (Add)");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'sum' (Add)");
 
     mb_init(&b, 13);
     mb_input(&b, "a", "n,3");
     mb_node(&b, "Relu", "act", "a", "y");
     mb_output(&b, "y", "n,5");
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
-    assert_msg_has(ctx, "output 'y'");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "output 'y'");
 
     mb_init(&b, 13);
     mb_input(&b, "a", "n,3");
@@ -900,20 +889,33 @@ static void test_conflicting_dims(void **state) {
     mb_output(&b, "y", "3,n");
     assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
     mb_free(&b);
+
+    /* an intermediate's value_info that disagrees */
+    mb_init(&b, 13);
+    mb_input(&b, "a", "n,3");
+    mb_node(&b, "Relu", "act", "a", "r");
+    mb_node(&b, "Neg", "neg", "r", "y");
+    Onnx__ValueInfoProto *info[1] = {mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,4")};
+    b.g.n_value_info = 1;
+    b.g.value_info = info;
+    mb_output(&b, "y", "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_SHAPE);
+    assert_msg_has(ctx, "value 'r' dim 1 is declared as 4");
+    info[0] = mb_vi(&b, "r", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "n,3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    sj_graph_destroy(g);
+    mb_free(&b);
 }
 
 static void test_non_float_tensors(void **state) {
     sj_ctx *ctx = *state;
     mb b;
-    sj_graph *g;
     mb_init(&b, 13);
     mb_input(&b, "x", "n,4");
     mb_input_typed(&b, "k", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, "n,4");
     mb_node(&b, "Add", "add", "x,k", "y");
     mb_output(&b, "y", NULL);
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "INT32");
-    mb_free(&b);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "INT32");
 
     /* an unused input of another dtype still cannot be fed */
     mb_init(&b, 13);
@@ -921,9 +923,48 @@ static void test_non_float_tensors(void **state) {
     mb_input_typed(&b, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "n,4");
     mb_node(&b, "Relu", "act", "x", "y");
     mb_output(&b, "y", NULL);
-    assert_int_equal(load(ctx, &b, NULL, &g), SJ_E_UNSUPPORTED);
-    assert_msg_has(ctx, "BOOL");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "BOOL");
+}
+
+/* Every allocation failing in turn: each load fails cleanly (ASan checks
+ * that nothing leaks) until enough memory is allowed. */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    alloc_counter counts;
+    sj_ctx *ctx = ctx_with_counter(&counts);
+    mb b;
+    mb_init(&b, 11);
+    mb_input(&b, "x", "seq,4");
+    float w[16];
+    fill(w, 16, 5);
+    mb_init_f(&b, "w", 2, (int64_t[]){4, 4}, w);
+    mb_init_f(&b, "gain", 1, (int64_t[]){4}, w);
+    mb_init_i64(&b, "shape", 3, (int64_t[]){0, 2, 2});
+    mb_node(&b, "MatMul", "fc", "x,w", "h");
+    mb_node(&b, "Reshape", "rs", "h,shape", "h3");
+    mb_attr_i(&b, mb_node(&b, "Softmax", "sm", "h3", "p"), "axis", 1);
+    mb_node(&b, "LayerNormalization", "ln", "h,gain", "y,mean,inv");
+    mb_output(&b, "p", NULL);
+    mb_output(&b, "inv", NULL);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    int allowed = 0;
+    for (;; allowed++) {
+        counts.fail_at = counts.calls + allowed;
+        counts.keep_failing = true;
+        sj_graph *g;
+        sj_status st = sj_onnx_load_mem(ctx, bytes, len, "m.onnx", NULL, &g);
+        counts.fail_at = -1;
+        if (st == SJ_OK) {
+            sj_graph_destroy(g);
+            break;
+        }
+        if (st != SJ_E_NOMEM) fail_msg("allowed %d: %s: %s", allowed, sj_status_str(st), sj_ctx_last_error(ctx));
+        assert_null(g);
+    }
+    assert_true(allowed > 10);
     mb_free(&b);
+    sj_ctx_destroy(ctx);
 }
 
 /* ---- TensorProto files ---- */
@@ -996,7 +1037,7 @@ static sj_status off_by_one(void *user, const sj_graph *g, int64_t extent, const
 static void test_conformance_runner(void **state) {
     sj_ctx *ctx = *state;
     if (!have_node_tests()) skip();
-    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL};
+    sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL, NULL};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
     o.only = "^test_(gemm_|softmax_axis_|reshape_|add_|reduce_sum_keepdims)";
@@ -1050,6 +1091,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),
         cmocka_unit_test(test_non_float_tensors),
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_tensor_pb),
         cmocka_unit_test(test_conformance_runner),
     };

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "shapejit/op_cache.h"
+#include "tests/test_util.h"
 
 /* --- a mock backend: memory from malloc, kernels made up from their names. */
 typedef struct mock {
@@ -118,25 +119,8 @@ static const sj_device_ops mock_ops = {
     .destroy = mock_destroy,
 };
 
-typedef struct counting {
-    long allocs;
-} counting;
-
-static void *count_alloc(void *u, size_t n) {
-    ((counting *)u)->allocs++;
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    ((counting *)u)->allocs++;
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 typedef struct fixture {
-    counting counts;
+    alloc_counter counts;
     sj_ctx *ctx;
     mock m;
     sj_device *dev;
@@ -147,10 +131,7 @@ static const char code_a[] = "module a", code_b[] = "module b";
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    sj_ctx_config cfg;
-    sj_ctx_config_init(&cfg);
-    cfg.allocator = (sj_allocator){count_alloc, count_realloc, count_free, &f->counts};
-    assert_int_equal(sj_ctx_create(&cfg, &f->ctx), SJ_OK);
+    f->ctx = ctx_with_counter(&f->counts);
     assert_int_equal(sj_device_create(f->ctx, &mock_ops, &f->m, NULL, &f->dev), SJ_OK);
     assert_int_equal(
         sj_device_load_module(f->dev, SJ_CODE_PTX, code_a, sizeof code_a, &f->mod), SJ_OK);
@@ -222,7 +203,7 @@ static void test_memoised_hit_allocates_nothing(void **state) {
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "k_softmax", &k, NULL), SJ_OK);
     void *s;
     assert_int_equal(sj_op_cache_scratch(oc, "rows", 4096, &s), SJ_OK);
-    long before = f->counts.allocs;
+    long before = f->counts.calls;
     for (int i = 0; i < 1000; i++) {
         sj_kernel_attrs a;
         assert_int_equal(sj_op_cache_kernel(oc, f->mod, "k_softmax", &k, &a), SJ_OK);
@@ -230,7 +211,7 @@ static void test_memoised_hit_allocates_nothing(void **state) {
         assert_int_equal(sj_op_cache_scratch(oc, "rows", 1024, &t), SJ_OK);
         assert_ptr_equal(s, t);
     }
-    assert_int_equal(f->counts.allocs, before);
+    assert_int_equal(f->counts.calls, before);
 }
 
 static void test_two_caches_share_nothing(void **state) {

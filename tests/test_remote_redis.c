@@ -18,6 +18,7 @@
 #include "jit/core/core_impl.h"
 #include "store/remote_tier_impl.h"
 #include "tests/redis_server.h"
+#include "tests/test_util.h"
 
 #define CONNECT_MS 100
 #define COMMAND_MS 200
@@ -61,6 +62,12 @@ static sj_remote *open_tier(fixture *f, const char *secret, bool read_only, size
     sj_remote *r = NULL;
     assert_int_equal(sj_remote_create(f->ctx, &rc, &r), SJ_OK);
     return r;
+}
+
+/* Puts v under key and waits until the writer has sent it. */
+static void publish(sj_remote *r, const uint8_t *key, const void *v, size_t n) {
+    assert_int_equal(sj_remote_put(r, key, v, n), SJ_OK);
+    sj_remote_flush(r);
 }
 
 static int setup_ctx(void **state) {
@@ -147,6 +154,61 @@ static void raw_set(int port, const char *name, const void *v, size_t n) {
 }
 
 /* ---- without a server */
+
+typedef struct store_dir {
+    char dir[64], path[96];
+} store_dir;
+
+static void store_dir_make(store_dir *d) {
+    assert_true(scratch_dir_create(d->dir, sizeof d->dir, "tiered"));
+    snprintf(d->path, sizeof d->path, "%s/store.db", d->dir);
+}
+
+static void store_dir_remove(store_dir *d) { remove_tree(d->dir); }
+
+static sj_store *open_store(sj_ctx *ctx, const char *path) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = path;
+    sj_store *s = NULL;
+    if (sj_store_open(ctx, &sc, &s) != SJ_OK) return NULL;
+    return s;
+}
+
+/* What a child process of a two-process test does; 0 when it went as
+ * expected. local is NULL for a child without a store. */
+typedef int (*child_job)(sj_ctx *ctx, sj_store *local, sj_remote *remote, void *arg);
+
+/* Forks a child with its own context (and, when with_store, its own local
+ * store in a scratch directory) that connects to the fixture's Redis with
+ * the secret "fleet" and runs job; destroying its remote tier publishes
+ * what is queued. The child must exit 0. */
+static void run_child(fixture *f, bool with_store, child_job job, void *arg) {
+    store_dir d;
+    if (with_store) store_dir_make(&d);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sj_ctx *ctx;
+        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
+        sj_store *local = with_store ? open_store(ctx, d.path) : NULL;
+        sj_remote_config rc;
+        config_for(&rc, f->url);
+        rc.secret = "fleet";
+        sj_remote *remote;
+        if ((with_store && !local) || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
+        int bad = job(ctx, local, remote, arg);
+        sj_remote_destroy(remote);
+        sj_store_close(local);
+        sj_ctx_destroy(ctx);
+        _exit(bad ? 4 : 0);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (with_store) store_dir_remove(&d);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
 
 static void expect_bad_url(sj_ctx *ctx, const char *url, const char *words) {
     sj_remote_config rc;
@@ -256,13 +318,11 @@ static void test_put_get(void **state) {
     make_key(absent, 9);
     make_value(v, sizeof v, 4);
     timed_miss(r, absent, SJ_E_NOT_FOUND);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     uint8_t empty_key[32];
     make_key(empty_key, 3);
-    assert_int_equal(sj_remote_put(r, empty_key, NULL, 0), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, empty_key, NULL, 0);
     expect_hit(f->ctx, r, empty_key, v, 0);
     sj_remote_stats s;
     sj_remote_get_stats(r, &s);
@@ -288,6 +348,21 @@ static void test_destroy_publishes(void **state) {
     sj_remote_destroy(r);
 }
 
+typedef struct one_value {
+    const uint8_t *key, *v;
+    size_t n;
+} one_value;
+
+static int publish_one_value(sj_ctx *ctx, sj_store *local, sj_remote *w, void *arg) {
+    (void)ctx, (void)local;
+    const one_value *ov = arg;
+    int bad = sj_remote_put(w, ov->key, ov->v, ov->n) != SJ_OK;
+    sj_remote_flush(w);
+    sj_remote_stats s;
+    sj_remote_get_stats(w, &s);
+    return bad || s.puts != 1;
+}
+
 /* Two processes share one server: what the child publishes, the parent reads. */
 static void test_two_processes(void **state) {
     fixture *f = *state;
@@ -295,28 +370,7 @@ static void test_two_processes(void **state) {
     uint8_t key[32], v[70000];
     make_key(key, 7);
     make_value(v, sizeof v, 7);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        sj_ctx *ctx;
-        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
-        sj_remote_config rc;
-        config_for(&rc, f->url);
-        rc.secret = "fleet";
-        sj_remote *w;
-        if (sj_remote_create(ctx, &rc, &w) != SJ_OK) _exit(3);
-        int bad = sj_remote_put(w, key, v, sizeof v) != SJ_OK;
-        sj_remote_flush(w);
-        sj_remote_stats s;
-        sj_remote_get_stats(w, &s);
-        sj_remote_destroy(w);
-        sj_ctx_destroy(ctx);
-        _exit(bad || s.puts != 1 ? 4 : 0);
-    }
-    int status;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(f, false, publish_one_value, &(one_value){key, v, sizeof v});
     sj_remote *r = open_tier(f, "fleet", true, 0);
     expect_hit(f->ctx, r, key, v, sizeof v);
     sj_remote_destroy(r);
@@ -335,8 +389,7 @@ static void test_down_from_start(void **state) {
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "connect to 127.0.0.1"));
     for (int i = 0; i < 3; i++) assert_true(timed_miss(r, key, SJ_E_BUSY) < SKIP_BUDGET_MS);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "off for"));
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     sj_remote_stats s;
     sj_remote_get_stats(r, &s);
     assert_int_equal(s.errors, 1);
@@ -360,8 +413,7 @@ static void test_killed_mid_run(void **state) {
     uint8_t key[32], v[1000];
     make_key(key, 2);
     make_value(v, sizeof v, 2);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v); /* leaves a pooled connection to the server */
     int port = f->srv.port;
     sj_test_redis_stop(&f->srv);
@@ -376,8 +428,7 @@ static void test_killed_mid_run(void **state) {
     assert_int_equal(sj_test_redis_start(&f->srv, port), 0);
     sj_test_sleep_ms(BACKOFF_MS + 50);
     timed_miss(r, key, SJ_E_NOT_FOUND);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     sj_remote_get_stats(r, &s);
     assert_int_equal(s.errors, 1);
@@ -393,8 +444,7 @@ static void test_stalled(void **state) {
     make_key(key, 3);
     make_key(key2, 4);
     make_value(v, sizeof v, 3);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     assert_int_equal(kill(f->srv.pid, SIGSTOP), 0);
     double ms = timed_miss(r, key, SJ_E_IO);
@@ -542,8 +592,7 @@ static void test_queue_full(void **state) {
 /* Publishes v under key through the tier, then reads the raw stored value. */
 static redisReply *publish_and_read_raw(fixture *f, sj_remote *r, const uint8_t *key,
                                         const uint8_t *v, size_t n, char *name, size_t cap) {
-    assert_int_equal(sj_remote_put(r, key, v, n), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, n);
     raw_key(r, key, name, cap);
     redisReply *rep = raw_get(f->srv.port, name);
     assert_int_equal(rep->type, REDIS_REPLY_STRING);
@@ -636,14 +685,12 @@ static void test_oversized(void **state) {
     uint8_t key[32], v[3 * SMALL_MAX];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(w, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(w);
+    publish(w, key, v, sizeof v);
     expect_rejected(f, r, key, "larger than max_value_size", 0);
     /* The limit holds for publishing too. */
     assert_int_equal(sj_remote_put(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD + 1),
                      SJ_E_OUT_OF_RANGE);
-    assert_int_equal(sj_remote_put(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD);
     expect_hit(f->ctx, r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD);
     sj_remote_stats s;
     sj_remote_get_stats(r, &s);
@@ -659,8 +706,7 @@ static void test_wrong_secret(void **state) {
     uint8_t key[32], v[800];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(w, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(w);
+    publish(w, key, v, sizeof v);
     sj_remote *beta = open_tier(f, "beta", true, 0);
     expect_rejected(f, beta, key, "MAC does not verify", 0);
     sj_remote *none = open_tier(f, NULL, true, 0);
@@ -680,8 +726,7 @@ static void test_read_only(void **state) {
     uint8_t key[32], v[100];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     char name[128];
     raw_key(r, key, name, sizeof name);
     redisReply *rep = raw_get(f->srv.port, name);
@@ -723,8 +768,7 @@ static void test_concurrent_gets(void **state) {
     uint8_t key[32], v[10000];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     enum { THREADS = 6 };
     pthread_t t[THREADS];
     reader_arg a[THREADS];
@@ -758,8 +802,7 @@ static void test_auth_and_db(void **state) {
     uint8_t key[32], v[600];
     make_key(key, 1);
     make_value(v, sizeof v, 1);
-    assert_int_equal(sj_remote_put(r, key, v, sizeof v), SJ_OK);
-    sj_remote_flush(r);
+    publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
     char name[128];
     raw_key(r, key, name, sizeof name);
@@ -836,30 +879,10 @@ static int serve_buckets(sj_ctx *ctx, sj_store *local, sj_remote *remote, int *c
     return failures;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-typedef struct store_dir {
-    char dir[64], path[96];
-} store_dir;
-
-static void store_dir_make(store_dir *d) {
-    snprintf(d->dir, sizeof d->dir, "/tmp/sj_tiered_XXXXXX");
-    assert_non_null(mkdtemp(d->dir));
-    snprintf(d->path, sizeof d->path, "%s/store.db", d->dir);
-}
-
-static void store_dir_remove(store_dir *d) { nftw(d->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
-
-static sj_store *open_store(sj_ctx *ctx, const char *path) {
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = path;
-    sj_store *s = NULL;
-    if (sj_store_open(ctx, &sc, &s) != SJ_OK) return NULL;
-    return s;
+static int compile_every_bucket(sj_ctx *ctx, sj_store *local, sj_remote *remote, void *arg) {
+    (void)arg;
+    int compiles = 0, from[3] = {0};
+    return serve_buckets(ctx, local, remote, &compiles, from) || compiles != BUCKETS;
 }
 
 /* Two processes, separate local stores, one Redis: the second compiles
@@ -867,31 +890,9 @@ static sj_store *open_store(sj_ctx *ctx, const char *path) {
 static void test_tiered_two_processes(void **state) {
     fixture *f = *state;
     NEED_SERVER(f);
-    store_dir a, b;
-    store_dir_make(&a);
+    store_dir b;
     store_dir_make(&b);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        sj_ctx *ctx;
-        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
-        sj_store *local = open_store(ctx, a.path);
-        sj_remote_config rc;
-        config_for(&rc, f->url);
-        rc.secret = "fleet";
-        sj_remote *remote;
-        if (!local || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
-        int compiles = 0, from[3] = {0};
-        int failures = serve_buckets(ctx, local, remote, &compiles, from);
-        sj_remote_destroy(remote); /* publishes what is queued */
-        sj_store_close(local);
-        sj_ctx_destroy(ctx);
-        _exit(failures || compiles != BUCKETS ? 4 : 0);
-    }
-    int status;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(f, true, compile_every_bucket, NULL);
 
     sj_store *local = open_store(f->ctx, b.path);
     assert_non_null(local);
@@ -911,7 +912,6 @@ static void test_tiered_two_processes(void **state) {
     assert_int_equal(rs.misses + rs.rejected + rs.errors, 0);
     sj_remote_destroy(remote);
     sj_store_close(local);
-    store_dir_remove(&a);
     store_dir_remove(&b);
 }
 
@@ -1068,37 +1068,22 @@ static int run_cache(sj_ctx *ctx, sj_store *local, sj_remote *remote, cache_run 
     return bad;
 }
 
+enum { LADDER_BUCKETS = 6 }; /* run_cache's pow2 ladder 8..256 */
+
+static int compile_through_cache(sj_ctx *ctx, sj_store *local, sj_remote *remote, void *arg) {
+    (void)arg;
+    cache_run run;
+    return run_cache(ctx, local, remote, &run) || run.compiles != LADDER_BUCKETS;
+}
+
 /* The issue's acceptance test, through the cache: two processes with their
  * own local stores and one Redis; the second compiles nothing. */
 static void test_cache_two_processes(void **state) {
     fixture *f = *state;
     NEED_SERVER(f);
-    enum { LADDER_BUCKETS = 6 }; /* pow2 8..256 */
-    store_dir a, b;
-    store_dir_make(&a);
+    store_dir b;
     store_dir_make(&b);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        sj_ctx *ctx;
-        if (sj_ctx_create(NULL, &ctx) != SJ_OK) _exit(2);
-        sj_store *local = open_store(ctx, a.path);
-        sj_remote_config rc;
-        config_for(&rc, f->url);
-        rc.secret = "fleet";
-        sj_remote *remote;
-        if (!local || sj_remote_create(ctx, &rc, &remote) != SJ_OK) _exit(3);
-        cache_run run;
-        int bad = run_cache(ctx, local, remote, &run);
-        sj_remote_destroy(remote);
-        sj_store_close(local);
-        sj_ctx_destroy(ctx);
-        _exit(bad || run.compiles != LADDER_BUCKETS ? 4 : 0);
-    }
-    int status;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(f, true, compile_through_cache, NULL);
 
     sj_store *local = open_store(f->ctx, b.path);
     assert_non_null(local);
@@ -1115,7 +1100,6 @@ static void test_cache_two_processes(void **state) {
     assert_int_equal(run.stats.store_hits, LADDER_BUCKETS);
     sj_remote_destroy(remote);
     sj_store_close(local);
-    store_dir_remove(&a);
     store_dir_remove(&b);
 }
 

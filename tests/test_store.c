@@ -20,29 +20,22 @@
 #include <unistd.h>
 
 #include "shapejit/store.h"
+#include "tests/test_util.h"
 
 static sj_ctx *ctx;
 static char dir[64];
 static char path[128];
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state) {
     (void)state;
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
-    strcpy(dir, "/tmp/sj_test_store_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (!scratch_dir_create(dir, sizeof dir, "test_store")) return -1;
     snprintf(path, sizeof path, "%s/sub/dir/store.db", dir);
     return 0;
 }
 static int teardown(void **state) {
     (void)state;
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(dir);
     sj_ctx_destroy(ctx);
     return 0;
 }
@@ -51,7 +44,7 @@ static int fresh(void **state) {
     (void)state;
     char sub[96];
     snprintf(sub, sizeof sub, "%s/sub", dir);
-    nftw(sub, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(sub);
     return 0;
 }
 
@@ -317,13 +310,6 @@ static void test_artifact_cap(void **state) {
     sj_store_close(s);
 }
 
-static void write_file(const char *p, const char *text) {
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_refused_files(void **state) {
     (void)state;
     sj_store *s = open_store(0); /* makes the directories */
@@ -334,7 +320,7 @@ static void test_refused_files(void **state) {
     unlink(p);
     snprintf(p, sizeof p, "%s-shm", path);
     unlink(p);
-    write_file(path, "this is a text file, certainly not a database of any kind\n");
+    write_text_file(path, "this is a text file, certainly not a database of any kind\n");
     sj_store_config cfg;
     sj_store_config_init(&cfg);
     cfg.path = path;
@@ -517,7 +503,7 @@ static void test_ls_rm_export_import_explain(void **state) {
     assert_int_equal(imported, 1);
     assert_int_equal(rejected, 1);
     /* not an export */
-    write_file(exp, "nope");
+    write_text_file(exp, "nope");
     assert_int_equal(sj_store_import(s, exp, &imported, &rejected), SJ_E_PARSE);
 
     k = make_key(2, 8);

@@ -96,6 +96,12 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
                                    sj_bucketed_cache **out);
 void sj_bucketed_cache_destroy(sj_bucketed_cache *c);
 
+/* The store key a cache over (g, comp, options) uses for `extent`: what
+ * `shapejit store explain` compares stored rows with. Strings borrowed from
+ * comp; options may be NULL when options_len is 0. */
+void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, const void *options,
+                           size_t options_len, int64_t extent, sj_store_key *out);
+
 /* The bucket extent holding key and its executable (owned by the cache).
  * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). */
 sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,

@@ -35,15 +35,16 @@ typedef struct sj_compile_options {
     int opt_level;     /* 0..3; default 3 */
     bool fusion;       /* default true; false = one kernel per op */
     /* Host matmuls whose k*n and m*k*n reach this call OpenBLAS's
-     * cblas_sgemm (an extern kernel named in the artifact); 0 = never.
-     * Default: SJ_COMPILE_BLAS_DEFAULT. */
+     * cblas_sgemm (an extern kernel named in the artifact's externs);
+     * 0 = never. Default SJ_COMPILE_BLAS_DEFAULT = 0: bench_host measures
+     * the generated register-tiled kernel above single-thread OpenBLAS. */
     int64_t blas_min_work;
     const char *cpu;      /* host target CPU; NULL = this machine's */
     const char *features; /* LLVM feature string; NULL = this machine's */
     const char *arch;     /* GPU targets: "sm_80", "sm_90"; NULL = default */
 } sj_compile_options;
 
-#define SJ_COMPILE_BLAS_DEFAULT ((int64_t)65536)
+#define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)
 
 void sj_compile_options_init(sj_compile_options *o);
 
@@ -57,8 +58,10 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
                      sj_artifact **out);
 
 typedef enum sj_emit_kind {
-    SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels */
-    SJ_EMIT_HOST_ASM /* host assembly */
+    SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels (nvptx: the kernels' IR) */
+    SJ_EMIT_HOST_ASM, /* host assembly */
+    SJ_EMIT_PTX,      /* targets nvptx, nvrtc: PTX for o->arch */
+    SJ_EMIT_CUDA_C    /* target nvrtc: the CUDA C source NVRTC compiles */
 } sj_emit_kind;
 
 /* The code of one bucket as text; *out is NUL-terminated, allocated with

@@ -97,6 +97,9 @@ typedef struct sj_device_ops {
     const char *name; /* "host", "cuda" */
     unsigned flags;   /* SJ_DEVICE_* */
     sj_status (*alloc)(void *impl, size_t bytes, void **out); /* zero-filled */
+    /* Must not free memory a launch already queued still reads (free
+     * synchronously or in stream order): the metadata cache may evict an info
+     * buffer right after the launch that used it was enqueued. */
     void (*free)(void *impl, void *ptr);
     sj_status (*copy)(void *impl, void *dst, const void *src, size_t bytes, sj_copy_kind kind);
     sj_status (*load_module)(void *impl, sj_code_format fmt, const void *code, size_t len,
@@ -146,7 +149,10 @@ const char *sj_device_name(const sj_device *dev);
 unsigned sj_device_flags(const sj_device *dev);
 /* False once sj_device_destroy was called. */
 bool sj_device_alive(const sj_device *dev);
-/* The device's caches; valid while the device is (NULL after release). */
+/* The device's caches; valid while the device is (NULL after release). The
+ * launch path uses them under the device's lock; a caller that uses the
+ * metadata cache directly must not do so while other threads run on the
+ * device (the op cache locks itself). */
 sj_op_cache *sj_device_op_cache(sj_device *dev);
 sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 

@@ -92,9 +92,11 @@ typedef enum sj_mdcache_lookup_result {
 sj_mdcache_lookup_result sj_mdcache_lookup(sj_mdcache *c, const int64_t *words, size_t n_words,
                                            void **out);
 /* Records `buffer` for `words` after SJ_MDCACHE_BUILD_STORE; the words are
- * copied. On SJ_OK the cache owns the buffer. On failure the caller still
- * does: SJ_E_NOMEM; SJ_E_STATE when the words are already cached or the
- * policy would not cache them now. */
+ * copied. In a full cache (Normal mode) the LRU unpinned entry goes first and
+ * its memory is reused, so inserting allocates nothing in steady state. On
+ * SJ_OK the cache owns the buffer. On failure the caller still does:
+ * SJ_E_NOMEM (an eviction it made stays made); SJ_E_STATE when the words are
+ * already cached or the policy would not cache them now. */
 sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, void *buffer);
 
 /* Capture. begin: SJ_E_STATE when a capture is already in progress. commit:

@@ -40,11 +40,20 @@ typedef struct sj_onnx_backend {
     const char *name;
     sj_status (*run)(void *user, const sj_graph *g, int64_t extent, const sj_tensor *inputs,
                      sj_tensor *outputs);
+    void (*destroy)(void *user); /* releases `user`; NULL when there is nothing to release */
     void *user;
 } sj_onnx_backend;
 
 /* The reference interpreter (sj_interp_run) as a backend. */
 sj_onnx_backend sj_onnx_backend_interp(void);
+/* The LLVM host backend: each graph is compiled (sj_compile, host target)
+ * and run on a host device. A graph with a symbolic dim is compiled at a
+ * bucket extent larger than the active one (the next power of two above
+ * it), so every test also checks that padded rows never leak into results.
+ * Release with sj_onnx_backend_destroy. */
+sj_status sj_onnx_backend_host_create(sj_ctx *ctx, sj_onnx_backend *out);
+/* Releases what the backend holds (no-op for the interpreter). */
+void sj_onnx_backend_destroy(sj_onnx_backend *b);
 
 typedef enum sj_onnx_test_outcome {
     SJ_ONNX_TEST_PASSED,

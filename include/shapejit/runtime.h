@@ -83,6 +83,10 @@ bool sj_executable_has_capture(const sj_executable *exe);
  * results equal eager runs. */
 sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
                                const sj_tensor *inputs, sj_tensor *outputs);
+/* What a serving loop calls: replays when the executable has a capture,
+ * otherwise runs eagerly. */
+sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
+                                      const sj_tensor *inputs, sj_tensor *outputs);
 /* Destroys the capture and drops its pins; no capture = no-op. */
 void sj_executable_release_capture(sj_executable *exe);
 

@@ -79,7 +79,9 @@ typedef struct sj_store_config {
     int64_t max_artifact_bytes;
     /* How long a call waits for another process's write lock. Default 5000. */
     int busy_timeout_ms;
-    /* zstd level for puts. Default 3. */
+    /* zstd level for puts. Default -1: a fast level stores literals raw,
+     * which decodes about twice as fast as level 3 for object code at some
+     * 15-20% more bytes; a warm start pays the decode on every artifact. */
     int compression_level;
     /* A hit rewrites the row's last_used only when it is older than this,
      * so a hot artifact costs a write at most this often. Default 60000. */

@@ -1,8 +1,26 @@
 /* Loading an artifact onto a device (apart from the rest of the artifact code
  * so programs that only read or write artifacts do not pull in the runtime). */
+#include <stdio.h>
 #include <string.h>
 
 #include "jit/artifact/artifact_impl.h"
+#include "jit/llvm/llvm_impl.h"
+
+/* Every extern the host code calls must be one this build links. */
+static sj_status check_externs(const sj_artifact *a) {
+    char name[128];
+    for (const char *p = a->externs; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        if (!sj_host_extern_symbol(name))
+            return sj_fail(a->ctx, SJ_E_UNSUPPORTED,
+                           "artifact: code calls extern '%s', which this build does not provide", name);
+        if (!end) break;
+        p = end + 1;
+    }
+    return SJ_OK;
+}
 
 sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph *g,
                            sj_executable **out) {
@@ -16,15 +34,19 @@ sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph 
     sj_code_format fmt;
     if (!strcmp(sj_device_name(dev), "host")) {
         SJ_TRY(sj_artifact_check_host(a));
+        SJ_TRY(check_externs(a));
         fmt = SJ_CODE_HOST_OBJECT;
         SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
     } else {
-        /* GPUs: SASS for the device's arch first, else PTX the driver can JIT. */
-        fmt = SJ_CODE_CUBIN;
-        if (sj_artifact_find_code(a, fmt, &code, &len) != SJ_OK) {
-            fmt = SJ_CODE_PTX;
-            SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
+        /* GPUs: SASS when the device runs its arch, else PTX the driver can
+         * JIT (the device refuses a cubin of another arch with SJ_E_MISMATCH). */
+        if (sj_artifact_find_code(a, SJ_CODE_CUBIN, &code, &len) == SJ_OK) {
+            sj_status st = sj_executable_create(dev, &a->plan, SJ_CODE_CUBIN, code, len, g, out);
+            if (st != SJ_E_MISMATCH || sj_artifact_find_code(a, SJ_CODE_PTX, &code, &len) != SJ_OK)
+                return st;
         }
+        fmt = SJ_CODE_PTX;
+        SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
     }
     return sj_executable_create(dev, &a->plan, fmt, code, len, g, out);
 }

@@ -1,9 +1,14 @@
 /* Graph lifetime, leaves, names, outputs, inspection and deep copy. The op
  * builders with their shape inference live in shape_infer.c. */
 #include "builder_impl.h"
+#include "../core/array.h"
 
 #include <stdio.h>
 #include <string.h>
+
+static const char *node_name(const void *g, int32_t v) {
+    return ((const sj_graph *)g)->nodes[v].name;
+}
 
 sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
     if (!ctx || !out) return SJ_E_INVALID_ARG;
@@ -13,6 +18,7 @@ sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
     sj_graph *g = sj_calloc(ctx, 1, sizeof *g);
     if (!g) return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
     g->ctx = ctx;
+    sj_name_index_init(&g->names, node_name, g);
     if (sym_name && !(g->sym_name = sj_strdup(ctx, sym_name))) {
         sj_free(ctx, g);
         return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
@@ -33,6 +39,7 @@ void sj_graph_destroy(sj_graph *g) {
     sj_free(ctx, g->inputs);
     sj_free(ctx, g->outputs);
     sj_free(ctx, g->sym_name);
+    sj_name_index_free(ctx, &g->names);
     sj_free(ctx, g);
 }
 
@@ -84,21 +91,11 @@ sj_status sj_graph_make_shape(sj_graph *g, const char *what, int rank, const int
     return SJ_OK;
 }
 
-/* Grows *arr (of elem-sized entries) so it holds at least `need`. Leaves
- * *arr and *cap untouched on failure. */
+/* sj_array_reserve for the graph's int-counted arrays. */
 static bool reserve(sj_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
-    if (need <= *cap) return true;
-    int new_cap = *cap ? *cap : 8;
-    while (new_cap < need) {
-        if (new_cap > INT32_MAX / 2) return false;
-        new_cap *= 2;
-    }
-    size_t bytes;
-    if (sj_mul_overflow_size((size_t)new_cap, elem, &bytes)) return false;
-    void *p = sj_realloc(ctx, *arr, bytes);
-    if (!p) return false;
-    *arr = p;
-    *cap = new_cap;
+    size_t c = (size_t)*cap;
+    if (!sj_array_reserve(ctx, arr, &c, (size_t)need, elem)) return false;
+    *cap = c > INT32_MAX ? INT32_MAX : (int)c; /* counts stay below INT32_MAX */
     return true;
 }
 
@@ -114,9 +111,11 @@ static sj_status check_size(sj_graph *g, const char *what, const sj_shape *s) {
 sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out) {
     SJ_TRY(check_size(g, what, &node->shape));
     if (g->n_nodes == INT32_MAX ||
-        !reserve(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+        !reserve(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
+        (node->name && !sj_name_index_reserve(g->ctx, &g->names, 1)))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory growing the graph", what);
     g->nodes[g->n_nodes] = *node;
+    if (node->name) sj_name_index_add(&g->names, g->n_nodes);
     if (out) *out = g->n_nodes;
     g->n_nodes++;
     return SJ_OK;
@@ -126,10 +125,10 @@ sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj
 
 static sj_status check_name(sj_graph *g, const char *what, const char *name, sj_value self) {
     if (!name || !name[0]) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: empty name", what);
-    for (int i = 0; i < g->n_nodes; i++)
-        if (i != self && g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0)
-            return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: name '%s' is already value %d", what,
-                           name, i);
+    int32_t holder = sj_name_index_find(&g->names, name);
+    if (holder >= 0 && holder != self)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: name '%s' is already value %d", what, name,
+                       (int)holder);
     return SJ_OK;
 }
 
@@ -137,14 +136,31 @@ sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj_graph_check_value(g, "set_name", v));
     SJ_TRY(check_name(g, "set_name", name, v));
-    char *copy = sj_strdup(g->ctx, name);
-    if (!copy) return sj_fail(g->ctx, SJ_E_NOMEM, "set_name: out of memory");
+    char *copy = NULL;
+    if (!sj_name_index_reserve(g->ctx, &g->names, 1) || !(copy = sj_strdup(g->ctx, name)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "set_name: out of memory");
+    if (g->nodes[v].name) sj_name_index_remove(&g->names, v); /* filed under the old name */
     sj_free(g->ctx, g->nodes[v].name);
     g->nodes[v].name = copy;
+    sj_name_index_add(&g->names, v);
     return SJ_OK;
 }
 
 /* ---- leaves ---- */
+
+/* Appends the leaf n (shape set; data, if any, handed over) under a copy of
+ * name. On failure frees n's data and leaves the graph unchanged. */
+static sj_status append_leaf(sj_graph *g, const char *what, const char *name, sj_node *n,
+                             sj_value *out) {
+    sj_status st = (n->name = sj_strdup(g->ctx, name))
+                       ? sj_graph_append(g, what, n, out)
+                       : sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (st != SJ_OK) {
+        sj_free(g->ctx, n->name);
+        sj_free(g->ctx, n->data);
+    }
+    return st;
+}
 
 sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
                          sj_value *out) {
@@ -157,14 +173,8 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    if (!(n.name = sj_strdup(g->ctx, name)))
-        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
     sj_value v;
-    sj_status st = sj_graph_append(g, what, &n, &v);
-    if (st != SJ_OK) {
-        sj_free(g->ctx, n.name);
-        return st;
-    }
+    SJ_TRY(append_leaf(g, what, name, &n, &v));
     g->inputs[g->n_inputs++] = v;
     if (out) *out = v;
     return SJ_OK;
@@ -184,16 +194,7 @@ sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t 
     if (sj_mul_overflow_size(count, sizeof(float), &bytes) || !(n.data = sj_alloc(g->ctx, bytes)))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu floats", what, count);
     memcpy(n.data, data, bytes);
-    if (!(n.name = sj_strdup(g->ctx, name))) {
-        sj_free(g->ctx, n.data);
-        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    }
-    sj_status st = sj_graph_append(g, what, &n, out);
-    if (st != SJ_OK) {
-        sj_free(g->ctx, n.name);
-        sj_free(g->ctx, n.data);
-    }
-    return st;
+    return append_leaf(g, what, name, &n, out);
 }
 
 /* ---- outputs ---- */
@@ -288,6 +289,8 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
         c->n_nodes = i + 1; /* counted even on failure so destroy frees the partial copy */
         if (st != SJ_OK) return st;
     }
+    /* Same node ids, so the copy's index holds the same slots. */
+    if (!sj_name_index_copy(ctx, &c->names, &g->names)) return SJ_E_NOMEM;
     for (int i = 0; i < g->n_inputs; i++) c->inputs[c->n_inputs++] = g->inputs[i];
     for (int i = 0; i < g->n_outputs; i++) {
         char *name = sj_strdup(ctx, g->outputs[i].name);

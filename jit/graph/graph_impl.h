@@ -9,6 +9,7 @@
 
 #include "shapejit/graph.h"
 #include "../core/core_impl.h"
+#include "../core/name_index.h"
 
 typedef struct sj_node_attrs {
     float alpha;      /* leaky_relu slope; gemm alpha */
@@ -46,6 +47,7 @@ struct sj_graph {
     int n_inputs, cap_inputs;
     sj_graph_output_entry *outputs;
     int n_outputs, cap_outputs;
+    sj_name_index names; /* the named nodes, by name (builder.c keeps it in step) */
 };
 
 static inline bool sj_op_is_unary(sj_op op) { return op >= SJ_OP_NEG && op <= SJ_OP_ERF; }

@@ -33,6 +33,9 @@ typedef struct sjg_where {
 /* Formats "<file>:<line>:<col>: <message>" as the context's error. */
 sj_status sjg_fail_at(sj_ctx *ctx, sjg_where w, sj_status st, const char *fmt, ...)
     SJ_PRINTF(4, 5);
+/* Returns st; on failure the message already set (a graph builder's,
+ * mostly) gains "file:line:col: " in front. */
+sj_status sjg_located(sj_ctx *ctx, sjg_where w, sj_status st);
 
 /* Splits the whole text into tokens (ending with one SJG_EOF); comments
  * (# to end of line) and whitespace are dropped. *toks is sj_alloc'ed. */

@@ -1,5 +1,6 @@
 /* .sjg lexer: text -> tokens with line:col, and the string-literal decoder. */
 #include "sjg_impl.h"
+#include "../core/array.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,11 @@ sj_status sjg_fail_at(sj_ctx *ctx, sjg_where w, sj_status st, const char *fmt, .
     return sj_fail(ctx, st, "%s:%d:%d: %s", w.file, w.line, w.col, msg);
 }
 
+sj_status sjg_located(sj_ctx *ctx, sjg_where w, sj_status st) {
+    if (st != SJ_OK) sj_error_prefix(ctx, "%s:%d:%d", w.file, w.line, w.col);
+    return st;
+}
+
 typedef struct lexer {
     sj_ctx *ctx;
     const char *file, *text;
@@ -40,17 +46,14 @@ typedef struct lexer {
     int line;
     size_t line_start;
     sjg_token *toks;
-    int n, cap;
+    int n;
+    size_t cap;
 } lexer;
 
 static sj_status push(lexer *lx, sjg_token t) {
-    if (lx->n == lx->cap) {
-        int cap = lx->cap ? lx->cap * 2 : 256;
-        sjg_token *nt = sj_realloc(lx->ctx, lx->toks, (size_t)cap * sizeof *nt);
-        if (!nt) return sj_fail(lx->ctx, SJ_E_NOMEM, "%s: out of memory while reading", lx->file);
-        lx->toks = nt;
-        lx->cap = cap;
-    }
+    if (lx->n == INT32_MAX ||
+        !sj_array_reserve(lx->ctx, (void **)&lx->toks, &lx->cap, (size_t)lx->n + 1, sizeof t))
+        return sj_fail(lx->ctx, SJ_E_NOMEM, "%s: out of memory while reading", lx->file);
     lx->toks[lx->n++] = t;
     return SJ_OK;
 }

@@ -16,14 +16,8 @@ void sjg_names_free(sjg_names *m) {
     memset(m, 0, sizeof *m);
 }
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static size_t slot_of(char *const *keys, size_t cap, const char *key) {
-    size_t i = (size_t)hash_str(key) & (cap - 1);
+    size_t i = (size_t)sj_hash_str(key) & (cap - 1);
     while (keys[i] && strcmp(keys[i], key) != 0) i = (i + 1) & (cap - 1);
     return i;
 }

@@ -2,9 +2,9 @@
  * sj_graph through the public builder (so the text gets exactly the
  * builder's shape checks, with the builder's message behind file:line:col). */
 #include "sjg_parse_impl.h"
+#include "../core/array.h"
 #include "shapejit/model.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,13 +193,9 @@ static sj_status check_new_name(sjg_parser *p, const sjg_token *t, const char *n
 }
 
 static sj_status define(sjg_parser *p, const sjg_token *t, const char *name, sj_value v) {
-    if (p->n_defs == p->cap_defs) {
-        int cap = p->cap_defs ? p->cap_defs * 2 : 64;
-        sjg_def *nd = sj_realloc(p->ctx, p->defs, (size_t)cap * sizeof *nd);
-        if (!nd) return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
-        p->defs = nd;
-        p->cap_defs = cap;
-    }
+    if (!sj_array_reserve(p->ctx, (void **)&p->defs, &p->cap_defs, (size_t)p->n_defs + 1,
+                          sizeof *p->defs))
+        return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
     p->defs[p->n_defs] = (sjg_def){v, t->line, t->col};
     SJ_TRY(sjg_names_put(&p->names, name, p->n_defs));
     p->n_defs++;
@@ -461,8 +457,7 @@ static sj_value opt(const call_args *a, int i) {
 /* A builder failure (a shape mismatch, mostly) keeps the builder's message
  * and gains the op's position in front. */
 static sj_status built(sjg_parser *p, const call_args *a, sj_status st) {
-    if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", a->op_at.file, a->op_at.line, a->op_at.col);
-    return st;
+    return sjg_located(p->ctx, a->op_at, st);
 }
 
 /* Builds the node for op from parsed arguments. */
@@ -604,17 +599,17 @@ static sj_status parse_expr(sjg_parser *p, sj_value *out);
 
 /* After `name(`: operands, then key=value attributes, then ')'. */
 static sj_status parse_call(sjg_parser *p, sj_value *out) {
-    const sjg_token *opt_tok = sjg_cur(p);
-    char *name = tok_text(p, opt_tok);
+    const sjg_token *op_tok = sjg_cur(p);
+    char *name = tok_text(p, op_tok);
     if (!name) return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
     call_args a;
     memset(&a, 0, sizeof a);
-    a.op_at = sjg_at(p, opt_tok);
+    a.op_at = sjg_at(p, op_tok);
     a.op_name = name;
     sj_op op;
     sj_status st = SJ_OK;
     if (sj_op_from_name(name, &op) != SJ_OK) {
-        st = unknown_op(p, opt_tok, name);
+        st = unknown_op(p, op_tok, name);
         goto done;
     }
     if (op == SJ_OP_INPUT || op == SJ_OP_PARAM) {
@@ -670,9 +665,7 @@ static sj_status parse_scalar(sjg_parser *p, sj_value *out) {
     SJ_TRY(sjg_number_float(p, &n, &v));
     char name[48];
     snprintf(name, sizeof name, "lit@%d:%d", t->line, t->col);
-    sj_status st = sj_graph_param(p->g, name, 0, NULL, &v, out);
-    if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, t->line, t->col);
-    return st;
+    return sjg_located(p->ctx, sjg_at(p, t), sj_graph_param(p->g, name, 0, NULL, &v, out));
 }
 
 static sj_status parse_expr(sjg_parser *p, sj_value *out) {
@@ -703,10 +696,8 @@ static sj_status parse_input(sjg_parser *p) {
     sj_status st = check_new_name(p, nt, name);
     if (st == SJ_OK) st = sjg_expect(p, ':', "after the input's name");
     if (st == SJ_OK) st = parse_shape(p, &s, true, "an input");
-    if (st == SJ_OK) {
-        st = sj_graph_input(p->g, name, s.rank, s.dims, &v);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK)
+        st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_input(p->g, name, s.rank, s.dims, &v));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, name);
     return st;
@@ -725,10 +716,9 @@ static sj_status parse_param(sjg_parser *p) {
     if (st == SJ_OK) st = parse_shape(p, &s, false, "a param");
     if (st == SJ_OK) st = sjg_expect(p, '=', "before the param's values");
     if (st == SJ_OK) st = sjg_parse_source(p, name, &s, &data);
-    if (st == SJ_OK) {
-        st = sj_graph_param(p->g, name, s.rank, s.dims, data, &v);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK)
+        st = sjg_located(p->ctx, sjg_at(p, nt),
+                         sj_graph_param(p->g, name, s.rank, s.dims, data, &v));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, data);
     sj_free(p->ctx, name);
@@ -748,10 +738,7 @@ static sj_status parse_output(sjg_parser *p) {
     } else {
         st = lookup(p, nt, name, &v);
     }
-    if (st == SJ_OK) {
-        st = sj_graph_output(p->g, v, name);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK) st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_output(p->g, v, name));
     sj_free(p->ctx, name);
     return st;
 }
@@ -772,10 +759,8 @@ static sj_status parse_assignment(sjg_parser *p) {
                              name, sjg_describe(p, t));
     }
     if (st == SJ_OK) st = parse_call(p, &v);
-    if (st == SJ_OK) {
-        st = sj_graph_set_name(p->g, v, name);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d", p->file, nt->line, nt->col);
-    }
+    if (st == SJ_OK)
+        st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_set_name(p->g, v, name));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, name);
     return st;

@@ -24,7 +24,8 @@ typedef struct sjg_parser {
     char *sym; /* the symbolic dim's name; NULL when the graph has none */
     sjg_names names; /* value name -> index into defs */
     sjg_def *defs;
-    int n_defs, cap_defs;
+    int n_defs;
+    size_t cap_defs;
     char desc[96]; /* scratch for describing a token in a message */
 } sjg_parser;
 

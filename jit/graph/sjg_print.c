@@ -2,6 +2,7 @@
  * with %.9g (nine significant digits round-trip any float32 exactly), every
  * attribute spelled out. Unnamed values get generated names. */
 #include "sjg_impl.h"
+#include "../core/array.h"
 #include "shapejit/model.h"
 
 #include <stdio.h>
@@ -16,16 +17,9 @@ typedef struct out_buf {
 
 static void put_n(out_buf *b, const char *s, size_t n) {
     if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->len + n + 1 > cap) cap *= 2;
-        char *ns = sj_realloc(b->ctx, b->s, cap);
-        if (!ns) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
+    if (!sj_array_reserve(b->ctx, (void **)&b->s, &b->cap, b->len + n + 1, 1)) {
+        b->failed = true;
+        return;
     }
     memcpy(b->s + b->len, s, n);
     b->len += n;
@@ -98,7 +92,8 @@ static void put_weights(out_buf *b, const sj_node *n) {
 
 static void put_bool(out_buf *b, const char *key, bool v) { putf(b, ", %s=%s", key, v ? "true" : "false"); }
 
-static void put_call(out_buf *b, const sj_graph *g, char **names, const sj_node *n) {
+static void put_call(out_buf *b, const sj_graph *g, char **names, const bool *literal,
+                     const sj_node *n) {
     const sj_node_attrs *a = &n->attrs;
     put(b, sj_op_name(n->op));
     put(b, "(");
@@ -110,6 +105,7 @@ static void put_call(out_buf *b, const sj_graph *g, char **names, const sj_node 
     for (int i = 0; i <= last; i++) {
         if (i) put(b, ", ");
         if (n->inputs[i] == SJ_NO_VALUE) put(b, "none");
+        else if (literal[n->inputs[i]]) put_float(b, g->nodes[n->inputs[i]].data[0]);
         else put_name(b, names[n->inputs[i]]);
     }
     switch (n->op) {
@@ -186,7 +182,32 @@ static void free_names(const sj_graph *g, char **names) {
     sj_free(g->ctx, names);
 }
 
-static void print_graph(out_buf *b, const sj_graph *g, char **names) {
+/* A number written as an operand (`mul(x, 0.5)`) parses to a rank-0 param
+ * named "lit@LINE:COL"; printing it back in place keeps such texts
+ * readable. Only a literal with a single use qualifies: one param used
+ * twice is a different graph from two params. */
+static bool *find_literals(const sj_graph *g) {
+    bool *literal = sj_calloc(g->ctx, (size_t)g->n_nodes, sizeof *literal);
+    int *uses = sj_calloc(g->ctx, (size_t)g->n_nodes, sizeof *uses);
+    if (!literal || !uses) {
+        sj_free(g->ctx, literal);
+        sj_free(g->ctx, uses);
+        return NULL;
+    }
+    for (int v = 0; v < g->n_nodes; v++)
+        for (int i = 0; i < g->nodes[v].n_inputs; i++)
+            if (g->nodes[v].inputs[i] != SJ_NO_VALUE) uses[g->nodes[v].inputs[i]]++;
+    for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i].value] += 2;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const sj_node *n = &g->nodes[v];
+        literal[v] = n->op == SJ_OP_PARAM && n->shape.rank == 0 && uses[v] == 1 && n->name &&
+                     !strncmp(n->name, "lit@", 4);
+    }
+    sj_free(g->ctx, uses);
+    return literal;
+}
+
+static void print_graph(out_buf *b, const sj_graph *g, char **names, const bool *literal) {
     put(b, "graph model");
     if (g->sym_name) {
         put(b, "(");
@@ -196,6 +217,7 @@ static void print_graph(out_buf *b, const sj_graph *g, char **names) {
     put(b, " {\n");
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *n = &g->nodes[v];
+        if (literal[v]) continue;
         put(b, "  ");
         if (n->op == SJ_OP_INPUT || n->op == SJ_OP_PARAM) {
             put(b, n->op == SJ_OP_INPUT ? "input " : "param ");
@@ -209,7 +231,7 @@ static void print_graph(out_buf *b, const sj_graph *g, char **names) {
         } else {
             put_name(b, names[v]);
             put(b, " = ");
-            put_call(b, g, names, n);
+            put_call(b, g, names, literal, n);
         }
         put(b, "\n");
     }
@@ -235,13 +257,17 @@ sj_status sj_sjg_print(const sj_graph *g, char **out, size_t *out_len) {
     sjg_names taken;
     sjg_names_init(&taken, ctx);
     sj_status st = assign_names(g, &taken, names);
+    bool *literal = NULL;
+    if (st == SJ_OK && !(literal = find_literals(g)))
+        st = sj_fail(ctx, SJ_E_NOMEM, "sjg print: out of memory");
     out_buf b = {ctx, NULL, 0, 0, false};
     if (st == SJ_OK) {
-        print_graph(&b, g, names);
+        print_graph(&b, g, names, literal);
         if (b.failed) st = sj_fail(ctx, SJ_E_NOMEM, "sjg print: out of memory");
     }
     sjg_names_free(&taken);
     free_names(g, names);
+    sj_free(ctx, literal);
     if (st != SJ_OK) {
         sj_free(ctx, b.s);
         return st;

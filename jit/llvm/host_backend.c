@@ -33,6 +33,8 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
 
 static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_emit_kind kind,
                            char **out, size_t *len) {
+    if (kind != SJ_EMIT_LLVM_IR && kind != SJ_EMIT_HOST_ASM)
+        return sj_fail(l->ctx, SJ_E_UNSUPPORTED, "emit: target host writes LLVM IR or assembly");
     sj_llvm_target t = target_of(o);
     uint8_t *text;
     size_t n;

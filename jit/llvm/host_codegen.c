@@ -117,6 +117,14 @@ static sj_status print_module(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef
     return st;
 }
 
+/* Whether the comma-separated feature list has "+name". */
+static bool enables(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strchr(p, '+')); p++)
+        if (!strncmp(p + 1, name, n) && (p[n + 1] == ',' || !p[n + 1])) return true;
+    return false;
+}
+
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
                           sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas) {
     if (t->opt_level < 0 || t->opt_level > 3)
@@ -133,7 +141,10 @@ sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target
     LLVMSetDataLayout(m, dl);
     LLVMDisposeMessage(dl);
     LLVMDisposeTargetData(td);
-    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, uses_blas);
+    char *fs = LLVMGetTargetMachineFeatureString(tm);
+    int vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
+    LLVMDisposeMessage(fs);
+    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, uses_blas);
     if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
     if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
     LLVMDisposeModule(m);

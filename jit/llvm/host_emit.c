@@ -27,11 +27,12 @@ typedef struct emitter {
     LLVMValueRef fn, entry_alloca_point;
     const sj_kernel *k;
     const sj_llvm_target *t;
-    LLVMValueRef bufs[64];
+    LLVMValueRef *bufs; /* the body's buffer parameters */
     LLVMValueRef n;
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
     bool uses_blas;
+    int vector_floats; /* register width in floats, for explicit vector code */
 } emitter;
 
 typedef struct loop {
@@ -98,21 +99,21 @@ static LLVMValueRef alloca_f32(emitter *e, const char *name) {
     return a;
 }
 
-static LLVMValueRef call_f32(emitter *e, const char *intrinsic, const char *libm, LLVMValueRef x,
-                             LLVMValueRef y) {
+/* An llvm.* float intrinsic with one or two operands. */
+static LLVMValueRef alloca_vec(emitter *e, LLVMTypeRef vt) {
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
+    LLVMPositionBuilderBefore(b, e->entry_alloca_point);
+    LLVMValueRef a = LLVMBuildAlloca(b, vt, "tile");
+    LLVMDisposeBuilder(b);
+    return a;
+}
+
+static LLVMValueRef call_f32(emitter *e, const char *intrinsic, LLVMValueRef x, LLVMValueRef y) {
     LLVMValueRef args[2] = {x, y};
-    unsigned nargs = y ? 2 : 1;
-    if (intrinsic) {
-        unsigned id = LLVMLookupIntrinsicID(intrinsic, strlen(intrinsic));
-        LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
-        LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
-        return LLVMBuildCall2(e->B, ft, f, args, nargs, "");
-    }
-    LLVMTypeRef ps[2] = {e->f32, e->f32};
-    LLVMTypeRef ft = LLVMFunctionType(e->f32, ps, nargs, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->M, libm);
-    if (!f) f = LLVMAddFunction(e->M, libm, ft);
-    return LLVMBuildCall2(e->B, ft, f, args, nargs, "");
+    unsigned id = LLVMLookupIntrinsicID(intrinsic, strlen(intrinsic));
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
+    return LLVMBuildCall2(e->B, ft, f, args, y ? 2 : 1, "");
 }
 
 static LLVMValueRef fsel(emitter *e, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
@@ -121,7 +122,7 @@ static LLVMValueRef fsel(emitter *e, LLVMRealPredicate p, LLVMValueRef a, LLVMVa
 }
 
 static LLVMValueRef sigmoid(emitter *e, LLVMValueRef x) {
-    LLVMValueRef ex = call_f32(e, "llvm.exp", NULL, LLVMBuildFNeg(e->B, x, ""), NULL);
+    LLVMValueRef ex = sj_llvm_exp(e->B, e->M, LLVMBuildFNeg(e->B, x, ""));
     return LLVMBuildFDiv(e->B, cf(e, 1.0), LLVMBuildFAdd(e->B, cf(e, 1.0), ex, ""), "");
 }
 
@@ -130,25 +131,25 @@ static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
     LLVMBuilderRef B = e->B;
     switch (op) {
     case SJ_OP_NEG: return LLVMBuildFNeg(B, x, "");
-    case SJ_OP_ABS: return call_f32(e, "llvm.fabs", NULL, x, NULL);
-    case SJ_OP_EXP: return call_f32(e, "llvm.exp", NULL, x, NULL);
-    case SJ_OP_LOG: return call_f32(e, "llvm.log", NULL, x, NULL);
-    case SJ_OP_SQRT: return call_f32(e, "llvm.sqrt", NULL, x, NULL);
+    case SJ_OP_ABS: return call_f32(e, "llvm.fabs", x, NULL);
+    case SJ_OP_EXP: return sj_llvm_exp(B, e->M, x);
+    case SJ_OP_LOG: return call_f32(e, "llvm.log", x, NULL);
+    case SJ_OP_SQRT: return call_f32(e, "llvm.sqrt", x, NULL);
     case SJ_OP_RSQRT:
-        return LLVMBuildFDiv(B, cf(e, 1.0), call_f32(e, "llvm.sqrt", NULL, x, NULL), "");
+        return LLVMBuildFDiv(B, cf(e, 1.0), call_f32(e, "llvm.sqrt", x, NULL), "");
     case SJ_OP_RECIPROCAL: return LLVMBuildFDiv(B, cf(e, 1.0), x, "");
-    case SJ_OP_TANH: return call_f32(e, NULL, "tanhf", x, NULL);
+    case SJ_OP_TANH: return sj_llvm_tanh(B, e->M, x);
     case SJ_OP_SIGMOID: return sigmoid(e, x);
     case SJ_OP_RELU: return fsel(e, LLVMRealOLT, x, cf(e, 0.0), cf(e, 0.0), x);
     case SJ_OP_LEAKY_RELU:
         return fsel(e, LLVMRealOLT, x, cf(e, 0.0), LLVMBuildFMul(B, x, cf(e, alpha), ""), x);
     case SJ_OP_GELU: {
-        LLVMValueRef er = call_f32(e, NULL, "erff", LLVMBuildFMul(B, x, cf(e, M_SQRT1_2), ""), NULL);
+        LLVMValueRef er = sj_llvm_erf(B, e->M, LLVMBuildFMul(B, x, cf(e, M_SQRT1_2), ""));
         LLVMValueRef h = LLVMBuildFMul(B, x, cf(e, 0.5), "");
         return LLVMBuildFMul(B, h, LLVMBuildFAdd(B, cf(e, 1.0), er, ""), "");
     }
     case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(e, x), "");
-    case SJ_OP_ERF: return call_f32(e, NULL, "erff", x, NULL);
+    case SJ_OP_ERF: return sj_llvm_erf(B, e->M, x);
     default: return NULL;
     }
 }
@@ -160,9 +161,9 @@ static LLVMValueRef binary(emitter *e, sj_op op, LLVMValueRef a, LLVMValueRef b)
     case SJ_OP_SUB: return LLVMBuildFSub(B, a, b, "");
     case SJ_OP_MUL: return LLVMBuildFMul(B, a, b, "");
     case SJ_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
-    case SJ_OP_POW: return call_f32(e, "llvm.pow", NULL, a, b);
-    case SJ_OP_MAX: return call_f32(e, "llvm.maximum", NULL, a, b);
-    case SJ_OP_MIN: return call_f32(e, "llvm.minimum", NULL, a, b);
+    case SJ_OP_POW: return call_f32(e, "llvm.pow", a, b);
+    case SJ_OP_MAX: return call_f32(e, "llvm.maximum", a, b);
+    case SJ_OP_MIN: return call_f32(e, "llvm.minimum", a, b);
     default: return NULL;
     }
 }
@@ -200,7 +201,7 @@ static void accumulate(emitter *e, LLVMValueRef slot, LLVMValueRef v, bool is_ma
     LLVMValueRef old = load_f32(e, slot);
     LLVMValueRef nv;
     if (is_max) {
-        nv = call_f32(e, "llvm.maximum", NULL, old, v);
+        nv = call_f32(e, "llvm.maximum", old, v);
     } else {
         nv = LLVMBuildFAdd(e->B, old, v, "");
         LLVMSetFastMathFlags(nv, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract);
@@ -224,8 +225,36 @@ static void emit_map(emitter *e) {
     loops_close(e, ls, all);
 }
 
+/* The innermost dim is kept (a reduction over rows, e.g. a sum over N of
+ * [N, 64]): the output is the accumulator and every loop runs in memory
+ * order, so the inner loop is contiguous for input and output alike. */
+static void emit_reduce_into_output(emitter *e) {
+    const sj_kernel *k = e->k;
+    loop ls[SJ_KSPACE_MAX];
+    uint32_t all = (1u << k->rank) - 1, red = k->reduced & all, outer = all & ~red;
+    bool is_max = k->red_op == SJ_OP_REDUCE_MAX;
+    loops_open(e, ls, outer);
+    store_out(e, cf(e, is_max ? -INFINITY : 0.0));
+    loops_close(e, ls, outer);
+    loops_open(e, ls, all);
+    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
+    LLVMValueRef old = load_f32(e, op), v = eval(e, k->prologue);
+    LLVMSetAlignment(LLVMBuildStore(e->B, is_max ? call_f32(e, "llvm.maximum", old, v)
+                                                 : LLVMBuildFAdd(e->B, old, v, ""), op), 4);
+    loops_close(e, ls, all);
+    loops_open(e, ls, outer);
+    e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
+    if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(e->B, e->acc, active_count(e, red), "");
+    store_out(e, eval(e, k->epilogue));
+    loops_close(e, ls, outer);
+}
+
 static void emit_reduce(emitter *e) {
     const sj_kernel *k = e->k;
+    if (k->rank > 0 && !((k->reduced >> (k->rank - 1)) & 1) && k->reduced) {
+        emit_reduce_into_output(e);
+        return;
+    }
     loop ls[SJ_KSPACE_MAX];
     uint32_t all = (1u << k->rank) - 1, red = k->reduced & all, outer = all & ~red;
     bool is_max = k->red_op == SJ_OP_REDUCE_MAX;
@@ -262,7 +291,7 @@ static void emit_row(emitter *e) {
         accumulate(e, s2, LLVMBuildFMul(B, dx, dx, ""), false);
         loops_close(e, ls, row);
         LLVMValueRef var = LLVMBuildFDiv(B, load_f32(e, s2), count, "var");
-        LLVMValueRef sd = call_f32(e, "llvm.sqrt", NULL, LLVMBuildFAdd(B, var, cf(e, k->epsilon), ""), NULL);
+        LLVMValueRef sd = call_f32(e, "llvm.sqrt", LLVMBuildFAdd(B, var, cf(e, k->epsilon), ""), NULL);
         scale = LLVMBuildFDiv(B, cf(e, 1.0), sd, "rstd");
     } else {
         LLVMBuildStore(B, cf(e, -INFINITY), s1);
@@ -272,21 +301,23 @@ static void emit_row(emitter *e) {
         center = load_f32(e, s1);
         LLVMBuildStore(B, cf(e, 0.0), s2);
         loops_open(e, ls, row);
-        LLVMValueRef ex = call_f32(e, "llvm.exp", NULL, LLVMBuildFSub(B, eval(e, k->prologue), center, ""), NULL);
+        LLVMValueRef ex = sj_llvm_exp(B, e->M, LLVMBuildFSub(B, eval(e, k->prologue), center, ""));
         accumulate(e, s2, ex, false);
+        /* The output holds exp(x - max) until the last pass scales it: one exp per element. */
+        if (k->kind == SJ_KK_SOFTMAX) store_out(e, ex);
         loops_close(e, ls, row);
         LLVMValueRef sum = load_f32(e, s2);
         scale = k->kind == SJ_KK_SOFTMAX ? LLVMBuildFDiv(B, cf(e, 1.0), sum, "")
-                                         : call_f32(e, "llvm.log", NULL, sum, NULL);
+                                         : call_f32(e, "llvm.log", sum, NULL);
     }
     loops_open(e, ls, row);
-    LLVMValueRef dx = LLVMBuildFSub(B, eval(e, k->prologue), center, "");
+    LLVMValueRef dx = k->kind == SJ_KK_SOFTMAX ? NULL : LLVMBuildFSub(B, eval(e, k->prologue), center, "");
     if (k->kind == SJ_KK_LAYERNORM) {
         e->acc = LLVMBuildFMul(B, dx, scale, "");
         if (k->scale >= 0) e->acc = LLVMBuildFMul(B, e->acc, eval(e, k->scale), "");
         if (k->bias >= 0) e->acc = LLVMBuildFAdd(B, e->acc, eval(e, k->bias), "");
     } else if (k->kind == SJ_KK_SOFTMAX) {
-        e->acc = LLVMBuildFMul(B, call_f32(e, "llvm.exp", NULL, dx, NULL), scale, "");
+        e->acc = LLVMBuildFMul(B, load_f32(e, address(e, e->bufs[0], k->out_strides)), scale, "");
     } else {
         e->acc = LLVMBuildFSub(B, dx, scale, "");
     }
@@ -295,27 +326,165 @@ static void emit_row(emitter *e) {
     loops_close(e, ls, outer);
 }
 
-/* i-k-j order: the output row is the accumulator, the inner loop runs over
- * contiguous n for both the output and (untransposed) b. */
-static void emit_matmul_loops(emitter *e) {
+/* A loop lo, lo+step, ... < hi that runs zero times when lo >= hi. */
+typedef struct rloop {
+    LLVMBasicBlockRef body, exit;
+    LLVMValueRef phi, hi;
+    int64_t step;
+} rloop;
+
+static LLVMValueRef rloop_open(emitter *e, rloop *l, LLVMValueRef lo, LLVMValueRef hi, int64_t step) {
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
+    l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "tile");
+    l->exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "tile.after");
+    l->hi = hi;
+    l->step = step;
+    LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, lo, hi, ""), l->body, l->exit);
+    LLVMPositionBuilderAtEnd(e->B, l->body);
+    l->phi = LLVMBuildPhi(e->B, e->i64, "t");
+    LLVMAddIncoming(l->phi, &lo, &pre, 1);
+    return l->phi;
+}
+
+static void rloop_close(emitter *e, rloop *l) {
+    LLVMValueRef next = LLVMBuildNSWAdd(e->B, l->phi, ci(e, l->step), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+    LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, next, l->hi, ""), l->body, l->exit);
+    LLVMAddIncoming(l->phi, &next, &latch, 1);
+    LLVMPositionBuilderAtEnd(e->B, l->exit);
+}
+
+/* i-k-j over rows [i0, i1) and columns [j0, j1): the output row is the
+ * accumulator and the inner loop runs over contiguous n. */
+static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
     const sj_kernel *k = e->k;
     LLVMBuilderRef B = e->B;
     const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
-    loop ls[SJ_KSPACE_MAX];
-    loop_open(e, &ls[3], 3);
+    rloop li, lj, lk;
+    e->idx[2] = rloop_open(e, &li, i0, i1, 1);
+    e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
     LLVMBuildStore(B, cf(e, 0.0), address(e, e->bufs[0], k->out_strides));
-    loop_close(e, &ls[3], 3);
-    loop_open(e, &ls[4], 4);
+    rloop_close(e, &lj);
+    e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
     LLVMValueRef av = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
-    loop_open(e, &ls[3], 3);
+    e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
     LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
     LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
     LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
     LLVMSetAlignment(LLVMBuildStore(B, sum, op), 4);
-    loop_close(e, &ls[3], 3);
+    rloop_close(e, &lj);
+    rloop_close(e, &lk);
+    rloop_close(e, &li);
+    e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
+}
+
+/* Rows x vectors of a register tile: 4 x 4 accumulators fill half of
+ * AVX-512's 32 registers; with 16 registers (AVX2) 4 x 2 leaves room for the
+ * operands. */
+enum { TILE_M = 4, TILE_NV_MAX = 4, TILE_KC = 128 };
+static int tile_nv(const emitter *e) {
+    int nv = e->vector_floats >= 16 ? 4 : 2;
+    /* A narrow constant n (p @ v with a head of 32) gets narrower tiles. */
+    while (nv > 1 && !e->k->sym[3] && e->k->dims[3] < (int64_t)e->vector_floats * nv) nv /= 2;
+    return nv;
+}
+
+/* Register-tiled matmul for b and the output contiguous along n: tiles of
+ * TILE_M rows x tile_nv() vectors held in registers across the whole k loop
+ * (explicit vector IR), column panels outermost so a panel of b stays in
+ * cache while every row tile passes over it. Edges go through emit_ikj. */
+static void emit_matmul_tiled(emitter *e) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    int vw = e->vector_floats;
+    int nv = tile_nv(e);
+    int64_t nr = (int64_t)vw * nv;
+    LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vw);
+    LLVMValueRef M = bound_of(e, 2), N = bound_of(e, 3), K = bound_of(e, 4);
+    LLVMValueRef Mm = LLVMBuildSub(B, M, LLVMBuildURem(B, M, ci(e, TILE_M), ""), "");
+    LLVMValueRef Nm = LLVMBuildSub(B, N, LLVMBuildURem(B, N, ci(e, nr), ""), "");
+    unsigned fma_id = LLVMLookupIntrinsicID("llvm.fma", 8);
+    LLVMValueRef fma = LLVMGetIntrinsicDeclaration(e->M, fma_id, &vt, 1);
+    LLVMTypeRef fma_t = LLVMIntrinsicGetType(e->C, fma_id, &vt, 1);
+    LLVMValueRef acc[TILE_M][TILE_NV_MAX];
+    for (int r = 0; r < TILE_M; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = alloca_vec(e, vt);
+    rloop lkb, lj, li, lk;
+    /* k in blocks of TILE_KC: a block of the b panel stays in L1 while every
+     * row tile passes over it; later blocks add to the partial sums. */
+    LLVMValueRef kb = rloop_open(e, &lkb, ci(e, 0), K, TILE_KC);
+    LLVMValueRef kb_end = LLVMBuildNSWAdd(B, kb, ci(e, TILE_KC), "");
+    kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
+    LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, kb, ci(e, 0), "");
+    LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), Nm, nr);
+    LLVMValueRef i = rloop_open(e, &li, ci(e, 0), Mm, TILE_M);
+    e->idx[4] = ci(e, 0);
+    for (int r = 0; r < TILE_M; r++) {
+        e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
+        for (int v = 0; v < nv; v++) {
+            e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
+            LLVMValueRef part = LLVMBuildLoad2(B, vt, address(e, e->bufs[0], k->out_strides), "");
+            LLVMSetAlignment(part, 4);
+            LLVMBuildStore(B, LLVMBuildSelect(B, first, LLVMConstNull(vt), part, ""), acc[r][v]);
+        }
+    }
+    e->idx[4] = rloop_open(e, &lk, kb, kb_end, 1);
+    LLVMValueRef bv[TILE_NV_MAX];
+    for (int v = 0; v < nv; v++) {
+        e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
+        bv[v] = LLVMBuildLoad2(B, vt, address(e, e->bufs[b->buffer], b->strides), "");
+        LLVMSetAlignment(bv[v], 4);
+    }
+    for (int r = 0; r < TILE_M; r++) {
+        e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
+        LLVMValueRef as = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
+        LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
+        splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
+        for (int v = 0; v < nv; v++) {
+            LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(B, vt, acc[r][v], "")};
+            LLVMBuildStore(B, LLVMBuildCall2(B, fma_t, fma, args, 3, ""), acc[r][v]);
+        }
+    }
+    rloop_close(e, &lk);
+    e->idx[4] = ci(e, 0);
+    for (int r = 0; r < TILE_M; r++) {
+        e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
+        for (int v = 0; v < nv; v++) {
+            e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
+            LLVMValueRef st = LLVMBuildStore(B, LLVMBuildLoad2(B, vt, acc[r][v], ""),
+                                             address(e, e->bufs[0], k->out_strides));
+            LLVMSetAlignment(st, 4);
+        }
+    }
+    rloop_close(e, &li);
+    rloop_close(e, &lj);
+    rloop_close(e, &lkb);
+    e->idx[2] = e->idx[3] = ci(e, 0);
+    emit_ikj(e, Mm, M, ci(e, 0), N);
+    emit_ikj(e, ci(e, 0), Mm, Nm, N);
+}
+
+/* b contiguous along k (a transposed operand, e.g. k^T in q @ k^T): one dot
+ * product per output element, a vectorised reduction over k. */
+static void emit_matmul_dot(emitter *e) {
+    const sj_kernel *k = e->k;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    loop ls[SJ_KSPACE_MAX];
+    LLVMValueRef acc = alloca_f32(e, "dot");
+    loops_open(e, ls, 3u << 2);
+    LLVMBuildStore(e->B, cf(e, 0.0), acc);
+    loop_open(e, &ls[4], 4);
+    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, address(e, e->bufs[a->buffer], a->strides)),
+                                      load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
+    LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
+    accumulate(e, acc, prod, false);
     loop_close(e, &ls[4], 4);
+    e->acc = load_f32(e, acc);
+    store_out(e, eval(e, k->epilogue));
+    loops_close(e, ls, 3u << 2);
 }
 
 /* cblas_sgemm on one [m, k] x [k, n] slice when both operands have a unit
@@ -361,26 +530,34 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
 
 static void emit_matmul(emitter *e) {
     const sj_kernel *k = e->k;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
     loop ls[SJ_KSPACE_MAX];
-    int64_t lda, ldb;
-    int ta, tb;
+    int64_t lda = 0, ldb = 0;
+    int ta = 0, tb = 0;
     bool blas = e->t->blas_min_work > 0 && k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
                 k->dims[2] * k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
                 blas_layout(k, &lda, &ta, &ldb, &tb);
+    bool contiguous_n = b->strides[3] == 1 && k->out_strides[3] == 1;
+    bool tiled = contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
+                 (k->sym[2] || k->dims[2] >= TILE_M);
+    bool dot = !contiguous_n && b->strides[4] == 1 && a->strides[4] == 1;
     loops_open(e, ls, 3u);
     if (blas) {
         emit_blas_call(e, ta, lda, tb, ldb);
-        loop_open(e, &ls[2], 2);
+    } else if (tiled) {
+        emit_matmul_tiled(e);
+    } else if (dot) {
+        emit_matmul_dot(e);
+        loops_close(e, ls, 3u);
+        return;
     } else {
-        loop_open(e, &ls[2], 2);
-        emit_matmul_loops(e);
+        emit_ikj(e, ci(e, 0), bound_of(e, 2), ci(e, 0), bound_of(e, 3));
     }
-    /* Epilogue over the finished row (or block, after the BLAS call). */
-    loop_open(e, &ls[3], 3);
+    /* Epilogue over the finished sums. */
+    loops_open(e, ls, 3u << 2);
     e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
     store_out(e, eval(e, k->epilogue));
-    loop_close(e, &ls[3], 3);
-    loop_close(e, &ls[2], 2);
+    loops_close(e, ls, 3u << 2);
     loops_close(e, ls, 3u);
 }
 
@@ -389,13 +566,25 @@ static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const cha
     LLVMAddAttributeAtIndex(f, i, LLVMCreateEnumAttribute(e->C, kind, 0));
 }
 
+static void prefer_full_width(emitter *e, LLVMValueRef f) {
+    if (e->vector_floats < 16) return;
+    LLVMAttributeRef w = LLVMCreateStringAttribute(e->C, "prefer-vector-width", 19, "512", 3);
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, w);
+}
+
 static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
-    if (k->n_buffers > (int)(sizeof e->bufs / sizeof e->bufs[0]))
-        return sj_fail(e->ctx, SJ_E_UNSUPPORTED, "host emitter: kernel %s reads %d buffers (at most %d)",
-                       k->name, k->n_buffers, (int)(sizeof e->bufs / sizeof e->bufs[0]));
+    size_t n_params = (size_t)k->n_buffers + 1;
+    LLVMTypeRef *bp = sj_alloc(e->ctx, n_params * sizeof *bp);
+    LLVMValueRef *args = sj_alloc(e->ctx, n_params * sizeof *args);
+    e->bufs = sj_alloc(e->ctx, n_params * sizeof *e->bufs);
+    if (!bp || !args || !e->bufs) {
+        sj_free(e->ctx, bp);
+        sj_free(e->ctx, args);
+        sj_free(e->ctx, e->bufs);
+        return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    }
     e->k = k;
     /* Body with noalias buffer parameters. */
-    LLVMTypeRef bp[66];
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
     bp[k->n_buffers] = e->i64;
     LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + 1, 0);
@@ -405,6 +594,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     LLVMSetLinkage(body, LLVMInternalLinkage);
     add_attr(e, body, LLVMAttributeFunctionIndex, "alwaysinline");
     add_attr(e, body, LLVMAttributeFunctionIndex, "nounwind");
+    /* x86 CPUs with AVX-512 default to 256-bit vectors for fear of clock
+     * throttling; these kernels are long-running vector loops that gain
+     * from the full width. */
+    prefer_full_width(e, body);
     for (int i = 0; i < k->n_buffers; i++) {
         add_attr(e, body, (LLVMAttributeIndex)(i + 1), "noalias");
         e->bufs[i] = LLVMGetParam(body, (unsigned)i);
@@ -431,8 +624,8 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
     LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
     add_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+    prefer_full_width(e, fn);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
-    LLVMValueRef args[65];
     for (int i = 0; i < k->n_buffers; i++) {
         LLVMValueRef ix = ci(e, i);
         LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, e->ptr, LLVMGetParam(fn, 0), &ix, 1, "");
@@ -441,12 +634,16 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     args[k->n_buffers] = LLVMGetParam(fn, 2);
     LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 1, "");
     LLVMBuildRetVoid(e->B);
+    sj_free(e->ctx, bp);
+    sj_free(e->ctx, args);
+    sj_free(e->ctx, e->bufs);
+    e->bufs = NULL;
     return SJ_OK;
 }
 
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
-                               const sj_llvm_target *t, bool *uses_blas) {
-    emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t};
+                               const sj_llvm_target *t, int vector_floats, bool *uses_blas) {
+    emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats};
     e.B = LLVMCreateBuilderInContext(e.C);
     e.f32 = LLVMFloatTypeInContext(e.C);
     e.i64 = LLVMInt64TypeInContext(e.C);

@@ -24,9 +24,19 @@ typedef struct sj_llvm_target {
 sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features);
 
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
- * module m. *uses_blas is set when some kernel calls cblas_sgemm. */
+ * module m. vector_floats: the target's vector register width in floats.
+ * *uses_blas is set when some kernel calls cblas_sgemm. */
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
-                               const sj_llvm_target *t, bool *uses_blas);
+                               const sj_llvm_target *t, int vector_floats, bool *uses_blas);
+
+/* Address of an extern kernel emitted code may call ("cblas_sgemm"), NULL
+ * for a name this build does not provide. */
+void *sj_host_extern_symbol(const char *name);
+
+/* Vectorisable float math emitted inline at the builder's position. */
+LLVMValueRef sj_llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj_llvm_erf(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj_llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 
 /* Builds, optimises and prints the module for l. *out is sj_alloc'ed. */
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,

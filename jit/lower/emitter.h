@@ -9,7 +9,9 @@
 
 typedef struct sj_emitter {
     const char *target; /* recorded in the artifact */
-    /* Fills the artifact's triple, cpu, features, externs and code blobs. */
+    /* Fills the artifact's triple, cpu, features, externs and code blobs;
+     * a->plan already holds the plan, whose launch geometry (grid, block)
+     * a GPU emitter sets. */
     sj_status (*build)(const sj_lowered *l, const sj_compile_options *o, sj_artifact *a);
     /* Code as text (NUL-terminated, sj_alloc'ed). */
     sj_status (*text)(const sj_lowered *l, const sj_compile_options *o, sj_emit_kind kind,
@@ -17,5 +19,7 @@ typedef struct sj_emitter {
 } sj_emitter;
 
 extern const sj_emitter sj_host_emitter;
+extern const sj_emitter sj_nvptx_emitter; /* jit/nvrtc/gpu_emitters.c */
+extern const sj_emitter sj_nvrtc_emitter;
 
 #endif

@@ -19,15 +19,21 @@
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 
+/* MATMUL_COPY_B_ROWS: see decide_homes. MAX_INLINE_DEPTH bounds the
+ * expression trees (and the emitters' recursion over them). */
+enum { MATMUL_COPY_B_ROWS = 16, MAX_INLINE_DEPTH = 64 };
+
 typedef enum home { HOME_DEAD, HOME_INLINE, HOME_BUFFER, HOME_VIEW, HOME_EPI } home;
 
 typedef struct vinfo {
     int uses, n_out, consumer;
     bool need_load, need_contig;
+    int64_t matmul_b_rows; /* most output rows of a matmul reading v as its b */
     home home;
     int buffer;
     int64_t strides[SJ_MAX_RANK];
     int epi_core; /* kernel root: the core node it absorbs, -1 = none */
+    int depth;    /* inlined: longest chain of inlined values ending here */
 } vinfo;
 
 typedef struct lbuf {
@@ -122,6 +128,10 @@ static void count_uses(lowering *L) {
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
+            if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
+                int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
+                if (rows > L->v[u].matmul_b_rows) L->v[u].matmul_b_rows = rows;
+            }
         }
     }
 }
@@ -132,10 +142,16 @@ static bool expands(const lowering *L, sj_value v) {
     return numel_at(L, &c->shape) > numel_at(L, shape_of(L, v));
 }
 
-static bool may_inline(const lowering *L, sj_value v) {
-    const vinfo *vi = &L->v[v];
+static bool may_inline(lowering *L, sj_value v) {
+    vinfo *vi = &L->v[v];
+    const sj_node *nd = &L->g->nodes[v];
+    vi->depth = 1;
+    for (int i = 0; i < nd->n_inputs; i++)
+        if (nd->inputs[i] != SJ_NO_VALUE && L->v[nd->inputs[i]].home == HOME_INLINE &&
+            L->v[nd->inputs[i]].depth + 1 > vi->depth)
+            vi->depth = L->v[nd->inputs[i]].depth + 1;
     return L->o->fusion && vi->uses == 1 && vi->n_out == 0 && !vi->need_load && !vi->need_contig &&
-           !expands(L, v);
+           vi->depth <= MAX_INLINE_DEPTH && !expands(L, v);
 }
 
 static void decide_homes(lowering *L) {
@@ -152,10 +168,16 @@ static void decide_homes(lowering *L) {
         } else if (nd->op == SJ_OP_TRANSPOSE) {
             sj_value s = nd->inputs[0];
             if (addressable(L, s)) {
-                if (L->o->fusion && vi->n_out == 0 && !vi->need_contig) {
+                int64_t st[SJ_MAX_RANK];
+                for (int i = 0; i < nd->shape.rank; i++) st[i] = L->v[s].strides[nd->attrs.perm[i]];
+                /* A matmul's b with n strided (k^T in q @ k^T) is worth one
+                 * contiguous copy when enough rows reuse it: the register-
+                 * tiled kernel needs n contiguous. */
+                bool copy_for_matmul = vi->matmul_b_rows >= MATMUL_COPY_B_ROWS &&
+                                       nd->shape.rank >= 1 && st[nd->shape.rank - 1] != 1;
+                if (L->o->fusion && vi->n_out == 0 && !vi->need_contig && !copy_for_matmul) {
                     vi->home = HOME_VIEW;
-                    for (int i = 0; i < nd->shape.rank; i++)
-                        vi->strides[i] = L->v[s].strides[nd->attrs.perm[i]];
+                    memcpy(vi->strides, st, sizeof st);
                 } else {
                     vi->home = HOME_BUFFER;
                 }

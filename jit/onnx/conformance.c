@@ -1,7 +1,6 @@
 /* The ONNX backend node-test runner: load each test's model, feed every
  * data set through a backend, compare with the expected outputs. */
 #include "onnx_impl.h"
-#include "shapejit/interp.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -13,17 +12,6 @@
 #include <sys/stat.h>
 
 #define MSG_LEN 1024
-
-static sj_status interp_run(void *user, const sj_graph *g, int64_t extent, const sj_tensor *inputs,
-                            sj_tensor *outputs) {
-    (void)user;
-    return sj_interp_run(g, extent, inputs, outputs);
-}
-
-sj_onnx_backend sj_onnx_backend_interp(void) {
-    sj_onnx_backend b = {"interp", interp_run, NULL};
-    return b;
-}
 
 void sj_onnx_conformance_options_init(sj_onnx_conformance_options *o) {
     memset(o, 0, sizeof *o);
@@ -87,7 +75,9 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
         size_t len;
         SJ_TRY(sj_onnx_read_file(ctx, path, &bytes, &len));
         Onnx__TensorProto *tp;
-        sj_status st = sj_onnx_tensor_unpack(ctx, bytes, len, path, &tp);
+        sj_onnx_pb_alloc pa;
+        sj_onnx_pb_alloc_init(&pa, ctx);
+        sj_status st = sj_onnx_tensor_unpack(&pa, bytes, len, path, &tp);
         sj_free(ctx, bytes);
         if (st != SJ_OK) return st;
         if (*n_out == cap) {
@@ -100,8 +90,7 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
             }
         }
         if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, &(*out)[*n_out]);
-        ProtobufCAllocator alloc = sj_onnx_pb_allocator(ctx);
-        onnx__tensor_proto__free_unpacked(tp, &alloc);
+        onnx__tensor_proto__free_unpacked(tp, &pa.base);
         if (st != SJ_OK) return st;
         (*n_out)++;
     }
@@ -298,14 +287,15 @@ static void run_test(test_run *t) {
         from_status(t, st, "");
         return;
     }
-    ProtobufCAllocator alloc = sj_onnx_pb_allocator(ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, len, bytes);
+    sj_onnx_pb_alloc pa;
+    sj_onnx_pb_alloc_init(&pa, ctx);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
     struct dirent **sets = NULL;
     int n_sets = m ? scandir(t->dir, &sets, is_data_set, alphasort) : 0;
     t->outcome = SJ_ONNX_TEST_PASSED;
     t->msg[0] = 0;
     if (!m) {
-        set_outcome(t, SJ_ONNX_TEST_FAILED, "%s: not a valid ONNX model", model_path);
+        from_status(t, sj_onnx_unpack_failed(&pa, model_path, "ONNX model"), "");
     } else if (n_sets <= 0) {
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s: no test_data_set_* folder", t->dir);
     } else {
@@ -317,7 +307,7 @@ static void run_test(test_run *t) {
     }
     for (int i = 0; i < n_sets; i++) free(sets[i]);
     free(sets);
-    if (m) onnx__model_proto__free_unpacked(m, &alloc);
+    if (m) onnx__model_proto__free_unpacked(m, &pa.base);
     sj_free(ctx, bytes);
 }
 

@@ -34,14 +34,24 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
                                 sj_onnx_tensor *out);
 void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t);
 
-/* protobuf-c allocations routed through the context's allocator hook. */
-ProtobufCAllocator sj_onnx_pb_allocator(sj_ctx *ctx);
+/* protobuf-c allocations routed through the context's allocator hook. It
+ * remembers a failed allocation, because protobuf-c reports out of memory
+ * and malformed bytes alike (NULL). Must outlive what it unpacked. */
+typedef struct sj_onnx_pb_alloc {
+    ProtobufCAllocator base;
+    sj_ctx *ctx;
+    bool failed;
+} sj_onnx_pb_alloc;
+
+void sj_onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx);
+/* The status for a NULL from protobuf-c's unpack: SJ_E_NOMEM or SJ_E_PARSE,
+ * with "<what>: not a valid <kind> (truncated or corrupt)". */
+sj_status sj_onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind);
 
 /* Unpacks a serialized TensorProto; SJ_E_PARSE when the bytes are not one.
- * Free with onnx__tensor_proto__free_unpacked(t, &alloc), alloc from
- * sj_onnx_pb_allocator(ctx). */
-sj_status sj_onnx_tensor_unpack(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
-                                Onnx__TensorProto **out);
+ * Free with onnx__tensor_proto__free_unpacked(*out, &a->base). */
+sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+                                const char *what, Onnx__TensorProto **out);
 
 /* A graph input given a value at load time: the loader treats it as an
  * initialiser (so shape and axes inputs of the node tests are constants). */

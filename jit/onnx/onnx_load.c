@@ -8,36 +8,27 @@
 
 /* ---- value table ---- */
 
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static size_t find_slot(const sj_onnx_loader *L, const char *name) {
-    size_t mask = L->n_slots - 1, i = (size_t)hash_name(name) & mask;
-    while (L->slots[i] >= 0 && strcmp(L->vals[L->slots[i]].name, name) != 0) i = (i + 1) & mask;
-    return i;
+static const char *val_name(const void *L, int32_t i) {
+    return ((const sj_onnx_loader *)L)->vals[i].name;
 }
 
 sj_onnx_val *sj_onnx_lookup(sj_onnx_loader *L, const char *name) {
-    int32_t k = L->slots[find_slot(L, name)];
-    return k >= 0 ? &L->vals[k] : NULL;
+    int32_t i = sj_name_index_find(&L->by_name, name);
+    return i >= 0 ? &L->vals[i] : NULL;
 }
 
 sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out) {
-    size_t slot = find_slot(L, name);
-    if (L->slots[slot] >= 0)
+    if (sj_onnx_lookup(L, name))
         return sj_fail(L->ctx, SJ_E_PARSE, "%s: value '%s' is defined more than once", L->file, name);
-    /* cap_vals is the model's total count of names, sized up front, so the
-     * table never fills */
+    /* cap_vals is the model's total count of names, sized up front with the
+     * index, so neither fills */
     if (L->n_vals >= L->cap_vals)
         return sj_fail(L->ctx, SJ_E_INTERNAL, "%s: value table overflow", L->file);
     sj_onnx_val *v = &L->vals[L->n_vals];
     memset(v, 0, sizeof *v);
     v->name = name;
     v->v = SJ_NO_VALUE;
-    L->slots[slot] = L->n_vals++;
+    sj_name_index_add(&L->by_name, L->n_vals++);
     *out = v;
     return SJ_OK;
 }
@@ -265,8 +256,9 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
             dims[d] = dim->dim_value;
         } else {
             return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
-                           "%s: input '%s' dim %zu has neither a size nor a name", L->file,
-                           vi->name, d);
+                           "%s: input '%s' dim %zu has neither a size nor a name (if it is the "
+                           "dynamic dim, declare it: --dynamic-axis %s:%zu)",
+                           L->file, vi->name, d, vi->name, d);
         }
     }
     sj_status st = sj_graph_input(L->g, vi->name, (int)sh->n_dim, dims, &v->v);
@@ -299,19 +291,20 @@ static sj_status define_bound(sj_onnx_loader *L, const sj_onnx_binding *b) {
     return SJ_OK;
 }
 
-/* A declared output shape that disagrees with the inferred one is an error:
- * the model and shapejit disagree on what it computes. Dims with names other
- * than the symbolic dim's, and missing dims, are not checked. */
-static sj_status check_output(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi, sj_value v,
-                              const sym_choice *sc) {
+/* A declared shape (graph output or value_info) that disagrees with the
+ * inferred one is an error: the model and shapejit disagree on what it
+ * computes. Dims named other than the symbolic dim, and missing dims, are
+ * not checked. */
+static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi, sj_value v,
+                                const sym_choice *sc, const char *what) {
     if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
         !vi->type->tensor_type)
         return SJ_OK;
     const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
     if (tt->has_elem_type && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
-                       "%s: output '%s' has dtype %s; only float32 tensors are supported", L->file,
-                       vi->name, sj_onnx_dtype_name(tt->elem_type));
+                       "%s: %s '%s' has dtype %s; only float32 tensors are supported", L->file,
+                       what, vi->name, sj_onnx_dtype_name(tt->elem_type));
     const Onnx__TensorShapeProto *sh = tt->shape;
     if (!sh) return SJ_OK;
     sj_value_desc d;
@@ -319,8 +312,8 @@ static sj_status check_output(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi,
     char got[96];
     sj_shape_format(&d.shape, sc->name, got, sizeof got);
     if ((int)sh->n_dim != d.shape.rank)
-        return sj_fail(L->ctx, SJ_E_SHAPE, "%s: output '%s' is declared with rank %zu but computes %s",
-                       L->file, vi->name, sh->n_dim, got);
+        return sj_fail(L->ctx, SJ_E_SHAPE, "%s: %s '%s' is declared with rank %zu but computes %s",
+                       L->file, what, vi->name, sh->n_dim, got);
     for (int i = 0; i < d.shape.rank; i++) {
         const Onnx__TensorShapeProto__Dimension *dim = sh->dim[i];
         const char *p = dim_param(dim);
@@ -330,9 +323,15 @@ static sj_status check_output(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi,
             bad = have != SJ_DIM_SYM && dim->dim_value != have;
         else if (p && sc->from_param && sc->name && !strcmp(p, sc->name))
             bad = have != SJ_DIM_SYM;
-        if (bad)
-            return sj_fail(L->ctx, SJ_E_SHAPE, "%s: output '%s' dim %d is declared as %s%lld but computes %s",
-                           L->file, vi->name, i, p ? p : "", p ? 0LL : (long long)dim->dim_value, got);
+        if (bad) {
+            char decl[64];
+            if (p)
+                snprintf(decl, sizeof decl, "%s", p);
+            else
+                snprintf(decl, sizeof decl, "%lld", (long long)dim->dim_value);
+            return sj_fail(L->ctx, SJ_E_SHAPE, "%s: %s '%s' dim %d is declared as %s but computes %s",
+                           L->file, what, vi->name, i, decl, got);
+        }
     }
     return SJ_OK;
 }
@@ -355,11 +354,8 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: the graph is too large", L->file);
     L->cap_vals = (int)n_names;
     L->vals = sj_calloc(L->ctx, n_names, sizeof *L->vals);
-    L->n_slots = 16;
-    while (L->n_slots < 2 * n_names) L->n_slots *= 2;
-    L->slots = sj_alloc(L->ctx, L->n_slots * sizeof *L->slots);
-    if (!L->vals || !L->slots) return sj_fail(L->ctx, SJ_E_NOMEM, "%s: out of memory", L->file);
-    memset(L->slots, 0xff, L->n_slots * sizeof *L->slots);
+    if (!L->vals || !sj_name_index_reserve(L->ctx, &L->by_name, n_names))
+        return sj_fail(L->ctx, SJ_E_NOMEM, "%s: out of memory", L->file);
 
     for (size_t i = 0; i < gp->n_input; i++)
         if (!gp->input[i]->name || !gp->input[i]->name[0])
@@ -387,6 +383,11 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
     }
     L->node = NULL;
 
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+        const sj_onnx_val *v = vi->name ? sj_onnx_lookup(L, vi->name) : NULL;
+        if (v && v->v != SJ_NO_VALUE) SJ_TRY(check_declared(L, vi, v->v, &sc, "value"));
+    }
     if (gp->n_output == 0) return sj_fail(L->ctx, SJ_E_PARSE, "%s: the graph has no outputs", L->file);
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
@@ -402,7 +403,7 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
             sj_error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
             return st;
         }
-        SJ_TRY(check_output(L, vi, gv, &sc));
+        SJ_TRY(check_declared(L, vi, gv, &sc, "output"));
         st = sj_graph_output(L->g, gv, vi->name);
         if (st != SJ_OK) {
             sj_error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
@@ -426,18 +427,18 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     *out = NULL;
     if (!filename) filename = "<onnx>";
     if (!bytes && len) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: no bytes", filename);
-    ProtobufCAllocator alloc = sj_onnx_pb_allocator(ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, len, bytes);
-    if (!m)
-        return sj_fail(ctx, SJ_E_PARSE, "%s: not a valid ONNX model (truncated or corrupt protobuf)",
-                       filename);
+    sj_onnx_pb_alloc pa;
+    sj_onnx_pb_alloc_init(&pa, ctx);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
+    if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
     sj_onnx_loader L = {.ctx = ctx, .file = filename};
+    sj_name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
     for (int i = 0; i < L.n_vals; i++)
         if (L.vals[i].has_const) sj_onnx_tensor_release(ctx, &L.vals[i].c);
     sj_free(ctx, L.vals);
-    sj_free(ctx, L.slots);
-    onnx__model_proto__free_unpacked(m, &alloc);
+    sj_name_index_free(ctx, &L.by_name);
+    onnx__model_proto__free_unpacked(m, &pa.base);
     if (st != SJ_OK) {
         sj_graph_destroy(L.g);
         return st;

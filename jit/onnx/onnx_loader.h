@@ -24,8 +24,7 @@ typedef struct sj_onnx_loader {
     int64_t opset;    /* of the default domain */
     sj_onnx_val *vals;
     int n_vals, cap_vals;
-    int32_t *slots; /* open-addressing hash: index into vals, -1 = empty */
-    size_t n_slots; /* power of two, >= 2 * cap_vals */
+    sj_name_index by_name; /* index into vals */
     /* the node being mapped, for messages */
     const Onnx__NodeProto *node;
     int node_index;

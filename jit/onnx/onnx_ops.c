@@ -594,6 +594,7 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
     sj_onnx_tensor *c = &o->c;
     memset(c, 0, sizeof *c);
     if (!strcmp(an, "value") && attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)) {
+        if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
         char what[320];
         snprintf(what, sizeof what, "%s: node #%d: Constant value", L->file, L->node_index);
         SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, c));

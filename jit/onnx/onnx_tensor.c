@@ -17,12 +17,28 @@ const char *sj_onnx_dtype_name(int32_t dtype) {
     return names[dtype];
 }
 
-static void *pb_alloc(void *user, size_t size) { return sj_alloc(user, size); }
-static void pb_free(void *user, void *ptr) { sj_free(user, ptr); }
+static void *pb_alloc(void *user, size_t size) {
+    sj_onnx_pb_alloc *a = user;
+    void *p = sj_alloc(a->ctx, size);
+    if (!p) a->failed = true;
+    return p;
+}
 
-ProtobufCAllocator sj_onnx_pb_allocator(sj_ctx *ctx) {
-    ProtobufCAllocator a = {pb_alloc, pb_free, ctx};
-    return a;
+static void pb_free(void *user, void *ptr) {
+    sj_onnx_pb_alloc *a = user;
+    sj_free(a->ctx, ptr);
+}
+
+void sj_onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx) {
+    a->base = (ProtobufCAllocator){pb_alloc, pb_free, a};
+    a->ctx = ctx;
+    a->failed = false;
+}
+
+sj_status sj_onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind) {
+    if (a->failed) return sj_fail(a->ctx, SJ_E_NOMEM, "%s: out of memory reading the protobuf", what);
+    return sj_fail(a->ctx, SJ_E_PARSE, "%s: not a valid %s (truncated or corrupt protobuf)", what,
+                   kind);
 }
 
 void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t) {
@@ -92,14 +108,10 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
     return SJ_OK;
 }
 
-sj_status sj_onnx_tensor_unpack(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
-                                Onnx__TensorProto **out) {
-    ProtobufCAllocator alloc = sj_onnx_pb_allocator(ctx);
-    *out = onnx__tensor_proto__unpack(&alloc, len, bytes);
-    if (!*out)
-        return sj_fail(ctx, SJ_E_PARSE, "%s: not a valid onnx.TensorProto (truncated or corrupt)",
-                       what);
-    return SJ_OK;
+sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+                                const char *what, Onnx__TensorProto **out) {
+    *out = onnx__tensor_proto__unpack(&a->base, len, bytes);
+    return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "onnx.TensorProto");
 }
 
 sj_status sj_onnx_read_file(sj_ctx *ctx, const char *path, void **out, size_t *out_len) {
@@ -137,11 +149,12 @@ sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, co
                                   sj_tensor *out) {
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp;
-    SJ_TRY(sj_onnx_tensor_unpack(ctx, bytes, len, what, &tp));
+    sj_onnx_pb_alloc pa;
+    sj_onnx_pb_alloc_init(&pa, ctx);
+    SJ_TRY(sj_onnx_tensor_unpack(&pa, bytes, len, what, &tp));
     sj_onnx_tensor t;
     sj_status st = sj_onnx_tensor_decode(ctx, tp, what, &t);
-    ProtobufCAllocator alloc = sj_onnx_pb_allocator(ctx);
-    onnx__tensor_proto__free_unpacked(tp, &alloc);
+    onnx__tensor_proto__free_unpacked(tp, &pa.base);
     if (st != SJ_OK) return st;
     if (t.dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
         st = sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: dtype %s is not supported (float32 only)", what,

@@ -1,0 +1,229 @@
+/* The host backend behind the bucketed cache's compiler table: sj_compile
+ * + the artifact format for bytes, executables on host devices for runs. */
+#include "shapejit/backends.h"
+
+#include "jit/core/core_impl.h"
+#include "jit/llvm/llvm_impl.h"
+
+#include <llvm-c/blake3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HOST_MAX_DEVICES 256
+/* "SJHO" + the u64 sj_compile_options_hash, little-endian. */
+#define HOST_OPTIONS_BYTES 12
+
+struct sj_host_compiler {
+    sj_ctx *ctx;
+    sj_compile_options options;
+    char *cpu_opt, *features_opt; /* copies of the options' strings */
+    bool replay;
+    int n_devices;
+    sj_device **devices;
+    atomic_uint next_device;
+    uint8_t options_bytes[HOST_OPTIONS_BYTES];
+    char *triple, *cpu;
+    char features_key[SJ_STORE_FIELD_MAX];
+    char compiler_version[64];
+};
+
+void sj_host_compiler_config_init(sj_host_compiler_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    sj_compile_options_init(&cfg->options);
+    cfg->devices = 1;
+    cfg->replay = true;
+}
+
+/* The store key holds the enabled features only (what the code may use);
+ * when they do not fit a key field, a digest of them stands in. */
+static void features_key(const char *features, char *out, size_t cap) {
+    size_t used = 0, n_enabled = 0;
+    bool fits = true;
+    out[0] = '\0';
+    for (const char *p = features; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 1 && p[0] == '+') {
+            n_enabled++;
+            if (used + len + 2 > cap) fits = false;
+            if (fits) {
+                if (used) out[used++] = ',';
+                memcpy(out + used, p, len);
+                used += len;
+                out[used] = '\0';
+            }
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    if (fits) return;
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, features, strlen(features));
+    uint8_t d[16];
+    llvm_blake3_hasher_finalize(&h, d, sizeof d);
+    int w = snprintf(out, cap, "blake3:");
+    for (size_t i = 0; i < sizeof d && (size_t)w + 2 < cap; i++)
+        w += snprintf(out + w, cap - (size_t)w, "%02x", d[i]);
+    snprintf(out + w, cap - (size_t)w, " (%zu enabled)", n_enabled);
+}
+
+void sj_host_compiler_destroy(sj_host_compiler *hc) {
+    if (!hc) return;
+    for (int i = 0; hc->devices && i < hc->n_devices; i++) sj_device_destroy(hc->devices[i]);
+    sj_free(hc->ctx, hc->devices);
+    sj_free(hc->ctx, hc->cpu_opt);
+    sj_free(hc->ctx, hc->features_opt);
+    sj_free(hc->ctx, hc->triple);
+    sj_free(hc->ctx, hc->cpu);
+    sj_free(hc->ctx, hc);
+}
+
+static sj_status resolve_target(sj_host_compiler *hc) {
+    char *triple, *cpu, *features;
+    SJ_TRY(sj_llvm_host_info(hc->ctx, &triple, &cpu, &features));
+    hc->triple = triple;
+    if (hc->options.cpu) {
+        sj_free(hc->ctx, cpu);
+        cpu = sj_strdup(hc->ctx, hc->options.cpu);
+    }
+    hc->cpu = cpu;
+    features_key(hc->options.features ? hc->options.features : features, hc->features_key,
+                 sizeof hc->features_key);
+    sj_free(hc->ctx, features);
+    if (!hc->cpu) return sj_fail(hc->ctx, SJ_E_NOMEM, "host compiler: out of memory");
+    if (strlen(hc->triple) >= SJ_STORE_FIELD_MAX || strlen(hc->cpu) >= SJ_STORE_FIELD_MAX)
+        return sj_fail(hc->ctx, SJ_E_INVALID_ARG, "host compiler: target name longer than %d bytes",
+                       SJ_STORE_FIELD_MAX - 1);
+    return SJ_OK;
+}
+
+sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
+                                  sj_host_compiler **out) {
+    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    sj_host_compiler_config defaults;
+    if (!cfg) {
+        sj_host_compiler_config_init(&defaults);
+        cfg = &defaults;
+    }
+    if (cfg->options.target != SJ_TARGET_HOST)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: options target %d is not the host",
+                       (int)cfg->options.target);
+    if (cfg->devices < 1 || cfg->devices > HOST_MAX_DEVICES)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: %d devices, expected 1..%d",
+                       cfg->devices, HOST_MAX_DEVICES);
+    sj_host_compiler *hc = sj_calloc(ctx, 1, sizeof *hc);
+    if (!hc) return sj_fail(ctx, SJ_E_NOMEM, "host compiler: out of memory");
+    hc->ctx = ctx;
+    hc->options = cfg->options;
+    hc->replay = cfg->replay;
+    sj_status st = SJ_OK;
+    /* The options' strings are copied so the caller's may go away. */
+    if (cfg->options.cpu && !(hc->cpu_opt = sj_strdup(ctx, cfg->options.cpu))) st = SJ_E_NOMEM;
+    if (cfg->options.features && !(hc->features_opt = sj_strdup(ctx, cfg->options.features)))
+        st = SJ_E_NOMEM;
+    hc->options.cpu = hc->cpu_opt;
+    hc->options.features = hc->features_opt;
+    hc->devices = sj_calloc(ctx, (size_t)cfg->devices, sizeof *hc->devices);
+    if (st != SJ_OK || !hc->devices) {
+        sj_host_compiler_destroy(hc);
+        return sj_fail(ctx, SJ_E_NOMEM, "host compiler: out of memory");
+    }
+    st = resolve_target(hc);
+    for (int i = 0; st == SJ_OK && i < cfg->devices; i++) {
+        st = sj_host_device_create(ctx, cfg->policy, &hc->devices[i]);
+        if (st == SJ_OK) hc->n_devices++;
+    }
+    if (st != SJ_OK) {
+        sj_host_compiler_destroy(hc);
+        return st;
+    }
+    uint64_t oh = sj_compile_options_hash(&hc->options);
+    memcpy(hc->options_bytes, "SJHO", 4);
+    for (int i = 0; i < 8; i++) hc->options_bytes[4 + i] = (uint8_t)(oh >> (8 * i));
+    snprintf(hc->compiler_version, sizeof hc->compiler_version, "llvm-%s", SJ_LLVM_VERSION_STRING);
+    *out = hc;
+    return SJ_OK;
+}
+
+static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
+                              size_t options_len, void **artifact, size_t *len) {
+    sj_host_compiler *hc = self;
+    sj_ctx *ctx = sj_graph_ctx(g);
+    if (options_len != HOST_OPTIONS_BYTES || memcmp(options, hc->options_bytes, HOST_OPTIONS_BYTES))
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "host compiler: the cache's options (%zu bytes) are not this compiler's; "
+                       "set them with sj_host_compiler_cache_config",
+                       options_len);
+    sj_artifact *a;
+    SJ_TRY(sj_compile(g, extent, &hc->options, &a));
+    uint8_t *bytes;
+    sj_status st = sj_artifact_serialize(a, &bytes, len);
+    sj_artifact_destroy(a);
+    if (st == SJ_OK) *artifact = bytes;
+    return st;
+}
+
+static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,
+                           size_t len, void **exe) {
+    sj_host_compiler *hc = self;
+    sj_ctx *ctx = sj_graph_ctx(g);
+    sj_artifact *a;
+    SJ_TRY(sj_artifact_deserialize(ctx, artifact, len, &a));
+    sj_artifact_info info;
+    sj_artifact_get_info(a, &info);
+    sj_status st = SJ_OK;
+    if (sj_graph_symbol(g) && info.extent != extent)
+        st = sj_fail(ctx, SJ_E_MISMATCH, "host artifact: compiled at extent %lld, wanted %lld",
+                     (long long)info.extent, (long long)extent);
+    /* Checks the graph hash and this CPU's features before any code loads. */
+    unsigned d = atomic_fetch_add(&hc->next_device, 1) % (unsigned)hc->n_devices;
+    sj_executable *e = NULL;
+    if (st == SJ_OK) st = sj_artifact_load(a, hc->devices[d], g, &e);
+    sj_artifact_destroy(a);
+    if (st == SJ_OK && hc->replay) st = sj_executable_capture(e);
+    if (st != SJ_OK) {
+        sj_executable_destroy(e);
+        return st;
+    }
+    *exe = e;
+    return SJ_OK;
+}
+
+static sj_status host_run(void *self, void *exe, int64_t active, const sj_tensor *inputs,
+                          sj_tensor *outputs) {
+    (void)self;
+    return sj_executable_run_or_replay(exe, active, inputs, outputs);
+}
+
+static void host_destroy(void *self, void *exe) {
+    (void)self;
+    sj_executable_destroy(exe);
+}
+
+void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
+    memset(out, 0, sizeof *out);
+    out->ctx = hc;
+    out->target_triple = hc->triple;
+    out->target_cpu = hc->cpu;
+    out->target_features = hc->features_key;
+    out->artifact_version = SJ_ARTIFACT_FORMAT_VERSION;
+    out->compiler_version = hc->compiler_version;
+    out->compile = host_compile;
+    out->load = host_load;
+    out->run = host_run;
+    out->destroy = host_destroy;
+}
+
+void sj_host_compiler_cache_config(const sj_host_compiler *hc, sj_bucketed_cache_config *cfg) {
+    cfg->options = hc->options_bytes;
+    cfg->options_len = HOST_OPTIONS_BYTES;
+}
+
+int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }
+
+sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i) {
+    return hc && i >= 0 && i < hc->n_devices ? hc->devices[i] : NULL;
+}

@@ -1,0 +1,116 @@
+/* shapejit precompile MODEL --ladder SPEC: every bucket into the store at
+ * deploy time, so the serving processes start warm. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/serving.h"
+
+static const char usage[] =
+    "usage: shapejit precompile MODEL --ladder SPEC [--target host|all] [--store PATH]\n"
+    "                           [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
+    "  Compiles every bucket of the ladder into the store (buckets already stored\n"
+    "  are loaded and checked, not compiled again), then prints one summary line.\n"
+    "  Progress: a bar on a terminal, one line per bucket otherwise.\n"
+    "  --ladder SPEC      pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
+    "  --target T         host (default), or all: every target this build compiles\n"
+    "                     for (host; the GPU targets nvptx and nvrtc when built)\n"
+    "  --jobs N           buckets compiled at once (default: the CPU count)\n"
+    /* clang-format off */
+    CLI_STORE_USAGE
+    /* clang-format on */
+    "  --stats            print one JSON object of counters on stderr\n";
+
+typedef struct progress {
+    bool tty;
+    const char *target;
+    double t0;
+} progress;
+
+static void on_bucket(void *user, int done, int total, int64_t extent) {
+    progress *p = user;
+    double s = (cli_now_ms() - p->t0) / 1e3;
+    if (!p->tty) {
+        fprintf(stderr, "precompile %s: %d/%d buckets (extent %lld) %.2f s\n", p->target, done,
+                total, (long long)extent, s);
+        return;
+    }
+    enum { WIDTH = 30 };
+    int filled = total ? done * WIDTH / total : WIDTH;
+    char bar[WIDTH + 1];
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = '\0';
+    fprintf(stderr, "\r%s [%s] %d/%d buckets  extent %-8lld %6.1f s", p->target, bar, done, total,
+            (long long)extent, s);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g, const char *target,
+                             const cli_cache_args *ca, int jobs, bool stats) {
+    cli_cache cc;
+    int rc = cli_cache_open(cmd, ctx, g, ca, &cc);
+    if (rc != CLI_EXIT_OK) return rc;
+    progress p = {.tty = isatty(STDERR_FILENO), .target = target, .t0 = cli_now_ms()};
+    sj_status st = sj_bucketed_cache_precompile(cc.cache, jobs, on_bucket, &p);
+    double secs = (cli_now_ms() - p.t0) / 1e3;
+    if (st != SJ_OK) {
+        if (p.tty) fputc('\n', stderr);
+        rc = cli_fail_status(cmd, ctx, st);
+    } else {
+        sj_bucketed_cache_stats s;
+        sj_bucketed_cache_stats_get(cc.cache, &s);
+        char spec[256];
+        sj_ladder_format(cc.ladder, spec, sizeof spec);
+        printf("precompiled %d buckets of %s for %s in %.2f s: %llu compiled, %llu from the store, "
+               "%llu corrupt rows replaced; store %s\n",
+               sj_bucketed_cache_total_buckets(cc.cache), spec, target, secs,
+               (unsigned long long)s.compiles, (unsigned long long)(s.store_hits + s.remote_hits),
+               (unsigned long long)s.corrupt, cc.store_path[0] ? cc.store_path : "none");
+        if (stats) {
+            fprintf(stderr, "{\"target\": \"%s\", \"seconds\": %.3f, ", target, secs);
+            cli_stats_members(stderr, cc.cache);
+            fprintf(stderr, "}\n");
+        }
+    }
+    cli_cache_close(&cc);
+    return rc;
+}
+
+int cli_cmd_precompile(int argc, char **argv) {
+    const char *cmd = "precompile";
+    const char *ladder = NULL, *target = "host", *store = NULL;
+    int64_t jobs = 0;
+    bool stats = false;
+    cli_model_flags model = {0};
+    const cli_opt opts[] = {
+        {"--ladder", CLI_OPT_STRING, &ladder}, {"--target", CLI_OPT_STRING, &target},
+        {"--store", CLI_OPT_STRING, &store},   {"--jobs", CLI_OPT_INT, &jobs},
+        {"--stats", CLI_OPT_FLAG, &stats},     CLI_MODEL_OPTS(model),
+    };
+    const char *pos[1];
+    int n_pos;
+    cli_parse_result r =
+        cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
+    if (r != CLI_PARSED) return cli_parse_exit(r);
+    if (!ladder) return cli_usage_error(cmd, "--ladder SPEC is required (e.g. pow2:1:1024)");
+    if (jobs == 0) jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    if (jobs < 1 || jobs > 256) return cli_usage_error(cmd, "--jobs must be in 1..256");
+    if (!strcmp(target, "nvptx") || !strcmp(target, "nvrtc"))
+        return cli_fail(cmd,
+                        "target %s: this build has no %s compiler behind the cache (targets: host)",
+                        target, target);
+    if (strcmp(target, "host") != 0 && strcmp(target, "all") != 0)
+        return cli_usage_error(cmd, "unknown target '%s' (host, nvptx, nvrtc or all)", target);
+
+    sj_ctx *ctx = cli_ctx_create(cmd);
+    if (!ctx) return CLI_EXIT_FAIL;
+    sj_graph *g = NULL;
+    int rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
+    /* "all" is every target built; today that is the host alone. */
+    cli_cache_args ca = {.backend = "host", .ladder = ladder, .store = store, .devices = 1};
+    if (rc == CLI_EXIT_OK) rc = precompile_target(cmd, ctx, g, "host", &ca, (int)jobs, stats);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    return rc;
+}

@@ -1,0 +1,346 @@
+/* shapejit serve MODEL: a stream of requests of varying size, served by
+ * worker threads through one bucketed cache; reports what a server sees:
+ * latency percentiles, throughput, compile stalls, store hits, padding. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/request_stream.h"
+#include "cli/serving.h"
+
+static const char usage[] =
+    "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
+    "                      [--ladder SPEC] [--store PATH|none] [--backend host|interp]\n"
+    "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
+    "  seeded random inputs) with N worker threads through one bucketed cache and\n"
+    "  reports latency percentiles, throughput, compiles and compile stalls\n"
+    "  (requests that waited for their bucket's compile), store hits and padding\n"
+    "  waste (padded rows / real rows). Run it twice against one store: the\n"
+    "  second run compiles nothing.\n"
+    "  --trace FILE       one request size per line ('#' comments, blank lines skipped)\n"
+    /* clang-format off */
+    CLI_SYNTHETIC_USAGE
+    "                     (default: lognormal:64:1:1024:1000:1)\n"
+    "  --workers N        worker threads (default 2); the host backend gets a device\n"
+    "                     per worker so different buckets run at once\n"
+    "  --ladder SPEC      buckets (default pow2:1:MAX, MAX the largest request)\n"
+    CLI_STORE_USAGE
+    /* clang-format on */
+    "  --backend B        host (default) or interp\n"
+    "  --requests N       serve N requests: the stream is cut, or repeated\n"
+    "  --seed S           seed of the inputs (request i uses S + i; default 0)\n"
+    "  --stats            also print one JSON object of the figures on stderr\n";
+
+#define DEFAULT_SYNTHETIC "lognormal:64:1:1024:1000:1"
+#define MAX_WORKERS 64
+
+typedef struct serve_state {
+    sj_ctx *ctx;
+    const sj_graph *g;
+    cli_cache cc;
+    const cli_stream *stream;
+    uint64_t seed;
+    sj_compiler inner;      /* the backend's table, wrapped to see compiles */
+    _Atomic bool *compiled; /* per bucket: compiled in this process */
+    _Atomic size_t next;
+    _Atomic bool failed;
+    pthread_mutex_t mu; /* first error, first result */
+    char error[512];
+    double t0, first_result_ms;
+    double *latency_ms;
+    bool *not_ready; /* the request found its bucket without an executable */
+    int *bucket;
+} serve_state;
+
+static sj_status counted_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
+                                 size_t options_len, void **artifact, size_t *len) {
+    serve_state *s = self;
+    int b = sj_ladder_find(s->cc.ladder, extent);
+    if (b >= 0) atomic_store(&s->compiled[b], true);
+    return s->inner.compile(s->inner.ctx, g, extent, options, options_len, artifact, len);
+}
+static sj_status counted_load(void *self, const sj_graph *g, int64_t extent, const void *a,
+                              size_t n, void **exe) {
+    serve_state *s = self;
+    return s->inner.load(s->inner.ctx, g, extent, a, n, exe);
+}
+static sj_status counted_run(void *self, void *exe, int64_t active, const sj_tensor *in,
+                             sj_tensor *out) {
+    serve_state *s = self;
+    return s->inner.run(s->inner.ctx, exe, active, in, out);
+}
+static void counted_destroy(void *self, void *exe) {
+    serve_state *s = self;
+    s->inner.destroy(s->inner.ctx, exe);
+}
+
+static void wrap(void *user, sj_compiler *comp) {
+    serve_state *s = user;
+    s->inner = *comp;
+    comp->ctx = s;
+    comp->compile = counted_compile;
+    comp->load = counted_load;
+    comp->run = counted_run;
+    comp->destroy = counted_destroy;
+}
+
+static void fail_request(serve_state *s, size_t i, const char *msg) {
+    pthread_mutex_lock(&s->mu);
+    if (!atomic_load(&s->failed))
+        snprintf(s->error, sizeof s->error, "request %zu (size %lld): %s", i + 1,
+                 (long long)s->stream->sizes[i], msg);
+    atomic_store(&s->failed, true);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void serve_one(serve_state *s, size_t i, sj_tensor *in, sj_cache_input *ci, sj_tensor *out) {
+    int n_in = sj_graph_num_inputs(s->g), n_out = sj_graph_num_outputs(s->g);
+    int64_t rows = s->stream->sizes[i];
+    memset(in, 0, (size_t)n_in * sizeof *in);
+    /* Inputs are made before the clock starts: latency is the server's. */
+    if (cli_random_inputs("serve", s->ctx, s->g, rows, s->seed + i, in) != CLI_EXIT_OK) {
+        fail_request(s, i, "cannot make inputs");
+    } else {
+        for (int k = 0; k < n_in; k++) {
+            sj_value_desc d;
+            sj_graph_input_desc(s->g, k, &d);
+            ci[k] = (sj_cache_input){.name = d.name, .data = in[k].data, .pad = false};
+        }
+        int b = sj_bucketed_cache_bucket_for(s->cc.cache, rows);
+        int64_t lo, hi;
+        bool ready = false;
+        if (b >= 0) sj_bucketed_cache_bucket(s->cc.cache, b, &lo, &hi, &ready);
+        double t = cli_now_ms();
+        sj_status st = sj_bucketed_cache_run_padded_mixed(s->cc.cache, rows, rows, ci, n_in, NULL,
+                                                          0, out, n_out, NULL);
+        double done = cli_now_ms();
+        s->latency_ms[i] = done - t;
+        s->not_ready[i] = !ready;
+        s->bucket[i] = b;
+        if (st != SJ_OK) {
+            fail_request(s, i, sj_ctx_last_error(s->ctx));
+        } else {
+            pthread_mutex_lock(&s->mu);
+            if (s->first_result_ms < 0) s->first_result_ms = done - s->t0;
+            pthread_mutex_unlock(&s->mu);
+        }
+        for (int k = 0; k < n_out; k++) sj_tensor_free(s->ctx, &out[k]);
+    }
+    for (int k = 0; k < n_in; k++) sj_tensor_free(s->ctx, &in[k]);
+}
+
+static void *worker(void *arg) {
+    serve_state *s = arg;
+    int n_in = sj_graph_num_inputs(s->g), n_out = sj_graph_num_outputs(s->g);
+    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    sj_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
+    sj_cache_input *ci = calloc((size_t)n_in + 1, sizeof *ci);
+    for (;;) {
+        size_t i = atomic_fetch_add(&s->next, 1);
+        if (i >= s->stream->n || atomic_load(&s->failed)) break;
+        if (!in || !out || !ci) {
+            fail_request(s, i, "out of memory");
+            break;
+        }
+        serve_one(s, i, in, ci, out);
+    }
+    free(in);
+    free(out);
+    free(ci);
+    return NULL;
+}
+
+typedef struct figures {
+    double wall_s, p50, p90, p99, max, rps, waste, padded_share;
+    size_t compile_stalls, load_stalls;
+} figures;
+
+static int summarise(serve_state *s, figures *f) {
+    size_t n = s->stream->n;
+    double *sorted = malloc(n * sizeof *sorted);
+    if (!sorted) return cli_fail("serve", "out of memory");
+    memcpy(sorted, s->latency_ms, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cli_cmp_double);
+    f->p50 = cli_percentile(sorted, n, 0.50);
+    f->p90 = cli_percentile(sorted, n, 0.90);
+    f->p99 = cli_percentile(sorted, n, 0.99);
+    f->max = sorted[n - 1];
+    free(sorted);
+    f->rps = f->wall_s > 0 ? (double)n / f->wall_s : 0;
+    int64_t padded = 0, real = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t p, r;
+        if (sj_ladder_padding(s->cc.ladder, s->stream->sizes[i], 1, &p, &r) == SJ_OK) {
+            padded += p;
+            real += r;
+        }
+        if (!s->not_ready[i]) continue;
+        if (s->bucket[i] >= 0 && atomic_load(&s->compiled[s->bucket[i]]))
+            f->compile_stalls++;
+        else
+            f->load_stalls++;
+    }
+    f->waste = real ? (double)padded / (double)real : 1;
+    f->padded_share = padded ? (double)(padded - real) / (double)padded : 0;
+    return CLI_EXIT_OK;
+}
+
+static void report(serve_state *s, const figures *f, const char *model, const char *source,
+                   int workers, bool stats) {
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(s->cc.cache, &st);
+    char spec[256];
+    sj_ladder_format(s->cc.ladder, spec, sizeof spec);
+    const char *store = s->cc.store_path[0] ? s->cc.store_path : "none";
+    printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s\n", model,
+           s->stream->n, source, workers, s->cc.backend.name, spec);
+    printf("  store            %s\n", store);
+    printf("  first result     %.1f ms after start\n", s->first_result_ms);
+    printf("  latency          p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", f->p50,
+           f->p90, f->p99, f->max);
+    printf("  throughput       %.1f requests/s (%.3f s)\n", f->rps, f->wall_s);
+    printf("  compiles         %llu (%.1f ms compiling), compile stalls %zu\n",
+           (unsigned long long)st.compiles, st.compile_ms, f->compile_stalls);
+    printf("  store hits       %llu (requests that waited for a store load: %zu)\n",
+           (unsigned long long)st.store_hits, f->load_stalls);
+    printf("  buckets used     %d of %d\n", sj_bucketed_cache_compiled_count(s->cc.cache),
+           sj_bucketed_cache_total_buckets(s->cc.cache));
+    printf(
+        "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
+        f->waste, 100.0 * f->padded_share);
+    if (!stats) return;
+    fprintf(stderr, "{\"model\": ");
+    cli_json_str(stderr, model);
+    fprintf(stderr, ", \"source\": ");
+    cli_json_str(stderr, source);
+    fprintf(stderr, ", \"backend\": \"%s\", \"ladder\": \"%s\", \"store\": ", s->cc.backend.name,
+            spec);
+    cli_json_str(stderr, s->cc.store_path);
+    fprintf(stderr,
+            ", \"requests\": %zu, \"workers\": %d, \"wall_s\": %.6f, \"throughput_rps\": %.3f, "
+            "\"first_result_ms\": %.3f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
+            "\"max_ms\": %.4f, \"compile_stalls\": %zu, \"store_load_stalls\": %zu, "
+            "\"padding_waste\": %.4f, ",
+            s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->p50, f->p90, f->p99,
+            f->max, f->compile_stalls, f->load_stalls, f->waste);
+    cli_stats_members(stderr, s->cc.cache);
+    fprintf(stderr, "}\n");
+}
+
+static int serve(serve_state *s, const cli_cache_args *ca, int workers, const char *model,
+                 const char *source, bool stats) {
+    size_t n = s->stream->n;
+    s->latency_ms = calloc(n, sizeof *s->latency_ms);
+    s->not_ready = calloc(n, sizeof *s->not_ready);
+    s->bucket = calloc(n, sizeof *s->bucket);
+    if (!s->latency_ms || !s->not_ready || !s->bucket) return cli_fail("serve", "out of memory");
+    s->t0 = cli_now_ms();
+    s->first_result_ms = -1;
+    int rc = cli_cache_open("serve", s->ctx, s->g, ca, &s->cc);
+    if (rc != CLI_EXIT_OK) return rc;
+    int64_t top = sj_ladder_max(s->cc.ladder);
+    if (s->stream->max > top) {
+        for (size_t i = 0; i < n; i++)
+            if (s->stream->sizes[i] > top) {
+                rc = cli_fail("serve",
+                              "request %zu has size %lld, above the ladder's largest bucket %lld",
+                              i + 1, (long long)s->stream->sizes[i], (long long)top);
+                break;
+            }
+    }
+    s->compiled = rc == CLI_EXIT_OK
+        ? calloc((size_t)sj_ladder_count(s->cc.ladder), sizeof *s->compiled)
+        : NULL;
+    if (rc == CLI_EXIT_OK && !s->compiled) rc = cli_fail("serve", "out of memory");
+    pthread_t threads[MAX_WORKERS];
+    int started = 0;
+    for (int i = 0; rc == CLI_EXIT_OK && i < workers; i++) {
+        if (pthread_create(&threads[i], NULL, worker, s) != 0) {
+            atomic_store(&s->failed, true);
+            rc = cli_fail("serve", "cannot start worker %d", i + 1);
+            break;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    figures f = {.wall_s = (cli_now_ms() - s->t0) / 1e3};
+    if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
+    if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
+    if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
+    cli_cache_close(&s->cc);
+    return rc;
+}
+
+int cli_cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve";
+    const char *trace = NULL, *synthetic = NULL;
+    int64_t workers = 2, requests = 0, seed = 0;
+    bool stats = false;
+    cli_cache_args ca = {.backend = "host"};
+    cli_model_flags model = {0};
+    const cli_opt opts[] = {
+        {"--trace", CLI_OPT_STRING, &trace},    {"--synthetic", CLI_OPT_STRING, &synthetic},
+        {"--workers", CLI_OPT_INT, &workers},   {"--ladder", CLI_OPT_STRING, &ca.ladder},
+        {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend},
+        {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
+        {"--stats", CLI_OPT_FLAG, &stats},      CLI_MODEL_OPTS(model),
+    };
+    const char *pos[1];
+    int n_pos;
+    cli_parse_result r =
+        cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
+    if (r != CLI_PARSED) return cli_parse_exit(r);
+    if (trace && synthetic) return cli_usage_error(cmd, "give --trace or --synthetic, not both");
+    if (workers < 1 || workers > MAX_WORKERS)
+        return cli_usage_error(cmd, "--workers must be in 1..%d", MAX_WORKERS);
+    if (requests < 0 || requests > 10000000)
+        return cli_usage_error(cmd, "--requests must be in 1..10000000");
+    if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
+    if (strcmp(ca.backend, "host") != 0 && strcmp(ca.backend, "interp") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
+                               ca.backend);
+
+    cli_stream stream;
+    const char *source = trace ? trace : synthetic ? synthetic : DEFAULT_SYNTHETIC;
+    int rc =
+        trace ? cli_stream_trace(cmd, trace, &stream) : cli_stream_synthetic(cmd, source, &stream);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (requests) rc = cli_stream_resize(cmd, &stream, (size_t)requests);
+    char default_ladder[64];
+    if (!ca.ladder) {
+        snprintf(default_ladder, sizeof default_ladder, "pow2:1:%lld", (long long)stream.max);
+        ca.ladder = default_ladder;
+    }
+    sj_ctx *ctx = rc == CLI_EXIT_OK ? cli_ctx_create(cmd) : NULL;
+    if (rc == CLI_EXIT_OK && !ctx) rc = CLI_EXIT_FAIL;
+    sj_graph *g = NULL;
+    if (rc == CLI_EXIT_OK) rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
+    if (rc == CLI_EXIT_OK && !sj_graph_symbol(g))
+        rc = cli_fail(cmd, "%s has no symbolic dim: every request would be the same size", pos[0]);
+    serve_state *s = rc == CLI_EXIT_OK ? calloc(1, sizeof *s) : NULL;
+    if (rc == CLI_EXIT_OK && !s) rc = cli_fail(cmd, "out of memory");
+    if (rc == CLI_EXIT_OK) {
+        s->ctx = ctx;
+        s->g = g;
+        s->stream = &stream;
+        s->seed = (uint64_t)seed;
+        pthread_mutex_init(&s->mu, NULL);
+        ca.devices = (int)workers;
+        ca.wrap = wrap;
+        ca.wrap_user = s;
+        rc = serve(s, &ca, (int)workers, pos[0], source, stats);
+        pthread_mutex_destroy(&s->mu);
+        free(s->latency_ms);
+        free(s->not_ready);
+        free(s->bucket);
+        free(s->compiled);
+        free(s);
+    }
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    cli_stream_free(&stream);
+    return rc;
+}

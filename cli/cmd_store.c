@@ -1,0 +1,307 @@
+/* shapejit store ls|stats|verify|gc|rm|export|import|explain: look after
+ * the artifact store. Every subcommand takes --store PATH (else
+ * $SHAPEJIT_STORE, $XDG_CACHE_HOME/shapejit/store.db, ~/.cache/shapejit/
+ * store.db) and --json (one JSON value on stdout instead of text). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "shapejit/bucketed_cache.h"
+#include "shapejit/store.h"
+
+static const char usage[] =
+    "usage: shapejit store SUBCOMMAND [--store PATH] [--json] ...\n"
+    "  ls                          list every stored artifact with its key\n"
+    "  stats                       entries and bytes\n"
+    "  verify                      decompress and hash-check every row (exit 1 if any is corrupt)\n"
+    "  gc [--max-bytes N] [--keep-corrupt]\n"
+    "                              remove corrupt rows, evict least recently used above N\n"
+    "  rm HASH_PREFIX              remove the rows of every graph whose hash starts so\n"
+    "  export FILE [--graph PREFIX] write rows to FILE (all, or one graph's)\n"
+    "  import FILE                 add the rows of FILE that pass the checks\n"
+    "  explain MODEL --rows N [--ladder SPEC] [--backend interp] [--limit K]\n"
+    "                              the stored rows nearest to the key a run at N rows\n"
+    "                              looks up, and which key components differ\n"
+    "                              (ladder default pow2:1:N rounded up; K default 3)\n"
+    "  --store PATH   the store (default $SHAPEJIT_STORE, else\n"
+    "                 $XDG_CACHE_HOME/shapejit/store.db, else ~/.cache/shapejit/store.db)\n"
+    "  --json         machine-readable output\n";
+
+typedef struct store_args {
+    const char *store, *ladder, *backend, *graph;
+    int64_t max_bytes, rows, limit;
+    bool json, keep_corrupt;
+    cli_model_flags model;
+} store_args;
+
+/* The CLI's mapping of the environment to a store path (the library reads
+ * no environment). */
+static bool default_store_path(char *buf, size_t cap) {
+    const char *env = getenv("SHAPEJIT_STORE");
+    if (env && env[0]) return (size_t)snprintf(buf, cap, "%s", env) < cap;
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (xdg && xdg[0]) return (size_t)snprintf(buf, cap, "%s/shapejit/store.db", xdg) < cap;
+    const char *home = getenv("HOME");
+    if (home && home[0]) return (size_t)snprintf(buf, cap, "%s/.cache/shapejit/store.db", home) < cap;
+    return false;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
+static void fmt_time(int64_t ms, char *buf, size_t cap) {
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void print_entry_json(const sj_store_entry *e) {
+    char gh[65], oh[65], when[32];
+    sj_hash_hex(e->key.graph_hash, gh);
+    sj_hash_hex(e->key.options_hash, oh);
+    printf("{\"graph_hash\": \"%s\", \"extent\": %lld, \"options_hash\": \"%s\", \"target_triple\": ", gh,
+           (long long)e->key.extent, oh);
+    json_str(e->key.target_triple);
+    printf(", \"target_cpu\": ");
+    json_str(e->key.target_cpu);
+    printf(", \"target_features\": ");
+    json_str(e->key.target_features);
+    printf(", \"artifact_version\": %u, \"shapejit_version\": ", e->key.artifact_version);
+    json_str(e->key.shapejit_version);
+    printf(", \"compiler_version\": ");
+    json_str(e->key.compiler_version);
+    fmt_time(e->last_used_ms, when, sizeof when);
+    printf(", \"raw_bytes\": %lld, \"stored_bytes\": %lld, \"last_used\": \"%s\"}", (long long)e->raw_bytes,
+           (long long)e->stored_bytes, when);
+}
+
+static void print_entry_text(const sj_store_entry *e) {
+    char gh[65], oh[65], when[32];
+    sj_hash_hex(e->key.graph_hash, gh);
+    sj_hash_hex(e->key.options_hash, oh);
+    fmt_time(e->last_used_ms, when, sizeof when);
+    printf("%.16s  %8lld  opt %.8s  %s/%s%s%s  fmt %u  shapejit %s  %s  %lld -> %lld bytes  used %s\n", gh,
+           (long long)e->key.extent, oh, e->key.target_triple, e->key.target_cpu[0] ? e->key.target_cpu : "-",
+           e->key.target_features[0] ? "/" : "", e->key.target_features, e->key.artifact_version,
+           e->key.shapejit_version, e->key.compiler_version, (long long)e->raw_bytes, (long long)e->stored_bytes,
+           when);
+}
+
+typedef struct ls_state {
+    bool json;
+    int64_t n;
+} ls_state;
+
+static int ls_visit(void *user, const sj_store_entry *e) {
+    ls_state *s = user;
+    if (s->json) {
+        printf(s->n ? ",\n  " : "\n  ");
+        print_entry_json(e);
+    } else {
+        print_entry_text(e);
+    }
+    s->n++;
+    return 0;
+}
+
+static void bad_row(void *user, const sj_store_entry *e, const char *why) {
+    ls_state *s = user;
+    char gh[65];
+    sj_hash_hex(e->key.graph_hash, gh);
+    if (s->json) {
+        printf(s->n ? ",\n  " : "\n  ");
+        printf("{\"graph_hash\": \"%s\", \"extent\": %lld, \"problem\": ", gh, (long long)e->key.extent);
+        json_str(why);
+        printf("}");
+    } else {
+        fprintf(stderr, "shapejit store verify: corrupt: graph %.16s extent %lld: %s\n", gh,
+                (long long)e->key.extent, why);
+    }
+    s->n++;
+}
+
+static void explained(void *user, const sj_store_entry *e, unsigned differs) {
+    ls_state *s = user;
+    char list[256] = "";
+    for (unsigned bit = 1; bit & SJ_KEY_ALL_; bit <<= 1)
+        if (differs & bit) {
+            if (list[0]) strncat(list, ", ", sizeof list - strlen(list) - 1);
+            strncat(list, sj_store_key_component_name(bit), sizeof list - strlen(list) - 1);
+        }
+    if (s->json) {
+        printf(s->n ? ",\n  " : "\n  ");
+        printf("{\"differs\": [");
+        int k = 0;
+        for (unsigned bit = 1; bit & SJ_KEY_ALL_; bit <<= 1)
+            if (differs & bit) printf("%s\"%s\"", k++ ? ", " : "", sj_store_key_component_name(bit));
+        printf("], \"entry\": ");
+        print_entry_json(e);
+        printf("}");
+    } else {
+        printf("%s: ", differs ? list : "identical (the key is stored)");
+        print_entry_text(e);
+    }
+    s->n++;
+}
+
+static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *model, const store_args *a) {
+    if (a->rows < 1) return cli_usage_error(cmd, "explain needs --rows N with N >= 1");
+    if (a->backend && strcmp(a->backend, "interp") != 0)
+        return cli_usage_error(cmd, "--backend %s: explain knows the keys of: interp", a->backend);
+    sj_graph *g = NULL;
+    int rc = cli_load_model(cmd, ctx, model, &a->model, &g);
+    if (rc != CLI_EXIT_OK) return rc;
+    sj_ladder *l = NULL;
+    char spec[64];
+    int64_t p2 = 1;
+    while (p2 < a->rows && p2 < SJ_MAX_EXTENT) p2 *= 2;
+    snprintf(spec, sizeof spec, "pow2:1:%lld", (long long)p2);
+    sj_status st = sj_ladder_parse(ctx, a->ladder ? a->ladder : spec, &l);
+    int bucket = -1;
+    if (st == SJ_OK) st = sj_ladder_bucket_for(l, a->rows, &bucket);
+    if (st != SJ_OK) {
+        rc = cli_fail_status(cmd, ctx, st);
+    } else {
+        sj_compiler comp;
+        sj_interp_compiler(&comp);
+        sj_store_key key;
+        sj_bucketed_cache_key(g, &comp, NULL, 0, sj_ladder_extent(l, bucket), &key);
+        ls_state ls = {a->json, 0};
+        if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
+        st = sj_store_explain(s, &key, a->limit > 0 ? (int)a->limit : 3, explained, &ls);
+        if (a->json) printf("%s]}\n", ls.n ? "\n" : "");
+        else if (st == SJ_OK && ls.n == 0) printf("the store is empty: every bucket compiles\n");
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    }
+    sj_ladder_destroy(l);
+    sj_graph_destroy(g);
+    return rc;
+}
+
+int cli_cmd_store(int argc, char **argv) {
+    const char *cmd = "store";
+    store_args a = {.max_bytes = -1, .limit = 3};
+    const cli_opt opts[] = {
+        {"--store", CLI_OPT_STRING, &a.store},     {"--json", CLI_OPT_FLAG, &a.json},
+        {"--max-bytes", CLI_OPT_INT, &a.max_bytes}, {"--keep-corrupt", CLI_OPT_FLAG, &a.keep_corrupt},
+        {"--graph", CLI_OPT_STRING, &a.graph},     {"--rows", CLI_OPT_INT, &a.rows},
+        {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--backend", CLI_OPT_STRING, &a.backend},
+        {"--limit", CLI_OPT_INT, &a.limit},        CLI_MODEL_OPTS(a.model),
+    };
+    const char *pos[2];
+    int n_pos;
+    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 2, &n_pos);
+    if (r != CLI_PARSED) return cli_parse_exit(r);
+    const char *sub = pos[0];
+    static const char *const subs[] = {"ls", "stats", "verify", "gc", "rm", "export", "import", "explain"};
+    static const int want_args[] = {0, 0, 0, 0, 1, 1, 1, 1};
+    int which = -1;
+    for (int i = 0; i < CLI_COUNT(subs); i++)
+        if (!strcmp(sub, subs[i])) which = i;
+    if (which < 0) return cli_usage_error(cmd, "unknown subcommand '%s' (ls, stats, verify, gc, rm, export, import, explain)", sub);
+    if (n_pos - 1 != want_args[which])
+        return cli_usage_error(cmd, "'%s' takes %s", sub, want_args[which] ? "one argument" : "no arguments");
+    char path[4096];
+    if (!a.store && !default_store_path(path, sizeof path))
+        return cli_usage_error(cmd, "no store: give --store PATH or set SHAPEJIT_STORE or HOME");
+    if (a.store && !strcmp(a.store, "none")) return cli_usage_error(cmd, "--store none: there is no store to look after");
+    sj_ctx *ctx = cli_ctx_create(cmd);
+    if (!ctx) return CLI_EXIT_FAIL;
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = a.store ? a.store : path;
+    sj_store *s = NULL;
+    sj_status st = sj_store_open(ctx, &cfg, &s);
+    if (st != SJ_OK) {
+        int rc = cli_fail_status(cmd, ctx, st);
+        sj_ctx_destroy(ctx);
+        return rc;
+    }
+    int rc = CLI_EXIT_OK;
+    ls_state ls = {a.json, 0};
+    switch (which) {
+    case 0: /* ls */
+        if (a.json) printf("[");
+        st = sj_store_ls(s, ls_visit, &ls);
+        if (a.json) printf("%s]\n", ls.n ? "\n" : "");
+        break;
+    case 1: { /* stats */
+        sj_store_stats ss;
+        st = sj_store_stats_get(s, &ss);
+        if (st != SJ_OK) break;
+        if (a.json) {
+            printf("{\"path\": ");
+            json_str(cfg.path);
+            printf(", \"entries\": %lld, \"stored_bytes\": %lld, \"raw_bytes\": %lld}\n", (long long)ss.entries,
+                   (long long)ss.stored_bytes, (long long)ss.raw_bytes);
+        } else {
+            printf("%s: %lld entries, %lld bytes stored (%lld raw)\n", cfg.path, (long long)ss.entries,
+                   (long long)ss.stored_bytes, (long long)ss.raw_bytes);
+        }
+        break;
+    }
+    case 2: { /* verify */
+        int64_t checked = 0, bad = 0;
+        if (a.json) printf("{\"corrupt\": [");
+        st = sj_store_verify(s, bad_row, &ls, &checked, &bad);
+        if (a.json) printf("%s], \"checked\": %lld}\n", ls.n ? "\n" : "", (long long)checked);
+        else if (st == SJ_OK) printf("%lld checked, %lld corrupt\n", (long long)checked, (long long)bad);
+        if (st == SJ_OK && bad) rc = cli_fail(cmd, "verify: %lld corrupt row(s); 'shapejit store gc' removes them", (long long)bad);
+        break;
+    }
+    case 3: { /* gc */
+        sj_store_gc_result g;
+        st = sj_store_gc(s, a.max_bytes, !a.keep_corrupt, &g);
+        if (st != SJ_OK) break;
+        if (a.json)
+            printf("{\"corrupt_removed\": %lld, \"evicted\": %lld, \"bytes_freed\": %lld}\n",
+                   (long long)g.corrupt_removed, (long long)g.evicted, (long long)g.bytes_freed);
+        else
+            printf("removed %lld corrupt, evicted %lld, freed %lld bytes\n", (long long)g.corrupt_removed,
+                   (long long)g.evicted, (long long)g.bytes_freed);
+        break;
+    }
+    case 4: { /* rm */
+        int64_t n = 0;
+        st = sj_store_rm_prefix(s, pos[1], &n);
+        if (st == SJ_E_INVALID_ARG) {
+            rc = cli_usage_error(cmd, "%s", sj_ctx_last_error(ctx));
+            st = SJ_OK;
+        } else if (st == SJ_OK) {
+            printf(a.json ? "{\"removed\": %lld}\n" : "removed %lld\n", (long long)n);
+        }
+        break;
+    }
+    case 5: { /* export */
+        int64_t n = 0;
+        st = sj_store_export(s, pos[1], a.graph, &n);
+        if (st == SJ_OK) printf(a.json ? "{\"exported\": %lld}\n" : "exported %lld\n", (long long)n);
+        break;
+    }
+    case 6: { /* import */
+        int64_t n = 0, bad = 0;
+        st = sj_store_import(s, pos[1], &n, &bad);
+        if (st == SJ_OK)
+            printf(a.json ? "{\"imported\": %lld, \"rejected\": %lld}\n" : "imported %lld, rejected %lld\n",
+                   (long long)n, (long long)bad);
+        break;
+    }
+    case 7: /* explain */
+        rc = do_explain(cmd, s, ctx, pos[1], &a);
+        break;
+    }
+    if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    sj_store_close(s);
+    sj_ctx_destroy(ctx);
+    return rc;
+}

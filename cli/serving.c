@@ -1,0 +1,156 @@
+/* Store, backend and cache setup shared by the serving commands. */
+#include "cli/serving.h"
+#include "cli/request_stream.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap) {
+    int n;
+    const char *env;
+    if (flag && !strcmp(flag, "none")) {
+        n = snprintf(buf, cap, "%s", "");
+    } else if (flag) {
+        if (!flag[0]) return cli_usage_error(cmd, "--store needs a path (or 'none')");
+        n = snprintf(buf, cap, "%s", flag);
+    } else if ((env = getenv("SHAPEJIT_STORE")) && env[0]) {
+        n = snprintf(buf, cap, "%s", env);
+    } else if ((env = getenv("XDG_CACHE_HOME")) && env[0]) {
+        n = snprintf(buf, cap, "%s/shapejit/store.db", env);
+    } else if ((env = getenv("HOME")) && env[0]) {
+        n = snprintf(buf, cap, "%s/.cache/shapejit/store.db", env);
+    } else {
+        return cli_fail(cmd,
+                        "no store path: set SHAPEJIT_STORE or HOME, or pass --store PATH|none");
+    }
+    if (n < 0 || (size_t)n >= cap) return cli_fail(cmd, "store path too long");
+    return CLI_EXIT_OK;
+}
+
+static int backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices,
+                        cli_backend *b) {
+    memset(b, 0, sizeof *b);
+    b->name = name;
+    sj_bucketed_cache_config_init(&b->cfg);
+    if (!strcmp(name, "interp")) {
+        sj_interp_compiler(&b->comp);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(name, "host") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)", name);
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.devices = devices > 0 ? devices : 1;
+    sj_status st = sj_host_compiler_create(ctx, &hcfg, &b->host);
+    if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
+    sj_host_compiler_table(b->host, &b->comp);
+    sj_host_compiler_cache_config(b->host, &b->cfg);
+    return CLI_EXIT_OK;
+}
+
+static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache *c) {
+    int rc = cli_store_path(cmd, flag, c->store_path, sizeof c->store_path);
+    if (rc != CLI_EXIT_OK || !c->store_path[0]) return rc;
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = c->store_path;
+    /* Only the default may quietly degrade: a path the user named must work. */
+    sc.fallback_to_memory = flag == NULL;
+    sj_status st = sj_store_open(ctx, &sc, &c->store);
+    if (st != SJ_OK) return cli_fail(cmd, "store %s: %s", c->store_path, sj_ctx_last_error(ctx));
+    if (!sj_store_persistent(c->store))
+        fprintf(stderr, "shapejit %s: warning: store %s not usable (%s); nothing will persist\n",
+                cmd, c->store_path, sj_store_warning(c->store));
+    return CLI_EXIT_OK;
+}
+
+void cli_cache_close(cli_cache *c) {
+    sj_bucketed_cache_destroy(c->cache);
+    sj_host_compiler_destroy(c->backend.host);
+    sj_store_close(c->store);
+    sj_ladder_destroy(c->ladder);
+    memset(c, 0, sizeof *c);
+}
+
+int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_cache_args *a,
+                   cli_cache *out) {
+    memset(out, 0, sizeof *out);
+    out->ctx = ctx;
+    const char *spec = a->ladder ? a->ladder : CLI_DEFAULT_LADDER;
+    sj_status st = sj_ladder_parse(ctx, spec, &out->ladder);
+    int rc =
+        st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
+    if (rc == CLI_EXIT_OK)
+        rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
+    if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
+    if (rc == CLI_EXIT_OK && a->wrap) a->wrap(a->wrap_user, &out->backend.comp);
+    if (rc == CLI_EXIT_OK) {
+        st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store,
+                                      &out->backend.cfg, &out->cache);
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    }
+    if (rc != CLI_EXIT_OK) cli_cache_close(out);
+    return rc;
+}
+
+void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(c, &s);
+    fprintf(
+        f,
+        "\"memory_hits\": %llu, \"store_hits\": %llu, \"remote_hits\": %llu, \"compiles\": %llu, "
+        "\"compile_ms\": %.3f, \"corrupt\": %llu, \"evictions\": %llu, \"store_errors\": %llu, "
+        "\"one_offs\": %llu, \"compiled_buckets\": %d, \"total_buckets\": %d",
+        (unsigned long long)s.memory_hits, (unsigned long long)s.store_hits,
+        (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
+        (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
+        (unsigned long long)s.store_errors, (unsigned long long)s.one_offs,
+        sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
+}
+
+int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
+                      uint64_t seed, sj_tensor *in) {
+    for (int i = 0; i < sj_graph_num_inputs(g); i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        sj_shape s = sj_shape_at(&d.shape, extent);
+        if (sj_shape_numel(&d.shape, extent) < 0)
+            return cli_fail(cmd, "input %s at %s = %lld has more than 2^40 elements", d.name,
+                            sj_graph_symbol(g), (long long)extent);
+        sj_status st = sj_tensor_alloc(ctx, s.rank, s.dims, &in[i]);
+        if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
+        uint64_t state = seed + (uint64_t)i;
+        int64_t n = sj_tensor_numel(&in[i]);
+        for (int64_t k = 0; k < n; k++)
+            in[i].data[k] = (float)((double)(cli_splitmix64(&state) >> 40) / 8388608.0 - 1.0);
+    }
+    return CLI_EXIT_OK;
+}
+
+void cli_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int cli_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_percentile(const double *sorted, size_t n, double q) {
+    if (!n) return 0;
+    size_t rank = (size_t)ceil(q * (double)n);
+    if (rank < 1) rank = 1;
+    if (rank > n) rank = n;
+    return sorted[rank - 1];
+}

@@ -1,0 +1,82 @@
+/* What run, precompile, serve and bench share: the store's default path
+ * (CLI.md: the CLI maps environment variables into configuration, the
+ * library reads none), a backend by name, a bucketed cache over both, the
+ * --stats JSON, seeded random inputs and a percentile helper. */
+#ifndef SJ_CLI_SERVING_H
+#define SJ_CLI_SERVING_H
+
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "shapejit/backends.h"
+#include "shapejit/bucketed_cache.h"
+#include "shapejit/store.h"
+
+#define CLI_BACKENDS "host|interp"
+#define CLI_DEFAULT_LADDER "pow2:1:65536"
+
+#define CLI_STORE_USAGE                                                                            \
+    "  --store PATH|none  the artifact store (default $SHAPEJIT_STORE, else\n"                     \
+    "                     $XDG_CACHE_HOME/shapejit/store.db, else\n"                               \
+    "                     ~/.cache/shapejit/store.db); 'none' keeps nothing\n"
+
+/* Where --store points: "none" -> "" (no store); NULL -> the default from
+ * the environment. Fails when no default can be formed (no HOME). */
+int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap);
+
+/* A backend's compiler; `devices` host devices for the host backend (one
+ * per worker lets different buckets run at once). */
+typedef struct cli_backend {
+    const char *name;
+    sj_host_compiler *host; /* NULL for interp */
+    sj_compiler comp;
+    sj_bucketed_cache_config cfg;
+} cli_backend;
+
+/* Everything a command needs to push requests through one cache. */
+typedef struct cli_cache {
+    sj_ctx *ctx;
+    sj_ladder *ladder;
+    sj_store *store;       /* NULL with --store none */
+    char store_path[4096]; /* "" with --store none */
+    cli_backend backend;
+    sj_bucketed_cache *cache;
+} cli_cache;
+
+typedef struct cli_cache_args {
+    const char *backend; /* "host" (NULL) or "interp" */
+    const char *ladder;  /* a SPEC; NULL = CLI_DEFAULT_LADDER */
+    const char *store;   /* --store as given (NULL = default) */
+    int devices;         /* host devices; 0 = 1 */
+    /* Called with the backend's table before the cache is made, so a command
+     * can put a wrapper around it (NULL: none). */
+    void (*wrap)(void *user, sj_compiler *comp);
+    void *wrap_user;
+} cli_cache_args;
+
+/* Opens store, ladder, compiler and cache for g (borrowed; it must outlive
+ * the cache). Returns a CLI exit status, the message printed; on failure
+ * everything opened is closed again. A default store that cannot be opened
+ * falls back to memory with a warning; a --store PATH that cannot is an
+ * error. */
+int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_cache_args *a,
+                   cli_cache *out);
+void cli_cache_close(cli_cache *c);
+
+/* The cache's counters as JSON members (no braces): "memory_hits": 1, ... */
+void cli_stats_members(FILE *f, const sj_bucketed_cache *c);
+
+/* Seeded uniform values in [-1, 1) for every input at `extent`; input i
+ * uses seed + i. in[] has one tensor per graph input; freed by the caller
+ * also on failure. Returns a CLI exit status. */
+int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
+                      uint64_t seed, sj_tensor *in);
+
+/* s as a JSON string literal, quotes included. */
+void cli_json_str(FILE *f, const char *s);
+
+/* The q-quantile (0..1) of sorted values, nearest rank. */
+double cli_percentile(const double *sorted, size_t n, double q);
+int cli_cmp_double(const void *a, const void *b);
+
+#endif

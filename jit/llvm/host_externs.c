@@ -1,0 +1,12 @@
+/* The extern kernels host code may call besides libm. Naming them here (by
+ * address) keeps their libraries linked into every program that loads host
+ * artifacts, so the ORC loader finds them in the process. */
+#include <cblas.h>
+#include <string.h>
+
+#include "jit/llvm/llvm_impl.h"
+
+void *sj_host_extern_symbol(const char *name) {
+    if (!strcmp(name, "cblas_sgemm")) return (void *)cblas_sgemm;
+    return NULL;
+}

@@ -1,0 +1,90 @@
+/* The GPU compile pipeline for both paths (see gpu_compile.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include <llvm-c/Core.h>
+
+#include "jit/llvm/nvptx_impl.h"
+#include "jit/nvrtc/gpu_compile.h"
+#include "jit/nvrtc/gpu_emit.h"
+
+sj_status sj_gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm) {
+    if (!arch || strcmp(arch, "sm_90") == 0) {
+        *sm = 90;
+        return SJ_OK;
+    }
+    if (strcmp(arch, "sm_80") == 0) {
+        *sm = 80;
+        return SJ_OK;
+    }
+    return sj_fail(ctx, SJ_E_UNSUPPORTED, "gpu: arch '%s' not supported (sm_80, sm_90)", arch);
+}
+
+static sj_status nvrtc_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_code *out, char **source) {
+    char *src;
+    size_t len;
+    SJ_TRY(sj_cuda_c_emit(ctx, l, &src, &len));
+    sj_status st = sj_nvrtc_compile(ctx, src, "shapejit_kernels.cu", sm, out);
+    if (st == SJ_OK && source)
+        *source = src;
+    else
+        sj_free(ctx, src);
+    return st;
+}
+
+static char *ir_text(sj_ctx *ctx, LLVMModuleRef m) {
+    char *ir = LLVMPrintModuleToString(m);
+    char *copy = sj_strdup(ctx, ir);
+    LLVMDisposeMessage(ir);
+    return copy;
+}
+
+static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, bool want_cubin,
+                           sj_gpu_code *out, char **source) {
+    LLVMTargetMachineRef tm;
+    SJ_TRY(sj_nvptx_target_machine(ctx, sm, &tm));
+    LLVMContextRef lc = LLVMContextCreate();
+    LLVMModuleRef m = LLVMModuleCreateWithNameInContext("shapejit_kernels", lc);
+    sj_nvptx_prepare_module(m, tm);
+    LLVMDisposeTargetMachine(tm);
+    sj_status st = sj_nvptx_emit_kernels(ctx, m, l);
+    if (st == SJ_OK && source && !(*source = ir_text(ctx, m)))
+        st = sj_fail(ctx, SJ_E_NOMEM, "nvptx: IR text");
+    if (st == SJ_OK) st = sj_nvptx_compile(ctx, m, sm, NULL, &out->ptx, &out->ptx_len);
+    LLVMDisposeModule(m);
+    LLVMContextDispose(lc);
+    if (st == SJ_OK) out->sm = sm;
+    if (st == SJ_OK && want_cubin) {
+        st = sj_ptx_to_cubin(ctx, out->ptx, out->ptx_len, sm, &out->cubin, &out->cubin_len);
+        /* Without nvJitLink the artifact keeps PTX only; the driver JITs it. */
+        if (st == SJ_E_UNSUPPORTED) st = SJ_OK;
+    }
+    if (st != SJ_OK) {
+        sj_gpu_code_free(ctx, out);
+        if (source) {
+            sj_free(ctx, *source);
+            *source = NULL;
+        }
+    }
+    return st;
+}
+
+sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path path, int sm,
+                                 bool want_cubin, sj_gpu_code *out, char **source) {
+    memset(out, 0, sizeof *out);
+    if (source) *source = NULL;
+    if (!sj_gpu_arch_supported(sm))
+        return sj_fail(ctx, SJ_E_UNSUPPORTED, "gpu: arch sm_%d not supported (sm_80, sm_90)", sm);
+    return path == SJ_GPU_PATH_NVRTC ? nvrtc_path(ctx, l, sm, out, source)
+                                     : nvptx_path(ctx, l, sm, want_cubin, out, source);
+}
+
+sj_status sj_gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {
+    if (path == SJ_GPU_PATH_NVRTC) return sj_nvrtc_toolchain(ctx, buf, len);
+    char link[48];
+    if (sj_nvjitlink_toolchain(ctx, link, sizeof link) != SJ_OK) snprintf(link, sizeof link, "ptx-only");
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    snprintf(buf, len, "llvm-%u.%u.%u+%s", major, minor, patch, link);
+    return SJ_OK;
+}

@@ -1,0 +1,1 @@
+B	log_probsJª^xÀ[K¼ÀE£½PŒÀFùLÀ

@@ -1,0 +1,2 @@
+B
+token_sumsJÀaí½

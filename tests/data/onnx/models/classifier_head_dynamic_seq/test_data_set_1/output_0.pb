@@ -1,0 +1,1 @@
+B	log_probsJßOfÀ¬3ÀaPMÀø&`ÀA1¾

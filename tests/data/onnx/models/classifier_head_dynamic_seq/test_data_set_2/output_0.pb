@@ -1,0 +1,1 @@
+B	log_probsJAZOÀa6–Àb¸À›ZM¿hc¿

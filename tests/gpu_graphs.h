@@ -1,0 +1,300 @@
+/* Graphs the GPU tests and benchmarks compile: named model blocks covering
+ * every kernel kind (elementwise chains, attention with a contraction over
+ * the symbolic dim, reductions and row ops over it, an FFN block, batched
+ * matmul through views), plus seeded random graphs in the style of the host
+ * backend's differential generator. Header-only, static; included by
+ * test_*.c and bench/ programs only. */
+#ifndef SJ_TESTS_GPU_GRAPHS_H
+#define SJ_TESTS_GPU_GRAPHS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shapejit/graph.h"
+
+#define GG_S SJ_DIM_SYM
+
+typedef struct gg {
+    sj_graph *g;
+    uint64_t seed;
+    sj_status st; /* first builder failure; later calls are skipped */
+} gg;
+
+static inline uint64_t gg_rng(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+static inline float gg_uniform(uint64_t *s, float lo, float hi) {
+    return lo + (hi - lo) * (float)((gg_rng(s) >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static inline sj_value gg_input(gg *b, const char *name, int rank, const int64_t *dims) {
+    sj_value v = SJ_NO_VALUE;
+    if (b->st == SJ_OK) b->st = sj_graph_input(b->g, name, rank, dims, &v);
+    return v;
+}
+
+static inline sj_value gg_param(gg *b, const char *name, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    float *data = malloc((size_t)n * sizeof *data);
+    for (int64_t i = 0; i < n; i++) data[i] = gg_uniform(&b->seed, -0.5f, 0.5f);
+    sj_value v = SJ_NO_VALUE;
+    if (b->st == SJ_OK) b->st = sj_graph_param(b->g, name, rank, dims, data, &v);
+    free(data);
+    return v;
+}
+
+#define GG(b, call)                                                                                \
+    do {                                                                                           \
+        if ((b)->st == SJ_OK) (b)->st = (call);                                                    \
+    } while (0)
+
+static inline void gg_elementwise(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 8}), p = gg_param(b, "p", 1, (int64_t[]){8});
+    sj_value col = gg_input(b, "col", 2, (int64_t[]){GG_S, 1}), a, c, y, z;
+    GG(b, sj_graph_binary(b->g, SJ_OP_MUL, x, p, &a));
+    GG(b, sj_graph_unary(b->g, SJ_OP_GELU, a, &c));
+    GG(b, sj_graph_binary(b->g, SJ_OP_SUB, c, col, &c));
+    GG(b, sj_graph_unary(b->g, SJ_OP_TANH, c, &y));
+    GG(b, sj_graph_leaky_relu(b->g, y, 0.1f, &z));
+    GG(b, sj_graph_binary(b->g, SJ_OP_MAX, z, x, &z));
+    GG(b, sj_graph_output(b->g, z, "y"));
+}
+
+static inline void gg_attention(gg *b) {
+    sj_value q = gg_input(b, "q", 2, (int64_t[]){GG_S, 16}), k = gg_input(b, "k", 2, (int64_t[]){GG_S, 16});
+    sj_value v = gg_input(b, "v", 2, (int64_t[]){GG_S, 16}), sc = gg_param(b, "s", 1, (int64_t[]){1});
+    sj_value kt, s, s2, p, o;
+    GG(b, sj_graph_transpose(b->g, k, (int[]){1, 0}, &kt));
+    GG(b, sj_graph_matmul(b->g, q, kt, &s));
+    GG(b, sj_graph_binary(b->g, SJ_OP_MUL, s, sc, &s2));
+    GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, s2, -1, &p));
+    GG(b, sj_graph_matmul(b->g, p, v, &o));
+    GG(b, sj_graph_output(b->g, o, "out"));
+    GG(b, sj_graph_output(b->g, p, "probs"));
+}
+
+static inline void gg_reductions(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 8}), r1, r2, r3, r4, e;
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_SUM, x, 1, (int[]){0}, false, &r1));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_MEAN, x, 1, (int[]){0}, true, &r2));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_MAX, x, 0, NULL, false, &r3));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_MEAN, x, 1, (int[]){1}, false, &r4));
+    GG(b, sj_graph_unary(b->g, SJ_OP_EXP, r2, &e));
+    GG(b, sj_graph_output(b->g, r1, "sum0"));
+    GG(b, sj_graph_output(b->g, e, "expmean0"));
+    GG(b, sj_graph_output(b->g, r3, "max"));
+    GG(b, sj_graph_output(b->g, r4, "mean1"));
+}
+
+static inline void gg_row_ops(gg *b) {
+    sj_value x = gg_input(b, "x", 3, (int64_t[]){2, GG_S, 4}), a, c, d, l;
+    GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, x, 1, &a));
+    GG(b, sj_graph_softmax(b->g, SJ_OP_LOG_SOFTMAX, x, 1, &l));
+    GG(b, sj_graph_layernorm(b->g, x, SJ_NO_VALUE, SJ_NO_VALUE, 1, 1e-5f, &c));
+    GG(b, sj_graph_unary(b->g, SJ_OP_RELU, c, &d));
+    GG(b, sj_graph_output(b->g, a, "softmax"));
+    GG(b, sj_graph_output(b->g, l, "logsoftmax"));
+    GG(b, sj_graph_output(b->g, d, "ln"));
+}
+
+/* The example FFN block: layernorm, x @ w1 + b1, gelu, gemm back, residual. */
+static inline void gg_ffn_dims(gg *b, int64_t d, int64_t h) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, d});
+    sj_value g = gg_param(b, "g", 1, (int64_t[]){d}), bb = gg_param(b, "b", 1, (int64_t[]){d});
+    sj_value w1 = gg_param(b, "w1", 2, (int64_t[]){d, h}), b1 = gg_param(b, "b1", 1, (int64_t[]){h});
+    sj_value w2 = gg_param(b, "w2", 2, (int64_t[]){d, h}), b2 = gg_param(b, "b2", 1, (int64_t[]){d});
+    sj_value ln, hh, h1, act, o, y;
+    GG(b, sj_graph_layernorm(b->g, x, g, bb, 1, 1e-5f, &ln));
+    GG(b, sj_graph_matmul(b->g, ln, w1, &hh));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, hh, b1, &h1));
+    GG(b, sj_graph_unary(b->g, SJ_OP_GELU, h1, &act));
+    GG(b, sj_graph_gemm(b->g, act, w2, b2, 0.5f, 2.0f, false, true, &o));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, o, x, &y));
+    GG(b, sj_graph_output(b->g, y, "y"));
+}
+static inline void gg_ffn(gg *b) { gg_ffn_dims(b, 32, 64); }
+
+static inline void gg_batched_views(gg *b) {
+    sj_value x = gg_input(b, "x", 3, (int64_t[]){2, GG_S, 8}), w = gg_param(b, "w", 2, (int64_t[]){8, 4});
+    sj_value vec = gg_param(b, "vec", 1, (int64_t[]){8}), m, mv, r, t, t2;
+    GG(b, sj_graph_matmul(b->g, x, w, &m));
+    GG(b, sj_graph_matmul(b->g, x, vec, &mv));
+    GG(b, sj_graph_reshape(b->g, m, 4, (int64_t[]){2, GG_S, 2, 2}, &r));
+    GG(b, sj_graph_transpose(b->g, r, (int[]){1, 3, 0, 2}, &t));
+    GG(b, sj_graph_unary(b->g, SJ_OP_NEG, t, &t2));
+    GG(b, sj_graph_output(b->g, mv, "mv"));
+    GG(b, sj_graph_output(b->g, t2, "t2"));
+    GG(b, sj_graph_output(b->g, r, "r"));
+}
+
+/* Every unary and binary op, the domain-limited ones on positive values. */
+static inline void gg_all_ops(gg *b) {
+    static const sj_op un[] = {SJ_OP_NEG,  SJ_OP_ABS,     SJ_OP_EXP,  SJ_OP_TANH, SJ_OP_SIGMOID,
+                               SJ_OP_RELU, SJ_OP_GELU,    SJ_OP_SILU, SJ_OP_ERF};
+    static const sj_op pos_un[] = {SJ_OP_LOG, SJ_OP_SQRT, SJ_OP_RSQRT, SJ_OP_RECIPROCAL};
+    static const sj_op bin[] = {SJ_OP_ADD, SJ_OP_SUB, SJ_OP_MUL, SJ_OP_DIV,
+                                SJ_OP_POW, SJ_OP_MAX, SJ_OP_MIN};
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 5}), y = gg_input(b, "y", 1, (int64_t[]){5});
+    sj_value pos, acc = x, v;
+    GG(b, sj_graph_unary(b->g, SJ_OP_SIGMOID, y, &pos));
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+        GG(b, sj_graph_unary(b->g, un[i], x, &v));
+        GG(b, sj_graph_binary(b->g, SJ_OP_ADD, acc, v, &acc));
+    }
+    for (size_t i = 0; i < sizeof pos_un / sizeof pos_un[0]; i++) {
+        GG(b, sj_graph_unary(b->g, pos_un[i], pos, &v));
+        GG(b, sj_graph_binary(b->g, SJ_OP_ADD, acc, v, &acc));
+    }
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+        GG(b, sj_graph_binary(b->g, bin[i], bin[i] == SJ_OP_POW ? pos : x, pos, &v));
+        GG(b, sj_graph_binary(b->g, SJ_OP_ADD, acc, v, &acc));
+    }
+    GG(b, sj_graph_output(b->g, acc, "acc"));
+}
+
+typedef struct gg_model {
+    const char *name;
+    void (*build)(gg *b);
+} gg_model;
+
+static const gg_model gg_models[] = {
+    {"elementwise", gg_elementwise}, {"attention", gg_attention}, {"reductions", gg_reductions},
+    {"row_ops", gg_row_ops},         {"ffn", gg_ffn},             {"batched_views", gg_batched_views},
+    {"all_ops", gg_all_ops},
+};
+#define GG_N_MODELS ((int)(sizeof gg_models / sizeof gg_models[0]))
+
+/* --- seeded random graphs (the differential generator's op mix) */
+
+typedef struct gg_pool {
+    sj_value v[64];
+    int n;
+} gg_pool;
+
+static inline sj_value gg_pick(gg_pool *p, uint64_t *s) { return p->v[gg_rng(s) % (uint64_t)p->n]; }
+static inline void gg_push(gg_pool *p, sj_value v) {
+    if (p->n < 64) p->v[p->n++] = v;
+}
+
+/* One random op on pool values; ops whose shapes do not fit are refused by
+ * the builder and skipped. Domain-limited ops get positive operands. */
+static inline void gg_random_op(gg *b, gg_pool *p) {
+    static const sj_op un[] = {SJ_OP_NEG, SJ_OP_ABS, SJ_OP_TANH, SJ_OP_SIGMOID, SJ_OP_RELU,
+                               SJ_OP_GELU, SJ_OP_SILU, SJ_OP_ERF};
+    static const sj_op bin[] = {SJ_OP_ADD, SJ_OP_SUB, SJ_OP_MUL, SJ_OP_MAX, SJ_OP_MIN};
+    sj_graph *g = b->g;
+    uint64_t *s = &b->seed;
+    sj_value a = gg_pick(p, s), c = gg_pick(p, s), out, t;
+    sj_value_desc d;
+    sj_graph_value_desc(g, a, &d);
+    int r = d.shape.rank;
+    switch (gg_rng(s) % 13) {
+    case 0:
+    case 1:
+        if (sj_graph_unary(g, un[gg_rng(s) % (sizeof un / sizeof un[0])], a, &out) == SJ_OK) gg_push(p, out);
+        break;
+    case 2:
+    case 3:
+    case 4:
+        if (sj_graph_binary(g, bin[gg_rng(s) % (sizeof bin / sizeof bin[0])], a, c, &out) == SJ_OK)
+            gg_push(p, out);
+        break;
+    case 5:
+        if (sj_graph_unary(g, SJ_OP_SIGMOID, c, &t) == SJ_OK &&
+            sj_graph_unary(g, gg_rng(s) % 2 ? SJ_OP_LOG : SJ_OP_RSQRT, t, &out) == SJ_OK)
+            gg_push(p, out);
+        break;
+    case 6: {
+        int axis = r ? (int)(gg_rng(s) % (uint64_t)r) : 0;
+        sj_op op = SJ_OP_REDUCE_SUM + (sj_op)(gg_rng(s) % 3);
+        if (sj_graph_reduce(g, op, a, r ? 1 : 0, &axis, gg_rng(s) % 2, &out) == SJ_OK) gg_push(p, out);
+        break;
+    }
+    case 7: {
+        int axis = r ? (int)(gg_rng(s) % (uint64_t)r) : 0;
+        if (sj_graph_softmax(g, gg_rng(s) % 2 ? SJ_OP_SOFTMAX : SJ_OP_LOG_SOFTMAX, a, axis, &out) == SJ_OK)
+            gg_push(p, out);
+        break;
+    }
+    case 8:
+        if (r && sj_graph_layernorm(g, a, SJ_NO_VALUE, SJ_NO_VALUE, (int)(gg_rng(s) % (uint64_t)r),
+                                    1e-3f, &out) == SJ_OK)
+            gg_push(p, out);
+        break;
+    case 9:
+    case 10:
+        if (sj_graph_matmul(g, a, c, &out) == SJ_OK) {
+            gg_push(p, out);
+        } else if (r >= 1 && d.shape.dims[r - 1] != SJ_DIM_SYM) {
+            char name[32];
+            snprintf(name, sizeof name, "w%d", sj_graph_num_values(g));
+            sj_value w = gg_param(b, name, 2, (int64_t[]){d.shape.dims[r - 1], 1 + (int64_t)(gg_rng(s) % 9)});
+            if (b->st == SJ_OK && sj_graph_matmul(g, a, w, &out) == SJ_OK) gg_push(p, out);
+        }
+        break;
+    case 11: {
+        if (r < 2) break;
+        int perm[SJ_MAX_RANK];
+        for (int i = 0; i < r; i++) perm[i] = i;
+        for (int i = r - 1; i > 0; i--) {
+            int j = (int)(gg_rng(s) % (uint64_t)(i + 1)), tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        if (sj_graph_transpose(g, a, perm, &out) == SJ_OK) gg_push(p, out);
+        break;
+    }
+    default:
+        if (r == 2 && sj_graph_gemm(g, a, c, SJ_NO_VALUE, 0.5f, 1.0f, false, true, &out) == SJ_OK)
+            gg_push(p, out);
+        break;
+    }
+}
+
+static inline void gg_random(gg *b) {
+    gg_pool p = {.n = 0};
+    int64_t d1 = 1 + (int64_t)(gg_rng(&b->seed) % 12), d2 = 2 * (1 + (int64_t)(gg_rng(&b->seed) % 4));
+    gg_push(&p, gg_input(b, "x", 2, (int64_t[]){GG_S, d1}));
+    gg_push(&p, gg_input(b, "y", 2, (int64_t[]){GG_S, d2}));
+    gg_push(&p, gg_input(b, "z", 3, (int64_t[]){2, GG_S, d1}));
+    gg_push(&p, gg_param(b, "row", 1, (int64_t[]){d1}));
+    gg_push(&p, gg_param(b, "sq", 2, (int64_t[]){d2, d2}));
+    if (b->st != SJ_OK) return;
+    int n_ops = 4 + (int)(gg_rng(&b->seed) % 10);
+    for (int i = 0; i < n_ops && b->st == SJ_OK; i++) gg_random_op(b, &p);
+    int n_out = 0;
+    char name[16];
+    for (int i = p.n - 1; i >= 5 && n_out < 2; i--, n_out++) {
+        snprintf(name, sizeof name, "o%d", n_out);
+        GG(b, sj_graph_output(b->g, p.v[i], name));
+    }
+    snprintf(name, sizeof name, "o%d", n_out);
+    GG(b, sj_graph_output(b->g, gg_pick(&p, &b->seed), name));
+}
+
+/* Builds model i (0..GG_N_MODELS-1) or, for i >= GG_N_MODELS, random graph
+ * i - GG_N_MODELS, into a new graph with symbolic dim "N". */
+static inline sj_status gg_build(sj_ctx *ctx, int i, uint64_t seed, sj_graph **out, const char **name) {
+    gg b = {.seed = seed * 2654435761u + 12345u + (uint64_t)i};
+    if ((b.st = sj_graph_create(ctx, "N", &b.g)) != SJ_OK) return b.st;
+    if (i < GG_N_MODELS) {
+        gg_models[i].build(&b);
+        *name = gg_models[i].name;
+    } else {
+        gg_random(&b);
+        *name = "random";
+    }
+    if (b.st != SJ_OK) {
+        sj_graph_destroy(b.g);
+        return b.st;
+    }
+    *out = b.g;
+    return SJ_OK;
+}
+
+#endif

@@ -1,0 +1,400 @@
+/* The host compiler behind the bucketed cache: results equal the
+ * interpreter compiler's at extents across buckets (replayed and eager), a
+ * warm restart over a store compiles nothing, and bad bytes, foreign
+ * options, other CPUs and bad configurations are errors, never crashes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shapejit/backends.h"
+#include "shapejit/interp.h"
+#include "shapejit/model.h"
+#include "jit/core/core_impl.h"
+
+static sj_ctx *ctx;
+static sj_graph *g; /* examples/models/ffn.sjg: x [N, 64] -> y [N, 64] */
+static sj_ladder *ladder;
+static char dir[64], path[128];
+
+static const int64_t keys[] = {1, 3, 4, 5, 15, 16, 17, 31, 40, 48};
+#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
+    if (sj_model_load(ctx, SJ_SOURCE_DIR "/examples/models/ffn.sjg", NULL, &g) != SJ_OK) return -1;
+    if (sj_ladder_parse(ctx, "list:4,16,48", &ladder) != SJ_OK) return -1;
+    strcpy(dir, "/tmp/sj_test_hostc_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    sj_ladder_destroy(ladder);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    return 0;
+}
+
+/* Deterministic input rows for key n: row r is the same for every n, so
+ * results at different extents can be compared row by row too. */
+static float *make_input(int64_t n) {
+    float *x = malloc((size_t)n * 64 * sizeof *x);
+    for (int64_t i = 0; i < n * 64; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    return x;
+}
+
+static void run_key(sj_bucketed_cache *c, int64_t key, sj_tensor *out) {
+    float *x = make_input(key);
+    sj_cache_input in = {"x", x, 64, true};
+    int64_t inner = 64, extent;
+    memset(out, 0, sizeof *out);
+    sj_status st = sj_bucketed_cache_run_padded(c, key, key, &in, 1, &inner, 1, out, 1, &extent);
+    if (st != SJ_OK) printf("run at %lld: %s\n", (long long)key, sj_ctx_last_error(ctx));
+    assert_int_equal(st, SJ_OK);
+    assert_int_equal(out->dims[0], key);
+    assert_int_equal(out->dims[1], 64);
+    free(x);
+}
+
+static void assert_close(const sj_tensor *got, const sj_tensor *want, int64_t key) {
+    int64_t n = sj_tensor_numel(want);
+    assert_int_equal(sj_tensor_numel(got), n);
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got->data[i] - want->data[i]);
+        if (!(d <= 1e-4 * (1.0 + fabs(want->data[i])))) {
+            printf("key %lld element %lld: host %g, interp %g\n", (long long)key, (long long)i,
+                   got->data[i], want->data[i]);
+            fail();
+        }
+    }
+}
+
+static sj_bucketed_cache *host_cache(sj_host_compiler *hc, sj_store *store) {
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    sj_host_compiler_cache_config(hc, &cfg);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &c), SJ_OK);
+    return c;
+}
+
+static void compare_with_interp(bool replay) {
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.replay = replay;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_bucketed_cache *host = host_cache(hc, NULL);
+    sj_compiler icomp;
+    sj_interp_compiler(&icomp);
+    sj_bucketed_cache *interp;
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &icomp, NULL, NULL, &interp), SJ_OK);
+    for (int k = 0; k < N_KEYS; k++) {
+        sj_tensor got, want;
+        run_key(host, keys[k], &got);
+        run_key(interp, keys[k], &want);
+        assert_close(&got, &want, keys[k]);
+        sj_tensor_free(ctx, &got);
+        sj_tensor_free(ctx, &want);
+    }
+    /* Each bucket's executable was made once and captured only when asked. */
+    assert_int_equal(sj_bucketed_cache_compiled_count(host), 3);
+    int64_t extent;
+    void *exe;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(host, 20, &extent, &exe), SJ_OK);
+    assert_int_equal(extent, 48);
+    assert_int_equal(sj_executable_has_capture(exe), replay);
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(host, &s);
+    assert_int_equal(s.compiles, 3);
+    sj_bucketed_cache_destroy(interp);
+    sj_bucketed_cache_destroy(host);
+    sj_host_compiler_destroy(hc);
+}
+
+static void test_replay_equals_interp(void **state) {
+    (void)state;
+    compare_with_interp(true);
+}
+
+static void test_eager_equals_interp(void **state) {
+    (void)state;
+    compare_with_interp(false);
+}
+
+static sj_store *open_store(void) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = path;
+    sj_store *s;
+    assert_int_equal(sj_store_open(ctx, &sc, &s), SJ_OK);
+    return s;
+}
+
+static void test_warm_restart_compiles_nothing(void **state) {
+    (void)state;
+    sj_tensor cold[N_KEYS];
+    {
+        sj_store *store = open_store();
+        sj_host_compiler *hc;
+        assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
+        sj_bucketed_cache *c = host_cache(hc, store);
+        assert_int_equal(sj_bucketed_cache_precompile(c, 2, NULL, NULL), SJ_OK);
+        for (int k = 0; k < N_KEYS; k++) run_key(c, keys[k], &cold[k]);
+        sj_bucketed_cache_stats s;
+        sj_bucketed_cache_stats_get(c, &s);
+        assert_int_equal(s.compiles, 3);
+        assert_int_equal(s.store_hits, 0);
+        sj_bucketed_cache_destroy(c);
+        sj_host_compiler_destroy(hc);
+        sj_store_close(store);
+    }
+    /* A new compiler, store handle and cache: what a restarted process has. */
+    sj_store *store = open_store();
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
+    sj_bucketed_cache *c = host_cache(hc, store);
+    for (int k = 0; k < N_KEYS; k++) {
+        sj_tensor warm;
+        run_key(c, keys[k], &warm);
+        assert_int_equal(
+            memcmp(warm.data, cold[k].data, (size_t)sj_tensor_numel(&warm) * sizeof(float)), 0);
+        sj_tensor_free(ctx, &warm);
+        sj_tensor_free(ctx, &cold[k]);
+    }
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(c, &s);
+    assert_int_equal(s.compiles, 0);
+    assert_int_equal(s.store_hits, 3);
+    assert_int_equal(s.corrupt, 0);
+    sj_bucketed_cache_destroy(c);
+    sj_host_compiler_destroy(hc);
+    sj_store_close(store);
+}
+
+/* Another set of compile options is another key: a warm store for O3 is a
+ * miss for O1. */
+static void test_options_are_part_of_the_key(void **state) {
+    (void)state;
+    sj_store *store = open_store();
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.options.opt_level = 1;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_bucketed_cache *c = host_cache(hc, store);
+    sj_tensor out;
+    run_key(c, 2, &out);
+    sj_tensor_free(ctx, &out);
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(c, &s);
+    assert_int_equal(s.compiles, 1);
+    sj_bucketed_cache_destroy(c);
+    sj_host_compiler_destroy(hc);
+    sj_store_close(store);
+}
+
+static void test_foreign_options_refused(void **state) {
+    (void)state;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, NULL, NULL, &c), SJ_OK);
+    int64_t extent;
+    void *exe;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 3, &extent, &exe), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "sj_host_compiler_cache_config"));
+    sj_bucketed_cache_destroy(c);
+    sj_host_compiler_destroy(hc);
+}
+
+static void test_bad_bytes_are_errors(void **state) {
+    (void)state;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    sj_host_compiler_cache_config(hc, &cfg);
+    void *art;
+    size_t len;
+    assert_int_equal(comp.compile(comp.ctx, g, 4, cfg.options, cfg.options_len, &art, &len), SJ_OK);
+    void *exe = NULL;
+    /* Another extent than the artifact's. */
+    assert_int_equal(comp.load(comp.ctx, g, 16, art, len, &exe), SJ_E_MISMATCH);
+    /* Truncated, flipped, and garbage bytes. */
+    assert_int_equal(comp.load(comp.ctx, g, 4, art, len / 2, &exe), SJ_E_CORRUPT);
+    ((uint8_t *)art)[len / 3] ^= 0x40;
+    assert_int_equal(comp.load(comp.ctx, g, 4, art, len, &exe), SJ_E_CORRUPT);
+    assert_int_not_equal(comp.load(comp.ctx, g, 4, "not an artifact", 15, &exe), SJ_OK);
+    assert_null(exe);
+    sj_free(ctx, art);
+    /* The interpreter's bytes are not a host artifact. */
+    sj_compiler icomp;
+    sj_interp_compiler(&icomp);
+    assert_int_equal(icomp.compile(icomp.ctx, g, 4, NULL, 0, &art, &len), SJ_OK);
+    assert_int_not_equal(comp.load(comp.ctx, g, 4, art, len, &exe), SJ_OK);
+    sj_free(ctx, art);
+    sj_host_compiler_destroy(hc);
+}
+
+/* Code built for a CPU feature this machine lacks is refused at load. */
+static void test_missing_cpu_feature_refused(void **state) {
+    (void)state;
+    static const char *candidates[] = {"avx512f", "avx512vp2intersect", "amx-tile", "avx512fp16"};
+    char *host = LLVMGetHostCPUFeatures();
+    const char *absent = NULL;
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0] && !absent; i++) {
+        char neg[64];
+        snprintf(neg, sizeof neg, "-%s", candidates[i]);
+        for (char *p = strstr(host, neg); p && !absent; p = strstr(p + 1, neg))
+            if ((p[strlen(neg)] == ',' || !p[strlen(neg)]) && (p == host || p[-1] == ','))
+                absent = candidates[i];
+    }
+    LLVMDisposeMessage(host);
+    if (!absent) skip();
+    char features[64];
+    snprintf(features, sizeof features, "+%s", absent);
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.options.features = features;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    assert_string_equal(comp.target_features, features);
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    sj_host_compiler_cache_config(hc, &cfg);
+    void *art, *exe = NULL;
+    size_t len;
+    assert_int_equal(comp.compile(comp.ctx, g, 4, cfg.options, cfg.options_len, &art, &len), SJ_OK);
+    assert_int_equal(comp.load(comp.ctx, g, 4, art, len, &exe), SJ_E_MISMATCH);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), absent));
+    assert_null(exe);
+    sj_free(ctx, art);
+    sj_host_compiler_destroy(hc);
+}
+
+static void test_bad_config(void **state) {
+    (void)state;
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    sj_host_compiler *hc = (sj_host_compiler *)&hcfg;
+    hcfg.devices = 0;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_E_INVALID_ARG);
+    assert_null(hc);
+    hcfg.devices = 1;
+    hcfg.options.target = SJ_TARGET_NVPTX;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "not the host"));
+    sj_host_compiler_destroy(NULL);
+    assert_int_equal(sj_host_compiler_num_devices(NULL), 0);
+}
+
+/* Several workers over several devices: every result right. */
+typedef struct worker {
+    sj_bucketed_cache *c;
+    int first;
+    int bad;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    for (int i = 0; i < 24; i++) {
+        int64_t key = keys[(w->first + i * 7) % N_KEYS];
+        float *x = make_input(key);
+        sj_cache_input in = {"x", x, 64, true};
+        int64_t inner = 64;
+        sj_tensor out = {0}, want = {0};
+        sj_tensor xin;
+        int64_t dims[2] = {key, 64};
+        sj_status st =
+            sj_bucketed_cache_run_padded(w->c, key, key, &in, 1, &inner, 1, &out, 1, NULL);
+        if (st == SJ_OK && sj_tensor_alloc(ctx, 2, dims, &xin) == SJ_OK) {
+            memcpy(xin.data, x, (size_t)key * 64 * sizeof *x);
+            if (sj_interp_run(g, key, &xin, &want) != SJ_OK) w->bad++;
+            for (int64_t k = 0; k < key * 64 && want.data; k++)
+                if (fabs((double)out.data[k] - want.data[k]) > 1e-4 * (1.0 + fabs(want.data[k]))) {
+                    w->bad++;
+                    break;
+                }
+            sj_tensor_free(ctx, &xin);
+        } else {
+            w->bad++;
+        }
+        sj_tensor_free(ctx, &out);
+        sj_tensor_free(ctx, &want);
+        free(x);
+    }
+    return NULL;
+}
+
+static void test_workers_over_devices(void **state) {
+    (void)state;
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.devices = 3;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    assert_int_equal(sj_host_compiler_num_devices(hc), 3);
+    assert_non_null(sj_host_compiler_device(hc, 2));
+    assert_null(sj_host_compiler_device(hc, 3));
+    sj_bucketed_cache *c = host_cache(hc, NULL);
+    pthread_t t[4];
+    worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker){c, i, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].bad, 0);
+    }
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(c, &s);
+    assert_int_equal(s.compiles, 3);
+    sj_bucketed_cache_destroy(c);
+    sj_host_compiler_destroy(hc);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_equals_interp),
+        cmocka_unit_test(test_eager_equals_interp),
+        cmocka_unit_test(test_warm_restart_compiles_nothing),
+        cmocka_unit_test(test_options_are_part_of_the_key),
+        cmocka_unit_test(test_foreign_options_refused),
+        cmocka_unit_test(test_bad_bytes_are_errors),
+        cmocka_unit_test(test_missing_cpu_feature_refused),
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_workers_over_devices),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,259 @@
+/* Lowering: fusion decisions (kernels per graph for typical patterns), arena
+ * reuse, and launch plans that are valid and never let two live buffers share
+ * arena bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/graph/graph_impl.h"
+#include "jit/lower/lower.h"
+
+#define S SJ_DIM_SYM
+
+typedef struct fixture {
+    sj_ctx *ctx;
+    sj_graph *g;
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    if (sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
+    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    sj_graph_destroy(f->g);
+    sj_ctx_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+static sj_value param(fixture *f, int rank, const int64_t *dims) {
+    static const float zeros[4096];
+    char name[16];
+    snprintf(name, sizeof name, "p%d", sj_graph_num_values(f->g));
+    sj_value v;
+    assert_int_equal(sj_graph_param(f->g, name, rank, dims, zeros, &v), SJ_OK);
+    return v;
+}
+
+static sj_value input(fixture *f, const char *name, int rank, const int64_t *dims) {
+    sj_value v;
+    assert_int_equal(sj_graph_input(f->g, name, rank, dims, &v), SJ_OK);
+    return v;
+}
+
+/* Two arena slots whose bytes overlap must never be live at the same time. */
+static void check_no_live_overlap(const sj_launch_plan *p) {
+    int *first = malloc((size_t)p->n_slots * sizeof *first), *last = malloc((size_t)p->n_slots * sizeof *last);
+    for (int s = 0; s < p->n_slots; s++) first[s] = last[s] = -1;
+    for (int l = 0; l < p->n_launches; l++)
+        for (int i = 0; i < p->launches[l].n_slots; i++) {
+            int s = p->launch_slots[p->launches[l].first_slot + i];
+            if (first[s] < 0) first[s] = l;
+            last[s] = l;
+        }
+    for (int a = 0; a < p->n_slots; a++)
+        for (int b = a + 1; b < p->n_slots; b++) {
+            const sj_buffer_slot *x = &p->slots[a], *y = &p->slots[b];
+            if (x->kind != SJ_SLOT_ARENA || y->kind != SJ_SLOT_ARENA) continue;
+            bool bytes = x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+            bool live = first[a] <= last[b] && first[b] <= last[a];
+            assert_false(bytes && live);
+        }
+    free(first);
+    free(last);
+}
+
+/* Lowers and returns the kernel count; checks the plan on the way. */
+static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
+    sj_lowered *l;
+    sj_lower_options o = {.fusion = fusion, .prefix = "t_"};
+    assert_int_equal(sj_lower(f->g, E, &o, &l), SJ_OK);
+    assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_OK);
+    assert_int_equal(l->plan.n_launches, l->n_kernels);
+    assert_int_equal(l->plan.extent, E);
+    check_no_live_overlap(&l->plan);
+    /* Every launch writes its first buffer, which is never an input or param. */
+    for (int i = 0; i < l->plan.n_launches; i++) {
+        const sj_buffer_slot *s = &l->plan.slots[l->plan.launch_slots[l->plan.launches[i].first_slot]];
+        assert_true(s->kind == SJ_SLOT_ARENA || s->kind == SJ_SLOT_OUTPUT);
+    }
+    int n = l->n_kernels;
+    if (keep) *keep = l;
+    else sj_lowered_destroy(l);
+    return n;
+}
+
+static void test_elementwise_chain_is_one_kernel(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), b = param(f, 1, (int64_t[]){8}), y;
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, x, b, &y), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_GELU, y, &y), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, y, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, y, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 32, true, &l), 1);
+    assert_int_equal(l->kernels[0].kind, SJ_KK_MAP);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    sj_lowered_destroy(l);
+    assert_int_equal(kernels(f, 32, false, NULL), 4);
+}
+
+static void test_matmul_bias_activation_epilogue(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 16}), w = param(f, 2, (int64_t[]){16, 32});
+    sj_value b = param(f, 1, (int64_t[]){32}), y;
+    assert_int_equal(sj_graph_matmul(f->g, x, w, &y), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, y, b, &y), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_RELU, y, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 64, true, &l), 1);
+    assert_int_equal(l->kernels[0].kind, SJ_KK_MATMUL);
+    sj_lowered_destroy(l);
+    assert_int_equal(kernels(f, 64, false, NULL), 3);
+}
+
+static void test_ffn_block_kernels(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 16});
+    sj_value ln, h, y, w1 = param(f, 2, (int64_t[]){16, 32}), w2 = param(f, 2, (int64_t[]){32, 16});
+    assert_int_equal(sj_graph_layernorm(f->g, x, param(f, 1, (int64_t[]){16}),
+                                        param(f, 1, (int64_t[]){16}), 1, 1e-5f, &ln), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, ln, w1, &h), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, h, param(f, 1, (int64_t[]){32}), &h), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_GELU, h, &h), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, h, w2, &y), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, y, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    /* layernorm | matmul+bias+gelu | matmul+residual */
+    assert_int_equal(kernels(f, 128, true, NULL), 3);
+    assert_int_equal(kernels(f, 128, false, NULL), 6);
+}
+
+static void test_attention_kernels(void **state) {
+    fixture *f = *state;
+    sj_value q = input(f, "q", 2, (int64_t[]){S, 16}), k = input(f, "k", 2, (int64_t[]){S, 16});
+    sj_value v = input(f, "v", 2, (int64_t[]){S, 16}), kt, s, p, o;
+    assert_int_equal(sj_graph_transpose(f->g, k, (int[]){1, 0}, &kt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, q, kt, &s), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, s, param(f, 1, (int64_t[]){1}), &s), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, p, v, &o), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, o, "o"), SJ_OK);
+    /* Few rows: the transpose is an index map: q@k^T*scale | softmax | p@v. */
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 8, true, &l), 3);
+    /* The scores kernel reads k with the transposed strides, space [b0, b1, m, n, k]. */
+    const sj_kernel *k0 = &l->kernels[0];
+    assert_int_equal(k0->kind, SJ_KK_MATMUL);
+    assert_true(k0->sym[2] && k0->sym[3] && !k0->sym[4]);
+    assert_int_equal(k0->loads[k0->b].strides[3], 16);
+    assert_int_equal(k0->loads[k0->b].strides[4], 1);
+    /* p @ v contracts over N: k is symbolic. */
+    assert_true(l->kernels[2].sym[4]);
+    sj_lowered_destroy(l);
+    /* Many rows: k^T is copied once so the scores matmul reads n contiguously. */
+    assert_int_equal(kernels(f, 64, true, &l), 4);
+    k0 = &l->kernels[1];
+    assert_int_equal(k0->kind, SJ_KK_MATMUL);
+    assert_int_equal(k0->loads[k0->b].strides[3], 1);
+    assert_int_equal(k0->loads[k0->b].strides[4], 64);
+    sj_lowered_destroy(l);
+    assert_int_equal(kernels(f, 64, false, NULL), 5);
+}
+
+static void test_views_and_output_copies(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), r, t, e;
+    assert_int_equal(sj_graph_reshape(f->g, x, 3, (int64_t[]){S, 2, 4}, &r), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_EXP, r, &e), SJ_OK);
+    assert_int_equal(sj_graph_transpose(f->g, e, (int[]){2, 0, 1}, &t), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, t, "t"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, x, "x"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, r, "r"), SJ_OK);
+    /* exp fused into the transpose's kernel; x and its reshape copied out. */
+    assert_int_equal(kernels(f, 16, true, NULL), 3);
+}
+
+static void test_arena_reuse(void **state) {
+    fixture *f = *state;
+    sj_value y = input(f, "x", 2, (int64_t[]){S, 64});
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 256, true, &l), 6);
+    /* Five intermediates in a chain: two buffers suffice. */
+    int64_t one = 256 * 64 * 4;
+    assert_int_equal(l->arena_bytes_no_reuse, 5 * one);
+    assert_int_equal(l->plan.arena_bytes, 2 * one);
+    sj_lowered_destroy(l);
+}
+
+static void test_words_and_bad_extent(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 3}), y;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_NEG, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 8, true, &l), 1);
+    const sj_launch *la = &l->plan.launches[0];
+    assert_int_equal(la->n_words, 3);
+    assert_int_equal(l->plan.words[la->first_word + 1], 8);
+    assert_int_equal(l->plan.words[la->first_word + 2], 3);
+    sj_lowered_destroy(l);
+    sj_lower_options o = {.fusion = true};
+    assert_int_equal(sj_lower(f->g, 0, &o, &l), SJ_E_OUT_OF_RANGE);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "extent"));
+}
+
+static void test_plan_validate_rejects(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 3}), y;
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, x, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    kernels(f, 8, true, &l);
+    sj_launch_plan *p = &l->plan;
+    p->launches[1].kernel = 7;
+    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    p->launches[1].kernel = 1;
+    p->launch_slots[0] = p->n_slots;
+    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    p->launch_slots[0] = 0;
+    int64_t arena = p->arena_bytes;
+    p->arena_bytes = 8 * 3 * 4 - 1; /* one byte short of the intermediate */
+    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    p->arena_bytes = arena;
+    p->launches[0].n_words = INT32_MAX;
+    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    p->launches[0].n_words = 3;
+    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_OK);
+    sj_lowered_destroy(l);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_elementwise_chain_is_one_kernel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_bias_activation_epilogue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ffn_block_kernels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attention_kernels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_views_and_output_copies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_arena_reuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_words_and_bad_extent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_validate_rejects, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
