@@ -83,8 +83,7 @@ foreach(model ${sj_model_names})
   endforeach()
 endforeach()
 
-# A sequence past 4096 puts q @ k^T over the BLAS threshold (k * n >= 65536
-# in bucket 8192), so the JIT code calls cblas_sgemm.
+# A long sequence: bucket 8192, scores of 2 x 4097 x 4097.
 sj_model_test(attention_seq4097_host RC 0
   ARGS run ${SJ_MODEL_DATA}/attention_2d.onnx --rows 4097 --backend host)
 
