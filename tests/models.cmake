@@ -83,6 +83,26 @@ foreach(model ${sj_model_names})
   endforeach()
 endforeach()
 
+# Each model printed as .sjg hashes like the .onnx and runs to the same
+# outputs (extent 17, interpreter).
+foreach(model ${sj_model_names})
+  if(model STREQUAL "mlp_static")
+    continue()
+  endif()
+  set(dir ${SJ_MODEL_DATA}/${model}/17)
+  file(GLOB inputs RELATIVE ${dir}/in ${dir}/in/*.npy)
+  set(input_args "")
+  foreach(f ${inputs})
+    string(REGEX REPLACE "\\.npy$" "" input "${f}")
+    string(APPEND input_args " --input ${input}=${dir}/in/${f}")
+  endforeach()
+  set(o ${SJ_MODEL_OUT}/sjg_${model})
+  add_test(NAME model_${model}_sjg_round_trip
+    COMMAND sh -c "set -e; rm -rf $2; mkdir -p $2; \"$0\" print $3 > $2.sjg; a=$(\"$0\" hash $3); b=$(\"$0\" hash $2.sjg); [ \"$a\" = \"$b\" ] || { echo \"hash $a != $b\"; exit 1; }; \"$0\" run $2.sjg ${input_args} --store none --out $2; \"$1\" --compare ${dir}/out $2"
+            $<TARGET_FILE:shapejit_cli> $<TARGET_FILE:test_models> ${o} ${SJ_MODEL_DATA}/${model}.onnx)
+  set_tests_properties(model_${model}_sjg_round_trip PROPERTIES TIMEOUT 120 LABELS models)
+endforeach()
+
 # A long sequence: bucket 8192, scores of 2 x 4097 x 4097.
 sj_model_test(attention_seq4097_host RC 0
   ARGS run ${SJ_MODEL_DATA}/attention_2d.onnx --rows 4097 --backend host)
