@@ -18,8 +18,17 @@ erf-GELU, the same FFN with LayerNormalization (opset 17), classifier heads
 (Softmax / LogSoftmax, ReduceMean / ReduceMax pooling over the dynamic
 axis), and attention scores over a dynamic sequence (Reshape with 0 / -1,
 Transpose, q @ k^T, scale, Softmax over the dynamic last axis, @ v), at
-opset 13 (ReduceMean axes attribute) and 18 (axes input). Weights are
-initialisers in raw_data or float_data, or Constant nodes.
+opset 13 (ReduceMean axes attribute) and 18 (axes input); Softmax over the
+dynamic axis and contractions over it; an IR 3 / opset 9 model whose
+initialisers are also graph inputs; a model with no dim_param (run with
+--dynamic-axis) and one with two (load-error tests). Weights are
+initialisers in raw_data or float_data, or Constant nodes (value,
+value_float, value_floats, value_ints).
+
+bad/ holds damaged copies and wrong inputs for the error tests: truncated,
+garbage and empty models, an output declared with the wrong dim_param, and
+.npy files of another dtype, byte order, layout, rank or width, with no
+rows, a short payload, a lying header, or no .npy magic at all.
 """
 import os
 import sys
