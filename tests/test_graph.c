@@ -878,11 +878,12 @@ static void hash_when_allocation_fails(const float *weights, uint8_t canonical[3
     assert_int_equal(sj_graph_param(g, "w", 1, DIMS(2), weights, &w), SJ_OK);
     assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, x, w, &y), SJ_OK);
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
-    sj_graph_hash(g, canonical);
+    /* Fallbacks first: a canonical hash is memoised, a fallback is not. */
     a.fail_at = a.calls;
     sj_graph_hash(g, fallback);
     a.fail_at = a.calls;
     sj_graph_hash(g, fallback_again);
+    sj_graph_hash(g, canonical);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
     assert_int_equal(a.live, 0);
@@ -897,6 +898,35 @@ static void test_hash_fallback(void **state) {
     assert_memory_not_equal(c1, f1, 32);
     assert_memory_not_equal(f1, f2, 32);
     assert_memory_not_equal(c1, c2, 32);
+}
+
+/* The memoised hash follows every change that the hash covers. */
+static void test_hash_after_change(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    sj_value x = input_ok(g, "x", 2, DIMS(S, 2)), y, z;
+    assert_int_equal(sj_graph_unary(g, SJ_OP_EXP, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    uint8_t first[32], again[32], grown[32], more[32];
+    sj_graph_hash(g, first);
+    sj_graph_hash(g, again);
+    assert_memory_equal(first, again, 32);
+    assert_int_equal(sj_graph_unary(g, SJ_OP_TANH, y, &z), SJ_OK);
+    sj_graph_hash(g, grown); /* z is not an output yet: same canonical form */
+    assert_memory_equal(first, grown, 32);
+    assert_int_equal(sj_graph_output(g, z, "z"), SJ_OK);
+    sj_graph_hash(g, more);
+    assert_memory_not_equal(first, more, 32);
+    sj_graph *c;
+    assert_int_equal(sj_graph_clone(g, &c), SJ_OK);
+    sj_graph_hash(c, again);
+    assert_memory_equal(more, again, 32);
+    sj_graph_destroy(c);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
 }
 
 static void test_allocation_failures(void **state) {
@@ -935,6 +965,7 @@ int main(void) {
         T(test_hash_small_graphs),
         T(test_clone),
         cmocka_unit_test(test_hash_fallback),
+        cmocka_unit_test(test_hash_after_change),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,8 +18,10 @@ sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
     sj_graph *g = sj_calloc(ctx, 1, sizeof *g);
     if (!g) return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
     g->ctx = ctx;
+    pthread_mutex_init(&g->hash_lock, NULL);
     sj_name_index_init(&g->names, node_name, g);
     if (sym_name && !(g->sym_name = sj_strdup(ctx, sym_name))) {
+        pthread_mutex_destroy(&g->hash_lock);
         sj_free(ctx, g);
         return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
     }
@@ -40,6 +42,7 @@ void sj_graph_destroy(sj_graph *g) {
     sj_free(ctx, g->outputs);
     sj_free(ctx, g->sym_name);
     sj_name_index_free(ctx, &g->names);
+    pthread_mutex_destroy(&g->hash_lock);
     sj_free(ctx, g);
 }
 
@@ -118,6 +121,7 @@ sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj
     if (node->name) sj_name_index_add(&g->names, g->n_nodes);
     if (out) *out = g->n_nodes;
     g->n_nodes++;
+    g->hash_valid = false;
     return SJ_OK;
 }
 
@@ -212,6 +216,7 @@ sj_status sj_graph_output(sj_graph *g, sj_value v, const char *name) {
     char *copy = sj_strdup(g->ctx, name);
     if (!copy) return sj_fail(g->ctx, SJ_E_NOMEM, "output %s: out of memory", name);
     g->outputs[g->n_outputs++] = (sj_graph_output_entry){v, copy};
+    g->hash_valid = false;
     return SJ_OK;
 }
 

@@ -7,6 +7,8 @@
 #ifndef SJ_GRAPH_IMPL_H
 #define SJ_GRAPH_IMPL_H
 
+#include <pthread.h>
+
 #include "shapejit/graph.h"
 #include "../core/core_impl.h"
 #include "../core/name_index.h"
@@ -48,6 +50,13 @@ struct sj_graph {
     sj_graph_output_entry *outputs;
     int n_outputs, cap_outputs;
     sj_name_index names; /* the named nodes, by name (builder.c keeps it in step) */
+    /* sj_graph_hash's last result, valid until the next append or output:
+     * hashing reads every weight byte, and every artifact load checks the
+     * hash, so a warm start would otherwise pay it per bucket. The lock lets
+     * threads that share a finished graph hash it at once. */
+    pthread_mutex_t hash_lock;
+    bool hash_valid;
+    uint8_t hash[32];
 };
 
 static inline bool sj_op_is_unary(sj_op op) { return op >= SJ_OP_NEG && op <= SJ_OP_ERF; }

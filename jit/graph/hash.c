@@ -175,6 +175,13 @@ void sj_graph_hash(const sj_graph *g, uint8_t out[32]) {
         memset(out, 0, 32);
         return;
     }
+    sj_graph *memo = (sj_graph *)g; /* the memo is not part of the graph's value */
+    pthread_mutex_lock(&memo->hash_lock);
+    if (memo->hash_valid) {
+        memcpy(out, memo->hash, 32);
+        pthread_mutex_unlock(&memo->hash_lock);
+        return;
+    }
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     int *scratch = sj_calloc(g->ctx, (size_t)g->n_nodes, 3 * sizeof(int));
@@ -184,6 +191,12 @@ void sj_graph_hash(const sj_graph *g, uint8_t out[32]) {
         hash_in_index_order(&h, g);
     sj_free(g->ctx, scratch);
     llvm_blake3_hasher_finalize(&h, out, LLVM_BLAKE3_OUT_LEN);
+    /* Only the canonical hash is kept: the fallback is retried next time. */
+    if (scratch) {
+        memcpy(memo->hash, out, 32);
+        memo->hash_valid = true;
+    }
+    pthread_mutex_unlock(&memo->hash_lock);
 }
 
 void sj_hash_hex(const uint8_t hash[32], char out[65]) {
