@@ -8,7 +8,8 @@
 
 static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|all] [--store PATH]\n"
-    "                           [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
+    "                           [--remote URL|none] [--remote-secret-file FILE]\n"
+    "                           [--remote-read-only] [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
     "  are loaded and checked, not compiled again), then prints one summary line.\n"
     "  Progress: a bar on a terminal, one line per bucket otherwise.\n"
@@ -18,6 +19,7 @@ static const char usage[] =
     "  --jobs N           buckets compiled at once (default: the CPU count)\n"
     /* clang-format off */
     CLI_STORE_USAGE
+    CLI_REMOTE_USAGE
     /* clang-format on */
     "  --stats            print one JSON object of counters on stderr\n";
 
@@ -58,18 +60,28 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g, co
         if (p.tty) fputc('\n', stderr);
         rc = cli_fail_status(cmd, ctx, st);
     } else {
+        /* Deploy steps end with the fleet holding every bucket. */
+        if (cc.remote) sj_remote_flush(cc.remote);
         sj_bucketed_cache_stats s;
         sj_bucketed_cache_stats_get(cc.cache, &s);
         char spec[256];
         sj_ladder_format(cc.ladder, spec, sizeof spec);
         printf("precompiled %d buckets of %s for %s in %.2f s: %llu compiled, %llu from the store, "
-               "%llu corrupt rows replaced; store %s\n",
+               "%llu corrupt rows replaced; store %s",
                sj_bucketed_cache_total_buckets(cc.cache), spec, target, secs,
                (unsigned long long)s.compiles, (unsigned long long)(s.store_hits + s.remote_hits),
                (unsigned long long)s.corrupt, cc.store_path[0] ? cc.store_path : "none");
+        if (cc.remote) {
+            sj_remote_stats rs;
+            sj_remote_get_stats(cc.remote, &rs);
+            printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(cc.remote),
+                   (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
+                   (unsigned long long)rs.dropped_puts);
+        }
+        putchar('\n');
         if (stats) {
             fprintf(stderr, "{\"target\": \"%s\", \"seconds\": %.3f, ", target, secs);
-            cli_stats_members(stderr, cc.cache);
+            cli_stats_members(stderr, &cc);
             fprintf(stderr, "}\n");
         }
     }
@@ -83,10 +95,12 @@ int cli_cmd_precompile(int argc, char **argv) {
     int64_t jobs = 0;
     bool stats = false;
     cli_model_flags model = {0};
+    cli_remote_flags remote = {0};
     const cli_opt opts[] = {
         {"--ladder", CLI_OPT_STRING, &ladder}, {"--target", CLI_OPT_STRING, &target},
         {"--store", CLI_OPT_STRING, &store},   {"--jobs", CLI_OPT_INT, &jobs},
         {"--stats", CLI_OPT_FLAG, &stats},     CLI_MODEL_OPTS(model),
+        CLI_REMOTE_OPTS(remote),
     };
     const char *pos[1];
     int n_pos;
@@ -108,7 +122,8 @@ int cli_cmd_precompile(int argc, char **argv) {
     sj_graph *g = NULL;
     int rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
     /* "all" is every target built; today that is the host alone. */
-    cli_cache_args ca = {.backend = "host", .ladder = ladder, .store = store, .devices = 1};
+    cli_cache_args ca = {
+        .backend = "host", .ladder = ladder, .store = store, .devices = 1, .remote = remote};
     if (rc == CLI_EXIT_OK) rc = precompile_target(cmd, ctx, g, "host", &ca, (int)jobs, stats);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);

@@ -14,6 +14,7 @@
 static const char usage[] =
     "usage: shapejit run MODEL [--input NAME=FILE]... [--rows N] [--out DIR]\n"
     "                    [--backend host|interp] [--ladder SPEC] [--store PATH|none]\n"
+    "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                    [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
     "  Runs MODEL once through the bucketed cache (the request's bucket is taken\n"
     "  from memory, else the store, else compiled and stored) and writes\n"
@@ -29,9 +30,12 @@ static const char usage[] =
     "  --ladder SPEC      buckets: pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
     "                     (default " CLI_DEFAULT_LADDER ")\n"
     CLI_STORE_USAGE
+    CLI_REMOTE_USAGE
     "  --stats            print one JSON object of counters on stderr: extent (rows),\n"
     "                     bucket_extent, memory_hits, store_hits, compiles, compile_ms,\n"
-    "                     corrupt, evictions, ... and load_ms, run_ms\n";
+    "                     corrupt, evictions, ... and load_ms, run_ms; with a remote\n"
+    "                     tier remote_hits, remote_misses, remote_errors,\n"
+    "                     remote_timeouts, remote_rejected, remote_puts, ...\n";
 
 typedef struct run_args {
     cli_list inputs;
@@ -39,6 +43,7 @@ typedef struct run_args {
     const char *out_dir, *backend, *ladder, *store;
     bool stats;
     cli_model_flags model;
+    cli_remote_flags remote;
 } run_args;
 
 static void format_dims(const sj_tensor *t, char *buf, size_t cap) {
@@ -181,7 +186,8 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     double t0 = cli_now_ms(), run_ms = 0;
     cli_cache cc = {0};
     cli_cache_args ca = {
-        .backend = a->backend, .ladder = a->ladder, .store = a->store, .devices = 1};
+        .backend = a->backend, .ladder = a->ladder, .store = a->store, .devices = 1,
+        .remote = a->remote};
     if (rc == CLI_EXIT_OK) rc = cli_cache_open(cmd, ctx, g, &ca, &cc);
     double ready_ms = cli_now_ms() - t0;
     int64_t bucket_extent = 0;
@@ -214,15 +220,21 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     if (rc == CLI_EXIT_OK) {
         print_summary(g, a->out_dir, out);
         if (a->stats) {
+            /* So remote_puts counts this run's publishing, not a queue. */
+            if (cc.remote) sj_remote_flush(cc.remote);
             fprintf(stderr,
                     "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
                     a->backend, (long long)extent, (long long)bucket_extent);
             cli_json_str(stderr, a->ladder ? a->ladder : CLI_DEFAULT_LADDER);
             fprintf(stderr, ", \"store\": ");
             cli_json_str(stderr, cc.store_path);
+            if (cc.remote) {
+                fprintf(stderr, ", \"remote\": ");
+                cli_json_str(stderr, sj_remote_url(cc.remote));
+            }
             fprintf(stderr, ", \"load_ms\": %.3f, \"ready_ms\": %.3f, \"run_ms\": %.3f, ", load_ms,
                     ready_ms, run_ms);
-            cli_stats_members(stderr, cc.cache);
+            cli_stats_members(stderr, &cc);
             fprintf(stderr, "}\n");
         }
     }
@@ -243,7 +255,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},
         {"--backend", CLI_OPT_STRING, &a.backend}, {"--stats", CLI_OPT_FLAG, &a.stats},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
-        CLI_MODEL_OPTS(a.model),
+        CLI_MODEL_OPTS(a.model),               CLI_REMOTE_OPTS(a.remote),
     };
     const char *pos[1];
     int n_pos;

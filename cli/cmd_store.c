@@ -7,14 +7,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "cli/serving.h"
 #include "shapejit/bucketed_cache.h"
+#include "shapejit/remote.h"
 #include "shapejit/store.h"
 
 static const char usage[] =
     "usage: shapejit store SUBCOMMAND [--store PATH] [--json] ...\n"
     "  ls                          list every stored artifact with its key\n"
-    "  stats                       entries and bytes\n"
+    "  stats [--remote URL]        entries and bytes; with a fleet tier (--remote, else\n"
+    "                              $SHAPEJIT_REMOTE) also whether it answers, how fast,\n"
+    "                              and its counters\n"
     "  verify                      decompress and hash-check every row (exit 1 if any is corrupt)\n"
     "  gc [--max-bytes N] [--keep-corrupt]\n"
     "                              remove corrupt rows, evict least recently used above N\n"
@@ -34,6 +37,7 @@ typedef struct store_args {
     int64_t max_bytes, rows, limit;
     bool json, keep_corrupt;
     cli_model_flags model;
+    cli_remote_flags remote;
 } store_args;
 
 /* The CLI's mapping of the environment to a store path (the library reads
@@ -154,6 +158,43 @@ static void explained(void *user, const sj_store_entry *e, unsigned differs) {
     s->n++;
 }
 
+/* One get of a key nobody stores: an answer of any kind (absent, or a
+ * value the tier rejects) says the server is up and how far away it is. */
+static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
+    sj_remote *r = NULL;
+    int rc = cli_remote_open(cmd, ctx, &a->remote, &r);
+    if (rc != CLI_EXIT_OK || !r) return rc;
+    static const uint8_t probe[SJ_REMOTE_KEY_SIZE] = {'s', 'h', 'a', 'p', 'e', 'j', 'i', 't', ' ',
+                                                       'p', 'i', 'n', 'g'};
+    void *bytes = NULL;
+    size_t n = 0;
+    double t0 = cli_now_ms();
+    sj_status st = sj_remote_get(r, probe, &bytes, &n);
+    double ms = cli_now_ms() - t0;
+    sj_free(ctx, bytes);
+    bool up = st == SJ_OK || st == SJ_E_NOT_FOUND || st == SJ_E_CORRUPT;
+    char why[512];
+    snprintf(why, sizeof why, "%s", up ? "" : sj_ctx_last_error(ctx));
+    sj_remote_stats rs;
+    sj_remote_get_stats(r, &rs);
+    if (a->json) { /* a member of the stats object */
+        printf(", \"remote\": {\"url\": ");
+        json_str(sj_remote_url(r));
+        printf(", \"reachable\": %s, \"ping_ms\": %.3f, \"error\": ", up ? "true" : "false", ms);
+        json_str(why);
+        printf(", \"read_only\": %s, ", a->remote.read_only ? "true" : "false");
+        cli_remote_stats_members(stdout, r);
+        printf("}");
+    } else {
+        printf("remote %s: %s in %.3f ms; %llu errors, %llu timeouts, %llu rejected\n",
+               sj_remote_url(r), up ? "answered" : "no answer", ms, (unsigned long long)rs.errors,
+               (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
+    }
+    if (!up) rc = cli_fail(cmd, "remote %s does not answer: %s", sj_remote_url(r), why);
+    sj_remote_destroy(r);
+    return rc;
+}
+
 static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *model, const store_args *a) {
     if (a->rows < 1) return cli_usage_error(cmd, "explain needs --rows N with N >= 1");
     if (a->backend && strcmp(a->backend, "interp") != 0)
@@ -197,6 +238,7 @@ int cli_cmd_store(int argc, char **argv) {
         {"--graph", CLI_OPT_STRING, &a.graph},     {"--rows", CLI_OPT_INT, &a.rows},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--backend", CLI_OPT_STRING, &a.backend},
         {"--limit", CLI_OPT_INT, &a.limit},        CLI_MODEL_OPTS(a.model),
+        CLI_REMOTE_OPTS(a.remote),
     };
     const char *pos[2];
     int n_pos;
@@ -211,6 +253,8 @@ int cli_cmd_store(int argc, char **argv) {
     if (which < 0) return cli_usage_error(cmd, "unknown subcommand '%s' (ls, stats, verify, gc, rm, export, import, explain)", sub);
     if (n_pos - 1 != want_args[which])
         return cli_usage_error(cmd, "'%s' takes %s", sub, want_args[which] ? "one argument" : "no arguments");
+    if (which != 1 && (a.remote.url || a.remote.secret_file || a.remote.read_only))
+        return cli_usage_error(cmd, "'%s' has no fleet tier options (only 'stats' does)", sub);
     char path[4096];
     if (!a.store && !default_store_path(path, sizeof path))
         return cli_usage_error(cmd, "no store: give --store PATH or set SHAPEJIT_STORE or HOME");
@@ -242,12 +286,14 @@ int cli_cmd_store(int argc, char **argv) {
         if (a.json) {
             printf("{\"path\": ");
             json_str(cfg.path);
-            printf(", \"entries\": %lld, \"stored_bytes\": %lld, \"raw_bytes\": %lld}\n", (long long)ss.entries,
+            printf(", \"entries\": %lld, \"stored_bytes\": %lld, \"raw_bytes\": %lld", (long long)ss.entries,
                    (long long)ss.stored_bytes, (long long)ss.raw_bytes);
         } else {
             printf("%s: %lld entries, %lld bytes stored (%lld raw)\n", cfg.path, (long long)ss.entries,
                    (long long)ss.stored_bytes, (long long)ss.raw_bytes);
         }
+        rc = remote_ping(cmd, ctx, &a);
+        if (a.json) printf("}\n");
         break;
     }
     case 2: { /* verify */

@@ -67,6 +67,8 @@ static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache 
 
 void cli_cache_close(cli_cache *c) {
     sj_bucketed_cache_destroy(c->cache);
+    /* Publishes the compiles still queued before the process goes. */
+    sj_remote_destroy(c->remote);
     sj_host_compiler_destroy(c->backend.host);
     sj_store_close(c->store);
     sj_ladder_destroy(c->ladder);
@@ -84,6 +86,8 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     if (rc == CLI_EXIT_OK)
         rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
     if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
+    if (rc == CLI_EXIT_OK) rc = cli_remote_open(cmd, ctx, &a->remote, &out->remote);
+    out->backend.cfg.remote = out->remote;
     if (rc == CLI_EXIT_OK && a->wrap) a->wrap(a->wrap_user, &out->backend.comp);
     if (rc == CLI_EXIT_OK) {
         st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store,
@@ -94,7 +98,8 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     return rc;
 }
 
-void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
+void cli_stats_members(FILE *f, const cli_cache *cc) {
+    const sj_bucketed_cache *c = cc->cache;
     sj_bucketed_cache_stats s;
     sj_bucketed_cache_stats_get(c, &s);
     fprintf(
@@ -107,6 +112,10 @@ void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs,
         sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
+    if (cc->remote) {
+        fputs(", ", f);
+        cli_remote_stats_members(f, cc->remote);
+    }
 }
 
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
