@@ -24,9 +24,10 @@ static const char usage[] =
     "  rm HASH_PREFIX              remove the rows of every graph whose hash starts so\n"
     "  export FILE [--graph PREFIX] write rows to FILE (all, or one graph's)\n"
     "  import FILE                 add the rows of FILE that pass the checks\n"
-    "  explain MODEL --rows N [--ladder SPEC] [--backend interp] [--limit K]\n"
+    "  explain MODEL --rows N [--ladder SPEC] [--backend host|interp] [--limit K]\n"
     "                              the stored rows nearest to the key a run at N rows\n"
     "                              looks up, and which key components differ\n"
+    "                              with B's compiler (default host: this CPU and LLVM)\n"
     "                              (ladder default pow2:1:N rounded up; K default 3)\n"
     "  --store PATH   the store (default $SHAPEJIT_STORE, else\n"
     "                 $XDG_CACHE_HOME/shapejit/store.db, else ~/.cache/shapejit/store.db)\n"
@@ -39,18 +40,6 @@ typedef struct store_args {
     cli_model_flags model;
     cli_remote_flags remote;
 } store_args;
-
-/* The CLI's mapping of the environment to a store path (the library reads
- * no environment). */
-static bool default_store_path(char *buf, size_t cap) {
-    const char *env = getenv("SHAPEJIT_STORE");
-    if (env && env[0]) return (size_t)snprintf(buf, cap, "%s", env) < cap;
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && xdg[0]) return (size_t)snprintf(buf, cap, "%s/shapejit/store.db", xdg) < cap;
-    const char *home = getenv("HOME");
-    if (home && home[0]) return (size_t)snprintf(buf, cap, "%s/.cache/shapejit/store.db", home) < cap;
-    return false;
-}
 
 static void json_str(const char *s) {
     putchar('"');
@@ -197,11 +186,22 @@ static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
 
 static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *model, const store_args *a) {
     if (a->rows < 1) return cli_usage_error(cmd, "explain needs --rows N with N >= 1");
-    if (a->backend && strcmp(a->backend, "interp") != 0)
-        return cli_usage_error(cmd, "--backend %s: explain knows the keys of: interp", a->backend);
+    const char *backend = a->backend ? a->backend : "host";
+    if (strcmp(backend, "host") != 0 && strcmp(backend, "interp") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (explain knows the keys of: host, interp)",
+                               backend);
     sj_graph *g = NULL;
     int rc = cli_load_model(cmd, ctx, model, &a->model, &g);
     if (rc != CLI_EXIT_OK) return rc;
+    /* The key a run would look up is the one its compiler makes: the same
+     * table and canonical options as `run --backend B`. */
+    cli_backend b;
+    rc = cli_backend_open(cmd, ctx, backend, 1, &b);
+    if (rc != CLI_EXIT_OK) {
+        cli_backend_close(&b);
+        sj_graph_destroy(g);
+        return rc;
+    }
     sj_ladder *l = NULL;
     char spec[64];
     int64_t p2 = 1;
@@ -213,10 +213,9 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
     if (st != SJ_OK) {
         rc = cli_fail_status(cmd, ctx, st);
     } else {
-        sj_compiler comp;
-        sj_interp_compiler(&comp);
         sj_store_key key;
-        sj_bucketed_cache_key(g, &comp, NULL, 0, sj_ladder_extent(l, bucket), &key);
+        sj_bucketed_cache_key(g, &b.comp, b.cfg.options, b.cfg.options_len,
+                              sj_ladder_extent(l, bucket), &key);
         ls_state ls = {a->json, 0};
         if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
         st = sj_store_explain(s, &key, a->limit > 0 ? (int)a->limit : 3, explained, &ls);
@@ -225,6 +224,7 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
     sj_ladder_destroy(l);
+    cli_backend_close(&b);
     sj_graph_destroy(g);
     return rc;
 }
@@ -255,15 +255,15 @@ int cli_cmd_store(int argc, char **argv) {
         return cli_usage_error(cmd, "'%s' takes %s", sub, want_args[which] ? "one argument" : "no arguments");
     if (which != 1 && (a.remote.url || a.remote.secret_file || a.remote.read_only))
         return cli_usage_error(cmd, "'%s' has no fleet tier options (only 'stats' does)", sub);
-    char path[4096];
-    if (!a.store && !default_store_path(path, sizeof path))
-        return cli_usage_error(cmd, "no store: give --store PATH or set SHAPEJIT_STORE or HOME");
     if (a.store && !strcmp(a.store, "none")) return cli_usage_error(cmd, "--store none: there is no store to look after");
+    char path[4096];
+    int prc = cli_store_path(cmd, a.store, path, sizeof path);
+    if (prc != CLI_EXIT_OK) return prc;
     sj_ctx *ctx = cli_ctx_create(cmd);
     if (!ctx) return CLI_EXIT_FAIL;
     sj_store_config cfg;
     sj_store_config_init(&cfg);
-    cfg.path = a.store ? a.store : path;
+    cfg.path = path;
     sj_store *s = NULL;
     sj_status st = sj_store_open(ctx, &cfg, &s);
     if (st != SJ_OK) {

@@ -28,8 +28,8 @@ int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap) {
     return CLI_EXIT_OK;
 }
 
-static int backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices,
-                        cli_backend *b) {
+int cli_backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices,
+                     cli_backend *b) {
     memset(b, 0, sizeof *b);
     b->name = name;
     sj_bucketed_cache_config_init(&b->cfg);
@@ -47,6 +47,11 @@ static int backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devi
     sj_host_compiler_table(b->host, &b->comp);
     sj_host_compiler_cache_config(b->host, &b->cfg);
     return CLI_EXIT_OK;
+}
+
+void cli_backend_close(cli_backend *b) {
+    sj_host_compiler_destroy(b->host);
+    b->host = NULL;
 }
 
 static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache *c) {
@@ -69,7 +74,7 @@ void cli_cache_close(cli_cache *c) {
     sj_bucketed_cache_destroy(c->cache);
     /* Publishes the compiles still queued before the process goes. */
     sj_remote_destroy(c->remote);
-    sj_host_compiler_destroy(c->backend.host);
+    cli_backend_close(&c->backend);
     sj_store_close(c->store);
     sj_ladder_destroy(c->ladder);
     memset(c, 0, sizeof *c);
@@ -84,7 +89,7 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     int rc =
         st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
     if (rc == CLI_EXIT_OK)
-        rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
+        rc = cli_backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
     if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
     if (rc == CLI_EXIT_OK) rc = cli_remote_open(cmd, ctx, &a->remote, &out->remote);
     out->backend.cfg.remote = out->remote;

@@ -62,6 +62,12 @@ typedef struct cli_backend {
     sj_bucketed_cache_config cfg;
 } cli_backend;
 
+/* The backend `name` (host or interp): its compiler table and the cache
+ * config its keys are made with. Returns a CLI exit status, the message
+ * printed; cli_backend_close frees it (also after a failure). */
+int cli_backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices, cli_backend *b);
+void cli_backend_close(cli_backend *b);
+
 /* Everything a command needs to push requests through one cache. */
 typedef struct cli_cache {
     sj_ctx *ctx;
