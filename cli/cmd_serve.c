@@ -290,12 +290,12 @@ int cli_cmd_serve(int argc, char **argv) {
     const char *trace = NULL, *synthetic = NULL;
     int64_t workers = 2, requests = 0, seed = 0;
     bool stats = false;
-    cli_cache_args ca = {.backend = "host"};
+    cli_cache_args ca = {.backend.name = "host"};
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--trace", CLI_OPT_STRING, &trace},    {"--synthetic", CLI_OPT_STRING, &synthetic},
         {"--workers", CLI_OPT_INT, &workers},   {"--ladder", CLI_OPT_STRING, &ca.ladder},
-        {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend},
+        {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend.name},
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
         {"--stats", CLI_OPT_FLAG, &stats},      CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote),
@@ -311,9 +311,9 @@ int cli_cmd_serve(int argc, char **argv) {
     if (requests < 0 || requests > 10000000)
         return cli_usage_error(cmd, "--requests must be in 1..10000000");
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
-    if (strcmp(ca.backend, "host") != 0 && strcmp(ca.backend, "interp") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
-                               ca.backend);
+    if (strcmp(ca.backend.name, "host") != 0 && strcmp(ca.backend.name, "interp") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (serve runs: host, interp)",
+                               ca.backend.name);
 
     cli_stream stream;
     const char *source = trace ? trace : synthetic ? synthetic : DEFAULT_SYNTHETIC;
@@ -340,7 +340,7 @@ int cli_cmd_serve(int argc, char **argv) {
         s->stream = &stream;
         s->seed = (uint64_t)seed;
         pthread_mutex_init(&s->mu, NULL);
-        ca.devices = (int)workers;
+        ca.backend.devices = (int)workers;
         ca.wrap = wrap;
         ca.wrap_user = s;
         rc = serve(s, &ca, (int)workers, pos[0], source, stats);

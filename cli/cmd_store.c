@@ -24,7 +24,8 @@ static const char usage[] =
     "  rm HASH_PREFIX              remove the rows of every graph whose hash starts so\n"
     "  export FILE [--graph PREFIX] write rows to FILE (all, or one graph's)\n"
     "  import FILE                 add the rows of FILE that pass the checks\n"
-    "  explain MODEL --rows N [--ladder SPEC] [--backend host|interp] [--limit K]\n"
+    "  explain MODEL --rows N [--ladder SPEC] [--limit K]\n"
+    "          [--backend host|interp|cuda [--emit llvm|nvrtc] [--arch sm_80|sm_90]]\n"
     "                              the stored rows nearest to the key a run at N rows\n"
     "                              looks up, and which key components differ\n"
     "                              with B's compiler (default host: this CPU and LLVM)\n"
@@ -34,7 +35,7 @@ static const char usage[] =
     "  --json         machine-readable output\n";
 
 typedef struct store_args {
-    const char *store, *ladder, *backend, *graph;
+    const char *store, *ladder, *backend, *emit, *arch, *graph;
     int64_t max_bytes, rows, limit;
     bool json, keep_corrupt;
     cli_model_flags model;
@@ -186,17 +187,16 @@ static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
 
 static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *model, const store_args *a) {
     if (a->rows < 1) return cli_usage_error(cmd, "explain needs --rows N with N >= 1");
-    const char *backend = a->backend ? a->backend : "host";
-    if (strcmp(backend, "host") != 0 && strcmp(backend, "interp") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (explain knows the keys of: host, interp)",
-                               backend);
+    cli_backend_args ba = {.name = a->backend, .emit = a->emit, .arch = a->arch};
+    int rc = cli_backend_check(cmd, &ba);
+    if (rc != CLI_EXIT_OK) return rc;
     sj_graph *g = NULL;
-    int rc = cli_load_model(cmd, ctx, model, &a->model, &g);
+    rc = cli_load_model(cmd, ctx, model, &a->model, &g);
     if (rc != CLI_EXIT_OK) return rc;
     /* The key a run would look up is the one its compiler makes: the same
      * table and canonical options as `run --backend B`. */
     cli_backend b;
-    rc = cli_backend_open(cmd, ctx, backend, 1, &b);
+    rc = cli_backend_open(cmd, ctx, &ba, &b);
     if (rc != CLI_EXIT_OK) {
         cli_backend_close(&b);
         sj_graph_destroy(g);
@@ -237,6 +237,7 @@ int cli_cmd_store(int argc, char **argv) {
         {"--max-bytes", CLI_OPT_INT, &a.max_bytes}, {"--keep-corrupt", CLI_OPT_FLAG, &a.keep_corrupt},
         {"--graph", CLI_OPT_STRING, &a.graph},     {"--rows", CLI_OPT_INT, &a.rows},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--backend", CLI_OPT_STRING, &a.backend},
+        {"--emit", CLI_OPT_STRING, &a.emit},       {"--arch", CLI_OPT_STRING, &a.arch},
         {"--limit", CLI_OPT_INT, &a.limit},        CLI_MODEL_OPTS(a.model),
         CLI_REMOTE_OPTS(a.remote),
     };

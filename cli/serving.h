@@ -13,7 +13,7 @@
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
 
-#define CLI_BACKENDS "host|interp"
+#define CLI_BACKENDS "host|interp|cuda"
 #define CLI_DEFAULT_LADDER "pow2:1:65536"
 
 #define CLI_STORE_USAGE                                                                            \
@@ -53,19 +53,33 @@ int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_
  * "remote_misses": 0, ... (remote_hits is the cache's own counter). */
 void cli_remote_stats_members(FILE *f, const sj_remote *r);
 
-/* A backend's compiler; `devices` host devices for the host backend (one
- * per worker lets different buckets run at once). */
+/* A backend's compiler: the interpreter, the host (LLVM, this CPU; `devices`
+ * host devices, one per worker lets different buckets run at once) or cuda
+ * (NVPTX or NVRTC code for one arch, run on GPU 0). */
 typedef struct cli_backend {
     const char *name;
-    sj_host_compiler *host; /* NULL for interp */
+    char target[32];        /* what precompile and messages call it: host, nvptx sm_90, ... */
+    sj_host_compiler *host; /* the host backend's, else NULL */
+    sj_gpu_compiler *gpu;   /* the cuda backend's, else NULL */
     sj_compiler comp;
     sj_bucketed_cache_config cfg;
 } cli_backend;
 
-/* The backend `name` (host or interp): its compiler table and the cache
- * config its keys are made with. Returns a CLI exit status, the message
- * printed; cli_backend_close frees it (also after a failure). */
-int cli_backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices, cli_backend *b);
+/* Which backend, and how it compiles. */
+typedef struct cli_backend_args {
+    const char *name; /* "host" (NULL), "interp" or "cuda" */
+    const char *emit; /* cuda: "llvm" (NULL: the NVPTX path) or "nvrtc" */
+    const char *arch; /* cuda: "sm_80" or "sm_90" (NULL) */
+    int devices;      /* host devices; 0 = 1 */
+} cli_backend_args;
+
+/* Checks the names in a (usage errors, exit 2) without making anything. */
+int cli_backend_check(const char *cmd, const cli_backend_args *a);
+/* The backend a names: its compiler table and the cache config its keys
+ * are made with. No device is needed (cuda makes its GPU at the first
+ * load). Returns a CLI exit status, the message printed; cli_backend_close
+ * frees it (also after a failure). */
+int cli_backend_open(const char *cmd, sj_ctx *ctx, const cli_backend_args *a, cli_backend *b);
 void cli_backend_close(cli_backend *b);
 
 /* Everything a command needs to push requests through one cache. */
@@ -80,11 +94,14 @@ typedef struct cli_cache {
 } cli_cache;
 
 typedef struct cli_cache_args {
-    const char *backend; /* "host" (NULL) or "interp" */
-    const char *ladder;  /* a SPEC; NULL = CLI_DEFAULT_LADDER */
-    const char *store;   /* --store as given (NULL = default) */
-    int devices;         /* host devices; 0 = 1 */
+    cli_backend_args backend;
+    const char *ladder; /* a SPEC; NULL = CLI_DEFAULT_LADDER */
+    const char *store;  /* --store as given (NULL = default) */
     cli_remote_flags remote;
+    /* Precompile for other machines: nothing will be loaded, so a GPU
+     * backend needs no GPU. Otherwise cuda makes its device at open and a
+     * machine without one fails there, before any compile. */
+    bool store_only;
     /* Called with the backend's table before the cache is made, so a command
      * can put a wrapper around it (NULL: none). */
     void (*wrap)(void *user, sj_compiler *comp);

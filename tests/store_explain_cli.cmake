@@ -18,4 +18,4 @@ sj_cli_test(explain_interp_vs_host RC 0 REQUIRES explain_store
   ARGS store explain ${SJ_MODELS}/ffn.sjg --rows 20 --backend interp --store ${E} --limit 1 --json
   OUT "\"differs\": \\[\"options hash\", \"target triple\".*\"compiler version\"\\]")
 sj_cli_test(explain_bad_backend RC 2 ARGS store explain ${SJ_MODELS}/ffn.sjg --rows 20 --backend tpu
-  --store ${E} ERR "unknown backend 'tpu' \\(explain knows the keys of: host, interp\\)")
+  --store ${E} ERR "unknown backend 'tpu' \\(host, interp or cuda\\)")
