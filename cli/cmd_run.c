@@ -281,6 +281,12 @@ int cli_cmd_run(int argc, char **argv) {
     sj_graph *g = NULL;
     double t0 = cli_now_ms();
     int rc = cli_load_model(cmd, ctx, pos[0], &a.model, &g);
+    /* Ignoring --rows would answer at the model's fixed size, not N. */
+    if (rc == CLI_EXIT_OK && rows_given && !inputs_use_symbol(g))
+        rc = cli_usage_error(cmd,
+                             "--rows %lld: %s has no symbolic dim (declare one with "
+                             "--dynamic-axis INPUT:AXIS)",
+                             (long long)a.rows, pos[0]);
     if (rc == CLI_EXIT_OK) rc = run(cmd, ctx, g, &a, cli_now_ms() - t0);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
