@@ -178,12 +178,6 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     const char **names = calloc((size_t)n_out + 1, sizeof *names);
     int rc = in && out && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
     int64_t extent = a->rows;
-    /* Silently running the model's fixed size would answer another question
-     * than the one asked. */
-    if (rc == CLI_EXIT_OK && extent > 0 && !sj_graph_symbol(g))
-        rc = cli_usage_error(cmd,
-                             "--rows: the model has no symbolic dim (declare one with "
-                             "--dynamic-axis INPUT:AXIS, or leave --rows out)");
     if (rc == CLI_EXIT_OK && a->inputs.n > 0) {
         rc = file_inputs(cmd, ctx, g, a, in, &extent);
     } else if (rc == CLI_EXIT_OK) {
