@@ -10,7 +10,9 @@ flags=()
 if [ "${1:-}" = "--asan" ]; then
   build=build-asan
   flags=(-DSJ_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  # allocator_may_return_null: out-of-memory paths are tested (huge --rows);
+  # the library must see NULL from malloc there, as it would without ASan.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 
