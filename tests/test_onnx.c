@@ -731,6 +731,127 @@ static void test_several_dim_params(void **state) {
     mb_free(&b);
 }
 
+/* x [batch, seq, 16] @ w [16, 4], softmax over the last axis: the shape of
+ * a transformer export's input, two dim_params. */
+static void build_batch_seq(mb *b, const float *w, const char *out_dims) {
+    mb_init(b, 13);
+    mb_input(b, "x", "batch,seq,16");
+    mb_init_f(b, "w", 2, (int64_t[]){16, 4}, w);
+    mb_node(b, "MatMul", "proj", "x,w", "h");
+    mb_node(b, "Softmax", "probs", "h", "y");
+    mb_output(b, "y", out_dims);
+}
+
+/* Runs g on x of shape [batch, seq, 16] (extent = the symbolic one) and
+ * compares with the reference. */
+static void check_batch_seq(sj_ctx *ctx, const sj_graph *g, const float *w, int64_t batch,
+                            int64_t seq, int64_t extent) {
+    size_t rows = (size_t)(batch * seq);
+    float *x = malloc(rows * 16 * sizeof *x);
+    double *want = malloc(rows * 4 * sizeof *want);
+    fill(x, rows * 16, 7 + (uint32_t)rows);
+    for (size_t r = 0; r < rows; r++) {
+        for (int j = 0; j < 4; j++) {
+            double acc = 0;
+            for (int k = 0; k < 16; k++) acc += (double)x[r * 16 + k] * w[k * 4 + j];
+            want[r * 4 + j] = acc;
+        }
+        softmax_row(want + r * 4, 4);
+    }
+    sj_tensor in = {3, {batch, seq, 16}, x}, out;
+    assert_int_equal(sj_interp_run(g, extent, &in, &out), SJ_OK);
+    assert_int_equal(out.rank, 3);
+    assert_int_equal(out.dims[0], batch);
+    assert_int_equal(out.dims[1], seq);
+    assert_close(out.data, want, rows * 4, 1e-5);
+    sj_tensor_free(ctx, &out);
+    free(x);
+    free(want);
+}
+
+static void test_fixed_dims(void **state) {
+    sj_ctx *ctx = *state;
+    float w[16 * 4];
+    fill(w, 64, 11);
+    mb b;
+    sj_graph *g;
+    sj_model_options o;
+    sj_value_desc d;
+
+    build_batch_seq(&b, w, "batch,seq,4");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'batch', 'seq'", "--dynamic", "--dim");
+    build_batch_seq(&b, w, "batch,seq,4");
+    no_options(&o);
+    o.dynamic_name = "seq";
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_UNSUPPORTED, "'batch'", "--dim batch=VALUE");
+
+    /* seq symbolic, batch 1 */
+    sj_dim_value batch1[] = {{"batch", 1}};
+    o.fixed_dims = batch1;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, "batch,seq,4");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    mb_free(&b);
+    assert_string_equal(sj_graph_symbol(g), "seq");
+    assert_int_equal(sj_graph_input_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], 1);
+    assert_int_equal(d.shape.dims[1], SJ_DIM_SYM);
+    for (int64_t seq = 1; seq <= 37; seq += 12) check_batch_seq(ctx, g, w, 1, seq, seq);
+    sj_graph_destroy(g);
+
+    /* batch symbolic, seq 8; the dynamic dim found without naming it */
+    sj_dim_value seq8[] = {{"seq", 8}};
+    no_options(&o);
+    o.fixed_dims = seq8;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, "batch,seq,4");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    mb_free(&b);
+    assert_string_equal(sj_graph_symbol(g), "batch");
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM);
+    assert_int_equal(d.shape.dims[1], 8);
+    for (int64_t batch = 1; batch <= 5; batch += 2) check_batch_seq(ctx, g, w, batch, 8, batch);
+    sj_graph_destroy(g);
+
+    /* both fixed: no symbolic dim */
+    sj_dim_value both[] = {{"batch", 2}, {"seq", 3}};
+    o.fixed_dims = both;
+    o.n_fixed_dims = 2;
+    build_batch_seq(&b, w, "batch,seq,4");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    mb_free(&b);
+    assert_null(sj_graph_symbol(g));
+    check_batch_seq(ctx, g, w, 2, 3, 1);
+    sj_graph_destroy(g);
+
+    /* a declared output dim named after a fixed dim is checked */
+    no_options(&o);
+    o.dynamic_name = "seq";
+    o.fixed_dims = batch1;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, "batch,batch,4");
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_SHAPE, "output 'y' dim 1 is declared as batch");
+
+    /* bad fixed dims */
+    sj_dim_value unknown[] = {{"tokens", 4}}, zero[] = {{"batch", 0}},
+                 twice[] = {{"batch", 1}, {"batch", 2}}, clash[] = {{"seq", 4}};
+    o.fixed_dims = unknown;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_NOT_FOUND, "'tokens'");
+    o.fixed_dims = zero;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'batch' fixed to 0");
+    o.fixed_dims = twice;
+    o.n_fixed_dims = 2;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'batch' is fixed more than once");
+    o.fixed_dims = clash;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'seq' is both the symbolic dim and fixed");
+}
+
 /* ---- bad input ---- */
 
 static void test_truncated_real_models(void **state) {
@@ -1078,6 +1199,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm_outputs_and_reduce_axes_input),
         cmocka_unit_test(test_declared_dynamic_axis),
         cmocka_unit_test(test_several_dim_params),
+        cmocka_unit_test(test_fixed_dims),
         cmocka_unit_test(test_truncated_real_models),
         cmocka_unit_test(test_corrupt_bytes),
         cmocka_unit_test(test_undefined_value),
