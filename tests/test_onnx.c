@@ -852,6 +852,103 @@ static void test_fixed_dims(void **state) {
     EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'seq' is both the symbolic dim and fixed");
 }
 
+/* Classifier-style layout ops on a symbolic batch: Dropout (identity),
+ * Unsqueeze, Flatten, Squeeze; the result equals x reshaped. */
+static void test_layout_ops_dynamic(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3,4");
+    mb_init_i64(&b, "ax1", 1, (int64_t[]){1});
+    mb_init_i64(&b, "ax_last", 1, (int64_t[]){-1});
+    mb_node(&b, "Dropout", "drop", "x", "d");
+    mb_node(&b, "Unsqueeze", "unsq", "d,ax1", "u");         /* [batch, 1, 3, 4] */
+    mb_node(&b, "Flatten", "flat", "u", "f");               /* [batch, 12] */
+    mb_node(&b, "Unsqueeze", "unsq2", "f,ax_last", "f1");   /* [batch, 12, 1] */
+    mb_node(&b, "Squeeze", "sq", "f1,ax_last", "y");        /* [batch, 12] */
+    mb_output(&b, "y", "batch,12");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.rank, 2);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM);
+    assert_int_equal(d.shape.dims[1], 12);
+    float x[5 * 12];
+    double want[5 * 12];
+    fill(x, 60, 21);
+    for (int i = 0; i < 60; i++) want[i] = x[i];
+    sj_tensor in = {3, {5, 3, 4}, x}, out;
+    assert_int_equal(sj_interp_run(g, 5, &in, &out), SJ_OK);
+    assert_int_equal(out.dims[0], 5);
+    assert_close(out.data, want, 60, 0);
+    sj_tensor_free(ctx, &out);
+    sj_graph_destroy(g);
+
+    /* opset 11: axes as attributes; Flatten with the symbolic dim alone in
+     * the second half keeps it an axis of its own */
+    mb_init(&b, 11);
+    mb_input(&b, "x", "2,batch");
+    Onnx__NodeProto *n = mb_node(&b, "Unsqueeze", "unsq", "x", "u");
+    mb_attr_ints(&b, n, "axes", 1, (int64_t[]){0});       /* [1, 2, batch] */
+    n = mb_node(&b, "Flatten", "flat", "u", "f");         /* axis 2: [2, batch] */
+    mb_attr_i(&b, n, "axis", 2);
+    n = mb_node(&b, "Squeeze", "sq", "f", "y");           /* no axes: nothing is 1 */
+    mb_output(&b, "y", "2,batch");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    sj_graph_destroy(g);
+}
+
+static void test_layout_ops_errors(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    /* Flatten at axis 2 of [batch, 3, 4] makes [3 batch, 4] */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3,4");
+    mb_attr_i(&b, mb_node(&b, "Flatten", "flat", "x", "y"), "axis", 2);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'flat'",
+                      "flattening [batch, 3, 4] at axis 2 would merge the symbolic dim");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3,4");
+    mb_attr_i(&b, mb_node(&b, "Flatten", "flat", "x", "y"), "axis", 4);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 4 is out of range for rank 3");
+    /* squeezing the symbolic dim, or a dim that is not 1 */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,1");
+    mb_init_i64(&b, "ax", 1, (int64_t[]){0});
+    mb_node(&b, "Squeeze", "sq", "x,ax", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "axis 0 is the symbolic dim");
+    mb_init(&b, 11);
+    mb_input(&b, "x", "batch,3");
+    mb_attr_ints(&b, mb_node(&b, "Squeeze", "sq", "x", "y"), "axes", 1, (int64_t[]){1});
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 1 has size 3, not 1");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3");
+    mb_init_i64(&b, "ax", 2, (int64_t[]){1, -3});
+    mb_node(&b, "Unsqueeze", "unsq", "x,ax", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 1 is given twice");
+    /* Dropout: the mask output, training mode from a runtime input */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3");
+    mb_node(&b, "Dropout", "drop", "x", "y,mask");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "mask output ('mask') is not supported");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3");
+    mb_input_typed(&b, "train", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "");
+    mb_node(&b, "Dropout", "drop", "x,,train", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "training_mode input 'train' is not a "
+                      "constant false");
+}
+
 /* ---- bad input ---- */
 
 static void test_truncated_real_models(void **state) {
@@ -1200,6 +1297,8 @@ int main(void) {
         cmocka_unit_test(test_declared_dynamic_axis),
         cmocka_unit_test(test_several_dim_params),
         cmocka_unit_test(test_fixed_dims),
+        cmocka_unit_test(test_layout_ops_dynamic),
+        cmocka_unit_test(test_layout_ops_errors),
         cmocka_unit_test(test_truncated_real_models),
         cmocka_unit_test(test_corrupt_bytes),
         cmocka_unit_test(test_undefined_value),
