@@ -109,49 +109,88 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     sj_free(c->ctx, c);
 }
 
+/* The bytes the store tiers hold for key; their trouble is counted, never
+ * returned: any status other than SJ_OK is a miss. */
+static sj_status stored_bytes(sj_bucketed_cache *c, const sj_store_key *key, void **bytes,
+                              size_t *len, sj_tier *from) {
+    if (!c->store && !c->remote) return SJ_E_NOT_FOUND;
+    sj_status st = sj_tiered_get(c->store, c->remote, key, bytes, len, from);
+    if (st == SJ_E_CORRUPT)
+        atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
+    else if (st != SJ_OK && st != SJ_E_NOT_FOUND)
+        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+    if (st != SJ_OK) sj_ctx_clear_error(c->ctx);
+    return st;
+}
+
+static void count_hit(sj_bucketed_cache *c, sj_tier from) {
+    atomic_fetch_add_explicit(from == SJ_TIER_REMOTE ? &c->remote_hits : &c->store_hits, 1,
+                              memory_order_relaxed);
+}
+
+/* Compiles key's extent and hands the bytes to the store tiers (a failed
+ * put costs only a count); *art is the caller's to free. */
+static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key, void **art,
+                                   size_t *art_len) {
+    *art = NULL;
+    *art_len = 0;
+    uint64_t t0 = now_ns();
+    sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, c->options, c->options_len, art, art_len);
+    atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
+    if (st != SJ_OK) return st;
+    atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
+    if ((c->store || c->remote) && sj_tiered_put(c->store, c->remote, key, *art, *art_len) != SJ_OK) {
+        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+        sj_ctx_clear_error(c->ctx);
+    }
+    return SJ_OK;
+}
+
 /* Store, then compiler: the executable for `extent`. Store trouble never
  * fails the call; it costs a compile. */
 static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe) {
     sj_store_key key = c->key;
     key.extent = extent;
-    if (c->store || c->remote) {
-        void *bytes;
-        size_t len;
-        sj_tier from;
-        sj_status st = sj_tiered_get(c->store, c->remote, &key, &bytes, &len, &from);
+    void *bytes;
+    size_t len;
+    sj_tier from;
+    if (stored_bytes(c, &key, &bytes, &len, &from) == SJ_OK) {
+        sj_status st = c->comp.load(c->comp.ctx, c->g, extent, bytes, len, exe);
+        sj_free(c->ctx, bytes);
         if (st == SJ_OK) {
-            st = c->comp.load(c->comp.ctx, c->g, extent, bytes, len, exe);
-            sj_free(c->ctx, bytes);
-            if (st == SJ_OK) {
-                atomic_fetch_add_explicit(from == SJ_TIER_REMOTE ? &c->remote_hits : &c->store_hits, 1,
-                                          memory_order_relaxed);
-                return SJ_OK;
-            }
-            if (st == SJ_E_NOMEM) return st;
-            /* The bytes passed the store's checks but the compiler refuses
-             * them: as good as corrupt; the compile below overwrites them. */
-            atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
-        } else if (st == SJ_E_CORRUPT) {
-            atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
-        } else if (st != SJ_E_NOT_FOUND) {
-            atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+            count_hit(c, from);
+            return SJ_OK;
         }
+        /* No memory, or no device to load on: the bytes are not at fault,
+         * and a compile would end the same way. */
+        if (st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE) return st;
+        /* The bytes passed the store's checks but the compiler refuses
+         * them: as good as corrupt; the compile below overwrites them. */
+        atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
         sj_ctx_clear_error(c->ctx);
     }
-    void *art = NULL;
-    size_t art_len = 0;
-    uint64_t t0 = now_ns();
-    sj_status st = c->comp.compile(c->comp.ctx, c->g, extent, c->options, c->options_len, &art, &art_len);
-    atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
-    if (st != SJ_OK) return st;
-    atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
-    if ((c->store || c->remote) && sj_tiered_put(c->store, c->remote, &key, art, art_len) != SJ_OK) {
-        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
-        sj_ctx_clear_error(c->ctx);
-    }
-    st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
+    void *art;
+    size_t art_len;
+    SJ_TRY(compile_and_store(c, &key, &art, &art_len));
+    sj_status st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
     sj_free(c->ctx, art);
     return st;
+}
+
+sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
+    sj_store_key key = c->key;
+    key.extent = extent;
+    void *bytes;
+    size_t len;
+    sj_tier from;
+    if (stored_bytes(c, &key, &bytes, &len, &from) == SJ_OK) {
+        sj_free(c->ctx, bytes);
+        count_hit(c, from);
+        return SJ_OK;
+    }
+    SJ_TRY(compile_and_store(c, &key, &bytes, &len));
+    sj_free(c->ctx, bytes);
+    return SJ_OK;
 }
 
 /* The slow path: wait for the compile in flight, or be the one to do it. */

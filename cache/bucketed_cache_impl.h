@@ -53,4 +53,8 @@ struct sj_bucketed_cache {
  * then go under one_off_run_mu). */
 sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket);
 
+/* Makes sure the store tiers hold extent's artifact (compiling it when they
+ * do not), loading nothing: precompile for another machine's device. */
+sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent);
+
 #endif

@@ -1,5 +1,5 @@
-/* Precompile: every bucket made ready by a pool of threads pulling bucket
- * indexes from a shared counter (the deploy step). */
+/* Precompile: every bucket made ready (or only stored) by a pool of threads
+ * pulling bucket indexes from a shared counter (the deploy step). */
 #include "bucketed_cache_impl.h"
 
 #include <string.h>
@@ -13,6 +13,7 @@ typedef struct job {
     char msg[512];
     sj_cache_progress_fn progress;
     void *user;
+    bool store_only; /* compile and store, load nothing */
 } job;
 
 static void *worker(void *arg) {
@@ -23,7 +24,8 @@ static void *worker(void *arg) {
         if (i >= c->n_buckets) break;
         int64_t extent = sj_ladder_extent(c->ladder, i), got;
         void *exe;
-        sj_status st = sj_bucketed_cache_get_or_compile(c, extent, &got, &exe);
+        sj_status st = j->store_only ? sj_cache_store_bucket(c, extent)
+                                     : sj_bucketed_cache_get_or_compile(c, extent, &got, &exe);
         pthread_mutex_lock(&j->mu);
         if (st != SJ_OK && j->first == SJ_OK) {
             j->first = st;
@@ -36,9 +38,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
-                                       void *user) {
-    if (!c) return SJ_E_INVALID_ARG;
+static sj_status precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress, void *user,
+                            bool store_only) {
     if (jobs < 1) return sj_fail(c->ctx, SJ_E_INVALID_ARG, "precompile: jobs must be >= 1 (got %d)", jobs);
     if (jobs > c->n_buckets) jobs = c->n_buckets;
     job j;
@@ -47,6 +48,7 @@ sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_
     atomic_init(&j.next, 0);
     j.progress = progress;
     j.user = user;
+    j.store_only = store_only;
     pthread_mutex_init(&j.mu, NULL);
     pthread_t *th = sj_calloc(c->ctx, (size_t)jobs, sizeof *th);
     if (!th) {
@@ -62,4 +64,20 @@ sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_
     pthread_mutex_destroy(&j.mu);
     if (j.first != SJ_OK) return sj_fail(c->ctx, j.first, "precompile: %s", j.msg);
     return SJ_OK;
+}
+
+sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
+                                       void *user) {
+    if (!c) return SJ_E_INVALID_ARG;
+    return precompile(c, jobs, progress, user, false);
+}
+
+sj_status sj_bucketed_cache_precompile_stored(sj_bucketed_cache *c, int jobs,
+                                              sj_cache_progress_fn progress, void *user) {
+    if (!c) return SJ_E_INVALID_ARG;
+    if (!c->store && !c->remote)
+        return sj_fail(c->ctx, SJ_E_STATE,
+                       "precompile: compiling without loading needs a store or a remote tier to "
+                       "keep the artifacts");
+    return precompile(c, jobs, progress, user, true);
 }

@@ -7,17 +7,23 @@
 #include "cli/serving.h"
 
 static const char usage[] =
-    "usage: shapejit precompile MODEL --ladder SPEC [--target host|all] [--store PATH]\n"
-    "                           [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
+    "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"
+    "                           [--arch sm_80|sm_90] [--store PATH]\n"
+    "                           [--remote URL|none] [--remote-secret-file FILE]\n"
+    "                           [--remote-read-only] [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
     "  are loaded and checked, not compiled again), then prints one summary line.\n"
     "  Progress: a bar on a terminal, one line per bucket otherwise.\n"
     "  --ladder SPEC      pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
-    "  --target T         host (default), or all: every target this build compiles\n"
-    "                     for (host; the GPU targets nvptx and nvrtc when built)\n"
+    "  --target T         host (default), nvptx (LLVM NVPTX), nvrtc (CUDA C via NVRTC),\n"
+    "                     or all: every target this build compiles for. GPU targets\n"
+    "                     are compiled and stored, not loaded: no GPU is needed, so a\n"
+    "                     CPU build machine can fill the store for a GPU fleet\n"
+    "  --arch A           GPU targets: sm_80 or sm_90 (default)\n"
     "  --jobs N           buckets compiled at once (default: the CPU count)\n"
     /* clang-format off */
     CLI_STORE_USAGE
+    CLI_REMOTE_USAGE
     /* clang-format on */
     "  --stats            print one JSON object of counters on stderr\n";
 
@@ -46,30 +52,43 @@ static void on_bucket(void *user, int done, int total, int64_t extent) {
     fflush(stderr);
 }
 
-static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g, const char *target,
+static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g,
                              const cli_cache_args *ca, int jobs, bool stats) {
     cli_cache cc;
     int rc = cli_cache_open(cmd, ctx, g, ca, &cc);
     if (rc != CLI_EXIT_OK) return rc;
+    const char *target = cc.backend.target;
     progress p = {.tty = isatty(STDERR_FILENO), .target = target, .t0 = cli_now_ms()};
-    sj_status st = sj_bucketed_cache_precompile(cc.cache, jobs, on_bucket, &p);
+    sj_status st = ca->store_only
+                       ? sj_bucketed_cache_precompile_stored(cc.cache, jobs, on_bucket, &p)
+                       : sj_bucketed_cache_precompile(cc.cache, jobs, on_bucket, &p);
     double secs = (cli_now_ms() - p.t0) / 1e3;
     if (st != SJ_OK) {
         if (p.tty) fputc('\n', stderr);
         rc = cli_fail_status(cmd, ctx, st);
     } else {
+        /* Deploy steps end with the fleet holding every bucket. */
+        if (cc.remote) sj_remote_flush(cc.remote);
         sj_bucketed_cache_stats s;
         sj_bucketed_cache_stats_get(cc.cache, &s);
         char spec[256];
         sj_ladder_format(cc.ladder, spec, sizeof spec);
         printf("precompiled %d buckets of %s for %s in %.2f s: %llu compiled, %llu from the store, "
-               "%llu corrupt rows replaced; store %s\n",
+               "%llu corrupt rows replaced; store %s",
                sj_bucketed_cache_total_buckets(cc.cache), spec, target, secs,
                (unsigned long long)s.compiles, (unsigned long long)(s.store_hits + s.remote_hits),
                (unsigned long long)s.corrupt, cc.store_path[0] ? cc.store_path : "none");
+        if (cc.remote) {
+            sj_remote_stats rs;
+            sj_remote_get_stats(cc.remote, &rs);
+            printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(cc.remote),
+                   (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
+                   (unsigned long long)rs.dropped_puts);
+        }
+        putchar('\n');
         if (stats) {
             fprintf(stderr, "{\"target\": \"%s\", \"seconds\": %.3f, ", target, secs);
-            cli_stats_members(stderr, cc.cache);
+            cli_stats_members(stderr, &cc);
             fprintf(stderr, "}\n");
         }
     }
@@ -77,16 +96,31 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g, co
     return rc;
 }
 
+/* Whether this build compiles for a GPU target (NVRTC needs the CUDA
+ * toolkit at build time; NVPTX is LLVM's). */
+static bool gpu_target_built(sj_ctx *ctx, sj_target t, char *why, size_t cap) {
+    sj_gpu_compiler_config gcfg;
+    sj_gpu_compiler_config_init(&gcfg);
+    gcfg.options.target = t;
+    sj_gpu_compiler *gc;
+    sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &gc);
+    sj_gpu_compiler_destroy(gc);
+    snprintf(why, cap, "%s", st == SJ_OK ? "" : sj_ctx_last_error(ctx));
+    return st == SJ_OK;
+}
+
 int cli_cmd_precompile(int argc, char **argv) {
     const char *cmd = "precompile";
-    const char *ladder = NULL, *target = "host", *store = NULL;
+    const char *ladder = NULL, *target = "host", *store = NULL, *arch = NULL;
     int64_t jobs = 0;
     bool stats = false;
     cli_model_flags model = {0};
+    cli_remote_flags remote = {0};
     const cli_opt opts[] = {
         {"--ladder", CLI_OPT_STRING, &ladder}, {"--target", CLI_OPT_STRING, &target},
         {"--store", CLI_OPT_STRING, &store},   {"--jobs", CLI_OPT_INT, &jobs},
-        {"--stats", CLI_OPT_FLAG, &stats},     CLI_MODEL_OPTS(model),
+        {"--stats", CLI_OPT_FLAG, &stats},     {"--arch", CLI_OPT_STRING, &arch},
+        CLI_MODEL_OPTS(model),                 CLI_REMOTE_OPTS(remote),
     };
     const char *pos[1];
     int n_pos;
@@ -96,20 +130,39 @@ int cli_cmd_precompile(int argc, char **argv) {
     if (!ladder) return cli_usage_error(cmd, "--ladder SPEC is required (e.g. pow2:1:1024)");
     if (jobs == 0) jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     if (jobs < 1 || jobs > 256) return cli_usage_error(cmd, "--jobs must be in 1..256");
-    if (!strcmp(target, "nvptx") || !strcmp(target, "nvrtc"))
-        return cli_fail(cmd,
-                        "target %s: this build has no %s compiler behind the cache (targets: host)",
-                        target, target);
-    if (strcmp(target, "host") != 0 && strcmp(target, "all") != 0)
+    static const char *const targets[] = {"host", "nvptx", "nvrtc"};
+    bool want[3] = {false, false, false}, all = !strcmp(target, "all");
+    for (int i = 0; i < 3; i++) want[i] = all || !strcmp(target, targets[i]);
+    if (!want[0] && !want[1] && !want[2])
         return cli_usage_error(cmd, "unknown target '%s' (host, nvptx, nvrtc or all)", target);
+    if (arch && !want[1] && !want[2])
+        return cli_usage_error(cmd, "--arch is for the GPU targets (nvptx, nvrtc, all)");
+    cli_backend_args gpu_check = {.name = "cuda", .arch = arch};
+    int rc = cli_backend_check(cmd, &gpu_check);
+    if (rc != CLI_EXIT_OK) return rc;
 
     sj_ctx *ctx = cli_ctx_create(cmd);
     if (!ctx) return CLI_EXIT_FAIL;
     sj_graph *g = NULL;
-    int rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
-    /* "all" is every target built; today that is the host alone. */
-    cli_cache_args ca = {.backend = "host", .ladder = ladder, .store = store, .devices = 1};
-    if (rc == CLI_EXIT_OK) rc = precompile_target(cmd, ctx, g, "host", &ca, (int)jobs, stats);
+    rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
+    for (int i = 0; rc == CLI_EXIT_OK && i < 3; i++) {
+        if (!want[i]) continue;
+        cli_cache_args ca = {.ladder = ladder, .store = store, .remote = remote};
+        char why[512];
+        if (i == 0) {
+            ca.backend = (cli_backend_args){.name = "host", .devices = 1};
+        } else if (all && !gpu_target_built(ctx, i == 1 ? SJ_TARGET_NVPTX : SJ_TARGET_NVRTC, why,
+                                            sizeof why)) {
+            /* "all" is what this build compiles for: say what is left out. */
+            fprintf(stderr, "precompile: target %s skipped: %s\n", targets[i], why);
+            continue;
+        } else {
+            ca.backend = (cli_backend_args){.name = "cuda", .emit = i == 1 ? "llvm" : "nvrtc",
+                                            .arch = arch};
+            ca.store_only = true;
+        }
+        rc = precompile_target(cmd, ctx, g, &ca, (int)jobs, stats);
+    }
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
     return rc;

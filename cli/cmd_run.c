@@ -13,7 +13,9 @@
 
 static const char usage[] =
     "usage: shapejit run MODEL [--input NAME=FILE]... [--rows N] [--out DIR]\n"
-    "                    [--backend host|interp] [--ladder SPEC] [--store PATH|none]\n"
+    "                    [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
+    "                    [--ladder SPEC] [--store PATH|none]\n"
+    "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                    [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
     "  Runs MODEL once through the bucketed cache (the request's bucket is taken\n"
     "  from memory, else the store, else compiled and stored) and writes\n"
@@ -24,21 +26,29 @@ static const char usage[] =
     "  --rows N           the symbolic dim's extent; without --input, inputs are\n"
     "                     seeded uniform random values in [-1, 1)\n"
     "  --seed S           seed of the random inputs (default 0; input i uses S+i)\n"
-    "  --backend B        interp (the reference interpreter; default) or host (LLVM,\n"
-    "                     this CPU; runs replay the bucket's captured launches)\n"
+    "  --backend B        interp (the reference interpreter; default), host (LLVM,\n"
+    "                     this CPU; runs replay the bucket's captured launches) or\n"
+    "                     cuda (GPU 0, a CUDA graph per bucket; needs the NVIDIA driver)\n"
+    "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
+    "  --arch A           cuda: sm_80 or sm_90 (default)\n"
     "  --ladder SPEC      buckets: pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
     "                     (default " CLI_DEFAULT_LADDER ")\n"
     CLI_STORE_USAGE
+    CLI_REMOTE_USAGE
     "  --stats            print one JSON object of counters on stderr: extent (rows),\n"
     "                     bucket_extent, memory_hits, store_hits, compiles, compile_ms,\n"
-    "                     corrupt, evictions, ... and load_ms, run_ms\n";
+    "                     corrupt, evictions, ... and load_ms, run_ms; with a remote\n"
+    "                     tier remote_hits, remote_misses, remote_errors,\n"
+    "                     remote_timeouts, remote_rejected, remote_puts, ...\n";
 
 typedef struct run_args {
     cli_list inputs;
     int64_t rows, seed;
-    const char *out_dir, *backend, *ladder, *store;
+    const char *out_dir, *ladder, *store;
+    cli_backend_args backend;
     bool stats;
     cli_model_flags model;
+    cli_remote_flags remote;
 } run_args;
 
 static void format_dims(const sj_tensor *t, char *buf, size_t cap) {
@@ -183,7 +193,7 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     double t0 = cli_now_ms(), run_ms = 0;
     cli_cache cc = {0};
     cli_cache_args ca = {
-        .backend = a->backend, .ladder = a->ladder, .store = a->store, .devices = 1};
+        .backend = a->backend, .ladder = a->ladder, .store = a->store, .remote = a->remote};
     if (rc == CLI_EXIT_OK) rc = cli_cache_open(cmd, ctx, g, &ca, &cc);
     double ready_ms = cli_now_ms() - t0;
     /* Rows no bucket takes fail now, not after seconds of making random
@@ -226,15 +236,21 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     if (rc == CLI_EXIT_OK) {
         print_summary(g, a->out_dir, out);
         if (a->stats) {
+            /* So remote_puts counts this run's publishing, not a queue. */
+            if (cc.remote) sj_remote_flush(cc.remote);
             fprintf(stderr,
                     "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
-                    a->backend, (long long)extent, (long long)bucket_extent);
+                    cc.backend.name, (long long)extent, (long long)bucket_extent);
             cli_json_str(stderr, a->ladder ? a->ladder : CLI_DEFAULT_LADDER);
             fprintf(stderr, ", \"store\": ");
             cli_json_str(stderr, cc.store_path);
+            if (cc.remote) {
+                fprintf(stderr, ", \"remote\": ");
+                cli_json_str(stderr, sj_remote_url(cc.remote));
+            }
             fprintf(stderr, ", \"load_ms\": %.3f, \"ready_ms\": %.3f, \"run_ms\": %.3f, ", load_ms,
                     ready_ms, run_ms);
-            cli_stats_members(stderr, cc.cache);
+            cli_stats_members(stderr, &cc);
             fprintf(stderr, "}\n");
         }
     }
@@ -249,13 +265,14 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
 
 int cli_cmd_run(int argc, char **argv) {
     const char *cmd = "run";
-    run_args a = {.rows = INT64_MIN, .seed = 0, .out_dir = ".", .backend = "interp"};
+    run_args a = {.rows = INT64_MIN, .seed = 0, .out_dir = ".", .backend.name = "interp"};
     const cli_opt opts[] = {
         {"--input", CLI_OPT_LIST, &a.inputs},   {"--rows", CLI_OPT_INT, &a.rows},
         {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},
-        {"--backend", CLI_OPT_STRING, &a.backend}, {"--stats", CLI_OPT_FLAG, &a.stats},
+        {"--backend", CLI_OPT_STRING, &a.backend.name}, {"--stats", CLI_OPT_FLAG, &a.stats},
+        {"--emit", CLI_OPT_STRING, &a.backend.emit},    {"--arch", CLI_OPT_STRING, &a.backend.arch},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
-        CLI_MODEL_OPTS(a.model),
+        CLI_MODEL_OPTS(a.model),               CLI_REMOTE_OPTS(a.remote),
     };
     const char *pos[1];
     int n_pos;
@@ -267,9 +284,8 @@ int cli_cmd_run(int argc, char **argv) {
         return cli_usage_error(cmd, "--rows must be in 1..%lld, got %lld", (long long)SJ_MAX_EXTENT,
                                (long long)a.rows);
     if (a.seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
-    if (strcmp(a.backend, "interp") != 0 && strcmp(a.backend, "host") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
-                               a.backend);
+    int brc = cli_backend_check(cmd, &a.backend);
+    if (brc != CLI_EXIT_OK) return brc;
     if (!a.out_dir[0]) return cli_usage_error(cmd, "--out needs a directory");
 
     sj_ctx *ctx = cli_ctx_create(cmd);
@@ -277,6 +293,12 @@ int cli_cmd_run(int argc, char **argv) {
     sj_graph *g = NULL;
     double t0 = cli_now_ms();
     int rc = cli_load_model(cmd, ctx, pos[0], &a.model, &g);
+    /* Ignoring --rows would answer at the model's fixed size, not N. */
+    if (rc == CLI_EXIT_OK && rows_given && !inputs_use_symbol(g))
+        rc = cli_usage_error(cmd,
+                             "--rows %lld: %s has no symbolic dim (declare one with "
+                             "--dynamic-axis INPUT:AXIS)",
+                             (long long)a.rows, pos[0]);
     if (rc == CLI_EXIT_OK) rc = run(cmd, ctx, g, &a, cli_now_ms() - t0);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);

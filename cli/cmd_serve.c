@@ -13,6 +13,7 @@
 static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
     "                      [--ladder SPEC] [--store PATH|none] [--backend host|interp]\n"
+    "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
     "  seeded random inputs) with N worker threads through one bucketed cache and\n"
@@ -28,6 +29,7 @@ static const char usage[] =
     "                     per worker so different buckets run at once\n"
     "  --ladder SPEC      buckets (default pow2:1:MAX, MAX the largest request)\n"
     CLI_STORE_USAGE
+    CLI_REMOTE_USAGE
     /* clang-format on */
     "  --backend B        host (default) or interp\n"
     "  --requests N       serve N requests: the stream is cut, or repeated\n"
@@ -206,6 +208,15 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            (unsigned long long)st.compiles, st.compile_ms, f->compile_stalls);
     printf("  store hits       %llu (requests that waited for a store load: %zu)\n",
            (unsigned long long)st.store_hits, f->load_stalls);
+    if (s->cc.remote) {
+        sj_remote_stats rs;
+        sj_remote_get_stats(s->cc.remote, &rs);
+        printf("  remote           %s: %llu hits, %llu misses, %llu errors, %llu timeouts, "
+               "%llu rejected\n",
+               sj_remote_url(s->cc.remote), (unsigned long long)st.remote_hits,
+               (unsigned long long)rs.misses, (unsigned long long)rs.errors,
+               (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
+    }
     printf("  buckets used     %d of %d\n", sj_bucketed_cache_compiled_count(s->cc.cache),
            sj_bucketed_cache_total_buckets(s->cc.cache));
     printf(
@@ -226,7 +237,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
             "\"padding_waste\": %.4f, ",
             s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->p50, f->p90, f->p99,
             f->max, f->compile_stalls, f->load_stalls, f->waste);
-    cli_stats_members(stderr, s->cc.cache);
+    cli_stats_members(stderr, &s->cc);
     fprintf(stderr, "}\n");
 }
 
@@ -279,14 +290,15 @@ int cli_cmd_serve(int argc, char **argv) {
     const char *trace = NULL, *synthetic = NULL;
     int64_t workers = 2, requests = 0, seed = 0;
     bool stats = false;
-    cli_cache_args ca = {.backend = "host"};
+    cli_cache_args ca = {.backend.name = "host"};
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--trace", CLI_OPT_STRING, &trace},    {"--synthetic", CLI_OPT_STRING, &synthetic},
         {"--workers", CLI_OPT_INT, &workers},   {"--ladder", CLI_OPT_STRING, &ca.ladder},
-        {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend},
+        {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend.name},
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
         {"--stats", CLI_OPT_FLAG, &stats},      CLI_MODEL_OPTS(model),
+        CLI_REMOTE_OPTS(ca.remote),
     };
     const char *pos[1];
     int n_pos;
@@ -299,9 +311,9 @@ int cli_cmd_serve(int argc, char **argv) {
     if (requests < 0 || requests > 10000000)
         return cli_usage_error(cmd, "--requests must be in 1..10000000");
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
-    if (strcmp(ca.backend, "host") != 0 && strcmp(ca.backend, "interp") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)",
-                               ca.backend);
+    if (strcmp(ca.backend.name, "host") != 0 && strcmp(ca.backend.name, "interp") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (serve runs: host, interp)",
+                               ca.backend.name);
 
     cli_stream stream;
     const char *source = trace ? trace : synthetic ? synthetic : DEFAULT_SYNTHETIC;
@@ -328,7 +340,7 @@ int cli_cmd_serve(int argc, char **argv) {
         s->stream = &stream;
         s->seed = (uint64_t)seed;
         pthread_mutex_init(&s->mu, NULL);
-        ca.devices = (int)workers;
+        ca.backend.devices = (int)workers;
         ca.wrap = wrap;
         ca.wrap_user = s;
         rc = serve(s, &ca, (int)workers, pos[0], source, stats);

@@ -7,46 +7,40 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "cli/serving.h"
 #include "shapejit/bucketed_cache.h"
+#include "shapejit/remote.h"
 #include "shapejit/store.h"
 
 static const char usage[] =
     "usage: shapejit store SUBCOMMAND [--store PATH] [--json] ...\n"
     "  ls                          list every stored artifact with its key\n"
-    "  stats                       entries and bytes\n"
+    "  stats [--remote URL]        entries and bytes; with a fleet tier (--remote, else\n"
+    "                              $SHAPEJIT_REMOTE) also whether it answers, how fast,\n"
+    "                              and its counters\n"
     "  verify                      decompress and hash-check every row (exit 1 if any is corrupt)\n"
     "  gc [--max-bytes N] [--keep-corrupt]\n"
     "                              remove corrupt rows, evict least recently used above N\n"
     "  rm HASH_PREFIX              remove the rows of every graph whose hash starts so\n"
     "  export FILE [--graph PREFIX] write rows to FILE (all, or one graph's)\n"
     "  import FILE                 add the rows of FILE that pass the checks\n"
-    "  explain MODEL --rows N [--ladder SPEC] [--backend interp] [--limit K]\n"
+    "  explain MODEL --rows N [--ladder SPEC] [--limit K]\n"
+    "          [--backend host|interp|cuda [--emit llvm|nvrtc] [--arch sm_80|sm_90]]\n"
     "                              the stored rows nearest to the key a run at N rows\n"
     "                              looks up, and which key components differ\n"
+    "                              with B's compiler (default host: this CPU and LLVM)\n"
     "                              (ladder default pow2:1:N rounded up; K default 3)\n"
     "  --store PATH   the store (default $SHAPEJIT_STORE, else\n"
     "                 $XDG_CACHE_HOME/shapejit/store.db, else ~/.cache/shapejit/store.db)\n"
     "  --json         machine-readable output\n";
 
 typedef struct store_args {
-    const char *store, *ladder, *backend, *graph;
+    const char *store, *ladder, *backend, *emit, *arch, *graph;
     int64_t max_bytes, rows, limit;
     bool json, keep_corrupt;
     cli_model_flags model;
+    cli_remote_flags remote;
 } store_args;
-
-/* The CLI's mapping of the environment to a store path (the library reads
- * no environment). */
-static bool default_store_path(char *buf, size_t cap) {
-    const char *env = getenv("SHAPEJIT_STORE");
-    if (env && env[0]) return (size_t)snprintf(buf, cap, "%s", env) < cap;
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && xdg[0]) return (size_t)snprintf(buf, cap, "%s/shapejit/store.db", xdg) < cap;
-    const char *home = getenv("HOME");
-    if (home && home[0]) return (size_t)snprintf(buf, cap, "%s/.cache/shapejit/store.db", home) < cap;
-    return false;
-}
 
 static void json_str(const char *s) {
     putchar('"');
@@ -154,13 +148,60 @@ static void explained(void *user, const sj_store_entry *e, unsigned differs) {
     s->n++;
 }
 
+/* One get of a key nobody stores: an answer of any kind (absent, or a
+ * value the tier rejects) says the server is up and how far away it is. */
+static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
+    sj_remote *r = NULL;
+    int rc = cli_remote_open(cmd, ctx, &a->remote, &r);
+    if (rc != CLI_EXIT_OK || !r) return rc;
+    static const uint8_t probe[SJ_REMOTE_KEY_SIZE] = {'s', 'h', 'a', 'p', 'e', 'j', 'i', 't', ' ',
+                                                       'p', 'i', 'n', 'g'};
+    void *bytes = NULL;
+    size_t n = 0;
+    double t0 = cli_now_ms();
+    sj_status st = sj_remote_get(r, probe, &bytes, &n);
+    double ms = cli_now_ms() - t0;
+    sj_free(ctx, bytes);
+    bool up = st == SJ_OK || st == SJ_E_NOT_FOUND || st == SJ_E_CORRUPT;
+    char why[512];
+    snprintf(why, sizeof why, "%s", up ? "" : sj_ctx_last_error(ctx));
+    sj_remote_stats rs;
+    sj_remote_get_stats(r, &rs);
+    if (a->json) { /* a member of the stats object */
+        printf(", \"remote\": {\"url\": ");
+        json_str(sj_remote_url(r));
+        printf(", \"reachable\": %s, \"ping_ms\": %.3f, \"error\": ", up ? "true" : "false", ms);
+        json_str(why);
+        printf(", \"read_only\": %s, ", a->remote.read_only ? "true" : "false");
+        cli_remote_stats_members(stdout, r);
+        printf("}");
+    } else {
+        printf("remote %s: %s in %.3f ms; %llu errors, %llu timeouts, %llu rejected\n",
+               sj_remote_url(r), up ? "answered" : "no answer", ms, (unsigned long long)rs.errors,
+               (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
+    }
+    if (!up) rc = cli_fail(cmd, "remote %s does not answer: %s", sj_remote_url(r), why);
+    sj_remote_destroy(r);
+    return rc;
+}
+
 static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *model, const store_args *a) {
     if (a->rows < 1) return cli_usage_error(cmd, "explain needs --rows N with N >= 1");
-    if (a->backend && strcmp(a->backend, "interp") != 0)
-        return cli_usage_error(cmd, "--backend %s: explain knows the keys of: interp", a->backend);
-    sj_graph *g = NULL;
-    int rc = cli_load_model(cmd, ctx, model, &a->model, &g);
+    cli_backend_args ba = {.name = a->backend, .emit = a->emit, .arch = a->arch};
+    int rc = cli_backend_check(cmd, &ba);
     if (rc != CLI_EXIT_OK) return rc;
+    sj_graph *g = NULL;
+    rc = cli_load_model(cmd, ctx, model, &a->model, &g);
+    if (rc != CLI_EXIT_OK) return rc;
+    /* The key a run would look up is the one its compiler makes: the same
+     * table and canonical options as `run --backend B`. */
+    cli_backend b;
+    rc = cli_backend_open(cmd, ctx, &ba, &b);
+    if (rc != CLI_EXIT_OK) {
+        cli_backend_close(&b);
+        sj_graph_destroy(g);
+        return rc;
+    }
     sj_ladder *l = NULL;
     char spec[64];
     int64_t p2 = 1;
@@ -172,10 +213,9 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
     if (st != SJ_OK) {
         rc = cli_fail_status(cmd, ctx, st);
     } else {
-        sj_compiler comp;
-        sj_interp_compiler(&comp);
         sj_store_key key;
-        sj_bucketed_cache_key(g, &comp, NULL, 0, sj_ladder_extent(l, bucket), &key);
+        sj_bucketed_cache_key(g, &b.comp, b.cfg.options, b.cfg.options_len,
+                              sj_ladder_extent(l, bucket), &key);
         ls_state ls = {a->json, 0};
         if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
         st = sj_store_explain(s, &key, a->limit > 0 ? (int)a->limit : 3, explained, &ls);
@@ -184,6 +224,7 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
     sj_ladder_destroy(l);
+    cli_backend_close(&b);
     sj_graph_destroy(g);
     return rc;
 }
@@ -196,7 +237,9 @@ int cli_cmd_store(int argc, char **argv) {
         {"--max-bytes", CLI_OPT_INT, &a.max_bytes}, {"--keep-corrupt", CLI_OPT_FLAG, &a.keep_corrupt},
         {"--graph", CLI_OPT_STRING, &a.graph},     {"--rows", CLI_OPT_INT, &a.rows},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--backend", CLI_OPT_STRING, &a.backend},
+        {"--emit", CLI_OPT_STRING, &a.emit},       {"--arch", CLI_OPT_STRING, &a.arch},
         {"--limit", CLI_OPT_INT, &a.limit},        CLI_MODEL_OPTS(a.model),
+        CLI_REMOTE_OPTS(a.remote),
     };
     const char *pos[2];
     int n_pos;
@@ -211,15 +254,17 @@ int cli_cmd_store(int argc, char **argv) {
     if (which < 0) return cli_usage_error(cmd, "unknown subcommand '%s' (ls, stats, verify, gc, rm, export, import, explain)", sub);
     if (n_pos - 1 != want_args[which])
         return cli_usage_error(cmd, "'%s' takes %s", sub, want_args[which] ? "one argument" : "no arguments");
-    char path[4096];
-    if (!a.store && !default_store_path(path, sizeof path))
-        return cli_usage_error(cmd, "no store: give --store PATH or set SHAPEJIT_STORE or HOME");
+    if (which != 1 && (a.remote.url || a.remote.secret_file || a.remote.read_only))
+        return cli_usage_error(cmd, "'%s' has no fleet tier options (only 'stats' does)", sub);
     if (a.store && !strcmp(a.store, "none")) return cli_usage_error(cmd, "--store none: there is no store to look after");
+    char path[4096];
+    int prc = cli_store_path(cmd, a.store, path, sizeof path);
+    if (prc != CLI_EXIT_OK) return prc;
     sj_ctx *ctx = cli_ctx_create(cmd);
     if (!ctx) return CLI_EXIT_FAIL;
     sj_store_config cfg;
     sj_store_config_init(&cfg);
-    cfg.path = a.store ? a.store : path;
+    cfg.path = path;
     sj_store *s = NULL;
     sj_status st = sj_store_open(ctx, &cfg, &s);
     if (st != SJ_OK) {
@@ -242,12 +287,14 @@ int cli_cmd_store(int argc, char **argv) {
         if (a.json) {
             printf("{\"path\": ");
             json_str(cfg.path);
-            printf(", \"entries\": %lld, \"stored_bytes\": %lld, \"raw_bytes\": %lld}\n", (long long)ss.entries,
+            printf(", \"entries\": %lld, \"stored_bytes\": %lld, \"raw_bytes\": %lld", (long long)ss.entries,
                    (long long)ss.stored_bytes, (long long)ss.raw_bytes);
         } else {
             printf("%s: %lld entries, %lld bytes stored (%lld raw)\n", cfg.path, (long long)ss.entries,
                    (long long)ss.stored_bytes, (long long)ss.raw_bytes);
         }
+        rc = remote_ping(cmd, ctx, &a);
+        if (a.json) printf("}\n");
         break;
     }
     case 2: { /* verify */

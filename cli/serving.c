@@ -28,25 +28,62 @@ int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap) {
     return CLI_EXIT_OK;
 }
 
-static int backend_open(const char *cmd, sj_ctx *ctx, const char *name, int devices,
-                        cli_backend *b) {
+int cli_backend_check(const char *cmd, const cli_backend_args *a) {
+    const char *name = a->name ? a->name : "host";
+    if (strcmp(name, "host") != 0 && strcmp(name, "interp") != 0 && strcmp(name, "cuda") != 0)
+        return cli_usage_error(cmd, "unknown backend '%s' (host, interp or cuda)", name);
+    bool cuda = !strcmp(name, "cuda");
+    if ((a->emit || a->arch) && !cuda)
+        return cli_usage_error(cmd, "%s is for --backend cuda", a->emit ? "--emit" : "--arch");
+    if (a->emit && strcmp(a->emit, "llvm") != 0 && strcmp(a->emit, "nvrtc") != 0)
+        return cli_usage_error(cmd, "unknown --emit '%s' (llvm or nvrtc)", a->emit);
+    if (a->arch && strcmp(a->arch, "sm_80") != 0 && strcmp(a->arch, "sm_90") != 0)
+        return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
+    return CLI_EXIT_OK;
+}
+
+static int gpu_open(const char *cmd, sj_ctx *ctx, const cli_backend_args *a, cli_backend *b) {
+    sj_gpu_compiler_config gcfg;
+    sj_gpu_compiler_config_init(&gcfg);
+    bool nvrtc = a->emit && !strcmp(a->emit, "nvrtc");
+    gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
+    gcfg.options.arch = a->arch;
+    sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
+    if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
+    sj_gpu_compiler_table(b->gpu, &b->comp);
+    sj_gpu_compiler_cache_config(b->gpu, &b->cfg);
+    snprintf(b->target, sizeof b->target, "%s %s", nvrtc ? "nvrtc" : "nvptx",
+             sj_gpu_compiler_arch(b->gpu));
+    return CLI_EXIT_OK;
+}
+
+int cli_backend_open(const char *cmd, sj_ctx *ctx, const cli_backend_args *a, cli_backend *b) {
     memset(b, 0, sizeof *b);
-    b->name = name;
+    int rc = cli_backend_check(cmd, a);
+    if (rc != CLI_EXIT_OK) return rc;
+    b->name = a->name ? a->name : "host";
+    snprintf(b->target, sizeof b->target, "%s", b->name);
     sj_bucketed_cache_config_init(&b->cfg);
-    if (!strcmp(name, "interp")) {
+    if (!strcmp(b->name, "interp")) {
         sj_interp_compiler(&b->comp);
         return CLI_EXIT_OK;
     }
-    if (strcmp(name, "host") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (this build has: host, interp)", name);
+    if (!strcmp(b->name, "cuda")) return gpu_open(cmd, ctx, a, b);
     sj_host_compiler_config hcfg;
     sj_host_compiler_config_init(&hcfg);
-    hcfg.devices = devices > 0 ? devices : 1;
+    hcfg.devices = a->devices > 0 ? a->devices : 1;
     sj_status st = sj_host_compiler_create(ctx, &hcfg, &b->host);
     if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
     sj_host_compiler_table(b->host, &b->comp);
     sj_host_compiler_cache_config(b->host, &b->cfg);
     return CLI_EXIT_OK;
+}
+
+void cli_backend_close(cli_backend *b) {
+    sj_host_compiler_destroy(b->host);
+    sj_gpu_compiler_destroy(b->gpu);
+    b->host = NULL;
+    b->gpu = NULL;
 }
 
 static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache *c) {
@@ -69,7 +106,9 @@ static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache 
 
 void cli_cache_close(cli_cache *c) {
     sj_bucketed_cache_destroy(c->cache);
-    sj_host_compiler_destroy(c->backend.host);
+    /* Publishes the compiles still queued before the process goes. */
+    sj_remote_destroy(c->remote);
+    cli_backend_close(&c->backend);
     sj_store_close(c->store);
     sj_ladder_destroy(c->ladder);
     memset(c, 0, sizeof *c);
@@ -84,8 +123,18 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     int rc =
         st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
     if (rc == CLI_EXIT_OK)
-        rc = backend_open(cmd, ctx, a->backend ? a->backend : "host", a->devices, &out->backend);
+        rc = cli_backend_open(cmd, ctx, &a->backend, &out->backend);
+    /* A server without its GPU fails here, before a compile is spent. */
+    if (rc == CLI_EXIT_OK && out->backend.gpu && !a->store_only) {
+        sj_device *dev;
+        sj_status dst = sj_gpu_compiler_device(out->backend.gpu, &dev);
+        if (dst != SJ_OK)
+            rc = cli_fail(cmd, "--backend cuda needs a GPU (%s): %s", sj_status_str(dst),
+                          sj_ctx_last_error(ctx));
+    }
     if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
+    if (rc == CLI_EXIT_OK) rc = cli_remote_open(cmd, ctx, &a->remote, &out->remote);
+    out->backend.cfg.remote = out->remote;
     if (rc == CLI_EXIT_OK && a->wrap) a->wrap(a->wrap_user, &out->backend.comp);
     if (rc == CLI_EXIT_OK) {
         st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store,
@@ -96,7 +145,8 @@ int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_ca
     return rc;
 }
 
-void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
+void cli_stats_members(FILE *f, const cli_cache *cc) {
+    const sj_bucketed_cache *c = cc->cache;
     sj_bucketed_cache_stats s;
     sj_bucketed_cache_stats_get(c, &s);
     fprintf(
@@ -109,6 +159,10 @@ void cli_stats_members(FILE *f, const sj_bucketed_cache *c) {
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs,
         sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
+    if (cc->remote) {
+        fputs(", ", f);
+        cli_remote_stats_members(f, cc->remote);
+    }
 }
 
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,

@@ -1,5 +1,6 @@
 /* shapejit/backends.h — compilers for the bucketed cache beyond the
- * interpreter: the host backend (LLVM, this CPU).
+ * interpreter: the host backend (LLVM, this CPU) and the GPU backends
+ * (NVPTX, NVRTC; CUDA devices), declared after the host's.
  *
  *   sj_host_compiler_config hcfg;
  *   sj_host_compiler_config_init(&hcfg);                 // O3, fusion, replay, one device
@@ -37,6 +38,7 @@
 
 #include "shapejit/bucketed_cache.h"
 #include "shapejit/compile.h"
+#include "shapejit/cuda_device.h"
 #include "shapejit/device.h"
 
 #ifdef __cplusplus
@@ -68,6 +70,66 @@ void sj_host_compiler_cache_config(const sj_host_compiler *hc, sj_bucketed_cache
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc);
 sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
+
+/* ---- GPU: compile anywhere, run on a CUDA device.
+ *
+ *   sj_gpu_compiler_config gcfg;
+ *   sj_gpu_compiler_config_init(&gcfg);                  // nvptx, sm_90, GPU 0, replay
+ *   gcfg.options.target = SJ_TARGET_NVRTC;
+ *   gcfg.options.arch = "sm_80";
+ *   sj_gpu_compiler *gc;
+ *   if (sj_gpu_compiler_create(ctx, &gcfg, &gc) != SJ_OK) return 1;  // no GPU needed
+ *   sj_compiler comp;
+ *   sj_gpu_compiler_table(gc, &comp);
+ *   sj_gpu_compiler_cache_config(gc, &cfg);
+ *   sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &c);
+ *   sj_bucketed_cache_precompile_stored(c, 4, NULL, NULL); // a CPU build machine: bytes only
+ *   ...
+ *   sj_gpu_compiler_destroy(gc);                         // after every cache that uses it
+ *
+ * compile = sj_compile for the target (NVPTX: LLVM -> PTX -> cubin; NVRTC:
+ * CUDA C -> PTX + cubin) + sj_artifact_serialize, and needs no GPU, so a
+ * deploy pipeline fills a store for a GPU fleet on CPU machines. The store
+ * key's target is (nvptx64-nvidia-cuda, arch, "") and its toolchain the
+ * compile path's ("llvm-19.1.7+nvjitlink-13.0", "nvrtc-13.0"): the two
+ * targets never share rows, nor two arches. load = sj_artifact_deserialize +
+ * the arch and extent checks + an executable on the compiler's CUDA device
+ * (the cubin when it fits the GPU, else the PTX), captured as a CUDA graph
+ * when `replay` is on. The device is made at the first load; where there is
+ * no driver or GPU, loads fail with SJ_E_NO_DEVICE naming what is missing.
+ *
+ * Ownership and threads as for the host compiler: it owns its device and
+ * must outlive every cache made with its table.
+ */
+typedef struct sj_gpu_compiler_config {
+    sj_compile_options options;      /* target SJ_TARGET_NVPTX (default) or _NVRTC; arch NULL = sm_90 */
+    sj_cuda_device_config device;    /* the GPU loads go to; copied */
+    bool replay;                     /* capture at load, replay on run; default true */
+    const sj_mdcache_policy *policy; /* the device's metadata cache policy; NULL = defaults */
+} sj_gpu_compiler_config;
+
+void sj_gpu_compiler_config_init(sj_gpu_compiler_config *cfg);
+
+typedef struct sj_gpu_compiler sj_gpu_compiler;
+
+/* cfg may be NULL for defaults. SJ_E_INVALID_ARG for a host target;
+ * SJ_E_UNSUPPORTED for an arch other than sm_80/sm_90 or a target whose
+ * toolchain this build lacks (NVRTC without the CUDA toolkit). */
+sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
+                                 sj_gpu_compiler **out);
+void sj_gpu_compiler_destroy(sj_gpu_compiler *gc); /* NULL is a no-op */
+
+/* The compiler table; its strings and ctx are owned by gc. */
+void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out);
+/* Sets cfg->options to the compiler's canonical options (borrowed from gc). */
+void sj_gpu_compiler_cache_config(const sj_gpu_compiler *gc, sj_bucketed_cache_config *cfg);
+/* The arch compiled for, spelled "sm_90". */
+const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc);
+
+/* The CUDA device loads use (owned by gc), made now if it is not yet:
+ * SJ_E_NO_DEVICE (message naming the missing driver or GPU) where there
+ * is none. What a server calls at start to fail before any compile. */
+sj_status sj_gpu_compiler_device(sj_gpu_compiler *gc, sj_device **out);
 
 #ifdef __cplusplus
 }

@@ -150,6 +150,16 @@ typedef void (*sj_cache_progress_fn)(void *user, int done, int total, int64_t ex
 sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
                                        void *user);
 
+/* Precompile for another machine: every bucket's artifact into the store
+ * (and the remote tier), compiled where they do not hold it, loading
+ * nothing, so no executable is made and the cache stays cold. For a build
+ * machine filling a store for a fleet whose devices it lacks (GPU code on
+ * a CPU). A bucket already stored (its row verifies) counts as a store or
+ * remote hit, a compiled one as a compile. SJ_E_STATE without a store and
+ * a remote tier; otherwise as sj_bucketed_cache_precompile. */
+sj_status sj_bucketed_cache_precompile_stored(sj_bucketed_cache *c, int jobs,
+                                              sj_cache_progress_fn progress, void *user);
+
 typedef struct sj_bucketed_cache_stats {
     uint64_t memory_hits;  /* executable already in memory */
     uint64_t store_hits;   /* loaded from the store */
