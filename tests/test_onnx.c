@@ -850,6 +850,13 @@ static void test_fixed_dims(void **state) {
     o.n_fixed_dims = 1;
     build_batch_seq(&b, w, NULL);
     EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'seq' is both the symbolic dim and fixed");
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 1;
+    o.fixed_dims = clash;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "axis 1 is 'seq', which is fixed to 4");
 }
 
 /* Classifier-style layout ops on a symbolic batch: Dropout (identity),

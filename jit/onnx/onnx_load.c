@@ -234,6 +234,11 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
                                "%s: dynamic axis %d is out of range for input '%s' of rank %d",
                                L->file, o->dynamic_axis, o->dynamic_input, rank);
             const char *p = dim_param(sh->dim[axis]);
+            if (fixed_value(o, p))
+                return sj_fail(L->ctx, SJ_E_INVALID_ARG,
+                               "%s: input '%s' axis %d is '%s', which is fixed to %lld; it cannot "
+                               "also be the dynamic axis",
+                               L->file, o->dynamic_input, axis, p, (long long)fixed_value(o, p));
             sc->input = (int)i;
             sc->axis = axis;
             sc->from_param = p && (!o->dynamic_name || !strcmp(p, o->dynamic_name));
