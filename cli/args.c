@@ -144,11 +144,26 @@ sj_ctx *cli_ctx_create(const char *cmd) {
     return ctx;
 }
 
-int cli_load_model(const char *cmd, sj_ctx *ctx, const char *path, const cli_model_flags *f,
-                   sj_graph **out) {
-    sj_model_options o;
-    sj_model_options_init(&o);
-    o.dynamic_name = f->dynamic;
+/* --dim NAME=VALUE into *fixed; the name is copied (malloc), the caller
+ * frees it. */
+static int parse_dim(const char *cmd, const char *arg, sj_dim_value *fixed) {
+    const char *eq = strrchr(arg, '=');
+    int64_t v;
+    if (!eq || eq == arg || !parse_int(eq + 1, &v) || v < 1)
+        return cli_usage_error(cmd, "--dim expects NAME=VALUE with VALUE >= 1, got '%s'", arg);
+    size_t n = (size_t)(eq - arg);
+    char *name = malloc(n + 1);
+    if (!name) return cli_fail(cmd, "out of memory");
+    memcpy(name, arg, n);
+    name[n] = '\0';
+    fixed->name = name;
+    fixed->value = v;
+    return CLI_EXIT_OK;
+}
+
+/* Fills in the --dynamic-axis part of o and loads. */
+static int load_with(const char *cmd, sj_ctx *ctx, const char *path, const cli_model_flags *f,
+                     sj_model_options *o, sj_graph **out) {
     if (f->dynamic_axis) {
         const char *colon = strrchr(f->dynamic_axis, ':');
         int64_t axis;
@@ -161,12 +176,29 @@ int cli_load_model(const char *cmd, sj_ctx *ctx, const char *path, const cli_mod
         if (!name) return cli_fail(cmd, "out of memory");
         memcpy(name, f->dynamic_axis, n);
         name[n] = '\0';
-        o.dynamic_input = name;
-        o.dynamic_axis = (int)axis;
+        o->dynamic_input = name;
+        o->dynamic_axis = (int)axis;
     }
-    sj_status st = sj_model_load(ctx, path, &o, out);
-    free((char *)o.dynamic_input);
+    sj_status st = sj_model_load(ctx, path, o, out);
+    free((char *)o->dynamic_input);
     return st == SJ_OK ? CLI_EXIT_OK : cli_fail_status(cmd, ctx, st);
+}
+
+int cli_load_model(const char *cmd, sj_ctx *ctx, const char *path, const cli_model_flags *f,
+                   sj_graph **out) {
+    sj_model_options o;
+    sj_model_options_init(&o);
+    o.dynamic_name = f->dynamic;
+    sj_dim_value fixed[CLI_LIST_MAX];
+    o.fixed_dims = fixed;
+    int rc = CLI_EXIT_OK;
+    for (int i = 0; i < f->dims.n && rc == CLI_EXIT_OK; i++) {
+        rc = parse_dim(cmd, f->dims.items[i], &fixed[i]);
+        if (rc == CLI_EXIT_OK) o.n_fixed_dims++;
+    }
+    if (rc == CLI_EXIT_OK) rc = load_with(cmd, ctx, path, f, &o, out);
+    for (int i = 0; i < o.n_fixed_dims; i++) free((char *)fixed[i].name);
+    return rc;
 }
 
 double cli_now_ms(void) {

@@ -65,10 +65,12 @@ int cli_fail_status(const char *cmd, sj_ctx *ctx, sj_status st);
 typedef struct cli_model_flags {
     const char *dynamic;      /* --dynamic NAME */
     const char *dynamic_axis; /* --dynamic-axis INPUT:AXIS */
+    cli_list dims;            /* --dim NAME=VALUE, repeatable */
 } cli_model_flags;
 #define CLI_MODEL_OPTS(f)                                                                          \
-    {"--dynamic", CLI_OPT_STRING, &(f).dynamic}, {"--dynamic-axis", CLI_OPT_STRING, &(f).dynamic_axis}
-#define CLI_MODEL_USAGE "[--dynamic NAME] [--dynamic-axis INPUT:AXIS]"
+    {"--dynamic", CLI_OPT_STRING, &(f).dynamic},                                                   \
+        {"--dynamic-axis", CLI_OPT_STRING, &(f).dynamic_axis}, {"--dim", CLI_OPT_LIST, &(f).dims}
+#define CLI_MODEL_USAGE "[--dynamic NAME] [--dynamic-axis INPUT:AXIS] [--dim NAME=VALUE]..."
 
 /* Loads MODEL; returns a CLI exit status (message printed on failure). */
 int cli_load_model(const char *cmd, sj_ctx *ctx, const char *path, const cli_model_flags *f,

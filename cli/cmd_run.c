@@ -178,22 +178,28 @@ static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *
     const char **names = calloc((size_t)n_out + 1, sizeof *names);
     int rc = in && out && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
     int64_t extent = a->rows;
-    if (rc == CLI_EXIT_OK && a->inputs.n > 0) {
+    bool random = a->inputs.n == 0;
+    if (rc == CLI_EXIT_OK && !random)
         rc = file_inputs(cmd, ctx, g, a, in, &extent);
-    } else if (rc == CLI_EXIT_OK) {
-        if (extent <= 0 && inputs_use_symbol(g))
-            rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
-                                 sj_graph_symbol(g));
-        if (rc == CLI_EXIT_OK)
-            rc = cli_random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
-    }
-    if (extent <= 0) extent = 1; /* no input carries the symbolic dim */
+    else if (rc == CLI_EXIT_OK && extent <= 0 && inputs_use_symbol(g))
+        rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
+                             sj_graph_symbol(g));
     double t0 = cli_now_ms(), run_ms = 0;
     cli_cache cc = {0};
     cli_cache_args ca = {
         .backend = a->backend, .ladder = a->ladder, .store = a->store, .remote = a->remote};
     if (rc == CLI_EXIT_OK) rc = cli_cache_open(cmd, ctx, g, &ca, &cc);
     double ready_ms = cli_now_ms() - t0;
+    /* Rows no bucket takes fail now, not after seconds of making random
+     * inputs for them (one-off compiles would take any size). */
+    if (rc == CLI_EXIT_OK && random && extent > 0 && !cc.backend.cfg.one_off_out_of_range) {
+        int bucket;
+        sj_status st = sj_ladder_bucket_for(cc.ladder, extent, &bucket);
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    }
+    if (rc == CLI_EXIT_OK && random)
+        rc = cli_random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
+    if (extent <= 0) extent = 1; /* no input carries the symbolic dim */
     int64_t bucket_extent = 0;
     if (rc == CLI_EXIT_OK) {
         /* Inputs are whole tensors at the request's extent (any axis may be

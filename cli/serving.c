@@ -95,7 +95,9 @@ static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache 
     /* Only the default may quietly degrade: a path the user named must work. */
     sc.fallback_to_memory = flag == NULL;
     sj_status st = sj_store_open(ctx, &sc, &c->store);
-    if (st != SJ_OK) return cli_fail(cmd, "store %s: %s", c->store_path, sj_ctx_last_error(ctx));
+    /* the library's message names the store already */
+    if (st != SJ_OK)
+        return cli_fail(cmd, "%s; --store none runs without one", sj_ctx_last_error(ctx));
     if (!sj_store_persistent(c->store))
         fprintf(stderr, "shapejit %s: warning: store %s not usable (%s); nothing will persist\n",
                 cmd, c->store_path, sj_store_warning(c->store));

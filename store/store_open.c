@@ -59,8 +59,14 @@ sj_status sj_store_sql_fail(sj_store *s, const char *what) {
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED) st = SJ_E_BUSY;
     else if (code == SQLITE_NOMEM) st = SJ_E_NOMEM;
     else if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) st = SJ_E_CORRUPT;
-    return sj_fail(s->ctx, st, "store %s: %s: %s", s->path ? s->path : ":memory:", what,
-                   sqlite3_errmsg(s->db));
+    const char *where = s->path ? s->path : ":memory:";
+    /* the step that met the damage says little; the damage is the news */
+    if (st == SJ_E_CORRUPT)
+        return sj_fail(s->ctx, st,
+                       "store %s is not a valid shapejit store (%s, found while %s); remove it or "
+                       "use another store",
+                       where, sqlite3_errmsg(s->db), what);
+    return sj_fail(s->ctx, st, "store %s: %s: %s", where, what, sqlite3_errmsg(s->db));
 }
 
 /* Runs one SQL statement with no result rows; the message names `what`. */
@@ -192,25 +198,30 @@ static const char *const schema_sql =
     "   artifact_version, shapejit_version, compiler_version));"
     "CREATE INDEX artifacts_last_used ON artifacts(last_used_ms, id);";
 
-static int64_t query_int(sj_store *s, const char *sql, int64_t dflt) {
-    sqlite3_stmt *st;
-    int64_t v = dflt;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return dflt;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+/* The first column of the first row, dflt when NULL; a failed query (a
+ * damaged file) is an error naming `what`, never a default that would
+ * pass for an answer. */
+static sj_status query_int(sj_store *s, const char *sql, const char *what, int64_t dflt,
+                           int64_t *out) {
+    sqlite3_stmt *q;
+    *out = dflt;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return sj_store_sql_fail(s, what);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) *out = sqlite3_column_int64(q, 0);
+    sj_status st = rc == SQLITE_ROW || rc == SQLITE_DONE ? SJ_OK : sj_store_sql_fail(s, what);
+    sqlite3_finalize(q);
+    return st;
 }
 
 /* Inside a write transaction: create, accept, rebuild (older) or refuse
  * (newer, or not ours). */
 static sj_status ensure_schema(sj_store *s) {
     const char *where = s->path ? s->path : ":memory:";
-    int64_t has_schema =
-        query_int(s, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='sj_schema'", -1);
-    if (has_schema < 0) return sj_store_sql_fail(s, "reading the schema");
+    int64_t has_schema, tables, v;
+    SJ_TRY(query_int(s, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='sj_schema'",
+                     "reading the schema", 0, &has_schema));
     if (has_schema == 0) {
-        int64_t tables = query_int(s, "SELECT count(*) FROM sqlite_master", 0);
+        SJ_TRY(query_int(s, "SELECT count(*) FROM sqlite_master", "reading the schema", 0, &tables));
         if (tables > 0)
             return sj_fail(s->ctx, SJ_E_UNSUPPORTED,
                            "store %s is an SQLite database but not a shapejit store (no sj_schema table); "
@@ -222,7 +233,7 @@ static sj_status ensure_schema(sj_store *s) {
         snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
         return exec_sql(s, sql, "creating the schema");
     }
-    int64_t v = query_int(s, "SELECT max(version) FROM sj_schema", 0);
+    SJ_TRY(query_int(s, "SELECT max(version) FROM sj_schema", "reading the schema version", 0, &v));
     if (v == SJ_STORE_SCHEMA_VERSION) return SJ_OK;
     if (v > SJ_STORE_SCHEMA_VERSION)
         return sj_fail(s->ctx, SJ_E_UNSUPPORTED,

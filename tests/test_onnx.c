@@ -731,6 +731,231 @@ static void test_several_dim_params(void **state) {
     mb_free(&b);
 }
 
+/* x [batch, seq, 16] @ w [16, 4], softmax over the last axis: the shape of
+ * a transformer export's input, two dim_params. */
+static void build_batch_seq(mb *b, const float *w, const char *out_dims) {
+    mb_init(b, 13);
+    mb_input(b, "x", "batch,seq,16");
+    mb_init_f(b, "w", 2, (int64_t[]){16, 4}, w);
+    mb_node(b, "MatMul", "proj", "x,w", "h");
+    mb_node(b, "Softmax", "probs", "h", "y");
+    mb_output(b, "y", out_dims);
+}
+
+/* Runs g on x of shape [batch, seq, 16] (extent = the symbolic one) and
+ * compares with the reference. */
+static void check_batch_seq(sj_ctx *ctx, const sj_graph *g, const float *w, int64_t batch,
+                            int64_t seq, int64_t extent) {
+    size_t rows = (size_t)(batch * seq);
+    float *x = malloc(rows * 16 * sizeof *x);
+    double *want = malloc(rows * 4 * sizeof *want);
+    fill(x, rows * 16, 7 + (uint32_t)rows);
+    for (size_t r = 0; r < rows; r++) {
+        for (int j = 0; j < 4; j++) {
+            double acc = 0;
+            for (int k = 0; k < 16; k++) acc += (double)x[r * 16 + k] * w[k * 4 + j];
+            want[r * 4 + j] = acc;
+        }
+        softmax_row(want + r * 4, 4);
+    }
+    sj_tensor in = {3, {batch, seq, 16}, x}, out;
+    assert_int_equal(sj_interp_run(g, extent, &in, &out), SJ_OK);
+    assert_int_equal(out.rank, 3);
+    assert_int_equal(out.dims[0], batch);
+    assert_int_equal(out.dims[1], seq);
+    assert_close(out.data, want, rows * 4, 1e-5);
+    sj_tensor_free(ctx, &out);
+    free(x);
+    free(want);
+}
+
+static void test_fixed_dims(void **state) {
+    sj_ctx *ctx = *state;
+    float w[16 * 4];
+    fill(w, 64, 11);
+    mb b;
+    sj_graph *g;
+    sj_model_options o;
+    sj_value_desc d;
+
+    build_batch_seq(&b, w, "batch,seq,4");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'batch', 'seq'", "--dynamic", "--dim");
+    build_batch_seq(&b, w, "batch,seq,4");
+    no_options(&o);
+    o.dynamic_name = "seq";
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_UNSUPPORTED, "'batch'", "--dim batch=VALUE");
+
+    /* seq symbolic, batch 1 */
+    sj_dim_value batch1[] = {{"batch", 1}};
+    o.fixed_dims = batch1;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, "batch,seq,4");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    mb_free(&b);
+    assert_string_equal(sj_graph_symbol(g), "seq");
+    assert_int_equal(sj_graph_input_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], 1);
+    assert_int_equal(d.shape.dims[1], SJ_DIM_SYM);
+    for (int64_t seq = 1; seq <= 37; seq += 12) check_batch_seq(ctx, g, w, 1, seq, seq);
+    sj_graph_destroy(g);
+
+    /* batch symbolic, seq 8; the dynamic dim found without naming it */
+    sj_dim_value seq8[] = {{"seq", 8}};
+    no_options(&o);
+    o.fixed_dims = seq8;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, "batch,seq,4");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    mb_free(&b);
+    assert_string_equal(sj_graph_symbol(g), "batch");
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM);
+    assert_int_equal(d.shape.dims[1], 8);
+    for (int64_t batch = 1; batch <= 5; batch += 2) check_batch_seq(ctx, g, w, batch, 8, batch);
+    sj_graph_destroy(g);
+
+    /* both fixed: no symbolic dim */
+    sj_dim_value both[] = {{"batch", 2}, {"seq", 3}};
+    o.fixed_dims = both;
+    o.n_fixed_dims = 2;
+    build_batch_seq(&b, w, "batch,seq,4");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    mb_free(&b);
+    assert_null(sj_graph_symbol(g));
+    check_batch_seq(ctx, g, w, 2, 3, 1);
+    sj_graph_destroy(g);
+
+    /* a declared output dim named after a fixed dim is checked */
+    no_options(&o);
+    o.dynamic_name = "seq";
+    o.fixed_dims = batch1;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, "batch,batch,4");
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_SHAPE, "output 'y' dim 1 is declared as batch");
+
+    /* bad fixed dims */
+    sj_dim_value unknown[] = {{"tokens", 4}}, zero[] = {{"batch", 0}},
+                 twice[] = {{"batch", 1}, {"batch", 2}}, clash[] = {{"seq", 4}};
+    o.fixed_dims = unknown;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_NOT_FOUND, "'tokens'");
+    o.fixed_dims = zero;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'batch' fixed to 0");
+    o.fixed_dims = twice;
+    o.n_fixed_dims = 2;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'batch' is fixed more than once");
+    o.fixed_dims = clash;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "'seq' is both the symbolic dim and fixed");
+    no_options(&o);
+    o.dynamic_input = "x";
+    o.dynamic_axis = 1;
+    o.fixed_dims = clash;
+    o.n_fixed_dims = 1;
+    build_batch_seq(&b, w, NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, &o, SJ_E_INVALID_ARG, "axis 1 is 'seq', which is fixed to 4");
+}
+
+/* Classifier-style layout ops on a symbolic batch: Dropout (identity),
+ * Unsqueeze, Flatten, Squeeze; the result equals x reshaped. */
+static void test_layout_ops_dynamic(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3,4");
+    mb_init_i64(&b, "ax1", 1, (int64_t[]){1});
+    mb_init_i64(&b, "ax_last", 1, (int64_t[]){-1});
+    mb_node(&b, "Dropout", "drop", "x", "d");
+    mb_node(&b, "Unsqueeze", "unsq", "d,ax1", "u");         /* [batch, 1, 3, 4] */
+    mb_node(&b, "Flatten", "flat", "u", "f");               /* [batch, 12] */
+    mb_node(&b, "Unsqueeze", "unsq2", "f,ax_last", "f1");   /* [batch, 12, 1] */
+    mb_node(&b, "Squeeze", "sq", "f1,ax_last", "y");        /* [batch, 12] */
+    mb_output(&b, "y", "batch,12");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.rank, 2);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM);
+    assert_int_equal(d.shape.dims[1], 12);
+    float x[5 * 12];
+    double want[5 * 12];
+    fill(x, 60, 21);
+    for (int i = 0; i < 60; i++) want[i] = x[i];
+    sj_tensor in = {3, {5, 3, 4}, x}, out;
+    assert_int_equal(sj_interp_run(g, 5, &in, &out), SJ_OK);
+    assert_int_equal(out.dims[0], 5);
+    assert_close(out.data, want, 60, 0);
+    sj_tensor_free(ctx, &out);
+    sj_graph_destroy(g);
+
+    /* opset 11: axes as attributes; Flatten with the symbolic dim alone in
+     * the second half keeps it an axis of its own */
+    mb_init(&b, 11);
+    mb_input(&b, "x", "2,batch");
+    Onnx__NodeProto *n = mb_node(&b, "Unsqueeze", "unsq", "x", "u");
+    mb_attr_ints(&b, n, "axes", 1, (int64_t[]){0});       /* [1, 2, batch] */
+    n = mb_node(&b, "Flatten", "flat", "u", "f");         /* axis 2: [2, batch] */
+    mb_attr_i(&b, n, "axis", 2);
+    n = mb_node(&b, "Squeeze", "sq", "f", "y");           /* no axes: nothing is 1 */
+    mb_output(&b, "y", "2,batch");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    sj_graph_destroy(g);
+}
+
+static void test_layout_ops_errors(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    /* Flatten at axis 2 of [batch, 3, 4] makes [3 batch, 4] */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3,4");
+    mb_attr_i(&b, mb_node(&b, "Flatten", "flat", "x", "y"), "axis", 2);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'flat'",
+                      "flattening [batch, 3, 4] at axis 2 would merge the symbolic dim");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3,4");
+    mb_attr_i(&b, mb_node(&b, "Flatten", "flat", "x", "y"), "axis", 4);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 4 is out of range for rank 3");
+    /* squeezing the symbolic dim, or a dim that is not 1 */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,1");
+    mb_init_i64(&b, "ax", 1, (int64_t[]){0});
+    mb_node(&b, "Squeeze", "sq", "x,ax", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "axis 0 is the symbolic dim");
+    mb_init(&b, 11);
+    mb_input(&b, "x", "batch,3");
+    mb_attr_ints(&b, mb_node(&b, "Squeeze", "sq", "x", "y"), "axes", 1, (int64_t[]){1});
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 1 has size 3, not 1");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3");
+    mb_init_i64(&b, "ax", 2, (int64_t[]){1, -3});
+    mb_node(&b, "Unsqueeze", "unsq", "x,ax", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 1 is given twice");
+    /* Dropout: the mask output, training mode from a runtime input */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3");
+    mb_node(&b, "Dropout", "drop", "x", "y,mask");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "mask output ('mask') is not supported");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "batch,3");
+    mb_input_typed(&b, "train", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "");
+    mb_node(&b, "Dropout", "drop", "x,,train", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "training_mode input 'train' is not a "
+                      "constant false");
+}
+
 /* ---- bad input ---- */
 
 static void test_truncated_real_models(void **state) {
@@ -1078,6 +1303,9 @@ int main(void) {
         cmocka_unit_test(test_layernorm_outputs_and_reduce_axes_input),
         cmocka_unit_test(test_declared_dynamic_axis),
         cmocka_unit_test(test_several_dim_params),
+        cmocka_unit_test(test_fixed_dims),
+        cmocka_unit_test(test_layout_ops_dynamic),
+        cmocka_unit_test(test_layout_ops_errors),
         cmocka_unit_test(test_truncated_real_models),
         cmocka_unit_test(test_corrupt_bytes),
         cmocka_unit_test(test_undefined_value),

@@ -349,6 +349,36 @@ static void test_refused_files(void **state) {
     sj_store_close(s);
     chmod(path, 0600);
 
+    /* an SQLite file with damaged pages: said once, as what it is, with the
+     * path named once (not as a failed schema rebuild) */
+    unlink(path);
+    cfg.fallback_to_memory = false;
+    s = open_store(0);
+    for (int i = 0; i < 8; i++) put_n(s, 1, 8 << i, 3000);
+    sj_store_close(s);
+    size_t len;
+    uint8_t *bytes = read_whole_file(path, &len);
+    assert_true(len > 8192);
+    memset(bytes + 4096 + 100, 0x5a, len - 4096 - 100); /* page 1 (the header) intact */
+    remove_sqlite_files(path);
+    write_whole_file(path, bytes, len);
+    free(bytes);
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_CORRUPT);
+    assert_null(s);
+    assert_error_contains(ctx, "is not a valid shapejit store (database disk image is malformed");
+    assert_error_contains(ctx, "remove it or use another store");
+    const char *msg = sj_ctx_last_error(ctx);
+    const char *first = strstr(msg, path);
+    assert_non_null(first);
+    assert_null(strstr(first + 1, path));
+    assert_null(strstr(msg, "rebuilding"));
+    cfg.fallback_to_memory = true;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    assert_false(sj_store_persistent(s));
+    assert_non_null(strstr(sj_store_warning(s), "not a valid shapejit store"));
+    sj_store_close(s);
+    remove_sqlite_files(path);
+
     /* another program's SQLite database is left alone */
     unlink(path);
     raw_sql("CREATE TABLE notes(x)");

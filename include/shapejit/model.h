@@ -6,6 +6,14 @@
  *   if (sj_model_load(ctx, "ffn.sjg", &o, &g) != SJ_OK)
  *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));  // "ffn.sjg:3:14: expected ..."
  *
+ * An ONNX export whose inputs name two dims (input_ids [batch, seq]) loads
+ * with one of them fixed:
+ *
+ *   sj_dim_value fixed[] = {{"batch", 1}};
+ *   o.dynamic_name = "seq";
+ *   o.fixed_dims = fixed;
+ *   o.n_fixed_dims = 1;
+ *
  * The .sjg grammar is described in docs/sjg.md. Errors name file:line:col
  * and what was expected. Weights are inline or come from an .npy file
  * resolved relative to the graph file.
@@ -21,6 +29,14 @@
 extern "C" {
 #endif
 
+/* A named dim fixed to a constant, e.g. {"batch", 1}. */
+typedef struct sj_dim_value {
+    const char *name;
+    int64_t value; /* >= 1 */
+} sj_dim_value;
+
+/* Set fields after sj_model_options_init; pointers are borrowed for the
+ * duration of the load. */
 typedef struct sj_model_options {
     /* ONNX: which dim_param is the symbolic dim when there are several. */
     const char *dynamic_name;
@@ -28,6 +44,14 @@ typedef struct sj_model_options {
      * (for models with no dim_param). NULL = not used. */
     const char *dynamic_input;
     int dynamic_axis;
+    /* ONNX: dim_params that become constants wherever they appear (inputs,
+     * declared output and value shapes), so that a model whose inputs name
+     * several dims (batch, seq) loads with the one remaining (or
+     * dynamic_name) as the symbolic dim. n_fixed_dims entries of fixed_dims;
+     * each name must be a dim_param of the model's inputs, at most once,
+     * and not dynamic_name. */
+    const sj_dim_value *fixed_dims;
+    int n_fixed_dims;
 } sj_model_options;
 
 void sj_model_options_init(sj_model_options *o);

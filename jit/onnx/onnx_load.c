@@ -126,13 +126,65 @@ typedef struct sym_choice {
     bool from_param;   /* it is a dim_param of the model */
     int input;         /* dynamic_input: index into graph inputs, else -1 */
     int axis;
+    const sj_model_options *o; /* for the fixed dims; may be NULL */
 } sym_choice;
+
+/* The constant the options fix dim_param p to; 0 when p is not fixed. */
+static int64_t fixed_value(const sj_model_options *o, const char *p) {
+    for (int i = 0; o && p && i < o->n_fixed_dims; i++)
+        if (!strcmp(o->fixed_dims[i].name, p)) return o->fixed_dims[i].value;
+    return 0;
+}
 
 /* The runtime graph inputs: not initialisers, not bound. */
 static bool is_runtime_input(const Onnx__GraphProto *gp, int n_bound, const sj_onnx_binding *bound,
                              size_t i) {
     const char *name = gp->input[i]->name;
     return name && !is_initializer_or_bound(gp, n_bound, bound, name);
+}
+
+static bool inputs_have_param(const Onnx__GraphProto *gp, int n_bound, const sj_onnx_binding *bound,
+                              const char *name) {
+    for (size_t i = 0; i < gp->n_input; i++) {
+        if (!is_runtime_input(gp, n_bound, bound, i)) continue;
+        const Onnx__TensorShapeProto *sh = tensor_shape(gp->input[i]);
+        for (size_t d = 0; sh && d < sh->n_dim; d++) {
+            const char *p = dim_param(sh->dim[d]);
+            if (p && !strcmp(p, name)) return true;
+        }
+    }
+    return false;
+}
+
+/* Every fixed dim names a dim_param of the inputs once, with a size, and is
+ * not also the one chosen symbolic. */
+static sj_status check_fixed_dims(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n_bound,
+                                  const sj_onnx_binding *bound, const sj_model_options *o) {
+    if (!o || o->n_fixed_dims == 0) return SJ_OK;
+    if (o->n_fixed_dims < 0 || !o->fixed_dims)
+        return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: %d fixed dims given without an array",
+                       L->file, o->n_fixed_dims);
+    for (int i = 0; i < o->n_fixed_dims; i++) {
+        const sj_dim_value *f = &o->fixed_dims[i];
+        if (!f->name || !f->name[0])
+            return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: fixed dim %d has no name", L->file, i);
+        if (f->value < 1)
+            return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: dim '%s' fixed to %lld; sizes are >= 1",
+                           L->file, f->name, (long long)f->value);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(o->fixed_dims[j].name, f->name))
+                return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: dim '%s' is fixed more than once",
+                               L->file, f->name);
+        if (o->dynamic_name && !strcmp(o->dynamic_name, f->name))
+            return sj_fail(L->ctx, SJ_E_INVALID_ARG,
+                           "%s: dim '%s' is both the symbolic dim and fixed to %lld", L->file,
+                           f->name, (long long)f->value);
+        if (!inputs_have_param(gp, n_bound, bound, f->name))
+            return sj_fail(L->ctx, SJ_E_NOT_FOUND,
+                           "%s: no input dim is named '%s', so it cannot be fixed", L->file,
+                           f->name);
+    }
+    return SJ_OK;
 }
 
 static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n_bound,
@@ -142,6 +194,8 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
     sc->from_param = false;
     sc->input = -1;
     sc->axis = 0;
+    sc->o = o;
+    SJ_TRY(check_fixed_dims(L, gp, n_bound, bound, o));
     /* distinct dim_params, in order of first appearance */
     const char *params[16];
     int n_params = 0;
@@ -151,7 +205,7 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
         const Onnx__TensorShapeProto *sh = tensor_shape(gp->input[i]);
         for (size_t d = 0; sh && d < sh->n_dim; d++) {
             const char *p = dim_param(sh->dim[d]);
-            bool seen = false;
+            bool seen = fixed_value(o, p) != 0;
             for (int j = 0; p && j < n_params && !seen; j++) seen = !strcmp(params[j], p);
             if (!p || seen) continue;
             if (n_params == (int)(sizeof params / sizeof params[0]))
@@ -180,6 +234,11 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
                                "%s: dynamic axis %d is out of range for input '%s' of rank %d",
                                L->file, o->dynamic_axis, o->dynamic_input, rank);
             const char *p = dim_param(sh->dim[axis]);
+            if (fixed_value(o, p))
+                return sj_fail(L->ctx, SJ_E_INVALID_ARG,
+                               "%s: input '%s' axis %d is '%s', which is fixed to %lld; it cannot "
+                               "also be the dynamic axis",
+                               L->file, o->dynamic_input, axis, p, (long long)fixed_value(o, p));
             sc->input = (int)i;
             sc->axis = axis;
             sc->from_param = p && (!o->dynamic_name || !strcmp(p, o->dynamic_name));
@@ -201,7 +260,8 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
     if (n_params > 1 || more)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "%s: the inputs have several dim_params (%s) but shapejit handles one "
-                       "symbolic dim: choose one (--dynamic NAME)",
+                       "symbolic dim: choose one (--dynamic NAME) and fix the others to sizes "
+                       "(--dim NAME=VALUE)",
                        L->file, list);
     sc->name = n_params ? params[0] : NULL;
     sc->from_param = n_params > 0;
@@ -236,14 +296,16 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
         const char *p = dim_param(dim);
         if (sc->input == index && (int)d == sc->axis) {
             dims[d] = SJ_DIM_SYM;
+        } else if (p && fixed_value(sc->o, p)) {
+            dims[d] = fixed_value(sc->o, p);
         } else if (p) {
             if (!sc->name || !sc->from_param || strcmp(p, sc->name))
                 return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                                "%s: input '%s' dim %zu is '%s', but %s%s%s; shapejit handles "
-                               "one symbolic dim",
+                               "one symbolic dim (fix this one to a size: --dim %s=VALUE)",
                                L->file, vi->name, d, p, sc->name ? "the symbolic dim is '" : "",
                                sc->name ? sc->name : "no symbolic dim was chosen",
-                               sc->name ? "'" : "");
+                               sc->name ? "'" : "", p);
             dims[d] = SJ_DIM_SYM;
         } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
             if (dim->dim_value < 0)
@@ -293,8 +355,8 @@ static sj_status define_bound(sj_onnx_loader *L, const sj_onnx_binding *b) {
 
 /* A declared shape (graph output or value_info) that disagrees with the
  * inferred one is an error: the model and shapejit disagree on what it
- * computes. Dims named other than the symbolic dim, and missing dims, are
- * not checked. */
+ * computes. Dims named other than the symbolic dim or a fixed dim, and
+ * missing dims, are not checked. */
 static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi, sj_value v,
                                 const sym_choice *sc, const char *what) {
     if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
@@ -321,6 +383,8 @@ static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *v
         bool bad = false;
         if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
             bad = have != SJ_DIM_SYM && dim->dim_value != have;
+        else if (p && fixed_value(sc->o, p))
+            bad = have != fixed_value(sc->o, p);
         else if (p && sc->from_param && sc->name && !strcmp(p, sc->name))
             bad = have != SJ_DIM_SYM;
         if (bad) {

@@ -570,6 +570,179 @@ static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
     return def_out(L, 0, y, first);
 }
 
+/* Flatten, Squeeze and Unsqueeze are reshapes to `dims`. */
+static sj_status reshape_out(sj_onnx_loader *L, sj_value x, int rank, const int64_t *dims,
+                             sj_value first) {
+    sj_value y;
+    SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, x, rank, dims, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* [prod(dims[:axis]), prod(dims[axis:])]. The symbolic dim can only be one
+ * of the two when every dim it would be merged with is 1: the graph's
+ * reshape never merges it with others (padded buffers stay valid views). */
+static sj_status map_flatten(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    int64_t axis;
+    SJ_TRY(attr_int(L, "axis", 1, &axis));
+    sj_value x, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (axis < -s.rank || axis > s.rank)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                 (long long)axis, s.rank);
+    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    int64_t out[2] = {1, 1};
+    bool sym[2] = {false, false};
+    for (int i = 0; i < s.rank; i++) {
+        int side = i >= ax;
+        if (s.dims[i] == SJ_DIM_SYM)
+            sym[side] = true;
+        else if (sj_mul_overflow_i64(out[side], s.dims[i], &out[side]))
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
+    }
+    for (int side = 0; side < 2; side++) {
+        if (!sym[side]) continue;
+        if (out[side] != 1) {
+            char shape[96];
+            sj_shape_format(&s, sj_graph_symbol(L->g), shape, sizeof shape);
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "flattening %s at axis %d would merge the symbolic dim with "
+                                     "other dims into one; shapejit keeps the symbolic dim an axis "
+                                     "of its own (padded buffers must stay valid views)",
+                                     shape, ax);
+        }
+        out[side] = SJ_DIM_SYM;
+    }
+    return reshape_out(L, x, 2, out, first);
+}
+
+/* The axes of (Un)Squeeze: an attribute before opset 13, an input from
+ * then on; accept whichever the node carries. *present is false when
+ * neither is given. */
+static sj_status squeeze_axes(sj_onnx_loader *L, const int64_t **av, size_t *an, bool *present) {
+    SJ_TRY(attr_ints(L, "axes", av, an, present));
+    if (!input_name(L->node, 1)) return SJ_OK;
+    if (*present) return sj_onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
+    const sj_onnx_tensor *t;
+    SJ_TRY(in_ints(L, 1, "axes", &t));
+    *av = t->i;
+    *an = (size_t)t->numel;
+    *present = true;
+    return SJ_OK;
+}
+
+/* Normalises axes against `rank`; each at most once. */
+static sj_status norm_axes(sj_onnx_loader *L, const int64_t *av, size_t an, int rank, bool *is_axis) {
+    for (int i = 0; i < rank; i++) is_axis[i] = false;
+    for (size_t i = 0; i < an; i++) {
+        if (av[i] < -rank || av[i] >= rank)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                     (long long)av[i], rank);
+        int a = (int)(av[i] < 0 ? av[i] + rank : av[i]);
+        if (is_axis[a]) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", a);
+        is_axis[a] = true;
+    }
+    return SJ_OK;
+}
+
+static sj_status map_squeeze(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 2));
+    SJ_TRY(check_outputs(L, 1));
+    const int64_t *av;
+    size_t an;
+    bool present;
+    SJ_TRY(squeeze_axes(L, &av, &an, &present));
+    sj_value x, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    bool drop[SJ_MAX_RANK];
+    if (present && an) {
+        SJ_TRY(norm_axes(L, av, an, s.rank, drop));
+        for (int i = 0; i < s.rank; i++) {
+            if (!drop[i] || s.dims[i] == 1) continue;
+            if (s.dims[i] == SJ_DIM_SYM)
+                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                         "axis %d is the symbolic dim, which is not always 1", i);
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d has size %lld, not 1", i,
+                                     (long long)s.dims[i]);
+        }
+    } else {
+        /* no axes: every dim of size 1 (the symbolic dim is not one) */
+        for (int i = 0; i < s.rank; i++) drop[i] = s.dims[i] == 1;
+    }
+    int64_t dims[SJ_MAX_RANK];
+    int rank = 0;
+    for (int i = 0; i < s.rank; i++)
+        if (!drop[i]) dims[rank++] = s.dims[i];
+    return reshape_out(L, x, rank, dims, first);
+}
+
+static sj_status map_unsqueeze(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 2));
+    SJ_TRY(check_outputs(L, 1));
+    const int64_t *av;
+    size_t an;
+    bool present;
+    SJ_TRY(squeeze_axes(L, &av, &an, &present));
+    if (!present || !an) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no axes");
+    sj_value x, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if ((size_t)s.rank + an > SJ_MAX_RANK)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "the result has rank %zu (at most %d)",
+                                 (size_t)s.rank + an, SJ_MAX_RANK);
+    int rank = s.rank + (int)an;
+    bool insert[SJ_MAX_RANK];
+    SJ_TRY(norm_axes(L, av, an, rank, insert));
+    int64_t dims[SJ_MAX_RANK];
+    for (int i = 0, k = 0; i < rank; i++) dims[i] = insert[i] ? 1 : s.dims[k++];
+    return reshape_out(L, x, rank, dims, first);
+}
+
+/* Inference: the identity. Training (dropping at random) and the mask
+ * output (a bool tensor) are outside what shapejit computes. */
+static sj_status map_dropout(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 3));
+    node_t *n = L->node;
+    if (n->n_output > 1 && n->output[1] && n->output[1][0])
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                 "the mask output ('%s') is not supported: it is a bool tensor, "
+                                 "and shapejit computes float32 only (use Dropout without it)",
+                                 n->output[1]);
+    SJ_TRY(check_outputs(L, 1));
+    int64_t is_test;
+    SJ_TRY(attr_int(L, "is_test", 1, &is_test)); /* opset < 7 */
+    if (L->opset < 7 && !is_test)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                 "is_test=0 asks for training-mode dropout; only inference "
+                                 "(identity) is supported");
+    const char *mode = input_name(n, 2);
+    if (mode) {
+        sj_onnx_val *m;
+        SJ_TRY(in_val(L, 2, &m));
+        bool is_false = m->has_const && m->c.numel == 1 &&
+                        (m->c.f ? m->c.f[0] == 0.0f : m->c.i[0] == 0);
+        if (!is_false)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "training_mode input '%s' is not a constant false; only "
+                                     "inference (identity) is supported",
+                                     mode);
+    }
+    /* ratio (attribute or input 1) only matters in training */
+    sj_onnx_val *x;
+    SJ_TRY(in_val(L, 0, &x));
+    return alias_out(L, 0, x);
+}
+
 static sj_status map_identity(sj_onnx_loader *L, const op_entry *e) {
     (void)e;
     SJ_TRY(check_inputs(L, 1, 1));
@@ -659,6 +832,10 @@ static const op_entry ops[] = {
     {"ReduceMax", map_reduce, SJ_OP_REDUCE_MAX},
     {"Transpose", map_transpose, SJ_OP_TRANSPOSE},
     {"Reshape", map_reshape, SJ_OP_RESHAPE},
+    {"Flatten", map_flatten, SJ_OP_RESHAPE},
+    {"Squeeze", map_squeeze, SJ_OP_RESHAPE},
+    {"Unsqueeze", map_unsqueeze, SJ_OP_RESHAPE},
+    {"Dropout", map_dropout, SJ_OP_COUNT_},
     {"Identity", map_identity, SJ_OP_COUNT_},
     {"Constant", map_constant, SJ_OP_COUNT_},
 };
