@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "jit/llvm/llvm_impl.h"
+#include "jit/llvm/llvm_scalar.h"
 
 typedef struct emitter {
     sj_ctx *ctx;
@@ -99,7 +100,6 @@ static LLVMValueRef alloca_f32(emitter *e, const char *name) {
     return a;
 }
 
-/* An llvm.* float intrinsic with one or two operands. */
 static LLVMValueRef alloca_vec(emitter *e, LLVMTypeRef vt) {
     LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
     LLVMPositionBuilderBefore(b, e->entry_alloca_point);
@@ -109,63 +109,35 @@ static LLVMValueRef alloca_vec(emitter *e, LLVMTypeRef vt) {
 }
 
 static LLVMValueRef call_f32(emitter *e, const char *intrinsic, LLVMValueRef x, LLVMValueRef y) {
-    LLVMValueRef args[2] = {x, y};
-    unsigned id = LLVMLookupIntrinsicID(intrinsic, strlen(intrinsic));
-    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
-    LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
-    return LLVMBuildCall2(e->B, ft, f, args, y ? 2 : 1, "");
+    return sj_llvm_intrinsic_f32(e->M, e->B, intrinsic, x, y);
 }
 
-static LLVMValueRef fsel(emitter *e, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
-                         LLVMValueRef t, LLVMValueRef f) {
-    return LLVMBuildSelect(e->B, LLVMBuildFCmp(e->B, p, a, b, ""), t, f, "");
+/* The host's transcendental functions: exp, erf and tanh inline so loops
+ * vectorise (sj_llvm_exp and friends); log and pow through LLVM intrinsics. */
+static LLVMValueRef host_exp(void *c, LLVMValueRef x) {
+    emitter *e = c;
+    return sj_llvm_exp(e->B, e->M, x);
 }
-
-static LLVMValueRef sigmoid(emitter *e, LLVMValueRef x) {
-    LLVMValueRef ex = sj_llvm_exp(e->B, e->M, LLVMBuildFNeg(e->B, x, ""));
-    return LLVMBuildFDiv(e->B, cf(e, 1.0), LLVMBuildFAdd(e->B, cf(e, 1.0), ex, ""), "");
+static LLVMValueRef host_log(void *c, LLVMValueRef x) { return call_f32(c, "llvm.log", x, NULL); }
+static LLVMValueRef host_tanh(void *c, LLVMValueRef x) {
+    emitter *e = c;
+    return sj_llvm_tanh(e->B, e->M, x);
 }
+static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
+    emitter *e = c;
+    return sj_llvm_erf(e->B, e->M, x);
+}
+static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
+    return call_f32(c, "llvm.pow", x, y);
+}
+static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow};
 
-/* Elementwise semantics follow the interpreter (jit/graph/interp.c). */
 static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
-    LLVMBuilderRef B = e->B;
-    switch (op) {
-    case SJ_OP_NEG: return LLVMBuildFNeg(B, x, "");
-    case SJ_OP_ABS: return call_f32(e, "llvm.fabs", x, NULL);
-    case SJ_OP_EXP: return sj_llvm_exp(B, e->M, x);
-    case SJ_OP_LOG: return call_f32(e, "llvm.log", x, NULL);
-    case SJ_OP_SQRT: return call_f32(e, "llvm.sqrt", x, NULL);
-    case SJ_OP_RSQRT:
-        return LLVMBuildFDiv(B, cf(e, 1.0), call_f32(e, "llvm.sqrt", x, NULL), "");
-    case SJ_OP_RECIPROCAL: return LLVMBuildFDiv(B, cf(e, 1.0), x, "");
-    case SJ_OP_TANH: return sj_llvm_tanh(B, e->M, x);
-    case SJ_OP_SIGMOID: return sigmoid(e, x);
-    case SJ_OP_RELU: return fsel(e, LLVMRealOLT, x, cf(e, 0.0), cf(e, 0.0), x);
-    case SJ_OP_LEAKY_RELU:
-        return fsel(e, LLVMRealOLT, x, cf(e, 0.0), LLVMBuildFMul(B, x, cf(e, alpha), ""), x);
-    case SJ_OP_GELU: {
-        LLVMValueRef er = sj_llvm_erf(B, e->M, LLVMBuildFMul(B, x, cf(e, M_SQRT1_2), ""));
-        LLVMValueRef h = LLVMBuildFMul(B, x, cf(e, 0.5), "");
-        return LLVMBuildFMul(B, h, LLVMBuildFAdd(B, cf(e, 1.0), er, ""), "");
-    }
-    case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(e, x), "");
-    case SJ_OP_ERF: return sj_llvm_erf(B, e->M, x);
-    default: return NULL;
-    }
+    return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, x, alpha);
 }
 
 static LLVMValueRef binary(emitter *e, sj_op op, LLVMValueRef a, LLVMValueRef b) {
-    LLVMBuilderRef B = e->B;
-    switch (op) {
-    case SJ_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
-    case SJ_OP_SUB: return LLVMBuildFSub(B, a, b, "");
-    case SJ_OP_MUL: return LLVMBuildFMul(B, a, b, "");
-    case SJ_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
-    case SJ_OP_POW: return call_f32(e, "llvm.pow", a, b);
-    case SJ_OP_MAX: return call_f32(e, "llvm.maximum", a, b);
-    case SJ_OP_MIN: return call_f32(e, "llvm.minimum", a, b);
-    default: return NULL;
-    }
+    return sj_llvm_binary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, a, b);
 }
 
 static LLVMValueRef eval(emitter *e, int32_t x) {

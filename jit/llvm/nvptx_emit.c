@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jit/llvm/llvm_scalar.h"
 #include "jit/llvm/nvptx_impl.h"
 #include "jit/nvrtc/gpu_emit.h"
 #include "jit/nvrtc/gpu_schedule.h"
@@ -136,11 +137,7 @@ static LLVMValueRef alloca_f32(pe *e, const char *name) {
 }
 
 static LLVMValueRef intrinsic_f32(pe *e, const char *name, LLVMValueRef x, LLVMValueRef y) {
-    LLVMValueRef args[2] = {x, y};
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, &e->f32, 1);
-    LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, &e->f32, 1);
-    return LLVMBuildCall2(e->B, ft, f, args, y ? 2 : 1, "");
+    return sj_llvm_intrinsic_f32(e->M, e->B, name, x, y);
 }
 
 static LLVMValueRef libdevice(pe *e, const char *fn, LLVMValueRef x, LLVMValueRef y) {
@@ -152,54 +149,22 @@ static LLVMValueRef fmax_nan(pe *e, LLVMValueRef a, LLVMValueRef b) {
     return intrinsic_f32(e, "llvm.maximum", a, b);
 }
 
-static LLVMValueRef sigmoid(pe *e, LLVMValueRef x) {
-    LLVMValueRef ex = libdevice(e, "__nv_expf", LLVMBuildFNeg(e->B, x, ""), NULL);
-    return LLVMBuildFDiv(e->B, cf(e, 1.0), LLVMBuildFAdd(e->B, cf(e, 1.0), ex, ""), "");
+/* The GPU's transcendental functions come from libdevice. */
+static LLVMValueRef nv_exp(void *e, LLVMValueRef x) { return libdevice(e, "__nv_expf", x, NULL); }
+static LLVMValueRef nv_log(void *e, LLVMValueRef x) { return libdevice(e, "__nv_logf", x, NULL); }
+static LLVMValueRef nv_tanh(void *e, LLVMValueRef x) { return libdevice(e, "__nv_tanhf", x, NULL); }
+static LLVMValueRef nv_erf(void *e, LLVMValueRef x) { return libdevice(e, "__nv_erff", x, NULL); }
+static LLVMValueRef nv_pow(void *e, LLVMValueRef x, LLVMValueRef y) {
+    return libdevice(e, "__nv_powf", x, y);
 }
-
-static LLVMValueRef fsel(pe *e, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
-                         LLVMValueRef t, LLVMValueRef f) {
-    return LLVMBuildSelect(e->B, LLVMBuildFCmp(e->B, p, a, b, ""), t, f, "");
-}
+static const sj_llvm_math nvptx_math = {nv_exp, nv_log, nv_tanh, nv_erf, nv_pow};
 
 static LLVMValueRef unary(pe *e, sj_op op, LLVMValueRef x, float alpha) {
-    LLVMBuilderRef B = e->B;
-    switch (op) {
-    case SJ_OP_NEG: return LLVMBuildFNeg(B, x, "");
-    case SJ_OP_ABS: return intrinsic_f32(e, "llvm.fabs", x, NULL);
-    case SJ_OP_EXP: return libdevice(e, "__nv_expf", x, NULL);
-    case SJ_OP_LOG: return libdevice(e, "__nv_logf", x, NULL);
-    case SJ_OP_SQRT: return intrinsic_f32(e, "llvm.sqrt", x, NULL);
-    case SJ_OP_RSQRT: return LLVMBuildFDiv(B, cf(e, 1.0), intrinsic_f32(e, "llvm.sqrt", x, NULL), "");
-    case SJ_OP_RECIPROCAL: return LLVMBuildFDiv(B, cf(e, 1.0), x, "");
-    case SJ_OP_TANH: return libdevice(e, "__nv_tanhf", x, NULL);
-    case SJ_OP_SIGMOID: return sigmoid(e, x);
-    case SJ_OP_RELU: return fsel(e, LLVMRealOLT, x, cf(e, 0.0), cf(e, 0.0), x);
-    case SJ_OP_LEAKY_RELU:
-        return fsel(e, LLVMRealOLT, x, cf(e, 0.0), LLVMBuildFMul(B, x, cf(e, alpha), ""), x);
-    case SJ_OP_GELU: {
-        LLVMValueRef er = libdevice(e, "__nv_erff", LLVMBuildFMul(B, x, cf(e, (float)M_SQRT1_2), ""), NULL);
-        LLVMValueRef h = LLVMBuildFMul(B, x, cf(e, 0.5), "");
-        return LLVMBuildFMul(B, h, LLVMBuildFAdd(B, cf(e, 1.0), er, ""), "");
-    }
-    case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(e, x), "");
-    case SJ_OP_ERF: return libdevice(e, "__nv_erff", x, NULL);
-    default: return NULL;
-    }
+    return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, x, alpha);
 }
 
 static LLVMValueRef binary(pe *e, sj_op op, LLVMValueRef a, LLVMValueRef b) {
-    LLVMBuilderRef B = e->B;
-    switch (op) {
-    case SJ_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
-    case SJ_OP_SUB: return LLVMBuildFSub(B, a, b, "");
-    case SJ_OP_MUL: return LLVMBuildFMul(B, a, b, "");
-    case SJ_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
-    case SJ_OP_POW: return libdevice(e, "__nv_powf", a, b);
-    case SJ_OP_MAX: return fmax_nan(e, a, b);
-    case SJ_OP_MIN: return intrinsic_f32(e, "llvm.minimum", a, b);
-    default: return NULL;
-    }
+    return sj_llvm_binary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, a, b);
 }
 
 static LLVMValueRef eval(pe *e, int32_t x) {

@@ -1,0 +1,78 @@
+/* Elementwise op semantics as LLVM IR (see llvm_scalar.h). */
+#include "jit/llvm/llvm_scalar.h"
+
+#include <math.h>
+#include <string.h>
+
+LLVMValueRef sj_llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char *name,
+                                   LLVMValueRef x, LLVMValueRef y) {
+    LLVMContextRef C = LLVMGetModuleContext(M);
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(C);
+    LLVMValueRef args[2] = {x, y};
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(M, id, &f32, 1);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(C, id, &f32, 1);
+    return LLVMBuildCall2(B, ft, f, args, y ? 2 : 1, "");
+}
+
+static LLVMValueRef cf(const sj_llvm_scalar *s, double v) {
+    return LLVMConstReal(LLVMFloatTypeInContext(LLVMGetModuleContext(s->M)), v);
+}
+
+static LLVMValueRef intrinsic(const sj_llvm_scalar *s, const char *name, LLVMValueRef x,
+                              LLVMValueRef y) {
+    return sj_llvm_intrinsic_f32(s->M, s->B, name, x, y);
+}
+
+/* select(a <p> b, t, f) */
+static LLVMValueRef fsel(const sj_llvm_scalar *s, LLVMRealPredicate p, LLVMValueRef a,
+                         LLVMValueRef b, LLVMValueRef t, LLVMValueRef f) {
+    return LLVMBuildSelect(s->B, LLVMBuildFCmp(s->B, p, a, b, ""), t, f, "");
+}
+
+static LLVMValueRef sigmoid(const sj_llvm_scalar *s, LLVMValueRef x) {
+    LLVMValueRef ex = s->math->exp(s->math_ctx, LLVMBuildFNeg(s->B, x, ""));
+    return LLVMBuildFDiv(s->B, cf(s, 1.0), LLVMBuildFAdd(s->B, cf(s, 1.0), ex, ""), "");
+}
+
+LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha) {
+    LLVMBuilderRef B = s->B;
+    const sj_llvm_math *m = s->math;
+    switch (op) {
+    case SJ_OP_NEG: return LLVMBuildFNeg(B, x, "");
+    case SJ_OP_ABS: return intrinsic(s, "llvm.fabs", x, NULL);
+    case SJ_OP_EXP: return m->exp(s->math_ctx, x);
+    case SJ_OP_LOG: return m->log(s->math_ctx, x);
+    case SJ_OP_SQRT: return intrinsic(s, "llvm.sqrt", x, NULL);
+    case SJ_OP_RSQRT: return LLVMBuildFDiv(B, cf(s, 1.0), intrinsic(s, "llvm.sqrt", x, NULL), "");
+    case SJ_OP_RECIPROCAL: return LLVMBuildFDiv(B, cf(s, 1.0), x, "");
+    case SJ_OP_TANH: return m->tanh(s->math_ctx, x);
+    case SJ_OP_SIGMOID: return sigmoid(s, x);
+    case SJ_OP_RELU: return fsel(s, LLVMRealOLT, x, cf(s, 0.0), cf(s, 0.0), x);
+    case SJ_OP_LEAKY_RELU:
+        return fsel(s, LLVMRealOLT, x, cf(s, 0.0), LLVMBuildFMul(B, x, cf(s, alpha), ""), x);
+    case SJ_OP_GELU: {
+        LLVMValueRef er = m->erf(s->math_ctx, LLVMBuildFMul(B, x, cf(s, M_SQRT1_2), ""));
+        LLVMValueRef h = LLVMBuildFMul(B, x, cf(s, 0.5), "");
+        return LLVMBuildFMul(B, h, LLVMBuildFAdd(B, cf(s, 1.0), er, ""), "");
+    }
+    case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(s, x), "");
+    case SJ_OP_ERF: return m->erf(s->math_ctx, x);
+    default: return NULL;
+    }
+}
+
+LLVMValueRef sj_llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b) {
+    LLVMBuilderRef B = s->B;
+    switch (op) {
+    case SJ_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+    case SJ_OP_SUB: return LLVMBuildFSub(B, a, b, "");
+    case SJ_OP_MUL: return LLVMBuildFMul(B, a, b, "");
+    case SJ_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case SJ_OP_POW: return s->math->pow(s->math_ctx, a, b);
+    /* maximum/minimum propagate NaN, like numpy and the interpreter. */
+    case SJ_OP_MAX: return intrinsic(s, "llvm.maximum", a, b);
+    case SJ_OP_MIN: return intrinsic(s, "llvm.minimum", a, b);
+    default: return NULL;
+    }
+}

@@ -1,0 +1,38 @@
+/* Elementwise op semantics as LLVM IR, shared by every LLVM emitter (host
+ * and NVPTX) so both follow the interpreter (jit/graph/interp*.c) the same
+ * way. Targets differ only in how they compute the transcendental
+ * functions, which they pass as a table. Not installed. */
+#ifndef SJ_LLVM_SCALAR_H
+#define SJ_LLVM_SCALAR_H
+
+#include <llvm-c/Core.h>
+
+#include "shapejit/graph.h"
+
+typedef struct sj_llvm_math {
+    LLVMValueRef (*exp)(void *ctx, LLVMValueRef x);
+    LLVMValueRef (*log)(void *ctx, LLVMValueRef x);
+    LLVMValueRef (*tanh)(void *ctx, LLVMValueRef x);
+    LLVMValueRef (*erf)(void *ctx, LLVMValueRef x);
+    LLVMValueRef (*pow)(void *ctx, LLVMValueRef x, LLVMValueRef y);
+} sj_llvm_math;
+
+/* Where scalar code is built: module, builder (positioned), the target's
+ * math and the context its functions receive. */
+typedef struct sj_llvm_scalar {
+    LLVMModuleRef M;
+    LLVMBuilderRef B;
+    const sj_llvm_math *math;
+    void *math_ctx;
+} sj_llvm_scalar;
+
+/* An llvm.* float intrinsic with one operand (y NULL) or two. */
+LLVMValueRef sj_llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char *name,
+                                   LLVMValueRef x, LLVMValueRef y);
+
+/* One unary (alpha: leaky_relu's slope) or binary elementwise op on f32
+ * scalars; NULL for an op that is not elementwise. */
+LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha);
+LLVMValueRef sj_llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b);
+
+#endif
