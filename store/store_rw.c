@@ -125,7 +125,7 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
         sqlite3_bind_int64(p, 11, (int64_t)frame_len);
         sqlite3_bind_blob(p, 12, digest, 32, SQLITE_STATIC);
         sqlite3_bind_int64(p, 13, sj_store_now_ms());
-        sqlite3_bind_blob(p, 14, frame, (int)frame_len, SQLITE_STATIC);
+        sqlite3_bind_blob64(p, 14, frame, (sqlite3_uint64)frame_len, SQLITE_STATIC);
         if (sqlite3_step(p) != SQLITE_DONE) st = sj_store_sql_fail(s, "put");
         sqlite3_reset(p);
         sqlite3_clear_bindings(p);

@@ -72,7 +72,8 @@ typedef struct sj_store_config {
     /* The database file. NULL = keep everything in memory (nothing persists). */
     const char *path;
     /* Bound on the stored (compressed) bytes; above it the least recently
-     * used rows are evicted after a put. 0 = unbounded. */
+     * used rows are evicted after a put (never the row just written, even
+     * when it alone is larger). 0 = unbounded. */
     int64_t max_bytes;
     /* Largest artifact accepted by put and produced by get (a frame that
      * claims more is corrupt). Default 1 GiB. */
