@@ -133,9 +133,9 @@ int main(int argc, char **argv) {
         size_t fl = ZSTD_compress2(cc, frame, cap, raw, ART_BYTES);
         ZSTD_DCtx *dc = ZSTD_createDCtx();
         for (int i = 0; i < DECODES; i++) {
-            double t0 = now_ns();
+            double t0 = bench_wall_ns();
             size_t n = ZSTD_decompressDCtx(dc, back, ART_BYTES, frame, fl);
-            d[i] = (now_ns() - t0) / 1e3;
+            d[i] = (bench_wall_ns() - t0) / 1e3;
             if (n != ART_BYTES) return die(ctx, "zstd round trip");
         }
         ZSTD_freeCCtx(cc);
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
         free(back);
         free(frame);
     }
-    double decode_us = median(d, DECODES);
+    double decode_us = bench_median(d, DECODES);
     free(d);
     enum { GETS = 2000 };
     double *t = malloc(GETS * sizeof *t);
