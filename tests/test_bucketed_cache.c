@@ -146,7 +146,7 @@ static void check_run(sj_bucketed_cache *c, int64_t rows, unsigned seed) {
     int64_t want_extent = 1;
     while (want_extent < rows) want_extent *= 2;
     assert_int_equal(extent, want_extent);
-    sj_tensor xin = {2, {rows, 8}, x}, ref[2];
+    sj_tensor xin = {.rank = 2, .dims = {rows, 8}, .data = x}, ref[2];
     assert_int_equal(sj_interp_run(g, rows, &xin, ref), SJ_OK);
     assert_int_equal(out[0].rank, 2);
     assert_int_equal(out[0].dims[0], rows);
@@ -267,7 +267,7 @@ static void test_run_padded_shapes(void **state) {
     assert_int_equal(sj_bucketed_cache_run_padded(c, 13, 13, &in, 1, NULL, 0, out, 2, &extent), SJ_OK);
     assert_int_equal(extent, 40);
     assert_int_equal(out[0].dims[0], 13);
-    sj_tensor xin = {2, {13, 8}, x}, ref[2];
+    sj_tensor xin = {.rank = 2, .dims = {13, 8}, .data = x}, ref[2];
     assert_int_equal(sj_interp_run(g, 13, &xin, ref), SJ_OK);
     /* the pooled sum covers 13 rows, not the 40 of the bucket */
     assert_memory_equal(out[1].data, ref[1].data, 4 * sizeof(float));

@@ -204,7 +204,7 @@ static void test_math_accuracy(void **state) {
     enum { COUNT = 20001 };
     sj_artifact *a;
     assert_int_equal(sj_compile(f->g, 32768, NULL, &a), SJ_OK);
-    sj_tensor in = {1, {COUNT}, malloc(COUNT * sizeof(float))}, out[5];
+    sj_tensor in = {.rank = 1, .dims = {COUNT}, .data = malloc(COUNT * sizeof(float))}, out[5];
     for (int i = 0; i < COUNT; i++) in.data[i] = -100.0f + 190.0f * (float)i / (COUNT - 1);
     in.data[0] = -INFINITY;
     in.data[1] = INFINITY;

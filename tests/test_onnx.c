@@ -393,7 +393,7 @@ static void test_mlp_dynamic_batch(void **state) {
             }
             softmax_row(row, 4);
         }
-        sj_tensor in = {2, {n, 8}, x}, out;
+        sj_tensor in = {.rank = 2, .dims = {n, 8}, .data = x}, out;
         assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
         assert_int_equal(out.dims[0], n);
         assert_close(out.data, want, (size_t)n * 4, 1e-5);
@@ -496,7 +496,7 @@ static void test_ffn_layernorm_gelu_dynamic_seq(void **state) {
             for (int k = 0; k < D; k++) probs[c] += pooled[k] * wc[k * C + c];
         }
         softmax_row(probs, C);
-        sj_tensor in = {2, {n, D}, x}, out[2];
+        sj_tensor in = {.rank = 2, .dims = {n, D}, .data = x}, out[2];
         assert_int_equal(sj_interp_run(g, n, &in, out), SJ_OK);
         assert_close(out[0].data, want, (size_t)n * D, 1e-4);
         assert_int_equal(out[1].rank, 1);
@@ -578,7 +578,7 @@ static void test_attention_scores_dynamic_seq(void **state) {
         for (int r = 0; r < n; r++)
             for (int j = 0; j < D; j++)
                 for (int c = 0; c < n; c++) cx[r * D + j] += p[r * n + c] * q[c * D + j];
-        sj_tensor in = {2, {n, E}, x}, out[4];
+        sj_tensor in = {.rank = 2, .dims = {n, E}, .data = x}, out[4];
         assert_int_equal(sj_interp_run(g, n, &in, out), SJ_OK);
         assert_int_equal(out[0].dims[0], n);
         assert_int_equal(out[0].dims[1], n);
@@ -629,7 +629,7 @@ static void test_layernorm_outputs_and_reduce_axes_input(void **state) {
             cs[k] += x[r * 4 + k];
         }
     }
-    sj_tensor in = {2, {3, 4}, x}, out[4];
+    sj_tensor in = {.rank = 2, .dims = {3, 4}, .data = x}, out[4];
     assert_int_equal(sj_interp_run(g, 3, &in, out), SJ_OK);
     assert_close(out[0].data, y, 12, 1e-5);
     assert_close(out[1].data, mean, 3, 1e-5);
@@ -667,7 +667,7 @@ static void test_declared_dynamic_axis(void **state) {
     assert_string_equal(sj_graph_symbol(g), "N");
     float x[5 * 8];
     fill(x, 40, 42);
-    sj_tensor in = {2, {5, 8}, x}, out;
+    sj_tensor in = {.rank = 2, .dims = {5, 8}, .data = x}, out;
     assert_int_equal(sj_interp_run(g, 5, &in, &out), SJ_OK);
     assert_int_equal(out.dims[0], 5);
     sj_tensor_free(ctx, &out);
@@ -758,7 +758,7 @@ static void check_batch_seq(sj_ctx *ctx, const sj_graph *g, const float *w, int6
         }
         softmax_row(want + r * 4, 4);
     }
-    sj_tensor in = {3, {batch, seq, 16}, x}, out;
+    sj_tensor in = {.rank = 3, .dims = {batch, seq, 16}, .data = x}, out;
     assert_int_equal(sj_interp_run(g, extent, &in, &out), SJ_OK);
     assert_int_equal(out.rank, 3);
     assert_int_equal(out.dims[0], batch);
@@ -886,7 +886,7 @@ static void test_layout_ops_dynamic(void **state) {
     double want[5 * 12];
     fill(x, 60, 21);
     for (int i = 0; i < 60; i++) want[i] = x[i];
-    sj_tensor in = {3, {5, 3, 4}, x}, out;
+    sj_tensor in = {.rank = 3, .dims = {5, 3, 4}, .data = x}, out;
     assert_int_equal(sj_interp_run(g, 5, &in, &out), SJ_OK);
     assert_int_equal(out.dims[0], 5);
     assert_close(out.data, want, 60, 0);

@@ -43,6 +43,22 @@ extern "C" {
 
 typedef int32_t sj_value; /* index of a value in its graph */
 
+/* Element types. SJ_F32 is 0, so a zero-initialised tensor or description
+ * is float32. Integer and boolean values carry token ids, masks, positions
+ * and shape arithmetic; SJ_BOOL elements are one byte, 0 or 1. */
+typedef enum sj_dtype {
+    SJ_F32 = 0,
+    SJ_I64 = 1,
+    SJ_I32 = 2,
+    SJ_BOOL = 3,
+    SJ_DTYPE_COUNT_
+} sj_dtype;
+
+/* Bytes per element (4, 8, 4, 1); 0 for a value outside the enum. */
+size_t sj_dtype_size(sj_dtype t);
+/* "float32", "int64", "int32", "bool". */
+const char *sj_dtype_name(sj_dtype t);
+
 typedef enum sj_op {
     /* leaves */
     SJ_OP_INPUT,
@@ -103,6 +119,7 @@ typedef struct sj_value_desc {
     const char *name;
     sj_value value;
     sj_shape shape;
+    sj_dtype dtype;
 } sj_value_desc;
 
 typedef struct sj_graph sj_graph;

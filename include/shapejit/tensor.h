@@ -1,4 +1,4 @@
-/* shapejit/tensor.h — dense float32 host tensors and .npy files.
+/* shapejit/tensor.h — dense host tensors (float32, int64, int32, bool) and .npy files.
  *
  *   sj_tensor t;
  *   if (sj_npy_read(ctx, "x.npy", &t) != SJ_OK) puts(sj_ctx_last_error(ctx));
@@ -22,7 +22,14 @@ extern "C" {
 typedef struct sj_tensor {
     int rank;
     int64_t dims[SJ_MAX_RANK]; /* concrete, >= 0 */
-    float *data;               /* row-major, C order */
+    union {                    /* row-major, C order; read the member of `dtype` */
+        float *data;
+        int64_t *i64;
+        int32_t *i32;
+        uint8_t *b8; /* SJ_BOOL: 0 or 1 per element */
+        void *bytes;
+    };
+    sj_dtype dtype; /* SJ_F32 (0) unless set */
 } sj_tensor;
 
 int64_t sj_tensor_numel(const sj_tensor *t);

@@ -231,6 +231,7 @@ static sj_status describe(const sj_graph *g, sj_value v, const char *name, sj_va
     out->name = name;
     out->value = v;
     out->shape = g->nodes[v].shape;
+    out->dtype = SJ_F32; /* every value is float32 until the IR carries element types */
     return SJ_OK;
 }
 

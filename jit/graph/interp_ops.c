@@ -155,8 +155,8 @@ static void eval_reduce(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
  * result is written as the promoted [batch..., M, N]. */
 static void eval_matmul(const sj_tensor *a, const sj_tensor *b, sj_tensor *y) {
     sj_tensor pa = *a, pb = *b;
-    if (a->rank == 1) pa = (sj_tensor){2, {1, a->dims[0]}, a->data};
-    if (b->rank == 1) pb = (sj_tensor){2, {b->dims[0], 1}, b->data};
+    if (a->rank == 1) pa = (sj_tensor){.rank = 2, .dims = {1, a->dims[0]}, .data = a->data};
+    if (b->rank == 1) pb = (sj_tensor){.rank = 2, .dims = {b->dims[0], 1}, .data = b->data};
     int64_t m = pa.dims[pa.rank - 2], k = pa.dims[pa.rank - 1], nn = pb.dims[pb.rank - 1];
     int batch_rank = (pa.rank > pb.rank ? pa.rank : pb.rank) - 2;
     int64_t batch_dims[SJ_MAX_RANK], batches = 1;

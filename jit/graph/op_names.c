@@ -54,3 +54,23 @@ sj_status sj_op_from_name(const char *name, sj_op *out) {
         }
     return SJ_E_NOT_FOUND;
 }
+
+size_t sj_dtype_size(sj_dtype t) {
+    switch (t) {
+    case SJ_F32: return 4;
+    case SJ_I64: return 8;
+    case SJ_I32: return 4;
+    case SJ_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+const char *sj_dtype_name(sj_dtype t) {
+    switch (t) {
+    case SJ_F32: return "float32";
+    case SJ_I64: return "int64";
+    case SJ_I32: return "int32";
+    case SJ_BOOL: return "bool";
+    default: return "?";
+    }
+}
