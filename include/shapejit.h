@@ -15,6 +15,7 @@
 #include "shapejit/compile.h"
 #include "shapejit/cuda_device.h"
 #include "shapejit/device.h"
+#include "shapejit/engine.h"
 #include "shapejit/graph.h"
 #include "shapejit/interp.h"
 #include "shapejit/ladder.h"

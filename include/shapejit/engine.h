@@ -1,0 +1,152 @@
+/* shapejit/engine.h — one object for the common job: a model, its ladder,
+ * a store, a backend and the bucketed cache, behind open / run / close.
+ *
+ *   sj_engine_config cfg;
+ *   sj_engine_config_init(&cfg);                  // host backend, pow2:1:65536, no store
+ *   cfg.store_path = "/srv/shapejit/store.db";    // NULL: nothing persists
+ *   sj_engine *e;
+ *   if (sj_engine_open(ctx, "model.onnx", &cfg, &e) != SJ_OK)
+ *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));   // names the component and value
+ *   sj_named_tensor in[] = {{"x", x}};            // x: an sj_tensor of [37, 64] floats
+ *   sj_named_tensor out[1];                       // sj_engine_num_outputs(e) entries
+ *   sj_engine_run(e, in, 1, out, 1, NULL);        // N = 37 from the inputs' shapes
+ *   ...                                           // out[0].name, out[0].tensor: [37, ...]
+ *   sj_tensor_free(ctx, &out[0].tensor);
+ *   sj_engine_close(e);                           // one teardown for everything it opened
+ *
+ * The engine owns everything it opens (graph, ladder, store, remote tier,
+ * compiler, devices, cache) and closes it in the right order; a failed open
+ * leaves nothing open. The compile options travel inside the engine's
+ * compiler, so there is no separate cache configuration to forget.
+ *
+ * The library reads no environment: the caller maps $SHAPEJIT_STORE and
+ * friends into the config (sj_engine_default_store_path applies the
+ * documented rule to values the caller passes in).
+ *
+ * Threads: sj_engine_run, sj_engine_precompile and the inspection calls may
+ * be called from any number of threads at once; sj_engine_close only once
+ * no other call is in flight.
+ */
+#ifndef SHAPEJIT_ENGINE_H
+#define SHAPEJIT_ENGINE_H
+
+#include "shapejit/common.h"
+#include "shapejit/graph.h"
+#include "shapejit/model.h"
+#include "shapejit/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sj_engine_config {
+    /* Buckets, as a ladder spec ("pow2:1:65536", "geo:1:1000:1.25",
+     * "list:16,48,128"); NULL = "pow2:1:65536". */
+    const char *ladder;
+    /* The store file; NULL = none (nothing persists). */
+    const char *store_path;
+    /* "host" (NULL, default), "interp" (the reference interpreter) or "cuda". */
+    const char *backend;
+    /* cuda: "llvm" (NULL: the LLVM NVPTX path) or "nvrtc"; arch "sm_80" or
+     * "sm_90" (NULL). */
+    const char *gpu_emit;
+    const char *arch;
+    /* host: the CPU to compile for, NULL = this machine's. */
+    const char *cpu;
+    /* Concurrent runs of different buckets: devices the executables are
+     * spread over (host); 0 = 1. */
+    int workers;
+    /* Kernel threads per run (host); 0 = the library's default. */
+    int threads;
+    /* Fleet tier: redis://[:PASSWORD@]HOST[:PORT][/DB], NULL = none; the MAC
+     * secret (NULL = checksum-only frames); read_only fetches, never publishes. */
+    const char *remote_url;
+    const void *remote_secret;
+    size_t remote_secret_len;
+    bool remote_read_only;
+    /* How the model file is read: the dynamic dim, fixed dims (see model.h). */
+    sj_model_options model;
+    /* A size outside every bucket compiles a one-off at its exact extent
+     * instead of failing with SJ_E_OUT_OF_RANGE. */
+    bool one_off_out_of_range;
+    /* Precompile for other machines: the compiler loads nothing, so a cuda
+     * engine needs no GPU; sj_engine_run is then SJ_E_STATE. */
+    bool store_only;
+} sj_engine_config;
+
+void sj_engine_config_init(sj_engine_config *cfg);
+
+/* The documented default store path, from the values of $SHAPEJIT_STORE,
+ * $XDG_CACHE_HOME and $HOME the caller passes (each may be NULL or ""):
+ * SHAPEJIT_STORE, else XDG_CACHE_HOME/shapejit/store.db, else
+ * HOME/.cache/shapejit/store.db. SJ_E_NOT_FOUND when none is set,
+ * SJ_E_INVALID_ARG when the result does not fit cap. */
+sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
+                                       const char *home, char *out, size_t cap);
+
+typedef struct sj_engine sj_engine;
+
+/* Loads the model file (.sjg, .onnx) and opens everything cfg names (cfg
+ * NULL = defaults). Nothing is compiled yet. */
+sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
+                         sj_engine **out);
+/* As sj_engine_open for a graph already built; the engine takes ownership
+ * of g (also when it fails). */
+sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
+                               sj_engine **out);
+void sj_engine_close(sj_engine *e); /* NULL is a no-op */
+
+/* A tensor with the name of the model input or output it is. */
+typedef struct sj_named_tensor {
+    const char *name;
+    sj_tensor tensor;
+} sj_named_tensor;
+
+/* What one run did (optional). */
+typedef struct sj_run_info {
+    int64_t rows;   /* the request's size along the dynamic dim */
+    int64_t bucket; /* the extent of the bucket it ran in */
+} sj_run_info;
+
+/* Runs one request. inputs: every model input once, in any order, by name,
+ * each of the input's dtype and shape with the dynamic dim at the request's
+ * size N (the same N for all). outputs: n_outputs >= sj_engine_num_outputs
+ * entries, filled in the model's output order with names (borrowed from the
+ * engine) and tensors allocated on the context (the caller frees each with
+ * sj_tensor_free) at size N. info may be NULL. Errors: SJ_E_SHAPE or
+ * SJ_E_INVALID_ARG naming the input and what differs; SJ_E_OUT_OF_RANGE
+ * when N is outside every bucket. Nothing is allocated on failure. */
+sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                        sj_named_tensor *outputs, int n_outputs, sj_run_info *info);
+
+/* Makes every bucket ready (compiled, or loaded from the store) with `jobs`
+ * threads (0 = the CPU count); progress may be NULL. A store_only engine
+ * fills the store and loads nothing. */
+typedef void (*sj_engine_progress_fn)(void *user, int done, int total, int64_t extent);
+sj_status sj_engine_precompile(sj_engine *e, int jobs, sj_engine_progress_fn progress, void *user);
+
+/* The model as loaded, borrowed from the engine. */
+const sj_graph *sj_engine_graph(const sj_engine *e);
+int sj_engine_num_inputs(const sj_engine *e);
+int sj_engine_num_outputs(const sj_engine *e);
+/* Input or output i: name, dtype, shape with SJ_DIM_SYM for the dynamic dim. */
+sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out);
+sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out);
+
+/* Buckets: bucket i holds sizes [lo, hi], compiled at hi; ready when its
+ * executable is in memory. */
+int sj_engine_num_buckets(const sj_engine *e);
+sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready);
+
+typedef struct sj_engine_stats {
+    uint64_t runs, run_failures;
+    uint64_t memory_hits, store_hits, remote_hits, compiles, corrupt, store_errors, one_offs;
+    double compile_ms;
+    int buckets, buckets_ready;
+} sj_engine_stats;
+void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
