@@ -44,6 +44,15 @@
 extern "C" {
 #endif
 
+/* Another target whose stored artifacts a compiler's load accepts (a
+ * portable x86-64 level a build machine stored, for a host that can run
+ * it): its key fields, as sj_compiler's own. */
+typedef struct sj_compiler_target {
+    const char *cpu, *features;
+    const void *options;
+    size_t options_len;
+} sj_compiler_target;
+
 /* How a graph becomes something runnable: policy the cache does not know.
  * The target and toolchain strings and the options are part of the store
  * key. */
@@ -57,6 +66,11 @@ typedef struct sj_compiler {
      * so a cache can never key code by options it was not compiled with. */
     const void *options;
     size_t options_len;
+    /* Targets the cache asks the store tiers for, best first, when they hold
+     * nothing for the compiler's own target, before it compiles (borrowed;
+     * NULL when n_fallbacks is 0). A compile is always for the own target. */
+    const sj_compiler_target *fallbacks;
+    int n_fallbacks;
     /* Compiles g at `extent` into artifact bytes allocated with sj_alloc on
      * the graph's context (the cache frees them). */
     sj_status (*compile)(void *ctx, const sj_graph *g, int64_t extent, void **artifact,
@@ -144,6 +158,9 @@ sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_t key, 
 int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
 int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
 int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
+/* The target CPU bucket i's executable was made for: the compiler's own, or
+ * the fallback target its stored artifact had; NULL while not ready. */
+const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
 sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
                                    bool *ready);
@@ -175,6 +192,7 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t evictions;    /* rows the store handle evicted (shared by its users) */
     uint64_t store_errors; /* store failures worked around by compiling */
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
+    uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
 } sj_bucketed_cache_stats;
 void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 
