@@ -242,7 +242,13 @@ def inventory(models):
             all_chains[c][name] += k
         for c, k in input_chains(model, types, opset).items():
             all_inputs[c][name] += k
-        per_model[name] = dict(inputs=graph_inputs(model), ext_files=ext_files, opset=opset, ir=model.ir_version,
+        dim_params = {}
+        for where, vis in (("outputs", model.graph.output), ("value_info", model.graph.value_info)):
+            c = collections.Counter(d.dim_param for vi in vis
+                                    for d in vi.type.tensor_type.shape.dim if d.dim_param)
+            dim_params[where] = c
+        per_model[name] = dict(inputs=graph_inputs(model), ext_files=ext_files, opset=opset,
+                               dim_params=dim_params, ir=model.ir_version,
                                nodes=len(model.graph.node), counts=counts, ext=ext,
                                init_types=init_types, const_types=const_types,
                                domains=sorted({o.domain or "ai.onnx" for o in model.opset_import}),
@@ -278,6 +284,20 @@ def render(models, src_root):
         it = ", ".join(f"{k} {v}" for k, v in sorted(p["init_types"].items()))
         ct = ", ".join(f"{k} {v}" for k, v in sorted(p["const_types"].items())) or "-"
         w(f"| {n} | {p['opset']} | {p['ir']} | {p['nodes']} | {ins} | {ext} | {it} | {ct} |")
+    w("")
+    w("## dim_params of outputs and value_info")
+    w("")
+    w("Exporters also name dims of outputs and intermediate values, with names that are")
+    w("no input's dim (an expression such as `batch*seq`, or a made-up name): the importer")
+    w("must not take these for dims to bind.")
+    w("")
+    w("| model | outputs | value_info |")
+    w("| --- | --- | --- |")
+    for n in names:
+        dp = per_model[n]["dim_params"]
+        cell = [", ".join(f"`{k}` {v}" for k, v in sorted(dp[x].items())) or "-"
+                for x in ("outputs", "value_info")]
+        w(f"| {n} | {cell[0]} | {cell[1]} |")
     w("")
     w("## Ops: count per model")
     w("")
