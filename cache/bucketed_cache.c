@@ -81,6 +81,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     }
     pthread_mutex_init(&c->one_off_mu, NULL);
     pthread_mutex_init(&c->one_off_run_mu, NULL);
+    pthread_mutex_init(&c->store_fail_mu, NULL);
 
     sj_bucketed_cache_key(g, comp, c->options, c->options_len, 0, &c->key);
     *out = c;
@@ -104,6 +105,7 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     }
     pthread_mutex_destroy(&c->one_off_mu);
     pthread_mutex_destroy(&c->one_off_run_mu);
+    pthread_mutex_destroy(&c->store_fail_mu);
     sj_free(c->ctx, c->buckets_mem);
     sj_free(c->ctx, c->options);
     sj_free(c->ctx, c);
@@ -128,8 +130,22 @@ static void count_hit(sj_bucketed_cache *c, sj_tier from) {
                               memory_order_relaxed);
 }
 
+/* Remembers whether the local store holds the bucket compiled at extent
+ * (precompile reports the ones it does not) and the first reason why not. */
+static void note_stored(sj_bucketed_cache *c, int64_t extent, bool stored) {
+    int i = sj_ladder_find(c->ladder, extent);
+    if (i >= 0 && sj_ladder_extent(c->ladder, i) == extent)
+        atomic_store_explicit(&c->buckets[i].not_stored, !stored, memory_order_relaxed);
+    if (stored) return;
+    pthread_mutex_lock(&c->store_fail_mu);
+    if (!c->store_fail[0])
+        snprintf(c->store_fail, sizeof c->store_fail, "%s", sj_ctx_last_error(c->ctx));
+    pthread_mutex_unlock(&c->store_fail_mu);
+}
+
 /* Compiles key's extent and hands the bytes to the store tiers (a failed
- * put costs only a count); *art is the caller's to free. */
+ * put costs a count, and for the local store a note on the bucket); *art is
+ * the caller's to free. */
 static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key, void **art,
                                    size_t *art_len) {
     *art = NULL;
@@ -139,10 +155,13 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
     atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) return st;
     atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
-    if ((c->store || c->remote) && sj_tiered_put(c->store, c->remote, key, *art, *art_len) != SJ_OK) {
-        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
-        sj_ctx_clear_error(c->ctx);
-    }
+    if (!c->store && !c->remote) return SJ_OK;
+    /* sj_tiered_put's status is the local store's; the remote tier's drops
+     * are counted in its own stats */
+    bool stored = sj_tiered_put(c->store, c->remote, key, *art, *art_len) == SJ_OK;
+    if (!stored) atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+    if (c->store) note_stored(c, key->extent, stored);
+    if (!stored) sj_ctx_clear_error(c->ctx);
     return SJ_OK;
 }
 
@@ -315,6 +334,8 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->corrupt = atomic_load(&c->corrupt);
     out->store_errors = atomic_load(&c->store_errors);
     out->one_offs = atomic_load(&c->n_one_offs);
+    for (int i = 0; i < c->n_buckets; i++)
+        out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     sj_store_stats ss;
     if (c->store && sj_store_stats_get(c->store, &ss) == SJ_OK) out->evictions = ss.evictions;
 }

@@ -20,6 +20,7 @@ typedef struct sj_cache_bucket {
     sj_status fail_status;
     char fail_msg[256];
     pthread_mutex_t run_mu; /* one run at a time on the executable */
+    _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
 } __attribute__((aligned(64))) sj_cache_bucket;
 
 typedef struct sj_one_off {
@@ -47,6 +48,8 @@ struct sj_bucketed_cache {
     pthread_mutex_t one_off_run_mu;
     _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors, n_one_offs;
     _Atomic int compiled;
+    pthread_mutex_t store_fail_mu; /* store_fail */
+    char store_fail[256];          /* the local store's first refusal of a put: why */
 };
 
 /* Finds or makes key's executable; *bucket is -1 for a one-off (whose runs

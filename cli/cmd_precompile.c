@@ -63,21 +63,27 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g,
                        ? sj_bucketed_cache_precompile_stored(cc.cache, jobs, on_bucket, &p)
                        : sj_bucketed_cache_precompile(cc.cache, jobs, on_bucket, &p);
     double secs = (cli_now_ms() - p.t0) / 1e3;
-    if (st != SJ_OK) {
-        if (p.tty) fputc('\n', stderr);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", st != SJ_OK ? sj_ctx_last_error(ctx) : "");
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(cc.cache, &s);
+    if (st != SJ_OK && p.tty) fputc('\n', stderr);
+    /* Buckets compiled but refused by the store still get the summary (which
+     * counts them) before the error and exit 1. */
+    if (st != SJ_OK && !s.not_stored) {
         rc = cli_fail_status(cmd, ctx, st);
     } else {
         /* Deploy steps end with the fleet holding every bucket. */
         if (cc.remote) sj_remote_flush(cc.remote);
-        sj_bucketed_cache_stats s;
-        sj_bucketed_cache_stats_get(cc.cache, &s);
         char spec[256];
         sj_ladder_format(cc.ladder, spec, sizeof spec);
         printf("precompiled %d buckets of %s for %s in %.2f s: %llu compiled, %llu from the store, "
-               "%llu corrupt rows replaced; store %s",
+               "%llu corrupt rows replaced",
                sj_bucketed_cache_total_buckets(cc.cache), spec, target, secs,
                (unsigned long long)s.compiles, (unsigned long long)(s.store_hits + s.remote_hits),
-               (unsigned long long)s.corrupt, cc.store_path[0] ? cc.store_path : "none");
+               (unsigned long long)s.corrupt);
+        if (s.not_stored) printf(", %llu NOT STORED", (unsigned long long)s.not_stored);
+        printf("; store %s", cc.store_path[0] ? cc.store_path : "none");
         if (cc.remote) {
             sj_remote_stats rs;
             sj_remote_get_stats(cc.remote, &rs);
@@ -91,6 +97,7 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g,
             cli_stats_members(stderr, &cc);
             fprintf(stderr, "}\n");
         }
+        if (st != SJ_OK) rc = cli_fail(cmd, "%s", why);
     }
     cli_cache_close(&cc);
     return rc;

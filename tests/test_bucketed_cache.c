@@ -419,6 +419,45 @@ static void test_corrupt_row_recompiled(void **state) {
     sj_ladder_destroy(l);
 }
 
+/* A store that refuses every put (here: artifacts above its size bound, as
+ * a full disk would refuse them) makes precompile fail naming the buckets it
+ * lacks, not report success over an incomplete store. */
+static void test_precompile_reports_unstored_buckets(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 8, &l), SJ_OK);
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    cfg.max_artifact_bytes = 1;
+    sj_store *s;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 2, NULL, NULL), SJ_E_IO);
+    assert_error_contains(ctx, "precompile: 4 of 4 buckets were compiled but not stored (extents 1, 2, 4, 8)");
+    assert_error_contains(ctx, "exceeds the 1-byte cap"); /* the store's reason */
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.not_stored, 4);
+    assert_int_equal(st.store_errors, 4);
+    assert_int_equal(st.compiles, 4);
+    sj_bucketed_cache_destroy(c);
+    sj_store_close(s);
+    /* a store that takes them: success, nothing left unstored */
+    s = open_store();
+    comp = counting(&cc);
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 2, NULL, NULL), SJ_OK);
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.not_stored, 0);
+    sj_bucketed_cache_destroy(c);
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
 typedef struct getter {
     sj_bucketed_cache *c;
     sj_status st;
@@ -544,6 +583,7 @@ int main(void) {
         cmocka_unit_test(test_mixed_inputs),
         cmocka_unit_test(test_out_of_range),
         cmocka_unit_test_setup(test_corrupt_row_recompiled, fresh),
+        cmocka_unit_test_setup(test_precompile_reports_unstored_buckets, fresh),
         cmocka_unit_test(test_failed_compile_reaches_waiters),
         cmocka_unit_test_setup(test_two_processes_precompile, fresh),
         cmocka_unit_test(test_hit_path_allocates_nothing),

@@ -145,7 +145,10 @@ sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *l
 
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
- * never concurrently. Returns the first failure after all jobs stop. */
+ * never concurrently. Returns the first failure after all jobs stop; when
+ * every bucket was made but the store refused to keep some (disk full, a
+ * read-only file), SJ_E_IO naming their extents and the store's reason: a
+ * deploy must not ship a store that lacks buckets. */
 typedef void (*sj_cache_progress_fn)(void *user, int done, int total, int64_t extent);
 sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
                                        void *user);
@@ -170,6 +173,7 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t evictions;    /* rows the store handle evicted (shared by its users) */
     uint64_t store_errors; /* store failures worked around by compiling */
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
+    uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
 } sj_bucketed_cache_stats;
 void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 
