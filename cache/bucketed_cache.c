@@ -59,6 +59,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     c->store = store;
     c->remote = cfg->remote;
     c->one_off_out_of_range = cfg->one_off_out_of_range;
+    c->one_off_capacity = cfg->one_off_capacity > 0 ? cfg->one_off_capacity : 16;
     c->n_buckets = sj_ladder_count(ladder);
     c->options_len = cfg->options_len;
     c->options = sj_alloc(ctx, cfg->options_len);
@@ -80,12 +81,17 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
         pthread_mutex_init(&b->run_mu, NULL);
     }
     pthread_mutex_init(&c->one_off_mu, NULL);
-    pthread_mutex_init(&c->one_off_run_mu, NULL);
     pthread_mutex_init(&c->store_fail_mu, NULL);
 
     sj_bucketed_cache_key(g, comp, c->options, c->options_len, 0, &c->key);
     *out = c;
     return SJ_OK;
+}
+
+static void one_off_free(sj_bucketed_cache *c, sj_one_off *o) {
+    c->comp.destroy(c->comp.ctx, o->exe);
+    pthread_mutex_destroy(&o->run_mu);
+    sj_free(c->ctx, o);
 }
 
 void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
@@ -100,11 +106,9 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     }
     for (sj_one_off *o = c->one_offs, *next; o; o = next) {
         next = o->next;
-        c->comp.destroy(c->comp.ctx, o->exe);
-        sj_free(c->ctx, o);
+        one_off_free(c, o);
     }
     pthread_mutex_destroy(&c->one_off_mu);
-    pthread_mutex_destroy(&c->one_off_run_mu);
     pthread_mutex_destroy(&c->store_fail_mu);
     sj_free(c->ctx, c->buckets_mem);
     sj_free(c->ctx, c->options);
@@ -255,40 +259,100 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
     return st;
 }
 
-static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe) {
+/* The listed one-off for key, held for the caller; one_off_mu held. */
+static sj_one_off *one_off_find(sj_bucketed_cache *c, int64_t key) {
+    for (sj_one_off *o = c->one_offs; o; o = o->next)
+        if (o->extent == key) {
+            o->refs++;
+            o->last_used = ++c->one_off_tick;
+            return o;
+        }
+    return NULL;
+}
+
+/* Unlinks the least recently used one-off when the list is full; returns it
+ * when nothing holds it (the caller destroys it outside the lock).
+ * one_off_mu held. */
+static sj_one_off *one_off_evict(sj_bucketed_cache *c) {
+    if (c->n_listed < c->one_off_capacity) return NULL;
+    sj_one_off **victim = &c->one_offs;
+    for (sj_one_off **p = &c->one_offs; *p; p = &(*p)->next)
+        if ((*p)->last_used < (*victim)->last_used) victim = p;
+    sj_one_off *o = *victim;
+    *victim = o->next;
+    c->n_listed--;
+    o->evicted = true;
+    atomic_fetch_add_explicit(&c->one_off_evictions, 1, memory_order_relaxed);
+    return o->refs == 0 ? o : NULL;
+}
+
+/* A key outside every bucket: its exact extent, compiled outside the lock
+ * (memory hits on other one-offs never wait for it), kept in a list of at
+ * most one_off_capacity so distinct out-of-range keys cannot grow memory
+ * without bound. Two threads missing the same key may both compile; the
+ * second keeps the first one's. */
+static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_one_off **held) {
     if (key < 1 || key > SJ_MAX_EXTENT)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: key %lld is not a valid extent (1..%lld)",
                        (long long)key, (long long)SJ_MAX_EXTENT);
     pthread_mutex_lock(&c->one_off_mu);
-    for (sj_one_off *o = c->one_offs; o; o = o->next)
-        if (o->extent == key) {
-            *exe = o->exe;
-            pthread_mutex_unlock(&c->one_off_mu);
-            atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
-            return SJ_OK;
-        }
-    sj_one_off *o = sj_calloc(c->ctx, 1, sizeof *o);
-    sj_status st = o ? materialize(c, key, exe) : sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
-    if (st == SJ_OK) {
-        o->extent = key;
-        o->exe = *exe;
-        o->next = c->one_offs;
-        c->one_offs = o;
-        atomic_fetch_add_explicit(&c->n_one_offs, 1, memory_order_relaxed);
+    sj_one_off *o = one_off_find(c, key);
+    pthread_mutex_unlock(&c->one_off_mu);
+    if (o) {
+        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+        *exe = o->exe;
+        *held = o;
+        return SJ_OK;
+    }
+    void *e;
+    SJ_TRY(materialize(c, key, &e));
+    sj_one_off *fresh = sj_calloc(c->ctx, 1, sizeof *fresh);
+    if (!fresh) {
+        c->comp.destroy(c->comp.ctx, e);
+        return sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    }
+    fresh->extent = key;
+    fresh->exe = e;
+    fresh->refs = 1;
+    pthread_mutex_init(&fresh->run_mu, NULL);
+    sj_one_off *dead = NULL;
+    pthread_mutex_lock(&c->one_off_mu);
+    o = one_off_find(c, key);
+    if (o) {
+        dead = fresh; /* another thread listed it first */
     } else {
-        sj_free(c->ctx, o);
+        dead = one_off_evict(c);
+        fresh->last_used = ++c->one_off_tick;
+        fresh->next = c->one_offs;
+        c->one_offs = fresh;
+        c->n_listed++;
+        atomic_fetch_add_explicit(&c->n_one_offs, 1, memory_order_relaxed);
+        o = fresh;
     }
     pthread_mutex_unlock(&c->one_off_mu);
-    return st;
+    if (dead) one_off_free(c, dead);
+    *exe = o->exe;
+    *held = o;
+    return SJ_OK;
 }
 
-sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket) {
+void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one) {
+    if (!one) return;
+    pthread_mutex_lock(&c->one_off_mu);
+    bool dead = --one->refs == 0 && one->evicted;
+    pthread_mutex_unlock(&c->one_off_mu);
+    if (dead) one_off_free(c, one);
+}
+
+sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
+                          sj_one_off **one) {
     int i = sj_ladder_find(c->ladder, key);
     *bucket = i;
+    *one = NULL;
     if (i < 0) {
         if (!c->one_off_out_of_range) return sj_ladder_bucket_for(c->ladder, key, &i);
         *extent = key;
-        return one_off(c, key, exe);
+        return one_off(c, key, exe, one);
     }
     *extent = sj_ladder_extent(c->ladder, i);
     void *e = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire);
@@ -303,7 +367,10 @@ sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, vo
 sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                            void **exe) {
     int b;
-    return sj_cache_lookup(c, key, extent, exe, &b);
+    sj_one_off *one;
+    sj_status st = sj_cache_lookup(c, key, extent, exe, &b, &one);
+    sj_cache_release(c, one); /* documented: valid until evicted */
+    return st;
 }
 
 int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key) {
@@ -334,6 +401,7 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->corrupt = atomic_load(&c->corrupt);
     out->store_errors = atomic_load(&c->store_errors);
     out->one_offs = atomic_load(&c->n_one_offs);
+    out->one_off_evictions = atomic_load(&c->one_off_evictions);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     sj_store_stats ss;

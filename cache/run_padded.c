@@ -90,22 +90,29 @@ static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, con
     int64_t extent;
     void *exe;
     int b;
-    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b));
+    sj_one_off *one;
+    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b, &one));
+    sj_status st = SJ_OK;
     if (rows < 1 || rows > extent)
-        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
-                       (long long)rows, (long long)key, (long long)extent);
-    SJ_TRY(check_outputs(c, rows, inners, n_inners));
-    sj_tensor *t = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *t);
-    bool *seen = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *seen);
-    sj_status st = t && seen ? bind_inputs(c, rows, inputs, n_inputs, mixed, t, seen)
-                             : sj_fail(c->ctx, SJ_E_NOMEM, "run_padded: out of memory");
+        st = sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
+                     (long long)rows, (long long)key, (long long)extent);
+    if (st == SJ_OK) st = check_outputs(c, rows, inners, n_inners);
+    sj_tensor *t = NULL;
+    bool *seen = NULL;
+    if (st == SJ_OK) {
+        t = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *t);
+        seen = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *seen);
+        st = t && seen ? bind_inputs(c, rows, inputs, n_inputs, mixed, t, seen)
+                       : sj_fail(c->ctx, SJ_E_NOMEM, "run_padded: out of memory");
+    }
     if (st == SJ_OK) {
         memset(outputs, 0, (size_t)n_outputs * sizeof *outputs);
-        pthread_mutex_t *mu = b >= 0 ? &c->buckets[b].run_mu : &c->one_off_run_mu;
+        pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
         pthread_mutex_lock(mu);
         st = c->comp.run(c->comp.ctx, exe, rows, t, outputs);
         pthread_mutex_unlock(mu);
     }
+    sj_cache_release(c, one);
     sj_free(c->ctx, t);
     sj_free(c->ctx, seen);
     if (st == SJ_OK && extent_out) *extent_out = extent;

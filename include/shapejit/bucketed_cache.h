@@ -79,6 +79,10 @@ typedef struct sj_bucketed_cache_config {
      * that extent (kept, and stored, for later calls) instead of failing
      * with SJ_E_OUT_OF_RANGE. */
     bool one_off_out_of_range;
+    /* One-off executables kept in memory at most; the least recently used
+     * is evicted (and counted) for a new one, so clients sending distinct
+     * out-of-range sizes cannot grow memory without bound. 0 = 16. */
+    int one_off_capacity;
     /* The fleet tier under the store (NULL: none), borrowed like the store
      * and on the graph's context: a store miss asks it, a fresh compile is
      * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
@@ -103,7 +107,9 @@ void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, const voi
                            size_t options_len, int64_t extent, sj_store_key *out);
 
 /* The bucket extent holding key and its executable (owned by the cache).
- * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). */
+ * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). A
+ * one-off's executable stays valid only until it is evicted: run such keys
+ * through run_padded, which holds them for the run. */
 sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                            void **exe);
 
@@ -173,6 +179,7 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t evictions;    /* rows the store handle evicted (shared by its users) */
     uint64_t store_errors; /* store failures worked around by compiling */
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
+    uint64_t one_off_evictions; /* one-offs dropped for newer ones (one_off_capacity) */
     uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
 } sj_bucketed_cache_stats;
 void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
