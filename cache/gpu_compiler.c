@@ -4,7 +4,6 @@
 #include "shapejit/backends.h"
 
 #include "jit/core/core_impl.h"
-#include "jit/llvm/nvptx_impl.h"
 #include "jit/nvrtc/gpu_compile.h"
 
 #include <pthread.h>
@@ -111,6 +110,15 @@ static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, cons
                        "gpu compiler: the cache's options (%zu bytes) are not this compiler's; "
                        "set them with sj_gpu_compiler_cache_config",
                        options_len);
+#ifdef SJ_RUNTIME_ONLY
+    /* Reached on a store miss; a runtime-only build has nothing to compile with. */
+    const char *path = gc->options.target == SJ_TARGET_NVRTC ? "nvrtc" : "nvptx";
+    return sj_fail(ctx, SJ_E_NOT_FOUND,
+                   "not precompiled for %s: bucket extent %lld (%s, toolchain %s) is not in the "
+                   "store; run `shapejit precompile MODEL --ladder SPEC --target %s --arch %s` on "
+                   "a build machine",
+                   gc->arch, (long long)extent, path, gc->toolchain, path, gc->arch);
+#else
     sj_artifact *a;
     SJ_TRY(sj_compile(g, extent, &gc->options, &a));
     uint8_t *bytes;
@@ -118,6 +126,7 @@ static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, cons
     sj_artifact_destroy(a);
     if (st == SJ_OK) *artifact = bytes;
     return st;
+#endif
 }
 
 static sj_status gpu_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,
