@@ -12,7 +12,7 @@ set(SJ_COMPILER_SOURCES_REGEX
   "/jit/llvm/|/jit/nvrtc/(gpu_compile|gpu_emitters|cuda_c_emit|nvrtc_compile|ptx_to_cubin|gpu_schedule|gpu_code|module)\\.|/runtime/host_jit\\.c$")
 # The tests that hold without compilers: the store, the interpreter, the
 # runtime-only behaviour, and the GPU programs that run precompiled stores.
-set(SJ_RUNTIME_ONLY_TESTS_REGEX "/tests/(test_(store|interp|npy|ladder|metadata_cache|runtime_only|gpu_store)\\.c|runtime_only\\.cmake)$")
+set(SJ_RUNTIME_ONLY_TESTS_REGEX "/tests/(test_(store|interp|npy|ladder|metadata_cache|runtime_only)\\.c|runtime_only\\.cmake)$")
 
 # BLAKE3 (graph hashes, store digests, remote MACs) is the one piece of LLVM
 # kept: its C implementation, linked from LLVM's static support archive. Only
