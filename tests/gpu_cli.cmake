@@ -97,3 +97,10 @@ foreach(emit llvm nvrtc)
 endforeach()
 sj_cli_test(gpu_serve_emit_without_cuda RC 2 ARGS serve ${ffn} --emit nvrtc --backend host
   ERR "--emit is for --backend cuda")
+
+# The build-machine half of scripts/gpu-check.sh (tools/gpu_pack.c).
+add_executable(sj_gpu_pack ${PROJECT_SOURCE_DIR}/tools/gpu_pack.c)
+target_compile_options(sj_gpu_pack PRIVATE ${SJ_WARNINGS})
+target_compile_definitions(sj_gpu_pack PRIVATE _GNU_SOURCE)
+target_include_directories(sj_gpu_pack PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(sj_gpu_pack PRIVATE shapejit_static)
