@@ -82,3 +82,10 @@ if(SJ_TEST_GPU_STORE)
   rt_cli_test(store_ls RC 0 ARGS store ls --store ${SJ_TEST_GPU_STORE} OUT "nvptx64-nvidia-cuda/sm_90")
   rt_cli_test(store_verify RC 0 ARGS store verify --store ${SJ_TEST_GPU_STORE} OUT " 0 corrupt")
 endif()
+
+# The GPU-machine half of scripts/gpu-check.sh (tools/gpu_check.c).
+add_executable(sj_gpu_check ${PROJECT_SOURCE_DIR}/tools/gpu_check.c)
+target_compile_options(sj_gpu_check PRIVATE ${SJ_WARNINGS})
+target_compile_definitions(sj_gpu_check PRIVATE _GNU_SOURCE)
+target_include_directories(sj_gpu_check PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(sj_gpu_check PRIVATE shapejit_static)
