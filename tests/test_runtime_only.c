@@ -1,7 +1,8 @@
 /* The runtime-only build (-DSJ_COMPILERS=OFF), built and run by
  * scripts/test-runtime-only.sh: it compiles nothing and refuses host code,
  * each with a message that says what to do; GPU artifacts precompiled by a
- * full build (the store SJ_TEST_GPU_STORE: examples/models/ffn.sjg at
+ * full build (the store SJ_TEST_GPU_STORE, from the environment or the
+ * build: examples/models/ffn.sjg at
  * list:8,32, targets host, nvptx and nvrtc for sm_90, nvptx for sm_80) load
  * up to the device: without a driver SJ_E_NO_DEVICE naming libcuda.so.1,
  * on a GPU the interpreter's results, eagerly and by replaying a CUDA graph,
@@ -22,7 +23,20 @@
 #include "shapejit/model.h"
 #include "shapejit/runtime.h"
 
-#define FFN SJ_SOURCE_DIR "/examples/models/ffn.sjg"
+/* Where the store and the model are: the environment first (the pack that
+ * scripts/gpu-check.sh carries to a GPU machine), else the build's. */
+static const char *store_path(void) {
+    const char *env = getenv("SJ_TEST_GPU_STORE");
+#ifdef SJ_TEST_GPU_STORE
+    if (!env || !env[0]) env = SJ_TEST_GPU_STORE;
+#endif
+    return env && env[0] ? env : NULL;
+}
+
+static void model_path(char *buf, size_t len) {
+    const char *env = getenv("SJ_TEST_MODELS");
+    snprintf(buf, len, "%s/ffn.sjg", env && env[0] ? env : SJ_SOURCE_DIR "/examples/models");
+}
 
 typedef struct fixture {
     sj_ctx *ctx;
@@ -35,16 +49,21 @@ typedef struct fixture {
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_model_load(f->ctx, FFN, NULL, &f->g) != SJ_OK) return -1;
-#ifdef SJ_TEST_GPU_STORE
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = SJ_TEST_GPU_STORE;
-    if (sj_store_open(f->ctx, &sc, &f->store) != SJ_OK) {
-        printf("cannot open %s: %s\n", SJ_TEST_GPU_STORE, sj_ctx_last_error(f->ctx));
+    char model[4096];
+    model_path(model, sizeof model);
+    if (sj_model_load(f->ctx, model, NULL, &f->g) != SJ_OK) {
+        printf("cannot load %s: %s\n", model, sj_ctx_last_error(f->ctx));
         return -1;
     }
-#endif
+    if (store_path()) {
+        sj_store_config sc;
+        sj_store_config_init(&sc);
+        sc.path = store_path();
+        if (sj_store_open(f->ctx, &sc, &f->store) != SJ_OK) {
+            printf("cannot open %s: %s\n", sc.path, sj_ctx_last_error(f->ctx));
+            return -1;
+        }
+    }
     sj_cuda_device_info info;
     if (sj_cuda_probe(f->ctx, NULL, &info) == SJ_OK &&
         sj_cuda_device_create(f->ctx, NULL, NULL, &f->gpu) == SJ_OK)
@@ -68,8 +87,8 @@ static int teardown(void **state) {
 #define NEED_STORE(f)                                                                              \
     do {                                                                                           \
         if (!(f)->store)                                                                           \
-            SJ_SKIP("no precompiled store (configure with -DSJ_TEST_GPU_STORE=PATH, as "           \
-                    "scripts/test-runtime-only.sh does)");                                         \
+            SJ_SKIP("no precompiled store (set SJ_TEST_GPU_STORE or configure with "               \
+                    "-DSJ_TEST_GPU_STORE=PATH, as scripts/test-runtime-only.sh does)");            \
     } while (0)
 
 static void assert_error_has(sj_ctx *ctx, const char *needle) {
