@@ -28,6 +28,17 @@ sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **featu
     return refuse_host(ctx);
 }
 
+sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
+    (void)features;
+    *out = NULL;
+    return refuse_host(ctx);
+}
+
+sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
+    (void)cpu;
+    return refuse_host(ctx);
+}
+
 /* No host code runs here, so no extern is provided to it. */
 void *sj_host_extern_symbol(const char *name) {
     (void)name;
