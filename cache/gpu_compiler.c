@@ -1,7 +1,7 @@
 /* The GPU backends behind the bucketed cache's compiler table: sj_compile
  * for NVPTX or NVRTC + the artifact format for bytes (no GPU needed), and
  * executables on one CUDA device, made at the first load, for runs. */
-#include "shapejit/backends.h"
+#include "shapejit/ext/backends.h"
 
 #include "jit/core/core_impl.h"
 #include "jit/nvrtc/gpu_compile.h"
@@ -101,19 +101,13 @@ sj_status sj_gpu_compiler_device(sj_gpu_compiler *gc, sj_device **out) {
     return st;
 }
 
-static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
-                             size_t options_len, void **artifact, size_t *len) {
+static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                             size_t *len) {
     sj_gpu_compiler *gc = self;
-    sj_ctx *ctx = sj_graph_ctx(g);
-    if (options_len != GPU_OPTIONS_BYTES || memcmp(options, gc->options_bytes, GPU_OPTIONS_BYTES))
-        return sj_fail(ctx, SJ_E_INVALID_ARG,
-                       "gpu compiler: the cache's options (%zu bytes) are not this compiler's; "
-                       "set them with sj_gpu_compiler_cache_config",
-                       options_len);
 #ifdef SJ_RUNTIME_ONLY
     /* Reached on a store miss; a runtime-only build has nothing to compile with. */
     const char *path = gc->options.target == SJ_TARGET_NVRTC ? "nvrtc" : "nvptx";
-    return sj_fail(ctx, SJ_E_NOT_FOUND,
+    return sj_fail(sj_graph_ctx(g), SJ_E_NOT_FOUND,
                    "not precompiled for %s: bucket extent %lld (%s, toolchain %s) is not in the "
                    "store; run `shapejit precompile MODEL --ladder SPEC --target %s --arch %s` on "
                    "a build machine",
@@ -178,15 +172,12 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     out->target_features = "";
     out->artifact_version = SJ_ARTIFACT_FORMAT_VERSION;
     out->compiler_version = gc->toolchain;
+    out->options = gc->options_bytes;
+    out->options_len = GPU_OPTIONS_BYTES;
     out->compile = gpu_compile;
     out->load = gpu_load;
     out->run = gpu_run;
     out->destroy = gpu_destroy;
-}
-
-void sj_gpu_compiler_cache_config(const sj_gpu_compiler *gc, sj_bucketed_cache_config *cfg) {
-    cfg->options = gc->options_bytes;
-    cfg->options_len = GPU_OPTIONS_BYTES;
 }
 
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc) { return gc->arch; }

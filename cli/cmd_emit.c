@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli/serving.h"
-#include "shapejit/compile.h"
+#include "shapejit/ext/compile.h"
 
 static const char usage[] =
     "usage: shapejit emit MODEL --rows N --target llvm-ir|host-asm|nvptx|cuda-c|cubin\n"

@@ -14,7 +14,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
-#include "shapejit/cuda_device.h"
+#include "shapejit/ext/cuda_device.h"
 #include "jit/nvrtc/nvrtc_impl.h"
 #include "tests/ptxas_check.h"
 

@@ -17,11 +17,11 @@
 
 #include <math.h>
 
-#include "shapejit/backends.h"
-#include "shapejit/compile.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/runtime.h"
 
 /* Where the store and the model are: the environment first (the pack that
  * scripts/gpu-check.sh carries to a GPU machine), else the build's. */
@@ -193,7 +193,6 @@ static void gpu_cache_open(fixture *f, sj_target target, const char *arch, const
     sj_gpu_compiler_table(out->gc, &comp);
     sj_bucketed_cache_config bc;
     sj_bucketed_cache_config_init(&bc);
-    sj_gpu_compiler_cache_config(out->gc, &bc);
     assert_int_equal(sj_ladder_parse(f->ctx, spec, &out->ladder), SJ_OK);
     assert_int_equal(sj_bucketed_cache_create(f->g, out->ladder, &comp, store, &bc, &out->c), SJ_OK);
 }
@@ -310,11 +309,8 @@ static void test_modules_from_cubin_and_ptx(void **state) {
         gpu_cache_open(f, SJ_TARGET_NVPTX, arches[a], "list:8,32", f->store, &gcache);
         sj_compiler comp;
         sj_gpu_compiler_table(gcache.gc, &comp);
-        sj_bucketed_cache_config bc;
-        sj_bucketed_cache_config_init(&bc);
-        sj_gpu_compiler_cache_config(gcache.gc, &bc);
         sj_store_key key;
-        sj_bucketed_cache_key(f->g, &comp, bc.options, bc.options_len, 32, &key);
+        sj_bucketed_cache_key(f->g, &comp, 32, &key);
         void *bytes;
         size_t len;
         assert_int_equal(sj_store_get(f->store, &key, &bytes, &len), SJ_OK);

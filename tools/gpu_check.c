@@ -54,7 +54,6 @@ static sj_status cache_open(checker *k, const sj_graph *g, const char *spec, cac
     sj_gpu_compiler_table(k->gc, &comp);
     sj_bucketed_cache_config cfg;
     sj_bucketed_cache_config_init(&cfg);
-    sj_gpu_compiler_cache_config(k->gc, &cfg);
     return sj_bucketed_cache_create(g, out->ladder, &comp, k->store, &cfg, &out->c);
 }
 

@@ -21,6 +21,10 @@
 #include <string.h>
 
 #include "shapejit.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/onnx.h"
+#include "shapejit/ext/runtime.h"
 
 #define GPU_PACK_ARCH "sm_90"
 #define GPU_MAX_ROWS 8

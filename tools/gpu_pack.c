@@ -41,7 +41,6 @@ static int precompile(pack *p, const sj_graph *g, const char *spec) {
         sj_gpu_compiler_table(p->gc[t], &comp);
         sj_bucketed_cache_config cfg;
         sj_bucketed_cache_config_init(&cfg);
-        sj_gpu_compiler_cache_config(p->gc[t], &cfg);
         sj_bucketed_cache *c;
         if (sj_bucketed_cache_create(g, l, &comp, p->store, &cfg, &c) != SJ_OK) {
             rc = fail(p, "cache");
