@@ -339,7 +339,7 @@ static void test_modules_from_cubin_and_ptx(void **state) {
     }
 }
 
-/* A driver library that is not there is SJ_E_NO_DEVICE naming it. */
+/* A driver library that is not there, or too old, is SJ_E_NO_DEVICE naming it. */
 static void test_missing_driver_is_named(void **state) {
     fixture *f = *state;
     sj_cuda_device_config cfg;
@@ -351,6 +351,11 @@ static void test_missing_driver_is_named(void **state) {
     sj_device *dev = (sj_device *)f;
     assert_int_equal(sj_cuda_device_create(f->ctx, &cfg, NULL, &dev), SJ_E_NO_DEVICE);
     assert_null(dev);
+    /* A library without the driver's entry points stands for a driver too
+     * old: the first missing one is named. */
+    cfg.driver_path = "libm.so.6";
+    assert_int_equal(sj_cuda_probe(f->ctx, &cfg, &info), SJ_E_NO_DEVICE);
+    assert_error_has(f->ctx, "driver libm.so.6 lacks cuInit (driver too old for CUDA");
 }
 
 int main(void) {
