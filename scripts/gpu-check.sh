@@ -60,6 +60,24 @@ prepare() {
   done
   rm -f "$pack"/*.db-wal "$pack"/*.db-shm "$pack"/fixture/*.db-wal "$pack"/fixture/*.db-shm
 
+  # The GPU run's whole flow, through the host backend: the pack's expected
+  # outputs hold, and the program and the report work, before a GPU sees them.
+  cmake --build "$full" -j "$jobs" --target sj_gpu_check_host >/dev/null
+  local self
+  self=$(mktemp -d)
+  local src=0
+  "$full/sj_gpu_check_host" "$pack" "$self" || src=$?
+  head -n 3 "$self/summary.txt"
+  if [ "$src" -ne 0 ]; then
+    cat "$self/summary.txt" >&2
+    echo "gpu-check prepare: the pack fails on the host backend" >&2
+    exit 1
+  fi
+  python3 scripts/gpu_check_report.py "$self" "$self" 0 /dev/null > "$self/summary.md" || true
+  grep -q "## Host dispatch per request" "$self/summary.md" || {
+    echo "gpu-check prepare: the report script failed on the host check's results" >&2; exit 1; }
+  rm -rf "$self"
+
   local bytes
   bytes=$(du -sb "$pack" | cut -f1)
   echo "gpu-check prepare: $pack is $((bytes / 1024)) KiB (limit $((max_bytes / 1024)) KiB), packed in $((SECONDS - t0)) s:"

@@ -18,20 +18,31 @@
 #define MATMUL_RUNS 10
 #define MAX_IO 16
 
+#ifdef GPU_CHECK_ON_HOST
+/* Built as sj_gpu_check_host in a full build: the same checks through the
+ * host backend (compiling what the store lacks), so a CPU machine runs the
+ * whole flow over a fresh pack (scripts/gpu-check.sh prepare does). */
+static const char *const emitter_names[] = {"host"};
+#define N_EMITTERS 1
+#else
 static const char *const emitter_names[] = {"nvptx", "nvrtc"};
+#define N_EMITTERS 2
+#endif
 
 typedef struct checker {
     sj_ctx *ctx;
     const char *pack, *out, *matmul_dir;
     sj_store *store;
     sj_gpu_compiler *gc;
+    sj_host_compiler *hc;
+    sj_compiler comp; /* the backend under check */
     sj_device *dev;
     int emitter;
     FILE *json, *summary;
     bool first_case;
     int conf_passed, conf_failed, cases_passed, cases_failed;
     int total_failed;
-    double matmul_kernel_ms[2];
+    double matmul_kernel_ms[N_EMITTERS];
 } checker;
 
 static double now_ms(void) {
@@ -50,11 +61,9 @@ static sj_status cache_open(checker *k, const sj_graph *g, const char *spec, cac
     memset(out, 0, sizeof *out);
     sj_status st = sj_ladder_parse(k->ctx, spec, &out->ladder);
     if (st != SJ_OK) return st;
-    sj_compiler comp;
-    sj_gpu_compiler_table(k->gc, &comp);
     sj_bucketed_cache_config cfg;
     sj_bucketed_cache_config_init(&cfg);
-    return sj_bucketed_cache_create(g, out->ladder, &comp, k->store, &cfg, &out->c);
+    return sj_bucketed_cache_create(g, out->ladder, &k->comp, k->store, &cfg, &out->c);
 }
 
 static void cache_close(cache *c) {
@@ -75,6 +84,8 @@ static sj_status conf_run(void *user, const sj_graph *g, int64_t extent, const s
     void *exe = NULL;
     int64_t e;
     if (st == SJ_OK) st = sj_bucketed_cache_get_or_compile(c.c, bucket, &e, &exe);
+    /* The runner hands over outputs to fill: allocated by the run. */
+    for (int i = 0; st == SJ_OK && i < sj_graph_num_outputs(g); i++) outputs[i].data = NULL;
     if (st == SJ_OK) st = sj_executable_run_or_replay(exe, extent, inputs, outputs);
     cache_close(&c);
     return st;
@@ -210,6 +221,7 @@ static void model_case(checker *k, const gpu_entry *e, const sj_graph *g, cache 
     free_all(k->ctx, replay, MAX_IO);
 }
 
+#ifndef GPU_CHECK_ON_HOST
 /* The large matmul: kernel time of replays; inputs and result for torch. */
 static void matmul(checker *k, const gpu_entry *e, const sj_graph *g, cache *c) {
     int64_t rows = e->rows[0], bucket;
@@ -245,6 +257,36 @@ static void matmul(checker *k, const gpu_entry *e, const sj_graph *g, cache *c) 
     free_all(k->ctx, in, 2);
     free_all(k->ctx, out, 1);
 }
+#endif
+
+/* The backend of emitter t: its compiler table and the device it runs on. */
+static sj_status backend_open(checker *k, int t) {
+#ifdef GPU_CHECK_ON_HOST
+    (void)t;
+    sj_status st = sj_host_compiler_create(k->ctx, NULL, &k->hc);
+    if (st != SJ_OK) return st;
+    sj_host_compiler_table(k->hc, &k->comp);
+    k->dev = sj_host_compiler_device(k->hc, 0);
+    return SJ_OK;
+#else
+    sj_gpu_compiler_config cfg;
+    sj_gpu_compiler_config_init(&cfg);
+    cfg.options.target = t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
+    cfg.options.arch = GPU_PACK_ARCH;
+    sj_status st = sj_gpu_compiler_create(k->ctx, &cfg, &k->gc);
+    if (st != SJ_OK) return st;
+    sj_gpu_compiler_table(k->gc, &k->comp);
+    return sj_gpu_compiler_device(k->gc, &k->dev);
+#endif
+}
+
+static void backend_close(checker *k) {
+    sj_gpu_compiler_destroy(k->gc);
+    sj_host_compiler_destroy(k->hc);
+    k->gc = NULL;
+    k->hc = NULL;
+    k->dev = NULL;
+}
 
 static void models(checker *k) {
     char path[1024], line[2048];
@@ -270,7 +312,9 @@ static void models(checker *k) {
             fprintf(k->summary, "  FAIL %s %s: %s\n", emitter_names[k->emitter], e.name, sj_ctx_last_error(k->ctx));
             k->cases_failed++;
         } else if (!strcmp(e.kind, "matmul")) {
-            matmul(k, &e, g, &c);
+#ifndef GPU_CHECK_ON_HOST
+            matmul(k, &e, g, &c); /* a GPU figure: not timed on the host */
+#endif
         } else {
             for (int r = 0; r < e.n_rows; r++) model_case(k, &e, g, &c, e.rows[r]);
         }
@@ -287,17 +331,23 @@ int main(int argc, char **argv) {
     }
     checker k = {.pack = argv[1], .out = argv[2], .matmul_dir = argc > 3 ? argv[3] : NULL};
     if (sj_ctx_create(NULL, &k.ctx) != SJ_OK) return 1;
-    sj_cuda_device_info info;
+    sj_cuda_device_info info = {.name = "the host (sj_gpu_check_host)"};
+#ifndef GPU_CHECK_ON_HOST
     if (sj_cuda_probe(k.ctx, NULL, &info) != SJ_OK) {
         fprintf(stderr, "sj_gpu_check: no GPU to check: %s\n", sj_ctx_last_error(k.ctx));
         sj_ctx_destroy(k.ctx);
         return 77;
     }
+#endif
     char path[1024];
     sj_store_config sc;
     sj_store_config_init(&sc);
     snprintf(path, sizeof path, "%s/store.db", k.pack);
+#ifdef GPU_CHECK_ON_HOST
+    sc.path = NULL; /* host code is compiled into memory: the pack stays as built */
+#else
     sc.path = path;
+#endif
     if (sj_store_open(k.ctx, &sc, &k.store) != SJ_OK) {
         fprintf(stderr, "sj_gpu_check: %s\n", sj_ctx_last_error(k.ctx));
         return 1;
@@ -315,25 +365,20 @@ int main(int argc, char **argv) {
     fprintf(k.json, "{\"gpu\": \"%s\", \"sm\": %d, \"driver\": %d, \"cases\": [", info.name, info.sm,
             info.driver_version);
     k.first_case = true;
-    int results[2][4] = {{0}};
-    for (int t = 0; t < 2; t++) {
+    int results[N_EMITTERS][4] = {{0}};
+    for (int t = 0; t < N_EMITTERS; t++) {
         k.emitter = t;
         k.conf_passed = k.conf_failed = k.cases_passed = k.cases_failed = 0;
-        sj_gpu_compiler_config cfg;
-        sj_gpu_compiler_config_init(&cfg);
-        cfg.options.target = t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
-        cfg.options.arch = GPU_PACK_ARCH;
-        if (sj_gpu_compiler_create(k.ctx, &cfg, &k.gc) != SJ_OK ||
-            sj_gpu_compiler_device(k.gc, &k.dev) != SJ_OK) {
+        if (backend_open(&k, t) != SJ_OK) {
             fprintf(k.summary, "  FAIL %s: %s\n", emitter_names[t], sj_ctx_last_error(k.ctx));
             k.total_failed++;
-            sj_gpu_compiler_destroy(k.gc);
+            backend_close(&k);
             continue;
         }
         double t0 = now_ms();
         conformance(&k);
         models(&k);
-        sj_gpu_compiler_destroy(k.gc);
+        backend_close(&k);
         results[t][0] = k.conf_passed, results[t][1] = k.conf_failed;
         results[t][2] = k.cases_passed, results[t][3] = k.cases_failed;
         k.total_failed += k.conf_failed + k.cases_failed;
@@ -342,7 +387,7 @@ int main(int argc, char **argv) {
                 (now_ms() - t0) / 1e3);
     }
     fprintf(k.json, "\n  ],\n  \"emitters\": {");
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < N_EMITTERS; t++)
         fprintf(k.json,
                 "%s\"%s\": {\"onnx_passed\": %d, \"onnx_failed\": %d, \"cases_passed\": %d, "
                 "\"cases_failed\": %d, \"matmul_kernel_ms\": %.4f}",
