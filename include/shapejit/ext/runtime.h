@@ -58,12 +58,12 @@ typedef struct sj_executable sj_executable;
  * plan against the graph (slot kinds and sizes, kernel names, word ranges):
  * a mismatch is SJ_E_CORRUPT naming the slot or launch. */
 SJ_API sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
-                               const void *code, size_t code_len, const sj_graph *g,
-                               sj_executable **out);
+                                      const void *code, size_t code_len, const sj_graph *g,
+                                      sj_executable **out);
 /* Same with a module the caller keeps (it must outlive the executable). */
 SJ_API sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
-                                           sj_module *module, const sj_graph *g,
-                                           sj_executable **out);
+                                                  sj_module *module, const sj_graph *g,
+                                                  sj_executable **out);
 /* Releases the capture (if any), the buffers and the module it owns. NULL is a
  * no-op. */
 SJ_API void sj_executable_destroy(sj_executable *exe);
@@ -75,7 +75,7 @@ SJ_API int sj_executable_num_outputs(const sj_executable *exe);
 
 /* Eager: every launch through the op cache and the metadata info cache. */
 SJ_API sj_status sj_executable_run(sj_executable *exe, int64_t active_extent, const sj_tensor *inputs,
-                            sj_tensor *outputs);
+                                   sj_tensor *outputs);
 
 /* Records the bucket's launches once into a device graph (nothing runs);
  * the metadata info buffers it records are pinned until the capture is
@@ -85,11 +85,11 @@ SJ_API bool sj_executable_has_capture(const sj_executable *exe);
 /* Like sj_executable_run but replays the capture (SJ_E_STATE without one);
  * results equal eager runs. */
 SJ_API sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
-                               const sj_tensor *inputs, sj_tensor *outputs);
+                                      const sj_tensor *inputs, sj_tensor *outputs);
 /* What a serving loop calls: replays when the executable has a capture,
  * otherwise runs eagerly. */
 SJ_API sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
-                                      const sj_tensor *inputs, sj_tensor *outputs);
+                                             const sj_tensor *inputs, sj_tensor *outputs);
 /* Destroys the capture and drops its pins; no capture = no-op. */
 SJ_API void sj_executable_release_capture(sj_executable *exe);
 
