@@ -63,16 +63,12 @@ static sj_status open_store(sj_engine *e, const sj_engine_config *cfg) {
     sc.fallback_to_memory = cfg->store_fallback_to_memory;
     sj_status st = sj_store_open(e->ctx, &sc, &e->store);
     if (st != SJ_OK) {
-        sj_error_prefix(e->ctx, "engine: store"); /* the store's message names the path */
+        sj_error_prefix(e->ctx, "engine"); /* the store's message names it and the path */
         return st;
     }
-    if (!sj_store_persistent(e->store)) {
-        char buf[1024];
-        snprintf(buf, sizeof buf, "store %s not usable (%s); nothing will persist", cfg->store_path,
-                 sj_store_warning(e->store));
-        if (!(e->warning = sj_strdup(e->ctx, buf)))
-            return sj_fail(e->ctx, SJ_E_NOMEM, "engine: out of memory");
-    }
+    /* The store's own warning names the path and the reason. */
+    if (!sj_store_persistent(e->store) && !(e->warning = sj_strdup(e->ctx, sj_store_warning(e->store))))
+        return sj_fail(e->ctx, SJ_E_NOMEM, "engine: out of memory");
     return SJ_OK;
 }
 
@@ -103,7 +99,7 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         rc.secret = secret;
         rc.read_only = cfg->remote_read_only;
         st = sj_remote_create(e->ctx, &rc, &e->remote); /* copies the secret */
-        if (st != SJ_OK) sj_error_prefix(e->ctx, "engine: remote");
+        if (st != SJ_OK) sj_error_prefix(e->ctx, "engine"); /* "remote tier: ..." */
     }
     /* Not left on the stack for a core dump to carry. */
     memset(secret, 0, sizeof secret);
