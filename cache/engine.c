@@ -98,6 +98,8 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         rc.url = cfg->remote_url;
         rc.secret = secret;
         rc.read_only = cfg->remote_read_only;
+        rc.on_warning = cfg->on_warning;
+        rc.warning_user = cfg->warning_user;
         st = sj_remote_create(e->ctx, &rc, &e->remote); /* copies the secret */
         if (st != SJ_OK) sj_error_prefix(e->ctx, "engine"); /* "remote tier: ..." */
     }
@@ -241,6 +243,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->one_offs = s.one_offs;
     out->compile_ms = s.compile_ms;
     out->evictions = s.evictions;
+    out->not_stored = s.not_stored;
+    out->one_off_evictions = s.one_off_evictions;
     out->buckets = sj_bucketed_cache_total_buckets(e->cache);
     out->buckets_ready = sj_bucketed_cache_compiled_count(e->cache);
 }

@@ -68,6 +68,10 @@ typedef struct sj_engine_config {
     const void *remote_secret;
     size_t remote_secret_len;
     bool remote_read_only;
+    /* Told once when the fleet tier finds values another secret signed (see
+     * sj_remote_config.on_warning); NULL = not told. */
+    void (*on_warning)(void *user, const char *message);
+    void *warning_user;
     /* How the model file is read: the dynamic dim, fixed dims (see model.h). */
     sj_model_options model;
     /* A size outside every bucket compiles a one-off at its exact extent
@@ -161,6 +165,8 @@ typedef struct sj_engine_stats {
     double compile_ms;
     int buckets, buckets_ready;
     uint64_t evictions; /* rows the store evicted to stay under its size bound */
+    uint64_t not_stored;        /* buckets compiled whose artifact the store refused to keep */
+    uint64_t one_off_evictions; /* one-offs dropped for newer ones */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

@@ -40,6 +40,11 @@
  * tag fails, is a miss counted as rejected and never returned. Readers and
  * writers of one fleet must agree on the secret: a MAC'd frame is rejected
  * by a tier without a secret and a checksum-only frame by one with a secret.
+ * A node whose secret disagrees with a value's never publishes over it (the
+ * publisher reads the key first): otherwise nodes with two secrets would
+ * overwrite each other's values forever, each compiling every time. Such
+ * values are counted (foreign, kept_foreign) and reported once through
+ * on_warning.
  *
  * Puts are write-behind: sj_remote_put copies the value into a bounded queue
  * that one background thread publishes; a full queue drops the put (counted).
@@ -86,6 +91,12 @@ typedef struct sj_remote_config {
     size_t max_value_size;    /* whole frame, default 64 MiB, at most SJ_REMOTE_MAX_VALUE_LIMIT */
     size_t queue_capacity;    /* write-behind puts waiting at most, default 64 */
     int pool_size;            /* connections shared by concurrent gets, default 4 */
+    /* Called once per tier, from whichever thread first finds a value whose
+     * tag this tier's secret does not verify although the frame is whole (a
+     * fleet member with another secret, or none, wrote it): a likely secret
+     * mismatch an operator must hear of. NULL = not told (still counted). */
+    void (*on_warning)(void *user, const char *message);
+    void *warning_user;
 } sj_remote_config;
 
 SJ_API void sj_remote_config_init(sj_remote_config *cfg);
@@ -99,6 +110,10 @@ typedef struct sj_remote_stats {
     uint64_t backoff_skips; /* calls answered without the network while backing off */
     uint64_t puts;          /* values published */
     uint64_t dropped_puts;  /* puts not attempted: queue full, too large, backing off */
+    uint64_t foreign;       /* values refused (and counted in rejected) whose tag is whole
+                               but not this tier's secret's: another secret wrote them */
+    uint64_t kept_foreign;  /* puts not published because the key holds such a value:
+                               a node never overwrites what the fleet's secret signed */
 } sj_remote_stats;
 
 typedef struct sj_remote sj_remote;

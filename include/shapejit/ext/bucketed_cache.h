@@ -88,6 +88,10 @@ typedef struct sj_bucketed_cache_config {
      * that extent (kept, and stored, for later calls) instead of failing
      * with SJ_E_OUT_OF_RANGE. */
     bool one_off_out_of_range;
+    /* One-off executables kept in memory at most; the least recently used
+     * is evicted (and counted) for a new one, so clients sending distinct
+     * out-of-range sizes cannot grow memory without bound. 0 = 16. */
+    int one_off_capacity;
     /* The fleet tier under the store (NULL: none), borrowed like the store
      * and on the graph's context: a store miss asks it, a fresh compile is
      * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
@@ -111,7 +115,9 @@ SJ_API void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, in
                                   sj_store_key *out);
 
 /* The bucket extent holding key and its executable (owned by the cache).
- * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). */
+ * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). A
+ * one-off's executable stays valid only until it is evicted: run such keys
+ * through run_padded, which holds them for the run. */
 SJ_API sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                                   void **exe);
 
@@ -153,7 +159,10 @@ SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int
 
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
- * never concurrently. Returns the first failure after all jobs stop. */
+ * never concurrently. Returns the first failure after all jobs stop; when
+ * every bucket was made but the store refused to keep some (disk full, a
+ * read-only file), SJ_E_IO naming their extents and the store's reason: a
+ * deploy must not ship a store that lacks buckets. */
 typedef void (*sj_cache_progress_fn)(void *user, int done, int total, int64_t extent);
 SJ_API sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
                                               void *user);
@@ -178,6 +187,8 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t evictions;    /* rows the store handle evicted (shared by its users) */
     uint64_t store_errors; /* store failures worked around by compiling */
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
+    uint64_t one_off_evictions; /* one-offs dropped for newer ones (one_off_capacity) */
+    uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
 } sj_bucketed_cache_stats;
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 

@@ -127,7 +127,14 @@ typedef struct sj_device_ops {
     void (*destroy_graph)(void *impl, sj_graph_handle g);
     /* Frees everything the backend still holds (memory, modules, graphs). */
     void (*destroy)(void *impl);
+    /* Optional (NULL: kernel time is not measured). Device-side timing of
+     * the kernels a run queues: SJ_KERNEL_TIMER_START marks the start of the
+     * work queued next, _STOP its end; _READ, after the sync that follows,
+     * adds the time between the two marks to *ns. */
+    sj_status (*kernel_timer)(void *impl, int what, uint64_t *ns);
 } sj_device_ops;
+
+enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
 
 typedef struct sj_device sj_device;
 typedef struct sj_module sj_module;
@@ -174,6 +181,24 @@ SJ_API sj_status sj_device_begin_capture(sj_device *dev);
 SJ_API sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out);
 SJ_API sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent);
 SJ_API void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g); /* NULL: no-op */
+
+/* Timing of executable runs on the device (sj_executable_run and _replay),
+ * for reports and benchmarks; off by default, and then nothing is measured.
+ * dispatch_ns is the host time spent issuing the kernels (every launch call
+ * of an eager run; the one replay call of a replayed run), the cost capture
+ * and replay exist to cut. kernel_ns is the device time of those kernels,
+ * where the backend measures it (CUDA: events around them); on the host the
+ * kernels run inside the dispatch, so dispatch_ns holds them. */
+typedef struct sj_device_timing {
+    uint64_t runs;        /* runs timed */
+    uint64_t dispatch_ns; /* host time issuing their kernels */
+    uint64_t kernel_ns;   /* device time of their kernels; 0 when not measured */
+    bool kernel_measured; /* the backend measures kernel_ns */
+} sj_device_timing;
+
+/* Turns timing on (the counters start from zero) or off. */
+SJ_API sj_status sj_device_set_timing(sj_device *dev, bool on);
+SJ_API sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out);
 
 /* Loads code as a module. The module holds a reference on the device; destroy
         * it with sj_module_destroy (NULL is a no-op; after the device's release it
