@@ -12,6 +12,7 @@
 
 #include "shapejit/engine.h"
 
+#include "tests/skip.h"
 #include "tests/test_util.h"
 
 #define MODEL SJ_SOURCE_DIR "/examples/models/ffn.sjg"
@@ -103,7 +104,7 @@ static void test_nvrtc(void **state) {
     sj_status st = open_engine("cuda", "nvrtc", NULL, true, &e);
     if (st == SJ_E_UNSUPPORTED) {
         assert_error_contains(ctx, "backend cuda (nvrtc)");
-        skip();
+        SJ_SKIP("built without the CUDA toolkit: %s", sj_ctx_last_error(ctx));
     }
     assert_int_equal(st, SJ_OK);
     sj_engine_close(e);
@@ -125,5 +126,5 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_nvptx), cmocka_unit_test(test_nvrtc)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }
