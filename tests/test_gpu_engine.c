@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <math.h>
 
 #include "shapejit/engine.h"
@@ -102,7 +104,7 @@ static void test_nvrtc(void **state) {
     sj_status st = open_engine("cuda", "nvrtc", NULL, true, &e);
     if (st == SJ_E_UNSUPPORTED) {
         assert_error_contains(ctx, "backend cuda (nvrtc)");
-        skip();
+        SJ_SKIP("built without the CUDA toolkit: no NVRTC");
     }
     assert_int_equal(st, SJ_OK);
     sj_engine_close(e);
@@ -124,5 +126,5 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_nvptx), cmocka_unit_test(test_nvrtc)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }
