@@ -5,6 +5,7 @@ default store path rule, dims/dynamic spelling) or once per precompile
 (progress bars).
 """
 import os
+import warnings
 from typing import NamedTuple
 
 from . import _shapejit
@@ -65,8 +66,10 @@ class Engine(_shapejit._Engine):
            remote_secret=None, remote_read_only=False,
            one_off_out_of_range=False, cpu=None, gpu_emit=None, arch=None)
 
-    model: a .onnx or .sjg file. store: omitted = default_store_path() (the
-    folder is created), None = nothing persists, or a path. backend: "host",
+    model: a .onnx or .sjg file. store: omitted = default_store_path() (folders
+    are created; if the file cannot be used the engine warns and keeps
+    its artifacts in memory), None = nothing persists, or a path (which must
+    be usable: StoreError otherwise). backend: "host",
     "interp" or "cuda". dynamic: which dim is the dynamic one, either a
     dim_param name ("seq") or (input_name, axis) for exports without one.
     dims: fixed dim_params, {"batch": 1}. threads: kernel threads per run.
@@ -83,13 +86,9 @@ class Engine(_shapejit._Engine):
                  remote_secret=None, remote_read_only=False, one_off_out_of_range=False,
                  cpu=None, gpu_emit=None, arch=None):
         model = os.fspath(model)
+        fallback = store is _DEFAULT_STORE
         if store is _DEFAULT_STORE:
             store = default_store_path()
-            if store is not None:
-                try:  # the library opens the file, not the folders above it
-                    os.makedirs(os.path.dirname(store) or ".", exist_ok=True)
-                except OSError:
-                    pass  # opening the store then fails with the library's message
         elif store is not None:
             store = os.fspath(store)
         dyn_name = dyn_input = None
@@ -111,7 +110,11 @@ class Engine(_shapejit._Engine):
             threads=_count("threads", threads), workers=_count("workers", workers),
             remote=remote, remote_secret=remote_secret, remote_read_only=bool(remote_read_only),
             one_off_out_of_range=bool(one_off_out_of_range), cpu=cpu, gpu_emit=gpu_emit,
-            arch=arch)
+            arch=arch, store_fallback_to_memory=fallback)
+        if self._warning:
+            # A default store the user never named (e.g. a read-only home)
+            # must not stop serving; it is said once, and nothing persists.
+            warnings.warn(f"shapejit: {self._warning}", RuntimeWarning, stacklevel=2)
 
     def precompile(self, jobs=None, progress=None):
         """Make every bucket ready (compiled, or loaded from the store).

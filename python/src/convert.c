@@ -52,7 +52,6 @@ static const char *format_name(char c, Py_ssize_t itemsize) {
     case 'L':
     case 'Q': return "uint64";
     case '?': return "bool";
-    case 'Z': return "complex";
     case 'O': return "object";
     }
     return NULL;
@@ -65,6 +64,10 @@ static int dtype_of_format(const char *fmt, Py_ssize_t itemsize, const char **wh
         fmt++;
     else if (*fmt == '>' || *fmt == '!') {
         *what = "a big-endian type";
+        return -1;
+    }
+    if (fmt[0] == 'Z') {
+        *what = fmt[1] == 'f' ? "complex64" : fmt[1] == 'd' ? "complex128" : "complex";
         return -1;
     }
     if (!fmt[0] || fmt[1]) /* one item per element, nothing composite */

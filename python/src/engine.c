@@ -16,6 +16,8 @@
  */
 #include "sjpy.h"
 
+#include "shapejit/remote.h"
+
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -174,21 +176,22 @@ static int engine_init(engine_obj *s, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"model", "ladder", "store", "backend", "dynamic_name",
                              "dynamic_input", "dynamic_axis", "dims", "threads", "workers",
                              "remote", "remote_secret", "remote_read_only",
-                             "one_off_out_of_range", "cpu", "gpu_emit", "arch", NULL};
+                             "one_off_out_of_range", "cpu", "gpu_emit", "arch",
+                             "store_fallback_to_memory", NULL};
     const char *model, *ladder = NULL, *store = NULL, *backend = NULL, *dyn_name = NULL,
                        *dyn_input = NULL, *remote = NULL, *cpu = NULL, *gpu_emit = NULL,
                        *arch = NULL;
-    int dyn_axis = 0, threads = 0, workers = 0, ro = 0, one_off = 0;
+    int dyn_axis = 0, threads = 0, workers = 0, ro = 0, one_off = 0, fallback = 0;
     PyObject *dims = Py_None;
     Py_buffer secret = {0};
     if (s->ctx || s->e) {
         sjpy_raise_named("StateError", SJ_E_STATE, "the engine is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zzzzziOiizz*ppzzz", kwlist, &model, &ladder,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zzzzziOiizz*ppzzzp", kwlist, &model, &ladder,
                                      &store, &backend, &dyn_name, &dyn_input, &dyn_axis, &dims,
                                      &threads, &workers, &remote, &secret, &ro, &one_off, &cpu,
-                                     &gpu_emit, &arch))
+                                     &gpu_emit, &arch, &fallback))
         return -1;
     int rc = -1;
     sj_dim_value *fixed = NULL;
@@ -215,6 +218,7 @@ static int engine_init(engine_obj *s, PyObject *args, PyObject *kw) {
     cfg.remote_secret_len = secret.buf ? (size_t)secret.len : 0;
     cfg.remote_read_only = ro;
     cfg.one_off_out_of_range = one_off;
+    cfg.store_fallback_to_memory = fallback;
     cfg.model.dynamic_name = dyn_name;
     cfg.model.dynamic_input = dyn_input;
     cfg.model.dynamic_axis = dyn_axis;
@@ -390,20 +394,42 @@ static PyObject *engine_precompile(engine_obj *s, PyObject *args, PyObject *kw) 
 
 /* ---- inspection */
 
+/* The fleet tier's counters: an unreachable Redis is not an error for a
+ * run (the tier is best-effort; the local store and the compiler still
+ * serve), so this is where it shows. */
+static PyObject *remote_stats(sj_remote *r) {
+    if (!r)
+        Py_RETURN_NONE;
+    sj_remote_stats rs;
+    sj_remote_get_stats(r, &rs);
+    return Py_BuildValue("{sssKsKsKsKsKsKsKsK}", "url", sj_remote_url(r), "hits",
+                         (unsigned long long)rs.hits, "misses", (unsigned long long)rs.misses,
+                         "errors", (unsigned long long)rs.errors, "timeouts",
+                         (unsigned long long)rs.timeouts, "rejected",
+                         (unsigned long long)rs.rejected, "backoff_skips",
+                         (unsigned long long)rs.backoff_skips, "puts",
+                         (unsigned long long)rs.puts, "dropped_puts",
+                         (unsigned long long)rs.dropped_puts);
+}
+
 static PyObject *engine_stats(engine_obj *s, PyObject *unused) {
     if (enter(s) < 0)
         return NULL;
     sj_engine_stats st;
     sj_engine_stats_get(s->e, &st);
+    PyObject *remote = remote_stats(sj_engine_remote(s->e));
     leave(s);
+    if (!remote)
+        return NULL;
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsdsisi}", "runs", (unsigned long long)st.runs, "run_failures",
+        "{sKsKsKsKsKsKsKsKsKsdsisisKsN}", "runs", (unsigned long long)st.runs, "run_failures",
         (unsigned long long)st.run_failures, "memory_hits", (unsigned long long)st.memory_hits,
         "store_hits", (unsigned long long)st.store_hits, "remote_hits",
         (unsigned long long)st.remote_hits, "compiles", (unsigned long long)st.compiles,
         "corrupt", (unsigned long long)st.corrupt, "store_errors",
         (unsigned long long)st.store_errors, "one_offs", (unsigned long long)st.one_offs,
-        "compile_ms", st.compile_ms, "buckets", st.buckets, "buckets_ready", st.buckets_ready);
+        "compile_ms", st.compile_ms, "buckets", st.buckets, "buckets_ready", st.buckets_ready,
+        "evictions", (unsigned long long)st.evictions, "remote", remote);
 }
 
 static PyObject *engine_buckets(engine_obj *s, PyObject *unused) {
@@ -501,7 +527,28 @@ static PyMethodDef engine_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Strings the engine keeps for its lifetime (target, fallback warning). */
+static PyObject *engine_string(engine_obj *s, const char *(*get)(const sj_engine *)) {
+    if (enter(s) < 0)
+        return NULL;
+    PyObject *r = PyUnicode_FromString(get(s->e));
+    leave(s);
+    return r;
+}
+
+static PyObject *engine_target(engine_obj *s, void *unused) {
+    return engine_string(s, sj_engine_target);
+}
+
+static PyObject *engine_warning(engine_obj *s, void *unused) {
+    return engine_string(s, sj_engine_warning);
+}
+
 static PyGetSetDef engine_getset[] = {
+    {"target", (getter)engine_target, NULL,
+     "What the engine compiles for: \"host\", \"interp\", \"nvptx sm_90\", ...", NULL},
+    {"_warning", (getter)engine_warning, NULL,
+     "Why the default store fell back to memory; \"\" when it did not.", NULL},
     {"closed", (getter)engine_closed, NULL, "True once close() ran (or opening failed).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

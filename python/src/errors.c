@@ -79,12 +79,21 @@ int sjpy_errors_init(PyObject *module) {
     return 0;
 }
 
-/* The class for a status. Opening an engine touches the store and the
- * remote tier, whose failures share I/O codes; the library's message names
- * the component first, which is what picks the class there. */
+/* The class for a status. Opening an engine touches the ladder, the store
+ * and the remote tier, whose failures share codes (a ladder spec and a
+ * store file are both "parse errors"); the engine's message starts with
+ * the component ("engine: store ..."), which is what picks the class there. */
 static PyObject *class_for(sj_status st, sjpy_phase phase, const char *msg) {
     if (phase == SJPY_PHASE_LOAD && st != SJ_E_NOMEM)
         return class_by_name("ModelError");
+    if (phase == SJPY_PHASE_OPEN && st != SJ_E_NOMEM) {
+        if (strncmp(msg, "engine: store", 13) == 0)
+            return class_by_name("StoreError");
+        if (strncmp(msg, "engine: remote", 14) == 0)
+            return class_by_name("RemoteError");
+        if (strncmp(msg, "engine: ladder", 14) == 0)
+            return class_by_name("InvalidArgumentError");
+    }
     switch (st) {
     case SJ_E_INVALID_ARG: return class_by_name("InvalidArgumentError");
     case SJ_E_NOMEM: return class_by_name("OutOfMemoryError");
