@@ -17,6 +17,7 @@ from ._shapejit import (  # noqa: F401  (re-exported)
     DtypeError,
     Error,
     InternalError,
+    MAX_RANK,
     InvalidArgumentError,
     ModelError,
     NotFoundError,
@@ -36,7 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Bucket", "ClosedError", "CompileError", "DeviceError", "DtypeError", "Engine", "Error",
-    "InferenceSession", "InternalError", "InvalidArgumentError", "ModelError", "NodeArg",
+    "InferenceSession", "InternalError", "InvalidArgumentError", "MAX_RANK", "ModelError", "NodeArg",
     "NotFoundError", "OutOfMemoryError", "OutOfRangeError", "RemoteError", "ShapeError",
     "StateError", "StoreError", "TensorInfo", "UnsupportedError", "default_store_path",
     "library_version",

@@ -40,7 +40,8 @@ PyMODINIT_FUNC PyInit__shapejit(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
-    if (sjpy_errors_init(m) < 0 || sjpy_convert_init(m) < 0 || sjpy_engine_init(m) < 0) {
+    if (sjpy_errors_init(m) < 0 || sjpy_convert_init(m) < 0 || sjpy_engine_init(m) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_RANK", SJ_MAX_RANK) < 0) {
         Py_DECREF(m);
         return NULL;
     }
