@@ -28,6 +28,7 @@ typedef struct {
     sj_engine *e;
     atomic_int inflight;
     atomic_int closed;
+    int in_callback; /* progress callbacks running (read and written under the GIL) */
     int n_in, n_out;
     PyObject **in_names; /* str, the model's input names */
     int *in_dtypes;
@@ -337,6 +338,7 @@ out:
 /* ---- precompile */
 
 typedef struct {
+    engine_obj *engine;
     PyObject *cb;
     /* the first exception the callback raised */
     PyObject *exc_type, *exc_value, *exc_tb;
@@ -349,7 +351,9 @@ static void progress_cb(void *user, int done, int total, int64_t extent) {
     progress_state *p = user;
     PyGILState_STATE g = PyGILState_Ensure();
     if (!p->exc_type) {
+        p->engine->in_callback++;
         PyObject *r = PyObject_CallFunction(p->cb, "iiL", done, total, (long long)extent);
+        p->engine->in_callback--;
         if (r)
             Py_DECREF(r);
         else
@@ -372,7 +376,7 @@ static PyObject *engine_precompile(engine_obj *s, PyObject *args, PyObject *kw) 
                                 "precompile: progress must be callable(done, total, extent)");
     if (enter(s) < 0)
         return NULL;
-    progress_state p = {cb, NULL, NULL, NULL};
+    progress_state p = {s, cb, NULL, NULL, NULL};
     sj_status st;
     Py_BEGIN_ALLOW_THREADS
     st = sj_engine_precompile(s->e, jobs, cb == Py_None ? NULL : progress_cb, &p);
@@ -502,6 +506,12 @@ static PyObject *engine_io(engine_obj *s, PyObject *unused) {
 }
 
 static PyObject *engine_close(engine_obj *s, PyObject *unused) {
+    /* From a progress callback, close() would wait for the precompile that
+     * is waiting for the callback. */
+    if (s->in_callback)
+        return sjpy_raise_named("StateError", SJ_E_STATE,
+                                "close() from a precompile progress callback: close after "
+                                "precompile() returns");
     close_engine(s);
     Py_RETURN_NONE;
 }

@@ -105,6 +105,13 @@ def test_precompile_reraises_the_callback_exception(ffn):
         assert all(b.ready for b in e.buckets)  # the compile itself went on
 
 
+def test_close_from_a_progress_callback_is_refused(ffn):
+    with shapejit.Engine(ffn, ladder="list:4", store=None) as e:
+        with pytest.raises(shapejit.StateError, match="progress callback"):
+            e.precompile(progress=lambda *a: e.close())
+        assert not e.closed
+
+
 def test_precompile_progress_true(ffn, capsys):
     with shapejit.Engine(ffn, ladder="list:4,16", store=None) as e:
         e.precompile(jobs=1, progress=True)
