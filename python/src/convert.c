@@ -86,6 +86,7 @@ static int dtype_of_format(const char *fmt, Py_ssize_t itemsize, const char **wh
 }
 
 void sjpy_input_release(sjpy_input *in) {
+    Py_CLEAR(in->key);
     if (in->have_view) {
         PyBuffer_Release(&in->view);
         in->have_view = 0;
@@ -94,8 +95,9 @@ void sjpy_input_release(sjpy_input *in) {
     in->copy = NULL;
 }
 
-int sjpy_input_from_object(PyObject *obj, const char *name, int want, sjpy_input *in,
-                           sj_tensor *t) {
+int sjpy_input_from_object(PyObject *key, PyObject *obj, const char *name, int want,
+                           sjpy_input *in, sj_tensor *t) {
+    in->key = Py_NewRef(key);
     in->have_view = 0;
     in->copy = NULL;
     if (!PyObject_CheckBuffer(obj)) {

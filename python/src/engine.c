@@ -283,6 +283,11 @@ static PyObject *engine_run(engine_obj *s, PyObject *feed) {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (PyDict_Next(feed, &pos, &key, &value)) {
+        if (n_done == n) { /* a buffer exporter written in Python resized the dict */
+            sjpy_raise_named("InvalidArgumentError", SJ_E_INVALID_ARG,
+                             "the input dict changed while run() read it");
+            goto out;
+        }
         if (!PyUnicode_Check(key)) {
             sjpy_raise_named("InvalidArgumentError", SJ_E_INVALID_ARG,
                              "input names are str, got a key of type %s", Py_TYPE(key)->tp_name);
@@ -298,7 +303,7 @@ static PyObject *engine_run(engine_obj *s, PyObject *feed) {
                 break;
             }
         ts[n_done].name = name;
-        int rc = sjpy_input_from_object(value, name, want, &in[n_done], &ts[n_done].tensor);
+        int rc = sjpy_input_from_object(key, value, name, want, &in[n_done], &ts[n_done].tensor);
         n_done++;
         if (rc < 0)
             goto out;

@@ -33,6 +33,7 @@ const char *sjpy_dtype_name(sj_dtype t);
 /* One input while a run is in flight: the buffer (held so the array can be
  * neither freed nor resized) and, for a non-contiguous one, the C-order copy. */
 typedef struct sjpy_input {
+    PyObject *key; /* the name's str, held: another thread may empty the dict meanwhile */
     Py_buffer view;
     int have_view;
     void *copy; /* PyMem_RawMalloc'ed, or NULL when the buffer is used in place */
@@ -42,8 +43,8 @@ typedef struct sjpy_input {
  * dtype the model says is want (-1: unknown input, the library reports it).
  * On failure raises and returns -1; in is released by sjpy_input_release
  * either way. */
-int sjpy_input_from_object(PyObject *obj, const char *name, int want, sjpy_input *in,
-                           sj_tensor *t);
+int sjpy_input_from_object(PyObject *key, PyObject *obj, const char *name, int want,
+                           sjpy_input *in, sj_tensor *t);
 void sjpy_input_release(sjpy_input *in);
 
 /* A numpy array that owns t's data (allocated on the engine's context):
