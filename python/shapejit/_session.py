@@ -45,7 +45,9 @@ class InferenceSession:
     """InferenceSession(path, sess_options=None, providers=None, **engine_options)
 
     path: an ONNX (or .sjg) file; bytes are not accepted (shapejit caches by
-    file). providers picks the backend ("CPUExecutionProvider" -> host,
+    file). sess_options, provider_options and run_options are accepted for
+    onnxruntime's call shape and ignored (none of their settings has a
+    shapejit counterpart). providers picks the backend ("CPUExecutionProvider" -> host,
     "CUDAExecutionProvider" -> cuda). Other keyword arguments go to Engine
     (ladder, store, dynamic, dims, threads, remote, ...).
     """
