@@ -6,8 +6,9 @@
    sj_engine_run in C (bench_engine_run); both on thread CPU time, median of
    15 batches, outputs freed each call on both sides.
 2. shapejit.InferenceSession.run vs onnxruntime.InferenceSession.run on the
-   exported test models at several sizes (wall time per call, median), once
-   every bucket is compiled: the steady state of a server.
+   exported test models at several sizes, and on the transformer exports of
+   tests/data/real_models that the library loads (wall time per call,
+   median), once every bucket is compiled: the steady state of a server.
 
     bench_python.py --c-bench build/bench_engine_run [--calls 20000] [--json out.json]
 """
@@ -102,6 +103,37 @@ def versus_ort(calls):
     return rows
 
 
+def versus_ort_real_models(calls):
+    """The transformer exports of tests/data/real_models at their committed
+    inputs, for those the library loads; the others are listed with why."""
+    import onnxruntime as ort
+    rows, skipped = [], []
+    for manifest in sorted((REPO / "tests" / "data" / "real_models").glob("*/manifest.json")):
+        m = json.loads(manifest.read_text())
+        path = str(manifest.parent / m["model"])
+        try:
+            sess = shapejit.InferenceSession(path, store=None, dynamic=m.get("dynamic"),
+                                             dims=m.get("dims"))
+        except shapejit.Error as exc:
+            skipped.append({"model": m["name"], "why": str(exc)})
+            continue
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        for n in m["lengths"]:
+            folder = manifest.parent / str(n) / "in"
+            feed = {p.stem: np.load(p) for p in folder.glob("*.npy")}
+            got, want = sess.run(None, feed), ref.run(None, feed)
+            err = max(float(np.max(np.abs(a - b))) if a.size else 0.0 for a, b in zip(got, want))
+            k = max(20, calls // (20 * n))
+            sj = per_call_ns(lambda: sess.run(None, feed), k, time.perf_counter_ns)
+            rt = per_call_ns(lambda: ref.run(None, feed), k, time.perf_counter_ns)
+            rows.append({"model": m["name"], "n": n, "shapejit_us": round(sj / 1e3, 2),
+                         "onnxruntime_us": round(rt / 1e3, 2), "speedup": round(rt / sj, 2),
+                         "max_abs_diff": err})
+    return rows, skipped
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--c-bench", required=True, help="the bench_engine_run program")
@@ -122,6 +154,13 @@ def main():
         for r in report["vs_onnxruntime"]:
             print(f"  {r['model']:20s} {r['n']:4d} {r['shapejit_us']:12.2f}"
                   f" {r['onnxruntime_us']:10.2f} {r['speedup']:8.2f} {r['max_abs_diff']:10.2e}")
+        rows, skipped = versus_ort_real_models(args.calls)
+        report["real_models"], report["real_models_not_loaded"] = rows, skipped
+        for r in rows:
+            print(f"  {r['model']:20s} {r['n']:4d} {r['shapejit_us']:12.2f}"
+                  f" {r['onnxruntime_us']:10.2f} {r['speedup']:8.2f} {r['max_abs_diff']:10.2e}")
+        for r in skipped:
+            print(f"  {r['model']}: not loaded by shapejit: {r['why']}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(report, indent=1))
 
