@@ -310,7 +310,7 @@ static PyObject *engine_run(engine_obj *s, PyObject *feed) {
     }
     sj_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = sj_engine_run(s->e, ts, (int)n, os, s->n_out, NULL);
+    st = sj_engine_run(s->e, ts, n_done, os, s->n_out, NULL);
     Py_END_ALLOW_THREADS
     if (st != SJ_OK) {
         sjpy_raise(st, SJPY_PHASE_CALL, sj_ctx_last_error(s->ctx));

@@ -27,7 +27,7 @@ PyObject *sjpy_raise_named(const char *cls, sj_status st, const char *fmt, ...);
 
 /* ---- convert.c */
 int sjpy_convert_init(PyObject *module);
-/* "tensor(float)"-free names: "float32", "int64", "int32", "bool". */
+/* numpy's names of the element types: "float32", "int64", "int32", "bool". */
 const char *sjpy_dtype_name(sj_dtype t);
 
 /* One input while a run is in flight: the buffer (held so the array can be
