@@ -25,8 +25,11 @@ fix with --dim batch=1). For each length in LENGTHS the script writes
     <model>_<exporter>/<len>/out/<output>.npy  what torch computes
     <model>_<exporter>/manifest.json         inputs, dims, lengths, tolerances
 
-and checks onnxruntime against torch on every length (the same tolerances as
-the tests); a model onnxruntime disagrees on is an error, not test data.
+bad/ holds damaged copies (external data missing, truncated, or located
+outside the model's folder) and .npy inputs of the wrong dtype for the error
+tests. The script runs onnxruntime on every length and compares with torch
+(the tests' tolerances): an export that onnxruntime cannot run or that
+disagrees is the exporter's failure, reported like a refusal, not test data.
 Token inputs are int64 ids in [0, vocab); attention masks are int64 ones
 with the last (len + 1) // 4 positions zero (right padding).
 """
@@ -117,6 +120,23 @@ def llama():
         num_attention_heads=HEADS, num_key_value_heads=HEADS // 2,
         max_position_embeddings=MAX_POS, use_cache=False)
     return HFWrapper(transformers.LlamaModel(cfg), ["last_hidden_state"])
+
+
+def randomise(module):
+    """Draws every parameter anew (under the caller's seed). Default inits
+    leave biases at 0, norm gains at 1 and, in transformers, weights at std
+    0.02, where attention scores are ~0 and softmax is uniform: a wrong bias,
+    gain, scale or mask could then pass. Matrices get std 0.2 (scores of
+    order 1 at width 32), gains 1 + 0.1 z, biases 0.1 z."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.2)
+            elif name.endswith("weight"):
+                p.normal_(1.0, 0.1)
+            else:
+                p.normal_(0.0, 0.1)
+    return module
 
 
 TOKENS = ["input_ids", "attention_mask"]
@@ -248,7 +268,7 @@ def build(name, exporter, out_root, failures):
     seed, factory, in_names, out_names, desc = MODELS[name]
     tag = f"{name}_{exporter}"
     torch.manual_seed(seed)
-    module = factory().eval()
+    module = randomise(factory()).eval()
     example = make_inputs(in_names, seed, EXPORT_BATCH, EXPORT_SEQ)
     tmp = tempfile.mkdtemp(prefix="sj_export_")
     try:
@@ -332,6 +352,42 @@ def build(name, exporter, out_root, failures):
     return tag
 
 
+def set_location(model, location):
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = location
+
+
+def make_bad(out_root):
+    """bad/: damaged copies for the error tests of tests/real_models.cmake.
+    ext_missing: the side file is absent; ext_truncated: it is cut short;
+    ext_escape / ext_absolute: `location` leaves the model's folder (a real
+    file there, so only the rule refuses it); wrong-dtype .npy inputs."""
+    src_dir = os.path.join(out_root, "tel_postnorm_relu_dynamo")
+    bad = os.path.join(out_root, "bad")
+    shutil.rmtree(bad, ignore_errors=True)
+    model = onnx.load(os.path.join(src_dir, "model.onnx"), load_external_data=False)
+    with open(os.path.join(src_dir, EXTERNAL_FILE), "rb") as f:
+        data = f.read()
+    cases = {"ext_missing": (EXTERNAL_FILE, None), "ext_truncated": (EXTERNAL_FILE, data[:len(data) // 2]),
+             "ext_escape": (f"../../tel_postnorm_relu_dynamo/{EXTERNAL_FILE}", None),
+             "ext_absolute": ("/dev/zero", None)}
+    for case, (location, payload) in cases.items():
+        d = os.path.join(bad, case)
+        os.makedirs(d)
+        set_location(model, location)
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        if payload is not None:
+            with open(os.path.join(d, EXTERNAL_FILE), "wb") as f:
+                f.write(payload)
+    ok = make_inputs(TOKENS, MODELS["bert"][0], 1, 7)
+    np.save(os.path.join(bad, "attention_mask_f32.npy"), ok["attention_mask"].astype(np.float32))
+    np.save(os.path.join(bad, "input_ids_i32.npy"), ok["input_ids"].astype(np.int32))
+    x = make_inputs(FLOAT, MODELS["tel_postnorm_relu"][0], 1, 7)["src"]
+    np.save(os.path.join(bad, "src_i64.npy"), np.rint(x * 10).astype(np.int64))
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -348,6 +404,7 @@ def main():
                 if tag:
                     made.append(tag)
     if args.only == ".":
+        make_bad(args.out)
         with open(os.path.join(args.out, "EXPORT_FAILURES.md"), "w") as f:
             f.write("# Module/exporter pairs that torch.onnx refused\n\n"
                     "Written by tools/export_models.py (torch %s, transformers %s). These pairs\n"

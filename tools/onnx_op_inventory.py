@@ -5,6 +5,7 @@ Shape-computation chains the exporters wrote. Writes OPS.md there and
 prints the same text.
 
     /work/venv-export/bin/python tools/onnx_op_inventory.py [DIR] [--stdout]
+    python3 tools/onnx_op_inventory.py path/to/model.onnx ...   # your own models: prints only
 
 Needs only the `onnx` package. The `importer` column marks the ops that the
 C importer's op tables (jit/onnx/*.c) already name. A chain starts at a Shape (or Size) node and
@@ -13,7 +14,8 @@ MAX_SMALL elements, after ONNX shape inference): Gather, Unsqueeze, Concat,
 arithmetic, Cast... It ends at the first consumer whose output is a full
 tensor, named with the input slot that the small value feeds (for example
 `Reshape.shape`, `Range.limit`, `Slice.ends`). These are what the importer
-folds into symbolic shapes.
+folds into symbolic shapes. Likewise from each integer graph input (token
+ids, masks) through int and bool values to the first float op.
 """
 import collections
 import json
@@ -85,30 +87,28 @@ def slot_name(op, domain, opset, index):
     return str(index)
 
 
-def chains(model, types, opset):
-    """Counter of 'Shape → Gather → ... → Op.slot' strings."""
+def walk_chains(model, opset, starts, carries):
+    """Counter of 'Start → Op → ... → Op.slot' strings: from each (value,
+    label) in starts, through every consumer that `carries` (node -> bool)
+    the value on, to the first that does not (named with its input slot)."""
     consumers = collections.defaultdict(list)
     for n in model.graph.node:
         for i, x in enumerate(n.input):
             if x:
                 consumers[x].append((n, i))
+    outputs = {o.name for o in model.graph.output}
     found = collections.Counter()
     budget = [MAX_PATHS]
 
     def walk(value, path, seen):
-        if budget[0] <= 0:
-            return
         users = consumers.get(value, [])
-        if not users:
-            if any(o.name == value for o in model.graph.output):
-                found[" → ".join(path) + " → (graph output)"] += 1
-            return
+        if value in outputs:
+            found[" → ".join(path) + " → (graph output)"] += 1
         for node, idx in users:
             budget[0] -= 1
-            if node.name in seen:
+            if budget[0] <= 0 or node.name in seen:
                 continue
-            small_out = node.output and all(is_small(types, o) for o in node.output if o)
-            if small_out:
+            if carries(node):
                 for o in node.output:
                     if o:
                         walk(o, path + [node.op_type], seen | {node.name})
@@ -116,10 +116,33 @@ def chains(model, types, opset):
                 sink = f"{node.op_type}.{slot_name(node.op_type, node.domain, opset, idx)}"
                 found[" → ".join(path + [sink])] += 1
 
-    for n in model.graph.node:
-        if n.op_type in ("Shape", "Size"):
-            walk(n.output[0], [shape_label(n)], {n.name})
+    for value, label in starts:
+        walk(value, [label], set())
     return found
+
+
+def shape_chains(model, types, opset):
+    """Chains from Shape/Size through small values (see the module doc)."""
+    starts = [(n.output[0], shape_label(n)) for n in model.graph.node
+              if n.op_type in ("Shape", "Size")]
+    return walk_chains(model, opset, starts,
+                       lambda n: n.output and all(is_small(types, o) for o in n.output if o))
+
+
+INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL}
+
+
+def input_chains(model, types, opset):
+    """Chains from integer graph inputs (token ids, masks) through integer and
+    bool values, to the first op whose output is float (or a Shape)."""
+    inits = {t.name for t in model.graph.initializer}
+    starts = [(i.name, i.name) for i in model.graph.input
+              if i.name not in inits and i.type.tensor_type.elem_type in INT_TYPES]
+
+    def carries(n):
+        return n.op_type not in ("Shape", "Size") and n.output and all(
+            types.get(o, (None,))[0] in INT_TYPES for o in n.output if o)
+    return walk_chains(model, opset, starts, carries)
 
 
 def shape_label(node):
@@ -153,19 +176,47 @@ def attr_value(a):
     return v
 
 
-def inventory(root):
-    names = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "manifest.json")))
+def find_models(paths):
+    """name -> model path: each .onnx path given, or every <dir>/*/manifest.json's model."""
+    found = {}
+    for p in paths:
+        if os.path.isfile(p):
+            stem = os.path.splitext(os.path.basename(p))[0]
+            if stem == "model":  # name exported models after their folder
+                stem = os.path.basename(os.path.dirname(os.path.abspath(p)))
+            found[stem] = p
+            continue
+        for d in sorted(os.listdir(p)):
+            mf = os.path.join(p, d, "manifest.json")
+            if os.path.isfile(mf):
+                with open(mf) as f:
+                    found[d] = os.path.join(p, d, json.load(f)["model"])
+    return found
+
+
+def graph_inputs(model):
+    inits = {t.name for t in model.graph.initializer}
+    out = []
+    for i in model.graph.input:
+        if i.name in inits:
+            continue
+        t = i.type.tensor_type
+        dims = ",".join(d.dim_param or str(d.dim_value) for d in t.shape.dim)
+        out.append(f"{i.name}:{TYPE_NAMES.get(t.elem_type, '?')}[{dims}]")
+    return out
+
+
+def inventory(models):
+    names = list(models)
     per_model = {}
     op_models = collections.defaultdict(dict)  # op -> model -> count
     op_sigs = collections.defaultdict(collections.Counter)  # op -> "(i64, f32)" -> count
     op_attrs = collections.defaultdict(set)  # op -> "name=value"
     op_opsets = collections.defaultdict(set)
     all_chains = collections.defaultdict(collections.Counter)  # chain -> model -> count
+    all_inputs = collections.defaultdict(collections.Counter)  # same, from int inputs
     for name in names:
-        d = os.path.join(root, name)
-        with open(os.path.join(d, "manifest.json")) as f:
-            manifest = json.load(f)
-        model, inferred = load(os.path.join(d, manifest["model"]))
+        model, inferred = load(models[name])
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
         types = value_types(inferred)
         counts = collections.Counter()
@@ -180,36 +231,45 @@ def inventory(root):
                     op_attrs[op].add(f"{a.name}={attr_value(a)}")
         for op, c in counts.items():
             op_models[op][name] = c
-        ext = [t.name for t in model.graph.initializer
-               if t.data_location == onnx.TensorProto.EXTERNAL]
+        ext = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        ext_files = sorted({e.value for t in ext for e in t.external_data if e.key == "location"})
         init_types = collections.Counter(TYPE_NAMES[t.data_type] for t in model.graph.initializer)
         const_types = collections.Counter(
             TYPE_NAMES[a.t.data_type] for n in model.graph.node if n.op_type == "Constant"
             for a in n.attribute if a.name == "value")
-        found = chains(model, types, opset)
+        found = shape_chains(model, types, opset)
         for c, k in found.items():
             all_chains[c][name] += k
-        per_model[name] = dict(manifest=manifest, opset=opset, ir=model.ir_version,
+        for c, k in input_chains(model, types, opset).items():
+            all_inputs[c][name] += k
+        dim_params = {}
+        for where, vis in (("outputs", model.graph.output), ("value_info", model.graph.value_info)):
+            c = collections.Counter(d.dim_param for vi in vis
+                                    for d in vi.type.tensor_type.shape.dim if d.dim_param)
+            dim_params[where] = c
+        per_model[name] = dict(inputs=graph_inputs(model), ext_files=ext_files, opset=opset,
+                               dim_params=dim_params, ir=model.ir_version,
                                nodes=len(model.graph.node), counts=counts, ext=ext,
                                init_types=init_types, const_types=const_types,
                                domains=sorted({o.domain or "ai.onnx" for o in model.opset_import}),
                                chains=found)
-    return names, per_model, op_models, op_sigs, op_attrs, op_opsets, all_chains
+    return names, per_model, op_models, op_sigs, op_attrs, op_opsets, all_chains, all_inputs
 
 
 def short(name):
     return name.replace("_torchscript", "/ts").replace("_dynamo", "/dy")
 
 
-def render(root, src_root):
-    names, per_model, op_models, op_sigs, op_attrs, op_opsets, all_chains = inventory(root)
+def render(models, src_root):
+    names, per_model, op_models, op_sigs, op_attrs, op_opsets, all_chains, all_inputs = \
+        inventory(models)
     known = importer_ops(src_root)
     L = []
     w = L.append
     w("# ONNX ops and shape chains of the real models")
     w("")
-    w("Generated by `tools/onnx_op_inventory.py` from the models in this folder (made by")
-    w("`tools/export_models.py`); do not edit by hand. `ts` = TorchScript exporter")
+    w("Generated by `tools/onnx_op_inventory.py`; do not edit by hand. For the folder of")
+    w("tests/data/real_models (made by `tools/export_models.py`): `ts` = TorchScript exporter")
     w("(`dynamo=False`), `dy` = dynamo exporter (`dynamo=True`). Input dtypes come from ONNX")
     w("shape inference (`?` = not inferred, `-` = omitted optional input).")
     w("")
@@ -219,12 +279,25 @@ def render(root, src_root):
     w("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in names:
         p = per_model[n]
-        ins = ", ".join(f"{i['name']}:{i['dtype']}[{','.join(map(str, i['shape']))}]"
-                        for i in p["manifest"]["inputs"])
-        ext = f"{len(p['ext'])} tensors in {p['manifest']['external_data']}" if p["ext"] else "-"
+        ins = ", ".join(p["inputs"])
+        ext = f"{len(p['ext'])} tensors in {', '.join(p['ext_files'])}" if p["ext"] else "-"
         it = ", ".join(f"{k} {v}" for k, v in sorted(p["init_types"].items()))
         ct = ", ".join(f"{k} {v}" for k, v in sorted(p["const_types"].items())) or "-"
         w(f"| {n} | {p['opset']} | {p['ir']} | {p['nodes']} | {ins} | {ext} | {it} | {ct} |")
+    w("")
+    w("## dim_params of outputs and value_info")
+    w("")
+    w("Exporters also name dims of outputs and intermediate values, with names that are")
+    w("no input's dim (an expression such as `batch*seq`, or a made-up name): the importer")
+    w("must not take these for dims to bind.")
+    w("")
+    w("| model | outputs | value_info |")
+    w("| --- | --- | --- |")
+    for n in names:
+        dp = per_model[n]["dim_params"]
+        cell = [", ".join(f"`{k}` {v}" for k, v in sorted(dp[x].items())) or "-"
+                for x in ("outputs", "value_info")]
+        w(f"| {n} | {cell[0]} | {cell[1]} |")
     w("")
     w("## Ops: count per model")
     w("")
@@ -268,17 +341,32 @@ def render(root, src_root):
     for s in sorted(sinks, key=lambda s: -sum(sinks[s].values())):
         w(f"- `{s}`: " + ", ".join(f"{short(n)} {k}" for n, k in sorted(sinks[s].items())))
     w("")
+    w("## Token and mask chains")
+    w("")
+    w("From each integer graph input, through ops whose outputs are int or bool, to the first")
+    w("op whose output is float (or a Shape, which starts a chain above): embedding lookups,")
+    w("position ids, attention and causal masks.")
+    w("")
+    w("| chain | " + " | ".join(short(n) for n in names) + " |")
+    w("| --- |" + " --- |" * len(names))
+    for c in sorted(all_inputs, key=lambda c: (-sum(all_inputs[c].values()), c)):
+        w(f"| `{c}` | " + " | ".join(str(all_inputs[c].get(n, "")) for n in names) + " |")
+    w("")
     return "\n".join(L)
 
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     args = [a for a in sys.argv[1:] if a != "--stdout"]
-    root = args[0] if args else os.path.join(here, "..", "tests", "data", "real_models")
-    text = render(root, os.path.join(here, ".."))
+    paths = args or [os.path.join(here, "..", "tests", "data", "real_models")]
+    models = find_models(paths)
+    if not models:
+        sys.exit(f"onnx_op_inventory: no .onnx file or */manifest.json under {', '.join(paths)}")
+    text = render(models, os.path.join(here, ".."))
     print(text)
-    if "--stdout" not in sys.argv:
-        with open(os.path.join(root, "OPS.md"), "w") as f:
+    # OPS.md is written for one folder of test models; a model file is only printed
+    if "--stdout" not in sys.argv and len(paths) == 1 and os.path.isdir(paths[0]):
+        with open(os.path.join(paths[0], "OPS.md"), "w") as f:
             f.write(text)
 
 
