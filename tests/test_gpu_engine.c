@@ -15,14 +15,14 @@
 #include "tests/test_util.h"
 
 #define MODEL SJ_SOURCE_DIR "/examples/models/ffn.sjg"
-#define ROWS 20
+#define ROWS  20
 
 static alloc_counter counter;
 static sj_ctx *ctx;
 static char dir[256];
 
-static sj_status open_engine(const char *backend, const char *emit, const char *store, bool store_only,
-                             sj_engine **out) {
+static sj_status open_engine(const char *backend, const char *emit, const char *store,
+                             bool store_only, sj_engine **out) {
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.backend = backend;
@@ -60,7 +60,8 @@ static void check_target(const char *emit) {
     sj_engine_stats_get(e, &s);
     assert_int_equal(s.compiles, 2);
     assert_int_equal(s.buckets_ready, 0);
-    assert_non_null(strstr(sj_engine_target(e), !strcmp(emit, "nvrtc") ? "nvrtc sm_90" : "nvptx sm_90"));
+    assert_non_null(
+        strstr(sj_engine_target(e), !strcmp(emit, "nvrtc") ? "nvrtc sm_90" : "nvptx sm_90"));
     sj_engine_close(e);
 
     long live = atomic_load(&counter.live);
