@@ -108,7 +108,8 @@ int cli_cmd_emit(int argc, char **argv) {
         cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
     if (!target)
-        return cli_usage_error(cmd, "--target is required (llvm-ir, host-asm, nvptx, cuda-c or cubin)");
+        return cli_usage_error(cmd,
+                               "--target is required (llvm-ir, host-asm, nvptx, cuda-c or cubin)");
     emit_request req = {SJ_TARGET_HOST, SJ_EMIT_LLVM_IR, false};
     int prc = parse_target(cmd, target, path, arch, &req);
     if (prc != CLI_EXIT_OK) return prc;

@@ -28,7 +28,8 @@ typedef struct fixture {
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK || !scratch_dir_create(f->dir, sizeof f->dir, "emit"))
+    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK ||
+        !scratch_dir_create(f->dir, sizeof f->dir, "emit"))
         return -1;
     *state = f;
     return 0;
@@ -51,8 +52,8 @@ static int run(char *const argv[], const char *log) {
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     pid_t pid;
     int rc = -1, status;
-    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0 && waitpid(pid, &status, 0) == pid &&
-        WIFEXITED(status))
+    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0 &&
+        waitpid(pid, &status, 0) == pid && WIFEXITED(status))
         rc = WEXITSTATUS(status);
     posix_spawn_file_actions_destroy(&fa);
     return rc;
@@ -149,12 +150,16 @@ static void test_cubin_is_for_the_arch(void **state) {
 #else
     char tool[4096];
     bool have_cuobjdump = cuobjdump_path(tool, sizeof tool);
-    if (!have_cuobjdump) printf("no cuobjdump beside ptxas: the cubin is checked by its ELF header\n");
-    static const struct { const char *arch, *path; int sm; } cases[] = {
-        {"sm_80", NULL, 80}, {"sm_90", NULL, 90}, {"sm_90", "nvrtc", 90}};
+    if (!have_cuobjdump)
+        printf("no cuobjdump beside ptxas: the cubin is checked by its ELF header\n");
+    static const struct {
+        const char *arch, *path;
+        int sm;
+    } cases[] = {{"sm_80", NULL, 80}, {"sm_90", NULL, 90}, {"sm_90", "nvrtc", 90}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         size_t len;
-        char *cubin = emit(f, "attention.sjg", "cubin", cases[i].arch, cases[i].path, "k.cubin", &len);
+        char *cubin =
+            emit(f, "attention.sjg", "cubin", cases[i].arch, cases[i].path, "k.cubin", &len);
         int sm = 0;
         assert_int_equal(sj_cubin_arch(f->ctx, cubin, len, &sm), SJ_OK);
         assert_int_equal(sm, cases[i].sm);
@@ -183,8 +188,18 @@ static void test_bad_requests(void **state) {
         {"ptx", "--arch", "sm_90", "unknown target 'ptx'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char *argv[] = {CLI, "emit", MODELS "ffn.sjg", "--rows", "3", "--target", (char *)cases[i][0],
-                        (char *)cases[i][1], (char *)cases[i][2], "--out", out, NULL};
+        char *argv[] = {CLI,
+                        "emit",
+                        MODELS "ffn.sjg",
+                        "--rows",
+                        "3",
+                        "--target",
+                        (char *)cases[i][0],
+                        (char *)cases[i][1],
+                        (char *)cases[i][2],
+                        "--out",
+                        out,
+                        NULL};
         assert_int_equal(run(argv, log), 2);
         size_t n;
         char *text = (char *)read_whole_file(log, &n);

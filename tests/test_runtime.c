@@ -25,6 +25,7 @@
 #include "shapejit/ext/op_cache.h"
 #include "shapejit/ext/runtime.h"
 #include "jit/lower/plan.h"
+#include "runtime/executable_create.h"
 #include "tests/test_util.h"
 
 /* ---------------------------------------------------------------- kernels

@@ -194,7 +194,8 @@ static void gpu_cache_open(fixture *f, sj_target target, const char *arch, const
     sj_bucketed_cache_config bc;
     sj_bucketed_cache_config_init(&bc);
     assert_int_equal(sj_ladder_parse(f->ctx, spec, &out->ladder), SJ_OK);
-    assert_int_equal(sj_bucketed_cache_create(f->g, out->ladder, &comp, store, &bc, &out->c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_create(f->g, out->ladder, &comp, store, &bc, &out->c),
+                     SJ_OK);
 }
 
 static void gpu_cache_close(gpu_cache *g) {
@@ -212,8 +213,8 @@ static void test_missing_bucket_names_the_precompile(void **state) {
         for (int t = 0; t < 2; t++) {
             if (s == 1 && !f->store) continue;
             gpu_cache gcache;
-            gpu_cache_open(f, t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX, NULL, "list:8,32,64", stores[s],
-                           &gcache);
+            gpu_cache_open(f, t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX, NULL, "list:8,32,64",
+                           stores[s], &gcache);
             int64_t extent;
             void *exe = NULL;
             assert_int_equal(sj_bucketed_cache_get_or_compile(gcache.c, 50, &extent, &exe),
@@ -261,7 +262,8 @@ static void test_stored_buckets_run_on_the_gpu(void **state) {
     NEED_STORE(f);
     for (int t = 0; t < 2; t++) {
         gpu_cache gcache;
-        gpu_cache_open(f, t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX, NULL, "list:8,32", f->store, &gcache);
+        gpu_cache_open(f, t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX, NULL, "list:8,32", f->store,
+                       &gcache);
         int64_t extent;
         void *exe = NULL;
         sj_status st = sj_bucketed_cache_get_or_compile(gcache.c, 20, &extent, &exe);
@@ -277,7 +279,8 @@ static void test_stored_buckets_run_on_the_gpu(void **state) {
         assert_int_equal(st, SJ_OK);
         static const int64_t rows[] = {1, 5, 8, 9, 20, 32};
         for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-            assert_int_equal(sj_bucketed_cache_get_or_compile(gcache.c, rows[i], &extent, &exe), SJ_OK);
+            assert_int_equal(sj_bucketed_cache_get_or_compile(gcache.c, rows[i], &extent, &exe),
+                             SJ_OK);
             sj_tensor in = {0}, want = {0}, eager = {0}, replay = {0};
             random_input(f->ctx, f->g, rows[i], &in);
             assert_int_equal(sj_interp_run(f->g, rows[i], &in, &want), SJ_OK);
@@ -330,8 +333,8 @@ static void test_modules_from_cubin_and_ptx(void **state) {
         bool fits = info.sm / 10 == sm / 10 && info.sm >= sm;
         assert_int_equal(st, fits ? SJ_OK : SJ_E_MISMATCH);
         if (st == SJ_OK) sj_module_destroy(m);
-        assert_int_equal(sj_cuda_load_code(f->gpu, cubin, cubin_len, (const char *)ptx, ptx_len, &m),
-                         SJ_OK);
+        assert_int_equal(
+            sj_cuda_load_code(f->gpu, cubin, cubin_len, (const char *)ptx, ptx_len, &m), SJ_OK);
         sj_module_destroy(m);
         sj_artifact_destroy(art);
         sj_free(f->ctx, bytes);

@@ -96,7 +96,8 @@ static void conf_report(void *user, const sj_onnx_test_result *r) {
     if (r->outcome == SJ_ONNX_TEST_PASSED) k->conf_passed++;
     if (r->outcome == SJ_ONNX_TEST_FAILED) {
         k->conf_failed++;
-        fprintf(k->summary, "  FAIL %s onnx %s: %s\n", emitter_names[k->emitter], r->name, r->message);
+        fprintf(k->summary, "  FAIL %s onnx %s: %s\n", emitter_names[k->emitter], r->name,
+                r->message);
     }
     if (r->outcome == SJ_ONNX_TEST_UNSUPPORTED) {
         k->conf_failed++; /* it passed on the host: the GPU run must too */
@@ -115,7 +116,8 @@ static void conformance(checker *k) {
     o.report_user = k;
     sj_onnx_conformance_summary s;
     if (sj_onnx_conformance_run(k->ctx, dir, &b, &o, &s) != SJ_OK) {
-        fprintf(k->summary, "  FAIL %s onnx: %s\n", emitter_names[k->emitter], sj_ctx_last_error(k->ctx));
+        fprintf(k->summary, "  FAIL %s onnx: %s\n", emitter_names[k->emitter],
+                sj_ctx_last_error(k->ctx));
         k->conf_failed++;
     }
 }
@@ -129,7 +131,8 @@ static bool close_enough(float got, float want) {
 }
 
 /* "" when equal, else what differs (into buf). */
-static const char *compare(const sj_tensor *got, const sj_tensor *want, int n, char *buf, size_t len) {
+static const char *compare(const sj_tensor *got, const sj_tensor *want, int n, char *buf,
+                           size_t len) {
     for (int j = 0; j < n; j++) {
         int64_t m = sj_tensor_numel(&want[j]);
         if (got[j].rank != want[j].rank || sj_tensor_numel(&got[j]) != m) {
@@ -172,17 +175,20 @@ static sj_status time_runs(checker *k, void *exe, int64_t rows, const sj_tensor 
 }
 
 static void model_case(checker *k, const gpu_entry *e, const sj_graph *g, cache *c, int64_t rows) {
-    sj_tensor in[MAX_IO] = {{0}}, want[MAX_IO] = {{0}}, eager[MAX_IO] = {{0}}, replay[MAX_IO] = {{0}};
+    sj_tensor in[MAX_IO] = {{0}}, want[MAX_IO] = {{0}}, eager[MAX_IO] = {{0}},
+              replay[MAX_IO] = {{0}};
     int ni = sj_graph_num_inputs(g), no = sj_graph_num_outputs(g);
     char path[2048], why[512] = "";
     const char *diff = "";
     sj_status st = ni <= MAX_IO && no <= MAX_IO ? SJ_OK : SJ_E_UNSUPPORTED;
     for (int i = 0; i < ni && st == SJ_OK; i++) {
-        snprintf(path, sizeof path, "%s/cases/%s/%lld/in%d.npy", k->pack, e->name, (long long)rows, i);
+        snprintf(path, sizeof path, "%s/cases/%s/%lld/in%d.npy", k->pack, e->name, (long long)rows,
+                 i);
         st = sj_npy_read(k->ctx, path, &in[i]);
     }
     for (int j = 0; j < no && st == SJ_OK; j++) {
-        snprintf(path, sizeof path, "%s/cases/%s/%lld/want%d.npy", k->pack, e->name, (long long)rows, j);
+        snprintf(path, sizeof path, "%s/cases/%s/%lld/want%d.npy", k->pack, e->name,
+                 (long long)rows, j);
         st = sj_npy_read(k->ctx, path, &want[j]);
     }
     void *exe = NULL;
@@ -191,8 +197,7 @@ static void model_case(checker *k, const gpu_entry *e, const sj_graph *g, cache 
     if (st == SJ_OK) st = sj_executable_run(exe, rows, in, eager);
     if (st == SJ_OK) st = sj_executable_replay(exe, rows, in, replay);
     if (st != SJ_OK) snprintf(why, sizeof why, "%s", sj_ctx_last_error(k->ctx));
-    if (st == SJ_OK && *(diff = compare(eager, want, no, why, sizeof why)))
-        st = SJ_E_INTERNAL;
+    if (st == SJ_OK && *(diff = compare(eager, want, no, why, sizeof why))) st = SJ_E_INTERNAL;
     if (st == SJ_OK && *(diff = compare(replay, want, no, why, sizeof why))) {
         st = SJ_E_INTERNAL;
         memmove(why + 8, why, strlen(why) + 1 > sizeof why - 8 ? sizeof why - 8 : strlen(why) + 1);
@@ -205,7 +210,9 @@ static void model_case(checker *k, const gpu_entry *e, const sj_graph *g, cache 
     if (st != SJ_OK && !why[0]) snprintf(why, sizeof why, "%s", sj_ctx_last_error(k->ctx));
     bool ok = st == SJ_OK;
     ok ? k->cases_passed++ : k->cases_failed++;
-    if (!ok) fprintf(k->summary, "  FAIL %s %s rows %lld: %s\n", emitter_names[k->emitter], e->name, (long long)rows, why);
+    if (!ok)
+        fprintf(k->summary, "  FAIL %s %s rows %lld: %s\n", emitter_names[k->emitter], e->name,
+                (long long)rows, why);
     fprintf(k->json,
             "%s\n    {\"emitter\": \"%s\", \"model\": \"%s\", \"rows\": %lld, \"bucket\": %lld, "
             "\"ok\": %s, \"eager_dispatch_us\": %.3f, \"replay_dispatch_us\": %.3f, "
@@ -233,7 +240,8 @@ static void matmul(checker *k, const gpu_entry *e, const sj_graph *g, cache *c) 
     timing t = {0};
     if (st == SJ_OK) {
         st = sj_device_set_timing(k->dev, true);
-        for (int r = 0; r < MATMUL_RUNS && st == SJ_OK; r++) st = sj_executable_replay(exe, rows, in, out);
+        for (int r = 0; r < MATMUL_RUNS && st == SJ_OK; r++)
+            st = sj_executable_replay(exe, rows, in, out);
         sj_device_timing dt;
         if (st == SJ_OK) st = sj_device_timing_get(k->dev, &dt);
         sj_device_set_timing(k->dev, false);
@@ -250,7 +258,8 @@ static void matmul(checker *k, const gpu_entry *e, const sj_graph *g, cache *c) 
         if (st == SJ_OK) st = sj_npy_write(k->ctx, path, &out[0]);
     }
     if (st != SJ_OK) {
-        fprintf(k->summary, "  FAIL %s matmul: %s\n", emitter_names[k->emitter], sj_ctx_last_error(k->ctx));
+        fprintf(k->summary, "  FAIL %s matmul: %s\n", emitter_names[k->emitter],
+                sj_ctx_last_error(k->ctx));
         k->cases_failed++;
     }
     k->matmul_kernel_ms[k->emitter] = t.kernel_us / 1e3;
@@ -309,7 +318,8 @@ static void models(checker *k) {
         sj_status st = gpu_entry_load(k->ctx, k->pack, &e, &g);
         if (st == SJ_OK) st = cache_open(k, g, e.ladder, &c);
         if (st != SJ_OK) {
-            fprintf(k->summary, "  FAIL %s %s: %s\n", emitter_names[k->emitter], e.name, sj_ctx_last_error(k->ctx));
+            fprintf(k->summary, "  FAIL %s %s: %s\n", emitter_names[k->emitter], e.name,
+                    sj_ctx_last_error(k->ctx));
             k->cases_failed++;
         } else if (!strcmp(e.kind, "matmul")) {
 #ifndef GPU_CHECK_ON_HOST
@@ -362,8 +372,8 @@ int main(int argc, char **argv) {
     }
     fprintf(k.summary, "GPU: %s (sm_%d, %d SMs, driver %d); pack compiled for %s\n", info.name,
             info.sm, info.multiprocessors, info.driver_version, GPU_PACK_ARCH);
-    fprintf(k.json, "{\"gpu\": \"%s\", \"sm\": %d, \"driver\": %d, \"cases\": [", info.name, info.sm,
-            info.driver_version);
+    fprintf(k.json, "{\"gpu\": \"%s\", \"sm\": %d, \"driver\": %d, \"cases\": [", info.name,
+            info.sm, info.driver_version);
     k.first_case = true;
     int results[N_EMITTERS][4] = {{0}};
     for (int t = 0; t < N_EMITTERS; t++) {
@@ -382,9 +392,11 @@ int main(int argc, char **argv) {
         results[t][0] = k.conf_passed, results[t][1] = k.conf_failed;
         results[t][2] = k.cases_passed, results[t][3] = k.cases_failed;
         k.total_failed += k.conf_failed + k.cases_failed;
-        fprintf(k.summary, "%s: onnx node tests %d passed, %d failed; model cases %d passed, %d failed (%.1f s)\n",
-                emitter_names[t], k.conf_passed, k.conf_failed, k.cases_passed, k.cases_failed,
-                (now_ms() - t0) / 1e3);
+        fprintf(
+            k.summary,
+            "%s: onnx node tests %d passed, %d failed; model cases %d passed, %d failed (%.1f s)\n",
+            emitter_names[t], k.conf_passed, k.conf_failed, k.cases_passed, k.cases_failed,
+            (now_ms() - t0) / 1e3);
     }
     fprintf(k.json, "\n  ],\n  \"emitters\": {");
     for (int t = 0; t < N_EMITTERS; t++)

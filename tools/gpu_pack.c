@@ -183,8 +183,10 @@ static int add_model(pack *p, const char *src, const char *name, const char *dyn
     }
     sj_graph_destroy(g);
     if (rc == 0) {
-        fprintf(p->manifest, "model\t%s\t%s\t%s\t%s\t%s\t", e.name, e.model, e.dynamic, e.fixed, e.ladder);
-        for (int r = 0; r < e.n_rows; r++) fprintf(p->manifest, "%s%lld", r ? "," : "", (long long)e.rows[r]);
+        fprintf(p->manifest, "model\t%s\t%s\t%s\t%s\t%s\t", e.name, e.model, e.dynamic, e.fixed,
+                e.ladder);
+        for (int r = 0; r < e.n_rows; r++)
+            fprintf(p->manifest, "%s%lld", r ? "," : "", (long long)e.rows[r]);
         fprintf(p->manifest, "\n");
     }
     return rc;
@@ -233,7 +235,10 @@ static int add_matmul(pack *p) {
             "  y = matmul(a, b)\n  output y\n}\n",
             MATMUL_K, MATMUL_K, MATMUL_K);
     if (fclose(f) != 0) return p->failed++, -1;
-    gpu_entry e = {.kind = "matmul", .name = "matmul", .model = "models/matmul.sjg", .dynamic = "-",
+    gpu_entry e = {.kind = "matmul",
+                   .name = "matmul",
+                   .model = "models/matmul.sjg",
+                   .dynamic = "-",
                    .fixed = "-"};
     snprintf(e.ladder, sizeof e.ladder, "list:%d", MATMUL_ROWS);
     sj_graph *g;
@@ -241,7 +246,8 @@ static int add_matmul(pack *p) {
     int rc = precompile(p, g, e.ladder);
     sj_graph_destroy(g);
     if (rc == 0)
-        fprintf(p->manifest, "matmul\tmatmul\tmodels/matmul.sjg\t-\t-\t%s\t%d\n", e.ladder, MATMUL_ROWS);
+        fprintf(p->manifest, "matmul\tmatmul\tmodels/matmul.sjg\t-\t-\t%s\t%d\n", e.ladder,
+                MATMUL_ROWS);
     return rc;
 }
 
@@ -265,13 +271,15 @@ int main(int argc, char **argv) {
         sj_gpu_compiler_config_init(&cfg);
         cfg.options.target = t ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
         cfg.options.arch = GPU_PACK_ARCH;
-        if (sj_gpu_compiler_create(p.ctx, &cfg, &p.gc[t]) != SJ_OK) return fail(&p, "gpu compiler"), 1;
+        if (sj_gpu_compiler_create(p.ctx, &cfg, &p.gc[t]) != SJ_OK)
+            return fail(&p, "gpu compiler"), 1;
     }
     snprintf(path, sizeof path, "%s/manifest.tsv", p.dir);
     p.manifest = fopen(path, "w");
     snprintf(path, sizeof path, "%s/conformance.txt", p.dir);
     p.passed = fopen(path, "w");
-    if (!p.manifest || !p.passed) return fprintf(stderr, "gpu_pack: cannot write in %s\n", p.dir), 1;
+    if (!p.manifest || !p.passed)
+        return fprintf(stderr, "gpu_pack: cannot write in %s\n", p.dir), 1;
     int rc = 0;
     if (argc == 4) rc = conformance(&p, argv[3]);
     if (rc == 0) rc = add_models(&p, argv[1]);

@@ -131,14 +131,14 @@ SJ_API void sj_remote_destroy(sj_remote *r);
  * SJ_E_CORRUPT rejected, SJ_E_IO error or timeout, SJ_E_BUSY backing off,
  * SJ_E_NOMEM. The caller treats every miss alike: compile as without a tier. */
 SJ_API sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
-                        size_t *size);
+                               size_t *size);
 
 /* Queues a copy of data for publishing and returns. SJ_OK when queued or
  * when the tier is read-only (nothing happens); SJ_E_BUSY when the queue is
  * full, SJ_E_OUT_OF_RANGE when the frame would exceed max_value_size (both
  * dropped and counted); SJ_E_NOMEM. */
 SJ_API sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
-                        size_t size);
+                               size_t size);
 
 /* Waits until every put queued before the call has been published or
  * dropped. For tests, shutdown and precompile steps; serving never needs it. */
@@ -150,7 +150,7 @@ SJ_API void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out);
  * digits), for tools and diagnostics. Writes at most cap bytes including the
  * NUL; returns the length the full name needs, like snprintf. */
 SJ_API size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], char *buf,
-                          size_t cap);
+                                 size_t cap);
 
 /* The context the tier was created with (bytes from get are allocated on it). */
 SJ_API sj_ctx *sj_remote_ctx(const sj_remote *r);
@@ -182,13 +182,13 @@ typedef enum sj_tier {
  * any kind is a miss here (its stats say which). Without a remote tier
  * this is sj_store_get. *from may be NULL. */
 SJ_API sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
-                        size_t *len, sj_tier *from);
+                               size_t *len, sj_tier *from);
 
 /* Write-behind: the local store first (synchronously), then the remote tier
  * queued without waiting. Returns the local put's status (remote drops are
  * counted in its stats, never an error here). */
 SJ_API sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
-                        const void *bytes, size_t len);
+                               const void *bytes, size_t len);
 
 /* The remote key digest of a full store key (the store's own key digest). */
 SJ_API void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]);

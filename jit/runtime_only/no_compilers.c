@@ -21,7 +21,9 @@ static sj_status refuse_host(sj_ctx *ctx) {
                    "precompiled into the store) or --backend interp");
 }
 
-bool sj_llvm_init(void) { return false; }
+bool sj_llvm_init(void) {
+    return false;
+}
 
 sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
     *triple = *cpu = *features = NULL;
@@ -56,7 +58,9 @@ sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
 
 /* The calls below only ever see a JIT that sj_host_jit_create made, and it
  * makes none here; they keep the host device's contract all the same. */
-void sj_host_jit_destroy(sj_host_jit *j) { (void)j; }
+void sj_host_jit_destroy(sj_host_jit *j) {
+    (void)j;
+}
 
 sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
                                  sj_host_jit_module **out) {
@@ -65,7 +69,9 @@ sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
     return SJ_E_UNSUPPORTED;
 }
 
-void sj_host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) { (void)j, (void)m; }
+void sj_host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
+    (void)j, (void)m;
+}
 
 sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name, int required,
                              uint64_t *addr) {
@@ -108,7 +114,8 @@ REFUSING_EMITTER(sj_nvrtc_emitter, "nvrtc")
  * recorded when it was configured (see cmake/runtime_only.cmake), so a
  * store precompiled there is found here. */
 sj_status sj_gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {
-    const char *t = path == SJ_GPU_PATH_NVRTC ? SJ_RUNTIME_TOOLCHAIN_NVRTC : SJ_RUNTIME_TOOLCHAIN_NVPTX;
+    const char *t =
+        path == SJ_GPU_PATH_NVRTC ? SJ_RUNTIME_TOOLCHAIN_NVRTC : SJ_RUNTIME_TOOLCHAIN_NVPTX;
     if (snprintf(buf, len, "%s", t) >= (int)len)
         return sj_fail(ctx, SJ_E_INTERNAL, "gpu toolchain name '%s' too long", t);
     return SJ_OK;

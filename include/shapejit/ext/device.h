@@ -145,7 +145,7 @@ typedef struct sj_op_cache sj_op_cache;
  * `policy`: the metadata info cache's policy (NULL = sj_mdcache_policy_init
  * defaults). */
 SJ_API sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
-                           const sj_mdcache_policy *policy, sj_device **out);
+                                  const sj_mdcache_policy *policy, sj_device **out);
 /* The host device: memory from the context allocator (64-byte aligned),
  * modules from host object files (LLVM ORC LLJIT) or native kernel tables,
  * capture = a recorded launch list. */
@@ -171,10 +171,10 @@ SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 SJ_API sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out);
 SJ_API void sj_device_free(sj_device *dev, void *ptr); /* NULL, or after release: no-op */
 SJ_API sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
-                         sj_copy_kind kind);
+                                sj_copy_kind kind);
 SJ_API sj_status sj_device_sync(sj_device *dev);
 SJ_API sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
-                           void *const *buffers, const int64_t *info, int64_t active_extent);
+                                  void *const *buffers, const int64_t *info, int64_t active_extent);
 /* Capture: SJ_E_STATE when one is already recording (begin) or none is
  * (end). Graphs still alive at the device's release are freed with it. */
 SJ_API sj_status sj_device_begin_capture(sj_device *dev);
@@ -201,11 +201,11 @@ SJ_API sj_status sj_device_set_timing(sj_device *dev, bool on);
 SJ_API sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out);
 
 /* Loads code as a module. The module holds a reference on the device; destroy
- * it with sj_module_destroy (NULL is a no-op; after the device's release it
- * only frees host memory). Kernel handles resolved from a module are valid
- * until it is destroyed. */
+        * it with sj_module_destroy (NULL is a no-op; after the device's release it
+        * only frees host memory). Kernel handles resolved from a module are valid
+        * until it is destroyed. */
 SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
-                                sj_module **out);
+                                       sj_module **out);
 SJ_API void sj_module_destroy(sj_module *m);
 SJ_API sj_device *sj_module_device(const sj_module *m);
 
