@@ -439,6 +439,8 @@ sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *l
     return SJ_OK;
 }
 
+const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c) { return &c->comp; }
+
 const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i) {
     if (!c || i < 0 || i >= c->n_buckets) return NULL;
     sj_cache_bucket *b = &c->buckets[i];

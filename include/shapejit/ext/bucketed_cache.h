@@ -170,6 +170,8 @@ SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
 /* The target CPU bucket i's executable was made for: the compiler's own, or
  * the fallback target its stored artifact had; NULL while not ready. */
 SJ_API const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i);
+/* The compiler table the cache uses (its copy; valid while c lives). */
+SJ_API const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
 SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
                                           bool *ready);
