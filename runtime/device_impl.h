@@ -9,7 +9,7 @@
 
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/op_cache.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -3,7 +3,7 @@
  * the allocation-fallback latch and the diagnostic gates. One mutex guards
  * it all; the hot call (a memoised kernel) holds it for one hash probe. */
 #include "device_impl.h"
-#include "jit/core/array.h"
+#include "core/array.h"
 
 #include <string.h>
 

@@ -22,7 +22,7 @@
 #include "shapejit/ext/onnx.h"
 #include "shapejit/ext/op_cache.h"
 #include "shapejit/ext/runtime.h"
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 #include "gpu_graphs.h"
 
 #define N_RANDOM 8
