@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/onnx.h"
+#include "tools/conformance/conformance.h"
 #include "jit/lower/lower.h"
 #include "jit/gpu/gpu_compile.h"
 #include "jit/gpu/gpu_schedule.h"

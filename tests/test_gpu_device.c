@@ -19,7 +19,7 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/cuda_device.h"
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/onnx.h"
+#include "tools/conformance/conformance.h"
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
 #include "jit/gpu/nvrtc_impl.h"
