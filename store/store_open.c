@@ -352,6 +352,7 @@ sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out)
     s->cfg.path = NULL;
     s->lock_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->pool_mu, NULL);
     sj_status st = SJ_OK;
     if (cfg->path) {
         size_t n = strlen(cfg->path);
@@ -383,10 +384,29 @@ sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out)
     return SJ_OK;
 }
 
+ZSTD_DCtx *sj_store_dctx_take(sj_store *s) {
+    pthread_mutex_lock(&s->pool_mu);
+    ZSTD_DCtx *d = s->n_pool ? s->pool[--s->n_pool] : NULL;
+    pthread_mutex_unlock(&s->pool_mu);
+    return d ? d : ZSTD_createDCtx();
+}
+
+void sj_store_dctx_give(sj_store *s, ZSTD_DCtx *d) {
+    pthread_mutex_lock(&s->pool_mu);
+    if (s->n_pool < (int)(sizeof s->pool / sizeof s->pool[0])) {
+        s->pool[s->n_pool++] = d;
+        d = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_mu);
+    ZSTD_freeDCtx(d);
+}
+
 void sj_store_close(sj_store *s) {
     if (!s) return;
     close_db(s);
     ZSTD_freeDCtx(s->dctx);
+    for (int i = 0; i < s->n_pool; i++) ZSTD_freeDCtx(s->pool[i]);
+    pthread_mutex_destroy(&s->pool_mu);
     pthread_mutex_destroy(&s->mu);
     sj_free(s->ctx, s->path);
     sj_free(s->ctx, s->lock_path);

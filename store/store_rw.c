@@ -189,16 +189,29 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
     } else if (rc != SQLITE_ROW) {
         st = sj_store_sql_fail(s, "get");
     } else {
+        /* The row is copied out under the lock; decompression and the
+         * digest check, the slow part, run outside it so gets on several
+         * threads (a warm precompile --jobs N) overlap. */
         int64_t id = sqlite3_column_int64(q, 0), raw_size = sqlite3_column_int64(q, 1);
         int64_t last_used = sqlite3_column_int64(q, 4);
-        const void *digest = sqlite3_column_blob(q, 2);
+        uint8_t digest[32];
         size_t digest_len = (size_t)sqlite3_column_bytes(q, 2);
-        const void *frame = sqlite3_column_blob(q, 3);
+        if (digest_len == sizeof digest) memcpy(digest, sqlite3_column_blob(q, 2), sizeof digest);
         size_t frame_len = (size_t)sqlite3_column_bytes(q, 3);
-        void *raw;
-        st = sj_store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
-                             digest, digest_len, &raw, why, sizeof why);
+        void *frame = sj_alloc(s->ctx, frame_len ? frame_len : 1);
+        if (frame && frame_len) memcpy(frame, sqlite3_column_blob(q, 3), frame_len);
         sqlite3_reset(q);
+        pthread_mutex_unlock(&s->mu);
+        ZSTD_DCtx *d = frame ? sj_store_dctx_take(s) : NULL;
+        void *raw = NULL;
+        if (!d)
+            st = sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a %zu-byte row", frame_len);
+        else
+            st = sj_store_unpack(s->ctx, d, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
+                                 digest, digest_len, &raw, why, sizeof why);
+        if (d) sj_store_dctx_give(s, d);
+        sj_free(s->ctx, frame);
+        pthread_mutex_lock(&s->mu);
         if (st == SJ_OK) {
             s->counters.hits++;
             s->counters.bytes_read += (uint64_t)raw_size;
