@@ -583,6 +583,45 @@ static void test_export_refuses_special_files(void **state) {
     sj_store_close(s);
 }
 
+/* A store in a folder reached through a symlink opens and persists (SQLite's
+ * NOFOLLOW used to refuse it: "unable to open database file", and a
+ * symlinked $XDG_CACHE_HOME made the default store run without
+ * persistence); a symlink as the store file itself is refused, by name. */
+static void test_symlinked_folders(void **state) {
+    (void)state;
+    char real_dir[160], link_dir[160], via[200], file_link[200];
+    snprintf(real_dir, sizeof real_dir, "%s/real", dir);
+    snprintf(link_dir, sizeof link_dir, "%s/linked", dir);
+    snprintf(via, sizeof via, "%s/sub/s.db", link_dir);
+    snprintf(file_link, sizeof file_link, "%s/file_link.db", dir);
+    assert_int_equal(mkdir(real_dir, 0700), 0);
+    assert_int_equal(symlink(real_dir, link_dir), 0);
+    for (int round = 0; round < 2; round++) {
+        sj_store_config cfg;
+        sj_store_config_init(&cfg);
+        cfg.path = via;
+        sj_store *s = NULL;
+        if (sj_store_open(ctx, &cfg, &s) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+        assert_true(sj_store_persistent(s));
+        if (round == 0) put_n(s, 1, 8, 300);
+        else expect_get(s, 1, 8, 300); /* it persisted */
+        sj_store_close(s);
+    }
+    struct stat sb;
+    char in_real[200];
+    snprintf(in_real, sizeof in_real, "%s/sub/s.db", real_dir);
+    assert_int_equal(stat(in_real, &sb), 0);
+
+    assert_int_equal(symlink(in_real, file_link), 0);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = file_link;
+    sj_store *s = (sj_store *)&s;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_IO);
+    assert_null(s);
+    assert_error_contains(ctx, "file_link.db is a symlink (refused");
+}
+
 /* An allocator that holds every thread allocating RENDEZVOUS_SIZE bytes
  * (a get's output buffer, allocated after the row is read) until a second
  * thread gets there too, or 2 s pass: two gets meet there only if neither
@@ -783,6 +822,7 @@ int main(void) {
         cmocka_unit_test_setup(test_ls_rm_export_import_explain, fresh),
         cmocka_unit_test_setup(test_export_refuses_special_files, fresh),
         cmocka_unit_test_setup(test_gets_decompress_in_parallel, fresh),
+        cmocka_unit_test_setup(test_symlinked_folders, fresh),
         cmocka_unit_test_setup(test_concurrent_processes, fresh),
         cmocka_unit_test_setup(test_sigkill_writers, fresh),
     };
