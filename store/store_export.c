@@ -39,7 +39,8 @@ static bool put_str(FILE *f, const char *s) {
 
 sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written) {
     if (n_written) *n_written = 0;
-    if (!s || !path) return SJ_E_INVALID_ARG;
+    if (!s || !path)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     /* The file is replaced by rename, which would replace a FIFO, a device
      * node or a symlink itself (as root, /dev/full): only a regular file or
      * nothing may be there. */
@@ -138,7 +139,8 @@ sj_status sj_store_import_report(sj_store *s, const char *path, sj_store_problem
                                  int64_t *n_imported, int64_t *n_rejected) {
     if (n_imported) *n_imported = 0;
     if (n_rejected) *n_rejected = 0;
-    if (!s || !path) return SJ_E_INVALID_ARG;
+    if (!s || !path)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     int64_t imported = 0, rejected = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return sj_fail(s->ctx, SJ_E_IO, "store import: cannot open %s: %s", path, strerror(errno));

@@ -46,6 +46,10 @@ sj_status sj_store_write_end(sj_store *s, bool ok);
 sj_status sj_store_sql_fail(sj_store *s, const char *what);
 int64_t sj_store_now_ms(void);
 
+/* The in-memory counters of sj_store_stats (no SQL, cannot fail): for
+ * callers that only want evictions and hits. */
+void sj_store_counters(sj_store *s, sj_store_stats *out);
+
 /* A decompression context for use outside mu (NULL: out of memory), and
  * back to the pool (freed when the pool is full). */
 ZSTD_DCtx *sj_store_dctx_take(sj_store *s);

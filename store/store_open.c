@@ -382,7 +382,8 @@ static void close_db(sj_store *s) {
 }
 
 sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out) {
-    if (!ctx || !cfg || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !cfg || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (cfg->max_artifact_bytes < 1 || cfg->busy_timeout_ms < 0 || cfg->max_bytes < 0 ||
         cfg->touch_interval_ms < 0)
