@@ -11,7 +11,6 @@
 #include "shapejit/engine.h"
 #include "shapejit/remote.h"
 
-#define CLI_BACKENDS "host|interp|cuda"
 #define CLI_DEFAULT_LADDER "pow2:1:65536"
 
 #define CLI_STORE_USAGE                                                                            \

@@ -1,7 +1,7 @@
 /* The artifact decoder: what deserializes must serialize back to the same
  * bytes (the format has one encoding per artifact). */
 #include "fuzz/fuzz_common.h"
-#include "shapejit/artifact.h"
+#include "shapejit/ext/artifact.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sj_ctx *ctx = fuzz_ctx();

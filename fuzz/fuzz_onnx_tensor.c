@@ -1,6 +1,6 @@
 /* A serialized onnx.TensorProto (the node tests' .pb files). */
 #include "fuzz/fuzz_common.h"
-#include "shapejit/onnx.h"
+#include "shapejit/ext/onnx.h"
 #include "shapejit/tensor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -7,8 +7,8 @@
 #ifndef SJ_RUNTIME_DEVICE_IMPL_H
 #define SJ_RUNTIME_DEVICE_IMPL_H
 
-#include "shapejit/device.h"
-#include "shapejit/op_cache.h"
+#include "shapejit/ext/device.h"
+#include "shapejit/ext/op_cache.h"
 #include "jit/core/core_impl.h"
 
 #include <pthread.h>
@@ -25,6 +25,8 @@ struct sj_device {
     sj_op_cache *op_cache;
     sj_mdcache *mdcache;
     uint64_t next_graph_id;
+    bool timing;             /* sj_device_set_timing */
+    sj_device_timing timed;  /* its counters */
 };
 
 struct sj_module {

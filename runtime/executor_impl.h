@@ -3,7 +3,8 @@
 #ifndef SJ_RUNTIME_EXECUTOR_IMPL_H
 #define SJ_RUNTIME_EXECUTOR_IMPL_H
 
-#include "shapejit/runtime.h"
+#include "shapejit/ext/runtime.h"
+#include "runtime/executable_create.h"
 #include "device_impl.h"
 #include "jit/lower/plan.h"
 

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,8 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "shapejit/interp.h"
-#include "shapejit/onnx.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/onnx.h"
 #include "tests/test_util.h"
 
 #include "onnx.pb-c.h"
@@ -332,7 +334,7 @@ static void run_node_test(sj_ctx *ctx, const char *name, int n_inputs) {
 
 static void test_real_models(void **state) {
     sj_ctx *ctx = *state;
-    if (!have_node_tests()) skip();
+    if (!have_node_tests()) SJ_SKIP("no ONNX node tests (Debian: libonnx-testdata)");
     run_node_test(ctx, "test_gemm_all_attributes", 3);
     run_node_test(ctx, "test_layer_normalization_3d_axis1_epsilon", 3);
     run_node_test(ctx, "test_softmax_axis_1", 1);
@@ -960,7 +962,7 @@ static void test_layout_ops_errors(void **state) {
 
 static void test_truncated_real_models(void **state) {
     sj_ctx *ctx = *state;
-    if (!have_node_tests()) skip();
+    if (!have_node_tests()) SJ_SKIP("no ONNX node tests (Debian: libonnx-testdata)");
     const char *models[] = {"test_gemm_all_attributes", "test_layer_normalization_4d_axis1",
                             "test_reshape_negative_dim"};
     for (size_t m = 0; m < 3; m++) {
@@ -1325,7 +1327,7 @@ static sj_status off_by_one(void *user, const sj_graph *g, int64_t extent, const
 
 static void test_conformance_runner(void **state) {
     sj_ctx *ctx = *state;
-    if (!have_node_tests()) skip();
+    if (!have_node_tests()) SJ_SKIP("no ONNX node tests (Debian: libonnx-testdata)");
     sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL, NULL};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
@@ -1388,5 +1390,5 @@ int main(void) {
         cmocka_unit_test(test_deep_nesting_refused),
         cmocka_unit_test(test_conformance_runner),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

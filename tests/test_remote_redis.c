@@ -7,13 +7,15 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
 #include "shapejit/remote.h"
 #include "jit/core/core_impl.h"
@@ -101,8 +103,7 @@ static int teardown(void **state) {
 #define NEED_SERVER(f)                                                                             \
     do {                                                                                           \
         if (!(f)->srv.pid) {                                                                       \
-            printf("SKIP: redis-server is not installed (Debian: redis-server)\n");                \
-            skip();                                                                                \
+            SJ_SKIP("redis-server is not installed (Debian: redis-server)");                                                                                \
         }                                                                                          \
     } while (0)
 
@@ -1234,5 +1235,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tiered_tampered, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_cache_two_processes, setup_server, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sj_run_tests(tests, NULL, NULL);
 }
