@@ -22,7 +22,7 @@
 #include "shapejit/ext/backends.h"
 #include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/runtime.h"
 #include "jit/core/core_impl.h"
 
 static sj_ctx *ctx;
