@@ -254,7 +254,7 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
 int cli_cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     const char *trace = NULL, *synthetic = NULL;
-    int64_t workers = 2, requests = 0, seed = 0;
+    int64_t workers = 2, requests = INT64_MIN /* not given: the whole stream */, seed = 0;
     bool stats = false;
     cli_engine_args ca = {.backend.name = "host"};
     cli_model_flags model = {0};
@@ -276,8 +276,9 @@ int cli_cmd_serve(int argc, char **argv) {
     if (trace && synthetic) return cli_usage_error(cmd, "give --trace or --synthetic, not both");
     if (workers < 1 || workers > MAX_WORKERS)
         return cli_usage_error(cmd, "--workers must be in 1..%d", MAX_WORKERS);
-    if (requests < 0 || requests > 10000000)
-        return cli_usage_error(cmd, "--requests must be in 1..10000000");
+    if (requests != INT64_MIN && (requests < 1 || requests > 10000000))
+        return cli_usage_error(cmd, "--requests must be in 1..10000000, got %lld", (long long)requests);
+    if (requests == INT64_MIN) requests = 0;
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
     int brc = cli_backend_check(cmd, &ca.backend);
     if (brc != CLI_EXIT_OK) return brc;
