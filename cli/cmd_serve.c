@@ -15,6 +15,8 @@ static const char usage[] =
     "                      [--ladder SPEC] [--store PATH|none] [--backend host|interp]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
+    "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
     "  seeded random inputs) with N worker threads through one bucketed cache and\n"
     "  reports latency percentiles, throughput, compiles and compile stalls\n"
@@ -285,7 +287,13 @@ static int serve(serve_state *s, const cli_cache_args *ca, int workers, const ch
     return rc;
 }
 
+int cli_cmd_serve_listen(int argc, char **argv); /* cmd_serve_http.c */
+
 int cli_cmd_serve(int argc, char **argv) {
+    /* With --listen, serve is an HTTP endpoint instead of a replayed stream. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--listen") || !strncmp(argv[i], "--listen=", 9))
+            return cli_cmd_serve_listen(argc, argv);
     const char *cmd = "serve";
     const char *trace = NULL, *synthetic = NULL;
     int64_t workers = 2, requests = 0, seed = 0;
