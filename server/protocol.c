@@ -183,9 +183,14 @@ static bool check_shape(srv_model *m, int i, json_t *shape, const char *dt, deco
                 srv_error(r, 400, "input '%s': shape[%zu] is 0: a request needs at least one row", name, k);
                 return false;
             }
-            if (v > m->max_rows) {
+            if (v > m->top) {
                 srv_error(r, 400, "input '%s': %lld rows along the dynamic dim is outside every bucket "
-                          "(at most %lld)", name, (long long)v, (long long)m->max_rows);
+                          "(at most %lld)", name, (long long)v, (long long)m->top);
+                return false;
+            }
+            if (v > m->max_rows) {
+                srv_error(r, 400, "input '%s': %lld rows along the dynamic dim is above the server's "
+                          "limit of %lld rows per request", name, (long long)v, (long long)m->max_rows);
                 return false;
             }
             if (d->rows >= 0 && d->rows != v) {
