@@ -408,11 +408,10 @@ sj_status srv_start(srv_server *s) {
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (sa.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
-        flags, s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
-        s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s,
-        MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
-        MHD_OPTION_END);
+        flags, s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        s->cfg.idle_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
     if (!s->daemon)
         return sj_fail(s->ctx, SJ_E_IO, "--listen %s:%u: cannot listen (address in use, or not "
                        "an address of this machine)", s->host, (unsigned)s->cfg.port);

@@ -184,7 +184,7 @@ sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, 
     if (rep.promoted) {
         atomic_fetch_add(&m->m.promotions, 1);
         queue_background(m, rep.own_bucket);
-    } else if (rep.waited) {
+    } else if (rep.info.wait != SJ_RUN_READY) {
         atomic_fetch_add(&m->m.stalls, 1);
     }
     return SJ_OK;

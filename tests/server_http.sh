@@ -66,7 +66,7 @@ req() {
   elif ! grep -Eq -- "$re" "$W/body"; then
     fail "$name: body does not match /$re/: $(head -c 400 "$W/body")"
   else
-    echo "ok: $name ($code)"
+    echo "ok: $name ($code) ${SECONDS}s"
   fi
 }
 
@@ -211,8 +211,12 @@ grep -q 'shapejit_http_connections_cut_total [1-9]' <(curl -s "$U/metrics") ||
 
 # Many connections at once: above --max-connections (8) some are turned
 # away, and the server still answers afterwards.
-for i in $(seq 1 16); do curl -s -m 10 -o /dev/null "$U/v2/health/live" & done
-wait
+burst=()
+for i in $(seq 1 16); do
+  curl -s -m 10 -o /dev/null "$U/v2/health/live" &
+  burst+=($!)
+done
+wait "${burst[@]}"
 req after_burst 200 '^\{\}$' "$U/v2/health/live"
 
 req metrics 200 '^shapejit_requests_total\{model="ffn"\} [1-9]' "$U/metrics"

@@ -161,10 +161,9 @@ sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, 
  * instead of waiting for the compile; without a ready larger bucket it
  * waits as sj_engine_run does. The report (may be NULL) says which. */
 typedef struct sj_engine_run_report {
-    sj_run_info info; /* rows, and the extent of the bucket it ran in */
-    int own_bucket;   /* index of the bucket that holds the request's rows */
+    sj_run_info info; /* rows, the extent it ran in, and whether it waited */
+    int own_bucket;   /* index of the bucket that holds the rows; -1 for a one-off */
     bool promoted;    /* ran in a larger ready bucket; its own was not ready */
-    bool waited;      /* its own bucket was not ready and it waited for it */
 } sj_engine_run_report;
 sj_status sj_engine_prepare_bucket(sj_engine *e, int i);
 sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
