@@ -48,6 +48,7 @@ static const char usage[] =
     "  --request-timeout-s N  cut a request still uploading after this (default 60)\n"
     "  --drain-timeout-s N  at shutdown, wait this long for requests in flight (default 30)\n"
     "  --jobs N           compile threads for the warm start (default 1)\n"
+    CLI_REMOTE_USAGE
     "  " CLI_MODEL_USAGE "\n";
 
 #define DEFAULT_SERVE_LADDER "pow2:1:1024"
@@ -122,6 +123,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     int64_t max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
     bool no_promote = false;
     cli_model_flags model = {0};
+    cli_remote_flags remote = {0};
     const cli_opt opts[] = {
         {"--listen", CLI_OPT_STRING, &listen},
         {"--model-repository", CLI_OPT_STRING, &repo},
@@ -145,6 +147,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--drain-timeout-s", CLI_OPT_INT, &drain_s},
         {"--jobs", CLI_OPT_INT, &jobs},
         CLI_MODEL_OPTS(model),
+        CLI_REMOTE_OPTS(remote),
     };
     const char *pos[1];
     int n_pos;
@@ -186,6 +189,10 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     char store_path[4096];
     rc = cli_store_path(cmd, store, store_path, sizeof store_path);
     if (rc != CLI_EXIT_OK) return rc;
+    const char *remote_url = NULL;
+    char secret[CLI_SECRET_MAX + 1] = "";
+    rc = cli_remote_resolve(cmd, &remote, &remote_url, secret);
+    if (rc != CLI_EXIT_OK) return rc;
 
     sc.host = host;
     sc.max_body_bytes = (size_t)max_body;
@@ -202,6 +209,12 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     sj_engine_config_init(&ec);
     ec.ladder = ladder ? ladder : DEFAULT_SERVE_LADDER;
     ec.store_path = store_path[0] ? store_path : NULL;
+    /* Only the default may quietly degrade: a path the user named must work. */
+    ec.store_fallback_to_memory = store == NULL;
+    ec.remote_url = remote_url;
+    ec.remote_secret = secret;
+    ec.remote_secret_len = strlen(secret);
+    ec.remote_read_only = remote_url && remote.read_only;
     ec.backend = backend;
     ec.gpu_emit = emit;
     ec.arch = arch;
@@ -238,6 +251,9 @@ int cli_cmd_serve_listen(int argc, char **argv) {
             if (st == SJ_OK) st = srv_add_model(s, name ? name : base, e);
         }
     }
+    /* The engines copied the secret. */
+    memset(secret, 0, sizeof secret);
+    __asm__ __volatile__("" : : "r"(secret) : "memory");
     if (rc == CLI_EXIT_OK && st == SJ_OK) st = srv_start(s);
     if (rc == CLI_EXIT_OK && st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     if (rc == CLI_EXIT_OK) {

@@ -70,7 +70,10 @@ sj_status srv_model_create(srv_server *s, const char *name, sj_engine *e, srv_mo
 static void warm_failed(srv_model *m, const char *what) {
     snprintf(m->warm_error, sizeof m->warm_error, "%s: %s", what, sj_ctx_last_error(m->srv->ctx));
     fprintf(stderr, "shapejit serve: model '%s': %s\n", m->name, m->warm_error);
-    atomic_store(&m->state, SRV_FAILED);
+    /* Ready already (first-bucket): requests still run, in a ready bucket
+     * or by compiling their own; only a model that never got ready fails. */
+    int loading = SRV_LOADING;
+    atomic_compare_exchange_strong(&m->state, &loading, SRV_FAILED);
 }
 
 static void *warm(void *arg) {
@@ -78,14 +81,25 @@ static void *warm(void *arg) {
     int nb = sj_engine_num_buckets(m->e);
     /* Largest first: once it is ready every request fits somewhere, so
      * first-bucket readiness (with promotion) serves at once. */
-    for (int k = 0; k < nb && !atomic_load(&m->stop); k++) {
-        int i = k == 0 ? nb - 1 : k - 1;
-        if (sj_engine_prepare_bucket(m->e, i) != SJ_OK) {
+    if (nb > 0 && sj_engine_prepare_bucket(m->e, nb - 1) != SJ_OK) {
+        warm_failed(m, "warm-up");
+        return NULL;
+    }
+    if (m->srv->cfg.ready_when == SRV_READY_FIRST_BUCKET) atomic_store(&m->state, SRV_READY);
+    if (m->srv->cfg.warm_jobs > 1) {
+        /* Ready buckets count as hits; the rest compile on warm_jobs threads. */
+        if (sj_engine_precompile(m->e, m->srv->cfg.warm_jobs, NULL, NULL) != SJ_OK) {
             warm_failed(m, "warm-up");
             return NULL;
         }
-        if (k == 0 && m->srv->cfg.ready_when == SRV_READY_FIRST_BUCKET)
-            atomic_store(&m->state, SRV_READY);
+    } else {
+        /* One at a time, smallest first, so a stop at shutdown is seen
+         * between buckets. */
+        for (int i = 0; i < nb - 1 && !atomic_load(&m->stop); i++)
+            if (sj_engine_prepare_bucket(m->e, i) != SJ_OK) {
+                warm_failed(m, "warm-up");
+                return NULL;
+            }
     }
     if (!atomic_load(&m->stop)) atomic_store(&m->state, SRV_READY);
     return NULL;
