@@ -222,7 +222,11 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     ec.threads = (int)threads;
 
     /* Blocked before any thread starts, so every thread inherits the mask
-     * and the signals wait for sigtimedwait in this one. */
+     * and the signals wait for sigtimedwait in this one. A shell starts
+     * background jobs with SIGINT ignored, and an ignored signal is dropped
+     * even while blocked: the default action is restored first. */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);

@@ -28,7 +28,7 @@ fail() {
 start() {
   local name=$1
   shift
-  timeout -s KILL 120 "$SJ" serve --listen 127.0.0.1:0 "$@" >"$W/$name.out" 2>"$W/$name.err" &
+  timeout --foreground -s KILL 120 "$SJ" serve --listen 127.0.0.1:0 "$@" >"$W/$name.out" 2>"$W/$name.err" &
   PID=$!
   pids+=("$PID")
   PORT=
@@ -240,7 +240,7 @@ curl -s -m 2 -o /dev/null "$U/v2/health/live" && fail "a new connection was acce
 printf '%s' "${body:10}" >&7
 resp=$(timeout 5 cat <&7)
 exec 7>&-
-echo "$resp" | grep -q '^HTTP/1.1 503' && echo "$resp" | grep -q 'shutting down' &&
+grep -q '^HTTP/1.1 503' <<<"$resp" && grep -q 'shutting down' <<<"$resp" &&
   echo "ok: request during shutdown answered 503" || fail "request during shutdown: $resp"
 wait "$PID"
 rc=$?
@@ -269,11 +269,12 @@ for mode in promote no-promote; do
       echo "ok: one promotion, one stall" || fail "promote metrics: $(grep -E 'promotions|stalls' "$W/$mode.metrics")"
     # The background compile makes bucket 4 ready (bounded wait).
     for _ in $(seq 1 100); do
-      curl -s "$U/metrics" | grep -q '^shapejit_buckets_ready{model="ffn"} 2$' && break
+      grep -q '^shapejit_buckets_ready{model="ffn"} 2$' <<<"$(curl -s "$U/metrics")" && break
       sleep 0.1
     done
-    curl -s "$U/metrics" | grep -q '^shapejit_buckets_ready{model="ffn"} 2$' &&
-      echo "ok: promoted request's bucket compiled in the background" || fail "bucket 4 never compiled"
+    grep -q '^shapejit_buckets_ready{model="ffn"} 2$' <<<"$(curl -s "$U/metrics")" &&
+      echo "ok: promoted request's bucket compiled in the background" ||
+      fail "bucket 4 never compiled: $(curl -s "$U/metrics" | grep -E 'buckets|compiles|promotions|stalls'; cat "$W/$mode.err")"
   else
     grep -q '^shapejit_promotions_total{model="ffn"} 0$' "$W/$mode.metrics" &&
       grep -q '^shapejit_compile_stalls_total{model="ffn"} 2$' "$W/$mode.metrics" &&
