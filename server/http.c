@@ -194,9 +194,9 @@ static void route(srv_server *s, struct MHD_Connection *c, const char *url, cons
                 srv_json(r, 200, json_object());
         } else if (!strcmp(rest, "/infer")) {
             if (!post) goto bad_method;
-            if (atomic_load(&s->draining)) {
-                srv_error(r, 503, "shutting down: no new requests");
-            } else if (atomic_load(&m->state) == SRV_FAILED) {
+            /* A request that began before a drain is served: it is in
+             * flight. Later ones were refused at their first call. */
+            if (atomic_load(&m->state) == SRV_FAILED) {
                 srv_error(r, 503, "model '%s' failed to warm up: %s", m->name, m->warm_error);
             } else if (!srv_model_ready(m)) {
                 srv_error(r, 503, "model '%s' is not ready: warming up", m->name);

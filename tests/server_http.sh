@@ -134,6 +134,11 @@ req header_length_cuts_json 400 'malformed JSON' -X POST \
 
 post malformed_json 400 '"error":"malformed JSON at line 1' '{"inputs": [ {"name": "x",'
 post not_object 400 'must be a JSON object' '[1,2,3]'
+post deep_nesting 400 'malformed JSON' "$(python3 -c 'print("[" * 100000)')"
+post nested_too_deep 400 'nested deeper than its shape' \
+  '{"inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","data":[[[[[[[[1]]]]]]]]}]}'
+post bool_for_float 400 'element 0 is not a number' \
+  '{"inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","data":[true]}]}'
 post no_inputs 400 "'inputs' must be an array" '{"outputs":[]}'
 post missing_input 400 "input 'x' is missing" '{"inputs":[]}'
 post unknown_input 400 "has no input 'z' \\(its inputs: x\\)" \
@@ -228,20 +233,35 @@ done
 grep -q '^shapejit_buckets_ready{model="ffn"} 7$' "$W/body" || fail "metrics: ready=all should have 7 buckets ready"
 grep -q '^# TYPE shapejit_request_duration_seconds histogram$' "$W/body" || fail "metrics: no histogram TYPE"
 
-# Shutdown: a request in flight when SIGTERM comes finishes (503: the
-# server no longer takes new work) and the process exits 0.
-exec 7<>"/dev/tcp/127.0.0.1/$PORT"
+# Shutdown: a request in flight when SIGTERM comes (its body half sent) is
+# still answered; a new request on a kept-alive connection gets 503; new
+# connections are refused; then the process exits 0.
 body="{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[$row]}]}"
+exec 9<>"/dev/tcp/127.0.0.1/$PORT"
+printf 'GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n' >&9
+sleep 0.2
+exec 7<>"/dev/tcp/127.0.0.1/$PORT"
 printf 'POST /v2/models/ffn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' "${#body}" "${body:0:10}" >&7
 sleep 0.3
 kill -TERM "$PID"
 sleep 0.3
 curl -s -m 2 -o /dev/null "$U/v2/health/live" && fail "a new connection was accepted while draining"
+printf 'GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n' >&9
+resp9=$(timeout 5 cat <&9)
+exec 9>&-
+# Either answered 503 or closed unanswered: never served.
+n9=$(grep -c '^HTTP/1.1' <<<"$resp9")
+if [ "$n9" = 1 ] || { [ "$n9" = 2 ] && grep -q '^HTTP/1.1 503' <<<"$(grep '^HTTP/1.1' <<<"$resp9" | tail -1)" &&
+  grep -q 'shutting down' <<<"$resp9"; }; then
+  echo "ok: new request on a kept-alive connection during shutdown: $([ "$n9" = 1 ] && echo closed || echo 503)"
+else
+  fail "keep-alive during shutdown: $resp9"
+fi
 printf '%s' "${body:10}" >&7
 resp=$(timeout 5 cat <&7)
 exec 7>&-
-grep -q '^HTTP/1.1 503' <<<"$resp" && grep -q 'shutting down' <<<"$resp" &&
-  echo "ok: request during shutdown answered 503" || fail "request during shutdown: $resp"
+grep -q '^HTTP/1.1 200' <<<"$resp" && grep -q '"model_name":"ffn"' <<<"$resp" &&
+  echo "ok: request in flight at SIGTERM answered" || fail "request in flight at SIGTERM: $resp"
 wait "$PID"
 rc=$?
 [ "$rc" = 0 ] && echo "ok: SIGTERM drained, exit 0" || fail "exit status after SIGTERM: $rc"
