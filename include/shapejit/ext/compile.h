@@ -1,0 +1,82 @@
+/* shapejit/ext/compile.h — compile a graph for one bucket extent.
+ *
+ *   sj_compile_options o;
+ *   sj_compile_options_init(&o);          // host, O3, fusion on
+ *   sj_artifact *a;
+ *   if (sj_compile(g, 64, &o, &a) != SJ_OK)
+ *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));
+ *   uint64_t key = sj_compile_options_hash(&o);   // part of the store key
+ *   char *ir; size_t n;
+ *   sj_emit_text(g, 64, &o, SJ_EMIT_LLVM_IR, &ir, &n);   // shapejit emit --target llvm-ir
+ *   sj_free(ctx, ir); sj_artifact_destroy(a);
+ *
+ * The graph is specialised at `extent` (the bucket extent E: every buffer is
+ * laid out for E) and the code runs at any active extent 1..E. A graph
+ * without a symbolic dim ignores `extent`.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
+ */
+#ifndef SHAPEJIT_COMPILE_H
+#define SHAPEJIT_COMPILE_H
+
+#include "shapejit/ext/artifact.h"
+#include "shapejit/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sj_target {
+    SJ_TARGET_HOST, /* LLVM, this CPU (or `cpu`/`features`) */
+    SJ_TARGET_NVPTX,
+    SJ_TARGET_NVRTC
+} sj_target;
+
+typedef struct sj_compile_options {
+    sj_target target;
+    int opt_level;     /* 0..3; default 3 */
+    bool fusion;       /* default true; false = one kernel per op */
+    /* Host matmuls whose k*n and m*k*n reach this call OpenBLAS's
+     * cblas_sgemm (an extern kernel named in the artifact's externs);
+     * 0 = never. Default SJ_COMPILE_BLAS_DEFAULT = 0: bench_host measures
+     * the generated register-tiled kernel above single-thread OpenBLAS. */
+    int64_t blas_min_work;
+    const char *cpu;      /* host target CPU; NULL = this machine's */
+    const char *features; /* LLVM feature string; NULL = this machine's */
+    const char *arch;     /* GPU targets: "sm_80", "sm_90"; NULL = default */
+} sj_compile_options;
+
+#define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)
+
+SJ_API void sj_compile_options_init(sj_compile_options *o);
+
+/* A hash of the canonical form of every option that changes the code (for
+ * store keys). NULL cpu/features hash as "this machine's"; the resolved CPU
+ * is recorded in the artifact and keyed separately. */
+SJ_API uint64_t sj_compile_options_hash(const sj_compile_options *o);
+
+/* o may be NULL for defaults. */
+SJ_API sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                     sj_artifact **out);
+
+typedef enum sj_emit_kind {
+    SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels (nvptx: the kernels' IR) */
+    SJ_EMIT_HOST_ASM, /* host assembly */
+    SJ_EMIT_PTX,      /* targets nvptx, nvrtc: PTX for o->arch */
+    SJ_EMIT_CUDA_C    /* target nvrtc: the CUDA C source NVRTC compiles */
+} sj_emit_kind;
+
+/* The code of one bucket as text; *out is NUL-terminated, allocated with
+ * sj_alloc, *len excludes the NUL. */
+SJ_API sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                       sj_emit_kind kind, char **out, size_t *len);
+
+/* Kernels the plan for this bucket has after fusion (a figure for reports). */
+SJ_API sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                                  int *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,190 @@
+/* shapejit/ext/device.h — the device interface: memory, modules, kernels,
+ * launches and graph capture behind one table of function pointers.
+ *
+ *   sj_device *dev;
+ *   if (sj_host_device_create(ctx, NULL, &dev) != SJ_OK) return 1;  // NULL = default cache policy
+ *   static const sj_native_kernel table[] = {{"twice", my_twice_kernel}};
+ *   sj_module *m;
+ *   sj_device_load_module(dev, SJ_CODE_HOST_NATIVE, table, sizeof table, &m);
+ *   sj_kernel_handle k;
+ *   sj_kernel_attrs attrs;
+ *   sj_op_cache_kernel(sj_device_op_cache(dev), m, "twice", &k, &attrs);  // memoised
+ *   ...
+ *   sj_module_destroy(m);
+ *   sj_device_destroy(dev);
+ *
+ * A device is one backend (the host, a CUDA GPU) plus what belongs to it and
+ * to nothing else: its op cache (kernel handles, scratch) and its metadata
+ * info cache. Memory a device hands out ("device memory") is addressed by
+ * `void *` that only the device may dereference, unless the device reports
+ * SJ_DEVICE_HOST_VISIBLE (the host device).
+ *
+ * Ownership and lifetime: sj_device_destroy releases the backend at once:
+ * every device allocation, module and graph is freed and later calls through
+ * the device (and through executables on it) fail with SJ_E_STATE ("device
+ * released"), never crash. The sj_device struct itself lives until the last
+ * object that holds it (a module, an executable) is destroyed too.
+ *
+ * Threads: every call on one device is serialised by the device; launches of
+ * different threads on one device queue behind each other.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
+ */
+#ifndef SHAPEJIT_DEVICE_H
+#define SHAPEJIT_DEVICE_H
+
+#include "shapejit/common.h"
+#include "shapejit/ext/metadata_cache.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The kernel ABI of every backend (same type as in the launch plan):
+ * `buffers[i]` is the launch's i-th buffer, `info` its metadata words, and
+ * kernels touch only the first `active_extent` entries of the symbolic dim. */
+typedef void (*sj_host_kernel_fn)(void *const *buffers, const int64_t *info,
+                                  int64_t active_extent);
+
+/* What the bytes handed to sj_device_load_module are. */
+typedef enum sj_code_format {
+    SJ_CODE_HOST_OBJECT, /* a relocatable object file for the host (ELF), loaded by LLVM ORC */
+    SJ_CODE_HOST_NATIVE, /* an array of sj_native_kernel (len = its size in bytes) */
+    SJ_CODE_PTX,         /* PTX text */
+    SJ_CODE_CUBIN        /* a CUDA binary */
+} sj_code_format;
+
+/* One kernel provided as a C function (tests, hand-written kernels). */
+typedef struct sj_native_kernel {
+    const char *name; /* copied at load */
+    sj_host_kernel_fn fn;
+} sj_native_kernel;
+
+typedef enum sj_copy_kind {
+    SJ_COPY_H2D, /* dst device, src host */
+    SJ_COPY_D2H, /* dst host, src device */
+    SJ_COPY_D2D
+} sj_copy_kind;
+
+/* Attributes a kernel's code publishes, recorded by the op cache when the
+ * kernel is resolved. 0 = not published. */
+typedef struct sj_kernel_attrs {
+    uint32_t max_threads; /* most threads per block the kernel supports */
+    uint32_t tile_m;      /* output-row tile the kernel computes per block */
+    uint32_t tile_n;      /* output-column tile */
+    uint32_t tile_k;      /* contraction tile */
+} sj_kernel_attrs;
+
+/* Launch geometry at the bucket extent (GPU); the host ignores it. */
+typedef struct sj_launch_dims {
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_bytes;
+} sj_launch_dims;
+
+typedef void *sj_kernel_handle; /* owned by its module */
+typedef void *sj_graph_handle;  /* a captured launch sequence, owned by the device */
+
+#define SJ_DEVICE_HOST_VISIBLE 1u /* device memory is plain host memory */
+
+/* A backend. `impl` is the backend's own state, passed to every function.
+ * All functions are called with the device's lock held, never after
+ * `destroy`. Functions that can fail return sj_status and record a message
+ * on `ctx` (the one given to sj_device_create). */
+typedef struct sj_device_ops {
+    const char *name; /* "host", "cuda" */
+    unsigned flags;   /* SJ_DEVICE_* */
+    sj_status (*alloc)(void *impl, size_t bytes, void **out); /* zero-filled */
+    /* Must not free memory a launch already queued still reads (free
+     * synchronously or in stream order): the metadata cache may evict an info
+     * buffer right after the launch that used it was enqueued. */
+    void (*free)(void *impl, void *ptr);
+    sj_status (*copy)(void *impl, void *dst, const void *src, size_t bytes, sj_copy_kind kind);
+    sj_status (*load_module)(void *impl, sj_code_format fmt, const void *code, size_t len,
+                             void **out_module);
+    void (*unload_module)(void *impl, void *module);
+    /* Resolves `name` in `module`; fills every attribute the code publishes
+     * (zero for the rest). SJ_E_NOT_FOUND when the module has no such kernel. */
+    sj_status (*resolve_kernel)(void *impl, void *module, const char *name,
+                                sj_kernel_handle *out, sj_kernel_attrs *attrs);
+    /* `buffers`: device memory holding the launch's buffer pointers;
+     * `info`: device memory holding its metadata words (NULL when none). */
+    sj_status (*launch)(void *impl, sj_kernel_handle k, const sj_launch_dims *dims,
+                        void *const *buffers, const int64_t *info, int64_t active_extent);
+    sj_status (*sync)(void *impl);
+    /* Between begin_capture and end_capture, launches are recorded into a
+     * graph instead of running. end_capture always ends the capture; on
+     * failure *out is NULL. */
+    sj_status (*begin_capture)(void *impl);
+    sj_status (*end_capture)(void *impl, sj_graph_handle *out);
+    /* Runs a captured graph's launches with `active_extent`. */
+    sj_status (*replay)(void *impl, sj_graph_handle g, int64_t active_extent);
+    void (*destroy_graph)(void *impl, sj_graph_handle g);
+    /* Frees everything the backend still holds (memory, modules, graphs). */
+    void (*destroy)(void *impl);
+} sj_device_ops;
+
+typedef struct sj_device sj_device;
+typedef struct sj_module sj_module;
+typedef struct sj_op_cache sj_op_cache;
+
+/* Wraps a backend. `ops` must outlive the device; `impl` is owned by the
+ * device from this call on, also when it fails (ops->destroy is called).
+ * `policy`: the metadata info cache's policy (NULL = sj_mdcache_policy_init
+ * defaults). */
+SJ_API sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
+                           const sj_mdcache_policy *policy, sj_device **out);
+/* The host device: memory from the context allocator (64-byte aligned),
+ * modules from host object files (LLVM ORC LLJIT) or native kernel tables,
+ * capture = a recorded launch list. */
+SJ_API sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out);
+/* Releases the backend (see above) and drops the caller's reference. NULL is
+ * a no-op. */
+SJ_API void sj_device_destroy(sj_device *dev);
+
+SJ_API sj_ctx *sj_device_ctx(const sj_device *dev);
+SJ_API const char *sj_device_name(const sj_device *dev);
+SJ_API unsigned sj_device_flags(const sj_device *dev);
+/* False once sj_device_destroy was called. */
+SJ_API bool sj_device_alive(const sj_device *dev);
+/* The device's caches; valid while the device is (NULL after release). The
+ * launch path uses them under the device's lock; a caller that uses the
+ * metadata cache directly must not do so while other threads run on the
+ * device (the op cache locks itself). */
+SJ_API sj_op_cache *sj_device_op_cache(sj_device *dev);
+SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
+
+/* Checked wrappers of the backend functions; each fails with SJ_E_STATE
+ * after release and SJ_E_INVALID_ARG for NULL/malformed arguments. */
+SJ_API sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out);
+SJ_API void sj_device_free(sj_device *dev, void *ptr); /* NULL, or after release: no-op */
+SJ_API sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
+                         sj_copy_kind kind);
+SJ_API sj_status sj_device_sync(sj_device *dev);
+SJ_API sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
+                           void *const *buffers, const int64_t *info, int64_t active_extent);
+/* Capture: SJ_E_STATE when one is already recording (begin) or none is
+ * (end). Graphs still alive at the device's release are freed with it. */
+SJ_API sj_status sj_device_begin_capture(sj_device *dev);
+SJ_API sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out);
+SJ_API sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent);
+SJ_API void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g); /* NULL: no-op */
+
+/* Loads code as a module. The module holds a reference on the device; destroy
+ * it with sj_module_destroy (NULL is a no-op; after the device's release it
+ * only frees host memory). Kernel handles resolved from a module are valid
+ * until it is destroyed. */
+SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
+                                sj_module **out);
+SJ_API void sj_module_destroy(sj_module *m);
+SJ_API sj_device *sj_module_device(const sj_module *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

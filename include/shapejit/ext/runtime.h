@@ -1,0 +1,99 @@
+/* shapejit/ext/runtime.h — executables: one bucket's launch plan loaded on a
+ * device, run at any active extent inside the bucket, eagerly or by replaying
+ * a captured graph.
+ *
+ *   sj_executable *exe;
+ *   // plan: lowering's sj_launch_plan at bucket extent 64; code: its object file
+ *   if (sj_executable_create(dev, plan, SJ_CODE_HOST_OBJECT, code, code_len, g, &exe) != SJ_OK)
+ *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));
+ *   sj_tensor in[1] = {x}, out[1] = {0};    // x: [37, 64]; out data NULL: allocated here
+ *   sj_executable_run(exe, 37, in, out);                    // eager launches
+ *   sj_tensor_free(ctx, &out[0]);
+ *   sj_executable_capture(exe);                             // record the bucket's launches once
+ *   sj_executable_replay(exe, 12, in12, out12);             // replay at any extent <= 64
+ *   sj_executable_destroy(exe);                             // releases the capture's pins
+ *
+ * An executable owns: a copy of the plan, its module (unless created from
+ * one the caller keeps), the param buffers (uploaded once from the graph's
+ * SJ_OP_PARAM nodes), the intermediate arena and one padded buffer per graph
+ * input and output, all allocated once at the bucket extent E. After the
+ * first run (which may fill the device's caches), runs allocate nothing.
+ *
+ * Running: `inputs` has one tensor per graph input in declaration order;
+ * every symbolic dim (any axis, several axes) must equal `active_extent`
+ * (1 <= active <= E, else SJ_E_OUT_OF_RANGE) and every other dim the graph's
+ * (else SJ_E_SHAPE naming the input). Inputs are copied into the padded
+ * buffers, the kernels run with the active extent, and outputs are copied
+ * back sliced to it. `outputs`: one per graph output; when `data` is NULL the
+ * tensor is allocated here through the context (free with sj_tensor_free),
+ * otherwise it must already have the output's shape at the active extent and
+ * is written in place (no allocation). On failure, outputs allocated by the
+ * call are freed again.
+ *
+ * The graph is only read during sj_executable_create (shapes and params); it
+ * need not outlive the executable. An executable is used by one thread at a
+ * time; different executables may run concurrently (the device serialises
+ * their launches). After the device's release every call fails with
+ * SJ_E_STATE and sj_executable_destroy only frees host memory.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
+ */
+#ifndef SHAPEJIT_RUNTIME_H
+#define SHAPEJIT_RUNTIME_H
+
+#include "shapejit/ext/device.h"
+#include "shapejit/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Defined by lowering (jit/lower/plan.h, not installed); the runtime copies it. */
+typedef struct sj_launch_plan sj_launch_plan;
+
+typedef struct sj_executable sj_executable;
+
+/* Loads `code` (format `fmt`) as the executable's own module and checks the
+ * plan against the graph (slot kinds and sizes, kernel names, word ranges):
+ * a mismatch is SJ_E_CORRUPT naming the slot or launch. */
+SJ_API sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
+                               const void *code, size_t code_len, const sj_graph *g,
+                               sj_executable **out);
+/* Same with a module the caller keeps (it must outlive the executable). */
+SJ_API sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
+                                           sj_module *module, const sj_graph *g,
+                                           sj_executable **out);
+/* Releases the capture (if any), the buffers and the module it owns. NULL is a
+ * no-op. */
+SJ_API void sj_executable_destroy(sj_executable *exe);
+
+SJ_API int64_t sj_executable_extent(const sj_executable *exe); /* the bucket extent E */
+SJ_API sj_device *sj_executable_device(const sj_executable *exe);
+SJ_API int sj_executable_num_inputs(const sj_executable *exe);
+SJ_API int sj_executable_num_outputs(const sj_executable *exe);
+
+/* Eager: every launch through the op cache and the metadata info cache. */
+SJ_API sj_status sj_executable_run(sj_executable *exe, int64_t active_extent, const sj_tensor *inputs,
+                            sj_tensor *outputs);
+
+/* Records the bucket's launches once into a device graph (nothing runs);
+ * the metadata info buffers it records are pinned until the capture is
+ * released. SJ_E_STATE when the executable already has a capture. */
+SJ_API sj_status sj_executable_capture(sj_executable *exe);
+SJ_API bool sj_executable_has_capture(const sj_executable *exe);
+/* Like sj_executable_run but replays the capture (SJ_E_STATE without one);
+ * results equal eager runs. */
+SJ_API sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
+                               const sj_tensor *inputs, sj_tensor *outputs);
+/* What a serving loop calls: replays when the executable has a capture,
+ * otherwise runs eagerly. */
+SJ_API sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
+                                      const sj_tensor *inputs, sj_tensor *outputs);
+/* Destroys the capture and drops its pins; no capture = no-op. */
+SJ_API void sj_executable_release_capture(sj_executable *exe);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
