@@ -165,8 +165,8 @@ typedef struct sj_engine_run_report {
     int own_bucket;   /* index of the bucket that holds the rows; -1 for a one-off */
     bool promoted;    /* ran in a larger ready bucket; its own was not ready */
 } sj_engine_run_report;
-sj_status sj_engine_prepare_bucket(sj_engine *e, int i);
-sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+SJ_API sj_status sj_engine_prepare_bucket(sj_engine *e, int i);
+SJ_API sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
                               sj_named_tensor *outputs, int n_outputs, bool promote,
                               sj_engine_run_report *report);
 

@@ -205,7 +205,7 @@ SJ_API void sj_hash_hex(const uint8_t hash[32], char out[65]);
  * can be stacked into one run and the outputs split back. Proved from the
  * ops, never guessed: *out false with the first op that is not shown safe
  * in why (may be NULL). */
-sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, size_t why_cap);
+SJ_API sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, size_t why_cap);
 
 /* Deep copy (same ctx). */
 SJ_API sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);

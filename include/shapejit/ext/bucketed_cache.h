@@ -155,7 +155,7 @@ SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int
  * executable is ready, without compiling or loading anything; -1 when
  * none is (or key is outside every bucket). Running key's rows there is
  * exact: kernels run at the active extent. */
-int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key);
+SJ_API int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key);
 
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
