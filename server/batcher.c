@@ -1,10 +1,12 @@
 /* Automatic batching for models whose rows are provably independent
- * (sj_graph_rows_independent): requests that arrive within the delay of
- * the oldest waiting one are stacked along the dynamic dim (always the
- * first axis there) into one run, and each gets its own rows of every
- * output back. A batch never exceeds max_rows; a request alone runs as it
- * came, without a copy. Worker threads take batches, so runs of different
- * buckets still overlap. */
+ * (sj_graph_rows_independent): waiting requests are stacked along the
+ * dynamic dim (always the first axis there) into one run, and each gets its
+ * own rows of every output back. A batch never exceeds max_rows; a request
+ * alone runs as it came, without a copy. Two workers take batches, so runs
+ * of different buckets still overlap. When no run is going, a worker takes
+ * what is queued at once (an idle server adds no latency); while one is
+ * going, a worker waits up to the delay after the oldest request for
+ * company, so the load that piles up behind a run becomes one batch. */
 #include "server/server_impl.h"
 
 #include <errno.h>
@@ -23,6 +25,7 @@ typedef struct slot {
     sj_status st;
     char error[512];
     bool done;
+    pthread_cond_t cv; /* its own, so a finished batch wakes only its requests */
     double t_enq;
     struct slot *next;
 } slot;
@@ -32,9 +35,10 @@ struct srv_batcher {
     double delay_s;
     int64_t max_rows;
     pthread_mutex_t mu;
-    pthread_cond_t work, done;
+    pthread_cond_t work;
     slot *head, *tail;
     int64_t queued_rows;
+    int running; /* batches being run */
     bool stop;
     pthread_t workers[BATCH_WORKERS];
     int n_workers;
@@ -120,7 +124,7 @@ static void *worker(void *arg) {
         /* Wait for company until the oldest request's delay is up, or a
          * full batch is there. */
         double until = b->head->t_enq + b->delay_s;
-        while (!b->stop && b->head && b->queued_rows < b->max_rows && srv_now() < until) {
+        while (b->running > 0 && !b->stop && b->head && b->queued_rows < b->max_rows && srv_now() < until) {
             struct timespec ts;
             deadline(&ts, until);
             if (pthread_cond_timedwait(&b->work, &b->mu, &ts) == ETIMEDOUT) break;
@@ -138,11 +142,15 @@ static void *worker(void *arg) {
         }
         /* Others may start on what is left while this batch runs. */
         if (b->head) pthread_cond_signal(&b->work);
+        b->running++;
         pthread_mutex_unlock(&b->mu);
         run_batch(b, batch, n, total);
         pthread_mutex_lock(&b->mu);
-        for (int k = 0; k < n; k++) batch[k]->done = true;
-        pthread_cond_broadcast(&b->done);
+        b->running--;
+        for (int k = 0; k < n; k++) {
+            batch[k]->done = true;
+            pthread_cond_signal(&batch[k]->cv);
+        }
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
@@ -152,6 +160,7 @@ sj_status srv_batcher_run(srv_batcher *b, int64_t rows, const sj_tensor *in, sj_
     /* A request as large as a batch gains nothing from waiting. */
     if (rows >= b->max_rows) return srv_model_run_direct(b->m, rows, in, out);
     slot q = {.rows = rows, .in = in, .out = out, .t_enq = srv_now()};
+    pthread_cond_init(&q.cv, NULL);
     pthread_mutex_lock(&b->mu);
     if (b->tail)
         b->tail->next = &q;
@@ -160,8 +169,9 @@ sj_status srv_batcher_run(srv_batcher *b, int64_t rows, const sj_tensor *in, sj_
     b->tail = &q;
     b->queued_rows += rows;
     pthread_cond_signal(&b->work);
-    while (!q.done) pthread_cond_wait(&b->done, &b->mu);
+    while (!q.done) pthread_cond_wait(&q.cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
+    pthread_cond_destroy(&q.cv);
     if (q.st != SJ_OK) return sj_fail(b->m->srv->ctx, q.st, "%s", q.error);
     return SJ_OK;
 }
@@ -178,7 +188,6 @@ sj_status srv_batcher_create(srv_model *m, int64_t delay_us, int64_t max_rows, s
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&b->work, &ca);
-    pthread_cond_init(&b->done, NULL);
     pthread_condattr_destroy(&ca);
     for (int i = 0; i < BATCH_WORKERS; i++) {
         if (pthread_create(&b->workers[i], NULL, worker, b) != 0) {
@@ -200,6 +209,5 @@ void srv_batcher_destroy(srv_batcher *b) {
     for (int i = 0; i < b->n_workers; i++) pthread_join(b->workers[i], NULL);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->work);
-    pthread_cond_destroy(&b->done);
     free(b);
 }
