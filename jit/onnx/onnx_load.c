@@ -493,8 +493,8 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     if (!bytes && len) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: no bytes", filename);
     sj_onnx_pb_alloc pa;
     sj_onnx_pb_alloc_init(&pa, ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
-    if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
+    Onnx__ModelProto *m;
+    SJ_TRY(sj_onnx_model_unpack(&pa, bytes, len, filename, &m));
     sj_onnx_loader L = {.ctx = ctx, .file = filename};
     sj_name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
