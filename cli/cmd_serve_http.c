@@ -42,6 +42,9 @@ static const char usage[] =
     "                     independent along the dynamic dim\n"
     "  --max-batch-rows N rows per batched run (default: the ladder's top)\n"
     "  --max-body-bytes N larger request bodies get 413 (default 67108864)\n"
+    "  --max-json-memory-bytes N  memory a request's JSON may take once parsed (about\n"
+    "                     20x its text for arrays of numbers); above it 413, asking for\n"
+    "                     binary data (default 268435456)\n"
     "  --max-rows N       rows per request (default: the ladder's top)\n"
     "  --max-connections N  concurrent connections (default 64)\n"
     "  --idle-timeout-s N close a connection silent this long (default 30)\n"
@@ -120,7 +123,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     const char *listen = NULL, *repo = NULL, *name = NULL, *ladder = NULL, *store = NULL;
     const char *backend = NULL, *emit = NULL, *arch = NULL, *ready_when = "all";
     int64_t workers = 2, threads = 0, delay_us = 200, batch_rows = 0, max_body = 64 << 20;
-    int64_t max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
+    int64_t max_json = (int64_t)256 << 20, max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
     bool no_promote = false;
     cli_model_flags model = {0};
     cli_remote_flags remote = {0};
@@ -140,6 +143,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--max-batch-delay-us", CLI_OPT_INT, &delay_us},
         {"--max-batch-rows", CLI_OPT_INT, &batch_rows},
         {"--max-body-bytes", CLI_OPT_INT, &max_body},
+        {"--max-json-memory-bytes", CLI_OPT_INT, &max_json},
         {"--max-rows", CLI_OPT_INT, &max_rows},
         {"--max-connections", CLI_OPT_INT, &max_conn},
         {"--idle-timeout-s", CLI_OPT_INT, &idle_s},
@@ -168,6 +172,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-batch-delay-us", delay_us, 0, 1000000);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-batch-rows", batch_rows, 0, SJ_MAX_EXTENT);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-body-bytes", max_body, 1, (int64_t)1 << 40);
+    if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-json-memory-bytes", max_json, 1, (int64_t)1 << 40);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-rows", max_rows, 0, SJ_MAX_EXTENT);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-connections", max_conn, 1, 65536);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--idle-timeout-s", idle_s, 1, 86400);
@@ -196,6 +201,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
 
     sc.host = host;
     sc.max_body_bytes = (size_t)max_body;
+    sc.max_json_memory_bytes = (size_t)max_json;
     sc.max_rows = max_rows;
     sc.max_connections = (unsigned)max_conn;
     sc.idle_timeout_s = (unsigned)idle_s;

@@ -21,13 +21,41 @@ double srv_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* json_dumps would allocate through jansson's hook (json_memory.c), but the
+ * body is handed to MHD, which frees it with free(): dump into malloc'd
+ * memory instead. */
+typedef struct dump_buf {
+    char *p;
+    size_t len, cap;
+} dump_buf;
+
+static int dump_to(const char *chunk, size_t n, void *user) {
+    dump_buf *b = user;
+    if (n > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap - b->len < n) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, chunk, n);
+    b->len += n;
+    return 0;
+}
+
 void srv_json(srv_response *r, unsigned status, json_t *j) {
     r->status = status;
     r->json_len = -1;
+    dump_buf b = {0};
     /* 9 significant digits round-trip every float32. */
-    r->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
-    r->len = r->body ? strlen(r->body) : 0;
+    if (!j || json_dump_callback(j, dump_to, &b, JSON_COMPACT | JSON_REAL_PRECISION(9)) != 0) {
+        free(b.p);
+        b.p = NULL;
+    }
     json_decref(j);
+    r->body = b.p;
+    r->len = b.len;
     if (!r->body) {
         r->status = 500;
         r->body = strdup("{\"error\": \"out of memory writing the response\"}");
@@ -310,6 +338,7 @@ void srv_config_init(srv_config *cfg) {
         .host = "127.0.0.1",
         .port = 8000,
         .max_body_bytes = 64u << 20,
+        .max_json_memory_bytes = (size_t)256 << 20,
         .max_connections = 64,
         .idle_timeout_s = 30,
         .request_timeout_s = 60,
@@ -335,6 +364,8 @@ sj_status srv_create(sj_ctx *ctx, const srv_config *cfg, srv_server **out) {
     if (!s->cfg.idle_timeout_s) s->cfg.idle_timeout_s = 30;
     if (!s->cfg.request_timeout_s) s->cfg.request_timeout_s = 60;
     if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 64u << 20;
+    if (!s->cfg.max_json_memory_bytes) s->cfg.max_json_memory_bytes = (size_t)256 << 20;
+    srv_json_memory_init();
     *out = s;
     return SJ_OK;
 }

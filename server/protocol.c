@@ -459,7 +459,16 @@ void srv_infer(srv_model *m, const char *body, size_t len, const char *header_le
         json_len = (size_t)h;
     }
     json_error_t err;
+    srv_json_memory_budget(m->srv->cfg.max_json_memory_bytes);
     json_t *req = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &err);
+    bool exceeded = srv_json_memory_exceeded();
+    srv_json_memory_budget(0);
+    if (!req && exceeded) {
+        srv_error(r, 413, "the request's JSON needs more than the server's %zu bytes of memory to "
+                  "parse; send large tensors as binary data (binary_data_size)",
+                  m->srv->cfg.max_json_memory_bytes);
+        return;
+    }
     if (!req) {
         srv_error(r, 400, "malformed JSON at line %d, column %d: %s", err.line, err.column, err.text);
         return;

@@ -39,6 +39,10 @@ typedef struct srv_config {
     const char *host;         /* numeric address or "localhost"; default 127.0.0.1 */
     uint16_t port;            /* 0: any free port (srv_port says which) */
     size_t max_body_bytes;    /* larger bodies get 413; default 64 MiB */
+    /* Memory one request's JSON may take once parsed (a number in a JSON
+     * array costs ~20x its text): above it, 413 asking for binary data.
+     * Default 256 MiB. */
+    size_t max_json_memory_bytes;
     int64_t max_rows;         /* rows per request along the dynamic dim; 0 = the ladder's top */
     unsigned max_connections; /* further connections are closed at once; default 64 */
     unsigned idle_timeout_s;  /* a connection silent this long is closed; default 30 */

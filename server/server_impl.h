@@ -109,6 +109,13 @@ sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tens
 /* The engine run behind it; counts stalls, promotions and rows. */
 sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
 
+/* json_memory.c: jansson's allocations on this thread count against a
+ * budget while one is set (0: none), so a request's JSON cannot take more
+ * memory than the server allows. */
+void srv_json_memory_init(void);
+void srv_json_memory_budget(size_t bytes);
+bool srv_json_memory_exceeded(void);
+
 /* metrics.c */
 void srv_metrics_observe(srv_metrics *m, double seconds, bool failed);
 /* The Prometheus text exposition of everything (malloc'd). */

@@ -81,7 +81,7 @@ row=$(python3 -c 'print(",".join(str((i % 7) * 0.25 - 0.5) for i in range(64)))'
 rows2="$row,$row"
 
 # ---------------------------------------------------------------- main server
-start main "$MODELS/ffn.sjg" --ladder pow2:1:64 --store none --max-body-bytes 200000 \
+start main "$MODELS/ffn.sjg" --ladder pow2:1:64 --store none --max-body-bytes 200000 --max-json-memory-bytes 1000000 \
   --idle-timeout-s 2 --request-timeout-s 4 --max-batch-delay-us 0 --max-connections 8
 wait_ready
 U="http://127.0.0.1:$PORT"
@@ -175,6 +175,14 @@ head -c 300000 /dev/zero | tr '\0' ' ' >"$W/big"
 req too_large 413 'above the limit of 200000 bytes' -X POST --data-binary @"$W/big" "$U/v2/models/ffn/infer"
 req too_large_chunked 413 'above the limit of 200000 bytes' -X POST -H 'Transfer-Encoding: chunked' \
   --data-binary @"$W/big" "$U/v2/models/ffn/infer"
+
+# Within the body limit, but too many JSON numbers to parse within the
+# JSON memory budget (1 MB): 413, asking for binary data.
+many=$(python3 -c 'print(",".join(["0"] * 60000))')
+post json_memory 413 'more than the server.s 1000000 bytes of memory to parse; send large tensors as binary' \
+  "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[$many]}]}"
+post after_json_memory 200 '"shape":\[2,64\]' \
+  "{\"inputs\":[{\"name\":\"x\",\"shape\":[2,64],\"datatype\":\"FP32\",\"data\":[$rows2]}]}"
 
 # A Content-Length that promises more than is sent: the connection is
 # closed after the idle timeout (2 s), and other clients are served meanwhile.
