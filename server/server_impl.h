@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "jit/core/core_impl.h" /* sj_fail, SJ_TRY: errors travel through the context */
+#include "core/core_impl.h" /* sj_fail, SJ_TRY: errors travel through the context */
 #include "server/server.h"
 
 #define SRV_MAX_MODELS 64
