@@ -431,6 +431,13 @@ int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c) {
     return atomic_load_explicit(&c->compiled, memory_order_relaxed);
 }
 
+int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key) {
+    int i = sj_ladder_find(c->ladder, key);
+    for (; i >= 0 && i < c->n_buckets; i++)
+        if (atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire)) return i;
+    return -1;
+}
+
 sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi, bool *ready) {
     if (i < 0 || i >= c->n_buckets)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
