@@ -100,6 +100,24 @@ typedef enum sj_op {
     /* layout */
     SJ_OP_TRANSPOSE, /* attr perm */
     SJ_OP_RESHAPE,   /* target shape is the node's shape */
+    /* realops block: more unary elementwise ops (libm semantics; round is
+     * half to even, sign of NaN is NaN) */
+    SJ_OP_SIN,
+    SJ_OP_COS,
+    SJ_OP_TAN,
+    SJ_OP_ASIN,
+    SJ_OP_ACOS,
+    SJ_OP_ATAN,
+    SJ_OP_SINH,
+    SJ_OP_COSH,
+    SJ_OP_ASINH,
+    SJ_OP_ACOSH,
+    SJ_OP_ATANH,
+    SJ_OP_FLOOR,
+    SJ_OP_CEIL,
+    SJ_OP_ROUND,
+    SJ_OP_SIGN,
+    /* end of the realops block */
     SJ_OP_COUNT_
 } sj_op;
 

@@ -59,7 +59,9 @@ struct sj_graph {
     uint8_t hash[32];
 };
 
-static inline bool sj_op_is_unary(sj_op op) { return op >= SJ_OP_NEG && op <= SJ_OP_ERF; }
+static inline bool sj_op_is_unary(sj_op op) {
+    return (op >= SJ_OP_NEG && op <= SJ_OP_ERF) || (op >= SJ_OP_SIN && op <= SJ_OP_SIGN);
+}
 static inline bool sj_op_is_binary(sj_op op) { return op >= SJ_OP_ADD && op <= SJ_OP_MIN; }
 static inline bool sj_op_is_elementwise(sj_op op) { return sj_op_is_unary(op) || sj_op_is_binary(op); }
 static inline bool sj_op_is_reduce(sj_op op) {

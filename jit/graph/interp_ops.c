@@ -72,6 +72,21 @@ static double unary_fn(const sj_node *n, double x) {
     case SJ_OP_GELU: return x * 0.5 * (1.0 + erf(x / sqrt(2.0)));
     case SJ_OP_SILU: return x / (1.0 + exp(-x));
     case SJ_OP_ERF: return erf(x);
+    case SJ_OP_SIN: return sin(x);
+    case SJ_OP_COS: return cos(x);
+    case SJ_OP_TAN: return tan(x);
+    case SJ_OP_ASIN: return asin(x);
+    case SJ_OP_ACOS: return acos(x);
+    case SJ_OP_ATAN: return atan(x);
+    case SJ_OP_SINH: return sinh(x);
+    case SJ_OP_COSH: return cosh(x);
+    case SJ_OP_ASINH: return asinh(x);
+    case SJ_OP_ACOSH: return acosh(x);
+    case SJ_OP_ATANH: return atanh(x);
+    case SJ_OP_FLOOR: return floor(x);
+    case SJ_OP_CEIL: return ceil(x);
+    case SJ_OP_ROUND: return nearbyint(x); /* half to even in the default mode */
+    case SJ_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0 and NaN */
     default: break;
     }
     return NAN; /* unreachable: the builder admits only the ops above */

@@ -37,6 +37,21 @@ static const char *const op_names[SJ_OP_COUNT_] = {
     [SJ_OP_LAYERNORM] = "layernorm",
     [SJ_OP_TRANSPOSE] = "transpose",
     [SJ_OP_RESHAPE] = "reshape",
+    [SJ_OP_SIN] = "sin",
+    [SJ_OP_COS] = "cos",
+    [SJ_OP_TAN] = "tan",
+    [SJ_OP_ASIN] = "asin",
+    [SJ_OP_ACOS] = "acos",
+    [SJ_OP_ATAN] = "atan",
+    [SJ_OP_SINH] = "sinh",
+    [SJ_OP_COSH] = "cosh",
+    [SJ_OP_ASINH] = "asinh",
+    [SJ_OP_ACOSH] = "acosh",
+    [SJ_OP_ATANH] = "atanh",
+    [SJ_OP_FLOOR] = "floor",
+    [SJ_OP_CEIL] = "ceil",
+    [SJ_OP_ROUND] = "round",
+    [SJ_OP_SIGN] = "sign",
 };
 
 /* "?" rather than NULL so a bad op inside an error message prints safely. */

@@ -130,7 +130,15 @@ static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
 static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
     return call_f32(c, "llvm.pow", x, y);
 }
-static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow};
+/* A call to the process's libm (the ORC loader resolves it there). */
+static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
+    emitter *e = c;
+    LLVMTypeRef ft = LLVMFunctionType(e->f32, &e->f32, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, name);
+    if (!f) f = LLVMAddFunction(e->M, name, ft);
+    return LLVMBuildCall2(e->B, ft, f, &x, 1, "");
+}
+static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow, host_libm};
 
 static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
     return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, x, alpha);

@@ -157,7 +157,12 @@ static LLVMValueRef nv_erf(void *e, LLVMValueRef x) { return libdevice(e, "__nv_
 static LLVMValueRef nv_pow(void *e, LLVMValueRef x, LLVMValueRef y) {
     return libdevice(e, "__nv_powf", x, y);
 }
-static const sj_llvm_math nvptx_math = {nv_exp, nv_log, nv_tanh, nv_erf, nv_pow};
+static LLVMValueRef nv_libm(void *e, const char *name, LLVMValueRef x) {
+    char fn[32];
+    snprintf(fn, sizeof fn, "__nv_%s", name);
+    return libdevice(e, fn, x, NULL);
+}
+static const sj_llvm_math nvptx_math = {nv_exp, nv_log, nv_tanh, nv_erf, nv_pow, nv_libm};
 
 static LLVMValueRef unary(pe *e, sj_op op, LLVMValueRef x, float alpha) {
     return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, x, alpha);

@@ -172,6 +172,21 @@ static int unary(src *s, const sj_kexpr *ex, int a, const char *indent) {
     case SJ_OP_GELU: put(s, "(t%d * 0.5f) * (1.0f + erff(t%d * 0.707106781f))", a, a); break;
     case SJ_OP_SILU: put(s, "t%d * sj_sigmoid(t%d)", a, a); break;
     case SJ_OP_ERF: put(s, "erff(t%d)", a); break;
+    case SJ_OP_SIN: put(s, "sinf(t%d)", a); break;
+    case SJ_OP_COS: put(s, "cosf(t%d)", a); break;
+    case SJ_OP_TAN: put(s, "tanf(t%d)", a); break;
+    case SJ_OP_ASIN: put(s, "asinf(t%d)", a); break;
+    case SJ_OP_ACOS: put(s, "acosf(t%d)", a); break;
+    case SJ_OP_ATAN: put(s, "atanf(t%d)", a); break;
+    case SJ_OP_SINH: put(s, "sinhf(t%d)", a); break;
+    case SJ_OP_COSH: put(s, "coshf(t%d)", a); break;
+    case SJ_OP_ASINH: put(s, "asinhf(t%d)", a); break;
+    case SJ_OP_ACOSH: put(s, "acoshf(t%d)", a); break;
+    case SJ_OP_ATANH: put(s, "atanhf(t%d)", a); break;
+    case SJ_OP_FLOOR: put(s, "floorf(t%d)", a); break;
+    case SJ_OP_CEIL: put(s, "ceilf(t%d)", a); break;
+    case SJ_OP_ROUND: put(s, "rintf(t%d)", a); break;
+    case SJ_OP_SIGN: put(s, "t%d > 0.0f ? 1.0f : (t%d < 0.0f ? -1.0f : t%d)", a, a, a); break;
     default: return -1;
     }
     put(s, ";\n");
