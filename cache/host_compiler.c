@@ -81,6 +81,16 @@ void sj_host_compiler_destroy(sj_host_compiler *hc) {
 }
 
 static sj_status resolve_target(sj_host_compiler *hc) {
+    /* Options are checked here, before any compile, and the features kept in
+     * their checked form (implied ones added), which the options hash, the
+     * store key and the artifacts then all agree on. */
+    if (hc->options.cpu) SJ_TRY(sj_llvm_host_cpu_check(hc->ctx, hc->options.cpu));
+    if (hc->options.features) {
+        char *checked;
+        SJ_TRY(sj_llvm_host_features(hc->ctx, hc->options.features, &checked));
+        sj_free(hc->ctx, hc->features_opt);
+        hc->options.features = hc->features_opt = checked;
+    }
     char *triple, *cpu, *features;
     SJ_TRY(sj_llvm_host_info(hc->ctx, &triple, &cpu, &features));
     hc->triple = triple;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shapejit/artifact.h"
 #include "shapejit/backends.h"
 #include "shapejit/interp.h"
 #include "shapejit/model.h"
@@ -288,7 +289,8 @@ static void test_missing_cpu_feature_refused(void **state) {
     assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
     sj_compiler comp;
     sj_host_compiler_table(hc, &comp);
-    assert_string_equal(comp.target_features, features);
+    /* The key names the feature (with any the compiler implied beside it). */
+    assert_non_null(strstr(comp.target_features, features));
     sj_bucketed_cache_config cfg;
     sj_bucketed_cache_config_init(&cfg);
     sj_host_compiler_cache_config(hc, &cfg);
@@ -300,6 +302,66 @@ static void test_missing_cpu_feature_refused(void **state) {
     assert_null(exe);
     sj_free(ctx, art);
     sj_host_compiler_destroy(hc);
+}
+
+/* +avx512f on a CPU model without AVX-512 (x86-64-v3 here, so it holds on
+ * any host) used to reach LLVM as given and abort the process in codegen
+ * ("ZMM registers are not supported without EVEX512"). It compiles now, with
+ * the implied +evex512 recorded in the artifact and the key. */
+static void test_avx512_feature_on_cpu_without_it(void **state) {
+    (void)state;
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    o.cpu = "x86-64-v3";
+    o.features = "+avx512f";
+    sj_artifact *a = NULL;
+    assert_int_equal(sj_compile(g, 16, &o, &a), SJ_OK);
+    sj_artifact_info info;
+    sj_artifact_get_info(a, &info);
+    assert_string_equal(info.cpu, "x86-64-v3");
+    assert_string_equal(info.features, "+avx512f,+evex512");
+    sj_artifact_destroy(a);
+
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.options.cpu = "x86-64-v3";
+    hcfg.options.features = "+avx512bw,-evex512"; /* an explicit choice is kept */
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    assert_string_equal(comp.target_features, "+avx512bw");
+    sj_host_compiler_destroy(hc);
+}
+
+/* Names LLVM does not know are refused with a message, before any code. */
+static void test_unknown_cpu_or_feature_refused(void **state) {
+    (void)state;
+    static const struct {
+        const char *cpu, *features, *message;
+    } bad[] = {
+        {NULL, "+notafeature", "'notafeature' is not one LLVM"},
+        {NULL, "+avx2,+avx9000", "'avx9000' is not one LLVM"},
+        {NULL, "avx2", "must be +NAME or -NAME"},
+        {NULL, "+avx2,,+fma", "must be +NAME or -NAME"},
+        {NULL, "+", "must be +NAME or -NAME"},
+        {"pentium9", NULL, "CPU 'pentium9' is not one LLVM"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sj_host_compiler_config hcfg;
+        sj_host_compiler_config_init(&hcfg);
+        hcfg.options.cpu = bad[i].cpu;
+        hcfg.options.features = bad[i].features;
+        sj_host_compiler *hc = (sj_host_compiler *)&hcfg;
+        assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_E_INVALID_ARG);
+        assert_null(hc);
+        assert_non_null(strstr(sj_ctx_last_error(ctx), bad[i].message));
+
+        sj_artifact *a = NULL;
+        assert_int_equal(sj_compile(g, 4, &hcfg.options, &a), SJ_E_INVALID_ARG);
+        assert_non_null(strstr(sj_ctx_last_error(ctx), bad[i].message));
+        assert_null(a);
+    }
 }
 
 static void test_bad_config(void **state) {
@@ -393,6 +455,8 @@ int main(void) {
         cmocka_unit_test(test_foreign_options_refused),
         cmocka_unit_test(test_bad_bytes_are_errors),
         cmocka_unit_test(test_missing_cpu_feature_refused),
+        cmocka_unit_test(test_avx512_feature_on_cpu_without_it),
+        cmocka_unit_test(test_unknown_cpu_or_feature_refused),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_workers_over_devices),
     };
