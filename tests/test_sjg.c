@@ -92,6 +92,9 @@ static const char all_ops[] =
     "  v1 = sin(x)\n  v2 = cos(x)\n  v3 = tan(x)\n  v4 = asin(x)\n  v5 = acos(x)\n"
     "  v6 = atan(x)\n  v7 = sinh(x)\n  v8 = cosh(x)\n  v9 = asinh(x)\n  v10 = acosh(u3)\n"
     "  v11 = atanh(x)\n  v12 = floor(x)\n  v13 = ceil(x)\n  v14 = round(x)\n  v15 = sign(x)\n"
+    "  l1 = slice(x, start=[-1, 3], start_n=[1, 0], step=[-1, -1], shape=[N, 2])\n"
+    "  l2 = concat(x, l1, axis=-1)\n  l3 = expand(c, shape=[N, 3])\n"
+    "  l4 = trilu(x, k=1, upper=false)\n"
     "  b1 = add(x, y)\n  b2 = sub(x, s)\n  b3 = mul(x, 2.5)\n  b4 = div(x, y)\n"
     "  b5 = pow(u2, 2)\n  b6 = max(x, y)\n  b7 = min(x, -1e-3)\n"
     "  r1 = reduce_sum(x, axes=[1], keepdims=true)\n"
@@ -117,7 +120,7 @@ static const char all_ops[] =
     "  output nested\n"
     "  output v1\n output v2\n output v3\n output v4\n output v5\n output v6\n output v7\n"
     "  output v8\n output v9\n output v10\n output v11\n output v12\n output v13\n"
-    "  output v14\n output v15\n"
+    "  output v14\n output v15\n output l2\n output l3\n output l4\n"
     "  output \"renamed out\" = add(b1, 1)\n"
     "}\n";
 
@@ -131,7 +134,7 @@ static void test_every_op_parses(void **state) {
 
     assert_string_equal(sj_graph_symbol(g), "N");
     assert_int_equal(sj_graph_num_inputs(g), 2);
-    assert_int_equal(sj_graph_num_outputs(g), 52);
+    assert_int_equal(sj_graph_num_outputs(g), 55);
     const sj_node *w = node_named(g, "w");
     assert_true(w->data[1] == -2.0f && w->data[5] == -100.0f && w->data[6] == 0.5f);
     assert_true(node_named(g, "c")->data[2] == 0.5f);

@@ -23,6 +23,10 @@ typedef struct sj_node_attrs {
     bool trans_a;     /* gemm */
     bool trans_b;     /* gemm */
     int perm[SJ_MAX_RANK]; /* transpose */
+    /* realops: slice (per axis; see sj_slice_axis), trilu (upper, k), concat (axis) */
+    int64_t start[SJ_MAX_RANK], start_n[SJ_MAX_RANK], step[SJ_MAX_RANK];
+    bool upper;
+    int64_t k;
 } sj_node_attrs;
 
 typedef struct sj_node {
@@ -67,6 +71,10 @@ static inline bool sj_op_is_elementwise(sj_op op) { return sj_op_is_unary(op) ||
 static inline bool sj_op_is_reduce(sj_op op) {
     return op >= SJ_OP_REDUCE_SUM && op <= SJ_OP_REDUCE_MAX;
 }
+
+/* The largest extent at which every index slice node nd reads lies inside
+ * its operand (SJ_MAX_EXTENT when none is out of reach). */
+int64_t sj_slice_extent_limit(const sj_graph *g, const sj_node *nd);
 
 /* How many dims of s are symbolic (scores [N, N] have two). */
 static inline int sj_shape_sym_count(const sj_shape *s) {

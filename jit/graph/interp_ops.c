@@ -296,7 +296,57 @@ static void eval_transpose(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
     }
 }
 
-void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out) {
+/* ---- realops layout ops ---- */
+
+static void eval_slice(const sj_node *n, const sj_tensor *x, sj_tensor *y, int64_t extent) {
+    int64_t in_strides[SJ_MAX_RANK], st[SJ_MAX_RANK], idx[SJ_MAX_RANK], base = 0;
+    row_strides(x, in_strides);
+    for (int i = 0; i < y->rank; i++) {
+        base += (n->attrs.start[i] + n->attrs.start_n[i] * extent) * in_strides[i];
+        st[i] = n->attrs.step[i] * in_strides[i];
+    }
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        y->data[i] = x->data[base + offset_of(y->rank, idx, st)];
+    }
+}
+
+static void eval_concat(const sj_node *n, const sj_tensor *a, const sj_tensor *b, sj_tensor *y) {
+    int ax = n->attrs.axis;
+    int64_t outer = 1, ia = 1, ib = 1;
+    for (int i = 0; i < ax; i++) outer *= y->dims[i];
+    for (int i = ax; i < y->rank; i++) {
+        ia *= a->dims[i];
+        ib *= b->dims[i];
+    }
+    for (int64_t o = 0; o < outer; o++) {
+        memcpy(y->data + o * (ia + ib), a->data + o * ia, (size_t)ia * sizeof(float));
+        memcpy(y->data + o * (ia + ib) + ia, b->data + o * ib, (size_t)ib * sizeof(float));
+    }
+}
+
+static void eval_expand(const sj_tensor *x, sj_tensor *y) {
+    int64_t sx[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    broadcast_strides(x->rank, x->dims, y->rank, sx);
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        y->data[i] = x->data[offset_of(y->rank, idx, sx)];
+    }
+}
+
+static void eval_trilu(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
+    int64_t rows = y->dims[y->rank - 2], cols = y->dims[y->rank - 1], count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t c = i % cols, r = (i / cols) % rows;
+        bool keep = n->attrs.upper ? c - r >= n->attrs.k : c - r <= n->attrs.k;
+        y->data[i] = keep ? x->data[i] : 0.0f;
+    }
+}
+
+void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
+                    int64_t extent) {
     if (sj_op_is_unary(n->op)) {
         eval_unary(n, in[0], out);
         return;
@@ -319,6 +369,10 @@ void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *o
     case SJ_OP_RESHAPE:
         memcpy(out->data, in[0]->data, (size_t)numel(out) * sizeof(float));
         return;
+    case SJ_OP_SLICE: eval_slice(n, in[0], out, extent); return;
+    case SJ_OP_CONCAT: eval_concat(n, in[0], in[1], out); return;
+    case SJ_OP_EXPAND: eval_expand(in[0], out); return;
+    case SJ_OP_TRILU: eval_trilu(n, in[0], out); return;
     default: break;
     }
 }

@@ -52,6 +52,10 @@ static const char *const op_names[SJ_OP_COUNT_] = {
     [SJ_OP_CEIL] = "ceil",
     [SJ_OP_ROUND] = "round",
     [SJ_OP_SIGN] = "sign",
+    [SJ_OP_SLICE] = "slice",
+    [SJ_OP_CONCAT] = "concat",
+    [SJ_OP_EXPAND] = "expand",
+    [SJ_OP_TRILU] = "trilu",
 };
 
 /* "?" rather than NULL so a bad op inside an error message prints safely. */
