@@ -1,6 +1,6 @@
 /* The host backend behind the bucketed cache's compiler table: sj_compile
  * + the artifact format for bytes, executables on host devices for runs. */
-#include "shapejit/backends.h"
+#include "shapejit/ext/backends.h"
 
 #include "jit/core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"
@@ -158,15 +158,9 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     return SJ_OK;
 }
 
-static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
-                              size_t options_len, void **artifact, size_t *len) {
+static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                             size_t *len) {
     sj_host_compiler *hc = self;
-    sj_ctx *ctx = sj_graph_ctx(g);
-    if (options_len != HOST_OPTIONS_BYTES || memcmp(options, hc->options_bytes, HOST_OPTIONS_BYTES))
-        return sj_fail(ctx, SJ_E_INVALID_ARG,
-                       "host compiler: the cache's options (%zu bytes) are not this compiler's; "
-                       "set them with sj_host_compiler_cache_config",
-                       options_len);
     sj_artifact *a;
     SJ_TRY(sj_compile(g, extent, &hc->options, &a));
     uint8_t *bytes;
@@ -221,15 +215,12 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->target_features = hc->features_key;
     out->artifact_version = SJ_ARTIFACT_FORMAT_VERSION;
     out->compiler_version = hc->compiler_version;
+    out->options = hc->options_bytes;
+    out->options_len = HOST_OPTIONS_BYTES;
     out->compile = host_compile;
     out->load = host_load;
     out->run = host_run;
     out->destroy = host_destroy;
-}
-
-void sj_host_compiler_cache_config(const sj_host_compiler *hc, sj_bucketed_cache_config *cfg) {
-    cfg->options = hc->options_bytes;
-    cfg->options_len = HOST_OPTIONS_BYTES;
 }
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }

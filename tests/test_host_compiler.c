@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/artifact.h"
-#include "shapejit/backends.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/artifact.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
 #include "jit/core/core_impl.h"
 
@@ -94,11 +94,8 @@ static void assert_close(const sj_tensor *got, const sj_tensor *want, int64_t ke
 static sj_bucketed_cache *host_cache(sj_host_compiler *hc, sj_store *store) {
     sj_compiler comp;
     sj_host_compiler_table(hc, &comp);
-    sj_bucketed_cache_config cfg;
-    sj_bucketed_cache_config_init(&cfg);
-    sj_host_compiler_cache_config(hc, &cfg);
     sj_bucketed_cache *c;
-    assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, store, NULL, &c), SJ_OK);
     return c;
 }
 
@@ -218,20 +215,32 @@ static void test_options_are_part_of_the_key(void **state) {
     sj_store_close(store);
 }
 
-static void test_foreign_options_refused(void **state) {
+/* The options travel in the compiler table: a cache made with no config
+ * compiles, and two option sets never share a store key. */
+static void test_options_in_the_table(void **state) {
     (void)state;
-    sj_host_compiler *hc;
-    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
-    sj_compiler comp;
-    sj_host_compiler_table(hc, &comp);
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    sj_host_compiler *o3, *o1;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &o3), SJ_OK);
+    hcfg.options.opt_level = 1;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &o1), SJ_OK);
+    sj_compiler c3, c1;
+    sj_host_compiler_table(o3, &c3);
+    sj_host_compiler_table(o1, &c1);
+    assert_true(c3.options_len > 0);
+    sj_store_key k3, k1;
+    sj_bucketed_cache_key(g, &c3, 4, &k3);
+    sj_bucketed_cache_key(g, &c1, 4, &k1);
+    assert_memory_not_equal(k3.options_hash, k1.options_hash, sizeof k3.options_hash);
     sj_bucketed_cache *c;
-    assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, NULL, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &c1, NULL, NULL, &c), SJ_OK);
     int64_t extent;
     void *exe;
-    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 3, &extent, &exe), SJ_E_INVALID_ARG);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "sj_host_compiler_cache_config"));
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 3, &extent, &exe), SJ_OK);
     sj_bucketed_cache_destroy(c);
-    sj_host_compiler_destroy(hc);
+    sj_host_compiler_destroy(o3);
+    sj_host_compiler_destroy(o1);
 }
 
 static void test_bad_bytes_are_errors(void **state) {
@@ -240,12 +249,9 @@ static void test_bad_bytes_are_errors(void **state) {
     assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
     sj_compiler comp;
     sj_host_compiler_table(hc, &comp);
-    sj_bucketed_cache_config cfg;
-    sj_bucketed_cache_config_init(&cfg);
-    sj_host_compiler_cache_config(hc, &cfg);
     void *art;
     size_t len;
-    assert_int_equal(comp.compile(comp.ctx, g, 4, cfg.options, cfg.options_len, &art, &len), SJ_OK);
+    assert_int_equal(comp.compile(comp.ctx, g, 4, &art, &len), SJ_OK);
     void *exe = NULL;
     /* Another extent than the artifact's. */
     assert_int_equal(comp.load(comp.ctx, g, 16, art, len, &exe), SJ_E_MISMATCH);
@@ -259,7 +265,7 @@ static void test_bad_bytes_are_errors(void **state) {
     /* The interpreter's bytes are not a host artifact. */
     sj_compiler icomp;
     sj_interp_compiler(&icomp);
-    assert_int_equal(icomp.compile(icomp.ctx, g, 4, NULL, 0, &art, &len), SJ_OK);
+    assert_int_equal(icomp.compile(icomp.ctx, g, 4, &art, &len), SJ_OK);
     assert_int_not_equal(comp.load(comp.ctx, g, 4, art, len, &exe), SJ_OK);
     sj_free(ctx, art);
     sj_host_compiler_destroy(hc);
@@ -291,12 +297,9 @@ static void test_missing_cpu_feature_refused(void **state) {
     sj_host_compiler_table(hc, &comp);
     /* The key names the feature (with any the compiler implied beside it). */
     assert_non_null(strstr(comp.target_features, features));
-    sj_bucketed_cache_config cfg;
-    sj_bucketed_cache_config_init(&cfg);
-    sj_host_compiler_cache_config(hc, &cfg);
     void *art, *exe = NULL;
     size_t len;
-    assert_int_equal(comp.compile(comp.ctx, g, 4, cfg.options, cfg.options_len, &art, &len), SJ_OK);
+    assert_int_equal(comp.compile(comp.ctx, g, 4, &art, &len), SJ_OK);
     assert_int_equal(comp.load(comp.ctx, g, 4, art, len, &exe), SJ_E_MISMATCH);
     assert_non_null(strstr(sj_ctx_last_error(ctx), absent));
     assert_null(exe);
@@ -452,7 +455,7 @@ int main(void) {
         cmocka_unit_test(test_eager_equals_interp),
         cmocka_unit_test(test_warm_restart_compiles_nothing),
         cmocka_unit_test(test_options_are_part_of_the_key),
-        cmocka_unit_test(test_foreign_options_refused),
+        cmocka_unit_test(test_options_in_the_table),
         cmocka_unit_test(test_bad_bytes_are_errors),
         cmocka_unit_test(test_missing_cpu_feature_refused),
         cmocka_unit_test(test_avx512_feature_on_cpu_without_it),
