@@ -230,6 +230,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
             n_outs = 0;
             goto done;
         }
+        memset(&feeds[j], 0, sizeof feeds[j]); /* float32 */
         feeds[j].rank = ins[k].rank;
         memcpy(feeds[j].dims, ins[k].dims, sizeof(int64_t) * (size_t)ins[k].rank);
         feeds[j].data = ins[k].f;
