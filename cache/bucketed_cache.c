@@ -15,15 +15,15 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, const void *options,
-                           size_t options_len, int64_t extent, sj_store_key *out) {
+void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t extent,
+                           sj_store_key *out) {
     memset(out, 0, sizeof *out);
     sj_graph_hash(g, out->graph_hash);
     out->extent = extent;
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     llvm_blake3_hasher_update(&h, "shapejit compile options", 24);
-    if (options_len) llvm_blake3_hasher_update(&h, options, options_len);
+    if (comp->options_len) llvm_blake3_hasher_update(&h, comp->options, comp->options_len);
     llvm_blake3_hasher_finalize(&h, out->options_hash, 32);
     out->target_triple = comp->target_triple;
     out->target_cpu = comp->target_cpu;
@@ -45,8 +45,9 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     sj_bucketed_cache_config dflt;
     sj_bucketed_cache_config_init(&dflt);
     if (!cfg) cfg = &dflt;
-    if (cfg->options_len && !cfg->options)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: options_len %zu with no options", cfg->options_len);
+    if (comp->options_len && !comp->options)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the compiler has options_len %zu and no options",
+                       comp->options_len);
     if (cfg->remote && sj_remote_ctx(cfg->remote) != ctx)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the remote tier belongs to another context than the graph");
 
@@ -60,8 +61,8 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     c->remote = cfg->remote;
     c->one_off_out_of_range = cfg->one_off_out_of_range;
     c->n_buckets = sj_ladder_count(ladder);
-    c->options_len = cfg->options_len;
-    c->options = sj_alloc(ctx, cfg->options_len);
+    c->options_len = comp->options_len;
+    c->options = sj_alloc(ctx, comp->options_len);
     /* Over-allocate to place the 64-byte aligned buckets by hand. */
     c->buckets_mem = sj_calloc(ctx, 1, ((size_t)c->n_buckets + 1) * sizeof(sj_cache_bucket));
     if (!c->options || !c->buckets_mem) {
@@ -70,7 +71,9 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
         sj_free(ctx, c);
         return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
     }
-    if (cfg->options_len) memcpy(c->options, cfg->options, cfg->options_len);
+    if (comp->options_len) memcpy(c->options, comp->options, comp->options_len);
+    /* The table keeps the cache's copy, so the caller's bytes may go. */
+    c->comp.options = c->options;
     c->buckets = (sj_cache_bucket *)(((uintptr_t)c->buckets_mem + 63) & ~(uintptr_t)63);
     for (int i = 0; i < c->n_buckets; i++) {
         sj_cache_bucket *b = &c->buckets[i];
@@ -82,7 +85,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->one_off_mu, NULL);
     pthread_mutex_init(&c->one_off_run_mu, NULL);
 
-    sj_bucketed_cache_key(g, comp, c->options, c->options_len, 0, &c->key);
+    sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
     *out = c;
     return SJ_OK;
 }
@@ -135,7 +138,7 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
     *art = NULL;
     *art_len = 0;
     uint64_t t0 = now_ns();
-    sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, c->options, c->options_len, art, art_len);
+    sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, art, art_len);
     atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) return st;
     atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
@@ -148,7 +151,8 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
 
 /* Store, then compiler: the executable for `extent`. Store trouble never
  * fails the call; it costs a compile. */
-static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe) {
+static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe, sj_cache_made *made) {
+    *made = SJ_CACHE_LOADED;
     sj_store_key key = c->key;
     key.extent = extent;
     void *bytes;
@@ -171,6 +175,7 @@ static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe) {
     }
     void *art;
     size_t art_len;
+    *made = SJ_CACHE_COMPILED;
     SJ_TRY(compile_and_store(c, &key, &art, &art_len));
     sj_status st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
     sj_free(c->ctx, art);
@@ -194,7 +199,7 @@ sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
 }
 
 /* The slow path: wait for the compile in flight, or be the one to do it. */
-static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
+static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_made *made) {
     sj_cache_bucket *b = &c->buckets[i];
     pthread_mutex_lock(&b->mu);
     while (b->compiling) {
@@ -210,6 +215,7 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
     }
     void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
     if (e) { /* made by the compile this call waited for: a memory hit */
+        *made = b->made;
         pthread_mutex_unlock(&b->mu);
         atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
         *exe = e;
@@ -218,11 +224,12 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
     b->compiling = true;
     pthread_mutex_unlock(&b->mu);
 
-    sj_status st = materialize(c, sj_ladder_extent(c->ladder, i), &e);
+    sj_status st = materialize(c, sj_ladder_extent(c->ladder, i), &e, made);
 
     pthread_mutex_lock(&b->mu);
     b->compiling = false;
     if (st == SJ_OK) {
+        b->made = *made;
         atomic_store_explicit(&b->exe, e, memory_order_release);
         atomic_fetch_add_explicit(&c->compiled, 1, memory_order_relaxed);
         *exe = e;
@@ -236,7 +243,7 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe) {
     return st;
 }
 
-static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe) {
+static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache_made *made) {
     if (key < 1 || key > SJ_MAX_EXTENT)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: key %lld is not a valid extent (1..%lld)",
                        (long long)key, (long long)SJ_MAX_EXTENT);
@@ -244,12 +251,13 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe) {
     for (sj_one_off *o = c->one_offs; o; o = o->next)
         if (o->extent == key) {
             *exe = o->exe;
+            *made = SJ_CACHE_IN_MEMORY;
             pthread_mutex_unlock(&c->one_off_mu);
             atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
             return SJ_OK;
         }
     sj_one_off *o = sj_calloc(c->ctx, 1, sizeof *o);
-    sj_status st = o ? materialize(c, key, exe) : sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    sj_status st = o ? materialize(c, key, exe, made) : sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
     if (st == SJ_OK) {
         o->extent = key;
         o->exe = *exe;
@@ -263,13 +271,17 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe) {
     return st;
 }
 
-sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket) {
+sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
+                          sj_cache_made *made) {
+    sj_cache_made ignored;
+    if (!made) made = &ignored;
+    *made = SJ_CACHE_IN_MEMORY;
     int i = sj_ladder_find(c->ladder, key);
     *bucket = i;
     if (i < 0) {
         if (!c->one_off_out_of_range) return sj_ladder_bucket_for(c->ladder, key, &i);
         *extent = key;
-        return one_off(c, key, exe);
+        return one_off(c, key, exe, made);
     }
     *extent = sj_ladder_extent(c->ladder, i);
     void *e = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire);
@@ -278,13 +290,13 @@ sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, vo
         *exe = e;
         return SJ_OK;
     }
-    return bucket_make(c, i, exe);
+    return bucket_make(c, i, exe, made);
 }
 
 sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                            void **exe) {
     int b;
-    return sj_cache_lookup(c, key, extent, exe, &b);
+    return sj_cache_lookup(c, key, extent, exe, &b, NULL);
 }
 
 int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key) {

@@ -9,6 +9,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+/* How a lookup found its executable: in memory, or made while it waited,
+ * from the store tiers or by a compile (what a server calls a stall). */
+typedef enum sj_cache_made { SJ_CACHE_IN_MEMORY, SJ_CACHE_LOADED, SJ_CACHE_COMPILED } sj_cache_made;
+
 /* One per bucket, on its own cache lines so hits on neighbouring buckets do
  * not share a line with a bucket being compiled. */
 typedef struct sj_cache_bucket {
@@ -19,6 +23,7 @@ typedef struct sj_cache_bucket {
     unsigned fail_gen; /* bumped by each failed compile, so its waiters fail too */
     sj_status fail_status;
     char fail_msg[256];
+    sj_cache_made made;     /* how exe was made (under mu), for the callers that waited */
     pthread_mutex_t run_mu; /* one run at a time on the executable */
 } __attribute__((aligned(64))) sj_cache_bucket;
 
@@ -50,8 +55,16 @@ struct sj_bucketed_cache {
 };
 
 /* Finds or makes key's executable; *bucket is -1 for a one-off (whose runs
- * then go under one_off_run_mu). */
-sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket);
+ * then go under one_off_run_mu); made (may be NULL) says how it was found. */
+sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
+                          sj_cache_made *made);
+
+/* Runs key's executable at `rows` (1..its extent) on inputs in the graph's
+ * input order, each already of its shape at rows (the compiler's run
+ * contract: outputs allocated, sliced to rows). One run per executable at a
+ * time. extent and made may be NULL. */
+sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
+                       sj_tensor *outputs, int64_t *extent, sj_cache_made *made);
 
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */

@@ -102,15 +102,9 @@ sj_status sj_gpu_compiler_device(sj_gpu_compiler *gc, sj_device **out) {
     return st;
 }
 
-static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
-                             size_t options_len, void **artifact, size_t *len) {
+static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                             size_t *len) {
     sj_gpu_compiler *gc = self;
-    sj_ctx *ctx = sj_graph_ctx(g);
-    if (options_len != GPU_OPTIONS_BYTES || memcmp(options, gc->options_bytes, GPU_OPTIONS_BYTES))
-        return sj_fail(ctx, SJ_E_INVALID_ARG,
-                       "gpu compiler: the cache's options (%zu bytes) are not this compiler's; "
-                       "set them with sj_gpu_compiler_cache_config",
-                       options_len);
     sj_artifact *a;
     SJ_TRY(sj_compile(g, extent, &gc->options, &a));
     uint8_t *bytes;
@@ -169,15 +163,12 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     out->target_features = "";
     out->artifact_version = SJ_ARTIFACT_FORMAT_VERSION;
     out->compiler_version = gc->toolchain;
+    out->options = gc->options_bytes;
+    out->options_len = GPU_OPTIONS_BYTES;
     out->compile = gpu_compile;
     out->load = gpu_load;
     out->run = gpu_run;
     out->destroy = gpu_destroy;
-}
-
-void sj_gpu_compiler_cache_config(const sj_gpu_compiler *gc, sj_bucketed_cache_config *cfg) {
-    cfg->options = gc->options_bytes;
-    cfg->options_len = GPU_OPTIONS_BYTES;
 }
 
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc) { return gc->arch; }

@@ -81,6 +81,16 @@ void sj_host_compiler_destroy(sj_host_compiler *hc) {
 }
 
 static sj_status resolve_target(sj_host_compiler *hc) {
+    /* Options are checked here, before any compile, and the features kept in
+     * their checked form (implied ones added), which the options hash, the
+     * store key and the artifacts then all agree on. */
+    if (hc->options.cpu) SJ_TRY(sj_llvm_host_cpu_check(hc->ctx, hc->options.cpu));
+    if (hc->options.features) {
+        char *checked;
+        SJ_TRY(sj_llvm_host_features(hc->ctx, hc->options.features, &checked));
+        sj_free(hc->ctx, hc->features_opt);
+        hc->options.features = hc->features_opt = checked;
+    }
     char *triple, *cpu, *features;
     SJ_TRY(sj_llvm_host_info(hc->ctx, &triple, &cpu, &features));
     hc->triple = triple;
@@ -148,15 +158,9 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     return SJ_OK;
 }
 
-static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
-                              size_t options_len, void **artifact, size_t *len) {
+static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                             size_t *len) {
     sj_host_compiler *hc = self;
-    sj_ctx *ctx = sj_graph_ctx(g);
-    if (options_len != HOST_OPTIONS_BYTES || memcmp(options, hc->options_bytes, HOST_OPTIONS_BYTES))
-        return sj_fail(ctx, SJ_E_INVALID_ARG,
-                       "host compiler: the cache's options (%zu bytes) are not this compiler's; "
-                       "set them with sj_host_compiler_cache_config",
-                       options_len);
     sj_artifact *a;
     SJ_TRY(sj_compile(g, extent, &hc->options, &a));
     uint8_t *bytes;
@@ -211,15 +215,12 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->target_features = hc->features_key;
     out->artifact_version = SJ_ARTIFACT_FORMAT_VERSION;
     out->compiler_version = hc->compiler_version;
+    out->options = hc->options_bytes;
+    out->options_len = HOST_OPTIONS_BYTES;
     out->compile = host_compile;
     out->load = host_load;
     out->run = host_run;
     out->destroy = host_destroy;
-}
-
-void sj_host_compiler_cache_config(const sj_host_compiler *hc, sj_bucketed_cache_config *cfg) {
-    cfg->options = hc->options_bytes;
-    cfg->options_len = HOST_OPTIONS_BYTES;
 }
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }

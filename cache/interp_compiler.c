@@ -17,11 +17,9 @@ typedef struct interp_exe {
     int64_t extent;
 } interp_exe;
 
-static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
-                                size_t options_len, void **artifact, size_t *len) {
+static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                                size_t *len) {
     (void)self;
-    (void)options;
-    (void)options_len;
     sj_ctx *ctx = sj_graph_ctx(g);
     uint8_t *a = sj_alloc(ctx, INTERP_ARTIFACT_BYTES);
     if (!a) return sj_fail(ctx, SJ_E_NOMEM, "interp compiler: out of memory");

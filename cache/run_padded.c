@@ -88,13 +88,6 @@ static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, con
     if (n_outputs != ng_out)
         return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: %d output tensors for a graph with %d outputs",
                        n_outputs, ng_out);
-    int64_t extent;
-    void *exe;
-    int b;
-    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b));
-    if (rows < 1 || rows > extent)
-        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
-                       (long long)rows, (long long)key, (long long)extent);
     SJ_TRY(check_outputs(c, rows, inners, n_inners));
     sj_tensor *t = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *t);
     bool *seen = sj_calloc(c->ctx, (size_t)ng_in + 1, sizeof *seen);
@@ -102,13 +95,26 @@ static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, con
                              : sj_fail(c->ctx, SJ_E_NOMEM, "run_padded: out of memory");
     if (st == SJ_OK) {
         memset(outputs, 0, (size_t)n_outputs * sizeof *outputs);
-        pthread_mutex_t *mu = b >= 0 ? &c->buckets[b].run_mu : &c->one_off_run_mu;
-        pthread_mutex_lock(mu);
-        st = c->comp.run(c->comp.ctx, exe, rows, t, outputs);
-        pthread_mutex_unlock(mu);
+        st = sj_cache_run(c, key, rows, t, outputs, extent_out, NULL);
     }
     sj_free(c->ctx, t);
     sj_free(c->ctx, seen);
+    return st;
+}
+
+sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
+                       sj_tensor *outputs, int64_t *extent_out, sj_cache_made *made) {
+    int64_t extent;
+    void *exe;
+    int b;
+    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b, made));
+    if (rows < 1 || rows > extent)
+        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
+                       (long long)rows, (long long)key, (long long)extent);
+    pthread_mutex_t *mu = b >= 0 ? &c->buckets[b].run_mu : &c->one_off_run_mu;
+    pthread_mutex_lock(mu);
+    sj_status st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
+    pthread_mutex_unlock(mu);
     if (st == SJ_OK && extent_out) *extent_out = extent;
     return st;
 }

@@ -15,6 +15,7 @@
 #include "bench/bench_timing.h"
 #include "cli/request_stream.h"
 #include "cli/serving.h"
+#include "shapejit/backends.h"
 #include "shapejit/compile.h"
 
 static const char usage[] =
@@ -78,80 +79,32 @@ static int fail_ctx(bench *b, const char *what) {
     return cli_fail("bench", "%s: %s", what, sj_ctx_last_error(b->ctx));
 }
 
-/* --- one process's worth of cache over a store, with compile times seen */
-
-typedef struct timed_compiler {
-    sj_compiler inner;
-    pthread_mutex_t mu;
-    double compile_ms[MAX_BUCKETS * 2];
-    int n_compiles;
-} timed_compiler;
-
-static sj_status timed_compile(void *self, const sj_graph *g, int64_t extent, const void *o,
-                               size_t ol, void **art, size_t *len) {
-    timed_compiler *tc = self;
-    double t0 = bench_wall_ns();
-    sj_status st = tc->inner.compile(tc->inner.ctx, g, extent, o, ol, art, len);
-    double ms = (bench_wall_ns() - t0) / 1e6;
-    pthread_mutex_lock(&tc->mu);
-    if (st == SJ_OK && tc->n_compiles < MAX_BUCKETS * 2) tc->compile_ms[tc->n_compiles++] = ms;
-    pthread_mutex_unlock(&tc->mu);
-    return st;
-}
-static sj_status timed_load(void *self, const sj_graph *g, int64_t e, const void *a, size_t n,
-                            void **exe) {
-    timed_compiler *tc = self;
-    return tc->inner.load(tc->inner.ctx, g, e, a, n, exe);
-}
-static sj_status timed_run(void *self, void *exe, int64_t active, const sj_tensor *in,
-                           sj_tensor *out) {
-    timed_compiler *tc = self;
-    return tc->inner.run(tc->inner.ctx, exe, active, in, out);
-}
-static void timed_destroy(void *self, void *exe) {
-    timed_compiler *tc = self;
-    tc->inner.destroy(tc->inner.ctx, exe);
-}
+/* --- one process's worth of engine over a store */
 
 typedef struct session {
-    sj_store *store;
-    sj_ladder *ladder;
-    sj_host_compiler *hc;
-    timed_compiler tc;
-    sj_bucketed_cache *cache;
+    sj_engine *e;
+    sj_bucketed_cache *cache; /* the engine's, for the hit-path figures */
+    const sj_ladder *ladder;
 } session;
 
 static void session_close(session *s) {
-    sj_bucketed_cache_destroy(s->cache);
-    sj_host_compiler_destroy(s->hc);
-    sj_store_close(s->store);
-    sj_ladder_destroy(s->ladder);
-    pthread_mutex_destroy(&s->tc.mu);
+    sj_engine_close(s->e);
     memset(s, 0, sizeof *s);
 }
 
-/* Everything a serving process sets up: store, ladder, compiler, cache. */
+/* Everything a serving process sets up, as one engine over its own copy
+ * of the model (an engine owns its graph). */
 static int session_open(bench *b, const char *store_path, const char *spec, session *s) {
     memset(s, 0, sizeof *s);
-    pthread_mutex_init(&s->tc.mu, NULL);
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = store_path;
-    if (sj_store_open(b->ctx, &sc, &s->store) != SJ_OK) return fail_ctx(b, "store");
-    if (sj_ladder_parse(b->ctx, spec, &s->ladder) != SJ_OK) return fail_ctx(b, "ladder");
-    if (sj_host_compiler_create(b->ctx, NULL, &s->hc) != SJ_OK) return fail_ctx(b, "host compiler");
-    sj_host_compiler_table(s->hc, &s->tc.inner);
-    sj_compiler comp = s->tc.inner;
-    comp.ctx = &s->tc;
-    comp.compile = timed_compile;
-    comp.load = timed_load;
-    comp.run = timed_run;
-    comp.destroy = timed_destroy;
-    sj_bucketed_cache_config cfg;
-    sj_bucketed_cache_config_init(&cfg);
-    sj_host_compiler_cache_config(s->hc, &cfg);
-    if (sj_bucketed_cache_create(b->g, s->ladder, &comp, s->store, &cfg, &s->cache) != SJ_OK)
-        return fail_ctx(b, "cache");
+    sj_graph *g;
+    if (sj_graph_clone(b->g, &g) != SJ_OK) return fail_ctx(b, "model");
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = spec;
+    cfg.store_path = store_path;
+    if (sj_engine_open_graph(b->ctx, g, &cfg, &s->e) != SJ_OK) return fail_ctx(b, "engine");
+    s->cache = sj_engine_cache(s->e);
+    s->ladder = sj_engine_ladder(s->e);
     return CLI_EXIT_OK;
 }
 
@@ -160,7 +113,8 @@ static int session_open(bench *b, const char *store_path, const char *spec, sess
  * decompress+load warm). The session stays open for the caller when
  * `keep` is given. */
 static int ready_run(bench *b, const char *store_path, double *ready_ms, double *ready_cpu_ms,
-                     double *per_bucket_us, sj_bucketed_cache_stats *st, session *s, bool keep) {
+                     double *per_bucket_us, double *compile_ms, sj_engine_stats *st, session *s,
+                     bool keep) {
     double t0 = bench_wall_ns(), c0 = bench_cpu_ns();
     int rc = session_open(b, store_path, LADDER, s);
     int n = rc == CLI_EXIT_OK ? sj_ladder_count(s->ladder) : 0;
@@ -168,16 +122,22 @@ static int ready_run(bench *b, const char *store_path, double *ready_ms, double 
     for (int i = 0; rc == CLI_EXIT_OK && i < n; i++) {
         int64_t extent;
         void *exe;
+        /* One bucket at a time on this thread: the compile time the
+         * engine adds up during the call is this bucket's. */
+        sj_engine_stats before, after;
+        sj_engine_stats_get(s->e, &before);
         double t = bench_wall_ns();
         if (sj_bucketed_cache_get_or_compile(s->cache, sj_ladder_extent(s->ladder, i), &extent,
                                              &exe) != SJ_OK)
             rc = fail_ctx(b, "get_or_compile");
         per_bucket_us[i] = (bench_wall_ns() - t) / 1e3;
+        sj_engine_stats_get(s->e, &after);
+        compile_ms[i] = after.compile_ms - before.compile_ms;
     }
     *ready_ms = (bench_wall_ns() - t0) / 1e6;
     *ready_cpu_ms = (bench_cpu_ns() - c0) / 1e6;
     b->f.buckets = n;
-    if (rc == CLI_EXIT_OK) sj_bucketed_cache_stats_get(s->cache, st);
+    if (rc == CLI_EXIT_OK) sj_engine_stats_get(s->e, st);
     if (rc != CLI_EXIT_OK || !keep) session_close(s);
     return rc;
 }
@@ -198,8 +158,8 @@ static int bench_cold_warm(bench *b, session *warm) {
     double cold_ready[16], warm_ready[16], cold_cpu[16], warm_cpu[16], compile_ms[16 * MAX_BUCKETS],
         load_us[16 * MAX_BUCKETS];
     int n_compile = 0, n_load = 0;
-    double per_bucket[MAX_BUCKETS];
-    sj_bucketed_cache_stats st;
+    double per_bucket[MAX_BUCKETS], per_bucket_compile[MAX_BUCKETS];
+    sj_engine_stats st;
     /* LLVM's one-time target set-up is not any bucket's cost. */
     sj_host_compiler *hc;
     if (sj_host_compiler_create(b->ctx, NULL, &hc) != SJ_OK) return fail_ctx(b, "host compiler");
@@ -207,14 +167,15 @@ static int bench_cold_warm(bench *b, session *warm) {
     for (int r = 0; r < cold_runs; r++) {
         remove_store(path);
         session s;
-        int rc = ready_run(b, path, &cold_ready[r], &cold_cpu[r], per_bucket, &st, &s, true);
+        int rc = ready_run(b, path, &cold_ready[r], &cold_cpu[r], per_bucket, per_bucket_compile, &st,
+                           &s, true);
         if (rc != CLI_EXIT_OK) return rc;
         if (st.compiles != (uint64_t)b->f.buckets) {
             session_close(&s);
             return cli_fail("bench", "cold run compiled %llu of %d buckets",
                             (unsigned long long)st.compiles, b->f.buckets);
         }
-        for (int i = 0; i < s.tc.n_compiles; i++) compile_ms[n_compile++] = s.tc.compile_ms[i];
+        for (int i = 0; i < b->f.buckets; i++) compile_ms[n_compile++] = per_bucket_compile[i];
         session_close(&s);
     }
     for (int r = 0; r < warm_runs; r++) {
@@ -222,7 +183,8 @@ static int bench_cold_warm(bench *b, session *warm) {
         bool last = r == warm_runs - 1;
         session s;
         session *into = last ? warm : &s;
-        int rc = ready_run(b, path, &warm_ready[r], &warm_cpu[r], per_bucket, &st, into, last);
+        int rc = ready_run(b, path, &warm_ready[r], &warm_cpu[r], per_bucket, per_bucket_compile, &st,
+                           into, last);
         if (rc != CLI_EXIT_OK) return rc;
         if (st.compiles != 0)
             return cli_fail("bench", "warm run compiled %llu buckets",
@@ -351,30 +313,34 @@ static int bench_padding(bench *b) {
     return rc;
 }
 
-/* Warm requests of each size through run_padded_mixed, as serve sends them. */
-static int latency_for(bench *b, sj_bucketed_cache *c, int64_t rows, double *us, int64_t *extent) {
+/* Warm requests of each size through sj_engine_run, as serve sends them. */
+static int latency_for(bench *b, sj_engine *e, int64_t rows, double *us, int64_t *extent) {
     int n_in = sj_graph_num_inputs(b->g), n_out = sj_graph_num_outputs(b->g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in),
-              *out = calloc((size_t)n_out + 1, sizeof *out);
-    sj_cache_input *ci = calloc((size_t)n_in + 1, sizeof *ci);
-    int rc = in && out && ci ? cli_random_inputs("bench", b->ctx, b->g, rows, (uint64_t)rows, in)
-                             : cli_fail("bench", "out of memory");
+    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    sj_named_tensor *named = calloc((size_t)n_in + 1, sizeof *named),
+                    *out = calloc((size_t)n_out + 1, sizeof *out);
+    int rc = in && out && named ? cli_random_inputs("bench", b->ctx, b->g, rows, (uint64_t)rows, in)
+                                : cli_fail("bench", "out of memory");
     for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++) {
         sj_value_desc d;
-        sj_graph_input_desc(b->g, i, &d);
-        ci[i] = (sj_cache_input){.name = d.name, .data = in[i].data, .pad = false};
+        sj_engine_input(e, i, &d);
+        named[i] = (sj_named_tensor){d.name, in[i]};
     }
     double t[64];
     int reps = 0;
     double budget_ns = b->quick ? 2e7 : 1.5e8, spent = 0;
     /* The first call makes the bucket ready; it is not a warm latency. */
     for (int r = 0; rc == CLI_EXIT_OK && r < 65; r++) {
+        sj_run_info info;
         double t0 = bench_wall_ns();
-        sj_status st = sj_bucketed_cache_run_padded_mixed(c, rows, rows, ci, n_in, NULL, 0, out,
-                                                          n_out, extent);
+        sj_status st = sj_engine_run(e, named, n_in, out, n_out, &info);
         double dt = bench_wall_ns() - t0;
-        for (int i = 0; i < n_out; i++) sj_tensor_free(b->ctx, &out[i]);
-        if (st != SJ_OK) rc = fail_ctx(b, "request");
+        if (st != SJ_OK) {
+            rc = fail_ctx(b, "request");
+            break;
+        }
+        for (int i = 0; i < n_out; i++) sj_tensor_free(b->ctx, &out[i].tensor);
+        *extent = info.bucket;
         if (r == 0) continue;
         t[reps++] = dt / 1e3;
         spent += dt;
@@ -383,8 +349,8 @@ static int latency_for(bench *b, sj_bucketed_cache *c, int64_t rows, double *us,
     if (rc == CLI_EXIT_OK) *us = bench_median(t, reps);
     for (int i = 0; in && i < n_in; i++) sj_tensor_free(b->ctx, &in[i]);
     free(in);
+    free(named);
     free(out);
-    free(ci);
     return rc;
 }
 
@@ -395,10 +361,10 @@ static int bench_latency(bench *b) {
         session s;
         int rc = session_open(b, path, latency_ladders[l], &s);
         for (int i = 0; rc == CLI_EXIT_OK && i < N_SIZES; i++)
-            rc = latency_for(b, s.cache, latency_sizes[i], &b->f.latency_us[l][i],
+            rc = latency_for(b, s.e, latency_sizes[i], &b->f.latency_us[l][i],
                              &b->f.latency_extent[l][i]);
-        sj_bucketed_cache_stats st;
-        if (rc == CLI_EXIT_OK) sj_bucketed_cache_stats_get(s.cache, &st);
+        sj_engine_stats st;
+        if (rc == CLI_EXIT_OK) sj_engine_stats_get(s.e, &st);
         if (rc == CLI_EXIT_OK) b->f.latency_compiles[l] = st.compiles;
         session_close(&s);
         if (rc != CLI_EXIT_OK) return rc;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/serving.h"
+#include "shapejit/backends.h"
 
 static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"
@@ -52,47 +53,48 @@ static void on_bucket(void *user, int done, int total, int64_t extent) {
     fflush(stderr);
 }
 
-static int precompile_target(const char *cmd, sj_ctx *ctx, const sj_graph *g,
-                             const cli_cache_args *ca, int jobs, bool stats) {
-    cli_cache cc;
-    int rc = cli_cache_open(cmd, ctx, g, ca, &cc);
+/* Takes g: the engine owns it once opened. */
+static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *ea,
+                             int jobs, bool stats) {
+    sj_engine *e;
+    char store_path[4096];
+    int rc = cli_engine_open(cmd, ctx, g, ea, &e, store_path, sizeof store_path);
     if (rc != CLI_EXIT_OK) return rc;
-    const char *target = cc.backend.target;
+    const char *target = sj_engine_target(e);
     progress p = {.tty = isatty(STDERR_FILENO), .target = target, .t0 = cli_now_ms()};
-    sj_status st = ca->store_only
-                       ? sj_bucketed_cache_precompile_stored(cc.cache, jobs, on_bucket, &p)
-                       : sj_bucketed_cache_precompile(cc.cache, jobs, on_bucket, &p);
+    sj_status st = sj_engine_precompile(e, jobs, on_bucket, &p);
     double secs = (cli_now_ms() - p.t0) / 1e3;
+    sj_remote *remote = sj_engine_remote(e);
     if (st != SJ_OK) {
         if (p.tty) fputc('\n', stderr);
         rc = cli_fail_status(cmd, ctx, st);
     } else {
         /* Deploy steps end with the fleet holding every bucket. */
-        if (cc.remote) sj_remote_flush(cc.remote);
-        sj_bucketed_cache_stats s;
-        sj_bucketed_cache_stats_get(cc.cache, &s);
+        if (remote) sj_remote_flush(remote);
+        sj_engine_stats s;
+        sj_engine_stats_get(e, &s);
         char spec[256];
-        sj_ladder_format(cc.ladder, spec, sizeof spec);
+        sj_ladder_format(sj_engine_ladder(e), spec, sizeof spec);
         printf("precompiled %d buckets of %s for %s in %.2f s: %llu compiled, %llu from the store, "
                "%llu corrupt rows replaced; store %s",
-               sj_bucketed_cache_total_buckets(cc.cache), spec, target, secs,
-               (unsigned long long)s.compiles, (unsigned long long)(s.store_hits + s.remote_hits),
-               (unsigned long long)s.corrupt, cc.store_path[0] ? cc.store_path : "none");
-        if (cc.remote) {
+               s.buckets, spec, target, secs, (unsigned long long)s.compiles,
+               (unsigned long long)(s.store_hits + s.remote_hits), (unsigned long long)s.corrupt,
+               store_path[0] ? store_path : "none");
+        if (remote) {
             sj_remote_stats rs;
-            sj_remote_get_stats(cc.remote, &rs);
-            printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(cc.remote),
+            sj_remote_get_stats(remote, &rs);
+            printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(remote),
                    (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
                    (unsigned long long)rs.dropped_puts);
         }
         putchar('\n');
         if (stats) {
             fprintf(stderr, "{\"target\": \"%s\", \"seconds\": %.3f, ", target, secs);
-            cli_stats_members(stderr, &cc);
+            cli_stats_members(stderr, e);
             fprintf(stderr, "}\n");
         }
     }
-    cli_cache_close(&cc);
+    sj_engine_close(e);
     return rc;
 }
 
@@ -143,27 +145,27 @@ int cli_cmd_precompile(int argc, char **argv) {
 
     sj_ctx *ctx = cli_ctx_create(cmd);
     if (!ctx) return CLI_EXIT_FAIL;
-    sj_graph *g = NULL;
-    rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
     for (int i = 0; rc == CLI_EXIT_OK && i < 3; i++) {
         if (!want[i]) continue;
-        cli_cache_args ca = {.ladder = ladder, .store = store, .remote = remote};
+        cli_engine_args ea = {.ladder = ladder, .store = store, .remote = remote};
         char why[512];
         if (i == 0) {
-            ca.backend = (cli_backend_args){.name = "host", .devices = 1};
+            ea.backend = (cli_backend_args){.name = "host", .devices = 1};
         } else if (all && !gpu_target_built(ctx, i == 1 ? SJ_TARGET_NVPTX : SJ_TARGET_NVRTC, why,
                                             sizeof why)) {
             /* "all" is what this build compiles for: say what is left out. */
             fprintf(stderr, "precompile: target %s skipped: %s\n", targets[i], why);
             continue;
         } else {
-            ca.backend = (cli_backend_args){.name = "cuda", .emit = i == 1 ? "llvm" : "nvrtc",
+            ea.backend = (cli_backend_args){.name = "cuda", .emit = i == 1 ? "llvm" : "nvrtc",
                                             .arch = arch};
-            ca.store_only = true;
+            ea.store_only = true;
         }
-        rc = precompile_target(cmd, ctx, g, &ca, (int)jobs, stats);
+        /* Each target's engine owns its own copy of the model. */
+        sj_graph *g = NULL;
+        rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
+        if (rc == CLI_EXIT_OK) rc = precompile_target(cmd, ctx, g, &ea, (int)jobs, stats);
     }
-    sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
     return rc;
 }

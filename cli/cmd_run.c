@@ -181,88 +181,90 @@ static void print_summary(const sj_graph *g, const char *dir, const sj_tensor *o
     }
 }
 
-static int run(const char *cmd, sj_ctx *ctx, const sj_graph *g, const run_args *a, double load_ms) {
+static void print_stats(sj_engine *e, const run_args *a, const char *store_path, int64_t extent,
+                        int64_t bucket_extent, double load_ms, double ready_ms, double run_ms) {
+    /* So remote_puts counts this run's publishing, not a queue. */
+    sj_remote *remote = sj_engine_remote(e);
+    if (remote) sj_remote_flush(remote);
+    fprintf(stderr, "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
+            a->backend.name, (long long)extent, (long long)bucket_extent);
+    cli_json_str(stderr, a->ladder ? a->ladder : CLI_DEFAULT_LADDER);
+    fprintf(stderr, ", \"store\": ");
+    cli_json_str(stderr, store_path);
+    if (remote) {
+        fprintf(stderr, ", \"remote\": ");
+        cli_json_str(stderr, sj_remote_url(remote));
+    }
+    fprintf(stderr, ", \"load_ms\": %.3f, \"ready_ms\": %.3f, \"run_ms\": %.3f, ", load_ms, ready_ms, run_ms);
+    cli_stats_members(stderr, e);
+    fprintf(stderr, "}\n");
+}
+
+/* Takes g: the engine owns it once opened. */
+static int run(const char *cmd, sj_ctx *ctx, sj_graph *g, const run_args *a, double load_ms) {
     int n_in = sj_graph_num_inputs(g), n_out = sj_graph_num_outputs(g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
-    sj_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
+    sj_named_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    sj_named_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
+    sj_tensor *files = calloc((size_t)n_in + 1, sizeof *files);
     const char **names = calloc((size_t)n_out + 1, sizeof *names);
-    int rc = in && out && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
+    int rc = in && out && files && names ? CLI_EXIT_OK : cli_fail(cmd, "out of memory");
     int64_t extent = a->rows;
     bool random = a->inputs.n == 0;
     if (rc == CLI_EXIT_OK && !random)
-        rc = file_inputs(cmd, ctx, g, a, in, &extent);
+        rc = file_inputs(cmd, ctx, g, a, files, &extent);
     else if (rc == CLI_EXIT_OK && extent <= 0 && inputs_use_symbol(g))
         rc = cli_usage_error(cmd, "the model's symbolic dim %s needs --rows N or --input files",
                              sj_graph_symbol(g));
     double t0 = cli_now_ms(), run_ms = 0;
-    cli_cache cc = {0};
-    cli_cache_args ca = {
-        .backend = a->backend, .ladder = a->ladder, .store = a->store, .remote = a->remote};
-    if (rc == CLI_EXIT_OK) rc = cli_cache_open(cmd, ctx, g, &ca, &cc);
+    sj_engine *e = NULL;
+    char store_path[4096];
+    cli_engine_args ea = {.backend = a->backend, .ladder = a->ladder, .store = a->store, .remote = a->remote};
+    if (rc == CLI_EXIT_OK)
+        rc = cli_engine_open(cmd, ctx, g, &ea, &e, store_path, sizeof store_path);
+    else
+        sj_graph_destroy(g);
     double ready_ms = cli_now_ms() - t0;
     /* Rows no bucket takes fail now, not after seconds of making random
-     * inputs for them (one-off compiles would take any size). */
-    if (rc == CLI_EXIT_OK && random && extent > 0 && !cc.backend.cfg.one_off_out_of_range) {
+     * inputs for them. */
+    if (rc == CLI_EXIT_OK && random && extent > 0) {
         int bucket;
-        sj_status st = sj_ladder_bucket_for(cc.ladder, extent, &bucket);
+        sj_status st = sj_ladder_bucket_for(sj_engine_ladder(e), extent, &bucket);
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
     if (rc == CLI_EXIT_OK && random)
-        rc = cli_random_inputs(cmd, ctx, g, extent > 0 ? extent : 1, (uint64_t)a->seed, in);
-    if (extent <= 0) extent = 1; /* no input carries the symbolic dim */
-    int64_t bucket_extent = 0;
+        rc = cli_random_inputs(cmd, ctx, sj_engine_graph(e), extent > 0 ? extent : 1, (uint64_t)a->seed, files);
+    sj_run_info info = {0};
     if (rc == CLI_EXIT_OK) {
-        /* Inputs are whole tensors at the request's extent (any axis may be
-         * the symbolic one); the executable pads them to the bucket. */
-        sj_cache_input *ci = calloc((size_t)n_in + 1, sizeof *ci);
-        if (!ci) rc = cli_fail(cmd, "out of memory");
-        for (int i = 0; ci && i < n_in; i++) {
+        for (int i = 0; i < n_in; i++) {
             sj_value_desc d;
-            sj_graph_input_desc(g, i, &d);
-            ci[i] = (sj_cache_input){.name = d.name, .data = in[i].data, .pad = false};
+            sj_engine_input(e, i, &d);
+            in[i] = (sj_named_tensor){d.name, files[i]};
         }
         double t1 = cli_now_ms();
-        sj_status st = ci ? sj_bucketed_cache_run_padded_mixed(cc.cache, extent, extent, ci, n_in,
-                                                               NULL, 0, out, n_out, &bucket_extent)
-                          : SJ_E_NOMEM;
+        sj_status st = sj_engine_run(e, in, n_in, out, n_out, &info);
         run_ms = cli_now_ms() - t1;
-        if (ci && st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
-        free(ci);
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
+    sj_tensor *results = rc == CLI_EXIT_OK ? calloc((size_t)n_out + 1, sizeof *results) : NULL;
+    if (rc == CLI_EXIT_OK && !results) rc = cli_fail(cmd, "out of memory");
     if (rc == CLI_EXIT_OK) {
         for (int i = 0; i < n_out; i++) {
-            sj_value_desc d;
-            sj_graph_output_desc(g, i, &d);
-            names[i] = d.name;
+            names[i] = out[i].name;
+            results[i] = out[i].tensor;
         }
-        rc = cli_write_outputs(cmd, ctx, a->out_dir, n_out, names, out);
+        rc = cli_write_outputs(cmd, ctx, a->out_dir, n_out, names, results);
     }
     if (rc == CLI_EXIT_OK) {
-        print_summary(g, a->out_dir, out);
-        if (a->stats) {
-            /* So remote_puts counts this run's publishing, not a queue. */
-            if (cc.remote) sj_remote_flush(cc.remote);
-            fprintf(stderr,
-                    "{\"backend\": \"%s\", \"extent\": %lld, \"bucket_extent\": %lld, \"ladder\": ",
-                    cc.backend.name, (long long)extent, (long long)bucket_extent);
-            cli_json_str(stderr, a->ladder ? a->ladder : CLI_DEFAULT_LADDER);
-            fprintf(stderr, ", \"store\": ");
-            cli_json_str(stderr, cc.store_path);
-            if (cc.remote) {
-                fprintf(stderr, ", \"remote\": ");
-                cli_json_str(stderr, sj_remote_url(cc.remote));
-            }
-            fprintf(stderr, ", \"load_ms\": %.3f, \"ready_ms\": %.3f, \"run_ms\": %.3f, ", load_ms,
-                    ready_ms, run_ms);
-            cli_stats_members(stderr, &cc);
-            fprintf(stderr, "}\n");
-        }
+        print_summary(sj_engine_graph(e), a->out_dir, results);
+        if (a->stats) print_stats(e, a, store_path, info.rows, info.bucket, load_ms, ready_ms, run_ms);
     }
-    cli_cache_close(&cc);
-    for (int i = 0; in && i < n_in; i++) sj_tensor_free(ctx, &in[i]);
-    for (int i = 0; out && i < n_out; i++) sj_tensor_free(ctx, &out[i]);
+    sj_engine_close(e);
+    for (int i = 0; files && i < n_in; i++) sj_tensor_free(ctx, &files[i]);
+    for (int i = 0; out && i < n_out; i++) sj_tensor_free(ctx, &out[i].tensor);
+    free(results);
     free(in);
     free(out);
+    free(files);
     free(names);
     return rc;
 }
@@ -303,8 +305,10 @@ int cli_cmd_run(int argc, char **argv) {
                              "--rows %lld: %s has no symbolic dim (declare one with "
                              "--dynamic-axis INPUT:AXIS)",
                              (long long)a.rows, pos[0]);
-    if (rc == CLI_EXIT_OK) rc = run(cmd, ctx, g, &a, cli_now_ms() - t0);
-    sj_graph_destroy(g);
+    if (rc == CLI_EXIT_OK)
+        rc = run(cmd, ctx, g, &a, cli_now_ms() - t0); /* takes g */
+    else
+        sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
     return rc;
 }

@@ -41,53 +41,20 @@ static const char usage[] =
 
 typedef struct serve_state {
     sj_ctx *ctx;
-    const sj_graph *g;
-    cli_cache cc;
+    sj_engine *e;
+    const sj_graph *g; /* the engine's */
+    const char *backend;
+    char store_path[4096];
     const cli_stream *stream;
     uint64_t seed;
-    sj_compiler inner;      /* the backend's table, wrapped to see compiles */
-    _Atomic bool *compiled; /* per bucket: compiled in this process */
     _Atomic size_t next;
     _Atomic bool failed;
     pthread_mutex_t mu; /* first error, first result */
     char error[512];
     double t0, first_result_ms;
     double *latency_ms;
-    bool *not_ready; /* the request found its bucket without an executable */
-    int *bucket;
+    sj_run_wait *wait; /* whether the request waited for its bucket, and why */
 } serve_state;
-
-static sj_status counted_compile(void *self, const sj_graph *g, int64_t extent, const void *options,
-                                 size_t options_len, void **artifact, size_t *len) {
-    serve_state *s = self;
-    int b = sj_ladder_find(s->cc.ladder, extent);
-    if (b >= 0) atomic_store(&s->compiled[b], true);
-    return s->inner.compile(s->inner.ctx, g, extent, options, options_len, artifact, len);
-}
-static sj_status counted_load(void *self, const sj_graph *g, int64_t extent, const void *a,
-                              size_t n, void **exe) {
-    serve_state *s = self;
-    return s->inner.load(s->inner.ctx, g, extent, a, n, exe);
-}
-static sj_status counted_run(void *self, void *exe, int64_t active, const sj_tensor *in,
-                             sj_tensor *out) {
-    serve_state *s = self;
-    return s->inner.run(s->inner.ctx, exe, active, in, out);
-}
-static void counted_destroy(void *self, void *exe) {
-    serve_state *s = self;
-    s->inner.destroy(s->inner.ctx, exe);
-}
-
-static void wrap(void *user, sj_compiler *comp) {
-    serve_state *s = user;
-    s->inner = *comp;
-    comp->ctx = s;
-    comp->compile = counted_compile;
-    comp->load = counted_load;
-    comp->run = counted_run;
-    comp->destroy = counted_destroy;
-}
 
 static void fail_request(serve_state *s, size_t i, const char *msg) {
     pthread_mutex_lock(&s->mu);
@@ -98,60 +65,55 @@ static void fail_request(serve_state *s, size_t i, const char *msg) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void serve_one(serve_state *s, size_t i, sj_tensor *in, sj_cache_input *ci, sj_tensor *out) {
+static void serve_one(serve_state *s, size_t i, sj_named_tensor *in, sj_tensor *t, sj_named_tensor *out) {
     int n_in = sj_graph_num_inputs(s->g), n_out = sj_graph_num_outputs(s->g);
     int64_t rows = s->stream->sizes[i];
-    memset(in, 0, (size_t)n_in * sizeof *in);
+    memset(t, 0, (size_t)n_in * sizeof *t);
     /* Inputs are made before the clock starts: latency is the server's. */
-    if (cli_random_inputs("serve", s->ctx, s->g, rows, s->seed + i, in) != CLI_EXIT_OK) {
+    if (cli_random_inputs("serve", s->ctx, s->g, rows, s->seed + i, t) != CLI_EXIT_OK) {
         fail_request(s, i, "cannot make inputs");
     } else {
         for (int k = 0; k < n_in; k++) {
             sj_value_desc d;
-            sj_graph_input_desc(s->g, k, &d);
-            ci[k] = (sj_cache_input){.name = d.name, .data = in[k].data, .pad = false};
+            sj_engine_input(s->e, k, &d);
+            in[k] = (sj_named_tensor){d.name, t[k]};
         }
-        int b = sj_bucketed_cache_bucket_for(s->cc.cache, rows);
-        int64_t lo, hi;
-        bool ready = false;
-        if (b >= 0) sj_bucketed_cache_bucket(s->cc.cache, b, &lo, &hi, &ready);
-        double t = cli_now_ms();
-        sj_status st = sj_bucketed_cache_run_padded_mixed(s->cc.cache, rows, rows, ci, n_in, NULL,
-                                                          0, out, n_out, NULL);
+        sj_run_info info = {0};
+        double start = cli_now_ms();
+        sj_status st = sj_engine_run(s->e, in, n_in, out, n_out, &info);
         double done = cli_now_ms();
-        s->latency_ms[i] = done - t;
-        s->not_ready[i] = !ready;
-        s->bucket[i] = b;
+        s->latency_ms[i] = done - start;
+        s->wait[i] = info.wait;
         if (st != SJ_OK) {
             fail_request(s, i, sj_ctx_last_error(s->ctx));
         } else {
             pthread_mutex_lock(&s->mu);
             if (s->first_result_ms < 0) s->first_result_ms = done - s->t0;
             pthread_mutex_unlock(&s->mu);
+            for (int k = 0; k < n_out; k++) sj_tensor_free(s->ctx, &out[k].tensor);
         }
-        for (int k = 0; k < n_out; k++) sj_tensor_free(s->ctx, &out[k]);
     }
-    for (int k = 0; k < n_in; k++) sj_tensor_free(s->ctx, &in[k]);
+    for (int k = 0; k < n_in; k++) sj_tensor_free(s->ctx, &t[k]);
 }
 
 static void *worker(void *arg) {
     serve_state *s = arg;
     int n_in = sj_graph_num_inputs(s->g), n_out = sj_graph_num_outputs(s->g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
-    sj_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
-    sj_cache_input *ci = calloc((size_t)n_in + 1, sizeof *ci);
+    sj_named_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    sj_tensor *t = calloc((size_t)n_in + 1, sizeof *t);
+    sj_named_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
     for (;;) {
         size_t i = atomic_fetch_add(&s->next, 1);
         if (i >= s->stream->n || atomic_load(&s->failed)) break;
-        if (!in || !out || !ci) {
+        if (!in || !out || !t) {
             fail_request(s, i, "out of memory");
             break;
         }
-        serve_one(s, i, in, ci, out);
+        serve_one(s, i, in, t, out);
     }
     free(in);
+    free(t);
     free(out);
-    free(ci);
     return NULL;
 }
 
@@ -175,15 +137,12 @@ static int summarise(serve_state *s, figures *f) {
     int64_t padded = 0, real = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t p, r;
-        if (sj_ladder_padding(s->cc.ladder, s->stream->sizes[i], 1, &p, &r) == SJ_OK) {
+        if (sj_ladder_padding(sj_engine_ladder(s->e), s->stream->sizes[i], 1, &p, &r) == SJ_OK) {
             padded += p;
             real += r;
         }
-        if (!s->not_ready[i]) continue;
-        if (s->bucket[i] >= 0 && atomic_load(&s->compiled[s->bucket[i]]))
-            f->compile_stalls++;
-        else
-            f->load_stalls++;
+        if (s->wait[i] == SJ_RUN_COMPILED) f->compile_stalls++;
+        if (s->wait[i] == SJ_RUN_LOADED) f->load_stalls++;
     }
     f->waste = real ? (double)padded / (double)real : 1;
     f->padded_share = padded ? (double)(padded - real) / (double)padded : 0;
@@ -192,13 +151,14 @@ static int summarise(serve_state *s, figures *f) {
 
 static void report(serve_state *s, const figures *f, const char *model, const char *source,
                    int workers, bool stats) {
-    sj_bucketed_cache_stats st;
-    sj_bucketed_cache_stats_get(s->cc.cache, &st);
+    sj_engine_stats st;
+    sj_engine_stats_get(s->e, &st);
     char spec[256];
-    sj_ladder_format(s->cc.ladder, spec, sizeof spec);
-    const char *store = s->cc.store_path[0] ? s->cc.store_path : "none";
+    sj_ladder_format(sj_engine_ladder(s->e), spec, sizeof spec);
+    const char *store = s->store_path[0] ? s->store_path : "none";
+    sj_remote *remote = sj_engine_remote(s->e);
     printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s\n", model,
-           s->stream->n, source, workers, s->cc.backend.name, spec);
+           s->stream->n, source, workers, s->backend, spec);
     printf("  store            %s\n", store);
     printf("  first result     %.1f ms after start\n", s->first_result_ms);
     printf("  latency          p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", f->p50,
@@ -208,17 +168,16 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            (unsigned long long)st.compiles, st.compile_ms, f->compile_stalls);
     printf("  store hits       %llu (requests that waited for a store load: %zu)\n",
            (unsigned long long)st.store_hits, f->load_stalls);
-    if (s->cc.remote) {
+    if (remote) {
         sj_remote_stats rs;
-        sj_remote_get_stats(s->cc.remote, &rs);
+        sj_remote_get_stats(remote, &rs);
         printf("  remote           %s: %llu hits, %llu misses, %llu errors, %llu timeouts, "
                "%llu rejected\n",
-               sj_remote_url(s->cc.remote), (unsigned long long)st.remote_hits,
+               sj_remote_url(remote), (unsigned long long)st.remote_hits,
                (unsigned long long)rs.misses, (unsigned long long)rs.errors,
                (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
     }
-    printf("  buckets used     %d of %d\n", sj_bucketed_cache_compiled_count(s->cc.cache),
-           sj_bucketed_cache_total_buckets(s->cc.cache));
+    printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
     printf(
         "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
         f->waste, 100.0 * f->padded_share);
@@ -227,9 +186,8 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     cli_json_str(stderr, model);
     fprintf(stderr, ", \"source\": ");
     cli_json_str(stderr, source);
-    fprintf(stderr, ", \"backend\": \"%s\", \"ladder\": \"%s\", \"store\": ", s->cc.backend.name,
-            spec);
-    cli_json_str(stderr, s->cc.store_path);
+    fprintf(stderr, ", \"backend\": \"%s\", \"ladder\": \"%s\", \"store\": ", s->backend, spec);
+    cli_json_str(stderr, s->store_path);
     fprintf(stderr,
             ", \"requests\": %zu, \"workers\": %d, \"wall_s\": %.6f, \"throughput_rps\": %.3f, "
             "\"first_result_ms\": %.3f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
@@ -237,22 +195,26 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
             "\"padding_waste\": %.4f, ",
             s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->p50, f->p90, f->p99,
             f->max, f->compile_stalls, f->load_stalls, f->waste);
-    cli_stats_members(stderr, &s->cc);
+    cli_stats_members(stderr, s->e);
     fprintf(stderr, "}\n");
 }
 
-static int serve(serve_state *s, const cli_cache_args *ca, int workers, const char *model,
+/* Takes g: the engine owns it once opened. */
+static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int workers, const char *model,
                  const char *source, bool stats) {
     size_t n = s->stream->n;
     s->latency_ms = calloc(n, sizeof *s->latency_ms);
-    s->not_ready = calloc(n, sizeof *s->not_ready);
-    s->bucket = calloc(n, sizeof *s->bucket);
-    if (!s->latency_ms || !s->not_ready || !s->bucket) return cli_fail("serve", "out of memory");
+    s->wait = calloc(n, sizeof *s->wait);
+    if (!s->latency_ms || !s->wait) {
+        sj_graph_destroy(g);
+        return cli_fail("serve", "out of memory");
+    }
     s->t0 = cli_now_ms();
     s->first_result_ms = -1;
-    int rc = cli_cache_open("serve", s->ctx, s->g, ca, &s->cc);
+    int rc = cli_engine_open("serve", s->ctx, g, ea, &s->e, s->store_path, sizeof s->store_path);
     if (rc != CLI_EXIT_OK) return rc;
-    int64_t top = sj_ladder_max(s->cc.ladder);
+    s->g = sj_engine_graph(s->e);
+    int64_t top = sj_ladder_max(sj_engine_ladder(s->e));
     if (s->stream->max > top) {
         for (size_t i = 0; i < n; i++)
             if (s->stream->sizes[i] > top) {
@@ -262,10 +224,6 @@ static int serve(serve_state *s, const cli_cache_args *ca, int workers, const ch
                 break;
             }
     }
-    s->compiled = rc == CLI_EXIT_OK
-        ? calloc((size_t)sj_ladder_count(s->cc.ladder), sizeof *s->compiled)
-        : NULL;
-    if (rc == CLI_EXIT_OK && !s->compiled) rc = cli_fail("serve", "out of memory");
     pthread_t threads[MAX_WORKERS];
     int started = 0;
     for (int i = 0; rc == CLI_EXIT_OK && i < workers; i++) {
@@ -281,7 +239,7 @@ static int serve(serve_state *s, const cli_cache_args *ca, int workers, const ch
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
     if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
     if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
-    cli_cache_close(&s->cc);
+    sj_engine_close(s->e);
     return rc;
 }
 
@@ -290,7 +248,7 @@ int cli_cmd_serve(int argc, char **argv) {
     const char *trace = NULL, *synthetic = NULL;
     int64_t workers = 2, requests = 0, seed = 0;
     bool stats = false;
-    cli_cache_args ca = {.backend.name = "host"};
+    cli_engine_args ca = {.backend.name = "host"};
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--trace", CLI_OPT_STRING, &trace},    {"--synthetic", CLI_OPT_STRING, &synthetic},
@@ -336,22 +294,19 @@ int cli_cmd_serve(int argc, char **argv) {
     if (rc == CLI_EXIT_OK && !s) rc = cli_fail(cmd, "out of memory");
     if (rc == CLI_EXIT_OK) {
         s->ctx = ctx;
-        s->g = g;
+        s->backend = ca.backend.name;
         s->stream = &stream;
         s->seed = (uint64_t)seed;
         pthread_mutex_init(&s->mu, NULL);
         ca.backend.devices = (int)workers;
-        ca.wrap = wrap;
-        ca.wrap_user = s;
-        rc = serve(s, &ca, (int)workers, pos[0], source, stats);
+        rc = serve(s, g, &ca, (int)workers, pos[0], source, stats); /* takes g */
         pthread_mutex_destroy(&s->mu);
         free(s->latency_ms);
-        free(s->not_ready);
-        free(s->bucket);
-        free(s->compiled);
+        free(s->wait);
         free(s);
+    } else {
+        sj_graph_destroy(g);
     }
-    sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
     cli_stream_free(&stream);
     return rc;

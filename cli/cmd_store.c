@@ -193,29 +193,24 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
     sj_graph *g = NULL;
     rc = cli_load_model(cmd, ctx, model, &a->model, &g);
     if (rc != CLI_EXIT_OK) return rc;
-    /* The key a run would look up is the one its compiler makes: the same
-     * table and canonical options as `run --backend B`. */
-    cli_backend b;
-    rc = cli_backend_open(cmd, ctx, &ba, &b);
-    if (rc != CLI_EXIT_OK) {
-        cli_backend_close(&b);
-        sj_graph_destroy(g);
-        return rc;
-    }
-    sj_ladder *l = NULL;
+    /* The key a run would look up is the one its engine makes: the same
+     * compiler and options as `run --backend B`. store_only: nothing is
+     * loaded, so explaining GPU rows needs no GPU. */
     char spec[64];
     int64_t p2 = 1;
     while (p2 < a->rows && p2 < SJ_MAX_EXTENT) p2 *= 2;
     snprintf(spec, sizeof spec, "pow2:1:%lld", (long long)p2);
-    sj_status st = sj_ladder_parse(ctx, a->ladder ? a->ladder : spec, &l);
-    int bucket = -1;
-    if (st == SJ_OK) st = sj_ladder_bucket_for(l, a->rows, &bucket);
+    cli_engine_args ea = {.backend = ba, .ladder = a->ladder ? a->ladder : spec, .store = "none",
+                          .remote.url = "none", .store_only = true};
+    sj_engine *e;
+    char no_store[8];
+    rc = cli_engine_open(cmd, ctx, g, &ea, &e, no_store, sizeof no_store);
+    if (rc != CLI_EXIT_OK) return rc;
+    sj_store_key key;
+    sj_status st = sj_engine_store_key(e, a->rows, &key);
     if (st != SJ_OK) {
         rc = cli_fail_status(cmd, ctx, st);
     } else {
-        sj_store_key key;
-        sj_bucketed_cache_key(g, &b.comp, b.cfg.options, b.cfg.options_len,
-                              sj_ladder_extent(l, bucket), &key);
         ls_state ls = {a->json, 0};
         if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
         st = sj_store_explain(s, &key, a->limit > 0 ? (int)a->limit : 3, explained, &ls);
@@ -223,9 +218,7 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
         else if (st == SJ_OK && ls.n == 0) printf("the store is empty: every bucket compiles\n");
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
-    sj_ladder_destroy(l);
-    cli_backend_close(&b);
-    sj_graph_destroy(g);
+    sj_engine_close(e);
     return rc;
 }
 

@@ -9,8 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A secret longer than this is a mistake (a wrong file), not a key. */
-#define SECRET_MAX 4096
 
 /* The secret in FILE, trailing newlines dropped: what `echo s3cret > FILE`
  * and `openssl rand -hex 32 > FILE` write. */
@@ -28,7 +26,7 @@ static int read_secret(const char *cmd, const char *path, char *buf, size_t cap)
     if (failed) return cli_fail(cmd, "--remote-secret-file %s: read error", path);
     if (n == cap)
         return cli_fail(cmd, "--remote-secret-file %s: longer than %d bytes: not a secret", path,
-                        SECRET_MAX);
+                        CLI_SECRET_MAX);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
     buf[n] = '\0';
     if (n == 0) return cli_fail(cmd, "--remote-secret-file %s: empty", path);
@@ -36,8 +34,9 @@ static int read_secret(const char *cmd, const char *path, char *buf, size_t cap)
     return CLI_EXIT_OK;
 }
 
-int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_remote **out) {
-    *out = NULL;
+int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **url_out, char *secret) {
+    *url_out = NULL;
+    secret[0] = '\0';
     const char *url = f->url;
     if (!url) url = getenv("SHAPEJIT_REMOTE");
     if (url && f->url && !url[0]) return cli_usage_error(cmd, "--remote needs a URL (or 'none')");
@@ -47,18 +46,26 @@ int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_
                                    f->secret_file ? "--remote-secret-file" : "--remote-read-only");
         return CLI_EXIT_OK;
     }
-    char secret[SECRET_MAX + 1] = "";
     int rc = CLI_EXIT_OK;
     if (f->secret_file) {
-        rc = read_secret(cmd, f->secret_file, secret, SECRET_MAX);
+        rc = read_secret(cmd, f->secret_file, secret, CLI_SECRET_MAX);
     } else {
         const char *env = getenv("SHAPEJIT_REMOTE_SECRET");
-        if (env && strlen(env) > SECRET_MAX)
-            rc = cli_fail(cmd, "$SHAPEJIT_REMOTE_SECRET is longer than %d bytes", SECRET_MAX);
+        if (env && strlen(env) > CLI_SECRET_MAX)
+            rc = cli_fail(cmd, "$SHAPEJIT_REMOTE_SECRET is longer than %d bytes", CLI_SECRET_MAX);
         else if (env)
-            snprintf(secret, sizeof secret, "%s", env);
+            snprintf(secret, CLI_SECRET_MAX + 1, "%s", env);
     }
-    if (rc == CLI_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) *url_out = url;
+    return rc;
+}
+
+int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_remote **out) {
+    *out = NULL;
+    const char *url;
+    char secret[CLI_SECRET_MAX + 1];
+    int rc = cli_remote_resolve(cmd, f, &url, secret);
+    if (rc == CLI_EXIT_OK && url) {
         sj_remote_config rc_cfg;
         sj_remote_config_init(&rc_cfg);
         rc_cfg.url = url;

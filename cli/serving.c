@@ -1,4 +1,5 @@
-/* Store, backend and cache setup shared by the serving commands. */
+/* Flags and environment into an engine, and the figures the serving
+ * commands share. */
 #include "cli/serving.h"
 #include "cli/request_stream.h"
 
@@ -7,24 +8,20 @@
 #include <string.h>
 
 int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap) {
-    int n;
-    const char *env;
     if (flag && !strcmp(flag, "none")) {
-        n = snprintf(buf, cap, "%s", "");
-    } else if (flag) {
-        if (!flag[0]) return cli_usage_error(cmd, "--store needs a path (or 'none')");
-        n = snprintf(buf, cap, "%s", flag);
-    } else if ((env = getenv("SHAPEJIT_STORE")) && env[0]) {
-        n = snprintf(buf, cap, "%s", env);
-    } else if ((env = getenv("XDG_CACHE_HOME")) && env[0]) {
-        n = snprintf(buf, cap, "%s/shapejit/store.db", env);
-    } else if ((env = getenv("HOME")) && env[0]) {
-        n = snprintf(buf, cap, "%s/.cache/shapejit/store.db", env);
-    } else {
-        return cli_fail(cmd,
-                        "no store path: set SHAPEJIT_STORE or HOME, or pass --store PATH|none");
+        buf[0] = '\0';
+        return CLI_EXIT_OK;
     }
-    if (n < 0 || (size_t)n >= cap) return cli_fail(cmd, "store path too long");
+    if (flag) {
+        if (!flag[0]) return cli_usage_error(cmd, "--store needs a path (or 'none')");
+        if ((size_t)snprintf(buf, cap, "%s", flag) >= cap) return cli_fail(cmd, "store path too long");
+        return CLI_EXIT_OK;
+    }
+    sj_status st = sj_engine_default_store_path(getenv("SHAPEJIT_STORE"), getenv("XDG_CACHE_HOME"),
+                                                getenv("HOME"), buf, cap);
+    if (st == SJ_E_NOT_FOUND)
+        return cli_fail(cmd, "no store path: set SHAPEJIT_STORE or HOME, or pass --store PATH|none");
+    if (st != SJ_OK) return cli_fail(cmd, "store path too long");
     return CLI_EXIT_OK;
 }
 
@@ -42,113 +39,60 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
     return CLI_EXIT_OK;
 }
 
-static int gpu_open(const char *cmd, sj_ctx *ctx, const cli_backend_args *a, cli_backend *b) {
-    sj_gpu_compiler_config gcfg;
-    sj_gpu_compiler_config_init(&gcfg);
-    bool nvrtc = a->emit && !strcmp(a->emit, "nvrtc");
-    gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
-    gcfg.options.arch = a->arch;
-    sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
-    if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-    sj_gpu_compiler_table(b->gpu, &b->comp);
-    sj_gpu_compiler_cache_config(b->gpu, &b->cfg);
-    snprintf(b->target, sizeof b->target, "%s %s", nvrtc ? "nvrtc" : "nvptx",
-             sj_gpu_compiler_arch(b->gpu));
-    return CLI_EXIT_OK;
-}
-
-int cli_backend_open(const char *cmd, sj_ctx *ctx, const cli_backend_args *a, cli_backend *b) {
-    memset(b, 0, sizeof *b);
-    int rc = cli_backend_check(cmd, a);
-    if (rc != CLI_EXIT_OK) return rc;
-    b->name = a->name ? a->name : "host";
-    snprintf(b->target, sizeof b->target, "%s", b->name);
-    sj_bucketed_cache_config_init(&b->cfg);
-    if (!strcmp(b->name, "interp")) {
-        sj_interp_compiler(&b->comp);
-        return CLI_EXIT_OK;
-    }
-    if (!strcmp(b->name, "cuda")) return gpu_open(cmd, ctx, a, b);
-    sj_host_compiler_config hcfg;
-    sj_host_compiler_config_init(&hcfg);
-    hcfg.devices = a->devices > 0 ? a->devices : 1;
-    sj_status st = sj_host_compiler_create(ctx, &hcfg, &b->host);
-    if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-    sj_host_compiler_table(b->host, &b->comp);
-    sj_host_compiler_cache_config(b->host, &b->cfg);
-    return CLI_EXIT_OK;
-}
-
-void cli_backend_close(cli_backend *b) {
-    sj_host_compiler_destroy(b->host);
-    sj_gpu_compiler_destroy(b->gpu);
-    b->host = NULL;
-    b->gpu = NULL;
-}
-
-static int store_open(const char *cmd, sj_ctx *ctx, const char *flag, cli_cache *c) {
-    int rc = cli_store_path(cmd, flag, c->store_path, sizeof c->store_path);
-    if (rc != CLI_EXIT_OK || !c->store_path[0]) return rc;
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = c->store_path;
-    /* Only the default may quietly degrade: a path the user named must work. */
-    sc.fallback_to_memory = flag == NULL;
-    sj_status st = sj_store_open(ctx, &sc, &c->store);
-    /* the library's message names the store already */
-    if (st != SJ_OK)
-        return cli_fail(cmd, "%s; --store none runs without one", sj_ctx_last_error(ctx));
-    if (!sj_store_persistent(c->store))
-        fprintf(stderr, "shapejit %s: warning: store %s not usable (%s); nothing will persist\n",
-                cmd, c->store_path, sj_store_warning(c->store));
-    return CLI_EXIT_OK;
-}
-
-void cli_cache_close(cli_cache *c) {
-    sj_bucketed_cache_destroy(c->cache);
-    /* Publishes the compiles still queued before the process goes. */
-    sj_remote_destroy(c->remote);
-    cli_backend_close(&c->backend);
-    sj_store_close(c->store);
-    sj_ladder_destroy(c->ladder);
-    memset(c, 0, sizeof *c);
-}
-
-int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_cache_args *a,
-                   cli_cache *out) {
-    memset(out, 0, sizeof *out);
-    out->ctx = ctx;
+int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *a, sj_engine **out,
+                    char *store_path, size_t cap) {
+    *out = NULL;
+    store_path[0] = '\0';
     const char *spec = a->ladder ? a->ladder : CLI_DEFAULT_LADDER;
-    sj_status st = sj_ladder_parse(ctx, spec, &out->ladder);
-    int rc =
-        st == SJ_OK ? CLI_EXIT_OK : cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
-    if (rc == CLI_EXIT_OK)
-        rc = cli_backend_open(cmd, ctx, &a->backend, &out->backend);
-    /* A server without its GPU fails here, before a compile is spent. */
-    if (rc == CLI_EXIT_OK && out->backend.gpu && !a->store_only) {
-        sj_device *dev;
-        sj_status dst = sj_gpu_compiler_device(out->backend.gpu, &dev);
-        if (dst != SJ_OK)
-            rc = cli_fail(cmd, "--backend cuda needs a GPU (%s): %s", sj_status_str(dst),
-                          sj_ctx_last_error(ctx));
+    /* A bad spec is a usage error (exit 2), told before anything opens. */
+    sj_ladder *l;
+    int rc = CLI_EXIT_OK;
+    if (sj_ladder_parse(ctx, spec, &l) != SJ_OK)
+        rc = cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
+    else
+        sj_ladder_destroy(l);
+    if (rc == CLI_EXIT_OK) rc = cli_backend_check(cmd, &a->backend);
+    if (rc == CLI_EXIT_OK) rc = cli_store_path(cmd, a->store, store_path, cap);
+    const char *url = NULL;
+    char secret[CLI_SECRET_MAX + 1] = "";
+    if (rc == CLI_EXIT_OK) rc = cli_remote_resolve(cmd, &a->remote, &url, secret);
+    if (rc != CLI_EXIT_OK) {
+        sj_graph_destroy(g);
+        return rc;
     }
-    if (rc == CLI_EXIT_OK) rc = store_open(cmd, ctx, a->store, out);
-    if (rc == CLI_EXIT_OK) rc = cli_remote_open(cmd, ctx, &a->remote, &out->remote);
-    out->backend.cfg.remote = out->remote;
-    if (rc == CLI_EXIT_OK && a->wrap) a->wrap(a->wrap_user, &out->backend.comp);
-    if (rc == CLI_EXIT_OK) {
-        st = sj_bucketed_cache_create(g, out->ladder, &out->backend.comp, out->store,
-                                      &out->backend.cfg, &out->cache);
-        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = spec;
+    cfg.store_path = store_path[0] ? store_path : NULL;
+    /* Only the default may quietly degrade: a path the user named must work. */
+    cfg.store_fallback_to_memory = a->store == NULL;
+    cfg.backend = a->backend.name;
+    cfg.gpu_emit = a->backend.emit;
+    cfg.arch = a->backend.arch;
+    cfg.workers = a->backend.devices;
+    cfg.remote_url = url;
+    cfg.remote_secret = secret;
+    cfg.remote_secret_len = strlen(secret);
+    cfg.remote_read_only = url && a->remote.read_only;
+    cfg.store_only = a->store_only;
+    sj_status st = sj_engine_open_graph(ctx, g, &cfg, out);
+    memset(secret, 0, sizeof secret);
+    __asm__ __volatile__("" : : "r"(secret) : "memory");
+    if (st != SJ_OK) {
+        /* The engine's message names the component and its value. */
+        if (strstr(sj_ctx_last_error(ctx), "engine: store"))
+            return cli_fail(cmd, "%s; --store none runs without one", sj_ctx_last_error(ctx));
+        if (strstr(sj_ctx_last_error(ctx), "engine: remote"))
+            return cli_fail(cmd, "--remote: %s", sj_ctx_last_error(ctx));
+        return cli_fail_status(cmd, ctx, st);
     }
-    if (rc != CLI_EXIT_OK) cli_cache_close(out);
-    return rc;
+    if (sj_engine_warning(*out)[0]) fprintf(stderr, "shapejit %s: warning: %s\n", cmd, sj_engine_warning(*out));
+    return CLI_EXIT_OK;
 }
 
-void cli_stats_members(FILE *f, const cli_cache *cc) {
-    const sj_bucketed_cache *c = cc->cache;
-    sj_bucketed_cache_stats s;
-    sj_bucketed_cache_stats_get(c, &s);
+void cli_stats_members(FILE *f, sj_engine *e) {
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
     fprintf(
         f,
         "\"memory_hits\": %llu, \"store_hits\": %llu, \"remote_hits\": %llu, \"compiles\": %llu, "
@@ -157,11 +101,10 @@ void cli_stats_members(FILE *f, const cli_cache *cc) {
         (unsigned long long)s.memory_hits, (unsigned long long)s.store_hits,
         (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
-        (unsigned long long)s.store_errors, (unsigned long long)s.one_offs,
-        sj_bucketed_cache_compiled_count(c), sj_bucketed_cache_total_buckets(c));
-    if (cc->remote) {
+        (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
+    if (sj_engine_remote(e)) {
         fputs(", ", f);
-        cli_remote_stats_members(f, cc->remote);
+        cli_remote_stats_members(f, sj_engine_remote(e));
     }
 }
 

@@ -1,6 +1,6 @@
-/* What run, precompile, serve and bench share: the store's default path
- * (CLI.md: the CLI maps environment variables into configuration, the
- * library reads none), a backend by name, a bucketed cache over both, the
+/* What run, precompile, serve and bench share: flags and the environment
+ * mapped into an engine's configuration (docs/cli.md: the CLI maps
+ * environment variables into configuration, the library reads none), the
  * --stats JSON, seeded random inputs and a percentile helper. */
 #ifndef SJ_CLI_SERVING_H
 #define SJ_CLI_SERVING_H
@@ -8,10 +8,8 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "shapejit/backends.h"
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/engine.h"
 #include "shapejit/remote.h"
-#include "shapejit/store.h"
 
 #define CLI_BACKENDS "host|interp|cuda"
 #define CLI_DEFAULT_LADDER "pow2:1:65536"
@@ -46,24 +44,18 @@ typedef struct cli_remote_flags {
     "                     values carry a MAC, and a value without a valid one is never loaded\n"  \
     "  --remote-read-only fetch from the tier, never publish to it\n"
 
+/* The URL and secret the flags (and the environment) name: *url NULL when
+ * there is no tier; secret gets the secret ("" for none, NUL-terminated,
+ * at most CLI_SECRET_MAX bytes; the caller wipes it). Returns a CLI exit
+ * status, the message printed. */
+#define CLI_SECRET_MAX 4096
+int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **url, char *secret);
 /* Creates the tier the flags (and the environment) name; *out stays NULL
  * when there is none. Returns a CLI exit status, the message printed. */
 int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_remote **out);
 /* The tier's counters as JSON members (no braces), each prefixed "remote_":
  * "remote_misses": 0, ... (remote_hits is the cache's own counter). */
 void cli_remote_stats_members(FILE *f, const sj_remote *r);
-
-/* A backend's compiler: the interpreter, the host (LLVM, this CPU; `devices`
- * host devices, one per worker lets different buckets run at once) or cuda
- * (NVPTX or NVRTC code for one arch, run on GPU 0). */
-typedef struct cli_backend {
-    const char *name;
-    char target[32];        /* what precompile and messages call it: host, nvptx sm_90, ... */
-    sj_host_compiler *host; /* the host backend's, else NULL */
-    sj_gpu_compiler *gpu;   /* the cuda backend's, else NULL */
-    sj_compiler comp;
-    sj_bucketed_cache_config cfg;
-} cli_backend;
 
 /* Which backend, and how it compiles. */
 typedef struct cli_backend_args {
@@ -75,51 +67,30 @@ typedef struct cli_backend_args {
 
 /* Checks the names in a (usage errors, exit 2) without making anything. */
 int cli_backend_check(const char *cmd, const cli_backend_args *a);
-/* The backend a names: its compiler table and the cache config its keys
- * are made with. No device is needed (cuda makes its GPU at the first
- * load). Returns a CLI exit status, the message printed; cli_backend_close
- * frees it (also after a failure). */
-int cli_backend_open(const char *cmd, sj_ctx *ctx, const cli_backend_args *a, cli_backend *b);
-void cli_backend_close(cli_backend *b);
 
-/* Everything a command needs to push requests through one cache. */
-typedef struct cli_cache {
-    sj_ctx *ctx;
-    sj_ladder *ladder;
-    sj_store *store;       /* NULL with --store none */
-    sj_remote *remote;     /* the fleet tier, or NULL */
-    char store_path[4096]; /* "" with --store none */
-    cli_backend backend;
-    sj_bucketed_cache *cache;
-} cli_cache;
-
-typedef struct cli_cache_args {
+/* The flags every engine command shares, mapped (with the environment)
+ * into an sj_engine_config by cli_engine_open. */
+typedef struct cli_engine_args {
     cli_backend_args backend;
     const char *ladder; /* a SPEC; NULL = CLI_DEFAULT_LADDER */
     const char *store;  /* --store as given (NULL = default) */
     cli_remote_flags remote;
     /* Precompile for other machines: nothing will be loaded, so a GPU
-     * backend needs no GPU. Otherwise cuda makes its device at open and a
-     * machine without one fails there, before any compile. */
+     * backend needs no GPU. */
     bool store_only;
-    /* Called with the backend's table before the cache is made, so a command
-     * can put a wrapper around it (NULL: none). */
-    void (*wrap)(void *user, sj_compiler *comp);
-    void *wrap_user;
-} cli_cache_args;
+} cli_engine_args;
 
-/* Opens store, ladder, compiler and cache for g (borrowed; it must outlive
- * the cache). Returns a CLI exit status, the message printed; on failure
- * everything opened is closed again. A default store that cannot be opened
- * falls back to memory with a warning; a --store PATH that cannot is an
- * error. */
-int cli_cache_open(const char *cmd, sj_ctx *ctx, const sj_graph *g, const cli_cache_args *a,
-                   cli_cache *out);
-void cli_cache_close(cli_cache *c);
+/* An engine over g (taken, also on failure) configured by a and the
+ * environment; store_path (cap bytes) gets the store used, "" for none. A
+ * default store that cannot be opened falls back to memory with a warning;
+ * a --store PATH that cannot is an error. Returns a CLI exit status, the
+ * message printed. */
+int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *a, sj_engine **out,
+                    char *store_path, size_t cap);
 
-/* The cache's counters as JSON members (no braces): "memory_hits": 1, ...,
+/* The engine's counters as JSON members (no braces): "memory_hits": 1, ...,
  * and the fleet tier's (remote_misses, remote_errors, ...) when it has one. */
-void cli_stats_members(FILE *f, const cli_cache *c);
+void cli_stats_members(FILE *f, sj_engine *e);
 
 /* Seeded uniform values in [-1, 1) for every input at `extent`; input i
  * uses seed + i. in[] has one tensor per graph input; freed by the caller

@@ -1,110 +1,48 @@
-/* Embedding the bucketed cache in a request loop.
+/* Embedding shapejit in a request loop.
  *
- *   example_request_loop MODEL STORE
+ *   example_request_loop MODEL STORE      (MODEL: examples/models/ffn.sjg)
  *
- * A server receives requests of any size N (tokens, rows, ...). Compiling
- * one executable per N would compile forever; one executable for the
- * largest N would waste work on every small request. The cache splits N
- * into buckets (here powers of two up to 256), compiles a bucket the first
- * time a request lands in it, keeps it in memory and in the store, and runs
- * every later request of that bucket straight away, padding it to the
- * bucket's extent and slicing the padding off the result.
+ * A server receives requests of any size N (tokens, rows, ...). The engine
+ * splits N into buckets (powers of two up to 256), compiles a bucket the
+ * first time a request lands in it, keeps it in memory and in the store, and
+ * runs every later request of that bucket straight away; results have N rows.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
-#include "shapejit/backends.h"
-#include "shapejit/bucketed_cache.h"
-#include "shapejit/model.h"
-#include "shapejit/store.h"
-
-#define INNER 64 /* the model's x is [N, 64] */
-
-static int fail(sj_ctx *ctx, const char *what) {
-    fprintf(stderr, "request_loop: %s: %s\n", what, sj_ctx_last_error(ctx));
-    return 1;
-}
+#include "shapejit/engine.h"
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s MODEL STORE  (MODEL: examples/models/ffn.sjg)\n", argv[0]);
-        return 2;
-    }
+    if (argc != 3) return fprintf(stderr, "usage: %s MODEL STORE\n", argv[0]), 2;
     sj_ctx *ctx;
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return 1;
-    int rc = 1;
-    sj_graph *g = NULL;
-    sj_ladder *ladder = NULL;
-    sj_store *store = NULL;
-    sj_host_compiler *hc = NULL;
-    sj_bucketed_cache *cache = NULL;
-
-    /* Once, at start-up: the model, the ladder, the store, the compiler. */
-    sj_store_config scfg;
-    sj_store_config_init(&scfg);
-    scfg.path = argv[2];
-    sj_compiler comp;
-    sj_bucketed_cache_config cfg;
-    sj_bucketed_cache_config_init(&cfg);
-    if (sj_model_load(ctx, argv[1], NULL, &g) != SJ_OK) {
-        rc = fail(ctx, argv[1]);
-        goto out;
-    }
-    if (sj_ladder_parse(ctx, "pow2:1:256", &ladder) != SJ_OK) {
-        rc = fail(ctx, "ladder");
-        goto out;
-    }
-    if (sj_store_open(ctx, &scfg, &store) != SJ_OK) {
-        rc = fail(ctx, "store");
-        goto out;
-    }
-    if (sj_host_compiler_create(ctx, NULL, &hc) != SJ_OK) {
-        rc = fail(ctx, "host compiler");
-        goto out;
-    }
-    sj_host_compiler_table(hc, &comp);
-    sj_host_compiler_cache_config(hc, &cfg);
-    if (sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &cache) != SJ_OK) {
-        rc = fail(ctx, "cache");
-        goto out;
-    }
-
-    /* The loop: each request is N rows of 64 floats. */
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = "pow2:1:256";
+    cfg.store_path = argv[2];
+    sj_engine *e;
+    int rc = sj_engine_open(ctx, argv[1], &cfg, &e) == SJ_OK ? 0 : 1;
+    static float x[256 * 64]; /* the model's x is [N, 64] */
+    for (int i = 0; i < 256 * 64; i++) x[i] = (float)(i % 13) / 13.0f - 0.5f;
     static const int64_t sizes[] = {3, 17, 5, 120, 9, 33, 2, 250, 17, 64, 1, 31, 100, 7};
-    float *x = malloc(256 * INNER * sizeof *x);
-    if (!x) goto out;
-    for (int i = 0; i < 256 * INNER; i++) x[i] = (float)(i % 13) / 13.0f - 0.5f;
-    for (size_t r = 0; r < sizeof sizes / sizeof sizes[0]; r++) {
-        int64_t n = sizes[r], extent, inner = INNER;
-        sj_cache_input in = {.name = "x", .data = x, .inner = INNER, .pad = true};
-        sj_tensor y;
-        /* key = n picks the bucket; actual rows = n; y comes back [n, 64]. */
-        if (sj_bucketed_cache_run_padded(cache, n, n, &in, 1, &inner, 1, &y, 1, &extent) != SJ_OK) {
-            free(x);
-            rc = fail(ctx, "request");
-            goto out;
-        }
-        printf("request %2zu: N = %3lld ran in bucket %3lld -> y [%lld, %lld], y[0][0] = %.5f\n",
-               r + 1, (long long)n, (long long)extent, (long long)y.dims[0], (long long)y.dims[1],
-               y.data[0]);
-        sj_tensor_free(ctx, &y);
+    for (size_t r = 0; rc == 0 && r < sizeof sizes / sizeof sizes[0]; r++) {
+        sj_named_tensor in = {"x", {.rank = 2, .dims = {sizes[r], 64}, .data = x}}, out = {0};
+        sj_run_info info;
+        rc = sj_engine_run(e, &in, 1, &out, 1, &info) == SJ_OK ? 0 : 1;
+        if (rc == 0)
+            printf("request %2zu: N = %3lld ran in bucket %3lld -> %s [%lld, %lld], first %.5f\n", r + 1,
+                   (long long)info.rows, (long long)info.bucket, out.name, (long long)out.tensor.dims[0],
+                   (long long)out.tensor.dims[1], out.tensor.data[0]);
+        sj_tensor_free(ctx, &out.tensor);
     }
-    free(x);
-
-    sj_bucketed_cache_stats s;
-    sj_bucketed_cache_stats_get(cache, &s);
-    printf("%d of %d buckets used: %llu compiled, %llu loaded from the store, %llu memory hits\n",
-           sj_bucketed_cache_compiled_count(cache), sj_bucketed_cache_total_buckets(cache),
-           (unsigned long long)s.compiles, (unsigned long long)s.store_hits,
-           (unsigned long long)s.memory_hits);
-    rc = 0;
-out:
-    /* The cache first: it holds executables from the compiler and borrows the rest. */
-    sj_bucketed_cache_destroy(cache);
-    sj_host_compiler_destroy(hc);
-    sj_store_close(store);
-    sj_ladder_destroy(ladder);
-    sj_graph_destroy(g);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    if (rc == 0)
+        printf("%d of %d buckets used: %llu compiled, %llu loaded from the store, %llu memory hits\n",
+               s.buckets_ready, s.buckets, (unsigned long long)s.compiles, (unsigned long long)s.store_hits,
+               (unsigned long long)s.memory_hits);
+    else
+        fprintf(stderr, "request_loop: %s\n", sj_ctx_last_error(ctx));
+    sj_engine_close(e);
     sj_ctx_destroy(ctx);
     return rc;
 }

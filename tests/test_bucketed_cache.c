@@ -36,8 +36,7 @@ typedef struct counting_compiler {
     int delay_ms;        /* widens the window in which other threads pile up */
 } counting_compiler;
 
-static sj_status cc_compile(void *self, const sj_graph *g, int64_t extent, const void *o, size_t ol,
-                            void **art, size_t *len) {
+static sj_status cc_compile(void *self, const sj_graph *g, int64_t extent, void **art, size_t *len) {
     counting_compiler *cc = self;
     if (cc->delay_ms) {
         struct timespec ts = {0, cc->delay_ms * 1000000L};
@@ -47,7 +46,7 @@ static sj_status cc_compile(void *self, const sj_graph *g, int64_t extent, const
         return sj_fail(sj_graph_ctx(g), SJ_E_COMPILE, "test compiler: refusing extent %lld", (long long)extent);
     atomic_fetch_add(&cc->total, 1);
     if (extent <= MAX_EXTENT_COUNTED) atomic_fetch_add(&cc->compiles[extent], 1);
-    return cc->inner.compile(cc->inner.ctx, g, extent, o, ol, art, len);
+    return cc->inner.compile(cc->inner.ctx, g, extent, art, len);
 }
 static sj_status cc_load(void *self, const sj_graph *g, int64_t extent, const void *a, size_t n, void **exe) {
     counting_compiler *cc = self;

@@ -176,14 +176,11 @@ static void test_gpu_precompile_without_device(void **state) {
     assert_int_equal(sj_gpu_compiler_create(ctx, NULL, &gc), SJ_OK);
     sj_compiler comp;
     sj_gpu_compiler_table(gc, &comp);
-    sj_bucketed_cache_config cfg;
-    sj_bucketed_cache_config_init(&cfg);
-    sj_gpu_compiler_cache_config(gc, &cfg);
     sj_ladder *l;
     assert_int_equal(sj_ladder_parse(ctx, "list:8,32", &l), SJ_OK);
     sj_store *s = open_store();
     sj_bucketed_cache *c;
-    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, &cfg, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
     assert_int_equal(sj_bucketed_cache_precompile_stored(c, 2, NULL, NULL), SJ_OK);
     sj_bucketed_cache_stats st;
     sj_bucketed_cache_stats_get(c, &st);
@@ -197,7 +194,7 @@ static void test_gpu_precompile_without_device(void **state) {
 
     sj_device *dev;
     bool have_gpu = sj_gpu_compiler_device(gc, &dev) == SJ_OK;
-    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, &cfg, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
     int64_t extent;
     void *exe;
     sj_status run = sj_bucketed_cache_get_or_compile(c, 20, &extent, &exe);

@@ -988,9 +988,8 @@ typedef struct counting_compiler {
     int compiles;
 } counting_compiler;
 
-static sj_status cc_compile(void *p, const sj_graph *g, int64_t extent, const void *options,
-                            size_t options_len, void **artifact, size_t *len) {
-    (void)g, (void)options, (void)options_len;
+static sj_status cc_compile(void *p, const sj_graph *g, int64_t extent, void **artifact, size_t *len) {
+    (void)g;
     counting_compiler *cc = p;
     uint8_t *a = sj_alloc(cc->ctx, ARTIFACT_BYTES);
     if (!a) return SJ_E_NOMEM;

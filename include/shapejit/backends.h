@@ -7,12 +7,9 @@
  *   sj_host_compiler *hc;
  *   if (sj_host_compiler_create(ctx, &hcfg, &hc) != SJ_OK) return 1;
  *   sj_compiler comp;
- *   sj_host_compiler_table(hc, &comp);
- *   sj_bucketed_cache_config cfg;
- *   sj_bucketed_cache_config_init(&cfg);
- *   sj_host_compiler_cache_config(hc, &cfg);             // the compile options go into the key
+ *   sj_host_compiler_table(hc, &comp);                   // carries the options for the key
  *   sj_bucketed_cache *c;
- *   sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &c);
+ *   sj_bucketed_cache_create(g, ladder, &comp, store, NULL, &c);
  *   ...                                                  // get_or_compile, run_padded
  *   sj_bucketed_cache_destroy(c);
  *   sj_host_compiler_destroy(hc);                        // after every cache that uses it
@@ -62,11 +59,10 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
                                   sj_host_compiler **out);
 void sj_host_compiler_destroy(sj_host_compiler *hc); /* NULL is a no-op */
 
-/* The compiler table; its strings and ctx are owned by hc. */
+/* The compiler table; its strings, options and ctx are owned by hc. Its
+ * options are the canonical form of hc's compile options, so two option
+ * sets never share a key. */
 void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out);
-/* Sets cfg->options to the compiler's canonical options (borrowed from hc):
- * compile refuses any other bytes, so two option sets never share a key. */
-void sj_host_compiler_cache_config(const sj_host_compiler *hc, sj_bucketed_cache_config *cfg);
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc);
 sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
@@ -81,8 +77,7 @@ sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
  *   if (sj_gpu_compiler_create(ctx, &gcfg, &gc) != SJ_OK) return 1;  // no GPU needed
  *   sj_compiler comp;
  *   sj_gpu_compiler_table(gc, &comp);
- *   sj_gpu_compiler_cache_config(gc, &cfg);
- *   sj_bucketed_cache_create(g, ladder, &comp, store, &cfg, &c);
+ *   sj_bucketed_cache_create(g, ladder, &comp, store, NULL, &c);
  *   sj_bucketed_cache_precompile_stored(c, 4, NULL, NULL); // a CPU build machine: bytes only
  *   ...
  *   sj_gpu_compiler_destroy(gc);                         // after every cache that uses it
@@ -119,10 +114,8 @@ sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
                                  sj_gpu_compiler **out);
 void sj_gpu_compiler_destroy(sj_gpu_compiler *gc); /* NULL is a no-op */
 
-/* The compiler table; its strings and ctx are owned by gc. */
+/* The compiler table; its strings, options and ctx are owned by gc. */
 void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out);
-/* Sets cfg->options to the compiler's canonical options (borrowed from gc). */
-void sj_gpu_compiler_cache_config(const sj_gpu_compiler *gc, sj_bucketed_cache_config *cfg);
 /* The arch compiled for, spelled "sm_90". */
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc);
 

@@ -1,7 +1,7 @@
 /* shapejit/bucketed_cache.h — compile once per bucket, run any size.
  *
  *   sj_ladder *l;  sj_ladder_pow2(ctx, 8, 256, &l);       // [1,8] [9,16] ... [129,256]
- *   sj_compiler comp = my_host_compiler(...);             // compile / load / run / destroy
+ *   sj_compiler comp = my_host_compiler(...);             // options, compile / load / run / destroy
  *   sj_bucketed_cache *c;
  *   if (sj_bucketed_cache_create(g, l, &comp, store, NULL, &c) != SJ_OK) ...;
  *   int64_t extent; void *exe;
@@ -12,8 +12,9 @@
  *   sj_tensor_free(ctx, &out[0]);                         // [17, ...]: rows past 17 never leak
  *   sj_bucketed_cache_destroy(c);
  *
- * The cache is a (graph, ladder, compiler, options) tuple; another set of
- * options is another cache, possibly over the same store. For a key, it
+ * The cache is a (graph, ladder, compiler) tuple; the compiler carries its
+ * own compile options, so another set of options is another compiler and
+ * another cache, possibly over the same store. For a key, it
  * finds the bucket (binary search over the ladder), and returns the bucket's
  * executable: from memory (an acquire load, no lock, no allocation), else
  * from the store (get, then load), else compiled (compile, put, load).
@@ -27,11 +28,13 @@
  *
  * Ownership: the cache borrows the graph, the ladder, the store (may be
  * NULL: nothing persists) and the compiler's ctx; they must outlive it. It
- * owns the executables (destroyed with the cache) and a copy of the options.
+ * owns the executables (destroyed with the cache) and a copy of the
+ * compiler's options.
  */
 #ifndef SHAPEJIT_BUCKETED_CACHE_H
 #define SHAPEJIT_BUCKETED_CACHE_H
 
+#include "shapejit/engine.h"
 #include "shapejit/ladder.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
@@ -42,16 +45,22 @@ extern "C" {
 #endif
 
 /* How a graph becomes something runnable: policy the cache does not know.
- * The target and toolchain strings are part of the store key. */
+ * The target and toolchain strings and the options are part of the store
+ * key. */
 typedef struct sj_compiler {
     void *ctx;
     const char *target_triple, *target_cpu, *target_features; /* see sj_store_key */
     uint32_t artifact_version;
     const char *compiler_version;
+    /* The canonical form of the options compile uses (opaque bytes, hashed
+     * into the key; borrowed like the strings). They are the compiler's own,
+     * so a cache can never key code by options it was not compiled with. */
+    const void *options;
+    size_t options_len;
     /* Compiles g at `extent` into artifact bytes allocated with sj_alloc on
      * the graph's context (the cache frees them). */
-    sj_status (*compile)(void *ctx, const sj_graph *g, int64_t extent, const void *options,
-                         size_t options_len, void **artifact, size_t *artifact_len);
+    sj_status (*compile)(void *ctx, const sj_graph *g, int64_t extent, void **artifact,
+                         size_t *artifact_len);
     /* Makes an executable of artifact bytes compiled (now or in another
      * process) for g at extent; uploads params. Bytes it cannot use
      * (malformed, other target) are an error, and the cache recompiles. */
@@ -72,9 +81,6 @@ typedef struct sj_compiler {
 void sj_interp_compiler(sj_compiler *out);
 
 typedef struct sj_bucketed_cache_config {
-    /* Canonical compile options (opaque bytes, hashed into the key). */
-    const void *options;
-    size_t options_len;
     /* A key outside every bucket compiles a one-off executable at exactly
      * that extent (kept, and stored, for later calls) instead of failing
      * with SJ_E_OUT_OF_RANGE. */
@@ -96,11 +102,10 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
                                    sj_bucketed_cache **out);
 void sj_bucketed_cache_destroy(sj_bucketed_cache *c);
 
-/* The store key a cache over (g, comp, options) uses for `extent`: what
- * `shapejit store explain` compares stored rows with. Strings borrowed from
- * comp; options may be NULL when options_len is 0. */
-void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, const void *options,
-                           size_t options_len, int64_t extent, sj_store_key *out);
+/* The store key a cache over (g, comp) uses for `extent`: what `shapejit
+ * store explain` compares stored rows with. Strings borrowed from comp. */
+void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t extent,
+                           sj_store_key *out);
 
 /* The bucket extent holding key and its executable (owned by the cache).
  * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). */
@@ -172,6 +177,14 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
 } sj_bucketed_cache_stats;
 void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
+
+/* The cache inside an engine (borrowed, closed with it): for tools that
+ * measure or drive its buckets directly, below sj_engine_run. */
+sj_bucketed_cache *sj_engine_cache(sj_engine *e);
+/* The store key the bucket holding size n is kept under (strings borrowed
+ * from the engine): what `shapejit store explain` compares stored rows
+ * with. SJ_E_OUT_OF_RANGE when no bucket holds n. */
+sj_status sj_engine_store_key(const sj_engine *e, int64_t n, sj_store_key *out);
 
 #ifdef __cplusplus
 }

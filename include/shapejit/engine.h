@@ -32,7 +32,9 @@
 
 #include "shapejit/common.h"
 #include "shapejit/graph.h"
+#include "shapejit/ladder.h"
 #include "shapejit/model.h"
+#include "shapejit/remote.h"
 #include "shapejit/tensor.h"
 
 #ifdef __cplusplus
@@ -72,6 +74,11 @@ typedef struct sj_engine_config {
     /* Precompile for other machines: the compiler loads nothing, so a cuda
      * engine needs no GPU; sj_engine_run is then SJ_E_STATE. */
     bool store_only;
+    /* A store file that cannot be used (not a database, read-only, no
+     * directory) is replaced by an in-memory store instead of failing the
+     * open; sj_engine_warning says why. For a default path the user never
+     * named; a path they named should fail loudly (false, the default). */
+    bool store_fallback_to_memory;
 } sj_engine_config;
 
 void sj_engine_config_init(sj_engine_config *cfg);
@@ -102,10 +109,18 @@ typedef struct sj_named_tensor {
     sj_tensor tensor;
 } sj_named_tensor;
 
+/* Whether a run found its bucket ready or waited for it (a stall). */
+typedef enum sj_run_wait {
+    SJ_RUN_READY = 0, /* the executable was in memory */
+    SJ_RUN_LOADED,    /* waited while it was loaded from the store or remote tier */
+    SJ_RUN_COMPILED   /* waited while it was compiled in this process */
+} sj_run_wait;
+
 /* What one run did (optional). */
 typedef struct sj_run_info {
     int64_t rows;   /* the request's size along the dynamic dim */
     int64_t bucket; /* the extent of the bucket it ran in */
+    sj_run_wait wait;
 } sj_run_info;
 
 /* Runs one request. inputs: every model input once, in any order, by name,
@@ -143,8 +158,21 @@ typedef struct sj_engine_stats {
     uint64_t memory_hits, store_hits, remote_hits, compiles, corrupt, store_errors, one_offs;
     double compile_ms;
     int buckets, buckets_ready;
+    uint64_t evictions; /* rows the store evicted to stay under its size bound */
 } sj_engine_stats;
 void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
+
+/* What the engine compiles for, as messages name it: "host", "interp",
+ * "nvptx sm_90", "nvrtc sm_80". */
+const char *sj_engine_target(const sj_engine *e);
+/* The buckets (borrowed): padding figures, the spec with sj_ladder_format. */
+const sj_ladder *sj_engine_ladder(const sj_engine *e);
+/* The fleet tier (borrowed; NULL without one): its counters, its URL, and
+ * sj_remote_flush to publish what is queued before a deploy step ends. */
+sj_remote *sj_engine_remote(sj_engine *e);
+/* Why the store fell back to memory (store_fallback_to_memory); "" when it
+ * did not. */
+const char *sj_engine_warning(const sj_engine *e);
 
 #ifdef __cplusplus
 }

@@ -17,16 +17,20 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     size_t len;
     bool uses_blas;
     SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &uses_blas));
-    char *triple = NULL, *cpu = NULL, *features = NULL;
+    char *triple = NULL, *cpu = NULL, *features = NULL, *checked = NULL;
     sj_status st = sj_llvm_host_info(ctx, &triple, &cpu, &features);
+    /* The artifact records the features the code was built with, implied
+     * ones included, so the load-time check asks the host for all of them. */
+    if (st == SJ_OK && o->features) st = sj_llvm_host_features(ctx, o->features, &checked);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->triple, triple);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, o->cpu ? o->cpu : cpu);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, o->features ? o->features : features);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, checked ? checked : features);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, uses_blas ? "cblas_sgemm" : "");
     if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
     sj_free(ctx, triple);
     sj_free(ctx, cpu);
     sj_free(ctx, features);
+    sj_free(ctx, checked);
     sj_free(ctx, obj);
     return st;
 }

@@ -27,6 +27,14 @@ bool sj_llvm_init(void);
 /* The host's triple, CPU name and feature string, each allocated with sj_alloc. */
 sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features);
 
+/* A user's host feature string ("+avx2,-fma") checked against the features
+ * the linked LLVM knows, with the features LLVM needs implied added
+ * (+evex512 beside AVX-512 ones): *out, sj_alloc'ed, is what LLVM, the
+ * artifact and the store key get. SJ_E_INVALID_ARG names a bad item. */
+sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out);
+/* SJ_E_INVALID_ARG unless the linked LLVM knows cpu for this host. */
+sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu);
+
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
  * module m. vector_floats: the target's vector register width in floats.
  * *uses_blas is set when some kernel calls cblas_sgemm. */

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 
@@ -26,7 +27,17 @@ static void copy_llvm_message(char *dst, size_t cap, char *msg) {
     LLVMDisposeMessage(msg);
 }
 
+/* LLVM ends the process after a fatal error whatever a handler does; the
+ * options LLVM is known to abort on are refused before they reach it
+ * (host_target.c), so this is for what remains: say that the exit is
+ * LLVM's, inside shapejit, and why, rather than a bare "LLVM ERROR". */
+static void report_llvm_fatal(const char *reason) {
+    fprintf(stderr, "shapejit: LLVM fatal error (the process exits): %s\n", reason);
+    fflush(stderr);
+}
+
 static void llvm_init_once(void) {
+    LLVMInstallFatalErrorHandler(report_llvm_fatal);
     llvm_native_ok = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();

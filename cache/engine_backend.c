@@ -1,0 +1,93 @@
+/* The engine's compiler, by name: the interpreter, the host (LLVM, this
+ * CPU) or cuda (NVPTX or NVRTC code for one arch). The compile options
+ * live inside the compiler table, so the cache is keyed by the options the
+ * code is compiled with and nothing else. */
+#include "engine_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ENGINE_MAX_WORKERS 256
+
+static bool one_of(const char *s, const char *a, const char *b) { return !strcmp(s, a) || !strcmp(s, b); }
+
+/* Names first: a typo is reported before anything is made. */
+static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const char *name) {
+    if (strcmp(name, "host") != 0 && strcmp(name, "interp") != 0 && strcmp(name, "cuda") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: backend '%s' is not host, interp or cuda", name);
+    bool cuda = !strcmp(name, "cuda");
+    if ((cfg->gpu_emit || cfg->arch) && !cuda)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: %s '%s' is for backend cuda, not %s",
+                       cfg->gpu_emit ? "gpu_emit" : "arch", cfg->gpu_emit ? cfg->gpu_emit : cfg->arch, name);
+    if (cfg->gpu_emit && !one_of(cfg->gpu_emit, "llvm", "nvrtc"))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: gpu_emit '%s' is not llvm or nvrtc", cfg->gpu_emit);
+    if (cfg->arch && !one_of(cfg->arch, "sm_80", "sm_90"))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: arch '%s' is not sm_80 or sm_90", cfg->arch);
+    if (cfg->cpu && strcmp(name, "host") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s", cfg->cpu, name);
+    if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: workers %d outside 0..%d", cfg->workers,
+                       ENGINE_MAX_WORKERS);
+    /* The host kernels run on the calling thread; more would be a promise
+     * this build does not keep. */
+    if (cfg->threads < 0 || cfg->threads > 1)
+        return sj_fail(ctx, cfg->threads < 0 ? SJ_E_INVALID_ARG : SJ_E_UNSUPPORTED,
+                       "engine: threads %d: kernels run on one thread per run (0 or 1)", cfg->threads);
+    return SJ_OK;
+}
+
+static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *b) {
+    sj_gpu_compiler_config gcfg;
+    sj_gpu_compiler_config_init(&gcfg);
+    bool nvrtc = cfg->gpu_emit && !strcmp(cfg->gpu_emit, "nvrtc");
+    gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
+    gcfg.options.arch = cfg->arch;
+    sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
+    if (st != SJ_OK) {
+        sj_error_prefix(ctx, "engine: backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
+        return st;
+    }
+    sj_gpu_compiler_table(b->gpu, &b->comp);
+    snprintf(b->target, sizeof b->target, "%s %s", nvrtc ? "nvrtc" : "nvptx", sj_gpu_compiler_arch(b->gpu));
+    /* A server without its GPU fails here, before a compile is spent; a
+     * build machine filling a store for a fleet needs none. */
+    if (!cfg->store_only) {
+        sj_device *dev;
+        st = sj_gpu_compiler_device(b->gpu, &dev);
+        if (st != SJ_OK) sj_error_prefix(ctx, "engine: backend cuda needs a GPU (%s)", sj_status_str(st));
+    }
+    return st;
+}
+
+sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *b) {
+    memset(b, 0, sizeof *b);
+    const char *name = cfg->backend ? cfg->backend : "host";
+    SJ_TRY(check_names(ctx, cfg, name));
+    snprintf(b->target, sizeof b->target, "%s", name);
+    if (!strcmp(name, "interp")) {
+        sj_interp_compiler(&b->comp);
+        return SJ_OK;
+    }
+    sj_status st;
+    if (!strcmp(name, "cuda")) {
+        st = gpu_open(ctx, cfg, b);
+    } else {
+        sj_host_compiler_config hcfg;
+        sj_host_compiler_config_init(&hcfg);
+        hcfg.devices = cfg->workers > 0 ? cfg->workers : 1;
+        hcfg.options.cpu = cfg->cpu;
+        st = sj_host_compiler_create(ctx, &hcfg, &b->host);
+        if (st == SJ_OK)
+            sj_host_compiler_table(b->host, &b->comp);
+        else
+            sj_error_prefix(ctx, "engine: backend host");
+    }
+    if (st != SJ_OK) sj_engine_backend_close(b);
+    return st;
+}
+
+void sj_engine_backend_close(sj_engine_backend *b) {
+    sj_host_compiler_destroy(b->host);
+    sj_gpu_compiler_destroy(b->gpu);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,417 @@
+/* sj_engine: open / run / precompile / close on every backend this build
+ * runs (interp, host), a warm start from the store, one error naming the
+ * component and value for each bad open (with nothing left allocated),
+ * named-input checks on run, outputs with and without the symbolic dim,
+ * and several threads running one engine at once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include "shapejit/engine.h"
+
+#include "tests/test_util.h"
+
+#define INNER 8
+#define OUTS 4
+
+static alloc_counter counter;
+static sj_ctx *ctx;
+static char dir[256];
+static float w[INNER * OUTS];
+
+/* y = x @ w + 1   [N, OUTS]   (has the symbolic dim)
+ * s = sum over N of x   [INNER]   (does not)
+ * two inputs x [N, INNER] and m [N, INNER]: z = x * m [N, INNER]. */
+static sj_graph *make_graph(void) {
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    int64_t xd[] = {SJ_DIM_SYM, INNER}, wd[] = {INNER, OUTS}, od[] = {1};
+    float one = 1.0f;
+    int axis0 = 0;
+    sj_value x, m, wv, c, xw, y, s, z;
+    assert_int_equal(sj_graph_input(g, "x", 2, xd, &x), SJ_OK);
+    assert_int_equal(sj_graph_input(g, "m", 2, xd, &m), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "w", 2, wd, w, &wv), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "one", 1, od, &one, &c), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, x, wv, &xw), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, xw, c, &y), SJ_OK);
+    assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, x, 1, &axis0, false, &s), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, x, m, &z), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(g, s, "s"), SJ_OK);
+    assert_int_equal(sj_graph_output(g, z, "z"), SJ_OK);
+    return g;
+}
+
+static sj_engine *open_engine(const char *backend, const char *store, const char *ladder) {
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.backend = backend;
+    cfg.store_path = store;
+    cfg.ladder = ladder;
+    sj_engine *e = NULL;
+    sj_status st = sj_engine_open_graph(ctx, make_graph(), &cfg, &e);
+    if (st != SJ_OK) fail_msg("open %s: %s", backend, sj_ctx_last_error(ctx));
+    return e;
+}
+
+static float xval(int64_t r, int k, unsigned seed) { return (float)((r * 7 + k * 3 + seed) % 11) / 11.0f - 0.5f; }
+static float mval(int64_t r, int k) { return (float)((r + k) % 5) / 4.0f; }
+
+/* Runs N rows (seeded) and checks every output against plain loops. */
+static void run_and_check(sj_engine *e, int64_t n, unsigned seed) {
+    float *x = malloc((size_t)n * INNER * sizeof *x), *m = malloc((size_t)n * INNER * sizeof *m);
+    assert_non_null(x);
+    assert_non_null(m);
+    for (int64_t r = 0; r < n; r++)
+        for (int k = 0; k < INNER; k++) {
+            x[r * INNER + k] = xval(r, k, seed);
+            m[r * INNER + k] = mval(r, k);
+        }
+    /* In another order than the model's: inputs go by name. */
+    sj_named_tensor in[2] = {{"m", {.rank = 2, .dims = {n, INNER}, .data = m}},
+                             {"x", {.rank = 2, .dims = {n, INNER}, .data = x}}};
+    sj_named_tensor out[3];
+    sj_run_info info;
+    sj_status st = sj_engine_run(e, in, 2, out, 3, &info);
+    if (st != SJ_OK) fail_msg("run N=%lld: %s", (long long)n, sj_ctx_last_error(ctx));
+    assert_int_equal(info.rows, n);
+    assert_true(info.bucket >= n);
+    assert_string_equal(out[0].name, "y");
+    assert_string_equal(out[1].name, "s");
+    assert_string_equal(out[2].name, "z");
+    assert_int_equal(out[0].tensor.rank, 2);
+    assert_int_equal(out[0].tensor.dims[0], n);
+    assert_int_equal(out[0].tensor.dims[1], OUTS);
+    assert_int_equal(out[1].tensor.rank, 1);
+    assert_int_equal(out[1].tensor.dims[0], INNER);
+    assert_int_equal(out[2].tensor.dims[0], n);
+    for (int64_t r = 0; r < n; r++)
+        for (int j = 0; j < OUTS; j++) {
+            double want = 1.0;
+            for (int k = 0; k < INNER; k++) want += (double)x[r * INNER + k] * w[k * OUTS + j];
+            assert_true(fabs(out[0].tensor.data[r * OUTS + j] - want) < 1e-4);
+        }
+    for (int k = 0; k < INNER; k++) {
+        double want = 0; /* the padding rows never count */
+        for (int64_t r = 0; r < n; r++) want += x[r * INNER + k];
+        assert_true(fabs(out[1].tensor.data[k] - want) < 1e-4);
+    }
+    for (int64_t i = 0; i < n * INNER; i++) assert_true(fabs(out[2].tensor.data[i] - x[i] * m[i]) < 1e-6);
+    for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &out[i].tensor);
+    free(x);
+    free(m);
+}
+
+static void test_backends_run(void **state) {
+    (void)state;
+    static const char *const backends[] = {"interp", "host"};
+    for (int b = 0; b < 2; b++) {
+        sj_engine *e = open_engine(backends[b], NULL, "pow2:1:64");
+        assert_string_equal(sj_engine_target(e), backends[b]);
+        assert_int_equal(sj_engine_num_inputs(e), 2);
+        assert_int_equal(sj_engine_num_outputs(e), 3);
+        sj_value_desc d;
+        assert_int_equal(sj_engine_input(e, 1, &d), SJ_OK);
+        assert_string_equal(d.name, "m");
+        assert_int_equal(d.shape.dims[0], SJ_DIM_SYM);
+        assert_int_equal(sj_engine_output(e, 1, &d), SJ_OK);
+        assert_string_equal(d.name, "s");
+        assert_int_equal(sj_engine_output(e, 3, &d), SJ_E_OUT_OF_RANGE);
+        assert_int_equal(sj_engine_num_buckets(e), 7);
+        static const int64_t sizes[] = {1, 5, 17, 64, 5};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) run_and_check(e, sizes[i], (unsigned)i);
+        sj_engine_stats s;
+        sj_engine_stats_get(e, &s);
+        assert_int_equal(s.runs, 5);
+        assert_int_equal(s.compiles, 4); /* buckets 1, 8, 32, 64; the second 5 is a hit */
+        assert_int_equal(s.buckets_ready, 4);
+        int64_t lo, hi;
+        bool ready;
+        assert_int_equal(sj_engine_bucket(e, 3, &lo, &hi, &ready), SJ_OK);
+        assert_int_equal(lo, 5);
+        assert_int_equal(hi, 8);
+        assert_true(ready);
+        sj_engine_close(e);
+    }
+}
+
+/* The second engine over the same store compiles nothing. */
+static void test_warm_start(void **state) {
+    (void)state;
+    char store[512];
+    snprintf(store, sizeof store, "%s/warm.db", dir);
+    sj_engine *cold = open_engine("host", store, "list:4,16,64");
+    assert_int_equal(sj_engine_precompile(cold, 2, NULL, NULL), SJ_OK);
+    sj_engine_stats s;
+    sj_engine_stats_get(cold, &s);
+    assert_int_equal(s.compiles, 3);
+    sj_engine_close(cold);
+
+    sj_engine *warm = open_engine("host", store, "list:4,16,64");
+    sj_named_tensor in[2];
+    float x[10 * INNER] = {0}, m[10 * INNER] = {0};
+    in[0] = (sj_named_tensor){"x", {.rank = 2, .dims = {10, INNER}, .data = x}};
+    in[1] = (sj_named_tensor){"m", {.rank = 2, .dims = {10, INNER}, .data = m}};
+    sj_named_tensor out[3];
+    sj_run_info info;
+    assert_int_equal(sj_engine_run(warm, in, 2, out, 3, &info), SJ_OK);
+    assert_int_equal(info.wait, SJ_RUN_LOADED); /* waited for a store load, not a compile */
+    for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &out[i].tensor);
+    assert_int_equal(sj_engine_precompile(warm, 1, NULL, NULL), SJ_OK);
+    run_and_check(warm, 3, 1);
+    sj_engine_stats_get(warm, &s);
+    assert_int_equal(s.compiles, 0);
+    assert_int_equal(s.store_hits, 3);
+    assert_int_equal(s.buckets_ready, 3);
+    sj_engine_close(warm);
+
+    /* A store_only engine fills the store, loads nothing and refuses runs. */
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = "list:4,16,64,128";
+    cfg.store_path = store;
+    cfg.store_only = true;
+    sj_engine *so;
+    assert_int_equal(sj_engine_open_graph(ctx, make_graph(), &cfg, &so), SJ_OK);
+    assert_int_equal(sj_engine_precompile(so, 2, NULL, NULL), SJ_OK);
+    sj_engine_stats_get(so, &s);
+    assert_int_equal(s.compiles, 1);
+    assert_int_equal(s.store_hits, 3);
+    assert_int_equal(s.buckets_ready, 0);
+    assert_int_equal(sj_engine_run(so, in, 2, out, 3, NULL), SJ_E_STATE);
+    assert_error_contains(ctx, "store_only");
+    sj_engine_close(so);
+}
+
+/* Each bad open: one error naming the component and the value, no handle,
+ * and every byte it allocated freed again. */
+static void expect_open_fails(const sj_engine_config *cfg, const char *model, const char *component,
+                              const char *value) {
+    long live = atomic_load(&counter.live);
+    sj_engine *e = (sj_engine *)&e; /* must come back NULL */
+    sj_status st = model ? sj_engine_open(ctx, model, cfg, &e) : sj_engine_open_graph(ctx, make_graph(), cfg, &e);
+    assert_int_not_equal(st, SJ_OK);
+    assert_null(e);
+    assert_error_contains(ctx, component);
+    assert_error_contains(ctx, value);
+    assert_int_equal(atomic_load(&counter.live), live);
+}
+
+static void test_bad_open(void **state) {
+    (void)state;
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = "pow3:1:64";
+    expect_open_fails(&cfg, NULL, "ladder", "pow3:1:64");
+
+    sj_engine_config_init(&cfg);
+    cfg.backend = "tpu";
+    expect_open_fails(&cfg, NULL, "backend", "tpu");
+
+    sj_engine_config_init(&cfg);
+    cfg.backend = "host";
+    cfg.arch = "sm_70";
+    expect_open_fails(&cfg, NULL, "arch", "sm_70");
+
+    /* A store under a regular file cannot be made. */
+    char file[512], store[600];
+    snprintf(file, sizeof file, "%s/plain_file", dir);
+    write_text_file(file, "not a directory\n");
+    snprintf(store, sizeof store, "%s/store.db", file);
+    sj_engine_config_init(&cfg);
+    cfg.store_path = store;
+    cfg.backend = "interp";
+    expect_open_fails(&cfg, NULL, "store", store);
+
+    sj_engine_config_init(&cfg);
+    cfg.remote_url = "http://not-redis";
+    cfg.backend = "interp";
+    expect_open_fails(&cfg, NULL, "remote", "http");
+
+    sj_engine_config_init(&cfg);
+    char model[600];
+    snprintf(model, sizeof model, "%s/absent.sjg", dir);
+    expect_open_fails(&cfg, model, "model", "absent.sjg");
+    expect_open_fails(NULL, model, "model", "absent.sjg");
+
+    /* The fallback a default store path may take: an in-memory store. */
+    sj_engine_config_init(&cfg);
+    cfg.store_path = store;
+    cfg.backend = "interp";
+    cfg.store_fallback_to_memory = true;
+    sj_engine *e;
+    assert_int_equal(sj_engine_open_graph(ctx, make_graph(), &cfg, &e), SJ_OK);
+    assert_non_null(strstr(sj_engine_warning(e), store));
+    run_and_check(e, 2, 0);
+    sj_engine_close(e);
+}
+
+static void test_open_from_file(void **state) {
+    (void)state;
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.backend = "interp";
+    cfg.ladder = "pow2:1:64";
+    sj_engine *e;
+    assert_int_equal(sj_engine_open(ctx, SJ_SOURCE_DIR "/examples/models/ffn.sjg", &cfg, &e), SJ_OK);
+    assert_int_equal(sj_engine_num_inputs(e), 1);
+    sj_value_desc d;
+    assert_int_equal(sj_engine_input(e, 0, &d), SJ_OK);
+    float *x = calloc(3 * (size_t)d.shape.dims[1], sizeof *x);
+    sj_named_tensor in = {d.name, {.rank = 2, .dims = {3, d.shape.dims[1]}, .data = x}}, out = {0};
+    assert_int_equal(sj_engine_run(e, &in, 1, &out, 1, NULL), SJ_OK);
+    assert_int_equal(out.tensor.dims[0], 3);
+    sj_tensor_free(ctx, &out.tensor);
+    free(x);
+    sj_engine_close(e);
+}
+
+/* Wrong names, dtypes and shapes: the status, a message naming the input,
+ * and no output touched. */
+static void expect_run_fails(sj_engine *e, sj_named_tensor *in, int n_in, int n_out, sj_status want,
+                             const char *needle, const char *needle2) {
+    sj_named_tensor out[3] = {{NULL, {0}}, {NULL, {0}}, {NULL, {0}}};
+    long live = atomic_load(&counter.live);
+    assert_int_equal(sj_engine_run(e, in, n_in, out, n_out, NULL), want);
+    assert_error_contains(ctx, needle);
+    if (needle2) assert_error_contains(ctx, needle2);
+    for (int i = 0; i < 3; i++) assert_null(out[i].tensor.data);
+    assert_int_equal(atomic_load(&counter.live), live);
+}
+
+static void test_run_checks(void **state) {
+    (void)state;
+    sj_engine *e = open_engine("interp", NULL, "pow2:1:64");
+    float x[100 * INNER] = {0}, m[100 * INNER] = {0};
+    int64_t i64[5 * INNER] = {0};
+    sj_named_tensor in[3];
+    in[0] = (sj_named_tensor){"x", {.rank = 2, .dims = {5, INNER}, .data = x}};
+    in[1] = (sj_named_tensor){"q", {.rank = 2, .dims = {5, INNER}, .data = m}};
+    expect_run_fails(e, in, 2, 3, SJ_E_INVALID_ARG, "no input 'q'", "its inputs: x, m");
+
+    in[1] = (sj_named_tensor){"x", {.rank = 2, .dims = {5, INNER}, .data = m}};
+    expect_run_fails(e, in, 2, 3, SJ_E_INVALID_ARG, "input 'x' given twice", NULL);
+    expect_run_fails(e, in, 1, 3, SJ_E_INVALID_ARG, "input 'm' not given", NULL);
+
+    in[1] = (sj_named_tensor){"m", {.rank = 2, .dims = {5, INNER}, .i64 = i64, .dtype = SJ_I64}};
+    expect_run_fails(e, in, 2, 3, SJ_E_INVALID_ARG, "input 'm' is int64", "float32");
+
+    in[1] = (sj_named_tensor){"m", {.rank = 2, .dims = {5, INNER + 1}, .data = m}};
+    expect_run_fails(e, in, 2, 3, SJ_E_SHAPE, "input 'm' has shape [5, 9]", "[N, 8]");
+    in[1] = (sj_named_tensor){"m", {.rank = 1, .dims = {5}, .data = m}};
+    expect_run_fails(e, in, 2, 3, SJ_E_SHAPE, "input 'm' has shape [5]", NULL);
+    /* Both carry N: they must agree. */
+    in[1] = (sj_named_tensor){"m", {.rank = 2, .dims = {4, INNER}, .data = m}};
+    expect_run_fails(e, in, 2, 3, SJ_E_SHAPE, "so N = 4, but input 'x' sets N = 5", NULL);
+    in[1] = (sj_named_tensor){"m", {.rank = 2, .dims = {5, INNER}, .data = NULL}};
+    expect_run_fails(e, in, 2, 3, SJ_E_INVALID_ARG, "input 'm' has no data", NULL);
+    in[1] = (sj_named_tensor){"m", {.rank = 2, .dims = {5, INNER}, .data = m}};
+    expect_run_fails(e, in, 2, 2, SJ_E_INVALID_ARG, "room for 2 outputs", NULL);
+    /* N outside every bucket. */
+    in[0].tensor.dims[0] = in[1].tensor.dims[0] = 100;
+    expect_run_fails(e, in, 2, 3, SJ_E_OUT_OF_RANGE, "N = 100", NULL);
+
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.runs, 0);
+    assert_int_equal(s.run_failures, 10);
+    assert_int_equal(s.compiles, 0); /* nothing compiled for a bad request */
+    sj_engine_close(e);
+}
+
+typedef struct runner {
+    sj_engine *e;
+    int id;
+} runner;
+
+static void *run_many(void *arg) {
+    runner *r = arg;
+    for (int i = 0; i < 40; i++) run_and_check(r->e, 1 + (r->id * 13 + i * 7) % 60, (unsigned)(r->id + i));
+    return NULL;
+}
+
+/* Threads share one engine: the first requests of a bucket race for one
+ * compile, later ones run side by side. */
+static void test_threads(void **state) {
+    (void)state;
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = "pow2:1:64";
+    cfg.workers = 2;
+    sj_engine *e;
+    assert_int_equal(sj_engine_open_graph(ctx, make_graph(), &cfg, &e), SJ_OK);
+    enum { THREADS = 4 };
+    pthread_t t[THREADS];
+    runner r[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        r[i] = (runner){e, i};
+        assert_int_equal(pthread_create(&t[i], NULL, run_many, &r[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.runs, THREADS * 40);
+    assert_int_equal(s.run_failures, 0);
+    assert_int_equal(s.compiles, (uint64_t)s.buckets_ready); /* one compile per bucket used */
+    sj_engine_close(e);
+}
+
+static void test_default_store_path(void **state) {
+    (void)state;
+    char out[64];
+    assert_int_equal(sj_engine_default_store_path("/s.db", "/xdg", "/home/u", out, sizeof out), SJ_OK);
+    assert_string_equal(out, "/s.db");
+    assert_int_equal(sj_engine_default_store_path("", "/xdg", "/home/u", out, sizeof out), SJ_OK);
+    assert_string_equal(out, "/xdg/shapejit/store.db");
+    assert_int_equal(sj_engine_default_store_path(NULL, "", "/home/u", out, sizeof out), SJ_OK);
+    assert_string_equal(out, "/home/u/.cache/shapejit/store.db");
+    assert_int_equal(sj_engine_default_store_path(NULL, NULL, "", out, sizeof out), SJ_E_NOT_FOUND);
+    assert_int_equal(sj_engine_default_store_path(NULL, NULL, "/home/u", out, 10), SJ_E_INVALID_ARG);
+    assert_string_equal(out, "");
+}
+
+/* The graph is the engine's also when the open fails; a NULL engine is
+ * a no-op to close, and cfg NULL means the defaults (host, no store). */
+static void test_ownership(void **state) {
+    (void)state;
+    long live = atomic_load(&counter.live);
+    sj_engine_close(NULL);
+    sj_engine *e;
+    assert_int_equal(sj_engine_open_graph(ctx, make_graph(), NULL, &e), SJ_OK);
+    assert_string_equal(sj_engine_target(e), "host");
+    assert_string_equal(sj_engine_warning(e), "");
+    assert_null(sj_engine_remote(e));
+    run_and_check(e, 7, 3);
+    sj_engine_close(e);
+    assert_int_equal(atomic_load(&counter.live), live);
+}
+
+static int setup(void **state) {
+    (void)state;
+    for (int i = 0; i < INNER * OUTS; i++) w[i] = (float)((i * 5) % 9) / 9.0f - 0.4f;
+    ctx = ctx_with_counter(&counter);
+    return ctx && scratch_dir_create(dir, sizeof dir, "engine") ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    remove_tree(dir);
+    sj_ctx_destroy(ctx);
+    return atomic_load(&counter.live) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backends_run), cmocka_unit_test(test_warm_start),
+        cmocka_unit_test(test_bad_open),     cmocka_unit_test(test_open_from_file),
+        cmocka_unit_test(test_run_checks),   cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_default_store_path), cmocka_unit_test(test_ownership),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
