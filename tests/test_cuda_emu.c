@@ -218,6 +218,8 @@ static void test_models_and_random_graphs(void **state) {
     int n = 0;
     for (int i = 0; i < GG_N_MODELS; i++) add_case(f, c, &n, i, 2, 20, true);
     for (int i = 0; i < GG_N_MODELS; i += 2) add_case(f, c, &n, i, 3, 1, true);
+    /* the layout models (last two) unfused too: slices copied, not views */
+    for (int i = GG_N_MODELS - 2; i < GG_N_MODELS; i++) add_case(f, c, &n, i, 5, 16, false);
     for (int i = 0; i < N_RANDOM; i++)
         add_case(f, c, &n, GG_N_MODELS + i, 9, 1 + (int64_t)(i * 5 % 17), i % 3 != 2);
     run_cases(f, c, n);

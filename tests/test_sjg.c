@@ -90,6 +90,12 @@ static const char all_ops[] =
     "  u3 = exp(x)\n  u4 = log(u2)\n  u5 = sqrt(u2)\n  u6 = rsqrt(u2)\n  u7 = reciprocal(u3)\n"
     "  u8 = tanh(x)\n  u9 = sigmoid(x)\n  u10 = relu(x)\n  u11 = leaky_relu(x, alpha=0.2)\n"
     "  u12 = gelu(x)\n  u13 = silu(x)\n  u14 = erf(x)\n"
+    "  v1 = sin(x)\n  v2 = cos(x)\n  v3 = tan(x)\n  v4 = asin(x)\n  v5 = acos(x)\n"
+    "  v6 = atan(x)\n  v7 = sinh(x)\n  v8 = cosh(x)\n  v9 = asinh(x)\n  v10 = acosh(u3)\n"
+    "  v11 = atanh(x)\n  v12 = floor(x)\n  v13 = ceil(x)\n  v14 = round(x)\n  v15 = sign(x)\n"
+    "  l1 = slice(x, start=[-1, 3], start_n=[1, 0], step=[-1, -1], shape=[N, 2])\n"
+    "  l2 = concat(x, l1, axis=-1)\n  l3 = expand(c, shape=[N, 3])\n"
+    "  l4 = trilu(x, k=1, upper=false)\n"
     "  b1 = add(x, y)\n  b2 = sub(x, s)\n  b3 = mul(x, 2.5)\n  b4 = div(x, y)\n"
     "  b5 = pow(u2, 2)\n  b6 = max(x, y)\n  b7 = min(x, -1e-3)\n"
     "  r1 = reduce_sum(x, axes=[1], keepdims=true)\n"
@@ -113,6 +119,9 @@ static const char all_ops[] =
     "  output r1\n output r2\n output r3\n output m1\n output g1\n output g2\n output sm\n"
     "  output ls\n output ln\n output ln2\n output ln3\n output tr\n output tr2\n output rs\n"
     "  output nested\n"
+    "  output v1\n output v2\n output v3\n output v4\n output v5\n output v6\n output v7\n"
+    "  output v8\n output v9\n output v10\n output v11\n output v12\n output v13\n"
+    "  output v14\n output v15\n output l2\n output l3\n output l4\n"
     "  output \"renamed out\" = add(b1, 1)\n"
     "}\n";
 
@@ -163,7 +172,7 @@ static void test_every_op_parses(void **state) {
 
     assert_string_equal(sj_graph_symbol(g), "N");
     assert_int_equal(sj_graph_num_inputs(g), 2);
-    assert_int_equal(sj_graph_num_outputs(g), 37);
+    assert_int_equal(sj_graph_num_outputs(g), 55);
     const sj_node *w = node_named(g, "w");
     assert_true(w->data[1] == -2.0f && w->data[5] == -100.0f && w->data[6] == 0.5f);
     assert_true(node_named(g, "c")->data[2] == 0.5f);

@@ -123,6 +123,29 @@ typedef enum sj_op {
     SJ_OP_GATHER,        /* attr axis; rows of data picked by an int tensor */
     SJ_OP_RANGE,         /* start + i * delta, i over the node's one dim */
     SJ_OP_FILL,          /* every element the same constant */
+    /* realops block: more unary elementwise ops (libm semantics; round is
+     * half to even, sign of NaN is NaN) */
+    SJ_OP_SIN,
+    SJ_OP_COS,
+    SJ_OP_TAN,
+    SJ_OP_ASIN,
+    SJ_OP_ACOS,
+    SJ_OP_ATAN,
+    SJ_OP_SINH,
+    SJ_OP_COSH,
+    SJ_OP_ASINH,
+    SJ_OP_ACOSH,
+    SJ_OP_ATANH,
+    SJ_OP_FLOOR,
+    SJ_OP_CEIL,
+    SJ_OP_ROUND,
+    SJ_OP_SIGN,
+    /* realops block: layout */
+    SJ_OP_SLICE,  /* attrs start, start_n, step per axis; lengths are the node's shape */
+    SJ_OP_CONCAT, /* two operands joined along attr axis */
+    SJ_OP_EXPAND, /* broadcast to the node's shape */
+    SJ_OP_TRILU,  /* attrs upper, k: keep the upper/lower triangle of the last two axes */
+    /* end of the realops block */
     SJ_OP_COUNT_
 } sj_op;
 
@@ -224,6 +247,29 @@ sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value 
  * the same before and after, so the symbolic dim is never merged with or
  * split into others (keeps padded buffers valid views). */
 sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
+
+/* One axis of a slice. Entry j of the result's axis reads the operand at
+ * index start + start_n * n + step * j, where n is the symbolic dim's active
+ * extent (so a start may be an expression in it: start_n 1, start -1 is the
+ * last row). len is the result's length on the axis: a constant >= 1 or
+ * SJ_DIM_SYM (n entries). step is nonzero, negative walks backwards. */
+typedef struct sj_slice_axis {
+    int64_t start, start_n, step, len;
+} sj_slice_axis;
+
+/* axes: one entry per axis of x. Every index read must lie inside x at
+ * extent 1; where that stops holding above some extent (a constant table
+ * sliced to n rows), that extent is the graph's ceiling: lowering and the
+ * interpreter refuse larger ones, naming the slice. */
+sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out);
+/* a and b joined along `axis` (may be negative); their other dims are equal
+ * and the joined axis is constant in both (n + k rows has no shape here). */
+sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_value *out);
+/* x broadcast (numpy, both ways) with a shape of `rank` dims. */
+sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
+/* Zeroes what lies outside the upper (j - i >= k) or lower (j - i <= k)
+ * triangle of each matrix in the last two axes (rank >= 2). */
+sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_value *out);
 
 /* Names an intermediate value (for printing and debugging). */
 sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);

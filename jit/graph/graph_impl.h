@@ -18,13 +18,17 @@ typedef struct sj_node_attrs {
     float beta;       /* gemm beta */
     float epsilon;    /* layernorm */
     int axis;         /* softmax, log_softmax, layernorm: normalised (>= 0); gather */
-    double start;     /* range */
+    double first;     /* range: the first value */
     double delta;     /* range; fill: the value */
     uint32_t axes;    /* reductions: bit i set = axis i reduced (of the input) */
     bool keepdims;    /* reductions */
     bool trans_a;     /* gemm */
     bool trans_b;     /* gemm */
     int perm[SJ_MAX_RANK]; /* transpose */
+    /* realops: slice (per axis; see sj_slice_axis), trilu (upper, k), concat (axis) */
+    int64_t start[SJ_MAX_RANK], start_n[SJ_MAX_RANK], step[SJ_MAX_RANK];
+    bool upper;
+    int64_t k;
 } sj_node_attrs;
 
 typedef struct sj_node {
@@ -69,7 +73,7 @@ struct sj_graph {
  * ternary elementwise op. */
 static inline bool sj_op_is_unary(sj_op op) {
     return (op >= SJ_OP_NEG && op <= SJ_OP_ERF) || op == SJ_OP_CAST ||
-           (op >= SJ_OP_NOT && op <= SJ_OP_ISINF);
+           (op >= SJ_OP_NOT && op <= SJ_OP_ISINF) || (op >= SJ_OP_SIN && op <= SJ_OP_SIGN);
 }
 static inline bool sj_op_is_binary(sj_op op) {
     return (op >= SJ_OP_ADD && op <= SJ_OP_MIN) || (op >= SJ_OP_EQUAL && op <= SJ_OP_MOD);
@@ -88,6 +92,10 @@ static inline bool sj_op_is_generator(sj_op op) {
 static inline bool sj_op_is_reduce(sj_op op) {
     return op >= SJ_OP_REDUCE_SUM && op <= SJ_OP_REDUCE_MAX;
 }
+
+/* The largest extent at which every index slice node nd reads lies inside
+ * its operand (SJ_MAX_EXTENT when none is out of reach). */
+int64_t sj_slice_extent_limit(const sj_graph *g, const sj_node *nd);
 
 /* How many dims of s are symbolic (scores [N, N] have two). */
 static inline int sj_shape_sym_count(const sj_shape *s) {

@@ -113,10 +113,22 @@ static void put_attrs(llvm_blake3_hasher *h, const sj_node *n) {
         break;
     case SJ_OP_GATHER: put_i64(h, a->axis); break;
     case SJ_OP_RANGE:
-        put_f64(h, a->start);
+        put_f64(h, a->first);
         put_f64(h, a->delta);
         break;
     case SJ_OP_FILL: put_f64(h, a->delta); break;
+    case SJ_OP_SLICE:
+        for (int i = 0; i < n->shape.rank; i++) {
+            put_i64(h, a->start[i]);
+            put_i64(h, a->start_n[i]);
+            put_i64(h, a->step[i]);
+        }
+        break;
+    case SJ_OP_CONCAT: put_i64(h, a->axis); break;
+    case SJ_OP_TRILU:
+        put_u8(h, a->upper);
+        put_i64(h, a->k);
+        break;
     default: break;
     }
 }

@@ -54,6 +54,12 @@ static sj_status check_input(const sj_graph *g, int i, const sj_tensor *t, int64
 static sj_status check_sizes(const sj_graph *g, int64_t extent) {
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *n = &g->nodes[v];
+        if (n->op == SJ_OP_SLICE && g->sym_name && extent > sj_slice_extent_limit(g, n))
+            return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE,
+                           "interp: value %d (slice%s%s) reads past its operand at %s = %lld (it "
+                           "fits up to %lld)",
+                           v, n->name ? " " : "", n->name ? n->name : "", g->sym_name,
+                           (long long)extent, (long long)sj_slice_extent_limit(g, n));
         if (sj_shape_numel(&n->shape, extent) >= 0) continue;
         return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE,
                        "interp: value %d (%s) %s has more than 2^40 elements at %s = %lld", v,
@@ -109,7 +115,7 @@ static sj_status eval_node(run_state *st, sj_value v) {
     const sj_tensor *in[3] = {NULL, NULL, NULL};
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] != SJ_NO_VALUE) in[i] = &st->vals[n->inputs[i]];
-    sj_interp_eval(n, in, &st->vals[v]);
+    sj_interp_eval(n, in, &st->vals[v], st->extent);
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] != SJ_NO_VALUE && st->last_use[n->inputs[i]] == v)
             release(st, n->inputs[i]);

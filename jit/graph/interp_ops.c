@@ -74,6 +74,21 @@ static double unary_fn(const sj_node *n, double x) {
     case SJ_OP_GELU: return x * 0.5 * (1.0 + erf(x / sqrt(2.0)));
     case SJ_OP_SILU: return x / (1.0 + exp(-x));
     case SJ_OP_ERF: return erf(x);
+    case SJ_OP_SIN: return sin(x);
+    case SJ_OP_COS: return cos(x);
+    case SJ_OP_TAN: return tan(x);
+    case SJ_OP_ASIN: return asin(x);
+    case SJ_OP_ACOS: return acos(x);
+    case SJ_OP_ATAN: return atan(x);
+    case SJ_OP_SINH: return sinh(x);
+    case SJ_OP_COSH: return cosh(x);
+    case SJ_OP_ASINH: return asinh(x);
+    case SJ_OP_ACOSH: return acosh(x);
+    case SJ_OP_ATANH: return atanh(x);
+    case SJ_OP_FLOOR: return floor(x);
+    case SJ_OP_CEIL: return ceil(x);
+    case SJ_OP_ROUND: return nearbyint(x); /* half to even in the default mode */
+    case SJ_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0 and NaN */
     default: break;
     }
     return NAN; /* unreachable: the builder admits only the ops above */
@@ -427,9 +442,9 @@ static void eval_range(const sj_node *n, sj_tensor *y) {
     int64_t count = numel(y);
     for (int64_t i = 0; i < count; i++) {
         if (y->dtype == SJ_F32)
-            put(y, i, false, 0, n->attrs.start + (double)i * n->attrs.delta);
+            put(y, i, false, 0, n->attrs.first + (double)i * n->attrs.delta);
         else
-            put(y, i, true, (int64_t)n->attrs.start + i * (int64_t)n->attrs.delta, 0);
+            put(y, i, true, (int64_t)n->attrs.first + i * (int64_t)n->attrs.delta, 0);
     }
 }
 
@@ -440,7 +455,67 @@ static void eval_fill(const sj_node *n, sj_tensor *y) {
         else put(y, i, true, (int64_t)n->attrs.delta, 0);
 }
 
-void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out) {
+/* ---- realops layout ops (element copies, any dtype) ---- */
+
+static void copy_elem(sj_tensor *y, int64_t i, const sj_tensor *x, int64_t j) {
+    size_t es = sj_dtype_size(y->dtype);
+    memcpy((char *)y->bytes + (size_t)i * es, (const char *)x->bytes + (size_t)j * es, es);
+}
+
+static void eval_slice(const sj_node *n, const sj_tensor *x, sj_tensor *y, int64_t extent) {
+    int64_t in_strides[SJ_MAX_RANK], st[SJ_MAX_RANK], idx[SJ_MAX_RANK], base = 0;
+    row_strides(x, in_strides);
+    for (int i = 0; i < y->rank; i++) {
+        base += (n->attrs.start[i] + n->attrs.start_n[i] * extent) * in_strides[i];
+        st[i] = n->attrs.step[i] * in_strides[i];
+    }
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        copy_elem(y, i, x, base + offset_of(y->rank, idx, st));
+    }
+}
+
+static void eval_concat(const sj_node *n, const sj_tensor *a, const sj_tensor *b, sj_tensor *y) {
+    int ax = n->attrs.axis;
+    int64_t outer = 1, ia = 1, ib = 1;
+    for (int i = 0; i < ax; i++) outer *= y->dims[i];
+    for (int i = ax; i < y->rank; i++) {
+        ia *= a->dims[i];
+        ib *= b->dims[i];
+    }
+    size_t es = sj_dtype_size(y->dtype);
+    char *yb = y->bytes;
+    for (int64_t o = 0; o < outer; o++) {
+        memcpy(yb + (size_t)(o * (ia + ib)) * es, (const char *)a->bytes + (size_t)(o * ia) * es,
+               (size_t)ia * es);
+        memcpy(yb + (size_t)(o * (ia + ib) + ia) * es, (const char *)b->bytes + (size_t)(o * ib) * es,
+               (size_t)ib * es);
+    }
+}
+
+static void eval_expand(const sj_tensor *x, sj_tensor *y) {
+    int64_t sx[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    broadcast_strides(x->rank, x->dims, y->rank, sx);
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        copy_elem(y, i, x, offset_of(y->rank, idx, sx));
+    }
+}
+
+static void eval_trilu(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
+    int64_t rows = y->dims[y->rank - 2], cols = y->dims[y->rank - 1], count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t c = i % cols, r = (i / cols) % rows;
+        bool keep = n->attrs.upper ? c - r >= n->attrs.k : c - r <= n->attrs.k;
+        if (keep) copy_elem(y, i, x, i);
+        else memset((char *)y->bytes + (size_t)i * sj_dtype_size(y->dtype), 0, sj_dtype_size(y->dtype));
+    }
+}
+
+void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
+                    int64_t extent) {
     if (sj_op_is_unary(n->op)) {
         eval_unary(n, in[0], out);
         return;
@@ -467,6 +542,10 @@ void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *o
     case SJ_OP_GATHER: eval_gather(n, in[0], in[1], out); return;
     case SJ_OP_RANGE: eval_range(n, out); return;
     case SJ_OP_FILL: eval_fill(n, out); return;
+    case SJ_OP_SLICE: eval_slice(n, in[0], out, extent); return;
+    case SJ_OP_CONCAT: eval_concat(n, in[0], in[1], out); return;
+    case SJ_OP_EXPAND: eval_expand(in[0], out); return;
+    case SJ_OP_TRILU: eval_trilu(n, in[0], out); return;
     default: break;
     }
 }

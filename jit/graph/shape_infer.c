@@ -483,7 +483,7 @@ sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta
                        start, delta);
     sj_node n = sj_node_blank(SJ_OP_RANGE);
     n.dtype = dtype;
-    n.attrs.start = start;
+    n.attrs.first = start;
     n.attrs.delta = delta;
     SJ_TRY(sj_graph_make_shape(g, "range", 1, &count, true, &n.shape));
     return sj_graph_append(g, "range", &n, out);

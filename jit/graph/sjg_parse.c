@@ -478,6 +478,19 @@ static sj_status kw_shape(sjg_parser *p, call_args *a, sj_shape *s) {
     return list_to_shape(p, k->key, k->items, k->n_items, k->sym_mask, true, what, s);
 }
 
+/* start= / start_n= / step= of slice: one integer per axis. */
+static sj_status kw_i64_list(sjg_parser *p, call_args *a, const char *name, int rank,
+                             int64_t dflt, int64_t *items) {
+    sjg_kwarg *k = find_kw(p, a, name);
+    for (int i = 0; i < rank; i++) items[i] = dflt;
+    if (!k) return SJ_OK;
+    if (k->kind != SJG_ATTR_LIST || k->sym_mask || k->n_items != rank)
+        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE,
+                           "%s of %s must be a list of %d integers", name, a->op_name, rank);
+    for (int i = 0; i < rank; i++) items[i] = k->items[i];
+    return SJ_OK;
+}
+
 static sj_status check_arity(sjg_parser *p, call_args *a, int min, int max) {
     if (a->n_pos < min || a->n_pos > max) {
         if (min == max)
@@ -621,12 +634,41 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         SJ_TRY(check_arity(p, a, 3, 3));
         SJ_TRY(check_kwargs_used(p, a, "it takes none"));
         return built(p, a, sj_graph_where(g, a->pos[0], a->pos[1], a->pos[2], out));
-    case SJ_OP_GATHER: {
+    case SJ_OP_EXPAND:
+    case SJ_OP_SLICE: {
+        SJ_TRY(check_arity(p, a, 1, 1));
+        sjg_kwarg *k = find_kw(p, a, "shape");
+        if (!k || k->kind != SJG_ATTR_LIST)
+            return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE, "%s needs shape=[...]", a->op_name);
+        sj_shape s;
+        SJ_TRY(list_to_shape(p, k->key, k->items, k->n_items, k->sym_mask, true, "shape=", &s));
+        if (op == SJ_OP_EXPAND) {
+            SJ_TRY(check_kwargs_used(p, a, "it takes shape"));
+            return built(p, a, sj_graph_expand(g, a->pos[0], s.rank, s.dims, out));
+        }
+        int64_t start[SJ_MAX_RANK], start_n[SJ_MAX_RANK], step[SJ_MAX_RANK];
+        SJ_TRY(kw_i64_list(p, a, "start", s.rank, 0, start));
+        SJ_TRY(kw_i64_list(p, a, "start_n", s.rank, 0, start_n));
+        SJ_TRY(kw_i64_list(p, a, "step", s.rank, 1, step));
+        SJ_TRY(check_kwargs_used(p, a, "it takes start, start_n, step, shape"));
+        sj_value_desc d;
+        SJ_TRY(sj_graph_value_desc(g, a->pos[0], &d));
+        if (d.shape.rank != s.rank)
+            return sjg_fail_at(p->ctx, a->op_at, SJ_E_SHAPE,
+                               "shape of slice has %d dims but the operand has rank %d", s.rank,
+                               d.shape.rank);
+        sj_slice_axis axes[SJ_MAX_RANK];
+        for (int i = 0; i < s.rank; i++) axes[i] = (sj_slice_axis){start[i], start_n[i], step[i], s.dims[i]};
+        return built(p, a, sj_graph_slice(g, a->pos[0], axes, out));
+    }
+    case SJ_OP_GATHER:
+    case SJ_OP_CONCAT: {
         int axis;
         SJ_TRY(check_arity(p, a, 2, 2));
         SJ_TRY(kw_axis(p, a, &axis));
         SJ_TRY(check_kwargs_used(p, a, "it takes axis"));
-        return built(p, a, sj_graph_gather(g, a->pos[0], a->pos[1], axis, out));
+        if (op == SJ_OP_GATHER) return built(p, a, sj_graph_gather(g, a->pos[0], a->pos[1], axis, out));
+        return built(p, a, sj_graph_concat(g, a->pos[0], a->pos[1], axis, out));
     }
     case SJ_OP_RANGE:
     case SJ_OP_FILL: {
@@ -647,6 +689,21 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         if (s.rank != 1)
             return sjg_fail_at(p->ctx, a->op_at, SJ_E_SHAPE, "range has one dim, not %d", s.rank);
         return built(p, a, sj_graph_range(g, t, x, y, s.dims[0], out));
+    }
+    case SJ_OP_TRILU: {
+        bool upper = true;
+        int64_t kv = 0;
+        SJ_TRY(check_arity(p, a, 1, 1));
+        sjg_kwarg *k = find_kw(p, a, "k");
+        if (k) {
+            if (k->kind != SJG_ATTR_NUMBER)
+                return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE,
+                                   "k of trilu must be an integer");
+            SJ_TRY(sjg_number_int(p, &k->num, &kv));
+        }
+        if (find_kw(p, a, "upper")) SJ_TRY(kw_bool(p, a, "upper", &upper));
+        SJ_TRY(check_kwargs_used(p, a, "it takes k, upper"));
+        return built(p, a, sj_graph_trilu(g, a->pos[0], upper, kv, out));
     }
     default:
         return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE, "'%s' is a statement, not an op",

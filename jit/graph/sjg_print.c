@@ -159,6 +159,7 @@ static void put_call(out_buf *b, const sj_graph *g, char **names, const bool *li
         break;
     }
     case SJ_OP_RESHAPE:
+    case SJ_OP_EXPAND:
         put(b, ", shape=");
         put_shape(b, g, &n->shape);
         break;
@@ -168,10 +169,28 @@ static void put_call(out_buf *b, const sj_graph *g, char **names, const bool *li
     case SJ_OP_FILL:
         /* no operands, so the attributes open the list */
         putf(b, "dtype=%s, ", sj_dtype_name(n->dtype));
-        if (n->op == SJ_OP_RANGE) putf(b, "start=%.17g, delta=%.17g", a->start, a->delta);
+        if (n->op == SJ_OP_RANGE) putf(b, "start=%.17g, delta=%.17g", a->first, a->delta);
         else putf(b, "value=%.17g", a->delta);
         put(b, ", shape=");
         put_shape(b, g, &n->shape);
+        break;
+    case SJ_OP_SLICE: {
+        const int64_t *lists[3] = {a->start, a->start_n, a->step};
+        static const char *const keys[3] = {"start", "start_n", "step"};
+        for (int l = 0; l < 3; l++) {
+            putf(b, ", %s=[", keys[l]);
+            for (int i = 0; i < n->shape.rank; i++)
+                putf(b, i ? ", %lld" : "%lld", (long long)lists[l][i]);
+            put(b, "]");
+        }
+        put(b, ", shape=");
+        put_shape(b, g, &n->shape);
+        break;
+    }
+    case SJ_OP_CONCAT: putf(b, ", axis=%d", a->axis); break;
+    case SJ_OP_TRILU:
+        putf(b, ", k=%lld", (long long)a->k);
+        put_bool(b, "upper", a->upper);
         break;
     default: break;
     }

@@ -92,6 +92,32 @@ static LLVMValueRef address(emitter *e, LLVMValueRef base, const int64_t *stride
     return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
 }
 
+/* base + offset + offset_n * n elements */
+static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, int64_t offset_n) {
+    if (!offset && !offset_n) return base;
+    LLVMValueRef off = ci(e, offset);
+    if (offset_n)
+        off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
+    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+}
+
+static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
+    return address(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n), ld->strides);
+}
+
+static LLVMValueRef out_addr(emitter *e) {
+    return address(e, offset_base(e, e->bufs[0], e->k->out_offset, 0), e->k->out_strides);
+}
+
+/* bias + sum_d coef[d] * i_d >= 0 */
+static LLVMValueRef index_test(emitter *e, const sj_kexpr *ex) {
+    LLVMValueRef v = ci(e, ex->bias);
+    for (int d = 0; d < e->k->rank; d++)
+        if (ex->coef[d])
+            v = LLVMBuildNSWAdd(e->B, v, LLVMBuildNSWMul(e->B, e->idx[d], ci(e, ex->coef[d]), ""), "");
+    return LLVMBuildICmp(e->B, LLVMIntSGE, v, ci(e, 0), "");
+}
+
 static LLVMValueRef alloca_f32(emitter *e, const char *name) {
     LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
     LLVMPositionBuilderBefore(b, e->entry_alloca_point);
@@ -130,7 +156,15 @@ static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
 static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
     return call_f32(c, "llvm.pow", x, y);
 }
-static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow};
+/* A call to the process's libm (the ORC loader resolves it there). */
+static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
+    emitter *e = c;
+    LLVMTypeRef ft = LLVMFunctionType(e->f32, &e->f32, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, name);
+    if (!f) f = LLVMAddFunction(e->M, name, ft);
+    return LLVMBuildCall2(e->B, ft, f, &x, 1, "");
+}
+static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow, host_libm};
 
 static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
     return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, x, alpha);
@@ -145,7 +179,7 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
     switch (ex->kind) {
     case SJ_KX_LOAD: {
         const sj_kload *ld = &e->k->loads[ex->load];
-        LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, address(e, e->bufs[ld->buffer], ld->strides), "");
+        LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, ld_addr(e, ld), "");
         LLVMSetAlignment(v, 4);
         return v;
     }
@@ -153,12 +187,16 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
     case SJ_KX_ACC: return e->acc;
     case SJ_KX_UNARY: return unary(e, ex->op, eval(e, ex->a), ex->value);
     case SJ_KX_BINARY: return binary(e, ex->op, eval(e, ex->a), eval(e, ex->b));
+    case SJ_KX_SELECT: {
+        LLVMValueRef a = eval(e, ex->a), b = eval(e, ex->b);
+        return LLVMBuildSelect(e->B, index_test(e, ex), a, b, "");
+    }
     }
     return NULL;
 }
 
 static void store_out(emitter *e, LLVMValueRef v) {
-    LLVMValueRef s = LLVMBuildStore(e->B, v, address(e, e->bufs[0], e->k->out_strides));
+    LLVMValueRef s = LLVMBuildStore(e->B, v, out_addr(e));
     LLVMSetAlignment(s, 4);
 }
 
@@ -209,13 +247,13 @@ static void emit_reduce_into_output(emitter *e) {
     store_out(e, cf(e, is_max ? -INFINITY : 0.0));
     loops_close(e, ls, outer);
     loops_open(e, ls, all);
-    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
+    LLVMValueRef op = out_addr(e);
     LLVMValueRef old = load_f32(e, op), v = eval(e, k->prologue);
     LLVMSetAlignment(LLVMBuildStore(e->B, is_max ? call_f32(e, "llvm.maximum", old, v)
                                                  : LLVMBuildFAdd(e->B, old, v, ""), op), 4);
     loops_close(e, ls, all);
     loops_open(e, ls, outer);
-    e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
+    e->acc = load_f32(e, out_addr(e));
     if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(e->B, e->acc, active_count(e, red), "");
     store_out(e, eval(e, k->epilogue));
     loops_close(e, ls, outer);
@@ -289,7 +327,7 @@ static void emit_row(emitter *e) {
         if (k->scale >= 0) e->acc = LLVMBuildFMul(B, e->acc, eval(e, k->scale), "");
         if (k->bias >= 0) e->acc = LLVMBuildFAdd(B, e->acc, eval(e, k->bias), "");
     } else if (k->kind == SJ_KK_SOFTMAX) {
-        e->acc = LLVMBuildFMul(B, load_f32(e, address(e, e->bufs[0], k->out_strides)), scale, "");
+        e->acc = LLVMBuildFMul(B, load_f32(e, out_addr(e)), scale, "");
     } else {
         e->acc = LLVMBuildFSub(B, dx, scale, "");
     }
@@ -335,13 +373,13 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     rloop li, lj, lk;
     e->idx[2] = rloop_open(e, &li, i0, i1, 1);
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    LLVMBuildStore(B, cf(e, 0.0), address(e, e->bufs[0], k->out_strides));
+    LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
     rloop_close(e, &lj);
     e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
-    LLVMValueRef av = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
+    LLVMValueRef av = load_f32(e, ld_addr(e, a));
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
-    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
+    LLVMValueRef op = out_addr(e);
+    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
     LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
@@ -398,7 +436,7 @@ static void emit_matmul_tiled(emitter *e) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
         for (int v = 0; v < nv; v++) {
             e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-            LLVMValueRef part = LLVMBuildLoad2(B, vt, address(e, e->bufs[0], k->out_strides), "");
+            LLVMValueRef part = LLVMBuildLoad2(B, vt, out_addr(e), "");
             LLVMSetAlignment(part, 4);
             LLVMBuildStore(B, LLVMBuildSelect(B, first, LLVMConstNull(vt), part, ""), acc[r][v]);
         }
@@ -407,12 +445,12 @@ static void emit_matmul_tiled(emitter *e) {
     LLVMValueRef bv[TILE_NV_MAX];
     for (int v = 0; v < nv; v++) {
         e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-        bv[v] = LLVMBuildLoad2(B, vt, address(e, e->bufs[b->buffer], b->strides), "");
+        bv[v] = LLVMBuildLoad2(B, vt, ld_addr(e, b), "");
         LLVMSetAlignment(bv[v], 4);
     }
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
-        LLVMValueRef as = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
+        LLVMValueRef as = load_f32(e, ld_addr(e, a));
         LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
         splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
         for (int v = 0; v < nv; v++) {
@@ -427,7 +465,7 @@ static void emit_matmul_tiled(emitter *e) {
         for (int v = 0; v < nv; v++) {
             e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
             LLVMValueRef st = LLVMBuildStore(B, LLVMBuildLoad2(B, vt, acc[r][v], ""),
-                                             address(e, e->bufs[0], k->out_strides));
+                                             out_addr(e));
             LLVMSetAlignment(st, 4);
         }
     }
@@ -454,8 +492,8 @@ static void emit_matmul_dot(emitter *e) {
     loops_open(e, ls, 3u << 2);
     LLVMBuildStore(e->B, cf(e, 0.0), acc);
     loop_open(e, &ls[4], 4);
-    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, address(e, e->bufs[a->buffer], a->strides)),
-                                      load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
+    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, ld_addr(e, a)),
+                                      load_f32(e, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     accumulate(e, acc, prod, false);
     loop_close(e, &ls[4], 4);
@@ -498,9 +536,9 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
     LLVMValueRef args[14] = {
         LLVMConstInt(e->i32, 101, 0), LLVMConstInt(e->i32, (unsigned)ta, 0),
         LLVMConstInt(e->i32, (unsigned)tb, 0), to_i32(e, M), to_i32(e, N), to_i32(e, K), cf(e, 1.0),
-        address(e, e->bufs[k->loads[k->a].buffer], k->loads[k->a].strides), to_i32(e, la),
-        address(e, e->bufs[k->loads[k->b].buffer], k->loads[k->b].strides), to_i32(e, lb),
-        cf(e, 0.0), address(e, e->bufs[0], k->out_strides), to_i32(e, lc)};
+        ld_addr(e, &k->loads[k->a]), to_i32(e, la),
+        ld_addr(e, &k->loads[k->b]), to_i32(e, lb),
+        cf(e, 0.0), out_addr(e), to_i32(e, lc)};
     LLVMBuildCall2(B, ft, f, args, 14, "");
     e->uses_blas = true;
 }
@@ -532,7 +570,7 @@ static void emit_matmul(emitter *e) {
     }
     /* Epilogue over the finished sums. */
     loops_open(e, ls, 3u << 2);
-    e->acc = scaled_acc(e, load_f32(e, address(e, e->bufs[0], k->out_strides)));
+    e->acc = scaled_acc(e, load_f32(e, out_addr(e)));
     store_out(e, eval(e, k->epilogue));
     loops_close(e, ls, 3u << 2);
     loops_close(e, ls, 3u);

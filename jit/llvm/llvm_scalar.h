@@ -15,6 +15,8 @@ typedef struct sj_llvm_math {
     LLVMValueRef (*tanh)(void *ctx, LLVMValueRef x);
     LLVMValueRef (*erf)(void *ctx, LLVMValueRef x);
     LLVMValueRef (*pow)(void *ctx, LLVMValueRef x, LLVMValueRef y);
+    /* Any other one-operand libm function, by its C99 float name ("sinf"). */
+    LLVMValueRef (*libm)(void *ctx, const char *name, LLVMValueRef x);
 } sj_llvm_math;
 
 /* Where scalar code is built: module, builder (positioned), the target's

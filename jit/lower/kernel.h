@@ -20,6 +20,10 @@
  *              the normalised prologue value (layernorm: * scale + bias).
  *   MATMUL     dims [b0, b1, m, n, k]; reduced = {k}; a and b are loads;
  *              acc = alpha * sum_k a*b; out = epilogue(acc).
+ * A load's address is offset + offset_n * n + sum_d strides[d] * i_d (n the
+ * active extent: a slice may start relative to it); the output's is
+ * out_offset + sum_d out_strides[d] * i_d (concat writes each operand into
+ * its part of one buffer).
  * Buffer 0 of a launch is always the output, written only at active points. */
 #ifndef SJ_LOWER_KERNEL_H
 #define SJ_LOWER_KERNEL_H
@@ -46,7 +50,8 @@ typedef enum sj_kexpr_kind {
     SJ_KX_CONST, /* value */
     SJ_KX_ACC,   /* the kernel core's result at the current point */
     SJ_KX_UNARY, /* op(a); value = leaky_relu alpha */
-    SJ_KX_BINARY /* op(a, b) */
+    SJ_KX_BINARY, /* op(a, b) */
+    SJ_KX_SELECT  /* (bias + sum_d coef[d] * i_d >= 0) ? a : b; both sides are safe to evaluate */
 } sj_kexpr_kind;
 
 typedef struct sj_kexpr {
@@ -55,11 +60,14 @@ typedef struct sj_kexpr {
     int32_t a, b; /* operand expression indices */
     int32_t load;
     float value;
+    int64_t coef[SJ_KSPACE_MAX]; /* SELECT */
+    int64_t bias;                /* SELECT */
 } sj_kexpr;
 
 typedef struct sj_kload {
     int32_t buffer; /* index into the launch's buffers */
     int64_t strides[SJ_KSPACE_MAX]; /* elements, at the bucket extent */
+    int64_t offset, offset_n;       /* elements: offset + offset_n * active extent */
 } sj_kload;
 
 typedef struct sj_kernel {
@@ -70,6 +78,7 @@ typedef struct sj_kernel {
     bool sym[SJ_KSPACE_MAX];         /* bound is the active extent n */
     uint32_t reduced;                /* bit d: dim d is reduced / the row / k */
     int64_t out_strides[SJ_KSPACE_MAX]; /* into buffer 0; 0 on reduced dims */
+    int64_t out_offset;                 /* elements into buffer 0 */
     sj_op red_op;     /* REDUCE: SJ_OP_REDUCE_SUM/MEAN/MAX */
     int32_t prologue; /* REDUCE, row kinds: the value reduced / normalised */
     int32_t epilogue; /* the value stored; MAP: the whole computation */

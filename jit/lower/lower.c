@@ -12,6 +12,11 @@
  *    value is inlined with permuted indices;
  *  - a reshape is always a view: graph.h keeps the symbolic dim unmerged, so
  *    the padded buffer has the same layout under both shapes;
+ *  - a slice of a buffer is a view too (strides times steps, and an offset
+ *    that may grow with the active extent); its operand is kept addressable;
+ *  - expand and trilu are inlined like elementwise ops (a broadcast load; a
+ *    select on the indices), concat writes each operand, inlined where it
+ *    can be, into its part of one buffer;
  *  - a reduction, row op or matmul with one use absorbs the elementwise chain
  *    after it (epilogue) when the chain keeps its shape;
  *  - inlined chains are at most MAX_INLINE_DEPTH deep.
@@ -36,6 +41,7 @@ typedef struct vinfo {
     home home;
     int buffer;
     int64_t strides[SJ_MAX_RANK];
+    int64_t offset, offset_n; /* views: where element 0 lies (see sj_kload) */
     int epi_core; /* kernel root: the core node it absorbs, -1 = none */
     int depth;    /* inlined: longest chain of inlined values ending here */
 } vinfo;
@@ -128,6 +134,7 @@ static void count_uses(lowering *L) {
             L->v[u].consumer = n;
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
+            if (nd->op == SJ_OP_SLICE) L->v[u].need_load = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
             if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
                 int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
@@ -139,7 +146,7 @@ static void count_uses(lowering *L) {
 
 static bool expands(const lowering *L, sj_value v) {
     const sj_node *c = &L->g->nodes[L->v[v].consumer];
-    if (sj_op_is_reduce(c->op)) return false;
+    if (sj_op_is_reduce(c->op) || c->op == SJ_OP_CONCAT) return false;
     return numel_at(L, &c->shape) > numel_at(L, shape_of(L, v));
 }
 
@@ -155,6 +162,20 @@ static bool may_inline(lowering *L, sj_value v) {
            vi->depth <= MAX_INLINE_DEPTH && !expands(L, v);
 }
 
+/* Slice nd of an addressable operand as a view: per result dim, the
+ * operand's stride times the step; element 0 at start (+ start_n * n). */
+static void slice_view(const lowering *L, const sj_node *nd, int64_t *strides, int64_t *offset,
+                       int64_t *offset_n) {
+    const vinfo *in = &L->v[nd->inputs[0]];
+    *offset = in->offset;
+    *offset_n = in->offset_n;
+    for (int i = 0; i < nd->shape.rank; i++) {
+        strides[i] = in->strides[i] * nd->attrs.step[i];
+        *offset += nd->attrs.start[i] * in->strides[i];
+        *offset_n += nd->attrs.start_n[i] * in->strides[i];
+    }
+}
+
 static void decide_homes(lowering *L) {
     const sj_graph *g = L->g;
     for (int n = 0; n < g->n_nodes; n++) {
@@ -166,6 +187,18 @@ static void decide_homes(lowering *L) {
             vi->home = HOME_VIEW;
             vi->buffer = -1;
             contiguous_strides(L, &nd->shape, vi->strides);
+            vi->offset = L->v[nd->inputs[0]].offset;
+            vi->offset_n = L->v[nd->inputs[0]].offset_n;
+        } else if (nd->op == SJ_OP_SLICE) {
+            if (L->o->fusion && vi->n_out == 0 && !vi->need_contig) {
+                vi->home = HOME_VIEW;
+                vi->buffer = -1;
+                slice_view(L, nd, vi->strides, &vi->offset, &vi->offset_n);
+            } else {
+                vi->home = HOME_BUFFER;
+            }
+        } else if (nd->op == SJ_OP_TRILU || nd->op == SJ_OP_EXPAND) {
+            vi->home = may_inline(L, n) ? HOME_INLINE : HOME_BUFFER;
         } else if (nd->op == SJ_OP_TRANSPOSE) {
             sj_value s = nd->inputs[0];
             if (addressable(L, s)) {
@@ -179,6 +212,8 @@ static void decide_homes(lowering *L) {
                 if (L->o->fusion && vi->n_out == 0 && !vi->need_contig && !copy_for_matmul) {
                     vi->home = HOME_VIEW;
                     memcpy(vi->strides, st, sizeof st);
+                    vi->offset = L->v[s].offset;
+                    vi->offset_n = L->v[s].offset_n;
                 } else {
                     vi->home = HOME_BUFFER;
                 }
@@ -190,7 +225,10 @@ static void decide_homes(lowering *L) {
         } else {
             vi->home = HOME_BUFFER;
         }
-        if (vi->home == HOME_BUFFER) contiguous_strides(L, &nd->shape, vi->strides);
+        if (vi->home == HOME_BUFFER) {
+            contiguous_strides(L, &nd->shape, vi->strides);
+            vi->offset = vi->offset_n = 0;
+        }
     }
 }
 
@@ -297,20 +335,29 @@ static sj_status add_binary(lowering *L, int ki, sj_op op, int a, int b, int *ou
     return add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_BINARY, .op = op, .a = a, .b = b}, out);
 }
 
-/* A load of addressable value v whose dim i sits on space dim map[i]
- * (-1: held at index 0). Size-1 dims never move the address. */
-static sj_status add_load(lowering *L, int ki, sj_value v, const int *map, int *out) {
-    const vinfo *vi = &L->v[v];
-    const sj_shape *s = shape_of(L, v);
+/* A load of a value of shape s laid out in logical buffer `buf` with the
+ * given strides and offsets, whose dim i sits on space dim map[i] (-1: held
+ * at index 0). Size-1 dims never move the address. */
+static sj_status add_load_raw(lowering *L, int ki, int buf, const sj_shape *s,
+                              const int64_t *strides, int64_t offset, int64_t offset_n,
+                              const int *map, int *out) {
     sj_kload ld = {0};
-    SJ_TRY(kernel_buffer(L, ki, vi->buffer, &ld.buffer));
+    SJ_TRY(kernel_buffer(L, ki, buf, &ld.buffer));
+    ld.offset = offset;
+    ld.offset_n = offset_n;
     for (int i = 0; i < s->rank; i++)
-        if (map[i] >= 0 && s->dims[i] != 1) ld.strides[map[i]] += vi->strides[i];
+        if (map[i] >= 0 && s->dims[i] != 1) ld.strides[map[i]] += strides[i];
     sj_kernel *k = &L->kernels[ki];
     SJ_TRY(grow(L->ctx, (void **)&k->loads, &k->cap_loads, k->n_loads + 1, sizeof(sj_kload)));
     k->loads[k->n_loads] = ld;
     int li = k->n_loads++;
     return add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_LOAD, .load = li, .a = -1, .b = -1}, out);
+}
+
+static sj_status add_load(lowering *L, int ki, sj_value v, const int *map, int *out) {
+    const vinfo *vi = &L->v[v];
+    return add_load_raw(L, ki, vi->buffer, shape_of(L, v), vi->strides, vi->offset, vi->offset_n,
+                        map, out);
 }
 
 /* map for operand u broadcast (right-aligned) into a value of rank r with map vmap. */
@@ -346,6 +393,27 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
     if (nd->op == SJ_OP_TRANSPOSE) {
         for (int i = 0; i < r; i++) m0[nd->attrs.perm[i]] = map[i];
         return build_expr(L, ki, nd->inputs[0], m0, core, out);
+    }
+    if (nd->op == SJ_OP_EXPAND) {
+        broadcast_map(L, nd->inputs[0], r, map, m0);
+        return build_expr(L, ki, nd->inputs[0], m0, core, out);
+    }
+    if (nd->op == SJ_OP_SLICE) { /* materialised: read the operand through the view */
+        int64_t st[SJ_MAX_RANK], off, off_n;
+        slice_view(L, nd, st, &off, &off_n);
+        return add_load_raw(L, ki, L->v[nd->inputs[0]].buffer, &nd->shape, st, off, off_n, map,
+                            out);
+    }
+    if (nd->op == SJ_OP_TRILU) {
+        /* keep where col - row - k >= 0 (upper) or row - col + k >= 0 (lower) */
+        SJ_TRY(build_expr(L, ki, nd->inputs[0], map, core, &a));
+        SJ_TRY(add_const(L, ki, 0.0f, &b));
+        sj_kexpr sel = {.kind = SJ_KX_SELECT, .a = a, .b = b, .load = -1};
+        int64_t sign = nd->attrs.upper ? 1 : -1;
+        sel.bias = -sign * nd->attrs.k;
+        if (map[r - 1] >= 0) sel.coef[map[r - 1]] += sign;
+        if (map[r - 2] >= 0) sel.coef[map[r - 2]] -= sign;
+        return add_expr(L, ki, sel, out);
     }
     if (sj_op_is_unary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
@@ -536,6 +604,30 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
     return SJ_OK;
 }
 
+/* One kernel per operand of concat v, writing it into its part of v's
+ * buffer (the operand inlined where it could be). */
+static sj_status concat_kernels(lowering *L, sj_value v) {
+    const sj_node *nd = &L->g->nodes[v];
+    int ax = nd->attrs.axis, id[SJ_MAX_RANK];
+    int64_t st[SJ_MAX_RANK], along = 0;
+    contiguous_strides(L, &nd->shape, st);
+    for (int i = 0; i < SJ_MAX_RANK; i++) id[i] = i;
+    for (int j = 0; j < 2; j++) {
+        sj_value u = nd->inputs[j];
+        const sj_shape *us = shape_of(L, u);
+        int ki, e;
+        SJ_TRY(new_kernel(L, SJ_KK_MAP, L->v[v].buffer, &ki));
+        sj_kernel *k = &L->kernels[ki];
+        set_space_from_shape(L, k, us);
+        for (int i = 0; i < us->rank; i++) k->out_strides[i] = us->dims[i] != 1 ? st[i] : 0;
+        k->out_offset = along * st[ax];
+        along += us->dims[ax];
+        SJ_TRY(build_expr(L, ki, u, id, -1, &e));
+        L->kernels[ki].epilogue = e;
+    }
+    return SJ_OK;
+}
+
 static sj_status build_kernels(lowering *L) {
     const sj_graph *g = L->g;
     for (int n = 0; n < g->n_nodes; n++) {
@@ -544,6 +636,7 @@ static sj_status build_kernels(lowering *L) {
         if (vi->home == HOME_BUFFER && nd->op != SJ_OP_INPUT && nd->op != SJ_OP_PARAM) {
             if (vi->epi_core >= 0) SJ_TRY(core_kernel(L, vi->epi_core, n));
             else if (is_core(nd->op)) SJ_TRY(core_kernel(L, n, n));
+            else if (nd->op == SJ_OP_CONCAT) SJ_TRY(concat_kernels(L, n));
             else SJ_TRY(map_kernel(L, n, n, vi->buffer, false));
         }
         if (!vi->n_out) continue;
@@ -672,17 +765,25 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     lowering L = {.ctx = ctx, .g = g, .E = g->sym_name ? extent : 1, .o = o};
     for (int n = 0; n < g->n_nodes; n++) {
         const sj_node *nd = &g->nodes[n];
-        if (nd->dtype == SJ_F32 && nd->op < SJ_OP_CAST) continue;
+        if (nd->dtype == SJ_F32 && (nd->op < SJ_OP_CAST || nd->op > SJ_OP_FILL)) continue;
         return sj_fail(ctx, SJ_E_UNSUPPORTED,
                        "lowering: value %d%s%s%s (%s, %s) cannot be compiled yet: compiled "
                        "backends handle float32 values only (use the interpreter)",
                        n, nd->name ? " '" : "", nd->name ? nd->name : "", nd->name ? "'" : "",
                        sj_op_name(nd->op), sj_dtype_name(nd->dtype));
     }
-    for (int n = 0; n < g->n_nodes; n++)
+    for (int n = 0; n < g->n_nodes; n++) {
         if (numel_at(&L, &g->nodes[n].shape) > SJ_MAX_ELEMENTS / (int64_t)sizeof(float))
             return sj_fail(ctx, SJ_E_OUT_OF_RANGE, "lowering: value %d too large at extent %lld", n,
                            (long long)extent);
+        const sj_node *nd = &g->nodes[n];
+        if (nd->op == SJ_OP_SLICE && g->sym_name && L.E > sj_slice_extent_limit(g, nd))
+            return sj_fail(ctx, SJ_E_OUT_OF_RANGE,
+                           "lowering: value %d (slice%s%s) reads past its operand at extent %lld "
+                           "(it fits up to %lld)",
+                           n, nd->name ? " " : "", nd->name ? nd->name : "", (long long)extent,
+                           (long long)sj_slice_extent_limit(g, nd));
+    }
     sj_lowered *l = sj_calloc(ctx, 1, sizeof *l);
     L.v = sj_calloc(ctx, (size_t)g->n_nodes, sizeof *L.v);
     if (!l || !L.v) {

@@ -803,6 +803,395 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
     return SJ_OK;
 }
 
+/* ---- realops: float ops spelled with the graph's ops ---- */
+
+static sj_status bin(sj_onnx_loader *L, sj_op op, sj_value a, sj_value b, sj_value *out) {
+    return prefix_node(L, sj_graph_binary(L->g, op, a, b, out));
+}
+static sj_status un(sj_onnx_loader *L, sj_op op, sj_value a, sj_value *out) {
+    return prefix_node(L, sj_graph_unary(L->g, op, a, out));
+}
+/* x op c for a scalar constant c. */
+static sj_status bin_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj_value *out) {
+    sj_value k;
+    SJ_TRY(scalar_const(L, c, &k));
+    return bin(L, op, a, k, out);
+}
+
+/* Sum and Mean of n inputs (broadcasting), folded left like the reference. */
+static sj_status map_sum_mean(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_outputs(L, 1));
+    int n = (int)L->node->n_input;
+    if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
+    sj_value acc, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &acc));
+    for (int i = 1; i < n; i++) {
+        sj_value b;
+        SJ_TRY(in_float(L, i, &b));
+        SJ_TRY(bin(L, SJ_OP_ADD, acc, b, &acc));
+    }
+    if (e->op == SJ_OP_DIV && n > 1) SJ_TRY(bin_c(L, SJ_OP_DIV, acc, (float)n, &acc));
+    if (acc < first) { /* one input: Sum and Mean are the identity */
+        sj_onnx_val *x;
+        SJ_TRY(in_val(L, 0, &x));
+        return alias_out(L, 0, x);
+    }
+    return def_out(L, 0, acc, first);
+}
+
+/* min(max(x, lo), hi): bounds are attributes before opset 11, optional
+ * inputs (scalars, constant or computed) from then on. */
+static sj_status map_clip(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_outputs(L, 1));
+    sj_value x, lo = SJ_NO_VALUE, hi = SJ_NO_VALUE, y, first = sj_graph_num_values(L->g);
+    if (L->opset < 11) {
+        SJ_TRY(check_inputs(L, 1, 1));
+        SJ_TRY(in_float(L, 0, &x));
+        float fl, fh;
+        SJ_TRY(attr_float(L, "min", -INFINITY, &fl));
+        SJ_TRY(attr_float(L, "max", INFINITY, &fh));
+        if (find_attr(L->node, "min")) SJ_TRY(scalar_const(L, fl, &lo));
+        if (find_attr(L->node, "max")) SJ_TRY(scalar_const(L, fh, &hi));
+    } else {
+        SJ_TRY(check_inputs(L, 1, 3));
+        SJ_TRY(in_float(L, 0, &x));
+        SJ_TRY(in_float_opt(L, 1, &lo));
+        SJ_TRY(in_float_opt(L, 2, &hi));
+        for (int i = 1; i <= 2; i++) {
+            sj_value b = i == 1 ? lo : hi;
+            sj_shape s;
+            if (b == SJ_NO_VALUE) continue;
+            SJ_TRY(shape_of(L, b, &s));
+            if (sj_shape_numel(&s, 1) != 1 || sj_shape_sym_count(&s))
+                return sj_onnx_node_fail(L, SJ_E_SHAPE, "%s must be a scalar", i == 1 ? "min" : "max");
+        }
+    }
+    y = x;
+    if (lo != SJ_NO_VALUE) SJ_TRY(bin(L, SJ_OP_MAX, y, lo, &y));
+    if (hi != SJ_NO_VALUE) SJ_TRY(bin(L, SJ_OP_MIN, y, hi, &y));
+    if (y == x) {
+        sj_onnx_val *xv;
+        SJ_TRY(in_val(L, 0, &xv));
+        return alias_out(L, 0, xv);
+    }
+    return def_out(L, 0, y, first);
+}
+
+/* Gelu-20: approximate="none" is the erf form, "tanh" is
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    const Onnx__AttributeProto *a = find_attr(L->node, "approximate");
+    bool tanh_form = false;
+    if (a) {
+        if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
+            return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'approximate' is not a string");
+        size_t len = a->s.len;
+        const char *v = (const char *)a->s.data;
+        if (len == 4 && !memcmp(v, "tanh", 4))
+            tanh_form = true;
+        else if (!(len == 4 && !memcmp(v, "none", 4)))
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "approximate='%.*s' is not one of 'none', 'tanh'",
+                                     (int)(len > 32 ? 32 : len), v);
+    }
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    if (!tanh_form) {
+        SJ_TRY(un(L, SJ_OP_GELU, x, &y));
+        return def_out(L, 0, y, first);
+    }
+    sj_value x3, inner, t, h;
+    SJ_TRY(bin(L, SJ_OP_MUL, x, x, &x3));
+    SJ_TRY(bin(L, SJ_OP_MUL, x3, x, &x3));
+    SJ_TRY(bin_c(L, SJ_OP_MUL, x3, 0.044715f, &x3));
+    SJ_TRY(bin(L, SJ_OP_ADD, x, x3, &inner));
+    SJ_TRY(bin_c(L, SJ_OP_MUL, inner, (float)sqrt(2.0 / M_PI), &inner));
+    SJ_TRY(un(L, SJ_OP_TANH, inner, &t));
+    SJ_TRY(bin_c(L, SJ_OP_ADD, t, 1.0f, &t));
+    SJ_TRY(bin_c(L, SJ_OP_MUL, x, 0.5f, &h));
+    SJ_TRY(bin(L, SJ_OP_MUL, h, t, &y));
+    return def_out(L, 0, y, first);
+}
+
+/* Activations with attributes, as max/min/exp chains that keep NaN. */
+static sj_status map_activation(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    const char *op = L->node->op_type;
+    sj_value x, y, pos, neg, t, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    float alpha, beta, gamma;
+    if (!strcmp(op, "Elu") || !strcmp(op, "Selu")) {
+        bool selu = op[0] == 'S';
+        SJ_TRY(attr_float(L, "alpha", selu ? 1.67326319217681884765625f : 1.0f, &alpha));
+        SJ_TRY(attr_float(L, "gamma", 1.05070102214813232421875f, &gamma));
+        /* max(x, 0) + alpha (exp(min(x, 0)) - 1) */
+        SJ_TRY(bin_c(L, SJ_OP_MAX, x, 0.0f, &pos));
+        SJ_TRY(bin_c(L, SJ_OP_MIN, x, 0.0f, &neg));
+        SJ_TRY(un(L, SJ_OP_EXP, neg, &t));
+        SJ_TRY(bin_c(L, SJ_OP_SUB, t, 1.0f, &t));
+        SJ_TRY(bin_c(L, SJ_OP_MUL, t, alpha, &t));
+        SJ_TRY(bin(L, SJ_OP_ADD, pos, t, &y));
+        if (selu) SJ_TRY(bin_c(L, SJ_OP_MUL, y, gamma, &y));
+    } else if (!strcmp(op, "Celu")) {
+        SJ_TRY(attr_float(L, "alpha", 1.0f, &alpha));
+        /* max(0, x) + min(0, alpha (exp(x / alpha) - 1)) */
+        SJ_TRY(bin_c(L, SJ_OP_MAX, x, 0.0f, &pos));
+        SJ_TRY(bin_c(L, SJ_OP_DIV, x, alpha, &t));
+        SJ_TRY(un(L, SJ_OP_EXP, t, &t));
+        SJ_TRY(bin_c(L, SJ_OP_SUB, t, 1.0f, &t));
+        SJ_TRY(bin_c(L, SJ_OP_MUL, t, alpha, &t));
+        SJ_TRY(bin_c(L, SJ_OP_MIN, t, 0.0f, &neg));
+        SJ_TRY(bin(L, SJ_OP_ADD, pos, neg, &y));
+    } else if (!strcmp(op, "HardSigmoid") || !strcmp(op, "HardSwish")) {
+        bool swish = !strcmp(op, "HardSwish");
+        SJ_TRY(attr_float(L, "alpha", swish ? 1.0f / 6.0f : 0.2f, &alpha));
+        SJ_TRY(attr_float(L, "beta", 0.5f, &beta));
+        /* max(0, min(1, alpha x + beta)), times x for HardSwish */
+        SJ_TRY(bin_c(L, SJ_OP_MUL, x, alpha, &t));
+        SJ_TRY(bin_c(L, SJ_OP_ADD, t, beta, &t));
+        SJ_TRY(bin_c(L, SJ_OP_MIN, t, 1.0f, &t));
+        SJ_TRY(bin_c(L, SJ_OP_MAX, t, 0.0f, &y));
+        if (swish) SJ_TRY(bin(L, SJ_OP_MUL, x, y, &y));
+    } else if (!strcmp(op, "Softplus")) {
+        SJ_TRY(un(L, SJ_OP_EXP, x, &t));
+        SJ_TRY(bin_c(L, SJ_OP_ADD, t, 1.0f, &t));
+        SJ_TRY(un(L, SJ_OP_LOG, t, &y));
+    } else if (!strcmp(op, "Softsign")) {
+        SJ_TRY(un(L, SJ_OP_ABS, x, &t));
+        SJ_TRY(bin_c(L, SJ_OP_ADD, t, 1.0f, &t));
+        SJ_TRY(bin(L, SJ_OP_DIV, x, t, &y));
+    } else {
+        return sj_onnx_node_fail(L, SJ_E_INTERNAL, "no activation mapper for '%s'", op);
+    }
+    return def_out(L, 0, y, first);
+}
+
+/* PRelu: max(x, 0) + slope * min(x, 0), slope broadcast to x. */
+static sj_status map_prelu(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 2));
+    SJ_TRY(check_outputs(L, 1));
+    sj_value x, slope, pos, neg, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    SJ_TRY(in_float(L, 1, &slope));
+    SJ_TRY(bin_c(L, SJ_OP_MAX, x, 0.0f, &pos));
+    SJ_TRY(bin_c(L, SJ_OP_MIN, x, 0.0f, &neg));
+    SJ_TRY(bin(L, SJ_OP_MUL, slope, neg, &neg));
+    SJ_TRY(bin(L, SJ_OP_ADD, pos, neg, &y));
+    sj_shape xs, ys;
+    SJ_TRY(shape_of(L, x, &xs));
+    SJ_TRY(shape_of(L, y, &ys));
+    if (xs.rank != ys.rank || memcmp(xs.dims, ys.dims, sizeof(int64_t) * (size_t)xs.rank))
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "slope does not broadcast to the shape of x");
+    return def_out(L, 0, y, first);
+}
+
+/* The reduction axes of a Reduce* node (attribute or input); *all_noop is
+ * true when there are none and noop_with_empty_axes asks for the identity. */
+static sj_status reduce_axes(sj_onnx_loader *L, int *axes, int *n_axes, bool *keepdims,
+                             bool *all_noop) {
+    int64_t kd, noop;
+    SJ_TRY(attr_int(L, "keepdims", 1, &kd));
+    SJ_TRY(attr_int(L, "noop_with_empty_axes", 0, &noop));
+    const int64_t *av = NULL;
+    size_t an = 0;
+    bool present;
+    SJ_TRY(attr_ints(L, "axes", &av, &an, &present));
+    if (input_name(L->node, 1)) {
+        if (present)
+            return sj_onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
+        const sj_onnx_tensor *t;
+        SJ_TRY(in_ints(L, 1, "axes", &t));
+        av = t->i;
+        an = (size_t)t->numel;
+    }
+    *all_noop = an == 0 && noop;
+    *keepdims = kd != 0;
+    *n_axes = (int)an;
+    return int_axes(L, av, an, axes);
+}
+
+/* ReduceL1, L2, SumSquare, LogSum, LogSumExp and Min over sum and max:
+ * min is -max(-x); the others as the reference writes them. */
+static sj_status map_reduce_composed(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 2));
+    SJ_TRY(check_outputs(L, 1));
+    int axes[SJ_MAX_RANK], na = 0;
+    bool keep = true, noop = false;
+    SJ_TRY(reduce_axes(L, axes, &na, &keep, &noop));
+    if (noop) {
+        sj_onnx_val *xv;
+        SJ_TRY(in_val(L, 0, &xv));
+        return alias_out(L, 0, xv);
+    }
+    const char *op = L->node->op_type + strlen("Reduce");
+    sj_value x, p, r, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_op pre = SJ_OP_COUNT_, post = SJ_OP_COUNT_, red = SJ_OP_REDUCE_SUM;
+    if (!strcmp(op, "L1")) {
+        pre = SJ_OP_ABS;
+    } else if (!strcmp(op, "L2")) {
+        pre = SJ_OP_MUL;
+        post = SJ_OP_SQRT;
+    } else if (!strcmp(op, "SumSquare")) {
+        pre = SJ_OP_MUL;
+    } else if (!strcmp(op, "LogSum")) {
+        post = SJ_OP_LOG;
+    } else if (!strcmp(op, "LogSumExp")) {
+        pre = SJ_OP_EXP;
+        post = SJ_OP_LOG;
+    } else if (!strcmp(op, "Min")) {
+        pre = post = SJ_OP_NEG;
+        red = SJ_OP_REDUCE_MAX;
+    } else {
+        return sj_onnx_node_fail(L, SJ_E_INTERNAL, "no reduction mapper for '%s'", op);
+    }
+    p = x;
+    if (pre == SJ_OP_MUL) SJ_TRY(bin(L, SJ_OP_MUL, x, x, &p));
+    else if (pre != SJ_OP_COUNT_) SJ_TRY(un(L, pre, x, &p));
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, red, p, na, axes, keep, &r)));
+    y = r;
+    if (post != SJ_OP_COUNT_) SJ_TRY(un(L, post, r, &y));
+    return def_out(L, 0, y, first);
+}
+
+/* GlobalAveragePool / GlobalMaxPool: a kept reduction over the spatial axes. */
+static sj_status map_global_pool(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (s.rank < 3)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "input has rank %d; [N, C, spatial...] is needed",
+                                 s.rank);
+    int axes[SJ_MAX_RANK], na = 0;
+    for (int i = 2; i < s.rank; i++) axes[na++] = i;
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, e->op, x, na, axes, true, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* A per-channel vector [C] as [C, 1, ...] against x of rank `rank` (channel axis 1). */
+static sj_status channel_view(sj_onnx_loader *L, sj_value v, int rank, const char *what,
+                              int64_t channels, sj_value *out) {
+    sj_shape s;
+    SJ_TRY(shape_of(L, v, &s));
+    if (s.rank != 1 || s.dims[0] != channels)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "%s must have shape [%lld]", what,
+                                 (long long)channels);
+    int64_t dims[SJ_MAX_RANK];
+    dims[0] = channels;
+    for (int i = 1; i < rank - 1; i++) dims[i] = 1;
+    return prefix_node(L, sj_graph_reshape(L->g, v, rank - 1, dims, out));
+}
+
+/* BatchNormalization (inference): (x - mean) / sqrt(var + eps) * scale + B. */
+static sj_status map_batchnorm(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 5, 5));
+    SJ_TRY(check_outputs(L, 1));
+    int64_t training;
+    SJ_TRY(attr_int(L, "training_mode", 0, &training));
+    if (training)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                 "training_mode=1 (batch statistics) is not supported; only "
+                                 "inference");
+    float eps;
+    SJ_TRY(attr_float(L, "epsilon", 1e-5f, &eps));
+    sj_value x, p[4], y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (s.rank < 2 || s.dims[1] == SJ_DIM_SYM)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, ...] with a fixed C");
+    static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
+    for (int i = 0; i < 4; i++) {
+        sj_value v;
+        SJ_TRY(in_float(L, i + 1, &v));
+        SJ_TRY(channel_view(L, v, s.rank, names[i], s.dims[1], &p[i]));
+    }
+    sj_value d, ve;
+    SJ_TRY(bin(L, SJ_OP_SUB, x, p[2], &d));
+    SJ_TRY(bin_c(L, SJ_OP_ADD, p[3], eps, &ve));
+    SJ_TRY(un(L, SJ_OP_SQRT, ve, &ve));
+    SJ_TRY(bin(L, SJ_OP_DIV, d, ve, &y));
+    SJ_TRY(bin(L, SJ_OP_MUL, y, p[0], &y));
+    SJ_TRY(bin(L, SJ_OP_ADD, y, p[1], &y));
+    return def_out(L, 0, y, first);
+}
+
+/* InstanceNormalization: per (n, c), normalise over the spatial axes. */
+static sj_status map_instancenorm(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 3, 3));
+    SJ_TRY(check_outputs(L, 1));
+    float eps;
+    SJ_TRY(attr_float(L, "epsilon", 1e-5f, &eps));
+    sj_value x, sc, b, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (s.rank < 3 || s.dims[1] == SJ_DIM_SYM)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, spatial...] with a fixed C");
+    SJ_TRY(in_float(L, 1, &sc));
+    SJ_TRY(in_float(L, 2, &b));
+    SJ_TRY(channel_view(L, sc, s.rank, "scale", s.dims[1], &sc));
+    SJ_TRY(channel_view(L, b, s.rank, "B", s.dims[1], &b));
+    int axes[SJ_MAX_RANK], na = 0;
+    for (int i = 2; i < s.rank; i++) axes[na++] = i;
+    sj_value mean, d, sq, var;
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
+    SJ_TRY(bin(L, SJ_OP_SUB, x, mean, &d));
+    SJ_TRY(bin(L, SJ_OP_MUL, d, d, &sq));
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
+    SJ_TRY(bin_c(L, SJ_OP_ADD, var, eps, &var));
+    SJ_TRY(un(L, SJ_OP_SQRT, var, &var));
+    SJ_TRY(bin(L, SJ_OP_DIV, d, var, &y));
+    SJ_TRY(bin(L, SJ_OP_MUL, y, sc, &y));
+    SJ_TRY(bin(L, SJ_OP_ADD, y, b, &y));
+    return def_out(L, 0, y, first);
+}
+
+/* MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9). */
+static sj_status map_mvn(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 1));
+    SJ_TRY(check_outputs(L, 1));
+    const int64_t *av;
+    size_t an;
+    bool present;
+    SJ_TRY(attr_ints(L, "axes", &av, &an, &present));
+    static const int64_t def_axes[] = {0, 2, 3};
+    if (!present) {
+        av = def_axes;
+        an = 3;
+    }
+    int axes[SJ_MAX_RANK];
+    SJ_TRY(int_axes(L, av, an, axes));
+    sj_value x, mean, m2, sq, msq, sd, d, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, (int)an, axes, true, &mean)));
+    SJ_TRY(bin(L, SJ_OP_MUL, mean, mean, &m2));
+    SJ_TRY(bin(L, SJ_OP_MUL, x, x, &sq));
+    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, (int)an, axes, true, &msq)));
+    SJ_TRY(bin(L, SJ_OP_SUB, msq, m2, &sd));
+    SJ_TRY(un(L, SJ_OP_SQRT, sd, &sd));
+    SJ_TRY(bin_c(L, SJ_OP_ADD, sd, 1e-9f, &sd));
+    SJ_TRY(bin(L, SJ_OP_SUB, x, mean, &d));
+    SJ_TRY(bin(L, SJ_OP_DIV, d, sd, &y));
+    return def_out(L, 0, y, first);
+}
+
+/* ---- end of realops float ops ---- */
+
 static const op_entry ops[] = {
     {"Add", map_binary, SJ_OP_ADD},
     {"Sub", map_binary, SJ_OP_SUB},
@@ -838,6 +1227,45 @@ static const op_entry ops[] = {
     {"Dropout", map_dropout, SJ_OP_COUNT_},
     {"Identity", map_identity, SJ_OP_COUNT_},
     {"Constant", map_constant, SJ_OP_COUNT_},
+    /* realops */
+    {"Sin", map_unary, SJ_OP_SIN},
+    {"Cos", map_unary, SJ_OP_COS},
+    {"Tan", map_unary, SJ_OP_TAN},
+    {"Asin", map_unary, SJ_OP_ASIN},
+    {"Acos", map_unary, SJ_OP_ACOS},
+    {"Atan", map_unary, SJ_OP_ATAN},
+    {"Sinh", map_unary, SJ_OP_SINH},
+    {"Cosh", map_unary, SJ_OP_COSH},
+    {"Asinh", map_unary, SJ_OP_ASINH},
+    {"Acosh", map_unary, SJ_OP_ACOSH},
+    {"Atanh", map_unary, SJ_OP_ATANH},
+    {"Floor", map_unary, SJ_OP_FLOOR},
+    {"Ceil", map_unary, SJ_OP_CEIL},
+    {"Round", map_unary, SJ_OP_ROUND},
+    {"Sign", map_unary, SJ_OP_SIGN},
+    {"Sum", map_sum_mean, SJ_OP_ADD},
+    {"Mean", map_sum_mean, SJ_OP_DIV},
+    {"Clip", map_clip, SJ_OP_COUNT_},
+    {"Gelu", map_gelu, SJ_OP_GELU},
+    {"Elu", map_activation, SJ_OP_COUNT_},
+    {"Selu", map_activation, SJ_OP_COUNT_},
+    {"Celu", map_activation, SJ_OP_COUNT_},
+    {"HardSigmoid", map_activation, SJ_OP_COUNT_},
+    {"HardSwish", map_activation, SJ_OP_COUNT_},
+    {"Softplus", map_activation, SJ_OP_COUNT_},
+    {"Softsign", map_activation, SJ_OP_COUNT_},
+    {"PRelu", map_prelu, SJ_OP_COUNT_},
+    {"ReduceL1", map_reduce_composed, SJ_OP_COUNT_},
+    {"ReduceL2", map_reduce_composed, SJ_OP_COUNT_},
+    {"ReduceSumSquare", map_reduce_composed, SJ_OP_COUNT_},
+    {"ReduceLogSum", map_reduce_composed, SJ_OP_COUNT_},
+    {"ReduceLogSumExp", map_reduce_composed, SJ_OP_COUNT_},
+    {"ReduceMin", map_reduce_composed, SJ_OP_COUNT_},
+    {"GlobalAveragePool", map_global_pool, SJ_OP_REDUCE_MEAN},
+    {"GlobalMaxPool", map_global_pool, SJ_OP_REDUCE_MAX},
+    {"BatchNormalization", map_batchnorm, SJ_OP_COUNT_},
+    {"InstanceNormalization", map_instancenorm, SJ_OP_COUNT_},
+    {"MeanVarianceNormalization", map_mvn, SJ_OP_COUNT_},
 };
 
 sj_status sj_onnx_map_node(sj_onnx_loader *L) {

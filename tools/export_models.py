@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""Exports real PyTorch / Hugging Face models to ONNX as test data for
+tests/real_models.cmake, with torch's outputs as the expectations.
+
+Dev aid only: the tests read the committed files under tests/data/real_models
+and never run this script (CI has no torch). To regenerate:
+
+    python3 -m venv /work/venv-export
+    /work/venv-export/bin/pip install -r tools/requirements-export.txt
+    /work/venv-export/bin/python tools/export_models.py [--out DIR] [--only REGEX]
+    /work/venv-export/bin/python tools/onnx_op_inventory.py   # refreshes OPS.md
+
+Every model is built from a small configuration with random weights drawn
+under a fixed seed (nothing is downloaded) and exported with both of
+torch.onnx's exporters: the TorchScript one (dynamo=False, opset 17) and the
+dynamo one (dynamo=True, the opset it picks). An exporter that refuses a
+module is reported and that pair is left out; the script lists them at the
+end and in tests/data/real_models/EXPORT_FAILURES.md.
+
+Inputs have a dynamic `seq` dim (and a dynamic `batch` dim, which the tests
+fix with --dim batch=1). For each length in LENGTHS the script writes
+
+    <model>_<exporter>/model.onnx            (+ model.onnx.data: external data)
+    <model>_<exporter>/<len>/in/<input>.npy  seeded inputs, batch 1
+    <model>_<exporter>/<len>/out/<output>.npy  what torch computes
+    <model>_<exporter>/manifest.json         inputs, dims, lengths, tolerances
+
+bad/ holds damaged copies (external data missing, truncated, or located
+outside the model's folder) and .npy inputs of the wrong dtype for the error
+tests. The script runs onnxruntime on every length and compares with torch
+(the tests' tolerances): an export that onnxruntime cannot run or that
+disagrees is the exporter's failure, reported like a refusal, not test data.
+Token inputs are int64 ids in [0, vocab); attention masks are int64 ones
+with the last (len + 1) // 4 positions zero (right padding).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import transformers
+
+LENGTHS = [1, 3, 7, 16, 37, 64]
+ATOL, RTOL = 1e-5, 1e-3
+TS_OPSET = 17
+HIDDEN, HEADS, FFN, LAYERS, VOCAB, MAX_POS = 32, 4, 64, 2, 100, 128
+EXPORT_BATCH, EXPORT_SEQ = 2, 16  # example shape: not 0/1, so no size specialisation
+# models whose weights go to a side file model.onnx.data (ONNX external data)
+EXTERNAL_DATA = {"bert_torchscript", "llama_dynamo", "tel_postnorm_relu_dynamo"}
+EXTERNAL_FILE = "model.onnx.data"
+
+
+# ---- the modules ------------------------------------------------------------
+
+class HFWrapper(torch.nn.Module):
+    """Calls a transformers model with keyword inputs and returns the chosen
+    output fields as a tuple, as a user exporting one writes it."""
+
+    def __init__(self, model, outputs):
+        super().__init__()
+        self.model = model
+        self.outputs = outputs
+
+    def forward(self, input_ids, attention_mask):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        return tuple(getattr(out, k) for k in self.outputs)
+
+
+class MHAResidualNorm(torch.nn.Module):
+    """Self-attention with a residual connection and a LayerNorm after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(HIDDEN, HEADS, dropout=0.0, batch_first=True)
+        self.norm = torch.nn.LayerNorm(HIDDEN)
+
+    def forward(self, x):
+        a, _ = self.attn(x, x, x, need_weights=False)
+        return self.norm(x + a)
+
+
+def tel(norm_first, activation):
+    return torch.nn.TransformerEncoderLayer(
+        HIDDEN, HEADS, dim_feedforward=FFN, dropout=0.0, activation=activation,
+        batch_first=True, norm_first=norm_first)
+
+
+def bert():
+    cfg = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=FFN, max_position_embeddings=MAX_POS)
+    return HFWrapper(transformers.BertModel(cfg), ["last_hidden_state", "pooler_output"])
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN,
+        n_positions=MAX_POS, bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1, use_cache=False)
+    return HFWrapper(transformers.GPT2Model(cfg), ["last_hidden_state"])
+
+
+def distilbert():
+    cfg = transformers.DistilBertConfig(
+        vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN,
+        max_position_embeddings=MAX_POS)
+    return HFWrapper(transformers.DistilBertModel(cfg), ["last_hidden_state"])
+
+
+def llama():
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, num_key_value_heads=HEADS // 2,
+        max_position_embeddings=MAX_POS, use_cache=False)
+    return HFWrapper(transformers.LlamaModel(cfg), ["last_hidden_state"])
+
+
+TOKENS = ["input_ids", "attention_mask"]
+FLOAT = ["src"]
+# name: (seed, factory, input names, output names, description)
+MODELS = {
+    "tel_postnorm_relu": (11, lambda: tel(False, "relu"), FLOAT, ["out"],
+                          "nn.TransformerEncoderLayer, post-norm, ReLU, batch_first"),
+    "tel_prenorm_gelu": (12, lambda: tel(True, "gelu"), FLOAT, ["out"],
+                         "nn.TransformerEncoderLayer, pre-norm (norm_first), GELU, batch_first"),
+    "mha_residual_ln": (13, MHAResidualNorm, FLOAT, ["out"],
+                        "nn.MultiheadAttention (batch_first) + residual + LayerNorm"),
+    "bert": (21, bert, TOKENS, ["last_hidden_state", "pooler_output"],
+             "transformers BertModel with attention_mask"),
+    "gpt2": (22, gpt2, TOKENS, ["last_hidden_state"],
+             "transformers GPT2Model (use_cache=False) with attention_mask"),
+    "distilbert": (23, distilbert, TOKENS, ["last_hidden_state"],
+                   "transformers DistilBertModel with attention_mask"),
+    "llama": (24, llama, TOKENS, ["last_hidden_state"],
+              "transformers LlamaModel (RMSNorm, rotary, causal mask, GQA; use_cache=False)"
+              " with attention_mask"),
+}
+
+
+# ---- inputs -------------------------------------------------------------------
+
+def make_inputs(names, seed, batch, length):
+    """Seeded inputs for one length; the same for both exporters."""
+    rng = np.random.default_rng([seed, batch, length])
+    out = {}
+    for n in names:
+        if n == "input_ids":
+            out[n] = rng.integers(0, VOCAB, (batch, length), dtype=np.int64)
+        elif n == "attention_mask":
+            m = np.ones((batch, length), np.int64)
+            pad = (length + 1) // 4
+            if pad:
+                m[:, length - pad:] = 0
+            out[n] = m
+        else:
+            out[n] = rng.standard_normal((batch, length, HIDDEN)).astype(np.float32)
+    return out
+
+
+def torch_outputs(module, inputs):
+    with torch.no_grad():
+        res = module(*[torch.from_numpy(v) for v in inputs.values()])
+    if isinstance(res, torch.Tensor):
+        res = (res,)
+    return [r.detach().numpy().astype(np.float32) for r in res]
+
+
+# ---- export -------------------------------------------------------------------
+
+def dynamic_dims(name):
+    return {0: "batch", 1: "seq"} if name in TOKENS + FLOAT + ["out", "last_hidden_state"] \
+        else {0: "batch"}
+
+
+def export_torchscript(module, example, in_names, out_names, path):
+    torch.onnx.export(
+        module, tuple(torch.from_numpy(v) for v in example.values()), path,
+        input_names=in_names, output_names=out_names,
+        dynamic_axes={n: dynamic_dims(n) for n in in_names + out_names},
+        opset_version=TS_OPSET, dynamo=False, do_constant_folding=True)
+
+
+def export_dynamo(module, example, in_names, out_names, path):
+    batch = torch.export.Dim("batch", min=1, max=64)
+    seq = torch.export.Dim("seq", min=1, max=MAX_POS)
+    prog = torch.onnx.export(
+        module, tuple(torch.from_numpy(v) for v in example.values()),
+        input_names=in_names, output_names=out_names,
+        dynamic_shapes=tuple({0: batch, 1: seq} for _ in in_names),
+        dynamo=True, verbose=False)
+    prog.save(path)
+
+
+# What was found about a refusal by hand, written under it.
+MHA_NOTE = ("The TorchScript exporter traces `k.view(k.shape[0], bsz * num_heads, head_dim)` in "
+            "F.multi_head_attention_forward with k.shape[0] frozen to the example length, so the "
+            "graph only runs at that length.")
+NOTES = {
+    "tel_postnorm_relu_torchscript": "Wrapping the layer in a module whose forward takes only "
+    "`src` gets past this, and then hits the frozen length of nn.MultiheadAttention: " + MHA_NOTE,
+    "tel_prenorm_gelu_torchscript": "As for tel_postnorm_relu_torchscript.",
+    "mha_residual_ln_torchscript": MHA_NOTE,
+}
+
+EXPORTERS = {"torchscript": export_torchscript, "dynamo": export_dynamo}
+
+
+def save_model(src, dst_dir, external):
+    """Re-saves the exported model in one canonical form: inline weights, or
+    every initialiser above 64 bytes in one side file next to the model
+    (EXTERNAL_FILE, offsets and lengths per the ONNX spec)."""
+    m = onnx.load(src)
+    # The dynamo exporter records each node's Python stack (this machine's
+    # paths and this script's line numbers): dropped, so that the files are
+    # the same wherever they are made. Its other node metadata stays.
+    for node in m.graph.node:
+        keep = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del node.metadata_props[:]
+        node.metadata_props.extend(keep)
+    path = os.path.join(dst_dir, "model.onnx")
+    if external:
+        onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location=EXTERNAL_FILE, size_threshold=64, convert_attribute=False)
+    else:
+        onnx.save(m, path)
+    onnx.checker.check_model(path, full_check=True)
+    return path
+
+
+def dims_of(value_info):
+    return [d.dim_param if d.dim_param else d.dim_value
+            for d in value_info.type.tensor_type.shape.dim]
+
+
+DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64",
+          onnx.TensorProto.INT32: "int32", onnx.TensorProto.BOOL: "bool"}
+
+
+def close(got, want):
+    return got.shape == want.shape and np.allclose(got, want, atol=ATOL, rtol=RTOL)
+
+
+def build(name, exporter, out_root, failures):
+    seed, factory, in_names, out_names, desc = MODELS[name]
+    tag = f"{name}_{exporter}"
+    torch.manual_seed(seed)
+    module = factory().eval()
+    example = make_inputs(in_names, seed, EXPORT_BATCH, EXPORT_SEQ)
+    tmp = tempfile.mkdtemp(prefix="sj_export_")
+    try:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                EXPORTERS[exporter](module, example, in_names, out_names,
+                                    os.path.join(tmp, "m.onnx"))
+        except Exception as e:  # the exporter refused the module: reported, not fatal
+            msg = str(e).strip().splitlines()
+            msg = next((l for l in msg if "Error" in l or "not supported" in l), msg[0] if msg else "")
+            failures.append((tag, f"{type(e).__name__}: {msg[:300]}"))
+            print(f"{tag}: exporter refused the module: {failures[-1][1]}", file=sys.stderr)
+            return None
+        dst = os.path.join(out_root, tag)
+        shutil.rmtree(dst, ignore_errors=True)
+        os.makedirs(dst)
+        path = save_model(os.path.join(tmp, "m.onnx"), dst, tag in EXTERNAL_DATA)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    model = onnx.load(path, load_external_data=False)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ort_out_names = [o.name for o in sess.get_outputs()]
+    if ort_out_names != out_names:
+        raise SystemExit(f"{tag}: outputs are {ort_out_names}, want {out_names}")
+    worst = 0.0
+    for length in LENGTHS:
+        inputs = make_inputs(in_names, seed, 1, length)
+        want = torch_outputs(module, inputs)
+        # An export that is wrong at another length (a traced size frozen
+        # into a constant) is the exporter's failure, not test data.
+        try:
+            got = sess.run(None, inputs)
+            bad = [n for n, w, g in zip(out_names, want, got) if not close(g, w)]
+        except Exception as e:
+            got, bad = None, [f"onnxruntime fails: {str(e).strip().splitlines()[0][:300]}"]
+        if bad:
+            failures.append((tag, f"exported, but the graph is wrong at length {length} "
+                                  f"(exported at {EXPORT_SEQ}): {', '.join(bad)}"))
+            print(f"{tag}: {failures[-1][1]}", file=sys.stderr)
+            shutil.rmtree(dst)
+            return None
+        worst = max([worst] + [float(np.abs(g - w).max()) for w, g in zip(want, got)])
+        for sub, arrays in (("in", inputs), ("out", dict(zip(out_names, want)))):
+            d = os.path.join(dst, str(length), sub)
+            os.makedirs(d)
+            for n, a in arrays.items():
+                np.save(os.path.join(d, n + ".npy"), np.ascontiguousarray(a))
+
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    manifest = {
+        "name": tag,
+        "description": desc,
+        "exporter": exporter,
+        "dynamo": exporter == "dynamo",
+        "opset": opset,
+        "model": "model.onnx",
+        "external_data": EXTERNAL_FILE if tag in EXTERNAL_DATA else None,
+        "inputs": [{"name": i.name, "dtype": DTYPES[i.type.tensor_type.elem_type],
+                    "shape": dims_of(i)} for i in model.graph.input],
+        "outputs": [{"name": o.name, "dtype": DTYPES[o.type.tensor_type.elem_type],
+                     "shape": dims_of(o)} for o in model.graph.output],
+        "compare": out_names,
+        "dynamic": "seq",
+        "dims": {"batch": 1},
+        "lengths": LENGTHS,
+        "atol": ATOL,
+        "rtol": RTOL,
+        "onnxruntime_max_abs_diff": float(f"{worst:.3g}"),
+        "seed": seed,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "onnx": onnx.__version__, "onnxruntime": ort.__version__},
+    }
+    with open(os.path.join(dst, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    size = sum(os.path.getsize(os.path.join(r, x)) for r, _, fs in os.walk(dst) for x in fs)
+    print(f"{tag}: opset {opset}, {len(model.graph.node)} nodes, {size / 1024:.0f} KiB, "
+          f"onnxruntime vs torch max |diff| {worst:.2e}")
+    return tag
+
+
+def set_location(model, location):
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = location
+
+
+def make_bad(out_root):
+    """bad/: damaged copies for the error tests of tests/real_models.cmake.
+    ext_missing: the side file is absent; ext_truncated: it is cut short;
+    ext_escape / ext_absolute: `location` leaves the model's folder (a real
+    file there, so only the rule refuses it); wrong-dtype .npy inputs."""
+    src_dir = os.path.join(out_root, "tel_postnorm_relu_dynamo")
+    bad = os.path.join(out_root, "bad")
+    shutil.rmtree(bad, ignore_errors=True)
+    model = onnx.load(os.path.join(src_dir, "model.onnx"), load_external_data=False)
+    with open(os.path.join(src_dir, EXTERNAL_FILE), "rb") as f:
+        data = f.read()
+    cases = {"ext_missing": (EXTERNAL_FILE, None), "ext_truncated": (EXTERNAL_FILE, data[:len(data) // 2]),
+             "ext_escape": (f"../../tel_postnorm_relu_dynamo/{EXTERNAL_FILE}", None),
+             "ext_absolute": ("/dev/zero", None)}
+    for case, (location, payload) in cases.items():
+        d = os.path.join(bad, case)
+        os.makedirs(d)
+        set_location(model, location)
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        if payload is not None:
+            with open(os.path.join(d, EXTERNAL_FILE), "wb") as f:
+                f.write(payload)
+    ok = make_inputs(TOKENS, MODELS["bert"][0], 1, 7)
+    np.save(os.path.join(bad, "attention_mask_f32.npy"), ok["attention_mask"].astype(np.float32))
+    np.save(os.path.join(bad, "input_ids_i32.npy"), ok["input_ids"].astype(np.int32))
+    x = make_inputs(FLOAT, MODELS["tel_postnorm_relu"][0], 1, 7)["src"]
+    np.save(os.path.join(bad, "src_i64.npy"), np.rint(x * 10).astype(np.int64))
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "data", "real_models"))
+    ap.add_argument("--only", default=".", help="regex on <model>_<exporter>")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)  # reproducible reductions
+    failures, made = [], []
+    for name in MODELS:
+        for exporter in EXPORTERS:
+            if re.search(args.only, f"{name}_{exporter}"):
+                tag = build(name, exporter, args.out, failures)
+                if tag:
+                    made.append(tag)
+    if args.only == ".":
+        make_bad(args.out)
+        with open(os.path.join(args.out, "EXPORT_FAILURES.md"), "w") as f:
+            f.write("# Module/exporter pairs that torch.onnx refused\n\n"
+                    "Written by tools/export_models.py (torch %s, transformers %s). These pairs\n"
+                    "have no folder here; every other pair does.\n\n" %
+                    (torch.__version__, transformers.__version__))
+            for tag, msg in failures or [("(none)", "")]:
+                f.write(f"- `{tag}`: {msg}\n")
+                if tag in NOTES:
+                    f.write(f"  {NOTES[tag]}\n")
+    print(f"{len(made)} exported, {len(failures)} refused by the exporter")
+    for tag, msg in failures:
+        print(f"  refused: {tag}: {msg}")
+
+
+if __name__ == "__main__":
+    main()
