@@ -89,7 +89,7 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
                 cap = nc;
             }
         }
-        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, &(*out)[*n_out]);
+        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, NULL, &(*out)[*n_out]);
         onnx__tensor_proto__free_unpacked(tp, &pa.base);
         if (st != SJ_OK) return st;
         (*n_out)++;
