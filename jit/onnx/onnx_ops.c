@@ -1192,6 +1192,401 @@ static sj_status map_mvn(sj_onnx_loader *L, const op_entry *e) {
 
 /* ---- end of realops float ops ---- */
 
+/* ---- realops: layout ops ---- */
+
+/* An integer bound of a shape computation: c + n * N, N the symbolic dim.
+ * Constant inputs give n = 0; values folded from Shape chains (an
+ * expression in N) come through in_sym_ints too. */
+typedef struct sym_int {
+    int64_t c, n;
+} sym_int;
+
+/* Input i as up to SJ_MAX_RANK integers (a rank-0 or rank-1 constant). */
+static sj_status in_sym_ints(sj_onnx_loader *L, int i, const char *what, sym_int *out, int *count) {
+    const sj_onnx_tensor *t = NULL;
+    *count = 0;
+    SJ_TRY(in_ints(L, i, what, &t));
+    if (t->numel > SJ_MAX_RANK)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "%s has %lld entries (at most %d)", what,
+                                 (long long)t->numel, SJ_MAX_RANK);
+    for (int k = 0; k < t->numel; k++) out[k] = (sym_int){t->i[k], 0};
+    *count = (int)t->numel;
+    return SJ_OK;
+}
+
+/* "Up to the end" and "from before the start" in ONNX are huge numbers;
+ * past this any bound is clamped. */
+#define BOUND_HUGE ((int64_t)1 << 40)
+
+/* One axis of an ONNX Slice on a dim that is `dim` (constant or the
+ * symbolic dim) into an sj_slice_axis, with ONNX's clamping. Exact for
+ * every extent or an error naming the axis. */
+static sj_status slice_axis(sj_onnx_loader *L, int axis, int64_t dim, sym_int s, sym_int e,
+                            int64_t step, sj_slice_axis *out) {
+    if (step == 0) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d has step 0", axis);
+    const char *sym = sj_graph_symbol(L->g);
+    if (dim != SJ_DIM_SYM) {
+        if (s.n || e.n) {
+            /* x[:N] of a constant table: n rows from a constant start */
+            if (s.n == 0 && e.n == 1 && step == 1 && e.c == s.c && s.c >= 0) {
+                *out = (sj_slice_axis){s.c, 0, 1, SJ_DIM_SYM};
+                return SJ_OK;
+            }
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "axis %d (size %lld): bounds %lld%+lld*%s .. %lld%+lld*%s step "
+                                     "%lld give no fixed or %s-long result",
+                                     axis, (long long)dim, (long long)s.c, (long long)s.n, sym,
+                                     (long long)e.c, (long long)e.n, sym, (long long)step, sym);
+        }
+        int64_t st = s.c, en = e.c;
+        if (st < 0) st += dim;
+        if (en < 0) en += dim;
+        if (step > 0) {
+            st = st < 0 ? 0 : st > dim ? dim : st;
+            en = en < 0 ? 0 : en > dim ? dim : en;
+        } else {
+            st = st < 0 ? 0 : st > dim - 1 ? dim - 1 : st;
+            en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
+        }
+        int64_t len = step > 0 ? (en - st + step - 1) / step : (st - en + (-step) - 1) / (-step);
+        if (len <= 0)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "axis %d is sliced to nothing; zero-size tensors are not "
+                                     "supported",
+                                     axis);
+        *out = (sj_slice_axis){st, 0, step, len};
+        return SJ_OK;
+    }
+    /* the symbolic dim: constant bounds count from N when negative */
+    if (!s.n) {
+        if (s.c <= -BOUND_HUGE) s = (sym_int){step > 0 ? 0 : -1, 0};
+        else if (s.c >= BOUND_HUGE) s = (sym_int){step > 0 ? 0 : -1, 1};
+        else if (s.c < 0) s = (sym_int){s.c, 1};
+    }
+    if (!e.n) {
+        if (e.c >= BOUND_HUGE) e = step > 0 ? (sym_int){0, 1} : (sym_int){-1, 1};
+        else if (e.c <= -BOUND_HUGE) e = step > 0 ? (sym_int){0, 0} : (sym_int){-1, 0};
+        else if (e.c < 0) e = (sym_int){e.c, 1};
+    }
+    if (step > 0 && s.n == 1 && s.c >= 0) s = (sym_int){0, 1}; /* clamped to N */
+    if (step > 0 && e.n == 1 && e.c > 0) e = (sym_int){0, 1};
+    sym_int span = step > 0 ? (sym_int){e.c - s.c, e.n - s.n} : (sym_int){s.c - e.c, s.n - e.n};
+    int64_t as = step > 0 ? step : -step;
+    if (span.n == 1 && span.c == 0 && as == 1) {
+        *out = (sj_slice_axis){s.c, s.n, step, SJ_DIM_SYM};
+        return SJ_OK;
+    }
+    if (span.n == 0 && span.c > 0) {
+        *out = (sj_slice_axis){s.c, s.n, step, (span.c + as - 1) / as};
+        return SJ_OK;
+    }
+    return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                             "axis %d is the symbolic dim %s: bounds %lld%+lld*%s .. %lld%+lld*%s "
+                             "step %lld give a length that is neither constant nor %s",
+                             axis, sym, (long long)s.c, (long long)s.n, sym, (long long)e.c,
+                             (long long)e.n, sym, (long long)step, sym);
+}
+
+/* The identity slice of every axis of s. */
+static void slice_all(const sj_shape *s, sj_slice_axis *axes) {
+    for (int i = 0; i < s->rank; i++) axes[i] = (sj_slice_axis){0, 0, 1, s->dims[i]};
+}
+
+/* Slice-1 (attributes) and Slice-10+ (inputs starts, ends, axes, steps). */
+static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_outputs(L, 1));
+    sym_int starts[SJ_MAX_RANK], ends[SJ_MAX_RANK];
+    int64_t axes_v[SJ_MAX_RANK], steps[SJ_MAX_RANK];
+    int n = 0, n_axes = -1, n_steps = -1, ne = 0;
+    if (L->opset < 10) {
+        SJ_TRY(check_inputs(L, 1, 1));
+        const int64_t *sv, *ev, *av;
+        size_t sn, en, an;
+        bool sp, ep, ap;
+        SJ_TRY(attr_ints(L, "starts", &sv, &sn, &sp));
+        SJ_TRY(attr_ints(L, "ends", &ev, &en, &ep));
+        SJ_TRY(attr_ints(L, "axes", &av, &an, &ap));
+        if (!sp || !ep) return sj_onnx_node_fail(L, SJ_E_PARSE, "needs starts and ends");
+        if (sn > SJ_MAX_RANK || en != sn || (ap && an != sn))
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "starts, ends and axes differ in length");
+        n = ne = (int)sn;
+        for (int i = 0; i < n; i++) {
+            starts[i] = (sym_int){sv[i], 0};
+            ends[i] = (sym_int){ev[i], 0};
+            if (ap) axes_v[i] = av[i];
+        }
+        if (ap) n_axes = n;
+    } else {
+        SJ_TRY(check_inputs(L, 3, 5));
+        SJ_TRY(in_sym_ints(L, 1, "starts", starts, &n));
+        SJ_TRY(in_sym_ints(L, 2, "ends", ends, &ne));
+        if (input_name(L->node, 3)) {
+            sym_int a[SJ_MAX_RANK];
+            SJ_TRY(in_sym_ints(L, 3, "axes", a, &n_axes));
+            for (int i = 0; i < n_axes; i++) {
+                if (a[i].n) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "axes depend on the symbolic dim");
+                axes_v[i] = a[i].c;
+            }
+        }
+        if (input_name(L->node, 4)) {
+            sym_int st[SJ_MAX_RANK];
+            SJ_TRY(in_sym_ints(L, 4, "steps", st, &n_steps));
+            for (int i = 0; i < n_steps; i++) {
+                if (st[i].n) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "steps depend on the symbolic dim");
+                steps[i] = st[i].c;
+            }
+        }
+        if (ne != n || (n_axes >= 0 && n_axes != n) || (n_steps >= 0 && n_steps != n))
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "starts, ends, axes and steps differ in length");
+    }
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    sj_slice_axis axes[SJ_MAX_RANK];
+    slice_all(&s, axes);
+    bool seen[SJ_MAX_RANK] = {false};
+    for (int i = 0; i < n; i++) {
+        int64_t a = n_axes >= 0 ? axes_v[i] : i;
+        if (a < -s.rank || a >= s.rank)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                     (long long)a, s.rank);
+        int ax = (int)(a < 0 ? a + s.rank : a);
+        if (seen[ax]) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", ax);
+        seen[ax] = true;
+        SJ_TRY(slice_axis(L, ax, s.dims[ax], starts[i], ends[i], n_steps >= 0 ? steps[i] : 1,
+                          &axes[ax]));
+    }
+    bool identity = true;
+    for (int i = 0; i < s.rank; i++)
+        identity &= axes[i].start == 0 && axes[i].start_n == 0 && axes[i].step == 1 &&
+                    axes[i].len == s.dims[i];
+    if (identity) {
+        sj_onnx_val *xv;
+        SJ_TRY(in_val(L, 0, &xv));
+        return alias_out(L, 0, xv);
+    }
+    SJ_TRY(prefix_node(L, sj_graph_slice(L->g, x, axes, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* Split: consecutive slices of one axis, sized by the `split` input
+ * (opset 13+) or attribute, by num_outputs (opset 18+, the last part
+ * smaller), or equally. */
+static sj_status map_split(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 2));
+    node_t *node = L->node;
+    int n_out = (int)node->n_output;
+    if (n_out < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no outputs");
+    int64_t axis, num;
+    SJ_TRY(attr_int(L, "axis", 0, &axis));
+    SJ_TRY(attr_int(L, "num_outputs", 0, &num));
+    sj_value x, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    if (axis < -s.rank || axis >= s.rank)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                 (long long)axis, s.rank);
+    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    int64_t dim = s.dims[ax];
+    if (dim == SJ_DIM_SYM)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                 "splitting the symbolic dim %s (axis %d) gives parts whose "
+                                 "lengths depend on it",
+                                 sj_graph_symbol(L->g), ax);
+    const int64_t *sv = NULL;
+    size_t sn = 0;
+    bool sp;
+    SJ_TRY(attr_ints(L, "split", &sv, &sn, &sp));
+    if (input_name(node, 1)) {
+        const sj_onnx_tensor *t;
+        SJ_TRY(in_ints(L, 1, "split", &t));
+        sv = t->i;
+        sn = (size_t)t->numel;
+        sp = true;
+    }
+    int64_t sizes[64];
+    if (n_out > 64) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "more than 64 outputs");
+    if (sp) {
+        if ((int)sn != n_out)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "split has %zu sizes for %d outputs", sn, n_out);
+        int64_t total = 0;
+        for (int i = 0; i < n_out; i++) {
+            sizes[i] = sv[i];
+            if (sizes[i] < 1)
+                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                         "part %d has size %lld; zero-size tensors are not supported",
+                                         i, (long long)sizes[i]);
+            total += sizes[i];
+        }
+        if (total != dim)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "split sizes add up to %lld, axis %d has %lld",
+                                     (long long)total, ax, (long long)dim);
+    } else {
+        if (num && num != n_out)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "num_outputs is %lld but the node has %d outputs",
+                                     (long long)num, n_out);
+        int64_t part = num ? (dim + n_out - 1) / n_out : dim / n_out;
+        if (!num && dim % n_out)
+            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d (%lld) does not split into %d equal parts",
+                                     ax, (long long)dim, n_out);
+        for (int i = 0; i < n_out; i++) {
+            sizes[i] = i < n_out - 1 ? part : dim - part * (n_out - 1);
+            if (sizes[i] < 1)
+                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                         "part %d would be empty; zero-size tensors are not supported", i);
+        }
+    }
+    int64_t at = 0;
+    for (int i = 0; i < n_out; i++) {
+        sj_slice_axis axes[SJ_MAX_RANK];
+        slice_all(&s, axes);
+        axes[ax] = (sj_slice_axis){at, 0, 1, sizes[i]};
+        at += sizes[i];
+        if (!node->output[i] || !node->output[i][0]) continue;
+        sj_value y;
+        if (n_out == 1) {
+            sj_onnx_val *xv;
+            SJ_TRY(in_val(L, 0, &xv));
+            return alias_out(L, 0, xv);
+        }
+        SJ_TRY(prefix_node(L, sj_graph_slice(L->g, x, axes, &y)));
+        SJ_TRY(def_out(L, i, y, first));
+    }
+    return SJ_OK;
+}
+
+/* Concat of n operands, joined pairwise from the left. */
+static sj_status map_concat(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_outputs(L, 1));
+    int n = (int)L->node->n_input;
+    if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
+    int64_t axis;
+    if (!find_attr(L->node, "axis") && L->opset >= 4)
+        return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the attribute 'axis'");
+    SJ_TRY(attr_int(L, "axis", 1, &axis));
+    sj_value acc, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &acc));
+    if (n == 1) {
+        sj_onnx_val *xv;
+        SJ_TRY(in_val(L, 0, &xv));
+        return alias_out(L, 0, xv);
+    }
+    for (int i = 1; i < n; i++) {
+        sj_value b;
+        SJ_TRY(in_float(L, i, &b));
+        SJ_TRY(prefix_node(L, sj_graph_concat(L->g, acc, b, (int)axis, &acc)));
+    }
+    return def_out(L, 0, acc, first);
+}
+
+/* A shape input (Expand's, Tile's repeats) as dims; an entry that is the
+ * symbolic dim becomes SJ_DIM_SYM. */
+static sj_status in_dims(sj_onnx_loader *L, int i, const char *what, int64_t *dims, int *rank) {
+    sym_int v[SJ_MAX_RANK];
+    SJ_TRY(in_sym_ints(L, i, what, v, rank));
+    for (int k = 0; k < *rank; k++) {
+        if (v[k].n == 1 && v[k].c == 0) dims[k] = SJ_DIM_SYM;
+        else if (v[k].n == 0 && v[k].c >= 1) dims[k] = v[k].c;
+        else
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "%s entry %d (%lld%+lld*N) is no dim (zero-size and "
+                                     "computed lengths are not supported)",
+                                     what, k, (long long)v[k].c, (long long)v[k].n);
+    }
+    return SJ_OK;
+}
+
+static sj_status map_expand(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 2));
+    SJ_TRY(check_outputs(L, 1));
+    int64_t dims[SJ_MAX_RANK];
+    int rank = 0;
+    SJ_TRY(in_dims(L, 1, "shape", dims, &rank));
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    SJ_TRY(prefix_node(L, sj_graph_expand(L->g, x, rank, dims, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* Tile: per repeated axis a, [.., d, ..] -> [.., 1, d, ..] -> expand to
+ * [.., r, d, ..] -> [.., r * d, ..], which is numpy's tile. */
+static sj_status map_tile(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 2));
+    SJ_TRY(check_outputs(L, 1));
+    sj_value x, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(shape_of(L, x, &s));
+    const sj_onnx_tensor *t;
+    SJ_TRY(in_ints(L, 1, "repeats", &t));
+    if (t->numel != s.rank)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "repeats has %lld entries for rank %d",
+                                 (long long)t->numel, s.rank);
+    sj_value y = x;
+    for (int a = 0; a < s.rank; a++) {
+        int64_t r = t->i[a];
+        if (r < 1)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "repeat %lld on axis %d (zero-size tensors are not supported)",
+                                     (long long)r, a);
+        if (r == 1) continue;
+        if (s.dims[a] == SJ_DIM_SYM)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "tiling the symbolic dim (axis %d) %lld times gives a length "
+                                     "no shape here holds",
+                                     a, (long long)r);
+        if (s.rank + 1 > SJ_MAX_RANK)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "tiling rank %d needs rank %d (at most %d)",
+                                     s.rank, s.rank + 1, SJ_MAX_RANK);
+        int64_t up[SJ_MAX_RANK], wide[SJ_MAX_RANK];
+        for (int i = 0, k = 0; i <= s.rank; i++) {
+            up[i] = i == a ? 1 : s.dims[k++];
+            wide[i] = i == a ? r : up[i];
+        }
+        sj_value u, w;
+        SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, y, s.rank + 1, up, &u)));
+        SJ_TRY(prefix_node(L, sj_graph_expand(L->g, u, s.rank + 1, wide, &w)));
+        s.dims[a] *= r;
+        SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, w, s.rank, s.dims, &y)));
+    }
+    if (y == x) {
+        sj_onnx_val *xv;
+        SJ_TRY(in_val(L, 0, &xv));
+        return alias_out(L, 0, xv);
+    }
+    return def_out(L, 0, y, first);
+}
+
+/* Trilu: k is an optional constant scalar input. */
+static sj_status map_trilu(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 1, 2));
+    SJ_TRY(check_outputs(L, 1));
+    int64_t upper, k = 0;
+    SJ_TRY(attr_int(L, "upper", 1, &upper));
+    if (input_name(L->node, 1)) {
+        sym_int v[SJ_MAX_RANK];
+        int n;
+        SJ_TRY(in_sym_ints(L, 1, "k", v, &n));
+        if (n != 1 || v[0].n)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "k must be one constant integer");
+        k = v[0].c;
+    }
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_float(L, 0, &x));
+    SJ_TRY(prefix_node(L, sj_graph_trilu(L->g, x, upper != 0, k, &y)));
+    return def_out(L, 0, y, first);
+}
+
+/* ---- end of realops layout ops ---- */
+
 static const op_entry ops[] = {
     {"Add", map_binary, SJ_OP_ADD},
     {"Sub", map_binary, SJ_OP_SUB},
@@ -1266,6 +1661,12 @@ static const op_entry ops[] = {
     {"BatchNormalization", map_batchnorm, SJ_OP_COUNT_},
     {"InstanceNormalization", map_instancenorm, SJ_OP_COUNT_},
     {"MeanVarianceNormalization", map_mvn, SJ_OP_COUNT_},
+    {"Slice", map_slice, SJ_OP_SLICE},
+    {"Split", map_split, SJ_OP_SLICE},
+    {"Concat", map_concat, SJ_OP_CONCAT},
+    {"Expand", map_expand, SJ_OP_EXPAND},
+    {"Tile", map_tile, SJ_OP_EXPAND},
+    {"Trilu", map_trilu, SJ_OP_TRILU},
 };
 
 sj_status sj_onnx_map_node(sj_onnx_loader *L) {
