@@ -68,8 +68,9 @@ static void assert_round_trip(const sj_graph *g) {
     assert_int_equal(back->n_nodes, g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == SJ_OP_PARAM)
-            assert_memory_equal(back->nodes[i].data, g->nodes[i].data,
-                                (size_t)sj_shape_numel(&g->nodes[i].shape, 1) * sizeof(float));
+            assert_memory_equal(back->nodes[i].bytes, g->nodes[i].bytes,
+                                (size_t)sj_shape_numel(&g->nodes[i].shape, 1) *
+                                    sj_dtype_size(g->nodes[i].dtype));
     assert_int_equal(sj_sjg_print(back, &again, &len2), SJ_OK);
     assert_string_equal(text, again);
     sj_free(ctx, text);
@@ -124,10 +125,47 @@ static const char all_ops[] =
     "  output \"renamed out\" = add(b1, 1)\n"
     "}\n";
 
+/* The ops on int64, int32 and bool values, and typed leaves. */
+static const char typed_ops[] =
+    "graph typed(N) {\n"
+    "  input ids: int64[N]\n"
+    "  input mask: bool[N]\n"
+    "  input x: [N, 4]\n"
+    "  param table: [5, 4] = random(seed=3)\n"
+    "  param k: int32[2] = [7, -2147483648]\n"
+    "  param big: int64[2] = [9007199254740993, -3]\n"
+    "  param flags: bool[2, 1] = [1, 0]\n"
+    "  param lim: int64[] = fill(3)\n"
+    "  emb = gather(table, ids, axis=0)\n"
+    "  pos = range(dtype=int64, start=0, delta=1, shape=[N])\n"
+    "  c1 = cast(pos, to=float32)\n"
+    "  e = equal(ids, pos); l = less(ids, lim); le = less_equal(ids, pos)\n"
+    "  gt = greater(ids, lim); ge = greater_equal(ids, pos)\n"
+    "  a = and(e, mask); o = or(l, le); xo = xor(gt, ge); n = not(a)\n"
+    "  md = mod(ids, lim)\n"
+    "  isn = isnan(x); isi = isinf(x)\n"
+    "  w = where(mask, c1, -1)\n"
+    "  f = fill(dtype=float32, value=-inf, shape=[N, 4])\n"
+    "  ki = cast(k, to=int64)\n"
+    "  output emb\n output w\n output o\n output xo\n output n\n output md\n output isn\n"
+    "  output isi\n output f\n output ki\n output big\n output flags\n"
+    "}\n";
+
 static void test_every_op_parses(void **state) {
     (void)state;
-    sj_graph *g = parse_ok(all_ops);
     bool seen[SJ_OP_COUNT_] = {false};
+    sj_graph *tg = parse_ok(typed_ops);
+    for (int i = 0; i < tg->n_nodes; i++) seen[tg->nodes[i].op] = true;
+    assert_int_equal(node_named(tg, "ids")->dtype, SJ_I64);
+    assert_int_equal(node_named(tg, "mask")->dtype, SJ_BOOL);
+    assert_int_equal(node_named(tg, "e")->dtype, SJ_BOOL);
+    assert_int_equal(node_named(tg, "w")->dtype, SJ_F32);
+    assert_int_equal(node_named(tg, "md")->dtype, SJ_I64);
+    assert_true(((const int64_t *)node_named(tg, "big")->bytes)[0] == 9007199254740993LL);
+    assert_true(((const int32_t *)node_named(tg, "k")->bytes)[1] == INT32_MIN);
+    assert_round_trip(tg);
+    sj_graph_destroy(tg);
+    sj_graph *g = parse_ok(all_ops);
     for (int i = 0; i < g->n_nodes; i++) seen[g->nodes[i].op] = true;
     for (int op = 0; op < SJ_OP_COUNT_; op++)
         if (!seen[op]) fail_msg("op %s missing from the all-ops graph", sj_op_name((sj_op)op));
@@ -437,7 +475,7 @@ static void test_error_messages(void **state) {
         {HDR "  param w: [4, 3] = npy(w42.npy)\n}", SJ_E_PARSE, "t.sjg:3:25: expected a quoted file name"},
         {HDR "  input z: [M, 4]\n}", SJ_E_PARSE, "t.sjg:3:13: unknown dim 'M' (the graph's symbolic dim is 'N')"},
         {HDR "  param w: [N, 4] = fill(0)\n}", SJ_E_SHAPE, "t.sjg:3:12: a param cannot use the symbolic dim 'N'"},
-        {HDR "  input z: [1, 1, 1, 1, 1]\n}", SJ_E_PARSE, "t.sjg:3:12: more than 4 entries"},
+        {HDR "  input z: [1, 1, 1, 1, 1, 1, 1]\n}", SJ_E_PARSE, "t.sjg:3:12: more than 6 entries"},
         {HDR "  input z: [0, 4]\n}", SJ_E_SHAPE, "t.sjg:3:12: dim 0 of an input is 0; dims must be >= 1"},
         {HDR "  output \"y\n}", SJ_E_PARSE, "t.sjg:3:10: unterminated string"},
         {HDR "  output \"y\\q\"\n}", SJ_E_PARSE, "t.sjg:3:12: unknown escape '\\q'"},

@@ -44,6 +44,9 @@ static sj_status check_input(const sj_graph *g, int i, const sj_tensor *t, int64
     }
     if (!t->data)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "interp: input %s: data is NULL", n->name);
+    if (t->dtype != n->dtype)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "interp: input %s: got %s elements, expected %s",
+                       n->name, sj_dtype_name(t->dtype), sj_dtype_name(n->dtype));
     return SJ_OK;
 }
 
@@ -98,7 +101,7 @@ static void bind_leaves(run_state *st, const sj_tensor *inputs) {
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *n = &g->nodes[v];
         if (n->op != SJ_OP_PARAM) continue;
-        st->vals[v] = (sj_tensor){.rank = n->shape.rank, .data = n->data};
+        st->vals[v] = (sj_tensor){.rank = n->shape.rank, .bytes = n->bytes, .dtype = n->dtype};
         memcpy(st->vals[v].dims, n->shape.dims, sizeof n->shape.dims);
     }
 }
@@ -107,7 +110,7 @@ static sj_status eval_node(run_state *st, sj_value v) {
     const sj_node *n = &st->g->nodes[v];
     if (n->op == SJ_OP_INPUT || n->op == SJ_OP_PARAM) return SJ_OK;
     sj_shape s = sj_shape_at(&n->shape, st->extent);
-    SJ_TRY(sj_tensor_alloc(st->ctx, s.rank, s.dims, &st->vals[v]));
+    SJ_TRY(sj_tensor_alloc_typed(st->ctx, n->dtype, s.rank, s.dims, &st->vals[v]));
     st->owned[v] = true;
     const sj_tensor *in[3] = {NULL, NULL, NULL};
     for (int i = 0; i < n->n_inputs; i++)
@@ -124,8 +127,8 @@ static sj_status copy_outputs(run_state *st, sj_tensor *outputs) {
     const sj_graph *g = st->g;
     for (int i = 0; i < g->n_outputs; i++) {
         const sj_tensor *src = &st->vals[g->outputs[i].value];
-        SJ_TRY(sj_tensor_alloc(st->ctx, src->rank, src->dims, &outputs[i]));
-        memcpy(outputs[i].data, src->data, (size_t)sj_tensor_numel(src) * sizeof(float));
+        SJ_TRY(sj_tensor_alloc_typed(st->ctx, src->dtype, src->rank, src->dims, &outputs[i]));
+        memcpy(outputs[i].bytes, src->bytes, (size_t)sj_tensor_bytes(src));
     }
     return SJ_OK;
 }

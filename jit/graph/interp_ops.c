@@ -1,8 +1,10 @@
-/* Reference kernels: plain loops over float32 data, accumulating in double,
- * written to be obviously right rather than fast. */
+/* Reference kernels: plain loops, float32 data accumulated in double,
+ * written to be obviously right rather than fast. Elementwise ops read any
+ * element type through get_f / get_i and write through put. */
 #include "interp_impl.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ---- indexing helpers ---- */
@@ -92,9 +94,104 @@ static double unary_fn(const sj_node *n, double x) {
     return NAN; /* unreachable: the builder admits only the ops above */
 }
 
+/* ---- element access by dtype ---- */
+
+static double get_f(const sj_tensor *t, int64_t i) {
+    switch (t->dtype) {
+    case SJ_I64: return (double)t->i64[i];
+    case SJ_I32: return (double)t->i32[i];
+    case SJ_BOOL: return (double)t->b8[i];
+    default: return (double)t->data[i];
+    }
+}
+
+static int64_t get_i(const sj_tensor *t, int64_t i) {
+    switch (t->dtype) {
+    case SJ_I64: return t->i64[i];
+    case SJ_I32: return (int64_t)t->i32[i];
+    case SJ_BOOL: return (int64_t)t->b8[i];
+    default: return (int64_t)t->data[i]; /* callers convert floats themselves */
+    }
+}
+
+/* float -> integer as the compiled code does it (cvttss2si on x86): toward
+ * zero, NaN and out-of-range values give the type's minimum. */
+static int64_t f_to_i64(double x) {
+    if (!(x > -9223372036854775808.0 && x < 9223372036854775808.0)) return INT64_MIN;
+    return (int64_t)x;
+}
+static int32_t f_to_i32(double x) {
+    if (!(x > -2147483649.0 && x < 2147483648.0)) return INT32_MIN;
+    return (int32_t)x;
+}
+
+/* Stores a result given as an integer (is_int) or a double. */
+static void put(sj_tensor *t, int64_t i, bool is_int, int64_t iv, double fv) {
+    switch (t->dtype) {
+    case SJ_I64: t->i64[i] = is_int ? iv : f_to_i64(fv); return;
+    case SJ_I32: t->i32[i] = is_int ? (int32_t)(uint32_t)iv : f_to_i32(fv); return;
+    case SJ_BOOL: t->b8[i] = is_int ? iv != 0 : fv != 0.0; return;
+    default: t->data[i] = is_int ? (float)iv : (float)fv; return;
+    }
+}
+
+static bool is_int_type(sj_dtype t) { return t == SJ_I64 || t == SJ_I32 || t == SJ_BOOL; }
+
 static void eval_unary(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
     int64_t count = numel(y);
-    for (int64_t i = 0; i < count; i++) y->data[i] = (float)unary_fn(n, x->data[i]);
+    for (int64_t i = 0; i < count; i++) {
+        switch (n->op) {
+        case SJ_OP_CAST:
+            if (is_int_type(x->dtype)) put(y, i, true, get_i(x, i), 0);
+            else put(y, i, false, 0, get_f(x, i));
+            break;
+        case SJ_OP_NOT: y->b8[i] = !x->b8[i]; break;
+        case SJ_OP_ISNAN: y->b8[i] = isnan(x->data[i]); break;
+        case SJ_OP_ISINF: y->b8[i] = isinf(x->data[i]); break;
+        case SJ_OP_NEG:
+        case SJ_OP_ABS:
+            if (is_int_type(x->dtype)) {
+                /* two's complement wrap, as the compiled code does */
+                uint64_t v = (uint64_t)get_i(x, i);
+                bool neg = n->op == SJ_OP_NEG || (int64_t)v < 0;
+                put(y, i, true, (int64_t)(neg ? 0 - v : v), 0);
+                break;
+            }
+            y->data[i] = (float)unary_fn(n, x->data[i]);
+            break;
+        default: y->data[i] = (float)unary_fn(n, x->data[i]); break;
+        }
+    }
+}
+
+/* Integer ops wrap like the compiled code; division by zero (undefined in
+ * C and in ONNX) gives 0 rather than trapping. */
+static int64_t binary_int(sj_op op, int64_t a, int64_t b, sj_dtype t) {
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case SJ_OP_ADD: return (int64_t)(ua + ub);
+    case SJ_OP_SUB: return (int64_t)(ua - ub);
+    case SJ_OP_MUL: return (int64_t)(ua * ub);
+    case SJ_OP_DIV:
+        if (b == 0 || (b == -1 && a == (t == SJ_I32 ? INT32_MIN : INT64_MIN))) return b ? a : 0;
+        return a / b;
+    case SJ_OP_MOD: {
+        if (b == 0 || b == -1) return 0;
+        int64_t r = a % b;
+        return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+    }
+    case SJ_OP_MAX: return a > b ? a : b;
+    case SJ_OP_MIN: return a < b ? a : b;
+    case SJ_OP_EQUAL: return a == b;
+    case SJ_OP_LESS: return a < b;
+    case SJ_OP_LESS_EQUAL: return a <= b;
+    case SJ_OP_GREATER: return a > b;
+    case SJ_OP_GREATER_EQUAL: return a >= b;
+    case SJ_OP_AND: return a && b;
+    case SJ_OP_OR: return a || b;
+    case SJ_OP_XOR: return (a != 0) != (b != 0);
+    default: return 0;
+    }
 }
 
 static double binary_fn(sj_op op, double a, double b) {
@@ -108,6 +205,12 @@ static double binary_fn(sj_op op, double a, double b) {
     case SJ_OP_POW: return pow(a, b);
     case SJ_OP_MAX: return max_nan(a, b);
     case SJ_OP_MIN: return min_nan(a, b);
+    case SJ_OP_MOD: return fmod(a, b);
+    case SJ_OP_EQUAL: return a == b;
+    case SJ_OP_LESS: return a < b;
+    case SJ_OP_LESS_EQUAL: return a <= b;
+    case SJ_OP_GREATER: return a > b;
+    case SJ_OP_GREATER_EQUAL: return a >= b;
     default: break;
     }
     return NAN; /* unreachable */
@@ -120,9 +223,11 @@ static void eval_binary(const sj_node *n, const sj_tensor *a, const sj_tensor *b
     int64_t count = numel(y);
     for (int64_t i = 0; i < count; i++) {
         unflatten(y->rank, y->dims, i, idx);
-        double va = a->data[offset_of(y->rank, idx, sa)];
-        double vb = b->data[offset_of(y->rank, idx, sb)];
-        y->data[i] = (float)binary_fn(n->op, va, vb);
+        int64_t oa = offset_of(y->rank, idx, sa), ob = offset_of(y->rank, idx, sb);
+        if (is_int_type(a->dtype))
+            put(y, i, true, binary_int(n->op, get_i(a, oa), get_i(b, ob), a->dtype), 0);
+        else
+            put(y, i, false, 0, binary_fn(n->op, a->data[oa], b->data[ob]));
     }
 }
 
@@ -292,11 +397,70 @@ static void eval_transpose(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
     int64_t count = numel(y);
     for (int64_t i = 0; i < count; i++) {
         unflatten(y->rank, y->dims, i, idx);
-        y->data[i] = x->data[offset_of(y->rank, idx, perm_strides)];
+        size_t es = sj_dtype_size(x->dtype);
+        memcpy((char *)y->bytes + i * es, (const char *)x->bytes + offset_of(y->rank, idx, perm_strides) * es, es);
     }
 }
 
-/* ---- realops layout ops ---- */
+/* ---- typed ops ---- */
+
+static void eval_where(const sj_tensor *c, const sj_tensor *a, const sj_tensor *b, sj_tensor *y) {
+    int64_t sc[SJ_MAX_RANK], sa[SJ_MAX_RANK], sb[SJ_MAX_RANK], idx[SJ_MAX_RANK];
+    broadcast_strides(c->rank, c->dims, y->rank, sc);
+    broadcast_strides(a->rank, a->dims, y->rank, sa);
+    broadcast_strides(b->rank, b->dims, y->rank, sb);
+    size_t es = sj_dtype_size(y->dtype);
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        bool pick_a = c->b8[offset_of(y->rank, idx, sc)];
+        const sj_tensor *src = pick_a ? a : b;
+        int64_t off = offset_of(y->rank, idx, pick_a ? sa : sb);
+        memcpy((char *)y->bytes + i * es, (const char *)src->bytes + off * es, es);
+    }
+}
+
+/* out[pre, j..., post] = data[pre, clamp(idx[j...]), post]; see graph.h for
+ * the clamp. */
+static void eval_gather(const sj_node *n, const sj_tensor *d, const sj_tensor *ix, sj_tensor *y) {
+    int ax = n->attrs.axis;
+    int64_t pre = 1, len = d->dims[ax], post = 1, ni = numel(ix);
+    for (int i = 0; i < ax; i++) pre *= d->dims[i];
+    for (int i = ax + 1; i < d->rank; i++) post *= d->dims[i];
+    size_t es = sj_dtype_size(d->dtype), row = (size_t)post * es;
+    for (int64_t p = 0; p < pre; p++)
+        for (int64_t j = 0; j < ni; j++) {
+            int64_t k = get_i(ix, j);
+            if (k < 0) k += len;
+            k = k < 0 ? 0 : k >= len ? len - 1 : k;
+            memcpy((char *)y->bytes + (size_t)((p * ni + j) * post) * es,
+                   (const char *)d->bytes + (size_t)((p * len + k) * post) * es, row);
+        }
+}
+
+static void eval_range(const sj_node *n, sj_tensor *y) {
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++) {
+        if (y->dtype == SJ_F32)
+            put(y, i, false, 0, n->attrs.first + (double)i * n->attrs.delta);
+        else
+            put(y, i, true, (int64_t)n->attrs.first + i * (int64_t)n->attrs.delta, 0);
+    }
+}
+
+static void eval_fill(const sj_node *n, sj_tensor *y) {
+    int64_t count = numel(y);
+    for (int64_t i = 0; i < count; i++)
+        if (y->dtype == SJ_F32) put(y, i, false, 0, n->attrs.delta);
+        else put(y, i, true, (int64_t)n->attrs.delta, 0);
+}
+
+/* ---- realops layout ops (element copies, any dtype) ---- */
+
+static void copy_elem(sj_tensor *y, int64_t i, const sj_tensor *x, int64_t j) {
+    size_t es = sj_dtype_size(y->dtype);
+    memcpy((char *)y->bytes + (size_t)i * es, (const char *)x->bytes + (size_t)j * es, es);
+}
 
 static void eval_slice(const sj_node *n, const sj_tensor *x, sj_tensor *y, int64_t extent) {
     int64_t in_strides[SJ_MAX_RANK], st[SJ_MAX_RANK], idx[SJ_MAX_RANK], base = 0;
@@ -308,7 +472,7 @@ static void eval_slice(const sj_node *n, const sj_tensor *x, sj_tensor *y, int64
     int64_t count = numel(y);
     for (int64_t i = 0; i < count; i++) {
         unflatten(y->rank, y->dims, i, idx);
-        y->data[i] = x->data[base + offset_of(y->rank, idx, st)];
+        copy_elem(y, i, x, base + offset_of(y->rank, idx, st));
     }
 }
 
@@ -320,9 +484,13 @@ static void eval_concat(const sj_node *n, const sj_tensor *a, const sj_tensor *b
         ia *= a->dims[i];
         ib *= b->dims[i];
     }
+    size_t es = sj_dtype_size(y->dtype);
+    char *yb = y->bytes;
     for (int64_t o = 0; o < outer; o++) {
-        memcpy(y->data + o * (ia + ib), a->data + o * ia, (size_t)ia * sizeof(float));
-        memcpy(y->data + o * (ia + ib) + ia, b->data + o * ib, (size_t)ib * sizeof(float));
+        memcpy(yb + (size_t)(o * (ia + ib)) * es, (const char *)a->bytes + (size_t)(o * ia) * es,
+               (size_t)ia * es);
+        memcpy(yb + (size_t)(o * (ia + ib) + ia) * es, (const char *)b->bytes + (size_t)(o * ib) * es,
+               (size_t)ib * es);
     }
 }
 
@@ -332,7 +500,7 @@ static void eval_expand(const sj_tensor *x, sj_tensor *y) {
     int64_t count = numel(y);
     for (int64_t i = 0; i < count; i++) {
         unflatten(y->rank, y->dims, i, idx);
-        y->data[i] = x->data[offset_of(y->rank, idx, sx)];
+        copy_elem(y, i, x, offset_of(y->rank, idx, sx));
     }
 }
 
@@ -341,7 +509,8 @@ static void eval_trilu(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
     for (int64_t i = 0; i < count; i++) {
         int64_t c = i % cols, r = (i / cols) % rows;
         bool keep = n->attrs.upper ? c - r >= n->attrs.k : c - r <= n->attrs.k;
-        y->data[i] = keep ? x->data[i] : 0.0f;
+        if (keep) copy_elem(y, i, x, i);
+        else memset((char *)y->bytes + (size_t)i * sj_dtype_size(y->dtype), 0, sj_dtype_size(y->dtype));
     }
 }
 
@@ -367,8 +536,12 @@ void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *o
     case SJ_OP_LAYERNORM: eval_layernorm(n, in[0], in[1], in[2], out); return;
     case SJ_OP_TRANSPOSE: eval_transpose(n, in[0], out); return;
     case SJ_OP_RESHAPE:
-        memcpy(out->data, in[0]->data, (size_t)numel(out) * sizeof(float));
+        memcpy(out->bytes, in[0]->bytes, (size_t)sj_tensor_bytes(out));
         return;
+    case SJ_OP_WHERE: eval_where(in[0], in[1], in[2], out); return;
+    case SJ_OP_GATHER: eval_gather(n, in[0], in[1], out); return;
+    case SJ_OP_RANGE: eval_range(n, out); return;
+    case SJ_OP_FILL: eval_fill(n, out); return;
     case SJ_OP_SLICE: eval_slice(n, in[0], out, extent); return;
     case SJ_OP_CONCAT: eval_concat(n, in[0], in[1], out); return;
     case SJ_OP_EXPAND: eval_expand(in[0], out); return;

@@ -77,6 +77,7 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "slice: axes is NULL for %s", STR(s));
     sj_node n = sj_node_blank(SJ_OP_SLICE);
     n.n_inputs = 1;
+    n.dtype = g->nodes[x].dtype;
     n.inputs[0] = x;
     n.shape.rank = s->rank;
     for (int i = 0; i < s->rank; i++) {
@@ -124,8 +125,12 @@ sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_valu
     if (axis < -sa->rank || axis >= sa->rank)
         return sj_fail(g->ctx, SJ_E_SHAPE, "concat: axis %d is out of range for %s", axis, STR(sa));
     int ax = axis < 0 ? axis + sa->rank : axis;
+    if (g->nodes[a].dtype != g->nodes[b].dtype)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "concat: operands have different element types: %s vs %s",
+                       sj_dtype_name(g->nodes[a].dtype), sj_dtype_name(g->nodes[b].dtype));
     sj_node n = sj_node_blank(SJ_OP_CONCAT);
     n.n_inputs = 2;
+    n.dtype = g->nodes[a].dtype;
     n.inputs[0] = a;
     n.inputs[1] = b;
     n.attrs.axis = ax;
@@ -155,6 +160,7 @@ sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims
     const sj_shape *s = SHAPE(x);
     sj_node n = sj_node_blank(SJ_OP_EXPAND);
     n.n_inputs = 1;
+    n.dtype = g->nodes[x].dtype;
     n.inputs[0] = x;
     int r = s->rank > t.rank ? s->rank : t.rank;
     n.shape.rank = r;
@@ -185,6 +191,7 @@ sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_valu
     if (k < -SLICE_BOUND) k = -SLICE_BOUND;
     sj_node n = sj_node_blank(SJ_OP_TRILU);
     n.n_inputs = 1;
+    n.dtype = g->nodes[x].dtype;
     n.inputs[0] = x;
     n.attrs.upper = upper;
     n.attrs.k = k;

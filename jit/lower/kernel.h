@@ -34,7 +34,7 @@
 
 #include "jit/lower/plan.h"
 
-#define SJ_KSPACE_MAX 5
+#define SJ_KSPACE_MAX 6
 
 typedef enum sj_kernel_kind {
     SJ_KK_MAP,

@@ -506,7 +506,7 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
     int ki, e;
     SJ_TRY(new_kernel(L, kind, L->v[root].buffer, &ki));
     sj_kernel *k = &L->kernels[ki];
-    int id[SJ_MAX_RANK] = {0, 1, 2, 3}, omap[SJ_MAX_RANK];
+    int id[SJ_MAX_RANK] = {0, 1, 2, 3, 4, 5}, omap[SJ_MAX_RANK];
     const sj_shape *xs = shape_of(L, nd->inputs[0]);
     if (kind == SJ_KK_REDUCE) {
         set_space_from_shape(L, k, xs);
@@ -540,6 +540,11 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
         } else {
             int ra = as->rank, rb = bs->rank, rc = cs->rank;
             int nb = rc - (ra >= 2) - (rb >= 2);
+            if (nb > 2)
+                return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                               "lowering: matmul node %d has %d batch dims; kernels take at "
+                               "most 2",
+                               c, nb);
             for (int j = 0; j < nb; j++) {
                 omap[j] = 2 - nb + j;
                 set_space_dim(L, k, 2 - nb + j, cs->dims[j]);
@@ -758,6 +763,15 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
                        (long long)extent, (long long)SJ_MAX_EXTENT);
     if (!g->n_outputs) return sj_fail(ctx, SJ_E_INVALID_ARG, "lowering: the graph has no outputs");
     lowering L = {.ctx = ctx, .g = g, .E = g->sym_name ? extent : 1, .o = o};
+    for (int n = 0; n < g->n_nodes; n++) {
+        const sj_node *nd = &g->nodes[n];
+        if (nd->dtype == SJ_F32 && (nd->op < SJ_OP_CAST || nd->op > SJ_OP_FILL)) continue;
+        return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                       "lowering: value %d%s%s%s (%s, %s) cannot be compiled yet: compiled "
+                       "backends handle float32 values only (use the interpreter)",
+                       n, nd->name ? " '" : "", nd->name ? nd->name : "", nd->name ? "'" : "",
+                       sj_op_name(nd->op), sj_dtype_name(nd->dtype));
+    }
     for (int n = 0; n < g->n_nodes; n++) {
         if (numel_at(&L, &g->nodes[n].shape) > SJ_MAX_ELEMENTS / (int64_t)sizeof(float))
             return sj_fail(ctx, SJ_E_OUT_OF_RANGE, "lowering: value %d too large at extent %lld", n,

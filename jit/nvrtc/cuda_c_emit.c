@@ -429,7 +429,7 @@ static sj_status emit_kernel(src *s, const sj_kernel *k) {
     put(s, "    float *%s b0 = (float *)buffers[0];\n", reads_out ? "" : "__restrict__");
     for (int i = 1; i < k->n_buffers; i++)
         put(s, "    const float *__restrict__ b%d = (const float *)buffers[%d];\n", i, i);
-    put(s, "    long long i0 = 0, i1 = 0, i2 = 0, i3 = 0, i4 = 0;\n");
+    put(s, "    long long i0 = 0, i1 = 0, i2 = 0, i3 = 0, i4 = 0, i5 = 0;\n");
     put(s, "    (void)i0; (void)i1; (void)i2; (void)i3; (void)i4; (void)n;\n");
     switch (sch.kind) {
     case SJ_GPU_SCHED_MAP: SJ_TRY(emit_map(s)); break;

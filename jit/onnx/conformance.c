@@ -89,7 +89,7 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
                 cap = nc;
             }
         }
-        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, &(*out)[*n_out]);
+        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, NULL, &(*out)[*n_out]);
         onnx__tensor_proto__free_unpacked(tp, &pa.base);
         if (st != SJ_OK) return st;
         (*n_out)++;
@@ -230,6 +230,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
             n_outs = 0;
             goto done;
         }
+        memset(&feeds[j], 0, sizeof feeds[j]); /* float32 */
         feeds[j].rank = ins[k].rank;
         memcpy(feeds[j].dims, ins[k].dims, sizeof(int64_t) * (size_t)ins[k].rank);
         feeds[j].data = ins[k].f;

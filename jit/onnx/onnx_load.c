@@ -333,7 +333,7 @@ static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__T
     SJ_TRY(sj_onnx_define(L, name, &v));
     char what[320];
     snprintf(what, sizeof what, "%s: initialiser '%s'", L->file, name);
-    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, &v->c));
+    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, L->base_dir, &v->c));
     v->has_const = true;
     return SJ_OK;
 }
@@ -495,9 +495,21 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     sj_onnx_pb_alloc_init(&pa, ctx);
     Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
     if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
-    sj_onnx_loader L = {.ctx = ctx, .file = filename};
+    /* the folder of filename ("." for a bare name) */
+    const char *slash = strrchr(filename, '/');
+    /* "/m.onnx" lives in "/" */
+    size_t dlen = !slash ? 1 : slash == filename ? 1 : (size_t)(slash - filename);
+    char *dir = sj_alloc(ctx, dlen + 1);
+    if (!dir) {
+        onnx__model_proto__free_unpacked(m, &pa.base);
+        return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", filename);
+    }
+    memcpy(dir, !slash ? "." : filename, dlen);
+    dir[dlen] = '\0';
+    sj_onnx_loader L = {.ctx = ctx, .file = filename, .base_dir = dir};
     sj_name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
+    sj_free(ctx, dir);
     for (int i = 0; i < L.n_vals; i++)
         if (L.vals[i].has_const) sj_onnx_tensor_release(ctx, &L.vals[i].c);
     sj_free(ctx, L.vals);

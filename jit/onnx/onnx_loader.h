@@ -20,7 +20,8 @@ typedef struct sj_onnx_val {
 typedef struct sj_onnx_loader {
     sj_ctx *ctx;
     sj_graph *g;
-    const char *file; /* for messages */
+    const char *file;     /* for messages */
+    const char *base_dir; /* the model's folder: external data lives there */
     int64_t opset;    /* of the default domain */
     sj_onnx_val *vals;
     int n_vals, cap_vals;

@@ -770,7 +770,7 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
         if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
         char what[320];
         snprintf(what, sizeof what, "%s: node #%d: Constant value", L->file, L->node_index);
-        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, c));
+        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, L->base_dir, c));
         o->has_const = true;
         return SJ_OK;
     }
