@@ -765,6 +765,12 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     lowering L = {.ctx = ctx, .g = g, .E = g->sym_name ? extent : 1, .o = o};
     for (int n = 0; n < g->n_nodes; n++) {
         const sj_node *nd = &g->nodes[n];
+        if (nd->op == SJ_OP_GATHER_ELEMENTS)
+            return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                           "lowering: value %d%s%s%s (gather_elements) cannot be compiled yet: its "
+                           "indices are an integer tensor, which compiled backends do not load "
+                           "(use the interpreter)",
+                           n, nd->name ? " '" : "", nd->name ? nd->name : "", nd->name ? "'" : "");
         if (nd->dtype == SJ_F32 && (nd->op < SJ_OP_CAST || nd->op > SJ_OP_FILL)) continue;
         return sj_fail(ctx, SJ_E_UNSUPPORTED,
                        "lowering: value %d%s%s%s (%s, %s) cannot be compiled yet: compiled "
