@@ -182,6 +182,47 @@ static sj_status map_gather(sj_onnx_loader *L) {
     return def_out(L, y, first);
 }
 
+/* GatherND with batch_dims 0 on data whose leading dims (all but the last
+ * one indexed) have size 1, as exporters write mask lookups at batch 1:
+ * every valid index there is 0, so it is a Gather of the last indexed
+ * axis by the last index column. */
+static sj_status map_gather_nd(sj_onnx_loader *L) {
+    SJ_TRY(check_io(L, 2, 2));
+    if (attr_i(L, "batch_dims", 0) != 0)
+        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "batch_dims other than 0 is not supported");
+    sj_value d, ix, col, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_value(L, 0, &d));
+    SJ_TRY(in_value(L, 1, &ix));
+    sj_value_desc dd, id;
+    SJ_TRY(sj_graph_value_desc(L->g, d, &dd));
+    SJ_TRY(sj_graph_value_desc(L->g, ix, &id));
+    if (id.shape.rank < 1) return sj_onnx_node_fail(L, SJ_E_SHAPE, "indices have rank 0");
+    int64_t k = id.shape.dims[id.shape.rank - 1];
+    if (k == SJ_DIM_SYM || k < 1 || k > dd.shape.rank)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "index tuples of length %lld for data of rank %d",
+                                 (long long)k, dd.shape.rank);
+    for (int i = 0; i < k - 1; i++)
+        if (dd.shape.dims[i] != 1)
+            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                     "GatherND is supported where the data's leading indexed dims "
+                                     "have size 1 (batch 1); dim %d is not",
+                                     i);
+    /* data without its leading 1-dims, and the last index column */
+    int64_t dims[SJ_MAX_RANK];
+    int rank = 0;
+    for (int i = (int)k - 1; i < dd.shape.rank; i++) dims[rank++] = dd.shape.dims[i];
+    sj_value flat;
+    SJ_TRY(prefixed(L, sj_graph_reshape(L->g, d, rank, dims, &flat)));
+    int64_t last = k - 1;
+    char name[64];
+    snprintf(name, sizeof name, "onnx_const_%d", L->n_synth++);
+    sj_value lastv;
+    SJ_TRY(prefixed(L, sj_graph_param_typed(L->g, name, SJ_I64, 0, NULL, &last, &lastv)));
+    SJ_TRY(prefixed(L, sj_graph_gather(L->g, ix, lastv, id.shape.rank - 1, &col)));
+    SJ_TRY(prefixed(L, sj_graph_gather(L->g, flat, col, 0, &y)));
+    return def_out(L, y, first);
+}
+
 /* A scalar input known at load time (a value in N allowed). */
 static sj_status in_scalar(sj_onnx_loader *L, int i, const char *what, sj_onnx_sym *out,
                            bool *is_float, double *fval) {
@@ -312,6 +353,7 @@ sj_status sj_onnx_map_typed(sj_onnx_loader *L, bool *done) {
     if (!strcmp(op, "CastLike")) return map_cast(L, true);
     if (!strcmp(op, "Where")) return map_where(L);
     if (!strcmp(op, "Gather")) return map_gather(L);
+    if (!strcmp(op, "GatherND")) return map_gather_nd(L);
     if (!strcmp(op, "Range")) return map_range(L);
     if (!strcmp(op, "ConstantOfShape")) return map_const_of_shape(L);
     *done = false;
