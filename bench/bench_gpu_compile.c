@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "bench/bench_timing.h"
-#include "shapejit/compile.h"
+#include "shapejit/ext/compile.h"
 #include "tests/gpu_graphs.h"
 
 #define REPS 3

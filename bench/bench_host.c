@@ -18,11 +18,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "shapejit/compile.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
-#include "shapejit/op_cache.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/runtime.h"
 #include "bench/bench_timing.h"
 #include "jit/artifact/artifact_impl.h"
 

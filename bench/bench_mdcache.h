@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "bench/bench_timing.h"
-#include "shapejit/metadata_cache.h"
+#include "shapejit/ext/metadata_cache.h"
 
 #define BENCH_INFO_WORDS 12 /* a rank-2 and a rank-3 tensor's shapes and strides, a scalar */
 

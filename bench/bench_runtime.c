@@ -14,8 +14,8 @@
 
 #include "bench/bench_mdcache.h"
 #include "bench/bench_timing.h"
-#include "shapejit/metadata_cache.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/metadata_cache.h"
+#include "shapejit/ext/runtime.h"
 #include "jit/lower/plan.h"
 
 /* --- a small plan: a chain of elementwise kernels over x [N, 16]. */

@@ -10,7 +10,7 @@
  * Usage: bench_store [--json FILE] [--dir DIR]   (DIR holds the scratch store)
  */
 #include "bench/bench_timing.h"
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/ext/bucketed_cache.h"
 
 #include <ftw.h>
 #include <stdatomic.h>

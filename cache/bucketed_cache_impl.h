@@ -2,7 +2,7 @@
 #ifndef SJ_BUCKETED_CACHE_IMPL_H
 #define SJ_BUCKETED_CACHE_IMPL_H
 
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/ext/bucketed_cache.h"
 
 #include "jit/core/core_impl.h"
 

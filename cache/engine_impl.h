@@ -2,7 +2,7 @@
 #ifndef SJ_ENGINE_IMPL_H
 #define SJ_ENGINE_IMPL_H
 
-#include "shapejit/backends.h"
+#include "shapejit/ext/backends.h"
 #include "shapejit/engine.h"
 
 #include "bucketed_cache_impl.h"

@@ -1,7 +1,7 @@
 /* The GPU backends behind the bucketed cache's compiler table: sj_compile
  * for NVPTX or NVRTC + the artifact format for bytes (no GPU needed), and
  * executables on one CUDA device, made at the first load, for runs. */
-#include "shapejit/backends.h"
+#include "shapejit/ext/backends.h"
 
 #include "jit/core/core_impl.h"
 #include "jit/llvm/nvptx_impl.h"

@@ -1,6 +1,6 @@
 /* The host backend behind the bucketed cache's compiler table: sj_compile
  * + the artifact format for bytes, executables on host devices for runs. */
-#include "shapejit/backends.h"
+#include "shapejit/ext/backends.h"
 
 #include "jit/core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"

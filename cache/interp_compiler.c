@@ -1,8 +1,8 @@
 /* The interpreter backend behind the compiler table. Artifact layout:
  * "SJIA", format version (u32), extent (i64), graph hash (32 bytes);
  * little-endian. */
-#include "shapejit/bucketed_cache.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ext/interp.h"
 
 #include "jit/core/core_impl.h"
 

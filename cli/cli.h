@@ -1,6 +1,6 @@
 /* Shared pieces of the shapejit command-line tool: the command table entry,
  * option parsing, messages with the CLI's exit codes, model loading.
- * Exit status (CLI.md): 0 success, 1 failure (message on stderr naming what
+ * Exit status (docs/cli.md): 0 success, 1 failure (message on stderr naming what
  * failed), 2 usage error. */
 #ifndef SJ_CLI_H
 #define SJ_CLI_H

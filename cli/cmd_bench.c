@@ -15,8 +15,8 @@
 #include "bench/bench_timing.h"
 #include "cli/request_stream.h"
 #include "cli/serving.h"
-#include "shapejit/backends.h"
-#include "shapejit/compile.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/compile.h"
 
 static const char usage[] =
     "usage: shapejit bench [--json FILE] [--model MODEL] [--quick]\n"

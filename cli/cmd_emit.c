@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli/serving.h"
-#include "shapejit/compile.h"
+#include "shapejit/ext/compile.h"
 
 static const char usage[] =
     "usage: shapejit emit MODEL --rows N --target llvm-ir|host-asm [--ladder SPEC]\n"

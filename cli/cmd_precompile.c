@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cli/serving.h"
-#include "shapejit/backends.h"
+#include "shapejit/ext/backends.h"
 
 static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "cli/serving.h"
-#include "shapejit/onnx.h"
+#include "shapejit/ext/onnx.h"
 #include "shapejit/tensor.h"
 
 static const char usage[] =

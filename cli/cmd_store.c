@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "cli/serving.h"
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
 

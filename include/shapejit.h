@@ -1,30 +1,24 @@
-/* shapejit.h — the umbrella header: includes every public header.
+/* shapejit.h — the umbrella header: includes the stable tier.
  *
  *   #include <shapejit.h>
- *   sj_ctx *ctx; sj_ctx_create(NULL, &ctx); ... sj_ctx_destroy(ctx);
+ *   sj_ctx *ctx; sj_ctx_create(NULL, &ctx);
+ *   sj_engine *e; sj_engine_open(ctx, "model.onnx", NULL, &e);
+ *   ... sj_engine_run(e, ...) ...
+ *   sj_engine_close(e); sj_ctx_destroy(ctx);
  *
- * Each header also compiles on its own (tests/headers.cmake checks both).
+ * The extension tier (devices, executables, caches, compilers, artifacts)
+ * lives in shapejit/ext/ and is included by name. Each header also
+ * compiles on its own (tests/headers.cmake checks both).
  */
 #ifndef SHAPEJIT_H
 #define SHAPEJIT_H
 
-#include "shapejit/artifact.h"
-#include "shapejit/backends.h"
-#include "shapejit/bucketed_cache.h"
 #include "shapejit/common.h"
-#include "shapejit/compile.h"
-#include "shapejit/cuda_device.h"
-#include "shapejit/device.h"
 #include "shapejit/engine.h"
 #include "shapejit/graph.h"
-#include "shapejit/interp.h"
 #include "shapejit/ladder.h"
-#include "shapejit/metadata_cache.h"
 #include "shapejit/model.h"
-#include "shapejit/onnx.h"
-#include "shapejit/op_cache.h"
 #include "shapejit/remote.h"
-#include "shapejit/runtime.h"
 #include "shapejit/store.h"
 #include "shapejit/tensor.h"
 

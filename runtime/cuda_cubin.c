@@ -3,7 +3,7 @@
 #include <elf.h>
 #include <string.h>
 
-#include "shapejit/cuda_device.h"
+#include "shapejit/ext/cuda_device.h"
 #include "jit/core/core_impl.h"
 
 /* CUDA binaries are ELF64 with machine EM_CUDA; the arch sits in e_flags,

@@ -5,7 +5,7 @@
  * context use is left alone. */
 #include <string.h>
 
-#include "shapejit/cuda_device.h"
+#include "shapejit/ext/cuda_device.h"
 #include "jit/core/core_impl.h"
 #include "runtime/cuda_impl.h"
 

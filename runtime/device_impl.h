@@ -7,8 +7,8 @@
 #ifndef SJ_RUNTIME_DEVICE_IMPL_H
 #define SJ_RUNTIME_DEVICE_IMPL_H
 
-#include "shapejit/device.h"
-#include "shapejit/op_cache.h"
+#include "shapejit/ext/device.h"
+#include "shapejit/ext/op_cache.h"
 #include "jit/core/core_impl.h"
 
 #include <pthread.h>

@@ -3,7 +3,7 @@
 #ifndef SJ_RUNTIME_EXECUTOR_IMPL_H
 #define SJ_RUNTIME_EXECUTOR_IMPL_H
 
-#include "shapejit/runtime.h"
+#include "shapejit/ext/runtime.h"
 #include "device_impl.h"
 #include "jit/lower/plan.h"
 

@@ -2,7 +2,7 @@
  * words, an intrusive LRU list holding exactly the unpinned entries (so the
  * eviction victim is always the list's tail), and an intrusive list of the
  * entries pinned by the capture in progress (so pinning never allocates). */
-#include "shapejit/metadata_cache.h"
+#include "shapejit/ext/metadata_cache.h"
 
 #include "jit/core/core_impl.h"
 #include "jit/core/array.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/interp.h"
+#include "shapejit/ext/interp.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 #include "gpu_graphs.h"

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/compile.h"
-#include "shapejit/interp.h"
-#include "shapejit/op_cache.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/runtime.h"
 #include "jit/artifact/artifact_impl.h"
 #include "jit/graph/graph_impl.h"
 

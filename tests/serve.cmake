@@ -2,7 +2,7 @@
 # with a store, emit). Uses sj_cli_test from cli.cmake (included before).
 if(CMAKE_SCRIPT_MODE_FILE)
   # Script mode (cmake -DJSON=FILE -P serve.cmake): checks that the JSON of
-  # `shapejit bench` has every key CLI.md lists, each a number.
+  # `shapejit bench` has every key docs/cli.md lists, each a number.
   file(READ "${JSON}" j)
   foreach(key hit_path_ns metadata_hit_ns warm_load_us_per_artifact warm_vs_cold_ready_ratio
               replay_vs_eager_dispatch)
@@ -82,7 +82,7 @@ get_property(sj_all_tests DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY TESTS)
 set_property(TEST ${sj_all_tests} APPEND PROPERTY ENVIRONMENT
   "SHAPEJIT_STORE=${PROJECT_BINARY_DIR}/test_default_store.db")
 
-# bench --quick writes the JSON keys other tools read (CLI.md) and, with
+# bench --quick writes the JSON keys other tools read (docs/cli.md) and, with
 # gnuplot installed, the charts next to it. Figures are not checked here:
 # speed goals are measured by bench, never by tests.
 set(bench_json ${SJ_SERVE_DIR}/bench.json)

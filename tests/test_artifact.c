@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/compile.h"
+#include "shapejit/ext/compile.h"
 #include "jit/artifact/artifact_impl.h"
 
 #define S SJ_DIM_SYM

@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shapejit/bucketed_cache.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ext/interp.h"
 #include "jit/core/core_impl.h"
 #include "tests/test_util.h"
 

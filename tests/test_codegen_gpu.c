@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shapejit/compile.h"
+#include "shapejit/ext/compile.h"
 #include "jit/lower/lower.h"
 #include "jit/nvrtc/gpu_compile.h"
 #include "jit/nvrtc/gpu_schedule.h"

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "shapejit/interp.h"
-#include "shapejit/onnx.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/onnx.h"
 #include "jit/lower/lower.h"
 #include "jit/nvrtc/gpu_compile.h"
 #include "jit/nvrtc/gpu_schedule.h"

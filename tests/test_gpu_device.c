@@ -14,12 +14,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "shapejit/compile.h"
-#include "shapejit/cuda_device.h"
-#include "shapejit/interp.h"
-#include "shapejit/onnx.h"
-#include "shapejit/op_cache.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/cuda_device.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/onnx.h"
+#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/runtime.h"
 #include "jit/nvrtc/nvrtc_impl.h"
 #include "gpu_graphs.h"
 

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/artifact.h"
-#include "shapejit/backends.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/artifact.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
 #include "jit/core/core_impl.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/interp.h"
+#include "shapejit/ext/interp.h"
 #include "tests/graph_fixture.h"
 #include "tests/test_util.h"
 

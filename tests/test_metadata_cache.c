@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/metadata_cache.h"
+#include "shapejit/ext/metadata_cache.h"
 #include "tests/test_util.h"
 
 /* Buffers are malloc'd ints, so a buffer used after its release is an

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/bucketed_cache.h"
-#include "shapejit/compile.h"
-#include "shapejit/device.h"
-#include "shapejit/interp.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/device.h"
+#include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/runtime.h"
 
 #define DATA SJ_SOURCE_DIR "/tests/data/models"
 #define RTOL 1e-3

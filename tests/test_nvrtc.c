@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "jit/nvrtc/nvrtc_impl.h"
-#include "shapejit/cuda_device.h"
+#include "shapejit/ext/cuda_device.h"
 #include "ptxas_check.h"
 
 static const char *scale_kernel =

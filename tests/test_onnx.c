@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "shapejit/interp.h"
-#include "shapejit/onnx.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/onnx.h"
 #include "tests/test_util.h"
 
 #include "onnx.pb-c.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/op_cache.h"
+#include "shapejit/ext/op_cache.h"
 #include "tests/test_util.h"
 
 /* --- a mock backend: memory from malloc, kernels made up from their names. */

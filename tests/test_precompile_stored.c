@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "shapejit/backends.h"
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/model.h"
 #include "tests/test_util.h"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shapejit/bucketed_cache.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
 #include "shapejit/remote.h"
 #include "jit/core/core_impl.h"

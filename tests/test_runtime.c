@@ -19,11 +19,11 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "shapejit/compile.h"
-#include "shapejit/interp.h"
-#include "shapejit/metadata_cache.h"
-#include "shapejit/op_cache.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/metadata_cache.h"
+#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/runtime.h"
 #include "jit/lower/plan.h"
 #include "tests/test_util.h"
 

@@ -122,6 +122,23 @@ def llama():
     return HFWrapper(transformers.LlamaModel(cfg), ["last_hidden_state"])
 
 
+def randomise(module):
+    """Draws every parameter anew (under the caller's seed). Default inits
+    leave biases at 0, norm gains at 1 and, in transformers, weights at std
+    0.02, where attention scores are ~0 and softmax is uniform: a wrong bias,
+    gain, scale or mask could then pass. Matrices get std 0.2 (scores of
+    order 1 at width 32), gains 1 + 0.1 z, biases 0.1 z."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.2)
+            elif name.endswith("weight"):
+                p.normal_(1.0, 0.1)
+            else:
+                p.normal_(0.0, 0.1)
+    return module
+
+
 TOKENS = ["input_ids", "attention_mask"]
 FLOAT = ["src"]
 # name: (seed, factory, input names, output names, description)
@@ -251,7 +268,7 @@ def build(name, exporter, out_root, failures):
     seed, factory, in_names, out_names, desc = MODELS[name]
     tag = f"{name}_{exporter}"
     torch.manual_seed(seed)
-    module = factory().eval()
+    module = randomise(factory()).eval()
     example = make_inputs(in_names, seed, EXPORT_BATCH, EXPORT_SEQ)
     tmp = tempfile.mkdtemp(prefix="sj_export_")
     try:

@@ -20,6 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Marks the functions libshapejit.so exports. The library is built with
+ * hidden visibility, so everything else (internals, the protobuf-c ONNX
+ * code) stays inside it; a ctest compares the exports with the headers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SJ_API __attribute__((visibility("default")))
+#else
+#define SJ_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -32,8 +41,8 @@ extern "C" {
 #define SJ_VERSION_NUMBER (SJ_VERSION_MAJOR * 10000 + SJ_VERSION_MINOR * 100 + SJ_VERSION_PATCH)
 
 /* The version of the library actually linked (may differ from the header). */
-unsigned sj_version_number(void);
-const char *sj_version_string(void);
+SJ_API unsigned sj_version_number(void);
+SJ_API const char *sj_version_string(void);
 
 typedef enum sj_status {
     SJ_OK = 0,
@@ -55,7 +64,7 @@ typedef enum sj_status {
     SJ_E_INTERNAL = -16      /* a bug in shapejit */
 } sj_status;
 
-const char *sj_status_str(sj_status st);
+SJ_API const char *sj_status_str(sj_status st);
 
 /* Allocation hook. Tests use it to count allocations on the launch path and
  * to inject failures. Either all three functions are set or none (libc is
@@ -71,27 +80,27 @@ typedef struct sj_ctx_config {
     sj_allocator allocator; /* zero-filled = libc malloc/realloc/free */
 } sj_ctx_config;
 
-void sj_ctx_config_init(sj_ctx_config *cfg);
+SJ_API void sj_ctx_config_init(sj_ctx_config *cfg);
 
 typedef struct sj_ctx sj_ctx;
 
 /* cfg may be NULL for defaults. Owner must call sj_ctx_destroy after every
  * object created from the context is destroyed. */
-sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out);
-void sj_ctx_destroy(sj_ctx *ctx);
+SJ_API sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out);
+SJ_API void sj_ctx_destroy(sj_ctx *ctx);
 
 /* The message of the calling thread's last failed call on this context, or ""
  * when there is none. Valid until this thread's next call into the context. */
-const char *sj_ctx_last_error(const sj_ctx *ctx);
-void sj_ctx_clear_error(sj_ctx *ctx);
+SJ_API const char *sj_ctx_last_error(const sj_ctx *ctx);
+SJ_API void sj_ctx_clear_error(sj_ctx *ctx);
 
 /* Allocation through the context's hook (for code embedding shapejit and for
  * tests that want the same accounting). Never returns NULL for size 0. */
-void *sj_alloc(sj_ctx *ctx, size_t size);
-void *sj_calloc(sj_ctx *ctx, size_t n, size_t size);
-void *sj_realloc(sj_ctx *ctx, void *ptr, size_t new_size);
-void sj_free(sj_ctx *ctx, void *ptr);
-char *sj_strdup(sj_ctx *ctx, const char *s);
+SJ_API void *sj_alloc(sj_ctx *ctx, size_t size);
+SJ_API void *sj_calloc(sj_ctx *ctx, size_t n, size_t size);
+SJ_API void *sj_realloc(sj_ctx *ctx, void *ptr, size_t new_size);
+SJ_API void sj_free(sj_ctx *ctx, void *ptr);
+SJ_API char *sj_strdup(sj_ctx *ctx, const char *s);
 
 #ifdef __cplusplus
 }

@@ -81,27 +81,27 @@ typedef struct sj_engine_config {
     bool store_fallback_to_memory;
 } sj_engine_config;
 
-void sj_engine_config_init(sj_engine_config *cfg);
+SJ_API void sj_engine_config_init(sj_engine_config *cfg);
 
 /* The documented default store path, from the values of $SHAPEJIT_STORE,
  * $XDG_CACHE_HOME and $HOME the caller passes (each may be NULL or ""):
  * SHAPEJIT_STORE, else XDG_CACHE_HOME/shapejit/store.db, else
  * HOME/.cache/shapejit/store.db. SJ_E_NOT_FOUND when none is set,
  * SJ_E_INVALID_ARG when the result does not fit cap. */
-sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
+SJ_API sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
                                        const char *home, char *out, size_t cap);
 
 typedef struct sj_engine sj_engine;
 
 /* Loads the model file (.sjg, .onnx) and opens everything cfg names (cfg
  * NULL = defaults). Nothing is compiled yet. */
-sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
+SJ_API sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
                          sj_engine **out);
 /* As sj_engine_open for a graph already built; the engine takes ownership
  * of g (also when it fails). */
-sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
+SJ_API sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
                                sj_engine **out);
-void sj_engine_close(sj_engine *e); /* NULL is a no-op */
+SJ_API void sj_engine_close(sj_engine *e); /* NULL is a no-op */
 
 /* A tensor with the name of the model input or output it is. */
 typedef struct sj_named_tensor {
@@ -131,27 +131,27 @@ typedef struct sj_run_info {
  * sj_tensor_free) at size N. info may be NULL. Errors: SJ_E_SHAPE or
  * SJ_E_INVALID_ARG naming the input and what differs; SJ_E_OUT_OF_RANGE
  * when N is outside every bucket. Nothing is allocated on failure. */
-sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+SJ_API sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
                         sj_named_tensor *outputs, int n_outputs, sj_run_info *info);
 
 /* Makes every bucket ready (compiled, or loaded from the store) with `jobs`
  * threads (0 = the CPU count); progress may be NULL. A store_only engine
  * fills the store and loads nothing. */
 typedef void (*sj_engine_progress_fn)(void *user, int done, int total, int64_t extent);
-sj_status sj_engine_precompile(sj_engine *e, int jobs, sj_engine_progress_fn progress, void *user);
+SJ_API sj_status sj_engine_precompile(sj_engine *e, int jobs, sj_engine_progress_fn progress, void *user);
 
 /* The model as loaded, borrowed from the engine. */
-const sj_graph *sj_engine_graph(const sj_engine *e);
-int sj_engine_num_inputs(const sj_engine *e);
-int sj_engine_num_outputs(const sj_engine *e);
+SJ_API const sj_graph *sj_engine_graph(const sj_engine *e);
+SJ_API int sj_engine_num_inputs(const sj_engine *e);
+SJ_API int sj_engine_num_outputs(const sj_engine *e);
 /* Input or output i: name, dtype, shape with SJ_DIM_SYM for the dynamic dim. */
-sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out);
-sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out);
+SJ_API sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out);
+SJ_API sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out);
 
 /* Buckets: bucket i holds sizes [lo, hi], compiled at hi; ready when its
  * executable is in memory. */
-int sj_engine_num_buckets(const sj_engine *e);
-sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready);
+SJ_API int sj_engine_num_buckets(const sj_engine *e);
+SJ_API sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready);
 
 typedef struct sj_engine_stats {
     uint64_t runs, run_failures;
@@ -160,19 +160,19 @@ typedef struct sj_engine_stats {
     int buckets, buckets_ready;
     uint64_t evictions; /* rows the store evicted to stay under its size bound */
 } sj_engine_stats;
-void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
+SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 
 /* What the engine compiles for, as messages name it: "host", "interp",
  * "nvptx sm_90", "nvrtc sm_80". */
-const char *sj_engine_target(const sj_engine *e);
+SJ_API const char *sj_engine_target(const sj_engine *e);
 /* The buckets (borrowed): padding figures, the spec with sj_ladder_format. */
-const sj_ladder *sj_engine_ladder(const sj_engine *e);
+SJ_API const sj_ladder *sj_engine_ladder(const sj_engine *e);
 /* The fleet tier (borrowed; NULL without one): its counters, its URL, and
  * sj_remote_flush to publish what is queued before a deploy step ends. */
-sj_remote *sj_engine_remote(sj_engine *e);
+SJ_API sj_remote *sj_engine_remote(sj_engine *e);
 /* Why the store fell back to memory (store_fallback_to_memory); "" when it
  * did not. */
-const char *sj_engine_warning(const sj_engine *e);
+SJ_API const char *sj_engine_warning(const sj_engine *e);
 
 #ifdef __cplusplus
 }

@@ -58,11 +58,11 @@ typedef enum sj_dtype {
 } sj_dtype;
 
 /* Bytes per element (4, 8, 4, 1); 0 for a value outside the enum. */
-size_t sj_dtype_size(sj_dtype t);
+SJ_API size_t sj_dtype_size(sj_dtype t);
 /* "float32", "int64", "int32", "bool". */
-const char *sj_dtype_name(sj_dtype t);
+SJ_API const char *sj_dtype_name(sj_dtype t);
 /* Inverse of sj_dtype_name; SJ_E_NOT_FOUND for another name. */
-sj_status sj_dtype_from_name(const char *name, sj_dtype *out);
+SJ_API sj_status sj_dtype_from_name(const char *name, sj_dtype *out);
 
 typedef enum sj_op {
     /* leaves */
@@ -150,9 +150,9 @@ typedef enum sj_op {
 } sj_op;
 
 /* "add", "reduce_sum", "layernorm", ... (the .sjg spelling). */
-const char *sj_op_name(sj_op op);
+SJ_API const char *sj_op_name(sj_op op);
 /* Inverse of sj_op_name; SJ_E_NOT_FOUND for an unknown name. */
-sj_status sj_op_from_name(const char *name, sj_op *out);
+SJ_API sj_status sj_op_from_name(const char *name, sj_op *out);
 
 typedef struct sj_shape {
     int rank;
@@ -172,23 +172,23 @@ typedef struct sj_graph sj_graph;
 
 /* sym_name: the symbolic dim's name, or NULL for a graph without one (which
  * then has a single bucket). */
-sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out);
-void sj_graph_destroy(sj_graph *g);
-sj_ctx *sj_graph_ctx(const sj_graph *g);
+SJ_API sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out);
+SJ_API void sj_graph_destroy(sj_graph *g);
+SJ_API sj_ctx *sj_graph_ctx(const sj_graph *g);
 
 /* Leaves. Names must be unique among all named values of the graph.
  * Params may not use SJ_DIM_SYM; their data (element count floats) is copied. */
-sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
+SJ_API sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
                          sj_value *out);
-sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
+SJ_API sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
                          const float *data, sj_value *out);
 
 /* Typed leaves: as above with an element type; data holds numel elements
  * of that type (SJ_BOOL: one byte each, 0 or 1). The untyped calls are
  * these with SJ_F32. */
-sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+SJ_API sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
                                const int64_t *dims, sj_value *out);
-sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+SJ_API sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
                                const int64_t *dims, const void *data, sj_value *out);
 
 /* Elementwise. `op` must be a unary op other than SJ_OP_LEAKY_RELU, or a
@@ -197,56 +197,56 @@ sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, in
  * Binary: both operands have the same dtype; add, sub, mul, div, max, min
  * and mod take float32, int64 or int32 (integer div truncates toward 0);
  * pow is float32; comparisons give bool; and, or, xor take bool. */
-sj_status sj_graph_unary(sj_graph *g, sj_op op, sj_value x, sj_value *out);
-sj_status sj_graph_leaky_relu(sj_graph *g, sj_value x, float alpha, sj_value *out);
-sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_value *out);
+SJ_API sj_status sj_graph_unary(sj_graph *g, sj_op op, sj_value x, sj_value *out);
+SJ_API sj_status sj_graph_leaky_relu(sj_graph *g, sj_value x, float alpha, sj_value *out);
+SJ_API sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_value *out);
 
 /* x converted to `to`: float->int truncates toward zero (NaN and values
  * outside the range give the target's minimum, as on x86), anything->bool
  * is x != 0, bool->number is 0 or 1. */
-sj_status sj_graph_cast(sj_graph *g, sj_value x, sj_dtype to, sj_value *out);
+SJ_API sj_status sj_graph_cast(sj_graph *g, sj_value x, sj_dtype to, sj_value *out);
 /* cond (bool) ? a : b, elementwise with numpy broadcasting of all three; a
  * and b have the same dtype, which the result takes. */
-sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value b, sj_value *out);
+SJ_API sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value b, sj_value *out);
 /* ONNX Gather: out = data.shape[:axis] + indices.shape + data.shape[axis+1:],
  * indices int64 or int32. An index i < 0 counts from the end; after that an
  * index outside [0, len) is clamped to it (the row 0 or len-1 is read), so
  * a bad token id can never read outside the table. On the symbolic axis
  * len is the active extent: padding is never read. */
-sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis, sj_value *out);
+SJ_API sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis, sj_value *out);
 /* [count] values start + i * delta (float32, int64 or int32); count is a
  * constant >= 1 or SJ_DIM_SYM (a position range over the symbolic dim). */
-sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
+SJ_API sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
                          sj_value *out);
 /* A tensor of the given shape (may hold SJ_DIM_SYM) whose every element is
  * value, converted to dtype. */
-sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,
+SJ_API sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,
                         sj_value *out);
 
 /* Reduction over n_axes distinct axes (negative counts from the end; n_axes
  * 0 reduces every axis). */
-sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const int *axes,
+SJ_API sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const int *axes,
                           bool keepdims, sj_value *out);
 
-sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out);
+SJ_API sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out);
 /* c may be SJ_NO_VALUE; otherwise it broadcasts to [M, N]. */
-sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float alpha, float beta,
+SJ_API sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float alpha, float beta,
                         bool trans_a, bool trans_b, sj_value *out);
 
 /* op is SJ_OP_SOFTMAX or SJ_OP_LOG_SOFTMAX; axis may be negative. */
-sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value *out);
+SJ_API sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value *out);
 /* Normalises over axes [axis, rank). scale and bias (SJ_NO_VALUE = none)
  * have the normalised axes' shape (or broadcast to it). */
-sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value bias, int axis,
+SJ_API sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value bias, int axis,
                              float epsilon, sj_value *out);
 
 /* perm lists rank distinct axes. */
-sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out);
+SJ_API sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out);
 /* dims: the result shape, constants or SJ_DIM_SYM (at most once). When the
  * symbolic dim is involved, the product of the dims in front of it must be
  * the same before and after, so the symbolic dim is never merged with or
  * split into others (keeps padded buffers valid views). */
-sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
+SJ_API sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
 
 /* One axis of a slice. Entry j of the result's axis reads the operand at
  * index start + start_n * n + step * j, where n is the symbolic dim's active
@@ -261,49 +261,49 @@ typedef struct sj_slice_axis {
  * extent 1; where that stops holding above some extent (a constant table
  * sliced to n rows), that extent is the graph's ceiling: lowering and the
  * interpreter refuse larger ones, naming the slice. */
-sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out);
+SJ_API sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out);
 /* a and b joined along `axis` (may be negative); their other dims are equal
  * and the joined axis is constant in both (n + k rows has no shape here). */
-sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_value *out);
+SJ_API sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_value *out);
 /* x broadcast (numpy, both ways) with a shape of `rank` dims. */
-sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
+SJ_API sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
 /* Zeroes what lies outside the upper (j - i >= k) or lower (j - i <= k)
  * triangle of each matrix in the last two axes (rank >= 2). */
-sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_value *out);
+SJ_API sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_value *out);
 
 /* Names an intermediate value (for printing and debugging). */
-sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);
+SJ_API sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);
 /* Marks v as an output called `name` (output names are unique). */
-sj_status sj_graph_output(sj_graph *g, sj_value v, const char *name);
+SJ_API sj_status sj_graph_output(sj_graph *g, sj_value v, const char *name);
 
 /* Inspection. */
-const char *sj_graph_symbol(const sj_graph *g); /* NULL when none */
-int sj_graph_num_values(const sj_graph *g);
-int sj_graph_num_inputs(const sj_graph *g);
-int sj_graph_num_outputs(const sj_graph *g);
-sj_status sj_graph_input_desc(const sj_graph *g, int i, sj_value_desc *out);
-sj_status sj_graph_output_desc(const sj_graph *g, int i, sj_value_desc *out);
-sj_status sj_graph_value_desc(const sj_graph *g, sj_value v, sj_value_desc *out);
+SJ_API const char *sj_graph_symbol(const sj_graph *g); /* NULL when none */
+SJ_API int sj_graph_num_values(const sj_graph *g);
+SJ_API int sj_graph_num_inputs(const sj_graph *g);
+SJ_API int sj_graph_num_outputs(const sj_graph *g);
+SJ_API sj_status sj_graph_input_desc(const sj_graph *g, int i, sj_value_desc *out);
+SJ_API sj_status sj_graph_output_desc(const sj_graph *g, int i, sj_value_desc *out);
+SJ_API sj_status sj_graph_value_desc(const sj_graph *g, sj_value v, sj_value_desc *out);
 /* Finds an input by name; -1 when absent. */
-int sj_graph_find_input(const sj_graph *g, const char *name);
+SJ_API int sj_graph_find_input(const sj_graph *g, const char *name);
 
 /* A shape with the symbolic dim replaced by `extent`. */
-sj_shape sj_shape_at(const sj_shape *s, int64_t extent);
+SJ_API sj_shape sj_shape_at(const sj_shape *s, int64_t extent);
 /* Element count of s at `extent`; -1 on overflow past SJ_MAX_ELEMENTS. */
-int64_t sj_shape_numel(const sj_shape *s, int64_t extent);
+SJ_API int64_t sj_shape_numel(const sj_shape *s, int64_t extent);
 /* Writes e.g. "[N, 64]" (sym printed as `sym`, or "?" when NULL). */
-void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len);
+SJ_API void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len);
 
 /* 256-bit content hash of the canonical form: covers ops, attributes,
  * shapes, element types, weights, which inputs and outputs exist and in which order, and
  * whether the graph has a symbolic dim; ignores every name and any value no
  * output depends on. */
-void sj_graph_hash(const sj_graph *g, uint8_t out[32]);
+SJ_API void sj_graph_hash(const sj_graph *g, uint8_t out[32]);
 /* Hex form of a hash, 65 bytes with the NUL. */
-void sj_hash_hex(const uint8_t hash[32], char out[65]);
+SJ_API void sj_hash_hex(const uint8_t hash[32], char out[65]);
 
 /* Deep copy (same ctx). */
-sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);
+SJ_API sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);
 
 #ifdef __cplusplus
 }

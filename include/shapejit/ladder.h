@@ -44,40 +44,40 @@ typedef struct sj_ladder sj_ladder;
 /* Invalid bounds (min < 1, min > max, max > SJ_MAX_EXTENT, ratio <= 1 or not
  * finite, a list that is empty, not ascending or not positive) are
  * SJ_E_INVALID_ARG with a message naming the bad value. */
-sj_status sj_ladder_pow2(sj_ctx *ctx, int64_t min, int64_t max, sj_ladder **out);
-sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_ladder **out);
-sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder **out);
+SJ_API sj_status sj_ladder_pow2(sj_ctx *ctx, int64_t min, int64_t max, sj_ladder **out);
+SJ_API sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_ladder **out);
+SJ_API sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder **out);
 /* A SPEC as above. Malformed text is SJ_E_PARSE naming the spec and the
  * field; well-formed but invalid values are SJ_E_INVALID_ARG. */
-sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out);
-void sj_ladder_destroy(sj_ladder *l);
+SJ_API sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out);
+SJ_API void sj_ladder_destroy(sj_ladder *l);
 
-sj_ladder_kind sj_ladder_get_kind(const sj_ladder *l);
-int sj_ladder_count(const sj_ladder *l);
+SJ_API sj_ladder_kind sj_ladder_get_kind(const sj_ladder *l);
+SJ_API int sj_ladder_count(const sj_ladder *l);
 /* Upper bound (the compile extent) and first key of bucket i. */
-int64_t sj_ladder_extent(const sj_ladder *l, int i);
-int64_t sj_ladder_lower(const sj_ladder *l, int i);
+SJ_API int64_t sj_ladder_extent(const sj_ladder *l, int i);
+SJ_API int64_t sj_ladder_lower(const sj_ladder *l, int i);
 /* The largest key any bucket holds. */
-int64_t sj_ladder_max(const sj_ladder *l);
+SJ_API int64_t sj_ladder_max(const sj_ladder *l);
 
 /* Binary search; -1 when key is outside every bucket. No message, no lock:
  * the hit path uses it. */
-int sj_ladder_find(const sj_ladder *l, int64_t key);
+SJ_API int sj_ladder_find(const sj_ladder *l, int64_t key);
 /* The same, but an outside key is SJ_E_OUT_OF_RANGE with a message. */
-sj_status sj_ladder_bucket_for(const sj_ladder *l, int64_t key, int *index);
+SJ_API sj_status sj_ladder_bucket_for(const sj_ladder *l, int64_t key, int *index);
 
 /* Padding for a request of `key` rows of `inner` elements each: the
  * elements computed (bucket extent * inner) and the real ones (key * inner).
  * SJ_E_OUT_OF_RANGE when no bucket holds key. */
-sj_status sj_ladder_padding(const sj_ladder *l, int64_t key, int64_t inner, int64_t *padded,
+SJ_API sj_status sj_ladder_padding(const sj_ladder *l, int64_t key, int64_t inner, int64_t *padded,
                             int64_t *real);
 /* Worst padded/real ratio over every bucket except the first (whose waste
  * depends on how small requests get): 2 for pow2, < RATIO for geo. 1 for a
  * one-bucket ladder. */
-double sj_ladder_max_waste(const sj_ladder *l);
+SJ_API double sj_ladder_max_waste(const sj_ladder *l);
 
 /* The canonical spec: "pow2:8:256", "geo:1:1000:1.5", "list:1,8,64". */
-void sj_ladder_format(const sj_ladder *l, char *buf, size_t len);
+SJ_API void sj_ladder_format(const sj_ladder *l, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

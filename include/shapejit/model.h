@@ -54,22 +54,22 @@ typedef struct sj_model_options {
     int n_fixed_dims;
 } sj_model_options;
 
-void sj_model_options_init(sj_model_options *o);
+SJ_API void sj_model_options_init(sj_model_options *o);
 
 /* Picks the format from the extension (.sjg, .onnx). */
-sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o, sj_graph **out);
+SJ_API sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o, sj_graph **out);
 
 /* Parses .sjg text. `filename` is used in messages and `base_dir` to find
  * .npy weights (NULL = current directory). */
-sj_status sj_sjg_parse(sj_ctx *ctx, const char *text, size_t len, const char *filename,
+SJ_API sj_status sj_sjg_parse(sj_ctx *ctx, const char *text, size_t len, const char *filename,
                        const char *base_dir, sj_graph **out);
 
 /* Prints g as .sjg text with every weight inline; the result parses to an
  * equal graph (equal hash). *out is allocated with sj_alloc; free with sj_free. */
-sj_status sj_sjg_print(const sj_graph *g, char **out, size_t *out_len);
+SJ_API sj_status sj_sjg_print(const sj_graph *g, char **out, size_t *out_len);
 
 /* ONNX from memory (the loader behind sj_model_load for .onnx). */
-sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
+SJ_API sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
                            const sj_model_options *o, sj_graph **out);
 
 #ifdef __cplusplus

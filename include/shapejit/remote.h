@@ -88,7 +88,7 @@ typedef struct sj_remote_config {
     int pool_size;            /* connections shared by concurrent gets, default 4 */
 } sj_remote_config;
 
-void sj_remote_config_init(sj_remote_config *cfg);
+SJ_API void sj_remote_config_init(sj_remote_config *cfg);
 
 typedef struct sj_remote_stats {
     uint64_t hits;          /* gets that returned a verified value */
@@ -106,42 +106,42 @@ typedef struct sj_remote sj_remote;
 /* Validates cfg (a malformed URL fails with SJ_E_INVALID_ARG and a message
  * naming the part) and starts the write-behind thread. Does not connect:
  * an unreachable server is found, counted and backed off from on first use. */
-sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote **out);
+SJ_API sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote **out);
 /* Publishes what is still queued (each bounded by the timeouts; while the
  * tier is backing off they are dropped), joins the thread, closes. */
-void sj_remote_destroy(sj_remote *r);
+SJ_API void sj_remote_destroy(sj_remote *r);
 
 /* SJ_OK: *data (sj_alloc'ed, caller frees) holds the verified content.
  * Otherwise a miss, with a message saying why: SJ_E_NOT_FOUND absent,
  * SJ_E_CORRUPT rejected, SJ_E_IO error or timeout, SJ_E_BUSY backing off,
  * SJ_E_NOMEM. The caller treats every miss alike: compile as without a tier. */
-sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
+SJ_API sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
                         size_t *size);
 
 /* Queues a copy of data for publishing and returns. SJ_OK when queued or
  * when the tier is read-only (nothing happens); SJ_E_BUSY when the queue is
  * full, SJ_E_OUT_OF_RANGE when the frame would exceed max_value_size (both
  * dropped and counted); SJ_E_NOMEM. */
-sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
+SJ_API sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
                         size_t size);
 
 /* Waits until every put queued before the call has been published or
  * dropped. For tests, shutdown and precompile steps; serving never needs it. */
-void sj_remote_flush(sj_remote *r);
+SJ_API void sj_remote_flush(sj_remote *r);
 
-void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out);
+SJ_API void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out);
 
 /* The server-side key name of a key digest (prefix + 64 lowercase hex
  * digits), for tools and diagnostics. Writes at most cap bytes including the
  * NUL; returns the length the full name needs, like snprintf. */
-size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], char *buf,
+SJ_API size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], char *buf,
                           size_t cap);
 
 /* The context the tier was created with (bytes from get are allocated on it). */
-sj_ctx *sj_remote_ctx(const sj_remote *r);
+SJ_API sj_ctx *sj_remote_ctx(const sj_remote *r);
 
 /* The URL the tier was made with, password replaced by "***" (for logs). */
-const char *sj_remote_url(const sj_remote *r);
+SJ_API const char *sj_remote_url(const sj_remote *r);
 
 /* ---- The tiers together: local store, then remote.
  *
@@ -166,17 +166,17 @@ typedef enum sj_tier {
  * SJ_E_NOT_FOUND, with a message giving both reasons; a remote failure of
  * any kind is a miss here (its stats say which). Without a remote tier
  * this is sj_store_get. *from may be NULL. */
-sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
+SJ_API sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
                         size_t *len, sj_tier *from);
 
 /* Write-behind: the local store first (synchronously), then the remote tier
  * queued without waiting. Returns the local put's status (remote drops are
  * counted in its stats, never an error here). */
-sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
+SJ_API sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
                         const void *bytes, size_t len);
 
 /* The remote key digest of a full store key (the store's own key digest). */
-void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]);
+SJ_API void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]);
 
 #ifdef __cplusplus
 }

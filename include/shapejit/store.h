@@ -66,7 +66,7 @@ enum {
     SJ_KEY_ALL_ = (1u << 9) - 1
 };
 /* "graph hash", "extent", ... for one bit; NULL for anything else. */
-const char *sj_store_key_component_name(unsigned bit);
+SJ_API const char *sj_store_key_component_name(unsigned bit);
 
 typedef struct sj_store_config {
     /* The database file. NULL = keep everything in memory (nothing persists). */
@@ -93,7 +93,7 @@ typedef struct sj_store_config {
     bool fallback_to_memory;
 } sj_store_config;
 
-void sj_store_config_init(sj_store_config *cfg);
+SJ_API void sj_store_config_init(sj_store_config *cfg);
 
 typedef struct sj_store sj_store;
 
@@ -102,20 +102,20 @@ typedef struct sj_store sj_store;
  * store written by a newer shapejit: its schema version is unknown),
  * SJ_E_BUSY (another process held the lock past busy_timeout_ms). Each
  * message names the path. An older schema is rebuilt (the store is a cache). */
-sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out);
-void sj_store_close(sj_store *s);
+SJ_API sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out);
+SJ_API void sj_store_close(sj_store *s);
 /* False for an in-memory store (path NULL or fallback taken). */
-bool sj_store_persistent(const sj_store *s);
+SJ_API bool sj_store_persistent(const sj_store *s);
 /* Why the store fell back to memory; "" otherwise. */
-const char *sj_store_warning(const sj_store *s);
+SJ_API const char *sj_store_warning(const sj_store *s);
 
 /* Inserts or overwrites the row of `key`. */
-sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len);
+SJ_API sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len);
 /* On SJ_OK *bytes (allocated with sj_alloc on the store's context; caller
  * frees with sj_free) holds the verified artifact. SJ_E_NOT_FOUND: no row.
  * SJ_E_CORRUPT: a row whose blob failed a check (counted; message says
  * which check). Both are misses. */
-sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len);
+SJ_API sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len);
 
 typedef struct sj_store_stats {
     /* This handle's counters since open. */
@@ -124,7 +124,7 @@ typedef struct sj_store_stats {
     /* The file's contents now. */
     int64_t entries, stored_bytes, raw_bytes;
 } sj_store_stats;
-sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out);
+SJ_API sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out);
 
 /* A row as listed: key strings borrowed for the duration of the callback. */
 typedef struct sj_store_entry {
@@ -137,12 +137,12 @@ typedef struct sj_store_entry {
  * lock held and must not call back into the store. */
 typedef int (*sj_store_visit_fn)(void *user, const sj_store_entry *e);
 /* Rows ordered by graph hash, extent. */
-sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
+SJ_API sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
 
 /* Decompresses and hash-checks every row; `bad` (may be NULL) hears of
  * each corrupt one with the reason. *n_bad counts them. */
 typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const char *why);
-sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
+SJ_API sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
                           int64_t *n_bad);
 
 typedef struct sj_store_gc_result {
@@ -150,24 +150,24 @@ typedef struct sj_store_gc_result {
 } sj_store_gc_result;
 /* Removes corrupt rows (when remove_corrupt) then evicts least recently
  * used rows until the stored bytes are <= max_bytes (< 0: no eviction). */
-sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_store_gc_result *out);
+SJ_API sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_store_gc_result *out);
 
 /* Removes the rows whose graph hash (hex) starts with `hex_prefix` (1..64
  * hex digits) or exactly the row of `key`. *removed may be NULL. */
-sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *removed);
-sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed);
+SJ_API sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *removed);
+SJ_API sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed);
 
 /* Writes every row whose graph hash starts with hex_prefix (NULL = all) to
  * `path` (temp file + rename; no partial file on failure). Import checks
  * each record as get does and skips (counts) the corrupt ones. */
-sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written);
-sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected);
+SJ_API sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written);
+SJ_API sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected);
 
 /* The nearest stored rows to `key` (fewest differing components; the same
  * graph first, then the closest extent), at most max_results of them, best
  * first. `differs` is a set of SJ_KEY_* bits; 0 means the key is stored. */
 typedef void (*sj_store_explain_fn)(void *user, const sj_store_entry *e, unsigned differs);
-sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results,
+SJ_API sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results,
                            sj_store_explain_fn fn, void *user);
 
 #ifdef __cplusplus

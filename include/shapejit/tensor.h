@@ -32,25 +32,25 @@ typedef struct sj_tensor {
     sj_dtype dtype; /* SJ_F32 (0) unless set */
 } sj_tensor;
 
-int64_t sj_tensor_numel(const sj_tensor *t);
+SJ_API int64_t sj_tensor_numel(const sj_tensor *t);
 /* Allocates zero-filled float32 data for the given concrete shape. */
-sj_status sj_tensor_alloc(sj_ctx *ctx, int rank, const int64_t *dims, sj_tensor *out);
+SJ_API sj_status sj_tensor_alloc(sj_ctx *ctx, int rank, const int64_t *dims, sj_tensor *out);
 /* The same for any element type (sets out->dtype). */
-sj_status sj_tensor_alloc_typed(sj_ctx *ctx, sj_dtype dtype, int rank, const int64_t *dims,
+SJ_API sj_status sj_tensor_alloc_typed(sj_ctx *ctx, sj_dtype dtype, int rank, const int64_t *dims,
                                 sj_tensor *out);
 /* Bytes of t's elements (numel * element size); -1 for a malformed tensor. */
-int64_t sj_tensor_bytes(const sj_tensor *t);
-void sj_tensor_free(sj_ctx *ctx, sj_tensor *t);
+SJ_API int64_t sj_tensor_bytes(const sj_tensor *t);
+SJ_API void sj_tensor_free(sj_ctx *ctx, sj_tensor *t);
 
 /* .npy version 1.0-3.0, dtype '<f4', '<i8', '<i4' or '|b1' (sets dtype), C order
  * only; anything else (another
  * dtype, Fortran order, a header that lies about the payload size, rank >
  * SJ_MAX_RANK) is SJ_E_PARSE with a message naming the file and the field. */
-sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out);
-sj_status sj_npy_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
+SJ_API sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out);
+SJ_API sj_status sj_npy_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
                           sj_tensor *out);
 /* Writes to path.tmp.<pid> then renames, so a failure leaves no partial file. */
-sj_status sj_npy_write(sj_ctx *ctx, const char *path, const sj_tensor *t);
+SJ_API sj_status sj_npy_write(sj_ctx *ctx, const char *path, const sj_tensor *t);
 
 #ifdef __cplusplus
 }

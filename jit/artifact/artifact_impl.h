@@ -3,7 +3,7 @@
 #ifndef SJ_ARTIFACT_IMPL_H
 #define SJ_ARTIFACT_IMPL_H
 
-#include "shapejit/artifact.h"
+#include "shapejit/ext/artifact.h"
 #include "jit/core/core_impl.h"
 #include "jit/lower/plan.h"
 

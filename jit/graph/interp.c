@@ -1,7 +1,7 @@
 /* The reference interpreter's driver: checks the request, evaluates every
  * node in order at the requested extent, frees each intermediate after its
  * last reader, and copies the outputs into tensors the caller owns. */
-#include "shapejit/interp.h"
+#include "shapejit/ext/interp.h"
 #include "builder_impl.h"
 #include "interp_impl.h"
 

@@ -3,7 +3,7 @@
 #ifndef SJ_LOWER_EMITTER_H
 #define SJ_LOWER_EMITTER_H
 
-#include "shapejit/compile.h"
+#include "shapejit/ext/compile.h"
 #include "jit/artifact/artifact_impl.h"
 #include "jit/lower/lower.h"
 

@@ -1,10 +1,10 @@
 /* Backends for the conformance runner: the reference interpreter and the
  * LLVM host compiler + host device. */
 #include "onnx_impl.h"
-#include "shapejit/artifact.h"
-#include "shapejit/compile.h"
-#include "shapejit/interp.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/artifact.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
+#include "shapejit/ext/runtime.h"
 
 static sj_status interp_run(void *user, const sj_graph *g, int64_t extent, const sj_tensor *inputs,
                             sj_tensor *outputs) {

@@ -4,7 +4,7 @@
 #ifndef SJ_ONNX_IMPL_H
 #define SJ_ONNX_IMPL_H
 
-#include "shapejit/onnx.h"
+#include "shapejit/ext/onnx.h"
 #include "../core/core_impl.h"
 #include "../core/file_read.h"
 

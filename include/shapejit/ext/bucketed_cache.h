@@ -1,4 +1,4 @@
-/* shapejit/bucketed_cache.h — compile once per bucket, run any size.
+/* shapejit/ext/bucketed_cache.h — compile once per bucket, run any size.
  *
  *   sj_ladder *l;  sj_ladder_pow2(ctx, 8, 256, &l);       // [1,8] [9,16] ... [129,256]
  *   sj_compiler comp = my_host_compiler(...);             // options, compile / load / run / destroy
@@ -30,6 +30,9 @@
  * NULL: nothing persists) and the compiler's ctx; they must outlive it. It
  * owns the executables (destroyed with the cache) and a copy of the
  * compiler's options.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_BUCKETED_CACHE_H
 #define SHAPEJIT_BUCKETED_CACHE_H
@@ -78,7 +81,7 @@ typedef struct sj_compiler {
  * names the graph (hash) and extent it was made for, which load checks;
  * its executable runs sj_interp_run at the active extent, so it is the
  * oracle the other backends are compared with through the same cache. */
-void sj_interp_compiler(sj_compiler *out);
+SJ_API void sj_interp_compiler(sj_compiler *out);
 
 typedef struct sj_bucketed_cache_config {
     /* A key outside every bucket compiles a one-off executable at exactly
@@ -91,25 +94,25 @@ typedef struct sj_bucketed_cache_config {
     sj_remote *remote;
 } sj_bucketed_cache_config;
 
-void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg);
+SJ_API void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg);
 
 typedef struct sj_bucketed_cache sj_bucketed_cache;
 
 /* cfg may be NULL for defaults. The compiler needs compile, load, run and
  * destroy. */
-sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, const sj_compiler *comp,
+SJ_API sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, const sj_compiler *comp,
                                    sj_store *store, const sj_bucketed_cache_config *cfg,
                                    sj_bucketed_cache **out);
-void sj_bucketed_cache_destroy(sj_bucketed_cache *c);
+SJ_API void sj_bucketed_cache_destroy(sj_bucketed_cache *c);
 
 /* The store key a cache over (g, comp) uses for `extent`: what `shapejit
  * store explain` compares stored rows with. Strings borrowed from comp. */
-void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t extent,
+SJ_API void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t extent,
                            sj_store_key *out);
 
 /* The bucket extent holding key and its executable (owned by the cache).
  * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). */
-sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
+SJ_API sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                            void **exe);
 
 /* One input of run_padded. `pad` true: data holds `rows` rows of `inner`
@@ -131,28 +134,28 @@ typedef struct sj_cache_input {
  * returned whole. The padding rows are never part of any result, also for
  * outputs that reduce over the key. *extent (may be NULL) gets the bucket
  * extent. run_padded requires every input to be padded (pad is ignored). */
-sj_status sj_bucketed_cache_run_padded(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
+SJ_API sj_status sj_bucketed_cache_run_padded(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
                                        const sj_cache_input *inputs, int n_inputs,
                                        const int64_t *output_inners, int n_inners,
                                        sj_tensor *outputs, int n_outputs, int64_t *extent);
-sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
+SJ_API sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
                                              const sj_cache_input *inputs, int n_inputs,
                                              const int64_t *output_inners, int n_inners,
                                              sj_tensor *outputs, int n_outputs, int64_t *extent);
 
 /* Bucket index for key, -1 when out of range. */
-int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
-int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
-int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
+SJ_API int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
+SJ_API int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
+SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
-sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
+SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
                                    bool *ready);
 
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
  * never concurrently. Returns the first failure after all jobs stop. */
 typedef void (*sj_cache_progress_fn)(void *user, int done, int total, int64_t extent);
-sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
+SJ_API sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
                                        void *user);
 
 /* Precompile for another machine: every bucket's artifact into the store
@@ -162,7 +165,7 @@ sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_
  * a CPU). A bucket already stored (its row verifies) counts as a store or
  * remote hit, a compiled one as a compile. SJ_E_STATE without a store and
  * a remote tier; otherwise as sj_bucketed_cache_precompile. */
-sj_status sj_bucketed_cache_precompile_stored(sj_bucketed_cache *c, int jobs,
+SJ_API sj_status sj_bucketed_cache_precompile_stored(sj_bucketed_cache *c, int jobs,
                                               sj_cache_progress_fn progress, void *user);
 
 typedef struct sj_bucketed_cache_stats {
@@ -176,15 +179,15 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t store_errors; /* store failures worked around by compiling */
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
 } sj_bucketed_cache_stats;
-void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
+SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 
 /* The cache inside an engine (borrowed, closed with it): for tools that
  * measure or drive its buckets directly, below sj_engine_run. */
-sj_bucketed_cache *sj_engine_cache(sj_engine *e);
+SJ_API sj_bucketed_cache *sj_engine_cache(sj_engine *e);
 /* The store key the bucket holding size n is kept under (strings borrowed
  * from the engine): what `shapejit store explain` compares stored rows
  * with. SJ_E_OUT_OF_RANGE when no bucket holds n. */
-sj_status sj_engine_store_key(const sj_engine *e, int64_t n, sj_store_key *out);
+SJ_API sj_status sj_engine_store_key(const sj_engine *e, int64_t n, sj_store_key *out);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* shapejit/onnx.h — ONNX TensorProto files and the ONNX backend node-test
+/* shapejit/ext/onnx.h — ONNX TensorProto files and the ONNX backend node-test
  * conformance runner. (Loading .onnx models: sj_model_load / sj_onnx_load_mem
  * in shapejit/model.h.)
  *
@@ -13,6 +13,9 @@
  *   sj_onnx_conformance_summary sum;
  *   sj_onnx_conformance_run(ctx, "/usr/share/libonnx-testdata/data/node", &be, &co, &sum);
  *   printf("%d passed, %d failed, %d unsupported\n", sum.passed, sum.failed, sum.unsupported);
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_ONNX_H
 #define SHAPEJIT_ONNX_H
@@ -28,8 +31,8 @@ extern "C" {
  * float_data). Another dtype is SJ_E_UNSUPPORTED naming it; malformed bytes,
  * a payload that disagrees with the dims, or rank > SJ_MAX_RANK are
  * SJ_E_PARSE / SJ_E_UNSUPPORTED naming the file. *out owns its data. */
-sj_status sj_onnx_tensor_read(sj_ctx *ctx, const char *path, sj_tensor *out);
-sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
+SJ_API sj_status sj_onnx_tensor_read(sj_ctx *ctx, const char *path, sj_tensor *out);
+SJ_API sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
                                   sj_tensor *out);
 
 /* Something that runs a graph: the reference interpreter, or a compiled
@@ -45,15 +48,15 @@ typedef struct sj_onnx_backend {
 } sj_onnx_backend;
 
 /* The reference interpreter (sj_interp_run) as a backend. */
-sj_onnx_backend sj_onnx_backend_interp(void);
+SJ_API sj_onnx_backend sj_onnx_backend_interp(void);
 /* The LLVM host backend: each graph is compiled (sj_compile, host target)
  * and run on a host device. A graph with a symbolic dim is compiled at a
  * bucket extent larger than the active one (the next power of two above
  * it), so every test also checks that padded rows never leak into results.
  * Release with sj_onnx_backend_destroy. */
-sj_status sj_onnx_backend_host_create(sj_ctx *ctx, sj_onnx_backend *out);
+SJ_API sj_status sj_onnx_backend_host_create(sj_ctx *ctx, sj_onnx_backend *out);
 /* Releases what the backend holds (no-op for the interpreter). */
-void sj_onnx_backend_destroy(sj_onnx_backend *b);
+SJ_API void sj_onnx_backend_destroy(sj_onnx_backend *b);
 
 typedef enum sj_onnx_test_outcome {
     SJ_ONNX_TEST_PASSED,
@@ -78,7 +81,7 @@ typedef struct sj_onnx_conformance_options {
     void *report_user;
 } sj_onnx_conformance_options;
 
-void sj_onnx_conformance_options_init(sj_onnx_conformance_options *o);
+SJ_API void sj_onnx_conformance_options_init(sj_onnx_conformance_options *o);
 
 typedef struct sj_onnx_conformance_summary {
     int passed, failed, unsupported;
@@ -91,7 +94,7 @@ typedef struct sj_onnx_conformance_summary {
  * symbolic dim; int64 inputs (shapes, axes) are bound as constants.
  * Returns SJ_OK when the walk itself succeeded (whatever the tests did);
  * an unreadable dir or a bad regex is an error. */
-sj_status sj_onnx_conformance_run(sj_ctx *ctx, const char *dir, const sj_onnx_backend *backend,
+SJ_API sj_status sj_onnx_conformance_run(sj_ctx *ctx, const char *dir, const sj_onnx_backend *backend,
                                   const sj_onnx_conformance_options *o,
                                   sj_onnx_conformance_summary *out);
 

@@ -1,4 +1,4 @@
-/* shapejit/op_cache.h — per-device memo of kernel handles and their
+/* shapejit/ext/op_cache.h — per-device memo of kernel handles and their
  * attributes, grow-only scratch buffers, and diagnostic gates.
  *
  *   sj_op_cache *oc = sj_device_op_cache(dev);     // one per device, never global
@@ -23,11 +23,14 @@
  * captured graph may still replay against it) until sj_op_cache_release,
  * which frees every scratch buffer; release is idempotent, and the cache stays
  * usable after it. Thread-safe: calls lock the cache.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_OP_CACHE_H
 #define SHAPEJIT_OP_CACHE_H
 
-#include "shapejit/device.h"
+#include "shapejit/ext/device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,41 +38,41 @@ extern "C" {
 
 /* A device creates its own; create one yourself only to test or to keep a
  * memo apart. Destroy releases the scratch first. NULL is a no-op. */
-sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out);
-void sj_op_cache_destroy(sj_op_cache *oc);
+SJ_API sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out);
+SJ_API void sj_op_cache_destroy(sj_op_cache *oc);
 
 /* The handle of kernel `name` in `module` (which must be on the cache's
  * device); attrs may be NULL. SJ_E_NOT_FOUND when the module has no such
  * kernel (not memoised: the next call asks the device again). */
-sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *name,
+SJ_API sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *name,
                              sj_kernel_handle *out, sj_kernel_attrs *attrs);
 /* The attributes recorded for a handle this cache resolved; SJ_E_NOT_FOUND
  * for any other handle. */
-sj_status sj_op_cache_kernel_attrs(sj_op_cache *oc, sj_kernel_handle k, sj_kernel_attrs *out);
+SJ_API sj_status sj_op_cache_kernel_attrs(sj_op_cache *oc, sj_kernel_handle k, sj_kernel_attrs *out);
 /* Forgets every handle of `module` (called when a module is unloaded). */
-void sj_op_cache_forget_module(sj_op_cache *oc, const sj_module *module);
-size_t sj_op_cache_kernel_count(sj_op_cache *oc);
+SJ_API void sj_op_cache_forget_module(sj_op_cache *oc, const sj_module *module);
+SJ_API size_t sj_op_cache_kernel_count(sj_op_cache *oc);
 
 /* A device buffer of at least `bytes` under `tag` (tag copied). */
-sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, void **out);
+SJ_API sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, void **out);
 /* Buffers held: current ones plus outgrown ones awaiting release. */
-size_t sj_op_cache_scratch_count(sj_op_cache *oc);
+SJ_API size_t sj_op_cache_scratch_count(sj_op_cache *oc);
 /* Frees every scratch buffer (after the device's release there is nothing
  * left to free and the buffers are only dropped). SJ_OK, also when repeated. */
-sj_status sj_op_cache_release(sj_op_cache *oc);
+SJ_API sj_status sj_op_cache_release(sj_op_cache *oc);
 
 /* The allocation-fallback latch: set once a loader had to fall back (e.g. to
  * managed memory) and kept for the device's life, so later loads know. */
-void sj_op_cache_note_alloc_fallback(sj_op_cache *oc);
-bool sj_op_cache_alloc_fell_back(sj_op_cache *oc);
+SJ_API void sj_op_cache_note_alloc_fallback(sj_op_cache *oc);
+SJ_API bool sj_op_cache_alloc_fell_back(sj_op_cache *oc);
 
 /* Diagnostic gates, per device. once: true the first time `key` is seen.
  * first_n: true for the first n calls with `key`. first_shape: true the first
  * time (name, m, n, k) is seen. When recording the key fails for lack of
  * memory they return false (a missed log line, not a repeated one). */
-bool sj_op_cache_once(sj_op_cache *oc, const char *key);
-bool sj_op_cache_first_n(sj_op_cache *oc, const char *key, uint32_t n);
-bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint32_t n,
+SJ_API bool sj_op_cache_once(sj_op_cache *oc, const char *key);
+SJ_API bool sj_op_cache_first_n(sj_op_cache *oc, const char *key, uint32_t n);
+SJ_API bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint32_t n,
                              uint32_t k);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* shapejit/device.h — the device interface: memory, modules, kernels,
+/* shapejit/ext/device.h — the device interface: memory, modules, kernels,
  * launches and graph capture behind one table of function pointers.
  *
  *   sj_device *dev;
@@ -27,12 +27,15 @@
  *
  * Threads: every call on one device is serialised by the device; launches of
  * different threads on one device queue behind each other.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_DEVICE_H
 #define SHAPEJIT_DEVICE_H
 
 #include "shapejit/common.h"
-#include "shapejit/metadata_cache.h"
+#include "shapejit/ext/metadata_cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -134,52 +137,52 @@ typedef struct sj_op_cache sj_op_cache;
  * device from this call on, also when it fails (ops->destroy is called).
  * `policy`: the metadata info cache's policy (NULL = sj_mdcache_policy_init
  * defaults). */
-sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
+SJ_API sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
                            const sj_mdcache_policy *policy, sj_device **out);
 /* The host device: memory from the context allocator (64-byte aligned),
  * modules from host object files (LLVM ORC LLJIT) or native kernel tables,
  * capture = a recorded launch list. */
-sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out);
+SJ_API sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out);
 /* Releases the backend (see above) and drops the caller's reference. NULL is
  * a no-op. */
-void sj_device_destroy(sj_device *dev);
+SJ_API void sj_device_destroy(sj_device *dev);
 
-sj_ctx *sj_device_ctx(const sj_device *dev);
-const char *sj_device_name(const sj_device *dev);
-unsigned sj_device_flags(const sj_device *dev);
+SJ_API sj_ctx *sj_device_ctx(const sj_device *dev);
+SJ_API const char *sj_device_name(const sj_device *dev);
+SJ_API unsigned sj_device_flags(const sj_device *dev);
 /* False once sj_device_destroy was called. */
-bool sj_device_alive(const sj_device *dev);
+SJ_API bool sj_device_alive(const sj_device *dev);
 /* The device's caches; valid while the device is (NULL after release). The
  * launch path uses them under the device's lock; a caller that uses the
  * metadata cache directly must not do so while other threads run on the
  * device (the op cache locks itself). */
-sj_op_cache *sj_device_op_cache(sj_device *dev);
-sj_mdcache *sj_device_metadata_cache(sj_device *dev);
+SJ_API sj_op_cache *sj_device_op_cache(sj_device *dev);
+SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 
 /* Checked wrappers of the backend functions; each fails with SJ_E_STATE
  * after release and SJ_E_INVALID_ARG for NULL/malformed arguments. */
-sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out);
-void sj_device_free(sj_device *dev, void *ptr); /* NULL, or after release: no-op */
-sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
+SJ_API sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out);
+SJ_API void sj_device_free(sj_device *dev, void *ptr); /* NULL, or after release: no-op */
+SJ_API sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
                          sj_copy_kind kind);
-sj_status sj_device_sync(sj_device *dev);
-sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
+SJ_API sj_status sj_device_sync(sj_device *dev);
+SJ_API sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
                            void *const *buffers, const int64_t *info, int64_t active_extent);
 /* Capture: SJ_E_STATE when one is already recording (begin) or none is
  * (end). Graphs still alive at the device's release are freed with it. */
-sj_status sj_device_begin_capture(sj_device *dev);
-sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out);
-sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent);
-void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g); /* NULL: no-op */
+SJ_API sj_status sj_device_begin_capture(sj_device *dev);
+SJ_API sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out);
+SJ_API sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent);
+SJ_API void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g); /* NULL: no-op */
 
 /* Loads code as a module. The module holds a reference on the device; destroy
  * it with sj_module_destroy (NULL is a no-op; after the device's release it
  * only frees host memory). Kernel handles resolved from a module are valid
  * until it is destroyed. */
-sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
+SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                                 sj_module **out);
-void sj_module_destroy(sj_module *m);
-sj_device *sj_module_device(const sj_module *m);
+SJ_API void sj_module_destroy(sj_module *m);
+SJ_API sj_device *sj_module_device(const sj_module *m);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* shapejit/interp.h — the reference interpreter, the oracle every backend is
+/* shapejit/ext/interp.h — the reference interpreter, the oracle every backend is
  * tested against: plain loops over float32 data (accumulating in double),
  * no fusion, no cleverness.
  *
@@ -10,6 +10,9 @@
  * outputs: one per graph output, allocated here (caller frees each).
  * Shapes that do not match are SJ_E_SHAPE naming the input; on any failure
  * no output is left allocated.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_INTERP_H
 #define SHAPEJIT_INTERP_H
@@ -20,7 +23,7 @@
 extern "C" {
 #endif
 
-sj_status sj_interp_run(const sj_graph *g, int64_t extent, const sj_tensor *inputs,
+SJ_API sj_status sj_interp_run(const sj_graph *g, int64_t extent, const sj_tensor *inputs,
                         sj_tensor *outputs);
 
 #ifdef __cplusplus

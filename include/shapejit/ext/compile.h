@@ -1,4 +1,4 @@
-/* shapejit/compile.h — compile a graph for one bucket extent.
+/* shapejit/ext/compile.h — compile a graph for one bucket extent.
  *
  *   sj_compile_options o;
  *   sj_compile_options_init(&o);          // host, O3, fusion on
@@ -13,11 +13,14 @@
  * The graph is specialised at `extent` (the bucket extent E: every buffer is
  * laid out for E) and the code runs at any active extent 1..E. A graph
  * without a symbolic dim ignores `extent`.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_COMPILE_H
 #define SHAPEJIT_COMPILE_H
 
-#include "shapejit/artifact.h"
+#include "shapejit/ext/artifact.h"
 #include "shapejit/graph.h"
 
 #ifdef __cplusplus
@@ -46,15 +49,15 @@ typedef struct sj_compile_options {
 
 #define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)
 
-void sj_compile_options_init(sj_compile_options *o);
+SJ_API void sj_compile_options_init(sj_compile_options *o);
 
 /* A hash of the canonical form of every option that changes the code (for
  * store keys). NULL cpu/features hash as "this machine's"; the resolved CPU
  * is recorded in the artifact and keyed separately. */
-uint64_t sj_compile_options_hash(const sj_compile_options *o);
+SJ_API uint64_t sj_compile_options_hash(const sj_compile_options *o);
 
 /* o may be NULL for defaults. */
-sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+SJ_API sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                      sj_artifact **out);
 
 typedef enum sj_emit_kind {
@@ -66,11 +69,11 @@ typedef enum sj_emit_kind {
 
 /* The code of one bucket as text; *out is NUL-terminated, allocated with
  * sj_alloc, *len excludes the NUL. */
-sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+SJ_API sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                        sj_emit_kind kind, char **out, size_t *len);
 
 /* Kernels the plan for this bucket has after fusion (a figure for reports). */
-sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+SJ_API sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                                   int *out);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* shapejit/backends.h — compilers for the bucketed cache beyond the
+/* shapejit/ext/backends.h — compilers for the bucketed cache beyond the
  * interpreter: the host backend (LLVM, this CPU) and the GPU backends
  * (NVPTX, NVRTC; CUDA devices), declared after the host's.
  *
@@ -29,14 +29,17 @@
  * Ownership: the compiler owns its devices; it must outlive every cache
  * (and so every executable) made with its table. Any number of threads may
  * use the table at once.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_BACKENDS_H
 #define SHAPEJIT_BACKENDS_H
 
-#include "shapejit/bucketed_cache.h"
-#include "shapejit/compile.h"
-#include "shapejit/cuda_device.h"
-#include "shapejit/device.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/cuda_device.h"
+#include "shapejit/ext/device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,23 +52,23 @@ typedef struct sj_host_compiler_config {
     const sj_mdcache_policy *policy; /* the devices' metadata cache policy; NULL = defaults */
 } sj_host_compiler_config;
 
-void sj_host_compiler_config_init(sj_host_compiler_config *cfg);
+SJ_API void sj_host_compiler_config_init(sj_host_compiler_config *cfg);
 
 typedef struct sj_host_compiler sj_host_compiler;
 
 /* cfg may be NULL for defaults. SJ_E_INVALID_ARG for a non-host target or
  * devices outside 1..256. */
-sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
+SJ_API sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
                                   sj_host_compiler **out);
-void sj_host_compiler_destroy(sj_host_compiler *hc); /* NULL is a no-op */
+SJ_API void sj_host_compiler_destroy(sj_host_compiler *hc); /* NULL is a no-op */
 
 /* The compiler table; its strings, options and ctx are owned by hc. Its
  * options are the canonical form of hc's compile options, so two option
  * sets never share a key. */
-void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out);
+SJ_API void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out);
 
-int sj_host_compiler_num_devices(const sj_host_compiler *hc);
-sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
+SJ_API int sj_host_compiler_num_devices(const sj_host_compiler *hc);
+SJ_API sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
 
 /* ---- GPU: compile anywhere, run on a CUDA device.
  *
@@ -103,26 +106,26 @@ typedef struct sj_gpu_compiler_config {
     const sj_mdcache_policy *policy; /* the device's metadata cache policy; NULL = defaults */
 } sj_gpu_compiler_config;
 
-void sj_gpu_compiler_config_init(sj_gpu_compiler_config *cfg);
+SJ_API void sj_gpu_compiler_config_init(sj_gpu_compiler_config *cfg);
 
 typedef struct sj_gpu_compiler sj_gpu_compiler;
 
 /* cfg may be NULL for defaults. SJ_E_INVALID_ARG for a host target;
  * SJ_E_UNSUPPORTED for an arch other than sm_80/sm_90 or a target whose
  * toolchain this build lacks (NVRTC without the CUDA toolkit). */
-sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
+SJ_API sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
                                  sj_gpu_compiler **out);
-void sj_gpu_compiler_destroy(sj_gpu_compiler *gc); /* NULL is a no-op */
+SJ_API void sj_gpu_compiler_destroy(sj_gpu_compiler *gc); /* NULL is a no-op */
 
 /* The compiler table; its strings, options and ctx are owned by gc. */
-void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out);
+SJ_API void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out);
 /* The arch compiled for, spelled "sm_90". */
-const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc);
+SJ_API const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc);
 
 /* The CUDA device loads use (owned by gc), made now if it is not yet:
  * SJ_E_NO_DEVICE (message naming the missing driver or GPU) where there
  * is none. What a server calls at start to fail before any compile. */
-sj_status sj_gpu_compiler_device(sj_gpu_compiler *gc, sj_device **out);
+SJ_API sj_status sj_gpu_compiler_device(sj_gpu_compiler *gc, sj_device **out);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* shapejit/runtime.h — executables: one bucket's launch plan loaded on a
+/* shapejit/ext/runtime.h — executables: one bucket's launch plan loaded on a
  * device, run at any active extent inside the bucket, eagerly or by replaying
  * a captured graph.
  *
@@ -35,11 +35,14 @@
  * time; different executables may run concurrently (the device serialises
  * their launches). After the device's release every call fails with
  * SJ_E_STATE and sj_executable_destroy only frees host memory.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_RUNTIME_H
 #define SHAPEJIT_RUNTIME_H
 
-#include "shapejit/device.h"
+#include "shapejit/ext/device.h"
 #include "shapejit/tensor.h"
 
 #ifdef __cplusplus
@@ -54,41 +57,41 @@ typedef struct sj_executable sj_executable;
 /* Loads `code` (format `fmt`) as the executable's own module and checks the
  * plan against the graph (slot kinds and sizes, kernel names, word ranges):
  * a mismatch is SJ_E_CORRUPT naming the slot or launch. */
-sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
+SJ_API sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
                                const void *code, size_t code_len, const sj_graph *g,
                                sj_executable **out);
 /* Same with a module the caller keeps (it must outlive the executable). */
-sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
+SJ_API sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
                                            sj_module *module, const sj_graph *g,
                                            sj_executable **out);
 /* Releases the capture (if any), the buffers and the module it owns. NULL is a
  * no-op. */
-void sj_executable_destroy(sj_executable *exe);
+SJ_API void sj_executable_destroy(sj_executable *exe);
 
-int64_t sj_executable_extent(const sj_executable *exe); /* the bucket extent E */
-sj_device *sj_executable_device(const sj_executable *exe);
-int sj_executable_num_inputs(const sj_executable *exe);
-int sj_executable_num_outputs(const sj_executable *exe);
+SJ_API int64_t sj_executable_extent(const sj_executable *exe); /* the bucket extent E */
+SJ_API sj_device *sj_executable_device(const sj_executable *exe);
+SJ_API int sj_executable_num_inputs(const sj_executable *exe);
+SJ_API int sj_executable_num_outputs(const sj_executable *exe);
 
 /* Eager: every launch through the op cache and the metadata info cache. */
-sj_status sj_executable_run(sj_executable *exe, int64_t active_extent, const sj_tensor *inputs,
+SJ_API sj_status sj_executable_run(sj_executable *exe, int64_t active_extent, const sj_tensor *inputs,
                             sj_tensor *outputs);
 
 /* Records the bucket's launches once into a device graph (nothing runs);
  * the metadata info buffers it records are pinned until the capture is
  * released. SJ_E_STATE when the executable already has a capture. */
-sj_status sj_executable_capture(sj_executable *exe);
-bool sj_executable_has_capture(const sj_executable *exe);
+SJ_API sj_status sj_executable_capture(sj_executable *exe);
+SJ_API bool sj_executable_has_capture(const sj_executable *exe);
 /* Like sj_executable_run but replays the capture (SJ_E_STATE without one);
  * results equal eager runs. */
-sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
+SJ_API sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
                                const sj_tensor *inputs, sj_tensor *outputs);
 /* What a serving loop calls: replays when the executable has a capture,
  * otherwise runs eagerly. */
-sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
+SJ_API sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
                                       const sj_tensor *inputs, sj_tensor *outputs);
 /* Destroys the capture and drops its pins; no capture = no-op. */
-void sj_executable_release_capture(sj_executable *exe);
+SJ_API void sj_executable_release_capture(sj_executable *exe);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
-/* shapejit/artifact.h — one compiled bucket as self-describing bytes.
+/* shapejit/ext/artifact.h — one compiled bucket as self-describing bytes.
  *
  *   sj_artifact *a;
- *   sj_compile(g, 64, &opts, &a);                        // shapejit/compile.h
+ *   sj_compile(g, 64, &opts, &a);                        // shapejit/ext/compile.h
  *   uint8_t *bytes; size_t len;
  *   sj_artifact_serialize(a, &bytes, &len);             // what the store keeps
  *   sj_artifact *b;
@@ -24,12 +24,15 @@
  *   artifact is SJ_E_CORRUPT (any single changed byte fails the checksum).
  *
  * An artifact owns copies of everything it holds.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_ARTIFACT_H
 #define SHAPEJIT_ARTIFACT_H
 
-#include "shapejit/device.h"
-#include "shapejit/runtime.h"
+#include "shapejit/ext/device.h"
+#include "shapejit/ext/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,28 +58,28 @@ typedef struct sj_artifact_info {
     int64_t arena_bytes;
 } sj_artifact_info;
 
-void sj_artifact_destroy(sj_artifact *a); /* NULL is a no-op */
-void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out);
+SJ_API void sj_artifact_destroy(sj_artifact *a); /* NULL is a no-op */
+SJ_API void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out);
 /* Code blob i (0 <= i < n_code); bytes borrowed from the artifact. */
-sj_status sj_artifact_code(const sj_artifact *a, int i, sj_code_format *fmt, const uint8_t **bytes,
+SJ_API sj_status sj_artifact_code(const sj_artifact *a, int i, sj_code_format *fmt, const uint8_t **bytes,
                            size_t *len);
 /* The first blob of format fmt; SJ_E_NOT_FOUND when there is none. */
-sj_status sj_artifact_find_code(const sj_artifact *a, sj_code_format fmt, const uint8_t **bytes,
+SJ_API sj_status sj_artifact_find_code(const sj_artifact *a, sj_code_format fmt, const uint8_t **bytes,
                                 size_t *len);
 
 /* *out is allocated with sj_alloc (free with sj_free). */
-sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len);
-sj_status sj_artifact_deserialize(sj_ctx *ctx, const void *bytes, size_t len, sj_artifact **out);
+SJ_API sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len);
+SJ_API sj_status sj_artifact_deserialize(sj_ctx *ctx, const void *bytes, size_t len, sj_artifact **out);
 
 /* SJ_OK when this machine can run a host artifact: same architecture and
  * every CPU feature the code was built with present here. Otherwise
  * SJ_E_MISMATCH naming the target or the missing features. */
-sj_status sj_artifact_check_host(const sj_artifact *a);
+SJ_API sj_status sj_artifact_check_host(const sj_artifact *a);
 
 /* Checks the artifact against the device (host: sj_artifact_check_host) and
- * loads it as an executable (shapejit/runtime.h) for graph g, whose hash
+ * loads it as an executable (shapejit/ext/runtime.h) for graph g, whose hash
  * must be the artifact's (else SJ_E_MISMATCH). */
-sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph *g,
+SJ_API sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph *g,
                            sj_executable **out);
 
 #ifdef __cplusplus

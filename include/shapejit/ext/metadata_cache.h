@@ -1,4 +1,4 @@
-/* shapejit/metadata_cache.h — read-only metadata info buffers (shapes,
+/* shapejit/ext/metadata_cache.h — read-only metadata info buffers (shapes,
  * strides, scalars of one launch) keyed by their exact words, shared by every
  * launch with the same words, pinned while a captured graph records them.
  *
@@ -35,6 +35,9 @@
  * and gives it back through the release callback when the entry goes. A hit
  * hashes the caller's words and compares them in place: no copy, no
  * allocation. Not thread-safe: the owner (a device) serialises calls.
+ *
+ * Extension tier (include/shapejit/ext/): for backends, tools and tests
+ * that work below sj_engine; it may change between minor versions.
  */
 #ifndef SHAPEJIT_METADATA_CACHE_H
 #define SHAPEJIT_METADATA_CACHE_H
@@ -62,13 +65,13 @@ typedef struct sj_mdcache_policy {
 
 /* 4096 entries of at most 2048 bytes (256 words: a few tensors' shapes and
  * strides; bigger infos cost less to rebuild than to hash), Normal mode. */
-void sj_mdcache_policy_init(sj_mdcache_policy *p);
+SJ_API void sj_mdcache_policy_init(sj_mdcache_policy *p);
 /* Whether an info of `bytes` goes through the cache at all. */
-bool sj_mdcache_policy_should_cache(const sj_mdcache_policy *p, size_t bytes);
+SJ_API bool sj_mdcache_policy_should_cache(const sj_mdcache_policy *p, size_t bytes);
 /* The entry bound to keep; false when unbounded (Capture). */
-bool sj_mdcache_policy_capacity(const sj_mdcache_policy *p, size_t *out);
+SJ_API bool sj_mdcache_policy_capacity(const sj_mdcache_policy *p, size_t *out);
 /* Whether entries touched now are pinned to the graph being captured. */
-bool sj_mdcache_policy_pins_entries(const sj_mdcache_policy *p);
+SJ_API bool sj_mdcache_policy_pins_entries(const sj_mdcache_policy *p);
 
 typedef struct sj_mdcache sj_mdcache;
 
@@ -76,10 +79,10 @@ typedef struct sj_mdcache sj_mdcache;
 typedef void (*sj_mdcache_release_fn)(void *user, void *buffer);
 
 /* policy NULL = defaults; its mode is ignored (a cache starts Normal). */
-sj_status sj_mdcache_create(sj_ctx *ctx, const sj_mdcache_policy *policy,
+SJ_API sj_status sj_mdcache_create(sj_ctx *ctx, const sj_mdcache_policy *policy,
                             sj_mdcache_release_fn release, void *user, sj_mdcache **out);
 /* Releases every buffer, pinned or not. NULL is a no-op. */
-void sj_mdcache_destroy(sj_mdcache *c);
+SJ_API void sj_mdcache_destroy(sj_mdcache *c);
 
 typedef enum sj_mdcache_lookup_result {
     SJ_MDCACHE_HIT,          /* *out is the cached buffer (still owned by the cache) */
@@ -89,7 +92,7 @@ typedef enum sj_mdcache_lookup_result {
 
 /* What to do about the info `words[0..n_words)`. A hit marks the entry most
  * recently used and, during a capture, pins it (once per capture). */
-sj_mdcache_lookup_result sj_mdcache_lookup(sj_mdcache *c, const int64_t *words, size_t n_words,
+SJ_API sj_mdcache_lookup_result sj_mdcache_lookup(sj_mdcache *c, const int64_t *words, size_t n_words,
                                            void **out);
 /* Records `buffer` for `words` after SJ_MDCACHE_BUILD_STORE; the words are
  * copied. In a full cache (Normal mode) the LRU unpinned entry goes first and
@@ -97,7 +100,7 @@ sj_mdcache_lookup_result sj_mdcache_lookup(sj_mdcache *c, const int64_t *words, 
  * SJ_OK the cache owns the buffer. On failure the caller still does:
  * SJ_E_NOMEM (an eviction it made stays made); SJ_E_STATE when the words are
  * already cached or the policy would not cache them now. */
-sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, void *buffer);
+SJ_API sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, void *buffer);
 
 /* Capture. begin: SJ_E_STATE when a capture is already in progress. commit:
  * SJ_E_STATE with no capture in progress, SJ_E_INVALID_ARG when `graph` is
@@ -107,17 +110,17 @@ sj_status sj_mdcache_store(sj_mdcache *c, const int64_t *words, size_t n_words, 
  * discard: unpins what the
  * capture pinned, keeping the entries as ordinary ones; no capture in
  * progress = no-op. Both commit and discard return to Normal mode. */
-sj_status sj_mdcache_capture_begin(sj_mdcache *c);
-sj_status sj_mdcache_capture_commit(sj_mdcache *c, uint64_t graph);
-void sj_mdcache_capture_discard(sj_mdcache *c);
+SJ_API sj_status sj_mdcache_capture_begin(sj_mdcache *c);
+SJ_API sj_status sj_mdcache_capture_commit(sj_mdcache *c, uint64_t graph);
+SJ_API void sj_mdcache_capture_discard(sj_mdcache *c);
 /* Drops `graph`'s pins; SJ_E_NOT_FOUND (nothing changes) for a graph that is
  * not live. */
-sj_status sj_mdcache_graph_release(sj_mdcache *c, uint64_t graph);
+SJ_API sj_status sj_mdcache_graph_release(sj_mdcache *c, uint64_t graph);
 /* Frees every entry nothing pins (no live graph, no capture in progress). */
-void sj_mdcache_clear_unpinned(sj_mdcache *c);
+SJ_API void sj_mdcache_clear_unpinned(sj_mdcache *c);
 
-sj_cache_mode sj_mdcache_mode(const sj_mdcache *c);
-const sj_mdcache_policy *sj_mdcache_policy_of(const sj_mdcache *c);
+SJ_API sj_cache_mode sj_mdcache_mode(const sj_mdcache *c);
+SJ_API const sj_mdcache_policy *sj_mdcache_policy_of(const sj_mdcache *c);
 
 typedef struct sj_mdcache_stats {
     size_t entries;     /* cached now */
@@ -130,7 +133,7 @@ typedef struct sj_mdcache_stats {
     uint64_t eviction_probes;
 } sj_mdcache_stats;
 
-void sj_mdcache_get_stats(const sj_mdcache *c, sj_mdcache_stats *out);
+SJ_API void sj_mdcache_get_stats(const sj_mdcache *c, sj_mdcache_stats *out);
 
 #ifdef __cplusplus
 }
