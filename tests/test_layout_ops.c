@@ -144,13 +144,21 @@ static void test_gather_elements(void **state) {
     for (int i = 0; i < 4; i++) assert_true(out[0].data[i] == w1[i]);
     for (int i = 0; i < 4; i++) assert_true(out[1].data[i] == w0[i]);
     h_free_tensors(f->ctx, out, 2);
-    /* compiled backends refuse it by name, nothing is compiled */
+    /* the host backend at a bucket above the extent (typed inputs padded
+     * by the runtime) gives the same */
     sj_compile_options o;
     sj_compile_options_init(&o);
     sj_artifact *a = NULL;
-    assert_int_equal(sj_compile(f->g, 4, &o, &a), SJ_E_UNSUPPORTED);
-    assert_null(a);
-    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "cannot be compiled"));
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_compile(f->g, 4, &o, &a), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+    sj_tensor ran[2] = {0};
+    if (sj_executable_run(exe, 2, in, ran) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+    for (int i = 0; i < 4; i++) assert_true(ran[0].data[i] == w1[i]);
+    for (int i = 0; i < 4; i++) assert_true(ran[1].data[i] == w0[i]);
+    h_free_tensors(f->ctx, ran, 2);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
     sj_value bad;
     assert_int_equal(sj_graph_gather_elements(f->g, d, d, 0, &bad), SJ_E_SHAPE);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "not int64"));

@@ -212,8 +212,8 @@ SJ_API sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value
 /* ONNX Gather: out = data.shape[:axis] + indices.shape + data.shape[axis+1:],
  * indices int64 or int32. An index i < 0 counts from the end; after that an
  * index outside [0, len) is clamped to it (the row 0 or len-1 is read), so
- * a bad token id can never read outside the table. The gathered axis may
- * not be the symbolic dim. */
+ * a bad token id can never read outside the table. On the symbolic axis
+ * len is the active extent: padding is never read. */
 SJ_API sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis, sj_value *out);
 /* [count] values start + i * delta (float32, int64 or int32); count is a
  * constant >= 1 or SJ_DIM_SYM (a position range over the symbolic dim). */

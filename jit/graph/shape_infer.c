@@ -451,11 +451,9 @@ sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis
         return sj_fail(g->ctx, SJ_E_SHAPE, "gather: data %s has rank 0", STR(sd));
     SJ_TRY(normalise_axis(g, "gather", sd, axis, &n.attrs.axis));
     int ax = n.attrs.axis;
-    if (sd->dims[ax] == SJ_DIM_SYM)
+    if (sd->dims[ax] == SJ_DIM_SYM && sj_shape_sym_count(si) > 0 && sj_shape_sym_count(sd) > 1)
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                       "gather: axis %d of data %s is the symbolic dim; only constant axes can "
-                       "be gathered from",
-                       ax, STR(sd));
+                       "gather: data %s has the symbolic dim more than once", STR(sd));
     if (sd->rank - 1 + si->rank > SJ_MAX_RANK)
         return sj_fail(g->ctx, SJ_E_SHAPE, "gather: data %s indexed by %s has rank %d (at most %d)",
                        STR(sd), STR(si), sd->rank - 1 + si->rank, SJ_MAX_RANK);

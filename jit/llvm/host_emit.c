@@ -81,7 +81,7 @@ static void loops_close(emitter *e, loop *ls, uint32_t mask) {
         if ((mask >> d) & 1) loop_close(e, &ls[d], d);
 }
 
-static LLVMValueRef address(emitter *e, LLVMValueRef base, const int64_t *strides) {
+static LLVMValueRef address_t(emitter *e, LLVMValueRef base, const int64_t *strides, LLVMTypeRef elt) {
     LLVMValueRef off = NULL;
     for (int d = 0; d < e->k->rank; d++) {
         if (!strides[d]) continue;
@@ -89,24 +89,29 @@ static LLVMValueRef address(emitter *e, LLVMValueRef base, const int64_t *stride
         off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
     }
     if (!off) return base;
-    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
 }
 
 /* base + offset + offset_n * n elements */
-static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, int64_t offset_n) {
+static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, int64_t offset_n,
+                                LLVMTypeRef elt) {
     if (!offset && !offset_n) return base;
     LLVMValueRef off = ci(e, offset);
     if (offset_n)
         off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
-    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
 }
 
 static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
-    return address(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n), ld->strides);
+    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    return address_t(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, elt),
+                     ld->strides, elt);
 }
 
 static LLVMValueRef out_addr(emitter *e) {
-    return address(e, offset_base(e, e->bufs[0], e->k->out_offset, 0), e->k->out_strides);
+    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, e->k->out_dtype);
+    return address_t(e, offset_base(e, e->bufs[0], e->k->out_offset, 0, elt), e->k->out_strides,
+                     elt);
 }
 
 /* bias + sum_d coef[d] * i_d >= 0 */
@@ -166,27 +171,68 @@ static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
 }
 static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow, host_libm};
 
-static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
-    return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, x, alpha);
+static LLVMValueRef load_typed(emitter *e, sj_dtype t, LLVMValueRef p) {
+    LLVMValueRef v = LLVMBuildLoad2(e->B, sj_llvm_dtype_mem_type(e->C, t), p, "");
+    LLVMSetAlignment(v, (unsigned)sj_dtype_size(t));
+    return sj_llvm_from_mem(e->B, t, v);
 }
 
-static LLVMValueRef binary(emitter *e, sj_op op, LLVMValueRef a, LLVMValueRef b) {
-    return sj_llvm_binary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, a, b);
+static LLVMValueRef eval(emitter *e, int32_t x);
+
+/* data[.., clamp(index), ..]: negative indices count from the end of the
+ * gathered axis, then the index is clamped into it (kernel.h). */
+static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
+    const sj_kload *ld = &e->k->loads[ex->load];
+    LLVMValueRef i = eval(e, ex->a);
+    if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
+    LLVMValueRef len = ex->glen < 0 ? e->n : ci(e, ex->glen);
+    LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
+    i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
+    i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
+    LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
+    i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
+    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
+    LLVMValueRef p = LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
+    return load_typed(e, ld->dtype, p);
+}
+
+/* first + step * i (ints exactly; floats in double, rounded once). */
+static LLVMValueRef eval_range(emitter *e, const sj_kexpr *ex) {
+    LLVMValueRef i = ex->dim >= 0 ? e->idx[ex->dim] : ci(e, 0);
+    if (ex->dtype != SJ_F32) {
+        LLVMValueRef v = LLVMBuildAdd(e->B, ci(e, (int64_t)ex->first),
+                                      LLVMBuildMul(e->B, i, ci(e, (int64_t)ex->step), ""), "");
+        return ex->dtype == SJ_I64 ? v : LLVMBuildTrunc(e->B, v, e->i32, "");
+    }
+    LLVMTypeRef f64 = LLVMDoubleTypeInContext(e->C);
+    LLVMValueRef v = LLVMBuildFAdd(e->B, LLVMConstReal(f64, ex->first),
+                                   LLVMBuildFMul(e->B, LLVMBuildSIToFP(e->B, i, f64, ""),
+                                                 LLVMConstReal(f64, ex->step), ""), "");
+    return LLVMBuildFPTrunc(e->B, v, e->f32, "");
 }
 
 static LLVMValueRef eval(emitter *e, int32_t x) {
     const sj_kexpr *ex = &e->k->exprs[x];
+    sj_llvm_scalar sc = {e->M, e->B, &host_math, e};
     switch (ex->kind) {
-    case SJ_KX_LOAD: {
-        const sj_kload *ld = &e->k->loads[ex->load];
-        LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, ld_addr(e, ld), "");
-        LLVMSetAlignment(v, 4);
-        return v;
-    }
-    case SJ_KX_CONST: return cf(e, ex->value);
+    case SJ_KX_LOAD: return load_typed(e, e->k->loads[ex->load].dtype, ld_addr(e, &e->k->loads[ex->load]));
+    case SJ_KX_CONST:
+        if (ex->dtype == SJ_F32) return cf(e, ex->value);
+        return LLVMConstInt(sj_llvm_dtype_type(e->C, ex->dtype), (unsigned long long)ex->ivalue, 1);
     case SJ_KX_ACC: return e->acc;
-    case SJ_KX_UNARY: return unary(e, ex->op, eval(e, ex->a), ex->value);
-    case SJ_KX_BINARY: return binary(e, ex->op, eval(e, ex->a), eval(e, ex->b));
+    case SJ_KX_UNARY: {
+        sj_dtype at = e->k->exprs[ex->a].dtype;
+        if (ex->op == SJ_OP_CAST) return sj_llvm_cast(e->B, at, ex->dtype, eval(e, ex->a));
+        return sj_llvm_typed_unary(&sc, ex->op, at, eval(e, ex->a), ex->value);
+    }
+    case SJ_KX_BINARY:
+        return sj_llvm_typed_binary(&sc, ex->op, e->k->exprs[ex->a].dtype, eval(e, ex->a),
+                                    eval(e, ex->b));
+    case SJ_KX_WHERE:
+        return LLVMBuildSelect(e->B, eval(e, ex->a), eval(e, ex->b), eval(e, ex->c), "");
+    case SJ_KX_GATHER: return eval_gather(e, ex);
+    case SJ_KX_RANGE: return eval_range(e, ex);
     case SJ_KX_SELECT: {
         LLVMValueRef a = eval(e, ex->a), b = eval(e, ex->b);
         return LLVMBuildSelect(e->B, index_test(e, ex), a, b, "");
@@ -196,8 +242,8 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
 }
 
 static void store_out(emitter *e, LLVMValueRef v) {
-    LLVMValueRef s = LLVMBuildStore(e->B, v, out_addr(e));
-    LLVMSetAlignment(s, 4);
+    LLVMValueRef s = LLVMBuildStore(e->B, sj_llvm_to_mem(e->B, e->k->out_dtype, v), out_addr(e));
+    LLVMSetAlignment(s, (unsigned)sj_dtype_size(e->k->out_dtype));
 }
 
 static LLVMValueRef load_f32(emitter *e, LLVMValueRef p) {

@@ -222,6 +222,9 @@ static LLVMValueRef eval(pe *e, int32_t x) {
         if (!(a = eval(e, ex->a)) || !(b = eval(e, ex->b))) return NULL;
         r = LLVMBuildSelect(e->B, index_test(e, ex), a, b, "");
         break;
+    case SJ_KX_WHERE:
+    case SJ_KX_GATHER:
+    case SJ_KX_RANGE: break; /* typed: refused before emission (gpu_emitters.c) */
     }
     if (r) return r;
 bad:

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "jit/lower/plan.h"
+#include "shapejit/graph.h"
 
 #define SJ_KSPACE_MAX 6
 
@@ -51,7 +52,11 @@ typedef enum sj_kexpr_kind {
     SJ_KX_ACC,   /* the kernel core's result at the current point */
     SJ_KX_UNARY, /* op(a); value = leaky_relu alpha */
     SJ_KX_BINARY, /* op(a, b) */
-    SJ_KX_SELECT  /* (bias + sum_d coef[d] * i_d >= 0) ? a : b; both sides are safe to evaluate */
+    SJ_KX_SELECT, /* (bias + sum_d coef[d] * i_d >= 0) ? a : b; both sides are safe to evaluate */
+    /* typed values (realtypes) */
+    SJ_KX_WHERE,  /* a (bool) ? b : c */
+    SJ_KX_GATHER, /* loads[load] plus gstride * clamp(a) on the gathered axis (see below) */
+    SJ_KX_RANGE   /* first + step * i_dim */
 } sj_kexpr_kind;
 
 typedef struct sj_kexpr {
@@ -62,16 +67,27 @@ typedef struct sj_kexpr {
     float value;
     int64_t coef[SJ_KSPACE_MAX]; /* SELECT */
     int64_t bias;                /* SELECT */
+    sj_dtype dtype;              /* of the result; CONST of ints and bools: ivalue */
+    int64_t ivalue;
+    int32_t c;                   /* WHERE: the value where a is false */
+    /* GATHER: the index a (int64/int32) counts from the end when negative,
+     * then is clamped to [0, glen) (glen -1: the active extent n), so no
+     * index reads outside the gathered axis or into padding. */
+    int64_t gstride, glen;
+    int32_t dim;                 /* RANGE */
+    double first, step;          /* RANGE */
 } sj_kexpr;
 
 typedef struct sj_kload {
     int32_t buffer; /* index into the launch's buffers */
+    sj_dtype dtype; /* of the buffer's elements */
     int64_t strides[SJ_KSPACE_MAX]; /* elements, at the bucket extent */
     int64_t offset, offset_n;       /* elements: offset + offset_n * active extent */
 } sj_kload;
 
 typedef struct sj_kernel {
     sj_kernel_kind kind;
+    sj_dtype out_dtype; /* of buffer 0's elements (MAP kernels may be typed; the rest are float32) */
     char name[SJ_KERNEL_NAME_MAX];
     int rank;                        /* of the space */
     int64_t dims[SJ_KSPACE_MAX];     /* at the bucket extent */

@@ -48,6 +48,7 @@ typedef struct vinfo {
 
 typedef struct lbuf {
     sj_slot_kind kind;
+    sj_dtype dtype;
     int32_t index;
     int64_t bytes, offset;
     int def, last, slot;
@@ -135,6 +136,8 @@ static void count_uses(lowering *L) {
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
             if (nd->op == SJ_OP_SLICE) L->v[u].need_load = true;
+            if ((nd->op == SJ_OP_GATHER || nd->op == SJ_OP_GATHER_ELEMENTS) && i == 0)
+                L->v[u].need_load = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
             if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
                 int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
@@ -258,12 +261,14 @@ static void fuse_epilogues(lowering *L) {
 
 /* ---- logical buffers ---- */
 
-static sj_status new_buf(lowering *L, sj_slot_kind kind, int32_t index, const sj_shape *s, int *out) {
+static sj_status new_buf(lowering *L, sj_slot_kind kind, int32_t index, const sj_node *nd, int *out) {
+    const sj_shape *s = &nd->shape;
     SJ_TRY(grow(L->ctx, (void **)&L->bufs, &L->cap_bufs, L->n_bufs + 1, sizeof(lbuf)));
     lbuf *b = &L->bufs[L->n_bufs];
     b->kind = kind;
     b->index = index;
-    b->bytes = numel_at(L, s) * (int64_t)sizeof(float);
+    b->dtype = nd->dtype;
+    b->bytes = numel_at(L, s) * (int64_t)sj_dtype_size(nd->dtype);
     b->def = b->last = -1;
     b->slot = -1;
     *out = L->n_bufs++;
@@ -289,13 +294,13 @@ static sj_status assign_buffers(lowering *L) {
         if (nd->op == SJ_OP_INPUT) {
             int idx = 0;
             while (g->inputs[idx] != n) idx++;
-            SJ_TRY(new_buf(L, SJ_SLOT_INPUT, idx, &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_INPUT, idx, nd, &vi->buffer));
         } else if (nd->op == SJ_OP_PARAM) {
-            SJ_TRY(new_buf(L, SJ_SLOT_PARAM, n, &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_PARAM, n, nd, &vi->buffer));
         } else if (vi->n_out) {
-            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, output_entry(L, n, -1), &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, output_entry(L, n, -1), nd, &vi->buffer));
         } else {
-            SJ_TRY(new_buf(L, SJ_SLOT_ARENA, 0, &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_ARENA, 0, nd, &vi->buffer));
         }
     }
     return SJ_OK;
@@ -319,8 +324,27 @@ static sj_status kernel_buffer(lowering *L, int ki, int buf, int *local) {
     return SJ_OK;
 }
 
+/* The result type of e from its operands; CONST, RANGE and CAST carry
+ * theirs. */
+static sj_dtype expr_dtype(const sj_kernel *k, const sj_kexpr *e) {
+    switch (e->kind) {
+    case SJ_KX_LOAD:
+    case SJ_KX_GATHER: return k->loads[e->load].dtype;
+    case SJ_KX_ACC: return SJ_F32;
+    case SJ_KX_UNARY:
+        if (e->op == SJ_OP_CAST) return e->dtype;
+        if (e->op == SJ_OP_ISNAN || e->op == SJ_OP_ISINF) return SJ_BOOL;
+        return k->exprs[e->a].dtype;
+    case SJ_KX_BINARY: return sj_op_is_compare(e->op) ? SJ_BOOL : k->exprs[e->a].dtype;
+    case SJ_KX_SELECT: return k->exprs[e->a].dtype;
+    case SJ_KX_WHERE: return k->exprs[e->b].dtype;
+    default: return e->dtype;
+    }
+}
+
 static sj_status add_expr(lowering *L, int ki, sj_kexpr e, int *out) {
     sj_kernel *k = &L->kernels[ki];
+    e.dtype = expr_dtype(k, &e);
     SJ_TRY(grow(L->ctx, (void **)&k->exprs, &k->cap_exprs, k->n_exprs + 1, sizeof(sj_kexpr)));
     k->exprs[k->n_exprs] = e;
     *out = k->n_exprs++;
@@ -342,6 +366,7 @@ static sj_status add_load_raw(lowering *L, int ki, int buf, const sj_shape *s,
                               const int64_t *strides, int64_t offset, int64_t offset_n,
                               const int *map, int *out) {
     sj_kload ld = {0};
+    ld.dtype = L->bufs[buf].dtype;
     SJ_TRY(kernel_buffer(L, ki, buf, &ld.buffer));
     ld.offset = offset;
     ld.offset_n = offset_n;
@@ -385,6 +410,48 @@ static sj_status core_value(lowering *L, int ki, sj_value c, const int *map, int
     return SJ_OK;
 }
 
+/* out[pre, j.., post] = data[pre, clamp(idx[j..]), post]: a load of data
+ * whose gathered axis moves by the index value. */
+static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int *map, int core,
+                              int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK], e, ie;
+    for (int i = 0; i < ds->rank; i++)
+        dmap[i] = i < ax ? map[i] : i == ax ? -1 : map[i - 1 + is->rank];
+    for (int j = 0; j < is->rank; j++) imap[j] = is->dims[j] == 1 ? -1 : map[ax + j];
+    SJ_TRY(build_expr(L, ki, ix, imap, core, &ie));
+    SJ_TRY(add_load(L, ki, d, dmap, &e));
+    sj_kexpr g = L->kernels[ki].exprs[e];
+    g.kind = SJ_KX_GATHER;
+    g.a = ie;
+    g.gstride = L->v[d].strides[ax];
+    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
+    L->kernels[ki].exprs[e] = g;
+    *out = e;
+    return SJ_OK;
+}
+
+/* out[i] = data[i with its axis coordinate clamp(idx[i])]: a load of data
+ * held at 0 on the axis, moved there by the index value. */
+static sj_status build_gather_elements(lowering *L, int ki, const sj_node *nd, const int *map,
+                                       int core, int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d);
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], e, ie;
+    for (int i = 0; i < ds->rank; i++) dmap[i] = i == ax ? -1 : map[i];
+    SJ_TRY(build_expr(L, ki, ix, map, core, &ie));
+    SJ_TRY(add_load(L, ki, d, dmap, &e));
+    sj_kexpr g = L->kernels[ki].exprs[e];
+    g.kind = SJ_KX_GATHER;
+    g.a = ie;
+    g.gstride = L->v[d].strides[ax];
+    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
+    L->kernels[ki].exprs[e] = g;
+    *out = e;
+    return SJ_OK;
+}
+
 /* The definition of v (elementwise or transpose) evaluated in the kernel's space. */
 static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int core, int *out) {
     const sj_node *nd = &L->g->nodes[v];
@@ -407,7 +474,7 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
     if (nd->op == SJ_OP_TRILU) {
         /* keep where col - row - k >= 0 (upper) or row - col + k >= 0 (lower) */
         SJ_TRY(build_expr(L, ki, nd->inputs[0], map, core, &a));
-        SJ_TRY(add_const(L, ki, 0.0f, &b));
+        SJ_TRY(add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_CONST, .dtype = nd->dtype, .a = -1, .b = -1}, &b));
         sj_kexpr sel = {.kind = SJ_KX_SELECT, .a = a, .b = b, .load = -1};
         int64_t sign = nd->attrs.upper ? 1 : -1;
         sel.bias = -sign * nd->attrs.k;
@@ -420,9 +487,33 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
         SJ_TRY(build_expr(L, ki, nd->inputs[0], m0, core, &a));
         return add_expr(L, ki,
                         (sj_kexpr){.kind = SJ_KX_UNARY, .op = nd->op, .a = a, .b = -1,
-                                   .value = nd->attrs.alpha},
+                                   .value = nd->attrs.alpha, .dtype = nd->dtype},
                         out);
     }
+    if (nd->op == SJ_OP_WHERE) {
+        int m2[SJ_MAX_RANK], c;
+        broadcast_map(L, nd->inputs[0], r, map, m0);
+        broadcast_map(L, nd->inputs[1], r, map, m1);
+        broadcast_map(L, nd->inputs[2], r, map, m2);
+        SJ_TRY(build_expr(L, ki, nd->inputs[0], m0, core, &a));
+        SJ_TRY(build_expr(L, ki, nd->inputs[1], m1, core, &b));
+        SJ_TRY(build_expr(L, ki, nd->inputs[2], m2, core, &c));
+        return add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_WHERE, .a = a, .b = b, .c = c}, out);
+    }
+    if (nd->op == SJ_OP_FILL)
+        return add_expr(L, ki,
+                        (sj_kexpr){.kind = SJ_KX_CONST, .dtype = nd->dtype, .a = -1, .b = -1,
+                                   .value = (float)nd->attrs.delta,
+                                   .ivalue = nd->dtype == SJ_F32 ? 0 : (int64_t)nd->attrs.delta},
+                        out);
+    if (nd->op == SJ_OP_RANGE)
+        return add_expr(L, ki,
+                        (sj_kexpr){.kind = SJ_KX_RANGE, .dtype = nd->dtype, .a = -1, .b = -1,
+                                   .dim = map[0], .first = nd->attrs.first,
+                                   .step = nd->attrs.delta},
+                        out);
+    if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, nd, map, core, out);
+    if (nd->op == SJ_OP_GATHER_ELEMENTS) return build_gather_elements(L, ki, nd, map, core, out);
     if (sj_op_is_binary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
         broadcast_map(L, nd->inputs[1], r, map, m1);
@@ -448,6 +539,7 @@ static sj_status new_kernel(lowering *L, sj_kernel_kind kind, int out_buf, int *
     memset(k, 0, sizeof *k);
     memset(&L->kb[ki], 0, sizeof L->kb[ki]);
     k->kind = kind;
+    k->out_dtype = L->bufs[out_buf].dtype;
     k->prologue = k->epilogue = k->scale = k->bias = k->a = k->b = -1;
     k->alpha = 1.0f;
     snprintf(k->name, sizeof k->name, "%sk%d", L->o->prefix ? L->o->prefix : "", ki);
@@ -647,7 +739,7 @@ static sj_status build_kernels(lowering *L) {
                 L->bufs[vi->buffer].index == j)
                 continue;
             int ob;
-            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, j, &nd->shape, &ob));
+            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, j, nd, &ob));
             SJ_TRY(map_kernel(L, n, n, ob, true));
         }
     }
@@ -763,21 +855,6 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
                        (long long)extent, (long long)SJ_MAX_EXTENT);
     if (!g->n_outputs) return sj_fail(ctx, SJ_E_INVALID_ARG, "lowering: the graph has no outputs");
     lowering L = {.ctx = ctx, .g = g, .E = g->sym_name ? extent : 1, .o = o};
-    for (int n = 0; n < g->n_nodes; n++) {
-        const sj_node *nd = &g->nodes[n];
-        if (nd->op == SJ_OP_GATHER_ELEMENTS)
-            return sj_fail(ctx, SJ_E_UNSUPPORTED,
-                           "lowering: value %d%s%s%s (gather_elements) cannot be compiled yet: its "
-                           "indices are an integer tensor, which compiled backends do not load "
-                           "(use the interpreter)",
-                           n, nd->name ? " '" : "", nd->name ? nd->name : "", nd->name ? "'" : "");
-        if (nd->dtype == SJ_F32 && (nd->op < SJ_OP_CAST || nd->op > SJ_OP_FILL)) continue;
-        return sj_fail(ctx, SJ_E_UNSUPPORTED,
-                       "lowering: value %d%s%s%s (%s, %s) cannot be compiled yet: compiled "
-                       "backends handle float32 values only (use the interpreter)",
-                       n, nd->name ? " '" : "", nd->name ? nd->name : "", nd->name ? "'" : "",
-                       sj_op_name(nd->op), sj_dtype_name(nd->dtype));
-    }
     for (int n = 0; n < g->n_nodes; n++) {
         if (numel_at(&L, &g->nodes[n].shape) > SJ_MAX_ELEMENTS / (int64_t)sizeof(float))
             return sj_fail(ctx, SJ_E_OUT_OF_RANGE, "lowering: value %d too large at extent %lld", n,

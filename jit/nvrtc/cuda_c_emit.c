@@ -250,6 +250,9 @@ static int expr(src *s, int32_t x, const char *indent, const char *acc) {
             if (ex->coef[d]) put(s, " + i%d * %lldLL", d, (long long)ex->coef[d]);
         put(s, " >= 0) ? t%d : t%d;\n", a, b);
         return t;
+    case SJ_KX_WHERE:
+    case SJ_KX_GATHER:
+    case SJ_KX_RANGE: return -1; /* typed: refused before emission (gpu_emitters.c) */
     }
     return -1;
 }

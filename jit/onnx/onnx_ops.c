@@ -483,6 +483,9 @@ static sj_status map_transpose(sj_onnx_loader *L, const op_entry *e) {
 /* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). The
  * symbolic dim counts as an unknown factor: -1 stands for it when the input
  * has one more symbolic dim than the rest of the target. */
+/* A target entry that is the symbolic dim itself (folded from a Shape chain). */
+#define TARGET_SYM INT64_MIN
+
 static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64_t *t, int n,
                               bool allowzero, int64_t *out) {
     int infer = -1;
@@ -504,6 +507,8 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
                 return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape has more than one -1");
             infer = i;
             out[i] = 1;
+        } else if (t[i] == TARGET_SYM) {
+            out[i] = SJ_DIM_SYM;
         } else if (t[i] < -1) {
             return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape entry %d is %lld", i, (long long)t[i]);
         } else {
@@ -546,6 +551,7 @@ static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
     int64_t allowzero;
     SJ_TRY(attr_int(L, "allowzero", 0, &allowzero));
     const int64_t *tv;
+    int64_t sym_target[SJ_MAX_RANK];
     size_t tn;
     bool present;
     SJ_TRY(attr_ints(L, "shape", &tv, &tn, &present)); /* opset 1-4 */
@@ -553,10 +559,31 @@ static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(check_inputs(L, 1, 1));
     } else {
         SJ_TRY(check_inputs(L, 2, 2));
-        const sj_onnx_tensor *t;
-        SJ_TRY(in_ints(L, 1, "shape", &t));
-        tv = t->i;
-        tn = (size_t)t->numel;
+        sj_onnx_val *tvv;
+        SJ_TRY(in_val(L, 1, &tvv));
+        if (tvv->has_sym) { /* dims computed from the symbolic dim: each must be N or constant */
+            if (tvv->c.numel > SJ_MAX_RANK)
+                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %lld exceeds %d",
+                                         (long long)tvv->c.numel, SJ_MAX_RANK);
+            for (int64_t k = 0; k < tvv->c.numel; k++) {
+                sj_onnx_sym x = sj_onnx_sym_at(tvv, k);
+                if (x.n == 1 && x.c == 0) sym_target[k] = TARGET_SYM;
+                else if (x.n == 0) sym_target[k] = x.c;
+                else
+                    return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                             "shape entry %lld is %lld*%s%+lld: a dim must be "
+                                             "constant or the symbolic dim itself",
+                                             (long long)k, (long long)x.n, sj_graph_symbol(L->g),
+                                             (long long)x.c);
+            }
+            tv = sym_target;
+            tn = (size_t)tvv->c.numel;
+        } else {
+            const sj_onnx_tensor *t;
+            SJ_TRY(in_ints(L, 1, "shape", &t));
+            tv = t->i;
+            tn = (size_t)t->numel;
+        }
     }
     if (tn > SJ_MAX_RANK)
         return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %zu exceeds %d", tn, SJ_MAX_RANK);
@@ -1203,14 +1230,21 @@ typedef struct sym_int {
 
 /* Input i as up to SJ_MAX_RANK integers (a rank-0 or rank-1 constant). */
 static sj_status in_sym_ints(sj_onnx_loader *L, int i, const char *what, sym_int *out, int *count) {
-    const sj_onnx_tensor *t = NULL;
     *count = 0;
-    SJ_TRY(in_ints(L, i, what, &t));
-    if (t->numel > SJ_MAX_RANK)
+    sj_onnx_val *v;
+    SJ_TRY(in_val(L, i, &v));
+    if (!v->has_sym) {
+        const sj_onnx_tensor *t = NULL;
+        SJ_TRY(in_ints(L, i, what, &t));
+    }
+    if (v->c.numel > SJ_MAX_RANK || v->c.rank > 1)
         return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "%s has %lld entries (at most %d)", what,
-                                 (long long)t->numel, SJ_MAX_RANK);
-    for (int k = 0; k < t->numel; k++) out[k] = (sym_int){t->i[k], 0};
-    *count = (int)t->numel;
+                                 (long long)v->c.numel, SJ_MAX_RANK);
+    for (int k = 0; k < v->c.numel; k++) {
+        sj_onnx_sym x = sj_onnx_sym_at(v, k);
+        out[k] = (sym_int){x.c, x.n};
+    }
+    *count = (int)v->c.numel;
     return SJ_OK;
 }
 
@@ -1955,6 +1989,10 @@ sj_status sj_onnx_map_node(sj_onnx_loader *L) {
                                  n->op_type, n->domain);
     if (L->opset < 0)
         return sj_onnx_node_fail(L, SJ_E_PARSE, "the model imports no version of the default opset");
+    bool done;
+    SJ_TRY(sj_onnx_try_fold(L, &done)); /* shape computation known at load time */
+    if (!done) SJ_TRY(sj_onnx_map_typed(L, &done));
+    if (done) return SJ_OK;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (!strcmp(ops[i].name, n->op_type)) return ops[i].fn(L, &ops[i]);
     return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' is not supported", n->op_type);
