@@ -11,43 +11,10 @@
 #include "jit/nvrtc/gpu_compile.h"
 #include "jit/nvrtc/gpu_schedule.h"
 
-/* The GPU emitters lower float32 kernels; one that loads, computes or
- * stores int64, int32 or bool values (casts, comparisons, masks, gathers,
- * ranges) fails the compile naming the kernel and the op. */
-static sj_status check_float_only(sj_ctx *ctx, sj_gpu_path path, const sj_lowered *l) {
-    for (int i = 0; i < l->n_kernels; i++) {
-        const sj_kernel *k = &l->kernels[i];
-        const char *what = k->out_dtype != SJ_F32 ? sj_dtype_name(k->out_dtype) : NULL;
-        const char *op = "store";
-        for (int x = 0; !what && x < k->n_exprs; x++) {
-            const sj_kexpr *ex = &k->exprs[x];
-            bool typed = ex->dtype != SJ_F32 || ex->kind == SJ_KX_GATHER ||
-                         ex->kind == SJ_KX_RANGE || ex->kind == SJ_KX_WHERE ||
-                         (ex->kind == SJ_KX_BINARY && ex->op >= SJ_OP_CAST && ex->op <= SJ_OP_FILL) ||
-                         (ex->kind == SJ_KX_UNARY && ex->op >= SJ_OP_CAST && ex->op <= SJ_OP_FILL);
-            if (!typed) continue;
-            what = sj_dtype_name(ex->dtype);
-            op = ex->kind == SJ_KX_GATHER ? "gather"
-                 : ex->kind == SJ_KX_RANGE ? "range"
-                 : ex->kind == SJ_KX_WHERE ? "where"
-                 : ex->kind == SJ_KX_LOAD  ? "load"
-                 : ex->kind == SJ_KX_CONST ? "constant"
-                                           : sj_op_name(ex->op);
-        }
-        if (what)
-            return sj_fail(ctx, SJ_E_UNSUPPORTED,
-                           "%s: kernel %s: op '%s' on %s values cannot be lowered for the GPU yet "
-                           "(the GPU emitters take float32 kernels; use the host backend)",
-                           path == SJ_GPU_PATH_NVRTC ? "nvrtc" : "nvptx", k->name, op, what);
-    }
-    return SJ_OK;
-}
-
 static sj_status gpu_build(sj_gpu_path path, const sj_lowered *l, const sj_compile_options *o,
                            sj_artifact *a) {
     sj_ctx *ctx = a->ctx;
     int sm;
-    SJ_TRY(check_float_only(ctx, path, l));
     SJ_TRY(sj_gpu_parse_arch(ctx, o->arch, &sm));
     SJ_TRY(sj_gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &a->plan));
     char toolchain[96], cpu[16];
@@ -77,7 +44,6 @@ static sj_status gpu_text(sj_gpu_path path, const sj_lowered *l, const sj_compil
                        path == SJ_GPU_PATH_NVRTC ? "nvrtc" : "nvptx",
                        path == SJ_GPU_PATH_NVRTC ? "CUDA C" : "LLVM IR");
     int sm;
-    SJ_TRY(check_float_only(ctx, path, l));
     SJ_TRY(sj_gpu_parse_arch(ctx, o->arch, &sm));
     sj_gpu_code code;
     char *source = NULL;
