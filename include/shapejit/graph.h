@@ -145,6 +145,7 @@ typedef enum sj_op {
     SJ_OP_CONCAT, /* two operands joined along attr axis */
     SJ_OP_EXPAND, /* broadcast to the node's shape */
     SJ_OP_TRILU,  /* attrs upper, k: keep the upper/lower triangle of the last two axes */
+    SJ_OP_GATHER_ELEMENTS, /* attr axis: data picked elementwise by an int tensor */
     /* end of the realops block */
     SJ_OP_COUNT_
 } sj_op;
@@ -270,6 +271,15 @@ SJ_API sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_
 /* Zeroes what lies outside the upper (j - i >= k) or lower (j - i <= k)
  * triangle of each matrix in the last two axes (rank >= 2). */
 SJ_API sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_value *out);
+
+/* ONNX GatherElements: out has the shape of `indices` (int64 or int32, the
+ * rank of data); out[.., i_axis, ..] = data[.., indices[..], ..]. An index
+ * below 0 counts from the end, then anything outside the axis is clamped
+ * to it (never a read outside data). Off the axis, indices' dims are at
+ * most data's (the symbolic dim only where data has it). Interpreter only
+ * for now: compiled backends do not load integer tensors yet. */
+SJ_API sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices, int axis,
+                                          sj_value *out);
 
 /* Names an intermediate value (for printing and debugging). */
 SJ_API sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);

@@ -87,7 +87,8 @@ static inline bool sj_op_is_elementwise(sj_op op) {
 /* Ops that produce values from their shape alone or index another tensor:
  * computed by a map kernel of their own, never inlined. */
 static inline bool sj_op_is_generator(sj_op op) {
-    return op == SJ_OP_GATHER || op == SJ_OP_RANGE || op == SJ_OP_FILL;
+    return op == SJ_OP_GATHER || op == SJ_OP_RANGE || op == SJ_OP_FILL ||
+           op == SJ_OP_GATHER_ELEMENTS;
 }
 static inline bool sj_op_is_reduce(sj_op op) {
     return op >= SJ_OP_REDUCE_SUM && op <= SJ_OP_REDUCE_MAX;

@@ -514,6 +514,21 @@ static void eval_trilu(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
     }
 }
 
+/* out[i] = data[i with its axis coordinate replaced by clamp(idx[i])]. */
+static void eval_gather_elements(const sj_node *n, const sj_tensor *d, const sj_tensor *ix,
+                                 sj_tensor *y) {
+    int ax = n->attrs.axis;
+    int64_t ds[SJ_MAX_RANK], idx[SJ_MAX_RANK], len = d->dims[ax], count = numel(y);
+    row_strides(d, ds);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, idx);
+        int64_t k = get_i(ix, i);
+        if (k < 0) k += len;
+        idx[ax] = k < 0 ? 0 : k >= len ? len - 1 : k;
+        copy_elem(y, i, d, offset_of(y->rank, idx, ds));
+    }
+}
+
 void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
                     int64_t extent) {
     if (sj_op_is_unary(n->op)) {
@@ -546,6 +561,7 @@ void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *o
     case SJ_OP_CONCAT: eval_concat(n, in[0], in[1], out); return;
     case SJ_OP_EXPAND: eval_expand(in[0], out); return;
     case SJ_OP_TRILU: eval_trilu(n, in[0], out); return;
+    case SJ_OP_GATHER_ELEMENTS: eval_gather_elements(n, in[0], in[1], out); return;
     default: break;
     }
 }

@@ -198,3 +198,41 @@ sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_valu
     n.shape = *s;
     return sj_graph_append(g, "trilu", &n, out);
 }
+
+/* ---- gather_elements ---- */
+
+sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices, int axis,
+                                   sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_graph_check_value(g, "gather_elements", data));
+    SJ_TRY(sj_graph_check_value(g, "gather_elements", indices));
+    const sj_shape *sd = SHAPE(data), *si = SHAPE(indices);
+    sj_dtype it = g->nodes[indices].dtype;
+    if (it != SJ_I64 && it != SJ_I32)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "gather_elements: indices %s are %s, not int64 or int32",
+                       STR(si), sj_dtype_name(it));
+    if (sd->rank < 1 || sd->rank != si->rank)
+        return sj_fail(g->ctx, SJ_E_SHAPE,
+                       "gather_elements: data %s and indices %s do not have one rank >= 1", STR(sd),
+                       STR(si));
+    if (axis < -sd->rank || axis >= sd->rank)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "gather_elements: axis %d is out of range for %s", axis,
+                       STR(sd));
+    int ax = axis < 0 ? axis + sd->rank : axis;
+    for (int i = 0; i < sd->rank; i++) {
+        int64_t d = sd->dims[i], x = si->dims[i];
+        if (i == ax || d == x || x == 1) continue;
+        if (d != SJ_DIM_SYM && x != SJ_DIM_SYM && x <= d) continue;
+        return sj_fail(g->ctx, SJ_E_SHAPE,
+                       "gather_elements: indices %s reach past data %s on axis %d", STR(si), STR(sd),
+                       i);
+    }
+    sj_node n = sj_node_blank(SJ_OP_GATHER_ELEMENTS);
+    n.n_inputs = 2;
+    n.inputs[0] = data;
+    n.inputs[1] = indices;
+    n.attrs.axis = ax;
+    n.shape = *si;
+    n.dtype = g->nodes[data].dtype;
+    return sj_graph_append(g, "gather_elements", &n, out);
+}

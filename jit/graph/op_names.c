@@ -73,6 +73,7 @@ static const char *const op_names[SJ_OP_COUNT_] = {
     [SJ_OP_CONCAT] = "concat",
     [SJ_OP_EXPAND] = "expand",
     [SJ_OP_TRILU] = "trilu",
+    [SJ_OP_GATHER_ELEMENTS] = "gather_elements",
 };
 
 /* "?" rather than NULL so a bad op inside an error message prints safely. */

@@ -662,12 +662,15 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         return built(p, a, sj_graph_slice(g, a->pos[0], axes, out));
     }
     case SJ_OP_GATHER:
-    case SJ_OP_CONCAT: {
+    case SJ_OP_CONCAT:
+    case SJ_OP_GATHER_ELEMENTS: {
         int axis;
         SJ_TRY(check_arity(p, a, 2, 2));
         SJ_TRY(kw_axis(p, a, &axis));
         SJ_TRY(check_kwargs_used(p, a, "it takes axis"));
         if (op == SJ_OP_GATHER) return built(p, a, sj_graph_gather(g, a->pos[0], a->pos[1], axis, out));
+        if (op == SJ_OP_GATHER_ELEMENTS)
+            return built(p, a, sj_graph_gather_elements(g, a->pos[0], a->pos[1], axis, out));
         return built(p, a, sj_graph_concat(g, a->pos[0], a->pos[1], axis, out));
     }
     case SJ_OP_RANGE:

@@ -136,7 +136,8 @@ static void count_uses(lowering *L) {
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
             if (nd->op == SJ_OP_SLICE) L->v[u].need_load = true;
-            if (nd->op == SJ_OP_GATHER && i == 0) L->v[u].need_load = true;
+            if ((nd->op == SJ_OP_GATHER || nd->op == SJ_OP_GATHER_ELEMENTS) && i == 0)
+                L->v[u].need_load = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
             if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
                 int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
@@ -431,6 +432,26 @@ static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int 
     return SJ_OK;
 }
 
+/* out[i] = data[i with its axis coordinate clamp(idx[i])]: a load of data
+ * held at 0 on the axis, moved there by the index value. */
+static sj_status build_gather_elements(lowering *L, int ki, const sj_node *nd, const int *map,
+                                       int core, int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d);
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], e, ie;
+    for (int i = 0; i < ds->rank; i++) dmap[i] = i == ax ? -1 : map[i];
+    SJ_TRY(build_expr(L, ki, ix, map, core, &ie));
+    SJ_TRY(add_load(L, ki, d, dmap, &e));
+    sj_kexpr g = L->kernels[ki].exprs[e];
+    g.kind = SJ_KX_GATHER;
+    g.a = ie;
+    g.gstride = L->v[d].strides[ax];
+    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
+    L->kernels[ki].exprs[e] = g;
+    *out = e;
+    return SJ_OK;
+}
+
 /* The definition of v (elementwise or transpose) evaluated in the kernel's space. */
 static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int core, int *out) {
     const sj_node *nd = &L->g->nodes[v];
@@ -492,6 +513,7 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
                                    .step = nd->attrs.delta},
                         out);
     if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, nd, map, core, out);
+    if (nd->op == SJ_OP_GATHER_ELEMENTS) return build_gather_elements(L, ki, nd, map, core, out);
     if (sj_op_is_binary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
         broadcast_map(L, nd->inputs[1], r, map, m1);

@@ -1619,6 +1619,23 @@ static sj_status map_trilu(sj_onnx_loader *L, const op_entry *e) {
     return def_out(L, 0, y, first);
 }
 
+/* GatherElements: data and indices as graph values of their own dtypes. */
+static sj_status map_gather_elements(sj_onnx_loader *L, const op_entry *e) {
+    (void)e;
+    SJ_TRY(check_inputs(L, 2, 2));
+    SJ_TRY(check_outputs(L, 1));
+    int64_t axis;
+    SJ_TRY(attr_int(L, "axis", 0, &axis));
+    sj_onnx_val *dv, *iv;
+    SJ_TRY(in_val(L, 0, &dv));
+    SJ_TRY(in_val(L, 1, &iv));
+    sj_value d, ix, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(prefix_node(L, sj_onnx_as_value(L, dv, &d)));
+    SJ_TRY(prefix_node(L, sj_onnx_as_value(L, iv, &ix)));
+    SJ_TRY(prefix_node(L, sj_graph_gather_elements(L->g, d, ix, (int)axis, &y)));
+    return def_out(L, 0, y, first);
+}
+
 /* ---- end of realops layout ops ---- */
 
 /* ---- realops: Einsum ---- */
@@ -1960,6 +1977,7 @@ static const op_entry ops[] = {
     {"Expand", map_expand, SJ_OP_EXPAND},
     {"Tile", map_tile, SJ_OP_EXPAND},
     {"Trilu", map_trilu, SJ_OP_TRILU},
+    {"GatherElements", map_gather_elements, SJ_OP_GATHER_ELEMENTS},
     {"Einsum", map_einsum, SJ_OP_MATMUL},
 };
 
