@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -92,8 +94,7 @@ static void test_onnx_node_tests(void **state) {
     sj_ctx *ctx = *state;
     struct stat sb;
     if (stat(NODE_DIR, &sb) != 0) {
-        print_message("no ONNX node tests at %s: skipped\n", NODE_DIR);
-        skip();
+        SJ_SKIP("no ONNX node tests at %s (Debian: libonnx-testdata)", NODE_DIR);
     }
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
@@ -133,5 +134,5 @@ int main(void) {
         cmocka_unit_test(test_onnx_node_tests),
         cmocka_unit_test(test_dynamic_models),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

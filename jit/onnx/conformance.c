@@ -316,13 +316,14 @@ static void run_test(test_run *t) {
     }
     sj_onnx_pb_alloc pa;
     sj_onnx_pb_alloc_init(&pa, ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, (const uint8_t *)bytes);
+    Onnx__ModelProto *m;
+    st = sj_onnx_model_unpack(&pa, bytes, len, model_path, &m);
     struct dirent **sets = NULL;
     int n_sets = m ? scandir(t->dir, &sets, is_data_set, alphasort) : 0;
     t->outcome = SJ_ONNX_TEST_PASSED;
     t->msg[0] = 0;
     if (!m) {
-        from_status(t, sj_onnx_unpack_failed(&pa, model_path, "ONNX model"), "");
+        from_status(t, st, "");
     } else if (n_sets <= 0) {
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s: no test_data_set_* folder", t->dir);
     } else {
