@@ -959,6 +959,87 @@ static void test_layout_ops_errors(void **state) {
                       "constant false");
 }
 
+/* String attributes (Einsum's equation, Gelu's approximate). */
+static void mb_attr_s(mb *b, Onnx__NodeProto *n, const char *name, const char *v) {
+    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    a->has_s = 1;
+    a->s.data = (uint8_t *)mb_str(b, v);
+    a->s.len = strlen(v);
+}
+
+/* The float and layout ops' refusals: each names the node and says why. */
+static void test_realops_errors(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    /* x[:, 1:] over the symbolic dim has N - 1 rows */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_init_i64(&b, "s", 1, (int64_t[]){1});
+    mb_init_i64(&b, "e", 1, (int64_t[]){INT64_MAX});
+    mb_init_i64(&b, "ax", 1, (int64_t[]){0});
+    mb_node(&b, "Slice", "sl", "x,s,e,ax", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'sl'", "axis 0 is the symbolic dim seq",
+                      "neither constant nor seq");
+    /* a slice to nothing */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_init_i64(&b, "s", 1, (int64_t[]){3});
+    mb_init_i64(&b, "e", 1, (int64_t[]){1});
+    mb_init_i64(&b, "ax", 1, (int64_t[]){1});
+    mb_node(&b, "Slice", "sl", "x,s,e,ax", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "axis 1 is sliced to nothing");
+    /* Split and Tile of the symbolic dim, Concat along it */
+    mb_init(&b, 18);
+    mb_input(&b, "x", "seq,4");
+    mb_attr_i(&b, mb_node(&b, "Split", "sp", "x", "a,c"), "axis", 0);
+    mb_output(&b, "a", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'sp'", "splitting the symbolic dim");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_init_i64(&b, "r", 2, (int64_t[]){2, 1});
+    mb_node(&b, "Tile", "ti", "x,r", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'ti'", "tiling the symbolic dim");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_attr_i(&b, mb_node(&b, "Concat", "ca", "x,x", "y"), "axis", 0);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'ca'", "seq plus a constant");
+    /* Einsum: ellipsis, a diagonal, a bad label count */
+    static const char *const eqs[][2] = {{"...ij,...jk->...ik", "ellipsis is not supported"},
+                                         {"ii,ij->j", "repeats a label"},
+                                         {"ijk,jk->ik", "has rank 2, not 3"}};
+    for (int i = 0; i < 3; i++) {
+        mb_init(&b, 13);
+        mb_input(&b, "x", "seq,4");
+        mb_input(&b, "w", "4,4");
+        mb_attr_s(&b, mb_node(&b, "Einsum", "es", "x,w", "y"), "equation", eqs[i][0]);
+        mb_output(&b, "y", NULL);
+        EXPECT_LOAD_ERROR(ctx, &b, NULL, i == 2 ? SJ_E_SHAPE : SJ_E_UNSUPPORTED, "'es'", eqs[i][1]);
+    }
+    /* Gelu's approximate, BatchNormalization in training mode, Trilu's k
+     * computed at run time */
+    mb_init(&b, 20);
+    mb_input(&b, "x", "seq,4");
+    mb_attr_s(&b, mb_node(&b, "Gelu", "ge", "x", "y"), "approximate", "sigmoid");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'ge'", "approximate='sigmoid'");
+    mb_init(&b, 15);
+    mb_input(&b, "x", "seq,2,3");
+    mb_input(&b, "p", "2");
+    mb_attr_i(&b, mb_node(&b, "BatchNormalization", "bn", "x,p,p,p,p", "y"), "training_mode", 1);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'bn'", "training_mode=1");
+    mb_init(&b, 14);
+    mb_input(&b, "x", "seq,4");
+    mb_input_typed(&b, "k", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "");
+    mb_node(&b, "Trilu", "tr", "x,k", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'tr'", "not a constant");
+}
+
 /* ---- bad input ---- */
 
 static void test_truncated_real_models(void **state) {
@@ -1592,6 +1673,7 @@ int main(void) {
         cmocka_unit_test(test_fixed_dims),
         cmocka_unit_test(test_layout_ops_dynamic),
         cmocka_unit_test(test_layout_ops_errors),
+        cmocka_unit_test(test_realops_errors),
         cmocka_unit_test(test_truncated_real_models),
         cmocka_unit_test(test_corrupt_bytes),
         cmocka_unit_test(test_undefined_value),

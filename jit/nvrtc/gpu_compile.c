@@ -95,6 +95,7 @@ sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path p
     if (source) *source = NULL;
     if (!sj_gpu_arch_supported(sm))
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "gpu: arch sm_%d not supported (sm_80, sm_90)", sm);
+    /* every caller (compile, codegen tests, benchmarks) gets the refusal */
     SJ_TRY(check_float_only(ctx, path, l));
     return path == SJ_GPU_PATH_NVRTC ? nvrtc_path(ctx, l, sm, out, source)
                                      : nvptx_path(ctx, l, sm, want_cubin, out, source);
