@@ -17,6 +17,7 @@
 #include "shapejit/ext/metadata_cache.h"
 #include "shapejit/ext/runtime.h"
 #include "jit/lower/plan.h"
+#include "runtime/executable_create.h"
 
 /* --- a small plan: a chain of elementwise kernels over x [N, 16]. */
 #define COLS 16

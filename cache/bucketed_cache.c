@@ -60,6 +60,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     c->store = store;
     c->remote = cfg->remote;
     c->one_off_out_of_range = cfg->one_off_out_of_range;
+    c->one_off_capacity = cfg->one_off_capacity > 0 ? cfg->one_off_capacity : 16;
     c->n_buckets = sj_ladder_count(ladder);
     c->options_len = comp->options_len;
     c->options = sj_alloc(ctx, comp->options_len);
@@ -83,11 +84,17 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
         pthread_mutex_init(&b->run_mu, NULL);
     }
     pthread_mutex_init(&c->one_off_mu, NULL);
-    pthread_mutex_init(&c->one_off_run_mu, NULL);
+    pthread_mutex_init(&c->store_fail_mu, NULL);
 
     sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
     *out = c;
     return SJ_OK;
+}
+
+static void one_off_free(sj_bucketed_cache *c, sj_one_off *o) {
+    c->comp.destroy(c->comp.ctx, o->exe);
+    pthread_mutex_destroy(&o->run_mu);
+    sj_free(c->ctx, o);
 }
 
 void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
@@ -102,11 +109,10 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     }
     for (sj_one_off *o = c->one_offs, *next; o; o = next) {
         next = o->next;
-        c->comp.destroy(c->comp.ctx, o->exe);
-        sj_free(c->ctx, o);
+        one_off_free(c, o);
     }
     pthread_mutex_destroy(&c->one_off_mu);
-    pthread_mutex_destroy(&c->one_off_run_mu);
+    pthread_mutex_destroy(&c->store_fail_mu);
     sj_free(c->ctx, c->buckets_mem);
     sj_free(c->ctx, c->options);
     sj_free(c->ctx, c);
@@ -131,8 +137,22 @@ static void count_hit(sj_bucketed_cache *c, sj_tier from) {
                               memory_order_relaxed);
 }
 
+/* Remembers whether the local store holds the bucket compiled at extent
+ * (precompile reports the ones it does not) and the first reason why not. */
+static void note_stored(sj_bucketed_cache *c, int64_t extent, bool stored) {
+    int i = sj_ladder_find(c->ladder, extent);
+    if (i >= 0 && sj_ladder_extent(c->ladder, i) == extent)
+        atomic_store_explicit(&c->buckets[i].not_stored, !stored, memory_order_relaxed);
+    if (stored) return;
+    pthread_mutex_lock(&c->store_fail_mu);
+    if (!c->store_fail[0])
+        snprintf(c->store_fail, sizeof c->store_fail, "%s", sj_ctx_last_error(c->ctx));
+    pthread_mutex_unlock(&c->store_fail_mu);
+}
+
 /* Compiles key's extent and hands the bytes to the store tiers (a failed
- * put costs only a count); *art is the caller's to free. */
+ * put costs a count, and for the local store a note on the bucket); *art is
+ * the caller's to free. */
 static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key, void **art,
                                    size_t *art_len) {
     *art = NULL;
@@ -142,10 +162,13 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
     atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) return st;
     atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
-    if ((c->store || c->remote) && sj_tiered_put(c->store, c->remote, key, *art, *art_len) != SJ_OK) {
-        atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
-        sj_ctx_clear_error(c->ctx);
-    }
+    if (!c->store && !c->remote) return SJ_OK;
+    /* sj_tiered_put's status is the local store's; the remote tier's drops
+     * are counted in its own stats */
+    bool stored = sj_tiered_put(c->store, c->remote, key, *art, *art_len) == SJ_OK;
+    if (!stored) atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
+    if (c->store) note_stored(c, key->extent, stored);
+    if (!stored) sj_ctx_clear_error(c->ctx);
     return SJ_OK;
 }
 
@@ -243,45 +266,105 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     return st;
 }
 
-static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache_made *made) {
+/* The listed one-off for key, held for the caller; one_off_mu held. */
+static sj_one_off *one_off_find(sj_bucketed_cache *c, int64_t key) {
+    for (sj_one_off *o = c->one_offs; o; o = o->next)
+        if (o->extent == key) {
+            o->refs++;
+            o->last_used = ++c->one_off_tick;
+            return o;
+        }
+    return NULL;
+}
+
+/* Unlinks the least recently used one-off when the list is full; returns it
+ * when nothing holds it (the caller destroys it outside the lock).
+ * one_off_mu held. */
+static sj_one_off *one_off_evict(sj_bucketed_cache *c) {
+    if (c->n_listed < c->one_off_capacity) return NULL;
+    sj_one_off **victim = &c->one_offs;
+    for (sj_one_off **p = &c->one_offs; *p; p = &(*p)->next)
+        if ((*p)->last_used < (*victim)->last_used) victim = p;
+    sj_one_off *o = *victim;
+    *victim = o->next;
+    c->n_listed--;
+    o->evicted = true;
+    atomic_fetch_add_explicit(&c->one_off_evictions, 1, memory_order_relaxed);
+    return o->refs == 0 ? o : NULL;
+}
+
+/* A key outside every bucket: its exact extent, compiled outside the lock
+ * (memory hits on other one-offs never wait for it), kept in a list of at
+ * most one_off_capacity so distinct out-of-range keys cannot grow memory
+ * without bound. Two threads missing the same key may both compile; the
+ * second keeps the first one's. */
+static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache_made *made,
+                         sj_one_off **held) {
     if (key < 1 || key > SJ_MAX_EXTENT)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: key %lld is not a valid extent (1..%lld)",
                        (long long)key, (long long)SJ_MAX_EXTENT);
     pthread_mutex_lock(&c->one_off_mu);
-    for (sj_one_off *o = c->one_offs; o; o = o->next)
-        if (o->extent == key) {
-            *exe = o->exe;
-            *made = SJ_CACHE_IN_MEMORY;
-            pthread_mutex_unlock(&c->one_off_mu);
-            atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
-            return SJ_OK;
-        }
-    sj_one_off *o = sj_calloc(c->ctx, 1, sizeof *o);
-    sj_status st = o ? materialize(c, key, exe, made) : sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
-    if (st == SJ_OK) {
-        o->extent = key;
-        o->exe = *exe;
-        o->next = c->one_offs;
-        c->one_offs = o;
-        atomic_fetch_add_explicit(&c->n_one_offs, 1, memory_order_relaxed);
+    sj_one_off *o = one_off_find(c, key);
+    pthread_mutex_unlock(&c->one_off_mu);
+    if (o) {
+        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+        *exe = o->exe;
+        *made = SJ_CACHE_IN_MEMORY;
+        *held = o;
+        return SJ_OK;
+    }
+    void *e;
+    SJ_TRY(materialize(c, key, &e, made));
+    sj_one_off *fresh = sj_calloc(c->ctx, 1, sizeof *fresh);
+    if (!fresh) {
+        c->comp.destroy(c->comp.ctx, e);
+        return sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    }
+    fresh->extent = key;
+    fresh->exe = e;
+    fresh->refs = 1;
+    pthread_mutex_init(&fresh->run_mu, NULL);
+    sj_one_off *dead = NULL;
+    pthread_mutex_lock(&c->one_off_mu);
+    o = one_off_find(c, key);
+    if (o) {
+        dead = fresh; /* another thread listed it first */
     } else {
-        sj_free(c->ctx, o);
+        dead = one_off_evict(c);
+        fresh->last_used = ++c->one_off_tick;
+        fresh->next = c->one_offs;
+        c->one_offs = fresh;
+        c->n_listed++;
+        atomic_fetch_add_explicit(&c->n_one_offs, 1, memory_order_relaxed);
+        o = fresh;
     }
     pthread_mutex_unlock(&c->one_off_mu);
-    return st;
+    if (dead) one_off_free(c, dead);
+    *exe = o->exe;
+    *held = o;
+    return SJ_OK;
+}
+
+void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one) {
+    if (!one) return;
+    pthread_mutex_lock(&c->one_off_mu);
+    bool dead = --one->refs == 0 && one->evicted;
+    pthread_mutex_unlock(&c->one_off_mu);
+    if (dead) one_off_free(c, one);
 }
 
 sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
-                          sj_cache_made *made) {
+                          sj_cache_made *made, sj_one_off **one) {
     sj_cache_made ignored;
     if (!made) made = &ignored;
     *made = SJ_CACHE_IN_MEMORY;
     int i = sj_ladder_find(c->ladder, key);
     *bucket = i;
+    *one = NULL;
     if (i < 0) {
         if (!c->one_off_out_of_range) return sj_ladder_bucket_for(c->ladder, key, &i);
         *extent = key;
-        return one_off(c, key, exe, made);
+        return one_off(c, key, exe, made, one);
     }
     *extent = sj_ladder_extent(c->ladder, i);
     void *e = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire);
@@ -296,7 +379,10 @@ sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, vo
 sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                            void **exe) {
     int b;
-    return sj_cache_lookup(c, key, extent, exe, &b, NULL);
+    sj_one_off *one;
+    sj_status st = sj_cache_lookup(c, key, extent, exe, &b, NULL, &one);
+    sj_cache_release(c, one); /* documented: valid until evicted */
+    return st;
 }
 
 int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key) {
@@ -327,6 +413,9 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->corrupt = atomic_load(&c->corrupt);
     out->store_errors = atomic_load(&c->store_errors);
     out->one_offs = atomic_load(&c->n_one_offs);
+    out->one_off_evictions = atomic_load(&c->one_off_evictions);
+    for (int i = 0; i < c->n_buckets; i++)
+        out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     sj_store_stats ss;
     if (c->store && sj_store_stats_get(c->store, &ss) == SJ_OK) out->evictions = ss.evictions;
 }

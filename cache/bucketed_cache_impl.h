@@ -25,11 +25,20 @@ typedef struct sj_cache_bucket {
     char fail_msg[256];
     sj_cache_made made;     /* how exe was made (under mu), for the callers that waited */
     pthread_mutex_t run_mu; /* one run at a time on the executable */
+    _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
 } __attribute__((aligned(64))) sj_cache_bucket;
 
+/* An executable compiled at an out-of-range key's exact extent. Kept in a
+ * list bounded by one_off_capacity (least recently used evicted); refs and
+ * evicted under one_off_mu: an evicted one-off still running is destroyed
+ * by its last release. */
 typedef struct sj_one_off {
     int64_t extent;
     void *exe;
+    uint64_t last_used; /* one_off_tick when last found */
+    int refs;           /* lookups not yet released */
+    bool evicted;
+    pthread_mutex_t run_mu; /* one run at a time on the executable */
     struct sj_one_off *next;
 } sj_one_off;
 
@@ -47,17 +56,23 @@ struct sj_bucketed_cache {
     int n_buckets;
     sj_cache_bucket *buckets; /* 64-byte aligned inside buckets_mem */
     void *buckets_mem;
-    pthread_mutex_t one_off_mu; /* the one-off list and their compiles */
+    pthread_mutex_t one_off_mu; /* the one-off list; never held across a compile */
     sj_one_off *one_offs;
-    pthread_mutex_t one_off_run_mu;
-    _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors, n_one_offs;
+    int n_listed, one_off_capacity;
+    uint64_t one_off_tick;
+    _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors,
+        n_one_offs, one_off_evictions;
     _Atomic int compiled;
+    pthread_mutex_t store_fail_mu; /* store_fail */
+    char store_fail[256];          /* the local store's first refusal of a put: why */
 };
 
-/* Finds or makes key's executable; *bucket is -1 for a one-off (whose runs
- * then go under one_off_run_mu); made (may be NULL) says how it was found. */
+/* Finds or makes key's executable; *bucket is -1 for a one-off, then held
+ * in *one (runs go under its run_mu) until sj_cache_release(c, *one); made
+ * (may be NULL) says how it was found. */
 sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
-                          sj_cache_made *made);
+                          sj_cache_made *made, sj_one_off **one);
+void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one);
 
 /* Runs key's executable at `rows` (1..its extent) on inputs in the graph's
  * input order, each already of its shape at rows (the compiler's run

@@ -55,22 +55,20 @@ void sj_engine_close(sj_engine *e) {
 
 static sj_status open_store(sj_engine *e, const sj_engine_config *cfg) {
     if (!cfg->store_path) return SJ_OK;
-    if (!cfg->store_path[0]) return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: store_path is empty (NULL: no store)");
+    if (!cfg->store_path[0])
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: store_path is empty (NULL: no store)");
     sj_store_config sc;
     sj_store_config_init(&sc);
     sc.path = cfg->store_path;
     sc.fallback_to_memory = cfg->store_fallback_to_memory;
     sj_status st = sj_store_open(e->ctx, &sc, &e->store);
     if (st != SJ_OK) {
-        sj_error_prefix(e->ctx, "engine: store"); /* the store's message names the path */
+        sj_error_prefix(e->ctx, "engine"); /* the store's message names it and the path */
         return st;
     }
-    if (!sj_store_persistent(e->store)) {
-        char buf[1024];
-        snprintf(buf, sizeof buf, "store %s not usable (%s); nothing will persist", cfg->store_path,
-                 sj_store_warning(e->store));
-        if (!(e->warning = sj_strdup(e->ctx, buf))) return sj_fail(e->ctx, SJ_E_NOMEM, "engine: out of memory");
-    }
+    /* The store's own warning names the path and the reason. */
+    if (!sj_store_persistent(e->store) && !(e->warning = sj_strdup(e->ctx, sj_store_warning(e->store))))
+        return sj_fail(e->ctx, SJ_E_NOMEM, "engine: out of memory");
     return SJ_OK;
 }
 
@@ -85,7 +83,8 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: remote_secret of %zu bytes (at most %d)",
                        cfg->remote_secret_len, ENGINE_SECRET_MAX);
     if (cfg->remote_secret_len && !cfg->remote_secret)
-        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: remote_secret_len %zu with no remote_secret",
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG,
+                       "engine: remote_secret_len %zu with no remote_secret",
                        cfg->remote_secret_len);
     char secret[ENGINE_SECRET_MAX + 1];
     if (cfg->remote_secret_len) memcpy(secret, cfg->remote_secret, cfg->remote_secret_len);
@@ -99,8 +98,10 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         rc.url = cfg->remote_url;
         rc.secret = secret;
         rc.read_only = cfg->remote_read_only;
+        rc.on_warning = cfg->on_warning;
+        rc.warning_user = cfg->warning_user;
         st = sj_remote_create(e->ctx, &rc, &e->remote); /* copies the secret */
-        if (st != SJ_OK) sj_error_prefix(e->ctx, "engine: remote");
+        if (st != SJ_OK) sj_error_prefix(e->ctx, "engine"); /* "remote tier: ..." */
     }
     /* Not left on the stack for a core dump to carry. */
     memset(secret, 0, sizeof secret);
@@ -119,7 +120,8 @@ static sj_status describe_values(sj_engine *e) {
     return SJ_OK;
 }
 
-sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg, sj_engine **out) {
+sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
+                               sj_engine **out) {
     if (out) *out = NULL;
     if (!ctx || !g || !out) {
         sj_graph_destroy(g);
@@ -164,10 +166,12 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
     return SJ_OK;
 }
 
-sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg, sj_engine **out) {
+sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
+                         sj_engine **out) {
     if (out) *out = NULL;
     if (!ctx || !out) return SJ_E_INVALID_ARG;
-    if (!model_path || !model_path[0]) return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: no model path");
+    if (!model_path || !model_path[0])
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: no model path");
     sj_engine_config dflt;
     sj_engine_config_init(&dflt);
     if (!cfg) cfg = &dflt;
@@ -182,7 +186,8 @@ sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_co
 
 sj_status sj_engine_precompile(sj_engine *e, int jobs, sj_engine_progress_fn progress, void *user) {
     if (!e) return SJ_E_INVALID_ARG;
-    if (jobs < 0) return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: precompile jobs %d is negative", jobs);
+    if (jobs < 0)
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: precompile jobs %d is negative", jobs);
     if (jobs == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         jobs = n > 0 ? (int)(n < 256 ? n : 256) : 1;
@@ -198,7 +203,8 @@ int sj_engine_num_outputs(const sj_engine *e) { return e ? e->n_outputs : 0; }
 sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out) {
     if (!e || !out) return SJ_E_INVALID_ARG;
     if (i < 0 || i >= e->n_inputs)
-        return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "engine: input %d of %d does not exist", i, e->n_inputs);
+        return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "engine: input %d of %d does not exist", i,
+                       e->n_inputs);
     *out = e->inputs[i];
     return SJ_OK;
 }
@@ -206,12 +212,15 @@ sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out) {
 sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out) {
     if (!e || !out) return SJ_E_INVALID_ARG;
     if (i < 0 || i >= e->n_outputs)
-        return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "engine: output %d of %d does not exist", i, e->n_outputs);
+        return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "engine: output %d of %d does not exist", i,
+                       e->n_outputs);
     *out = e->outputs[i];
     return SJ_OK;
 }
 
-int sj_engine_num_buckets(const sj_engine *e) { return e ? sj_bucketed_cache_total_buckets(e->cache) : 0; }
+int sj_engine_num_buckets(const sj_engine *e) {
+    return e ? sj_bucketed_cache_total_buckets(e->cache) : 0;
+}
 
 sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready) {
     if (!e) return SJ_E_INVALID_ARG;
@@ -234,6 +243,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->one_offs = s.one_offs;
     out->compile_ms = s.compile_ms;
     out->evictions = s.evictions;
+    out->not_stored = s.not_stored;
+    out->one_off_evictions = s.one_off_evictions;
     out->buckets = sj_bucketed_cache_total_buckets(e->cache);
     out->buckets_ready = sj_bucketed_cache_compiled_count(e->cache);
 }

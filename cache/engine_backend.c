@@ -9,22 +9,28 @@
 
 #define ENGINE_MAX_WORKERS 256
 
-static bool one_of(const char *s, const char *a, const char *b) { return !strcmp(s, a) || !strcmp(s, b); }
+static bool one_of(const char *s, const char *a, const char *b) {
+    return !strcmp(s, a) || !strcmp(s, b);
+}
 
 /* Names first: a typo is reported before anything is made. */
 static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const char *name) {
     if (strcmp(name, "host") != 0 && strcmp(name, "interp") != 0 && strcmp(name, "cuda") != 0)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: backend '%s' is not host, interp or cuda", name);
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: backend '%s' is not host, interp or cuda",
+                       name);
     bool cuda = !strcmp(name, "cuda");
     if ((cfg->gpu_emit || cfg->arch) && !cuda)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: %s '%s' is for backend cuda, not %s",
-                       cfg->gpu_emit ? "gpu_emit" : "arch", cfg->gpu_emit ? cfg->gpu_emit : cfg->arch, name);
+                       cfg->gpu_emit ? "gpu_emit" : "arch",
+                       cfg->gpu_emit ? cfg->gpu_emit : cfg->arch, name);
     if (cfg->gpu_emit && !one_of(cfg->gpu_emit, "llvm", "nvrtc"))
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: gpu_emit '%s' is not llvm or nvrtc", cfg->gpu_emit);
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: gpu_emit '%s' is not llvm or nvrtc",
+                       cfg->gpu_emit);
     if (cfg->arch && !one_of(cfg->arch, "sm_80", "sm_90"))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: arch '%s' is not sm_80 or sm_90", cfg->arch);
     if (cfg->cpu && strcmp(name, "host") != 0)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s", cfg->cpu, name);
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s",
+                       cfg->cpu, name);
     if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: workers %d outside 0..%d", cfg->workers,
                        ENGINE_MAX_WORKERS);
@@ -32,7 +38,8 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
      * this build does not keep. */
     if (cfg->threads < 0 || cfg->threads > 1)
         return sj_fail(ctx, cfg->threads < 0 ? SJ_E_INVALID_ARG : SJ_E_UNSUPPORTED,
-                       "engine: threads %d: kernels run on one thread per run (0 or 1)", cfg->threads);
+                       "engine: threads %d: kernels run on one thread per run (0 or 1)",
+                       cfg->threads);
     return SJ_OK;
 }
 
@@ -48,13 +55,15 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
         return st;
     }
     sj_gpu_compiler_table(b->gpu, &b->comp);
-    snprintf(b->target, sizeof b->target, "%s %s", nvrtc ? "nvrtc" : "nvptx", sj_gpu_compiler_arch(b->gpu));
+    snprintf(b->target, sizeof b->target, "%s %s", nvrtc ? "nvrtc" : "nvptx",
+             sj_gpu_compiler_arch(b->gpu));
     /* A server without its GPU fails here, before a compile is spent; a
      * build machine filling a store for a fleet needs none. */
     if (!cfg->store_only) {
         sj_device *dev;
         st = sj_gpu_compiler_device(b->gpu, &dev);
-        if (st != SJ_OK) sj_error_prefix(ctx, "engine: backend cuda needs a GPU (%s)", sj_status_str(st));
+        if (st != SJ_OK)
+            sj_error_prefix(ctx, "engine: backend cuda needs a GPU (%s)", sj_status_str(st));
     }
     return st;
 }

@@ -21,45 +21,53 @@ static sj_status no_such_input(const sj_engine *e, const char *name) {
     char known[512] = "";
     size_t used = 0;
     for (int k = 0; k < e->n_inputs && used < sizeof known; k++) {
-        int n = snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "", e->inputs[k].name);
+        int n =
+            snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "", e->inputs[k].name);
         if (n > 0) used += (size_t)n;
     }
-    return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: the model has no input '%s' (its inputs: %s)", name,
+    return sj_fail(e->ctx, SJ_E_INVALID_ARG,
+                   "engine: run: the model has no input '%s' (its inputs: %s)", name,
                    e->n_inputs ? known : "none");
 }
 
 /* One input against its description; *n / *n_from carry the symbolic
  * dim's value and the input that set it first. */
-static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const sj_tensor *t, int64_t *n,
-                             const char **n_from) {
+static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const sj_tensor *t,
+                             int64_t *n, const char **n_from) {
     const char *sym = sj_graph_symbol(e->g);
     char want[128], got[128];
     sj_shape_format(&d->shape, sym, want, sizeof want);
     if (t->dtype != d->dtype)
-        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: input '%s' is %s, the model wants %s", d->name,
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG,
+                       "engine: run: input '%s' is %s, the model wants %s", d->name,
                        sj_dtype_name(t->dtype) ? sj_dtype_name(t->dtype) : "an unknown dtype",
                        sj_dtype_name(d->dtype));
     if (t->rank < 0 || t->rank > SJ_MAX_RANK)
-        return sj_fail(e->ctx, SJ_E_SHAPE, "engine: run: input '%s' has rank %d, the model wants %s", d->name,
-                       t->rank, want);
+        return sj_fail(e->ctx, SJ_E_SHAPE,
+                       "engine: run: input '%s' has rank %d, the model wants %s", d->name, t->rank,
+                       want);
     format_tensor_shape(t, got, sizeof got);
     if (t->rank != d->shape.rank)
-        return sj_fail(e->ctx, SJ_E_SHAPE, "engine: run: input '%s' has shape %s, the model wants %s", d->name,
-                       got, want);
+        return sj_fail(e->ctx, SJ_E_SHAPE,
+                       "engine: run: input '%s' has shape %s, the model wants %s", d->name, got,
+                       want);
     for (int k = 0; k < t->rank; k++) {
         if (d->shape.dims[k] != SJ_DIM_SYM) {
             if (t->dims[k] != d->shape.dims[k])
-                return sj_fail(e->ctx, SJ_E_SHAPE, "engine: run: input '%s' has shape %s, the model wants %s (dim %d)",
+                return sj_fail(e->ctx, SJ_E_SHAPE,
+                               "engine: run: input '%s' has shape %s, the model wants %s (dim %d)",
                                d->name, got, want, k);
             continue;
         }
         if (t->dims[k] < 1 || t->dims[k] > SJ_MAX_EXTENT)
-            return sj_fail(e->ctx, SJ_E_SHAPE, "engine: run: input '%s' has shape %s: %s = %lld is outside 1..%lld",
+            return sj_fail(e->ctx, SJ_E_SHAPE,
+                           "engine: run: input '%s' has shape %s: %s = %lld is outside 1..%lld",
                            d->name, got, sym, (long long)t->dims[k], (long long)SJ_MAX_EXTENT);
         if (*n > 0 && t->dims[k] != *n)
-            return sj_fail(e->ctx, SJ_E_SHAPE,
-                           "engine: run: input '%s' has shape %s, so %s = %lld, but input '%s' sets %s = %lld",
-                           d->name, got, sym, (long long)t->dims[k], *n_from, sym, (long long)*n);
+            return sj_fail(
+                e->ctx, SJ_E_SHAPE,
+                "engine: run: input '%s' has shape %s, so %s = %lld, but input '%s' sets %s = %lld",
+                d->name, got, sym, (long long)t->dims[k], *n_from, sym, (long long)*n);
         *n = t->dims[k];
         *n_from = d->name;
     }
@@ -69,13 +77,14 @@ static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const s
 }
 
 /* Puts the caller's tensors in the graph's input order and finds N. */
-static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_inputs, sj_tensor *ordered,
-                      int64_t *n) {
+static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                      sj_tensor *ordered, int64_t *n) {
     const char *n_from = NULL;
     *n = 0;
     bool seen_stack[RUN_STACK_VALUES] = {false};
     bool *seen = seen_stack;
-    if (e->n_inputs > RUN_STACK_VALUES && !(seen = sj_calloc(e->ctx, (size_t)e->n_inputs, sizeof *seen)))
+    if (e->n_inputs > RUN_STACK_VALUES &&
+        !(seen = sj_calloc(e->ctx, (size_t)e->n_inputs, sizeof *seen)))
         return sj_fail(e->ctx, SJ_E_NOMEM, "engine: run: out of memory");
     sj_status st = SJ_OK;
     for (int k = 0; st == SJ_OK && k < n_inputs; k++) {
@@ -92,19 +101,22 @@ static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_i
     }
     for (int i = 0; st == SJ_OK && i < e->n_inputs; i++)
         if (!seen[i])
-            st = sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: input '%s' not given (%d of %d inputs given)",
+            st = sj_fail(e->ctx, SJ_E_INVALID_ARG,
+                         "engine: run: input '%s' not given (%d of %d inputs given)",
                          e->inputs[i].name, n_inputs, e->n_inputs);
     /* In graph order, so the first input carrying N is the one named when
      * another disagrees. */
-    for (int i = 0; st == SJ_OK && i < e->n_inputs; i++) st = check_input(e, &e->inputs[i], &ordered[i], n, &n_from);
+    for (int i = 0; st == SJ_OK && i < e->n_inputs; i++)
+        st = check_input(e, &e->inputs[i], &ordered[i], n, &n_from);
     if (seen != seen_stack) sj_free(e->ctx, seen);
     /* No input carries the symbolic dim: the model has one size. */
     if (st == SJ_OK && *n == 0) *n = 1;
     return st;
 }
 
-static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_inputs, sj_named_tensor *outputs,
-                             int n_outputs, sj_run_info *info, sj_tensor *in, sj_tensor *out) {
+static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                             sj_named_tensor *outputs, int n_outputs, sj_run_info *info,
+                             sj_tensor *in, sj_tensor *out) {
     int64_t n;
     SJ_TRY(bind(e, inputs, n_inputs, in, &n));
     /* Sizes no bucket takes fail before any compile (one-offs take any). */
@@ -112,8 +124,8 @@ static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_
         int bucket;
         sj_status st = sj_ladder_bucket_for(e->ladder, n, &bucket);
         if (st != SJ_OK) {
-            sj_error_prefix(e->ctx, "engine: run: %s = %lld", sj_graph_symbol(e->g) ? sj_graph_symbol(e->g) : "N",
-                            (long long)n);
+            sj_error_prefix(e->ctx, "engine: run: %s = %lld",
+                            sj_graph_symbol(e->g) ? sj_graph_symbol(e->g) : "N", (long long)n);
             return st;
         }
     }
@@ -121,33 +133,40 @@ static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_
     int64_t extent;
     sj_cache_made made;
     SJ_TRY(sj_cache_run(e->cache, n, n, in, out, &extent, &made));
-    for (int i = 0; i < e->n_outputs; i++) outputs[i] = (sj_named_tensor){e->outputs[i].name, out[i]};
+    for (int i = 0; i < e->n_outputs; i++)
+        outputs[i] = (sj_named_tensor){e->outputs[i].name, out[i]};
     for (int i = e->n_outputs; i < n_outputs; i++) outputs[i] = (sj_named_tensor){NULL, {0}};
     if (info) {
         info->rows = n;
         info->bucket = extent;
-        info->wait = made == SJ_CACHE_COMPILED ? SJ_RUN_COMPILED : made == SJ_CACHE_LOADED ? SJ_RUN_LOADED
-                                                                                          : SJ_RUN_READY;
+        info->wait = made == SJ_CACHE_COMPILED ? SJ_RUN_COMPILED
+                     : made == SJ_CACHE_LOADED ? SJ_RUN_LOADED
+                                               : SJ_RUN_READY;
     }
     return SJ_OK;
 }
 
-sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs, sj_named_tensor *outputs,
-                        int n_outputs, sj_run_info *info) {
+sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                        sj_named_tensor *outputs, int n_outputs, sj_run_info *info) {
     if (!e) return SJ_E_INVALID_ARG;
     sj_status st = SJ_OK;
     if (e->store_only)
-        st = sj_fail(e->ctx, SJ_E_STATE, "engine: run: the engine was opened store_only (it loads nothing)");
+        st = sj_fail(e->ctx, SJ_E_STATE,
+                     "engine: run: the engine was opened store_only (it loads nothing)");
     else if (n_inputs < 0 || (n_inputs && !inputs))
-        st = sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: %d inputs at %p", n_inputs, (const void *)inputs);
+        st = sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: %d inputs at %p", n_inputs,
+                     (const void *)inputs);
     else if (n_outputs < e->n_outputs || (n_outputs && !outputs))
-        st = sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: room for %d outputs, the model has %d", n_outputs,
-                     e->n_outputs);
+        st = sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: room for %d outputs, the model has %d",
+                     n_outputs, e->n_outputs);
     sj_tensor in_stack[RUN_STACK_VALUES], out_stack[RUN_STACK_VALUES];
     sj_tensor *in = in_stack, *out = out_stack;
-    if (st == SJ_OK && e->n_inputs > RUN_STACK_VALUES) in = sj_calloc(e->ctx, (size_t)e->n_inputs, sizeof *in);
-    if (st == SJ_OK && e->n_outputs > RUN_STACK_VALUES) out = sj_calloc(e->ctx, (size_t)e->n_outputs, sizeof *out);
-    if (st == SJ_OK && (!in || !out)) st = sj_fail(e->ctx, SJ_E_NOMEM, "engine: run: out of memory");
+    if (st == SJ_OK && e->n_inputs > RUN_STACK_VALUES)
+        in = sj_calloc(e->ctx, (size_t)e->n_inputs, sizeof *in);
+    if (st == SJ_OK && e->n_outputs > RUN_STACK_VALUES)
+        out = sj_calloc(e->ctx, (size_t)e->n_outputs, sizeof *out);
+    if (st == SJ_OK && (!in || !out))
+        st = sj_fail(e->ctx, SJ_E_NOMEM, "engine: run: out of memory");
     if (st == SJ_OK) st = run_checked(e, inputs, n_inputs, outputs, n_outputs, info, in, out);
     if (in != in_stack) sj_free(e->ctx, in);
     if (out != out_stack) sj_free(e->ctx, out);

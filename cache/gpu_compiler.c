@@ -4,7 +4,6 @@
 #include "shapejit/ext/backends.h"
 
 #include "jit/core/core_impl.h"
-#include "jit/llvm/nvptx_impl.h"
 #include "jit/nvrtc/gpu_compile.h"
 
 #include <pthread.h>
@@ -105,6 +104,15 @@ sj_status sj_gpu_compiler_device(sj_gpu_compiler *gc, sj_device **out) {
 static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
                              size_t *len) {
     sj_gpu_compiler *gc = self;
+#ifdef SJ_RUNTIME_ONLY
+    /* Reached on a store miss; a runtime-only build has nothing to compile with. */
+    const char *path = gc->options.target == SJ_TARGET_NVRTC ? "nvrtc" : "nvptx";
+    return sj_fail(sj_graph_ctx(g), SJ_E_NOT_FOUND,
+                   "not precompiled for %s: bucket extent %lld (%s, toolchain %s) is not in the "
+                   "store; run `shapejit precompile MODEL --ladder SPEC --target %s --arch %s` on "
+                   "a build machine",
+                   gc->arch, (long long)extent, path, gc->toolchain, path, gc->arch);
+#else
     sj_artifact *a;
     SJ_TRY(sj_compile(g, extent, &gc->options, &a));
     uint8_t *bytes;
@@ -112,6 +120,7 @@ static sj_status gpu_compile(void *self, const sj_graph *g, int64_t extent, void
     sj_artifact_destroy(a);
     if (st == SJ_OK) *artifact = bytes;
     return st;
+#endif
 }
 
 static sj_status gpu_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,

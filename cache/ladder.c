@@ -291,10 +291,18 @@ void sj_ladder_format(const sj_ladder *l, char *buf, size_t len) {
     case SJ_LADDER_POW2:
         snprintf(buf, len, "pow2:%lld:%lld", (long long)l->min, (long long)l->max);
         return;
-    case SJ_LADDER_GEO:
-        /* %.15g: the usual ratios (1.5, 1.25) print as typed, without %g's cut to 6 digits */
-        snprintf(buf, len, "geo:%lld:%lld:%.15g", (long long)l->min, (long long)l->max, l->ratio);
+    case SJ_LADDER_GEO: {
+        /* The fewest digits (from 15) that read back as the same double: the
+         * usual ratios (1.5, 1.25) print as typed, and any other ratio still
+         * parses to the same ladder. */
+        char r[32];
+        for (int digits = 15; digits <= 17; digits++) {
+            snprintf(r, sizeof r, "%.*g", digits, l->ratio);
+            if (strtod(r, NULL) == l->ratio) break;
+        }
+        snprintf(buf, len, "geo:%lld:%lld:%s", (long long)l->min, (long long)l->max, r);
         return;
+    }
     case SJ_LADDER_LIST: break;
     }
     size_t used = (size_t)snprintf(buf, len, "list:");

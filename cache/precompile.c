@@ -2,6 +2,7 @@
  * pulling bucket indexes from a shared counter (the deploy step). */
 #include "bucketed_cache_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct job {
@@ -38,6 +39,28 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* SJ_E_IO naming the buckets the local store refused, or SJ_OK. */
+static sj_status not_stored_fail(sj_bucketed_cache *c) {
+    if (!c->store) return SJ_OK;
+    char extents[160] = "";
+    size_t used = 0;
+    int n = 0;
+    for (int i = 0; i < c->n_buckets; i++) {
+        if (!atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed)) continue;
+        if (n++ < 8 && used < sizeof extents)
+            used += (size_t)snprintf(extents + used, sizeof extents - used, "%s%lld", n > 1 ? ", " : "",
+                                     (long long)sj_ladder_extent(c->ladder, i));
+    }
+    if (!n) return SJ_OK;
+    pthread_mutex_lock(&c->store_fail_mu);
+    sj_status st = sj_fail(c->ctx, SJ_E_IO,
+                           "precompile: %d of %d buckets were compiled but not stored (extent%s %s%s): %s",
+                           n, c->n_buckets, n > 1 ? "s" : "", extents, n > 8 ? ", ..." : "",
+                           c->store_fail);
+    pthread_mutex_unlock(&c->store_fail_mu);
+    return st;
+}
+
 static sj_status precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress, void *user,
                             bool store_only) {
     if (jobs < 1) return sj_fail(c->ctx, SJ_E_INVALID_ARG, "precompile: jobs must be >= 1 (got %d)", jobs);
@@ -63,7 +86,7 @@ static sj_status precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn
     sj_free(c->ctx, th);
     pthread_mutex_destroy(&j.mu);
     if (j.first != SJ_OK) return sj_fail(c->ctx, j.first, "precompile: %s", j.msg);
-    return SJ_OK;
+    return not_stored_fail(c);
 }
 
 sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,

@@ -107,14 +107,19 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
     int64_t extent;
     void *exe;
     int b;
-    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b, made));
-    if (rows < 1 || rows > extent)
-        return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
-                       (long long)rows, (long long)key, (long long)extent);
-    pthread_mutex_t *mu = b >= 0 ? &c->buckets[b].run_mu : &c->one_off_run_mu;
-    pthread_mutex_lock(mu);
-    sj_status st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
-    pthread_mutex_unlock(mu);
+    sj_one_off *one; /* held across the run: eviction cannot free it under us */
+    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b, made, &one));
+    sj_status st;
+    if (rows < 1 || rows > extent) {
+        st = sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
+                     (long long)rows, (long long)key, (long long)extent);
+    } else {
+        pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
+        pthread_mutex_lock(mu);
+        st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
+        pthread_mutex_unlock(mu);
+    }
+    sj_cache_release(c, one);
     if (st == SJ_OK && extent_out) *extent_out = extent;
     return st;
 }

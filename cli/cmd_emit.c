@@ -1,27 +1,102 @@
-/* shapejit emit MODEL --rows N --target T: the code of the bucket holding N,
- * as text, to look at what the compiler made of a model. */
+/* shapejit emit MODEL --rows N --target T: the code of the bucket holding N
+ * (LLVM IR, host assembly, PTX, CUDA C, or a cubin), to look at what the
+ * compiler made of a model, or to hand GPU code to other tools. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/serving.h"
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
-    "usage: shapejit emit MODEL --rows N --target llvm-ir|host-asm [--ladder SPEC]\n"
+    "usage: shapejit emit MODEL --rows N --target llvm-ir|host-asm|nvptx|cuda-c|cubin\n"
+    "                     [--arch sm_80|sm_90] [--emit llvm|nvrtc] [--ladder SPEC]\n"
     "                     [--out FILE] " CLI_MODEL_USAGE "\n"
     "  Writes the code of the bucket that holds N (compiled at the bucket's\n"
-    "  extent) to FILE, or to stdout.\n"
-    "  --target T         llvm-ir (optimised LLVM IR) or host-asm (host assembly)\n"
+    "  extent) to FILE, or to stdout. GPU targets need no GPU.\n"
+    "  --target T         llvm-ir (optimised LLVM IR), host-asm (host assembly),\n"
+    "                     nvptx (PTX), cuda-c (the CUDA C source NVRTC compiles),\n"
+    "                     cubin (the CUDA binary; binary, so not to a terminal)\n"
+    "  --arch A           GPU targets: sm_80 or sm_90 (default)\n"
+    "  --emit P           nvptx, cubin: the path that makes them, llvm (LLVM NVPTX,\n"
+    "                     default) or nvrtc (CUDA C through NVRTC)\n"
     "  --ladder SPEC      buckets (default " CLI_DEFAULT_LADDER ")\n";
+
+/* What --target, --emit and --arch ask for. */
+typedef struct emit_request {
+    sj_target target;
+    sj_emit_kind kind;
+    bool cubin; /* the cubin blob of a compiled artifact, not text */
+} emit_request;
+
+static int parse_target(const char *cmd, const char *target, const char *path, const char *arch,
+                        emit_request *r) {
+    bool gpu = true;
+    if (!strcmp(target, "llvm-ir")) {
+        *r = (emit_request){SJ_TARGET_HOST, SJ_EMIT_LLVM_IR, false};
+        gpu = false;
+    } else if (!strcmp(target, "host-asm")) {
+        *r = (emit_request){SJ_TARGET_HOST, SJ_EMIT_HOST_ASM, false};
+        gpu = false;
+    } else if (!strcmp(target, "nvptx")) {
+        *r = (emit_request){SJ_TARGET_NVPTX, SJ_EMIT_PTX, false};
+    } else if (!strcmp(target, "cuda-c")) {
+        *r = (emit_request){SJ_TARGET_NVRTC, SJ_EMIT_CUDA_C, false};
+    } else if (!strcmp(target, "cubin")) {
+        *r = (emit_request){SJ_TARGET_NVPTX, SJ_EMIT_PTX, true};
+    } else {
+        return cli_usage_error(cmd,
+                               "unknown target '%s' (llvm-ir, host-asm, nvptx, cuda-c or cubin)",
+                               target);
+    }
+    if (!gpu && (arch || path))
+        return cli_usage_error(cmd, "%s is for the GPU targets (nvptx, cuda-c, cubin)",
+                               arch ? "--arch" : "--emit");
+    if (arch && strcmp(arch, "sm_80") != 0 && strcmp(arch, "sm_90") != 0)
+        return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", arch);
+    if (path && strcmp(path, "llvm") != 0 && strcmp(path, "nvrtc") != 0)
+        return cli_usage_error(cmd, "unknown --emit '%s' (llvm or nvrtc)", path);
+    if (path && r->target == SJ_TARGET_NVRTC && strcmp(path, "nvrtc") != 0)
+        return cli_usage_error(cmd, "--target cuda-c is the NVRTC path's source (--emit nvrtc)");
+    if (path && !strcmp(path, "nvrtc")) r->target = SJ_TARGET_NVRTC;
+    return CLI_EXIT_OK;
+}
+
+/* The cubin of the bucket: compiled as a precompile would, then its blob.
+ * Returns a CLI exit status, the message printed. */
+static int emit_cubin(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
+                      const sj_compile_options *o, char **out, size_t *len) {
+    sj_artifact *a;
+    sj_status st = sj_compile(g, extent, o, &a);
+    if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
+    const uint8_t *bytes;
+    size_t n;
+    int rc = CLI_EXIT_OK;
+    if (sj_artifact_find_code(a, SJ_CODE_CUBIN, &bytes, &n) != SJ_OK)
+        rc = cli_fail(cmd,
+                      "no cubin for %s: this build's toolchain made PTX only (no nvJitLink); "
+                      "--target nvptx writes the PTX",
+                      o->arch);
+    else if (!(*out = sj_alloc(ctx, n + 1)))
+        rc = cli_fail(cmd, "out of memory");
+    else {
+        memcpy(*out, bytes, n);
+        (*out)[n] = 0;
+        *len = n;
+    }
+    sj_artifact_destroy(a);
+    return rc;
+}
 
 int cli_cmd_emit(int argc, char **argv) {
     const char *cmd = "emit";
-    const char *target = NULL, *out = NULL, *spec = CLI_DEFAULT_LADDER;
+    const char *target = NULL, *out = NULL, *spec = CLI_DEFAULT_LADDER, *arch = NULL, *path = NULL;
     int64_t rows = 0;
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--rows", CLI_OPT_INT, &rows},  {"--target", CLI_OPT_STRING, &target},
         {"--out", CLI_OPT_STRING, &out}, {"--ladder", CLI_OPT_STRING, &spec},
+        {"--arch", CLI_OPT_STRING, &arch}, {"--emit", CLI_OPT_STRING, &path},
         CLI_MODEL_OPTS(model),
     };
     const char *pos[1];
@@ -29,16 +104,14 @@ int cli_cmd_emit(int argc, char **argv) {
     cli_parse_result r =
         cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
-    if (!target) return cli_usage_error(cmd, "--target is required (llvm-ir or host-asm)");
-    sj_emit_kind kind;
-    if (!strcmp(target, "llvm-ir"))
-        kind = SJ_EMIT_LLVM_IR;
-    else if (!strcmp(target, "host-asm"))
-        kind = SJ_EMIT_HOST_ASM;
-    else if (!strcmp(target, "nvptx") || !strcmp(target, "cuda-c") || !strcmp(target, "cubin"))
-        return cli_fail(cmd, "target %s: this build emits llvm-ir and host-asm only", target);
-    else
-        return cli_usage_error(cmd, "unknown target '%s' (llvm-ir or host-asm)", target);
+    if (!target)
+        return cli_usage_error(cmd,
+                               "--target is required (llvm-ir, host-asm, nvptx, cuda-c or cubin)");
+    emit_request req = {SJ_TARGET_HOST, SJ_EMIT_LLVM_IR, false};
+    int prc = parse_target(cmd, target, path, arch, &req);
+    if (prc != CLI_EXIT_OK) return prc;
+    if (req.cubin && !out && isatty(STDOUT_FILENO))
+        return cli_usage_error(cmd, "--target cubin is binary: give --out FILE or redirect stdout");
     if (rows < 1 || rows > SJ_MAX_EXTENT)
         return cli_usage_error(cmd, "--rows N is required, in 1..%lld", (long long)SJ_MAX_EXTENT);
 
@@ -57,8 +130,15 @@ int cli_cmd_emit(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) {
         sj_compile_options o;
         sj_compile_options_init(&o);
-        sj_status st = sj_emit_text(g, sj_ladder_extent(ladder, bucket), &o, kind, &text, &len);
-        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+        o.target = req.target;
+        if (req.target != SJ_TARGET_HOST) o.arch = arch ? arch : "sm_90";
+        int64_t extent = sj_ladder_extent(ladder, bucket);
+        if (req.cubin) {
+            rc = emit_cubin(cmd, ctx, g, extent, &o, &text, &len);
+        } else {
+            sj_status st = sj_emit_text(g, extent, &o, req.kind, &text, &len);
+            if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+        }
     }
     if (rc == CLI_EXIT_OK) {
         /* A temporary file renamed into place: no partial FILE on failure. */
@@ -66,7 +146,7 @@ int cli_cmd_emit(int argc, char **argv) {
         FILE *f = stdout;
         if (out && snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
             rc = cli_fail(cmd, "--out path too long");
-        else if (out && !(f = fopen(tmp, "w")))
+        else if (out && !(f = fopen(tmp, "wb")))
             rc = cli_fail(cmd, "cannot write %s", tmp);
         if (rc == CLI_EXIT_OK) {
             bool ok = fwrite(text, 1, len, f) == len;

@@ -64,22 +64,27 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cl
     progress p = {.tty = isatty(STDERR_FILENO), .target = target, .t0 = cli_now_ms()};
     sj_status st = sj_engine_precompile(e, jobs, on_bucket, &p);
     double secs = (cli_now_ms() - p.t0) / 1e3;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", st != SJ_OK ? sj_ctx_last_error(ctx) : "");
     sj_remote *remote = sj_engine_remote(e);
-    if (st != SJ_OK) {
-        if (p.tty) fputc('\n', stderr);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    if (st != SJ_OK && p.tty) fputc('\n', stderr);
+    /* Buckets compiled but refused by the store still get the summary (which
+     * counts them) before the error and exit 1. */
+    if (st != SJ_OK && !s.not_stored) {
         rc = cli_fail_status(cmd, ctx, st);
     } else {
         /* Deploy steps end with the fleet holding every bucket. */
         if (remote) sj_remote_flush(remote);
-        sj_engine_stats s;
-        sj_engine_stats_get(e, &s);
         char spec[256];
         sj_ladder_format(sj_engine_ladder(e), spec, sizeof spec);
         printf("precompiled %d buckets of %s for %s in %.2f s: %llu compiled, %llu from the store, "
-               "%llu corrupt rows replaced; store %s",
+               "%llu corrupt rows replaced",
                s.buckets, spec, target, secs, (unsigned long long)s.compiles,
-               (unsigned long long)(s.store_hits + s.remote_hits), (unsigned long long)s.corrupt,
-               store_path[0] ? store_path : "none");
+               (unsigned long long)(s.store_hits + s.remote_hits), (unsigned long long)s.corrupt);
+        if (s.not_stored) printf(", %llu NOT STORED", (unsigned long long)s.not_stored);
+        printf("; store %s", store_path[0] ? store_path : "none");
         if (remote) {
             sj_remote_stats rs;
             sj_remote_get_stats(remote, &rs);
@@ -93,6 +98,7 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cl
             cli_stats_members(stderr, e);
             fprintf(stderr, "}\n");
         }
+        if (st != SJ_OK) rc = cli_fail(cmd, "%s", why);
     }
     sj_engine_close(e);
     return rc;

@@ -12,7 +12,8 @@
 
 static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
-    "                      [--ladder SPEC] [--store PATH|none] [--backend host|interp]\n"
+    "                      [--ladder SPEC] [--store PATH|none]\n"
+    "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
@@ -31,7 +32,11 @@ static const char usage[] =
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
     /* clang-format on */
-    "  --backend B        host (default) or interp\n"
+    "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
+    "                     launches captured once into a CUDA graph and replayed\n"
+    "                     (needs the NVIDIA driver; fails at start without one)\n"
+    "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
+    "  --arch A           cuda: sm_80 or sm_90 (default)\n"
     "  --requests N       serve N requests: the stream is cut, or repeated\n"
     "  --seed S           seed of the inputs (request i uses S + i; default 0)\n"
     "  --stats            also print one JSON object of the figures on stderr\n";
@@ -255,7 +260,8 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--workers", CLI_OPT_INT, &workers},   {"--ladder", CLI_OPT_STRING, &ca.ladder},
         {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend.name},
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
-        {"--stats", CLI_OPT_FLAG, &stats},      CLI_MODEL_OPTS(model),
+        {"--stats", CLI_OPT_FLAG, &stats},      {"--emit", CLI_OPT_STRING, &ca.backend.emit},
+        {"--arch", CLI_OPT_STRING, &ca.backend.arch}, CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote),
     };
     const char *pos[1];
@@ -269,9 +275,8 @@ int cli_cmd_serve(int argc, char **argv) {
     if (requests < 0 || requests > 10000000)
         return cli_usage_error(cmd, "--requests must be in 1..10000000");
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
-    if (strcmp(ca.backend.name, "host") != 0 && strcmp(ca.backend.name, "interp") != 0)
-        return cli_usage_error(cmd, "unknown backend '%s' (serve runs: host, interp)",
-                               ca.backend.name);
+    int brc = cli_backend_check(cmd, &ca.backend);
+    if (brc != CLI_EXIT_OK) return brc;
 
     cli_stream stream;
     const char *source = trace ? trace : synthetic ? synthetic : DEFAULT_SYNTHETIC;

@@ -9,7 +9,7 @@
  * `int FN(int argc, char **argv)` plus one row here: X(FN, "name", "summary"). */
 #define CLI_COMMANDS(X)                                                                            \
     X(cli_cmd_run, "run", "run a model once and write every output as .npy")                      \
-    X(cli_cmd_emit, "emit", "write the code of one bucket (LLVM IR, host assembly)")              \
+    X(cli_cmd_emit, "emit", "write the code of one bucket (LLVM IR, asm, PTX, CUDA C, cubin)")     \
     X(cli_cmd_precompile, "precompile", "compile every bucket of a ladder into the store")          \
     X(cli_cmd_serve, "serve", "serve a stream of requests of varying size; latency, stalls, padding") \
     X(cli_cmd_bench, "bench", "run the benchmark suite; a table, JSON and charts")                \

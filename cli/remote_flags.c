@@ -34,6 +34,12 @@ static int read_secret(const char *cmd, const char *path, char *buf, size_t cap)
     return CLI_EXIT_OK;
 }
 
+/* The tier's one warning (a likely fleet secret mismatch), on stderr;
+ * user is the command's name. */
+void cli_remote_print_warning(void *user, const char *message) {
+    fprintf(stderr, "shapejit %s: warning: %s\n", (const char *)user, message);
+}
+
 int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **url_out, char *secret) {
     *url_out = NULL;
     secret[0] = '\0';
@@ -56,7 +62,16 @@ int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **
         else if (env)
             snprintf(secret, CLI_SECRET_MAX + 1, "%s", env);
     }
-    if (rc == CLI_EXIT_OK) *url_out = url;
+    if (rc != CLI_EXIT_OK) return rc;
+    *url_out = url;
+    /* Said at every start: without a secret, whoever can write to the server
+     * can make every node load native code of their choosing. */
+    if (!secret[0])
+        fprintf(stderr,
+                "shapejit %s: warning: --remote without a secret: values carry a checksum, not a "
+                "MAC, so anyone who can write to the server can inject code into every node; set "
+                "--remote-secret-file (or $SHAPEJIT_REMOTE_SECRET) on every node\n",
+                cmd);
     return rc;
 }
 
@@ -71,6 +86,8 @@ int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_
         rc_cfg.url = url;
         rc_cfg.secret = secret;
         rc_cfg.read_only = f->read_only;
+        rc_cfg.on_warning = cli_remote_print_warning;
+        rc_cfg.warning_user = (void *)cmd;
         sj_status st = sj_remote_create(ctx, &rc_cfg, out); /* copies the secret */
         if (st != SJ_OK)
             rc = cli_fail(cmd, "--remote: %s", sj_ctx_last_error(ctx)[0] ? sj_ctx_last_error(ctx)
@@ -88,9 +105,10 @@ void cli_remote_stats_members(FILE *f, const sj_remote *r) {
     fprintf(f,
             "\"remote_misses\": %llu, \"remote_errors\": %llu, \"remote_timeouts\": %llu, "
             "\"remote_rejected\": %llu, \"remote_backoff_skips\": %llu, \"remote_puts\": %llu, "
-            "\"remote_dropped_puts\": %llu",
+            "\"remote_dropped_puts\": %llu, \"remote_foreign\": %llu, \"remote_kept_foreign\": %llu",
             (unsigned long long)s.misses, (unsigned long long)s.errors,
             (unsigned long long)s.timeouts, (unsigned long long)s.rejected,
             (unsigned long long)s.backoff_skips, (unsigned long long)s.puts,
-            (unsigned long long)s.dropped_puts);
+            (unsigned long long)s.dropped_puts, (unsigned long long)s.foreign,
+            (unsigned long long)s.kept_foreign);
 }

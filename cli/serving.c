@@ -74,6 +74,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.remote_secret = secret;
     cfg.remote_secret_len = strlen(secret);
     cfg.remote_read_only = url && a->remote.read_only;
+    cfg.on_warning = cli_remote_print_warning;
+    cfg.warning_user = (void *)cmd;
     cfg.store_only = a->store_only;
     sj_status st = sj_engine_open_graph(ctx, g, &cfg, out);
     memset(secret, 0, sizeof secret);

@@ -11,7 +11,6 @@
 #include "shapejit/engine.h"
 #include "shapejit/remote.h"
 
-#define CLI_BACKENDS "host|interp|cuda"
 #define CLI_DEFAULT_LADDER "pow2:1:65536"
 
 #define CLI_STORE_USAGE                                                                            \
@@ -52,6 +51,8 @@ typedef struct cli_remote_flags {
 int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **url, char *secret);
 /* Creates the tier the flags (and the environment) name; *out stays NULL
  * when there is none. Returns a CLI exit status, the message printed. */
+/* Prints a remote tier's warning as "shapejit CMD: warning: ..." (user = CMD). */
+void cli_remote_print_warning(void *user, const char *message);
 int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_remote **out);
 /* The tier's counters as JSON members (no braces), each prefixed "remote_":
  * "remote_misses": 0, ... (remote_hits is the cache's own counter). */

@@ -29,11 +29,13 @@ int main(int argc, char **argv) {
     cfg.store_path = argv[2];
     sj_engine *e = NULL;
     sj_engine_stats s = {0};
-    int rc = sj_engine_open(ctx, argv[1], &cfg, &e) == SJ_OK && sj_engine_precompile(e, 2, progress, NULL) == SJ_OK;
+    int rc = sj_engine_open(ctx, argv[1], &cfg, &e) == SJ_OK &&
+             sj_engine_precompile(e, 2, progress, NULL) == SJ_OK;
     sj_engine_stats_get(e, &s);
     if (rc)
-        printf("%d of %d buckets ready in %s: %llu compiled, %llu already stored\n", s.buckets_ready, s.buckets,
-               argv[2], (unsigned long long)s.compiles, (unsigned long long)s.store_hits);
+        printf("%d of %d buckets ready in %s: %llu compiled, %llu already stored\n",
+               s.buckets_ready, s.buckets, argv[2], (unsigned long long)s.compiles,
+               (unsigned long long)s.store_hits);
     else
         fprintf(stderr, "precompile: %s\n", sj_ctx_last_error(ctx));
     sj_engine_close(e);

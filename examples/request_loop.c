@@ -29,17 +29,19 @@ int main(int argc, char **argv) {
         sj_run_info info;
         rc = sj_engine_run(e, &in, 1, &out, 1, &info) == SJ_OK ? 0 : 1;
         if (rc == 0)
-            printf("request %2zu: N = %3lld ran in bucket %3lld -> %s [%lld, %lld], first %.5f\n", r + 1,
-                   (long long)info.rows, (long long)info.bucket, out.name, (long long)out.tensor.dims[0],
-                   (long long)out.tensor.dims[1], out.tensor.data[0]);
+            printf("request %2zu: N = %3lld ran in bucket %3lld -> %s [%lld, %lld], first %.5f\n",
+                   r + 1, (long long)info.rows, (long long)info.bucket, out.name,
+                   (long long)out.tensor.dims[0], (long long)out.tensor.dims[1],
+                   out.tensor.data[0]);
         sj_tensor_free(ctx, &out.tensor);
     }
     sj_engine_stats s;
     sj_engine_stats_get(e, &s);
     if (rc == 0)
-        printf("%d of %d buckets used: %llu compiled, %llu loaded from the store, %llu memory hits\n",
-               s.buckets_ready, s.buckets, (unsigned long long)s.compiles, (unsigned long long)s.store_hits,
-               (unsigned long long)s.memory_hits);
+        printf(
+            "%d of %d buckets used: %llu compiled, %llu loaded from the store, %llu memory hits\n",
+            s.buckets_ready, s.buckets, (unsigned long long)s.compiles,
+            (unsigned long long)s.store_hits, (unsigned long long)s.memory_hits);
     else
         fprintf(stderr, "request_loop: %s\n", sj_ctx_last_error(ctx));
     sj_engine_close(e);

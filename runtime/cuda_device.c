@@ -58,6 +58,7 @@ typedef struct cu_device {
     CUdevice dev;
     CUcontext cuctx;
     CUstream stream;
+    CUevent timer[2]; /* kernel timing: start, stop; NULL until first used */
     bool have_ctx;
     bool capturing;
     sj_cuda_device_info info;
@@ -443,6 +444,30 @@ static sj_status cu_replay(void *impl, sj_graph_handle g, int64_t active_extent)
     WITH_CTX(d, do_replay(d, g, active_extent));
 }
 
+/* --- kernel timing (sj_device_set_timing): two events on the stream around
+ * a run's kernels, made at the first use. */
+
+static sj_status do_kernel_timer(cu_device *d, int what, uint64_t *ns) {
+    if (!d->timer[0]) {
+        CU_CALL(d, d->api.cuEventCreate(&d->timer[0], CU_EVENT_DEFAULT), "create a timing event");
+        CU_CALL(d, d->api.cuEventCreate(&d->timer[1], CU_EVENT_DEFAULT), "create a timing event");
+    }
+    if (what == SJ_KERNEL_TIMER_START || what == SJ_KERNEL_TIMER_STOP) {
+        CU_CALL(d, d->api.cuEventRecord(d->timer[what == SJ_KERNEL_TIMER_STOP], d->stream),
+                "record a timing event");
+        return SJ_OK;
+    }
+    float ms = 0;
+    CU_CALL(d, d->api.cuEventElapsedTime(&ms, d->timer[0], d->timer[1]), "read the kernel time");
+    *ns += (uint64_t)((double)ms * 1e6);
+    return SJ_OK;
+}
+
+static sj_status cu_kernel_timer(void *impl, int what, uint64_t *ns) {
+    cu_device *d = impl;
+    WITH_CTX(d, do_kernel_timer(d, what, ns));
+}
+
 static void cu_destroy_graph(void *impl, sj_graph_handle g) {
     cu_device *d = impl;
     if (!g || !list_remove(&d->graphs, g)) return;
@@ -466,6 +491,8 @@ static void release(cu_device *d) {
         for (size_t i = 0; i < d->modules.n; i++) d->api.cuModuleUnload(d->modules.items[i]);
         for (size_t i = 0; i < d->allocs.n; i++)
             d->api.cuMemFree((CUdeviceptr)(uintptr_t)d->allocs.items[i]);
+        for (int i = 0; i < 2; i++)
+            if (d->timer[i]) d->api.cuEventDestroy(d->timer[i]);
         if (d->stream) d->api.cuStreamDestroy(d->stream);
         pop(d);
         d->api.cuDevicePrimaryCtxRelease(d->dev);
@@ -495,6 +522,7 @@ static const sj_device_ops cuda_ops = {
     .replay = cu_replay,
     .destroy_graph = cu_destroy_graph,
     .destroy = cu_destroy,
+    .kernel_timer = cu_kernel_timer,
 };
 
 static sj_status describe(sj_ctx *ctx, const sj_cu_api *api, int ordinal, CUdevice *dev,

@@ -55,6 +55,10 @@
     X(cuGraphNodeGetType)                                                                          \
     X(cuGraphKernelNodeGetParams)                                                                  \
     X(cuGraphExecKernelNodeSetParams)                                                              \
+    X(cuEventCreate)                                                                               \
+    X(cuEventRecord)                                                                               \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuEventDestroy)                                                                              \
     X(cuGetErrorName)                                                                              \
     X(cuGetErrorString)
 

@@ -3,6 +3,7 @@
 #include "device_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static void mdcache_release_buffer(void *user, void *buffer) {
     sj_device *dev = user;
@@ -131,6 +132,24 @@ sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t byte
 sj_status sj_device_sync(sj_device *dev) {
     if (!dev) return SJ_E_INVALID_ARG;
     LOCKED_CALL(dev, "device sync", dev->ops->sync(dev->impl));
+}
+
+sj_status sj_device_set_timing(sj_device *dev, bool on) {
+    if (!dev) return SJ_E_INVALID_ARG;
+    sj_device_lock(dev);
+    dev->timing = on;
+    memset(&dev->timed, 0, sizeof dev->timed);
+    dev->timed.kernel_measured = dev->ops->kernel_timer != NULL;
+    sj_device_unlock(dev);
+    return SJ_OK;
+}
+
+sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out) {
+    if (!dev || !out) return SJ_E_INVALID_ARG;
+    sj_device_lock(dev);
+    *out = dev->timed;
+    sj_device_unlock(dev);
+    return SJ_OK;
 }
 
 sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,

@@ -25,6 +25,8 @@ struct sj_device {
     sj_op_cache *op_cache;
     sj_mdcache *mdcache;
     uint64_t next_graph_id;
+    bool timing;             /* sj_device_set_timing */
+    sj_device_timing timed;  /* its counters */
 };
 
 struct sj_module {

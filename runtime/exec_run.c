@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 static sj_status check_tensor(sj_executable *e, const char *what, int i, const exe_io *io,
                               const sj_tensor *t, int64_t active, bool need_data) {
@@ -156,6 +157,28 @@ static sj_status launch_all(sj_executable *e, int64_t active) {
 
 typedef enum run_kind { RUN_EAGER, RUN_REPLAY } run_kind;
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* run_locked's dispatch and sync with sj_device_set_timing on: the host
+ * time of the dispatch, and the device's own time of the kernels. */
+static sj_status timed_dispatch(sj_executable *e, run_kind kind, int64_t n) {
+    sj_device *dev = e->dev;
+    sj_status (*timer)(void *, int, uint64_t *) = dev->ops->kernel_timer;
+    if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_START, NULL));
+    uint64_t t0 = now_ns();
+    SJ_TRY(kind == RUN_REPLAY ? dev->ops->replay(dev->impl, e->graph, n) : launch_all(e, n));
+    dev->timed.dispatch_ns += now_ns() - t0;
+    if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_STOP, NULL));
+    SJ_TRY(dev->ops->sync(dev->impl));
+    if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_READ, &dev->timed.kernel_ns));
+    dev->timed.runs++;
+    return SJ_OK;
+}
+
 static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
                             const sj_tensor *inputs, sj_tensor *outputs, bool *allocated) {
     sj_device *dev = e->dev;
@@ -169,11 +192,15 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
     int64_t n = e->has_sym ? active : e->extent;
     SJ_TRY(alloc_outputs(e, n, outputs, allocated));
     for (int i = 0; i < e->n_inputs; i++) SJ_TRY(copy_in(e, &e->inputs[i], &inputs[i], n));
-    if (kind == RUN_REPLAY)
-        SJ_TRY(dev->ops->replay(dev->impl, e->graph, n));
-    else
-        SJ_TRY(launch_all(e, n));
-    SJ_TRY(dev->ops->sync(dev->impl));
+    if (dev->timing) {
+        SJ_TRY(timed_dispatch(e, kind, n));
+    } else {
+        if (kind == RUN_REPLAY)
+            SJ_TRY(dev->ops->replay(dev->impl, e->graph, n));
+        else
+            SJ_TRY(launch_all(e, n));
+        SJ_TRY(dev->ops->sync(dev->impl));
+    }
     for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
     return SJ_OK;
 }

@@ -4,6 +4,7 @@
 #define SJ_RUNTIME_EXECUTOR_IMPL_H
 
 #include "shapejit/ext/runtime.h"
+#include "runtime/executable_create.h"
 #include "device_impl.h"
 #include "jit/lower/plan.h"
 

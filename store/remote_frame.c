@@ -53,6 +53,16 @@ void sj_remote_frame_seal(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_
     compute_tag(t, frame, content_size, frame + HEADER_TAGGED);
 }
 
+/* The refusals that mean "written by a node with another secret (or
+ * none)", as opposed to damage: such a value is never published over. */
+static const char NO_MAC[] = "value carries no MAC but this tier requires one";
+static const char UNEXPECTED_MAC[] = "value carries a MAC but this tier has no secret to check it";
+static const char BAD_MAC[] = "MAC does not verify (tampered, or another secret)";
+
+bool sj_remote_frame_foreign(const char *why) {
+    return why == NO_MAC || why == UNEXPECTED_MAC || why == BAD_MAC;
+}
+
 /* Compares in time independent of where the tags differ, so a forger learns
  * nothing from how fast a guess is refused. */
 static bool tags_equal(const uint8_t *a, const uint8_t *b) {
@@ -70,18 +80,15 @@ const char *sj_remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ
     if (frame[6] != 0 || frame[7] != 0) return "reserved header bytes not zero";
     if (frame[5] != SJ_REMOTE_TAG_MAC && frame[5] != SJ_REMOTE_TAG_CHECKSUM)
         return "unknown tag kind";
-    if (t->keyed && frame[5] != SJ_REMOTE_TAG_MAC)
-        return "value carries no MAC but this tier requires one";
-    if (!t->keyed && frame[5] != SJ_REMOTE_TAG_CHECKSUM)
-        return "value carries a MAC but this tier has no secret to check it";
+    if (t->keyed && frame[5] != SJ_REMOTE_TAG_MAC) return NO_MAC;
+    if (!t->keyed && frame[5] != SJ_REMOTE_TAG_CHECKSUM) return UNEXPECTED_MAC;
     if (get_u64(frame + 40) != size - SJ_REMOTE_FRAME_OVERHEAD)
         return "content length does not match the value's size";
     if (memcmp(frame + 8, key, SJ_REMOTE_KEY_SIZE) != 0) return "value was stored under another key";
     uint8_t tag[32];
     compute_tag(t, frame, size - SJ_REMOTE_FRAME_OVERHEAD, tag);
     if (!tags_equal(tag, frame + HEADER_TAGGED))
-        return t->keyed ? "MAC does not verify (tampered, or another secret)"
-                        : "checksum does not verify (corrupted)";
+        return t->keyed ? BAD_MAC : "checksum does not verify (corrupted)";
     *content_off = SJ_REMOTE_FRAME_OVERHEAD;
     *content_size = size - SJ_REMOTE_FRAME_OVERHEAD;
     return NULL;

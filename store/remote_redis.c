@@ -10,8 +10,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,14 +182,151 @@ static sj_remote_io classify(const redisContext *c, int saved_errno) {
     return SJ_REMOTE_IO_ERROR;
 }
 
-/* Runs a setup command (AUTH, SELECT) that must answer +OK. */
-static sj_remote_io setup_command(redisContext *c, const char *what, char *why, size_t cap,
-                                  redisReply *r) {
-    int e = errno;
-    if (!r) {
-        snprintf(why, cap, "%s: %s", what, c->errstr);
-        return classify(c, e);
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until c's socket is ready for `events` or the deadline passes. */
+static sj_remote_io wait_ready(redisContext *c, short events, int64_t deadline, const char *name,
+                               int timeout_ms, char *why, size_t cap) {
+    for (;;) {
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) break;
+        struct pollfd p = {.fd = c->fd, .events = events};
+        int n = poll(&p, 1, (int)left);
+        if (n > 0) return SJ_REMOTE_IO_OK;
+        if (n < 0 && errno != EINTR) {
+            snprintf(why, cap, "%s: poll: %s", name, strerror(errno));
+            return SJ_REMOTE_IO_ERROR;
+        }
     }
+    snprintf(why, cap, "%s: no complete reply within %d ms", name, timeout_ms);
+    return SJ_REMOTE_IO_TIMEOUT;
+}
+
+/* What the first line of a reply announces, checked before the reader
+ * buffers the rest: only the reply kinds these commands get, and a bulk
+ * string no longer than max_reply bytes. hdr holds the line's first bytes. */
+static sj_remote_io check_header(const char *hdr, size_t n, bool complete, size_t max_reply,
+                                 const char *name, char *why, size_t cap) {
+    if (!strchr("$+-:", hdr[0])) {
+        snprintf(why, cap, "%s: unexpected reply type '%c' (0x%02x)", name,
+                 hdr[0] >= 0x20 && hdr[0] < 0x7f ? hdr[0] : '?', (unsigned char)hdr[0]);
+        return SJ_REMOTE_IO_INVALID;
+    }
+    if (hdr[0] != '$') return SJ_REMOTE_IO_OK;
+    long long len = 0;
+    for (size_t i = 1; i < n && hdr[i] != '\r'; i++) {
+        if (hdr[1] == '-' && i == 1) return SJ_REMOTE_IO_OK; /* $-1: nil */
+        if (hdr[i] < '0' || hdr[i] > '9' || len > (LLONG_MAX - 9) / 10) {
+            snprintf(why, cap, "%s: malformed bulk length", name);
+            return SJ_REMOTE_IO_INVALID;
+        }
+        len = len * 10 + (hdr[i] - '0');
+    }
+    if (!complete) {
+        snprintf(why, cap, "%s: bulk length line too long", name);
+        return SJ_REMOTE_IO_INVALID;
+    }
+    if ((unsigned long long)len > max_reply) {
+        snprintf(why, cap, "%s: reply announces %lld bytes, over the %zu-byte limit", name, len,
+                 max_reply);
+        return SJ_REMOTE_IO_OVERSIZE;
+    }
+    return SJ_REMOTE_IO_OK;
+}
+
+/* One command with a deadline for the whole exchange (hiredis's socket
+ * timeout bounds each recv, so a server trickling a byte at a time would
+ * hold a caller for as long as it liked), and a bound on the reply's size
+ * checked as bytes arrive (hiredis buffers whatever length a reply
+ * announces). On failure the connection is in an unknown state: the caller
+ * frees it. */
+static sj_remote_io exec_command(redisContext *c, int timeout_ms, size_t max_reply,
+                                 const char *name, char *why, size_t cap, redisReply **out,
+                                 const char *fmt, va_list ap) {
+    *out = NULL;
+    int64_t deadline = mono_ms() + timeout_ms;
+    if (redisvAppendCommand(c, fmt, ap) != REDIS_OK) {
+        snprintf(why, cap, "%s: %s", name, c->errstr[0] ? c->errstr : "out of memory");
+        return SJ_REMOTE_IO_ERROR;
+    }
+    sj_remote_io io;
+    for (int done = 0; !done;) {
+        if ((io = wait_ready(c, POLLOUT, deadline, name, timeout_ms, why, cap)) != SJ_REMOTE_IO_OK)
+            return io;
+        /* a blocking write of a large value waits at most what is left */
+        int64_t left = deadline - mono_ms();
+        if (left < 1) left = 1;
+        redisSetTimeout(c, (struct timeval){.tv_sec = left / 1000, .tv_usec = (left % 1000) * 1000});
+        if (redisBufferWrite(c, &done) != REDIS_OK) {
+            int e = errno;
+            snprintf(why, cap, "%s: %s", name, c->errstr);
+            return classify(c, e);
+        }
+    }
+    char hdr[32];
+    size_t hdr_n = 0, received = 0;
+    bool hdr_done = false;
+    char buf[16384];
+    for (;;) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
+            snprintf(why, cap, "%s: %s", name, c->errstr);
+            return SJ_REMOTE_IO_INVALID;
+        }
+        if (reply) {
+            *out = reply;
+            return SJ_REMOTE_IO_OK;
+        }
+        if ((io = wait_ready(c, POLLIN, deadline, name, timeout_ms, why, cap)) != SJ_REMOTE_IO_OK)
+            return io;
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (n <= 0) {
+            snprintf(why, cap, "%s: %s", name, n == 0 ? "server closed the connection" : strerror(errno));
+            return SJ_REMOTE_IO_ERROR;
+        }
+        received += (size_t)n;
+        for (ssize_t i = 0; i < n && !hdr_done; i++) {
+            hdr[hdr_n++] = buf[i];
+            hdr_done = buf[i] == '\n' || hdr_n == sizeof hdr;
+            if (hdr_done &&
+                (io = check_header(hdr, hdr_n, buf[i] == '\n', max_reply, name, why, cap)) !=
+                    SJ_REMOTE_IO_OK)
+                return io;
+        }
+        /* bulk header and CRLFs aside, no reply is longer than max_reply:
+         * this also bounds a status line that never ends */
+        if (received > max_reply + sizeof hdr + 2) {
+            snprintf(why, cap, "%s: reply longer than the %zu-byte limit", name, max_reply);
+            return SJ_REMOTE_IO_OVERSIZE;
+        }
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+            snprintf(why, cap, "%s: out of memory reading the reply", name);
+            return SJ_REMOTE_IO_ERROR;
+        }
+    }
+}
+
+/* Replies to AUTH, SELECT and SET are short status lines. */
+#define SHORT_REPLY 4096
+
+static sj_remote_io exec_short(redisContext *c, int timeout_ms, const char *name, char *why,
+                               size_t cap, redisReply **out, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sj_remote_io io = exec_command(c, timeout_ms, SHORT_REPLY, name, why, cap, out, fmt, ap);
+    va_end(ap);
+    return io;
+}
+
+/* Runs a setup command (AUTH, SELECT) that must answer +OK. */
+static sj_remote_io setup_command(const char *what, char *why, size_t cap, sj_remote_io sent,
+                                  redisReply *r) {
+    if (sent != SJ_REMOTE_IO_OK) return sent;
     sj_remote_io io = SJ_REMOTE_IO_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(why, cap, "%s refused: %.*s", what, (int)r->len, r->str);
@@ -215,13 +354,19 @@ static sj_remote_io connect_one(redis_transport *t, redisContext **out, char *wh
         snprintf(why, cap, "setting the command timeout: %s", c->errstr);
         io = SJ_REMOTE_IO_ERROR;
     }
+    redisReply *r = NULL;
+    int ms = t->command_timeout_ms;
     if (io == SJ_REMOTE_IO_OK && t->url.password) {
-        redisReply *r = t->url.user ? redisCommand(c, "AUTH %s %s", t->url.user, t->url.password)
-                                    : redisCommand(c, "AUTH %s", t->url.password);
-        io = setup_command(c, "AUTH", why, cap, r);
+        sj_remote_io sent =
+            t->url.user
+                ? exec_short(c, ms, "AUTH", why, cap, &r, "AUTH %s %s", t->url.user, t->url.password)
+                : exec_short(c, ms, "AUTH", why, cap, &r, "AUTH %s", t->url.password);
+        io = setup_command("AUTH", why, cap, sent, r);
     }
-    if (io == SJ_REMOTE_IO_OK && t->url.db != 0)
-        io = setup_command(c, "SELECT", why, cap, redisCommand(c, "SELECT %d", t->url.db));
+    if (io == SJ_REMOTE_IO_OK && t->url.db != 0) {
+        sj_remote_io sent = exec_short(c, ms, "SELECT", why, cap, &r, "SELECT %d", t->url.db);
+        io = setup_command("SELECT", why, cap, sent, r);
+    }
     if (io != SJ_REMOTE_IO_OK) {
         redisFree(c);
         return io;
@@ -325,28 +470,21 @@ static void pipe_guard_leave(pipe_guard *g) {
 
 /* ---- Transport functions */
 
-/* Runs one command on a pooled connection. A transport failure returns its
- * class, why = "NAME: <the connection's error>"; otherwise *reply holds the
- * reply (the caller frees it) and the connection is back in the pool. */
-static sj_remote_io run_command(redis_transport *t, const char *name, char *why, size_t cap,
-                                redisReply **reply, const char *fmt, ...) {
+/* Runs one command on a pooled connection within one command timeout,
+ * refusing a reply over max_reply bytes. A failure returns its class, why =
+ * "NAME: <what went wrong>"; otherwise *reply holds the reply (the caller
+ * frees it) and the connection is back in the pool. */
+static sj_remote_io run_command(redis_transport *t, const char *name, size_t max_reply, char *why,
+                                size_t cap, redisReply **reply, const char *fmt, ...) {
     redisContext *c;
     sj_remote_io io = acquire(t, &c, why, cap);
     if (io != SJ_REMOTE_IO_OK) return io;
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    int e = errno;
+    io = exec_command(c, t->command_timeout_ms, max_reply, name, why, cap, reply, fmt, ap);
     va_end(ap);
-    if (!r) {
-        io = classify(c, e);
-        snprintf(why, cap, "%s: %s", name, c->errstr);
-        give_back(t, c, false);
-        return io;
-    }
-    give_back(t, c, true);
-    *reply = r;
-    return SJ_REMOTE_IO_OK;
+    give_back(t, c, io == SJ_REMOTE_IO_OK);
+    return io;
 }
 
 static sj_remote_io fetch_unguarded(void *impl, const char *key, size_t key_len, size_t max_size,
@@ -355,8 +493,8 @@ static sj_remote_io fetch_unguarded(void *impl, const char *key, size_t key_len,
     /* GETRANGE 0..max sends at most max+1 bytes: an oversized value is known
      * from the reply's length without the server sending, or hiredis
      * buffering, the whole of it. A missing key reads as "". */
-    sj_remote_io io = run_command(impl, "GETRANGE", why, cap, &r, "GETRANGE %b 0 %lld", key,
-                                  key_len, (long long)max_size);
+    sj_remote_io io = run_command(impl, "GETRANGE", max_size + 1, why, cap, &r,
+                                  "GETRANGE %b 0 %lld", key, key_len, (long long)max_size);
     if (io != SJ_REMOTE_IO_OK) return io;
     if (r->type == REDIS_REPLY_STRING && r->len == 0) {
         io = SJ_REMOTE_IO_ABSENT;
@@ -402,7 +540,7 @@ static sj_remote_io store_unguarded(void *impl, const char *key, size_t key_len,
                                     const uint8_t *data, size_t size, char *why, size_t cap) {
     redisReply *r;
     sj_remote_io io =
-        run_command(impl, "SET", why, cap, &r, "SET %b %b", key, key_len, data, size);
+        run_command(impl, "SET", SHORT_REPLY, why, cap, &r, "SET %b %b", key, key_len, data, size);
     if (io != SJ_REMOTE_IO_OK) return io;
     if (r->type == REDIS_REPLY_ERROR) {
         io = SJ_REMOTE_IO_ERROR;

@@ -22,7 +22,7 @@ typedef struct put_item {
 
 typedef struct counters {
     atomic_uint_fast64_t hits, misses, errors, timeouts, rejected, backoff_skips, puts,
-        dropped_puts;
+        dropped_puts, foreign, kept_foreign;
 } counters;
 
 struct sj_remote {
@@ -37,6 +37,9 @@ struct sj_remote {
     int backoff_ms;
     size_t max_value_size;
     size_t queue_capacity;
+    void (*on_warning)(void *user, const char *message);
+    void *warning_user;
+    atomic_bool warned; /* on_warning was called */
 
     /* The tier is off until this CLOCK_MONOTONIC time (ns); 0 = on. */
     atomic_int_fast64_t off_until_ns;
@@ -123,6 +126,19 @@ const char *sj_remote_url(const sj_remote *r) { return r->safe_url; }
 
 sj_ctx *sj_remote_ctx(const sj_remote *r) { return r->ctx; }
 
+/* A whole frame whose tag is not ours: counted, and the first one told. */
+static void note_foreign(sj_remote *r, const char *name, const char *why) {
+    bump(&r->n.foreign);
+    if (!r->on_warning || atomic_exchange(&r->warned, true)) return;
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "remote tier %s: the value under %s was refused: %s. The fleet likely uses another "
+             "secret than this node: its values are not loaded here and not overwritten from here "
+             "(this node compiles what it needs); check --remote-secret-file on every node",
+             r->safe_url, name, why);
+    r->on_warning(r->warning_user, msg);
+}
+
 /* ---- get */
 
 sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
@@ -168,6 +184,7 @@ sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], voi
         r->tp->release(r->tp_impl, &blob);
         bump(&r->n.rejected);
         bump(&r->n.misses);
+        if (sj_remote_frame_foreign(bad)) note_foreign(r, name, bad);
         return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, bad);
     }
     void *copy = sj_alloc(r->ctx, n);
@@ -186,14 +203,35 @@ sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], voi
 
 /* ---- put: write-behind */
 
+/* Whether the key holds a whole value that another secret signed: the
+ * publisher then leaves it alone. Any other outcome (absent, ours, damaged,
+ * unreachable) lets the put go ahead or fail on its own. */
+static bool holds_foreign(sj_remote *r, const uint8_t *key, const char *name, size_t name_len) {
+    sj_remote_blob blob = {0};
+    char why[WHY_MAX];
+    if (r->tp->fetch(r->tp_impl, name, name_len, r->max_value_size, &blob, why, sizeof why) !=
+        SJ_REMOTE_IO_OK)
+        return false;
+    size_t off, n;
+    const char *bad = sj_remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
+    r->tp->release(r->tp_impl, &blob);
+    if (!bad || !sj_remote_frame_foreign(bad)) return false;
+    note_foreign(r, name, bad);
+    return true;
+}
+
 static void publish(sj_remote *r, put_item *it) {
     if (backoff_left_ms(r) > 0) {
         bump(&r->n.dropped_puts);
         return;
     }
-    sj_remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
     char name[SJ_REMOTE_MAX_PREFIX + 2 * SJ_REMOTE_KEY_SIZE + 1];
     size_t name_len = key_name(r->prefix, r->prefix_len, it->key, name, sizeof name);
+    if (holds_foreign(r, it->key, name, name_len)) {
+        bump(&r->n.kept_foreign);
+        return;
+    }
+    sj_remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
     char why[WHY_MAX];
     sj_remote_io io = r->tp->store(r->tp_impl, name, name_len, it->frame,
                                    SJ_REMOTE_FRAME_OVERHEAD + it->content_size, why, sizeof why);
@@ -282,6 +320,8 @@ void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out) {
     out->backoff_skips = atomic_load(&m->n.backoff_skips);
     out->puts = atomic_load(&m->n.puts);
     out->dropped_puts = atomic_load(&m->n.dropped_puts);
+    out->foreign = atomic_load(&m->n.foreign);
+    out->kept_foreign = atomic_load(&m->n.kept_foreign);
 }
 
 /* ---- create / destroy */
@@ -346,6 +386,8 @@ sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote *
     r->backoff_ms = cfg->backoff_ms;
     r->max_value_size = cfg->max_value_size;
     r->queue_capacity = cfg->queue_capacity;
+    r->on_warning = cfg->on_warning;
+    r->warning_user = cfg->warning_user;
     pthread_mutex_init(&r->why_lock, NULL);
     pthread_mutex_init(&r->q_lock, NULL);
     pthread_cond_init(&r->q_work, NULL);

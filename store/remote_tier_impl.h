@@ -41,6 +41,11 @@ const char *sj_remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ
                                   const uint8_t *frame, size_t size, size_t *content_off,
                                   size_t *content_size);
 
+/* True when why (from sj_remote_frame_check) says the frame is whole but
+ * its tag is not this tier's kind or does not verify with this tier's
+ * secret: a fleet member with another secret wrote it. */
+bool sj_remote_frame_foreign(const char *why);
+
 /* ---- Transport. */
 #define SJ_REMOTE_MAX_POOL 256
 

@@ -9,8 +9,10 @@
 #include "store_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char file_magic[8] = {'S', 'J', 'S', 'T', 'O', 'R', 'E', '1'};
@@ -36,12 +38,34 @@ static bool put_str(FILE *f, const char *s) {
 }
 
 sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written) {
+    if (n_written) *n_written = 0;
     if (!s || !path) return SJ_E_INVALID_ARG;
+    /* The file is replaced by rename, which would replace a FIFO, a device
+     * node or a symlink itself (as root, /dev/full): only a regular file or
+     * nothing may be there. */
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return sj_fail(s->ctx, SJ_E_INVALID_ARG,
+                       "store export: %s exists and is not a regular file (%s): refused", path,
+                       S_ISLNK(sb.st_mode)   ? "a symlink"
+                       : S_ISDIR(sb.st_mode) ? "a folder"
+                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "a device");
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store export: path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return sj_fail(s->ctx, SJ_E_IO, "store export: cannot create %s: %s", tmp, strerror(errno));
+    /* O_EXCL | O_NOFOLLOW: never write through something planted at tmp */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        return sj_fail(s->ctx, SJ_E_IO, "store export: cannot create %s: %s", tmp, strerror(e));
+    }
     int64_t n = 0;
     sj_status st = SJ_OK;
     bool ok = fwrite(file_magic, 1, 8, f) == 8;

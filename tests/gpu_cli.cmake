@@ -1,6 +1,34 @@
 # GPU targets on the command line: precompile on a machine without a GPU
 # (compile + store, nothing loaded), then `run --backend cuda`, which reads
 # the store on a GPU machine and fails with the driver named on one without.
+if(CMAKE_SCRIPT_MODE_FILE AND SERVE)
+  # Script mode, serve: the serving loop on the GPU over the precompiled
+  # store (buckets 8 and 32, so a warm start compiles nothing), or, without
+  # a driver, the failure at start naming it, before a store is opened.
+  execute_process(COMMAND "${SJ_CLI}" serve "${MODEL}" --backend cuda --emit ${EMIT}
+    --ladder list:8,32 --synthetic uniform:1:32:40:3 --store "${STORE}" --stats
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(report "--- exit: ${rc}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+  if(rc EQUAL 0)
+    if(NOT err MATCHES "\"compiles\": 0," OR NOT out MATCHES "backend cuda")
+      message(FATAL_ERROR "serve --backend cuda compiled or did not serve on cuda\n${report}")
+    endif()
+  elseif(NOT rc EQUAL 1 OR NOT err MATCHES "backend cuda needs a GPU \\(no device\\): cuda: cannot open the driver library libcuda.so.1")
+    message(FATAL_ERROR "expected success on a GPU or the no-device (SJ_E_NO_DEVICE) message naming libcuda.so.1\n${report}")
+  elseif(out MATCHES "p50")
+    message(FATAL_ERROR "serve printed figures after failing\n${report}")
+  else()
+    # Without a driver it fails before the store is opened: no file made.
+    set(fresh "${STORE}.serve-fresh.db")
+    file(REMOVE "${fresh}")
+    execute_process(COMMAND "${SJ_CLI}" serve "${MODEL}" --backend cuda --emit ${EMIT}
+      --synthetic uniform:1:32:5:1 --store "${fresh}" RESULT_VARIABLE rc2 ERROR_VARIABLE err2)
+    if(NOT rc2 EQUAL 1 OR EXISTS "${fresh}")
+      message(FATAL_ERROR "serve without a driver: exit ${rc2}, store made: ${err2}")
+    endif()
+  endif()
+  return()
+endif()
 if(CMAKE_SCRIPT_MODE_FILE)
   # Script mode (cmake -DSJ_CLI=... -DMODEL=... -DSTORE=... -DOUT=... -DEMIT=...
   # -P gpu_cli.cmake): one run --backend cuda over the precompiled store.
@@ -59,3 +87,28 @@ foreach(emit llvm nvrtc)
   set_tests_properties(cli_gpu_run_${emit} PROPERTIES FIXTURES_REQUIRED gpu_store_again LABELS cli
     TIMEOUT 120)
 endforeach()
+
+# serve --backend cuda: the same precompiled store, no compile either way.
+foreach(emit llvm nvrtc)
+  add_test(NAME cli_gpu_serve_${emit} COMMAND ${CMAKE_COMMAND} -DSERVE=1 -DSJ_CLI=$<TARGET_FILE:shapejit_cli>
+    -DMODEL=${ffn} -DSTORE=${G} -DEMIT=${emit} -P ${CMAKE_CURRENT_LIST_FILE})
+  set_tests_properties(cli_gpu_serve_${emit} PROPERTIES FIXTURES_REQUIRED gpu_store_again LABELS cli
+    TIMEOUT 120)
+endforeach()
+sj_cli_test(gpu_serve_emit_without_cuda RC 2 ARGS serve ${ffn} --emit nvrtc --backend host
+  ERR "--emit is for --backend cuda")
+
+# The build-machine half of scripts/gpu-check.sh (tools/gpu_pack.c).
+add_executable(sj_gpu_pack ${PROJECT_SOURCE_DIR}/tools/gpu_pack.c)
+target_compile_options(sj_gpu_pack PRIVATE ${SJ_WARNINGS})
+target_compile_definitions(sj_gpu_pack PRIVATE _GNU_SOURCE)
+target_include_directories(sj_gpu_pack PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(sj_gpu_pack PRIVATE shapejit_static)
+# tools/gpu_check.c through the host backend: prepare runs it over the pack,
+# so the GPU run's whole flow (and the pack's expected outputs) is exercised
+# on the build machine.
+add_executable(sj_gpu_check_host ${PROJECT_SOURCE_DIR}/tools/gpu_check.c)
+target_compile_options(sj_gpu_check_host PRIVATE ${SJ_WARNINGS})
+target_compile_definitions(sj_gpu_check_host PRIVATE _GNU_SOURCE GPU_CHECK_ON_HOST=1)
+target_include_directories(sj_gpu_check_host PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(sj_gpu_check_host PRIVATE shapejit_static)

@@ -79,6 +79,21 @@ SHAPEJIT_REMOTE=$url SHAPEJIT_REMOTE_SECRET="another secret" run other --rows 20
 expect other remote_rejected -ge 1
 expect other remote_hits -eq 0
 expect other compiles -eq 1
+# ... and leaves the fleet's value alone, saying once why (issue 13 item 5:
+# it used to publish over it, and the fleet then recompiled and published
+# back, every node compiling every time).
+expect other remote_foreign -ge 1
+expect other remote_kept_foreign -eq 1
+expect other remote_puts -eq 0
+[ "$(grep -c 'likely uses another secret' "$dir/other.err")" = 1 ] ||
+    { cat "$dir/other.err"; fail "other: the secret mismatch warning is not there exactly once"; }
+run third --rows 20 --store "$dir/c3.db" --remote "$url" --remote-secret-file "$dir/secret"
+expect third compiles -eq 0
+expect third remote_hits -ge 1
+# Without a secret every start says what that exposes (issue 13 item 15).
+run open --rows 20 --store "$dir/o.db" --remote "$url"
+grep -q "warning: --remote without a secret.*inject code" "$dir/open.err" ||
+    { cat "$dir/open.err"; fail "open: no warning about running without a secret"; }
 
 run reader --rows 50 --store "$dir/d.db" --remote "$url" --remote-secret-file "$dir/secret" \
     --remote-read-only

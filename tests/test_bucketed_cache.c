@@ -373,6 +373,83 @@ static void test_out_of_range(void **state) {
     sj_ladder_destroy(l);
 }
 
+typedef struct one_off_arg {
+    sj_bucketed_cache *c;
+    int64_t key;
+    sj_status st;
+} one_off_arg;
+
+static void *one_off_thread(void *p) {
+    one_off_arg *a = p;
+    int64_t extent;
+    void *exe;
+    a->st = sj_bucketed_cache_get_or_compile(a->c, a->key, &extent, &exe);
+    return NULL;
+}
+
+/* One-offs: a compile of a new one never holds up a memory hit on another
+ * (it used to run under the list's mutex), and the list is bounded: distinct
+ * out-of-range keys evict the least recently used instead of piling up. */
+static void test_one_offs_bounded_and_unblocked(void **state) {
+    (void)state;
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 8, 32, &l), SJ_OK);
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.one_off_out_of_range = true;
+    cfg.one_off_capacity = 3;
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, &cfg, &c), SJ_OK);
+    int64_t extent;
+    void *exe;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 40, &extent, &exe), SJ_OK);
+
+    cc.delay_ms = 600; /* the next compile is slow */
+    one_off_arg slow = {c, 41, SJ_E_INTERNAL};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, one_off_thread, &slow), 0);
+    nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL); /* the slow compile is under way */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 40, &extent, &exe), SJ_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double hit_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    pthread_join(th, NULL);
+    assert_int_equal(slow.st, SJ_OK);
+    if (hit_ms > 300) fail_msg("a memory hit on one-off 40 waited %.0f ms for 41's compile", hit_ms);
+    cc.delay_ms = 0;
+
+    /* 3 kept: 40, then 41 (listed after the hit on 40), 42; 43 evicts the
+     * least recently used: 40 */
+    for (int64_t k = 42; k <= 43; k++) assert_int_equal(sj_bucketed_cache_get_or_compile(c, k, &extent, &exe), SJ_OK);
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.one_offs, 4);
+    assert_int_equal(st.one_off_evictions, 1);
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 41, &extent, &exe), SJ_OK); /* kept */
+    assert_int_equal(atomic_load(&cc.compiles[41]), 1);
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 40, &extent, &exe), SJ_OK); /* evicted */
+    assert_int_equal(atomic_load(&cc.compiles[40]), 2);
+    /* many distinct keys: memory stays at the capacity, runs stay right */
+    for (int64_t k = 100; k < 140; k++) {
+        float x[140 * 8];
+        input_rows(x, k, 5);
+        sj_cache_input in = {"x", x, 8, true};
+        sj_tensor out[2];
+        assert_int_equal(sj_bucketed_cache_run_padded(c, k, k, &in, 1, NULL, 0, out, 2, &extent), SJ_OK);
+        assert_int_equal(out[0].dims[0], k);
+        sj_tensor_free(ctx, &out[0]);
+        sj_tensor_free(ctx, &out[1]);
+    }
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.one_offs, 45);
+    assert_int_equal(st.one_off_evictions, 42);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+}
+
 static void flip_stored_byte(int64_t extent) {
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
@@ -413,6 +490,45 @@ static void test_corrupt_row_recompiled(void **state) {
     assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
     assert_int_equal(checked, 4);
     assert_int_equal(bad, 0); /* overwritten */
+    sj_bucketed_cache_destroy(c);
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
+/* A store that refuses every put (here: artifacts above its size bound, as
+ * a full disk would refuse them) makes precompile fail naming the buckets it
+ * lacks, not report success over an incomplete store. */
+static void test_precompile_reports_unstored_buckets(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 8, &l), SJ_OK);
+    counting_compiler cc;
+    sj_compiler comp = counting(&cc);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    cfg.max_artifact_bytes = 1;
+    sj_store *s;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 2, NULL, NULL), SJ_E_IO);
+    assert_error_contains(ctx, "precompile: 4 of 4 buckets were compiled but not stored (extents 1, 2, 4, 8)");
+    assert_error_contains(ctx, "exceeds the 1-byte cap"); /* the store's reason */
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.not_stored, 4);
+    assert_int_equal(st.store_errors, 4);
+    assert_int_equal(st.compiles, 4);
+    sj_bucketed_cache_destroy(c);
+    sj_store_close(s);
+    /* a store that takes them: success, nothing left unstored */
+    s = open_store();
+    comp = counting(&cc);
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, s, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 2, NULL, NULL), SJ_OK);
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.not_stored, 0);
     sj_bucketed_cache_destroy(c);
     sj_store_close(s);
     sj_ladder_destroy(l);
@@ -542,7 +658,9 @@ int main(void) {
         cmocka_unit_test(test_run_padded_shapes),
         cmocka_unit_test(test_mixed_inputs),
         cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_one_offs_bounded_and_unblocked),
         cmocka_unit_test_setup(test_corrupt_row_recompiled, fresh),
+        cmocka_unit_test_setup(test_precompile_reports_unstored_buckets, fresh),
         cmocka_unit_test(test_failed_compile_reaches_waiters),
         cmocka_unit_test_setup(test_two_processes_precompile, fresh),
         cmocka_unit_test(test_hit_path_allocates_nothing),

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -137,7 +139,7 @@ static void test_random_graphs(void **state) {
  * with NVRTC's log naming the kernel file; check that path end to end. */
 static void test_compile_error_names_kernel_source(void **state) {
 #ifndef SJ_HAVE_CUDA
-    skip();
+    SJ_SKIP("built without the CUDA toolkit: no NVRTC to reject the source");
 #else
     fixture *f = *state;
     sj_gpu_code code;
@@ -216,5 +218,5 @@ int main(void) {
         cmocka_unit_test(test_bad_arch_is_refused),
         cmocka_unit_test(test_concurrent_compiles),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

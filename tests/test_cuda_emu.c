@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -242,7 +244,7 @@ static void run_cases(fixture *f, emu_case *c, int n) {
  * every third unfused. */
 static void test_models_and_random_graphs(void **state) {
     fixture *f = *state;
-    if (!f->have_cxx) skip();
+    if (!f->have_cxx) SJ_SKIP("no C++ compiler to build the CUDA emulation with");
     emu_case c[MAX_CASES];
     int n = 0;
     for (int i = 0; i < GG_N_MODELS; i++) add_case(f, c, &n, i, 2, 20, true);
@@ -259,5 +261,5 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models_and_random_graphs),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

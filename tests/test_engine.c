@@ -17,7 +17,7 @@
 #include "tests/test_util.h"
 
 #define INNER 8
-#define OUTS 4
+#define OUTS  4
 
 static alloc_counter counter;
 static sj_ctx *ctx;
@@ -60,7 +60,9 @@ static sj_engine *open_engine(const char *backend, const char *store, const char
     return e;
 }
 
-static float xval(int64_t r, int k, unsigned seed) { return (float)((r * 7 + k * 3 + seed) % 11) / 11.0f - 0.5f; }
+static float xval(int64_t r, int k, unsigned seed) {
+    return (float)((r * 7 + k * 3 + seed) % 11) / 11.0f - 0.5f;
+}
 static float mval(int64_t r, int k) { return (float)((r + k) % 5) / 4.0f; }
 
 /* Runs N rows (seeded) and checks every output against plain loops. */
@@ -102,7 +104,8 @@ static void run_and_check(sj_engine *e, int64_t n, unsigned seed) {
         for (int64_t r = 0; r < n; r++) want += x[r * INNER + k];
         assert_true(fabs(out[1].tensor.data[k] - want) < 1e-4);
     }
-    for (int64_t i = 0; i < n * INNER; i++) assert_true(fabs(out[2].tensor.data[i] - x[i] * m[i]) < 1e-6);
+    for (int64_t i = 0; i < n * INNER; i++)
+        assert_true(fabs(out[2].tensor.data[i] - x[i] * m[i]) < 1e-6);
     for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &out[i].tensor);
     free(x);
     free(m);
@@ -125,7 +128,8 @@ static void test_backends_run(void **state) {
         assert_int_equal(sj_engine_output(e, 3, &d), SJ_E_OUT_OF_RANGE);
         assert_int_equal(sj_engine_num_buckets(e), 7);
         static const int64_t sizes[] = {1, 5, 17, 64, 5};
-        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) run_and_check(e, sizes[i], (unsigned)i);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            run_and_check(e, sizes[i], (unsigned)i);
         sj_engine_stats s;
         sj_engine_stats_get(e, &s);
         assert_int_equal(s.runs, 5);
@@ -195,7 +199,8 @@ static void expect_open_fails(const sj_engine_config *cfg, const char *model, co
                               const char *value) {
     long live = atomic_load(&counter.live);
     sj_engine *e = (sj_engine *)&e; /* must come back NULL */
-    sj_status st = model ? sj_engine_open(ctx, model, cfg, &e) : sj_engine_open_graph(ctx, make_graph(), cfg, &e);
+    sj_status st = model ? sj_engine_open(ctx, model, cfg, &e)
+                         : sj_engine_open_graph(ctx, make_graph(), cfg, &e);
     assert_int_not_equal(st, SJ_OK);
     assert_null(e);
     assert_error_contains(ctx, component);
@@ -259,7 +264,8 @@ static void test_open_from_file(void **state) {
     cfg.backend = "interp";
     cfg.ladder = "pow2:1:64";
     sj_engine *e;
-    assert_int_equal(sj_engine_open(ctx, SJ_SOURCE_DIR "/examples/models/ffn.sjg", &cfg, &e), SJ_OK);
+    assert_int_equal(sj_engine_open(ctx, SJ_SOURCE_DIR "/examples/models/ffn.sjg", &cfg, &e),
+                     SJ_OK);
     assert_int_equal(sj_engine_num_inputs(e), 1);
     sj_value_desc d;
     assert_int_equal(sj_engine_input(e, 0, &d), SJ_OK);
@@ -332,7 +338,8 @@ typedef struct runner {
 
 static void *run_many(void *arg) {
     runner *r = arg;
-    for (int i = 0; i < 40; i++) run_and_check(r->e, 1 + (r->id * 13 + i * 7) % 60, (unsigned)(r->id + i));
+    for (int i = 0; i < 40; i++)
+        run_and_check(r->e, 1 + (r->id * 13 + i * 7) % 60, (unsigned)(r->id + i));
     return NULL;
 }
 
@@ -365,14 +372,16 @@ static void test_threads(void **state) {
 static void test_default_store_path(void **state) {
     (void)state;
     char out[64];
-    assert_int_equal(sj_engine_default_store_path("/s.db", "/xdg", "/home/u", out, sizeof out), SJ_OK);
+    assert_int_equal(sj_engine_default_store_path("/s.db", "/xdg", "/home/u", out, sizeof out),
+                     SJ_OK);
     assert_string_equal(out, "/s.db");
     assert_int_equal(sj_engine_default_store_path("", "/xdg", "/home/u", out, sizeof out), SJ_OK);
     assert_string_equal(out, "/xdg/shapejit/store.db");
     assert_int_equal(sj_engine_default_store_path(NULL, "", "/home/u", out, sizeof out), SJ_OK);
     assert_string_equal(out, "/home/u/.cache/shapejit/store.db");
     assert_int_equal(sj_engine_default_store_path(NULL, NULL, "", out, sizeof out), SJ_E_NOT_FOUND);
-    assert_int_equal(sj_engine_default_store_path(NULL, NULL, "/home/u", out, 10), SJ_E_INVALID_ARG);
+    assert_int_equal(sj_engine_default_store_path(NULL, NULL, "/home/u", out, 10),
+                     SJ_E_INVALID_ARG);
     assert_string_equal(out, "");
 }
 
@@ -408,9 +417,9 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backends_run), cmocka_unit_test(test_warm_start),
-        cmocka_unit_test(test_bad_open),     cmocka_unit_test(test_open_from_file),
-        cmocka_unit_test(test_run_checks),   cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_backends_run),       cmocka_unit_test(test_warm_start),
+        cmocka_unit_test(test_bad_open),           cmocka_unit_test(test_open_from_file),
+        cmocka_unit_test(test_run_checks),         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_default_store_path), cmocka_unit_test(test_ownership),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

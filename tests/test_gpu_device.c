@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +34,7 @@ typedef struct fixture {
     sj_device *dev;
     sj_cuda_device_info info;
     int sm; /* the arch compiled for: the device's when it is 80 or 90 */
+    char why[512]; /* why there is no device */
 } fixture;
 
 static int setup(void **state) {
@@ -43,7 +46,8 @@ static int setup(void **state) {
         printf("GPU: %s (sm_%d, %d SMs, driver %d), compiling for sm_%d\n", f->info.name,
                f->info.sm, f->info.multiprocessors, f->info.driver_version, f->sm);
     } else {
-        printf("no CUDA device, GPU tests skip: %s\n", sj_ctx_last_error(f->ctx));
+        snprintf(f->why, sizeof f->why, "%s", sj_ctx_last_error(f->ctx));
+        printf("no CUDA device, GPU tests skip: %s\n", f->why);
     }
     *state = f;
     return 0;
@@ -58,7 +62,7 @@ static int teardown(void **state) {
 
 #define NEED_GPU(f)                                                                                \
     do {                                                                                           \
-        if (!(f)->dev) skip();                                                                     \
+        if (!(f)->dev) SJ_SKIP("no CUDA device: %s", (f)->why);                                   \
     } while (0)
 
 static int close_enough(float got, float want) {
@@ -353,8 +357,7 @@ static void test_onnx_conformance_both_paths(void **state) {
     NEED_GPU(f);
     struct stat sb;
     if (stat(NODE_DIR, &sb) != 0) {
-        print_message("no ONNX node tests at %s: skipped\n", NODE_DIR);
-        skip();
+        SJ_SKIP("no ONNX node tests at %s (Debian: libonnx-testdata)", NODE_DIR);
     }
     static pass_list host, gpu;
     sj_onnx_conformance_options o;
@@ -393,5 +396,5 @@ int main(void) {
         cmocka_unit_test(test_large_bucket),
         cmocka_unit_test(test_onnx_conformance_both_paths),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

@@ -8,21 +8,24 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <math.h>
 
 #include "shapejit/engine.h"
 
+#include "tests/skip.h"
 #include "tests/test_util.h"
 
 #define MODEL SJ_SOURCE_DIR "/examples/models/ffn.sjg"
-#define ROWS 20
+#define ROWS  20
 
 static alloc_counter counter;
 static sj_ctx *ctx;
 static char dir[256];
 
-static sj_status open_engine(const char *backend, const char *emit, const char *store, bool store_only,
-                             sj_engine **out) {
+static sj_status open_engine(const char *backend, const char *emit, const char *store,
+                             bool store_only, sj_engine **out) {
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.backend = backend;
@@ -60,7 +63,8 @@ static void check_target(const char *emit) {
     sj_engine_stats_get(e, &s);
     assert_int_equal(s.compiles, 2);
     assert_int_equal(s.buckets_ready, 0);
-    assert_non_null(strstr(sj_engine_target(e), !strcmp(emit, "nvrtc") ? "nvrtc sm_90" : "nvptx sm_90"));
+    assert_non_null(
+        strstr(sj_engine_target(e), !strcmp(emit, "nvrtc") ? "nvrtc sm_90" : "nvptx sm_90"));
     sj_engine_close(e);
 
     long live = atomic_load(&counter.live);
@@ -102,7 +106,7 @@ static void test_nvrtc(void **state) {
     sj_status st = open_engine("cuda", "nvrtc", NULL, true, &e);
     if (st == SJ_E_UNSUPPORTED) {
         assert_error_contains(ctx, "backend cuda (nvrtc)");
-        skip();
+        SJ_SKIP("built without the CUDA toolkit: %s", sj_ctx_last_error(ctx));
     }
     assert_int_equal(st, SJ_OK);
     sj_engine_close(e);
@@ -124,5 +128,5 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_nvptx), cmocka_unit_test(test_nvrtc)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

@@ -113,6 +113,17 @@ static void test_geo(void **state) {
     sj_ladder_format(l, buf, sizeof buf);
     assert_string_equal(buf, "geo:1:1000:1.5");
     sj_ladder_destroy(l);
+    /* a ratio that 15 digits cannot hold still formats to a spec of the same
+     * ladder (found by fuzz_ladder: %.15g made geo:1:10000:1.11111111111111) */
+    assert_int_equal(sj_ladder_parse(ctx, "geo:1:10000:1.1111111111111111111", &l), SJ_OK);
+    sj_ladder_format(l, buf, sizeof buf);
+    sj_ladder *again;
+    assert_int_equal(sj_ladder_parse(ctx, buf, &again), SJ_OK);
+    assert_int_equal(sj_ladder_count(again), sj_ladder_count(l));
+    for (int i = 0; i < sj_ladder_count(l); i++)
+        assert_int_equal(sj_ladder_extent(again, i), sj_ladder_extent(l, i));
+    sj_ladder_destroy(again);
+    sj_ladder_destroy(l);
     /* waste bound for every key of a geo:16:4096:1.25 ladder */
     assert_int_equal(sj_ladder_geo(ctx, 16, 4096, 1.25, &l), SJ_OK);
     for (int64_t k = 17; k <= 4096; k++) {

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <string.h>
 
 #include "jit/llvm/nvptx_impl.h"
@@ -152,7 +154,7 @@ static int teardown(void **state) {
 static void test_reduction_kernel_assembles(void **state) {
     sj_ctx *ctx = *state;
 #ifndef SJ_CUDA_LIBDEVICE
-    skip(); /* no libdevice.10.bc at build time: exp cannot be linked */
+    SJ_SKIP("no libdevice.10.bc at build time: exp cannot be linked");
 #endif
     const int arches[] = {80, 90};
     for (int i = 0; i < 2; i++) {
@@ -238,5 +240,5 @@ int main(void) {
         cmocka_unit_test(test_missing_libdevice_is_reported),
         cmocka_unit_test(test_unsupported_arch),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <string.h>
 
 #include "jit/nvrtc/nvrtc_impl.h"
@@ -108,7 +110,7 @@ static void test_toolchain_names(void **state) {
 
 static void test_ptx_links_to_cubin(void **state) {
 #ifndef SJ_HAVE_NVJITLINK
-    skip();
+    SJ_SKIP("built without nvJitLink");
 #else
     sj_ctx *ctx = *state;
     for (int sm = 80; sm <= 90; sm += 10) {
@@ -145,7 +147,7 @@ static void test_cubin_arch_is_read(void **state) {
 
 static void test_bad_ptx_carries_linker_log(void **state) {
 #ifndef SJ_HAVE_NVJITLINK
-    skip();
+    SJ_SKIP("built without nvJitLink");
 #else
     sj_ctx *ctx = *state;
     const char *ptx = ".version 7.8\n.target sm_80\n.address_size 64\n"
@@ -200,5 +202,5 @@ int main(void) {
         cmocka_unit_test(test_without_toolkit),
 #endif
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -333,7 +335,7 @@ static void run_node_test(sj_ctx *ctx, const char *name, int n_inputs) {
 
 static void test_real_models(void **state) {
     sj_ctx *ctx = *state;
-    if (!have_node_tests()) skip();
+    if (!have_node_tests()) SJ_SKIP("no ONNX node tests (Debian: libonnx-testdata)");
     run_node_test(ctx, "test_gemm_all_attributes", 3);
     run_node_test(ctx, "test_layer_normalization_3d_axis1_epsilon", 3);
     run_node_test(ctx, "test_softmax_axis_1", 1);
@@ -1042,7 +1044,7 @@ static void test_realops_errors(void **state) {
 
 static void test_truncated_real_models(void **state) {
     sj_ctx *ctx = *state;
-    if (!have_node_tests()) skip();
+    if (!have_node_tests()) SJ_SKIP("no ONNX node tests (Debian: libonnx-testdata)");
     const char *models[] = {"test_gemm_all_attributes", "test_layer_normalization_4d_axis1",
                             "test_reshape_negative_dim"};
     for (size_t m = 0; m < 3; m++) {
@@ -1311,20 +1313,151 @@ static void test_conflicting_dims(void **state) {
 static void test_non_float_tensors(void **state) {
     sj_ctx *ctx = *state;
     mb b;
+    /* a float op fed an int tensor: a type error naming the node */
     mb_init(&b, 13);
     mb_input(&b, "x", "n,4");
     mb_input_typed(&b, "k", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, "n,4");
     mb_node(&b, "Add", "add", "x,k", "y");
     mb_output(&b, "y", NULL);
-    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "INT32");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'add'", "different element types", "int32");
 
-    /* an unused input of another dtype still cannot be fed */
+    mb_init(&b, 13);
+    mb_input_typed(&b, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "n,4");
+    mb_node(&b, "Exp", "e", "ids", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'e'", "int64", "takes float32");
+
+    /* an unused input of a dtype the IR lacks still cannot be fed */
     mb_init(&b, 13);
     mb_input(&b, "x", "n,4");
-    mb_input_typed(&b, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "n,4");
+    mb_input_typed(&b, "half", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16, "n,4");
     mb_node(&b, "Relu", "act", "x", "y");
     mb_output(&b, "y", NULL);
-    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "BOOL");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "FLOAT16");
+}
+
+/* The shape chain of an embedding model: n = Shape(ids)[0] folds to the
+ * symbolic dim, positions are Range(0, n), a mask Less(pos, 3), and the
+ * reshape target Concat(n, 2, 2) is [N, 2, 2]. Token ids out of the
+ * table's range are clamped. */
+static void build_token_model(mb *b) {
+    mb_init(b, 13);
+    mb_input_typed(b, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "seq");
+    float table[20];
+    for (int i = 0; i < 20; i++) table[i] = (float)i;
+    mb_init_f(b, "table", 2, (int64_t[]){5, 4}, table);
+    mb_init_i64(b, "zero", 1, (int64_t[]){0});
+    mb_init_i64(b, "one", 1, (int64_t[]){1});
+    mb_init_i64(b, "three", 1, (int64_t[]){3});
+    mb_init_i64(b, "two_two", 2, (int64_t[]){2, 2});
+    mb_init_f(b, "minus1", 0, NULL, (float[]){-1.0f});
+    mb_node(b, "Shape", "shape", "ids", "s");
+    mb_node(b, "Squeeze", "sq", "s", "n");
+    mb_node(b, "Range", "pos", "zero,n,one", "p");
+    mb_node(b, "Add", "shift", "ids,p", "ids2");
+    mb_node(b, "Gather", "emb", "table,ids2", "e");
+    mb_node(b, "Less", "early", "p,three", "m");
+    mb_node(b, "Unsqueeze", "col", "m,one", "m1");
+    mb_node(b, "Where", "masked", "m1,e,minus1", "w");
+    mb_node(b, "Concat", "target", "s,two_two", "t");
+    mb_attr_i(b, b->nodes[b->g.n_node - 1], "axis", 0);
+    mb_node(b, "Reshape", "rs", "w,t", "y");
+    mb_output(b, "y", NULL);
+}
+
+static void test_shape_folding(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    build_token_model(&b);
+    sj_graph *g = NULL;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.rank, 3);
+    assert_true(d.shape.dims[0] == SJ_DIM_SYM && d.shape.dims[1] == 2 && d.shape.dims[2] == 2);
+    assert_int_equal(sj_graph_input_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.dtype, SJ_I64);
+    for (int64_t n = 1; n <= 6; n++) {
+        sj_tensor in, out;
+        assert_int_equal(sj_tensor_alloc_typed(ctx, SJ_I64, 1, (int64_t[]){n}, &in), SJ_OK);
+        for (int64_t i = 0; i < n; i++) in.i64[i] = i == 1 ? 9 : i == 2 ? -7 : 1; /* 9, -7: clamped */
+        assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t row = in.i64[i] + i;
+            row = row < 0 ? 0 : row > 4 ? 4 : row;
+            for (int c = 0; c < 4; c++) {
+                float want = i < 3 ? (float)(row * 4 + c) : -1.0f;
+                if (out.data[i * 4 + c] != want)
+                    fail_msg("n=%lld row %lld col %d: got %g want %g", (long long)n,
+                             (long long)i, c, (double)out.data[i * 4 + c], (double)want);
+            }
+        }
+        sj_tensor_free(ctx, &in);
+        sj_tensor_free(ctx, &out);
+    }
+    sj_graph_destroy(g);
+}
+
+/* What cannot be folded is an error naming the node and why. */
+static void test_shape_folding_errors(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    /* N * N is not of the form a*N + b */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_node(&b, "Shape", "shape", "x", "s");
+    mb_node(&b, "Mul", "square", "s,s", "nn");
+    mb_node(&b, "Reshape", "rs", "x,nn", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'square'", "product");
+
+    /* a comparison whose answer depends on N */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_init_i64(&b, "five", 1, (int64_t[]){5});
+    mb_node(&b, "Shape", "shape", "x", "s");
+    mb_node(&b, "Equal", "is5", "s,five", "c");
+    mb_node(&b, "Cast", "cf", "c", "cfl");
+    mb_attr_i(&b, b.nodes[b.g.n_node - 1], "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_node(&b, "Add", "add", "x,cfl", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'is5'", "depends on");
+
+    /* N / 3 is exact for no N but multiples of 3 */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_init_i64(&b, "three", 1, (int64_t[]){3});
+    mb_node(&b, "Shape", "shape", "x", "s");
+    mb_node(&b, "Div", "third", "s,three", "t");
+    mb_node(&b, "Reshape", "rs", "x,t", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'third'", "not exact");
+
+    /* a range of 2N positions has no shape here */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq");
+    mb_init_i64(&b, "zero", 1, (int64_t[]){0});
+    mb_init_i64(&b, "one", 1, (int64_t[]){1});
+    mb_init_i64(&b, "two", 1, (int64_t[]){2});
+    mb_node(&b, "Shape", "shape", "x", "s");
+    mb_node(&b, "Squeeze", "sq", "s", "n");
+    mb_node(&b, "Mul", "twice", "n,two", "n2");
+    mb_node(&b, "Range", "pos", "zero,n2,one", "p");
+    mb_node(&b, "Cast", "pf", "p", "y");
+    mb_attr_i(&b, b.nodes[b.g.n_node - 1], "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'pos'", "neither constant nor");
+
+    /* a value in N used as tensor data */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq");
+    mb_node(&b, "Shape", "shape", "x", "s");
+    mb_node(&b, "Cast", "sf", "s", "sfl");
+    mb_attr_i(&b, b.nodes[b.g.n_node - 1], "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_node(&b, "Mul", "scale", "x,sfl", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'scale'", "symbolic dim");
 }
 
 /* Every allocation failing in turn: each load fails cleanly (ASan checks
@@ -1412,6 +1545,58 @@ static void test_tensor_pb(void **state) {
     assert_int_equal(sj_onnx_tensor_read(ctx, NODE_DIR "/no/such.pb", &out), SJ_E_IO);
 }
 
+/* protobuf-c unpacks nested messages by recursion with no limit: a model
+ * nesting graph > node > attribute > graph thousands deep (a few KB) is
+ * refused by the wire scan before unpacking, not a stack overflow. */
+static uint8_t *wrap_field(uint8_t *body, size_t *len, unsigned field) {
+    uint8_t hdr[16];
+    size_t h = 0;
+    hdr[h++] = (uint8_t)(field << 3 | 2);
+    for (uint64_t n = *len;; n >>= 7) {
+        hdr[h++] = (uint8_t)((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+        if (n <= 0x7f) break;
+    }
+    uint8_t *out = malloc(h + *len);
+    assert_non_null(out);
+    memcpy(out, hdr, h);
+    if (*len) memcpy(out + h, body, *len);
+    free(body);
+    *len += h;
+    return out;
+}
+
+/* A ModelProto whose graph holds `levels` graph > node > attribute > graph
+ * rounds (field numbers from onnx.proto). */
+static uint8_t *nested_model(int levels, size_t *len) {
+    uint8_t *b = NULL;
+    *len = 0;
+    for (int i = 0; i < levels; i++) {
+        b = wrap_field(b, len, 6); /* AttributeProto.g */
+        b = wrap_field(b, len, 5); /* NodeProto.attribute */
+        b = wrap_field(b, len, 1); /* GraphProto.node */
+    }
+    return wrap_field(b, len, 7); /* ModelProto.graph */
+}
+
+static void test_deep_nesting_refused(void **state) {
+    sj_ctx *ctx = *state;
+    size_t len;
+    uint8_t *deep = nested_model(3000, &len);
+    sj_model_options o;
+    no_options(&o);
+    sj_graph *g = NULL;
+    assert_int_equal(sj_onnx_load_mem(ctx, deep, len, "deep.onnx", &o, &g), SJ_E_PARSE);
+    assert_null(g);
+    assert_error_contains(ctx, "deep.onnx: nesting too deep");
+    free(deep);
+    /* a model nested as deep as real If/Loop bodies gets past the scan */
+    uint8_t *some = nested_model(10, &len);
+    assert_int_not_equal(sj_onnx_load_mem(ctx, some, len, "some.onnx", &o, &g), SJ_OK);
+    if (strstr(sj_ctx_last_error(ctx), "nesting too deep"))
+        fail_msg("10 levels refused: %s", sj_ctx_last_error(ctx));
+    free(some);
+}
+
 /* ---- conformance runner ---- */
 
 typedef struct tally {
@@ -1438,7 +1623,7 @@ static sj_status off_by_one(void *user, const sj_graph *g, int64_t extent, const
 
 static void test_conformance_runner(void **state) {
     sj_ctx *ctx = *state;
-    if (!have_node_tests()) skip();
+    if (!have_node_tests()) SJ_SKIP("no ONNX node tests (Debian: libonnx-testdata)");
     sj_onnx_backend interp = sj_onnx_backend_interp(), bad = {"off-by-one", off_by_one, NULL, NULL};
     sj_onnx_conformance_options o;
     sj_onnx_conformance_options_init(&o);
@@ -1497,9 +1682,12 @@ int main(void) {
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),
         cmocka_unit_test(test_non_float_tensors),
+        cmocka_unit_test(test_shape_folding),
+        cmocka_unit_test(test_shape_folding_errors),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_tensor_pb),
+        cmocka_unit_test(test_deep_nesting_refused),
         cmocka_unit_test(test_conformance_runner),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return sj_run_tests(tests, setup, teardown);
 }

@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
+
 #include <ftw.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,8 +103,7 @@ static int teardown(void **state) {
 #define NEED_SERVER(f)                                                                             \
     do {                                                                                           \
         if (!(f)->srv.pid) {                                                                       \
-            printf("SKIP: redis-server is not installed (Debian: redis-server)\n");                \
-            skip();                                                                                \
+            SJ_SKIP("redis-server is not installed (Debian: redis-server)");                                                                                \
         }                                                                                          \
     } while (0)
 
@@ -505,6 +507,109 @@ static void test_connect_timeout(void **state) {
     close(fill[0]);
     close(fill[1]);
     close(lfd);
+}
+
+/* ---- a fake server on a loopback port: one connection, one scripted reply */
+
+typedef enum fake_mode {
+    FAKE_TRICKLE, /* a valid reply, one byte every 100 ms */
+    FAKE_HUGE     /* announces a 4 GB value and sends zeros */
+} fake_mode;
+
+typedef struct fake_redis {
+    int lfd, port;
+    fake_mode mode;
+    pthread_t th;
+} fake_redis;
+
+static void *fake_main(void *p) {
+    fake_redis *f = p;
+    int c = accept(f->lfd, NULL, NULL);
+    if (c < 0) return NULL;
+    char req[4096];
+    if (recv(c, req, sizeof req, 0) <= 0) goto out; /* the command, whatever it is */
+    if (f->mode == FAKE_TRICKLE) {
+        static const char reply[] = "$20\r\n01234567890123456789\r\n";
+        for (size_t i = 0; i + 1 < sizeof reply; i++) {
+            if (send(c, &reply[i], 1, MSG_NOSIGNAL) != 1) break;
+            sj_test_sleep_ms(100);
+        }
+    } else {
+        static const char head[] = "$4000000000\r\n";
+        static char zeros[1 << 20];
+        if (send(c, head, sizeof head - 1, MSG_NOSIGNAL) < 0) goto out;
+        for (int i = 0; i < 16; i++)
+            if (send(c, zeros, sizeof zeros, MSG_NOSIGNAL) < 0) break;
+    }
+    /* hold the connection until the client lets go */
+    struct pollfd pf = {.fd = c, .events = POLLIN};
+    poll(&pf, 1, 3000);
+out:
+    close(c);
+    return NULL;
+}
+
+static void fake_start(fake_redis *f, fake_mode mode) {
+    f->mode = mode;
+    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->lfd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &alen), 0);
+    assert_int_equal(listen(f->lfd, 4), 0);
+    f->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake_redis *f) {
+    pthread_join(f->th, NULL);
+    close(f->lfd);
+}
+
+/* A server that trickles its reply a byte at a time never lets a recv time
+ * out, but the command's deadline still ends the call within its budget
+ * (it used to wait for the whole reply: 64 s in the campaign). */
+static void test_trickling_server(void **state) {
+    fixture *f = *state;
+    fake_redis fr;
+    fake_start(&fr, FAKE_TRICKLE);
+    snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", fr.port);
+    sj_remote *r = open_tier(f, NULL, true, 0);
+    uint8_t key[32];
+    make_key(key, 1);
+    double ms = timed_miss(r, key, SJ_E_IO);
+    assert_error_contains(f->ctx, "timed out");
+    assert_true(ms >= COMMAND_MS * 0.8);
+    assert_true(ms < CALL_BUDGET_MS);
+    sj_remote_stats s;
+    sj_remote_get_stats(r, &s);
+    assert_int_equal(s.timeouts, 1);
+    sj_remote_destroy(r);
+    fake_stop(&fr);
+}
+
+/* A reply announcing more than max_value_size is refused from its header,
+ * before anything is buffered (hiredis would buffer the 4 GB). */
+static void test_huge_reply_refused(void **state) {
+    fixture *f = *state;
+    fake_redis fr;
+    fake_start(&fr, FAKE_HUGE);
+    snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", fr.port);
+    sj_remote *r = open_tier(f, NULL, true, 1 << 20);
+    uint8_t key[32];
+    make_key(key, 1);
+    double ms = timed_miss(r, key, SJ_E_CORRUPT);
+    assert_error_contains(f->ctx, "announces 4000000000 bytes");
+    assert_true(ms < CALL_BUDGET_MS);
+    sj_remote_stats s;
+    sj_remote_get_stats(r, &s);
+    assert_int_equal(s.rejected, 1);
+    sj_remote_destroy(r);
+    fake_stop(&fr);
 }
 
 typedef struct stalled_arg {
@@ -1114,6 +1219,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stalled, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_queue_full, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_connect_timeout, setup_ctx, teardown),
+        cmocka_unit_test_setup_teardown(test_trickling_server, setup_ctx, teardown),
+        cmocka_unit_test_setup_teardown(test_huge_reply_refused, setup_ctx, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_many_threads, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_tampered, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_key, setup_server, teardown),
@@ -1128,5 +1235,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tiered_tampered, setup_server, teardown),
         cmocka_unit_test_setup_teardown(test_cache_two_processes, setup_server, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sj_run_tests(tests, NULL, NULL);
 }

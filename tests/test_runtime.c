@@ -25,6 +25,7 @@
 #include "shapejit/ext/op_cache.h"
 #include "shapejit/ext/runtime.h"
 #include "jit/lower/plan.h"
+#include "runtime/executable_create.h"
 #include "tests/test_util.h"
 
 /* ---------------------------------------------------------------- kernels
@@ -357,6 +358,44 @@ static void test_replay_equals_eager(void **state) {
     sj_mdcache_get_stats(sj_device_metadata_cache(f->dev), &s);
     assert_int_equal(s.live_graphs, 0);
     assert_int_equal(s.pinned, 0);
+    sj_executable_destroy(exe);
+    sj_graph_destroy(a.g);
+    fixture_free(f);
+}
+
+/* sj_device_set_timing: runs counted with their dispatch time while on,
+ * nothing while off; the host measures no separate kernel time. */
+static void test_device_timing(void **state) {
+    (void)state;
+    fixture *f = fixture_new(NULL);
+    model_a a;
+    model_a_init(f->ctx, 16, 1.0f, &a);
+    sj_executable *exe = model_a_load(f, &a);
+    assert_int_equal(sj_executable_capture(exe), SJ_OK);
+    sj_tensor in[1] = {{0}}, out[2] = {{0}};
+    make_inputs(f->ctx, a.g, 9, 1, in);
+    sj_device_timing t;
+    assert_int_equal(sj_executable_run(exe, 9, in, out), SJ_OK);
+    assert_int_equal(sj_device_timing_get(f->dev, &t), SJ_OK);
+    assert_int_equal(t.runs, 0);
+    assert_int_equal(sj_device_set_timing(f->dev, true), SJ_OK);
+    for (int i = 0; i < 3; i++) {
+        free_tensors(f->ctx, out, 2);
+        assert_int_equal((i % 2 ? sj_executable_replay : sj_executable_run)(exe, 9, in, out), SJ_OK);
+    }
+    assert_int_equal(sj_device_timing_get(f->dev, &t), SJ_OK);
+    assert_int_equal(t.runs, 3);
+    assert_true(t.dispatch_ns > 0);
+    assert_false(t.kernel_measured);
+    assert_int_equal(t.kernel_ns, 0);
+    assert_int_equal(sj_device_set_timing(f->dev, false), SJ_OK);
+    free_tensors(f->ctx, out, 2);
+    assert_int_equal(sj_executable_replay(exe, 9, in, out), SJ_OK);
+    assert_int_equal(sj_device_timing_get(f->dev, &t), SJ_OK);
+    assert_int_equal(t.runs, 0);
+    assert_int_equal(sj_device_timing_get(NULL, &t), SJ_E_INVALID_ARG);
+    free_tensors(f->ctx, in, 1);
+    free_tensors(f->ctx, out, 2);
     sj_executable_destroy(exe);
     sj_graph_destroy(a.g);
     fixture_free(f);
@@ -997,6 +1036,7 @@ int main(void) {
         cmocka_unit_test(test_eager_matches_interpreter),
         cmocka_unit_test(test_symbolic_inner_and_double_axes),
         cmocka_unit_test(test_replay_equals_eager),
+        cmocka_unit_test(test_device_timing),
         cmocka_unit_test(test_capture_state_errors),
         cmocka_unit_test(test_replay_survives_eviction_pressure),
         cmocka_unit_test(test_pins_across_two_graphs),

@@ -532,6 +532,39 @@ static void test_error_messages(void **state) {
     }
 }
 
+/* Op calls nest by recursion: a hostile file nesting thousands deep is a
+ * parse error naming where, not a stack overflow; the limit's depth still
+ * parses. */
+static char *nested_relu(int depth) {
+    size_t cap = strlen(HDR) + (size_t)depth * 6 + 64;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    size_t n = (size_t)snprintf(s, cap, "%s  y = ", HDR);
+    for (int i = 0; i < depth; i++) n += (size_t)snprintf(s + n, cap - n, "relu(");
+    s[n++] = 'x';
+    for (int i = 0; i < depth; i++) s[n++] = ')';
+    snprintf(s + n, cap - n, "\n  output y\n}\n");
+    return s;
+}
+
+static void test_deep_nesting_refused(void **state) {
+    (void)state;
+    char *deep = nested_relu(20000);
+    sj_graph *g = (sj_graph *)&g;
+    assert_int_equal(sj_sjg_parse(ctx, deep, strlen(deep), "t.sjg", tmpdir, &g), SJ_E_PARSE);
+    assert_null(g);
+    const char *msg = sj_ctx_last_error(ctx);
+    if (!strstr(msg, "t.sjg:3:") || !strstr(msg, "expressions nested too deeply"))
+        fail_msg("message: %s", msg);
+    free(deep);
+    char *ok = nested_relu(100);
+    sj_graph_destroy(parse_ok(ok));
+    free(ok);
+    char *over = nested_relu(101);
+    assert_int_equal(sj_sjg_parse(ctx, over, strlen(over), "t.sjg", tmpdir, &g), SJ_E_PARSE);
+    free(over);
+}
+
 /* Every allocation in parse and print may fail: the call then reports an
  * error, never crashes, and leaks nothing. */
 static void test_allocation_failures(void **state) {
@@ -573,6 +606,7 @@ int main(void) {
         cmocka_unit_test(test_model_load_with_npy_weights),
         cmocka_unit_test(test_error_messages),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_deep_nesting_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -539,6 +539,49 @@ static void test_ls_rm_export_import_explain(void **state) {
     sj_store_close(s);
 }
 
+/* export replaces its file by rename: a FIFO, a symlink or a folder at the
+ * path is refused and left as it was (rename used to replace it: as root,
+ * `store export /dev/full` replaced the device node). */
+static void test_export_refuses_special_files(void **state) {
+    (void)state;
+    sj_store *s = open_store(0);
+    put_n(s, 1, 8, 300);
+    char fifo[160], target[160], link[160], folder[160];
+    snprintf(fifo, sizeof fifo, "%s/fifo.sjs", dir);
+    snprintf(target, sizeof target, "%s/target.txt", dir);
+    snprintf(link, sizeof link, "%s/link.sjs", dir);
+    snprintf(folder, sizeof folder, "%s/folder.sjs", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    write_text_file(target, "keep me");
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(mkdir(folder, 0700), 0);
+    const struct {
+        const char *path, *kind;
+        mode_t type;
+    } cases[] = {{fifo, "a FIFO", S_IFIFO}, {link, "a symlink", S_IFLNK}, {folder, "a folder", S_IFDIR}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t n = -1;
+        assert_int_equal(sj_store_export(s, cases[i].path, NULL, &n), SJ_E_INVALID_ARG);
+        assert_error_contains(ctx, cases[i].path);
+        assert_error_contains(ctx, cases[i].kind);
+        assert_int_equal(n, 0);
+        struct stat sb;
+        assert_int_equal(lstat(cases[i].path, &sb), 0);
+        assert_int_equal(sb.st_mode & S_IFMT, cases[i].type);
+    }
+    char kept[16] = "";
+    FILE *f = fopen(target, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(kept, sizeof kept, f));
+    fclose(f);
+    assert_string_equal(kept, "keep me");
+    /* a regular file there is replaced as before */
+    int64_t n;
+    assert_int_equal(sj_store_export(s, target, NULL, &n), SJ_OK);
+    assert_int_equal(n, 1);
+    sj_store_close(s);
+}
+
 /* --- several processes --- */
 
 static void writer_loop(int seed, int rounds) {
@@ -659,6 +702,7 @@ int main(void) {
         cmocka_unit_test_setup(test_schema_versions, fresh),
         cmocka_unit_test_setup(test_eviction_by_last_use, fresh),
         cmocka_unit_test_setup(test_ls_rm_export_import_explain, fresh),
+        cmocka_unit_test_setup(test_export_refuses_special_files, fresh),
         cmocka_unit_test_setup(test_concurrent_processes, fresh),
         cmocka_unit_test_setup(test_sigkill_writers, fresh),
     };

@@ -58,7 +58,9 @@ typedef struct sj_engine_config {
     /* Concurrent runs of different buckets: devices the executables are
      * spread over (host); 0 = 1. */
     int workers;
-    /* Kernel threads per run (host); 0 = the library's default. */
+    /* Kernel threads per run (host); 0 = the library's default. This build
+     * runs a request's kernels on the calling thread: 0 or 1, anything
+     * more is SJ_E_UNSUPPORTED rather than silently ignored. */
     int threads;
     /* Fleet tier: redis://[:PASSWORD@]HOST[:PORT][/DB], NULL = none; the MAC
      * secret (NULL = checksum-only frames); read_only fetches, never publishes. */
@@ -66,6 +68,10 @@ typedef struct sj_engine_config {
     const void *remote_secret;
     size_t remote_secret_len;
     bool remote_read_only;
+    /* Told once when the fleet tier finds values another secret signed (see
+     * sj_remote_config.on_warning); NULL = not told. */
+    void (*on_warning)(void *user, const char *message);
+    void *warning_user;
     /* How the model file is read: the dynamic dim, fixed dims (see model.h). */
     sj_model_options model;
     /* A size outside every bucket compiles a one-off at its exact extent
@@ -89,23 +95,23 @@ SJ_API void sj_engine_config_init(sj_engine_config *cfg);
  * HOME/.cache/shapejit/store.db. SJ_E_NOT_FOUND when none is set,
  * SJ_E_INVALID_ARG when the result does not fit cap. */
 SJ_API sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
-                                       const char *home, char *out, size_t cap);
+                                              const char *home, char *out, size_t cap);
 
 typedef struct sj_engine sj_engine;
 
 /* Loads the model file (.sjg, .onnx) and opens everything cfg names (cfg
  * NULL = defaults). Nothing is compiled yet. */
 SJ_API sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
-                         sj_engine **out);
+                                sj_engine **out);
 /* As sj_engine_open for a graph already built; the engine takes ownership
  * of g (also when it fails). */
 SJ_API sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
-                               sj_engine **out);
+                                      sj_engine **out);
 SJ_API void sj_engine_close(sj_engine *e); /* NULL is a no-op */
 
 /* A tensor with the name of the model input or output it is. */
 typedef struct sj_named_tensor {
-    const char *name;
+           const char *name;
     sj_tensor tensor;
 } sj_named_tensor;
 
@@ -132,7 +138,7 @@ typedef struct sj_run_info {
  * SJ_E_INVALID_ARG naming the input and what differs; SJ_E_OUT_OF_RANGE
  * when N is outside every bucket. Nothing is allocated on failure. */
 SJ_API sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
-                        sj_named_tensor *outputs, int n_outputs, sj_run_info *info);
+                               sj_named_tensor *outputs, int n_outputs, sj_run_info *info);
 
 /* Makes every bucket ready (compiled, or loaded from the store) with `jobs`
  * threads (0 = the CPU count); progress may be NULL. A store_only engine
@@ -159,6 +165,8 @@ typedef struct sj_engine_stats {
     double compile_ms;
     int buckets, buckets_ready;
     uint64_t evictions; /* rows the store evicted to stay under its size bound */
+    uint64_t not_stored;        /* buckets compiled whose artifact the store refused to keep */
+    uint64_t one_off_evictions; /* one-offs dropped for newer ones */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

@@ -180,9 +180,9 @@ SJ_API sj_ctx *sj_graph_ctx(const sj_graph *g);
 /* Leaves. Names must be unique among all named values of the graph.
  * Params may not use SJ_DIM_SYM; their data (element count floats) is copied. */
 SJ_API sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
-                         sj_value *out);
+                                sj_value *out);
 SJ_API sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
-                         const float *data, sj_value *out);
+                                const float *data, sj_value *out);
 
 /* Typed leaves: as above with an element type; data holds numel elements
  * of that type (SJ_BOOL: one byte each, 0 or 1). The untyped calls are
@@ -227,19 +227,19 @@ SJ_API sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int ra
 /* Reduction over n_axes distinct axes (negative counts from the end; n_axes
  * 0 reduces every axis). */
 SJ_API sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const int *axes,
-                          bool keepdims, sj_value *out);
+                                 bool keepdims, sj_value *out);
 
 SJ_API sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out);
 /* c may be SJ_NO_VALUE; otherwise it broadcasts to [M, N]. */
 SJ_API sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float alpha, float beta,
-                        bool trans_a, bool trans_b, sj_value *out);
+                               bool trans_a, bool trans_b, sj_value *out);
 
 /* op is SJ_OP_SOFTMAX or SJ_OP_LOG_SOFTMAX; axis may be negative. */
 SJ_API sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value *out);
 /* Normalises over axes [axis, rank). scale and bias (SJ_NO_VALUE = none)
  * have the normalised axes' shape (or broadcast to it). */
 SJ_API sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value bias, int axis,
-                             float epsilon, sj_value *out);
+                                    float epsilon, sj_value *out);
 
 /* perm lists rank distinct axes. */
 SJ_API sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out);

@@ -70,7 +70,7 @@ SJ_API sj_status sj_ladder_bucket_for(const sj_ladder *l, int64_t key, int *inde
  * elements computed (bucket extent * inner) and the real ones (key * inner).
  * SJ_E_OUT_OF_RANGE when no bucket holds key. */
 SJ_API sj_status sj_ladder_padding(const sj_ladder *l, int64_t key, int64_t inner, int64_t *padded,
-                            int64_t *real);
+                                   int64_t *real);
 /* Worst padded/real ratio over every bucket except the first (whose waste
  * depends on how small requests get): 2 for pow2, < RATIO for geo. 1 for a
  * one-bucket ladder. */

@@ -62,7 +62,7 @@ SJ_API sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_opt
 /* Parses .sjg text. `filename` is used in messages and `base_dir` to find
  * .npy weights (NULL = current directory). */
 SJ_API sj_status sj_sjg_parse(sj_ctx *ctx, const char *text, size_t len, const char *filename,
-                       const char *base_dir, sj_graph **out);
+                              const char *base_dir, sj_graph **out);
 
 /* Prints g as .sjg text with every weight inline; the result parses to an
  * equal graph (equal hash). *out is allocated with sj_alloc; free with sj_free. */
@@ -70,7 +70,7 @@ SJ_API sj_status sj_sjg_print(const sj_graph *g, char **out, size_t *out_len);
 
 /* ONNX from memory (the loader behind sj_model_load for .onnx). */
 SJ_API sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
-                           const sj_model_options *o, sj_graph **out);
+                                  const sj_model_options *o, sj_graph **out);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,11 @@
  * tag fails, is a miss counted as rejected and never returned. Readers and
  * writers of one fleet must agree on the secret: a MAC'd frame is rejected
  * by a tier without a secret and a checksum-only frame by one with a secret.
+ * A node whose secret disagrees with a value's never publishes over it (the
+ * publisher reads the key first): otherwise nodes with two secrets would
+ * overwrite each other's values forever, each compiling every time. Such
+ * values are counted (foreign, kept_foreign) and reported once through
+ * on_warning.
  *
  * Puts are write-behind: sj_remote_put copies the value into a bounded queue
  * that one background thread publishes; a full queue drops the put (counted).
@@ -86,6 +91,12 @@ typedef struct sj_remote_config {
     size_t max_value_size;    /* whole frame, default 64 MiB, at most SJ_REMOTE_MAX_VALUE_LIMIT */
     size_t queue_capacity;    /* write-behind puts waiting at most, default 64 */
     int pool_size;            /* connections shared by concurrent gets, default 4 */
+    /* Called once per tier, from whichever thread first finds a value whose
+     * tag this tier's secret does not verify although the frame is whole (a
+     * fleet member with another secret, or none, wrote it): a likely secret
+     * mismatch an operator must hear of. NULL = not told (still counted). */
+    void (*on_warning)(void *user, const char *message);
+    void *warning_user;
 } sj_remote_config;
 
 SJ_API void sj_remote_config_init(sj_remote_config *cfg);
@@ -99,6 +110,10 @@ typedef struct sj_remote_stats {
     uint64_t backoff_skips; /* calls answered without the network while backing off */
     uint64_t puts;          /* values published */
     uint64_t dropped_puts;  /* puts not attempted: queue full, too large, backing off */
+    uint64_t foreign;       /* values refused (and counted in rejected) whose tag is whole
+                               but not this tier's secret's: another secret wrote them */
+    uint64_t kept_foreign;  /* puts not published because the key holds such a value:
+                               a node never overwrites what the fleet's secret signed */
 } sj_remote_stats;
 
 typedef struct sj_remote sj_remote;
@@ -116,14 +131,14 @@ SJ_API void sj_remote_destroy(sj_remote *r);
  * SJ_E_CORRUPT rejected, SJ_E_IO error or timeout, SJ_E_BUSY backing off,
  * SJ_E_NOMEM. The caller treats every miss alike: compile as without a tier. */
 SJ_API sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
-                        size_t *size);
+                               size_t *size);
 
 /* Queues a copy of data for publishing and returns. SJ_OK when queued or
  * when the tier is read-only (nothing happens); SJ_E_BUSY when the queue is
  * full, SJ_E_OUT_OF_RANGE when the frame would exceed max_value_size (both
  * dropped and counted); SJ_E_NOMEM. */
 SJ_API sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
-                        size_t size);
+                               size_t size);
 
 /* Waits until every put queued before the call has been published or
  * dropped. For tests, shutdown and precompile steps; serving never needs it. */
@@ -135,7 +150,7 @@ SJ_API void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out);
  * digits), for tools and diagnostics. Writes at most cap bytes including the
  * NUL; returns the length the full name needs, like snprintf. */
 SJ_API size_t sj_remote_key_name(const sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], char *buf,
-                          size_t cap);
+                                 size_t cap);
 
 /* The context the tier was created with (bytes from get are allocated on it). */
 SJ_API sj_ctx *sj_remote_ctx(const sj_remote *r);
@@ -167,13 +182,13 @@ typedef enum sj_tier {
  * any kind is a miss here (its stats say which). Without a remote tier
  * this is sj_store_get. *from may be NULL. */
 SJ_API sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
-                        size_t *len, sj_tier *from);
+                               size_t *len, sj_tier *from);
 
 /* Write-behind: the local store first (synchronously), then the remote tier
  * queued without waiting. Returns the local put's status (remote drops are
  * counted in its stats, never an error here). */
 SJ_API sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
-                        const void *bytes, size_t len);
+                               const void *bytes, size_t len);
 
 /* The remote key digest of a full store key (the store's own key digest). */
 SJ_API void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]);

@@ -143,7 +143,7 @@ SJ_API sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
  * each corrupt one with the reason. *n_bad counts them. */
 typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const char *why);
 SJ_API sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
-                          int64_t *n_bad);
+                                 int64_t *n_bad);
 
 typedef struct sj_store_gc_result {
     int64_t corrupt_removed, evicted, bytes_freed;
@@ -168,7 +168,7 @@ SJ_API sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_impor
  * first. `differs` is a set of SJ_KEY_* bits; 0 means the key is stored. */
 typedef void (*sj_store_explain_fn)(void *user, const sj_store_entry *e, unsigned differs);
 SJ_API sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results,
-                           sj_store_explain_fn fn, void *user);
+                                  sj_store_explain_fn fn, void *user);
 
 #ifdef __cplusplus
 }

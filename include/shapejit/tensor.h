@@ -48,7 +48,7 @@ SJ_API void sj_tensor_free(sj_ctx *ctx, sj_tensor *t);
  * SJ_MAX_RANK) is SJ_E_PARSE with a message naming the file and the field. */
 SJ_API sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out);
 SJ_API sj_status sj_npy_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
-                          sj_tensor *out);
+                                 sj_tensor *out);
 /* Writes to path.tmp.<pid> then renames, so a failure leaves no partial file. */
 SJ_API sj_status sj_npy_write(sj_ctx *ctx, const char *path, const sj_tensor *t);
 

@@ -5,6 +5,7 @@
 
 #include "jit/artifact/artifact_impl.h"
 #include "jit/llvm/llvm_impl.h"
+#include "runtime/executable_create.h"
 
 /* Every extern the host code calls must be one this build links. */
 static sj_status check_externs(const sj_artifact *a) {

@@ -146,8 +146,8 @@ static void eval_unary(const sj_node *n, const sj_tensor *x, sj_tensor *y) {
             else put(y, i, false, 0, get_f(x, i));
             break;
         case SJ_OP_NOT: y->b8[i] = !x->b8[i]; break;
-        case SJ_OP_ISNAN: y->b8[i] = isnan(x->data[i]); break;
-        case SJ_OP_ISINF: y->b8[i] = isinf(x->data[i]); break;
+        case SJ_OP_ISNAN: y->b8[i] = isnan(x->data[i]) != 0; break;
+        case SJ_OP_ISINF: y->b8[i] = isinf(x->data[i]) != 0; /* glibc: -1 for -inf */ break;
         case SJ_OP_NEG:
         case SJ_OP_ABS:
             if (is_int_type(x->dtype)) {

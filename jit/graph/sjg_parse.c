@@ -360,6 +360,7 @@ typedef struct call_args {
     bool none[3];
     sjg_kwarg kw[SJG_MAX_KWARGS];
     int n_kw;
+    bool entered; /* counted in p->depth */
 } call_args;
 
 static sjg_kwarg *find_kw(sjg_parser *p, call_args *a, const char *name) {
@@ -770,6 +771,14 @@ static sj_status parse_call(sjg_parser *p, sj_value *out) {
                          op == SJ_OP_PARAM ? " = ..." : "");
         goto done;
     }
+    if (p->depth >= SJG_MAX_NESTING) {
+        st = sjg_fail_at(p->ctx, a.op_at, SJ_E_PARSE,
+                         "expressions nested too deeply (more than %d op calls inside each other)",
+                         SJG_MAX_NESTING);
+        goto done;
+    }
+    p->depth++;
+    a.entered = true;
     p->pos += 2; /* name ( */
     while (!sjg_is_punct(sjg_cur(p), ')')) {
         const sjg_token *t = sjg_cur(p);
@@ -802,6 +811,7 @@ static sj_status parse_call(sjg_parser *p, sj_value *out) {
     p->pos++; /* ) */
     st = build_op(p, op, &a, out);
 done:
+    if (a.entered) p->depth--;
     sj_free(p->ctx, name);
     return st;
 }

@@ -10,6 +10,11 @@
  * a likely typo rather than allocated: 2^28 floats = 1 GiB. */
 #define SJG_MAX_GENERATED_ELEMENTS ((int64_t)1 << 28)
 
+/* Op calls nest by recursion (one C stack frame of ~1 KiB each); deeper
+ * nesting than any real model is refused so a hostile file cannot overflow
+ * the stack of a host thread, even a small one. */
+#define SJG_MAX_NESTING 100
+
 typedef struct sjg_def {
     sj_value value;
     int line, col;
@@ -20,6 +25,7 @@ typedef struct sjg_parser {
     const char *file, *base_dir, *text;
     sjg_token *toks;
     int n_toks, pos;
+    int depth; /* op calls open around the current token */
     sj_graph *g;
     char *sym; /* the symbolic dim's name; NULL when the graph has none */
     sjg_names names; /* value name -> index into defs */

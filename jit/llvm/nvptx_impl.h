@@ -19,8 +19,8 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "jit/core/core_impl.h"
+#include "jit/nvrtc/nvrtc_impl.h" /* SJ_NVPTX_TRIPLE */
 
-#define SJ_NVPTX_TRIPLE "nvptx64-nvidia-cuda"
 /* Address spaces of the NVPTX backend. */
 #define SJ_NVPTX_AS_GLOBAL 1
 #define SJ_NVPTX_AS_SHARED 3

@@ -8,18 +8,6 @@
 #include "jit/nvrtc/gpu_compile.h"
 #include "jit/nvrtc/gpu_emit.h"
 
-sj_status sj_gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm) {
-    if (!arch || strcmp(arch, "sm_90") == 0) {
-        *sm = 90;
-        return SJ_OK;
-    }
-    if (strcmp(arch, "sm_80") == 0) {
-        *sm = 80;
-        return SJ_OK;
-    }
-    return sj_fail(ctx, SJ_E_UNSUPPORTED, "gpu: arch '%s' not supported (sm_80, sm_90)", arch);
-}
-
 static sj_status nvrtc_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_code *out, char **source) {
     char *src;
     size_t len;

@@ -12,6 +12,9 @@
 
 #include "jit/core/core_impl.h"
 
+/* The triple GPU artifacts and store keys name. */
+#define SJ_NVPTX_TRIPLE "nvptx64-nvidia-cuda"
+
 /* Architectures shapejit compiles for: 80 (A100) and 90 (H100/H200). */
 static inline bool sj_gpu_arch_supported(int sm) { return sm == 80 || sm == 90; }
 

@@ -198,8 +198,10 @@ static sj_status bin_elem(sj_onnx_loader *L, bin_kind k, bool is_float, sj_onnx_
                 return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "cannot fold %s mod %lld: the remainder depends on %s",
                                          sym_str(L, a, sa, 64), (long long)b.c, sym_name(L));
+            /* fmod=1 (and floats): the sign of the dividend, as C; else the divisor's */
+            bool c_style = is_float || attr_i(L, "fmod", 0);
             int64_t m = is_float ? (int64_t)fmod((double)a.c, (double)b.c) : a.c % b.c;
-            if (!is_float && m && ((m < 0) != (b.c < 0))) m += b.c;
+            if (!c_style && m && ((m < 0) != (b.c < 0))) m += b.c;
             *r = (sj_onnx_sym){m, 0};
             return SJ_OK;
         }

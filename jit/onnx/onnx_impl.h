@@ -15,6 +15,17 @@
  * params, so this bound only limits what can be decoded at all. */
 #define SJ_ONNX_MAX_RANK 8
 
+/* Messages nested deeper than this (model > graph > node > attribute >
+ * graph ...) are refused before unpacking: protobuf-c recurses per level.
+ * Real models with nested If/Loop bodies stay far below it. */
+#define SJ_ONNX_MAX_NESTING 100
+
+/* SJ_E_PARSE "<what>: nesting too deep ..." when the wire bytes nest
+ * messages of `desc` deeper than SJ_ONNX_MAX_NESTING; SJ_OK otherwise,
+ * malformed bytes included (unpack reports those). Iterative. */
+sj_status sj_onnx_check_nesting(sj_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+                                const void *bytes, size_t len, const char *what);
+
 /* A decoded TensorProto, owned (sj_alloc): FLOAT and DOUBLE values as
  * float in f, every integer dtype and BOOL as int64 in i. */
 typedef struct sj_onnx_tensor {
@@ -61,6 +72,11 @@ void sj_onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx);
 /* The status for a NULL from protobuf-c's unpack: SJ_E_NOMEM or SJ_E_PARSE,
  * with "<what>: not a valid <kind> (truncated or corrupt)". */
 sj_status sj_onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind);
+
+/* Unpacks a serialized ModelProto after the nesting check; SJ_E_PARSE when
+ * the bytes are not one. Free with onnx__model_proto__free_unpacked. */
+sj_status sj_onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+                               const char *what, Onnx__ModelProto **out);
 
 /* Unpacks a serialized TensorProto; SJ_E_PARSE when the bytes are not one.
  * Free with onnx__tensor_proto__free_unpacked(*out, &a->base). */

@@ -512,8 +512,8 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     if (!bytes && len) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: no bytes", filename);
     sj_onnx_pb_alloc pa;
     sj_onnx_pb_alloc_init(&pa, ctx);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, len, bytes);
-    if (!m) return sj_onnx_unpack_failed(&pa, filename, "ONNX model");
+    Onnx__ModelProto *m;
+    SJ_TRY(sj_onnx_model_unpack(&pa, bytes, len, filename, &m));
     /* the folder of filename ("." for a bare name) */
     const char *slash = strrchr(filename, '/');
     /* "/m.onnx" lives in "/" */

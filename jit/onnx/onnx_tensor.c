@@ -312,6 +312,8 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
 
 sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
                                 const char *what, Onnx__TensorProto **out) {
+    *out = NULL;
+    SJ_TRY(sj_onnx_check_nesting(a->ctx, &onnx__tensor_proto__descriptor, bytes, len, what));
     *out = onnx__tensor_proto__unpack(&a->base, len, bytes);
     return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "onnx.TensorProto");
 }
@@ -347,6 +349,14 @@ sj_status sj_onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const cha
         }
     }
     return SJ_OK;
+}
+
+sj_status sj_onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+                               const char *what, Onnx__ModelProto **out) {
+    *out = NULL;
+    SJ_TRY(sj_onnx_check_nesting(a->ctx, &onnx__model_proto__descriptor, bytes, len, what));
+    *out = onnx__model_proto__unpack(&a->base, len, bytes);
+    return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "ONNX model");
 }
 
 sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,

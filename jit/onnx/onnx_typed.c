@@ -333,6 +333,30 @@ static sj_status map_const_of_shape(sj_onnx_loader *L) {
     return def_out(L, y, first);
 }
 
+/* Pow with an integer base or exponent (ONNX lets the two differ): computed
+ * in float32 and converted to the base's type. */
+static sj_status map_pow_typed(sj_onnx_loader *L, bool *done) {
+    *done = false;
+    if (n_inputs(L) != 2) return SJ_OK;
+    sj_onnx_val *av, *bv;
+    SJ_TRY(in_lookup(L, 0, &av));
+    SJ_TRY(in_lookup(L, 1, &bv));
+    sj_value a, b, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(in_value(L, 0, &a));
+    SJ_TRY(in_value(L, 1, &b));
+    sj_dtype ta = dtype_of(L, a), tb = dtype_of(L, b);
+    if (ta == SJ_F32 && tb == SJ_F32) return SJ_OK; /* the float mapper's */
+    *done = true;
+    SJ_TRY(check_io(L, 2, 2));
+    if (ta == SJ_BOOL || tb == SJ_BOOL)
+        return sj_onnx_node_fail(L, SJ_E_SHAPE, "Pow of bool values");
+    if (ta != SJ_F32) SJ_TRY(prefixed(L, sj_graph_cast(L->g, a, SJ_F32, &a)));
+    if (tb != SJ_F32) SJ_TRY(prefixed(L, sj_graph_cast(L->g, b, SJ_F32, &b)));
+    SJ_TRY(prefixed(L, sj_graph_binary(L->g, SJ_OP_POW, a, b, &y)));
+    if (ta != SJ_F32) SJ_TRY(prefixed(L, sj_graph_cast(L->g, y, ta, &y)));
+    return def_out(L, y, first);
+}
+
 sj_status sj_onnx_map_typed(sj_onnx_loader *L, bool *done) {
     static const struct {
         const char *name;
@@ -344,6 +368,7 @@ sj_status sj_onnx_map_typed(sj_onnx_loader *L, bool *done) {
                     {"Mod", SJ_OP_MOD}},
       unaries[] = {{"Not", SJ_OP_NOT}, {"IsNaN", SJ_OP_ISNAN}, {"IsInf", SJ_OP_ISINF}};
     const char *op = L->node->op_type;
+    if (!strcmp(op, "Pow")) return map_pow_typed(L, done);
     *done = true;
     for (size_t i = 0; i < sizeof binaries / sizeof binaries[0]; i++)
         if (!strcmp(op, binaries[i].name)) return map_binary_typed(L, binaries[i].op);

@@ -62,10 +62,10 @@ SJ_API void sj_artifact_destroy(sj_artifact *a); /* NULL is a no-op */
 SJ_API void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out);
 /* Code blob i (0 <= i < n_code); bytes borrowed from the artifact. */
 SJ_API sj_status sj_artifact_code(const sj_artifact *a, int i, sj_code_format *fmt, const uint8_t **bytes,
-                           size_t *len);
+                                  size_t *len);
 /* The first blob of format fmt; SJ_E_NOT_FOUND when there is none. */
 SJ_API sj_status sj_artifact_find_code(const sj_artifact *a, sj_code_format fmt, const uint8_t **bytes,
-                                size_t *len);
+                                       size_t *len);
 
 /* *out is allocated with sj_alloc (free with sj_free). */
 SJ_API sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len);
@@ -80,7 +80,7 @@ SJ_API sj_status sj_artifact_check_host(const sj_artifact *a);
  * loads it as an executable (shapejit/ext/runtime.h) for graph g, whose hash
  * must be the artifact's (else SJ_E_MISMATCH). */
 SJ_API sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph *g,
-                           sj_executable **out);
+                                  sj_executable **out);
 
 #ifdef __cplusplus
 }

@@ -59,12 +59,12 @@ typedef struct sj_host_compiler sj_host_compiler;
 /* cfg may be NULL for defaults. SJ_E_INVALID_ARG for a non-host target or
  * devices outside 1..256. */
 SJ_API sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
-                                  sj_host_compiler **out);
+                                         sj_host_compiler **out);
 SJ_API void sj_host_compiler_destroy(sj_host_compiler *hc); /* NULL is a no-op */
 
 /* The compiler table; its strings, options and ctx are owned by hc. Its
- * options are the canonical form of hc's compile options, so two option
- * sets never share a key. */
+        * options are the canonical form of hc's compile options, so two option
+        * sets never share a key. */
 SJ_API void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out);
 
 SJ_API int sj_host_compiler_num_devices(const sj_host_compiler *hc);
@@ -114,7 +114,7 @@ typedef struct sj_gpu_compiler sj_gpu_compiler;
  * SJ_E_UNSUPPORTED for an arch other than sm_80/sm_90 or a target whose
  * toolchain this build lacks (NVRTC without the CUDA toolkit). */
 SJ_API sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
-                                 sj_gpu_compiler **out);
+                                        sj_gpu_compiler **out);
 SJ_API void sj_gpu_compiler_destroy(sj_gpu_compiler *gc); /* NULL is a no-op */
 
 /* The compiler table; its strings, options and ctx are owned by gc. */

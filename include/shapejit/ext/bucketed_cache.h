@@ -88,6 +88,10 @@ typedef struct sj_bucketed_cache_config {
      * that extent (kept, and stored, for later calls) instead of failing
      * with SJ_E_OUT_OF_RANGE. */
     bool one_off_out_of_range;
+    /* One-off executables kept in memory at most; the least recently used
+     * is evicted (and counted) for a new one, so clients sending distinct
+     * out-of-range sizes cannot grow memory without bound. 0 = 16. */
+    int one_off_capacity;
     /* The fleet tier under the store (NULL: none), borrowed like the store
      * and on the graph's context: a store miss asks it, a fresh compile is
      * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
@@ -101,19 +105,21 @@ typedef struct sj_bucketed_cache sj_bucketed_cache;
 /* cfg may be NULL for defaults. The compiler needs compile, load, run and
  * destroy. */
 SJ_API sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, const sj_compiler *comp,
-                                   sj_store *store, const sj_bucketed_cache_config *cfg,
-                                   sj_bucketed_cache **out);
+                                          sj_store *store, const sj_bucketed_cache_config *cfg,
+                                          sj_bucketed_cache **out);
 SJ_API void sj_bucketed_cache_destroy(sj_bucketed_cache *c);
 
 /* The store key a cache over (g, comp) uses for `extent`: what `shapejit
  * store explain` compares stored rows with. Strings borrowed from comp. */
 SJ_API void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t extent,
-                           sj_store_key *out);
+                                  sj_store_key *out);
 
 /* The bucket extent holding key and its executable (owned by the cache).
- * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). */
+ * SJ_E_OUT_OF_RANGE when no bucket holds key (unless one-offs are on). A
+ * one-off's executable stays valid only until it is evicted: run such keys
+ * through run_padded, which holds them for the run. */
 SJ_API sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
-                                           void **exe);
+                                                  void **exe);
 
 /* One input of run_padded. `pad` true: data holds `rows` rows of `inner`
  * elements, the input's outer dim is the key, and the executable pads it to
@@ -135,13 +141,13 @@ typedef struct sj_cache_input {
  * outputs that reduce over the key. *extent (may be NULL) gets the bucket
  * extent. run_padded requires every input to be padded (pad is ignored). */
 SJ_API sj_status sj_bucketed_cache_run_padded(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
-                                       const sj_cache_input *inputs, int n_inputs,
-                                       const int64_t *output_inners, int n_inners,
-                                       sj_tensor *outputs, int n_outputs, int64_t *extent);
+                                              const sj_cache_input *inputs, int n_inputs,
+                                              const int64_t *output_inners, int n_inners,
+                                              sj_tensor *outputs, int n_outputs, int64_t *extent);
 SJ_API sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_t key, int64_t actual_rows,
-                                             const sj_cache_input *inputs, int n_inputs,
-                                             const int64_t *output_inners, int n_inners,
-                                             sj_tensor *outputs, int n_outputs, int64_t *extent);
+                                                    const sj_cache_input *inputs, int n_inputs,
+                                                    const int64_t *output_inners, int n_inners,
+                                                    sj_tensor *outputs, int n_outputs, int64_t *extent);
 
 /* Bucket index for key, -1 when out of range. */
 SJ_API int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
@@ -149,14 +155,17 @@ SJ_API int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
 SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
 SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
-                                   bool *ready);
+                                          bool *ready);
 
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
- * never concurrently. Returns the first failure after all jobs stop. */
+ * never concurrently. Returns the first failure after all jobs stop; when
+ * every bucket was made but the store refused to keep some (disk full, a
+ * read-only file), SJ_E_IO naming their extents and the store's reason: a
+ * deploy must not ship a store that lacks buckets. */
 typedef void (*sj_cache_progress_fn)(void *user, int done, int total, int64_t extent);
 SJ_API sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj_cache_progress_fn progress,
-                                       void *user);
+                                              void *user);
 
 /* Precompile for another machine: every bucket's artifact into the store
  * (and the remote tier), compiled where they do not hold it, loading
@@ -166,7 +175,7 @@ SJ_API sj_status sj_bucketed_cache_precompile(sj_bucketed_cache *c, int jobs, sj
  * remote hit, a compiled one as a compile. SJ_E_STATE without a store and
  * a remote tier; otherwise as sj_bucketed_cache_precompile. */
 SJ_API sj_status sj_bucketed_cache_precompile_stored(sj_bucketed_cache *c, int jobs,
-                                              sj_cache_progress_fn progress, void *user);
+                                                     sj_cache_progress_fn progress, void *user);
 
 typedef struct sj_bucketed_cache_stats {
     uint64_t memory_hits;  /* executable already in memory */
@@ -178,6 +187,8 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t evictions;    /* rows the store handle evicted (shared by its users) */
     uint64_t store_errors; /* store failures worked around by compiling */
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
+    uint64_t one_off_evictions; /* one-offs dropped for newer ones (one_off_capacity) */
+    uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
 } sj_bucketed_cache_stats;
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 

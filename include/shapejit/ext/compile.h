@@ -58,7 +58,7 @@ SJ_API uint64_t sj_compile_options_hash(const sj_compile_options *o);
 
 /* o may be NULL for defaults. */
 SJ_API sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                     sj_artifact **out);
+                            sj_artifact **out);
 
 typedef enum sj_emit_kind {
     SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels (nvptx: the kernels' IR) */
@@ -70,11 +70,11 @@ typedef enum sj_emit_kind {
 /* The code of one bucket as text; *out is NUL-terminated, allocated with
  * sj_alloc, *len excludes the NUL. */
 SJ_API sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                       sj_emit_kind kind, char **out, size_t *len);
+                              sj_emit_kind kind, char **out, size_t *len);
 
 /* Kernels the plan for this bucket has after fusion (a figure for reports). */
 SJ_API sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                                  int *out);
+                                         int *out);
 
 #ifdef __cplusplus
 }

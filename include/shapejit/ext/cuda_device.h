@@ -59,7 +59,7 @@ SJ_API sj_status sj_cuda_probe(sj_ctx *ctx, const sj_cuda_device_config *cfg, sj
 /* A device on GPU `cfg->ordinal` (cfg NULL = defaults); errors as for
  * sj_cuda_probe. Destroy with sj_device_destroy. */
 SJ_API sj_status sj_cuda_device_create(sj_ctx *ctx, const sj_cuda_device_config *cfg,
-                                const sj_mdcache_policy *policy, sj_device **out);
+                                       const sj_mdcache_policy *policy, sj_device **out);
 
 /* The arch a cubin was built for (major * 10 + minor, read from its ELF
  * header), or SJ_E_PARSE for bytes that are not a CUDA binary. */
@@ -70,7 +70,7 @@ SJ_API sj_status sj_cubin_arch(sj_ctx *ctx, const void *cubin, size_t len, int *
  * (JIT-compiled by the driver). SJ_E_MISMATCH naming both arches when the
  * cubin does not fit and there is no PTX. Either code may be absent (NULL). */
 SJ_API sj_status sj_cuda_load_code(sj_device *dev, const void *cubin, size_t cubin_len, const char *ptx,
-                            size_t ptx_len, sj_module **out);
+                                   size_t ptx_len, sj_module **out);
 
 #ifdef __cplusplus
 }

@@ -127,7 +127,14 @@ typedef struct sj_device_ops {
     void (*destroy_graph)(void *impl, sj_graph_handle g);
     /* Frees everything the backend still holds (memory, modules, graphs). */
     void (*destroy)(void *impl);
+    /* Optional (NULL: kernel time is not measured). Device-side timing of
+     * the kernels a run queues: SJ_KERNEL_TIMER_START marks the start of the
+     * work queued next, _STOP its end; _READ, after the sync that follows,
+     * adds the time between the two marks to *ns. */
+    sj_status (*kernel_timer)(void *impl, int what, uint64_t *ns);
 } sj_device_ops;
+
+enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
 
 typedef struct sj_device sj_device;
 typedef struct sj_module sj_module;
@@ -138,7 +145,7 @@ typedef struct sj_op_cache sj_op_cache;
  * `policy`: the metadata info cache's policy (NULL = sj_mdcache_policy_init
  * defaults). */
 SJ_API sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
-                           const sj_mdcache_policy *policy, sj_device **out);
+                                  const sj_mdcache_policy *policy, sj_device **out);
 /* The host device: memory from the context allocator (64-byte aligned),
  * modules from host object files (LLVM ORC LLJIT) or native kernel tables,
  * capture = a recorded launch list. */
@@ -164,10 +171,10 @@ SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 SJ_API sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out);
 SJ_API void sj_device_free(sj_device *dev, void *ptr); /* NULL, or after release: no-op */
 SJ_API sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
-                         sj_copy_kind kind);
+                                sj_copy_kind kind);
 SJ_API sj_status sj_device_sync(sj_device *dev);
 SJ_API sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
-                           void *const *buffers, const int64_t *info, int64_t active_extent);
+                                  void *const *buffers, const int64_t *info, int64_t active_extent);
 /* Capture: SJ_E_STATE when one is already recording (begin) or none is
  * (end). Graphs still alive at the device's release are freed with it. */
 SJ_API sj_status sj_device_begin_capture(sj_device *dev);
@@ -175,12 +182,30 @@ SJ_API sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out);
 SJ_API sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent);
 SJ_API void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g); /* NULL: no-op */
 
+/* Timing of executable runs on the device (sj_executable_run and _replay),
+ * for reports and benchmarks; off by default, and then nothing is measured.
+ * dispatch_ns is the host time spent issuing the kernels (every launch call
+ * of an eager run; the one replay call of a replayed run), the cost capture
+ * and replay exist to cut. kernel_ns is the device time of those kernels,
+ * where the backend measures it (CUDA: events around them); on the host the
+ * kernels run inside the dispatch, so dispatch_ns holds them. */
+typedef struct sj_device_timing {
+    uint64_t runs;        /* runs timed */
+    uint64_t dispatch_ns; /* host time issuing their kernels */
+    uint64_t kernel_ns;   /* device time of their kernels; 0 when not measured */
+    bool kernel_measured; /* the backend measures kernel_ns */
+} sj_device_timing;
+
+/* Turns timing on (the counters start from zero) or off. */
+SJ_API sj_status sj_device_set_timing(sj_device *dev, bool on);
+SJ_API sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out);
+
 /* Loads code as a module. The module holds a reference on the device; destroy
- * it with sj_module_destroy (NULL is a no-op; after the device's release it
- * only frees host memory). Kernel handles resolved from a module are valid
- * until it is destroyed. */
+        * it with sj_module_destroy (NULL is a no-op; after the device's release it
+        * only frees host memory). Kernel handles resolved from a module are valid
+        * until it is destroyed. */
 SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
-                                sj_module **out);
+                                       sj_module **out);
 SJ_API void sj_module_destroy(sj_module *m);
 SJ_API sj_device *sj_module_device(const sj_module *m);
 

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 SJ_API sj_status sj_interp_run(const sj_graph *g, int64_t extent, const sj_tensor *inputs,
-                        sj_tensor *outputs);
+                               sj_tensor *outputs);
 
 #ifdef __cplusplus
 }

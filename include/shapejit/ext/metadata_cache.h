@@ -80,7 +80,7 @@ typedef void (*sj_mdcache_release_fn)(void *user, void *buffer);
 
 /* policy NULL = defaults; its mode is ignored (a cache starts Normal). */
 SJ_API sj_status sj_mdcache_create(sj_ctx *ctx, const sj_mdcache_policy *policy,
-                            sj_mdcache_release_fn release, void *user, sj_mdcache **out);
+                                   sj_mdcache_release_fn release, void *user, sj_mdcache **out);
 /* Releases every buffer, pinned or not. NULL is a no-op. */
 SJ_API void sj_mdcache_destroy(sj_mdcache *c);
 
@@ -93,7 +93,7 @@ typedef enum sj_mdcache_lookup_result {
 /* What to do about the info `words[0..n_words)`. A hit marks the entry most
  * recently used and, during a capture, pins it (once per capture). */
 SJ_API sj_mdcache_lookup_result sj_mdcache_lookup(sj_mdcache *c, const int64_t *words, size_t n_words,
-                                           void **out);
+                                                  void **out);
 /* Records `buffer` for `words` after SJ_MDCACHE_BUILD_STORE; the words are
  * copied. In a full cache (Normal mode) the LRU unpinned entry goes first and
  * its memory is reused, so inserting allocates nothing in steady state. On

@@ -33,7 +33,7 @@ extern "C" {
  * SJ_E_PARSE / SJ_E_UNSUPPORTED naming the file. *out owns its data. */
 SJ_API sj_status sj_onnx_tensor_read(sj_ctx *ctx, const char *path, sj_tensor *out);
 SJ_API sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
-                                  sj_tensor *out);
+                                         sj_tensor *out);
 
 /* Something that runs a graph: the reference interpreter, or a compiled
  * backend. run() has sj_interp_run's contract (inputs in declaration order,
@@ -95,8 +95,8 @@ typedef struct sj_onnx_conformance_summary {
  * Returns SJ_OK when the walk itself succeeded (whatever the tests did);
  * an unreadable dir or a bad regex is an error. */
 SJ_API sj_status sj_onnx_conformance_run(sj_ctx *ctx, const char *dir, const sj_onnx_backend *backend,
-                                  const sj_onnx_conformance_options *o,
-                                  sj_onnx_conformance_summary *out);
+                                         const sj_onnx_conformance_options *o,
+                                         sj_onnx_conformance_summary *out);
 
 #ifdef __cplusplus
 }

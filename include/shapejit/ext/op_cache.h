@@ -45,7 +45,7 @@ SJ_API void sj_op_cache_destroy(sj_op_cache *oc);
  * device); attrs may be NULL. SJ_E_NOT_FOUND when the module has no such
  * kernel (not memoised: the next call asks the device again). */
 SJ_API sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *name,
-                             sj_kernel_handle *out, sj_kernel_attrs *attrs);
+                                    sj_kernel_handle *out, sj_kernel_attrs *attrs);
 /* The attributes recorded for a handle this cache resolved; SJ_E_NOT_FOUND
  * for any other handle. */
 SJ_API sj_status sj_op_cache_kernel_attrs(sj_op_cache *oc, sj_kernel_handle k, sj_kernel_attrs *out);
@@ -73,7 +73,7 @@ SJ_API bool sj_op_cache_alloc_fell_back(sj_op_cache *oc);
 SJ_API bool sj_op_cache_once(sj_op_cache *oc, const char *key);
 SJ_API bool sj_op_cache_first_n(sj_op_cache *oc, const char *key, uint32_t n);
 SJ_API bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint32_t n,
-                             uint32_t k);
+                                    uint32_t k);
 
 #ifdef __cplusplus
 }

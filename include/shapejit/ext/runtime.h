@@ -3,8 +3,7 @@
  * a captured graph.
  *
  *   sj_executable *exe;
- *   // plan: lowering's sj_launch_plan at bucket extent 64; code: its object file
- *   if (sj_executable_create(dev, plan, SJ_CODE_HOST_OBJECT, code, code_len, g, &exe) != SJ_OK)
+ *   if (sj_artifact_load(a, dev, g, &exe) != SJ_OK)         // shapejit/ext/artifact.h
  *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));
  *   sj_tensor in[1] = {x}, out[1] = {0};    // x: [37, 64]; out data NULL: allocated here
  *   sj_executable_run(exe, 37, in, out);                    // eager launches
@@ -30,7 +29,7 @@
  * is written in place (no allocation). On failure, outputs allocated by the
  * call are freed again.
  *
- * The graph is only read during sj_executable_create (shapes and params); it
+ * The graph is only read while the executable is made (shapes and params); it
  * need not outlive the executable. An executable is used by one thread at a
  * time; different executables may run concurrently (the device serialises
  * their launches). After the device's release every call fails with
@@ -49,21 +48,10 @@
 extern "C" {
 #endif
 
-/* Defined by lowering (jit/lower/plan.h, not installed); the runtime copies it. */
-typedef struct sj_launch_plan sj_launch_plan;
-
+/* Made by sj_artifact_load (from a plan that lowering made; plans are not
+ * part of the API). */
 typedef struct sj_executable sj_executable;
 
-/* Loads `code` (format `fmt`) as the executable's own module and checks the
- * plan against the graph (slot kinds and sizes, kernel names, word ranges):
- * a mismatch is SJ_E_CORRUPT naming the slot or launch. */
-SJ_API sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
-                               const void *code, size_t code_len, const sj_graph *g,
-                               sj_executable **out);
-/* Same with a module the caller keeps (it must outlive the executable). */
-SJ_API sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
-                                           sj_module *module, const sj_graph *g,
-                                           sj_executable **out);
 /* Releases the capture (if any), the buffers and the module it owns. NULL is a
  * no-op. */
 SJ_API void sj_executable_destroy(sj_executable *exe);
@@ -75,7 +63,7 @@ SJ_API int sj_executable_num_outputs(const sj_executable *exe);
 
 /* Eager: every launch through the op cache and the metadata info cache. */
 SJ_API sj_status sj_executable_run(sj_executable *exe, int64_t active_extent, const sj_tensor *inputs,
-                            sj_tensor *outputs);
+                                   sj_tensor *outputs);
 
 /* Records the bucket's launches once into a device graph (nothing runs);
  * the metadata info buffers it records are pinned until the capture is
@@ -85,11 +73,11 @@ SJ_API bool sj_executable_has_capture(const sj_executable *exe);
 /* Like sj_executable_run but replays the capture (SJ_E_STATE without one);
  * results equal eager runs. */
 SJ_API sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
-                               const sj_tensor *inputs, sj_tensor *outputs);
+                                      const sj_tensor *inputs, sj_tensor *outputs);
 /* What a serving loop calls: replays when the executable has a capture,
  * otherwise runs eagerly. */
 SJ_API sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
-                                      const sj_tensor *inputs, sj_tensor *outputs);
+                                             const sj_tensor *inputs, sj_tensor *outputs);
 /* Destroys the capture and drops its pins; no capture = no-op. */
 SJ_API void sj_executable_release_capture(sj_executable *exe);
 

@@ -1,0 +1,25 @@
+# libFuzzer targets (SJ_FUZZ=ON, clang only): one program per fuzz/fuzz_*.c,
+# linked against the library built with coverage and ASan + UBSan, so a
+# crash, a leak or undefined behaviour stops the run. scripts/fuzz.sh builds
+# and runs them; fuzz/corpus/<target>/ holds the committed seeds.
+if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+  message(FATAL_ERROR "SJ_FUZZ needs clang (Debian: clang libclang-rt-dev); configure with CC=clang")
+endif()
+set(SJ_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+target_compile_options(sj_objects PRIVATE -fsanitize=fuzzer-no-link ${SJ_FUZZ_SAN})
+foreach(t shapejit_static shapejit)
+  target_link_options(${t} INTERFACE ${SJ_FUZZ_SAN})
+endforeach()
+file(GLOB SJ_FUZZ_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/fuzz/fuzz_*.c)
+set(SJ_FUZZ_TARGETS "")
+foreach(src ${SJ_FUZZ_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_compile_options(${name} PRIVATE ${SJ_WARNINGS} -fsanitize=fuzzer ${SJ_FUZZ_SAN})
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer ${SJ_FUZZ_SAN})
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${SJ_LLVM_INCLUDE})
+  target_link_libraries(${name} PRIVATE shapejit_static)
+  list(APPEND SJ_FUZZ_TARGETS ${name})
+endforeach()
+add_custom_target(fuzz_all DEPENDS ${SJ_FUZZ_TARGETS})

@@ -1,0 +1,12 @@
+/* .npy bytes (header dictionary, shape, payload size). */
+#include "fuzz/fuzz_common.h"
+#include "shapejit/tensor.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    sj_ctx *ctx = fuzz_ctx();
+    sj_tensor t;
+    sj_status st = sj_npy_read_mem(ctx, data, size, "fuzz.npy", &t);
+    fuzz_check_message(st);
+    if (st == SJ_OK) sj_tensor_free(ctx, &t);
+    return 0;
+}
