@@ -67,6 +67,7 @@ static sj_status bind_inputs(sj_bucketed_cache *c, int64_t rows, const sj_cache_
         t[i].rank = s.rank;
         memcpy(t[i].dims, s.dims, sizeof s.dims);
         t[i].data = (float *)in[k].data; /* read only: the executable copies inputs */
+        t[i].dtype = d.dtype;            /* callers pass data in the input's own type */
     }
     for (int i = 0; i < ng; i++)
         if (!seen[i]) {

@@ -63,8 +63,12 @@ static void format_dims(const sj_tensor *t, char *buf, size_t cap) {
 /* The extent the files imply: every symbolic dim of every input must
  * agree, with each other and with --rows when given. */
 static int check_file_shape(const char *cmd, const sj_graph *g, const char *name,
-                            const char *file, const sj_shape *want, const sj_tensor *t,
+                            const char *file, const sj_value_desc *d, const sj_tensor *t,
                             int64_t *extent, const char **extent_from) {
+    const sj_shape *want = &d->shape;
+    if (t->dtype != d->dtype)
+        return cli_fail(cmd, "input %s: %s holds %s elements but the model wants %s", name, file,
+                        sj_dtype_name(t->dtype), sj_dtype_name(d->dtype));
     char want_s[128], got_s[128];
     sj_shape_format(want, sj_graph_symbol(g), want_s, sizeof want_s);
     format_dims(t, got_s, sizeof got_s);
@@ -144,7 +148,7 @@ static int file_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, const ru
             rc = cli_fail(cmd, "input %s: %s", d.name, sj_ctx_last_error(ctx));
             break;
         }
-        rc = check_file_shape(cmd, g, d.name, file_of[i], &d.shape, &in[i], extent, &extent_from);
+        rc = check_file_shape(cmd, g, d.name, file_of[i], &d, &in[i], extent, &extent_from);
     }
     free(file_of);
     return rc;
@@ -170,7 +174,13 @@ static void print_summary(const sj_graph *g, const char *dir, const sj_tensor *o
         char name[1024];
         printf("%s: %s -> %s\n  [", cli_printable(d.name, name, sizeof name), shape, path);
         int64_t n = sj_tensor_numel(&out[i]);
-        for (int64_t k = 0; k < n && k < 6; k++) printf("%s%.6g", k ? ", " : "", out[i].data[k]);
+        for (int64_t k = 0; k < n && k < 6; k++) {
+            const sj_tensor *t = &out[i];
+            if (t->dtype == SJ_I64) printf("%s%lld", k ? ", " : "", (long long)t->i64[k]);
+            else if (t->dtype == SJ_I32) printf("%s%d", k ? ", " : "", (int)t->i32[k]);
+            else if (t->dtype == SJ_BOOL) printf("%s%s", k ? ", " : "", t->b8[k] ? "true" : "false");
+            else printf("%s%.6g", k ? ", " : "", t->data[k]);
+        }
         printf("%s]\n", n > 6 ? ", ..." : "");
     }
 }

@@ -153,12 +153,18 @@ int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
         if (sj_shape_numel(&d.shape, extent) < 0)
             return cli_fail(cmd, "input %s at %s = %lld has more than 2^40 elements", d.name,
                             sj_graph_symbol(g), (long long)extent);
-        sj_status st = sj_tensor_alloc(ctx, s.rank, s.dims, &in[i]);
+        sj_status st = sj_tensor_alloc_typed(ctx, d.dtype, s.rank, s.dims, &in[i]);
         if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
         uint64_t state = seed + (uint64_t)i;
         int64_t n = sj_tensor_numel(&in[i]);
-        for (int64_t k = 0; k < n; k++)
-            in[i].data[k] = (float)((double)(cli_splitmix64(&state) >> 40) / 8388608.0 - 1.0);
+        /* floats in [-1, 1); ints (token ids, positions) in [0, 8); bools 0/1 */
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t r = cli_splitmix64(&state) >> 40;
+            if (d.dtype == SJ_I64) in[i].i64[k] = (int64_t)(r & 7);
+            else if (d.dtype == SJ_I32) in[i].i32[k] = (int32_t)(r & 7);
+            else if (d.dtype == SJ_BOOL) in[i].b8[k] = (uint8_t)(r & 1);
+            else in[i].data[k] = (float)((double)r / 8388608.0 - 1.0);
+        }
     }
     return CLI_EXIT_OK;
 }

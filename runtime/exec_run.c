@@ -12,6 +12,9 @@
 
 static sj_status check_tensor(sj_executable *e, const char *what, int i, const exe_io *io,
                               const sj_tensor *t, int64_t active, bool need_data) {
+    if (t->data && t->dtype != io->dtype)
+        return sj_fail(e->ctx, SJ_E_SHAPE, "run: %s #%d '%s' holds %s elements, the graph wants %s",
+                       what, i, io->name, sj_dtype_name(t->dtype), sj_dtype_name(io->dtype));
     bool ok = t->rank == io->shape.rank && (t->data || !need_data);
     for (int d = 0; ok && d < t->rank; d++)
         ok = t->dims[d] == (io->shape.dims[d] == SJ_DIM_SYM ? active : io->shape.dims[d]);
@@ -54,7 +57,7 @@ static sj_status alloc_outputs(sj_executable *e, int64_t active, sj_tensor *outp
         allocated[i] = false;
         if (outputs[i].data) continue;
         sj_shape s = sj_shape_at(&e->outputs[i].shape, active);
-        sj_status st = sj_tensor_alloc(e->ctx, s.rank, s.dims, &outputs[i]);
+        sj_status st = sj_tensor_alloc_typed(e->ctx, e->outputs[i].dtype, s.rank, s.dims, &outputs[i]);
         if (st != SJ_OK) return st;
         allocated[i] = true;
     }
@@ -64,16 +67,17 @@ static sj_status alloc_outputs(sj_executable *e, int64_t active, sj_tensor *outp
 typedef struct copy_job {
     char *dense;
     char *padded;
+    int64_t es; /* bytes per element */
 } copy_job;
 
 static void chunk_in(void *u, int64_t dense, int64_t padded, int64_t count) {
     copy_job *j = u;
-    memcpy(j->padded + padded * 4, j->dense + dense * 4, (size_t)count * 4);
+    memcpy(j->padded + padded * j->es, j->dense + dense * j->es, (size_t)(count * j->es));
 }
 
 static void chunk_out(void *u, int64_t dense, int64_t padded, int64_t count) {
     copy_job *j = u;
-    memcpy(j->dense + dense * 4, j->padded + padded * 4, (size_t)count * 4);
+    memcpy(j->dense + dense * j->es, j->padded + padded * j->es, (size_t)(count * j->es));
 }
 
 /* Host-visible memory is written in place; otherwise a single-chunk tensor is
@@ -83,13 +87,13 @@ static sj_status copy_in(sj_executable *e, const exe_io *io, const sj_tensor *t,
     sj_device *dev = e->dev;
     int64_t numel = sj_tensor_numel(t);
     if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
-        copy_job j = {(char *)t->data, io->buffer};
+        copy_job j = {(char *)t->data, io->buffer, (int64_t)io->esize};
         sj_pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
         return SJ_OK;
     }
     if (sj_pad_chunk_count(&io->shape, active) <= 1)
-        return dev->ops->copy(dev->impl, io->buffer, t->data, (size_t)numel * 4, SJ_COPY_H2D);
-    copy_job j = {(char *)t->data, (char *)e->staging};
+        return dev->ops->copy(dev->impl, io->buffer, t->data, (size_t)numel * io->esize, SJ_COPY_H2D);
+    copy_job j = {(char *)t->data, (char *)e->staging, (int64_t)io->esize};
     sj_pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
     return dev->ops->copy(dev->impl, io->buffer, e->staging, io->bytes, SJ_COPY_H2D);
 }
@@ -98,14 +102,14 @@ static sj_status copy_out(sj_executable *e, const exe_io *io, sj_tensor *t, int6
     sj_device *dev = e->dev;
     int64_t numel = sj_tensor_numel(t);
     if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
-        copy_job j = {(char *)t->data, io->buffer};
+        copy_job j = {(char *)t->data, io->buffer, (int64_t)io->esize};
         sj_pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
         return SJ_OK;
     }
     if (sj_pad_chunk_count(&io->shape, active) <= 1)
-        return dev->ops->copy(dev->impl, t->data, io->buffer, (size_t)numel * 4, SJ_COPY_D2H);
+        return dev->ops->copy(dev->impl, t->data, io->buffer, (size_t)numel * io->esize, SJ_COPY_D2H);
     SJ_TRY(dev->ops->copy(dev->impl, e->staging, io->buffer, io->bytes, SJ_COPY_D2H));
-    copy_job j = {(char *)t->data, (char *)e->staging};
+    copy_job j = {(char *)t->data, (char *)e->staging, (int64_t)io->esize};
     sj_pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
     return SJ_OK;
 }

@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-static int64_t shape_bytes(const sj_shape *s, int64_t extent) {
+static int64_t shape_bytes(const sj_shape *s, sj_dtype t, int64_t extent) {
     int64_t n = sj_shape_numel(s, extent);
-    return n < 0 ? -1 : n * (int64_t)sizeof(float);
+    return n < 0 ? -1 : n * (int64_t)sj_dtype_size(t);
 }
 
 static sj_status check_kernels(sj_ctx *ctx, const sj_launch_plan *p) {
@@ -38,14 +38,14 @@ static sj_status check_slot(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph
             sj_graph_input_desc(g, s->index, &d);
         else
             sj_graph_output_desc(g, s->index, &d);
-        want = shape_bytes(&d.shape, p->extent);
+        want = shape_bytes(&d.shape, d.dtype, p->extent);
         break;
     }
     case SJ_SLOT_PARAM:
         if (s->index < 0 || s->index >= g->n_nodes || g->nodes[s->index].op != SJ_OP_PARAM)
             return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: slot #%d: value %d is not a param",
                            i, s->index);
-        want = shape_bytes(&g->nodes[s->index].shape, p->extent);
+        want = shape_bytes(&g->nodes[s->index].shape, g->nodes[s->index].dtype, p->extent);
         break;
     case SJ_SLOT_ARENA:
         if (s->offset < 0 || s->bytes < 0 || s->offset > p->arena_bytes ||
@@ -150,8 +150,10 @@ static sj_status alloc_io(sj_executable *e, const sj_graph *g, bool inputs) {
         io[i].name = sj_strdup(e->ctx, d.name ? d.name : "?");
         if (!io[i].name) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
         io[i].shape = d.shape;
+        io[i].dtype = d.dtype;
+        io[i].esize = sj_dtype_size(d.dtype);
         io[i].chunks_max = sj_pad_chunk_count(&d.shape, e->extent);
-        int64_t bytes = shape_bytes(&d.shape, e->extent);
+        int64_t bytes = shape_bytes(&d.shape, d.dtype, e->extent);
         if (bytes < 0)
             return sj_fail(e->ctx, SJ_E_SHAPE, "executable: %s '%s' is too large at extent %lld",
                            inputs ? "input" : "output", io[i].name, (long long)e->extent);

@@ -12,6 +12,8 @@
 typedef struct exe_io {
     char *name; /* owned copy, for messages */
     sj_shape shape;
+    sj_dtype dtype;
+    size_t esize;       /* bytes per element */
     int64_t chunks_max; /* chunks at the bucket extent (the most any run makes) */
     void *buffer;       /* device memory, numel(shape at E) floats */
     size_t bytes;

@@ -134,9 +134,12 @@ static inline void gg_batched_views(gg *b) {
 
 /* Every unary and binary op, the domain-limited ones on positive values. */
 static inline void gg_all_ops(gg *b) {
-    static const sj_op un[] = {SJ_OP_NEG,  SJ_OP_ABS,     SJ_OP_EXP,  SJ_OP_TANH, SJ_OP_SIGMOID,
-                               SJ_OP_RELU, SJ_OP_GELU,    SJ_OP_SILU, SJ_OP_ERF};
-    static const sj_op pos_un[] = {SJ_OP_LOG, SJ_OP_SQRT, SJ_OP_RSQRT, SJ_OP_RECIPROCAL};
+    static const sj_op un[] = {SJ_OP_NEG,  SJ_OP_ABS,   SJ_OP_EXP,   SJ_OP_TANH,  SJ_OP_SIGMOID,
+                               SJ_OP_RELU, SJ_OP_GELU,  SJ_OP_SILU,  SJ_OP_ERF,   SJ_OP_SIN,
+                               SJ_OP_COS,  SJ_OP_TAN,   SJ_OP_ATAN,  SJ_OP_SINH,  SJ_OP_COSH,
+                               SJ_OP_ASINH, SJ_OP_FLOOR, SJ_OP_CEIL, SJ_OP_ROUND, SJ_OP_SIGN};
+    static const sj_op pos_un[] = {SJ_OP_LOG,  SJ_OP_SQRT, SJ_OP_RSQRT, SJ_OP_RECIPROCAL,
+                                   SJ_OP_ASIN, SJ_OP_ACOS, SJ_OP_ATANH};
     static const sj_op bin[] = {SJ_OP_ADD, SJ_OP_SUB, SJ_OP_MUL, SJ_OP_DIV,
                                 SJ_OP_POW, SJ_OP_MAX, SJ_OP_MIN};
     sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 5}), y = gg_input(b, "y", 1, (int64_t[]){5});
@@ -194,6 +197,66 @@ static inline void gg_wide(gg *b) {
     GG(b, sj_graph_output(b->g, acc, "y"));
 }
 
+/* Layout ops as transformer exports use them: a strided slice, rows in
+ * reverse and the last row (starts relative to the active extent), a
+ * constant table sliced to n rows (position embeddings), rotate-half by
+ * slices and concat, a broadcast by expand. */
+static inline void gg_layout(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 8}), col = gg_input(b, "col", 2, (int64_t[]){GG_S, 1});
+    sj_value tab = gg_param(b, "tab", 2, (int64_t[]){128, 8});
+    sj_value strided, rev, last, rows, lo, hi, nhi, rot, ex, g, sum, cat;
+    GG(b, sj_graph_slice(b->g, x, (sj_slice_axis[]){{0, 0, 1, GG_S}, {1, 0, 2, 3}}, &strided));
+    GG(b, sj_graph_slice(b->g, x, (sj_slice_axis[]){{-1, 1, -1, GG_S}, {0, 0, 1, 8}}, &rev));
+    GG(b, sj_graph_slice(b->g, x, (sj_slice_axis[]){{-1, 1, 1, 1}, {7, 0, -1, 8}}, &last));
+    GG(b, sj_graph_slice(b->g, tab, (sj_slice_axis[]){{0, 0, 1, GG_S}, {0, 0, 1, 8}}, &rows));
+    GG(b, sj_graph_slice(b->g, x, (sj_slice_axis[]){{0, 0, 1, GG_S}, {0, 0, 1, 4}}, &lo));
+    GG(b, sj_graph_slice(b->g, x, (sj_slice_axis[]){{0, 0, 1, GG_S}, {4, 0, 1, 4}}, &hi));
+    GG(b, sj_graph_unary(b->g, SJ_OP_NEG, hi, &nhi));
+    GG(b, sj_graph_concat(b->g, nhi, lo, -1, &rot));
+    GG(b, sj_graph_expand(b->g, col, 2, (int64_t[]){GG_S, 8}, &ex));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, rot, rows, &sum));
+    GG(b, sj_graph_binary(b->g, SJ_OP_MUL, sum, ex, &sum));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, sum, rev, &sum));
+    GG(b, sj_graph_unary(b->g, SJ_OP_GELU, strided, &g));
+    GG(b, sj_graph_concat(b->g, g, x, 1, &cat));
+    /* q, k, v of a packed projection picked by constant gathers (views) */
+    sj_value w3 = gg_param(b, "w3", 2, (int64_t[]){8, 24}), pk, r3, t3, one = SJ_NO_VALUE, kk, kc;
+    int64_t idx = -2;
+    GG(b, sj_graph_param_typed(b->g, "idx", SJ_I64, 0, NULL, &idx, &one));
+    GG(b, sj_graph_matmul(b->g, x, w3, &pk));
+    GG(b, sj_graph_reshape(b->g, pk, 3, (int64_t[]){GG_S, 3, 8}, &r3));
+    GG(b, sj_graph_transpose(b->g, r3, (int[]){1, 0, 2}, &t3));
+    GG(b, sj_graph_gather(b->g, t3, one, 0, &kk));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, sum, kk, &sum));
+    GG(b, sj_graph_gather(b->g, r3, one, 1, &kc));
+    GG(b, sj_graph_output(b->g, kc, "k_copy"));
+    GG(b, sj_graph_output(b->g, sum, "sum"));
+    GG(b, sj_graph_output(b->g, last, "last"));
+    GG(b, sj_graph_output(b->g, cat, "cat"));
+    GG(b, sj_graph_output(b->g, rev, "rev"));
+}
+
+/* Causal self-attention with the mask built as exporters write it: a
+ * constant expanded to [N, N], trilu above the diagonal, added to the
+ * scores; plus a lower-triangular trilu of the scores themselves. */
+static inline void gg_causal(gg *b) {
+    sj_value x = gg_input(b, "x", 2, (int64_t[]){GG_S, 8}), wq = gg_param(b, "wq", 2, (int64_t[]){8, 8});
+    sj_value big = SJ_NO_VALUE, q, kt, sc, full, mask, masked, p, o, low;
+    float neg = -1e9f;
+    GG(b, sj_graph_param(b->g, "neg", 2, (int64_t[]){1, 1}, &neg, &big));
+    GG(b, sj_graph_matmul(b->g, x, wq, &q));
+    GG(b, sj_graph_transpose(b->g, x, (int[]){1, 0}, &kt));
+    GG(b, sj_graph_matmul(b->g, q, kt, &sc));
+    GG(b, sj_graph_expand(b->g, big, 2, (int64_t[]){GG_S, GG_S}, &full));
+    GG(b, sj_graph_trilu(b->g, full, true, 1, &mask));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, sc, mask, &masked));
+    GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, masked, 1, &p));
+    GG(b, sj_graph_matmul(b->g, p, x, &o));
+    GG(b, sj_graph_trilu(b->g, sc, false, -1, &low));
+    GG(b, sj_graph_output(b->g, o, "o"));
+    GG(b, sj_graph_output(b->g, low, "low"));
+}
+
 typedef struct gg_model {
     const char *name;
     void (*build)(gg *b);
@@ -203,6 +266,7 @@ static const gg_model gg_models[] = {
     {"elementwise", gg_elementwise}, {"attention", gg_attention}, {"reductions", gg_reductions},
     {"row_ops", gg_row_ops},         {"ffn", gg_ffn},             {"batched_views", gg_batched_views},
     {"all_ops", gg_all_ops},         {"wide", gg_wide},           {"nan_inf", gg_nan_inf},
+    {"layout", gg_layout},           {"causal", gg_causal},
 };
 #define GG_N_MODELS ((int)(sizeof gg_models / sizeof gg_models[0]))
 

@@ -19,13 +19,13 @@
 #include "jit/artifact/artifact_impl.h"
 #include "jit/graph/graph_impl.h"
 
-static void h_poison(float *p, int64_t n) {
-    for (int64_t i = 0; i < n; i++) p[i] = NAN;
-}
+/* All-ones bytes: NaN as float32, -1 as int64/int32, 0xff (true) as bool. */
+static void h_poison(float *p, int64_t n) { memset(p, 0xff, (size_t)n * sizeof *p); }
 
-/* Copies between a dense tensor of shape s at n and its padded layout at E. */
-static void h_copy_padded(const sj_shape *s, int64_t n, int64_t E, float *padded, float *dense,
-                          int to_padded) {
+/* Copies between a dense tensor of shape s at n and its padded layout at E,
+ * elements of es bytes. */
+static void h_copy_padded_es(const sj_shape *s, int64_t n, int64_t E, void *padded, void *dense,
+                             int to_padded, size_t es) {
     int64_t dn[SJ_MAX_RANK], st[SJ_MAX_RANK], idx[SJ_MAX_RANK] = {0}, total = 1, acc = 1;
     for (int i = s->rank - 1; i >= 0; i--) {
         dn[i] = s->dims[i] == SJ_DIM_SYM ? n : s->dims[i];
@@ -40,10 +40,11 @@ static void h_copy_padded(const sj_shape *s, int64_t n, int64_t E, float *padded
             rem /= dn[i];
             off += idx[i] * st[i];
         }
-        if (to_padded) padded[off] = dense[f];
-        else dense[f] = padded[off];
+        if (to_padded) memcpy((char *)padded + off * es, (char *)dense + f * es, es);
+        else memcpy((char *)dense + f * es, (char *)padded + off * es, es);
     }
 }
+
 
 /* Runs artifact a (compiled from g) at active extent n. outputs are allocated. */
 static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, int64_t n,
@@ -67,10 +68,11 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
             continue;
         }
         slot[i] = malloc((size_t)s->bytes + 4);
-        h_poison(slot[i], s->bytes / 4);
+        h_poison(slot[i], (s->bytes + 3) / 4);
         if (s->kind == SJ_SLOT_INPUT) {
             const sj_node *in = &g->nodes[g->inputs[s->index]];
-            h_copy_padded(&in->shape, n, E, slot[i], inputs[s->index].data, 1);
+            h_copy_padded_es(&in->shape, n, E, slot[i], inputs[s->index].data, 1,
+                             sj_dtype_size(in->dtype));
         } else if (s->kind == SJ_SLOT_PARAM) {
             memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
         }
@@ -88,12 +90,13 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
             st = sj_device_launch(dev, k, &dims, bufs, p->words + la->first_word, n);
     }
     for (int o = 0; o < g->n_outputs && st == SJ_OK; o++) {
-        const sj_shape *s = &g->nodes[g->outputs[o].value].shape;
+        const sj_node *on = &g->nodes[g->outputs[o].value];
+        const sj_shape *s = &on->shape;
         sj_shape at = sj_shape_at(s, n);
-        st = sj_tensor_alloc(ctx, at.rank, at.dims, &outputs[o]);
+        st = sj_tensor_alloc_typed(ctx, on->dtype, at.rank, at.dims, &outputs[o]);
         for (int i = 0; i < p->n_slots && st == SJ_OK; i++)
             if (p->slots[i].kind == SJ_SLOT_OUTPUT && p->slots[i].index == o)
-                h_copy_padded(s, n, E, slot[i], outputs[o].data, 0);
+                h_copy_padded_es(s, n, E, slot[i], outputs[o].data, 0, sj_dtype_size(on->dtype));
     }
     for (int i = 0; i < p->n_slots; i++)
         if (p->slots[i].kind != SJ_SLOT_ARENA) free(slot[i]);
@@ -120,6 +123,21 @@ static int h_compare(const sj_graph *g, const sj_tensor *got, const sj_tensor *w
                    (long long)sj_tensor_numel(&got[o]), (long long)count);
             return 0;
         }
+        if (got[o].dtype != want[o].dtype) {
+            printf("%s: output %d is %s, the interpreter's %s\n", what, o,
+                   sj_dtype_name(got[o].dtype), sj_dtype_name(want[o].dtype));
+            return 0;
+        }
+        if (want[o].dtype != SJ_F32) { /* ints and bools: exact */
+            size_t es = sj_dtype_size(want[o].dtype);
+            for (int64_t i = 0; i < count; i++)
+                if (memcmp((char *)got[o].bytes + i * es, (char *)want[o].bytes + i * es, es)) {
+                    printf("%s: output %d element %lld differs (%s)\n", what, o, (long long)i,
+                           sj_dtype_name(want[o].dtype));
+                    return 0;
+                }
+            continue;
+        }
         for (int64_t i = 0; i < count; i++)
             if (!h_close(got[o].data[i], want[o].data[i], tol)) {
                 printf("%s: output %d element %lld: host %.9g, interpreter %.9g\n", what, o,
@@ -140,12 +158,20 @@ static float h_uniform(uint64_t *s, float lo, float hi) {
     return lo + (hi - lo) * (float)((h_rng(s) >> 11) * (1.0 / 9007199254740992.0));
 }
 
-/* Random inputs for g at n (caller frees with h_free_tensors). */
+/* Random inputs for g at n (caller frees with h_free_tensors): floats in
+ * [-2, 2), ints in [-3, 9) (ids past either end of small tables), bools. */
 static void h_inputs(const sj_graph *g, int64_t n, uint64_t *seed, sj_tensor *in) {
     for (int i = 0; i < g->n_inputs; i++) {
-        sj_shape at = sj_shape_at(&g->nodes[g->inputs[i]].shape, n);
-        sj_tensor_alloc(g->ctx, at.rank, at.dims, &in[i]);
-        for (int64_t j = 0; j < sj_tensor_numel(&in[i]); j++) in[i].data[j] = h_uniform(seed, -2, 2);
+        const sj_node *nd = &g->nodes[g->inputs[i]];
+        sj_shape at = sj_shape_at(&nd->shape, n);
+        sj_tensor_alloc_typed(g->ctx, nd->dtype, at.rank, at.dims, &in[i]);
+        for (int64_t j = 0; j < sj_tensor_numel(&in[i]); j++) {
+            int64_t r = (int64_t)(h_rng(seed) % 12) - 3;
+            if (nd->dtype == SJ_I64) in[i].i64[j] = r;
+            else if (nd->dtype == SJ_I32) in[i].i32[j] = (int32_t)r;
+            else if (nd->dtype == SJ_BOOL) in[i].b8[j] = (uint8_t)(r & 1);
+            else in[i].data[j] = h_uniform(seed, -2, 2);
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 # ONNX backend node tests (Debian: libonnx-testdata) through the CLI, once
-# per backend: any failing test fails the ctest. Backends join by appending
-# to SJ_ONNX_CONFORMANCE_BACKENDS. Without the data the tests report skipped.
+# per backend: any failing test fails the ctest, and so does a pass count
+# other than SJ_ONNX_NODE_PASSED (a regression, or new passes nobody pinned).
+# Backends join by appending to SJ_ONNX_CONFORMANCE_BACKENDS. Without the
+# data the tests report skipped.
 set(SJ_ONNX_NODE_DIR /usr/share/libonnx-testdata/data/node)
+set(SJ_ONNX_NODE_PASSED 444)
 list(APPEND SJ_ONNX_CONFORMANCE_BACKENDS interp host)
 list(REMOVE_DUPLICATES SJ_ONNX_CONFORMANCE_BACKENDS)
 set(SJ_SKIP_CODE 77)
@@ -9,7 +12,9 @@ foreach(backend ${SJ_ONNX_CONFORMANCE_BACKENDS})
   add_test(NAME onnx_conformance_${backend}
     COMMAND sh -c "if [ ! -d \"$1\" ]; then echo \"skipped: $1 not found (Debian: libonnx-testdata)\"; exit ${SJ_SKIP_CODE}; fi; exec \"$0\" onnx-conformance \"$1\" --backend \"$2\""
             $<TARGET_FILE:shapejit_cli> ${SJ_ONNX_NODE_DIR} ${backend})
-  set_tests_properties(onnx_conformance_${backend} PROPERTIES SKIP_RETURN_CODE ${SJ_SKIP_CODE} TIMEOUT 600)
+  set_tests_properties(onnx_conformance_${backend} PROPERTIES SKIP_RETURN_CODE ${SJ_SKIP_CODE} TIMEOUT 600
+    PASS_REGULAR_EXPRESSION "(^|\n)${SJ_ONNX_NODE_PASSED} passed, 0 failed"
+    SKIP_REGULAR_EXPRESSION "skipped: ")
 endforeach()
 
 # Models with a dim_param (MLP, FFN with decomposed layer norm and erf-GELU,

@@ -81,6 +81,39 @@ static void test_round_trip_every_rank(void **state) {
     }
 }
 
+/* int64, int32 and bool round-trip with numpy's descr strings, rank 6 too. */
+static void test_round_trip_typed(void **state) {
+    (void)state;
+    const sj_dtype types[3] = {SJ_I64, SJ_I32, SJ_BOOL};
+    const char *descr[3] = {"'<i8'", "'<i4'", "'|b1'"};
+    const int64_t dims[6] = {2, 1, 3, 1, 2, 2};
+    for (int k = 0; k < 3; k++) {
+        sj_tensor t, back;
+        assert_int_equal(sj_tensor_alloc_typed(ctx, types[k], 6, dims, &t), SJ_OK);
+        assert_int_equal(t.dtype, types[k]);
+        int64_t n = sj_tensor_numel(&t);
+        for (int64_t i = 0; i < n; i++) {
+            if (types[k] == SJ_I64) t.i64[i] = (i - 7) * 3000000000LL;
+            if (types[k] == SJ_I32) t.i32[i] = (int32_t)(i * 77 - 500);
+            if (types[k] == SJ_BOOL) t.b8[i] = (uint8_t)(i % 3 == 0);
+        }
+        char path[512];
+        snprintf(path, sizeof path, "%s/typed%d.npy", tmpdir, k);
+        assert_int_equal(sj_npy_write(ctx, path, &t), SJ_OK);
+        FILE *f = fopen(path, "rb");
+        char head[128] = {0};
+        assert_true(fread(head, 1, sizeof head - 1, f) > 0);
+        fclose(f);
+        assert_non_null(strstr(head + 10, descr[k])); /* after the binary preamble */
+        assert_int_equal(sj_npy_read(ctx, path, &back), SJ_OK);
+        assert_int_equal(back.dtype, types[k]);
+        assert_int_equal(back.rank, 6);
+        assert_memory_equal(back.bytes, t.bytes, (size_t)sj_tensor_bytes(&t));
+        sj_tensor_free(ctx, &t);
+        sj_tensor_free(ctx, &back);
+    }
+}
+
 static void test_empty_tensor(void **state) {
     (void)state;
     int64_t dims[2] = {0, 3};
@@ -136,8 +169,13 @@ static void test_bad_headers(void **state) {
     expect_parse_error(buf, n, "'descr' is '<f8'");
     n = make_npy(buf, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8);
     expect_parse_error(buf, n, "descr");
-    n = make_npy(buf, 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", 8);
+    n = make_npy(buf, 1, "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", 4);
+    expect_parse_error(buf, n, "'descr' is '<u2'");
+    n = make_npy(buf, 1, "{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }", 16);
     expect_parse_error(buf, n, "descr");
+    /* bool bytes other than 0 and 1 */
+    n = make_npy(buf, 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }", 4);
+    expect_parse_error(buf, n, "bool element 2 is 2");
 
     n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16);
     expect_parse_error(buf, n, "fortran_order");
@@ -157,8 +195,8 @@ static void test_bad_headers(void **state) {
     expect_parse_error(buf, n, "'shape' is not a tuple");
     n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 8);
     expect_parse_error(buf, n, "shape");
-    n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 2), }", 8);
-    expect_parse_error(buf, n, "more than 4 dims");
+    n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 2), }", 8);
+    expect_parse_error(buf, n, "more than 6 dims");
     n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 8);
     expect_parse_error(buf, n, "shape");
     n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576, 2), }", 8);
@@ -248,7 +286,7 @@ static void test_failed_write_leaves_nothing(void **state) {
     /* Malformed tensors are refused before any file is made. */
     snprintf(target, sizeof target, "%s/bad.npy", sub);
     sj_tensor bad = t;
-    bad.rank = 5;
+    bad.rank = 7;
     assert_int_equal(sj_npy_write(ctx, target, &bad), SJ_E_INVALID_ARG);
     bad = t;
     bad.dims[1] = -1;
@@ -275,6 +313,7 @@ static void test_failed_write_leaves_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_every_rank),
+        cmocka_unit_test(test_round_trip_typed),
         cmocka_unit_test(test_empty_tensor),
         cmocka_unit_test(test_versions_2_and_3),
         cmocka_unit_test(test_bad_headers),

@@ -68,8 +68,9 @@ static void assert_round_trip(const sj_graph *g) {
     assert_int_equal(back->n_nodes, g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == SJ_OP_PARAM)
-            assert_memory_equal(back->nodes[i].data, g->nodes[i].data,
-                                (size_t)sj_shape_numel(&g->nodes[i].shape, 1) * sizeof(float));
+            assert_memory_equal(back->nodes[i].bytes, g->nodes[i].bytes,
+                                (size_t)sj_shape_numel(&g->nodes[i].shape, 1) *
+                                    sj_dtype_size(g->nodes[i].dtype));
     assert_int_equal(sj_sjg_print(back, &again, &len2), SJ_OK);
     assert_string_equal(text, again);
     sj_free(ctx, text);
@@ -89,6 +90,12 @@ static const char all_ops[] =
     "  u3 = exp(x)\n  u4 = log(u2)\n  u5 = sqrt(u2)\n  u6 = rsqrt(u2)\n  u7 = reciprocal(u3)\n"
     "  u8 = tanh(x)\n  u9 = sigmoid(x)\n  u10 = relu(x)\n  u11 = leaky_relu(x, alpha=0.2)\n"
     "  u12 = gelu(x)\n  u13 = silu(x)\n  u14 = erf(x)\n"
+    "  v1 = sin(x)\n  v2 = cos(x)\n  v3 = tan(x)\n  v4 = asin(x)\n  v5 = acos(x)\n"
+    "  v6 = atan(x)\n  v7 = sinh(x)\n  v8 = cosh(x)\n  v9 = asinh(x)\n  v10 = acosh(u3)\n"
+    "  v11 = atanh(x)\n  v12 = floor(x)\n  v13 = ceil(x)\n  v14 = round(x)\n  v15 = sign(x)\n"
+    "  l1 = slice(x, start=[-1, 3], start_n=[1, 0], step=[-1, -1], shape=[N, 2])\n"
+    "  l2 = concat(x, l1, axis=-1)\n  l3 = expand(c, shape=[N, 3])\n"
+    "  l4 = trilu(x, k=1, upper=false)\n"
     "  b1 = add(x, y)\n  b2 = sub(x, s)\n  b3 = mul(x, 2.5)\n  b4 = div(x, y)\n"
     "  b5 = pow(u2, 2)\n  b6 = max(x, y)\n  b7 = min(x, -1e-3)\n"
     "  r1 = reduce_sum(x, axes=[1], keepdims=true)\n"
@@ -112,20 +119,62 @@ static const char all_ops[] =
     "  output r1\n output r2\n output r3\n output m1\n output g1\n output g2\n output sm\n"
     "  output ls\n output ln\n output ln2\n output ln3\n output tr\n output tr2\n output rs\n"
     "  output nested\n"
+    "  output v1\n output v2\n output v3\n output v4\n output v5\n output v6\n output v7\n"
+    "  output v8\n output v9\n output v10\n output v11\n output v12\n output v13\n"
+    "  output v14\n output v15\n output l2\n output l3\n output l4\n"
     "  output \"renamed out\" = add(b1, 1)\n"
+    "}\n";
+
+/* The ops on int64, int32 and bool values, and typed leaves. */
+static const char typed_ops[] =
+    "graph typed(N) {\n"
+    "  input ids: int64[N]\n"
+    "  input mask: bool[N]\n"
+    "  input x: [N, 4]\n"
+    "  param table: [5, 4] = random(seed=3)\n"
+    "  param k: int32[2] = [7, -2147483648]\n"
+    "  param big: int64[2] = [9007199254740993, -3]\n"
+    "  param flags: bool[2, 1] = [1, 0]\n"
+    "  param lim: int64[] = fill(3)\n"
+    "  emb = gather(table, ids, axis=0)\n"
+    "  pos = range(dtype=int64, start=0, delta=1, shape=[N])\n"
+    "  c1 = cast(pos, to=float32)\n"
+    "  e = equal(ids, pos); l = less(ids, lim); le = less_equal(ids, pos)\n"
+    "  gt = greater(ids, lim); ge = greater_equal(ids, pos)\n"
+    "  a = and(e, mask); o = or(l, le); xo = xor(gt, ge); n = not(a)\n"
+    "  md = mod(ids, lim)\n"
+    "  isn = isnan(x); isi = isinf(x)\n"
+    "  w = where(mask, c1, -1)\n"
+    "  f = fill(dtype=float32, value=-inf, shape=[N, 4])\n"
+    "  ki = cast(k, to=int64)\n"
+    "  ge2 = gather_elements(table, cast(fill(dtype=int64, value=-1, shape=[2, 4]), to=int32), axis=0)\n"
+    "  output ge2\n"
+    "  output emb\n output w\n output o\n output xo\n output n\n output md\n output isn\n"
+    "  output isi\n output f\n output ki\n output big\n output flags\n"
     "}\n";
 
 static void test_every_op_parses(void **state) {
     (void)state;
-    sj_graph *g = parse_ok(all_ops);
     bool seen[SJ_OP_COUNT_] = {false};
+    sj_graph *tg = parse_ok(typed_ops);
+    for (int i = 0; i < tg->n_nodes; i++) seen[tg->nodes[i].op] = true;
+    assert_int_equal(node_named(tg, "ids")->dtype, SJ_I64);
+    assert_int_equal(node_named(tg, "mask")->dtype, SJ_BOOL);
+    assert_int_equal(node_named(tg, "e")->dtype, SJ_BOOL);
+    assert_int_equal(node_named(tg, "w")->dtype, SJ_F32);
+    assert_int_equal(node_named(tg, "md")->dtype, SJ_I64);
+    assert_true(((const int64_t *)node_named(tg, "big")->bytes)[0] == 9007199254740993LL);
+    assert_true(((const int32_t *)node_named(tg, "k")->bytes)[1] == INT32_MIN);
+    assert_round_trip(tg);
+    sj_graph_destroy(tg);
+    sj_graph *g = parse_ok(all_ops);
     for (int i = 0; i < g->n_nodes; i++) seen[g->nodes[i].op] = true;
     for (int op = 0; op < SJ_OP_COUNT_; op++)
         if (!seen[op]) fail_msg("op %s missing from the all-ops graph", sj_op_name((sj_op)op));
 
     assert_string_equal(sj_graph_symbol(g), "N");
     assert_int_equal(sj_graph_num_inputs(g), 2);
-    assert_int_equal(sj_graph_num_outputs(g), 37);
+    assert_int_equal(sj_graph_num_outputs(g), 55);
     const sj_node *w = node_named(g, "w");
     assert_true(w->data[1] == -2.0f && w->data[5] == -100.0f && w->data[6] == 0.5f);
     assert_true(node_named(g, "c")->data[2] == 0.5f);
@@ -428,7 +477,7 @@ static void test_error_messages(void **state) {
         {HDR "  param w: [4, 3] = npy(w42.npy)\n}", SJ_E_PARSE, "t.sjg:3:25: expected a quoted file name"},
         {HDR "  input z: [M, 4]\n}", SJ_E_PARSE, "t.sjg:3:13: unknown dim 'M' (the graph's symbolic dim is 'N')"},
         {HDR "  param w: [N, 4] = fill(0)\n}", SJ_E_SHAPE, "t.sjg:3:12: a param cannot use the symbolic dim 'N'"},
-        {HDR "  input z: [1, 1, 1, 1, 1]\n}", SJ_E_PARSE, "t.sjg:3:12: more than 4 entries"},
+        {HDR "  input z: [1, 1, 1, 1, 1, 1, 1]\n}", SJ_E_PARSE, "t.sjg:3:12: more than 6 entries"},
         {HDR "  input z: [0, 4]\n}", SJ_E_SHAPE, "t.sjg:3:12: dim 0 of an input is 0; dims must be >= 1"},
         {HDR "  output \"y\n}", SJ_E_PARSE, "t.sjg:3:10: unterminated string"},
         {HDR "  output \"y\\q\"\n}", SJ_E_PARSE, "t.sjg:3:12: unknown escape '\\q'"},

@@ -12,7 +12,10 @@
  *   uint8_t h[32]; sj_graph_hash(g, h);
  *   sj_graph_destroy(g);
  *
- * Tensors are float32, row-major, rank 0..SJ_MAX_RANK. A dim is a constant
+ * Tensors are float32, int64, int32 or bool (sj_dtype), row-major, rank
+ * 0..SJ_MAX_RANK. Every value has one element type, inferred like its shape:
+ * float ops (exp, matmul, softmax, ...) take float32 only, comparisons give
+ * bool, cast converts; a mismatch is SJ_E_SHAPE naming the op and types. A dim is a constant
  * (>= 1) or SJ_DIM_SYM, the graph's one symbolic dim, whose value (the
  * extent) is only known per request. Every builder call infers the result's
  * shape and fails with SJ_E_SHAPE, naming the op and both shapes, when the
@@ -32,7 +35,7 @@
 extern "C" {
 #endif
 
-#define SJ_MAX_RANK 4
+#define SJ_MAX_RANK 6
 #define SJ_DIM_SYM ((int64_t)-1) /* the symbolic dim, in any dims array */
 #define SJ_NO_VALUE ((sj_value)-1)
 /* Largest element count of any tensor, padded at any extent. Keeps every
@@ -58,6 +61,8 @@ typedef enum sj_dtype {
 SJ_API size_t sj_dtype_size(sj_dtype t);
 /* "float32", "int64", "int32", "bool". */
 SJ_API const char *sj_dtype_name(sj_dtype t);
+/* Inverse of sj_dtype_name; SJ_E_NOT_FOUND for another name. */
+SJ_API sj_status sj_dtype_from_name(const char *name, sj_dtype *out);
 
 typedef enum sj_op {
     /* leaves */
@@ -100,6 +105,48 @@ typedef enum sj_op {
     /* layout */
     SJ_OP_TRANSPOSE, /* attr perm */
     SJ_OP_RESHAPE,   /* target shape is the node's shape */
+    /* typed ops (element types beyond float32) */
+    SJ_OP_CAST,          /* to the node's dtype; float->int truncates toward 0 */
+    SJ_OP_EQUAL,         /* binary, same dtype both sides, -> bool */
+    SJ_OP_LESS,
+    SJ_OP_LESS_EQUAL,
+    SJ_OP_GREATER,
+    SJ_OP_GREATER_EQUAL,
+    SJ_OP_AND,           /* binary, bool */
+    SJ_OP_OR,
+    SJ_OP_XOR,
+    SJ_OP_MOD,           /* binary; ints: sign of the divisor (ONNX fmod=0), float: fmod */
+    SJ_OP_NOT,           /* unary, bool */
+    SJ_OP_ISNAN,         /* unary, float32 -> bool */
+    SJ_OP_ISINF,         /* unary, float32 -> bool */
+    SJ_OP_WHERE,         /* cond ? a : b, three-way broadcasting */
+    SJ_OP_GATHER,        /* attr axis; rows of data picked by an int tensor */
+    SJ_OP_RANGE,         /* start + i * delta, i over the node's one dim */
+    SJ_OP_FILL,          /* every element the same constant */
+    /* realops block: more unary elementwise ops (libm semantics; round is
+     * half to even, sign of NaN is NaN) */
+    SJ_OP_SIN,
+    SJ_OP_COS,
+    SJ_OP_TAN,
+    SJ_OP_ASIN,
+    SJ_OP_ACOS,
+    SJ_OP_ATAN,
+    SJ_OP_SINH,
+    SJ_OP_COSH,
+    SJ_OP_ASINH,
+    SJ_OP_ACOSH,
+    SJ_OP_ATANH,
+    SJ_OP_FLOOR,
+    SJ_OP_CEIL,
+    SJ_OP_ROUND,
+    SJ_OP_SIGN,
+    /* realops block: layout */
+    SJ_OP_SLICE,  /* attrs start, start_n, step per axis; lengths are the node's shape */
+    SJ_OP_CONCAT, /* two operands joined along attr axis */
+    SJ_OP_EXPAND, /* broadcast to the node's shape */
+    SJ_OP_TRILU,  /* attrs upper, k: keep the upper/lower triangle of the last two axes */
+    SJ_OP_GATHER_ELEMENTS, /* attr axis: data picked elementwise by an int tensor */
+    /* end of the realops block */
     SJ_OP_COUNT_
 } sj_op;
 
@@ -137,11 +184,45 @@ SJ_API sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const i
 SJ_API sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
                                 const float *data, sj_value *out);
 
+/* Typed leaves: as above with an element type; data holds numel elements
+ * of that type (SJ_BOOL: one byte each, 0 or 1). The untyped calls are
+ * these with SJ_F32. */
+SJ_API sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+                               const int64_t *dims, sj_value *out);
+SJ_API sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+                               const int64_t *dims, const void *data, sj_value *out);
+
 /* Elementwise. `op` must be a unary op other than SJ_OP_LEAKY_RELU, or a
- * binary op, respectively. */
+ * binary op, respectively. Unary: neg and abs take float32, int64 and
+ * int32; not takes bool; isnan and isinf give bool; the rest are float32.
+ * Binary: both operands have the same dtype; add, sub, mul, div, max, min
+ * and mod take float32, int64 or int32 (integer div truncates toward 0);
+ * pow is float32; comparisons give bool; and, or, xor take bool. */
 SJ_API sj_status sj_graph_unary(sj_graph *g, sj_op op, sj_value x, sj_value *out);
 SJ_API sj_status sj_graph_leaky_relu(sj_graph *g, sj_value x, float alpha, sj_value *out);
 SJ_API sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_value *out);
+
+/* x converted to `to`: float->int truncates toward zero (NaN and values
+ * outside the range give the target's minimum, as on x86), anything->bool
+ * is x != 0, bool->number is 0 or 1. */
+SJ_API sj_status sj_graph_cast(sj_graph *g, sj_value x, sj_dtype to, sj_value *out);
+/* cond (bool) ? a : b, elementwise with numpy broadcasting of all three; a
+ * and b have the same dtype, which the result takes. */
+SJ_API sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value b, sj_value *out);
+/* ONNX Gather: out = data.shape[:axis] + indices.shape + data.shape[axis+1:],
+ * indices int64 or int32. An index i < 0 counts from the end; after that an
+ * index outside [0, len) is clamped to it (the row 0 or len-1 is read), so
+ * a bad token id can never read outside the table. On the symbolic axis
+ * len is the active extent: padding is never read. */
+SJ_API sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis, sj_value *out);
+/* [count] values start + i * delta (float32, int64 or int32); count is a
+ * constant >= 1 or SJ_DIM_SYM (a position range over the symbolic dim). */
+SJ_API sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
+                         sj_value *out);
+/* A tensor of the given shape (may hold SJ_DIM_SYM) whose every element is
+ * value, converted to dtype. */
+SJ_API sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,
+                        sj_value *out);
 
 /* Reduction over n_axes distinct axes (negative counts from the end; n_axes
  * 0 reduces every axis). */
@@ -168,6 +249,38 @@ SJ_API sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj
  * split into others (keeps padded buffers valid views). */
 SJ_API sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
 
+/* One axis of a slice. Entry j of the result's axis reads the operand at
+ * index start + start_n * n + step * j, where n is the symbolic dim's active
+ * extent (so a start may be an expression in it: start_n 1, start -1 is the
+ * last row). len is the result's length on the axis: a constant >= 1 or
+ * SJ_DIM_SYM (n entries). step is nonzero, negative walks backwards. */
+typedef struct sj_slice_axis {
+    int64_t start, start_n, step, len;
+} sj_slice_axis;
+
+/* axes: one entry per axis of x. Every index read must lie inside x at
+ * extent 1; where that stops holding above some extent (a constant table
+ * sliced to n rows), that extent is the graph's ceiling: lowering and the
+ * interpreter refuse larger ones, naming the slice. */
+SJ_API sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out);
+/* a and b joined along `axis` (may be negative); their other dims are equal
+ * and the joined axis is constant in both (n + k rows has no shape here). */
+SJ_API sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_value *out);
+/* x broadcast (numpy, both ways) with a shape of `rank` dims. */
+SJ_API sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
+/* Zeroes what lies outside the upper (j - i >= k) or lower (j - i <= k)
+ * triangle of each matrix in the last two axes (rank >= 2). */
+SJ_API sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_value *out);
+
+/* ONNX GatherElements: out has the shape of `indices` (int64 or int32, the
+ * rank of data); out[.., i_axis, ..] = data[.., indices[..], ..]. An index
+ * below 0 counts from the end, then anything outside the axis is clamped
+ * to it (never a read outside data). Off the axis, indices' dims are at
+ * most data's (the symbolic dim only where data has it). Interpreter only
+ * for now: compiled backends do not load integer tensors yet. */
+SJ_API sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices, int axis,
+                                          sj_value *out);
+
 /* Names an intermediate value (for printing and debugging). */
 SJ_API sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);
 /* Marks v as an output called `name` (output names are unique). */
@@ -192,7 +305,7 @@ SJ_API int64_t sj_shape_numel(const sj_shape *s, int64_t extent);
 SJ_API void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len);
 
 /* 256-bit content hash of the canonical form: covers ops, attributes,
- * shapes, weights, which inputs and outputs exist and in which order, and
+ * shapes, element types, weights, which inputs and outputs exist and in which order, and
  * whether the graph has a symbolic dim; ignores every name and any value no
  * output depends on. */
 SJ_API void sj_graph_hash(const sj_graph *g, uint8_t out[32]);

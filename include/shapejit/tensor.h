@@ -33,11 +33,17 @@ typedef struct sj_tensor {
 } sj_tensor;
 
 SJ_API int64_t sj_tensor_numel(const sj_tensor *t);
-/* Allocates zero-filled data for the given concrete shape. */
+/* Allocates zero-filled float32 data for the given concrete shape. */
 SJ_API sj_status sj_tensor_alloc(sj_ctx *ctx, int rank, const int64_t *dims, sj_tensor *out);
+/* The same for any element type (sets out->dtype). */
+SJ_API sj_status sj_tensor_alloc_typed(sj_ctx *ctx, sj_dtype dtype, int rank, const int64_t *dims,
+                                sj_tensor *out);
+/* Bytes of t's elements (numel * element size); -1 for a malformed tensor. */
+SJ_API int64_t sj_tensor_bytes(const sj_tensor *t);
 SJ_API void sj_tensor_free(sj_ctx *ctx, sj_tensor *t);
 
-/* .npy version 1.0-3.0, dtype '<f4', C order only; anything else (another
+/* .npy version 1.0-3.0, dtype '<f4', '<i8', '<i4' or '|b1' (sets dtype), C order
+ * only; anything else (another
  * dtype, Fortran order, a header that lies about the payload size, rank >
  * SJ_MAX_RANK) is SJ_E_PARSE with a message naming the file and the field. */
 SJ_API sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out);

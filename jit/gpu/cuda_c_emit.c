@@ -95,10 +95,12 @@ static const char prelude[] =
     "    return r;\n"
     "}\n";
 
-/* "(i0 * 64LL + i2)" for the nonzero strides, "0" when there are none. */
-static void address(src *s, const int64_t *strides) {
-    bool any = false;
+/* "(i0 * 64LL + i2)" for the nonzero strides, "0" when there are none;
+ * offset and offset_n * n (a load's, see kernel.h) in front. */
+static void address(src *s, const int64_t *strides, int64_t offset, int64_t offset_n) {
+    bool any = offset || offset_n;
     put(s, "(");
+    if (offset || offset_n) put(s, "%lldLL + n * %lldLL", (long long)offset, (long long)offset_n);
     for (int d = 0; d < s->k->rank; d++) {
         if (!strides[d]) continue;
         if (strides[d] == 1)
@@ -172,6 +174,21 @@ static int unary(src *s, const sj_kexpr *ex, int a, const char *indent) {
     case SJ_OP_GELU: put(s, "(t%d * 0.5f) * (1.0f + erff(t%d * 0.707106781f))", a, a); break;
     case SJ_OP_SILU: put(s, "t%d * sj_sigmoid(t%d)", a, a); break;
     case SJ_OP_ERF: put(s, "erff(t%d)", a); break;
+    case SJ_OP_SIN: put(s, "sinf(t%d)", a); break;
+    case SJ_OP_COS: put(s, "cosf(t%d)", a); break;
+    case SJ_OP_TAN: put(s, "tanf(t%d)", a); break;
+    case SJ_OP_ASIN: put(s, "asinf(t%d)", a); break;
+    case SJ_OP_ACOS: put(s, "acosf(t%d)", a); break;
+    case SJ_OP_ATAN: put(s, "atanf(t%d)", a); break;
+    case SJ_OP_SINH: put(s, "sinhf(t%d)", a); break;
+    case SJ_OP_COSH: put(s, "coshf(t%d)", a); break;
+    case SJ_OP_ASINH: put(s, "asinhf(t%d)", a); break;
+    case SJ_OP_ACOSH: put(s, "acoshf(t%d)", a); break;
+    case SJ_OP_ATANH: put(s, "atanhf(t%d)", a); break;
+    case SJ_OP_FLOOR: put(s, "floorf(t%d)", a); break;
+    case SJ_OP_CEIL: put(s, "ceilf(t%d)", a); break;
+    case SJ_OP_ROUND: put(s, "rintf(t%d)", a); break;
+    case SJ_OP_SIGN: put(s, "t%d > 0.0f ? 1.0f : (t%d < 0.0f ? -1.0f : t%d)", a, a, a); break;
     default: return -1;
     }
     put(s, ";\n");
@@ -205,7 +222,8 @@ static int expr(src *s, int32_t x, const char *indent, const char *acc) {
         if (ex->load < 0 || ex->load >= s->k->n_loads) return -1;
         t = s->temp++;
         put(s, "%sconst float t%d = b%d[", indent, t, s->k->loads[ex->load].buffer);
-        address(s, s->k->loads[ex->load].strides);
+        address(s, s->k->loads[ex->load].strides, s->k->loads[ex->load].offset,
+                s->k->loads[ex->load].offset_n);
         put(s, "];\n");
         return t;
     case SJ_KX_CONST:
@@ -224,6 +242,17 @@ static int expr(src *s, int32_t x, const char *indent, const char *acc) {
     case SJ_KX_BINARY:
         if ((a = expr(s, ex->a, indent, acc)) < 0 || (b = expr(s, ex->b, indent, acc)) < 0) return -1;
         return binary(s, ex->op, a, b, indent);
+    case SJ_KX_SELECT:
+        if ((a = expr(s, ex->a, indent, acc)) < 0 || (b = expr(s, ex->b, indent, acc)) < 0) return -1;
+        t = s->temp++;
+        put(s, "%sconst float t%d = (%lldLL", indent, t, (long long)ex->bias);
+        for (int d = 0; d < s->k->rank; d++)
+            if (ex->coef[d]) put(s, " + i%d * %lldLL", d, (long long)ex->coef[d]);
+        put(s, " >= 0) ? t%d : t%d;\n", a, b);
+        return t;
+    case SJ_KX_WHERE:
+    case SJ_KX_GATHER:
+    case SJ_KX_RANGE: return -1; /* typed: refused before emission (gpu_emitters.c) */
     }
     return -1;
 }
@@ -238,7 +267,7 @@ static sj_status store_epilogue(src *s, const char *acc, const char *indent) {
     int v = expr(s, s->k->epilogue, indent, acc);
     if (v < 0) return bad_expr(s);
     put(s, "%sb0[", indent);
-    address(s, s->k->out_strides);
+    address(s, s->k->out_strides, s->k->out_offset, 0);
     put(s, "] = t%d;\n", v);
     return SJ_OK;
 }
@@ -364,11 +393,11 @@ static sj_status emit_matmul(src *s) {
     /* a tile: rows m0.., cols k0..; b tile: rows k0.., cols n0.. */
     put(s, "            i0 = z / B1; i1 = z %% B1; i2 = m0 + ty; i3 = 0; i4 = k0 + tx;\n"
            "            as[ty][tx] = (i2 < M && i4 < K) ? b%d[", a->buffer);
-    address(s, a->strides);
+    address(s, a->strides, a->offset, a->offset_n);
     put(s, "] : 0.0f;\n"
            "            i2 = 0; i3 = n0 + tx; i4 = k0 + ty;\n"
            "            bs[ty][tx] = (i4 < K && i3 < N) ? b%d[", b->buffer);
-    address(s, b->strides);
+    address(s, b->strides, b->offset, b->offset_n);
     put(s, "] : 0.0f;\n"
            "            __syncthreads();\n"
            "            #pragma unroll\n"
@@ -403,7 +432,7 @@ static sj_status emit_kernel(src *s, const sj_kernel *k) {
     put(s, "    float *%s b0 = (float *)buffers[0];\n", reads_out ? "" : "__restrict__");
     for (int i = 1; i < k->n_buffers; i++)
         put(s, "    const float *__restrict__ b%d = (const float *)buffers[%d];\n", i, i);
-    put(s, "    long long i0 = 0, i1 = 0, i2 = 0, i3 = 0, i4 = 0;\n");
+    put(s, "    long long i0 = 0, i1 = 0, i2 = 0, i3 = 0, i4 = 0, i5 = 0;\n");
     put(s, "    (void)i0; (void)i1; (void)i2; (void)i3; (void)i4; (void)n;\n");
     switch (sch.kind) {
     case SJ_GPU_SCHED_MAP: SJ_TRY(emit_map(s)); break;

@@ -57,12 +57,46 @@ static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, bool want_
     return st;
 }
 
+/* The GPU emitters lower float32 kernels; one that loads, computes or
+ * stores int64, int32 or bool values (casts, comparisons, masks, gathers,
+ * ranges) fails the compile naming the kernel and the op. */
+static sj_status check_float_only(sj_ctx *ctx, sj_gpu_path path, const sj_lowered *l) {
+    for (int i = 0; i < l->n_kernels; i++) {
+        const sj_kernel *k = &l->kernels[i];
+        const char *what = k->out_dtype != SJ_F32 ? sj_dtype_name(k->out_dtype) : NULL;
+        const char *op = "store";
+        for (int x = 0; !what && x < k->n_exprs; x++) {
+            const sj_kexpr *ex = &k->exprs[x];
+            bool typed = ex->dtype != SJ_F32 || ex->kind == SJ_KX_GATHER ||
+                         ex->kind == SJ_KX_RANGE || ex->kind == SJ_KX_WHERE ||
+                         (ex->kind == SJ_KX_BINARY && ex->op >= SJ_OP_CAST && ex->op <= SJ_OP_FILL) ||
+                         (ex->kind == SJ_KX_UNARY && ex->op >= SJ_OP_CAST && ex->op <= SJ_OP_FILL);
+            if (!typed) continue;
+            what = sj_dtype_name(ex->dtype);
+            op = ex->kind == SJ_KX_GATHER ? "gather"
+                 : ex->kind == SJ_KX_RANGE ? "range"
+                 : ex->kind == SJ_KX_WHERE ? "where"
+                 : ex->kind == SJ_KX_LOAD  ? "load"
+                 : ex->kind == SJ_KX_CONST ? "constant"
+                                           : sj_op_name(ex->op);
+        }
+        if (what)
+            return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                           "%s: kernel %s: op '%s' on %s values cannot be lowered for the GPU yet "
+                           "(the GPU emitters take float32 kernels; use the host backend)",
+                           path == SJ_GPU_PATH_NVRTC ? "nvrtc" : "nvptx", k->name, op, what);
+    }
+    return SJ_OK;
+}
+
 sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path path, int sm,
                                  bool want_cubin, sj_gpu_code *out, char **source) {
     memset(out, 0, sizeof *out);
     if (source) *source = NULL;
     if (!sj_gpu_arch_supported(sm))
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "gpu: arch sm_%d not supported (sm_80, sm_90)", sm);
+    /* every caller (compile, codegen tests, benchmarks) gets the refusal */
+    SJ_TRY(check_float_only(ctx, path, l));
     return path == SJ_GPU_PATH_NVRTC ? nvrtc_path(ctx, l, sm, out, source)
                                      : nvptx_path(ctx, l, sm, want_cubin, out, source);
 }

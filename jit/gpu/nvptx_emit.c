@@ -122,6 +122,32 @@ static LLVMValueRef address(pe *e, LLVMValueRef base, const int64_t *strides) {
     return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
 }
 
+/* base + offset + offset_n * n elements */
+static LLVMValueRef offset_base(pe *e, LLVMValueRef base, int64_t offset, int64_t offset_n) {
+    if (!offset && !offset_n) return base;
+    LLVMValueRef off = ci(e, offset);
+    if (offset_n)
+        off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
+    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+}
+
+static LLVMValueRef ld_addr(pe *e, const sj_kload *ld) {
+    return address(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n), ld->strides);
+}
+
+static LLVMValueRef out_addr(pe *e) {
+    return address(e, offset_base(e, e->bufs[0], e->k->out_offset, 0), e->k->out_strides);
+}
+
+/* bias + sum_d coef[d] * i_d >= 0 */
+static LLVMValueRef index_test(pe *e, const sj_kexpr *ex) {
+    LLVMValueRef v = ci(e, ex->bias);
+    for (int d = 0; d < e->k->rank; d++)
+        if (ex->coef[d])
+            v = LLVMBuildNSWAdd(e->B, v, LLVMBuildNSWMul(e->B, e->idx[d], ci(e, ex->coef[d]), ""), "");
+    return LLVMBuildICmp(e->B, LLVMIntSGE, v, ci(e, 0), "");
+}
+
 static LLVMValueRef load_f32(pe *e, LLVMValueRef p) {
     LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, p, "");
     LLVMSetAlignment(v, 4);
@@ -157,7 +183,12 @@ static LLVMValueRef nv_erf(void *e, LLVMValueRef x) { return libdevice(e, "__nv_
 static LLVMValueRef nv_pow(void *e, LLVMValueRef x, LLVMValueRef y) {
     return libdevice(e, "__nv_powf", x, y);
 }
-static const sj_llvm_math nvptx_math = {nv_exp, nv_log, nv_tanh, nv_erf, nv_pow};
+static LLVMValueRef nv_libm(void *e, const char *name, LLVMValueRef x) {
+    char fn[32];
+    snprintf(fn, sizeof fn, "__nv_%s", name);
+    return libdevice(e, fn, x, NULL);
+}
+static const sj_llvm_math nvptx_math = {nv_exp, nv_log, nv_tanh, nv_erf, nv_pow, nv_libm};
 
 static LLVMValueRef unary(pe *e, sj_op op, LLVMValueRef x, float alpha) {
     return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, x, alpha);
@@ -174,7 +205,7 @@ static LLVMValueRef eval(pe *e, int32_t x) {
     switch (ex->kind) {
     case SJ_KX_LOAD:
         if (ex->load < 0 || ex->load >= e->k->n_loads) goto bad;
-        return load_f32(e, address(e, e->bufs[e->k->loads[ex->load].buffer], e->k->loads[ex->load].strides));
+        return load_f32(e, ld_addr(e, &e->k->loads[ex->load]));
     case SJ_KX_CONST: return cf(e, ex->value);
     case SJ_KX_ACC:
         if (!e->acc) goto bad;
@@ -187,6 +218,13 @@ static LLVMValueRef eval(pe *e, int32_t x) {
         if (!(a = eval(e, ex->a)) || !(b = eval(e, ex->b))) return NULL;
         r = binary(e, ex->op, a, b);
         break;
+    case SJ_KX_SELECT:
+        if (!(a = eval(e, ex->a)) || !(b = eval(e, ex->b))) return NULL;
+        r = LLVMBuildSelect(e->B, index_test(e, ex), a, b, "");
+        break;
+    case SJ_KX_WHERE:
+    case SJ_KX_GATHER:
+    case SJ_KX_RANGE: break; /* typed: refused before emission (gpu_emitters.c) */
     }
     if (r) return r;
 bad:
@@ -202,7 +240,7 @@ static sj_status bad_expr(pe *e) {
 static sj_status store_epilogue(pe *e) {
     LLVMValueRef v = eval(e, e->k->epilogue);
     if (!v) return bad_expr(e);
-    LLVMSetAlignment(LLVMBuildStore(e->B, v, address(e, e->bufs[0], e->k->out_strides)), 4);
+    LLVMSetAlignment(LLVMBuildStore(e->B, v, out_addr(e)), 4);
     return SJ_OK;
 }
 
@@ -373,7 +411,7 @@ static void stage(pe *e, LLVMValueRef tile, LLVMValueRef ty, LLVMValueRef tx, LL
     LLVMValueRef slot = tile_at(e, tile, ty, tx);
     LLVMBuildStore(e->B, cf(e, 0.0), slot);
     LLVMBasicBlockRef join = if_open(e, ok);
-    LLVMBuildStore(e->B, load_f32(e, address(e, e->bufs[ld->buffer], ld->strides)), slot);
+    LLVMBuildStore(e->B, load_f32(e, ld_addr(e, ld)), slot);
     if_close(e, join);
 }
 

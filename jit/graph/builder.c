@@ -167,12 +167,20 @@ static sj_status append_leaf(sj_graph *g, const char *what, const char *name, sj
     return st;
 }
 
-sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
-                         sj_value *out) {
+static sj_status check_dtype(sj_graph *g, const char *what, sj_dtype dtype) {
+    if ((int)dtype >= 0 && dtype < SJ_DTYPE_COUNT_) return SJ_OK;
+    return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: element type %d does not exist", what,
+                   (int)dtype);
+}
+
+sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+                               const int64_t *dims, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     char what[96];
     snprintf(what, sizeof what, "input %s", name ? name : "(null)");
     sj_node n = sj_node_blank(SJ_OP_INPUT);
+    n.dtype = dtype;
+    SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
     SJ_TRY(sj_graph_make_shape(g, what, rank, dims, true, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
@@ -185,21 +193,36 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     return SJ_OK;
 }
 
-sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
-                         const float *data, sj_value *out) {
+sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t *dims,
+                         sj_value *out) {
+    return sj_graph_input_typed(g, name, SJ_F32, rank, dims, out);
+}
+
+sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+                               const int64_t *dims, const void *data, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     char what[96];
     snprintf(what, sizeof what, "param %s", name ? name : "(null)");
     sj_node n = sj_node_blank(SJ_OP_PARAM);
+    n.dtype = dtype;
+    SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
     SJ_TRY(sj_graph_make_shape(g, what, rank, dims, false, &n.shape));
     SJ_TRY(check_size(g, what, &n.shape));
     if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
     size_t count = (size_t)sj_shape_numel(&n.shape, 1), bytes;
-    if (sj_mul_overflow_size(count, sizeof(float), &bytes) || !(n.data = sj_alloc(g->ctx, bytes)))
-        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu floats", what, count);
-    memcpy(n.data, data, bytes);
+    if (sj_mul_overflow_size(count, sj_dtype_size(dtype), &bytes) ||
+        !(n.bytes = sj_alloc(g->ctx, bytes)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu elements", what, count);
+    memcpy(n.bytes, data, bytes);
+    if (dtype == SJ_BOOL) /* one canonical byte per truth value, so equal graphs hash equal */
+        for (size_t i = 0; i < count; i++) ((uint8_t *)n.bytes)[i] = ((uint8_t *)n.bytes)[i] != 0;
     return append_leaf(g, what, name, &n, out);
+}
+
+sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
+                         const float *data, sj_value *out) {
+    return sj_graph_param_typed(g, name, SJ_F32, rank, dims, data, out);
 }
 
 /* ---- outputs ---- */
@@ -232,7 +255,7 @@ static sj_status describe(const sj_graph *g, sj_value v, const char *name, sj_va
     out->name = name;
     out->value = v;
     out->shape = g->nodes[v].shape;
-    out->dtype = SJ_F32; /* every value is float32 until the IR carries element types */
+    out->dtype = g->nodes[v].dtype;
     return SJ_OK;
 }
 
@@ -279,9 +302,9 @@ static sj_status clone_node(sj_ctx *ctx, const sj_node *src, sj_node *dst) {
     dst->data = NULL;
     if (src->name && !(dst->name = sj_strdup(ctx, src->name))) return SJ_E_NOMEM;
     if (src->data) {
-        size_t bytes = (size_t)sj_shape_numel(&src->shape, 1) * sizeof(float);
-        if (!(dst->data = sj_alloc(ctx, bytes))) return SJ_E_NOMEM;
-        memcpy(dst->data, src->data, bytes);
+        size_t bytes = (size_t)sj_shape_numel(&src->shape, 1) * sj_dtype_size(src->dtype);
+        if (!(dst->bytes = sj_alloc(ctx, bytes))) return SJ_E_NOMEM;
+        memcpy(dst->bytes, src->bytes, bytes);
     }
     return SJ_OK;
 }

@@ -17,12 +17,18 @@ typedef struct sj_node_attrs {
     float alpha;      /* leaky_relu slope; gemm alpha */
     float beta;       /* gemm beta */
     float epsilon;    /* layernorm */
-    int axis;         /* softmax, log_softmax, layernorm: normalised (>= 0) */
+    int axis;         /* softmax, log_softmax, layernorm: normalised (>= 0); gather */
+    double first;     /* range: the first value */
+    double delta;     /* range; fill: the value */
     uint32_t axes;    /* reductions: bit i set = axis i reduced (of the input) */
     bool keepdims;    /* reductions */
     bool trans_a;     /* gemm */
     bool trans_b;     /* gemm */
     int perm[SJ_MAX_RANK]; /* transpose */
+    /* realops: slice (per axis; see sj_slice_axis), trilu (upper, k), concat (axis) */
+    int64_t start[SJ_MAX_RANK], start_n[SJ_MAX_RANK], step[SJ_MAX_RANK];
+    bool upper;
+    int64_t k;
 } sj_node_attrs;
 
 typedef struct sj_node {
@@ -31,8 +37,12 @@ typedef struct sj_node {
     sj_value inputs[3]; /* gemm: a, b, c; layernorm: x, scale, bias; absent = SJ_NO_VALUE */
     sj_node_attrs attrs;
     sj_shape shape; /* of the node's output value */
+    sj_dtype dtype; /* of the node's output value */
     char *name;     /* owned; NULL for unnamed intermediates */
-    float *data;    /* SJ_OP_PARAM only: owned, numel(shape) floats */
+    union {         /* SJ_OP_PARAM only: owned, numel(shape) elements of dtype */
+        float *data;
+        void *bytes;
+    };
 } sj_node;
 
 typedef struct sj_graph_output_entry {
@@ -59,12 +69,34 @@ struct sj_graph {
     uint8_t hash[32];
 };
 
-static inline bool sj_op_is_unary(sj_op op) { return op >= SJ_OP_NEG && op <= SJ_OP_ERF; }
-static inline bool sj_op_is_binary(sj_op op) { return op >= SJ_OP_ADD && op <= SJ_OP_MIN; }
-static inline bool sj_op_is_elementwise(sj_op op) { return sj_op_is_unary(op) || sj_op_is_binary(op); }
+/* Cast counts as unary (its target is the node's dtype), where as the one
+ * ternary elementwise op. */
+static inline bool sj_op_is_unary(sj_op op) {
+    return (op >= SJ_OP_NEG && op <= SJ_OP_ERF) || op == SJ_OP_CAST ||
+           (op >= SJ_OP_NOT && op <= SJ_OP_ISINF) || (op >= SJ_OP_SIN && op <= SJ_OP_SIGN);
+}
+static inline bool sj_op_is_binary(sj_op op) {
+    return (op >= SJ_OP_ADD && op <= SJ_OP_MIN) || (op >= SJ_OP_EQUAL && op <= SJ_OP_MOD);
+}
+static inline bool sj_op_is_compare(sj_op op) {
+    return op >= SJ_OP_EQUAL && op <= SJ_OP_GREATER_EQUAL;
+}
+static inline bool sj_op_is_elementwise(sj_op op) {
+    return sj_op_is_unary(op) || sj_op_is_binary(op) || op == SJ_OP_WHERE;
+}
+/* Ops that produce values from their shape alone or index another tensor:
+ * computed by a map kernel of their own, never inlined. */
+static inline bool sj_op_is_generator(sj_op op) {
+    return op == SJ_OP_GATHER || op == SJ_OP_RANGE || op == SJ_OP_FILL ||
+           op == SJ_OP_GATHER_ELEMENTS;
+}
 static inline bool sj_op_is_reduce(sj_op op) {
     return op >= SJ_OP_REDUCE_SUM && op <= SJ_OP_REDUCE_MAX;
 }
+
+/* The largest extent at which every index slice node nd reads lies inside
+ * its operand (SJ_MAX_EXTENT when none is out of reach). */
+int64_t sj_slice_extent_limit(const sj_graph *g, const sj_node *nd);
 
 /* How many dims of s are symbolic (scores [N, N] have two). */
 static inline int sj_shape_sym_count(const sj_shape *s) {

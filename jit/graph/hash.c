@@ -1,7 +1,7 @@
 /* The graph's content hash: BLAKE3 over a canonical serialisation.
  *
  * Canonical form (all integers little-endian, int64 unless noted):
- *   tag "sjg-hash-1", has-symbol (u8), input count, each input's shape,
+ *   tag "sjg-hash-2", has-symbol (u8), input count, each input's shape and dtype,
  *   the nodes reachable from the outputs in DFS post-order (outputs in
  *   order, operands left to right), then the output references in order.
  * A reference is the operand's canonical number: inputs are 0..n_inputs-1
@@ -56,6 +56,29 @@ static void put_f32_array(llvm_blake3_hasher *h, const float *data, int64_t coun
     put_bytes(h, buf, used);
 }
 
+/* Typed weights: ints little-endian through the same staging, bools as
+ * their (canonical 0/1) bytes. */
+static void put_param_data(llvm_blake3_hasher *h, const sj_node *n) {
+    int64_t count = sj_shape_numel(&n->shape, 1);
+    switch (n->dtype) {
+    case SJ_F32: put_f32_array(h, n->data, count); return;
+    case SJ_I64:
+        for (int64_t i = 0; i < count; i++) put_i64(h, ((const int64_t *)n->bytes)[i]);
+        return;
+    case SJ_I32:
+        for (int64_t i = 0; i < count; i++) put_u32(h, (uint32_t)((const int32_t *)n->bytes)[i]);
+        return;
+    case SJ_BOOL: put_bytes(h, n->bytes, (size_t)count); return;
+    default: return;
+    }
+}
+
+static void put_f64(llvm_blake3_hasher *h, double d) {
+    int64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    put_i64(h, bits);
+}
+
 static void put_shape(llvm_blake3_hasher *h, const sj_shape *s) {
     put_i64(h, s->rank);
     for (int i = 0; i < s->rank; i++) put_i64(h, s->dims[i]);
@@ -88,6 +111,25 @@ static void put_attrs(llvm_blake3_hasher *h, const sj_node *n) {
     case SJ_OP_TRANSPOSE:
         for (int i = 0; i < n->shape.rank; i++) put_i64(h, a->perm[i]);
         break;
+    case SJ_OP_GATHER: put_i64(h, a->axis); break;
+    case SJ_OP_RANGE:
+        put_f64(h, a->first);
+        put_f64(h, a->delta);
+        break;
+    case SJ_OP_FILL: put_f64(h, a->delta); break;
+    case SJ_OP_SLICE:
+        for (int i = 0; i < n->shape.rank; i++) {
+            put_i64(h, a->start[i]);
+            put_i64(h, a->start_n[i]);
+            put_i64(h, a->step[i]);
+        }
+        break;
+    case SJ_OP_CONCAT:
+    case SJ_OP_GATHER_ELEMENTS: put_i64(h, a->axis); break;
+    case SJ_OP_TRILU:
+        put_u8(h, a->upper);
+        put_i64(h, a->k);
+        break;
     default: break;
     }
 }
@@ -102,17 +144,21 @@ static int64_t ref(const int *canon, sj_value v) {
 static void put_node(llvm_blake3_hasher *h, const sj_node *n, const int *canon) {
     put_i64(h, n->op);
     put_shape(h, &n->shape);
+    put_i64(h, n->dtype);
     put_i64(h, n->n_inputs);
     for (int i = 0; i < n->n_inputs; i++) put_i64(h, ref(canon, n->inputs[i]));
     put_attrs(h, n);
-    if (n->op == SJ_OP_PARAM) put_f32_array(h, n->data, sj_shape_numel(&n->shape, 1));
+    if (n->op == SJ_OP_PARAM) put_param_data(h, n);
 }
 
 static void put_header(llvm_blake3_hasher *h, const sj_graph *g, const char *tag) {
     put_bytes(h, tag, strlen(tag) + 1);
     put_u8(h, g->sym_name != NULL);
     put_i64(h, g->n_inputs);
-    for (int i = 0; i < g->n_inputs; i++) put_shape(h, &g->nodes[g->inputs[i]].shape);
+    for (int i = 0; i < g->n_inputs; i++) {
+        put_shape(h, &g->nodes[g->inputs[i]].shape);
+        put_i64(h, g->nodes[g->inputs[i]].dtype);
+    }
 }
 
 static void put_outputs(llvm_blake3_hasher *h, const sj_graph *g, const int *canon) {
@@ -153,7 +199,7 @@ static void hash_canonical(llvm_blake3_hasher *h, const sj_graph *g, int *scratc
     for (int v = 0; v < g->n_nodes; v++) canon[v] = -1;
     for (int i = 0; i < g->n_inputs; i++) canon[g->inputs[i]] = i;
     int next_id = g->n_inputs;
-    put_header(h, g, "sjg-hash-1");
+    put_header(h, g, "sjg-hash-2");
     for (int i = 0; i < g->n_outputs; i++)
         emit_reachable(h, g, g->outputs[i].value, canon, &next_id, stack);
     put_outputs(h, g, canon);
@@ -164,7 +210,7 @@ static void hash_canonical(llvm_blake3_hasher *h, const sj_graph *g, int *scratc
  * exactly, under a different tag, so the worst outcome is a cache miss for
  * a graph that was built in another order, never a false hit. */
 static void hash_in_index_order(llvm_blake3_hasher *h, const sj_graph *g) {
-    put_header(h, g, "sjg-hash-1-index-order");
+    put_header(h, g, "sjg-hash-2-index-order");
     put_i64(h, g->n_nodes);
     for (int v = 0; v < g->n_nodes; v++) put_node(h, &g->nodes[v], NULL);
     put_outputs(h, g, NULL);

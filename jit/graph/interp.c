@@ -44,6 +44,9 @@ static sj_status check_input(const sj_graph *g, int i, const sj_tensor *t, int64
     }
     if (!t->data)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "interp: input %s: data is NULL", n->name);
+    if (t->dtype != n->dtype)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "interp: input %s: got %s elements, expected %s",
+                       n->name, sj_dtype_name(t->dtype), sj_dtype_name(n->dtype));
     return SJ_OK;
 }
 
@@ -51,6 +54,12 @@ static sj_status check_input(const sj_graph *g, int i, const sj_tensor *t, int64
 static sj_status check_sizes(const sj_graph *g, int64_t extent) {
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *n = &g->nodes[v];
+        if (n->op == SJ_OP_SLICE && g->sym_name && extent > sj_slice_extent_limit(g, n))
+            return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE,
+                           "interp: value %d (slice%s%s) reads past its operand at %s = %lld (it "
+                           "fits up to %lld)",
+                           v, n->name ? " " : "", n->name ? n->name : "", g->sym_name,
+                           (long long)extent, (long long)sj_slice_extent_limit(g, n));
         if (sj_shape_numel(&n->shape, extent) >= 0) continue;
         return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE,
                        "interp: value %d (%s) %s has more than 2^40 elements at %s = %lld", v,
@@ -92,7 +101,7 @@ static void bind_leaves(run_state *st, const sj_tensor *inputs) {
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *n = &g->nodes[v];
         if (n->op != SJ_OP_PARAM) continue;
-        st->vals[v] = (sj_tensor){.rank = n->shape.rank, .data = n->data};
+        st->vals[v] = (sj_tensor){.rank = n->shape.rank, .bytes = n->bytes, .dtype = n->dtype};
         memcpy(st->vals[v].dims, n->shape.dims, sizeof n->shape.dims);
     }
 }
@@ -101,12 +110,12 @@ static sj_status eval_node(run_state *st, sj_value v) {
     const sj_node *n = &st->g->nodes[v];
     if (n->op == SJ_OP_INPUT || n->op == SJ_OP_PARAM) return SJ_OK;
     sj_shape s = sj_shape_at(&n->shape, st->extent);
-    SJ_TRY(sj_tensor_alloc(st->ctx, s.rank, s.dims, &st->vals[v]));
+    SJ_TRY(sj_tensor_alloc_typed(st->ctx, n->dtype, s.rank, s.dims, &st->vals[v]));
     st->owned[v] = true;
     const sj_tensor *in[3] = {NULL, NULL, NULL};
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] != SJ_NO_VALUE) in[i] = &st->vals[n->inputs[i]];
-    sj_interp_eval(n, in, &st->vals[v]);
+    sj_interp_eval(n, in, &st->vals[v], st->extent);
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] != SJ_NO_VALUE && st->last_use[n->inputs[i]] == v)
             release(st, n->inputs[i]);
@@ -118,8 +127,8 @@ static sj_status copy_outputs(run_state *st, sj_tensor *outputs) {
     const sj_graph *g = st->g;
     for (int i = 0; i < g->n_outputs; i++) {
         const sj_tensor *src = &st->vals[g->outputs[i].value];
-        SJ_TRY(sj_tensor_alloc(st->ctx, src->rank, src->dims, &outputs[i]));
-        memcpy(outputs[i].data, src->data, (size_t)sj_tensor_numel(src) * sizeof(float));
+        SJ_TRY(sj_tensor_alloc_typed(st->ctx, src->dtype, src->rank, src->dims, &outputs[i]));
+        memcpy(outputs[i].bytes, src->bytes, (size_t)sj_tensor_bytes(src));
     }
     return SJ_OK;
 }

@@ -1,4 +1,5 @@
-/* .npy files (format versions 1.0-3.0): float32, little-endian, C order.
+/* .npy files (format versions 1.0-3.0): float32, int64, int32 and bool,
+ * little-endian, C order.
  * The header is parsed strictly: a Python dict literal with exactly the keys
  * descr, fortran_order and shape, and a payload whose size the shape fully
  * explains. Anything else is refused with the file and the field named. */
@@ -28,7 +29,13 @@ typedef struct npy_header {
     int rank;
     int64_t dims[SJ_MAX_RANK];
     int64_t payload_bytes;
+    sj_dtype dtype;
 } npy_header;
+
+/* The descr strings shapejit reads and writes, by sj_dtype. numpy writes
+ * '|b1' for bool and '<i8' / '<i4' for the little-endian ints. */
+static const char *const npy_descr[SJ_DTYPE_COUNT_] = {
+    [SJ_F32] = "<f4", [SJ_I64] = "<i8", [SJ_I32] = "<i4", [SJ_BOOL] = "|b1"};
 
 typedef struct dict_cursor {
     const char *p, *end;
@@ -135,11 +142,14 @@ static sj_status parse_dict(sj_ctx *ctx, const char *what, const char *text, siz
             if (!read_str(&c, descr, sizeof descr))
                 return sj_fail(ctx, SJ_E_PARSE, "%s: header field 'descr' is not a dtype string",
                                what);
-            if (strcmp(descr, "<f4") != 0)
+            int t = 0;
+            while (t < SJ_DTYPE_COUNT_ && strcmp(descr, npy_descr[t]) != 0) t++;
+            if (t == SJ_DTYPE_COUNT_)
                 return sj_fail(ctx, SJ_E_PARSE,
-                               "%s: header field 'descr' is '%s'; only '<f4' (float32, "
-                               "little-endian) is supported",
+                               "%s: header field 'descr' is '%s'; supported are '<f4' (float32), "
+                               "'<i8' (int64), '<i4' (int32) and '|b1' (bool), little-endian",
                                what, descr);
+            h->dtype = (sj_dtype)t;
         } else if (!strcmp(key, "fortran_order")) {
             if (seen_order)
                 return sj_fail(ctx, SJ_E_PARSE, "%s: header: key 'fortran_order' repeated", what);
@@ -175,7 +185,7 @@ static sj_status parse_dict(sj_ctx *ctx, const char *what, const char *text, siz
         if (sj_mul_overflow_i64(numel, h->dims[i], &numel) || numel > SJ_MAX_ELEMENTS)
             return sj_fail(ctx, SJ_E_PARSE, "%s: header field 'shape' has over %lld elements", what,
                            (long long)SJ_MAX_ELEMENTS);
-    h->payload_bytes = numel * (int64_t)sizeof(float);
+    h->payload_bytes = numel * (int64_t)sj_dtype_size(h->dtype);
     return SJ_OK;
 }
 
@@ -230,6 +240,21 @@ static sj_status payload_size_check(sj_ctx *ctx, const char *what, const npy_hea
                    have < (uint64_t)h->payload_bytes ? " (truncated file)" : " (header lies)");
 }
 
+/* A bool payload holds only 0 and 1 (numpy never writes anything else):
+ * the kernels test the byte as it is. */
+static sj_status check_bools(sj_ctx *ctx, const char *what, sj_tensor *t) {
+    if (t->dtype != SJ_BOOL) return SJ_OK;
+    int64_t n = sj_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (t->b8[i] > 1) {
+            unsigned bad = t->b8[i];
+            sj_tensor_free(ctx, t);
+            return sj_fail(ctx, SJ_E_PARSE, "%s: bool element %lld is %u, not 0 or 1", what,
+                           (long long)i, bad);
+        }
+    return SJ_OK;
+}
+
 sj_status sj_npy_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
                           sj_tensor *out) {
     if (!ctx || !out || (!bytes && len)) return sj_fail(ctx, SJ_E_INVALID_ARG, "sj_npy_read_mem: NULL argument");
@@ -238,9 +263,9 @@ sj_status sj_npy_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char
     npy_header h;
     SJ_TRY(parse_header(ctx, what, bytes, len, &h));
     SJ_TRY(payload_size_check(ctx, what, &h, len - h.data_offset));
-    SJ_TRY(sj_tensor_alloc(ctx, h.rank, h.dims, out));
-    memcpy(out->data, (const uint8_t *)bytes + h.data_offset, (size_t)h.payload_bytes);
-    return SJ_OK;
+    SJ_TRY(sj_tensor_alloc_typed(ctx, h.dtype, h.rank, h.dims, out));
+    memcpy(out->bytes, (const uint8_t *)bytes + h.data_offset, (size_t)h.payload_bytes);
+    return check_bools(ctx, what, out);
 }
 
 sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out) {
@@ -279,13 +304,15 @@ sj_status sj_npy_read(sj_ctx *ctx, const char *path, sj_tensor *out) {
     if (st != SJ_OK) goto done;
     st = payload_size_check(ctx, path, &h, (uint64_t)sb.st_size - need);
     if (st != SJ_OK) goto done;
-    st = sj_tensor_alloc(ctx, h.rank, h.dims, out);
+    st = sj_tensor_alloc_typed(ctx, h.dtype, h.rank, h.dims, out);
     if (st != SJ_OK) goto done;
     if (fseek(f, (long)need, SEEK_SET) != 0 ||
-        fread(out->data, 1, (size_t)h.payload_bytes, f) != (size_t)h.payload_bytes) {
+        fread(out->bytes, 1, (size_t)h.payload_bytes, f) != (size_t)h.payload_bytes) {
         sj_tensor_free(ctx, out);
         st = sj_fail(ctx, SJ_E_IO, "%s: read failed in the payload (file changed while reading?)",
                      path);
+    } else {
+        st = check_bools(ctx, path, out);
     }
 done:
     sj_free(ctx, head);
@@ -304,8 +331,8 @@ static size_t format_header(const sj_tensor *t, char *buf, size_t cap) {
                       t->rank == 1 ? "," : i + 1 < t->rank ? ", " : "");
     snprintf(shape + n, sizeof shape - (size_t)n, ")");
     char dict[192];
-    int dlen = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }",
-                        shape);
+    int dlen = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                        npy_descr[t->dtype], shape);
     size_t total = NPY_PREAMBLE_V1 + (size_t)dlen + 1;
     total = (total + 63) / 64 * 64;
     if (total > cap) return 0;
@@ -335,6 +362,9 @@ sj_status sj_npy_write(sj_ctx *ctx, const char *path, const sj_tensor *t) {
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: tensor has too many elements", path);
     if (numel > 0 && !t->data)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: tensor has no data", path);
+    if ((int)t->dtype < 0 || t->dtype >= SJ_DTYPE_COUNT_)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: tensor has element type %d", path, (int)t->dtype);
+    size_t es = sj_dtype_size(t->dtype);
     char header[256];
     size_t hlen = format_header(t, header, sizeof header);
     if (!hlen) return sj_fail(ctx, SJ_E_INTERNAL, "%s: npy header does not fit", path);
@@ -350,7 +380,7 @@ sj_status sj_npy_write(sj_ctx *ctx, const char *path, const sj_tensor *t) {
         return st;
     }
     bool ok = fwrite(header, 1, hlen, f) == hlen &&
-              (numel == 0 || fwrite(t->data, sizeof(float), (size_t)numel, f) == (size_t)numel) &&
+              (numel == 0 || fwrite(t->bytes, es, (size_t)numel, f) == (size_t)numel) &&
               fflush(f) == 0 && fsync(fileno(f)) == 0;
     int err = errno;
     if (fclose(f) != 0 && ok) {

@@ -37,6 +37,43 @@ static const char *const op_names[SJ_OP_COUNT_] = {
     [SJ_OP_LAYERNORM] = "layernorm",
     [SJ_OP_TRANSPOSE] = "transpose",
     [SJ_OP_RESHAPE] = "reshape",
+    [SJ_OP_CAST] = "cast",
+    [SJ_OP_EQUAL] = "equal",
+    [SJ_OP_LESS] = "less",
+    [SJ_OP_LESS_EQUAL] = "less_equal",
+    [SJ_OP_GREATER] = "greater",
+    [SJ_OP_GREATER_EQUAL] = "greater_equal",
+    [SJ_OP_AND] = "and",
+    [SJ_OP_OR] = "or",
+    [SJ_OP_XOR] = "xor",
+    [SJ_OP_MOD] = "mod",
+    [SJ_OP_NOT] = "not",
+    [SJ_OP_ISNAN] = "isnan",
+    [SJ_OP_ISINF] = "isinf",
+    [SJ_OP_WHERE] = "where",
+    [SJ_OP_GATHER] = "gather",
+    [SJ_OP_RANGE] = "range",
+    [SJ_OP_FILL] = "fill",
+    [SJ_OP_SIN] = "sin",
+    [SJ_OP_COS] = "cos",
+    [SJ_OP_TAN] = "tan",
+    [SJ_OP_ASIN] = "asin",
+    [SJ_OP_ACOS] = "acos",
+    [SJ_OP_ATAN] = "atan",
+    [SJ_OP_SINH] = "sinh",
+    [SJ_OP_COSH] = "cosh",
+    [SJ_OP_ASINH] = "asinh",
+    [SJ_OP_ACOSH] = "acosh",
+    [SJ_OP_ATANH] = "atanh",
+    [SJ_OP_FLOOR] = "floor",
+    [SJ_OP_CEIL] = "ceil",
+    [SJ_OP_ROUND] = "round",
+    [SJ_OP_SIGN] = "sign",
+    [SJ_OP_SLICE] = "slice",
+    [SJ_OP_CONCAT] = "concat",
+    [SJ_OP_EXPAND] = "expand",
+    [SJ_OP_TRILU] = "trilu",
+    [SJ_OP_GATHER_ELEMENTS] = "gather_elements",
 };
 
 /* "?" rather than NULL so a bad op inside an error message prints safely. */
@@ -73,4 +110,14 @@ const char *sj_dtype_name(sj_dtype t) {
     case SJ_BOOL: return "bool";
     default: return "?";
     }
+}
+
+sj_status sj_dtype_from_name(const char *name, sj_dtype *out) {
+    if (!name || !out) return SJ_E_INVALID_ARG;
+    for (int t = 0; t < SJ_DTYPE_COUNT_; t++)
+        if (strcmp(sj_dtype_name((sj_dtype)t), name) == 0) {
+            *out = (sj_dtype)t;
+            return SJ_OK;
+        }
+    return SJ_E_NOT_FOUND;
 }

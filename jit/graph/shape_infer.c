@@ -3,30 +3,85 @@
  * appending, so nothing is appended when a check fails. */
 #include "builder_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #define SHAPE(v) (&g->nodes[(v)].shape)
+#define DTYPE(v) (g->nodes[(v)].dtype)
 #define STR(shape) (sj_graph_shape_str(g, (shape)).s)
+
+/* ---- element types ---- */
+
+enum { T_F32 = 1u << SJ_F32, T_I64 = 1u << SJ_I64, T_I32 = 1u << SJ_I32, T_BOOL = 1u << SJ_BOOL,
+       T_INT = T_I64 | T_I32, T_NUM = T_F32 | T_INT };
+
+static const char *allowed_str(unsigned allowed) {
+    switch (allowed) {
+    case T_F32: return "float32";
+    case T_BOOL: return "bool";
+    case T_NUM: return "float32, int64 or int32";
+    case T_INT: return "int64 or int32";
+    default: return "another element type";
+    }
+}
+
+/* Fails with SJ_E_SHAPE when operand `role` of op has a dtype outside allowed. */
+static sj_status check_type(sj_graph *g, const char *op, const char *role, sj_value v,
+                            unsigned allowed) {
+    if (allowed & (1u << DTYPE(v))) return SJ_OK;
+    return sj_fail(g->ctx, SJ_E_SHAPE, "%s: %s is %s %s; %s takes %s", op, role,
+                   sj_dtype_name(DTYPE(v)), STR(SHAPE(v)), op, allowed_str(allowed));
+}
+
+static sj_status check_same_type(sj_graph *g, const char *op, sj_value a, sj_value b) {
+    if (DTYPE(a) == DTYPE(b)) return SJ_OK;
+    return sj_fail(g->ctx, SJ_E_SHAPE, "%s: operands have different element types: %s %s vs %s %s",
+                   op, sj_dtype_name(DTYPE(a)), STR(SHAPE(a)), sj_dtype_name(DTYPE(b)),
+                   STR(SHAPE(b)));
+}
+
+static unsigned unary_types(sj_op op) {
+    switch (op) {
+    case SJ_OP_NEG:
+    case SJ_OP_ABS: return T_NUM;
+    case SJ_OP_NOT: return T_BOOL;
+    default: return T_F32;
+    }
+}
+
+static unsigned binary_types(sj_op op) {
+    switch (op) {
+    case SJ_OP_POW: return T_F32;
+    case SJ_OP_AND:
+    case SJ_OP_OR:
+    case SJ_OP_XOR: return T_BOOL;
+    case SJ_OP_EQUAL: return T_NUM | T_BOOL;
+    default: return T_NUM;
+    }
+}
 
 /* ---- elementwise ---- */
 
 sj_status sj_graph_unary(sj_graph *g, sj_op op, sj_value x, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    if (!sj_op_is_unary(op) || op == SJ_OP_LEAKY_RELU)
+    if (!sj_op_is_unary(op) || op == SJ_OP_LEAKY_RELU || op == SJ_OP_CAST)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG,
                        "unary: %s (op %d) is not a unary op taking no attribute", sj_op_name(op),
                        (int)op);
     SJ_TRY(sj_graph_check_value(g, sj_op_name(op), x));
+    SJ_TRY(check_type(g, sj_op_name(op), "the operand", x, unary_types(op)));
     sj_node n = sj_node_blank(op);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.shape = *SHAPE(x);
+    n.dtype = op == SJ_OP_ISNAN || op == SJ_OP_ISINF ? SJ_BOOL : DTYPE(x);
     return sj_graph_append(g, sj_op_name(op), &n, out);
 }
 
 sj_status sj_graph_leaky_relu(sj_graph *g, sj_value x, float alpha, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj_graph_check_value(g, "leaky_relu", x));
+    SJ_TRY(check_type(g, "leaky_relu", "the operand", x, T_F32));
     sj_node n = sj_node_blank(SJ_OP_LEAKY_RELU);
     n.n_inputs = 1;
     n.inputs[0] = x;
@@ -80,10 +135,13 @@ sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_valu
     const char *name = sj_op_name(op);
     SJ_TRY(sj_graph_check_value(g, name, a));
     SJ_TRY(sj_graph_check_value(g, name, b));
+    SJ_TRY(check_type(g, name, "the first operand", a, binary_types(op)));
+    SJ_TRY(check_same_type(g, name, a, b));
     sj_node n = sj_node_blank(op);
     n.n_inputs = 2;
     n.inputs[0] = a;
     n.inputs[1] = b;
+    n.dtype = sj_op_is_compare(op) ? SJ_BOOL : DTYPE(a);
     const sj_shape *sa = SHAPE(a), *sb = SHAPE(b);
     if (!broadcast_dims(sa->dims, sa->rank, sb->dims, sb->rank, n.shape.dims, &n.shape.rank))
         return sj_fail(g->ctx, SJ_E_SHAPE, "%s: shapes do not broadcast: %s vs %s", name, STR(sa),
@@ -110,6 +168,7 @@ sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const i
                        sj_op_name(op), (int)op);
     const char *name = sj_op_name(op);
     SJ_TRY(sj_graph_check_value(g, name, x));
+    SJ_TRY(check_type(g, name, "the operand", x, T_F32));
     const sj_shape *s = SHAPE(x);
     if (n_axes < 0 || n_axes > s->rank || (n_axes > 0 && !axes))
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: %d axes for %s", name, n_axes, STR(s));
@@ -142,6 +201,8 @@ sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj_graph_check_value(g, "matmul", a));
     SJ_TRY(sj_graph_check_value(g, "matmul", b));
+    SJ_TRY(check_type(g, "matmul", "A", a, T_F32));
+    SJ_TRY(check_type(g, "matmul", "B", b, T_F32));
     const sj_shape *sa = SHAPE(a), *sb = SHAPE(b);
     if (sa->rank < 1 || sb->rank < 1)
         return sj_fail(g->ctx, SJ_E_SHAPE, "matmul: operands need rank >= 1: %s vs %s", STR(sa),
@@ -172,6 +233,9 @@ sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float a
     SJ_TRY(sj_graph_check_value(g, "gemm", a));
     SJ_TRY(sj_graph_check_value(g, "gemm", b));
     if (c != SJ_NO_VALUE) SJ_TRY(sj_graph_check_value(g, "gemm", c));
+    SJ_TRY(check_type(g, "gemm", "A", a, T_F32));
+    SJ_TRY(check_type(g, "gemm", "B", b, T_F32));
+    if (c != SJ_NO_VALUE) SJ_TRY(check_type(g, "gemm", "C", c, T_F32));
     const sj_shape *sa = SHAPE(a), *sb = SHAPE(b);
     if (sa->rank != 2 || sb->rank != 2)
         return sj_fail(g->ctx, SJ_E_SHAPE, "gemm: A and B need rank 2: %s vs %s", STR(sa),
@@ -206,6 +270,7 @@ sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value
                        sj_op_name(op), (int)op);
     const char *name = sj_op_name(op);
     SJ_TRY(sj_graph_check_value(g, name, x));
+    SJ_TRY(check_type(g, name, "the operand", x, T_F32));
     sj_node n = sj_node_blank(op);
     n.n_inputs = 1;
     n.inputs[0] = x;
@@ -217,6 +282,7 @@ sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value
 static sj_status check_affine(sj_graph *g, const char *role, sj_value v, const sj_shape *norm) {
     if (v == SJ_NO_VALUE) return SJ_OK;
     SJ_TRY(sj_graph_check_value(g, "layernorm", v));
+    SJ_TRY(check_type(g, "layernorm", role, v, T_F32));
     if (broadcasts_to(SHAPE(v), norm)) return SJ_OK;
     return sj_fail(g->ctx, SJ_E_SHAPE,
                    "layernorm: %s %s does not broadcast to the normalised shape %s", role,
@@ -227,6 +293,7 @@ sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value b
                              float epsilon, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj_graph_check_value(g, "layernorm", x));
+    SJ_TRY(check_type(g, "layernorm", "the operand", x, T_F32));
     sj_node n = sj_node_blank(SJ_OP_LAYERNORM);
     n.n_inputs = 3;
     n.inputs[0] = x;
@@ -253,6 +320,7 @@ sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value 
     sj_node n = sj_node_blank(SJ_OP_TRANSPOSE);
     n.n_inputs = 1;
     n.inputs[0] = x;
+    n.dtype = DTYPE(x);
     n.shape.rank = s->rank;
     unsigned seen = 0;
     for (int i = 0; i < s->rank; i++) {
@@ -324,7 +392,110 @@ sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dim
     sj_node n = sj_node_blank(SJ_OP_RESHAPE);
     n.n_inputs = 1;
     n.inputs[0] = x;
+    n.dtype = DTYPE(x);
     SJ_TRY(sj_graph_make_shape(g, "reshape", rank, dims, true, &n.shape));
     SJ_TRY(check_reshape(g, SHAPE(x), &n.shape));
     return sj_graph_append(g, "reshape", &n, out);
+}
+
+/* ---- typed ops ---- */
+
+sj_status sj_graph_cast(sj_graph *g, sj_value x, sj_dtype to, sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_graph_check_value(g, "cast", x));
+    if ((int)to < 0 || to >= SJ_DTYPE_COUNT_)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "cast: element type %d does not exist", (int)to);
+    sj_node n = sj_node_blank(SJ_OP_CAST);
+    n.n_inputs = 1;
+    n.inputs[0] = x;
+    n.shape = *SHAPE(x);
+    n.dtype = to;
+    return sj_graph_append(g, "cast", &n, out);
+}
+
+sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value b, sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_graph_check_value(g, "where", cond));
+    SJ_TRY(sj_graph_check_value(g, "where", a));
+    SJ_TRY(sj_graph_check_value(g, "where", b));
+    SJ_TRY(check_type(g, "where", "the condition", cond, T_BOOL));
+    SJ_TRY(check_same_type(g, "where", a, b));
+    sj_node n = sj_node_blank(SJ_OP_WHERE);
+    n.n_inputs = 3;
+    n.inputs[0] = cond;
+    n.inputs[1] = a;
+    n.inputs[2] = b;
+    n.dtype = DTYPE(a);
+    int64_t ab[SJ_MAX_RANK];
+    int ab_rank;
+    const sj_shape *sc = SHAPE(cond), *sa = SHAPE(a), *sb = SHAPE(b);
+    if (!broadcast_dims(sa->dims, sa->rank, sb->dims, sb->rank, ab, &ab_rank) ||
+        !broadcast_dims(sc->dims, sc->rank, ab, ab_rank, n.shape.dims, &n.shape.rank))
+        return sj_fail(g->ctx, SJ_E_SHAPE, "where: shapes do not broadcast: %s, %s, %s", STR(sc),
+                       STR(sa), STR(sb));
+    return sj_graph_append(g, "where", &n, out);
+}
+
+sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis, sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_graph_check_value(g, "gather", data));
+    SJ_TRY(sj_graph_check_value(g, "gather", indices));
+    SJ_TRY(check_type(g, "gather", "the indices", indices, T_INT));
+    const sj_shape *sd = SHAPE(data), *si = SHAPE(indices);
+    sj_node n = sj_node_blank(SJ_OP_GATHER);
+    n.n_inputs = 2;
+    n.inputs[0] = data;
+    n.inputs[1] = indices;
+    n.dtype = DTYPE(data);
+    if (sd->rank < 1)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "gather: data %s has rank 0", STR(sd));
+    SJ_TRY(normalise_axis(g, "gather", sd, axis, &n.attrs.axis));
+    int ax = n.attrs.axis;
+    if (sd->dims[ax] == SJ_DIM_SYM && sj_shape_sym_count(si) > 0 && sj_shape_sym_count(sd) > 1)
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                       "gather: data %s has the symbolic dim more than once", STR(sd));
+    if (sd->rank - 1 + si->rank > SJ_MAX_RANK)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "gather: data %s indexed by %s has rank %d (at most %d)",
+                       STR(sd), STR(si), sd->rank - 1 + si->rank, SJ_MAX_RANK);
+    for (int i = 0; i < ax; i++) n.shape.dims[n.shape.rank++] = sd->dims[i];
+    for (int i = 0; i < si->rank; i++) n.shape.dims[n.shape.rank++] = si->dims[i];
+    for (int i = ax + 1; i < sd->rank; i++) n.shape.dims[n.shape.rank++] = sd->dims[i];
+    return sj_graph_append(g, "gather", &n, out);
+}
+
+static sj_status check_generated(sj_graph *g, const char *what, sj_dtype dtype) {
+    if ((int)dtype < 0 || dtype >= SJ_DTYPE_COUNT_)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: element type %d does not exist", what,
+                       (int)dtype);
+    return SJ_OK;
+}
+
+sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
+                         sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(check_generated(g, "range", dtype));
+    if (dtype == SJ_BOOL)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "range: a range of bool does not exist");
+    if (!isfinite(start) || !isfinite(delta))
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "range: start %g and delta %g must be finite",
+                       start, delta);
+    sj_node n = sj_node_blank(SJ_OP_RANGE);
+    n.dtype = dtype;
+    n.attrs.first = start;
+    n.attrs.delta = delta;
+    SJ_TRY(sj_graph_make_shape(g, "range", 1, &count, true, &n.shape));
+    return sj_graph_append(g, "range", &n, out);
+}
+
+sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,
+                        sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(check_generated(g, "fill", dtype));
+    sj_node n = sj_node_blank(SJ_OP_FILL);
+    n.dtype = dtype;
+    n.attrs.delta = dtype == SJ_BOOL ? (double)(value != 0)
+                    : dtype == SJ_F32 ? (double)(float)value
+                                      : value;
+    SJ_TRY(sj_graph_make_shape(g, "fill", rank, dims, true, &n.shape));
+    return sj_graph_append(g, "fill", &n, out);
 }

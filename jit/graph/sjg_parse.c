@@ -328,6 +328,10 @@ sj_status sjg_parse_kwargs(sjg_parser *p, sjg_kwarg *kw, int *n_kw, const char *
             k->kind = SJG_ATTR_BOOL;
             k->b = sjg_is_word(p, v, "true");
             p->pos++;
+        } else if (v->kind == SJG_IDENT) { /* an element type: to=int64 */
+            k->kind = SJG_ATTR_WORD;
+            k->word = v;
+            p->pos++;
         } else if (sjg_is_punct(v, '[')) {
             k->kind = SJG_ATTR_LIST;
             SJ_TRY(parse_list(p, k->items, &k->n_items, &k->sym_mask, "to open a list"));
@@ -425,6 +429,69 @@ static sj_status kw_int_list(sjg_parser *p, call_args *a, const char *name, int 
     return SJ_OK;
 }
 
+/* An element type written as a word (to=int64, dtype=bool). */
+static sj_status word_dtype(sjg_parser *p, const sjg_token *t, sj_dtype *out) {
+    char name[16];
+    if (t->len < sizeof name) {
+        memcpy(name, p->text + t->start, t->len);
+        name[t->len] = '\0';
+        if (sj_dtype_from_name(name, out) == SJ_OK) return SJ_OK;
+    }
+    return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
+                       "'%.*s' is not an element type (float32, int64, int32 or bool)",
+                       (int)t->len, p->text + t->start);
+}
+
+static sj_status kw_dtype(sjg_parser *p, call_args *a, const char *name, sj_dtype *out) {
+    sjg_kwarg *k = find_kw(p, a, name);
+    if (!k || k->kind != SJG_ATTR_WORD)
+        return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE, "%s needs %s=TYPE (e.g. %s=int64)",
+                           a->op_name, name, name);
+    return word_dtype(p, k->word, out);
+}
+
+/* A number attribute read exactly: integers as integers, others as float. */
+static sj_status kw_double(sjg_parser *p, call_args *a, const char *name, double dflt,
+                           double *out) {
+    sjg_kwarg *k = find_kw(p, a, name);
+    *out = dflt;
+    if (!k) return SJ_OK;
+    if (k->kind != SJG_ATTR_NUMBER)
+        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE, "%s of %s must be a number", name,
+                           a->op_name);
+    int64_t i;
+    if (k->num.tok->kind == SJG_NUMBER && k->num.tok->is_int && sjg_number_int(p, &k->num, &i) == SJ_OK) {
+        *out = (double)i;
+        return SJ_OK;
+    }
+    float f;
+    SJ_TRY(sjg_number_float(p, &k->num, &f));
+    *out = f;
+    return SJ_OK;
+}
+
+static sj_status kw_shape(sjg_parser *p, call_args *a, sj_shape *s) {
+    sjg_kwarg *k = find_kw(p, a, "shape");
+    if (!k || k->kind != SJG_ATTR_LIST)
+        return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE, "%s needs shape=[...]", a->op_name);
+    char what[32];
+    snprintf(what, sizeof what, "shape= of %s", a->op_name);
+    return list_to_shape(p, k->key, k->items, k->n_items, k->sym_mask, true, what, s);
+}
+
+/* start= / start_n= / step= of slice: one integer per axis. */
+static sj_status kw_i64_list(sjg_parser *p, call_args *a, const char *name, int rank,
+                             int64_t dflt, int64_t *items) {
+    sjg_kwarg *k = find_kw(p, a, name);
+    for (int i = 0; i < rank; i++) items[i] = dflt;
+    if (!k) return SJ_OK;
+    if (k->kind != SJG_ATTR_LIST || k->sym_mask || k->n_items != rank)
+        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE,
+                           "%s of %s must be a list of %d integers", name, a->op_name, rank);
+    for (int i = 0; i < rank; i++) items[i] = k->items[i];
+    return SJ_OK;
+}
+
 static sj_status check_arity(sjg_parser *p, call_args *a, int min, int max) {
     if (a->n_pos < min || a->n_pos > max) {
         if (min == max)
@@ -470,6 +537,13 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         SJ_TRY(kw_float(p, a, "alpha", 0.01f, &alpha));
         SJ_TRY(check_kwargs_used(p, a, "it takes alpha"));
         return built(p, a, sj_graph_leaky_relu(g, a->pos[0], alpha, out));
+    }
+    if (op == SJ_OP_CAST) {
+        sj_dtype to;
+        SJ_TRY(check_arity(p, a, 1, 1));
+        SJ_TRY(kw_dtype(p, a, "to", &to));
+        SJ_TRY(check_kwargs_used(p, a, "it takes to"));
+        return built(p, a, sj_graph_cast(g, a->pos[0], to, out));
     }
     if (sj_op_is_unary(op)) {
         SJ_TRY(check_arity(p, a, 1, 1));
@@ -556,6 +630,84 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         SJ_TRY(list_to_shape(p, k->key, k->items, k->n_items, k->sym_mask, true,
                              "shape= of reshape", &s));
         return built(p, a, sj_graph_reshape(g, a->pos[0], s.rank, s.dims, out));
+    }
+    case SJ_OP_WHERE:
+        SJ_TRY(check_arity(p, a, 3, 3));
+        SJ_TRY(check_kwargs_used(p, a, "it takes none"));
+        return built(p, a, sj_graph_where(g, a->pos[0], a->pos[1], a->pos[2], out));
+    case SJ_OP_EXPAND:
+    case SJ_OP_SLICE: {
+        SJ_TRY(check_arity(p, a, 1, 1));
+        sjg_kwarg *k = find_kw(p, a, "shape");
+        if (!k || k->kind != SJG_ATTR_LIST)
+            return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE, "%s needs shape=[...]", a->op_name);
+        sj_shape s;
+        SJ_TRY(list_to_shape(p, k->key, k->items, k->n_items, k->sym_mask, true, "shape=", &s));
+        if (op == SJ_OP_EXPAND) {
+            SJ_TRY(check_kwargs_used(p, a, "it takes shape"));
+            return built(p, a, sj_graph_expand(g, a->pos[0], s.rank, s.dims, out));
+        }
+        int64_t start[SJ_MAX_RANK], start_n[SJ_MAX_RANK], step[SJ_MAX_RANK];
+        SJ_TRY(kw_i64_list(p, a, "start", s.rank, 0, start));
+        SJ_TRY(kw_i64_list(p, a, "start_n", s.rank, 0, start_n));
+        SJ_TRY(kw_i64_list(p, a, "step", s.rank, 1, step));
+        SJ_TRY(check_kwargs_used(p, a, "it takes start, start_n, step, shape"));
+        sj_value_desc d;
+        SJ_TRY(sj_graph_value_desc(g, a->pos[0], &d));
+        if (d.shape.rank != s.rank)
+            return sjg_fail_at(p->ctx, a->op_at, SJ_E_SHAPE,
+                               "shape of slice has %d dims but the operand has rank %d", s.rank,
+                               d.shape.rank);
+        sj_slice_axis axes[SJ_MAX_RANK];
+        for (int i = 0; i < s.rank; i++) axes[i] = (sj_slice_axis){start[i], start_n[i], step[i], s.dims[i]};
+        return built(p, a, sj_graph_slice(g, a->pos[0], axes, out));
+    }
+    case SJ_OP_GATHER:
+    case SJ_OP_CONCAT:
+    case SJ_OP_GATHER_ELEMENTS: {
+        int axis;
+        SJ_TRY(check_arity(p, a, 2, 2));
+        SJ_TRY(kw_axis(p, a, &axis));
+        SJ_TRY(check_kwargs_used(p, a, "it takes axis"));
+        if (op == SJ_OP_GATHER) return built(p, a, sj_graph_gather(g, a->pos[0], a->pos[1], axis, out));
+        if (op == SJ_OP_GATHER_ELEMENTS)
+            return built(p, a, sj_graph_gather_elements(g, a->pos[0], a->pos[1], axis, out));
+        return built(p, a, sj_graph_concat(g, a->pos[0], a->pos[1], axis, out));
+    }
+    case SJ_OP_RANGE:
+    case SJ_OP_FILL: {
+        sj_dtype t;
+        sj_shape s;
+        double x, y;
+        SJ_TRY(check_arity(p, a, 0, 0));
+        SJ_TRY(kw_dtype(p, a, "dtype", &t));
+        SJ_TRY(kw_shape(p, a, &s));
+        if (op == SJ_OP_FILL) {
+            SJ_TRY(kw_double(p, a, "value", 0, &x));
+            SJ_TRY(check_kwargs_used(p, a, "it takes dtype, value, shape"));
+            return built(p, a, sj_graph_fill(g, t, x, s.rank, s.dims, out));
+        }
+        SJ_TRY(kw_double(p, a, "start", 0, &x));
+        SJ_TRY(kw_double(p, a, "delta", 1, &y));
+        SJ_TRY(check_kwargs_used(p, a, "it takes dtype, start, delta, shape"));
+        if (s.rank != 1)
+            return sjg_fail_at(p->ctx, a->op_at, SJ_E_SHAPE, "range has one dim, not %d", s.rank);
+        return built(p, a, sj_graph_range(g, t, x, y, s.dims[0], out));
+    }
+    case SJ_OP_TRILU: {
+        bool upper = true;
+        int64_t kv = 0;
+        SJ_TRY(check_arity(p, a, 1, 1));
+        sjg_kwarg *k = find_kw(p, a, "k");
+        if (k) {
+            if (k->kind != SJG_ATTR_NUMBER)
+                return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE,
+                                   "k of trilu must be an integer");
+            SJ_TRY(sjg_number_int(p, &k->num, &kv));
+        }
+        if (find_kw(p, a, "upper")) SJ_TRY(kw_bool(p, a, "upper", &upper));
+        SJ_TRY(check_kwargs_used(p, a, "it takes k, upper"));
+        return built(p, a, sj_graph_trilu(g, a->pos[0], upper, kv, out));
     }
     default:
         return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE, "'%s' is a statement, not an op",
@@ -696,6 +848,16 @@ static sj_status parse_expr(sjg_parser *p, sj_value *out) {
 
 /* ---- statements ---- */
 
+/* `int64[N, 4]`: an element type in front of a shape; float32 without. */
+static sj_status parse_type(sjg_parser *p, sj_dtype *t) {
+    *t = SJ_F32;
+    const sjg_token *w = sjg_cur(p);
+    if (w->kind != SJG_IDENT || !sjg_is_punct(sjg_peek(p, 1), '[')) return SJ_OK;
+    SJ_TRY(word_dtype(p, w, t));
+    p->pos++;
+    return SJ_OK;
+}
+
 static sj_status parse_input(sjg_parser *p) {
     p->pos++;
     const sjg_token *nt = sjg_cur(p);
@@ -704,10 +866,13 @@ static sj_status parse_input(sjg_parser *p) {
     sj_shape s;
     sj_value v;
     sj_status st = check_new_name(p, nt, name);
+    sj_dtype t = SJ_F32;
     if (st == SJ_OK) st = sjg_expect(p, ':', "after the input's name");
+    if (st == SJ_OK) st = parse_type(p, &t);
     if (st == SJ_OK) st = parse_shape(p, &s, true, "an input");
     if (st == SJ_OK)
-        st = sjg_located(p->ctx, sjg_at(p, nt), sj_graph_input(p->g, name, s.rank, s.dims, &v));
+        st = sjg_located(p->ctx, sjg_at(p, nt),
+                         sj_graph_input_typed(p->g, name, t, s.rank, s.dims, &v));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, name);
     return st;
@@ -720,15 +885,17 @@ static sj_status parse_param(sjg_parser *p) {
     SJ_TRY(parse_name(p, "a param name", &name));
     sj_shape s;
     sj_value v;
-    float *data = NULL;
+    void *data = NULL;
+    sj_dtype t = SJ_F32;
     sj_status st = check_new_name(p, nt, name);
     if (st == SJ_OK) st = sjg_expect(p, ':', "after the param's name");
+    if (st == SJ_OK) st = parse_type(p, &t);
     if (st == SJ_OK) st = parse_shape(p, &s, false, "a param");
     if (st == SJ_OK) st = sjg_expect(p, '=', "before the param's values");
-    if (st == SJ_OK) st = sjg_parse_source(p, name, &s, &data);
+    if (st == SJ_OK) st = sjg_parse_typed_source(p, name, t, &s, &data);
     if (st == SJ_OK)
         st = sjg_located(p->ctx, sjg_at(p, nt),
-                         sj_graph_param(p->g, name, s.rank, s.dims, data, &v));
+                         sj_graph_param_typed(p->g, name, t, s.rank, s.dims, data, &v));
     if (st == SJ_OK) st = define(p, nt, name, v);
     sj_free(p->ctx, data);
     sj_free(p->ctx, name);

@@ -42,13 +42,14 @@ typedef struct sjg_number {
 } sjg_number;
 
 /* One `key=value` argument; lists hold ints or the symbolic dim. */
-typedef enum sjg_attr_kind { SJG_ATTR_NUMBER, SJG_ATTR_BOOL, SJG_ATTR_LIST } sjg_attr_kind;
+typedef enum sjg_attr_kind { SJG_ATTR_NUMBER, SJG_ATTR_BOOL, SJG_ATTR_LIST, SJG_ATTR_WORD } sjg_attr_kind;
 
 typedef struct sjg_kwarg {
     const sjg_token *key;
     sjg_attr_kind kind;
     sjg_number num;
     bool b;
+    const sjg_token *word; /* SJG_ATTR_WORD */
     int n_items;
     int64_t items[SJ_MAX_RANK];
     uint32_t sym_mask; /* bit i: item i is the symbolic dim's name */
@@ -83,5 +84,9 @@ sj_status sjg_parse_kwargs(sjg_parser *p, sjg_kwarg *kw, int *n_kw, const char *
 /* After '=' of `param NAME: shape = ...`: fills *data (sj_alloc'ed, numel
  * floats) from an inline list, fill(v), random(seed=, scale=) or npy("f"). */
 sj_status sjg_parse_source(sjg_parser *p, const char *param, const sj_shape *shape, float **data);
+/* The same for a param of any element type (int64/int32/bool take inline
+ * integers, fill(v) or npy of that dtype). */
+sj_status sjg_parse_typed_source(sjg_parser *p, const char *param, sj_dtype dtype,
+                                 const sj_shape *shape, void **data);
 
 #endif

@@ -68,13 +68,23 @@ static void put_shape(out_buf *b, const sj_graph *g, const sj_shape *s) {
 
 /* Rows of the last dim on lines of their own (at most 8 values a line), so
  * a matrix reads like one. */
+/* Element i of a param, in its own type's spelling. */
+static void put_elem(out_buf *b, const sj_node *n, int64_t i) {
+    switch (n->dtype) {
+    case SJ_I64: putf(b, "%lld", (long long)((const int64_t *)n->bytes)[i]); return;
+    case SJ_I32: putf(b, "%d", (int)((const int32_t *)n->bytes)[i]); return;
+    case SJ_BOOL: putf(b, "%u", (unsigned)((const uint8_t *)n->bytes)[i]); return;
+    default: put_float(b, n->data[i]); return;
+    }
+}
+
 static void put_weights(out_buf *b, const sj_node *n) {
     int64_t count = sj_shape_numel(&n->shape, 1);
     if (count <= 8) {
         put(b, "[");
         for (int64_t i = 0; i < count; i++) {
             if (i) put(b, ", ");
-            put_float(b, n->data[i]);
+            put_elem(b, n, i);
         }
         put(b, "]");
         return;
@@ -85,7 +95,7 @@ static void put_weights(out_buf *b, const sj_node *n) {
         int64_t in_row = i % row;
         if (in_row % 8 == 0) put(b, i ? ",\n    " : "\n    ");
         else put(b, ", ");
-        put_float(b, n->data[i]);
+        put_elem(b, n, i);
     }
     put(b, "\n  ]");
 }
@@ -149,8 +159,39 @@ static void put_call(out_buf *b, const sj_graph *g, char **names, const bool *li
         break;
     }
     case SJ_OP_RESHAPE:
+    case SJ_OP_EXPAND:
         put(b, ", shape=");
         put_shape(b, g, &n->shape);
+        break;
+    case SJ_OP_CAST: putf(b, ", to=%s", sj_dtype_name(n->dtype)); break;
+    case SJ_OP_GATHER: putf(b, ", axis=%d", a->axis); break;
+    case SJ_OP_RANGE:
+    case SJ_OP_FILL:
+        /* no operands, so the attributes open the list */
+        putf(b, "dtype=%s, ", sj_dtype_name(n->dtype));
+        if (n->op == SJ_OP_RANGE) putf(b, "start=%.17g, delta=%.17g", a->first, a->delta);
+        else putf(b, "value=%.17g", a->delta);
+        put(b, ", shape=");
+        put_shape(b, g, &n->shape);
+        break;
+    case SJ_OP_SLICE: {
+        const int64_t *lists[3] = {a->start, a->start_n, a->step};
+        static const char *const keys[3] = {"start", "start_n", "step"};
+        for (int l = 0; l < 3; l++) {
+            putf(b, ", %s=[", keys[l]);
+            for (int i = 0; i < n->shape.rank; i++)
+                putf(b, i ? ", %lld" : "%lld", (long long)lists[l][i]);
+            put(b, "]");
+        }
+        put(b, ", shape=");
+        put_shape(b, g, &n->shape);
+        break;
+    }
+    case SJ_OP_CONCAT:
+    case SJ_OP_GATHER_ELEMENTS: putf(b, ", axis=%d", a->axis); break;
+    case SJ_OP_TRILU:
+        putf(b, ", k=%lld", (long long)a->k);
+        put_bool(b, "upper", a->upper);
         break;
     default: break;
     }
@@ -223,6 +264,7 @@ static void print_graph(out_buf *b, const sj_graph *g, char **names, const bool 
             put(b, n->op == SJ_OP_INPUT ? "input " : "param ");
             put_name(b, names[v]);
             put(b, ": ");
+            if (n->dtype != SJ_F32) put(b, sj_dtype_name(n->dtype));
             put_shape(b, g, &n->shape);
             if (n->op == SJ_OP_PARAM) {
                 put(b, " = ");

@@ -113,7 +113,9 @@ static sj_status parse_random(sjg_parser *p, const char *param, int64_t numel, f
     return SJ_OK;
 }
 
-static sj_status parse_npy(sjg_parser *p, const char *param, const sj_shape *shape, float **data) {
+/* npy("file") whose dtype must be `want`. */
+static sj_status parse_npy(sjg_parser *p, const char *param, const sj_shape *shape, sj_dtype want,
+                           float **data, sj_dtype *got_dtype) {
     const sjg_token *at = sjg_cur(p);
     p->pos += 2; /* npy ( */
     const sjg_token *ft = sjg_cur(p);
@@ -139,6 +141,9 @@ static sj_status parse_npy(sjg_parser *p, const char *param, const sj_shape *sha
         st = sj_npy_read(p->ctx, path, &t);
         if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d: weights of param %s", p->file, at->line, at->col, param);
     }
+    if (st == SJ_OK && t.dtype != want)
+        st = sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE, "%s holds %s elements but param %s is %s",
+                         path, sj_dtype_name(t.dtype), param, sj_dtype_name(want));
     if (st == SJ_OK) {
         bool same = t.rank == shape->rank;
         for (int i = 0; same && i < t.rank; i++) same = t.dims[i] == shape->dims[i];
@@ -153,8 +158,11 @@ static sj_status parse_npy(sjg_parser *p, const char *param, const sj_shape *sha
                              want_s);
         }
     }
-    if (st == SJ_OK) st = alloc_weights(p, at, param, sj_tensor_numel(&t), false, data);
-    if (st == SJ_OK) memcpy(*data, t.data, (size_t)sj_tensor_numel(&t) * sizeof(float));
+    if (st == SJ_OK) {
+        *got_dtype = t.dtype;
+        *data = t.data; /* handed over */
+        t.data = NULL;
+    }
     sj_tensor_free(p->ctx, &t);
     sj_free(p->ctx, path);
     sj_free(p->ctx, file);
@@ -173,13 +181,107 @@ sj_status sjg_parse_source(sjg_parser *p, const char *param, const sj_shape *sha
                 sjg_is_word(p, t, "npy"))) {
         st = sjg_is_word(p, t, "fill")     ? parse_fill(p, param, numel, data)
              : sjg_is_word(p, t, "random") ? parse_random(p, param, numel, data)
-                                           : parse_npy(p, param, shape, data);
+                                           : parse_npy(p, param, shape, SJ_F32, data, &(sj_dtype){0});
     } else {
         return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
                            "expected the values of param %s: [v, ...], fill(v), random(seed=S, "
                            "scale=X) or npy(\"file.npy\"), found %s",
                            param, sjg_describe(p, t));
     }
+    if (st != SJ_OK) {
+        sj_free(p->ctx, *data);
+        *data = NULL;
+    }
+    return st;
+}
+
+/* ---- int64, int32 and bool params: inline integers, fill or npy ---- */
+
+static void put_int(sj_dtype t, void *data, int64_t i, int64_t v) {
+    if (t == SJ_I64) ((int64_t *)data)[i] = v;
+    else if (t == SJ_I32) ((int32_t *)data)[i] = (int32_t)v;
+    else ((uint8_t *)data)[i] = (uint8_t)v;
+}
+
+/* An integer of t's range (bool: 0 or 1). */
+static sj_status parse_int_value(sjg_parser *p, sj_dtype t, const char *param, int64_t *out) {
+    const sjg_token *at = sjg_cur(p);
+    sjg_number num;
+    SJ_TRY(sjg_parse_number(p, &num, "in the param's values"));
+    SJ_TRY(sjg_number_int(p, &num, out));
+    bool ok = t == SJ_I64 || (t == SJ_I32 && *out >= INT32_MIN && *out <= INT32_MAX) ||
+              (t == SJ_BOOL && (*out == 0 || *out == 1));
+    if (!ok)
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_PARSE, "param %s: %lld is not a %s value",
+                           param, (long long)*out, sj_dtype_name(t));
+    return SJ_OK;
+}
+
+static sj_status parse_typed(sjg_parser *p, const char *param, sj_dtype t, const sj_shape *shape,
+                             void **data) {
+    int64_t numel = sj_shape_numel(shape, 1);
+    const sjg_token *at = sjg_cur(p);
+    bool fill = t != SJ_F32 && at->kind == SJG_IDENT && sjg_is_word(p, at, "fill") &&
+                sjg_is_punct(sjg_peek(p, 1), '(');
+    bool npy = at->kind == SJG_IDENT && sjg_is_word(p, at, "npy") && sjg_is_punct(sjg_peek(p, 1), '(');
+    if (!sjg_is_punct(at, '[') && !fill && !npy)
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_PARSE,
+                           "expected the values of %s param %s: [v, ...], fill(v) or "
+                           "npy(\"file.npy\"), found %s",
+                           sj_dtype_name(t), param, sjg_describe(p, at));
+    if (fill && numel > SJG_MAX_GENERATED_ELEMENTS)
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
+                           "param %s would have %lld generated elements, over the limit of 2^28",
+                           param, (long long)numel);
+    if (!(*data = sj_calloc(p->ctx, numel ? (size_t)numel : 1, sj_dtype_size(t))))
+        return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_NOMEM, "out of memory for param %s", param);
+    if (fill) {
+        int64_t v;
+        p->pos += 2;
+        SJ_TRY(parse_int_value(p, t, param, &v));
+        SJ_TRY(sjg_expect(p, ')', "after the value of fill"));
+        for (int64_t i = 0; i < numel; i++) put_int(t, *data, i, v);
+        return SJ_OK;
+    }
+    if (npy) {
+        sj_free(p->ctx, *data);
+        *data = NULL;
+        float *raw = NULL;
+        sj_dtype got;
+        SJ_TRY(parse_npy(p, param, shape, t, &raw, &got));
+        *data = raw;
+        return SJ_OK;
+    }
+    p->pos++; /* [ */
+    int64_t n = 0;
+    while (!sjg_is_punct(sjg_cur(p), ']')) {
+        const sjg_token *vt = sjg_cur(p);
+        int64_t v;
+        SJ_TRY(parse_int_value(p, t, param, &v));
+        if (n == numel)
+            return sjg_fail_at(p->ctx, sjg_at(p, vt), SJ_E_SHAPE,
+                               "param %s has more than the %lld values its shape holds", param,
+                               (long long)numel);
+        put_int(t, *data, n++, v);
+        if (sjg_is_punct(sjg_cur(p), ',')) p->pos++;
+        else if (!sjg_is_punct(sjg_cur(p), ']'))
+            return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
+                               "expected ',' or ']' in the values of param %s, found %s", param,
+                               sjg_describe(p, sjg_cur(p)));
+    }
+    if (n != numel)
+        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_SHAPE,
+                           "param %s has %lld values but its shape holds %lld", param,
+                           (long long)n, (long long)numel);
+    p->pos++; /* ] */
+    return SJ_OK;
+}
+
+sj_status sjg_parse_typed_source(sjg_parser *p, const char *param, sj_dtype dtype,
+                                 const sj_shape *shape, void **data) {
+    if (dtype == SJ_F32) return sjg_parse_source(p, param, shape, (float **)data);
+    *data = NULL;
+    sj_status st = parse_typed(p, param, dtype, shape, data);
     if (st != SJ_OK) {
         sj_free(p->ctx, *data);
         *data = NULL;

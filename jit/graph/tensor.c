@@ -17,21 +17,36 @@ int64_t sj_tensor_numel(const sj_tensor *t) {
     return n;
 }
 
+int64_t sj_tensor_bytes(const sj_tensor *t) {
+    int64_t n = sj_tensor_numel(t);
+    size_t es = t ? sj_dtype_size(t->dtype) : 0;
+    return n < 0 || es == 0 ? -1 : n * (int64_t)es;
+}
+
 sj_status sj_tensor_alloc(sj_ctx *ctx, int rank, const int64_t *dims, sj_tensor *out) {
+    return sj_tensor_alloc_typed(ctx, SJ_F32, rank, dims, out);
+}
+
+sj_status sj_tensor_alloc_typed(sj_ctx *ctx, sj_dtype dtype, int rank, const int64_t *dims,
+                                sj_tensor *out) {
     if (!ctx || !out)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     memset(out, 0, sizeof *out);
     if (rank < 0 || rank > SJ_MAX_RANK || (rank > 0 && !dims))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "tensor: rank %d is outside 0..%d", rank,
                        SJ_MAX_RANK);
-    sj_tensor t = {.rank = rank};
+    if (sj_dtype_size(dtype) == 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "tensor: element type %d does not exist", (int)dtype);
+    sj_tensor t = {.rank = rank, .dtype = dtype};
     if (rank > 0) memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
     int64_t n = sj_tensor_numel(&t);
     if (n < 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG,
                        "tensor: dims are negative or exceed 2^40 elements (rank %d)", rank);
-    if (!(t.data = sj_calloc(ctx, (size_t)n, sizeof(float))))
-        return sj_fail(ctx, SJ_E_NOMEM, "tensor: out of memory for %lld floats", (long long)n);
+    /* at least one byte, so a tensor with no elements still has data */
+    if (!(t.bytes = sj_calloc(ctx, n ? (size_t)n : 1, sj_dtype_size(dtype))))
+        return sj_fail(ctx, SJ_E_NOMEM, "tensor: out of memory for %lld %s elements",
+                       (long long)n, sj_dtype_name(dtype));
     *out = t;
     return SJ_OK;
 }

@@ -81,7 +81,7 @@ static void loops_close(emitter *e, loop *ls, uint32_t mask) {
         if ((mask >> d) & 1) loop_close(e, &ls[d], d);
 }
 
-static LLVMValueRef address(emitter *e, LLVMValueRef base, const int64_t *strides) {
+static LLVMValueRef address_t(emitter *e, LLVMValueRef base, const int64_t *strides, LLVMTypeRef elt) {
     LLVMValueRef off = NULL;
     for (int d = 0; d < e->k->rank; d++) {
         if (!strides[d]) continue;
@@ -89,7 +89,38 @@ static LLVMValueRef address(emitter *e, LLVMValueRef base, const int64_t *stride
         off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
     }
     if (!off) return base;
-    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+}
+
+/* base + offset + offset_n * n elements */
+static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, int64_t offset_n,
+                                LLVMTypeRef elt) {
+    if (!offset && !offset_n) return base;
+    LLVMValueRef off = ci(e, offset);
+    if (offset_n)
+        off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
+    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+}
+
+static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
+    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    return address_t(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, elt),
+                     ld->strides, elt);
+}
+
+static LLVMValueRef out_addr(emitter *e) {
+    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, e->k->out_dtype);
+    return address_t(e, offset_base(e, e->bufs[0], e->k->out_offset, 0, elt), e->k->out_strides,
+                     elt);
+}
+
+/* bias + sum_d coef[d] * i_d >= 0 */
+static LLVMValueRef index_test(emitter *e, const sj_kexpr *ex) {
+    LLVMValueRef v = ci(e, ex->bias);
+    for (int d = 0; d < e->k->rank; d++)
+        if (ex->coef[d])
+            v = LLVMBuildNSWAdd(e->B, v, LLVMBuildNSWMul(e->B, e->idx[d], ci(e, ex->coef[d]), ""), "");
+    return LLVMBuildICmp(e->B, LLVMIntSGE, v, ci(e, 0), "");
 }
 
 static LLVMValueRef alloca_f32(emitter *e, const char *name) {
@@ -130,36 +161,89 @@ static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
 static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
     return call_f32(c, "llvm.pow", x, y);
 }
-static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow};
+/* A call to the process's libm (the ORC loader resolves it there). */
+static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
+    emitter *e = c;
+    LLVMTypeRef ft = LLVMFunctionType(e->f32, &e->f32, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, name);
+    if (!f) f = LLVMAddFunction(e->M, name, ft);
+    return LLVMBuildCall2(e->B, ft, f, &x, 1, "");
+}
+static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow, host_libm};
 
-static LLVMValueRef unary(emitter *e, sj_op op, LLVMValueRef x, float alpha) {
-    return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, x, alpha);
+static LLVMValueRef load_typed(emitter *e, sj_dtype t, LLVMValueRef p) {
+    LLVMValueRef v = LLVMBuildLoad2(e->B, sj_llvm_dtype_mem_type(e->C, t), p, "");
+    LLVMSetAlignment(v, (unsigned)sj_dtype_size(t));
+    return sj_llvm_from_mem(e->B, t, v);
 }
 
-static LLVMValueRef binary(emitter *e, sj_op op, LLVMValueRef a, LLVMValueRef b) {
-    return sj_llvm_binary(&(sj_llvm_scalar){e->M, e->B, &host_math, e}, op, a, b);
+static LLVMValueRef eval(emitter *e, int32_t x);
+
+/* data[.., clamp(index), ..]: negative indices count from the end of the
+ * gathered axis, then the index is clamped into it (kernel.h). */
+static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
+    const sj_kload *ld = &e->k->loads[ex->load];
+    LLVMValueRef i = eval(e, ex->a);
+    if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
+    LLVMValueRef len = ex->glen < 0 ? e->n : ci(e, ex->glen);
+    LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
+    i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
+    i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
+    LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
+    i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
+    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
+    LLVMValueRef p = LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
+    return load_typed(e, ld->dtype, p);
+}
+
+/* first + step * i (ints exactly; floats in double, rounded once). */
+static LLVMValueRef eval_range(emitter *e, const sj_kexpr *ex) {
+    LLVMValueRef i = ex->dim >= 0 ? e->idx[ex->dim] : ci(e, 0);
+    if (ex->dtype != SJ_F32) {
+        LLVMValueRef v = LLVMBuildAdd(e->B, ci(e, (int64_t)ex->first),
+                                      LLVMBuildMul(e->B, i, ci(e, (int64_t)ex->step), ""), "");
+        return ex->dtype == SJ_I64 ? v : LLVMBuildTrunc(e->B, v, e->i32, "");
+    }
+    LLVMTypeRef f64 = LLVMDoubleTypeInContext(e->C);
+    LLVMValueRef v = LLVMBuildFAdd(e->B, LLVMConstReal(f64, ex->first),
+                                   LLVMBuildFMul(e->B, LLVMBuildSIToFP(e->B, i, f64, ""),
+                                                 LLVMConstReal(f64, ex->step), ""), "");
+    return LLVMBuildFPTrunc(e->B, v, e->f32, "");
 }
 
 static LLVMValueRef eval(emitter *e, int32_t x) {
     const sj_kexpr *ex = &e->k->exprs[x];
+    sj_llvm_scalar sc = {e->M, e->B, &host_math, e};
     switch (ex->kind) {
-    case SJ_KX_LOAD: {
-        const sj_kload *ld = &e->k->loads[ex->load];
-        LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, address(e, e->bufs[ld->buffer], ld->strides), "");
-        LLVMSetAlignment(v, 4);
-        return v;
-    }
-    case SJ_KX_CONST: return cf(e, ex->value);
+    case SJ_KX_LOAD: return load_typed(e, e->k->loads[ex->load].dtype, ld_addr(e, &e->k->loads[ex->load]));
+    case SJ_KX_CONST:
+        if (ex->dtype == SJ_F32) return cf(e, ex->value);
+        return LLVMConstInt(sj_llvm_dtype_type(e->C, ex->dtype), (unsigned long long)ex->ivalue, 1);
     case SJ_KX_ACC: return e->acc;
-    case SJ_KX_UNARY: return unary(e, ex->op, eval(e, ex->a), ex->value);
-    case SJ_KX_BINARY: return binary(e, ex->op, eval(e, ex->a), eval(e, ex->b));
+    case SJ_KX_UNARY: {
+        sj_dtype at = e->k->exprs[ex->a].dtype;
+        if (ex->op == SJ_OP_CAST) return sj_llvm_cast(e->B, at, ex->dtype, eval(e, ex->a));
+        return sj_llvm_typed_unary(&sc, ex->op, at, eval(e, ex->a), ex->value);
+    }
+    case SJ_KX_BINARY:
+        return sj_llvm_typed_binary(&sc, ex->op, e->k->exprs[ex->a].dtype, eval(e, ex->a),
+                                    eval(e, ex->b));
+    case SJ_KX_WHERE:
+        return LLVMBuildSelect(e->B, eval(e, ex->a), eval(e, ex->b), eval(e, ex->c), "");
+    case SJ_KX_GATHER: return eval_gather(e, ex);
+    case SJ_KX_RANGE: return eval_range(e, ex);
+    case SJ_KX_SELECT: {
+        LLVMValueRef a = eval(e, ex->a), b = eval(e, ex->b);
+        return LLVMBuildSelect(e->B, index_test(e, ex), a, b, "");
+    }
     }
     return NULL;
 }
 
 static void store_out(emitter *e, LLVMValueRef v) {
-    LLVMValueRef s = LLVMBuildStore(e->B, v, address(e, e->bufs[0], e->k->out_strides));
-    LLVMSetAlignment(s, 4);
+    LLVMValueRef s = LLVMBuildStore(e->B, sj_llvm_to_mem(e->B, e->k->out_dtype, v), out_addr(e));
+    LLVMSetAlignment(s, (unsigned)sj_dtype_size(e->k->out_dtype));
 }
 
 static LLVMValueRef load_f32(emitter *e, LLVMValueRef p) {
@@ -209,13 +293,13 @@ static void emit_reduce_into_output(emitter *e) {
     store_out(e, cf(e, is_max ? -INFINITY : 0.0));
     loops_close(e, ls, outer);
     loops_open(e, ls, all);
-    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
+    LLVMValueRef op = out_addr(e);
     LLVMValueRef old = load_f32(e, op), v = eval(e, k->prologue);
     LLVMSetAlignment(LLVMBuildStore(e->B, is_max ? call_f32(e, "llvm.maximum", old, v)
                                                  : LLVMBuildFAdd(e->B, old, v, ""), op), 4);
     loops_close(e, ls, all);
     loops_open(e, ls, outer);
-    e->acc = load_f32(e, address(e, e->bufs[0], k->out_strides));
+    e->acc = load_f32(e, out_addr(e));
     if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(e->B, e->acc, active_count(e, red), "");
     store_out(e, eval(e, k->epilogue));
     loops_close(e, ls, outer);
@@ -289,7 +373,7 @@ static void emit_row(emitter *e) {
         if (k->scale >= 0) e->acc = LLVMBuildFMul(B, e->acc, eval(e, k->scale), "");
         if (k->bias >= 0) e->acc = LLVMBuildFAdd(B, e->acc, eval(e, k->bias), "");
     } else if (k->kind == SJ_KK_SOFTMAX) {
-        e->acc = LLVMBuildFMul(B, load_f32(e, address(e, e->bufs[0], k->out_strides)), scale, "");
+        e->acc = LLVMBuildFMul(B, load_f32(e, out_addr(e)), scale, "");
     } else {
         e->acc = LLVMBuildFSub(B, dx, scale, "");
     }
@@ -335,13 +419,13 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     rloop li, lj, lk;
     e->idx[2] = rloop_open(e, &li, i0, i1, 1);
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    LLVMBuildStore(B, cf(e, 0.0), address(e, e->bufs[0], k->out_strides));
+    LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
     rloop_close(e, &lj);
     e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
-    LLVMValueRef av = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
+    LLVMValueRef av = load_f32(e, ld_addr(e, a));
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    LLVMValueRef op = address(e, e->bufs[0], k->out_strides);
-    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
+    LLVMValueRef op = out_addr(e);
+    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
     LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
@@ -400,7 +484,7 @@ static void emit_matmul_tiled(emitter *e) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
         for (int v = 0; v < nv; v++) {
             e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-            LLVMValueRef part = LLVMBuildLoad2(B, vt, address(e, e->bufs[0], k->out_strides), "");
+            LLVMValueRef part = LLVMBuildLoad2(B, vt, out_addr(e), "");
             LLVMSetAlignment(part, 4);
             LLVMBuildStore(B, LLVMBuildSelect(B, first, LLVMConstNull(vt), part, ""), acc[r][v]);
         }
@@ -409,12 +493,12 @@ static void emit_matmul_tiled(emitter *e) {
     LLVMValueRef bv[TILE_NV_MAX];
     for (int v = 0; v < nv; v++) {
         e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-        bv[v] = LLVMBuildLoad2(B, vt, address(e, e->bufs[b->buffer], b->strides), "");
+        bv[v] = LLVMBuildLoad2(B, vt, ld_addr(e, b), "");
         LLVMSetAlignment(bv[v], 4);
     }
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
-        LLVMValueRef as = load_f32(e, address(e, e->bufs[a->buffer], a->strides));
+        LLVMValueRef as = load_f32(e, ld_addr(e, a));
         LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
         splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
         for (int v = 0; v < nv; v++) {
@@ -429,7 +513,7 @@ static void emit_matmul_tiled(emitter *e) {
         for (int v = 0; v < nv; v++) {
             e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
             LLVMValueRef st = LLVMBuildStore(B, LLVMBuildLoad2(B, vt, acc[r][v], ""),
-                                             address(e, e->bufs[0], k->out_strides));
+                                             out_addr(e));
             LLVMSetAlignment(st, 4);
         }
     }
@@ -456,8 +540,8 @@ static void emit_matmul_dot(emitter *e) {
     loops_open(e, ls, 3u << 2);
     LLVMBuildStore(e->B, cf(e, 0.0), acc);
     loop_open(e, &ls[4], 4);
-    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, address(e, e->bufs[a->buffer], a->strides)),
-                                      load_f32(e, address(e, e->bufs[b->buffer], b->strides)), "");
+    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, ld_addr(e, a)),
+                                      load_f32(e, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     accumulate(e, acc, prod, false);
     loop_close(e, &ls[4], 4);
@@ -500,9 +584,9 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
     LLVMValueRef args[14] = {
         LLVMConstInt(e->i32, 101, 0), LLVMConstInt(e->i32, (unsigned)ta, 0),
         LLVMConstInt(e->i32, (unsigned)tb, 0), to_i32(e, M), to_i32(e, N), to_i32(e, K), cf(e, 1.0),
-        address(e, e->bufs[k->loads[k->a].buffer], k->loads[k->a].strides), to_i32(e, la),
-        address(e, e->bufs[k->loads[k->b].buffer], k->loads[k->b].strides), to_i32(e, lb),
-        cf(e, 0.0), address(e, e->bufs[0], k->out_strides), to_i32(e, lc)};
+        ld_addr(e, &k->loads[k->a]), to_i32(e, la),
+        ld_addr(e, &k->loads[k->b]), to_i32(e, lb),
+        cf(e, 0.0), out_addr(e), to_i32(e, lc)};
     LLVMBuildCall2(B, ft, f, args, 14, "");
     e->uses_blas = true;
 }
@@ -534,7 +618,7 @@ static void emit_matmul(emitter *e) {
     }
     /* Epilogue over the finished sums. */
     loops_open(e, ls, 3u << 2);
-    e->acc = scaled_acc(e, load_f32(e, address(e, e->bufs[0], k->out_strides)));
+    e->acc = scaled_acc(e, load_f32(e, out_addr(e)));
     store_out(e, eval(e, k->epilogue));
     loops_close(e, ls, 3u << 2);
     loops_close(e, ls, 3u);

@@ -58,6 +58,25 @@ LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, fl
     }
     case SJ_OP_SILU: return LLVMBuildFMul(B, x, sigmoid(s, x), "");
     case SJ_OP_ERF: return m->erf(s->math_ctx, x);
+    case SJ_OP_SIN: return m->libm(s->math_ctx, "sinf", x);
+    case SJ_OP_COS: return m->libm(s->math_ctx, "cosf", x);
+    case SJ_OP_TAN: return m->libm(s->math_ctx, "tanf", x);
+    case SJ_OP_ASIN: return m->libm(s->math_ctx, "asinf", x);
+    case SJ_OP_ACOS: return m->libm(s->math_ctx, "acosf", x);
+    case SJ_OP_ATAN: return m->libm(s->math_ctx, "atanf", x);
+    case SJ_OP_SINH: return m->libm(s->math_ctx, "sinhf", x);
+    case SJ_OP_COSH: return m->libm(s->math_ctx, "coshf", x);
+    case SJ_OP_ASINH: return m->libm(s->math_ctx, "asinhf", x);
+    case SJ_OP_ACOSH: return m->libm(s->math_ctx, "acoshf", x);
+    case SJ_OP_ATANH: return m->libm(s->math_ctx, "atanhf", x);
+    case SJ_OP_FLOOR: return intrinsic(s, "llvm.floor", x, NULL);
+    case SJ_OP_CEIL: return intrinsic(s, "llvm.ceil", x, NULL);
+    case SJ_OP_ROUND: return intrinsic(s, "llvm.rint", x, NULL); /* half to even */
+    case SJ_OP_SIGN: {
+        /* 1 above 0, -1 below, x itself otherwise (0, -0, NaN) */
+        LLVMValueRef neg = fsel(s, LLVMRealOLT, x, cf(s, 0.0), cf(s, -1.0), x);
+        return fsel(s, LLVMRealOGT, x, cf(s, 0.0), cf(s, 1.0), neg);
+    }
     default: return NULL;
     }
 }

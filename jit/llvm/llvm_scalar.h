@@ -15,6 +15,8 @@ typedef struct sj_llvm_math {
     LLVMValueRef (*tanh)(void *ctx, LLVMValueRef x);
     LLVMValueRef (*erf)(void *ctx, LLVMValueRef x);
     LLVMValueRef (*pow)(void *ctx, LLVMValueRef x, LLVMValueRef y);
+    /* Any other one-operand libm function, by its C99 float name ("sinf"). */
+    LLVMValueRef (*libm)(void *ctx, const char *name, LLVMValueRef x);
 } sj_llvm_math;
 
 /* Where scalar code is built: module, builder (positioned), the target's
@@ -34,5 +36,27 @@ LLVMValueRef sj_llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char
  * scalars; NULL for an op that is not elementwise. */
 LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha);
 LLVMValueRef sj_llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b);
+
+/* ---- typed values (llvm_typed.c): float32 as float, int64 / int32 as i64 /
+ * i32, bool as i1 (i8 in memory). Semantics as the interpreter's
+ * (jit/graph/interp_ops.c): integer ops wrap, division by zero gives 0,
+ * float->int truncates with NaN and out-of-range values giving the minimum. */
+
+/* The register type of t. */
+LLVMTypeRef sj_llvm_dtype_type(LLVMContextRef C, sj_dtype t);
+/* The in-memory type of t (bool: i8). */
+LLVMTypeRef sj_llvm_dtype_mem_type(LLVMContextRef C, sj_dtype t);
+/* A value of register type from memory type, and back. */
+LLVMValueRef sj_llvm_from_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
+LLVMValueRef sj_llvm_to_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
+/* x (of type from) converted to `to`. */
+LLVMValueRef sj_llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValueRef x);
+/* A unary op on an operand of type t: cast excluded; neg/abs on ints, not,
+ * isnan, isinf; float ops go to sj_llvm_unary. */
+LLVMValueRef sj_llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef x,
+                                 float alpha);
+/* A binary op on operands of type t (comparisons give i1). */
+LLVMValueRef sj_llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef a,
+                                  LLVMValueRef b);
 
 #endif

@@ -20,6 +20,10 @@
  *              the normalised prologue value (layernorm: * scale + bias).
  *   MATMUL     dims [b0, b1, m, n, k]; reduced = {k}; a and b are loads;
  *              acc = alpha * sum_k a*b; out = epilogue(acc).
+ * A load's address is offset + offset_n * n + sum_d strides[d] * i_d (n the
+ * active extent: a slice may start relative to it); the output's is
+ * out_offset + sum_d out_strides[d] * i_d (concat writes each operand into
+ * its part of one buffer).
  * Buffer 0 of a launch is always the output, written only at active points. */
 #ifndef SJ_LOWER_KERNEL_H
 #define SJ_LOWER_KERNEL_H
@@ -29,8 +33,9 @@
 #include <stdint.h>
 
 #include "jit/lower/plan.h"
+#include "shapejit/graph.h"
 
-#define SJ_KSPACE_MAX 5
+#define SJ_KSPACE_MAX 6
 
 typedef enum sj_kernel_kind {
     SJ_KK_MAP,
@@ -46,7 +51,12 @@ typedef enum sj_kexpr_kind {
     SJ_KX_CONST, /* value */
     SJ_KX_ACC,   /* the kernel core's result at the current point */
     SJ_KX_UNARY, /* op(a); value = leaky_relu alpha */
-    SJ_KX_BINARY /* op(a, b) */
+    SJ_KX_BINARY, /* op(a, b) */
+    SJ_KX_SELECT, /* (bias + sum_d coef[d] * i_d >= 0) ? a : b; both sides are safe to evaluate */
+    /* typed values (realtypes) */
+    SJ_KX_WHERE,  /* a (bool) ? b : c */
+    SJ_KX_GATHER, /* loads[load] plus gstride * clamp(a) on the gathered axis (see below) */
+    SJ_KX_RANGE   /* first + step * i_dim */
 } sj_kexpr_kind;
 
 typedef struct sj_kexpr {
@@ -55,21 +65,36 @@ typedef struct sj_kexpr {
     int32_t a, b; /* operand expression indices */
     int32_t load;
     float value;
+    int64_t coef[SJ_KSPACE_MAX]; /* SELECT */
+    int64_t bias;                /* SELECT */
+    sj_dtype dtype;              /* of the result; CONST of ints and bools: ivalue */
+    int64_t ivalue;
+    int32_t c;                   /* WHERE: the value where a is false */
+    /* GATHER: the index a (int64/int32) counts from the end when negative,
+     * then is clamped to [0, glen) (glen -1: the active extent n), so no
+     * index reads outside the gathered axis or into padding. */
+    int64_t gstride, glen;
+    int32_t dim;                 /* RANGE */
+    double first, step;          /* RANGE */
 } sj_kexpr;
 
 typedef struct sj_kload {
     int32_t buffer; /* index into the launch's buffers */
+    sj_dtype dtype; /* of the buffer's elements */
     int64_t strides[SJ_KSPACE_MAX]; /* elements, at the bucket extent */
+    int64_t offset, offset_n;       /* elements: offset + offset_n * active extent */
 } sj_kload;
 
 typedef struct sj_kernel {
     sj_kernel_kind kind;
+    sj_dtype out_dtype; /* of buffer 0's elements (MAP kernels may be typed; the rest are float32) */
     char name[SJ_KERNEL_NAME_MAX];
     int rank;                        /* of the space */
     int64_t dims[SJ_KSPACE_MAX];     /* at the bucket extent */
     bool sym[SJ_KSPACE_MAX];         /* bound is the active extent n */
     uint32_t reduced;                /* bit d: dim d is reduced / the row / k */
     int64_t out_strides[SJ_KSPACE_MAX]; /* into buffer 0; 0 on reduced dims */
+    int64_t out_offset;                 /* elements into buffer 0 */
     sj_op red_op;     /* REDUCE: SJ_OP_REDUCE_SUM/MEAN/MAX */
     int32_t prologue; /* REDUCE, row kinds: the value reduced / normalised */
     int32_t epilogue; /* the value stored; MAP: the whole computation */

@@ -12,6 +12,11 @@
  *    value is inlined with permuted indices;
  *  - a reshape is always a view: graph.h keeps the symbolic dim unmerged, so
  *    the padded buffer has the same layout under both shapes;
+ *  - a slice of a buffer is a view too (strides times steps, and an offset
+ *    that may grow with the active extent); its operand is kept addressable;
+ *  - expand and trilu are inlined like elementwise ops (a broadcast load; a
+ *    select on the indices), concat writes each operand, inlined where it
+ *    can be, into its part of one buffer;
  *  - a reduction, row op or matmul with one use absorbs the elementwise chain
  *    after it (epilogue) when the chain keeps its shape;
  *  - inlined chains are at most MAX_INLINE_DEPTH deep.
@@ -36,12 +41,14 @@ typedef struct vinfo {
     home home;
     int buffer;
     int64_t strides[SJ_MAX_RANK];
+    int64_t offset, offset_n; /* views: where element 0 lies (see sj_kload) */
     int epi_core; /* kernel root: the core node it absorbs, -1 = none */
     int depth;    /* inlined: longest chain of inlined values ending here */
 } vinfo;
 
 typedef struct lbuf {
     sj_slot_kind kind;
+    sj_dtype dtype;
     int32_t index;
     int64_t bytes, offset;
     int def, last, slot;
@@ -128,6 +135,9 @@ static void count_uses(lowering *L) {
             L->v[u].consumer = n;
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
+            if (nd->op == SJ_OP_SLICE) L->v[u].need_load = true;
+            if ((nd->op == SJ_OP_GATHER || nd->op == SJ_OP_GATHER_ELEMENTS) && i == 0)
+                L->v[u].need_load = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
             if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
                 int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
@@ -139,7 +149,7 @@ static void count_uses(lowering *L) {
 
 static bool expands(const lowering *L, sj_value v) {
     const sj_node *c = &L->g->nodes[L->v[v].consumer];
-    if (sj_op_is_reduce(c->op)) return false;
+    if (sj_op_is_reduce(c->op) || c->op == SJ_OP_CONCAT) return false;
     return numel_at(L, &c->shape) > numel_at(L, shape_of(L, v));
 }
 
@@ -155,6 +165,54 @@ static bool may_inline(lowering *L, sj_value v) {
            vi->depth <= MAX_INLINE_DEPTH && !expands(L, v);
 }
 
+/* A gather whose index is one constant (exporters pick q, k and v out of
+ * a packed projection that way) reads a fixed slice: *k is that index,
+ * counted from the end when negative and clamped like the gather. */
+static bool const_gather_index(const lowering *L, const sj_node *nd, int64_t *k) {
+    if (nd->op != SJ_OP_GATHER) return false;
+    const sj_node *ix = &L->g->nodes[nd->inputs[1]];
+    if (ix->op != SJ_OP_PARAM || sj_shape_numel(&ix->shape, 1) != 1 || ix->shape.rank > 1)
+        return false;
+    int64_t len = shape_of(L, nd->inputs[0])->dims[nd->attrs.axis];
+    if (len == SJ_DIM_SYM) return false;
+    int64_t v = ix->dtype == SJ_I64 ? ((const int64_t *)ix->bytes)[0] : ((const int32_t *)ix->bytes)[0];
+    if (v < 0) v += len;
+    *k = v < 0 ? 0 : v >= len ? len - 1 : v;
+    return true;
+}
+
+/* That gather as a view of its (addressable) data: the axis becomes the
+ * index's dims (none or one of size 1), fixed at k. */
+static void const_gather_view(const lowering *L, const sj_node *nd, int64_t k, int64_t *strides,
+                              int64_t *offset, int64_t *offset_n) {
+    const vinfo *in = &L->v[nd->inputs[0]];
+    int ax = nd->attrs.axis, ir = L->g->nodes[nd->inputs[1]].shape.rank;
+    const sj_shape *ds = shape_of(L, nd->inputs[0]);
+    for (int i = 0, o = 0; i < ds->rank; i++) {
+        if (i == ax) {
+            for (int j = 0; j < ir; j++) strides[o++] = 0;
+            continue;
+        }
+        strides[o++] = in->strides[i];
+    }
+    *offset = in->offset + k * in->strides[ax];
+    *offset_n = in->offset_n;
+}
+
+/* Slice nd of an addressable operand as a view: per result dim, the
+ * operand's stride times the step; element 0 at start (+ start_n * n). */
+static void slice_view(const lowering *L, const sj_node *nd, int64_t *strides, int64_t *offset,
+                       int64_t *offset_n) {
+    const vinfo *in = &L->v[nd->inputs[0]];
+    *offset = in->offset;
+    *offset_n = in->offset_n;
+    for (int i = 0; i < nd->shape.rank; i++) {
+        strides[i] = in->strides[i] * nd->attrs.step[i];
+        *offset += nd->attrs.start[i] * in->strides[i];
+        *offset_n += nd->attrs.start_n[i] * in->strides[i];
+    }
+}
+
 static void decide_homes(lowering *L) {
     const sj_graph *g = L->g;
     for (int n = 0; n < g->n_nodes; n++) {
@@ -166,6 +224,25 @@ static void decide_homes(lowering *L) {
             vi->home = HOME_VIEW;
             vi->buffer = -1;
             contiguous_strides(L, &nd->shape, vi->strides);
+            vi->offset = L->v[nd->inputs[0]].offset;
+            vi->offset_n = L->v[nd->inputs[0]].offset_n;
+        } else if (nd->op == SJ_OP_SLICE) {
+            if (L->o->fusion && vi->n_out == 0 && !vi->need_contig) {
+                vi->home = HOME_VIEW;
+                vi->buffer = -1;
+                slice_view(L, nd, vi->strides, &vi->offset, &vi->offset_n);
+            } else {
+                vi->home = HOME_BUFFER;
+            }
+        } else if (const_gather_index(L, nd, &(int64_t){0}) && L->o->fusion && vi->n_out == 0 &&
+                   !vi->need_contig) {
+            int64_t k = 0;
+            const_gather_index(L, nd, &k);
+            vi->home = HOME_VIEW;
+            vi->buffer = -1;
+            const_gather_view(L, nd, k, vi->strides, &vi->offset, &vi->offset_n);
+        } else if (nd->op == SJ_OP_TRILU || nd->op == SJ_OP_EXPAND) {
+            vi->home = may_inline(L, n) ? HOME_INLINE : HOME_BUFFER;
         } else if (nd->op == SJ_OP_TRANSPOSE) {
             sj_value s = nd->inputs[0];
             if (addressable(L, s)) {
@@ -179,6 +256,8 @@ static void decide_homes(lowering *L) {
                 if (L->o->fusion && vi->n_out == 0 && !vi->need_contig && !copy_for_matmul) {
                     vi->home = HOME_VIEW;
                     memcpy(vi->strides, st, sizeof st);
+                    vi->offset = L->v[s].offset;
+                    vi->offset_n = L->v[s].offset_n;
                 } else {
                     vi->home = HOME_BUFFER;
                 }
@@ -190,7 +269,10 @@ static void decide_homes(lowering *L) {
         } else {
             vi->home = HOME_BUFFER;
         }
-        if (vi->home == HOME_BUFFER) contiguous_strides(L, &nd->shape, vi->strides);
+        if (vi->home == HOME_BUFFER) {
+            contiguous_strides(L, &nd->shape, vi->strides);
+            vi->offset = vi->offset_n = 0;
+        }
     }
 }
 
@@ -220,12 +302,14 @@ static void fuse_epilogues(lowering *L) {
 
 /* ---- logical buffers ---- */
 
-static sj_status new_buf(lowering *L, sj_slot_kind kind, int32_t index, const sj_shape *s, int *out) {
+static sj_status new_buf(lowering *L, sj_slot_kind kind, int32_t index, const sj_node *nd, int *out) {
+    const sj_shape *s = &nd->shape;
     SJ_TRY(grow(L->ctx, (void **)&L->bufs, &L->cap_bufs, L->n_bufs + 1, sizeof(lbuf)));
     lbuf *b = &L->bufs[L->n_bufs];
     b->kind = kind;
     b->index = index;
-    b->bytes = numel_at(L, s) * (int64_t)sizeof(float);
+    b->dtype = nd->dtype;
+    b->bytes = numel_at(L, s) * (int64_t)sj_dtype_size(nd->dtype);
     b->def = b->last = -1;
     b->slot = -1;
     *out = L->n_bufs++;
@@ -251,13 +335,13 @@ static sj_status assign_buffers(lowering *L) {
         if (nd->op == SJ_OP_INPUT) {
             int idx = 0;
             while (g->inputs[idx] != n) idx++;
-            SJ_TRY(new_buf(L, SJ_SLOT_INPUT, idx, &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_INPUT, idx, nd, &vi->buffer));
         } else if (nd->op == SJ_OP_PARAM) {
-            SJ_TRY(new_buf(L, SJ_SLOT_PARAM, n, &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_PARAM, n, nd, &vi->buffer));
         } else if (vi->n_out) {
-            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, output_entry(L, n, -1), &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, output_entry(L, n, -1), nd, &vi->buffer));
         } else {
-            SJ_TRY(new_buf(L, SJ_SLOT_ARENA, 0, &nd->shape, &vi->buffer));
+            SJ_TRY(new_buf(L, SJ_SLOT_ARENA, 0, nd, &vi->buffer));
         }
     }
     return SJ_OK;
@@ -281,8 +365,27 @@ static sj_status kernel_buffer(lowering *L, int ki, int buf, int *local) {
     return SJ_OK;
 }
 
+/* The result type of e from its operands; CONST, RANGE and CAST carry
+ * theirs. */
+static sj_dtype expr_dtype(const sj_kernel *k, const sj_kexpr *e) {
+    switch (e->kind) {
+    case SJ_KX_LOAD:
+    case SJ_KX_GATHER: return k->loads[e->load].dtype;
+    case SJ_KX_ACC: return SJ_F32;
+    case SJ_KX_UNARY:
+        if (e->op == SJ_OP_CAST) return e->dtype;
+        if (e->op == SJ_OP_ISNAN || e->op == SJ_OP_ISINF) return SJ_BOOL;
+        return k->exprs[e->a].dtype;
+    case SJ_KX_BINARY: return sj_op_is_compare(e->op) ? SJ_BOOL : k->exprs[e->a].dtype;
+    case SJ_KX_SELECT: return k->exprs[e->a].dtype;
+    case SJ_KX_WHERE: return k->exprs[e->b].dtype;
+    default: return e->dtype;
+    }
+}
+
 static sj_status add_expr(lowering *L, int ki, sj_kexpr e, int *out) {
     sj_kernel *k = &L->kernels[ki];
+    e.dtype = expr_dtype(k, &e);
     SJ_TRY(grow(L->ctx, (void **)&k->exprs, &k->cap_exprs, k->n_exprs + 1, sizeof(sj_kexpr)));
     k->exprs[k->n_exprs] = e;
     *out = k->n_exprs++;
@@ -297,20 +400,30 @@ static sj_status add_binary(lowering *L, int ki, sj_op op, int a, int b, int *ou
     return add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_BINARY, .op = op, .a = a, .b = b}, out);
 }
 
-/* A load of addressable value v whose dim i sits on space dim map[i]
- * (-1: held at index 0). Size-1 dims never move the address. */
-static sj_status add_load(lowering *L, int ki, sj_value v, const int *map, int *out) {
-    const vinfo *vi = &L->v[v];
-    const sj_shape *s = shape_of(L, v);
+/* A load of a value of shape s laid out in logical buffer `buf` with the
+ * given strides and offsets, whose dim i sits on space dim map[i] (-1: held
+ * at index 0). Size-1 dims never move the address. */
+static sj_status add_load_raw(lowering *L, int ki, int buf, const sj_shape *s,
+                              const int64_t *strides, int64_t offset, int64_t offset_n,
+                              const int *map, int *out) {
     sj_kload ld = {0};
-    SJ_TRY(kernel_buffer(L, ki, vi->buffer, &ld.buffer));
+    ld.dtype = L->bufs[buf].dtype;
+    SJ_TRY(kernel_buffer(L, ki, buf, &ld.buffer));
+    ld.offset = offset;
+    ld.offset_n = offset_n;
     for (int i = 0; i < s->rank; i++)
-        if (map[i] >= 0 && s->dims[i] != 1) ld.strides[map[i]] += vi->strides[i];
+        if (map[i] >= 0 && s->dims[i] != 1) ld.strides[map[i]] += strides[i];
     sj_kernel *k = &L->kernels[ki];
     SJ_TRY(grow(L->ctx, (void **)&k->loads, &k->cap_loads, k->n_loads + 1, sizeof(sj_kload)));
     k->loads[k->n_loads] = ld;
     int li = k->n_loads++;
     return add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_LOAD, .load = li, .a = -1, .b = -1}, out);
+}
+
+static sj_status add_load(lowering *L, int ki, sj_value v, const int *map, int *out) {
+    const vinfo *vi = &L->v[v];
+    return add_load_raw(L, ki, vi->buffer, shape_of(L, v), vi->strides, vi->offset, vi->offset_n,
+                        map, out);
 }
 
 /* map for operand u broadcast (right-aligned) into a value of rank r with map vmap. */
@@ -338,6 +451,48 @@ static sj_status core_value(lowering *L, int ki, sj_value c, const int *map, int
     return SJ_OK;
 }
 
+/* out[pre, j.., post] = data[pre, clamp(idx[j..]), post]: a load of data
+ * whose gathered axis moves by the index value. */
+static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int *map, int core,
+                              int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK], e, ie;
+    for (int i = 0; i < ds->rank; i++)
+        dmap[i] = i < ax ? map[i] : i == ax ? -1 : map[i - 1 + is->rank];
+    for (int j = 0; j < is->rank; j++) imap[j] = is->dims[j] == 1 ? -1 : map[ax + j];
+    SJ_TRY(build_expr(L, ki, ix, imap, core, &ie));
+    SJ_TRY(add_load(L, ki, d, dmap, &e));
+    sj_kexpr g = L->kernels[ki].exprs[e];
+    g.kind = SJ_KX_GATHER;
+    g.a = ie;
+    g.gstride = L->v[d].strides[ax];
+    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
+    L->kernels[ki].exprs[e] = g;
+    *out = e;
+    return SJ_OK;
+}
+
+/* out[i] = data[i with its axis coordinate clamp(idx[i])]: a load of data
+ * held at 0 on the axis, moved there by the index value. */
+static sj_status build_gather_elements(lowering *L, int ki, const sj_node *nd, const int *map,
+                                       int core, int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d);
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], e, ie;
+    for (int i = 0; i < ds->rank; i++) dmap[i] = i == ax ? -1 : map[i];
+    SJ_TRY(build_expr(L, ki, ix, map, core, &ie));
+    SJ_TRY(add_load(L, ki, d, dmap, &e));
+    sj_kexpr g = L->kernels[ki].exprs[e];
+    g.kind = SJ_KX_GATHER;
+    g.a = ie;
+    g.gstride = L->v[d].strides[ax];
+    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
+    L->kernels[ki].exprs[e] = g;
+    *out = e;
+    return SJ_OK;
+}
+
 /* The definition of v (elementwise or transpose) evaluated in the kernel's space. */
 static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int core, int *out) {
     const sj_node *nd = &L->g->nodes[v];
@@ -347,14 +502,66 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
         for (int i = 0; i < r; i++) m0[nd->attrs.perm[i]] = map[i];
         return build_expr(L, ki, nd->inputs[0], m0, core, out);
     }
+    if (nd->op == SJ_OP_EXPAND) {
+        broadcast_map(L, nd->inputs[0], r, map, m0);
+        return build_expr(L, ki, nd->inputs[0], m0, core, out);
+    }
+    if (nd->op == SJ_OP_SLICE) { /* materialised: read the operand through the view */
+        int64_t st[SJ_MAX_RANK], off, off_n;
+        slice_view(L, nd, st, &off, &off_n);
+        return add_load_raw(L, ki, L->v[nd->inputs[0]].buffer, &nd->shape, st, off, off_n, map,
+                            out);
+    }
+    if (nd->op == SJ_OP_TRILU) {
+        /* keep where col - row - k >= 0 (upper) or row - col + k >= 0 (lower) */
+        SJ_TRY(build_expr(L, ki, nd->inputs[0], map, core, &a));
+        SJ_TRY(add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_CONST, .dtype = nd->dtype, .a = -1, .b = -1}, &b));
+        sj_kexpr sel = {.kind = SJ_KX_SELECT, .a = a, .b = b, .load = -1};
+        int64_t sign = nd->attrs.upper ? 1 : -1;
+        sel.bias = -sign * nd->attrs.k;
+        if (map[r - 1] >= 0) sel.coef[map[r - 1]] += sign;
+        if (map[r - 2] >= 0) sel.coef[map[r - 2]] -= sign;
+        return add_expr(L, ki, sel, out);
+    }
     if (sj_op_is_unary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
         SJ_TRY(build_expr(L, ki, nd->inputs[0], m0, core, &a));
         return add_expr(L, ki,
                         (sj_kexpr){.kind = SJ_KX_UNARY, .op = nd->op, .a = a, .b = -1,
-                                   .value = nd->attrs.alpha},
+                                   .value = nd->attrs.alpha, .dtype = nd->dtype},
                         out);
     }
+    if (nd->op == SJ_OP_WHERE) {
+        int m2[SJ_MAX_RANK], c;
+        broadcast_map(L, nd->inputs[0], r, map, m0);
+        broadcast_map(L, nd->inputs[1], r, map, m1);
+        broadcast_map(L, nd->inputs[2], r, map, m2);
+        SJ_TRY(build_expr(L, ki, nd->inputs[0], m0, core, &a));
+        SJ_TRY(build_expr(L, ki, nd->inputs[1], m1, core, &b));
+        SJ_TRY(build_expr(L, ki, nd->inputs[2], m2, core, &c));
+        return add_expr(L, ki, (sj_kexpr){.kind = SJ_KX_WHERE, .a = a, .b = b, .c = c}, out);
+    }
+    if (nd->op == SJ_OP_FILL)
+        return add_expr(L, ki,
+                        (sj_kexpr){.kind = SJ_KX_CONST, .dtype = nd->dtype, .a = -1, .b = -1,
+                                   .value = (float)nd->attrs.delta,
+                                   .ivalue = nd->dtype == SJ_F32 ? 0 : (int64_t)nd->attrs.delta},
+                        out);
+    if (nd->op == SJ_OP_RANGE)
+        return add_expr(L, ki,
+                        (sj_kexpr){.kind = SJ_KX_RANGE, .dtype = nd->dtype, .a = -1, .b = -1,
+                                   .dim = map[0], .first = nd->attrs.first,
+                                   .step = nd->attrs.delta},
+                        out);
+    int64_t gk;
+    if (const_gather_index(L, nd, &gk)) { /* materialised: a plain load through the view */
+        int64_t st[SJ_MAX_RANK], off, off_n;
+        const_gather_view(L, nd, gk, st, &off, &off_n);
+        return add_load_raw(L, ki, L->v[nd->inputs[0]].buffer, &nd->shape, st, off, off_n, map,
+                            out);
+    }
+    if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, nd, map, core, out);
+    if (nd->op == SJ_OP_GATHER_ELEMENTS) return build_gather_elements(L, ki, nd, map, core, out);
     if (sj_op_is_binary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
         broadcast_map(L, nd->inputs[1], r, map, m1);
@@ -380,6 +587,7 @@ static sj_status new_kernel(lowering *L, sj_kernel_kind kind, int out_buf, int *
     memset(k, 0, sizeof *k);
     memset(&L->kb[ki], 0, sizeof L->kb[ki]);
     k->kind = kind;
+    k->out_dtype = L->bufs[out_buf].dtype;
     k->prologue = k->epilogue = k->scale = k->bias = k->a = k->b = -1;
     k->alpha = 1.0f;
     snprintf(k->name, sizeof k->name, "%sk%d", L->o->prefix ? L->o->prefix : "", ki);
@@ -438,7 +646,7 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
     int ki, e;
     SJ_TRY(new_kernel(L, kind, L->v[root].buffer, &ki));
     sj_kernel *k = &L->kernels[ki];
-    int id[SJ_MAX_RANK] = {0, 1, 2, 3}, omap[SJ_MAX_RANK];
+    int id[SJ_MAX_RANK] = {0, 1, 2, 3, 4, 5}, omap[SJ_MAX_RANK];
     const sj_shape *xs = shape_of(L, nd->inputs[0]);
     if (kind == SJ_KK_REDUCE) {
         set_space_from_shape(L, k, xs);
@@ -472,6 +680,11 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
         } else {
             int ra = as->rank, rb = bs->rank, rc = cs->rank;
             int nb = rc - (ra >= 2) - (rb >= 2);
+            if (nb > 2)
+                return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                               "lowering: matmul node %d has %d batch dims; kernels take at "
+                               "most 2",
+                               c, nb);
             for (int j = 0; j < nb; j++) {
                 omap[j] = 2 - nb + j;
                 set_space_dim(L, k, 2 - nb + j, cs->dims[j]);
@@ -531,6 +744,30 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
     return SJ_OK;
 }
 
+/* One kernel per operand of concat v, writing it into its part of v's
+ * buffer (the operand inlined where it could be). */
+static sj_status concat_kernels(lowering *L, sj_value v) {
+    const sj_node *nd = &L->g->nodes[v];
+    int ax = nd->attrs.axis, id[SJ_MAX_RANK];
+    int64_t st[SJ_MAX_RANK], along = 0;
+    contiguous_strides(L, &nd->shape, st);
+    for (int i = 0; i < SJ_MAX_RANK; i++) id[i] = i;
+    for (int j = 0; j < 2; j++) {
+        sj_value u = nd->inputs[j];
+        const sj_shape *us = shape_of(L, u);
+        int ki, e;
+        SJ_TRY(new_kernel(L, SJ_KK_MAP, L->v[v].buffer, &ki));
+        sj_kernel *k = &L->kernels[ki];
+        set_space_from_shape(L, k, us);
+        for (int i = 0; i < us->rank; i++) k->out_strides[i] = us->dims[i] != 1 ? st[i] : 0;
+        k->out_offset = along * st[ax];
+        along += us->dims[ax];
+        SJ_TRY(build_expr(L, ki, u, id, -1, &e));
+        L->kernels[ki].epilogue = e;
+    }
+    return SJ_OK;
+}
+
 static sj_status build_kernels(lowering *L) {
     const sj_graph *g = L->g;
     for (int n = 0; n < g->n_nodes; n++) {
@@ -539,6 +776,7 @@ static sj_status build_kernels(lowering *L) {
         if (vi->home == HOME_BUFFER && nd->op != SJ_OP_INPUT && nd->op != SJ_OP_PARAM) {
             if (vi->epi_core >= 0) SJ_TRY(core_kernel(L, vi->epi_core, n));
             else if (is_core(nd->op)) SJ_TRY(core_kernel(L, n, n));
+            else if (nd->op == SJ_OP_CONCAT) SJ_TRY(concat_kernels(L, n));
             else SJ_TRY(map_kernel(L, n, n, vi->buffer, false));
         }
         if (!vi->n_out) continue;
@@ -549,7 +787,7 @@ static sj_status build_kernels(lowering *L) {
                 L->bufs[vi->buffer].index == j)
                 continue;
             int ob;
-            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, j, &nd->shape, &ob));
+            SJ_TRY(new_buf(L, SJ_SLOT_OUTPUT, j, nd, &ob));
             SJ_TRY(map_kernel(L, n, n, ob, true));
         }
     }
@@ -665,10 +903,18 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
                        (long long)extent, (long long)SJ_MAX_EXTENT);
     if (!g->n_outputs) return sj_fail(ctx, SJ_E_INVALID_ARG, "lowering: the graph has no outputs");
     lowering L = {.ctx = ctx, .g = g, .E = g->sym_name ? extent : 1, .o = o};
-    for (int n = 0; n < g->n_nodes; n++)
+    for (int n = 0; n < g->n_nodes; n++) {
         if (numel_at(&L, &g->nodes[n].shape) > SJ_MAX_ELEMENTS / (int64_t)sizeof(float))
             return sj_fail(ctx, SJ_E_OUT_OF_RANGE, "lowering: value %d too large at extent %lld", n,
                            (long long)extent);
+        const sj_node *nd = &g->nodes[n];
+        if (nd->op == SJ_OP_SLICE && g->sym_name && L.E > sj_slice_extent_limit(g, nd))
+            return sj_fail(ctx, SJ_E_OUT_OF_RANGE,
+                           "lowering: value %d (slice%s%s) reads past its operand at extent %lld "
+                           "(it fits up to %lld)",
+                           n, nd->name ? " " : "", nd->name ? nd->name : "", (long long)extent,
+                           (long long)sj_slice_extent_limit(g, nd));
+    }
     sj_lowered *l = sj_calloc(ctx, 1, sizeof *l);
     L.v = sj_calloc(ctx, (size_t)g->n_nodes, sizeof *L.v);
     if (!l || !L.v) {

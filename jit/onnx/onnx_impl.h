@@ -30,24 +30,37 @@
 sj_status sj_onnx_check_nesting(sj_ctx *ctx, const ProtobufCMessageDescriptor *desc,
                                 const void *bytes, size_t len, const char *what);
 
-/* A decoded TensorProto: float32 or int64 data, owned (sj_alloc). */
+/* A decoded TensorProto, owned (sj_alloc): FLOAT and DOUBLE values as
+ * float in f, every integer dtype and BOOL as int64 in i. */
 typedef struct sj_onnx_tensor {
-    int32_t dtype; /* ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT or __INT64 */
+    int32_t dtype; /* the ONNX dtype it was stored as */
     int rank;
     int64_t dims[SJ_ONNX_MAX_RANK];
     int64_t numel;
-    float *f;   /* dtype FLOAT */
-    int64_t *i; /* dtype INT64 */
+    float *f;   /* FLOAT, DOUBLE */
+    int64_t *i; /* the integer dtypes and BOOL */
 } sj_onnx_tensor;
+
+bool sj_onnx_dtype_is_float(int32_t dtype);
+/* The IR element type of an ONNX dtype; false when the IR has none. */
+bool sj_onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out);
+/* A host tensor of t's IR dtype (SJ_E_UNSUPPORTED for another). */
+sj_status sj_onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const char *what,
+                                 sj_tensor *out);
 
 /* Name of an ONNX TensorProto.DataType value ("FLOAT16", "INT64", ...). */
 const char *sj_onnx_dtype_name(int32_t dtype);
 
-/* Decodes t (float32 or int64 only; raw_data or typed fields). Anything else
- * (another dtype, external data, a payload whose size disagrees with dims)
- * is SJ_E_UNSUPPORTED / SJ_E_PARSE with a message naming `what`. */
+/* Decodes t (float, double, the integer dtypes and bool; raw_data, typed
+ * fields or external data). External data (location, offset, length) is
+ * read from base_dir, the model's folder: an absolute location, a '..'
+ * component or a symlink out of the folder is refused; NULL base_dir
+ * refuses external data. Anything else (another dtype, a payload whose
+ * size disagrees with dims, a missing or truncated file) is
+ * SJ_E_UNSUPPORTED / SJ_E_PARSE / SJ_E_IO with a message naming `what`
+ * and the file. */
 sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
-                                sj_onnx_tensor *out);
+                                const char *base_dir, sj_onnx_tensor *out);
 void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t);
 
 /* protobuf-c allocations routed through the context's allocator hook. It

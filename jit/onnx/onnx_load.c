@@ -59,13 +59,26 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     }
     if (v->runtime_dtype)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
-                       "input '%s' has dtype %s; only float32 tensors are supported", v->name,
+                       "input '%s' has dtype %s; float32, int64, int32 and bool tensors are "
+                       "supported",
+                       v->name,
                        v->runtime_dtype > 0 ? sj_onnx_dtype_name(v->runtime_dtype) : "(none)");
-    if (!v->has_const) return sj_fail(L->ctx, SJ_E_INTERNAL, "value '%s' has no data", v->name);
-    if (v->c.dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+    if (v->has_sym) {
+        char e[64];
+        sj_onnx_sym x = sj_onnx_sym_at(v, 0);
+        snprintf(e, sizeof e, "%lld*%s%+lld", (long long)x.n, sj_graph_symbol(L->g), (long long)x.c);
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
-                       "'%s' has dtype %s but is used as data; only float32 tensors are "
-                       "supported (int64 only as constant shapes or axes)",
+                       "'%s' is computed from the symbolic dim (element 0 is %s) and used as "
+                       "tensor data; shapejit folds such values only into shapes, slice bounds "
+                       "and ranges",
+                       v->name, e);
+    }
+    if (!v->has_const) return sj_fail(L->ctx, SJ_E_INTERNAL, "value '%s' has no data", v->name);
+    sj_dtype dt;
+    if (!sj_onnx_dtype_to_sj(v->c.dtype, &dt))
+        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                       "'%s' has dtype %s but is used as data; float32, int64, int32 and bool "
+                       "tensors are supported",
                        v->name, sj_onnx_dtype_name(v->c.dtype));
     if (v->c.rank > SJ_MAX_RANK)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "constant '%s' has rank %d (at most %d)", v->name,
@@ -73,7 +86,12 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->c.numel == 0)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "constant '%s' is empty; zero-size tensors are not supported", v->name);
-    sj_status st = sj_graph_param(L->g, v->name, v->c.rank, v->c.dims, v->c.f, &v->v);
+    sj_tensor host;
+    sj_status st = sj_onnx_tensor_to_host(L->ctx, &v->c, v->name, &host);
+    if (st == SJ_OK) {
+        st = sj_graph_param_typed(L->g, v->name, dt, v->c.rank, v->c.dims, host.bytes, &v->v);
+        sj_tensor_free(L->ctx, &host);
+    }
     if (st != SJ_OK) {
         sj_error_prefix(L->ctx, "constant '%s'", v->name);
         return st;
@@ -285,9 +303,9 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
                        vi->name);
     const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
     int32_t dtype = tt->has_elem_type ? tt->elem_type : 0;
-    if (dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-        /* Reported when something uses it, so that an int64 shape input
-         * says "not a constant" rather than "wrong dtype". */
+    sj_dtype sdt;
+    if (!sj_onnx_dtype_to_sj(dtype, &sdt)) {
+        /* Reported when something uses it (or at the end, if nothing does). */
         v->runtime_dtype = dtype ? dtype : -1;
         return SJ_OK;
     }
@@ -330,7 +348,7 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
                            L->file, vi->name, d, vi->name, d);
         }
     }
-    sj_status st = sj_graph_input(L->g, vi->name, (int)sh->n_dim, dims, &v->v);
+    sj_status st = sj_graph_input_typed(L->g, vi->name, sdt, (int)sh->n_dim, dims, &v->v);
     if (st != SJ_OK) sj_error_prefix(L->ctx, "%s: input '%s'", L->file, vi->name);
     return st;
 }
@@ -340,7 +358,7 @@ static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__T
     SJ_TRY(sj_onnx_define(L, name, &v));
     char what[320];
     snprintf(what, sizeof what, "%s: initialiser '%s'", L->file, name);
-    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, &v->c));
+    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, L->base_dir, &v->c));
     v->has_const = true;
     return SJ_OK;
 }
@@ -370,14 +388,15 @@ static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *v
         !vi->type->tensor_type)
         return SJ_OK;
     const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
-    if (tt->has_elem_type && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
-                       "%s: %s '%s' has dtype %s; only float32 tensors are supported", L->file,
-                       what, vi->name, sj_onnx_dtype_name(tt->elem_type));
-    const Onnx__TensorShapeProto *sh = tt->shape;
-    if (!sh) return SJ_OK;
     sj_value_desc d;
     SJ_TRY(sj_graph_value_desc(L->g, v, &d));
+    sj_dtype want;
+    if (tt->has_elem_type && tt->elem_type &&
+        (!sj_onnx_dtype_to_sj(tt->elem_type, &want) || want != d.dtype))
+        return sj_fail(L->ctx, SJ_E_SHAPE, "%s: %s '%s' is declared %s but computes %s", L->file,
+                       what, vi->name, sj_onnx_dtype_name(tt->elem_type), sj_dtype_name(d.dtype));
+    const Onnx__TensorShapeProto *sh = tt->shape;
+    if (!sh) return SJ_OK;
     char got[96];
     sj_shape_format(&d.shape, sc->name, got, sizeof got);
     if ((int)sh->n_dim != d.shape.rank)
@@ -507,11 +526,25 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     sj_onnx_pb_alloc_init(&pa, ctx);
     Onnx__ModelProto *m;
     SJ_TRY(sj_onnx_model_unpack(&pa, bytes, len, filename, &m));
-    sj_onnx_loader L = {.ctx = ctx, .file = filename};
+    /* the folder of filename ("." for a bare name) */
+    const char *slash = strrchr(filename, '/');
+    /* "/m.onnx" lives in "/" */
+    size_t dlen = !slash ? 1 : slash == filename ? 1 : (size_t)(slash - filename);
+    char *dir = sj_alloc(ctx, dlen + 1);
+    if (!dir) {
+        onnx__model_proto__free_unpacked(m, &pa.base);
+        return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", filename);
+    }
+    memcpy(dir, !slash ? "." : filename, dlen);
+    dir[dlen] = '\0';
+    sj_onnx_loader L = {.ctx = ctx, .file = filename, .base_dir = dir};
     sj_name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
-    for (int i = 0; i < L.n_vals; i++)
-        if (L.vals[i].has_const) sj_onnx_tensor_release(ctx, &L.vals[i].c);
+    sj_free(ctx, dir);
+    for (int i = 0; i < L.n_vals; i++) {
+        if (L.vals[i].has_const || L.vals[i].has_sym) sj_onnx_tensor_release(ctx, &L.vals[i].c);
+        sj_free(ctx, L.vals[i].symn);
+    }
     sj_free(ctx, L.vals);
     sj_name_index_free(ctx, &L.by_name);
     onnx__model_proto__free_unpacked(m, &pa.base);

@@ -13,14 +13,19 @@ typedef struct sj_onnx_val {
     const char *name; /* borrowed from the model proto */
     sj_value v;       /* SJ_NO_VALUE until there is a graph value */
     bool has_const;
-    sj_onnx_tensor c; /* owned when has_const */
+    /* A value known at load time up to the symbolic dim N (onnx_fold.c):
+     * element k is c.i[k] + symn[k] * N; c holds dtype and dims. */
+    bool has_sym;
+    int64_t *symn;    /* owned when has_sym */
+    sj_onnx_tensor c; /* owned when has_const or has_sym */
     int32_t runtime_dtype; /* a graph input of a dtype the IR lacks; 0 = none */
 } sj_onnx_val;
 
 typedef struct sj_onnx_loader {
     sj_ctx *ctx;
     sj_graph *g;
-    const char *file; /* for messages */
+    const char *file;     /* for messages */
+    const char *base_dir; /* the model's folder: external data lives there */
     int64_t opset;    /* of the default domain */
     sj_onnx_val *vals;
     int n_vals, cap_vals;
@@ -48,5 +53,29 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out);
 
 /* Maps the node L->node onto the graph, defining its outputs. */
 sj_status sj_onnx_map_node(sj_onnx_loader *L);
+
+/* ---- folding (onnx_fold.c) ---- */
+
+/* c + n * N, N the symbolic dim. */
+typedef struct sj_onnx_sym {
+    int64_t c, n;
+} sj_onnx_sym;
+
+/* Whether v is known at load time: an integer/bool constant, a float
+ * constant of whole numbers, or a value in N. */
+bool sj_onnx_foldable(const sj_onnx_val *v);
+/* Element k of a foldable v. */
+sj_onnx_sym sj_onnx_sym_at(const sj_onnx_val *v, int64_t k);
+/* Folds L->node when its op folds and its inputs are known; *done says
+ * whether it did. Errors name the node and why a value in N cannot be
+ * folded. */
+sj_status sj_onnx_try_fold(sj_onnx_loader *L, bool *done);
+
+/* ---- typed ops on graph values (onnx_typed.c) ---- */
+
+/* Maps L->node when it is one of the typed ops (Cast, CastLike,
+ * comparisons, logic, IsNaN, IsInf, Mod, Where, Gather, Range,
+ * ConstantOfShape); *done says whether it was. */
+sj_status sj_onnx_map_typed(sj_onnx_loader *L, bool *done);
 
 #endif

@@ -2,7 +2,11 @@
  * of the node tests. */
 #include "onnx_impl.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *sj_onnx_dtype_name(int32_t dtype) {
     static const char *const names[] = {
@@ -52,17 +56,193 @@ static bool is_external(const Onnx__TensorProto *t) {
            (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL);
 }
 
-sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
-                                sj_onnx_tensor *out) {
-    memset(out, 0, sizeof *out);
-    if (is_external(t))
+/* Bytes per element in raw_data and which typed field holds the values
+ * otherwise; 0 for a dtype shapejit does not decode. */
+typedef enum { F_FLOAT, F_DOUBLE, F_INT64, F_INT32, F_UINT64 } typed_field;
+
+static size_t elem_bytes(int32_t dtype, typed_field *field) {
+    switch (dtype) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *field = F_FLOAT; return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *field = F_DOUBLE; return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *field = F_INT64; return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *field = F_INT32; return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *field = F_INT32; return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *field = F_INT32; return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *field = F_UINT64; return 4;
+    default: return 0;
+    }
+}
+
+bool sj_onnx_dtype_is_float(int32_t dtype) {
+    return dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dtype == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+}
+
+/* Element i of little-endian raw bytes as int64 (integer dtypes). */
+static int64_t raw_int(int32_t dtype, const uint8_t *p) {
+    switch (dtype) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: { int64_t v; memcpy(&v, p, 8); return v; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: return (int8_t)p[0];
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return p[0] != 0;
+    default: return p[0]; /* UINT8 */
+    }
+}
+
+static sj_status fill_from_raw(sj_ctx *ctx, sj_onnx_tensor *out, const uint8_t *src) {
+    int64_t n = out->numel;
+    if (sj_onnx_dtype_is_float(out->dtype)) {
+        for (int64_t k = 0; k < n; k++) {
+            if (out->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+                memcpy(&out->f[k], src + 4 * k, 4);
+            } else {
+                double d;
+                memcpy(&d, src + 8 * k, 8);
+                out->f[k] = (float)d;
+            }
+        }
+    } else {
+        typed_field fld;
+        size_t es = elem_bytes(out->dtype, &fld);
+        for (int64_t k = 0; k < n; k++) out->i[k] = raw_int(out->dtype, src + es * (size_t)k);
+    }
+    (void)ctx;
+    return SJ_OK;
+}
+
+/* "location" made safe: relative, no "..", resolved inside base_dir (also
+ * through symlinks). Returns the sj_alloc'ed full path. */
+static sj_status external_path(sj_ctx *ctx, const char *what, const char *base_dir,
+                               const char *location, char **out) {
+    *out = NULL;
+    if (!location || !location[0])
+        return sj_fail(ctx, SJ_E_PARSE, "%s: external data has no 'location'", what);
+    if (location[0] == '/')
         return sj_fail(ctx, SJ_E_UNSUPPORTED,
-                       "%s: tensor data stored in an external file is not supported", what);
+                       "%s: external data location '%s' is an absolute path; only paths inside "
+                       "the model's folder are read",
+                       what, location);
+    for (const char *p = location; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                           "%s: external data location '%s' leaves the model's folder ('..')",
+                           what, location);
+        p += n + (e ? 1 : 0);
+    }
+    const char *dir = base_dir && base_dir[0] ? base_dir : ".";
+    size_t len = strlen(dir) + strlen(location) + 2;
+    char *path = sj_alloc(ctx, len);
+    if (!path) return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    snprintf(path, len, "%s/%s", dir, location);
+    char *real_dir = realpath(dir, NULL), *real_file = realpath(path, NULL);
+    sj_status st = SJ_OK;
+    if (!real_file) {
+        st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s: %s", what, path, strerror(errno));
+    } else if (!real_dir || strncmp(real_file, real_dir, strlen(real_dir)) != 0 ||
+               real_file[strlen(real_dir)] != '/') {
+        st = sj_fail(ctx, SJ_E_UNSUPPORTED,
+                     "%s: external data file %s resolves outside the model's folder", what, path);
+    }
+    free(real_dir);
+    free(real_file);
+    if (st != SJ_OK) {
+        sj_free(ctx, path);
+        return st;
+    }
+    *out = path;
+    return SJ_OK;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (!s || !*s) return false;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10) return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* Reads `need` bytes of t's external data into a fresh buffer. */
+static sj_status read_external(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+                               const char *base_dir, size_t need, uint8_t **out) {
+    *out = NULL;
+    const char *location = NULL;
+    uint64_t offset = 0, length = need;
+    bool has_length = false;
+    for (size_t k = 0; k < t->n_external_data; k++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[k];
+        const char *key = e->key ? e->key : "";
+        if (!strcmp(key, "location")) {
+            location = e->value;
+        } else if (!strcmp(key, "offset")) {
+            if (!parse_u64(e->value, &offset))
+                return sj_fail(ctx, SJ_E_PARSE, "%s: external data offset '%s' is not a number",
+                               what, e->value ? e->value : "");
+        } else if (!strcmp(key, "length")) {
+            if (!parse_u64(e->value, &length))
+                return sj_fail(ctx, SJ_E_PARSE, "%s: external data length '%s' is not a number",
+                               what, e->value ? e->value : "");
+            has_length = true;
+        }
+    }
+    if (has_length && length != need)
+        return sj_fail(ctx, SJ_E_PARSE,
+                       "%s: external data length %llu but the dims need %zu bytes", what,
+                       (unsigned long long)length, need);
+    char *path;
+    SJ_TRY(external_path(ctx, what, base_dir, location, &path));
+    sj_status st = SJ_OK;
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    struct stat sb;
+    if (!f) {
+        st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s: %s", what, path, strerror(errno));
+    } else if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s is not a regular file", what, path);
+    } else if (offset > (uint64_t)sb.st_size || need > (uint64_t)sb.st_size - offset) {
+        st = sj_fail(ctx, SJ_E_PARSE,
+                     "%s: external data file %s is truncated: %zu bytes at offset %llu, the file "
+                     "has %lld",
+                     what, path, need, (unsigned long long)offset, (long long)sb.st_size);
+    } else if (!(buf = sj_alloc(ctx, need ? need : 1))) {
+        st = sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory for external data", what);
+    } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, need, f) != need) {
+        st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s: read failed", what, path);
+    }
+    if (f) fclose(f);
+    sj_free(ctx, path);
+    if (st != SJ_OK) {
+        sj_free(ctx, buf);
+        return st;
+    }
+    *out = buf;
+    return SJ_OK;
+}
+
+sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+                                const char *base_dir, sj_onnx_tensor *out) {
+    memset(out, 0, sizeof *out);
+    if (is_external(t) && !base_dir)
+        return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                       "%s: tensor data stored in an external file cannot be read here (no model "
+                       "folder)",
+                       what);
     if (t->segment)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: segmented tensors are not supported", what);
     int32_t dtype = t->has_data_type ? t->data_type : ONNX__TENSOR_PROTO__DATA_TYPE__UNDEFINED;
-    if (dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-        return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: dtype %s is not supported (float32 only)", what,
+    typed_field field;
+    size_t esize = elem_bytes(dtype, &field);
+    if (!esize)
+        return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: dtype %s is not supported", what,
                        sj_onnx_dtype_name(dtype));
     if (t->n_dims > SJ_ONNX_MAX_RANK)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: rank %zu is too large (at most %d)", what,
@@ -79,30 +259,54 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
     out->rank = (int)t->n_dims;
     out->numel = numel;
     out->dtype = dtype;
-
-    size_t esize = dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? sizeof(float) : sizeof(int64_t);
-    size_t typed_n = dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data : t->n_int64_data;
-    const void *src;
+    bool is_f = sj_onnx_dtype_is_float(dtype);
+    void *dst = sj_alloc(ctx, (size_t)(numel ? numel : 1) * (is_f ? sizeof(float) : sizeof(int64_t)));
+    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (is_f) out->f = dst;
+    else out->i = dst;
+    size_t need = (size_t)numel * esize;
+    if (is_external(t)) {
+        uint8_t *buf;
+        sj_status st = read_external(ctx, t, what, base_dir, need, &buf);
+        if (st == SJ_OK) {
+            fill_from_raw(ctx, out, buf);
+            sj_free(ctx, buf);
+        } else {
+            sj_onnx_tensor_release(ctx, out);
+        }
+        return st;
+    }
+    size_t typed_n = field == F_FLOAT    ? t->n_float_data
+                     : field == F_DOUBLE ? t->n_double_data
+                     : field == F_INT64  ? t->n_int64_data
+                     : field == F_INT32  ? t->n_int32_data
+                                         : t->n_uint64_data;
     if (t->has_raw_data && (t->raw_data.len > 0 || typed_n == 0)) {
-        if (t->raw_data.len != (size_t)numel * esize)
+        if (t->raw_data.len != need) {
+            sj_onnx_tensor_release(ctx, out);
             return sj_fail(ctx, SJ_E_PARSE,
                            "%s: raw_data holds %zu bytes but the dims need %lld %s values", what,
                            t->raw_data.len, (long long)numel, sj_onnx_dtype_name(dtype));
-        src = t->raw_data.data; /* little-endian on every host shapejit targets */
-    } else {
-        if (typed_n != (size_t)numel)
-            return sj_fail(ctx, SJ_E_PARSE, "%s: %zu values stored but the dims need %lld", what,
-                           typed_n, (long long)numel);
-        src = dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? (const void *)t->float_data
-                                                          : (const void *)t->int64_data;
+        }
+        return fill_from_raw(ctx, out, t->raw_data.data); /* little-endian hosts only */
     }
-    void *dst = sj_alloc(ctx, (size_t)numel * esize);
-    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    if (numel) memcpy(dst, src, (size_t)numel * esize);
-    if (dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        out->f = dst;
-    else
-        out->i = dst;
+    if (typed_n != (size_t)numel) {
+        sj_onnx_tensor_release(ctx, out);
+        return sj_fail(ctx, SJ_E_PARSE, "%s: %zu values stored but the dims need %lld", what,
+                       typed_n, (long long)numel);
+    }
+    for (int64_t k = 0; k < numel; k++) {
+        switch (field) {
+        case F_FLOAT: out->f[k] = t->float_data[k]; break;
+        case F_DOUBLE: out->f[k] = (float)t->double_data[k]; break;
+        case F_INT64: out->i[k] = t->int64_data[k]; break;
+        case F_INT32:
+            out->i[k] = dtype == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL ? t->int32_data[k] != 0
+                                                                     : t->int32_data[k];
+            break;
+        case F_UINT64: out->i[k] = (int64_t)t->uint64_data[k]; break;
+        }
+    }
     return SJ_OK;
 }
 
@@ -112,6 +316,39 @@ sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t l
     SJ_TRY(sj_onnx_check_nesting(a->ctx, &onnx__tensor_proto__descriptor, bytes, len, what));
     *out = onnx__tensor_proto__unpack(&a->base, len, bytes);
     return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "onnx.TensorProto");
+}
+
+bool sj_onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out) {
+    switch (onnx_dtype) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = SJ_F32; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = SJ_I64; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = SJ_I32; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = SJ_BOOL; return true;
+    default: return false;
+    }
+}
+
+sj_status sj_onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const char *what,
+                                 sj_tensor *out) {
+    memset(out, 0, sizeof *out);
+    sj_dtype dt;
+    if (!sj_onnx_dtype_to_sj(t->dtype, &dt))
+        return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                       "%s: dtype %s is not supported (float32, int64, int32 and bool are)", what,
+                       sj_onnx_dtype_name(t->dtype));
+    if (t->rank > SJ_MAX_RANK)
+        return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: rank %d is too large (at most %d)", what,
+                       t->rank, SJ_MAX_RANK);
+    SJ_TRY(sj_tensor_alloc_typed(ctx, dt, t->rank, t->dims, out));
+    for (int64_t k = 0; k < t->numel; k++) {
+        switch (dt) {
+        case SJ_F32: out->data[k] = t->f[k]; break;
+        case SJ_I64: out->i64[k] = t->i[k]; break;
+        case SJ_I32: out->i32[k] = (int32_t)t->i[k]; break;
+        default: out->b8[k] = t->i[k] != 0; break;
+        }
+    }
+    return SJ_OK;
 }
 
 sj_status sj_onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
@@ -130,21 +367,10 @@ sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, co
     sj_onnx_pb_alloc_init(&pa, ctx);
     SJ_TRY(sj_onnx_tensor_unpack(&pa, bytes, len, what, &tp));
     sj_onnx_tensor t;
-    sj_status st = sj_onnx_tensor_decode(ctx, tp, what, &t);
+    sj_status st = sj_onnx_tensor_decode(ctx, tp, what, NULL, &t);
     onnx__tensor_proto__free_unpacked(tp, &pa.base);
     if (st != SJ_OK) return st;
-    if (t.dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-        st = sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: dtype %s is not supported (float32 only)", what,
-                     sj_onnx_dtype_name(t.dtype));
-    } else if (t.rank > SJ_MAX_RANK) {
-        st = sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: rank %d is too large (at most %d)", what, t.rank,
-                     SJ_MAX_RANK);
-    } else {
-        out->rank = t.rank;
-        memcpy(out->dims, t.dims, sizeof(int64_t) * (size_t)t.rank);
-        out->data = t.f;
-        return SJ_OK;
-    }
+    st = sj_onnx_tensor_to_host(ctx, &t, what, out);
     sj_onnx_tensor_release(ctx, &t);
     return st;
 }

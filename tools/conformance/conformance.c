@@ -90,7 +90,7 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
                 cap = nc;
             }
         }
-        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, &(*out)[*n_out]);
+        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, NULL, &(*out)[*n_out]);
         onnx__tensor_proto__free_unpacked(tp, &pa.base);
         if (st != SJ_OK) return st;
         (*n_out)++;
@@ -122,6 +122,24 @@ static bool compare(test_run *t, const char *set, const char *name, const sj_ten
         snprintf(m, sizeof m, "%s: output '%s' has shape %s, expected %s", set, name, g, w);
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s", m);
         return false;
+    }
+    sj_dtype wt;
+    if (!sj_onnx_dtype_to_sj(want->dtype, &wt) || wt != got->dtype) {
+        snprintf(m, sizeof m, "%s: output '%s' is %s, expected %s", set, name,
+                 sj_dtype_name(got->dtype), sj_onnx_dtype_name(want->dtype));
+        set_outcome(t, SJ_ONNX_TEST_FAILED, "%s", m);
+        return false;
+    }
+    if (wt != SJ_F32) { /* integers and bools: exact */
+        for (int64_t i = 0; i < want->numel; i++) {
+            int64_t g = wt == SJ_I64 ? got->i64[i] : wt == SJ_I32 ? got->i32[i] : got->b8[i];
+            if (g == want->i[i]) continue;
+            snprintf(m, sizeof m, "%s: output '%s' index %lld: got %lld, expected %lld", set,
+                     name, (long long)i, (long long)g, (long long)want->i[i]);
+            set_outcome(t, SJ_ONNX_TEST_FAILED, "%s", m);
+            return false;
+        }
+        return true;
     }
     int64_t bad = 0, worst = -1;
     double worst_err = 0;
@@ -178,7 +196,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
     int n_in = 0, n_want = 0;
     sj_graph *g = NULL;
     sj_tensor feeds[MAX_IO], outs[MAX_IO];
-    int n_outs = 0;
+    int n_outs = 0, n_feeds = 0;
     bool go_on = false;
     char m_[MSG_LEN];
 
@@ -194,11 +212,13 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s", m_);
         goto done;
     }
-    /* int64 inputs are shapes and axes: bind them as constants */
+    /* small int64 vectors are shapes, axes and bounds: bind them as
+     * constants; other tensors (int and bool data) are fed at run time */
     sj_onnx_binding bound[MAX_IO];
     int n_bound = 0;
     for (int i = 0; i < n_in; i++)
-        if (ins[i].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        if (ins[i].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && ins[i].rank <= 1 &&
+            ins[i].numel <= 8)
             bound[n_bound++] = (sj_onnx_binding){names[i], &ins[i]};
     /* node tests have no dim_param: no symbolic dim, a single bucket */
     sj_model_options mo = {.dynamic_name = NULL, .dynamic_input = NULL};
@@ -231,9 +251,14 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
             n_outs = 0;
             goto done;
         }
-        feeds[j].rank = ins[k].rank;
-        memcpy(feeds[j].dims, ins[k].dims, sizeof(int64_t) * (size_t)ins[k].rank);
-        feeds[j].data = ins[k].f;
+        st = sj_onnx_tensor_to_host(ctx, &ins[k], names[k], &feeds[j]);
+        if (st != SJ_OK) {
+            from_status(t, st, "");
+            n_outs = 0;
+            n_feeds = j;
+            goto done;
+        }
+        n_feeds = j + 1;
         for (int a = 0; a < d.shape.rank && a < ins[k].rank; a++)
             if (d.shape.dims[a] == SJ_DIM_SYM) extent = ins[k].dims[a];
     }
@@ -256,7 +281,8 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
         goto done;
     }
     for (int j = 0; j < n_outs; j++) {
-        if (wants[j].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+        sj_dtype wt;
+        if (!sj_onnx_dtype_to_sj(wants[j].dtype, &wt)) {
             set_outcome(t, SJ_ONNX_TEST_UNSUPPORTED, "expected output of dtype %s",
                         sj_onnx_dtype_name(wants[j].dtype));
             goto done;
@@ -268,6 +294,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
     go_on = true;
 done:
     for (int j = 0; j < n_outs; j++) sj_tensor_free(ctx, &outs[j]);
+    for (int j = 0; j < n_feeds; j++) sj_tensor_free(ctx, &feeds[j]);
     sj_graph_destroy(g);
     free_tensors(ctx, ins, n_in);
     free_tensors(ctx, wants, n_want);

@@ -141,7 +141,7 @@ SJ_API sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t 
  * whole input, whose shape does not depend on the key. */
 typedef struct sj_cache_input {
     const char *name; /* the graph input's name */
-    const float *data;
+    const float *data; /* elements of the input's dtype (cast for int64/int32/bool) */
     int64_t inner;
     bool pad;
 } sj_cache_input;

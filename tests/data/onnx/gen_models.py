@@ -221,9 +221,136 @@ def attention(opset):
          [{"hidden": w(1, s, E, scale=1)} for s in (1, 5, 12)], fix)
 
 
+def i64(*v):
+    return np.array(v, np.int64)
+
+
+BIG = np.iinfo(np.int64).max
+
+
+def gpt2_like():
+    """A GPT-2 style block as exporters write it: one projection split into
+    q, k, v (Split num_outputs), heads by Reshape/Transpose, Einsum for the
+    scores and the context, a causal Trilu, tanh-Gelu, Clip with bound
+    inputs, n-ary Sum/Mean/Max, slices of the last, first and reversed
+    tokens, Concat, Expand, Tile, an Einsum linear and ReduceL2."""
+    D, H, Hd = 16, 2, 8
+    mk = helper.make_node
+    n = [
+        mk("MatMul", ["x", "c_attn.weight"], ["/attn/MatMul_output_0"], "/attn/MatMul"),
+        mk("Add", ["/attn/MatMul_output_0", "c_attn.bias"], ["/attn/Add_output_0"], "/attn/Add"),
+        mk("Split", ["/attn/Add_output_0"], ["q", "k", "v"], "/attn/Split", axis=2, num_outputs=3),
+        mk("Reshape", ["q", "/heads"], ["qh0"], "/attn/Reshape"),
+        mk("Reshape", ["k", "/heads"], ["kh0"], "/attn/Reshape_1"),
+        mk("Reshape", ["v", "/heads"], ["vh0"], "/attn/Reshape_2"),
+        mk("Transpose", ["qh0"], ["qh"], "/attn/Transpose", perm=[0, 2, 1, 3]),
+        mk("Transpose", ["kh0"], ["kh"], "/attn/Transpose_1", perm=[0, 2, 1, 3]),
+        mk("Transpose", ["vh0"], ["vh"], "/attn/Transpose_2", perm=[0, 2, 1, 3]),
+        mk("Einsum", ["qh", "kh"], ["scores0"], "/attn/Einsum", equation="bhqd,bhkd->bhqk"),
+        mk("Div", ["scores0", "/scale"], ["scores1"], "/attn/Div"),
+        mk("Trilu", ["scores1"], ["scores2"], "/attn/Trilu", upper=0),
+        mk("Softmax", ["scores2"], ["probs"], "/attn/Softmax", axis=-1),
+        mk("Einsum", ["probs", "vh"], ["ctx0"], "/attn/Einsum_1", equation="bhqk,bhkd->bhqd"),
+        mk("Transpose", ["ctx0"], ["ctx1"], "/attn/Transpose_3", perm=[0, 2, 1, 3]),
+        mk("Reshape", ["ctx1", "/merge"], ["ctx"], "/attn/Reshape_3"),
+        mk("Gelu", ["ctx"], ["g"], "/mlp/Gelu", approximate="tanh"),
+        mk("Clip", ["g", "/lo", "/hi"], ["gc"], "/mlp/Clip"),
+        mk("Sum", ["gc", "x", "ctx"], ["s3"], "/Sum"),
+        mk("Mean", ["s3", "x"], ["m2"], "/Mean"),
+        mk("Max", ["m2", "x", "gc"], ["mx"], "/Max"),
+        mk("Slice", ["mx", i64n("/s_last"), i64n("/e_big"), i64n("/ax1")], ["last"], "/Slice"),
+        mk("Slice", ["mx", i64n("/s0"), i64n("/e1"), i64n("/ax1")], ["first"], "/Slice_1"),
+        mk("Slice", ["mx", i64n("/s_last"), i64n("/e_neg_big"), i64n("/ax1"), i64n("/step_neg")],
+           ["rev"], "/Slice_2"),
+        mk("Slice", ["mx", i64n("/s2"), i64n("/e_big"), i64n("/ax2"), i64n("/step2")], ["odd"],
+           "/Slice_3"),
+        mk("Concat", ["rev", "odd", "rev"], ["cat"], "/Concat", axis=-1),
+        mk("Expand", ["bias", "/eshape"], ["bias_e"], "/Expand"),
+        mk("Add", ["mx", "bias_e"], ["mb"], "/Add"),
+        mk("Tile", ["mb", "/reps"], ["tiled"], "/Tile"),
+        mk("Einsum", ["tiled", "lin.weight"], ["lin"], "/lin/Einsum", equation="bid,jd->bij"),
+        mk("ReduceL2", ["lin", "/axm1"], ["l2"], "/ReduceL2", keepdims=1),
+    ]
+    inits = [init("c_attn.weight", w(D, 3 * D)), init("c_attn.bias", w(3 * D)),
+             init("/heads", i64(1, -1, H, Hd)), init("/merge", i64(1, -1, D)),
+             init("/scale", np.array(np.sqrt(Hd), np.float32)),
+             init("/lo", np.array(-0.1, np.float32)), init("/hi", np.array(0.3, np.float32)),
+             init("/s_last", i64(-1)), init("/e_big", i64(BIG)), init("/ax1", i64(1)),
+             init("/s0", i64(0)), init("/e1", i64(1)), init("/e_neg_big", i64(-BIG)),
+             init("/step_neg", i64(-1)), init("/s2", i64(1)), init("/ax2", i64(2)),
+             init("/step2", i64(2)), init("bias", w(D)), init("/eshape", i64(1, 1, D)),
+             init("/reps", i64(1, 1, 2)), init("lin.weight", w(12, 2 * D)), init("/axm1", i64(-1))]
+    g = helper.make_graph(n, "gpt2_like", [vi("x", [1, "seq", D])],
+                          [vi("l2", [1, "seq", 1]), vi("last", [1, 1, D]), vi("first", [1, 1, D]),
+                           vi("cat", [1, "seq", 2 * D + D // 2]), vi("lin", [1, "seq", 12])],
+                          inits)
+    save("gpt2_like_layout_dynamic_seq", g, 20,
+         [{"x": w(1, s, D, scale=1)} for s in (1, 5, 13)])
+
+
+def i64n(name):
+    return name
+
+
+def llama_like(reciprocal):
+    """Llama's RMSNorm (Pow with a constant exponent, ReduceMean with an axes
+    input, Add, Sqrt, then Reciprocal or Div) and rotary embeddings (Cos and
+    Sin of the angles, rotate-half by Slice, Neg and Concat), SiLU MLP."""
+    D, Hd = 16, 8
+    mk = helper.make_node
+    c = lambda name, v: mk("Constant", [], [name], name, value=numpy_helper.from_array(np.array(v, np.float32)))
+    n = [
+        c("/two", 2.0),
+        mk("Pow", ["x", "/two"], ["sq"], "/norm/Pow"),
+        mk("ReduceMean", ["sq", "/axm1"], ["ms"], "/norm/ReduceMean", keepdims=1),
+        c("/eps", 1e-6),
+        mk("Add", ["ms", "/eps"], ["mse"], "/norm/Add"),
+        mk("Sqrt", ["mse"], ["rms"], "/norm/Sqrt"),
+    ]
+    if reciprocal:
+        n.append(mk("Reciprocal", ["rms"], ["inv"], "/norm/Reciprocal"))
+    else:
+        n += [c("/one", 1.0), mk("Div", ["/one", "rms"], ["inv"], "/norm/Div")]
+    n += [
+        mk("Mul", ["x", "inv"], ["xn"], "/norm/Mul"),
+        mk("Mul", ["norm.weight", "xn"], ["h"], "/norm/Mul_1"),
+        mk("MatMul", ["h", "q.weight"], ["q0"], "/q/MatMul"),
+        mk("Reshape", ["q0", "/heads"], ["q1"], "/q/Reshape"),
+        mk("Transpose", ["q1"], ["q"], "/q/Transpose", perm=[0, 2, 1, 3]),
+        mk("Cos", ["angles"], ["cos"], "/rope/Cos"),
+        mk("Sin", ["angles"], ["sin"], "/rope/Sin"),
+        mk("Slice", ["q", "/s0", "/half", "/axm1"], ["x1"], "/rope/Slice"),
+        mk("Slice", ["q", "/half", "/big", "/axm1"], ["x2"], "/rope/Slice_1"),
+        mk("Neg", ["x2"], ["nx2"], "/rope/Neg"),
+        mk("Concat", ["nx2", "x1"], ["rot"], "/rope/Concat", axis=-1),
+        mk("Mul", ["q", "cos"], ["qc"], "/rope/Mul"),
+        mk("Mul", ["rot", "sin"], ["rs"], "/rope/Mul_1"),
+        mk("Add", ["qc", "rs"], ["qr"], "/rope/Add"),
+        mk("Einsum", ["qr", "qr"], ["sc"], "/attn/Einsum", equation="bhqd,bhkd->bhqk"),
+        mk("Trilu", ["sc", "/k0"], ["scm"], "/attn/Trilu", upper=0),
+        mk("Softmax", ["scm"], ["p"], "/attn/Softmax", axis=-1),
+        mk("MatMul", ["p", "qr"], ["o0"], "/attn/MatMul"),
+        mk("Transpose", ["o0"], ["o1"], "/attn/Transpose", perm=[0, 2, 1, 3]),
+        mk("Reshape", ["o1", "/merge"], ["o"], "/attn/Reshape"),
+        mk("Sigmoid", ["o"], ["sg"], "/mlp/Sigmoid"),
+        mk("Mul", ["o", "sg"], ["y"], "/mlp/Mul"),
+    ]
+    inits = [init("/axm1", i64(-1)), init("norm.weight", 1 + w(D)), init("q.weight", w(D, D)),
+             init("/heads", i64(1, -1, 2, Hd)), init("/merge", i64(1, -1, D)), init("/s0", i64(0)),
+             init("/half", i64(Hd // 2)), init("/big", i64(BIG)), init("/k0", i64(0))]
+    g = helper.make_graph(n, "llama_like", [vi("x", [1, "seq", D]), vi("angles", [1, 1, "seq", Hd])],
+                          [vi("y", [1, "seq", D])], inits)
+    name = "llama_like_rmsnorm_rope_dynamic_seq_" + ("reciprocal" if reciprocal else "div")
+    save(name, g, 18,
+         [{"x": w(1, s, D, scale=1), "angles": w(1, 1, s, Hd, scale=3)} for s in (1, 5, 13)])
+
+
 if __name__ == "__main__":
     mlp()
     ffn()
     classifier()
     attention(13)
     attention(11)
+    gpt2_like()
+    llama_like(True)
+    llama_like(False)
