@@ -219,6 +219,17 @@ static inline void gg_layout(gg *b) {
     GG(b, sj_graph_binary(b->g, SJ_OP_ADD, sum, rev, &sum));
     GG(b, sj_graph_unary(b->g, SJ_OP_GELU, strided, &g));
     GG(b, sj_graph_concat(b->g, g, x, 1, &cat));
+    /* q, k, v of a packed projection picked by constant gathers (views) */
+    sj_value w3 = gg_param(b, "w3", 2, (int64_t[]){8, 24}), pk, r3, t3, one = SJ_NO_VALUE, kk, kc;
+    int64_t idx = -2;
+    GG(b, sj_graph_param_typed(b->g, "idx", SJ_I64, 0, NULL, &idx, &one));
+    GG(b, sj_graph_matmul(b->g, x, w3, &pk));
+    GG(b, sj_graph_reshape(b->g, pk, 3, (int64_t[]){GG_S, 3, 8}, &r3));
+    GG(b, sj_graph_transpose(b->g, r3, (int[]){1, 0, 2}, &t3));
+    GG(b, sj_graph_gather(b->g, t3, one, 0, &kk));
+    GG(b, sj_graph_binary(b->g, SJ_OP_ADD, sum, kk, &sum));
+    GG(b, sj_graph_gather(b->g, r3, one, 1, &kc));
+    GG(b, sj_graph_output(b->g, kc, "k_copy"));
     GG(b, sj_graph_output(b->g, sum, "sum"));
     GG(b, sj_graph_output(b->g, last, "last"));
     GG(b, sj_graph_output(b->g, cat, "cat"));

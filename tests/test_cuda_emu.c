@@ -26,6 +26,7 @@
 #include "jit/nvrtc/gpu_emit.h"
 #include "jit/nvrtc/gpu_schedule.h"
 #include "gpu_emu_harness.h"
+#include "shapejit/model.h"
 
 extern char **environ;
 
@@ -150,7 +151,7 @@ static void *build_emulation(const char *source, const char *what) {
 /* Every graph of the test, lowered with its own kernel prefix so that all
  * their CUDA C goes into one emulation build (a C++ compile is the slow
  * part); each source sits in its own namespace for its static helpers. */
-#define MAX_CASES 32
+#define MAX_CASES 40
 
 typedef struct emu_case {
     sj_graph *g;
@@ -159,11 +160,12 @@ typedef struct emu_case {
     uint64_t seed;
 } emu_case;
 
-static void add_case(fixture *f, emu_case *c, int *n, int model, uint64_t seed, int64_t E, bool fusion) {
+/* Lowers g (the case takes it over) at E into the next case. */
+static void add_graph_case(fixture *f, emu_case *c, int *n, sj_graph *g, const char *name,
+                           uint64_t seed, int64_t E, bool fusion) {
     assert_true(*n < MAX_CASES);
     emu_case *k = &c[(*n)++];
-    const char *name = "";
-    assert_int_equal(gg_build(f->ctx, model, seed, &k->g, &name), SJ_OK);
+    k->g = g;
     snprintf(k->what, sizeof k->what, "%s #%d (E=%lld%s)", name, *n - 1, (long long)E,
              fusion ? "" : ", unfused");
     k->seed = seed * 31 + (uint64_t)*n;
@@ -172,6 +174,33 @@ static void add_case(fixture *f, emu_case *c, int *n, int model, uint64_t seed, 
     sj_lower_options o = {.fusion = fusion, .prefix = prefix};
     if (sj_lower(k->g, E, &o, &k->l) != SJ_OK) fail_msg("%s: lower: %s", k->what, sj_ctx_last_error(f->ctx));
     assert_int_equal(sj_gpu_schedule_plan(f->ctx, k->l->kernels, k->l->n_kernels, &k->l->plan), SJ_OK);
+}
+
+static void add_case(fixture *f, emu_case *c, int *n, int model, uint64_t seed, int64_t E, bool fusion) {
+    sj_graph *g = NULL;
+    const char *name = "";
+    assert_int_equal(gg_build(f->ctx, model, seed, &g, &name), SJ_OK);
+    add_graph_case(f, c, n, g, name, seed, E, fusion);
+}
+
+/* The float-only exported transformer layers (tests/data/real_models). */
+static void add_real_models(fixture *f, emu_case *c, int *n) {
+    static const char *const models[] = {"tel_prenorm_gelu_dynamo", "tel_postnorm_relu_dynamo",
+                                         "mha_residual_ln_dynamo"};
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/data/real_models/%s/model.onnx", SJ_SOURCE_DIR,
+                 models[i]);
+        sj_model_options o;
+        sj_model_options_init(&o);
+        o.dynamic_name = "seq";
+        sj_dim_value batch = {"batch", 1};
+        o.fixed_dims = &batch;
+        o.n_fixed_dims = 1;
+        sj_graph *g;
+        if (sj_model_load(f->ctx, path, &o, &g) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+        add_graph_case(f, c, n, g, models[i], 17, 20, true);
+    }
 }
 
 static emu_kernel_fn resolve_in_so(void *so, const char *name) {
@@ -222,6 +251,7 @@ static void test_models_and_random_graphs(void **state) {
     for (int i = 0; i < GG_N_MODELS; i += 2) add_case(f, c, &n, i, 3, 1, true);
     /* the layout models (last two) unfused too: slices copied, not views */
     for (int i = GG_N_MODELS - 2; i < GG_N_MODELS; i++) add_case(f, c, &n, i, 5, 16, false);
+    add_real_models(f, c, &n);
     for (int i = 0; i < N_RANDOM; i++)
         add_case(f, c, &n, GG_N_MODELS + i, 9, 1 + (int64_t)(i * 5 % 17), i % 3 != 2);
     run_cases(f, c, n);

@@ -22,6 +22,7 @@
 #include "jit/nvrtc/gpu_emit.h"
 #include "jit/nvrtc/gpu_schedule.h"
 #include "gpu_emu_harness.h"
+#include "shapejit/model.h"
 
 #define N_RANDOM 10
 
@@ -202,11 +203,11 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void check_graph(fixture *f, jit *j, int model, uint64_t seed, int64_t E, bool fusion, int id) {
-    sj_graph *g = NULL;
-    const char *name = "";
-    assert_int_equal(gg_build(f->ctx, model, seed, &g, &name), SJ_OK);
-    char what[64], prefix[32];
+/* Lowers g (owned) at E, runs it emulated at E, E/2+1 and 1 against the
+ * interpreter, destroys it. */
+static void check_lowered(fixture *f, jit *j, sj_graph *g, const char *name, uint64_t seed,
+                          int64_t E, bool fusion, int id) {
+    char what[96], prefix[32];
     snprintf(what, sizeof what, "%s #%d (E=%lld%s)", name, id, (long long)E, fusion ? "" : ", unfused");
     snprintf(prefix, sizeof prefix, "sj_c%d_", id);
     sj_lowered *l;
@@ -220,6 +221,39 @@ static void check_graph(fixture *f, jit *j, int model, uint64_t seed, int64_t E,
         emu_run_and_compare(f->ctx, g, l, &be, ns[i], seed * 31 + (uint64_t)(id + i), what);
     sj_lowered_destroy(l);
     sj_graph_destroy(g);
+}
+
+static void check_graph(fixture *f, jit *j, int model, uint64_t seed, int64_t E, bool fusion, int id) {
+    sj_graph *g = NULL;
+    const char *name = "";
+    assert_int_equal(gg_build(f->ctx, model, seed, &g, &name), SJ_OK);
+    check_lowered(f, j, g, name, seed, E, fusion, id);
+}
+
+/* The float-only exported transformer layers (tests/data/real_models) on
+ * the emulated GPU: exporters' slices, constant gathers and reshapes at a
+ * bucket with padding. */
+static void test_real_models(void **state) {
+    fixture *f = *state;
+    static const char *const models[] = {"tel_prenorm_gelu_dynamo", "tel_postnorm_relu_dynamo",
+                                         "mha_residual_ln_dynamo"};
+    jit j;
+    jit_create(&j);
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/data/real_models/%s/model.onnx", SJ_SOURCE_DIR,
+                 models[i]);
+        sj_model_options o;
+        sj_model_options_init(&o);
+        o.dynamic_name = "seq";
+        sj_dim_value batch = {"batch", 1};
+        o.fixed_dims = &batch;
+        o.n_fixed_dims = 1;
+        sj_graph *g;
+        if (sj_model_load(f->ctx, path, &o, &g) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+        check_lowered(f, &j, g, models[i], 17, 20, true, 100 + i);
+    }
+    LLVMOrcDisposeLLJIT(j.lljit);
 }
 
 /* Same cases as the CUDA C emulation: the models at an odd bucket and at
@@ -241,6 +275,7 @@ static void test_models_and_random_graphs(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models_and_random_graphs),
+        cmocka_unit_test(test_real_models),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

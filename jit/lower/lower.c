@@ -165,6 +165,40 @@ static bool may_inline(lowering *L, sj_value v) {
            vi->depth <= MAX_INLINE_DEPTH && !expands(L, v);
 }
 
+/* A gather whose index is one constant (exporters pick q, k and v out of
+ * a packed projection that way) reads a fixed slice: *k is that index,
+ * counted from the end when negative and clamped like the gather. */
+static bool const_gather_index(const lowering *L, const sj_node *nd, int64_t *k) {
+    if (nd->op != SJ_OP_GATHER) return false;
+    const sj_node *ix = &L->g->nodes[nd->inputs[1]];
+    if (ix->op != SJ_OP_PARAM || sj_shape_numel(&ix->shape, 1) != 1 || ix->shape.rank > 1)
+        return false;
+    int64_t len = shape_of(L, nd->inputs[0])->dims[nd->attrs.axis];
+    if (len == SJ_DIM_SYM) return false;
+    int64_t v = ix->dtype == SJ_I64 ? ((const int64_t *)ix->bytes)[0] : ((const int32_t *)ix->bytes)[0];
+    if (v < 0) v += len;
+    *k = v < 0 ? 0 : v >= len ? len - 1 : v;
+    return true;
+}
+
+/* That gather as a view of its (addressable) data: the axis becomes the
+ * index's dims (none or one of size 1), fixed at k. */
+static void const_gather_view(const lowering *L, const sj_node *nd, int64_t k, int64_t *strides,
+                              int64_t *offset, int64_t *offset_n) {
+    const vinfo *in = &L->v[nd->inputs[0]];
+    int ax = nd->attrs.axis, ir = L->g->nodes[nd->inputs[1]].shape.rank;
+    const sj_shape *ds = shape_of(L, nd->inputs[0]);
+    for (int i = 0, o = 0; i < ds->rank; i++) {
+        if (i == ax) {
+            for (int j = 0; j < ir; j++) strides[o++] = 0;
+            continue;
+        }
+        strides[o++] = in->strides[i];
+    }
+    *offset = in->offset + k * in->strides[ax];
+    *offset_n = in->offset_n;
+}
+
 /* Slice nd of an addressable operand as a view: per result dim, the
  * operand's stride times the step; element 0 at start (+ start_n * n). */
 static void slice_view(const lowering *L, const sj_node *nd, int64_t *strides, int64_t *offset,
@@ -200,6 +234,13 @@ static void decide_homes(lowering *L) {
             } else {
                 vi->home = HOME_BUFFER;
             }
+        } else if (const_gather_index(L, nd, &(int64_t){0}) && L->o->fusion && vi->n_out == 0 &&
+                   !vi->need_contig) {
+            int64_t k = 0;
+            const_gather_index(L, nd, &k);
+            vi->home = HOME_VIEW;
+            vi->buffer = -1;
+            const_gather_view(L, nd, k, vi->strides, &vi->offset, &vi->offset_n);
         } else if (nd->op == SJ_OP_TRILU || nd->op == SJ_OP_EXPAND) {
             vi->home = may_inline(L, n) ? HOME_INLINE : HOME_BUFFER;
         } else if (nd->op == SJ_OP_TRANSPOSE) {
@@ -512,6 +553,13 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
                                    .dim = map[0], .first = nd->attrs.first,
                                    .step = nd->attrs.delta},
                         out);
+    int64_t gk;
+    if (const_gather_index(L, nd, &gk)) { /* materialised: a plain load through the view */
+        int64_t st[SJ_MAX_RANK], off, off_n;
+        const_gather_view(L, nd, gk, st, &off, &off_n);
+        return add_load_raw(L, ki, L->v[nd->inputs[0]].buffer, &nd->shape, st, off, off_n, map,
+                            out);
+    }
     if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, nd, map, core, out);
     if (nd->op == SJ_OP_GATHER_ELEMENTS) return build_gather_elements(L, ki, nd, map, core, out);
     if (sj_op_is_binary(nd->op)) {
