@@ -734,6 +734,56 @@ static void graph_hash(sj_ctx *ctx, int variant, bool swap, const char *prefix, 
     sj_graph_destroy(g);
 }
 
+/* Element types are part of the content: an input's dtype, a param's type
+ * (same bytes, other meaning), a cast's target and a range's values each
+ * change the hash; types are checked when the graph is built. */
+static sj_graph *typed_graph(sj_ctx *ctx, sj_dtype in_t, sj_dtype param_t, sj_dtype cast_t,
+                             double range_delta) {
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    int64_t d[1] = {SJ_DIM_SYM};
+    int32_t words[4] = {1, 0, 1, 0}; /* 16 bytes: four int32, or two int64 */
+    sj_value x, p, c, r, y;
+    assert_int_equal(sj_graph_input_typed(g, "ids", in_t, 1, d, &x), SJ_OK);
+    int64_t pd2[1] = {param_t == SJ_I64 ? 2 : 4};
+    assert_int_equal(sj_graph_param_typed(g, "p", param_t, 1, pd2, words, &p), SJ_OK);
+    assert_int_equal(sj_graph_cast(g, x, cast_t, &c), SJ_OK);
+    assert_int_equal(sj_graph_range(g, cast_t, 0, range_delta, SJ_DIM_SYM, &r), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, c, r, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(g, p, "p"), SJ_OK);
+    return g;
+}
+
+static void test_hash_dtypes(void **state) {
+    graph_fixture *f = *state;
+    uint8_t h[5][32];
+    sj_graph *g[5] = {
+        typed_graph(f->ctx, SJ_I64, SJ_I32, SJ_I64, 1),
+        typed_graph(f->ctx, SJ_I32, SJ_I32, SJ_I64, 1), /* input type */
+        typed_graph(f->ctx, SJ_I64, SJ_I64, SJ_I64, 1), /* same bytes as int64 */
+        typed_graph(f->ctx, SJ_I64, SJ_I32, SJ_I32, 1), /* cast target */
+        typed_graph(f->ctx, SJ_I64, SJ_I32, SJ_I64, 2), /* range step */
+    };
+    for (int i = 0; i < 5; i++) sj_graph_hash(g[i], h[i]);
+    for (int i = 1; i < 5; i++)
+        if (!memcmp(h[0], h[i], 32)) fail_msg("variant %d hashes like the base graph", i);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g[0], 0, &d), SJ_OK);
+    assert_int_equal(d.dtype, SJ_I64);
+    assert_int_equal(sj_graph_output_desc(g[0], 1, &d), SJ_OK);
+    assert_int_equal(d.dtype, SJ_I32);
+    /* float ops refuse ints, mixed operands are refused, naming both types */
+    sj_value y, x = g[0]->inputs[0];
+    assert_int_equal(sj_graph_unary(g[0], SJ_OP_EXP, x, &y), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "int64"));
+    assert_int_equal(sj_graph_binary(g[0], SJ_OP_ADD, x, 1, &y), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "different element types"));
+    assert_int_equal(sj_graph_where(g[0], x, x, x, &y), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "bool"));
+    for (int i = 0; i < 5; i++) sj_graph_destroy(g[i]);
+}
+
 static void test_hash_equal_cases(void **state) {
     graph_fixture *f = *state;
     uint8_t base[32], other[32];
@@ -959,6 +1009,7 @@ int main(void) {
         cmocka_unit_test(test_shape_utils),
         T(test_unchanged_after_failure),
         T(test_hash_equal_cases),
+        T(test_hash_dtypes),
         T(test_hash_unequal_cases),
         T(test_hash_ignores_unused_attrs),
         cmocka_unit_test(test_hash_hex),
