@@ -15,7 +15,8 @@ static const char usage[] =
     "                      [--ladder SPEC] [--store PATH|none]\n"
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
-    "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
+    "                      " CLI_MODEL_USAGE "\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
     "  seeded random inputs) with N worker threads through one bucketed cache and\n"
     "  reports latency percentiles, throughput, compiles and compile stalls\n"
@@ -31,6 +32,7 @@ static const char usage[] =
     "  --ladder SPEC      buckets (default pow2:1:MAX, MAX the largest request)\n"
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
+    CLI_RESIDENT_USAGE
     /* clang-format on */
     "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
@@ -262,7 +264,7 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
         {"--stats", CLI_OPT_FLAG, &stats},      {"--emit", CLI_OPT_STRING, &ca.backend.emit},
         {"--arch", CLI_OPT_STRING, &ca.backend.arch}, CLI_MODEL_OPTS(model),
-        CLI_REMOTE_OPTS(ca.remote),
+        CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
     };
     const char *pos[1];
     int n_pos;

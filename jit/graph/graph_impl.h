@@ -33,6 +33,10 @@ typedef struct sj_node {
     sj_shape shape; /* of the node's output value */
     char *name;     /* owned; NULL for unnamed intermediates */
     float *data;    /* SJ_OP_PARAM only: owned, numel(shape) floats */
+    /* SJ_OP_PARAM: the content hash of data (sj_graph_param_hash), made on
+     * first need under the graph's hash_lock; a clone copies it with data. */
+    bool param_hashed;
+    uint8_t param_hash[32];
 } sj_node;
 
 typedef struct sj_graph_output_entry {
@@ -58,6 +62,10 @@ struct sj_graph {
     bool hash_valid;
     uint8_t hash[32];
 };
+
+/* The content hash of param v's `bytes` bytes of data (BLAKE3), what the
+ * weight pools share buffers by: computed once per graph and param. */
+void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]);
 
 static inline bool sj_op_is_unary(sj_op op) { return op >= SJ_OP_NEG && op <= SJ_OP_ERF; }
 static inline bool sj_op_is_binary(sj_op op) { return op >= SJ_OP_ADD && op <= SJ_OP_MIN; }
