@@ -185,6 +185,11 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
                (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
+    printf("  memory           weights %.1f MiB (shared by every bucket), run memory %.1f MiB in "
+           "%d resident buckets (%llu trimmed), peak RSS %.1f MiB\n",
+           (double)st.weight_bytes / 1048576.0, (double)st.run_bytes / 1048576.0,
+           st.buckets_resident, (unsigned long long)st.resident_evictions,
+           (double)cli_peak_rss_bytes() / 1048576.0);
     printf(
         "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
         f->waste, 100.0 * f->padded_share);
