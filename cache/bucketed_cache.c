@@ -90,6 +90,8 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->store_fail_mu, NULL);
     c->max_resident = cfg->max_resident_buckets;
     pthread_mutex_init(&c->resident_mu, NULL);
+    c->cfg = *cfg;
+    pthread_mutex_init(&c->variants_mu, NULL);
 
     sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
     *out = c;
@@ -119,6 +121,7 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     pthread_mutex_destroy(&c->one_off_mu);
     pthread_mutex_destroy(&c->store_fail_mu);
     sj_cache_resident_destroy(c);
+    sj_cache_variants_destroy(c);
     sj_free(c->ctx, c->buckets_mem);
     sj_free(c->ctx, c->options);
     sj_free(c->ctx, c);

@@ -63,6 +63,10 @@ struct sj_bucketed_cache {
     _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors,
         n_one_offs, one_off_evictions;
     _Atomic int compiled;
+    /* Caches for other compilers, asked for per call (variants.c). */
+    sj_bucketed_cache_config cfg;
+    pthread_mutex_t variants_mu;
+    struct sj_cache_variant *variants;
     /* Residency (resident.c): which buckets hold run memory, by last run. */
     int max_resident;
     pthread_mutex_t resident_mu;
@@ -93,6 +97,7 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
  * Call without holding any bucket's run_mu. */
 void sj_cache_resident_touch(sj_bucketed_cache *c, int b);
 void sj_cache_resident_destroy(sj_bucketed_cache *c);
+void sj_cache_variants_destroy(sj_bucketed_cache *c);
 
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */

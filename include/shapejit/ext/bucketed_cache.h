@@ -131,6 +131,16 @@ SJ_API void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, in
  * through run_padded, which holds them for the run. */
 SJ_API sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                                   void **exe);
+/* Options per call: as get_or_compile, made by `comp` (another compiler
+ * table: other options, even another target) instead of the cache's own.
+ * A table equal to the cache's (same functions, ctx, strings and option
+ * bytes) is the cache itself; any other gets buckets of its own over the
+ * same graph, ladder, store and configuration, made at its first call, kept
+ * (with a copy of its options) until the cache is destroyed and stored under
+ * its own key. comp's ctx must outlive the cache. */
+SJ_API sj_status sj_bucketed_cache_get_or_compile_with(sj_bucketed_cache *c, int64_t key,
+                                                       const sj_compiler *comp, int64_t *extent,
+                                                       void **exe);
 
 /* One input of run_padded. `pad` true: data holds `rows` rows of `inner`
  * elements, the input's outer dim is the key, and the executable pads it to
