@@ -16,7 +16,10 @@
 #include <string.h>
 
 #include "shapejit/engine.h"
+#include "shapejit/ext/artifact.h"
 #include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
 
 #include "jit/core/weight_pool.h"
 #include "runtime/executor_impl.h"
@@ -316,6 +319,88 @@ static void test_arena_allocation_failure(void **state) {
     sj_ctx_destroy(ctx);
 }
 
+/* A device whose memory the host does not address (the host device's
+ * backend behind a table without SJ_DEVICE_HOST_VISIBLE, as a GPU is): its
+ * weights come from the device's own pool, shared by its executables,
+ * uploaded once, freed with the last; runs copy through staging. */
+static sj_device *inner;
+static sj_status w_alloc(void *u, size_t n, void **o) { return inner->ops->alloc(inner->impl, n, o); }
+static void w_free(void *u, void *p) { inner->ops->free(inner->impl, p); }
+static sj_status w_copy(void *u, void *d, const void *s, size_t n, sj_copy_kind k) {
+    return inner->ops->copy(inner->impl, d, s, n, k);
+}
+static sj_status w_load(void *u, sj_code_format f, const void *c, size_t n, void **o) {
+    return inner->ops->load_module(inner->impl, f, c, n, o);
+}
+static void w_unload(void *u, void *m) { inner->ops->unload_module(inner->impl, m); }
+static sj_status w_resolve(void *u, void *m, const char *name, sj_kernel_handle *o, sj_kernel_attrs *a) {
+    return inner->ops->resolve_kernel(inner->impl, m, name, o, a);
+}
+static sj_status w_launch(void *u, sj_kernel_handle k, const sj_launch_dims *d, void *const *b,
+                          const int64_t *info, int64_t n) {
+    return inner->ops->launch(inner->impl, k, d, b, info, n);
+}
+static sj_status w_sync(void *u) { return inner->ops->sync(inner->impl); }
+static sj_status w_begin(void *u) { return inner->ops->begin_capture(inner->impl); }
+static sj_status w_end(void *u, sj_graph_handle *o) { return inner->ops->end_capture(inner->impl, o); }
+static sj_status w_replay(void *u, sj_graph_handle g, int64_t n) { return inner->ops->replay(inner->impl, g, n); }
+static void w_destroy_graph(void *u, sj_graph_handle g) { inner->ops->destroy_graph(inner->impl, g); }
+static void w_destroy(void *u) { (void)u; }
+
+static void test_device_pool(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    assert_int_equal(sj_host_device_create(ctx, NULL, &inner), SJ_OK);
+    static sj_device_ops ops;
+    ops = (sj_device_ops){.name = "host", .flags = 0, .alloc = w_alloc, .free = w_free, .copy = w_copy,
+                          .load_module = w_load, .unload_module = w_unload, .resolve_kernel = w_resolve,
+                          .launch = w_launch, .sync = w_sync, .begin_capture = w_begin,
+                          .end_capture = w_end, .replay = w_replay, .destroy_graph = w_destroy_graph,
+                          .destroy = w_destroy};
+    sj_device *dev;
+    assert_int_equal(sj_device_create(ctx, &ops, &ops, NULL, &dev), SJ_OK);
+    sj_graph *g = make_graph(ctx);
+    sj_executable *exe[2];
+    const int64_t extents[2] = {8, 32};
+    for (int i = 0; i < 2; i++) {
+        sj_artifact *a;
+        assert_int_equal(sj_compile(g, extents[i], NULL, &a), SJ_OK);
+        assert_int_equal(sj_artifact_load(a, dev, g, &exe[i]), SJ_OK);
+        sj_artifact_destroy(a);
+    }
+    for (int i = 0; i < 2; i++) assert_ptr_equal(exe[0]->params[i].buffer, exe[1]->params[i].buffer);
+    sj_weight_pool_stats ps;
+    sj_weight_pool_stats_get(dev->weights, &ps);
+    assert_int_equal(ps.buffers, 2);
+    assert_int_equal(ps.refs, 4);
+    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    assert_int_equal(ps.buffers, 0); /* not the host pool: this memory is the device's */
+    for (int i = 0; i < 2; i++) {
+        int64_t n = extents[i] - 3;
+        float *x = malloc((size_t)n * IN * sizeof *x);
+        for (int64_t k = 0; k < n * IN; k++) x[k] = xval(k / IN, (int)(k % IN));
+        sj_tensor in[1] = {{.rank = 2, .dims = {n, IN}, .data = x}}, got[1] = {{0}}, want[1] = {{0}};
+        assert_int_equal(sj_executable_run(exe[i], n, in, got), SJ_OK);
+        assert_int_equal(sj_interp_run(g, n, in, want), SJ_OK);
+        for (int64_t k = 0; k < n * OUT; k++) assert_true(fabsf(got[0].data[k] - want[0].data[k]) < 1e-4f);
+        sj_tensor_free(ctx, &got[0]);
+        sj_tensor_free(ctx, &want[0]);
+        free(x);
+    }
+    sj_executable_destroy(exe[0]);
+    sj_weight_pool_stats_get(dev->weights, &ps);
+    assert_int_equal(ps.buffers, 2);
+    assert_int_equal(ps.refs, 2);
+    sj_executable_destroy(exe[1]);
+    sj_weight_pool_stats_get(dev->weights, &ps);
+    assert_int_equal(ps.buffers, 0);
+    sj_graph_destroy(g);
+    sj_device_destroy(dev);
+    sj_device_destroy(inner);
+    sj_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets_share_weights),
@@ -324,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_resident_lru),
         cmocka_unit_test(test_resident_bound_checked),
         cmocka_unit_test(test_arena_allocation_failure),
+        cmocka_unit_test(test_device_pool),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
