@@ -7,7 +7,7 @@
 #include "runtime/executable_create.h"
 #include "device_impl.h"
 #include "jit/lower/plan.h"
-#include "jit/core/weight_pool.h"
+#include "core/weight_pool.h"
 
 /* A graph input or output: its padded buffer at the bucket extent. */
 typedef struct exe_io {
@@ -43,6 +43,7 @@ struct sj_executable {
     bool has_sym;
     int32_t n_kernels;
     sj_kernel_desc *kernels;
+    sj_kernel_handle *handles; /* resolved at create, one per kernel: launches read them */
     int32_t n_launches;
     exe_launch *launches;
     int64_t *words; /* host copy of every launch's words */

@@ -21,7 +21,7 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
 
-#include "jit/core/weight_pool.h"
+#include "core/weight_pool.h"
 #include "runtime/executor_impl.h"
 
 #define IN 16
