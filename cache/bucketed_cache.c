@@ -54,6 +54,9 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     if (comp->options_len && !comp->options)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the compiler has options_len %zu and no options",
                        comp->options_len);
+    if (cfg->max_resident_buckets < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: max_resident_buckets %d is negative",
+                       cfg->max_resident_buckets);
     if (comp->n_fallbacks < 0 || comp->n_fallbacks > SJ_CACHE_MAX_FALLBACKS ||
         (comp->n_fallbacks && !comp->fallbacks))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: %d fallback targets, expected 0..%d",
@@ -95,6 +98,10 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     }
     pthread_mutex_init(&c->one_off_mu, NULL);
     pthread_mutex_init(&c->store_fail_mu, NULL);
+    c->max_resident = cfg->max_resident_buckets;
+    pthread_mutex_init(&c->resident_mu, NULL);
+    c->cfg = *cfg;
+    pthread_mutex_init(&c->variants_mu, NULL);
 
     sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
     for (int i = 0; i < comp->n_fallbacks; i++) {
@@ -131,6 +138,8 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     }
     pthread_mutex_destroy(&c->one_off_mu);
     pthread_mutex_destroy(&c->store_fail_mu);
+    sj_cache_resident_destroy(c);
+    sj_cache_variants_destroy(c);
     sj_free(c->ctx, c->buckets_mem);
     sj_free(c->ctx, c->options);
     sj_free(c->ctx, c);
@@ -469,6 +478,7 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->store_errors = atomic_load(&c->store_errors);
     out->one_offs = atomic_load(&c->n_one_offs);
     out->one_off_evictions = atomic_load(&c->one_off_evictions);
+    out->resident_evictions = atomic_load(&c->resident_evictions);
     out->fallback_hits = atomic_load(&c->fallback_hits);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);

@@ -68,6 +68,17 @@ struct sj_bucketed_cache {
     _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors,
         n_one_offs, one_off_evictions, fallback_hits;
     _Atomic int compiled;
+    /* Caches for other compilers, asked for per call (variants.c). */
+    sj_bucketed_cache_config cfg;
+    pthread_mutex_t variants_mu;
+    struct sj_cache_variant *variants;
+    /* Residency (resident.c): which buckets hold run memory, by last run. */
+    int max_resident;
+    pthread_mutex_t resident_mu;
+    uint64_t *resident_tick; /* per bucket, 0 = not resident; made at the first touch */
+    int n_resident;
+    uint64_t resident_clock;
+    _Atomic uint64_t resident_evictions;
     pthread_mutex_t store_fail_mu; /* store_fail */
     char store_fail[256];          /* the local store's first refusal of a put: why */
 };
@@ -85,6 +96,13 @@ void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one);
  * time. extent and made may be NULL. */
 sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
                        sj_tensor *outputs, int64_t *extent, sj_cache_made *made);
+
+/* Bucket b is about to run: mark it most recently used and, over the
+ * bound, trim the least recently run other buckets (each under its run_mu).
+ * Call without holding any bucket's run_mu. */
+void sj_cache_resident_touch(sj_bucketed_cache *c, int b);
+void sj_cache_resident_destroy(sj_bucketed_cache *c);
+void sj_cache_variants_destroy(sj_bucketed_cache *c);
 
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */

@@ -156,6 +156,7 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
         sj_bucketed_cache_config_init(&cc);
         cc.one_off_out_of_range = cfg->one_off_out_of_range;
         cc.remote = e->remote;
+        cc.max_resident_buckets = cfg->max_resident_buckets;
         st = sj_bucketed_cache_create(g, e->ladder, &e->backend.comp, e->store, &cc, &e->cache);
     }
     if (st != SJ_OK) {
@@ -249,6 +250,18 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->one_off_evictions = s.one_off_evictions;
     out->buckets = sj_bucketed_cache_total_buckets(e->cache);
     out->buckets_ready = sj_bucketed_cache_compiled_count(e->cache);
+    out->resident_evictions = s.resident_evictions;
+    /* Buckets share weights, so the largest bucket's weights are the
+     * engine's (every bucket uses every param). */
+    for (int i = 0; i < out->buckets; i++) {
+        sj_executable_memory_info m;
+        if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK) continue;
+        if (m.weight_bytes > out->weight_bytes) out->weight_bytes = m.weight_bytes;
+        if (m.resident) {
+            out->buckets_resident++;
+            out->run_bytes += m.run_bytes;
+        }
+    }
 }
 
 const char *sj_engine_target(const sj_engine *e) { return e ? e->backend.target : ""; }

@@ -145,7 +145,6 @@ static sj_status gpu_load(void *self, const sj_graph *g, int64_t extent, const v
     /* The cubin when it fits the GPU, else the PTX, JIT-compiled by the driver. */
     if (st == SJ_OK) st = sj_artifact_load(a, dev, g, &e);
     sj_artifact_destroy(a);
-    if (st == SJ_OK && gc->replay) st = sj_executable_capture(e);
     if (st != SJ_OK) {
         sj_executable_destroy(e);
         return st;
@@ -154,10 +153,23 @@ static sj_status gpu_load(void *self, const sj_graph *g, int64_t extent, const v
     return SJ_OK;
 }
 
+/* Captured by the first run, as on the host: the capture records the run
+ * memory, made then. */
 static sj_status gpu_run(void *self, void *exe, int64_t active, const sj_tensor *inputs,
                          sj_tensor *outputs) {
-    (void)self;
+    sj_gpu_compiler *gc = self;
+    if (gc->replay && !sj_executable_has_capture(exe)) SJ_TRY(sj_executable_capture(exe));
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
+}
+
+static void gpu_trim(void *self, void *exe) {
+    (void)self;
+    sj_executable_trim(exe);
+}
+
+static void gpu_memory(void *self, void *exe, sj_executable_memory_info *out) {
+    (void)self;
+    sj_executable_memory(exe, out);
 }
 
 static void gpu_destroy(void *self, void *exe) {
@@ -179,6 +191,8 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     out->load = gpu_load;
     out->run = gpu_run;
     out->destroy = gpu_destroy;
+    out->trim = gpu_trim;
+    out->memory = gpu_memory;
 }
 
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc) { return gc->arch; }

@@ -246,7 +246,6 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
     sj_executable *e = NULL;
     if (st == SJ_OK) st = sj_artifact_load(a, hc->devices[d], g, &e);
     sj_artifact_destroy(a);
-    if (st == SJ_OK && hc->replay) st = sj_executable_capture(e);
     if (st != SJ_OK) {
         sj_executable_destroy(e);
         return st;
@@ -255,10 +254,24 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
     return SJ_OK;
 }
 
+/* The capture is made by the first run, not at load: it needs the run
+ * memory, which a loaded bucket does not hold until it serves (and gives
+ * back when trimmed, taking the capture with it). */
 static sj_status host_run(void *self, void *exe, int64_t active, const sj_tensor *inputs,
                           sj_tensor *outputs) {
-    (void)self;
+    sj_host_compiler *hc = self;
+    if (hc->replay && !sj_executable_has_capture(exe)) SJ_TRY(sj_executable_capture(exe));
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
+}
+
+static void host_trim(void *self, void *exe) {
+    (void)self;
+    sj_executable_trim(exe);
+}
+
+static void host_memory(void *self, void *exe, sj_executable_memory_info *out) {
+    (void)self;
+    sj_executable_memory(exe, out);
 }
 
 static void host_destroy(void *self, void *exe) {
@@ -282,6 +295,8 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->load = host_load;
     out->run = host_run;
     out->destroy = host_destroy;
+    out->trim = host_trim;
+    out->memory = host_memory;
 }
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }

@@ -16,6 +16,7 @@ struct sj_ladder {
     double ratio;     /* geo */
     int n;
     int64_t *extents; /* ascending upper bounds */
+    int64_t *lowers;  /* ranges: each bucket's lower bound; NULL = the extent before + 1 */
 };
 
 static int64_t next_pow2(int64_t v) {
@@ -141,8 +142,49 @@ sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder *
     return SJ_OK;
 }
 
+sj_status sj_ladder_ranges(sj_ctx *ctx, const int64_t *lo, const int64_t *hi, int n, sj_ladder **out) {
+    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    if (n < 1 || !lo || !hi) return sj_fail(ctx, SJ_E_INVALID_ARG, "ranges ladder: no ranges given");
+    if (n > SJ_LADDER_MAX_BUCKETS)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "ranges ladder: %d ranges, at most %d allowed", n,
+                       SJ_LADDER_MAX_BUCKETS);
+    for (int i = 0; i < n; i++) {
+        if (lo[i] < 1)
+            return sj_fail(ctx, SJ_E_INVALID_ARG, "ranges ladder: range #%d starts at %lld; it must be >= 1",
+                           i + 1, (long long)lo[i]);
+        if (hi[i] > SJ_MAX_EXTENT)
+            return sj_fail(ctx, SJ_E_INVALID_ARG,
+                           "ranges ladder: range #%d ends at %lld, above the largest extent %lld", i + 1,
+                           (long long)hi[i], (long long)SJ_MAX_EXTENT);
+        if (lo[i] > hi[i])
+            return sj_fail(ctx, SJ_E_INVALID_ARG, "ranges ladder: range #%d (%lld-%lld) is empty", i + 1,
+                           (long long)lo[i], (long long)hi[i]);
+        if (i > 0 && lo[i] <= hi[i - 1])
+            return sj_fail(ctx, SJ_E_INVALID_ARG,
+                           "ranges ladder: range #%d (%lld-%lld) overlaps or precedes the one before "
+                           "(%lld-%lld); ranges must ascend without overlap",
+                           i + 1, (long long)lo[i], (long long)hi[i], (long long)lo[i - 1],
+                           (long long)hi[i - 1]);
+    }
+    sj_ladder *l = NULL;
+    SJ_TRY(ladder_new(ctx, SJ_LADDER_RANGES, n, &l));
+    l->lowers = sj_calloc(ctx, (size_t)n, sizeof *l->lowers);
+    if (!l->lowers) {
+        sj_ladder_destroy(l);
+        return sj_fail(ctx, SJ_E_NOMEM, "ladder: out of memory");
+    }
+    memcpy(l->extents, hi, (size_t)n * sizeof *hi);
+    memcpy(l->lowers, lo, (size_t)n * sizeof *lo);
+    l->min = lo[0];
+    l->max = hi[n - 1];
+    *out = l;
+    return SJ_OK;
+}
+
 void sj_ladder_destroy(sj_ladder *l) {
     if (!l) return;
+    sj_free(l->ctx, l->lowers);
     sj_free(l->ctx, l->extents);
     sj_free(l->ctx, l);
 }
@@ -197,6 +239,27 @@ static sj_status parse_list(sj_ctx *ctx, const char *spec, const char *p, sj_lad
     return sj_ladder_list(ctx, vals, n, out);
 }
 
+/* "L1-H1,L2-H2,..." */
+static sj_status parse_ranges(sj_ctx *ctx, const char *spec, const char *p, sj_ladder **out) {
+    int64_t lo[SJ_LADDER_MAX_BUCKETS], hi[SJ_LADDER_MAX_BUCKETS];
+    int n = 0;
+    for (;;) {
+        if (n == SJ_LADDER_MAX_BUCKETS)
+            return sj_fail(ctx, SJ_E_INVALID_ARG, "ladder spec '%s': more than %d ranges", spec,
+                           SJ_LADDER_MAX_BUCKETS);
+        char field[48];
+        snprintf(field, sizeof field, "range #%d's start", n + 1);
+        SJ_TRY(parse_int(ctx, spec, &p, field, &lo[n]));
+        SJ_TRY(expect_char(ctx, spec, &p, '-', field));
+        snprintf(field, sizeof field, "range #%d's end", n + 1);
+        SJ_TRY(parse_int(ctx, spec, &p, field, &hi[n]));
+        n++;
+        if (*p == '\0') break;
+        SJ_TRY(expect_char(ctx, spec, &p, ',', field));
+    }
+    return sj_ladder_ranges(ctx, lo, hi, n, out);
+}
+
 /* "MIN:MAX" followed by `after` ('\0' = the end of the spec). */
 static sj_status parse_min_max(sj_ctx *ctx, const char *spec, const char **p, char after,
                                int64_t *min, int64_t *max) {
@@ -232,8 +295,11 @@ sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
         return sj_ladder_geo(ctx, min, max, ratio, out);
     }
     if (strncmp(spec, "list:", 5) == 0) return parse_list(ctx, spec, spec + 5, out);
+    if (strncmp(spec, "ranges:", 7) == 0) return parse_ranges(ctx, spec, spec + 7, out);
     return sj_fail(ctx, SJ_E_PARSE,
-                   "ladder spec '%s': expected pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...", spec);
+                   "ladder spec '%s': expected pow2:MIN:MAX, geo:MIN:MAX:RATIO, list:E1,E2,... or "
+                   "ranges:L1-H1,L2-H2,...",
+                   spec);
 }
 
 /* --- queries --- */
@@ -243,6 +309,7 @@ int sj_ladder_count(const sj_ladder *l) { return l->n; }
 int64_t sj_ladder_extent(const sj_ladder *l, int i) { return i >= 0 && i < l->n ? l->extents[i] : -1; }
 int64_t sj_ladder_lower(const sj_ladder *l, int i) {
     if (i < 0 || i >= l->n) return -1;
+    if (l->lowers) return l->lowers[i];
     return i == 0 ? 1 : l->extents[i - 1] + 1;
 }
 int64_t sj_ladder_max(const sj_ladder *l) { return l->extents[l->n - 1]; }
@@ -257,11 +324,22 @@ int sj_ladder_find(const sj_ladder *l, int64_t key) {
         else
             lo = mid + 1;
     }
-    return lo;
+    return l->lowers && key < l->lowers[lo] ? -1 : lo; /* in a gap, or below the first range */
 }
 
 sj_status sj_ladder_bucket_for(const sj_ladder *l, int64_t key, int *index) {
     int i = sj_ladder_find(l, key);
+    if (i < 0 && l->lowers && key >= 1 && key <= l->extents[l->n - 1]) {
+        int next = 0;
+        while (l->extents[next] < key) next++;
+        if (next == 0)
+            return sj_fail(l->ctx, SJ_E_OUT_OF_RANGE, "key %lld is below the ladder's first bucket [%lld, %lld]",
+                           (long long)key, (long long)l->lowers[0], (long long)l->extents[0]);
+        return sj_fail(l->ctx, SJ_E_OUT_OF_RANGE,
+                       "key %lld falls in the gap between buckets [%lld, %lld] and [%lld, %lld]",
+                       (long long)key, (long long)l->lowers[next - 1], (long long)l->extents[next - 1],
+                       (long long)l->lowers[next], (long long)l->extents[next]);
+    }
     if (i < 0)
         return sj_fail(l->ctx, SJ_E_OUT_OF_RANGE, "key %lld is outside every bucket of the ladder [1, %lld]",
                        (long long)key, (long long)l->extents[l->n - 1]);
@@ -283,7 +361,7 @@ sj_status sj_ladder_padding(const sj_ladder *l, int64_t key, int64_t inner, int6
 double sj_ladder_max_waste(const sj_ladder *l) {
     double worst = 1.0;
     for (int i = 1; i < l->n; i++) {
-        double w = (double)l->extents[i] / (double)(l->extents[i - 1] + 1);
+        double w = (double)l->extents[i] / (double)sj_ladder_lower(l, i);
         if (w > worst) worst = w;
     }
     return worst;
@@ -308,6 +386,13 @@ void sj_ladder_format(const sj_ladder *l, char *buf, size_t len) {
         return;
     }
     case SJ_LADDER_LIST: break;
+    case SJ_LADDER_RANGES: {
+        size_t used = (size_t)snprintf(buf, len, "ranges:");
+        for (int i = 0; i < l->n && used < len; i++)
+            used += (size_t)snprintf(buf + used, len - used, i ? ",%lld-%lld" : "%lld-%lld",
+                                     (long long)l->lowers[i], (long long)l->extents[i]);
+        return;
+    }
     }
     size_t used = (size_t)snprintf(buf, len, "list:");
     for (int i = 0; i < l->n && used < len; i++)

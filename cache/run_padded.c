@@ -117,6 +117,7 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         st = sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
                      (long long)rows, (long long)key, (long long)extent);
     } else {
+        if (!one) sj_cache_resident_touch(c, b);
         pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
         pthread_mutex_lock(mu);
         st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);

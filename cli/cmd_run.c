@@ -17,7 +17,7 @@ static const char usage[] =
     "                    [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                    [--ladder SPEC] [--store PATH|none]\n"
     "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
-    "                    [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "                    [--seed S] [--stats] [--max-resident-buckets N] " CLI_MODEL_USAGE "\n"
     "  Runs MODEL once through the bucketed cache (the request's bucket is taken\n"
     "  from memory, else the store, else compiled and stored) and writes\n"
     "  DIR/<output name>.npy for every output (DIR defaults to '.'; all outputs\n"
@@ -38,6 +38,7 @@ static const char usage[] =
     "                     (default " CLI_DEFAULT_LADDER ")\n"
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
+    CLI_RESIDENT_USAGE
     "  --stats            print one JSON object of counters on stderr: extent (rows),\n"
     "                     bucket_extent, memory_hits, store_hits, compiles, compile_ms,\n"
     "                     corrupt, evictions, ... and load_ms, run_ms; with a remote\n"
@@ -52,6 +53,7 @@ typedef struct run_args {
     bool stats;
     cli_model_flags model;
     cli_remote_flags remote;
+    const char *max_resident;
 } run_args;
 
 static void format_dims(const sj_tensor *t, char *buf, size_t cap) {
@@ -222,7 +224,8 @@ static int run(const char *cmd, sj_ctx *ctx, sj_graph *g, const run_args *a, dou
     double t0 = cli_now_ms(), run_ms = 0;
     sj_engine *e = NULL;
     char store_path[4096];
-    cli_engine_args ea = {.backend = a->backend, .ladder = a->ladder, .store = a->store, .remote = a->remote};
+    cli_engine_args ea = {.backend = a->backend, .ladder = a->ladder, .store = a->store, .remote = a->remote,
+                          .max_resident = a->max_resident};
     if (rc == CLI_EXIT_OK)
         rc = cli_engine_open(cmd, ctx, g, &ea, &e, store_path, sizeof store_path);
     else
@@ -289,6 +292,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--cpu", CLI_OPT_STRING, &a.backend.cpu},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
         CLI_MODEL_OPTS(a.model),               CLI_REMOTE_OPTS(a.remote),
+        {"--max-resident-buckets", CLI_OPT_STRING, &a.max_resident},
     };
     const char *pos[1];
     int n_pos;

@@ -16,7 +16,8 @@ static const char usage[] =
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
-    "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
+    "                      " CLI_MODEL_USAGE "\n"
     "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
     "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
@@ -34,6 +35,7 @@ static const char usage[] =
     "  --ladder SPEC      buckets (default pow2:1:MAX, MAX the largest request)\n"
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
+    CLI_RESIDENT_USAGE
     /* clang-format on */
     "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
@@ -188,6 +190,11 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
                (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
+    printf("  memory           weights %.1f MiB (shared by every bucket), run memory %.1f MiB in "
+           "%d resident buckets (%llu trimmed), peak RSS %.1f MiB\n",
+           (double)st.weight_bytes / 1048576.0, (double)st.run_bytes / 1048576.0,
+           st.buckets_resident, (unsigned long long)st.resident_evictions,
+           (double)cli_peak_rss_bytes() / 1048576.0);
     printf(
         "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
         f->waste, 100.0 * f->padded_share);
@@ -274,7 +281,7 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--stats", CLI_OPT_FLAG, &stats},      {"--emit", CLI_OPT_STRING, &ca.backend.emit},
         {"--arch", CLI_OPT_STRING, &ca.backend.arch}, {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
         CLI_MODEL_OPTS(model),
-        CLI_REMOTE_OPTS(ca.remote),
+        CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
     };
     const char *pos[1];
     int n_pos;

@@ -3,6 +3,9 @@
 #include "cli/serving.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
+#include "shapejit/ext/bucketed_cache.h"
+
+#include <stdint.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -63,8 +66,23 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
         sj_graph_destroy(g);
         return rc;
     }
+    int64_t max_resident = 0;
+    if (rc == CLI_EXIT_OK && a->max_resident) {
+        char *end;
+        long long v = strtoll(a->max_resident, &end, 10);
+        if (!a->max_resident[0] || *end || v < 1 || v > INT32_MAX)
+            rc = cli_usage_error(cmd, "--max-resident-buckets must be a count of at least 1, got '%s'",
+                                 a->max_resident);
+        max_resident = v;
+    }
+    if (rc != CLI_EXIT_OK) {
+        sj_graph_destroy(g);
+        memset(secret, 0, sizeof secret);
+        return rc;
+    }
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
+    cfg.max_resident_buckets = (int)max_resident;
     cfg.ladder = spec;
     cfg.store_path = store_path[0] ? store_path : NULL;
     /* Only the default may quietly degrade: a path the user named must work. */
@@ -137,11 +155,44 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
+    fprintf(f,
+            ", \"weight_bytes\": %llu, \"run_bytes\": %llu, \"resident_buckets\": %d, "
+            "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu, \"bucket_memory\": [",
+            (unsigned long long)s.weight_bytes, (unsigned long long)s.run_bytes, s.buckets_resident,
+            (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
+    bool first = true;
+    for (int i = 0; i < s.buckets; i++) {
+        sj_executable_memory_info m;
+        int64_t hi;
+        if (sj_bucketed_cache_bucket_memory(sj_engine_cache(e), i, &m) != SJ_OK ||
+            sj_engine_bucket(e, i, NULL, &hi, NULL) != SJ_OK || (!m.weight_bytes && !m.run_bytes))
+            continue;
+        /* peak: what a run of the bucket holds, its weights being shared. */
+        fprintf(f,
+                "%s{\"extent\": %lld, \"weights_shared\": %llu, \"arena_bytes\": %llu, "
+                "\"io_bytes\": %llu, \"peak_bytes\": %llu, \"resident\": %s}",
+                first ? "" : ", ", (long long)hi, (unsigned long long)m.weight_bytes,
+                (unsigned long long)m.arena_bytes, (unsigned long long)m.io_bytes,
+                (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false");
+        first = false;
+    }
+    fputc(']', f);
     cli_bucket_targets_member(f, e);
     if (sj_engine_remote(e)) {
         fputs(", ", f);
         cli_remote_stats_members(f, sj_engine_remote(e));
     }
+}
+
+uint64_t cli_peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024u;
 }
 
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,

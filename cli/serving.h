@@ -80,7 +80,16 @@ typedef struct cli_engine_args {
     /* Precompile for other machines: nothing will be loaded, so a GPU
      * backend needs no GPU. */
     bool store_only;
+    const char *max_resident; /* --max-resident-buckets N as given (NULL: no bound) */
 } cli_engine_args;
+
+#define CLI_RESIDENT_USAGE                                                                         \
+    "  --max-resident-buckets N  buckets holding run memory (arena, padded inputs and\n"            \
+    "                     outputs) at most; the least recently run gives it back for\n"          \
+    "                     another (code and the shared weights stay). Default: no bound\n"
+
+/* Process peak resident set (VmHWM) in bytes, 0 when the system does not say. */
+uint64_t cli_peak_rss_bytes(void);
 
 /* An engine over g (taken, also on failure) configured by a and the
  * environment; store_path (cap bytes) gets the store used, "" for none. A
@@ -91,7 +100,9 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
                     char *store_path, size_t cap);
 
 /* The engine's counters as JSON members (no braces): "memory_hits": 1, ...,
- * and the fleet tier's (remote_misses, remote_errors, ...) when it has one. */
+ * the memory figures (weights shared by the buckets, run memory, per-bucket
+ * arena and peak, the process's peak RSS) and the fleet tier's
+ * (remote_misses, remote_errors, ...) when it has one. */
 void cli_stats_members(FILE *f, sj_engine *e);
 
 /* Seeded uniform values in [-1, 1) for every input at `extent`; input i

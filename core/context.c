@@ -1,7 +1,9 @@
 /* The context: allocator hook and per-thread last-error messages. */
 #include "core_impl.h"
+#include "weight_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,9 @@ struct sj_ctx {
     pthread_key_t slot_key;
     pthread_mutex_t error_lock;
     error_slot *errors;
+    /* Host-addressable weights, shared by the context's devices; made by the
+     * first executable that needs it, so a context that loads none pays nothing. */
+    _Atomic(sj_weight_pool *) weights;
 };
 
 /* A thread with a slot ended: unlink and free it. */
@@ -109,6 +114,7 @@ sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out) {
 
 void sj_ctx_destroy(sj_ctx *ctx) {
     if (!ctx) return;
+    sj_weight_pool_destroy(atomic_load(&ctx->weights));
     /* No destructor runs for this context after this: threads still alive
      * have their slots freed here. */
     pthread_key_delete(ctx->slot_key);
@@ -189,6 +195,19 @@ void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
         s->msg[plen] = ':';
         s->msg[plen + 1] = ' ';
     }
+}
+
+sj_weight_pool *sj_ctx_weight_pool(sj_ctx *ctx) {
+    sj_weight_pool *p = atomic_load_explicit(&ctx->weights, memory_order_acquire);
+    if (p) return p;
+    if (sj_weight_pool_create(ctx, &p) != SJ_OK) return NULL;
+    sj_weight_pool *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&ctx->weights, &none, p, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        sj_weight_pool_destroy(p); /* another thread made it first */
+        return none;
+    }
+    return p;
 }
 
 void *sj_alloc(sj_ctx *ctx, size_t size) {

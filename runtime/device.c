@@ -10,6 +10,18 @@ static void mdcache_release_buffer(void *user, void *buffer) {
     dev->ops->free(dev->impl, buffer);
 }
 
+/* The device pool's buffers: device memory through the checked calls (a
+ * free after the device's release is a no-op: the backend freed it). */
+static sj_status weight_make(void *user, const void *src, size_t bytes, void **out) {
+    sj_device *dev = user;
+    SJ_TRY(sj_device_alloc(dev, bytes, out));
+    sj_status st = sj_device_copy(dev, *out, src, bytes, SJ_COPY_H2D);
+    if (st != SJ_OK) sj_device_free(dev, *out);
+    return st;
+}
+
+static void weight_free(void *user, void *buf) { sj_device_free(user, buf); }
+
 static bool ops_complete(const sj_device_ops *o) {
     return o->name && o->alloc && o->free && o->copy && o->load_module && o->unload_module &&
            o->resolve_kernel && o->launch && o->sync && o->begin_capture && o->end_capture &&
@@ -42,6 +54,7 @@ sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
     atomic_init(&dev->refs, 1);
     atomic_init(&dev->alive, true);
     dev->next_graph_id = 1;
+    dev->weight_backing = (sj_weight_backing){dev, weight_make, weight_free};
     sj_status st = sj_mdcache_create(ctx, policy, mdcache_release_buffer, dev, &dev->mdcache);
     if (st != SJ_OK) {
         sj_device_destroy(dev);
@@ -58,6 +71,7 @@ void sj_device_retain(sj_device *dev) { atomic_fetch_add(&dev->refs, 1); }
 
 void sj_device_unref(sj_device *dev) {
     if (atomic_fetch_sub(&dev->refs, 1) != 1) return;
+    sj_weight_pool_destroy(dev->weights);
     pthread_mutex_destroy(&dev->lock);
     sj_free(dev->ctx, dev);
 }

@@ -10,6 +10,7 @@
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/metadata_cache.h"
 #include "core/core_impl.h"
+#include "core/weight_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +25,12 @@ struct sj_device {
     bool capturing;
     sj_mdcache *mdcache;
     uint64_t next_graph_id;
+    /* Weights in memory the host cannot address (a host-visible device
+     * uses the context's pool instead): made by the first executable that
+     * needs it (under the lock), freed with the struct, after every
+     * executable holding one let go. */
+    sj_weight_pool *weights;
+    sj_weight_backing weight_backing;
     bool timing;             /* sj_device_set_timing */
     sj_device_timing timed;  /* its counters */
 };

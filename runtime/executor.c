@@ -1,6 +1,7 @@
-/* Making an executable: check the plan against the graph, then allocate and
- * upload everything a run needs once (params, arena, padded I/O buffers,
- * the launches' slot-pointer tables and info words). */
+/* Making an executable: check the plan against the graph, take its params
+ * from the weight pool (one copy per memory domain, shared by every bucket
+ * and engine) and upload the info words. The run memory (arena, padded I/O
+ * buffers, slot-pointer tables) waits for the first run: exec_memory.c. */
 #include "executor_impl.h"
 #include "padding_impl.h"
 
@@ -116,6 +117,7 @@ static sj_status copy_plan(sj_executable *e, const sj_launch_plan *p) {
         const sj_launch *l = &p->launches[i];
         exe_launch *x = &e->launches[i];
         x->kernel = l->kernel;
+        x->first_slot = l->first_slot;
         memcpy(x->dims.grid, l->grid, sizeof l->grid);
         memcpy(x->dims.block, l->block, sizeof l->block);
         x->dims.shared_bytes = l->shared_bytes;
@@ -130,7 +132,9 @@ static sj_status upload(sj_executable *e, const void *host, size_t bytes, void *
     return sj_device_copy(e->dev, *out, host, bytes, SJ_COPY_H2D);
 }
 
-static sj_status alloc_io(sj_executable *e, const sj_graph *g, bool inputs) {
+/* Names, shapes and sizes of the graph's inputs or outputs; their padded
+ * buffers come with the run memory. */
+static sj_status describe_io(sj_executable *e, const sj_graph *g, bool inputs) {
     int n = inputs ? sj_graph_num_inputs(g) : sj_graph_num_outputs(g);
     exe_io *io = sj_calloc(e->ctx, (size_t)n, sizeof *io);
     if (!io) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
@@ -158,77 +162,35 @@ static sj_status alloc_io(sj_executable *e, const sj_graph *g, bool inputs) {
             return sj_fail(e->ctx, SJ_E_SHAPE, "executable: %s '%s' is too large at extent %lld",
                            inputs ? "input" : "output", io[i].name, (long long)e->extent);
         io[i].bytes = (size_t)bytes;
-        SJ_TRY(sj_device_alloc(e->dev, io[i].bytes, &io[i].buffer));
     }
     return SJ_OK;
 }
 
-static void *param_buffer(const sj_executable *e, sj_value v) {
-    for (int i = 0; i < e->n_params; i++)
-        if (e->params[i].value == v) return e->params[i].buffer;
-    return NULL;
-}
-
-/* Params are uploaded once per executable, however many slots name them. */
-static sj_status upload_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
-    e->params = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->params);
-    if (!e->params) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
-    for (int32_t i = 0; i < p->n_slots; i++) {
-        const sj_buffer_slot *s = &p->slots[i];
-        if (s->kind != SJ_SLOT_PARAM || param_buffer(e, s->index)) continue;
-        exe_param *x = &e->params[e->n_params++];
-        x->value = s->index;
-        SJ_TRY(upload(e, g->nodes[s->index].data, (size_t)s->bytes, &x->buffer));
-    }
+/* The plan's slot tables, kept for laying run memory out at the first run
+ * (and again after a trim). */
+static sj_status keep_slots(sj_executable *e, const sj_launch_plan *p) {
+    e->n_slots = p->n_slots;
+    e->n_launch_slots = p->n_launch_slots;
+    e->arena_bytes = p->arena_bytes;
+    e->slots = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->slots);
+    e->launch_slots = sj_calloc(e->ctx, (size_t)p->n_launch_slots, sizeof *e->launch_slots);
+    if (!e->slots || !e->launch_slots) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    if (p->n_slots) memcpy(e->slots, p->slots, (size_t)p->n_slots * sizeof *e->slots);
+    if (p->n_launch_slots)
+        memcpy(e->launch_slots, p->launch_slots, (size_t)p->n_launch_slots * sizeof *e->launch_slots);
     return SJ_OK;
 }
 
-static void *slot_pointer(const sj_executable *e, const sj_buffer_slot *s) {
-    switch (s->kind) {
-    case SJ_SLOT_INPUT: return e->inputs[s->index].buffer;
-    case SJ_SLOT_OUTPUT: return e->outputs[s->index].buffer;
-    case SJ_SLOT_PARAM: return param_buffer(e, s->index);
-    case SJ_SLOT_ARENA: return (char *)e->arena + s->offset;
-    }
-    return NULL;
-}
-
-/* One device table of slot pointers for all launches (each launch's buffers
- * is a window into it), and one device copy of all info words, the fallback
- * for infos the metadata cache does not keep. */
-static sj_status upload_tables(sj_executable *e, const sj_launch_plan *p) {
-    if (p->n_launch_slots > 0) {
-        void **host = sj_calloc(e->ctx, (size_t)p->n_launch_slots, sizeof *host);
-        if (!host) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
-        for (int32_t i = 0; i < p->n_launch_slots; i++)
-            host[i] = slot_pointer(e, &p->slots[p->launch_slots[i]]);
-        sj_status st = upload(e, host, (size_t)p->n_launch_slots * sizeof *host, &e->tables);
-        sj_free(e->ctx, host);
-        SJ_TRY(st);
-    }
+/* One device copy of all info words, the fallback for infos the metadata
+ * cache does not keep: small, and made with the executable. */
+static sj_status upload_words(sj_executable *e, const sj_launch_plan *p) {
     if (p->n_words > 0)
         SJ_TRY(upload(e, p->words, (size_t)p->n_words * sizeof *p->words, &e->info_owned));
     for (int32_t i = 0; i < p->n_launches; i++) {
         const sj_launch *l = &p->launches[i];
-        e->launches[i].buffers = e->tables ? (void *const *)e->tables + l->first_slot : NULL;
         e->launches[i].info_owned =
             l->n_words ? (const int64_t *)e->info_owned + l->first_word : NULL;
     }
-    return SJ_OK;
-}
-
-/* Host staging for devices the host cannot address, big enough for the
- * largest input or output (only needed when one copies in several chunks). */
-static sj_status alloc_staging(sj_executable *e) {
-    if (sj_device_flags(e->dev) & SJ_DEVICE_HOST_VISIBLE) return SJ_OK;
-    size_t need = 0;
-    for (int i = 0; i < e->n_inputs; i++)
-        if (e->inputs[i].chunks_max > 1 && e->inputs[i].bytes > need) need = e->inputs[i].bytes;
-    for (int i = 0; i < e->n_outputs; i++)
-        if (e->outputs[i].chunks_max > 1 && e->outputs[i].bytes > need) need = e->outputs[i].bytes;
-    if (need == 0) return SJ_OK;
-    e->staging = sj_alloc(e->ctx, need);
-    if (!e->staging) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory for staging");
     return SJ_OK;
 }
 
@@ -252,12 +214,11 @@ static sj_status build(sj_executable *e, const sj_launch_plan *p, const sj_graph
     SJ_TRY(copy_plan(e, p));
     e->has_sym = sj_graph_symbol(g) != NULL;
     SJ_TRY(resolve_kernels(e));
-    SJ_TRY(alloc_io(e, g, true));
-    SJ_TRY(alloc_io(e, g, false));
-    SJ_TRY(upload_params(e, p, g));
-    if (p->arena_bytes > 0) SJ_TRY(sj_device_alloc(e->dev, (size_t)p->arena_bytes, &e->arena));
-    SJ_TRY(upload_tables(e, p));
-    return alloc_staging(e);
+    SJ_TRY(describe_io(e, g, true));
+    SJ_TRY(describe_io(e, g, false));
+    SJ_TRY(keep_slots(e, p));
+    SJ_TRY(sj_exe_acquire_params(e, p, g));
+    return upload_words(e, p);
 }
 
 static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *module,
@@ -309,26 +270,19 @@ sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan 
 
 void sj_executable_destroy(sj_executable *e) {
     if (!e) return;
-    sj_executable_release_capture(e);
     sj_device *dev = e->dev;
     /* After the device's release these are no-ops: the backend freed them. */
-    for (int i = 0; i < e->n_inputs; i++) {
-        sj_device_free(dev, e->inputs[i].buffer);
-        sj_free(e->ctx, e->inputs[i].name);
-    }
-    for (int i = 0; i < e->n_outputs; i++) {
-        sj_device_free(dev, e->outputs[i].buffer);
-        sj_free(e->ctx, e->outputs[i].name);
-    }
-    for (int i = 0; i < e->n_params; i++) sj_device_free(dev, e->params[i].buffer);
-    sj_device_free(dev, e->arena);
-    sj_device_free(dev, e->tables);
+    sj_executable_trim(e);
+    for (int i = 0; i < e->n_inputs; i++) sj_free(e->ctx, e->inputs[i].name);
+    for (int i = 0; i < e->n_outputs; i++) sj_free(e->ctx, e->outputs[i].name);
+    sj_exe_release_params(e);
     sj_device_free(dev, e->info_owned);
     if (e->owns_module) sj_module_destroy(e->module);
     sj_free(e->ctx, e->inputs);
     sj_free(e->ctx, e->outputs);
     sj_free(e->ctx, e->params);
-    sj_free(e->ctx, e->staging);
+    sj_free(e->ctx, e->slots);
+    sj_free(e->ctx, e->launch_slots);
     sj_free(e->ctx, e->kernels);
     sj_free(e->ctx, e->handles);
     sj_free(e->ctx, e->launches);

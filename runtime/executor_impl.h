@@ -7,6 +7,7 @@
 #include "runtime/executable_create.h"
 #include "device_impl.h"
 #include "jit/lower/plan.h"
+#include "core/weight_pool.h"
 
 /* A graph input or output: its padded buffer at the bucket extent. */
 typedef struct exe_io {
@@ -21,6 +22,7 @@ typedef struct exe_io {
 
 typedef struct exe_launch {
     int32_t kernel;
+    int32_t first_slot; /* into the slot-pointer table */
     sj_launch_dims dims;
     void *const *buffers;      /* device memory: this launch's slot pointers */
     const int64_t *words;      /* host copy of the info words */
@@ -30,7 +32,8 @@ typedef struct exe_launch {
 
 typedef struct exe_param {
     sj_value value;
-    void *buffer;
+    void *buffer; /* from the weight pool: shared with every executable of the same bytes */
+    size_t bytes;
 } exe_param;
 
 struct sj_executable {
@@ -49,12 +52,30 @@ struct sj_executable {
     int n_inputs, n_outputs, n_params;
     exe_io *inputs, *outputs;
     exe_param *params;
+    sj_weight_pool *weights; /* where params came from: the context's or the device's */
+    /* Run memory, made by the first run (or capture) and released by
+     * sj_executable_trim: loading or precompiling a bucket costs none. */
+    bool resident;
+    int32_t n_slots, n_launch_slots;
+    sj_buffer_slot *slots;  /* the plan's, to lay run memory out again after a trim */
+    int32_t *launch_slots;
+    int64_t arena_bytes;    /* the plan's: intermediates packed by liveness */
     void *arena;
     void *tables;       /* device memory: every launch's slot pointers */
     void *info_owned;   /* device memory: every launch's words */
     float *staging;     /* host, for devices whose memory the host cannot touch */
+    uint64_t materialized, trimmed; /* how often run memory was made and released */
     sj_graph_handle graph; /* the capture, NULL when none */
     uint64_t graph_id;
 };
+
+/* Makes the run memory when it is not there; caller holds the device lock.
+ * A failure (SJ_E_NOMEM) fails this request only and leaves nothing half
+ * made: a later run tries again. */
+sj_status sj_exe_make_resident(sj_executable *e);
+
+/* Params from the weight pool, and back (exec_memory.c). */
+sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g);
+void sj_exe_release_params(sj_executable *e);
 
 #endif

@@ -25,6 +25,7 @@ typedef struct md_entry {
     uint64_t capture_epoch;    /* the last capture that pinned this entry */
     void *buffer;
     uint32_t locks;            /* live graphs (and the capture) pinning it */
+    bool retired;              /* out of the table (sj_mdcache_clear), on the retired list */
     size_t n_words;
     int64_t words[];
 } md_entry;
@@ -55,6 +56,9 @@ struct sj_mdcache {
 
     md_graph *graphs;
     size_t n_graphs, cap_graphs;
+
+    md_entry *retired; /* chained through `chain`: cleared while pinned */
+    size_t n_retired;
 
     uint64_t hits, misses, evictions, eviction_probes;
 };
@@ -157,6 +161,11 @@ void sj_mdcache_destroy(sj_mdcache *c) {
             e = next;
         }
     }
+    for (md_entry *e = c->retired, *next; e; e = next) {
+        next = e->chain;
+        c->release(c->user, e->buffer);
+        sj_free(c->ctx, e);
+    }
     for (size_t i = 0; i < c->n_graphs; i++) sj_free(c->ctx, c->graphs[i].entries);
     sj_free(c->ctx, c->graphs);
     sj_free(c->ctx, c->buckets);
@@ -182,7 +191,21 @@ static void detach_entry(sj_mdcache *c, md_entry *e) {
     c->release(c->user, e->buffer);
 }
 
+/* A retired entry lives on the retired list, not in the table. */
+static void remove_retired(sj_mdcache *c, md_entry *e) {
+    md_entry **pp = &c->retired;
+    while (*pp != e) pp = &(*pp)->chain;
+    *pp = e->chain;
+    c->n_retired--;
+    c->release(c->user, e->buffer);
+    sj_free(c->ctx, e);
+}
+
 static void remove_entry(sj_mdcache *c, md_entry *e) {
+    if (e->retired) {
+        remove_retired(c, e);
+        return;
+    }
     detach_entry(c, e);
     sj_free(c->ctx, e);
 }
@@ -337,8 +360,15 @@ sj_status sj_mdcache_capture_commit(sj_mdcache *c, uint64_t graph) {
 
 void sj_mdcache_capture_discard(sj_mdcache *c) {
     if (!c->capturing) return;
-    for (md_entry *e = c->pending; e; e = e->pending)
-        if (--e->locks == 0) lru_push_front(c, e);
+    for (md_entry *e = c->pending, *next; e; e = next) {
+        next = e->pending;
+        if (--e->locks == 0) {
+            if (e->retired)
+                remove_retired(c, e);
+            else
+                lru_push_front(c, e);
+        }
+    }
     c->pending = NULL;
     c->n_pending = 0;
     c->capturing = false;
@@ -366,6 +396,24 @@ void sj_mdcache_clear_unpinned(sj_mdcache *c) {
     while (c->lru_len > 0) remove_entry(c, entry_of(c->lru.prev));
 }
 
+void sj_mdcache_clear(sj_mdcache *c) {
+    sj_mdcache_clear_unpinned(c);
+    /* What is left is pinned: out of the table, onto the retired list. */
+    for (size_t b = 0; b < c->n_buckets; b++) {
+        md_entry *e = c->buckets[b];
+        c->buckets[b] = NULL;
+        while (e) {
+            md_entry *next = e->chain;
+            e->retired = true;
+            e->chain = c->retired;
+            c->retired = e;
+            c->n_retired++;
+            c->n_entries--;
+            e = next;
+        }
+    }
+}
+
 sj_cache_mode sj_mdcache_mode(const sj_mdcache *c) { return c->policy.mode; }
 
 const sj_mdcache_policy *sj_mdcache_policy_of(const sj_mdcache *c) { return &c->policy; }
@@ -375,6 +423,7 @@ void sj_mdcache_get_stats(const sj_mdcache *c, sj_mdcache_stats *out) {
     out->pinned = c->n_entries - c->lru_len;
     out->lru_length = c->lru_len;
     out->live_graphs = c->n_graphs;
+    out->retired = c->n_retired;
     out->hits = c->hits;
     out->misses = c->misses;
     out->evictions = c->evictions;

@@ -169,6 +169,65 @@ static void test_list(void **state) {
     assert_null(bad);
 }
 
+/* Explicit ranges with gaps and a first range above 1: a key in a gap or
+ * below the first range is in no bucket, and the message names the gap. */
+static void test_ranges(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_parse(ctx, "ranges:4-8,17-64,65-100", &l), SJ_OK);
+    assert_int_equal(sj_ladder_get_kind(l), SJ_LADDER_RANGES);
+    const int64_t e[] = {8, 64, 100};
+    expect_extents(l, e, 3);
+    assert_int_equal(sj_ladder_lower(l, 0), 4);
+    assert_int_equal(sj_ladder_lower(l, 1), 17);
+    assert_int_equal(sj_ladder_lower(l, 2), 65);
+    assert_int_equal(sj_ladder_find(l, 3), -1);
+    assert_int_equal(sj_ladder_find(l, 4), 0);
+    assert_int_equal(sj_ladder_find(l, 8), 0);
+    assert_int_equal(sj_ladder_find(l, 9), -1);
+    assert_int_equal(sj_ladder_find(l, 16), -1);
+    assert_int_equal(sj_ladder_find(l, 17), 1);
+    assert_int_equal(sj_ladder_find(l, 65), 2);
+    assert_int_equal(sj_ladder_find(l, 101), -1);
+    int b = 77;
+    assert_int_equal(sj_ladder_bucket_for(l, 12, &b), SJ_E_OUT_OF_RANGE);
+    assert_int_equal(b, 77);
+    assert_error_contains(ctx, "key 12 falls in the gap between buckets [4, 8] and [17, 64]");
+    assert_int_equal(sj_ladder_bucket_for(l, 2, &b), SJ_E_OUT_OF_RANGE);
+    assert_error_contains(ctx, "below the ladder's first bucket [4, 8]");
+    assert_int_equal(sj_ladder_bucket_for(l, 101, &b), SJ_E_OUT_OF_RANGE);
+    int64_t p, r;
+    assert_int_equal(sj_ladder_padding(l, 20, 2, &p, &r), SJ_OK);
+    assert_int_equal(p, 128);
+    assert_true(sj_ladder_max_waste(l) > 3.7 && sj_ladder_max_waste(l) < 3.8); /* 64 / 17 */
+    char buf[64];
+    sj_ladder_format(l, buf, sizeof buf);
+    assert_string_equal(buf, "ranges:4-8,17-64,65-100");
+    sj_ladder_destroy(l);
+
+    static const struct {
+        const char *spec;
+        sj_status st;
+        const char *says;
+    } bad[] = {
+        {"ranges:", SJ_E_PARSE, "range #1's start"},
+        {"ranges:1-8,8-16", SJ_E_INVALID_ARG, "range #2 (8-16) overlaps"},
+        {"ranges:9-16,1-8", SJ_E_INVALID_ARG, "range #2 (1-8) overlaps or precedes"},
+        {"ranges:8-4", SJ_E_INVALID_ARG, "range #1 (8-4) is empty"},
+        {"ranges:0-4", SJ_E_INVALID_ARG, "range #1 starts at 0"},
+        {"ranges:1-8,", SJ_E_PARSE, "range #2's start"},
+        {"ranges:1:8", SJ_E_PARSE, "expected '-' after range #1's start"},
+        {"ranges:1-8;17-20", SJ_E_PARSE, "expected ',' after range #1's end"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        l = (sj_ladder *)&l;
+        sj_status st = sj_ladder_parse(ctx, bad[i].spec, &l);
+        if (st != bad[i].st || !strstr(sj_ctx_last_error(ctx), bad[i].says))
+            fail_msg("spec '%s': got %d '%s'", bad[i].spec, st, sj_ctx_last_error(ctx));
+        assert_null(l);
+    }
+}
+
 static void test_out_of_range(void **state) {
     (void)state;
     sj_ladder *l;
@@ -245,7 +304,7 @@ int main(void) {
         cmocka_unit_test(test_reference_example), cmocka_unit_test(test_pow2_edges),
         cmocka_unit_test(test_bad_pow2),          cmocka_unit_test(test_geo),
         cmocka_unit_test(test_list),              cmocka_unit_test(test_out_of_range),
-        cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_specs),             cmocka_unit_test(test_ranges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -393,6 +393,50 @@ static void test_hits_allocate_nothing(void **state) {
     teardown_cache(f);
 }
 
+/* clear(): every lookup misses afterwards; unpinned buffers go at once,
+ * pinned ones (a live graph, a capture in progress) are retired and freed by
+ * their last graph's release or the capture's discard, never earlier. */
+static void test_clear_drops_everything_and_retires_pins(void **state) {
+    (void)state;
+    fixture *f = setup_cache(8, 64);
+    for (int i = 0; i < 3; i++) put(f->c, i, i);
+    assert_int_equal(sj_mdcache_capture_begin(f->c), SJ_OK);
+    assert_int_equal(get(f->c, 1), 1); /* a hit pins entry 1 to graph 7 */
+    put(f->c, 10, 10);
+    assert_int_equal(sj_mdcache_capture_commit(f->c, 7), SJ_OK);
+    assert_int_equal(sj_mdcache_capture_begin(f->c), SJ_OK);
+    put(f->c, 11, 11); /* pinned by the capture in progress */
+    sj_mdcache_clear(f->c);
+    sj_mdcache_stats s;
+    sj_mdcache_get_stats(f->c, &s);
+    assert_int_equal(s.entries, 0);
+    assert_int_equal(s.retired, 3); /* 1 and 10 (graph 7), 11 (the capture) */
+    assert_int_equal(f->t.released, 2); /* 0 and 2 */
+    sj_mdcache_capture_discard(f->c);
+    assert_int_equal(f->t.released, 3); /* 11: its only pin was the capture */
+    for (int k = 0; k < 3; k++) assert_int_equal(get(f->c, k), -1);
+    assert_int_equal(get(f->c, 10), -1);
+    /* A key stored again after the clear is a new entry beside the retired one. */
+    put(f->c, 10, 100);
+    assert_int_equal(get(f->c, 10), 100);
+    assert_int_equal(sj_mdcache_graph_release(f->c, 7), SJ_OK);
+    assert_int_equal(f->t.released, 5);
+    sj_mdcache_get_stats(f->c, &s);
+    assert_int_equal(s.retired, 0);
+    assert_int_equal(s.entries, 1);
+    assert_int_equal(get(f->c, 10), 100);
+    /* Retired entries still pinned at destroy are freed there. */
+    assert_int_equal(sj_mdcache_capture_begin(f->c), SJ_OK);
+    assert_int_equal(get(f->c, 10), 100);
+    assert_int_equal(sj_mdcache_capture_commit(f->c, 8), SJ_OK);
+    sj_mdcache_clear(f->c);
+    sj_mdcache_destroy(f->c);
+    f->c = NULL;
+    assert_int_equal(f->t.released, 6);
+    assert_int_equal(f->counts.live, 1); /* the context */
+    teardown_cache(f);
+}
+
 static void test_destroy_releases_every_buffer(void **state) {
     (void)state;
     fixture *f = setup_cache(4, 64);
@@ -429,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_eviction_is_constant_time),
         cmocka_unit_test(test_hits_allocate_nothing),
         cmocka_unit_test(test_destroy_releases_every_buffer),
+        cmocka_unit_test(test_clear_drops_everything_and_retires_pins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

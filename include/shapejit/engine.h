@@ -85,6 +85,10 @@ typedef struct sj_engine_config {
      * open; sj_engine_warning says why. For a default path the user never
      * named; a path they named should fail loudly (false, the default). */
     bool store_fallback_to_memory;
+    /* Buckets holding run memory (arena, padded inputs and outputs) at
+     * most; the least recently run is trimmed for another (its code and the
+     * shared weights stay loaded). 0 = no bound; negative is refused. */
+    int max_resident_buckets;
 } sj_engine_config;
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);
@@ -184,6 +188,10 @@ typedef struct sj_engine_stats {
     uint64_t evictions; /* rows the store evicted to stay under its size bound */
     uint64_t not_stored;        /* buckets compiled whose artifact the store refused to keep */
     uint64_t one_off_evictions; /* one-offs dropped for newer ones */
+    uint64_t resident_evictions; /* buckets trimmed under max_resident_buckets */
+    int buckets_resident;        /* buckets holding run memory now */
+    uint64_t weight_bytes;       /* the loaded buckets' weights, counted once: they share them */
+    uint64_t run_bytes;          /* run memory the resident buckets hold */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

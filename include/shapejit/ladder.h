@@ -20,6 +20,12 @@
  *                      (at least one more), the last one MAX. Waste < RATIO
  *                      above the first bucket.
  *   list:E1,E2,...     the given extents: ascending, positive.
+ *   ranges:L1-H1,L2-H2,...  explicit buckets [Li, Hi], ascending and not
+ *                      overlapping, with gaps allowed and the first Li
+ *                      possibly above 1 (ranges:1-8,17-64 leaves 9..16 out):
+ *                      a key in a gap or below L1 is in no bucket, so it is
+ *                      SJ_E_OUT_OF_RANGE, or a one-off where the cache
+ *                      allows those. Bucket i is compiled at Hi.
  *
  * Every extent is at most SJ_MAX_EXTENT and a ladder has at most
  * SJ_LADDER_MAX_BUCKETS buckets. A ladder is immutable after creation, so
@@ -37,7 +43,7 @@ extern "C" {
 
 #define SJ_LADDER_MAX_BUCKETS 4096
 
-typedef enum sj_ladder_kind { SJ_LADDER_POW2, SJ_LADDER_GEO, SJ_LADDER_LIST } sj_ladder_kind;
+typedef enum sj_ladder_kind { SJ_LADDER_POW2, SJ_LADDER_GEO, SJ_LADDER_LIST, SJ_LADDER_RANGES } sj_ladder_kind;
 
 typedef struct sj_ladder sj_ladder;
 
@@ -47,6 +53,9 @@ typedef struct sj_ladder sj_ladder;
 SJ_API sj_status sj_ladder_pow2(sj_ctx *ctx, int64_t min, int64_t max, sj_ladder **out);
 SJ_API sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_ladder **out);
 SJ_API sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder **out);
+/* Bucket i holds [lo[i], hi[i]]: lo[i] <= hi[i], lo[i] > hi[i-1]. */
+SJ_API sj_status sj_ladder_ranges(sj_ctx *ctx, const int64_t *lo, const int64_t *hi, int n,
+                                  sj_ladder **out);
 /* A SPEC as above. Malformed text is SJ_E_PARSE naming the spec and the
  * field; well-formed but invalid values are SJ_E_INVALID_ARG. */
 SJ_API sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out);

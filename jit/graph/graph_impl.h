@@ -43,6 +43,10 @@ typedef struct sj_node {
         float *data;
         void *bytes;
     };
+    /* SJ_OP_PARAM: the content hash of its data (sj_graph_param_hash), made on
+     * first need under the graph's hash_lock; a clone copies it with data. */
+    bool param_hashed;
+    uint8_t param_hash[32];
 } sj_node;
 
 typedef struct sj_graph_output_entry {
@@ -68,6 +72,10 @@ struct sj_graph {
     bool hash_valid;
     uint8_t hash[32];
 };
+
+/* The content hash of param v's `bytes` bytes of data (BLAKE3), what the
+ * weight pools share buffers by: computed once per graph and param. */
+void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]);
 
 /* Cast counts as unary (its target is the node's dtype), where as the one
  * ternary elementwise op. */

@@ -17,7 +17,7 @@
  * compile = sj_compile for the host + sj_artifact_serialize; load =
  * sj_artifact_deserialize + the CPU-feature check + an executable on one of
  * the compiler's host devices, params uploaded once; run = a replay of the
- * executable's captured launches (captured at load when `replay` is on),
+ * executable's captured launches (captured by its first run when `replay` is on),
  * else eager launches. The store key's target strings are this machine's
  * triple, CPU and enabled CPU features (or the ones the options name) and
  * the toolchain is the LLVM version the library was built with.
@@ -55,7 +55,7 @@ extern "C" {
 typedef struct sj_host_compiler_config {
     sj_compile_options options;      /* target must be SJ_TARGET_HOST */
     int devices;                     /* host devices to spread executables over; default 1 */
-    bool replay;                     /* capture at load, replay on run; default true */
+    bool replay;                     /* capture at the first run, replay after; default true */
     const sj_mdcache_policy *policy; /* the devices' metadata cache policy; NULL = defaults */
     /* The host's features ("+avx2,+fma,...") as the choice of stored levels
      * sees them; NULL = this machine's, as LLVM reads them. Another value
@@ -114,7 +114,7 @@ SJ_API sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
 typedef struct sj_gpu_compiler_config {
     sj_compile_options options;      /* target SJ_TARGET_NVPTX (default) or _NVRTC; arch NULL = sm_90 */
     sj_cuda_device_config device;    /* the GPU loads go to; copied */
-    bool replay;                     /* capture at load, replay on run; default true */
+    bool replay;                     /* capture at the first run, replay after; default true */
     const sj_mdcache_policy *policy; /* the device's metadata cache policy; NULL = defaults */
 } sj_gpu_compiler_config;
 

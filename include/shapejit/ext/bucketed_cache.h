@@ -38,6 +38,7 @@
 #define SHAPEJIT_BUCKETED_CACHE_H
 
 #include "shapejit/engine.h"
+#include "shapejit/ext/runtime.h"
 #include "shapejit/ladder.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
@@ -89,6 +90,11 @@ typedef struct sj_compiler {
     sj_status (*run)(void *ctx, void *exe, int64_t active_extent, const sj_tensor *inputs,
                      sj_tensor *outputs);
     void (*destroy)(void *ctx, void *exe);
+    /* Optional (NULL: the executable holds no run memory to give back).
+     * trim: give back exe's run memory, keeping what load made (code,
+     * weights); the next run makes it again. memory: what exe holds. */
+    void (*trim)(void *ctx, void *exe);
+    void (*memory)(void *ctx, void *exe, sj_executable_memory_info *out);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact
@@ -110,6 +116,11 @@ typedef struct sj_bucketed_cache_config {
      * and on the graph's context: a store miss asks it, a fresh compile is
      * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
     sj_remote *remote;
+    /* Buckets holding run memory (arena, padded inputs and outputs) at
+     * most: a run of another bucket first trims the least recently run one
+     * (compiler's trim), whose executable and weights stay loaded. 0 = no
+     * bound; negative is refused. */
+    int max_resident_buckets;
 } sj_bucketed_cache_config;
 
 SJ_API void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg);
@@ -134,6 +145,16 @@ SJ_API void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, in
  * through run_padded, which holds them for the run. */
 SJ_API sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
                                                   void **exe);
+/* Options per call: as get_or_compile, made by `comp` (another compiler
+ * table: other options, even another target) instead of the cache's own.
+ * A table equal to the cache's (same functions, ctx, strings and option
+ * bytes) is the cache itself; any other gets buckets of its own over the
+ * same graph, ladder, store and configuration, made at its first call, kept
+ * (with a copy of its options) until the cache is destroyed and stored under
+ * its own key. comp's ctx must outlive the cache. */
+SJ_API sj_status sj_bucketed_cache_get_or_compile_with(sj_bucketed_cache *c, int64_t key,
+                                                       const sj_compiler *comp, int64_t *extent,
+                                                       void **exe);
 
 /* One input of run_padded. `pad` true: data holds `rows` rows of `inner`
  * elements, the input's outer dim is the key, and the executable pads it to
@@ -214,8 +235,14 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
     uint64_t one_off_evictions; /* one-offs dropped for newer ones (one_off_capacity) */
     uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
+    uint64_t resident_evictions; /* buckets trimmed to stay under max_resident_buckets */
     uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
 } sj_bucketed_cache_stats;
+
+/* What bucket i's executable holds (zeros when it is not loaded or the
+ * compiler does not say). */
+SJ_API sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i,
+                                                 sj_executable_memory_info *out);
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 
 /* The cache inside an engine (borrowed, closed with it): for tools that

@@ -118,6 +118,12 @@ SJ_API void sj_mdcache_capture_discard(sj_mdcache *c);
 SJ_API sj_status sj_mdcache_graph_release(sj_mdcache *c, uint64_t graph);
 /* Frees every entry nothing pins (no live graph, no capture in progress). */
 SJ_API void sj_mdcache_clear_unpinned(sj_mdcache *c);
+/* Drops every entry: from now on every lookup misses. Unpinned buffers are
+ * released at once; a buffer a live graph (or the capture in progress)
+ * pinned is retired instead, never found again but kept until its last
+ * graph is released (or the capture discarded), because that graph replays
+ * against its pointer. */
+SJ_API void sj_mdcache_clear(sj_mdcache *c);
 
 SJ_API sj_cache_mode sj_mdcache_mode(const sj_mdcache *c);
 SJ_API const sj_mdcache_policy *sj_mdcache_policy_of(const sj_mdcache *c);
@@ -127,6 +133,7 @@ typedef struct sj_mdcache_stats {
     size_t pinned;      /* of those, pinned by a live graph or the capture */
     size_t lru_length;  /* evictable entries (the unpinned ones) */
     size_t live_graphs;
+    size_t retired;     /* dropped by sj_mdcache_clear, kept for the graphs that pin them */
     uint64_t hits, misses, evictions;
     /* Entries examined to pick eviction victims; equals `evictions` because
      * the victim is always the LRU list's tail (no scan). */

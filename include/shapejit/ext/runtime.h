@@ -13,10 +13,18 @@
  *   sj_executable_destroy(exe);                             // releases the capture's pins
  *
  * An executable owns: a copy of the plan, its module (unless created from
- * one the caller keeps), the param buffers (uploaded once from the graph's
- * SJ_OP_PARAM nodes), the intermediate arena and one padded buffer per graph
- * input and output, all allocated once at the bucket extent E. After the
- * first run (which may fill the device's caches), runs allocate nothing.
+ * one the caller keeps), references to its param buffers and its run
+ * memory. Params come from a weight pool keyed by each param's content
+ * hash: one copy per memory domain (the context's for host-addressable
+ * memory, the device's otherwise) shared by every executable and engine
+ * that uses the same bytes, freed with the last. The run memory (the
+ * intermediate arena, sized by lowering's liveness plan, and one padded
+ * buffer per graph input and output at the bucket extent E) is made by the
+ * first run or capture, not at load; sj_executable_trim gives it back and
+ * the next run makes it again. Between trims, after the first run (which
+ * may fill the device's caches), runs allocate nothing. A run whose run
+ * memory cannot be made fails with SJ_E_NOMEM naming the bucket and the
+ * bytes; the executable stays usable.
  *
  * Running: `inputs` has one tensor per graph input in declaration order;
  * every symbolic dim (any axis, several axes) must equal `active_extent`
@@ -80,6 +88,20 @@ SJ_API sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_
                                              const sj_tensor *inputs, sj_tensor *outputs);
 /* Destroys the capture and drops its pins; no capture = no-op. */
 SJ_API void sj_executable_release_capture(sj_executable *exe);
+
+/* Gives back the run memory (and the capture, which records it); the
+ * weights stay. Not while another thread runs exe. NULL is a no-op. */
+SJ_API void sj_executable_trim(sj_executable *exe);
+
+typedef struct sj_executable_memory_info {
+    uint64_t weight_bytes; /* params it uses: shared through the weight pool, not its own */
+    uint64_t arena_bytes;  /* intermediates, from the liveness plan */
+    uint64_t io_bytes;     /* padded inputs and outputs at E */
+    uint64_t run_bytes;    /* what it holds while resident: arena + io + slot tables */
+    bool resident;         /* run memory held now */
+    uint64_t materialized, trimmed; /* times the run memory was made, given back */
+} sj_executable_memory_info;
+SJ_API void sj_executable_memory(const sj_executable *exe, sj_executable_memory_info *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,190 @@
+/* An executable's memory: its params from a weight pool (one copy per
+ * memory domain, whatever the number of buckets or engines), and its run
+ * memory (arena, padded inputs and outputs, slot-pointer tables, staging),
+ * made by the first run and released by sj_executable_trim, so a loaded or
+ * precompiled bucket costs no working memory until it serves. */
+#include "executor_impl.h"
+
+#include "jit/graph/graph_impl.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Host-addressable memory is one domain per context: its pool is the
+ * context's, so every host device (workers, engines) shares one copy. */
+static sj_weight_pool *pool_for(sj_device *dev, const sj_weight_backing **backing) {
+    if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
+        *backing = sj_ctx_host_weight_backing(dev->ctx);
+        return sj_ctx_weight_pool(dev->ctx);
+    }
+    *backing = &dev->weight_backing;
+    sj_device_lock(dev);
+    if (!dev->weights && sj_weight_pool_create(dev->ctx, &dev->weights) != SJ_OK) dev->weights = NULL;
+    sj_device_unlock(dev);
+    return dev->weights;
+}
+
+static exe_param *find_param(sj_executable *e, sj_value v) {
+    for (int i = 0; i < e->n_params; i++)
+        if (e->params[i].value == v) return &e->params[i];
+    return NULL;
+}
+
+sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
+    e->params = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->params);
+    if (!e->params) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    const sj_weight_backing *backing;
+    e->weights = pool_for(e->dev, &backing);
+    if (!e->weights) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory for the weight pool");
+    for (int32_t i = 0; i < p->n_slots; i++) {
+        const sj_buffer_slot *s = &p->slots[i];
+        if (s->kind != SJ_SLOT_PARAM || find_param(e, s->index)) continue;
+        uint8_t hash[32];
+        sj_graph_param_hash(g, s->index, (size_t)s->bytes, hash);
+        exe_param *x = &e->params[e->n_params];
+        sj_status st = sj_weight_pool_acquire(e->weights, hash, g->nodes[s->index].data,
+                                              (size_t)s->bytes, backing, &x->buffer);
+        if (st != SJ_OK) {
+            sj_error_prefix(e->ctx, "executable: param '%s'",
+                            g->nodes[s->index].name ? g->nodes[s->index].name : "?");
+            return st;
+        }
+        x->value = s->index;
+        x->bytes = (size_t)s->bytes;
+        e->n_params++;
+    }
+    return SJ_OK;
+}
+
+void sj_exe_release_params(sj_executable *e) {
+    for (int i = 0; i < e->n_params; i++) sj_weight_pool_release(e->weights, e->params[i].buffer);
+    e->n_params = 0;
+}
+
+static void *slot_pointer(sj_executable *e, const sj_buffer_slot *s) {
+    switch (s->kind) {
+    case SJ_SLOT_INPUT: return e->inputs[s->index].buffer;
+    case SJ_SLOT_OUTPUT: return e->outputs[s->index].buffer;
+    case SJ_SLOT_PARAM: {
+        exe_param *x = find_param(e, s->index);
+        return x ? x->buffer : NULL;
+    }
+    case SJ_SLOT_ARENA: return (char *)e->arena + s->offset;
+    }
+    return NULL;
+}
+
+/* Caller holds the device lock (all of these go straight to the backend). */
+static void free_run_memory(sj_executable *e) {
+    sj_device *dev = e->dev;
+    bool alive = sj_device_alive(dev);
+    for (int i = 0; i < e->n_inputs; i++) {
+        if (alive && e->inputs[i].buffer) dev->ops->free(dev->impl, e->inputs[i].buffer);
+        e->inputs[i].buffer = NULL;
+    }
+    for (int i = 0; i < e->n_outputs; i++) {
+        if (alive && e->outputs[i].buffer) dev->ops->free(dev->impl, e->outputs[i].buffer);
+        e->outputs[i].buffer = NULL;
+    }
+    if (alive && e->arena) dev->ops->free(dev->impl, e->arena);
+    if (alive && e->tables) dev->ops->free(dev->impl, e->tables);
+    e->arena = e->tables = NULL;
+    sj_free(e->ctx, e->staging);
+    e->staging = NULL;
+    for (int32_t i = 0; i < e->n_launches; i++) e->launches[i].buffers = NULL;
+    e->resident = false;
+}
+
+static sj_status dev_alloc(sj_executable *e, size_t bytes, void **out) {
+    return e->dev->ops->alloc(e->dev->impl, bytes, out);
+}
+
+/* Host staging for devices the host cannot address, big enough for the
+ * largest input or output (only needed when one copies in several chunks). */
+static sj_status alloc_staging(sj_executable *e) {
+    if (e->dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) return SJ_OK;
+    size_t need = 0;
+    for (int i = 0; i < e->n_inputs; i++)
+        if (e->inputs[i].chunks_max > 1 && e->inputs[i].bytes > need) need = e->inputs[i].bytes;
+    for (int i = 0; i < e->n_outputs; i++)
+        if (e->outputs[i].chunks_max > 1 && e->outputs[i].bytes > need) need = e->outputs[i].bytes;
+    if (need == 0) return SJ_OK;
+    e->staging = sj_alloc(e->ctx, need);
+    if (!e->staging) return sj_fail(e->ctx, SJ_E_NOMEM, "out of memory for %zu bytes of staging", need);
+    return SJ_OK;
+}
+
+/* One device table of slot pointers for all launches (each launch's
+ * buffers is a window into it). */
+static sj_status upload_tables(sj_executable *e) {
+    if (e->n_launch_slots == 0) return SJ_OK;
+    size_t bytes = (size_t)e->n_launch_slots * sizeof(void *);
+    void **host = sj_alloc(e->ctx, bytes);
+    if (!host) return sj_fail(e->ctx, SJ_E_NOMEM, "out of memory for the slot table");
+    for (int32_t i = 0; i < e->n_launch_slots; i++)
+        host[i] = slot_pointer(e, &e->slots[e->launch_slots[i]]);
+    sj_status st = dev_alloc(e, bytes, &e->tables);
+    if (st == SJ_OK) st = e->dev->ops->copy(e->dev->impl, e->tables, host, bytes, SJ_COPY_H2D);
+    sj_free(e->ctx, host);
+    return st;
+}
+
+static sj_status make_run_memory(sj_executable *e) {
+    for (int i = 0; i < e->n_inputs; i++) SJ_TRY(dev_alloc(e, e->inputs[i].bytes, &e->inputs[i].buffer));
+    for (int i = 0; i < e->n_outputs; i++)
+        SJ_TRY(dev_alloc(e, e->outputs[i].bytes, &e->outputs[i].buffer));
+    if (e->arena_bytes > 0) SJ_TRY(dev_alloc(e, (size_t)e->arena_bytes, &e->arena));
+    SJ_TRY(upload_tables(e));
+    for (int32_t i = 0; i < e->n_launches; i++)
+        e->launches[i].buffers = e->tables ? (void *const *)e->tables + e->launches[i].first_slot : NULL;
+    return alloc_staging(e);
+}
+
+static size_t io_bytes(const sj_executable *e) {
+    size_t n = 0;
+    for (int i = 0; i < e->n_inputs; i++) n += e->inputs[i].bytes;
+    for (int i = 0; i < e->n_outputs; i++) n += e->outputs[i].bytes;
+    return n;
+}
+
+sj_status sj_exe_make_resident(sj_executable *e) {
+    if (e->resident) return SJ_OK;
+    sj_status st = make_run_memory(e);
+    if (st != SJ_OK) {
+        free_run_memory(e);
+        sj_error_prefix(e->ctx,
+                        "bucket %" PRId64 ": run memory (arena %" PRId64 " bytes, inputs and "
+                        "outputs %zu bytes)",
+                        e->extent, e->arena_bytes, io_bytes(e));
+        return st;
+    }
+    e->resident = true;
+    e->materialized++;
+    return SJ_OK;
+}
+
+void sj_executable_trim(sj_executable *e) {
+    if (!e) return;
+    /* A capture recorded the run memory's pointers: it goes with them. */
+    sj_executable_release_capture(e);
+    sj_device_lock(e->dev);
+    if (e->resident) e->trimmed++;
+    free_run_memory(e);
+    sj_device_unlock(e->dev);
+}
+
+void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out) {
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    sj_executable *m = (sj_executable *)e; /* the lock is not part of the logical state */
+    sj_device_lock(m->dev);
+    for (int i = 0; i < e->n_params; i++) out->weight_bytes += e->params[i].bytes;
+    out->arena_bytes = (uint64_t)e->arena_bytes;
+    out->io_bytes = io_bytes(e);
+    out->run_bytes = out->arena_bytes + out->io_bytes +
+                     (uint64_t)e->n_launch_slots * sizeof(void *);
+    out->resident = e->resident;
+    out->materialized = e->materialized;
+    out->trimmed = e->trimmed;
+    sj_device_unlock(m->dev);
+}

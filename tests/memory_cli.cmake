@@ -1,0 +1,20 @@
+# Memory flags on the command line (issue 21): a resident-bucket bound of
+# zero (or not a count) is a usage error naming the flag; a bound of one on a
+# stream over several buckets trims (resident_evictions > 0) and still
+# answers; --stats and the serve report say the weights shared, the run
+# memory per bucket and the process's peak RSS.
+set(SJ_MEM_FFN "${PROJECT_SOURCE_DIR}/examples/models/ffn.sjg")
+sj_cli_test(run_resident_zero RC 2
+  ARGS run ${SJ_MEM_FFN} --rows 3 --store none --backend host --max-resident-buckets 0
+  ERR "--max-resident-buckets must be a count of at least 1, got '0'")
+sj_cli_test(serve_resident_not_a_count RC 2
+  ARGS serve ${SJ_MEM_FFN} --store none --max-resident-buckets 2x
+  ERR "--max-resident-buckets must be a count of at least 1, got '2x'")
+sj_cli_test(run_memory_stats RC 0
+  ARGS run ${SJ_MEM_FFN} --rows 5 --store none --backend host --stats --out ${SJ_CLI_DIR}/mem_run
+  ERR "\"weight_bytes\": [1-9][0-9]*, \"run_bytes\": [1-9][0-9]*, \"resident_buckets\": 1, .*\"peak_rss_bytes\": [1-9][0-9]*, \"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": [1-9][0-9]*, \"arena_bytes\": [0-9]+, \"io_bytes\": [1-9][0-9]*, \"peak_bytes\": [1-9][0-9]*, \"resident\": true}\\]")
+sj_cli_test(serve_resident_bound RC 0
+  ARGS serve ${SJ_MEM_FFN} --store none --synthetic uniform:1:40:60:3 --workers 2 --ladder pow2:1:64
+       --max-resident-buckets 1 --stats
+  OUT "memory           weights [0-9.]+ MiB \\(shared by every bucket\\), run memory [0-9.]+ MiB in 1 resident buckets \\([1-9][0-9]* trimmed\\), peak RSS [1-9][0-9.]* MiB"
+  ERR "\"resident_buckets\": 1, \"resident_evictions\": [1-9][0-9]*, \"peak_rss_bytes\": [1-9]")
