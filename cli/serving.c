@@ -2,6 +2,7 @@
  * commands share. */
 #include "cli/serving.h"
 #include "cli/request_stream.h"
+#include "core/hash.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -124,7 +125,7 @@ int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
         uint64_t state = seed + (uint64_t)i;
         int64_t n = sj_tensor_numel(&in[i]);
         for (int64_t k = 0; k < n; k++)
-            in[i].data[k] = (float)((double)(cli_splitmix64(&state) >> 40) / 8388608.0 - 1.0);
+            in[i].data[k] = (float)((double)(sj_splitmix64(&state) >> 40) / 8388608.0 - 1.0);
     }
     return CLI_EXIT_OK;
 }

@@ -1,6 +1,7 @@
 /* String -> int map for the .sjg parser and printer (names are looked up
  * once per operand, so a linear scan would make big graphs quadratic). */
 #include "sjg_impl.h"
+#include "core/hash.h"
 
 #include <string.h>
 
