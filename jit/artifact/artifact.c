@@ -85,4 +85,3 @@ sj_status sj_artifact_find_code(const sj_artifact *a, sj_code_format fmt, const 
         }
     return sj_fail(a->ctx, SJ_E_NOT_FOUND, "artifact: no code of format %d", (int)fmt);
 }
-
