@@ -8,20 +8,14 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/hash.h"
 
 #define DEFAULT_COUNT 1000
 #define MAX_COUNT 10000000
 
-uint64_t cli_splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in (0, 1): never 0, so log() is finite. */
 static double unit(uint64_t *state) {
-    return ((double)(cli_splitmix64(state) >> 11) + 0.5) / 9007199254740992.0;
+    return ((double)(sj_splitmix64(state) >> 11) + 0.5) / 9007199254740992.0;
 }
 
 void cli_stream_free(cli_stream *s) {
@@ -109,7 +103,7 @@ int cli_stream_synthetic(const char *cmd, const char *spec, cli_stream *out) {
             double x = round(median * exp(sigma * z));
             v = x < 1 ? 1 : x > (double)hi ? hi : (int64_t)x;
         } else {
-            v = lo + (int64_t)(cli_splitmix64(&state) % (uint64_t)(hi - lo + 1));
+            v = lo + (int64_t)(sj_splitmix64(&state) % (uint64_t)(hi - lo + 1));
         }
         out->sizes[i] = v;
         if (v > out->max) out->max = v;

@@ -29,7 +29,5 @@ int cli_stream_trace(const char *cmd, const char *path, cli_stream *out);
 int cli_stream_resize(const char *cmd, cli_stream *s, size_t n);
 void cli_stream_free(cli_stream *s);
 
-/* splitmix64: the seeded generator behind streams and random inputs. */
-uint64_t cli_splitmix64(uint64_t *state);
 
 #endif

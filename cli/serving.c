@@ -3,7 +3,7 @@
 #include "cli/serving.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
-#include "shapejit/ext/bucketed_cache.h"
+#include "core/hash.h"
 
 #include <stdint.h>
 
@@ -210,7 +210,7 @@ int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
         int64_t n = sj_tensor_numel(&in[i]);
         /* floats in [-1, 1); ints (token ids, positions) in [0, 8); bools 0/1 */
         for (int64_t k = 0; k < n; k++) {
-            uint64_t r = cli_splitmix64(&state) >> 40;
+            uint64_t r = sj_splitmix64(&state) >> 40;
             if (d.dtype == SJ_I64) in[i].i64[k] = (int64_t)(r & 7);
             else if (d.dtype == SJ_I32) in[i].i32[k] = (int32_t)(r & 7);
             else if (d.dtype == SJ_BOOL) in[i].b8[k] = (uint8_t)(r & 1);

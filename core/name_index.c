@@ -5,14 +5,9 @@
 #include <string.h>
 
 #include "core_impl.h"
+#include "hash.h"
 
 #define EMPTY (-1)
-
-uint64_t sj_hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 void sj_name_index_init(sj_name_index *ix, sj_name_of_fn name_of, const void *owner) {
     memset(ix, 0, sizeof *ix);

@@ -31,9 +31,6 @@ typedef struct sj_name_index {
     const void *owner;
 } sj_name_index;
 
-/* FNV-1a: short names (a few dozen bytes) hash fast and spread well. */
-uint64_t sj_hash_str(const char *s);
-
 void sj_name_index_init(sj_name_index *ix, sj_name_of_fn name_of, const void *owner);
 void sj_name_index_free(sj_ctx *ctx, sj_name_index *ix);
 

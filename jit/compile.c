@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/emitter.h"
 
@@ -15,27 +16,21 @@ void sj_compile_options_init(sj_compile_options *o) {
                               .blas_min_work = SJ_COMPILE_BLAS_DEFAULT};
 }
 
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t mix_i64(uint64_t h, int64_t v) {
     uint8_t b[8];
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
-    return mix(h, b, 8);
+    return sj_fnv1a(h, b, 8);
 }
 
 /* Strings hash with their length so adjacent fields cannot run together. */
 static uint64_t mix_str(uint64_t h, const char *s) {
     if (!s) return mix_i64(h, -1);
     size_t n = strlen(s);
-    return mix(mix_i64(h, (int64_t)n), s, n);
+    return sj_fnv1a(mix_i64(h, (int64_t)n), s, n);
 }
 
 uint64_t sj_compile_options_hash(const sj_compile_options *o) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = SJ_FNV_OFFSET;
     h = mix_str(h, "shapejit-compile-options-v1");
     h = mix_i64(h, o->target);
     h = mix_i64(h, o->opt_level);

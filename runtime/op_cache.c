@@ -9,6 +9,7 @@
 #include "device_impl.h"
 #include "shapejit/ext/op_cache.h"
 #include "core/array.h"
+#include "core/hash.h"
 
 #include <string.h>
 
@@ -55,13 +56,8 @@ struct sj_op_cache {
     size_t n_counters, cap_counters;
 };
 
-static uint64_t fnv1a(const char *s, uint64_t h) {
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t kernel_hash(const sj_module *m, const char *name) {
-    return fnv1a(name, 1469598103934665603ull ^ ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull));
+    return sj_fnv1a_str(SJ_FNV_OFFSET ^ ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull), name);
 }
 
 sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) {
@@ -275,7 +271,7 @@ bool sj_op_cache_alloc_fell_back(sj_op_cache *oc) { return atomic_load(&oc->fell
 bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint32_t n,
                              uint32_t k) {
     if (!oc || !name) return false;
-    shape_key key = {fnv1a(name, 1469598103934665603ull), m, n, k};
+    shape_key key = {sj_hash_str(name), m, n, k};
     pthread_mutex_lock(&oc->lock);
     bool fresh = true;
     for (size_t i = 0; i < oc->n_shapes && fresh; i++) {

@@ -1,6 +1,6 @@
 /* put, get, rm and the counters: the paths the compile cache uses. */
 #include "store_impl.h"
-#include "shapejit/graph.h" /* sj_hash_hex */
+#include "core/hash.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,8 +22,8 @@ static void unhex(const unsigned char *hex, uint8_t out[32]) {
 /* Binds the 9 key columns to parameters first..first+8 of st; gh and oh
  * hold the hex hashes until the statement has run. */
 static void bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
-    sj_hash_hex(k->graph_hash, gh);
-    sj_hash_hex(k->options_hash, oh);
+    sj_hex_encode(k->graph_hash, 32, gh);
+    sj_hex_encode(k->options_hash, 32, oh);
     sqlite3_bind_text(st, first, gh, 64, SQLITE_STATIC);
     sqlite3_bind_int64(st, first + 1, k->extent);
     sqlite3_bind_text(st, first + 2, oh, 64, SQLITE_STATIC);

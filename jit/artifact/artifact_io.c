@@ -2,17 +2,12 @@
  * size against what remains before it allocates or copies anything. */
 #include <string.h>
 
+#include "core/hash.h"
 #include "jit/artifact/artifact_impl.h"
 #include "jit/lower/lower.h"
 
 static const char magic[8] = {'S', 'J', 'A', 'R', 'T', 'I', 'F', 'C'};
 enum { HEADER_BYTES = 24, TRAILER_BYTES = 8 };
-
-static uint64_t fnv1a64(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* ---- writer: a sizing pass (buf NULL) then a writing pass ---- */
 
@@ -96,7 +91,7 @@ sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len
     put_u32(&w, 0);
     put_u64(&w, sizing.pos);
     put_body(&w, a);
-    put_u64(&w, fnv1a64(w.buf, w.pos));
+    put_u64(&w, sj_fnv1a(SJ_FNV_OFFSET, w.buf, w.pos));
     *out = w.buf;
     *len = w.pos;
     return SJ_OK;
@@ -264,7 +259,7 @@ sj_status sj_artifact_deserialize(sj_ctx *ctx, const void *bytes, size_t len, sj
         return sj_fail(ctx, SJ_E_CORRUPT, "artifact: body of %llu bytes in %zu bytes (truncated?)",
                        (unsigned long long)body, len);
     reader t = {ctx, p, len - TRAILER_BYTES, len, SJ_OK};
-    if ((uint64_t)get_i64(&t, "checksum") != fnv1a64(p, len - TRAILER_BYTES))
+    if ((uint64_t)get_i64(&t, "checksum") != sj_fnv1a(SJ_FNV_OFFSET, p, len - TRAILER_BYTES))
         return sj_fail(ctx, SJ_E_CORRUPT, "artifact: checksum mismatch (altered bytes)");
     if (version != SJ_ARTIFACT_FORMAT_VERSION)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "artifact: format version %u, this build reads %u",

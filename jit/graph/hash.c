@@ -10,6 +10,7 @@
  * Names and unreachable nodes never enter the stream, and nothing depends
  * on the order in which independent nodes were appended. */
 #include "graph_impl.h"
+#include "core/hash.h"
 
 #include <llvm-c/blake3.h>
 #include <string.h>
@@ -245,11 +246,4 @@ void sj_graph_hash(const sj_graph *g, uint8_t out[32]) {
     pthread_mutex_unlock(&memo->hash_lock);
 }
 
-void sj_hash_hex(const uint8_t hash[32], char out[65]) {
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = digits[hash[i] >> 4];
-        out[2 * i + 1] = digits[hash[i] & 15];
-    }
-    out[64] = '\0';
-}
+void sj_hash_hex(const uint8_t hash[32], char out[65]) { sj_hex_encode(hash, 32, out); }

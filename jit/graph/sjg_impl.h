@@ -5,6 +5,7 @@
 #define SJ_SJG_IMPL_H
 
 #include "graph_impl.h"
+#include "core/name_index.h"
 
 #include <stdarg.h>
 
@@ -54,12 +55,19 @@ bool sjg_is_reserved(const char *word);
 bool sjg_is_plain_name(const char *s);
 
 /* String -> int map with owned keys: value names while parsing, printed
- * names while printing. Open addressing, grows at 50% load. */
+ * names while printing. The pairs live here (id i = the i-th put); core's
+ * name index finds them. Must not be copied after init (the index points
+ * back at it). */
+typedef struct sjg_name {
+    char *key;
+    int val;
+} sjg_name;
+
 typedef struct sjg_names {
     sj_ctx *ctx;
-    char **keys;
-    int *vals;
-    size_t cap, count;
+    sjg_name *items;
+    size_t count, cap;
+    sj_name_index ix;
 } sjg_names;
 
 void sjg_names_init(sjg_names *m, sj_ctx *ctx);

@@ -1,63 +1,44 @@
 /* String -> int map for the .sjg parser and printer (names are looked up
- * once per operand, so a linear scan would make big graphs quadratic). */
+ * once per operand, so a linear scan would make big graphs quadratic): the
+ * owned keys and their values in arrays, found through core's name index,
+ * the library's one name map. */
 #include "sjg_impl.h"
+#include "core/array.h"
 
 #include <string.h>
+
+static const char *key_of(const void *owner, int32_t id) {
+    return ((const sjg_names *)owner)->items[id].key;
+}
 
 void sjg_names_init(sjg_names *m, sj_ctx *ctx) {
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
+    sj_name_index_init(&m->ix, key_of, m);
 }
 
 void sjg_names_free(sjg_names *m) {
-    for (size_t i = 0; i < m->cap; i++) sj_free(m->ctx, m->keys[i]);
-    sj_free(m->ctx, m->keys);
-    sj_free(m->ctx, m->vals);
+    for (size_t i = 0; i < m->count; i++) sj_free(m->ctx, m->items[i].key);
+    sj_free(m->ctx, m->items);
+    sj_name_index_free(m->ctx, &m->ix);
     memset(m, 0, sizeof *m);
 }
 
-static size_t slot_of(char *const *keys, size_t cap, const char *key) {
-    size_t i = (size_t)sj_hash_str(key) & (cap - 1);
-    while (keys[i] && strcmp(keys[i], key) != 0) i = (i + 1) & (cap - 1);
-    return i;
-}
-
 int sjg_names_get(const sjg_names *m, const char *key) {
-    if (!m->cap) return -1;
-    size_t i = slot_of(m->keys, m->cap, key);
-    return m->keys[i] ? m->vals[i] : -1;
-}
-
-static sj_status grow(sjg_names *m) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    char **keys = sj_calloc(m->ctx, cap, sizeof *keys);
-    int *vals = sj_calloc(m->ctx, cap, sizeof *vals);
-    if (!keys || !vals) {
-        sj_free(m->ctx, keys);
-        sj_free(m->ctx, vals);
-        return sj_fail(m->ctx, SJ_E_NOMEM, "out of memory in the name table");
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        size_t j = slot_of(keys, cap, m->keys[i]);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    sj_free(m->ctx, m->keys);
-    sj_free(m->ctx, m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    return SJ_OK;
+    int32_t id = sj_name_index_find(&m->ix, key);
+    return id < 0 ? -1 : m->items[id].val;
 }
 
 sj_status sjg_names_put(sjg_names *m, const char *key, int val) {
-    if ((m->count + 1) * 2 > m->cap) SJ_TRY(grow(m));
-    size_t i = slot_of(m->keys, m->cap, key);
+    if (m->count >= INT32_MAX) return sj_fail(m->ctx, SJ_E_OUT_OF_RANGE, "too many names");
     char *k = sj_strdup(m->ctx, key);
-    if (!k) return sj_fail(m->ctx, SJ_E_NOMEM, "out of memory in the name table");
-    m->keys[i] = k;
-    m->vals[i] = val;
+    if (!k || !sj_array_reserve(m->ctx, (void **)&m->items, &m->cap, m->count + 1, sizeof *m->items) ||
+        !sj_name_index_reserve(m->ctx, &m->ix, 1)) {
+        sj_free(m->ctx, k);
+        return sj_fail(m->ctx, SJ_E_NOMEM, "out of memory in the name table");
+    }
+    m->items[m->count] = (sjg_name){k, val};
+    sj_name_index_add(&m->ix, (int32_t)m->count);
     m->count++;
     return SJ_OK;
 }

@@ -1,24 +1,18 @@
 /* Where a .sjg param's weights come from: an inline list, fill(v),
  * random(seed=, scale=) or npy("file") next to the graph. */
 #include "sjg_parse_impl.h"
+#include "core/hash.h"
 #include "shapejit/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* Documented in docs/sjg.md; the printer writes the values out, so changing
  * this only changes what old texts mean, never a printed graph. */
 static void random_fill(uint64_t seed, double scale, float *out, int64_t n) {
     uint64_t state = seed;
     for (int64_t i = 0; i < n; i++) {
-        double u = (double)(splitmix64(&state) >> 40) / 16777216.0;
+        double u = (double)(sj_splitmix64(&state) >> 40) / 16777216.0;
         out[i] = (float)(scale * (2.0 * u - 1.0));
     }
 }

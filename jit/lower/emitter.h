@@ -19,7 +19,7 @@ typedef struct sj_emitter {
 } sj_emitter;
 
 extern const sj_emitter sj_host_emitter;
-extern const sj_emitter sj_nvptx_emitter; /* jit/nvrtc/gpu_emitters.c */
+extern const sj_emitter sj_nvptx_emitter; /* jit/gpu/gpu_emitters.c */
 extern const sj_emitter sj_nvrtc_emitter;
 
 #endif

@@ -1,0 +1,87 @@
+#!/bin/sh
+# The layer check (docs/ARCHITECTURE.md "Layers"): every symbol an object
+# file of the library uses from another object file must be defined in a
+# module its own module may use. Modules are source folders; the rules
+# below are the allowed edges, and anything else is a wrong-way edge.
+#
+#   check_layers.sh NM OBJECT_LIST_FILE
+#
+# OBJECT_LIST_FILE names the library's object files one a line, as CMake
+# writes them (.../sj_objects.dir/<source path>.o); the module of an object
+# is its source folder (jit/onnx/gen, the generated protobuf code, counts as
+# jit/onnx). Exit 0 when every edge is allowed, 1 listing the wrong ones,
+# 2 when it cannot read the objects.
+set -eu
+NM=$1
+LIST=$2
+
+# module: the modules it may use (besides itself). Layers, bottom up: core;
+# jit (graph < onnx < model; graph < lower < artifact < llvm < gpu < the
+# jit/ root's compile.c; runtime_only stands in for llvm and gpu); runtime
+# and store beside each other; cache above both.
+RULES='
+core:
+jit/graph: core
+jit/onnx: core jit/graph
+jit/model: core jit/graph jit/onnx
+jit/lower: core jit/graph
+jit/artifact: core jit/graph jit/lower
+jit/llvm: core jit/graph jit/lower jit/artifact
+jit/gpu: core jit/graph jit/lower jit/artifact jit/llvm
+jit/runtime_only: core jit/graph jit/lower jit/artifact
+jit: core jit/graph jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only
+runtime: core jit/graph jit/onnx jit/model jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only jit
+store: core jit/graph jit/onnx jit/model jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only jit
+cache: core jit/graph jit/onnx jit/model jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only jit runtime store
+'
+
+syms=$(mktemp)
+trap 'rm -f "$syms"' EXIT
+n=0
+while IFS= read -r obj; do
+    [ -n "$obj" ] || continue
+    src=${obj#*sj_objects.dir/}
+    mod=$(dirname "$src")
+    case $mod in jit/onnx/gen) mod=jit/onnx ;; esac
+    if ! "$NM" "$obj" >"$syms.one" 2>"$syms.err"; then
+        echo "check_layers: $NM $obj failed: $(cat "$syms.err")" >&2
+        rm -f "$syms.one" "$syms.err"
+        exit 2
+    fi
+    awk -v m="$mod" -v f="$src" '$1 == "U" { print "U", $2, m, f }
+        NF == 3 && $2 ~ /^[TDBRCVW]$/ { print "D", $3, m, f }' "$syms.one" >>"$syms"
+    n=$((n + 1))
+done <"$LIST"
+rm -f "$syms.one" "$syms.err"
+if [ "$n" -eq 0 ]; then
+    echo "check_layers: no object files listed in $LIST" >&2
+    exit 2
+fi
+known=$(printf '%s\n' "$RULES" | awk -F: 'NF > 1 { printf "%s ", $1 }')
+printf '%s\n' "$RULES" | awk -v known="$known" '
+    FILENAME == "-" {
+        if (split($0, kv, ":") < 2) next
+        n = split(kv[2], to, " ")
+        for (i = 1; i <= n; i++) ok[kv[1] SUBSEP to[i]] = 1
+        next
+    }
+    $1 == "D" { def[$2] = $3; deffile[$2] = $4; next }
+    $1 == "U" { nu++; us[nu] = $2; um[nu] = $3; uf[nu] = $4 }
+    END {
+        split(known, k, " ")
+        for (i in k) isknown[k[i]] = 1
+        for (i = 1; i <= nu; i++) {
+            if (!isknown[um[i]]) { unknown[um[i]] = uf[i]; continue }
+            if (!(us[i] in def)) continue          # a system library symbol
+            dst = def[us[i]]
+            if (dst == um[i] || ok[um[i] SUBSEP dst]) continue
+            bad++
+            printf "wrong-way edge %s -> %s: %s uses %s (defined in %s)\n", um[i], dst, uf[i], us[i], deffile[us[i]]
+        }
+        for (m in unknown) {
+            bad++
+            printf "module %s (%s) is in no layer: add it to the rules in tests/check_layers.sh\n", m, unknown[m]
+        }
+        if (bad) exit 1
+        printf "layers: %d uses across the library, every edge points down\n", nu
+    }' - "$syms"
