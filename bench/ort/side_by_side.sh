@@ -13,6 +13,7 @@ root=$PWD
 scripts/install-deps.sh
 venv=${SJ_BENCH_VENV:-build-python/bench-venv}
 [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+venv=$(realpath "$venv")
 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
     numpy onnxruntime onnx matplotlib scikit-build-core
 # A kept build folder makes a re-run after a change an incremental build.
@@ -20,4 +21,4 @@ venv=${SJ_BENCH_VENV:-build-python/bench-venv}
     -C build-dir=build-python/bench-wheel .
 mkdir -p build-python/bench-ort
 cd build-python
-exec "$root/$venv/bin/python" "$root/bench/ort/side_by_side.py" --out "$root/build-python/bench-ort" "$@"
+exec "$venv/bin/python" "$root/bench/ort/side_by_side.py" --out "$root/build-python/bench-ort" "$@"
