@@ -20,6 +20,12 @@
  *              the normalised prologue value (layernorm: * scale + bias).
  *   MATMUL     dims [b0, b1, m, n, k]; reduced = {k}; a and b are loads;
  *              acc = alpha * sum_k a*b; out = epilogue(acc).
+ *   ATTENTION  dims [b0, b1, m, l, c]: m queries, l keys, c the output's
+ *              head dim; out = softmax(q kT * alpha + mask) v, loads q
+ *              [b0, b1, m, -, c<dk], kt [b0, b1, -, l, c<dk], v
+ *              [b0, b1, -, l, c], mask [b0, b1, m, l, -] (the load index
+ *              of each in att[0..3], mask -1 = none); reduced = {l}. Host
+ *              only (lowering's `attention` option); no epilogue.
  * Buffer 0 of a launch is always the output, written only at active points. */
 #ifndef SJ_LOWER_KERNEL_H
 #define SJ_LOWER_KERNEL_H
@@ -38,7 +44,8 @@ typedef enum sj_kernel_kind {
     SJ_KK_SOFTMAX,
     SJ_KK_LOG_SOFTMAX,
     SJ_KK_LAYERNORM,
-    SJ_KK_MATMUL
+    SJ_KK_MATMUL,
+    SJ_KK_ATTENTION
 } sj_kernel_kind;
 
 typedef enum sj_kexpr_kind {
@@ -77,6 +84,8 @@ typedef struct sj_kernel {
     float epsilon;    /* LAYERNORM */
     float alpha;      /* MATMUL */
     int32_t a, b;     /* MATMUL: load indices */
+    int32_t att[4];   /* ATTENTION: q, kt, v, mask load indices */
+    int64_t att_dk;   /* ATTENTION: q's and kt's head dim */
     int n_buffers;
     int n_exprs;
     size_t cap_exprs;
