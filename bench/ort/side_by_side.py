@@ -3,12 +3,14 @@
 bench/ort/side_by_side.sh, which makes the venv and installs both).
 
 For each model and thread count, one child process per runtime loads the
-model, runs every N once (compiling shapejit's buckets into a store shared
-by both thread counts, so the timed figures are warm), then times each N:
-the median of BATCHES batch means of wall time per request. The child also
-reports its peak RSS above what it held before loading the model, and saves
-its outputs; the parent compares them (np.allclose) and writes a Markdown
-table and a PNG chart of the latency ratio against N.
+model and runs every N once (compiling shapejit's buckets into a store
+shared by the later children, so timed figures are warm), saves its outputs
+and reports its peak RSS above what it held before loading the model. Then
+one child holds both runtimes and times each N: BATCHES batches of each,
+alternating shapejit and ORT so that load from other processes on a shared
+machine hits both alike; the figure is the median of the batch means of wall
+time per request. The parent compares the outputs (np.allclose) and writes a
+Markdown table and a PNG chart of the latency ratio against N.
 
 onnxruntime runs with intra_op_num_threads = the thread count,
 ORT_SEQUENTIAL and ORT_ENABLE_ALL. Its Python call overhead is measured on an
@@ -149,75 +151,91 @@ def _rss_kib():
     return 0
 
 
-def time_per_call(fn, budget_s):
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    per_batch = max(1, int(budget_s / BATCHES / one))
-    means = []
+def interleaved(fns, budget_s):
+    """Median per-call ns of each fn, their batches alternating so that load
+    from other processes hits all of them alike."""
+    per = []
+    for fn in fns:
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        one = max(time.perf_counter() - t0, 1e-7)
+        per.append(max(1, int(budget_s / BATCHES / len(fns) / one)))
+    means = [[] for _ in fns]
     for _ in range(BATCHES):
-        t0 = time.perf_counter_ns()
-        for _ in range(per_batch):
-            fn()
-        means.append((time.perf_counter_ns() - t0) / per_batch)
-    return statistics.median(means)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter_ns()
+            for _ in range(per[i]):
+                fn()
+            means[i].append((time.perf_counter_ns() - t0) / per[i])
+    return [statistics.median(m) for m in means]
+
+
+def ort_session(path, threads):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def sj_session(model, threads, store, res):
+    import shapejit
+    kw = {"dynamic": model.get("dynamic"), "dims": model.get("dims")}
+    try:
+        return shapejit.InferenceSession(model["path"], store=store, threads=threads, **kw)
+    except shapejit.Error as exc:
+        if threads == 1 or "thread" not in str(exc):
+            raise
+        # No intra-request threads in this build: say so and run one.
+        res["note"] = f"shapejit ran 1 thread ({str(exc).split(':')[-1].strip()})"
+        return shapejit.InferenceSession(model["path"], store=store, threads=1, **kw)
 
 
 def child(args):
+    """--runtime shapejit|ort: load, run every N once (outputs saved), peak
+    RSS. --runtime both: the timings, both runtimes in this one process."""
     model = json.loads(args.child)
     sizes = [int(s) for s in args.sizes.split(",")]
     threads = args.threads_one
     res = {"sizes": {}, "note": ""}
     rss0 = _rss_kib()
-    if args.runtime == "ort":
-        import onnxruntime as ort
-
-        def session(path):
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = threads
-            so.inter_op_num_threads = 1
-            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-        ident = session(model["identity"])
-        x1 = np.zeros((1, 1), np.float32)
-        res["call_overhead_ns"] = time_per_call(lambda: ident.run(None, {"x": x1}),
-                                                args.budget_ms / 1e3)
-        sess = session(model["path"])
-        inputs = [(i.name, i.shape[-1]) for i in sess.get_inputs()]
-        names = [o.name for o in sess.get_outputs()]
-        run = lambda feed: sess.run(None, feed)  # noqa: E731
-    else:
-        import shapejit
-        kw = {"dynamic": model.get("dynamic"), "dims": model.get("dims")}
-        try:
-            sess = shapejit.InferenceSession(model["path"], store=args.store, threads=threads, **kw)
-        except shapejit.InvalidArgumentError as exc:
-            if threads == 1:
-                raise
-            # No intra-request threads in this build: say so and run one.
-            res["note"] = f"threads={threads} refused ({exc}); ran 1"
-            sess = shapejit.InferenceSession(model["path"], store=args.store, threads=1, **kw)
-        inputs = [(i.name, i.shape[-1]) for i in sess.get_inputs()]
-        names = [o.name for o in sess.get_outputs()]
-        run = lambda feed: sess.run(None, feed)  # noqa: E731
+    sessions = {}
+    if args.runtime in ("ort", "both"):
+        sessions["ort"] = ort_session(model["path"], threads)
+    if args.runtime in ("shapejit", "both"):
+        sessions["shapejit"] = sj_session(model, threads, args.store, res)
+    any_sess = next(iter(sessions.values()))
+    inputs = [(i.name, i.shape[-1]) for i in any_sess.get_inputs()]
+    names = [o.name for o in any_sess.get_outputs()]
     outs = {}
     for n in sizes:
         feed = feed_for(model, n, inputs)
         try:
-            got = run(feed)
+            got = {k: s.run(None, feed) for k, s in sessions.items()}
         except Exception as exc:  # a size the model cannot take (e.g. past its positions)
             res["sizes"][n] = {"error": str(exc).splitlines()[0][:160]}
             continue
-        for name, a in zip(names, got):
-            outs[f"{n}:{name}"] = a
-        res["sizes"][n] = {"ns": time_per_call(lambda: run(feed), args.budget_ms / 1e3)}
+        if args.runtime != "both":
+            for name, a in zip(names, got[args.runtime]):
+                outs[f"{n}:{name}"] = a
+            res["sizes"][n] = {}
+            continue
+        sj, rt = sessions["shapejit"], sessions["ort"]
+        ns = interleaved([lambda: sj.run(None, feed), lambda: rt.run(None, feed)],
+                         args.budget_ms / 1e3)
+        res["sizes"][n] = {"sj_ns": ns[0], "ort_ns": ns[1]}
+    if args.runtime == "both":
+        ident = ort_session(model["identity"], threads)
+        x1 = {"x": np.zeros((1, 1), np.float32)}
+        res["call_overhead_ns"] = interleaved([lambda: ident.run(None, x1)], args.budget_ms / 1e3)[0]
     res["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     res["peak_over_start_mib"] = round(
         (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024, 1)
-    np.savez(args.outputs, **outs)
+    if args.outputs:
+        np.savez(args.outputs, **outs)
     print(json.dumps(res))
 
 
@@ -226,12 +244,15 @@ def child(args):
 def run_child(runtime, model, threads, args, tmp):
     out_npz = tmp / f"{model['name']}-{runtime}-{threads}.npz"
     cmd = [sys.executable, __file__, "--runtime", runtime, "--child", json.dumps(model),
-           "--threads-one", str(threads), "--sizes", args.sizes, "--outputs", str(out_npz),
+           "--threads-one", str(threads), "--sizes", args.sizes,
            "--budget-ms", str(args.budget_ms), "--store", str(tmp / "store.db")]
+    if runtime != "both":
+        cmd += ["--outputs", str(out_npz)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return {"failed": (p.stderr.strip().splitlines() or ["?"])[-1][:200]}, None
-    return json.loads(p.stdout.strip().splitlines()[-1]), dict(np.load(out_npz))
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    return res, None if runtime == "both" else dict(np.load(out_npz))
 
 
 def compare(a, b, n):
@@ -271,25 +292,30 @@ def main():
         model["identity"] = ident
         for t in [int(x) for x in args.threads.split(",")]:
             sj, sj_out = run_child("shapejit", model, t, args, tmp)
-            rt, rt_out = run_child("ort", model, t, args, tmp)
-            raw[f"{name}/{t}"] = {"shapejit": sj, "ort": rt}
+            rt, rt_out = ({}, None) if "failed" in sj else run_child("ort", model, t, args, tmp)
+            both = {} if "failed" in sj or "failed" in rt else run_child("both", model, t, args,
+                                                                        tmp)[0]
+            raw[f"{name}/{t}"] = {"shapejit": sj, "ort": rt, "timing": both}
             print(f"{name} threads={t}: shapejit {sj.get('failed', 'ok')}, "
                   f"ort {rt.get('failed', 'ok')}", file=sys.stderr, flush=True)
-            if "failed" in sj or "failed" in rt:
-                rows.append((name, t, None, sj.get("failed") or rt.get("failed")))
-                continue
-            for n in sizes:
-                a, b = sj["sizes"][str(n)], rt["sizes"][str(n)]
-                if "error" in a or "error" in b:
-                    rows.append((name, t, n, a.get("error") or b.get("error")))
-                    continue
-                ok = compare(sj_out, rt_out, n)
-                ov = rt["call_overhead_ns"]
-                rows.append((name, t, n, {
-                    "sj_us": a["ns"] / 1e3, "ort_us": b["ns"] / 1e3, "ort_call_us": ov / 1e3,
-                    "ratio": a["ns"] / b["ns"], "ratio_net": a["ns"] / max(b["ns"] - ov, 1.0),
-                    "allclose": ok, "sj_mib": sj["peak_over_start_mib"],
-                    "ort_mib": rt["peak_over_start_mib"], "note": sj["note"]}))
+            for what, r in (("shapejit", sj), ("ORT", rt), ("timing", both)):
+                if "failed" in r:
+                    rows.append((name, t, None, f"{what}: {r['failed']}"))
+                    break
+            else:
+                for n in sizes:
+                    a = both["sizes"][str(n)]
+                    if "error" in a:
+                        rows.append((name, t, n, a["error"]))
+                        continue
+                    ok = compare(sj_out, rt_out, n)
+                    ov = both["call_overhead_ns"]
+                    rows.append((name, t, n, {
+                        "sj_us": a["sj_ns"] / 1e3, "ort_us": a["ort_ns"] / 1e3,
+                        "ort_call_us": ov / 1e3, "ratio": a["sj_ns"] / a["ort_ns"],
+                        "ratio_net": a["sj_ns"] / max(a["ort_ns"] - ov, 1.0),
+                        "allclose": ok, "sj_mib": sj["peak_over_start_mib"],
+                        "ort_mib": rt["peak_over_start_mib"], "note": both["note"]}))
     (out / "raw.json").write_text(json.dumps(raw, indent=1))
     write_table(rows, out / "table.md")
     write_chart(rows, out / "chart.png")
