@@ -1,5 +1,5 @@
 /* The fused attention kernel host code calls (SJ_KK_ATTENTION):
- * out = softmax(q kT * scale + mask) v, one query row at a time, over blocks
+ * out = softmax(q kT * scale + mask) v, a tile of query rows at a time, over blocks
  * of keys with an online softmax (running max, running sum, accumulator
  * rescaled when the max grows), so the [M, L] scores never exist. Only the
  * active part is visited: symbolic dims loop to n, so padding keys never
@@ -20,10 +20,10 @@
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/attention_fuse.h"
 
-enum { KEY_BLOCK = 64 };
+enum { KEY_BLOCK = 64, QUERY_TILE = 8, LANES = 16 };
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define SJ_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#define SJ_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
 #else
 #define SJ_CLONES
 #endif
@@ -65,77 +65,93 @@ typedef struct desc {
 
 static int64_t bound(const desc *d, int i, int64_t n) { return (d->sym >> i) & 1 ? n : d->dims[i]; }
 
+/* Up to QUERY_TILE query rows at once, so each key block (packed with keys
+ * contiguous when kT does not have them so) serves several rows; scores are
+ * then vector FMAs over the block's keys, and the v update vector FMAs over
+ * the head dim. */
 SJ_CLONES
-static void attend_row(const desc *d, const float *restrict q, const float *restrict kt,
-                       const float *restrict v, const float *restrict mask, float *restrict out,
-                       int64_t n_keys) {
+static void attend_tile(const desc *d, const float *restrict q, const float *restrict kt,
+                        const float *restrict v, const float *restrict mask, float *restrict out,
+                        int64_t nq, int64_t n_keys) {
     const int64_t dk = d->dk, dv = d->dims[4];
-    const int64_t qc = d->st[0][4], kc = d->st[1][4], kl = d->st[1][3];
-    const int64_t vl = d->st[2][3], vc = d->st[2][4], ml = d->st[3][3], oc = d->st[4][4];
-    float qrow[SJ_ATTENTION_MAX_HEAD], acc[SJ_ATTENTION_MAX_HEAD], s[KEY_BLOCK];
-    for (int64_t c = 0; c < dk; c++) qrow[c] = q[c * qc] * d->scale;
-    for (int64_t c = 0; c < dv; c++) acc[c] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    const int64_t qm = d->st[0][2], qc = d->st[0][4], kc = d->st[1][4], kl = d->st[1][3];
+    const int64_t vl = d->st[2][3], vc = d->st[2][4], mm = d->st[3][2], ml = d->st[3][3];
+    const int64_t om = d->st[4][2], oc = d->st[4][4];
+    float qt[QUERY_TILE][SJ_ATTENTION_MAX_HEAD], acc[QUERY_TILE][SJ_ATTENTION_MAX_HEAD];
+    float kp[SJ_ATTENTION_MAX_HEAD * KEY_BLOCK], s[KEY_BLOCK], m[QUERY_TILE], l[QUERY_TILE];
+    for (int64_t r = 0; r < nq; r++) {
+        for (int64_t c = 0; c < dk; c++) qt[r][c] = q[r * qm + c * qc] * d->scale;
+        for (int64_t c = 0; c < dv; c++) acc[r][c] = 0.0f;
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
     for (int64_t j0 = 0; j0 < n_keys; j0 += KEY_BLOCK) {
         int64_t nb = n_keys - j0 < KEY_BLOCK ? n_keys - j0 : KEY_BLOCK;
+        /* Pack kp[c][j], zeros past the last key, so the score loops run a
+         * constant KEY_BLOCK (registers, no remainder); those lanes become
+         * -inf before the softmax and never reach a sum. */
         const float *kb = kt + j0 * kl;
-        if (kl == 1) { /* kT rows contiguous over keys: vectorise over the block */
-            for (int64_t j = 0; j < nb; j++) s[j] = 0.0f;
-            for (int64_t c = 0; c < dk; c++) {
-                const float *kr = kb + c * kc;
-                float qv = qrow[c];
-                for (int64_t j = 0; j < nb; j++) s[j] += qv * kr[j];
-            }
-        } else if (kc == 1) { /* k rows contiguous over the head dim: dot products */
-            for (int64_t j = 0; j < nb; j++) {
-                const float *kr = kb + j * kl;
-                float a = 0.0f;
-                for (int64_t c = 0; c < dk; c++) a += qrow[c] * kr[c];
-                s[j] = a;
-            }
-        } else {
-            for (int64_t j = 0; j < nb; j++) {
-                float a = 0.0f;
-                for (int64_t c = 0; c < dk; c++) a += qrow[c] * kb[j * kl + c * kc];
-                s[j] = a;
-            }
+        for (int64_t c = 0; c < dk; c++) {
+            float *kr = kp + c * KEY_BLOCK;
+            for (int64_t j = 0; j < nb; j++) kr[j] = kb[j * kl + c * kc];
+            for (int64_t j = nb; j < KEY_BLOCK; j++) kr[j] = 0.0f;
         }
-        if (mask) {
-            const float *mb = mask + j0 * ml;
-            for (int64_t j = 0; j < nb; j++) s[j] += mb[j * ml];
-        }
-        float mb = m;
-        for (int64_t j = 0; j < nb; j++) mb = s[j] > mb ? s[j] : mb;
-        if (mb == -INFINITY) { /* every score so far is -inf (or NaN) */
-            int nan = 0;
-            for (int64_t j = 0; j < nb; j++) nan |= s[j] != s[j];
-            if (nan) l = NAN;
-            continue;
-        }
-        float corr = exp_nonpos(m - mb);
-        float bsum = 0.0f;
-        for (int64_t j = 0; j < nb; j++) {
-            s[j] = exp_nonpos(s[j] - mb);
-            bsum += s[j];
-        }
-        l = l * corr + bsum;
-        m = mb;
-        for (int64_t c = 0; c < dv; c++) acc[c] *= corr;
         const float *vb = v + j0 * vl;
-        if (vc == 1) {
-            for (int64_t j = 0; j < nb; j++) {
-                const float *vr = vb + j * vl;
-                float p = s[j];
-                for (int64_t c = 0; c < dv; c++) acc[c] += p * vr[c];
+        for (int64_t r = 0; r < nq; r++) {
+            float sc[KEY_BLOCK] = {0};
+            for (int64_t c = 0; c < dk; c++) {
+                const float *kr = kp + c * KEY_BLOCK;
+                float qv = qt[r][c];
+                for (int j = 0; j < KEY_BLOCK; j++) sc[j] += qv * kr[j];
             }
-        } else {
-            for (int64_t j = 0; j < nb; j++)
-                for (int64_t c = 0; c < dv; c++) acc[c] += s[j] * vb[j * vl + c * vc];
+            for (int j = 0; j < KEY_BLOCK; j++) s[j] = j < nb ? sc[j] : -INFINITY;
+            if (mask) {
+                const float *mb = mask + r * mm + j0 * ml;
+                for (int64_t j = 0; j < nb; j++) s[j] += mb[j * ml];
+            }
+            float mb = m[r];
+            {
+                float part[LANES];
+                for (int t = 0; t < LANES; t++) part[t] = mb;
+                for (int j = 0; j < KEY_BLOCK; j += LANES)
+                    for (int t = 0; t < LANES; t++) part[t] = s[j + t] > part[t] ? s[j + t] : part[t];
+                for (int t = 0; t < LANES; t++) mb = part[t] > mb ? part[t] : mb;
+            }
+            if (mb == -INFINITY) { /* every score so far is -inf (or NaN) */
+                int nan = 0;
+                for (int64_t j = 0; j < nb; j++) nan |= s[j] != s[j];
+                if (nan) l[r] = NAN;
+                continue;
+            }
+            float corr = exp_nonpos(m[r] - mb);
+            float bsum = 0.0f, part[LANES] = {0};
+            for (int j = 0; j < KEY_BLOCK; j++) s[j] = exp_nonpos(s[j] - mb);
+            /* LANES partial sums in a fixed order: vector adds, and the same
+             * result on every ISA. */
+            for (int j = 0; j < KEY_BLOCK; j += LANES)
+                for (int t = 0; t < LANES; t++) part[t] += s[j + t];
+            for (int t = 0; t < LANES; t++) bsum += part[t];
+            l[r] = l[r] * corr + bsum;
+            m[r] = mb;
+            float *ar = acc[r];
+            for (int64_t c = 0; c < dv; c++) ar[c] *= corr;
+            if (vc == 1) {
+                for (int64_t j = 0; j < nb; j++) {
+                    const float *vr = vb + j * vl;
+                    float p = s[j];
+                    for (int64_t c = 0; c < dv; c++) ar[c] += p * vr[c];
+                }
+            } else {
+                for (int64_t j = 0; j < nb; j++)
+                    for (int64_t c = 0; c < dv; c++) ar[c] += s[j] * vb[j * vl + c * vc];
+            }
         }
     }
-    /* l == 0: all scores -inf, NaN like softmax's 0/0. */
-    float inv = l == 0.0f ? NAN : 1.0f / l;
-    for (int64_t c = 0; c < dv; c++) out[c * oc] = acc[c] * inv;
+    for (int64_t r = 0; r < nq; r++) {
+        /* l == 0: all scores -inf, NaN like softmax's 0/0. */
+        float inv = l[r] == 0.0f ? NAN : 1.0f / l[r];
+        for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[r][c] * inv;
+    }
 }
 
 void sj_host_attention(const int64_t *w, const float *q, const float *kt, const float *v,
@@ -152,11 +168,11 @@ void sj_host_attention(const int64_t *w, const float *q, const float *kt, const 
     int64_t n0 = bound(&d, 0, n), n1 = bound(&d, 1, n), nm = bound(&d, 2, n), nl = bound(&d, 3, n);
     for (int64_t b0 = 0; b0 < n0; b0++)
         for (int64_t b1 = 0; b1 < n1; b1++)
-            for (int64_t i = 0; i < nm; i++) {
+            for (int64_t i = 0; i < nm; i += QUERY_TILE) {
                 int64_t at[3] = {b0, b1, i}, off[5] = {0};
                 for (int j = 0; j < 5; j++)
                     for (int x = 0; x < 3; x++) off[j] += at[x] * d.st[j][x];
-                attend_row(&d, q + off[0], kt + off[1], v + off[2], mask ? mask + off[3] : NULL,
-                           out + off[4], nl);
+                attend_tile(&d, q + off[0], kt + off[1], v + off[2], mask ? mask + off[3] : NULL,
+                            out + off[4], nm - i < QUERY_TILE ? nm - i : QUERY_TILE, nl);
             }
 }
