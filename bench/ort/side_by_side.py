@@ -14,9 +14,11 @@ Markdown table and a PNG chart of the latency ratio against N.
 
 onnxruntime runs with intra_op_num_threads = the thread count,
 ORT_SEQUENTIAL and ORT_ENABLE_ALL. Its Python call overhead is measured on an
-identity model (one [1, 1] float input) in the same child and reported
-beside it; the table gives the ratio both raw and with that overhead
-subtracted from ORT's figure.
+identity model (one [1, 1] float input), timed alongside every N and
+reported beside it; the table gives the ratio raw and with that overhead
+subtracted from ORT's figure, on wall time and on process CPU time (which a
+busy shared machine disturbs far less; for one thread it is the latency an
+idle machine would show).
 
 Models: the three examples (examples/models/*.sjg, rebuilt here as ONNX with
 the same shapes and ops, since onnxruntime cannot read .sjg; weights drawn
@@ -40,7 +42,7 @@ import time
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-BATCHES = 9
+BATCHES = 11
 
 
 # ---------------------------------------------------------------- models
@@ -152,8 +154,10 @@ def _rss_kib():
 
 
 def interleaved(fns, budget_s):
-    """Median per-call ns of each fn, their batches alternating so that load
-    from other processes hits all of them alike."""
+    """Per-call ns of each fn, (wall, process CPU), medians over BATCHES
+    batches; the fns' batches alternate so that load from other processes
+    hits all of them alike. CPU time is what a one-thread request costs
+    whatever else the machine runs; wall time is the latency seen."""
     per = []
     for fn in fns:
         fn()
@@ -161,14 +165,16 @@ def interleaved(fns, budget_s):
         fn()
         one = max(time.perf_counter() - t0, 1e-7)
         per.append(max(1, int(budget_s / BATCHES / len(fns) / one)))
-    means = [[] for _ in fns]
+    wall = [[] for _ in fns]
+    cpu = [[] for _ in fns]
     for _ in range(BATCHES):
         for i, fn in enumerate(fns):
-            t0 = time.perf_counter_ns()
+            c0, t0 = time.process_time_ns(), time.perf_counter_ns()
             for _ in range(per[i]):
                 fn()
-            means[i].append((time.perf_counter_ns() - t0) / per[i])
-    return [statistics.median(m) for m in means]
+            wall[i].append((time.perf_counter_ns() - t0) / per[i])
+            cpu[i].append((time.process_time_ns() - c0) / per[i])
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(wall, cpu)]
 
 
 def ort_session(path, threads):
@@ -210,6 +216,10 @@ def child(args):
     any_sess = next(iter(sessions.values()))
     inputs = [(i.name, i.shape[-1]) for i in any_sess.get_inputs()]
     names = [o.name for o in any_sess.get_outputs()]
+    if args.runtime == "both":
+        # ORT's own call overhead, timed alongside every N.
+        ident = ort_session(model["identity"], threads)
+        x1 = {"x": np.zeros((1, 1), np.float32)}
     outs = {}
     for n in sizes:
         feed = feed_for(model, n, inputs)
@@ -224,13 +234,9 @@ def child(args):
             res["sizes"][n] = {}
             continue
         sj, rt = sessions["shapejit"], sessions["ort"]
-        ns = interleaved([lambda: sj.run(None, feed), lambda: rt.run(None, feed)],
-                         args.budget_ms / 1e3)
-        res["sizes"][n] = {"sj_ns": ns[0], "ort_ns": ns[1]}
-    if args.runtime == "both":
-        ident = ort_session(model["identity"], threads)
-        x1 = {"x": np.zeros((1, 1), np.float32)}
-        res["call_overhead_ns"] = interleaved([lambda: ident.run(None, x1)], args.budget_ms / 1e3)[0]
+        ns = interleaved([lambda: sj.run(None, feed), lambda: rt.run(None, feed),
+                          lambda: ident.run(None, x1)], args.budget_ms / 1e3)
+        res["sizes"][n] = {"sj_ns": ns[0], "ort_ns": ns[1], "call_ns": ns[2]}
     res["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     res["peak_over_start_mib"] = round(
         (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024, 1)
@@ -309,11 +315,12 @@ def main():
                         rows.append((name, t, n, a["error"]))
                         continue
                     ok = compare(sj_out, rt_out, n)
-                    ov = both["call_overhead_ns"]
+                    (sw, sc), (ow, oc), (cw, cc) = a["sj_ns"], a["ort_ns"], a["call_ns"]
                     rows.append((name, t, n, {
-                        "sj_us": a["sj_ns"] / 1e3, "ort_us": a["ort_ns"] / 1e3,
-                        "ort_call_us": ov / 1e3, "ratio": a["sj_ns"] / a["ort_ns"],
-                        "ratio_net": a["sj_ns"] / max(a["ort_ns"] - ov, 1.0),
+                        "sj_us": sw / 1e3, "ort_us": ow / 1e3, "ort_call_us": cw / 1e3,
+                        "ratio": sw / ow,
+                        "ratio_net": sw / (ow - cw) if ow > cw else None,
+                        "ratio_cpu_net": sc / (oc - cc) if oc > cc else None,
                         "allclose": ok, "sj_mib": sj["peak_over_start_mib"],
                         "ort_mib": rt["peak_over_start_mib"], "note": both["note"]}))
     (out / "raw.json").write_text(json.dumps(raw, indent=1))
@@ -322,19 +329,24 @@ def main():
     print((out / "table.md").read_text())
 
 
+def fmt(ratio):
+    return "–" if ratio is None else f"{ratio:.2f}×"
+
+
 def write_table(rows, path):
     lines = ["| model | thr | N | shapejit µs | ORT µs | ORT call µs | sj/ORT | sj/(ORT−call) |"
-             " outputs | peak MiB sj / ORT | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             " CPU: sj/(ORT−call) | outputs | peak MiB sj / ORT | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, t, n, r in rows:
         if not isinstance(r, dict):
-            lines.append(f"| {name} | {t} | {n if n else '–'} | – | – | – | – | – | – | – | {r} |")
+            lines.append(f"| {name} | {t} | {n if n else '–'} | – | – | – | – | – | – | – | – | {r} |")
             continue
         ok = r["allclose"]
         cmp_ = "–" if ok is None else (f"ok ({ok[1]:.1e})" if ok[0] else f"**DIFFER** ({ok[1]:.1e})")
         lines.append(
             f"| {name} | {t} | {n} | {r['sj_us']:.1f} | {r['ort_us']:.1f} | {r['ort_call_us']:.1f}"
-            f" | {r['ratio']:.2f}× | {r['ratio_net']:.2f}× | {cmp_} | {r['sj_mib']:.0f} / "
+            f" | {r['ratio']:.2f}× | {fmt(r['ratio_net'])} | {fmt(r['ratio_cpu_net'])} | {cmp_}"
+            f" | {r['sj_mib']:.0f} / "
             f"{r['ort_mib']:.0f} | {r['note']} |")
     path.write_text("\n".join(lines) + "\n")
 
@@ -348,15 +360,18 @@ def write_chart(rows, path):
     for ax, t in zip(axes[0], threads):
         series = {}
         for name, tt, n, r in rows:
-            if tt == t and isinstance(r, dict):
-                series.setdefault(name, []).append((n, r["ratio_net"]))
+            # One thread: CPU time (robust to a busy machine); more: wall
+            # time (CPU time would count ORT's spinning workers).
+            key = "ratio_cpu_net" if t == 1 else "ratio_net"
+            if tt == t and isinstance(r, dict) and r[key] is not None:
+                series.setdefault(name, []).append((n, r[key]))
         for name, pts in series.items():
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("N")
-        ax.set_ylabel("shapejit / (ORT − call overhead)")
+        ax.set_ylabel("shapejit / (ORT − call overhead), " + ("CPU time" if t == 1 else "wall"))
         ax.set_title(f"{t} thread{'s' if t > 1 else ''}: below 1 = shapejit faster")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
