@@ -20,10 +20,10 @@
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/attention_fuse.h"
 
-enum { KEY_BLOCK = 64, QUERY_TILE = 8, LANES = 16 };
+enum { KEY_BLOCK = 64, QUERY_TILE = 32, ROWS = 4, LANES = 16 };
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define SJ_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define SJ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SJ_CLONES
 #endif
@@ -65,85 +65,120 @@ typedef struct desc {
 
 static int64_t bound(const desc *d, int i, int64_t n) { return (d->sym >> i) & 1 ? n : d->dims[i]; }
 
-/* Up to QUERY_TILE query rows at once, so each key block (packed with keys
- * contiguous when kT does not have them so) serves several rows; scores are
- * then vector FMAs over the block's keys, and the v update vector FMAs over
- * the head dim. */
+/* Sixteen floats: a register on AVX-512, two on AVX2, four on SSE. */
+typedef float vf16 __attribute__((vector_size(64)));
+
+/* Unaligned; macros, as a function returning vf16 would have a different
+ * ABI in each clone. */
+#define LOAD16(v, p) memcpy(&(v), (p), sizeof(vf16))
+#define STORE16(p, v) memcpy((p), &(v), sizeof(vf16))
+
+/* The online softmax step of one row over a block: s holds KEY_BLOCK
+ * scores (-inf past the last key) and becomes the block's weights; returns
+ * the factor the row's accumulator must be scaled by, or -1 when the row
+ * takes nothing from this block (every score so far -inf). */
+static inline float softmax_step(float *restrict s, float *m, float *l) {
+    float mb = *m;
+    {
+        float part[LANES];
+        for (int t = 0; t < LANES; t++) part[t] = mb;
+        for (int j = 0; j < KEY_BLOCK; j += LANES)
+            for (int t = 0; t < LANES; t++) part[t] = s[j + t] > part[t] ? s[j + t] : part[t];
+        for (int t = 0; t < LANES; t++) mb = part[t] > mb ? part[t] : mb;
+    }
+    if (mb == -INFINITY) { /* every score so far is -inf (or NaN) */
+        int nan = 0;
+        for (int j = 0; j < KEY_BLOCK; j++) nan |= s[j] != s[j];
+        if (nan) *l = NAN;
+        return -1.0f;
+    }
+    float corr = exp_nonpos(*m - mb);
+    float bsum = 0.0f, part[LANES] = {0};
+    for (int j = 0; j < KEY_BLOCK; j++) s[j] = exp_nonpos(s[j] - mb);
+    /* LANES partial sums in a fixed order: vector adds, and the same result
+     * on every ISA. */
+    for (int j = 0; j < KEY_BLOCK; j += LANES)
+        for (int t = 0; t < LANES; t++) part[t] += s[j + t];
+    for (int t = 0; t < LANES; t++) bsum += part[t];
+    *l = *l * corr + bsum;
+    *m = mb;
+    return corr;
+}
+
+/* Up to QUERY_TILE query rows against every key, a block of KEY_BLOCK keys
+ * at a time. The block's kT ([dk][KEY_BLOCK]) and v ([KEY_BLOCK][dv
+ * rounded up to 16]) are packed once per tile (on the stack, under 100
+ * KiB), zero past the last key and the head dim, so the inner loops are register-blocked vector FMAs over
+ * ROWS rows: scores over 16 keys, the v update over 16 of the head dim. */
 SJ_CLONES
 static void attend_tile(const desc *d, const float *restrict q, const float *restrict kt,
                         const float *restrict v, const float *restrict mask, float *restrict out,
                         int64_t nq, int64_t n_keys) {
-    const int64_t dk = d->dk, dv = d->dims[4];
+    const int64_t dk = d->dk, dv = d->dims[4], dvp = (dv + 15) / 16 * 16;
     const int64_t qm = d->st[0][2], qc = d->st[0][4], kc = d->st[1][4], kl = d->st[1][3];
     const int64_t vl = d->st[2][3], vc = d->st[2][4], mm = d->st[3][2], ml = d->st[3][3];
     const int64_t om = d->st[4][2], oc = d->st[4][4];
     float qt[QUERY_TILE][SJ_ATTENTION_MAX_HEAD], acc[QUERY_TILE][SJ_ATTENTION_MAX_HEAD];
-    float kp[SJ_ATTENTION_MAX_HEAD * KEY_BLOCK], s[KEY_BLOCK], m[QUERY_TILE], l[QUERY_TILE];
-    for (int64_t r = 0; r < nq; r++) {
-        for (int64_t c = 0; c < dk; c++) qt[r][c] = q[r * qm + c * qc] * d->scale;
-        for (int64_t c = 0; c < dv; c++) acc[r][c] = 0.0f;
+    float kp[SJ_ATTENTION_MAX_HEAD * KEY_BLOCK], vp[KEY_BLOCK * SJ_ATTENTION_MAX_HEAD];
+    float s[ROWS][KEY_BLOCK], m[QUERY_TILE], l[QUERY_TILE], corr[ROWS];
+    int64_t nq_r = (nq + ROWS - 1) / ROWS * ROWS;
+    for (int64_t r = 0; r < nq_r; r++) {
+        for (int64_t c = 0; c < dk; c++) qt[r][c] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
+        for (int64_t c = 0; c < dvp; c++) acc[r][c] = 0.0f;
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
     for (int64_t j0 = 0; j0 < n_keys; j0 += KEY_BLOCK) {
         int64_t nb = n_keys - j0 < KEY_BLOCK ? n_keys - j0 : KEY_BLOCK;
-        /* Pack kp[c][j], zeros past the last key, so the score loops run a
-         * constant KEY_BLOCK (registers, no remainder); those lanes become
-         * -inf before the softmax and never reach a sum. */
-        const float *kb = kt + j0 * kl;
+        const float *kb = kt + j0 * kl, *vb = v + j0 * vl;
         for (int64_t c = 0; c < dk; c++) {
             float *kr = kp + c * KEY_BLOCK;
             for (int64_t j = 0; j < nb; j++) kr[j] = kb[j * kl + c * kc];
             for (int64_t j = nb; j < KEY_BLOCK; j++) kr[j] = 0.0f;
         }
-        const float *vb = v + j0 * vl;
-        for (int64_t r = 0; r < nq; r++) {
-            float sc[KEY_BLOCK] = {0};
+        for (int64_t j = 0; j < KEY_BLOCK; j++) {
+            float *vr = vp + j * dvp;
+            if (j < nb)
+                for (int64_t c = 0; c < dv; c++) vr[c] = vb[j * vl + c * vc];
+            for (int64_t c = j < nb ? dv : 0; c < dvp; c++) vr[c] = 0.0f;
+        }
+        for (int64_t r0 = 0; r0 < nq_r; r0 += ROWS) {
+            vf16 sc[ROWS][KEY_BLOCK / 16];
+            for (int r = 0; r < ROWS; r++)
+                for (int i = 0; i < KEY_BLOCK / 16; i++) sc[r][i] = (vf16){0};
             for (int64_t c = 0; c < dk; c++) {
-                const float *kr = kp + c * KEY_BLOCK;
-                float qv = qt[r][c];
-                for (int j = 0; j < KEY_BLOCK; j++) sc[j] += qv * kr[j];
-            }
-            for (int j = 0; j < KEY_BLOCK; j++) s[j] = j < nb ? sc[j] : -INFINITY;
-            if (mask) {
-                const float *mb = mask + r * mm + j0 * ml;
-                for (int64_t j = 0; j < nb; j++) s[j] += mb[j * ml];
-            }
-            float mb = m[r];
-            {
-                float part[LANES];
-                for (int t = 0; t < LANES; t++) part[t] = mb;
-                for (int j = 0; j < KEY_BLOCK; j += LANES)
-                    for (int t = 0; t < LANES; t++) part[t] = s[j + t] > part[t] ? s[j + t] : part[t];
-                for (int t = 0; t < LANES; t++) mb = part[t] > mb ? part[t] : mb;
-            }
-            if (mb == -INFINITY) { /* every score so far is -inf (or NaN) */
-                int nan = 0;
-                for (int64_t j = 0; j < nb; j++) nan |= s[j] != s[j];
-                if (nan) l[r] = NAN;
-                continue;
-            }
-            float corr = exp_nonpos(m[r] - mb);
-            float bsum = 0.0f, part[LANES] = {0};
-            for (int j = 0; j < KEY_BLOCK; j++) s[j] = exp_nonpos(s[j] - mb);
-            /* LANES partial sums in a fixed order: vector adds, and the same
-             * result on every ISA. */
-            for (int j = 0; j < KEY_BLOCK; j += LANES)
-                for (int t = 0; t < LANES; t++) part[t] += s[j + t];
-            for (int t = 0; t < LANES; t++) bsum += part[t];
-            l[r] = l[r] * corr + bsum;
-            m[r] = mb;
-            float *ar = acc[r];
-            for (int64_t c = 0; c < dv; c++) ar[c] *= corr;
-            if (vc == 1) {
-                for (int64_t j = 0; j < nb; j++) {
-                    const float *vr = vb + j * vl;
-                    float p = s[j];
-                    for (int64_t c = 0; c < dv; c++) ar[c] += p * vr[c];
+                vf16 kv[KEY_BLOCK / 16];
+                for (int i = 0; i < KEY_BLOCK / 16; i++) LOAD16(kv[i], kp + c * KEY_BLOCK + 16 * i);
+                for (int r = 0; r < ROWS; r++) {
+                    vf16 qv = (vf16){0} + qt[r0 + r][c];
+                    for (int i = 0; i < KEY_BLOCK / 16; i++) sc[r][i] += qv * kv[i];
                 }
-            } else {
-                for (int64_t j = 0; j < nb; j++)
-                    for (int64_t c = 0; c < dv; c++) ar[c] += s[j] * vb[j * vl + c * vc];
+            }
+            for (int r = 0; r < ROWS; r++) {
+                for (int i = 0; i < KEY_BLOCK / 16; i++) STORE16(s[r] + 16 * i, sc[r][i]);
+                for (int64_t j = nb; j < KEY_BLOCK; j++) s[r][j] = -INFINITY;
+                if (mask && r0 + r < nq) {
+                    const float *mr = mask + (r0 + r) * mm + j0 * ml;
+                    for (int64_t j = 0; j < nb; j++) s[r][j] += mr[j * ml];
+                }
+                corr[r] = softmax_step(s[r], &m[r0 + r], &l[r0 + r]);
+                if (corr[r] < 0.0f) { /* contributes nothing: weights 0, accumulator kept */
+                    corr[r] = 1.0f;
+                    for (int j = 0; j < KEY_BLOCK; j++) s[r][j] = 0.0f;
+                }
+            }
+            for (int64_t c0 = 0; c0 < dvp; c0 += 16) {
+                vf16 a[ROWS];
+                for (int r = 0; r < ROWS; r++) {
+                    LOAD16(a[r], acc[r0 + r] + c0);
+                    a[r] *= corr[r];
+                }
+                for (int64_t j = 0; j < nb; j++) {
+                    vf16 vv;
+                    LOAD16(vv, vp + j * dvp + c0);
+                    for (int r = 0; r < ROWS; r++) a[r] += s[r][j] * vv;
+                }
+                for (int r = 0; r < ROWS; r++) STORE16(acc[r0 + r] + c0, a[r]);
             }
         }
     }

@@ -18,9 +18,9 @@
 
 #include "jit/graph/graph_impl.h"
 
-/* The fused kernel keeps query rows, their accumulators and a block of
- * keys on the stack (under 100 KiB at this bound). */
-#define SJ_ATTENTION_MAX_HEAD 256
+/* The fused kernel keeps a tile of query rows, their accumulators and a
+ * packed block of keys and values on the stack (96 KiB at this bound). */
+#define SJ_ATTENTION_MAX_HEAD 128
 
 typedef struct sj_attention_match {
     sj_value root;            /* the p @ v node this node belongs to; -1 = not fused */
