@@ -67,13 +67,14 @@ static int fused(fixture *f, int64_t E) {
 }
 
 /* Host vs interpreter at 1, bucket-min, bucket-max and between, for the
- * buckets 64 (one key block) and 256 (several), and the one-row bucket. */
+ * bucket 1024 (fused: many key blocks and query tiles), 64 (below
+ * SJ_ATTENTION_MIN_SCORES: unfused) and the one-row bucket. */
 static void check(fixture *f, const char *what) {
     sj_compile_options o;
     sj_compile_options_init(&o);
-    static const int64_t ns64[] = {1, 33, 64, 47}, ns256[] = {1, 129, 256, 200};
-    assert_true(h_check(f->dev, f->g, 64, ns64, 4, &o, f->seed, TOL, what));
-    assert_true(h_check(f->dev, f->g, 256, ns256, 4, &o, f->seed + 1, TOL, what));
+    static const int64_t ns64[] = {1, 33, 64, 47}, ns1024[] = {1, 513, 1024, 700};
+    assert_true(h_check(f->dev, f->g, 1024, ns1024, 4, &o, f->seed, TOL, what));
+    assert_true(h_check(f->dev, f->g, 64, ns64, 4, &o, f->seed + 1, TOL, what));
     assert_true(h_check(f->dev, f->g, 1, ns64, 1, &o, f->seed + 2, TOL, what));
 }
 
@@ -93,7 +94,8 @@ static sj_value single_head(fixture *f, sj_op scale_op, sj_value mask) {
 static void test_single_head(void **state) {
     fixture *f = *state;
     assert_int_equal(sj_graph_output(f->g, single_head(f, SJ_OP_MUL, SJ_NO_VALUE), "out"), SJ_OK);
-    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 1024), 1);
+    assert_int_equal(fused(f, 64), 0);
     check(f, "single head");
 }
 
@@ -101,7 +103,8 @@ static void test_div_scale_full_mask(void **state) {
     fixture *f = *state;
     sj_value m = input(f, "mask", 2, (int64_t[]){S, S});
     assert_int_equal(sj_graph_output(f->g, single_head(f, SJ_OP_DIV, m), "out"), SJ_OK);
-    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 1024), 1);
+    assert_int_equal(fused(f, 64), 0);
     check(f, "div scale, [S, S] mask");
 }
 
@@ -127,21 +130,23 @@ static void test_multi_head(void **state) {
     assert_int_equal(sj_graph_transpose(f->g, o, (int[]){1, 0, 2}, &o), SJ_OK);
     assert_int_equal(sj_graph_reshape(f->g, o, 2, (int64_t[]){S, 32}, &y), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 1024), 1);
+    assert_int_equal(fused(f, 64), 0);
     check(f, "multi head, key mask");
 }
 
 /* The symbolic dim is a batch of fixed-length sequences, in rank 4. */
 static void test_symbolic_batch(void **state) {
     fixture *f = *state;
-    sj_value q = input(f, "q", 4, (int64_t[]){S, 2, 6, 8}), k = input(f, "k", 4, (int64_t[]){S, 2, 6, 8});
-    sj_value v = input(f, "v", 4, (int64_t[]){S, 2, 6, 8}), kt, s, p, o;
+    sj_value q = input(f, "q", 4, (int64_t[]){S, 2, 48, 8}), k = input(f, "k", 4, (int64_t[]){S, 2, 48, 8});
+    sj_value v = input(f, "v", 4, (int64_t[]){S, 2, 48, 8}), kt, s, p, o;
     assert_int_equal(sj_graph_transpose(f->g, k, (int[]){0, 1, 3, 2}, &kt), SJ_OK);
     assert_int_equal(sj_graph_matmul(f->g, q, kt, &s), SJ_OK);
     assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &p), SJ_OK);
     assert_int_equal(sj_graph_matmul(f->g, p, v, &o), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, o, "out"), SJ_OK);
-    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 1024), 1);
+    assert_int_equal(fused(f, 64), 0);
     check(f, "symbolic batch");
 }
 
@@ -182,10 +187,10 @@ static void test_causal(void **state) {
     fixture *f = *state;
     sj_value m = input(f, "mask", 2, (int64_t[]){S, S});
     assert_int_equal(sj_graph_output(f->g, single_head(f, SJ_OP_MUL, m), "out"), SJ_OK);
-    assert_int_equal(fused(f, 256), 1);
-    static const int64_t ns[] = {1, 129, 256, 200};
-    run_causal(f, 256, ns, 4, 0);
-    run_causal(f, 256, ns + 1, 3, 1);
+    assert_int_equal(fused(f, 1024), 1);
+    static const int64_t ns[] = {1, 513, 1024, 700};
+    run_causal(f, 1024, ns, 4, 0);
+    run_causal(f, 1024, ns + 1, 3, 1);
 }
 
 /* Near misses stay unfused and right: softmax over the queries,
@@ -212,7 +217,7 @@ static void test_near_misses(void **state) {
     assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s3, 1, &p3), SJ_OK);
     assert_int_equal(sj_graph_matmul(f->g, p3, v, &o3), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, o3, "sub"), SJ_OK);
-    assert_int_equal(fused(f, 64), 0);
+    assert_int_equal(fused(f, 1024), 0);
     check(f, "near misses");
 }
 
