@@ -4,7 +4,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

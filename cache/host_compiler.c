@@ -2,7 +2,7 @@
  * + the artifact format for bytes, executables on host devices for runs. */
 #include "shapejit/ext/backends.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"
 
 #include <llvm-c/blake3.h>

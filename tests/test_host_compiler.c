@@ -22,7 +22,7 @@
 #include "shapejit/ext/backends.h"
 #include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 static sj_ctx *ctx;
 static sj_graph *g; /* examples/models/ffn.sjg: x [N, 64] -> y [N, 64] */

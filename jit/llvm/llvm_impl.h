@@ -7,7 +7,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/lower/lower.h"
 
 typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
