@@ -1,6 +1,7 @@
 /* The bucketed compile cache: one executable per bucket, made once (from
  * memory, the store, or a compile), found without a lock once made. */
 #include "bucketed_cache_impl.h"
+#include "store/store_impl.h"
 
 #include <llvm-c/blake3.h>
 #include <stdio.h>
@@ -40,7 +41,8 @@ void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t e
 sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, const sj_compiler *comp,
                                    sj_store *store, const sj_bucketed_cache_config *cfg,
                                    sj_bucketed_cache **out) {
-    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (!g || !out)
+        return sj_fail(g ? sj_graph_ctx(g) : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_ctx *ctx = sj_graph_ctx(g);
     if (!ladder) return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: no ladder");
@@ -429,6 +431,13 @@ int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c) {
     return atomic_load_explicit(&c->compiled, memory_order_relaxed);
 }
 
+int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key) {
+    int i = sj_ladder_find(c->ladder, key);
+    for (; i >= 0 && i < c->n_buckets; i++)
+        if (atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire)) return i;
+    return -1;
+}
+
 sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi, bool *ready) {
     if (i < 0 || i >= c->n_buckets)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
@@ -463,6 +472,11 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->fallback_hits = atomic_load(&c->fallback_hits);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
-    sj_store_stats ss;
-    if (c->store && sj_store_stats_get(c->store, &ss) == SJ_OK) out->evictions = ss.evictions;
+    /* counters only: the SQL scan of sj_store_stats_get could fail with no
+     * one to tell */
+    if (c->store) {
+        sj_store_stats ss;
+        sj_store_counters(c->store, &ss);
+        out->evictions = ss.evictions;
+    }
 }

@@ -169,7 +169,7 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
 sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
                          sj_engine **out) {
     if (out) *out = NULL;
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (!model_path || !model_path[0])
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: no model path");
     sj_engine_config dflt;
@@ -201,7 +201,8 @@ int sj_engine_num_inputs(const sj_engine *e) { return e ? e->n_inputs : 0; }
 int sj_engine_num_outputs(const sj_engine *e) { return e ? e->n_outputs : 0; }
 
 sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out) {
-    if (!e || !out) return SJ_E_INVALID_ARG;
+    if (!e || !out)
+        return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (i < 0 || i >= e->n_inputs)
         return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "engine: input %d of %d does not exist", i,
                        e->n_inputs);
@@ -210,7 +211,8 @@ sj_status sj_engine_input(const sj_engine *e, int i, sj_value_desc *out) {
 }
 
 sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out) {
-    if (!e || !out) return SJ_E_INVALID_ARG;
+    if (!e || !out)
+        return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (i < 0 || i >= e->n_outputs)
         return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "engine: output %d of %d does not exist", i,
                        e->n_outputs);
@@ -256,7 +258,8 @@ const char *sj_engine_warning(const sj_engine *e) { return e && e->warning ? e->
 sj_bucketed_cache *sj_engine_cache(sj_engine *e) { return e ? e->cache : NULL; }
 
 sj_status sj_engine_store_key(const sj_engine *e, int64_t n, sj_store_key *out) {
-    if (!e || !out) return SJ_E_INVALID_ARG;
+    if (!e || !out)
+        return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     int i;
     SJ_TRY(sj_ladder_bucket_for(e->ladder, n, &i));
     sj_bucketed_cache_key(e->g, &e->cache->comp, sj_ladder_extent(e->ladder, i), out);

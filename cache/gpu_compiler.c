@@ -45,7 +45,8 @@ void sj_gpu_compiler_destroy(sj_gpu_compiler *gc) {
 
 sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
                                  sj_gpu_compiler **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_gpu_compiler_config defaults;
     if (!cfg) {

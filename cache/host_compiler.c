@@ -171,7 +171,8 @@ static sj_status resolve_target(sj_host_compiler *hc, const char *host_features)
 
 sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
                                   sj_host_compiler **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_host_compiler_config defaults;
     if (!cfg) {

@@ -53,7 +53,8 @@ static sj_status check_bounds(sj_ctx *ctx, const char *what, int64_t min, int64_
 }
 
 sj_status sj_ladder_pow2(sj_ctx *ctx, int64_t min, int64_t max, sj_ladder **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     SJ_TRY(check_bounds(ctx, "pow2", min, max));
     int64_t lo = next_pow2(min), hi = next_pow2(max);
@@ -82,7 +83,8 @@ static int64_t geo_next(int64_t e, double ratio, int64_t max) {
 }
 
 sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_ladder **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     SJ_TRY(check_bounds(ctx, "geo", min, max));
     if (!isfinite(ratio) || ratio <= 1.0)
@@ -109,7 +111,8 @@ sj_status sj_ladder_geo(sj_ctx *ctx, int64_t min, int64_t max, double ratio, sj_
 }
 
 sj_status sj_ladder_list(sj_ctx *ctx, const int64_t *extents, int n, sj_ladder **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (n < 1 || !extents) return sj_fail(ctx, SJ_E_INVALID_ARG, "list ladder: no extents given");
     if (n > SJ_LADDER_MAX_BUCKETS)
@@ -204,7 +207,8 @@ static sj_status parse_min_max(sj_ctx *ctx, const char *spec, const char **p, ch
 }
 
 sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (!spec) return sj_fail(ctx, SJ_E_INVALID_ARG, "ladder spec: none given");
     const char *p;

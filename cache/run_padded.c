@@ -80,9 +80,12 @@ static sj_status bind_inputs(sj_bucketed_cache *c, int64_t rows, const sj_cache_
 static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_cache_input *inputs,
                             int n_inputs, const int64_t *inners, int n_inners, sj_tensor *outputs,
                             int n_outputs, int64_t *extent_out, bool mixed) {
-    if (!c || (n_inputs && !inputs) || (n_inners && !inners) || (n_outputs && !outputs) || n_inputs < 0 ||
+    if (!c) return SJ_E_INVALID_ARG; /* no context to tell */
+    if ((n_inputs && !inputs) || (n_inners && !inners) || (n_outputs && !outputs) || n_inputs < 0 ||
         n_inners < 0)
-        return SJ_E_INVALID_ARG;
+        return sj_fail(c->ctx, SJ_E_INVALID_ARG,
+                       "run_padded: NULL or negative argument (%d inputs, %d inners, %d outputs)",
+                       n_inputs, n_inners, n_outputs);
     int ng_out = sj_graph_num_outputs(c->g), ng_in = sj_graph_num_inputs(c->g);
     if (n_outputs != ng_out)
         return sj_fail(c->ctx, SJ_E_INVALID_ARG, "run_padded: %d output tensors for a graph with %d outputs",

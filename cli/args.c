@@ -32,6 +32,19 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return CLI_EXIT_USAGE;
 }
 
+const char *cli_printable(const char *s, char *buf, size_t cap) {
+    size_t o = 0;
+    for (; *s && o + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    buf[o < cap ? o : cap - 1] = '\0';
+    return buf;
+}
+
 int cli_fail_status(const char *cmd, sj_ctx *ctx, sj_status st) {
     const char *msg = sj_ctx_last_error(ctx);
     return cli_fail(cmd, "%s", msg && msg[0] ? msg : sj_status_str(st));

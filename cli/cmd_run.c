@@ -116,7 +116,7 @@ static int file_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, const ru
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
                          d.name);
             }
-            rc = cli_fail(cmd, "--input %s: the model has no input '%s' (its inputs: %s)", spec,
+            rc = cli_usage_error(cmd, "--input %s: the model has no input '%s' (its inputs: %s)", spec,
                           name, n_in ? known : "none");
         } else if (file_of[idx]) {
             rc = cli_usage_error(cmd, "input '%s' given twice", name);
@@ -167,7 +167,8 @@ static void print_summary(const sj_graph *g, const char *dir, const sj_tensor *o
         char shape[128], path[4096];
         format_dims(&out[i], shape, sizeof shape);
         cli_output_path(dir, d.name, path, sizeof path);
-        printf("%s: %s -> %s\n  [", d.name, shape, path);
+        char name[1024];
+        printf("%s: %s -> %s\n  [", cli_printable(d.name, name, sizeof name), shape, path);
         int64_t n = sj_tensor_numel(&out[i]);
         for (int64_t k = 0; k < n && k < 6; k++) printf("%s%.6g", k ? ", " : "", out[i].data[k]);
         printf("%s]\n", n > 6 ? ", ..." : "");
@@ -220,9 +221,14 @@ static int run(const char *cmd, sj_ctx *ctx, sj_graph *g, const run_args *a, dou
     /* Rows no bucket takes fail now, not after seconds of making random
      * inputs for them. */
     if (rc == CLI_EXIT_OK && random && extent > 0) {
-        int bucket;
-        sj_status st = sj_ladder_bucket_for(sj_engine_ladder(e), extent, &bucket);
-        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+        const sj_ladder *l = sj_engine_ladder(e);
+        if (sj_ladder_find(l, extent) < 0) {
+            char spec[256];
+            sj_ladder_format(l, spec, sizeof spec);
+            rc = cli_usage_error(cmd, "--rows %lld is above the largest bucket (%lld rows) of --ladder %s; "
+                                 "give a ladder that reaches it",
+                                 (long long)extent, (long long)sj_ladder_max(l), spec);
+        }
     }
     if (rc == CLI_EXIT_OK && random)
         rc = cli_random_inputs(cmd, ctx, sj_engine_graph(e), extent > 0 ? extent : 1, (uint64_t)a->seed, files);

@@ -17,6 +17,8 @@ static const char usage[] =
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
+    "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
     "  seeded random inputs) with N worker threads through one bucketed cache and\n"
     "  reports latency percentiles, throughput, compiles and compile stalls\n"
@@ -251,10 +253,16 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     return rc;
 }
 
+int cli_cmd_serve_listen(int argc, char **argv); /* cmd_serve_http.c */
+
 int cli_cmd_serve(int argc, char **argv) {
+    /* With --listen, serve is an HTTP endpoint instead of a replayed stream. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--listen") || !strncmp(argv[i], "--listen=", 9))
+            return cli_cmd_serve_listen(argc, argv);
     const char *cmd = "serve";
     const char *trace = NULL, *synthetic = NULL;
-    int64_t workers = 2, requests = 0, seed = 0;
+    int64_t workers = 2, requests = INT64_MIN /* not given: the whole stream */, seed = 0;
     bool stats = false;
     cli_engine_args ca = {.backend.name = "host"};
     cli_model_flags model = {0};
@@ -276,8 +284,9 @@ int cli_cmd_serve(int argc, char **argv) {
     if (trace && synthetic) return cli_usage_error(cmd, "give --trace or --synthetic, not both");
     if (workers < 1 || workers > MAX_WORKERS)
         return cli_usage_error(cmd, "--workers must be in 1..%d", MAX_WORKERS);
-    if (requests < 0 || requests > 10000000)
-        return cli_usage_error(cmd, "--requests must be in 1..10000000");
+    if (requests != INT64_MIN && (requests < 1 || requests > 10000000))
+        return cli_usage_error(cmd, "--requests must be in 1..10000000, got %lld", (long long)requests);
+    if (requests == INT64_MIN) requests = 0;
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
     int brc = cli_backend_check(cmd, &ca.backend);
     if (brc != CLI_EXIT_OK) return brc;

@@ -23,7 +23,10 @@ static const char usage[] =
     "                              remove corrupt rows, evict least recently used above N\n"
     "  rm HASH_PREFIX              remove the rows of every graph whose hash starts so\n"
     "  export FILE [--graph PREFIX] write rows to FILE (all, or one graph's)\n"
-    "  import FILE                 add the rows of FILE that pass the checks\n"
+    "  import FILE                 add the rows of FILE that pass the checks (each refused\n"
+    "                              one is named, with why). The checks catch damage, not\n"
+    "                              malice: rows hold native code that runs here, so import\n"
+    "                              only archives from sources you trust\n"
     "  explain MODEL --rows N [--ladder SPEC] [--limit K]\n"
     "          [--backend host|interp|cuda [--emit llvm|nvrtc] [--arch sm_80|sm_90]]\n"
     "                              the stored rows nearest to the key a run at N rows\n"
@@ -106,6 +109,14 @@ static int ls_visit(void *user, const sj_store_entry *e) {
     }
     s->n++;
     return 0;
+}
+
+/* Why an imported record was refused, one line each on stderr. */
+static void rejected_record(void *user, const sj_store_entry *e, const char *why) {
+    char gh[65], shown[512];
+    sj_hash_hex(e->key.graph_hash, gh);
+    fprintf(stderr, "shapejit store import: rejected graph %.16s extent %lld: %s\n", gh,
+            (long long)e->key.extent, cli_printable(why, shown, sizeof shown));
 }
 
 static void bad_row(void *user, const sj_store_entry *e, const char *why) {
@@ -266,7 +277,7 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
     } else {
         ls_state ls = {a->json, 0};
         if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
-        st = sj_store_explain(s, &key, a->limit > 0 ? (int)a->limit : 3, explained, &ls);
+        st = sj_store_explain(s, &key, (int)a->limit, explained, &ls);
         if (a->json) printf("%s]", ls.n ? "\n" : "");
         else if (st == SJ_OK && ls.n == 0) printf("the store is empty: every bucket compiles\n");
         /* A native host compiler falls back on the stored CPU levels. */
@@ -281,7 +292,8 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
 
 int cli_cmd_store(int argc, char **argv) {
     const char *cmd = "store";
-    store_args a = {.max_bytes = -1, .limit = 3};
+    /* INT64_MIN: not given (so a given -1 or 0 can be refused) */
+    store_args a = {.max_bytes = INT64_MIN, .limit = INT64_MIN};
     const cli_opt opts[] = {
         {"--store", CLI_OPT_STRING, &a.store},     {"--json", CLI_OPT_FLAG, &a.json},
         {"--max-bytes", CLI_OPT_INT, &a.max_bytes}, {"--keep-corrupt", CLI_OPT_FLAG, &a.keep_corrupt},
@@ -307,6 +319,12 @@ int cli_cmd_store(int argc, char **argv) {
     if (which != 1 && (a.remote.url || a.remote.secret_file || a.remote.read_only))
         return cli_usage_error(cmd, "'%s' has no fleet tier options (only 'stats' does)", sub);
     if (a.store && !strcmp(a.store, "none")) return cli_usage_error(cmd, "--store none: there is no store to look after");
+    if (a.max_bytes != INT64_MIN && a.max_bytes < 0)
+        return cli_usage_error(cmd, "--max-bytes must be >= 0 (0 empties the store), got %lld",
+                               (long long)a.max_bytes);
+    if (a.limit != INT64_MIN && (a.limit < 1 || a.limit > 1000))
+        return cli_usage_error(cmd, "--limit must be in 1..1000, got %lld", (long long)a.limit);
+    if (a.limit == INT64_MIN) a.limit = 3;
     char path[4096];
     int prc = cli_store_path(cmd, a.store, path, sizeof path);
     if (prc != CLI_EXIT_OK) return prc;
@@ -358,7 +376,7 @@ int cli_cmd_store(int argc, char **argv) {
     }
     case 3: { /* gc */
         sj_store_gc_result g;
-        st = sj_store_gc(s, a.max_bytes, !a.keep_corrupt, &g);
+        st = sj_store_gc(s, a.max_bytes == INT64_MIN ? -1 : a.max_bytes, !a.keep_corrupt, &g);
         if (st != SJ_OK) break;
         if (a.json)
             printf("{\"corrupt_removed\": %lld, \"evicted\": %lld, \"bytes_freed\": %lld}\n",
@@ -387,7 +405,7 @@ int cli_cmd_store(int argc, char **argv) {
     }
     case 6: { /* import */
         int64_t n = 0, bad = 0;
-        st = sj_store_import(s, pos[1], &n, &bad);
+        st = sj_store_import_report(s, pos[1], rejected_record, NULL, &n, &bad);
         if (st == SJ_OK)
             printf(a.json ? "{\"imported\": %lld, \"rejected\": %lld}\n" : "imported %lld, rejected %lld\n",
                    (long long)n, (long long)bad);

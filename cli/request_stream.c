@@ -135,13 +135,20 @@ int cli_stream_trace(const char *cmd, const char *path, cli_stream *out) {
                (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
                 line[len - 1] == '\t'))
             line[--len] = '\0';
+        char *hash = strchr(line, '#'); /* a comment runs to the end of the line */
+        if (hash) {
+            *hash = '\0';
+            len = (size_t)(hash - line);
+            while (len && (line[len - 1] == ' ' || line[len - 1] == '\t')) line[--len] = '\0';
+        }
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
-        if (!*s || *s == '#') continue;
+        if (!*s) continue;
         int64_t v;
         if (!parse_i64(s, &v) || v < 1 || v > SJ_MAX_EXTENT) {
+            char shown[1100];
             rc = cli_fail(cmd, "trace %s:%ld: '%s' is not a request size (an integer in 1..%lld)",
-                          path, lineno, s, (long long)SJ_MAX_EXTENT);
+                          path, lineno, cli_printable(s, shown, sizeof shown), (long long)SJ_MAX_EXTENT);
             break;
         }
         if (out->n == cap) {

@@ -9,19 +9,37 @@
 
 #define SJ_ERRMSG_MAX 1024
 
-/* One slot per thread that has failed a call on this context. Only failing
- * and asking for the message take the lock; calls that succeed never do. */
+/* One slot per live thread that has failed a call on this context, found
+ * through a thread key (no lock, no search) and freed by the key's
+ * destructor when the thread ends, so a context serving short-lived threads
+ * does not grow. The list (under error_lock) is for sj_ctx_destroy, which
+ * frees the slots of threads still alive. */
 typedef struct error_slot {
-    pthread_t thread;
+    sj_ctx *ctx;
     char msg[SJ_ERRMSG_MAX];
-    struct error_slot *next;
+    struct error_slot *prev, *next;
 } error_slot;
 
 struct sj_ctx {
     sj_allocator allocator;
+    pthread_key_t slot_key;
     pthread_mutex_t error_lock;
     error_slot *errors;
 };
+
+/* A thread with a slot ended: unlink and free it. */
+static void slot_destroy(void *p) {
+    error_slot *s = p;
+    sj_ctx *ctx = s->ctx;
+    pthread_mutex_lock(&ctx->error_lock);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        ctx->errors = s->next;
+    if (s->next) s->next->prev = s->prev;
+    pthread_mutex_unlock(&ctx->error_lock);
+    ctx->allocator.free_fn(ctx->allocator.user, s);
+}
 
 static void *libc_alloc(void *user, size_t size) {
     (void)user;
@@ -78,6 +96,12 @@ sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out) {
     if (!ctx) return SJ_E_NOMEM;
     memset(ctx, 0, sizeof *ctx);
     ctx->allocator = a;
+    /* A process has at least 128 keys (POSIX) and 1024 on Linux: as many
+     * live contexts. */
+    if (pthread_key_create(&ctx->slot_key, slot_destroy) != 0) {
+        a.free_fn(a.user, ctx);
+        return SJ_E_NOMEM;
+    }
     pthread_mutex_init(&ctx->error_lock, NULL);
     *out = ctx;
     return SJ_OK;
@@ -85,6 +109,9 @@ sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out) {
 
 void sj_ctx_destroy(sj_ctx *ctx) {
     if (!ctx) return;
+    /* No destructor runs for this context after this: threads still alive
+     * have their slots freed here. */
+    pthread_key_delete(ctx->slot_key);
     error_slot *s = ctx->errors;
     while (s) {
         error_slot *next = s->next;
@@ -95,43 +122,44 @@ void sj_ctx_destroy(sj_ctx *ctx) {
     ctx->allocator.free_fn(ctx->allocator.user, ctx);
 }
 
-/* The calling thread's slot, made on first need when `create`. Caller
- * holds error_lock. NULL when there is none and create is false, or when
- * making one fails (the message is then lost, the status still returned). */
+/* The calling thread's slot, made on first need when `create`. Only the
+ * owning thread touches a slot's message, so no lock is needed for it. NULL
+ * when there is none and create is false, or when making one fails (the
+ * message is then lost, the status still returned). */
 static error_slot *slot_for_thread(sj_ctx *ctx, bool create) {
-    pthread_t self = pthread_self();
-    for (error_slot *s = ctx->errors; s; s = s->next)
-        if (pthread_equal(s->thread, self)) return s;
-    if (!create) return NULL;
-    error_slot *s = ctx->allocator.alloc_fn(ctx->allocator.user, sizeof *s);
+    error_slot *s = pthread_getspecific(ctx->slot_key);
+    if (s || !create) return s;
+    s = ctx->allocator.alloc_fn(ctx->allocator.user, sizeof *s);
     if (!s) return NULL;
-    s->thread = self;
+    s->ctx = ctx;
     s->msg[0] = '\0';
+    s->prev = NULL;
+    if (pthread_setspecific(ctx->slot_key, s) != 0) {
+        ctx->allocator.free_fn(ctx->allocator.user, s);
+        return NULL;
+    }
+    pthread_mutex_lock(&ctx->error_lock);
     s->next = ctx->errors;
+    if (s->next) s->next->prev = s;
     ctx->errors = s;
+    pthread_mutex_unlock(&ctx->error_lock);
     return s;
 }
 
 const char *sj_ctx_last_error(const sj_ctx *ctx) {
     if (!ctx) return "";
-    sj_ctx *c = (sj_ctx *)ctx; /* the lock is not part of the logical state */
-    pthread_mutex_lock(&c->error_lock);
-    error_slot *s = slot_for_thread(c, false);
-    pthread_mutex_unlock(&c->error_lock);
+    error_slot *s = slot_for_thread((sj_ctx *)ctx, false);
     return s ? s->msg : "";
 }
 
 void sj_ctx_clear_error(sj_ctx *ctx) {
     if (!ctx) return;
-    pthread_mutex_lock(&ctx->error_lock);
     error_slot *s = slot_for_thread(ctx, false);
     if (s) s->msg[0] = '\0';
-    pthread_mutex_unlock(&ctx->error_lock);
 }
 
 void sj_set_error(sj_ctx *ctx, const char *fmt, ...) {
     if (!ctx) return;
-    pthread_mutex_lock(&ctx->error_lock);
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
         va_list ap;
@@ -139,12 +167,10 @@ void sj_set_error(sj_ctx *ctx, const char *fmt, ...) {
         vsnprintf(s->msg, sizeof s->msg, fmt, ap);
         va_end(ap);
     }
-    pthread_mutex_unlock(&ctx->error_lock);
 }
 
 void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
     if (!ctx) return;
-    pthread_mutex_lock(&ctx->error_lock);
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
         char prefix[256];
@@ -163,7 +189,6 @@ void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
         s->msg[plen] = ':';
         s->msg[plen + 1] = ' ';
     }
-    pthread_mutex_unlock(&ctx->error_lock);
 }
 
 void *sj_alloc(sj_ctx *ctx, size_t size) {

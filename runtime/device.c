@@ -100,7 +100,8 @@ sj_mdcache *sj_device_metadata_cache(sj_device *dev) { return dev->mdcache; }
     } while (0)
 
 sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out) {
-    if (!dev || !out) return SJ_E_INVALID_ARG;
+    if (!dev || !out)
+        return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     LOCKED_CALL(dev, "device alloc", dev->ops->alloc(dev->impl, bytes, out));
 }
@@ -176,7 +177,8 @@ sj_status sj_device_begin_capture(sj_device *dev) {
 }
 
 sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out) {
-    if (!dev || !out) return SJ_E_INVALID_ARG;
+    if (!dev || !out)
+        return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     LOCKED_CALL(dev, "end capture", sj_device_end_capture_locked(dev, out));
 }
@@ -201,7 +203,8 @@ static sj_status load_locked(sj_device *dev, sj_code_format fmt, const void *cod
 
 sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                                 sj_module **out) {
-    if (!dev || !out) return SJ_E_INVALID_ARG;
+    if (!dev || !out)
+        return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (!code || len == 0)
         return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "load module: no code");

@@ -282,7 +282,8 @@ static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *m
 sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
                                const void *code, size_t code_len, const sj_graph *g,
                                sj_executable **out) {
-    if (!dev || !out) return SJ_E_INVALID_ARG;
+    if (!dev || !out)
+        return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (!plan || !g)
         return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "executable: NULL plan or graph");
@@ -294,7 +295,8 @@ sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_co
 sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
                                            sj_module *module, const sj_graph *g,
                                            sj_executable **out) {
-    if (!dev || !out) return SJ_E_INVALID_ARG;
+    if (!dev || !out)
+        return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (!plan || !g || !module)
         return sj_fail(dev->ctx, SJ_E_INVALID_ARG, "executable: NULL plan, module or graph");

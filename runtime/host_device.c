@@ -304,7 +304,8 @@ static const sj_device_ops host_ops = {
 };
 
 sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     host_device *h = sj_calloc(ctx, 1, sizeof *h);
     if (!h) return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory");

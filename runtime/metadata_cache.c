@@ -121,7 +121,8 @@ static md_entry *entry_of(lru_link *l) {
 
 sj_status sj_mdcache_create(sj_ctx *ctx, const sj_mdcache_policy *policy,
                             sj_mdcache_release_fn release, void *user, sj_mdcache **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (!release) return sj_fail(ctx, SJ_E_INVALID_ARG, "metadata cache: no release callback");
     sj_mdcache *c = sj_calloc(ctx, 1, sizeof *c);

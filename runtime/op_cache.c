@@ -65,7 +65,8 @@ static uint64_t kernel_hash(const sj_module *m, const char *name) {
 }
 
 sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) {
-    if (!dev || !out) return SJ_E_INVALID_ARG;
+    if (!dev || !out)
+        return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_op_cache *oc = sj_calloc(dev->ctx, 1, sizeof *oc);
     if (!oc) return sj_fail(dev->ctx, SJ_E_NOMEM, "op cache: out of memory");
@@ -109,7 +110,8 @@ static kernel_entry *find_kernel(sj_op_cache *oc, const sj_module *m, const char
 
 sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *name,
                              sj_kernel_handle *out, sj_kernel_attrs *attrs) {
-    if (!oc || !module || !name || !out) return SJ_E_INVALID_ARG;
+    if (!oc || !module || !name || !out)
+        return sj_fail(oc ? oc->dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (sj_module_device(module) != oc->dev)
         return sj_fail(oc->dev->ctx, SJ_E_INVALID_ARG,
                        "op cache: kernel '%s' asked of a module on another device", name);
@@ -154,7 +156,8 @@ sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *nam
 }
 
 sj_status sj_op_cache_kernel_attrs(sj_op_cache *oc, sj_kernel_handle k, sj_kernel_attrs *out) {
-    if (!oc || !out) return SJ_E_INVALID_ARG;
+    if (!oc || !out)
+        return sj_fail(oc ? oc->dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     pthread_mutex_lock(&oc->lock);
     for (size_t b = 0; b < KERNEL_BUCKETS; b++)
         for (kernel_entry *e = oc->kernels[b]; e; e = e->next)
@@ -195,7 +198,8 @@ size_t sj_op_cache_kernel_count(sj_op_cache *oc) {
 }
 
 sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, void **out) {
-    if (!oc || !tag || !out) return SJ_E_INVALID_ARG;
+    if (!oc || !tag || !out)
+        return sj_fail(oc ? oc->dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_ctx *ctx = oc->dev->ctx;
     pthread_mutex_lock(&oc->lock);

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 build=build
 flags=()
+# SJ_BUILD_DIR=DIR builds there instead (CI builds once outside the source
+# tree, so no test may find its files from the working directory).
 if [ "${1:-}" = "--asan" ]; then
   build=build-asan
   flags=(-DSJ_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
@@ -16,6 +18,7 @@ if [ "${1:-}" = "--asan" ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 
+build=${SJ_BUILD_DIR:-$build}
 scripts/install-deps.sh
 cmake -S . -B "$build" "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"

@@ -211,7 +211,7 @@ static sj_remote_io wait_ready(redisContext *c, short events, int64_t deadline, 
  * string no longer than max_reply bytes. hdr holds the line's first bytes. */
 static sj_remote_io check_header(const char *hdr, size_t n, bool complete, size_t max_reply,
                                  const char *name, char *why, size_t cap) {
-    if (!strchr("$+-:", hdr[0])) {
+    if (!hdr[0] || !strchr("$+-:", hdr[0])) { /* strchr finds a NUL too */
         snprintf(why, cap, "%s: unexpected reply type '%c' (0x%02x)", name,
                  hdr[0] >= 0x20 && hdr[0] < 0x7f ? hdr[0] : '?', (unsigned char)hdr[0]);
         return SJ_REMOTE_IO_INVALID;

@@ -143,7 +143,8 @@ static void note_foreign(sj_remote *r, const char *name, const char *why) {
 
 sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
                         size_t *size) {
-    if (!r || !key || !data || !size) return SJ_E_INVALID_ARG;
+    if (!r || !key || !data || !size)
+        return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *data = NULL;
     *size = 0;
     char name[SJ_REMOTE_MAX_PREFIX + 2 * SJ_REMOTE_KEY_SIZE + 1];
@@ -265,7 +266,8 @@ static void *writer_main(void *arg) {
 
 sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
                         size_t size) {
-    if (!r || !key || (!data && size)) return SJ_E_INVALID_ARG;
+    if (!r || !key || (!data && size))
+        return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (r->read_only) return SJ_OK;
     if (size > r->max_value_size - SJ_REMOTE_FRAME_OVERHEAD) {
         bump(&r->n.dropped_puts);
@@ -353,7 +355,8 @@ static sj_status check_config(sj_ctx *ctx, const sj_remote_config *c) {
 }
 
 sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote **out) {
-    if (!ctx || !cfg || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !cfg || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     SJ_TRY(check_config(ctx, cfg));
     const scheme_entry *scheme = NULL;

@@ -20,7 +20,8 @@ const char *sj_store_key_component_name(unsigned bit) {
 }
 
 sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user) {
-    if (!s || !fn) return SJ_E_INVALID_ARG;
+    if (!s || !fn)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     pthread_mutex_lock(&s->mu);
     sqlite3_stmt *q;
     sj_status st = SJ_OK;
@@ -189,7 +190,8 @@ typedef struct near_row {
 
 sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results,
                            sj_store_explain_fn fn, void *user) {
-    if (!s || !key || !fn || max_results < 1) return SJ_E_INVALID_ARG;
+    if (!s || !key || !fn || max_results < 1)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (max_results > 64) max_results = 64;
     near_row best[64];
     int n = 0;

@@ -39,7 +39,8 @@ static bool put_str(FILE *f, const char *s) {
 
 sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written) {
     if (n_written) *n_written = 0;
-    if (!s || !path) return SJ_E_INVALID_ARG;
+    if (!s || !path)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     /* The file is replaced by rename, which would replace a FIFO, a device
      * node or a symlink itself (as root, /dev/full): only a regular file or
      * nothing may be there. */
@@ -131,7 +132,15 @@ static bool get_str(reader *r, char out[SJ_STORE_FIELD_MAX]) {
 }
 
 sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected) {
-    if (!s || !path) return SJ_E_INVALID_ARG;
+    return sj_store_import_report(s, path, NULL, NULL, n_imported, n_rejected);
+}
+
+sj_status sj_store_import_report(sj_store *s, const char *path, sj_store_problem_fn bad, void *user,
+                                 int64_t *n_imported, int64_t *n_rejected) {
+    if (n_imported) *n_imported = 0;
+    if (n_rejected) *n_rejected = 0;
+    if (!s || !path)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     int64_t imported = 0, rejected = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return sj_fail(s->ctx, SJ_E_IO, "store import: cannot open %s: %s", path, strerror(errno));
@@ -180,7 +189,7 @@ sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, in
             break;
         }
         void *raw = NULL;
-        char why[160];
+        char why[160] = "extent is not positive";
         sj_status u = SJ_E_CORRUPT;
         if (k.extent >= 1) {
             pthread_mutex_lock(&s->mu); /* the shared decompression context */
@@ -191,6 +200,12 @@ sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, in
         sj_free(s->ctx, frame);
         if (u == SJ_E_CORRUPT) {
             rejected++;
+            if (bad) {
+                char what[200];
+                snprintf(what, sizeof what, "record #%lld: %s", (long long)r.record, why);
+                sj_store_entry e = {.key = k, .raw_bytes = (int64_t)raw_size, .stored_bytes = (int64_t)flen};
+                bad(user, &e, what);
+            }
             continue;
         }
         if (u != SJ_OK) {

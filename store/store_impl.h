@@ -28,6 +28,10 @@ struct sj_store {
     pthread_mutex_t mu; /* serialises use of db, the statements and dctx */
     sqlite3_stmt *st_get, *st_put, *st_touch;
     ZSTD_DCtx *dctx;
+    /* Decompression contexts for gets, which decompress outside mu. */
+    pthread_mutex_t pool_mu;
+    ZSTD_DCtx *pool[8];
+    int n_pool;
     int wal_frames; /* from the WAL hook: frames in the WAL after the last commit */
     sj_store_stats counters;
 };
@@ -41,6 +45,15 @@ sj_status sj_store_write_begin(sj_store *s, bool try_only);
 sj_status sj_store_write_end(sj_store *s, bool ok);
 sj_status sj_store_sql_fail(sj_store *s, const char *what);
 int64_t sj_store_now_ms(void);
+
+/* The in-memory counters of sj_store_stats (no SQL, cannot fail): for
+ * callers that only want evictions and hits. */
+void sj_store_counters(sj_store *s, sj_store_stats *out);
+
+/* A decompression context for use outside mu (NULL: out of memory), and
+ * back to the pool (freed when the pool is full). */
+ZSTD_DCtx *sj_store_dctx_take(sj_store *s);
+void sj_store_dctx_give(sj_store *s, ZSTD_DCtx *d);
 
 /* --- store_blob.c --- */
 /* BLAKE3 over the key's canonical encoding. */

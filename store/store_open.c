@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -157,6 +158,11 @@ static sj_status prepare_file(sj_ctx *ctx, const char *path) {
     SJ_TRY(make_parents(ctx, path));
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
+        if (errno == ELOOP)
+            return sj_fail(ctx, SJ_E_IO,
+                           "store %s is a symlink (refused: name the store file itself; symlinked "
+                           "folders above it are fine)",
+                           path);
         if (errno == EACCES || errno == EROFS || errno == EPERM)
             return sj_fail(ctx, SJ_E_IO, "store %s is read-only (%s); shapejit needs to write its store",
                            path, strerror(errno));
@@ -271,11 +277,36 @@ static sj_status prepare_statements(sj_store *s) {
     return SJ_OK;
 }
 
-/* Opens the database (path or memory) into s, configured and with the
- * schema checked. Leaves s->db NULL on failure. */
-static sj_status open_db(sj_store *s) {
-    const char *path = s->path ? s->path : ":memory:";
-    if (s->path) SJ_TRY(prepare_file(s->ctx, s->path));
+/* path with its folder resolved (symlinks in the folders above the file
+ * followed; the file itself is not: prepare_file refused a symlink there).
+ * SQLite opens with SQLITE_OPEN_NOFOLLOW, which refuses a symlink anywhere
+ * in the name: with $XDG_CACHE_HOME a symlink, the default store failed to
+ * open. *out is sj_alloc'ed. */
+static sj_status resolve_folder(sj_ctx *ctx, const char *path, char **out) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? sj_alloc(ctx, (size_t)(slash - path) + 2) : sj_strdup(ctx, ".");
+    if (!dir) return sj_fail(ctx, SJ_E_NOMEM, "store %s: out of memory", path);
+    if (slash) {
+        size_t n = slash == path ? 1 : (size_t)(slash - path);
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    char *real = realpath(dir, NULL);
+    int e = errno;
+    sj_free(ctx, dir);
+    if (!real) return sj_fail(ctx, SJ_E_IO, "store %s: resolving its folder: %s", path, strerror(e));
+    const char *base = slash ? slash + 1 : path;
+    size_t len = strlen(real) + strlen(base) + 2;
+    *out = sj_alloc(ctx, len);
+    if (*out) snprintf(*out, len, "%s/%s", strcmp(real, "/") ? real : "", base);
+    free(real);
+    return *out ? SJ_OK : sj_fail(ctx, SJ_E_NOMEM, "store %s: out of memory", path);
+}
+
+/* open_db's second half: sqlite_path is the store file with its folder
+ * resolved (or ":memory:"). */
+static sj_status open_resolved(sj_store *s, const char *sqlite_path) {
+    const char *path = s->path ? s->path : ":memory:"; /* as the user named it, for messages */
     if (s->path) {
         s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (s->lock_fd < 0)
@@ -283,7 +314,7 @@ static sj_status open_db(sj_store *s) {
                            strerror(errno));
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
-    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(sqlite_path, &s->db, flags, NULL) != SQLITE_OK) {
         sj_status st = s->db ? sj_store_sql_fail(s, "open")
                              : sj_fail(s->ctx, SJ_E_NOMEM, "store %s: out of memory", path);
         return st;
@@ -322,6 +353,18 @@ static sj_status open_db(sj_store *s) {
     return prepare_statements(s);
 }
 
+/* Opens the database (path or memory) into s, configured and with the
+ * schema checked. Leaves s->db NULL on failure. */
+static sj_status open_db(sj_store *s) {
+    if (s->path) SJ_TRY(prepare_file(s->ctx, s->path));
+    char *resolved = NULL;
+    if (s->path) SJ_TRY(resolve_folder(s->ctx, s->path, &resolved));
+    sj_status st = open_resolved(s, resolved ? resolved : ":memory:");
+    sj_free(s->ctx, resolved);
+    return st;
+}
+
+
 static void close_db(sj_store *s) {
     sqlite3_finalize(s->st_get);
     sqlite3_finalize(s->st_put);
@@ -339,7 +382,8 @@ static void close_db(sj_store *s) {
 }
 
 sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out) {
-    if (!ctx || !cfg || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !cfg || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (cfg->max_artifact_bytes < 1 || cfg->busy_timeout_ms < 0 || cfg->max_bytes < 0 ||
         cfg->touch_interval_ms < 0)
@@ -352,6 +396,7 @@ sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out)
     s->cfg.path = NULL;
     s->lock_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->pool_mu, NULL);
     sj_status st = SJ_OK;
     if (cfg->path) {
         size_t n = strlen(cfg->path);
@@ -383,10 +428,29 @@ sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out)
     return SJ_OK;
 }
 
+ZSTD_DCtx *sj_store_dctx_take(sj_store *s) {
+    pthread_mutex_lock(&s->pool_mu);
+    ZSTD_DCtx *d = s->n_pool ? s->pool[--s->n_pool] : NULL;
+    pthread_mutex_unlock(&s->pool_mu);
+    return d ? d : ZSTD_createDCtx();
+}
+
+void sj_store_dctx_give(sj_store *s, ZSTD_DCtx *d) {
+    pthread_mutex_lock(&s->pool_mu);
+    if (s->n_pool < (int)(sizeof s->pool / sizeof s->pool[0])) {
+        s->pool[s->n_pool++] = d;
+        d = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_mu);
+    ZSTD_freeDCtx(d);
+}
+
 void sj_store_close(sj_store *s) {
     if (!s) return;
     close_db(s);
     ZSTD_freeDCtx(s->dctx);
+    for (int i = 0; i < s->n_pool; i++) ZSTD_freeDCtx(s->pool[i]);
+    pthread_mutex_destroy(&s->pool_mu);
     pthread_mutex_destroy(&s->mu);
     sj_free(s->ctx, s->path);
     sj_free(s->ctx, s->lock_path);

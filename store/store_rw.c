@@ -100,7 +100,8 @@ done:
 }
 
 sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len) {
-    if (!s || !key || (!bytes && len)) return SJ_E_INVALID_ARG;
+    if (!s || !key || (!bytes && len))
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     SJ_TRY(sj_store_key_check(s->ctx, key));
     if ((uint64_t)len > (uint64_t)s->cfg.max_artifact_bytes)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store put: artifact of %zu bytes exceeds the %lld-byte cap",
@@ -171,7 +172,8 @@ static void touch(sj_store *s, int64_t id, int64_t last_used) {
 }
 
 sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len) {
-    if (!s || !key || !bytes || !len) return SJ_E_INVALID_ARG;
+    if (!s || !key || !bytes || !len)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *bytes = NULL;
     *len = 0;
     SJ_TRY(sj_store_key_check(s->ctx, key));
@@ -189,16 +191,29 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
     } else if (rc != SQLITE_ROW) {
         st = sj_store_sql_fail(s, "get");
     } else {
+        /* The row is copied out under the lock; decompression and the
+         * digest check, the slow part, run outside it so gets on several
+         * threads (a warm precompile --jobs N) overlap. */
         int64_t id = sqlite3_column_int64(q, 0), raw_size = sqlite3_column_int64(q, 1);
         int64_t last_used = sqlite3_column_int64(q, 4);
-        const void *digest = sqlite3_column_blob(q, 2);
+        uint8_t digest[32];
         size_t digest_len = (size_t)sqlite3_column_bytes(q, 2);
-        const void *frame = sqlite3_column_blob(q, 3);
+        if (digest_len == sizeof digest) memcpy(digest, sqlite3_column_blob(q, 2), sizeof digest);
         size_t frame_len = (size_t)sqlite3_column_bytes(q, 3);
-        void *raw;
-        st = sj_store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
-                             digest, digest_len, &raw, why, sizeof why);
+        void *frame = sj_alloc(s->ctx, frame_len ? frame_len : 1);
+        if (frame && frame_len) memcpy(frame, sqlite3_column_blob(q, 3), frame_len);
         sqlite3_reset(q);
+        pthread_mutex_unlock(&s->mu);
+        ZSTD_DCtx *d = frame ? sj_store_dctx_take(s) : NULL;
+        void *raw = NULL;
+        if (!d)
+            st = sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a %zu-byte row", frame_len);
+        else
+            st = sj_store_unpack(s->ctx, d, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
+                                 digest, digest_len, &raw, why, sizeof why);
+        if (d) sj_store_dctx_give(s, d);
+        sj_free(s->ctx, frame);
+        pthread_mutex_lock(&s->mu);
         if (st == SJ_OK) {
             s->counters.hits++;
             s->counters.bytes_read += (uint64_t)raw_size;
@@ -243,7 +258,8 @@ static sj_status rm_where(sj_store *s, const char *sql, const sj_store_key *key,
 }
 
 sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *removed) {
-    if (!s || !hex_prefix) return SJ_E_INVALID_ARG;
+    if (!s || !hex_prefix)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     size_t n = strlen(hex_prefix);
     if (n < 1 || n > 64)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store rm: graph hash prefix '%s' must be 1 to 64 hex digits",
@@ -263,7 +279,8 @@ sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *remov
 }
 
 sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed) {
-    if (!s || !key) return SJ_E_INVALID_ARG;
+    if (!s || !key)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     SJ_TRY(sj_store_key_check(s->ctx, key));
     return rm_where(s,
                     "DELETE FROM artifacts WHERE graph_hash=?1 AND extent=?2 AND options_hash=?3 AND "
@@ -272,8 +289,15 @@ sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed) {
                     key, NULL, removed);
 }
 
+void sj_store_counters(sj_store *s, sj_store_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->counters;
+    pthread_mutex_unlock(&s->mu);
+}
+
 sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out) {
-    if (!s || !out) return SJ_E_INVALID_ARG;
+    if (!s || !out)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     pthread_mutex_lock(&s->mu);
     *out = s->counters;
     sqlite3_stmt *q;

@@ -17,7 +17,7 @@ static sj_ctx *tiers_ctx(sj_store *local, sj_remote *remote) {
 
 static sj_status check_tiers(sj_store *local, sj_remote *remote, const sj_store_key *key) {
     sj_ctx *ctx = tiers_ctx(local, remote);
-    if (!ctx || !key) return SJ_E_INVALID_ARG;
+    if (!ctx || !key) return sj_fail(ctx, SJ_E_INVALID_ARG, "tiered store: NULL argument");
     if (local && remote && sj_remote_ctx(remote) != local->ctx)
         return sj_fail(ctx, SJ_E_INVALID_ARG,
                        "tiered store: the local store and the remote tier belong to different "
@@ -28,7 +28,8 @@ static sj_status check_tiers(sj_store *local, sj_remote *remote, const sj_store_
 sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
                         size_t *len, sj_tier *from) {
     if (from) *from = SJ_TIER_NONE;
-    if (!bytes || !len) return SJ_E_INVALID_ARG;
+    if (!bytes || !len)
+        return sj_fail(tiers_ctx(local, remote), SJ_E_INVALID_ARG, "tiered get: NULL argument");
     *bytes = NULL;
     *len = 0;
     SJ_TRY(check_tiers(local, remote, key));
@@ -56,7 +57,8 @@ sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *
 
 sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
                         const void *bytes, size_t len) {
-    if (!bytes && len) return SJ_E_INVALID_ARG;
+    if (!bytes && len)
+        return sj_fail(tiers_ctx(local, remote), SJ_E_INVALID_ARG, "tiered put: %zu bytes at NULL", len);
     SJ_TRY(check_tiers(local, remote, key));
     sj_status st = local ? sj_store_put(local, key, bytes, len) : SJ_OK;
     if (!remote) return st;

@@ -103,7 +103,7 @@ sj_cli_test(run_attention RC 0 CLEAN ${SJ_CLI_DIR}/attention
   OUT "out: \\[7, 32\\]" FILES ${SJ_CLI_DIR}/attention/out.npy)
 
 # --- failures exit 1, name what failed, and write nothing
-sj_cli_test(run_unknown_input RC 1 CLEAN ${SJ_CLI_DIR}/bad1 REQUIRES ffn_rows_out
+sj_cli_test(run_unknown_input RC 2 CLEAN ${SJ_CLI_DIR}/bad1 REQUIRES ffn_rows_out
   ARGS run ${SJ_MODELS}/ffn.sjg --input q=${rows_dir}/y.npy --out ${SJ_CLI_DIR}/bad1
   ERR "the model has no input 'q' \\(its inputs: x\\)" NO_FILES ${SJ_CLI_DIR}/bad1/y.npy)
 sj_cli_test(run_input_wrong_shape RC 1 CLEAN ${SJ_CLI_DIR}/bad2 REQUIRES ffn_rows_out

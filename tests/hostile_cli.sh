@@ -25,6 +25,51 @@ precompile_disk_full)
     expect_in err "st.db"
     expect_in out "[0-9]+ NOT STORED; store st.db"
     ;;
+trace_comment)
+    # '#' starts a comment anywhere on a line, as --help says
+    printf '7 # seven\n# whole line\n\n3\n' >tr.txt
+    "$cli" serve "$models/ffn.sjg" --trace tr.txt --store none --backend interp >out 2>err
+    expect_rc $? 0
+    expect_in out "2 requests from"
+    ;;
+control_bytes)
+    # names and trace lines reach the terminal escaped
+    printf 'graph g(N) {\n  input x: [N, 4]\n  output "a\033[31mred" = relu(x)\n}\n' >ctl.sjg
+    "$cli" run ctl.sjg --rows 2 --store none --backend interp --out o >out 2>err
+    expect_rc $? 0
+    grep -q $'\033' out && fail "an escape byte reached stdout"
+    expect_in out 'a\\x1b\[31mred: \[2, 4\]'
+    printf '7\033[2J\n' >tr.txt
+    "$cli" serve "$models/ffn.sjg" --trace tr.txt --store none >out 2>err
+    expect_rc $? 1
+    grep -q $'\033' err && fail "an escape byte reached stderr"
+    expect_in err "'7\\\\x1b\\[2J' is not a request size"
+    ;;
+input_exit_codes)
+    # an unknown --input name and a repeated one are both usage errors
+    "$cli" run "$models/ffn.sjg" --rows 3 --store none --backend interp --out o >out 2>err
+    expect_rc $? 0
+    "$cli" run "$models/ffn.sjg" --input q=o/y.npy --store none --out o2 >out 2>err
+    expect_rc $? 2
+    "$cli" run "$models/ffn.sjg" --input x=o/y.npy --input x=o/y.npy --store none --out o2 >out 2>err
+    expect_rc $? 2
+    ;;
+import_reasons)
+    # a rejected record is named with why, not only counted
+    "$cli" precompile "$models/mlp.sjg" --ladder list:1,2 --store a.db --jobs 1 >out 2>err
+    expect_rc $? 0
+    "$cli" store export x.sjs --store a.db >out 2>err
+    expect_rc $? 0
+    size=$(stat -c %s x.sjs)
+    # flip a byte near the end: inside the last record's zstd frame
+    printf 'Z' | dd of=x.sjs bs=1 seek=$((size - 20)) conv=notrunc 2>/dev/null
+    "$cli" store import x.sjs --store b.db >out 2>err
+    expect_rc $? 0
+    expect_in out "imported 1, rejected 1"
+    expect_in err "rejected graph [0-9a-f]{16} extent 2: record #2: "
+    "$cli" store --help >out 2>err
+    expect_in out "only archives from sources you trust"
+    ;;
 *) fail "unknown case" ;;
 esac
 exit 0

@@ -142,7 +142,7 @@ foreach(backend interp host)
     ERR "x_rank3.npy has shape \\[1, 3, 16\\] but the model wants \\[batch, 16\\]")
   sj_model_test(input_rank1_${backend} RC 1 ARGS run ${mlp} --input x=${bad}/x_rank1.npy ${b}
     ERR "x_rank1.npy has shape \\[16\\]")
-  sj_model_test(input_unknown_name_${backend} RC 1 ARGS run ${mlp} --input y=${bad}/x_ok.npy ${b}
+  sj_model_test(input_unknown_name_${backend} RC 2 ARGS run ${mlp} --input y=${bad}/x_ok.npy ${b}
     ERR "the model has no input 'y' \\(its inputs: x\\)")
   sj_model_test(input_missing_${backend} RC 1
     ARGS run ${SJ_MODEL_DATA}/two_inputs.onnx --input x=${bad}/x_ok.npy ${b}

@@ -88,7 +88,7 @@ set_property(TEST ${sj_all_tests} APPEND PROPERTY ENVIRONMENT
 set(bench_json ${SJ_SERVE_DIR}/bench.json)
 file(REMOVE ${bench_json})
 sj_cli_test(bench_quick RC 0 SETUP bench_json
-  ARGS bench --quick --json ${bench_json}
+  ARGS bench --quick --json ${bench_json} --model ${SJ_MODELS}/ffn.sjg
   OUT "warm_vs_cold_ready_ratio .*replay_vs_eager_dispatch .*json: .*bench.json"
   FILES ${bench_json})
 add_test(NAME cli_bench_json_keys COMMAND ${CMAKE_COMMAND} -DJSON=${bench_json}

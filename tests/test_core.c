@@ -58,6 +58,28 @@ static void test_error_per_thread(void **state) {
     sj_ctx_destroy(ctx);
 }
 
+/* A thread's error slot is freed when the thread ends: a context that
+ * serves short-lived failing threads (precompile makes fresh ones each
+ * call) does not grow. Slots used to live until the context died. */
+static void test_error_slots_freed_with_threads(void **state) {
+    (void)state;
+    alloc_counter a;
+    sj_ctx *ctx = ctx_with_counter(&a);
+    long base = atomic_load(&a.live);
+    for (int round = 0; round < 50; round++) {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, other_thread_fails, ctx), 0);
+        for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    }
+    assert_int_equal(atomic_load(&a.live), base);
+    /* the main thread's own slot lives on, and is freed with the context */
+    sj_set_error(ctx, "main");
+    assert_int_equal(atomic_load(&a.live), base + 1);
+    assert_string_equal(sj_ctx_last_error(ctx), "main");
+    sj_ctx_destroy(ctx);
+    assert_int_equal(atomic_load(&a.live), 0);
+}
+
 static void test_allocator_hook(void **state) {
     (void)state;
     alloc_counter c;
@@ -98,6 +120,7 @@ int main(void) {
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_error_message),
         cmocka_unit_test(test_error_per_thread),
+        cmocka_unit_test(test_error_slots_freed_with_threads),
         cmocka_unit_test(test_allocator_hook),
         cmocka_unit_test(test_calloc_overflow),
     };

@@ -22,6 +22,7 @@
 #include "shapejit/ext/backends.h"
 #include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
+#include "shapejit/ext/runtime.h"
 #include "core/core_impl.h"
 
 static sj_ctx *ctx;
@@ -583,6 +584,24 @@ static void test_workers_over_devices(void **state) {
     sj_bucketed_cache_stats s;
     sj_bucketed_cache_stats_get(c, &s);
     assert_int_equal(s.compiles, 3);
+    /* the three executables went to the three devices, one each */
+    int on_device[3] = {0, 0, 0}, ready = 0;
+    for (int i = 0; i < sj_bucketed_cache_total_buckets(c); i++) {
+        int64_t hi;
+        bool is_ready;
+        assert_int_equal(sj_bucketed_cache_bucket(c, i, NULL, &hi, &is_ready), SJ_OK);
+        if (!is_ready) continue;
+        ready++;
+        int64_t extent;
+        void *exe;
+        assert_int_equal(sj_bucketed_cache_get_or_compile(c, hi, &extent, &exe), SJ_OK);
+        sj_device *dev = sj_executable_device(exe);
+        for (int d = 0; d < 3; d++)
+            if (dev == sj_host_compiler_device(hc, d)) on_device[d]++;
+    }
+    assert_int_equal(ready, 3);
+    for (int d = 0; d < 3; d++)
+        if (on_device[d] != 1) fail_msg("device %d holds %d executables, expected 1", d, on_device[d]);
     sj_bucketed_cache_destroy(c);
     sj_host_compiler_destroy(hc);
 }

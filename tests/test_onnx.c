@@ -1033,6 +1033,23 @@ static void test_undefined_value(void **state) {
     mb_node(&b, "Relu", "act", "x", "r");
     mb_output(&b, "missing", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'missing'");
+
+    /* two initialisers of one name: refused, not the second silently dropped */
+    float w[4] = {1, 2, 3, 4};
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_init_f(&b, "w", 1, (int64_t[]){4}, w);
+    mb_init_f(&b, "w", 1, (int64_t[]){4}, w);
+    mb_node(&b, "Add", "add", "x,w", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "initialiser 'w' is defined more than once");
+
+    /* an opset from the future: its ops may mean something else */
+    mb_init(&b, 999);
+    mb_input(&b, "x", "n,4");
+    mb_node(&b, "Relu", "act", "x", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "opset 999 of the default domain");
 }
 
 static void test_unsupported_op(void **state) {

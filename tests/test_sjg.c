@@ -511,6 +511,11 @@ static void test_deep_nesting_refused(void **state) {
     char *ok = nested_relu(100);
     sj_graph_destroy(parse_ok(ok));
     free(ok);
+    /* a NUL byte is an unexpected byte, not the end of the file (strchr
+     * matched it as punctuation) */
+    static const char nul[] = "\0graph g {}";
+    assert_int_equal(sj_sjg_parse(ctx, nul, sizeof nul - 1, "t.sjg", tmpdir, &g), SJ_E_PARSE);
+    assert_error_contains(ctx, "t.sjg:1:1: unexpected byte 0x00");
     char *over = nested_relu(101);
     assert_int_equal(sj_sjg_parse(ctx, over, strlen(over), "t.sjg", tmpdir, &g), SJ_E_PARSE);
     free(over);

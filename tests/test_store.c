@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -582,6 +583,123 @@ static void test_export_refuses_special_files(void **state) {
     sj_store_close(s);
 }
 
+/* A store in a folder reached through a symlink opens and persists (SQLite's
+ * NOFOLLOW used to refuse it: "unable to open database file", and a
+ * symlinked $XDG_CACHE_HOME made the default store run without
+ * persistence); a symlink as the store file itself is refused, by name. */
+static void test_symlinked_folders(void **state) {
+    (void)state;
+    char real_dir[160], link_dir[160], via[200], file_link[200];
+    snprintf(real_dir, sizeof real_dir, "%s/real", dir);
+    snprintf(link_dir, sizeof link_dir, "%s/linked", dir);
+    snprintf(via, sizeof via, "%s/sub/s.db", link_dir);
+    snprintf(file_link, sizeof file_link, "%s/file_link.db", dir);
+    assert_int_equal(mkdir(real_dir, 0700), 0);
+    assert_int_equal(symlink(real_dir, link_dir), 0);
+    for (int round = 0; round < 2; round++) {
+        sj_store_config cfg;
+        sj_store_config_init(&cfg);
+        cfg.path = via;
+        sj_store *s = NULL;
+        if (sj_store_open(ctx, &cfg, &s) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+        assert_true(sj_store_persistent(s));
+        if (round == 0) put_n(s, 1, 8, 300);
+        else expect_get(s, 1, 8, 300); /* it persisted */
+        sj_store_close(s);
+    }
+    struct stat sb;
+    char in_real[200];
+    snprintf(in_real, sizeof in_real, "%s/sub/s.db", real_dir);
+    assert_int_equal(stat(in_real, &sb), 0);
+
+    assert_int_equal(symlink(in_real, file_link), 0);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = file_link;
+    sj_store *s = (sj_store *)&s;
+    assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_IO);
+    assert_null(s);
+    assert_error_contains(ctx, "file_link.db is a symlink (refused");
+}
+
+/* An allocator that holds every thread allocating RENDEZVOUS_SIZE bytes
+ * (a get's output buffer, allocated after the row is read) until a second
+ * thread gets there too, or 2 s pass: two gets meet there only if neither
+ * holds the store's lock while it decompresses. */
+#define RENDEZVOUS_SIZE 777777
+
+typedef struct rendezvous {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int inside, most;
+} rendezvous;
+
+static void *rv_alloc(void *user, size_t n) {
+    rendezvous *r = user;
+    if (n == RENDEZVOUS_SIZE) {
+        pthread_mutex_lock(&r->mu);
+        r->inside++;
+        if (r->inside > r->most) r->most = r->inside;
+        pthread_cond_broadcast(&r->cv);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 2;
+        while (r->most < 2 && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {
+        }
+        r->inside--;
+        pthread_mutex_unlock(&r->mu);
+    }
+    return malloc(n);
+}
+static void *rv_realloc(void *user, void *p, size_t n) { return realloc(p, n); }
+static void rv_free(void *user, void *p) { free(p); }
+
+typedef struct getter {
+    sj_ctx *c;
+    sj_store *s;
+    sj_status st;
+} getter;
+
+static void *get_thread(void *p) {
+    getter *g = p;
+    sj_store_key k = make_key(1, 8);
+    void *got = NULL;
+    size_t n;
+    g->st = sj_store_get(g->s, &k, &got, &n);
+    sj_free(g->c, got);
+    return NULL;
+}
+
+static void test_gets_decompress_in_parallel(void **state) {
+    (void)state;
+    rendezvous r = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    sj_ctx_config cc;
+    sj_ctx_config_init(&cc);
+    cc.allocator = (sj_allocator){rv_alloc, rv_realloc, rv_free, &r};
+    sj_ctx *c;
+    assert_int_equal(sj_ctx_create(&cc, &c), SJ_OK);
+    sj_store_config cfg;
+    sj_store_config_init(&cfg);
+    cfg.path = path;
+    sj_store *s;
+    assert_int_equal(sj_store_open(c, &cfg, &s), SJ_OK);
+    uint8_t *b = malloc(RENDEZVOUS_SIZE);
+    fill(b, RENDEZVOUS_SIZE, 5);
+    sj_store_key k = make_key(1, 8);
+    assert_int_equal(sj_store_put(s, &k, b, RENDEZVOUS_SIZE), SJ_OK);
+    free(b);
+    r.inside = r.most = 0;
+    getter g[2] = {{c, s, SJ_E_INTERNAL}, {c, s, SJ_E_INTERNAL}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, get_thread, &g[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    assert_int_equal(g[0].st, SJ_OK);
+    assert_int_equal(g[1].st, SJ_OK);
+    if (r.most < 2) fail_msg("the two gets never overlapped: one held the store's lock throughout");
+    sj_store_close(s);
+    sj_ctx_destroy(c);
+}
+
 /* --- several processes --- */
 
 static void writer_loop(int seed, int rounds) {
@@ -703,6 +821,8 @@ int main(void) {
         cmocka_unit_test_setup(test_eviction_by_last_use, fresh),
         cmocka_unit_test_setup(test_ls_rm_export_import_explain, fresh),
         cmocka_unit_test_setup(test_export_refuses_special_files, fresh),
+        cmocka_unit_test_setup(test_gets_decompress_in_parallel, fresh),
+        cmocka_unit_test_setup(test_symlinked_folders, fresh),
         cmocka_unit_test_setup(test_concurrent_processes, fresh),
         cmocka_unit_test_setup(test_sigkill_writers, fresh),
     };

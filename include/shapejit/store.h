@@ -162,6 +162,10 @@ SJ_API sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *remo
  * each record as get does and skips (counts) the corrupt ones. */
 SJ_API sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written);
 SJ_API sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected);
+/* sj_store_import that tells `bad` (may be NULL) why each rejected record
+ * was refused; e holds the record's key and its declared raw size. */
+SJ_API sj_status sj_store_import_report(sj_store *s, const char *path, sj_store_problem_fn bad,
+                                        void *user, int64_t *n_imported, int64_t *n_rejected);
 
 /* The nearest stored rows to `key` (fewest differing components; the same
  * graph first, then the closest extent), at most max_results of them, best

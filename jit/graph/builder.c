@@ -11,7 +11,8 @@ static const char *node_name(const void *g, int32_t v) {
 }
 
 sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     if (sym_name && !sym_name[0])
         return sj_fail(ctx, SJ_E_INVALID_ARG, "graph: the symbolic dim's name is empty");
@@ -236,7 +237,8 @@ static sj_status describe(const sj_graph *g, sj_value v, const char *name, sj_va
 }
 
 sj_status sj_graph_input_desc(const sj_graph *g, int i, sj_value_desc *out) {
-    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (!g || !out)
+        return sj_fail(g ? g->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (i < 0 || i >= g->n_inputs)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "input_desc: no input %d (graph has %d)", i,
                        g->n_inputs);
@@ -245,7 +247,8 @@ sj_status sj_graph_input_desc(const sj_graph *g, int i, sj_value_desc *out) {
 }
 
 sj_status sj_graph_output_desc(const sj_graph *g, int i, sj_value_desc *out) {
-    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (!g || !out)
+        return sj_fail(g ? g->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (i < 0 || i >= g->n_outputs)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "output_desc: no output %d (graph has %d)", i,
                        g->n_outputs);
@@ -253,7 +256,8 @@ sj_status sj_graph_output_desc(const sj_graph *g, int i, sj_value_desc *out) {
 }
 
 sj_status sj_graph_value_desc(const sj_graph *g, sj_value v, sj_value_desc *out) {
-    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (!g || !out)
+        return sj_fail(g ? g->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (v < 0 || v >= g->n_nodes)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "value_desc: no value %d (graph has %d)", (int)v,
                        g->n_nodes);
@@ -307,7 +311,8 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
 }
 
 sj_status sj_graph_clone(const sj_graph *g, sj_graph **out) {
-    if (!g || !out) return SJ_E_INVALID_ARG;
+    if (!g || !out)
+        return sj_fail(g ? g->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_graph *c;
     SJ_TRY(sj_graph_create(g->ctx, g->sym_name, &c));

@@ -18,7 +18,8 @@ int64_t sj_tensor_numel(const sj_tensor *t) {
 }
 
 sj_status sj_tensor_alloc(sj_ctx *ctx, int rank, const int64_t *dims, sj_tensor *out) {
-    if (!ctx || !out) return SJ_E_INVALID_ARG;
+    if (!ctx || !out)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     memset(out, 0, sizeof *out);
     if (rank < 0 || rank > SJ_MAX_RANK || (rank > 0 && !dims))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "tensor: rank %d is outside 0..%d", rank,

@@ -20,6 +20,10 @@
  * Real models with nested If/Loop bodies stay far below it. */
 #define SJ_ONNX_MAX_NESTING 100
 
+/* The newest default-domain opset whose op semantics the importer knows
+ * (ONNX 1.18); newer models are refused rather than read the old way. */
+#define SJ_ONNX_MAX_OPSET 23
+
 /* SJ_E_PARSE "<what>: nesting too deep ..." when the wire bytes nest
  * messages of `desc` deeper than SJ_ONNX_MAX_NESTING; SJ_OK otherwise,
  * malformed bytes included (unpack reports those). Iterative. */

@@ -90,6 +90,13 @@ static sj_status find_opset(sj_onnx_loader *L, const Onnx__ModelProto *m) {
     for (size_t i = 0; i < m->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *op = m->opset_import[i];
         if (is_default_domain(op->domain) && op->has_version) {
+            /* Op semantics change between opsets: one from the future would
+             * be read with today's meaning. */
+            if (op->version < 1 || op->version > SJ_ONNX_MAX_OPSET)
+                return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                               "%s: opset %lld of the default domain is not one shapejit knows "
+                               "(1..%d)",
+                               L->file, (long long)op->version, SJ_ONNX_MAX_OPSET);
             L->opset = op->version;
             return SJ_OK;
         }
@@ -433,7 +440,12 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         const Onnx__TensorProto *t = gp->initializer[i];
         if (!t->name || !t->name[0])
             return sj_fail(L->ctx, SJ_E_PARSE, "%s: initialiser %zu has no name", L->file, i);
-        if (sj_onnx_lookup(L, t->name)) continue; /* a bound input overrides it */
+        bool is_bound = false;
+        for (int b = 0; b < n_bound; b++) is_bound |= !strcmp(bound[b].name, t->name);
+        if (is_bound) continue; /* a bound input overrides it */
+        if (sj_onnx_lookup(L, t->name))
+            return sj_fail(L->ctx, SJ_E_PARSE, "%s: initialiser '%s' is defined more than once",
+                           L->file, t->name);
         SJ_TRY(define_const(L, t->name, t));
     }
     for (size_t i = 0; i < gp->n_input; i++)

@@ -176,6 +176,12 @@ SJ_API const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c)
 SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
                                           bool *ready);
 
+/* Zero-stall: the smallest bucket at or above the one holding key whose
+ * executable is ready, without compiling or loading anything; -1 when
+ * none is (or key is outside every bucket). Running key's rows there is
+ * exact: kernels run at the active extent. */
+SJ_API int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key);
+
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
  * never concurrently. Returns the first failure after all jobs stop; when
