@@ -62,7 +62,9 @@ static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_optio
     char prefix[48], hex[65];
     sj_hash_hex(hash, hex);
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
-    sj_lower_options lo = {.fusion = o->fusion, .prefix = prefix};
+    /* Only the host emitter has the fused attention kernel. */
+    sj_lower_options lo = {.fusion = o->fusion, .prefix = prefix,
+                           .attention = o->target == SJ_TARGET_HOST};
     return sj_lower(g, extent, &lo, out);
 }
 

@@ -92,6 +92,17 @@ sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
         return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: process symbol generator");
     }
     LLVMOrcJITDylibAddGenerator(m->dylib, gen);
+    /* shapejit's own extern kernels by address: a program that links the
+     * library statically does not export them for the process generator. */
+    LLVMOrcCSymbolMapPair own = {
+        LLVMOrcLLJITMangleAndIntern(j->jit, "sj_host_attention"),
+        {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol("sj_host_attention"),
+         {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+    err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(&own, 1));
+    if (err) {
+        sj_free(j->ctx, m);
+        return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: shapejit's extern kernels");
+    }
     m->tracker = LLVMOrcJITDylibCreateResourceTracker(m->dylib);
 
     LLVMMemoryBufferRef buf =

@@ -624,6 +624,43 @@ static void emit_matmul(emitter *e) {
     loops_close(e, ls, 3u);
 }
 
+/* SJ_KK_ATTENTION: one call to sj_host_attention (host_attention.c) with
+ * the kernel's shape and strides as a constant table. */
+static void emit_attention(emitter *e) {
+    const sj_kernel *k = e->k;
+    int64_t w[SJ_HOST_ATTENTION_WORDS] = {0};
+    for (int d = 0; d < 5; d++) {
+        w[d] = k->dims[d];
+        if (k->sym[d]) w[5] |= 1 << d;
+    }
+    w[6] = k->att_dk;
+    w[7] = k->att[3] >= 0;
+    int32_t sb;
+    memcpy(&sb, &k->alpha, sizeof sb);
+    w[8] = sb;
+    for (int j = 0; j < 5; j++)
+        for (int d = 0; d < 5; d++)
+            w[9 + 5 * j + d] = j == 4 ? k->out_strides[d] : k->att[j] >= 0 ? k->loads[k->att[j]].strides[d] : 0;
+    LLVMValueRef cw[SJ_HOST_ATTENTION_WORDS];
+    for (int i = 0; i < SJ_HOST_ATTENTION_WORDS; i++) cw[i] = ci(e, w[i]);
+    LLVMValueRef table = LLVMConstArray2(e->i64, cw, SJ_HOST_ATTENTION_WORDS);
+    char gname[SJ_KERNEL_NAME_MAX + 8];
+    snprintf(gname, sizeof gname, "%s.att", k->name);
+    LLVMValueRef g = LLVMAddGlobal(e->M, LLVMTypeOf(table), gname);
+    LLVMSetInitializer(g, table);
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetLinkage(g, LLVMPrivateLinkage);
+    LLVMTypeRef ps[7] = {e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->i64};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 7, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_attention");
+    if (!f) f = LLVMAddFunction(e->M, "sj_host_attention", ft);
+    LLVMValueRef args[7] = {g, e->bufs[k->loads[k->att[0]].buffer], e->bufs[k->loads[k->att[1]].buffer],
+                            e->bufs[k->loads[k->att[2]].buffer],
+                            k->att[3] >= 0 ? e->bufs[k->loads[k->att[3]].buffer] : LLVMConstNull(e->ptr),
+                            e->bufs[0], e->n};
+    LLVMBuildCall2(e->B, ft, f, args, 7, "");
+}
+
 static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const char *name) {
     unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
     LLVMAddAttributeAtIndex(f, i, LLVMCreateEnumAttribute(e->C, kind, 0));
@@ -680,6 +717,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     case SJ_KK_LOG_SOFTMAX:
     case SJ_KK_LAYERNORM: emit_row(e); break;
     case SJ_KK_MATMUL: emit_matmul(e); break;
+    case SJ_KK_ATTENTION: emit_attention(e); break;
     }
     LLVMBuildRetVoid(e->B);
 

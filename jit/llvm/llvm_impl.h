@@ -59,6 +59,15 @@ sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l
  * for a name this build does not provide. */
 void *sj_host_extern_symbol(const char *name);
 
+/* The fused attention kernel (host_attention.c): w holds the kernel's words
+ * (SJ_HOST_ATTENTION_WORDS: dims[5], sym bits, dk, has_mask, scale's bits,
+ * strides of q, kt, v, mask, out over the space); mask may be NULL. */
+#define SJ_HOST_ATTENTION_WORDS 34
+void sj_host_attention(const int64_t *w, const float *q, const float *kt, const float *v,
+                       const float *mask, float *out, int64_t n);
+/* Its exp, for the accuracy test: x <= 0 or NaN. */
+float sj_host_attention_exp(float x);
+
 /* Vectorisable float math emitted inline at the builder's position. */
 LLVMValueRef sj_llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_erf(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);

@@ -45,3 +45,7 @@ static const char *const sj_host_feature_names[] = {
 ${SJ_HOST_FEATURE_NAMES}};
 " @ONLY)
 list(APPEND SJ_EXTRA_INCLUDES ${PROJECT_BINARY_DIR}/generated)
+
+# The fused attention kernel's clones for FMA CPUs use FMA for a*b+c.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/host_attention.c PROPERTIES
+  COMPILE_OPTIONS -ffp-contract=fast)

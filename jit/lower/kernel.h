@@ -20,6 +20,12 @@
  *              the normalised prologue value (layernorm: * scale + bias).
  *   MATMUL     dims [b0, b1, m, n, k]; reduced = {k}; a and b are loads;
  *              acc = alpha * sum_k a*b; out = epilogue(acc).
+ *   ATTENTION  dims [b0, b1, m, l, c]: m queries, l keys, c the output's
+ *              head dim; out = softmax(q kT * alpha + mask) v, loads q
+ *              [b0, b1, m, -, c<dk], kt [b0, b1, -, l, c<dk], v
+ *              [b0, b1, -, l, c], mask [b0, b1, m, l, -] (the load index
+ *              of each in att[0..3], mask -1 = none); reduced = {l}. Host
+ *              only (lowering's `attention` option); no epilogue.
  * A load's address is offset + offset_n * n + sum_d strides[d] * i_d (n the
  * active extent: a slice may start relative to it); the output's is
  * out_offset + sum_d out_strides[d] * i_d (concat writes each operand into
@@ -43,7 +49,8 @@ typedef enum sj_kernel_kind {
     SJ_KK_SOFTMAX,
     SJ_KK_LOG_SOFTMAX,
     SJ_KK_LAYERNORM,
-    SJ_KK_MATMUL
+    SJ_KK_MATMUL,
+    SJ_KK_ATTENTION
 } sj_kernel_kind;
 
 typedef enum sj_kexpr_kind {
@@ -102,6 +109,8 @@ typedef struct sj_kernel {
     float epsilon;    /* LAYERNORM */
     float alpha;      /* MATMUL */
     int32_t a, b;     /* MATMUL: load indices */
+    int32_t att[4];   /* ATTENTION: q, kt, v, mask load indices */
+    int64_t att_dk;   /* ATTENTION: q's and kt's head dim */
     int n_buffers;
     int n_exprs;
     size_t cap_exprs;

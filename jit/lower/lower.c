@@ -26,6 +26,7 @@
 
 #include "core/array.h"
 #include "jit/graph/graph_impl.h"
+#include "jit/lower/attention_fuse.h"
 #include "jit/lower/lower.h"
 
 /* MATMUL_COPY_B_ROWS: see decide_homes. MAX_INLINE_DEPTH bounds the
@@ -66,6 +67,7 @@ typedef struct lowering {
     int64_t E;
     const sj_lower_options *o;
     vinfo *v;
+    sj_attention_match *att; /* NULL: no fused attention */
     lbuf *bufs;
     int n_bufs;
     size_t cap_bufs;
@@ -111,6 +113,9 @@ static bool is_core(sj_op op) {
            op == SJ_OP_LAYERNORM || op == SJ_OP_MATMUL || op == SJ_OP_GEMM;
 }
 
+/* The p @ v node of a fused attention (its chain's other nodes stay dead). */
+static bool attention_root(const lowering *L, sj_value v) { return L->att && L->att[v].root == v; }
+
 static bool addressable(const lowering *L, sj_value v) {
     return L->v[v].home == HOME_BUFFER || L->v[v].home == HOME_VIEW;
 }
@@ -128,6 +133,18 @@ static void count_uses(lowering *L) {
     for (int n = g->n_nodes - 1; n >= 0; n--) {
         if (L->v[n].home == HOME_DEAD) continue;
         const sj_node *nd = &g->nodes[n];
+        if (attention_root(L, n)) {
+            const sj_attention_match *m = &L->att[n];
+            sj_value ops[4] = {m->q, m->kt, m->v, m->mask};
+            for (int i = 0; i < 4; i++) {
+                if (ops[i] == SJ_NO_VALUE) continue;
+                L->v[ops[i]].uses++;
+                L->v[ops[i]].consumer = n;
+                L->v[ops[i]].home = HOME_BUFFER;
+                L->v[ops[i]].need_load = true;
+            }
+            continue;
+        }
         for (int i = 0; i < nd->n_inputs; i++) {
             sj_value u = nd->inputs[i];
             if (u == SJ_NO_VALUE) continue;
@@ -281,7 +298,8 @@ static void fuse_epilogues(lowering *L) {
     const sj_graph *g = L->g;
     for (int c = 0; c < g->n_nodes; c++) {
         vinfo *ci = &L->v[c];
-        if (ci->home != HOME_BUFFER || !is_core(g->nodes[c].op) || ci->uses != 1 || ci->n_out)
+        if (ci->home != HOME_BUFFER || !is_core(g->nodes[c].op) || ci->uses != 1 || ci->n_out ||
+            attention_root(L, c))
             continue;
         int u = ci->consumer;
         for (;;) {
@@ -635,7 +653,50 @@ static sj_status map_kernel(lowering *L, sj_value root, sj_value src, int out_bu
 
 /* Kernel for core c whose stored value is root (c itself, or the end of the
  * elementwise chain c's epilogue absorbed). */
+static sj_status attention_kernel(lowering *L, sj_value root) {
+    const sj_attention_match *m = &L->att[root];
+    const sj_shape *ss = shape_of(L, root);
+    int r = ss->rank, ki, e;
+    SJ_TRY(new_kernel(L, SJ_KK_ATTENTION, L->v[root].buffer, &ki));
+    sj_kernel *k = &L->kernels[ki];
+    k->rank = 5;
+    for (int d = 0; d < 5; d++) k->dims[d] = 1;
+    k->reduced = 1u << 3;
+    k->alpha = m->scale;
+    k->att[3] = -1;
+    int qmap[SJ_MAX_RANK], kmap[SJ_MAX_RANK], vmap[SJ_MAX_RANK], smap[SJ_MAX_RANK], mmap[SJ_MAX_RANK];
+    for (int i = 0; i < r - 2; i++) {
+        int d = 2 - (r - 2) + i;
+        qmap[i] = kmap[i] = vmap[i] = smap[i] = d;
+        set_space_dim(L, k, d, ss->dims[i]);
+    }
+    const sj_shape *qs = shape_of(L, m->q), *vs = shape_of(L, m->v);
+    set_space_dim(L, k, 2, qs->dims[r - 2]);
+    set_space_dim(L, k, 3, vs->dims[r - 2]);
+    set_space_dim(L, k, 4, vs->dims[r - 1]);
+    k->att_dk = qs->dims[r - 1];
+    qmap[r - 2] = 2, qmap[r - 1] = 4;
+    kmap[r - 2] = 4, kmap[r - 1] = 3;
+    vmap[r - 2] = 3, vmap[r - 1] = 4;
+    smap[r - 2] = 2, smap[r - 1] = 3;
+    sj_value ops[4] = {m->q, m->kt, m->v, m->mask};
+    const int *maps[4] = {qmap, kmap, vmap, mmap};
+    for (int j = 0; j < 4; j++) {
+        if (ops[j] == SJ_NO_VALUE) continue;
+        if (j == 3) broadcast_map(L, m->mask, r, smap, mmap);
+        if (!addressable(L, ops[j]))
+            return sj_fail(L->ctx, SJ_E_INTERNAL, "lowering: attention operand is not a buffer");
+        SJ_TRY(add_load(L, ki, ops[j], maps[j], &e));
+        L->kernels[ki].att[j] = L->kernels[ki].exprs[e].load;
+    }
+    int omap[SJ_MAX_RANK];
+    memcpy(omap, qmap, sizeof omap);
+    set_out_strides(L, &L->kernels[ki], root, omap);
+    return SJ_OK;
+}
+
 static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
+    if (attention_root(L, c)) return attention_kernel(L, c);
     const sj_node *nd = &L->g->nodes[c];
     static const sj_kernel_kind kinds[] = {[SJ_OP_SOFTMAX] = SJ_KK_SOFTMAX,
                                            [SJ_OP_LOG_SOFTMAX] = SJ_KK_LOG_SOFTMAX,
@@ -878,6 +939,7 @@ static sj_status make_plan(lowering *L, sj_lowered *out) {
 
 static void free_lowering(lowering *L) {
     sj_free(L->ctx, L->v);
+    sj_free(L->ctx, L->att);
     sj_free(L->ctx, L->bufs);
     if (L->kb)
         for (int k = 0; k < L->n_kernels; k++) sj_free(L->ctx, L->kb[k].ids);
@@ -923,10 +985,17 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
         return sj_fail(ctx, SJ_E_NOMEM, "lowering: out of memory");
     }
     l->ctx = ctx;
+    sj_status st = SJ_OK;
+    if (o->fusion && o->attention) st = sj_attention_find(g, L.E, &L.att);
+    if (st != SJ_OK) {
+        sj_free(ctx, l);
+        sj_free(ctx, L.v);
+        return st;
+    }
     count_uses(&L);
     decide_homes(&L);
     if (o->fusion) fuse_epilogues(&L);
-    sj_status st = assign_buffers(&L);
+    st = assign_buffers(&L);
     if (st == SJ_OK) st = build_kernels(&L);
     l->kernels = L.kernels;
     l->n_kernels = L.n_kernels;

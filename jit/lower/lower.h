@@ -16,6 +16,7 @@
 typedef struct sj_lower_options {
     bool fusion;        /* false: one kernel per op (a baseline and a debugging aid) */
     const char *prefix; /* prepended to every kernel name (keeps symbols unique) */
+    bool attention;     /* with fusion: SJ_KK_ATTENTION kernels (emitters that have them) */
 } sj_lower_options;
 
 typedef struct sj_lowered {

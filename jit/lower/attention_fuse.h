@@ -1,0 +1,45 @@
+/* Recognises softmax(q @ kT * scale + mask) @ v in a graph, so lowering can
+ * run it as one attention kernel (SJ_KK_ATTENTION) that never materialises
+ * the [M, L] scores. Not installed.
+ *
+ *   sj_attention_match *m;                  // one entry per node, root >= 0 where fused
+ *   SJ_TRY(sj_attention_find(g, extent, &m));   // extent: the bucket's
+ *   if (m[n].root == n) ... lower node n from m[n].q, .kt, .v, .mask, .scale
+ *   sj_free(g->ctx, m);
+ *
+ * Only the exact chain matches: matmul(q, kt) [* or / a scalar param]
+ * [+ a float mask broadcast into the scores] -> softmax over the last axis ->
+ * matmul(p, v), every intermediate used once and not an output, all four
+ * operands of the scores' rank with equal or size-1 batch dims, head dims
+ * constant and at most SJ_ATTENTION_MAX_HEAD, scores of at least
+ * SJ_ATTENTION_MIN_SCORES elements. Anything else is left to the unfused
+ * kernels. */
+#ifndef SJ_LOWER_ATTENTION_FUSE_H
+#define SJ_LOWER_ATTENTION_FUSE_H
+
+#include "jit/graph/graph_impl.h"
+
+/* Fused only where the scores, at the bucket extent, would have at least
+ * this many elements (all heads and batches): measured against the unfused
+ * BLAS path on the attention example (AVX-512, one thread, CPU time), the
+ * fused kernel took 1.27x at 64, 1.21x at 512 and 0.99x at 1024 tokens; past
+ * that it is level in time and saves the [M, L] buffer (4 MiB per head at
+ * 1024, 1 GiB at 16384). */
+#define SJ_ATTENTION_MIN_SCORES ((int64_t)1 << 20)
+
+/* The fused kernel keeps a tile of query rows, their accumulators and a
+ * packed block of keys and values on the stack (96 KiB at this bound). */
+#define SJ_ATTENTION_MAX_HEAD 128
+
+typedef struct sj_attention_match {
+    sj_value root;            /* the p @ v node this node belongs to; -1 = not fused */
+    sj_value q, kt, v, mask;  /* mask: SJ_NO_VALUE when there is none */
+    float scale;              /* 1 when there is none */
+} sj_attention_match;
+
+/* out: n_nodes entries (sj_calloc'd on g->ctx; the caller frees). The
+ * scores, scaled scores, masked scores and softmax nodes of a match get the
+ * root too, so lowering can tell them apart from live values. */
+sj_status sj_attention_find(const sj_graph *g, int64_t extent, sj_attention_match **out);
+
+#endif
