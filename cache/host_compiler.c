@@ -188,7 +188,8 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
     sj_executable *e = NULL;
     if (st == SJ_OK) st = sj_artifact_load(a, hc->devices[d], g, &e);
     sj_artifact_destroy(a);
-    if (st == SJ_OK && hc->replay) st = sj_executable_capture(e);
+    /* The capture (replay mode) is made by the first run, with the working
+     * memory: a load (precompile) holds neither. */
     if (st != SJ_OK) {
         sj_executable_destroy(e);
         return st;
@@ -199,7 +200,9 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
 
 static sj_status host_run(void *self, void *exe, int64_t active, const sj_tensor *inputs,
                           sj_tensor *outputs) {
-    (void)self;
+    sj_host_compiler *hc = self;
+    /* runs of one executable never overlap (the compiler's contract) */
+    if (hc->replay && !sj_executable_has_capture(exe)) SJ_TRY(sj_executable_capture(exe));
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
 }
 

@@ -185,6 +185,7 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
         return sj_fail(e->ctx, SJ_E_STATE, "run: device '%s' is recording a capture",
                        dev->ops->name);
     SJ_TRY(check_request(e, active, inputs, outputs));
+    SJ_TRY(sj_executable_ensure_memory(e));
     int64_t n = e->has_sym ? active : e->extent;
     SJ_TRY(alloc_outputs(e, n, outputs, allocated));
     for (int i = 0; i < e->n_inputs; i++) SJ_TRY(copy_in(e, &e->inputs[i], &inputs[i], n));
@@ -248,6 +249,7 @@ static sj_status capture_locked(sj_executable *e) {
     sj_device *dev = e->dev;
     SJ_TRY(sj_device_check_alive(dev, "capture"));
     if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
+    SJ_TRY(sj_executable_ensure_memory(e));
     SJ_TRY(sj_mdcache_capture_begin(dev->mdcache));
     sj_status st = sj_device_begin_capture(dev);
     if (st != SJ_OK) {

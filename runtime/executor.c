@@ -156,7 +156,6 @@ static sj_status alloc_io(sj_executable *e, const sj_graph *g, bool inputs) {
             return sj_fail(e->ctx, SJ_E_SHAPE, "executable: %s '%s' is too large at extent %lld",
                            inputs ? "input" : "output", io[i].name, (long long)e->extent);
         io[i].bytes = (size_t)bytes;
-        SJ_TRY(sj_device_alloc(e->dev, io[i].bytes, &io[i].buffer));
     }
     return SJ_OK;
 }
@@ -194,23 +193,22 @@ static void *slot_pointer(const sj_executable *e, const sj_buffer_slot *s) {
 /* One device table of slot pointers for all launches (each launch's buffers
  * is a window into it), and one device copy of all info words, the fallback
  * for infos the metadata cache does not keep. */
-static sj_status upload_tables(sj_executable *e, const sj_launch_plan *p) {
-    if (p->n_launch_slots > 0) {
-        void **host = sj_calloc(e->ctx, (size_t)p->n_launch_slots, sizeof *host);
+static sj_status upload_tables(sj_executable *e) {
+    if (e->n_launch_slots > 0 && !e->tables) {
+        void **host = sj_calloc(e->ctx, (size_t)e->n_launch_slots, sizeof *host);
         if (!host) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
-        for (int32_t i = 0; i < p->n_launch_slots; i++)
-            host[i] = slot_pointer(e, &p->slots[p->launch_slots[i]]);
-        sj_status st = upload(e, host, (size_t)p->n_launch_slots * sizeof *host, &e->tables);
+        for (int32_t i = 0; i < e->n_launch_slots; i++)
+            host[i] = slot_pointer(e, &e->slots[e->launch_slots[i]]);
+        sj_status st = upload(e, host, (size_t)e->n_launch_slots * sizeof *host, &e->tables);
         sj_free(e->ctx, host);
         SJ_TRY(st);
     }
-    if (p->n_words > 0)
-        SJ_TRY(upload(e, p->words, (size_t)p->n_words * sizeof *p->words, &e->info_owned));
-    for (int32_t i = 0; i < p->n_launches; i++) {
-        const sj_launch *l = &p->launches[i];
-        e->launches[i].buffers = e->tables ? (void *const *)e->tables + l->first_slot : NULL;
+    if (e->n_words_total > 0 && !e->info_owned)
+        SJ_TRY(upload(e, e->words, (size_t)e->n_words_total * sizeof *e->words, &e->info_owned));
+    for (int32_t i = 0; i < e->n_launches; i++) {
+        e->launches[i].buffers = e->tables ? (void *const *)e->tables + e->first_slot[i] : NULL;
         e->launches[i].info_owned =
-            l->n_words ? (const int64_t *)e->info_owned + l->first_word : NULL;
+            e->first_word[i] >= 0 ? (const int64_t *)e->info_owned + e->first_word[i] : NULL;
     }
     return SJ_OK;
 }
@@ -252,9 +250,60 @@ static sj_status build(sj_executable *e, const sj_launch_plan *p, const sj_graph
     SJ_TRY(alloc_io(e, g, true));
     SJ_TRY(alloc_io(e, g, false));
     SJ_TRY(upload_params(e, p, g));
-    if (p->arena_bytes > 0) SJ_TRY(sj_device_alloc(e->dev, (size_t)p->arena_bytes, &e->arena));
-    SJ_TRY(upload_tables(e, p));
-    return alloc_staging(e);
+    /* kept for the first run, which allocates the working memory: the
+     * tables point into buffers that do not exist yet */
+    e->arena_bytes = p->arena_bytes;
+    e->n_launch_slots = p->n_launch_slots;
+    e->launch_slots = sj_calloc(e->ctx, (size_t)p->n_launch_slots + 1, sizeof *e->launch_slots);
+    e->slots = sj_calloc(e->ctx, (size_t)p->n_slots + 1, sizeof *e->slots);
+    e->first_slot = sj_calloc(e->ctx, (size_t)p->n_launches + 1, sizeof *e->first_slot);
+    e->first_word = sj_calloc(e->ctx, (size_t)p->n_launches + 1, sizeof *e->first_word);
+    if (!e->launch_slots || !e->slots || !e->first_slot || !e->first_word)
+        return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    if (p->n_launch_slots)
+        memcpy(e->launch_slots, p->launch_slots, (size_t)p->n_launch_slots * sizeof *e->launch_slots);
+    if (p->n_slots) memcpy(e->slots, p->slots, (size_t)p->n_slots * sizeof *e->slots);
+    e->n_words_total = p->n_words;
+    for (int32_t i = 0; i < p->n_launches; i++) {
+        e->first_slot[i] = p->launches[i].first_slot;
+        e->first_word[i] = p->launches[i].n_words ? p->launches[i].first_word : -1;
+    }
+    return SJ_OK;
+}
+
+int64_t sj_executable_memory_bytes(const sj_executable *e) {
+    if (!e) return 0;
+    int64_t n = e->arena_bytes;
+    for (int i = 0; i < e->n_inputs; i++) n += (int64_t)e->inputs[i].bytes;
+    for (int i = 0; i < e->n_outputs; i++) n += (int64_t)e->outputs[i].bytes;
+    return n;
+}
+
+/* The working memory (padded I/O buffers, the arena, the slot tables,
+ * staging), made by the first run or capture rather than at load: loading
+ * every bucket of a wide ladder (precompile) must not hold every bucket's
+ * memory at once. Caller holds the device lock. */
+sj_status sj_executable_ensure_memory(sj_executable *e) {
+    if (e->memory_ready) return SJ_OK;
+    sj_status st = SJ_OK;
+    for (int i = 0; st == SJ_OK && i < e->n_inputs; i++)
+        if (!e->inputs[i].buffer) st = sj_device_alloc(e->dev, e->inputs[i].bytes, &e->inputs[i].buffer);
+    for (int i = 0; st == SJ_OK && i < e->n_outputs; i++)
+        if (!e->outputs[i].buffer) st = sj_device_alloc(e->dev, e->outputs[i].bytes, &e->outputs[i].buffer);
+    if (st == SJ_OK && e->arena_bytes > 0 && !e->arena)
+        st = sj_device_alloc(e->dev, (size_t)e->arena_bytes, &e->arena);
+    if (st != SJ_OK) {
+        sj_error_prefix(e->ctx,
+                        "executable at extent %lld: its working memory of %lld bytes (arena %lld, "
+                        "padded inputs and outputs the rest) does not fit",
+                        (long long)e->extent, (long long)sj_executable_memory_bytes(e),
+                        (long long)e->arena_bytes);
+        return st;
+    }
+    SJ_TRY(upload_tables(e));
+    SJ_TRY(alloc_staging(e));
+    e->memory_ready = true;
+    return SJ_OK;
 }
 
 static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *module,
@@ -328,6 +377,10 @@ void sj_executable_destroy(sj_executable *e) {
     sj_free(e->ctx, e->staging);
     sj_free(e->ctx, e->kernels);
     sj_free(e->ctx, e->launches);
+    sj_free(e->ctx, e->launch_slots);
+    sj_free(e->ctx, e->slots);
+    sj_free(e->ctx, e->first_slot);
+    sj_free(e->ctx, e->first_word);
     sj_free(e->ctx, e->words);
     sj_free(e->ctx, e);
     sj_device_unref(dev);

@@ -47,11 +47,20 @@ struct sj_executable {
     exe_io *inputs, *outputs;
     exe_param *params;
     void *arena;
+    int64_t arena_bytes;
+    /* the plan's slot tables, for the first run's upload_tables */
+    int32_t n_launch_slots, n_words_total;
+    int32_t *launch_slots, *first_slot, *first_word; /* first_word -1: none */
+    sj_buffer_slot *slots;
+    bool memory_ready; /* buffers, arena and tables made (first run or capture) */
     void *tables;       /* device memory: every launch's slot pointers */
     void *info_owned;   /* device memory: every launch's words */
     float *staging;     /* host, for devices whose memory the host cannot touch */
     sj_graph_handle graph; /* the capture, NULL when none */
     uint64_t graph_id;
 };
+
+/* Makes the working memory on first need (run, capture); device lock held. */
+sj_status sj_executable_ensure_memory(sj_executable *e);
 
 #endif

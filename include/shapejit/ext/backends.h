@@ -17,7 +17,8 @@
  * compile = sj_compile for the host + sj_artifact_serialize; load =
  * sj_artifact_deserialize + the CPU-feature check + an executable on one of
  * the compiler's host devices, params uploaded once; run = a replay of the
- * executable's captured launches (captured at load when `replay` is on),
+ * executable's captured launches (captured by its first run when `replay`
+ * is on; a load allocates no working memory, the first run does),
  * else eager launches. The store key's target strings are this machine's
  * triple, CPU and enabled CPU features (or the ones the options name) and
  * the toolchain is the LLVM version the library was built with.
@@ -48,7 +49,7 @@ extern "C" {
 typedef struct sj_host_compiler_config {
     sj_compile_options options;      /* target must be SJ_TARGET_HOST */
     int devices;                     /* host devices to spread executables over; default 1 */
-    bool replay;                     /* capture at load, replay on run; default true */
+    bool replay;                     /* capture on first run, replay after; default true */
     const sj_mdcache_policy *policy; /* the devices' metadata cache policy; NULL = defaults */
 } sj_host_compiler_config;
 
@@ -102,7 +103,7 @@ SJ_API sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i);
 typedef struct sj_gpu_compiler_config {
     sj_compile_options options;      /* target SJ_TARGET_NVPTX (default) or _NVRTC; arch NULL = sm_90 */
     sj_cuda_device_config device;    /* the GPU loads go to; copied */
-    bool replay;                     /* capture at load, replay on run; default true */
+    bool replay;                     /* capture on first run, replay after; default true */
     const sj_mdcache_policy *policy; /* the device's metadata cache policy; NULL = defaults */
 } sj_gpu_compiler_config;
 

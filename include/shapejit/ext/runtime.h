@@ -57,6 +57,9 @@ typedef struct sj_executable sj_executable;
 SJ_API void sj_executable_destroy(sj_executable *exe);
 
 SJ_API int64_t sj_executable_extent(const sj_executable *exe); /* the bucket extent E */
+/* Bytes of working memory a run needs (arena and padded inputs and
+ * outputs at E), made by the first run or capture, not at create. */
+SJ_API int64_t sj_executable_memory_bytes(const sj_executable *exe);
 SJ_API sj_device *sj_executable_device(const sj_executable *exe);
 SJ_API int sj_executable_num_inputs(const sj_executable *exe);
 SJ_API int sj_executable_num_outputs(const sj_executable *exe);
