@@ -21,7 +21,7 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
-#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
 #include "bench/bench_timing.h"
 #include "jit/artifact/artifact_impl.h"
@@ -173,7 +173,7 @@ static void load_kernels(sj_ctx *ctx, sj_device *dev, const sj_graph *g, int64_t
     for (int l = 0; l < p->n_launches && l < 8; l++) {
         const sj_launch *la = &p->launches[l];
         sj_kernel_attrs at;
-        if (sj_op_cache_kernel(sj_device_op_cache(dev), L->m, p->kernels[la->kernel].name, &L->ka.k[l], &at) != SJ_OK)
+        if (sj_module_kernel(L->m, p->kernels[la->kernel].name, &L->ka.k[l], &at) != SJ_OK)
             die(ctx, "resolve");
         for (int i = 0; i < la->n_slots && i < 8; i++) L->ka.bufs[l][i] = L->slots[p->launch_slots[la->first_slot + i]];
         L->ka.info[l] = p->words + la->first_word;

@@ -16,16 +16,20 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static void options_hash(const void *options, size_t len, uint8_t out[32]) {
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, "shapejit compile options", 24);
+    if (len) llvm_blake3_hasher_update(&h, options, len);
+    llvm_blake3_hasher_finalize(&h, out, 32);
+}
+
 void sj_bucketed_cache_key(const sj_graph *g, const sj_compiler *comp, int64_t extent,
                            sj_store_key *out) {
     memset(out, 0, sizeof *out);
     sj_graph_hash(g, out->graph_hash);
     out->extent = extent;
-    llvm_blake3_hasher h;
-    llvm_blake3_hasher_init(&h);
-    llvm_blake3_hasher_update(&h, "shapejit compile options", 24);
-    if (comp->options_len) llvm_blake3_hasher_update(&h, comp->options, comp->options_len);
-    llvm_blake3_hasher_finalize(&h, out->options_hash, 32);
+    options_hash(comp->options, comp->options_len, out->options_hash);
     out->target_triple = comp->target_triple;
     out->target_cpu = comp->target_cpu;
     out->target_features = comp->target_features;
@@ -50,6 +54,10 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     if (comp->options_len && !comp->options)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the compiler has options_len %zu and no options",
                        comp->options_len);
+    if (comp->n_fallbacks < 0 || comp->n_fallbacks > SJ_CACHE_MAX_FALLBACKS ||
+        (comp->n_fallbacks && !comp->fallbacks))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: %d fallback targets, expected 0..%d",
+                       comp->n_fallbacks, SJ_CACHE_MAX_FALLBACKS);
     if (cfg->remote && sj_remote_ctx(cfg->remote) != ctx)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the remote tier belongs to another context than the graph");
 
@@ -89,6 +97,14 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->store_fail_mu, NULL);
 
     sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
+    for (int i = 0; i < comp->n_fallbacks; i++) {
+        const sj_compiler_target *t = &comp->fallbacks[i];
+        sj_store_key *k = &c->fallback_keys[i];
+        *k = c->key;
+        k->target_cpu = t->cpu;
+        k->target_features = t->features;
+        options_hash(t->options, t->options_len, k->options_hash);
+    }
     *out = c;
     return SJ_OK;
 }
@@ -174,35 +190,52 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
     return SJ_OK;
 }
 
-/* Store, then compiler: the executable for `extent`. Store trouble never
- * fails the call; it costs a compile. */
-static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe, sj_cache_made *made) {
-    *made = SJ_CACHE_LOADED;
-    sj_store_key key = c->key;
-    key.extent = extent;
+/* key's stored artifact as an executable: SJ_E_NOT_FOUND on a miss or on
+ * bytes the compiler refuses (counted corrupt: a compile for the own key
+ * overwrites them); no memory or no device are returned as they are, since
+ * a compile would end the same way. */
+static sj_status load_stored(sj_bucketed_cache *c, const sj_store_key *key, void **exe) {
     void *bytes;
     size_t len;
     sj_tier from;
-    if (stored_bytes(c, &key, &bytes, &len, &from) == SJ_OK) {
-        sj_status st = c->comp.load(c->comp.ctx, c->g, extent, bytes, len, exe);
-        sj_free(c->ctx, bytes);
-        if (st == SJ_OK) {
-            count_hit(c, from);
-            return SJ_OK;
-        }
-        /* No memory, or no device to load on: the bytes are not at fault,
-         * and a compile would end the same way. */
-        if (st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE) return st;
-        /* The bytes passed the store's checks but the compiler refuses
-         * them: as good as corrupt; the compile below overwrites them. */
-        atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
-        sj_ctx_clear_error(c->ctx);
+    if (stored_bytes(c, key, &bytes, &len, &from) != SJ_OK) return SJ_E_NOT_FOUND;
+    sj_status st = c->comp.load(c->comp.ctx, c->g, key->extent, bytes, len, exe);
+    sj_free(c->ctx, bytes);
+    if (st == SJ_OK) {
+        count_hit(c, from);
+        return SJ_OK;
     }
+    if (st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE) return st;
+    atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
+    sj_ctx_clear_error(c->ctx);
+    return SJ_E_NOT_FOUND;
+}
+
+/* Store (own target, then the fallbacks in order), then compiler: the
+ * executable for `extent`. Store trouble never fails the call; it costs a
+ * compile. *target: -1 for the own target, else the fallback's index. */
+static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe, sj_cache_made *made,
+                             int *target) {
+    *made = SJ_CACHE_LOADED;
+    *target = -1;
+    sj_store_key key = c->key;
+    key.extent = extent;
+    sj_status st = load_stored(c, &key, exe);
+    for (int i = 0; st == SJ_E_NOT_FOUND && i < c->comp.n_fallbacks; i++) {
+        sj_store_key fk = c->fallback_keys[i];
+        fk.extent = extent;
+        st = load_stored(c, &fk, exe);
+        if (st == SJ_OK) {
+            *target = i;
+            atomic_fetch_add_explicit(&c->fallback_hits, 1, memory_order_relaxed);
+        }
+    }
+    if (st != SJ_E_NOT_FOUND) return st;
     void *art;
     size_t art_len;
     *made = SJ_CACHE_COMPILED;
     SJ_TRY(compile_and_store(c, &key, &art, &art_len));
-    sj_status st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
+    st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
     sj_free(c->ctx, art);
     return st;
 }
@@ -249,12 +282,14 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     b->compiling = true;
     pthread_mutex_unlock(&b->mu);
 
-    sj_status st = materialize(c, sj_ladder_extent(c->ladder, i), &e, made);
+    int target;
+    sj_status st = materialize(c, sj_ladder_extent(c->ladder, i), &e, made, &target);
 
     pthread_mutex_lock(&b->mu);
     b->compiling = false;
     if (st == SJ_OK) {
         b->made = *made;
+        b->target = target;
         atomic_store_explicit(&b->exe, e, memory_order_release);
         atomic_fetch_add_explicit(&c->compiled, 1, memory_order_relaxed);
         *exe = e;
@@ -316,7 +351,8 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache
         return SJ_OK;
     }
     void *e;
-    SJ_TRY(materialize(c, key, &e, made));
+    int target;
+    SJ_TRY(materialize(c, key, &e, made, &target));
     sj_one_off *fresh = sj_calloc(c->ctx, 1, sizeof *fresh);
     if (!fresh) {
         c->comp.destroy(c->comp.ctx, e);
@@ -395,6 +431,13 @@ int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c) {
     return atomic_load_explicit(&c->compiled, memory_order_relaxed);
 }
 
+int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key) {
+    int i = sj_ladder_find(c->ladder, key);
+    for (; i >= 0 && i < c->n_buckets; i++)
+        if (atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire)) return i;
+    return -1;
+}
+
 sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi, bool *ready) {
     if (i < 0 || i >= c->n_buckets)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
@@ -403,6 +446,16 @@ sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *l
     if (hi) *hi = sj_ladder_extent(c->ladder, i);
     if (ready) *ready = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire) != NULL;
     return SJ_OK;
+}
+
+const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c) { return &c->comp; }
+
+const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i) {
+    if (!c || i < 0 || i >= c->n_buckets) return NULL;
+    sj_cache_bucket *b = &c->buckets[i];
+    if (!atomic_load_explicit(&b->exe, memory_order_acquire)) return NULL;
+    /* target is written before exe is published with release. */
+    return b->target < 0 ? c->key.target_cpu : c->fallback_keys[b->target].target_cpu;
 }
 
 void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out) {
@@ -416,6 +469,7 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->store_errors = atomic_load(&c->store_errors);
     out->one_offs = atomic_load(&c->n_one_offs);
     out->one_off_evictions = atomic_load(&c->one_off_evictions);
+    out->fallback_hits = atomic_load(&c->fallback_hits);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     /* counters only: the SQL scan of sj_store_stats_get could fail with no

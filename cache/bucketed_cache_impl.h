@@ -4,7 +4,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,6 +12,9 @@
 /* How a lookup found its executable: in memory, or made while it waited,
  * from the store tiers or by a compile (what a server calls a stall). */
 typedef enum sj_cache_made { SJ_CACHE_IN_MEMORY, SJ_CACHE_LOADED, SJ_CACHE_COMPILED } sj_cache_made;
+
+/* Fallback targets a compiler may name (the x86-64 levels are three). */
+#define SJ_CACHE_MAX_FALLBACKS 8
 
 /* One per bucket, on its own cache lines so hits on neighbouring buckets do
  * not share a line with a bucket being compiled. */
@@ -24,6 +27,7 @@ typedef struct sj_cache_bucket {
     sj_status fail_status;
     char fail_msg[256];
     sj_cache_made made;     /* how exe was made (under mu), for the callers that waited */
+    int target;             /* -1: the compiler's own target made exe, else the fallback's index */
     pthread_mutex_t run_mu; /* one run at a time on the executable */
     _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
 } __attribute__((aligned(64))) sj_cache_bucket;
@@ -53,6 +57,7 @@ struct sj_bucketed_cache {
     void *options;
     size_t options_len;
     sj_store_key key; /* everything but the extent */
+    sj_store_key fallback_keys[SJ_CACHE_MAX_FALLBACKS]; /* the compiler's fallback targets' */
     int n_buckets;
     sj_cache_bucket *buckets; /* 64-byte aligned inside buckets_mem */
     void *buckets_mem;
@@ -61,7 +66,7 @@ struct sj_bucketed_cache {
     int n_listed, one_off_capacity;
     uint64_t one_off_tick;
     _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors,
-        n_one_offs, one_off_evictions;
+        n_one_offs, one_off_evictions, fallback_hits;
     _Atomic int compiled;
     pthread_mutex_t store_fail_mu; /* store_fail */
     char store_fail[256];          /* the local store's first refusal of a put: why */

@@ -86,9 +86,13 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
         hcfg.devices = cfg->workers > 0 ? cfg->workers : 1;
         hcfg.options.cpu = cfg->cpu;
         st = sj_host_compiler_create(ctx, &hcfg, &b->host);
-        if (st == SJ_OK)
+        if (st == SJ_OK) {
             sj_host_compiler_table(b->host, &b->comp);
-        else
+            /* A chosen CPU (a level a fleet shares) is part of what messages
+             * and summaries call the target. */
+            if (cfg->cpu && strcmp(cfg->cpu, "native") != 0)
+                snprintf(b->target, sizeof b->target, "host %s", b->comp.target_cpu);
+        } else
             sj_error_prefix(ctx, "engine: backend host");
     }
     if (st != SJ_OK) sj_engine_backend_close(b);

@@ -114,9 +114,12 @@ static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_i
     return st;
 }
 
+/* promote: run in the smallest ready bucket at or above n's when n's own
+ * is not ready (sj_engine_run_ready); rep may be NULL. */
 static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
                              sj_named_tensor *outputs, int n_outputs, sj_run_info *info,
-                             sj_tensor *in, sj_tensor *out) {
+                             sj_tensor *in, sj_tensor *out, bool promote,
+                             sj_engine_run_report *rep) {
     int64_t n;
     SJ_TRY(bind(e, inputs, n_inputs, in, &n));
     /* Sizes no bucket takes fail before any compile (one-offs take any). */
@@ -130,9 +133,24 @@ static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_
         }
     }
     memset(out, 0, (size_t)e->n_outputs * sizeof *out);
-    int64_t extent;
+    int64_t extent, key = n;
+    int own = sj_bucketed_cache_bucket_for(e->cache, n);
+    bool promoted = false;
+    if (promote && own >= 0) {
+        int ready = sj_bucketed_cache_ready_at_least(e->cache, n);
+        if (ready > own) {
+            /* n's rows in a larger bucket: the key picks the bucket, the
+             * kernels run at n, so the result is the one n's bucket gives. */
+            SJ_TRY(sj_bucketed_cache_bucket(e->cache, ready, NULL, &key, NULL));
+            promoted = true;
+        }
+    }
     sj_cache_made made;
-    SJ_TRY(sj_cache_run(e->cache, n, n, in, out, &extent, &made));
+    SJ_TRY(sj_cache_run(e->cache, key, n, in, out, &extent, &made));
+    if (rep) {
+        rep->own_bucket = own;
+        rep->promoted = promoted;
+    }
     for (int i = 0; i < e->n_outputs; i++)
         outputs[i] = (sj_named_tensor){e->outputs[i].name, out[i]};
     for (int i = e->n_outputs; i < n_outputs; i++) outputs[i] = (sj_named_tensor){NULL, {0}};
@@ -146,8 +164,9 @@ static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_
     return SJ_OK;
 }
 
-sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
-                        sj_named_tensor *outputs, int n_outputs, sj_run_info *info) {
+static sj_status run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                     sj_named_tensor *outputs, int n_outputs, sj_run_info *info, bool promote,
+                     sj_engine_run_report *rep) {
     if (!e) return SJ_E_INVALID_ARG;
     sj_status st = SJ_OK;
     if (e->store_only)
@@ -167,9 +186,35 @@ sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_input
         out = sj_calloc(e->ctx, (size_t)e->n_outputs, sizeof *out);
     if (st == SJ_OK && (!in || !out))
         st = sj_fail(e->ctx, SJ_E_NOMEM, "engine: run: out of memory");
-    if (st == SJ_OK) st = run_checked(e, inputs, n_inputs, outputs, n_outputs, info, in, out);
+    if (st == SJ_OK)
+        st = run_checked(e, inputs, n_inputs, outputs, n_outputs, info, in, out, promote, rep);
     if (in != in_stack) sj_free(e->ctx, in);
     if (out != out_stack) sj_free(e->ctx, out);
     atomic_fetch_add_explicit(st == SJ_OK ? &e->runs : &e->run_failures, 1, memory_order_relaxed);
     return st;
+}
+
+sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs, sj_named_tensor *outputs,
+                        int n_outputs, sj_run_info *info) {
+    return run(e, inputs, n_inputs, outputs, n_outputs, info, false, NULL);
+}
+
+sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                              sj_named_tensor *outputs, int n_outputs, bool promote,
+                              sj_engine_run_report *report) {
+    sj_engine_run_report ignored;
+    if (!report) report = &ignored;
+    memset(report, 0, sizeof *report);
+    report->own_bucket = -1;
+    return run(e, inputs, n_inputs, outputs, n_outputs, &report->info, promote, report);
+}
+
+sj_status sj_engine_prepare_bucket(sj_engine *e, int i) {
+    if (!e) return SJ_E_INVALID_ARG;
+    if (e->store_only)
+        return sj_fail(e->ctx, SJ_E_STATE, "engine: prepare: the engine was opened store_only (it loads nothing)");
+    int64_t hi, extent;
+    SJ_TRY(sj_bucketed_cache_bucket(e->cache, i, NULL, &hi, NULL));
+    void *exe;
+    return sj_bucketed_cache_get_or_compile(e->cache, hi, &extent, &exe);
 }

@@ -3,8 +3,8 @@
  * executables on one CUDA device, made at the first load, for runs. */
 #include "shapejit/ext/backends.h"
 
-#include "jit/core/core_impl.h"
-#include "jit/nvrtc/gpu_compile.h"
+#include "core/core_impl.h"
+#include "jit/gpu/gpu_compile.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * + the artifact format for bytes, executables on host devices for runs. */
 #include "shapejit/ext/backends.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"
 
 #include <llvm-c/blake3.h>
@@ -13,6 +13,7 @@
 #define HOST_MAX_DEVICES 256
 /* "SJHO" + the u64 sj_compile_options_hash, little-endian. */
 #define HOST_OPTIONS_BYTES 12
+#define SJ_HOST_MAX_LEVELS 4
 
 struct sj_host_compiler {
     sj_ctx *ctx;
@@ -26,6 +27,12 @@ struct sj_host_compiler {
     char *triple, *cpu;
     char features_key[SJ_STORE_FIELD_MAX];
     char compiler_version[64];
+    /* The x86-64 levels this host can run, highest first, whose stored
+     * artifacts a native compiler loads when none for its own CPU is stored. */
+    int n_fallbacks;
+    sj_compiler_target fallbacks[SJ_HOST_MAX_LEVELS];
+    char fallback_features[SJ_HOST_MAX_LEVELS][SJ_STORE_FIELD_MAX];
+    uint8_t fallback_options[SJ_HOST_MAX_LEVELS][HOST_OPTIONS_BYTES];
 };
 
 void sj_host_compiler_config_init(sj_host_compiler_config *cfg) {
@@ -80,33 +87,86 @@ void sj_host_compiler_destroy(sj_host_compiler *hc) {
     sj_free(hc->ctx, hc);
 }
 
-static sj_status resolve_target(sj_host_compiler *hc) {
-    /* Options are checked here, before any compile, and the features kept in
-     * their checked form (implied ones added), which the options hash, the
-     * store key and the artifacts then all agree on. */
-    if (hc->options.cpu) SJ_TRY(sj_llvm_host_cpu_check(hc->ctx, hc->options.cpu));
+static void options_bytes(const sj_compile_options *o, uint8_t out[HOST_OPTIONS_BYTES]) {
+    uint64_t oh = sj_compile_options_hash(o);
+    memcpy(out, "SJHO", 4);
+    for (int i = 0; i < 8; i++) out[4 + i] = (uint8_t)(oh >> (8 * i));
+}
+
+static bool has_feature(const char *list, const char *name, size_t len) {
+    for (const char *p = list; (p = strstr(p, name)); p += len)
+        if (p > list && p[-1] == '+' && (p - 1 == list || p[-2] == ',') && (p[len] == ',' || !p[len]))
+            return true;
+    return false;
+}
+
+/* Every enabled feature of `need` is enabled in `have`. */
+static bool runs_on(const char *need, const char *have) {
+    for (const char *p = need; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char name[64];
+        if (len > 1 && p[0] == '+' && len <= sizeof name) {
+            memcpy(name, p + 1, len - 1);
+            name[len - 1] = '\0';
+            if (!has_feature(have, name, len - 1)) return false;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return true;
+}
+
+/* A native compiler also loads what a build machine stored for a portable
+ * level: the highest first, and only levels whose every feature the host
+ * (as host_features describes it) has. */
+static void add_level_fallbacks(sj_host_compiler *hc, const char *host_features) {
+    for (int i = sj_llvm_host_num_levels() - 1; i >= 0 && hc->n_fallbacks < SJ_HOST_MAX_LEVELS; i--) {
+        const char *level_features;
+        const char *name = sj_llvm_host_level(i, &level_features);
+        if (!runs_on(level_features, host_features)) continue;
+        int k = hc->n_fallbacks++;
+        sj_compile_options o = hc->options;
+        o.cpu = name;
+        options_bytes(&o, hc->fallback_options[k]);
+        features_key(level_features, hc->fallback_features[k], SJ_STORE_FIELD_MAX);
+        hc->fallbacks[k] = (sj_compiler_target){.cpu = name, .features = hc->fallback_features[k],
+                                                .options = hc->fallback_options[k],
+                                                .options_len = HOST_OPTIONS_BYTES};
+    }
+}
+
+static sj_status resolve_target(sj_host_compiler *hc, const char *host_features) {
+    /* "native" is spelled NULL, so both hash (and key) alike. Options are
+     * checked here, before any compile, and the features kept in their
+     * checked form (implied ones added), which the options hash, the store
+     * key and the artifacts then all agree on. */
+    if (sj_llvm_host_is_native(hc->options.cpu)) {
+        sj_free(hc->ctx, hc->cpu_opt);
+        hc->options.cpu = hc->cpu_opt = NULL;
+    }
     if (hc->options.features) {
         char *checked;
         SJ_TRY(sj_llvm_host_features(hc->ctx, hc->options.features, &checked));
         sj_free(hc->ctx, hc->features_opt);
         hc->options.features = hc->features_opt = checked;
     }
-    char *triple, *cpu, *features;
-    SJ_TRY(sj_llvm_host_info(hc->ctx, &triple, &cpu, &features));
+    char *triple, *host_cpu, *host_view, *features;
+    SJ_TRY(sj_llvm_host_info(hc->ctx, &triple, &host_cpu, &host_view));
     hc->triple = triple;
-    if (hc->options.cpu) {
-        sj_free(hc->ctx, cpu);
-        cpu = sj_strdup(hc->ctx, hc->options.cpu);
+    sj_free(hc->ctx, host_cpu);
+    sj_status st = sj_llvm_host_target(hc->ctx, hc->options.cpu, hc->options.features, &hc->cpu, &features);
+    if (st == SJ_OK) {
+        features_key(features, hc->features_key, sizeof hc->features_key);
+        sj_free(hc->ctx, features);
+        if (!hc->options.cpu && !hc->options.features)
+            add_level_fallbacks(hc, host_features ? host_features : host_view);
+        if (strlen(hc->triple) >= SJ_STORE_FIELD_MAX || strlen(hc->cpu) >= SJ_STORE_FIELD_MAX)
+            st = sj_fail(hc->ctx, SJ_E_INVALID_ARG, "host compiler: target name longer than %d bytes",
+                         SJ_STORE_FIELD_MAX - 1);
     }
-    hc->cpu = cpu;
-    features_key(hc->options.features ? hc->options.features : features, hc->features_key,
-                 sizeof hc->features_key);
-    sj_free(hc->ctx, features);
-    if (!hc->cpu) return sj_fail(hc->ctx, SJ_E_NOMEM, "host compiler: out of memory");
-    if (strlen(hc->triple) >= SJ_STORE_FIELD_MAX || strlen(hc->cpu) >= SJ_STORE_FIELD_MAX)
-        return sj_fail(hc->ctx, SJ_E_INVALID_ARG, "host compiler: target name longer than %d bytes",
-                       SJ_STORE_FIELD_MAX - 1);
-    return SJ_OK;
+    sj_free(hc->ctx, host_view);
+    return st;
 }
 
 sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
@@ -142,7 +202,7 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
         sj_host_compiler_destroy(hc);
         return sj_fail(ctx, SJ_E_NOMEM, "host compiler: out of memory");
     }
-    st = resolve_target(hc);
+    st = resolve_target(hc, cfg->host_features);
     for (int i = 0; st == SJ_OK && i < cfg->devices; i++) {
         st = sj_host_device_create(ctx, cfg->policy, &hc->devices[i]);
         if (st == SJ_OK) hc->n_devices++;
@@ -151,9 +211,7 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
         sj_host_compiler_destroy(hc);
         return st;
     }
-    uint64_t oh = sj_compile_options_hash(&hc->options);
-    memcpy(hc->options_bytes, "SJHO", 4);
-    for (int i = 0; i < 8; i++) hc->options_bytes[4 + i] = (uint8_t)(oh >> (8 * i));
+    options_bytes(&hc->options, hc->options_bytes);
     snprintf(hc->compiler_version, sizeof hc->compiler_version, "llvm-%s", SJ_LLVM_VERSION_STRING);
     *out = hc;
     return SJ_OK;
@@ -221,6 +279,8 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->compiler_version = hc->compiler_version;
     out->options = hc->options_bytes;
     out->options_len = HOST_OPTIONS_BYTES;
+    out->fallbacks = hc->n_fallbacks ? hc->fallbacks : NULL;
+    out->n_fallbacks = hc->n_fallbacks;
     out->compile = host_compile;
     out->load = host_load;
     out->run = host_run;

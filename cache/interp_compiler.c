@@ -4,7 +4,7 @@
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/ext/interp.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <string.h>
 

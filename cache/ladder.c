@@ -1,7 +1,7 @@
 /* Ladders: the extent list, its builders, the spec parser and the lookup. */
 #include "shapejit/ladder.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <errno.h>
 #include <math.h>

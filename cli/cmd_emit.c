@@ -10,7 +10,7 @@
 
 static const char usage[] =
     "usage: shapejit emit MODEL --rows N --target llvm-ir|host-asm|nvptx|cuda-c|cubin\n"
-    "                     [--arch sm_80|sm_90] [--emit llvm|nvrtc] [--ladder SPEC]\n"
+    "                     [--arch sm_80|sm_90] [--emit llvm|nvrtc] [--cpu C] [--ladder SPEC]\n"
     "                     [--out FILE] " CLI_MODEL_USAGE "\n"
     "  Writes the code of the bucket that holds N (compiled at the bucket's\n"
     "  extent) to FILE, or to stdout. GPU targets need no GPU.\n"
@@ -18,6 +18,7 @@ static const char usage[] =
     "                     nvptx (PTX), cuda-c (the CUDA C source NVRTC compiles),\n"
     "                     cubin (the CUDA binary; binary, so not to a terminal)\n"
     "  --arch A           GPU targets: sm_80 or sm_90 (default)\n"
+    "  --cpu C            host targets: native (default), x86-64-v2|v3|v4 or an LLVM CPU name\n"
     "  --emit P           nvptx, cubin: the path that makes them, llvm (LLVM NVPTX,\n"
     "                     default) or nvrtc (CUDA C through NVRTC)\n"
     "  --ladder SPEC      buckets (default " CLI_DEFAULT_LADDER ")\n";
@@ -90,13 +91,15 @@ static int emit_cubin(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
 
 int cli_cmd_emit(int argc, char **argv) {
     const char *cmd = "emit";
-    const char *target = NULL, *out = NULL, *spec = CLI_DEFAULT_LADDER, *arch = NULL, *path = NULL;
+    const char *target = NULL, *out = NULL, *spec = CLI_DEFAULT_LADDER, *arch = NULL, *path = NULL,
+               *cpu = NULL;
     int64_t rows = 0;
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--rows", CLI_OPT_INT, &rows},  {"--target", CLI_OPT_STRING, &target},
         {"--out", CLI_OPT_STRING, &out}, {"--ladder", CLI_OPT_STRING, &spec},
         {"--arch", CLI_OPT_STRING, &arch}, {"--emit", CLI_OPT_STRING, &path},
+        {"--cpu", CLI_OPT_STRING, &cpu},
         CLI_MODEL_OPTS(model),
     };
     const char *pos[1];
@@ -110,6 +113,8 @@ int cli_cmd_emit(int argc, char **argv) {
     emit_request req = {SJ_TARGET_HOST, SJ_EMIT_LLVM_IR, false};
     int prc = parse_target(cmd, target, path, arch, &req);
     if (prc != CLI_EXIT_OK) return prc;
+    if (cpu && req.target != SJ_TARGET_HOST)
+        return cli_usage_error(cmd, "--cpu is for the host targets (llvm-ir, host-asm)");
     if (req.cubin && !out && isatty(STDOUT_FILENO))
         return cli_usage_error(cmd, "--target cubin is binary: give --out FILE or redirect stdout");
     if (rows < 1 || rows > SJ_MAX_EXTENT)
@@ -132,6 +137,7 @@ int cli_cmd_emit(int argc, char **argv) {
         sj_compile_options_init(&o);
         o.target = req.target;
         if (req.target != SJ_TARGET_HOST) o.arch = arch ? arch : "sm_90";
+        o.cpu = cpu;
         int64_t extent = sj_ladder_extent(ladder, bucket);
         if (req.cubin) {
             rc = emit_cubin(cmd, ctx, g, extent, &o, &text, &len);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "shapejit/ext/onnx.h"
+#include "tools/conformance/conformance.h"
 
 static const char usage[] =
     "usage: shapejit onnx-conformance DIR [--backend interp|host] [--only REGEX] [--verbose]\n"

@@ -9,7 +9,7 @@
 
 static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"
-    "                           [--arch sm_80|sm_90] [--store PATH]\n"
+    "                           [--arch sm_80|sm_90] [--cpu C[,C...]] [--store PATH]\n"
     "                           [--remote URL|none] [--remote-secret-file FILE]\n"
     "                           [--remote-read-only] [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
@@ -21,6 +21,9 @@ static const char usage[] =
     "                     are compiled and stored, not loaded: no GPU is needed, so a\n"
     "                     CPU build machine can fill the store for a GPU fleet\n"
     "  --arch A           GPU targets: sm_80 or sm_90 (default)\n"
+    "  --cpu C[,C...]     host target: the CPUs to compile for, each stored under its own\n"
+    "                     key: native (default), x86-64-v2|v3|v4 (portable levels a fleet\n"
+    "                     of differing CPUs loads from), or an LLVM CPU name\n"
     "  --jobs N           buckets compiled at once (default: the CPU count)\n"
     /* clang-format off */
     CLI_STORE_USAGE
@@ -117,9 +120,11 @@ static bool gpu_target_built(sj_ctx *ctx, sj_target t, char *why, size_t cap) {
     return st == SJ_OK;
 }
 
+#define CLI_MAX_CPUS 8
+
 int cli_cmd_precompile(int argc, char **argv) {
     const char *cmd = "precompile";
-    const char *ladder = NULL, *target = "host", *store = NULL, *arch = NULL;
+    const char *ladder = NULL, *target = "host", *store = NULL, *arch = NULL, *cpus = NULL;
     int64_t jobs = 0;
     bool stats = false;
     cli_model_flags model = {0};
@@ -128,6 +133,7 @@ int cli_cmd_precompile(int argc, char **argv) {
         {"--ladder", CLI_OPT_STRING, &ladder}, {"--target", CLI_OPT_STRING, &target},
         {"--store", CLI_OPT_STRING, &store},   {"--jobs", CLI_OPT_INT, &jobs},
         {"--stats", CLI_OPT_FLAG, &stats},     {"--arch", CLI_OPT_STRING, &arch},
+        {"--cpu", CLI_OPT_STRING, &cpus},
         CLI_MODEL_OPTS(model),                 CLI_REMOTE_OPTS(remote),
     };
     const char *pos[1];
@@ -145,32 +151,55 @@ int cli_cmd_precompile(int argc, char **argv) {
         return cli_usage_error(cmd, "unknown target '%s' (host, nvptx, nvrtc or all)", target);
     if (arch && !want[1] && !want[2])
         return cli_usage_error(cmd, "--arch is for the GPU targets (nvptx, nvrtc, all)");
+    if (cpus && !want[0]) return cli_usage_error(cmd, "--cpu is for the host target");
+    /* --cpu x86-64-v2,x86-64-v3: one host pass per CPU, into one store. */
+    char cpu_list[1024];
+    const char *host_cpus[CLI_MAX_CPUS] = {NULL};
+    int n_cpus = 1;
+    if (cpus) {
+        if (snprintf(cpu_list, sizeof cpu_list, "%s", cpus) >= (int)sizeof cpu_list)
+            return cli_usage_error(cmd, "--cpu list longer than %zu bytes", sizeof cpu_list - 1);
+        n_cpus = 0;
+        for (char *save = NULL, *c = strtok_r(cpu_list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+            if (n_cpus == CLI_MAX_CPUS) return cli_usage_error(cmd, "--cpu names more than %d CPUs", CLI_MAX_CPUS);
+            host_cpus[n_cpus++] = c;
+        }
+        if (!n_cpus) return cli_usage_error(cmd, "--cpu needs at least one CPU name");
+    }
     cli_backend_args gpu_check = {.name = "cuda", .arch = arch};
     int rc = cli_backend_check(cmd, &gpu_check);
     if (rc != CLI_EXIT_OK) return rc;
 
     sj_ctx *ctx = cli_ctx_create(cmd);
     if (!ctx) return CLI_EXIT_FAIL;
+    /* One pass per host CPU, then one per GPU target. */
     for (int i = 0; rc == CLI_EXIT_OK && i < 3; i++) {
         if (!want[i]) continue;
-        cli_engine_args ea = {.ladder = ladder, .store = store, .remote = remote};
         char why[512];
-        if (i == 0) {
-            ea.backend = (cli_backend_args){.name = "host", .devices = 1};
-        } else if (all && !gpu_target_built(ctx, i == 1 ? SJ_TARGET_NVPTX : SJ_TARGET_NVRTC, why,
-                                            sizeof why)) {
+        if (i > 0 && all &&
+            !gpu_target_built(ctx, i == 1 ? SJ_TARGET_NVPTX : SJ_TARGET_NVRTC, why, sizeof why)) {
             /* "all" is what this build compiles for: say what is left out. */
             fprintf(stderr, "precompile: target %s skipped: %s\n", targets[i], why);
             continue;
-        } else {
-            ea.backend = (cli_backend_args){.name = "cuda", .emit = i == 1 ? "llvm" : "nvrtc",
-                                            .arch = arch};
-            ea.store_only = true;
         }
-        /* Each target's engine owns its own copy of the model. */
-        sj_graph *g = NULL;
-        rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
-        if (rc == CLI_EXIT_OK) rc = precompile_target(cmd, ctx, g, &ea, (int)jobs, stats);
+        for (int pass = 0; rc == CLI_EXIT_OK && pass < (i == 0 ? n_cpus : 1); pass++) {
+            cli_engine_args ea = {.ladder = ladder, .store = store, .remote = remote};
+            if (i == 0) {
+                /* Another machine's CPU (a level, a named CPU) is stored, not
+                 * loaded: this machine may not be able to run it. */
+                const char *cpu = host_cpus[pass];
+                ea.backend = (cli_backend_args){.name = "host", .devices = 1, .cpu = cpu};
+                ea.store_only = cpu && strcmp(cpu, "native") != 0;
+            } else {
+                ea.backend = (cli_backend_args){.name = "cuda", .emit = i == 1 ? "llvm" : "nvrtc",
+                                                .arch = arch};
+                ea.store_only = true;
+            }
+            /* Each pass's engine owns its own copy of the model. */
+            sj_graph *g = NULL;
+            rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
+            if (rc == CLI_EXIT_OK) rc = precompile_target(cmd, ctx, g, &ea, (int)jobs, stats);
+        }
     }
     sj_ctx_destroy(ctx);
     return rc;

@@ -14,6 +14,7 @@
 static const char usage[] =
     "usage: shapejit run MODEL [--input NAME=FILE]... [--rows N] [--out DIR]\n"
     "                    [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
+    "                    [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                    [--ladder SPEC] [--store PATH|none]\n"
     "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                    [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
@@ -31,6 +32,8 @@ static const char usage[] =
     "                     cuda (GPU 0, a CUDA graph per bucket; needs the NVIDIA driver)\n"
     "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
+    "  --cpu C            host: native (default; a stored x86-64 level this CPU runs is\n"
+    "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
     "  --ladder SPEC      buckets: pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
     "                     (default " CLI_DEFAULT_LADDER ")\n"
     CLI_STORE_USAGE
@@ -273,6 +276,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},
         {"--backend", CLI_OPT_STRING, &a.backend.name}, {"--stats", CLI_OPT_FLAG, &a.stats},
         {"--emit", CLI_OPT_STRING, &a.backend.emit},    {"--arch", CLI_OPT_STRING, &a.backend.arch},
+        {"--cpu", CLI_OPT_STRING, &a.backend.cpu},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
         CLI_MODEL_OPTS(a.model),               CLI_REMOTE_OPTS(a.remote),
     };

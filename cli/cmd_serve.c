@@ -14,8 +14,11 @@ static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
     "                      [--ladder SPEC] [--store PATH|none]\n"
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
+    "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--requests N] [--seed S] [--stats] " CLI_MODEL_USAGE "\n"
+    "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
+    "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
     "  Serves a stream of requests (sizes of the model's symbolic dim, each with\n"
     "  seeded random inputs) with N worker threads through one bucketed cache and\n"
     "  reports latency percentiles, throughput, compiles and compile stalls\n"
@@ -37,6 +40,8 @@ static const char usage[] =
     "                     (needs the NVIDIA driver; fails at start without one)\n"
     "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
+    "  --cpu C            host: native (default; a stored x86-64 level this CPU runs is\n"
+    "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
     "  --requests N       serve N requests: the stream is cut, or repeated\n"
     "  --seed S           seed of the inputs (request i uses S + i; default 0)\n"
     "  --stats            also print one JSON object of the figures on stderr\n";
@@ -248,7 +253,13 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     return rc;
 }
 
+int cli_cmd_serve_listen(int argc, char **argv); /* cmd_serve_http.c */
+
 int cli_cmd_serve(int argc, char **argv) {
+    /* With --listen, serve is an HTTP endpoint instead of a replayed stream. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--listen") || !strncmp(argv[i], "--listen=", 9))
+            return cli_cmd_serve_listen(argc, argv);
     const char *cmd = "serve";
     const char *trace = NULL, *synthetic = NULL;
     int64_t workers = 2, requests = INT64_MIN /* not given: the whole stream */, seed = 0;
@@ -261,7 +272,8 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend.name},
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
         {"--stats", CLI_OPT_FLAG, &stats},      {"--emit", CLI_OPT_STRING, &ca.backend.emit},
-        {"--arch", CLI_OPT_STRING, &ca.backend.arch}, CLI_MODEL_OPTS(model),
+        {"--arch", CLI_OPT_STRING, &ca.backend.arch}, {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
+        CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote),
     };
     const char *pos[1];

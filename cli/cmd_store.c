@@ -196,6 +196,59 @@ static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
     return rc;
 }
 
+static void find_identical(void *user, const sj_store_entry *e, unsigned differs) {
+    (void)e;
+    if (!differs) *(bool *)user = true;
+}
+
+static bool stored(sj_store *s, const sj_store_key *key) {
+    bool found = false;
+    return sj_store_explain(s, key, 1, find_identical, &found) == SJ_OK && found;
+}
+
+/* Which stored artifact this host would load, when its own CPU's is not
+ * stored: the first of its compiler's fallback targets (the x86-64 levels
+ * it can run, highest first) that the store holds. */
+static void explain_levels(sj_store *s, sj_engine *e, const sj_store_key *own, bool json) {
+    const sj_compiler *comp = sj_bucketed_cache_compiler(sj_engine_cache(e));
+    const char *taken = stored(s, own) ? own->target_cpu : NULL, *why = "its own CPU's artifact is stored";
+    for (int i = 0; !taken && i < comp->n_fallbacks; i++) {
+        sj_compiler level = *comp;
+        level.target_cpu = comp->fallbacks[i].cpu;
+        level.target_features = comp->fallbacks[i].features;
+        level.options = comp->fallbacks[i].options;
+        level.options_len = comp->fallbacks[i].options_len;
+        sj_store_key k;
+        sj_bucketed_cache_key(sj_engine_graph(e), &level, own->extent, &k);
+        if (stored(s, &k)) {
+            taken = level.target_cpu;
+            why = "no artifact for its own CPU; the highest stored level whose every feature it has";
+        }
+    }
+    char levels[256] = "";
+    for (int i = 0; i < comp->n_fallbacks; i++)
+        snprintf(levels + strlen(levels), sizeof levels - strlen(levels), "%s%s", i ? ", " : "",
+                 comp->fallbacks[i].cpu);
+    if (json) {
+        printf(", \"host_cpu\": ");
+        json_str(own->target_cpu);
+        printf(", \"levels_it_runs\": ");
+        json_str(levels);
+        printf(", \"takes\": ");
+        if (taken) json_str(taken);
+        else printf("null");
+        printf(", \"why\": ");
+        json_str(taken ? why : "nothing it can load is stored: it compiles for its own CPU");
+        return;
+    }
+    if (taken)
+        printf("this host (%s; levels it runs: %s) takes %s: %s\n", own->target_cpu,
+               levels[0] ? levels : "none", taken, why);
+    else
+        printf("this host (%s; levels it runs: %s) finds nothing it can load: it compiles for its own CPU\n",
+               own->target_cpu, levels[0] ? levels : "none");
+}
+
 static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *model, const store_args *a) {
     if (a->rows < 1) return cli_usage_error(cmd, "explain needs --rows N with N >= 1");
     cli_backend_args ba = {.name = a->backend, .emit = a->emit, .arch = a->arch};
@@ -225,8 +278,12 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
         ls_state ls = {a->json, 0};
         if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
         st = sj_store_explain(s, &key, (int)a->limit, explained, &ls);
-        if (a->json) printf("%s]}\n", ls.n ? "\n" : "");
+        if (a->json) printf("%s]", ls.n ? "\n" : "");
         else if (st == SJ_OK && ls.n == 0) printf("the store is empty: every bucket compiles\n");
+        /* A native host compiler falls back on the stored CPU levels. */
+        if (st == SJ_OK && sj_bucketed_cache_compiler(sj_engine_cache(e))->n_fallbacks)
+            explain_levels(s, e, &key, a->json);
+        if (a->json) printf("}\n");
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     }
     sj_engine_close(e);

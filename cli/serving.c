@@ -1,6 +1,7 @@
 /* Flags and environment into an engine, and the figures the serving
  * commands share. */
 #include "cli/serving.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
 
 #include <math.h>
@@ -36,6 +37,8 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --emit '%s' (llvm or nvrtc)", a->emit);
     if (a->arch && strcmp(a->arch, "sm_80") != 0 && strcmp(a->arch, "sm_90") != 0)
         return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
+    if (a->cpu && strcmp(name, "host") != 0)
+        return cli_usage_error(cmd, "--cpu is for --backend host");
     return CLI_EXIT_OK;
 }
 
@@ -69,6 +72,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.backend = a->backend.name;
     cfg.gpu_emit = a->backend.emit;
     cfg.arch = a->backend.arch;
+    cfg.cpu = a->backend.cpu;
     cfg.workers = a->backend.devices;
     cfg.remote_url = url;
     cfg.remote_secret = secret;
@@ -92,6 +96,35 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     return CLI_EXIT_OK;
 }
 
+/* ", \"level_hits\": N, \"bucket_cpus\": {\"x86-64-v3\": 11}": how many ready
+ * buckets came from each target CPU, so a fleet sees whether it runs the
+ * portable levels a build machine stored or code compiled for itself. */
+static void cli_bucket_targets_member(FILE *f, sj_engine *e) {
+    sj_bucketed_cache *c = sj_engine_cache(e);
+    sj_bucketed_cache_stats cs;
+    sj_bucketed_cache_stats_get(c, &cs);
+    fprintf(f, ", \"level_hits\": %llu, \"bucket_cpus\": {", (unsigned long long)cs.fallback_hits);
+    int n = sj_bucketed_cache_total_buckets(c), listed = 0;
+    for (int i = 0; i < n; i++) {
+        const char *t = sj_bucketed_cache_bucket_target(c, i);
+        bool seen = !t;
+        for (int j = 0; j < i && !seen; j++) {
+            const char *u = sj_bucketed_cache_bucket_target(c, j);
+            seen = u && !strcmp(u, t);
+        }
+        if (seen) continue;
+        int count = 0;
+        for (int j = i; j < n; j++) {
+            const char *u = sj_bucketed_cache_bucket_target(c, j);
+            count += u && !strcmp(u, t);
+        }
+        fprintf(f, "%s", listed++ ? ", " : "");
+        cli_json_str(f, t);
+        fprintf(f, ": %d", count);
+    }
+    fputc('}', f);
+}
+
 void cli_stats_members(FILE *f, sj_engine *e) {
     sj_engine_stats s;
     sj_engine_stats_get(e, &s);
@@ -104,6 +137,7 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
+    cli_bucket_targets_member(f, e);
     if (sj_engine_remote(e)) {
         fputs(", ", f);
         cli_remote_stats_members(f, sj_engine_remote(e));

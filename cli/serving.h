@@ -63,6 +63,7 @@ typedef struct cli_backend_args {
     const char *name; /* "host" (NULL), "interp" or "cuda" */
     const char *emit; /* cuda: "llvm" (NULL: the NVPTX path) or "nvrtc" */
     const char *arch; /* cuda: "sm_80" or "sm_90" (NULL) */
+    const char *cpu;  /* host: NULL or "native", x86-64-v2|v3|v4, or an LLVM CPU name */
     int devices;      /* host devices; 0 = 1 */
 } cli_backend_args;
 

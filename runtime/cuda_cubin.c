@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "shapejit/ext/cuda_device.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 /* CUDA binaries are ELF64 with machine EM_CUDA; the arch sits in e_flags,
  * in bits 0-7 before ELF ABI version 8 and bits 8-15 from it on. */

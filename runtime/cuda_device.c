@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "shapejit/ext/cuda_device.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "runtime/cuda_impl.h"
 
 void sj_cuda_device_config_init(sj_cuda_device_config *cfg) {

@@ -7,7 +7,7 @@
 #ifdef SJ_HAVE_CUDA
 #include <cuda.h>
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 /* Every driver entry point the device calls. cuda.h maps the plain names to
  * their current ABI versions with macros (cuMemAlloc -> cuMemAlloc_v2,

@@ -38,16 +38,11 @@ sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
     dev->ctx = ctx;
     dev->ops = ops;
     dev->impl = impl;
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&dev->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
+    pthread_mutex_init(&dev->lock, NULL);
     atomic_init(&dev->refs, 1);
     atomic_init(&dev->alive, true);
     dev->next_graph_id = 1;
     sj_status st = sj_mdcache_create(ctx, policy, mdcache_release_buffer, dev, &dev->mdcache);
-    if (st == SJ_OK) st = sj_op_cache_create_owned(dev, &dev->op_cache);
     if (st != SJ_OK) {
         sj_device_destroy(dev);
         return st;
@@ -71,10 +66,8 @@ void sj_device_destroy(sj_device *dev) {
     if (!dev) return;
     sj_device_lock(dev);
     if (atomic_load(&dev->alive)) {
-        /* Caches first: their buffers go back through the backend, which must
+        /* The cache first: its buffers go back through the backend, which must
          * still be there; the backend then frees whatever is left. */
-        sj_op_cache_destroy(dev->op_cache);
-        dev->op_cache = NULL;
         sj_mdcache_destroy(dev->mdcache);
         dev->mdcache = NULL;
         dev->ops->destroy(dev->impl);
@@ -94,7 +87,6 @@ sj_ctx *sj_device_ctx(const sj_device *dev) { return dev->ctx; }
 const char *sj_device_name(const sj_device *dev) { return dev->ops->name; }
 unsigned sj_device_flags(const sj_device *dev) { return dev->ops->flags; }
 bool sj_device_alive(const sj_device *dev) { return atomic_load(&((sj_device *)dev)->alive); }
-sj_op_cache *sj_device_op_cache(sj_device *dev) { return dev->op_cache; }
 sj_mdcache *sj_device_metadata_cache(sj_device *dev) { return dev->mdcache; }
 
 /* Every checked wrapper: lock, refuse after release, call, unlock. */
@@ -162,7 +154,7 @@ sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_d
                 dev->ops->launch(dev->impl, k, dims, buffers, info, active_extent));
 }
 
-static sj_status begin_capture_locked(sj_device *dev) {
+sj_status sj_device_begin_capture_locked(sj_device *dev) {
     if (dev->capturing)
         return sj_fail(dev->ctx, SJ_E_STATE, "device '%s': a capture is already recording",
                        dev->ops->name);
@@ -171,7 +163,7 @@ static sj_status begin_capture_locked(sj_device *dev) {
     return st;
 }
 
-static sj_status end_capture_locked(sj_device *dev, sj_graph_handle *out) {
+sj_status sj_device_end_capture_locked(sj_device *dev, sj_graph_handle *out) {
     if (!dev->capturing)
         return sj_fail(dev->ctx, SJ_E_STATE, "device '%s': end of capture with none recording",
                        dev->ops->name);
@@ -181,14 +173,14 @@ static sj_status end_capture_locked(sj_device *dev, sj_graph_handle *out) {
 
 sj_status sj_device_begin_capture(sj_device *dev) {
     if (!dev) return SJ_E_INVALID_ARG;
-    LOCKED_CALL(dev, "begin capture", begin_capture_locked(dev));
+    LOCKED_CALL(dev, "begin capture", sj_device_begin_capture_locked(dev));
 }
 
 sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out) {
     if (!dev || !out)
         return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
-    LOCKED_CALL(dev, "end capture", end_capture_locked(dev, out));
+    LOCKED_CALL(dev, "end capture", sj_device_end_capture_locked(dev, out));
 }
 
 sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent) {
@@ -236,13 +228,21 @@ void sj_module_destroy(sj_module *m) {
     if (!m) return;
     sj_device *dev = m->dev;
     sj_device_lock(dev);
-    if (atomic_load(&dev->alive)) {
-        sj_op_cache_forget_module(dev->op_cache, m);
-        dev->ops->unload_module(dev->impl, m->impl);
-    }
+    if (atomic_load(&dev->alive)) dev->ops->unload_module(dev->impl, m->impl);
     sj_device_unlock(dev);
     sj_free(dev->ctx, m);
     sj_device_unref(dev);
 }
 
 sj_device *sj_module_device(const sj_module *m) { return m->dev; }
+
+sj_status sj_module_kernel(sj_module *m, const char *name, sj_kernel_handle *out,
+                           sj_kernel_attrs *attrs) {
+    if (!m || !name || !out) return SJ_E_INVALID_ARG;
+    *out = NULL;
+    sj_kernel_attrs scratch;
+    sj_kernel_attrs *a = attrs ? attrs : &scratch;
+    memset(a, 0, sizeof *a);
+    LOCKED_CALL(m->dev, "resolve kernel",
+                m->dev->ops->resolve_kernel(m->dev->impl, m->impl, name, out, a));
+}

@@ -1,15 +1,15 @@
 /* What the runtime's modules share about a device and its modules. Not
  * installed.
  *
- * The lock is recursive because the launch path holds it across a whole run
- * and, inside it, the op cache resolves a kernel through the public (also
- * locking) device functions. */
+ * The lock is a plain mutex: code that holds it (the launch path, capture)
+ * calls the backend's table and the *_locked helpers below, never the public
+ * (locking) device functions. */
 #ifndef SJ_RUNTIME_DEVICE_IMPL_H
 #define SJ_RUNTIME_DEVICE_IMPL_H
 
 #include "shapejit/ext/device.h"
-#include "shapejit/ext/op_cache.h"
-#include "jit/core/core_impl.h"
+#include "shapejit/ext/metadata_cache.h"
+#include "core/core_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,7 +22,6 @@ struct sj_device {
     atomic_int refs;     /* the owner's, plus one per module, executable, op cache */
     atomic_bool alive;   /* false from sj_device_destroy on */
     bool capturing;
-    sj_op_cache *op_cache;
     sj_mdcache *mdcache;
     uint64_t next_graph_id;
     bool timing;             /* sj_device_set_timing */
@@ -42,8 +41,8 @@ void sj_device_unref(sj_device *dev);
 /* SJ_E_STATE with a message when the device was released. */
 sj_status sj_device_check_alive(sj_device *dev, const char *what);
 
-/* The op cache a device makes for itself holds no reference on it (the device
- * owns it), so it does not keep its owner alive. */
-sj_status sj_op_cache_create_owned(sj_device *dev, sj_op_cache **out);
+/* Capture with the lock already held (the executor's capture). */
+sj_status sj_device_begin_capture_locked(sj_device *dev);
+sj_status sj_device_end_capture_locked(sj_device *dev, sj_graph_handle *out);
 
 #endif

@@ -136,13 +136,10 @@ static const int64_t *info_for(sj_executable *e, const exe_launch *l) {
 /* Caller holds the device lock. Eager, or recording when a capture is on. */
 static sj_status launch_all(sj_executable *e, int64_t active) {
     sj_device *dev = e->dev;
-    sj_op_cache *oc = dev->op_cache;
     for (int32_t i = 0; i < e->n_launches; i++) {
         const exe_launch *l = &e->launches[i];
-        sj_kernel_handle k;
-        SJ_TRY(sj_op_cache_kernel(oc, e->module, e->kernels[l->kernel].name, &k, NULL));
-        sj_status st =
-            dev->ops->launch(dev->impl, k, &l->dims, l->buffers, info_for(e, l), active);
+        sj_status st = dev->ops->launch(dev->impl, e->handles[l->kernel], &l->dims, l->buffers,
+                                        info_for(e, l), active);
         if (st != SJ_OK) {
             sj_error_prefix(e->ctx, "launch #%d (%s)", i, e->kernels[l->kernel].name);
             return st;
@@ -251,7 +248,7 @@ static sj_status capture_locked(sj_executable *e) {
     if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
     SJ_TRY(sj_executable_ensure_memory(e));
     SJ_TRY(sj_mdcache_capture_begin(dev->mdcache));
-    sj_status st = sj_device_begin_capture(dev);
+    sj_status st = sj_device_begin_capture_locked(dev);
     if (st != SJ_OK) {
         sj_mdcache_capture_discard(dev->mdcache);
         return st;
@@ -259,16 +256,16 @@ static sj_status capture_locked(sj_executable *e) {
     /* The extent recorded here is never used: replay passes its own. */
     sj_status launched = launch_all(e, e->extent);
     sj_graph_handle g = NULL;
-    st = sj_device_end_capture(dev, &g);
+    st = sj_device_end_capture_locked(dev, &g);
     if (launched != SJ_OK || st != SJ_OK) {
-        sj_device_destroy_graph(dev, g);
+        if (g) dev->ops->destroy_graph(dev->impl, g);
         sj_mdcache_capture_discard(dev->mdcache);
         return launched != SJ_OK ? launched : st;
     }
     uint64_t id = dev->next_graph_id++;
     st = sj_mdcache_capture_commit(dev->mdcache, id);
     if (st != SJ_OK) {
-        sj_device_destroy_graph(dev, g);
+        dev->ops->destroy_graph(dev->impl, g);
         sj_mdcache_capture_discard(dev->mdcache);
         return st;
     }

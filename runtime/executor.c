@@ -228,11 +228,12 @@ static sj_status alloc_staging(sj_executable *e) {
     return SJ_OK;
 }
 
+/* Once, here: the launch path reads e->handles and asks the device nothing. */
 static sj_status resolve_kernels(sj_executable *e) {
-    sj_op_cache *oc = sj_device_op_cache(e->dev);
+    e->handles = sj_calloc(e->ctx, (size_t)e->n_kernels + 1, sizeof *e->handles);
+    if (!e->handles) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
     for (int32_t i = 0; i < e->n_kernels; i++) {
-        sj_kernel_handle k;
-        sj_status st = sj_op_cache_kernel(oc, e->module, e->kernels[i].name, &k, NULL);
+        sj_status st = sj_module_kernel(e->module, e->kernels[i].name, &e->handles[i], NULL);
         if (st != SJ_OK) {
             sj_error_prefix(e->ctx, "executable: kernel #%d '%s'", i, e->kernels[i].name);
             return st;
@@ -376,6 +377,7 @@ void sj_executable_destroy(sj_executable *e) {
     sj_free(e->ctx, e->params);
     sj_free(e->ctx, e->staging);
     sj_free(e->ctx, e->kernels);
+    sj_free(e->ctx, e->handles);
     sj_free(e->ctx, e->launches);
     sj_free(e->ctx, e->launch_slots);
     sj_free(e->ctx, e->slots);

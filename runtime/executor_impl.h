@@ -40,6 +40,7 @@ struct sj_executable {
     bool has_sym;
     int32_t n_kernels;
     sj_kernel_desc *kernels;
+    sj_kernel_handle *handles; /* resolved at create, one per kernel: launches read them */
     int32_t n_launches;
     exe_launch *launches;
     int64_t *words; /* host copy of every launch's words */

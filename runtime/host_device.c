@@ -3,7 +3,7 @@
  * capture as a recorded launch list replayed for any active extent. */
 #include "device_impl.h"
 #include "host_jit_impl.h"
-#include "jit/core/array.h"
+#include "core/array.h"
 
 #include <stdio.h>
 #include <string.h>

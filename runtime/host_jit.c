@@ -1,7 +1,7 @@
 /* Host object files through LLVM ORC LLJIT. */
 #include "host_jit_impl.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"
 
 #include <llvm-c/Core.h>

@@ -4,8 +4,8 @@
  * entries pinned by the capture in progress (so pinning never allocates). */
 #include "shapejit/ext/metadata_cache.h"
 
-#include "jit/core/core_impl.h"
-#include "jit/core/array.h"
+#include "core/core_impl.h"
+#include "core/array.h"
 
 #include <string.h>
 

@@ -1,9 +1,14 @@
 /* The op cache: a chained hash of (module, name) -> kernel handle with its
  * attributes, scratch buffers by tag (outgrown ones parked until release),
  * the allocation-fallback latch and the diagnostic gates. One mutex guards
- * it all; the hot call (a memoised kernel) holds it for one hash probe. */
+ * it all; the hot call (a memoised kernel) holds it for one hash probe.
+ *
+ * A client of the device: it holds a reference and calls only the device's
+ * public functions (lock order: cache, then device); the device does not
+ * know it exists. */
 #include "device_impl.h"
-#include "jit/core/array.h"
+#include "shapejit/ext/op_cache.h"
+#include "core/array.h"
 
 #include <string.h>
 
@@ -35,8 +40,7 @@ typedef struct counter_entry {
 } counter_entry;
 
 struct sj_op_cache {
-    sj_device *dev;
-    bool holds_ref;
+    sj_device *dev; /* holds a reference */
     pthread_mutex_t lock;
     kernel_entry *kernels[KERNEL_BUCKETS];
     size_t n_kernels;
@@ -60,25 +64,18 @@ static uint64_t kernel_hash(const sj_module *m, const char *name) {
     return fnv1a(name, 1469598103934665603ull ^ ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull));
 }
 
-static sj_status create(sj_device *dev, bool holds_ref, sj_op_cache **out) {
+sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) {
     if (!dev || !out)
         return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_op_cache *oc = sj_calloc(dev->ctx, 1, sizeof *oc);
     if (!oc) return sj_fail(dev->ctx, SJ_E_NOMEM, "op cache: out of memory");
     oc->dev = dev;
-    oc->holds_ref = holds_ref;
     pthread_mutex_init(&oc->lock, NULL);
     atomic_init(&oc->fell_back, false);
-    if (holds_ref) sj_device_retain(dev);
+    sj_device_retain(dev);
     *out = oc;
     return SJ_OK;
-}
-
-sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) { return create(dev, true, out); }
-
-sj_status sj_op_cache_create_owned(sj_device *dev, sj_op_cache **out) {
-    return create(dev, false, out);
 }
 
 void sj_op_cache_destroy(sj_op_cache *oc) {
@@ -100,9 +97,8 @@ void sj_op_cache_destroy(sj_op_cache *oc) {
     sj_free(ctx, oc->counters);
     pthread_mutex_destroy(&oc->lock);
     sj_device *dev = oc->dev;
-    bool unref = oc->holds_ref;
     sj_free(ctx, oc);
-    if (unref) sj_device_unref(dev);
+    sj_device_unref(dev);
 }
 
 static kernel_entry *find_kernel(sj_op_cache *oc, const sj_module *m, const char *name,
@@ -112,23 +108,11 @@ static kernel_entry *find_kernel(sj_op_cache *oc, const sj_module *m, const char
     return NULL;
 }
 
-/* Asks the device (outside the cache's lock: a backend may take its time). */
-static sj_status resolve(sj_op_cache *oc, sj_module *m, const char *name, sj_kernel_handle *k,
-                         sj_kernel_attrs *attrs) {
-    sj_device *dev = oc->dev;
-    memset(attrs, 0, sizeof *attrs);
-    sj_device_lock(dev);
-    sj_status st = sj_device_check_alive(dev, "resolve kernel");
-    if (st == SJ_OK) st = dev->ops->resolve_kernel(dev->impl, m->impl, name, k, attrs);
-    sj_device_unlock(dev);
-    return st;
-}
-
 sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *name,
                              sj_kernel_handle *out, sj_kernel_attrs *attrs) {
     if (!oc || !module || !name || !out)
         return sj_fail(oc ? oc->dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
-    if (module->dev != oc->dev)
+    if (sj_module_device(module) != oc->dev)
         return sj_fail(oc->dev->ctx, SJ_E_INVALID_ARG,
                        "op cache: kernel '%s' asked of a module on another device", name);
     uint64_t h = kernel_hash(module, name);
@@ -144,7 +128,8 @@ sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *nam
 
     sj_kernel_handle k = NULL;
     sj_kernel_attrs a;
-    SJ_TRY(resolve(oc, module, name, &k, &a));
+    /* Outside the cache's lock: a backend may take its time. */
+    SJ_TRY(sj_module_kernel(module, name, &k, &a));
     size_t len = strlen(name) + 1;
     kernel_entry *fresh = sj_alloc(oc->dev->ctx, sizeof *fresh + len);
     if (!fresh) return sj_fail(oc->dev->ctx, SJ_E_NOMEM, "op cache: out of memory");
@@ -217,9 +202,6 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
         return sj_fail(oc ? oc->dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
     sj_ctx *ctx = oc->dev->ctx;
-    /* Lock order everywhere: device, then cache (the launch path holds the
-     * device's lock when it asks for kernels). */
-    sj_device_lock(oc->dev);
     pthread_mutex_lock(&oc->lock);
     scratch_entry *s = NULL;
     for (size_t i = 0; i < oc->n_scratch; i++)
@@ -227,7 +209,6 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     if (s && s->bytes >= bytes) {
         *out = s->ptr;
         pthread_mutex_unlock(&oc->lock);
-        sj_device_unlock(oc->dev);
         return SJ_OK;
     }
     /* Room for the bookkeeping first, so a device buffer is never orphaned. */
@@ -239,7 +220,6 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     if (!room) {
         sj_free(ctx, tag_copy);
         pthread_mutex_unlock(&oc->lock);
-        sj_device_unlock(oc->dev);
         return sj_fail(ctx, SJ_E_NOMEM, "op cache: out of memory for scratch '%s'", tag);
     }
     void *p = NULL;
@@ -247,7 +227,6 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     if (st != SJ_OK) {
         sj_free(ctx, tag_copy);
         pthread_mutex_unlock(&oc->lock);
-        sj_device_unlock(oc->dev);
         sj_error_prefix(ctx, "op cache: scratch '%s' (%zu bytes)", tag, bytes);
         return st;
     }
@@ -260,7 +239,6 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     }
     *out = p;
     pthread_mutex_unlock(&oc->lock);
-    sj_device_unlock(oc->dev);
     return SJ_OK;
 }
 
@@ -274,7 +252,6 @@ size_t sj_op_cache_scratch_count(sj_op_cache *oc) {
 sj_status sj_op_cache_release(sj_op_cache *oc) {
     if (!oc) return SJ_OK;
     sj_ctx *ctx = oc->dev->ctx;
-    sj_device_lock(oc->dev);
     pthread_mutex_lock(&oc->lock);
     /* Emptied before freeing, so the call is idempotent and no later request
      * can get a pointer into freed memory. */
@@ -286,7 +263,6 @@ sj_status sj_op_cache_release(sj_op_cache *oc) {
     oc->n_scratch = 0;
     oc->n_retired = 0;
     pthread_mutex_unlock(&oc->lock);
-    sj_device_unlock(oc->dev);
     return SJ_OK;
 }
 

@@ -14,6 +14,9 @@ packages=(
   redis-server           # a real Redis for the fleet-tier tests
   protobuf-c-compiler libprotobuf-c-dev  # ONNX loader code generated from onnx.proto
   libonnx-dev            # ships onnx.proto
+  libmicrohttpd-dev      # serve --listen: the HTTP server
+  libjansson-dev         # serve --listen: JSON
+  curl python3-venv      # serve --listen tests: curl, and a venv for tritonclient
   libonnx-testdata       # ONNX backend node tests (conformance)
   libopenblas-dev        # matmul reference in the benchmarks
   gnuplot-nox            # benchmark charts

@@ -2,7 +2,7 @@
  * connect and command timeouts). A small pool of connections lets several
  * serving threads fetch at once; a connection whose attempt failed is freed,
  * never reused. */
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "store/remote_tier_impl.h"
 
 #include <hiredis/hiredis.h>

@@ -2,7 +2,7 @@
  * framed and verified), back-off (a failing server is left alone for a
  * while, so serving never queues behind it), write-behind (one thread
  * publishes, callers only enqueue) and the counters. */
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "store/remote_tier_impl.h"
 
 #include <pthread.h>

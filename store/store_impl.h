@@ -4,7 +4,7 @@
 
 #include "shapejit/store.h"
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <pthread.h>
 #include <sqlite3.h>

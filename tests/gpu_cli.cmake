@@ -103,7 +103,7 @@ add_executable(sj_gpu_pack ${PROJECT_SOURCE_DIR}/tools/gpu_pack.c)
 target_compile_options(sj_gpu_pack PRIVATE ${SJ_WARNINGS})
 target_compile_definitions(sj_gpu_pack PRIVATE _GNU_SOURCE)
 target_include_directories(sj_gpu_pack PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(sj_gpu_pack PRIVATE shapejit_static)
+target_link_libraries(sj_gpu_pack PRIVATE sj_conformance shapejit_static)
 # tools/gpu_check.c through the host backend: prepare runs it over the pack,
 # so the GPU run's whole flow (and the pack's expected outputs) is exercised
 # on the build machine.
@@ -111,4 +111,4 @@ add_executable(sj_gpu_check_host ${PROJECT_SOURCE_DIR}/tools/gpu_check.c)
 target_compile_options(sj_gpu_check_host PRIVATE ${SJ_WARNINGS})
 target_compile_definitions(sj_gpu_check_host PRIVATE _GNU_SOURCE GPU_CHECK_ON_HOST=1)
 target_include_directories(sj_gpu_check_host PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(sj_gpu_check_host PRIVATE shapejit_static)
+target_link_libraries(sj_gpu_check_host PRIVATE sj_conformance shapejit_static)

@@ -14,7 +14,7 @@
 
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
 #include "jit/artifact/artifact_impl.h"
 #include "jit/graph/graph_impl.h"
@@ -81,7 +81,7 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
         const sj_launch *la = &p->launches[l];
         sj_kernel_handle k;
         sj_kernel_attrs at;
-        st = sj_op_cache_kernel(sj_device_op_cache(dev), mod, p->kernels[la->kernel].name, &k, &at);
+        st = sj_module_kernel(mod, p->kernels[la->kernel].name, &k, &at);
         for (int i = 0; i < la->n_slots; i++) bufs[i] = slot[p->launch_slots[la->first_slot + i]];
         sj_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, 0};
         if (st == SJ_OK)

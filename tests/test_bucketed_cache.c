@@ -22,7 +22,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/ext/interp.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "tests/test_util.h"
 
 /* --- a counting compiler around the interpreter backend --- */

@@ -18,8 +18,8 @@
 
 #include "shapejit/ext/compile.h"
 #include "jit/lower/lower.h"
-#include "jit/nvrtc/gpu_compile.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_compile.h"
+#include "jit/gpu/gpu_schedule.h"
 #include "gpu_graphs.h"
 #include "ptxas_check.h"
 

@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/onnx.h"
+#include "tools/conformance/conformance.h"
 #include "jit/lower/lower.h"
-#include "jit/nvrtc/gpu_compile.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_compile.h"
+#include "jit/gpu/gpu_schedule.h"
 #include "ptxas_check.h"
 
 #define NODE_DIR "/usr/share/libonnx-testdata/data/node"

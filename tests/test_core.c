@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "shapejit/common.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "tests/test_util.h"
 
 static void test_version(void **state) {

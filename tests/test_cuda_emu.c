@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jit/nvrtc/gpu_emit.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_emit.h"
+#include "jit/gpu/gpu_schedule.h"
 #include "gpu_emu_harness.h"
 
 extern char **environ;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "shapejit/ext/artifact.h"
 #include "shapejit/ext/backends.h"
 #include "shapejit/ext/bucketed_cache.h"

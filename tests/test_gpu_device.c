@@ -19,10 +19,10 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/cuda_device.h"
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/onnx.h"
-#include "shapejit/ext/op_cache.h"
+#include "tools/conformance/conformance.h"
+#include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 #include "gpu_graphs.h"
 
 #define N_RANDOM 8
@@ -195,7 +195,7 @@ static const char *twice_src =
 static void launch_twice(fixture *f, sj_module *m) {
     sj_kernel_handle k;
     sj_kernel_attrs attrs;
-    assert_int_equal(sj_op_cache_kernel(sj_device_op_cache(f->dev), m, "twice", &k, &attrs), SJ_OK);
+    assert_int_equal(sj_module_kernel(m, "twice", &k, &attrs), SJ_OK);
     assert_true(attrs.max_threads >= 128);
     float host[100], back[100];
     for (int i = 0; i < 100; i++) host[i] = (float)i;

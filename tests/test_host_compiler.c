@@ -23,7 +23,7 @@
 #include "shapejit/ext/interp.h"
 #include "shapejit/model.h"
 #include "shapejit/ext/runtime.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 static sj_ctx *ctx;
 static sj_graph *g; /* examples/models/ffn.sjg: x [N, 64] -> y [N, 64] */
@@ -325,7 +325,9 @@ static void test_avx512_feature_on_cpu_without_it(void **state) {
     sj_artifact_info info;
     sj_artifact_get_info(a, &info);
     assert_string_equal(info.cpu, "x86-64-v3");
-    assert_string_equal(info.features, "+avx512f,+evex512");
+    /* The level's own features, then the named one and what it implies. */
+    assert_non_null(strstr(info.features, "+avx2,"));
+    assert_non_null(strstr(info.features, ",+avx512f,+evex512"));
     sj_artifact_destroy(a);
 
     sj_host_compiler_config hcfg;
@@ -336,7 +338,8 @@ static void test_avx512_feature_on_cpu_without_it(void **state) {
     assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
     sj_compiler comp;
     sj_host_compiler_table(hc, &comp);
-    assert_string_equal(comp.target_features, "+avx512bw");
+    assert_non_null(strstr(comp.target_features, ",+avx512bw"));
+    assert_null(strstr(comp.target_features, "evex512"));
     sj_host_compiler_destroy(hc);
 }
 
@@ -368,6 +371,139 @@ static void test_unknown_cpu_or_feature_refused(void **state) {
         assert_non_null(strstr(sj_ctx_last_error(ctx), bad[i].message));
         assert_null(a);
     }
+}
+
+/* ---- CPU levels: a store filled for portable levels serves every host. */
+
+#define V2_FEATURES "+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+cx16,+sahf,+popcnt,+crc32,+sse3,+sse4.1,+sse4.2,+ssse3"
+
+static bool host_has(const char *feature) {
+    char *host = LLVMGetHostCPUFeatures();
+    char want[64];
+    snprintf(want, sizeof want, "+%s", feature);
+    bool yes = false;
+    for (char *p = strstr(host, want); p && !yes; p = strstr(p + 1, want))
+        yes = (p == host || p[-1] == ',') && (p[strlen(want)] == ',' || !p[strlen(want)]);
+    LLVMDisposeMessage(host);
+    return yes;
+}
+
+static sj_store *open_store_at(const char *file) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = file;
+    sj_store *s;
+    assert_int_equal(sj_store_open(ctx, &sc, &s), SJ_OK);
+    return s;
+}
+
+/* Fills `file` with every bucket for each level, as a build machine would
+ * (stored only, nothing loaded: a level the host lacks is fine). */
+static void precompile_levels(const char *file, const char *const *levels, int n) {
+    sj_store *store = open_store_at(file);
+    for (int i = 0; i < n; i++) {
+        sj_host_compiler_config hcfg;
+        sj_host_compiler_config_init(&hcfg);
+        hcfg.options.cpu = levels[i];
+        sj_host_compiler *hc;
+        assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+        sj_compiler comp;
+        sj_host_compiler_table(hc, &comp);
+        assert_string_equal(comp.target_cpu, levels[i]);
+        sj_bucketed_cache *c = host_cache(hc, store);
+        assert_int_equal(sj_bucketed_cache_precompile_stored(c, 2, NULL, NULL), SJ_OK);
+        sj_bucketed_cache_destroy(c);
+        sj_host_compiler_destroy(hc);
+    }
+    sj_store_close(store);
+}
+
+/* A native cache over the level store, on a host whose features are
+ * host_features (NULL: this one's): which target each bucket came from. */
+static void serve_from_levels(const char *file, const char *host_features, const char *want_target,
+                              uint64_t want_compiles) {
+    sj_store *store = open_store_at(file);
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.host_features = host_features;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_bucketed_cache *c = host_cache(hc, store);
+    sj_compiler icomp;
+    sj_interp_compiler(&icomp);
+    sj_bucketed_cache *interp;
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &icomp, NULL, NULL, &interp), SJ_OK);
+    for (int k = 0; k < N_KEYS; k++) {
+        sj_tensor got, want;
+        run_key(c, keys[k], &got);
+        run_key(interp, keys[k], &want);
+        assert_close(&got, &want, keys[k]);
+        sj_tensor_free(ctx, &got);
+        sj_tensor_free(ctx, &want);
+    }
+    sj_bucketed_cache_stats s;
+    sj_bucketed_cache_stats_get(c, &s);
+    assert_int_equal(s.compiles, want_compiles);
+    assert_int_equal(s.fallback_hits, want_compiles ? 0 : 3);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(sj_bucketed_cache_bucket_target(c, i), want_target ? want_target : comp.target_cpu);
+    sj_bucketed_cache_destroy(interp);
+    sj_bucketed_cache_destroy(c);
+    sj_host_compiler_destroy(hc);
+    sj_store_close(store);
+}
+
+static void test_levels_serve_without_compiles(void **state) {
+    (void)state;
+    char file[160];
+    snprintf(file, sizeof file, "%s/levels.db", dir);
+    static const char *const levels[] = {"x86-64-v2", "x86-64-v3"};
+    precompile_levels(file, levels, 2);
+    /* This host takes the highest level it can run: v3 where it has AVX2,
+     * FMA and the rest of v3, else v2. */
+    bool v3 = host_has("avx2") && host_has("fma") && host_has("bmi2") && host_has("movbe");
+    serve_from_levels(file, NULL, v3 ? "x86-64-v3" : "x86-64-v2", 0);
+    /* A host without AVX2 (modelled through the host features the choice
+     * reads) takes only the v2 artifacts. */
+    serve_from_levels(file, V2_FEATURES, "x86-64-v2", 0);
+    /* A host below every stored level compiles for itself. */
+    serve_from_levels(file, "+cmov,+cx8,+sse,+sse2", NULL, 3);
+}
+
+/* A level the host lacks is refused at load, naming what is missing, and a
+ * level that it has loads. Holds either way on any CPU; the run under qemu
+ * (tests/cpu_portability.cmake) takes the refusing branch for v4. */
+static void test_level_above_host_refused(void **state) {
+    (void)state;
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.options.cpu = "x86-64-v4";
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    void *art, *exe = NULL;
+    size_t len;
+    assert_int_equal(comp.compile(comp.ctx, g, 4, &art, &len), SJ_OK);
+    sj_status st = comp.load(comp.ctx, g, 4, art, len, &exe);
+    if (host_has("avx512f") && host_has("avx512bw") && host_has("avx512vl") && host_has("evex512")) {
+        assert_int_equal(st, SJ_OK);
+        comp.destroy(comp.ctx, exe);
+    } else {
+        assert_int_equal(st, SJ_E_MISMATCH);
+        assert_non_null(strstr(sj_ctx_last_error(ctx), "avx512"));
+        assert_null(exe);
+    }
+    sj_free(ctx, art);
+    sj_host_compiler_destroy(hc);
+
+    hcfg.options.cpu = "x86-64-v9";
+    hc = (sj_host_compiler *)&hcfg;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "CPU 'x86-64-v9'"));
+    assert_null(hc);
 }
 
 static void test_bad_config(void **state) {
@@ -481,6 +617,8 @@ int main(void) {
         cmocka_unit_test(test_missing_cpu_feature_refused),
         cmocka_unit_test(test_avx512_feature_on_cpu_without_it),
         cmocka_unit_test(test_unknown_cpu_or_feature_refused),
+        cmocka_unit_test(test_levels_serve_without_compiles),
+        cmocka_unit_test(test_level_above_host_refused),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_workers_over_devices),
     };

@@ -10,8 +10,8 @@
 
 #include <string.h>
 
-#include "jit/llvm/nvptx_impl.h"
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvptx_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 #include "ptxas_check.h"
 
 #define BLOCK 256

@@ -19,8 +19,8 @@
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 
-#include "jit/nvrtc/gpu_emit.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_emit.h"
+#include "jit/gpu/gpu_schedule.h"
 #include "gpu_emu_harness.h"
 
 #define N_RANDOM 10

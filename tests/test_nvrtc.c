@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 #include "shapejit/ext/cuda_device.h"
 #include "ptxas_check.h"
 

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/onnx.h"
+#include "tools/conformance/conformance.h"
 #include "tests/test_util.h"
 
 #include "onnx.pb-c.h"

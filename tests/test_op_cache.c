@@ -1,7 +1,8 @@
 /* The op cache: memoised kernel handles with their attributes, grow-only
  * scratch, idempotent release, the allocation-fallback latch and the
  * diagnostic gates, all per device; against a mock backend that counts what
- * it is asked, and the host device. */
+ * it is asked. The cache is a client of the device: the fixture makes one
+ * over the device, as a backend or tool would. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,6 +126,7 @@ typedef struct fixture {
     mock m;
     sj_device *dev;
     sj_module *mod;
+    sj_op_cache *oc;
 } fixture;
 
 static const char code_a[] = "module a", code_b[] = "module b";
@@ -135,12 +137,15 @@ static int setup(void **state) {
     assert_int_equal(sj_device_create(f->ctx, &mock_ops, &f->m, NULL, &f->dev), SJ_OK);
     assert_int_equal(
         sj_device_load_module(f->dev, SJ_CODE_PTX, code_a, sizeof code_a, &f->mod), SJ_OK);
+    assert_int_equal(sj_op_cache_create(f->dev, &f->oc), SJ_OK);
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     fixture *f = *state;
+    sj_op_cache_forget_module(f->oc, f->mod);
+    sj_op_cache_destroy(f->oc);
     sj_module_destroy(f->mod);
     sj_device_destroy(f->dev);
     assert_int_equal(f->m.live, 0);
@@ -151,7 +156,7 @@ static int teardown(void **state) {
 
 static void test_kernel_resolved_once_and_reused(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     sj_kernel_handle a, b;
     sj_kernel_attrs attrs;
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "k_gemm", &a, &attrs), SJ_OK);
@@ -171,7 +176,7 @@ static void test_kernel_resolved_once_and_reused(void **state) {
 
 static void test_same_name_in_two_modules_is_two_kernels(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     sj_module *other;
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_PTX, code_b, sizeof code_b, &other),
                      SJ_OK);
@@ -180,15 +185,16 @@ static void test_same_name_in_two_modules_is_two_kernels(void **state) {
     assert_int_equal(sj_op_cache_kernel(oc, other, "k0", &b, NULL), SJ_OK);
     assert_ptr_not_equal(a, b);
     assert_int_equal(f->m.resolves, 2);
-    /* Unloading a module forgets its handles: a new module that happens to
-     * reuse the address resolves afresh. */
+    /* Forgetting a module before unloading it drops its handles: a new
+     * module that happens to reuse the address resolves afresh. */
+    sj_op_cache_forget_module(oc, other);
     sj_module_destroy(other);
     assert_int_equal(sj_op_cache_kernel_count(oc), 1);
 }
 
 static void test_missing_kernel_is_not_memoised(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     sj_kernel_handle k;
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "nope", &k, NULL), SJ_E_NOT_FOUND);
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "nope", &k, NULL), SJ_E_NOT_FOUND);
@@ -198,7 +204,7 @@ static void test_missing_kernel_is_not_memoised(void **state) {
 
 static void test_memoised_hit_allocates_nothing(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     sj_kernel_handle k;
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "k_softmax", &k, NULL), SJ_OK);
     void *s;
@@ -216,7 +222,7 @@ static void test_memoised_hit_allocates_nothing(void **state) {
 
 static void test_two_caches_share_nothing(void **state) {
     fixture *f = *state;
-    sj_op_cache *a = sj_device_op_cache(f->dev), *b;
+    sj_op_cache *a = f->oc, *b;
     assert_int_equal(sj_op_cache_create(f->dev, &b), SJ_OK);
     void *p;
     assert_int_equal(sj_op_cache_scratch(a, "fp8_activation", 1024, &p), SJ_OK);
@@ -235,7 +241,7 @@ static void test_two_caches_share_nothing(void **state) {
 
 static void test_scratch_grows_never_shrinks(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     void *small, *same, *bigger, *again;
     assert_int_equal(sj_op_cache_scratch(oc, "act", 64, &small), SJ_OK);
     assert_int_equal(sj_op_cache_scratch(oc, "act", 32, &same), SJ_OK);
@@ -254,7 +260,7 @@ static void test_scratch_grows_never_shrinks(void **state) {
 
 static void test_release_frees_every_scratch_and_is_idempotent(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     void *p;
     assert_int_equal(sj_op_cache_scratch(oc, "a", 64, &p), SJ_OK);
     assert_int_equal(sj_op_cache_scratch(oc, "a", 128, &p), SJ_OK);
@@ -272,7 +278,7 @@ static void test_release_frees_every_scratch_and_is_idempotent(void **state) {
 
 static void test_alloc_fallback_latch(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     assert_false(sj_op_cache_alloc_fell_back(oc));
     sj_op_cache_note_alloc_fallback(oc);
     assert_true(sj_op_cache_alloc_fell_back(oc));
@@ -282,7 +288,7 @@ static void test_alloc_fallback_latch(void **state) {
 
 static void test_diagnostic_gates(void **state) {
     fixture *f = *state;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
+    sj_op_cache *oc = f->oc;
     assert_true(sj_op_cache_once(oc, "fallback"));
     assert_false(sj_op_cache_once(oc, "fallback"));
     assert_true(sj_op_cache_once(oc, "other"));
@@ -306,7 +312,6 @@ static void test_released_device_answers_state(void **state) {
     sj_device *dev = f->dev;
     sj_device_destroy(dev); /* the backend goes; this cache holds the struct */
     f->dev = NULL;
-    assert_null(sj_device_op_cache(dev));
     assert_int_equal(sj_op_cache_scratch(own, "x", 128, &p), SJ_E_STATE);
     assert_int_equal(sj_op_cache_kernel(own, f->mod, "k_new", &k, NULL), SJ_E_STATE);
     assert_int_equal(sj_op_cache_release(own), SJ_OK);

@@ -18,7 +18,7 @@
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
 #include "shapejit/remote.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "store/remote_tier_impl.h"
 #include "tests/redis_server.h"
 #include "tests/test_util.h"

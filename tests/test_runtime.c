@@ -22,9 +22,10 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
 #include "shapejit/ext/metadata_cache.h"
-#include "shapejit/ext/op_cache.h"
+#include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
 #include "jit/lower/plan.h"
+#include "runtime/device_impl.h"
 #include "runtime/executable_create.h"
 #include "tests/test_util.h"
 
@@ -569,6 +570,47 @@ static void test_steady_state_allocates_nothing(void **state) {
     fixture_free(f);
 }
 
+/* The host backend's table with resolve_kernel counted: the executor asks
+ * for each kernel once, at create, and never again on a run, replay or
+ * capture (its launches read the handles it kept). */
+static const sj_device_ops *counted_base;
+static int counted_resolves;
+static sj_status counted_resolve(void *impl, void *module, const char *name, sj_kernel_handle *out,
+                                 sj_kernel_attrs *attrs) {
+    counted_resolves++;
+    return counted_base->resolve_kernel(impl, module, name, out, attrs);
+}
+
+static void test_kernels_resolved_at_create_only(void **state) {
+    (void)state;
+    fixture *f = fixture_new(NULL);
+    static sj_device_ops counted;
+    counted_base = f->dev->ops;
+    counted = *counted_base;
+    counted.resolve_kernel = counted_resolve;
+    f->dev->ops = &counted;
+    counted_resolves = 0;
+    model_a a;
+    model_a_init(f->ctx, 16, 1.0f, &a);
+    sj_executable *exe = model_a_load(f, &a);
+    assert_int_equal(counted_resolves, a.plan.n_kernels);
+    sj_tensor in[1] = {{0}}, out[2] = {{0}};
+    make_inputs(f->ctx, a.g, 16, 0, in);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sj_executable_run(exe, 16, in, out), SJ_OK);
+        free_tensors(f->ctx, out, 2);
+    }
+    assert_int_equal(sj_executable_capture(exe), SJ_OK);
+    assert_int_equal(sj_executable_replay(exe, 16, in, out), SJ_OK);
+    assert_int_equal(counted_resolves, a.plan.n_kernels);
+    free_tensors(f->ctx, in, 1);
+    free_tensors(f->ctx, out, 2);
+    sj_executable_destroy(exe);
+    sj_graph_destroy(a.g);
+    f->dev->ops = counted_base;
+    fixture_free(f);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     fixture *f = fixture_new(NULL);
@@ -722,11 +764,10 @@ static void test_native_modules_and_device_calls(void **state) {
      * buffer, and a recorded graph replayed at two extents. */
     sj_kernel_handle k;
     sj_kernel_attrs attrs;
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
-    assert_int_equal(sj_op_cache_kernel(oc, m, "scale", &k, &attrs), SJ_OK);
+    assert_int_equal(sj_module_kernel(m, "scale", &k, &attrs), SJ_OK);
     assert_int_equal(attrs.max_threads, 0);
-    assert_int_equal(sj_op_cache_kernel(oc, m, "nope", &k, NULL), SJ_E_NOT_FOUND);
-    assert_int_equal(sj_op_cache_kernel(oc, m, "scale", &k, NULL), SJ_OK);
+    assert_int_equal(sj_module_kernel(m, "nope", &k, NULL), SJ_E_NOT_FOUND);
+    assert_int_equal(sj_module_kernel(m, "scale", &k, NULL), SJ_OK);
     float *x, *s, *y;
     assert_int_equal(sj_device_alloc(f->dev, 4 * COLS * 4, (void **)&x), SJ_OK);
     assert_int_equal(sj_device_alloc(f->dev, 4, (void **)&s), SJ_OK);
@@ -752,7 +793,6 @@ static void test_native_modules_and_device_calls(void **state) {
     sj_device_free(f->dev, s);
     /* y is left for the device's release to free. */
     sj_module_destroy(m);
-    assert_int_equal(sj_op_cache_kernel_count(oc), 0);
     fixture_free(f);
 }
 
@@ -851,16 +891,15 @@ static void test_host_object_modules(void **state) {
                      SJ_OK);
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_HOST_OBJECT, "not an object", 13, &mb),
                      SJ_E_PARSE);
-    sj_op_cache *oc = sj_device_op_cache(f->dev);
     sj_kernel_handle k2, k5, kb;
     sj_kernel_attrs attrs;
-    assert_int_equal(sj_op_cache_kernel(oc, m2, "obj_scale", &k2, &attrs), SJ_OK);
+    assert_int_equal(sj_module_kernel(m2, "obj_scale", &k2, &attrs), SJ_OK);
     assert_int_equal(attrs.max_threads, 128);
     assert_int_equal(attrs.tile_m, 4);
     assert_int_equal(attrs.tile_n, 8);
-    assert_int_equal(sj_op_cache_kernel(oc, m5, "obj_scale", &k5, NULL), SJ_OK);
+    assert_int_equal(sj_module_kernel(m5, "obj_scale", &k5, NULL), SJ_OK);
     assert_ptr_not_equal(k2, k5);
-    assert_int_equal(sj_op_cache_kernel(oc, m2, "missing", &kb, NULL), SJ_E_NOT_FOUND);
+    assert_int_equal(sj_module_kernel(m2, "missing", &kb, NULL), SJ_E_NOT_FOUND);
 
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y2[8] = {0}, y5[8] = {0};
     int64_t cols = 2;
@@ -875,7 +914,7 @@ static void test_host_object_modules(void **state) {
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_HOST_OBJECT, LLVMGetBufferStart(bad),
                                            LLVMGetBufferSize(bad), &mb),
                      SJ_OK);
-    assert_int_equal(sj_op_cache_kernel(oc, mb, "obj_bad", &kb, NULL), SJ_E_COMPILE);
+    assert_int_equal(sj_module_kernel(mb, "obj_bad", &kb, NULL), SJ_E_COMPILE);
     assert_error_contains(f->ctx, "sj_test_undefined_function");
     sj_module_destroy(mb);
     sj_module_destroy(m5);
@@ -1034,6 +1073,7 @@ static void test_compiled_attention_replay(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_matches_interpreter),
+        cmocka_unit_test(test_kernels_resolved_at_create_only),
         cmocka_unit_test(test_symbolic_inner_and_double_axes),
         cmocka_unit_test(test_replay_equals_eager),
         cmocka_unit_test(test_device_timing),

@@ -23,7 +23,7 @@
 #include "shapejit.h"
 #include "shapejit/ext/backends.h"
 #include "shapejit/ext/interp.h"
-#include "shapejit/ext/onnx.h"
+#include "tools/conformance/conformance.h"
 #include "shapejit/ext/runtime.h"
 
 #define GPU_PACK_ARCH "sm_90"

@@ -159,6 +159,23 @@ SJ_API sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out)
 SJ_API int sj_engine_num_buckets(const sj_engine *e);
 SJ_API sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready);
 
+/* Zero-stall serving. sj_engine_prepare_bucket makes bucket i ready
+ * (compiled, or loaded from the store): a server calls it from a
+ * background thread. sj_engine_run_ready is sj_engine_run that, with
+ * promote, runs a request whose own bucket is not ready in the smallest
+ * ready larger bucket at once (exact, as kernels run at the active extent)
+ * instead of waiting for the compile; without a ready larger bucket it
+ * waits as sj_engine_run does. The report (may be NULL) says which. */
+typedef struct sj_engine_run_report {
+    sj_run_info info; /* rows, the extent it ran in, and whether it waited */
+    int own_bucket;   /* index of the bucket that holds the rows; -1 for a one-off */
+    bool promoted;    /* ran in a larger ready bucket; its own was not ready */
+} sj_engine_run_report;
+SJ_API sj_status sj_engine_prepare_bucket(sj_engine *e, int i);
+SJ_API sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                              sj_named_tensor *outputs, int n_outputs, bool promote,
+                              sj_engine_run_report *report);
+
 typedef struct sj_engine_stats {
     uint64_t runs, run_failures;
     uint64_t memory_hits, store_hits, remote_hits, compiles, corrupt, store_errors, one_offs;

@@ -199,6 +199,14 @@ SJ_API void sj_graph_hash(const sj_graph *g, uint8_t out[32]);
 /* Hex form of a hash, 65 bytes with the NUL. */
 SJ_API void sj_hash_hex(const uint8_t hash[32], char out[65]);
 
+/* Whether row r of every output along the symbolic dim depends only on row
+ * r of the inputs (every input and output has the symbolic dim first, and
+ * no op reduces, contracts, normalises or reshapes across it), so requests
+ * can be stacked into one run and the outputs split back. Proved from the
+ * ops, never guessed: *out false with the first op that is not shown safe
+ * in why (may be NULL). */
+SJ_API sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, size_t why_cap);
+
 /* Deep copy (same ctx). */
 SJ_API sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);
 

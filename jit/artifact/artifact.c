@@ -115,6 +115,12 @@ sj_status sj_artifact_check_host(const sj_artifact *a) {
     size_t al = arch_len(a->triple);
     if (al != arch_len(triple) || memcmp(a->triple, triple, al)) {
         st = sj_fail(ctx, SJ_E_MISMATCH, "artifact: built for %s, this machine is %s", a->triple, triple);
+    } else if (!strchr(a->features, '+') && strcmp(a->cpu, cpu)) {
+        /* Built for a named CPU's own features, which LLVM does not list:
+         * only that CPU is known to have them. */
+        st = sj_fail(ctx, SJ_E_MISMATCH,
+                     "artifact: built for CPU %s (its own features, not listed); this machine is %s",
+                     a->cpu, cpu);
     } else {
         /* Name every missing feature, so the message says what to rebuild for. */
         char missing[512] = "";

@@ -4,7 +4,7 @@
 #define SJ_ARTIFACT_IMPL_H
 
 #include "shapejit/ext/artifact.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/lower/plan.h"
 
 typedef struct sj_code_blob {

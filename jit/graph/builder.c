@@ -1,7 +1,7 @@
 /* Graph lifetime, leaves, names, outputs, inspection and deep copy. The op
  * builders with their shape inference live in shape_infer.c. */
 #include "builder_impl.h"
-#include "../core/array.h"
+#include "core/array.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,8 +10,8 @@
 #include <pthread.h>
 
 #include "shapejit/graph.h"
-#include "../core/core_impl.h"
-#include "../core/name_index.h"
+#include "core/core_impl.h"
+#include "core/name_index.h"
 
 typedef struct sj_node_attrs {
     float alpha;      /* leaky_relu slope; gemm alpha */

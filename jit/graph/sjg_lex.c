@@ -1,6 +1,6 @@
 /* .sjg lexer: text -> tokens with line:col, and the string-literal decoder. */
 #include "sjg_impl.h"
-#include "../core/array.h"
+#include "core/array.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * sj_graph through the public builder (so the text gets exactly the
  * builder's shape checks, with the builder's message behind file:line:col). */
 #include "sjg_parse_impl.h"
-#include "../core/array.h"
+#include "core/array.h"
 #include "shapejit/model.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * with %.9g (nine significant digits round-trip any float32 exactly), every
  * attribute spelled out. Unnamed values get generated names. */
 #include "sjg_impl.h"
-#include "../core/array.h"
+#include "core/array.h"
 #include "shapejit/model.h"
 
 #include <stdio.h>

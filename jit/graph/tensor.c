@@ -1,7 +1,7 @@
 /* Host tensors: element counts and context-owned storage. (.npy reading and
  * writing live elsewhere.) */
 #include "shapejit/tensor.h"
-#include "../core/core_impl.h"
+#include "core/core_impl.h"
 
 #include <string.h>
 

@@ -17,20 +17,22 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     size_t len;
     bool uses_blas;
     SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &uses_blas));
-    char *triple = NULL, *cpu = NULL, *features = NULL, *checked = NULL;
-    sj_status st = sj_llvm_host_info(ctx, &triple, &cpu, &features);
-    /* The artifact records the features the code was built with, implied
-     * ones included, so the load-time check asks the host for all of them. */
-    if (st == SJ_OK && o->features) st = sj_llvm_host_features(ctx, o->features, &checked);
+    char *triple = NULL, *cpu = NULL, *features = NULL, *host_cpu = NULL, *host_features = NULL;
+    sj_status st = sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features);
+    /* The artifact records the CPU and every feature the code may use
+     * (implied ones and a level's included), which the load check asks the
+     * host for. */
+    if (st == SJ_OK) st = sj_llvm_host_target(ctx, o->cpu, o->features, &cpu, &features);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->triple, triple);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, o->cpu ? o->cpu : cpu);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, checked ? checked : features);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, cpu);
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, features);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, uses_blas ? "cblas_sgemm" : "");
     if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
     sj_free(ctx, triple);
     sj_free(ctx, cpu);
     sj_free(ctx, features);
-    sj_free(ctx, checked);
+    sj_free(ctx, host_cpu);
+    sj_free(ctx, host_features);
     sj_free(ctx, obj);
     return st;
 }

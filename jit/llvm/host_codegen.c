@@ -9,29 +9,27 @@
 #include "jit/llvm/llvm_impl.h"
 
 static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMTargetMachineRef *tm) {
-    char *triple, *cpu, *features, *checked = NULL;
-    SJ_TRY(sj_llvm_host_info(ctx, &triple, &cpu, &features));
+    char *triple, *host_cpu, *host_features, *cpu = NULL, *features = NULL;
+    SJ_TRY(sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features));
     const char *tr = t->triple ? t->triple : triple;
     LLVMTargetRef target;
     char *err = NULL;
-    sj_status st = SJ_OK;
-    if (t->cpu) st = sj_llvm_host_cpu_check(ctx, t->cpu);
-    if (st == SJ_OK && t->features) st = sj_llvm_host_features(ctx, t->features, &checked);
+    sj_status st = sj_llvm_host_target(ctx, t->cpu, t->features, &cpu, &features);
     if (st == SJ_OK && LLVMGetTargetFromTriple(tr, &target, &err)) {
         st = sj_fail(ctx, SJ_E_UNSUPPORTED, "host target: triple %s: %s", tr, err ? err : "unknown");
         LLVMDisposeMessage(err);
     } else if (st == SJ_OK) {
         static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
                                                      LLVMCodeGenLevelDefault, LLVMCodeGenLevelAggressive};
-        *tm = LLVMCreateTargetMachine(target, tr, t->cpu ? t->cpu : cpu,
-                                      checked ? checked : features, levels[t->opt_level],
-                                      LLVMRelocPIC, LLVMCodeModelDefault);
+        *tm = LLVMCreateTargetMachine(target, tr, cpu, features, levels[t->opt_level], LLVMRelocPIC,
+                                      LLVMCodeModelDefault);
         if (!*tm) st = sj_fail(ctx, SJ_E_UNSUPPORTED, "host target: no target machine for %s", tr);
     }
-    sj_free(ctx, checked);
-    sj_free(ctx, triple);
     sj_free(ctx, cpu);
     sj_free(ctx, features);
+    sj_free(ctx, triple);
+    sj_free(ctx, host_cpu);
+    sj_free(ctx, host_features);
     return st;
 }
 

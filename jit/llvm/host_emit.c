@@ -378,7 +378,9 @@ static void emit_matmul_tiled(emitter *e) {
     LLVMValueRef M = bound_of(e, 2), N = bound_of(e, 3), K = bound_of(e, 4);
     LLVMValueRef Mm = LLVMBuildSub(B, M, LLVMBuildURem(B, M, ci(e, TILE_M), ""), "");
     LLVMValueRef Nm = LLVMBuildSub(B, N, LLVMBuildURem(B, N, ci(e, nr), ""), "");
-    unsigned fma_id = LLVMLookupIntrinsicID("llvm.fma", 8);
+    /* fmuladd, not fma: fused where the CPU has FMA, a multiply and an add
+     * where it does not (llvm.fma must then call libm's software fmaf). */
+    unsigned fma_id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
     LLVMValueRef fma = LLVMGetIntrinsicDeclaration(e->M, fma_id, &vt, 1);
     LLVMTypeRef fma_t = LLVMIntrinsicGetType(e->C, fma_id, &vt, 1);
     LLVMValueRef acc[TILE_M][TILE_NV_MAX];

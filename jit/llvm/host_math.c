@@ -29,7 +29,8 @@ static LLVMValueRef intrinsic2(mctx *m, const char *name, LLVMValueRef x, LLVMVa
 }
 
 static LLVMValueRef fma3(mctx *m, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
-    unsigned id = LLVMLookupIntrinsicID("llvm.fma", 8);
+    /* fmuladd: fused where the CPU has FMA, never a software fmaf call. */
+    unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
     LLVMValueRef f = LLVMGetIntrinsicDeclaration(m->M, id, &m->f32, 1);
     LLVMValueRef args[3] = {a, b, c};
     return LLVMBuildCall2(m->B, LLVMIntrinsicGetType(m->C, id, &m->f32, 1), f, args, 3, "");

@@ -70,3 +70,76 @@ sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
                    "`llc -mcpu=help`)",
                    cpu, SJ_LLVM_VERSION_STRING);
 }
+
+/* The x86-64 psABI microarchitecture levels, each the previous one's
+ * features plus its own. LLVM knows the levels as CPU names with these
+ * features; they are listed here as well because an artifact records the
+ * features its code may use, and the load check asks the host for them. */
+static const struct {
+    const char *name, *features;
+} levels[] = {
+    {"x86-64-v2", "+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+cx16,+sahf,+popcnt,+crc32,+sse3,+sse4.1,"
+                  "+sse4.2,+ssse3"},
+    {"x86-64-v3", "+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+cx16,+sahf,+popcnt,+crc32,+sse3,+sse4.1,"
+                  "+sse4.2,+ssse3,+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave"},
+    {"x86-64-v4", "+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+cx16,+sahf,+popcnt,+crc32,+sse3,+sse4.1,"
+                  "+sse4.2,+ssse3,+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave,+avx512f,"
+                  "+avx512bw,+avx512cd,+avx512dq,+avx512vl,+evex512"},
+};
+
+int sj_llvm_host_num_levels(void) { return (int)COUNT(levels); }
+
+const char *sj_llvm_host_level(int i, const char **features) {
+    if (i < 0 || i >= (int)COUNT(levels)) return NULL;
+    if (features) *features = levels[i].features;
+    return levels[i].name;
+}
+
+static const char *level_features(const char *cpu) {
+    for (size_t i = 0; cpu && i < COUNT(levels); i++)
+        if (!strcmp(cpu, levels[i].name)) return levels[i].features;
+    return NULL;
+}
+
+bool sj_llvm_host_is_native(const char *cpu) { return !cpu || !strcmp(cpu, "native"); }
+
+sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
+                              char **features_out) {
+    *cpu_out = *features_out = NULL;
+    char *triple, *host_cpu, *host_features, *checked = NULL;
+    SJ_TRY(sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features));
+    sj_free(ctx, triple);
+    sj_status st = SJ_OK;
+    const char *level = level_features(cpu);
+    if (!sj_llvm_host_is_native(cpu) && !level) st = sj_llvm_host_cpu_check(ctx, cpu);
+    if (st == SJ_OK && features) st = sj_llvm_host_features(ctx, features, &checked);
+    const char *base = sj_llvm_host_is_native(cpu) ? host_features : level ? level : "";
+    if (st == SJ_OK) {
+        /* The user's features replace the host's (they are its own full
+         * set) but add to a level's or a named CPU's. */
+        const char *with = checked;
+        if (checked && sj_llvm_host_is_native(cpu)) base = "";
+        size_t nb = strlen(base), nw = with ? strlen(with) : 0;
+        *features_out = sj_alloc(ctx, nb + nw + 2);
+        *cpu_out = sj_strdup(ctx, sj_llvm_host_is_native(cpu) ? host_cpu : cpu);
+        if (!*features_out || !*cpu_out) {
+            sj_free(ctx, *features_out);
+            sj_free(ctx, *cpu_out);
+            *cpu_out = *features_out = NULL;
+            st = sj_fail(ctx, SJ_E_NOMEM, "host target: out of memory");
+        } else {
+            memcpy(*features_out, base, nb);
+            size_t at = nb;
+            if (nw) {
+                if (at) (*features_out)[at++] = ',';
+                memcpy(*features_out + at, with, nw);
+                at += nw;
+            }
+            (*features_out)[at] = '\0';
+        }
+    }
+    sj_free(ctx, checked);
+    sj_free(ctx, host_cpu);
+    sj_free(ctx, host_features);
+    return st;
+}

@@ -7,7 +7,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/lower/lower.h"
 
 typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
@@ -34,6 +34,20 @@ sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **featu
 sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out);
 /* SJ_E_INVALID_ARG unless the linked LLVM knows cpu for this host. */
 sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu);
+
+/* The CPU and full feature string code is built for, from a user's cpu and
+ * features (either NULL): cpu NULL or "native" is this machine, with its
+ * features unless features names a full set instead; a psABI level
+ * ("x86-64-v3") is that level's features, plus any features given; another
+ * LLVM CPU name is its own features ("" recorded), plus any given. Both
+ * results are sj_alloc'ed; every name is checked first. */
+sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
+                              char **features_out);
+bool sj_llvm_host_is_native(const char *cpu);
+/* The x86-64 levels, lowest first: name of level i and its features; NULL
+ * past the last. */
+int sj_llvm_host_num_levels(void);
+const char *sj_llvm_host_level(int i, const char **features);
 
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
  * module m. vector_floats: the target's vector register width in floats.

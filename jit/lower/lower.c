@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/core/array.h"
+#include "core/array.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/lower.h"
 

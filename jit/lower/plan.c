@@ -1,7 +1,7 @@
 /* Launch plan ownership and validation. */
 #include <string.h>
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 #include "jit/lower/lower.h"
 
 void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p) {

@@ -5,8 +5,8 @@
 #define SJ_ONNX_IMPL_H
 
 #include "shapejit/ext/onnx.h"
-#include "../core/core_impl.h"
-#include "../core/file_read.h"
+#include "core/core_impl.h"
+#include "core/file_read.h"
 
 #include "onnx.pb-c.h"
 

@@ -9,7 +9,7 @@
 
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/emitter.h"
-#include "jit/nvrtc/gpu_compile.h"
+#include "jit/gpu/gpu_compile.h"
 #include "runtime/host_jit_impl.h"
 
 #define RUNTIME_ONLY "this runtime-only build (SJ_COMPILERS=OFF) "

@@ -23,6 +23,13 @@
  * triple, CPU and enabled CPU features (or the ones the options name) and
  * the toolchain is the LLVM version the library was built with.
  *
+ * CPU levels: options.cpu "x86-64-v2", "x86-64-v3" or "x86-64-v4" compiles
+ * for that psABI level's features only, and the key records the level, so
+ * a store a build machine fills serves every machine that has the level.
+ * A native compiler (cpu NULL or "native", no features named) loads, when
+ * the store holds nothing for its own CPU, the highest stored level whose
+ * features this host has, before it compiles (sj_compiler.fallbacks).
+ *
  * Runs on one device are serialised by the device, so a server with several
  * workers gives the compiler as many devices: executables are spread over
  * them round robin, and runs of different buckets then overlap.
@@ -51,6 +58,11 @@ typedef struct sj_host_compiler_config {
     int devices;                     /* host devices to spread executables over; default 1 */
     bool replay;                     /* capture on first run, replay after; default true */
     const sj_mdcache_policy *policy; /* the devices' metadata cache policy; NULL = defaults */
+    /* The host's features ("+avx2,+fma,...") as the choice of stored levels
+     * sees them; NULL = this machine's, as LLVM reads them. Another value
+     * plans for another machine (and lets tests model a CPU they lack);
+     * artifacts are still checked against this machine's at load. */
+    const char *host_features;
 } sj_host_compiler_config;
 
 SJ_API void sj_host_compiler_config_init(sj_host_compiler_config *cfg);

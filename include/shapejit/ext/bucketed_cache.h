@@ -47,6 +47,15 @@
 extern "C" {
 #endif
 
+/* Another target whose stored artifacts a compiler's load accepts (a
+ * portable x86-64 level a build machine stored, for a host that can run
+ * it): its key fields, as sj_compiler's own. */
+typedef struct sj_compiler_target {
+    const char *cpu, *features;
+    const void *options;
+    size_t options_len;
+} sj_compiler_target;
+
 /* How a graph becomes something runnable: policy the cache does not know.
  * The target and toolchain strings and the options are part of the store
  * key. */
@@ -60,6 +69,11 @@ typedef struct sj_compiler {
      * so a cache can never key code by options it was not compiled with. */
     const void *options;
     size_t options_len;
+    /* Targets the cache asks the store tiers for, best first, when they hold
+     * nothing for the compiler's own target, before it compiles (borrowed;
+     * NULL when n_fallbacks is 0). A compile is always for the own target. */
+    const sj_compiler_target *fallbacks;
+    int n_fallbacks;
     /* Compiles g at `extent` into artifact bytes allocated with sj_alloc on
      * the graph's context (the cache frees them). */
     sj_status (*compile)(void *ctx, const sj_graph *g, int64_t extent, void **artifact,
@@ -153,9 +167,20 @@ SJ_API sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_
 SJ_API int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
 SJ_API int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
 SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
+/* The target CPU bucket i's executable was made for: the compiler's own, or
+ * the fallback target its stored artifact had; NULL while not ready. */
+SJ_API const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i);
+/* The compiler table the cache uses (its copy; valid while c lives). */
+SJ_API const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
 SJ_API sj_status sj_bucketed_cache_bucket(const sj_bucketed_cache *c, int i, int64_t *lo, int64_t *hi,
                                           bool *ready);
+
+/* Zero-stall: the smallest bucket at or above the one holding key whose
+ * executable is ready, without compiling or loading anything; -1 when
+ * none is (or key is outside every bucket). Running key's rows there is
+ * exact: kernels run at the active extent. */
+SJ_API int sj_bucketed_cache_ready_at_least(const sj_bucketed_cache *c, int64_t key);
 
 /* Makes every bucket ready using `jobs` threads (precompile at deploy).
  * progress (may be NULL) is called after each bucket, from any thread,
@@ -189,6 +214,7 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t one_offs;     /* out-of-range keys compiled at their exact extent */
     uint64_t one_off_evictions; /* one-offs dropped for newer ones (one_off_capacity) */
     uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
+    uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
 } sj_bucketed_cache_stats;
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 

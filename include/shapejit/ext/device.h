@@ -8,14 +8,16 @@
  *   sj_device_load_module(dev, SJ_CODE_HOST_NATIVE, table, sizeof table, &m);
  *   sj_kernel_handle k;
  *   sj_kernel_attrs attrs;
- *   sj_op_cache_kernel(sj_device_op_cache(dev), m, "twice", &k, &attrs);  // memoised
+ *   sj_module_kernel(m, "twice", &k, &attrs);  // resolve once, keep the handle
  *   ...
  *   sj_module_destroy(m);
  *   sj_device_destroy(dev);
  *
  * A device is one backend (the host, a CUDA GPU) plus what belongs to it and
- * to nothing else: its op cache (kernel handles, scratch) and its metadata
- * info cache. Memory a device hands out ("device memory") is addressed by
+ * to nothing else: its metadata info cache. It knows nothing of the layers
+ * above it: executables resolve their kernel handles once and keep them, and
+ * an op cache (shapejit/ext/op_cache.h) is a client of a device, never owned
+ * by one. Memory a device hands out ("device memory") is addressed by
  * `void *` that only the device may dereference, unless the device reports
  * SJ_DEVICE_HOST_VISIBLE (the host device).
  *
@@ -71,8 +73,8 @@ typedef enum sj_copy_kind {
     SJ_COPY_D2D
 } sj_copy_kind;
 
-/* Attributes a kernel's code publishes, recorded by the op cache when the
- * kernel is resolved. 0 = not published. */
+/* Attributes a kernel's code publishes, returned when the kernel is
+ * resolved. 0 = not published. */
 typedef struct sj_kernel_attrs {
     uint32_t max_threads; /* most threads per block the kernel supports */
     uint32_t tile_m;      /* output-row tile the kernel computes per block */
@@ -138,7 +140,6 @@ enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
 
 typedef struct sj_device sj_device;
 typedef struct sj_module sj_module;
-typedef struct sj_op_cache sj_op_cache;
 
 /* Wraps a backend. `ops` must outlive the device; `impl` is owned by the
  * device from this call on, also when it fails (ops->destroy is called).
@@ -159,11 +160,9 @@ SJ_API const char *sj_device_name(const sj_device *dev);
 SJ_API unsigned sj_device_flags(const sj_device *dev);
 /* False once sj_device_destroy was called. */
 SJ_API bool sj_device_alive(const sj_device *dev);
-/* The device's caches; valid while the device is (NULL after release). The
- * launch path uses them under the device's lock; a caller that uses the
- * metadata cache directly must not do so while other threads run on the
- * device (the op cache locks itself). */
-SJ_API sj_op_cache *sj_device_op_cache(sj_device *dev);
+/* The device's metadata info cache; valid while the device is (NULL after
+ * release). The launch path uses it under the device's lock; a caller that
+ * uses it directly must not do so while other threads run on the device. */
 SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 
 /* Checked wrappers of the backend functions; each fails with SJ_E_STATE
@@ -208,6 +207,11 @@ SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const
                                        sj_module **out);
 SJ_API void sj_module_destroy(sj_module *m);
 SJ_API sj_device *sj_module_device(const sj_module *m);
+/* Resolves kernel `name` of `m` through the backend (no memo: callers keep
+ * the handle, as executables do); attrs may be NULL. SJ_E_NOT_FOUND when the
+ * module has no such kernel, SJ_E_STATE after the device's release. */
+SJ_API sj_status sj_module_kernel(sj_module *m, const char *name, sj_kernel_handle *out,
+                                  sj_kernel_attrs *attrs);
 
 #ifdef __cplusplus
 }

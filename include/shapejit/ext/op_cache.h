@@ -1,7 +1,8 @@
 /* shapejit/ext/op_cache.h — per-device memo of kernel handles and their
  * attributes, grow-only scratch buffers, and diagnostic gates.
  *
- *   sj_op_cache *oc = sj_device_op_cache(dev);     // one per device, never global
+ *   sj_op_cache *oc;
+ *   sj_op_cache_create(dev, &oc);                   // per device, never global
  *   sj_kernel_handle k;
  *   sj_kernel_attrs a;
  *   sj_op_cache_kernel(oc, module, "k0_softmax", &k, &a);  // resolves once, then a table read
@@ -11,12 +12,15 @@
  *
  * Everything here belongs to one device: handles point into that device's
  * modules, scratch is that device's memory, and gates count that device's
- * events, so a second model on another device starts fresh.
+ * events, so a second model on another device starts fresh. The cache is a
+ * client of the device (it holds a reference); the device does not own or
+ * know it, and the executor does not use it (an executable resolves its
+ * kernels once, with sj_module_kernel, and keeps the handles). It serves a
+ * backend or tool that looks kernels up by name at run time.
  *
  * Kernel handles: memoised by (module, name); a hit allocates nothing. The
  * attributes the code publishes are recorded when the handle is resolved.
- * sj_module_destroy makes the device's own cache forget the module's handles;
- * a cache made with sj_op_cache_create needs sj_op_cache_forget_module.
+ * Before destroying a module, call sj_op_cache_forget_module for it.
  *
  * Scratch: a request that fits returns the stored buffer; a larger one
  * allocates a new buffer under the tag. The outgrown buffer is kept (a
@@ -36,8 +40,10 @@
 extern "C" {
 #endif
 
-/* A device creates its own; create one yourself only to test or to keep a
- * memo apart. Destroy releases the scratch first. NULL is a no-op. */
+typedef struct sj_op_cache sj_op_cache;
+
+/* Holds a reference on `dev` until destroyed. Destroy releases the scratch
+ * first. NULL is a no-op. */
 SJ_API sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out);
 SJ_API void sj_op_cache_destroy(sj_op_cache *oc);
 

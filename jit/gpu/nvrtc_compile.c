@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 
 #ifdef SJ_HAVE_CUDA
 #include <nvrtc.h>

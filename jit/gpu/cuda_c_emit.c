@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/nvrtc/gpu_emit.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_emit.h"
+#include "jit/gpu/gpu_schedule.h"
 
 typedef struct src {
     sj_ctx *ctx;

@@ -2,7 +2,7 @@
  * (no LLVM, no NVRTC here: a runtime-only build keeps this file). */
 #include <string.h>
 
-#include "jit/nvrtc/gpu_compile.h"
+#include "jit/gpu/gpu_compile.h"
 
 sj_status sj_gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm) {
     if (!arch || strcmp(arch, "sm_90") == 0) {

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "jit/lower/kernel.h"
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 #define SJ_GPU_MAP_BLOCK 256u
 #define SJ_GPU_ROW_BLOCK_MAX 256u

@@ -1,6 +1,7 @@
 /* The ONNX backend node-test runner: load each test's model, feed every
  * data set through a backend, compare with the expected outputs. */
-#include "onnx_impl.h"
+#include "jit/onnx/onnx_impl.h"
+#include "tools/conformance/conformance.h"
 
 #include <dirent.h>
 #include <math.h>

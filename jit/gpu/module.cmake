@@ -1,4 +1,4 @@
-# The GPU toolchain (jit/nvrtc): NVRTC is linked by the top-level CMakeLists
+# The GPU toolchain (jit/gpu): NVRTC is linked by the top-level CMakeLists
 # when the toolkit is found; nvJitLink (PTX -> cubin for LLVM's PTX) is found
 # here because CMake 3.25's FindCUDAToolkit has no CUDA::nvJitLink target.
 if(SJ_HAVE_CUDA)

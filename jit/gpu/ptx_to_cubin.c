@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 
 #if defined(SJ_HAVE_CUDA) && defined(SJ_HAVE_NVJITLINK)
 #include <nvJitLink.h>

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/llvm/nvptx_impl.h"
+#include "jit/gpu/nvptx_impl.h"
 #include "jit/lower/emitter.h"
-#include "jit/nvrtc/gpu_compile.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_compile.h"
+#include "jit/gpu/gpu_schedule.h"
 
 static sj_status gpu_build(sj_gpu_path path, const sj_lowered *l, const sj_compile_options *o,
                            sj_artifact *a) {

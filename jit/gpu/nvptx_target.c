@@ -10,7 +10,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "jit/llvm/llvm_impl.h"
-#include "jit/llvm/nvptx_impl.h"
+#include "jit/gpu/nvptx_impl.h"
 
 /* PTX ISA 7.8 is the first with sm_90 and is accepted by every ptxas from
  * CUDA 11.8 on (CUDA 13's included), so one ISA level serves both arches. */

@@ -4,9 +4,9 @@
 
 #include <llvm-c/Core.h>
 
-#include "jit/llvm/nvptx_impl.h"
-#include "jit/nvrtc/gpu_compile.h"
-#include "jit/nvrtc/gpu_emit.h"
+#include "jit/gpu/nvptx_impl.h"
+#include "jit/gpu/gpu_compile.h"
+#include "jit/gpu/gpu_emit.h"
 
 static sj_status nvrtc_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_code *out, char **source) {
     char *src;

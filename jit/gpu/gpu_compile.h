@@ -6,7 +6,7 @@
 #define SJ_GPU_COMPILE_H
 
 #include "jit/lower/lower.h"
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 
 typedef enum sj_gpu_path { SJ_GPU_PATH_NVPTX, SJ_GPU_PATH_NVRTC } sj_gpu_path;
 

@@ -18,8 +18,8 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "jit/core/core_impl.h"
-#include "jit/nvrtc/nvrtc_impl.h" /* SJ_NVPTX_TRIPLE */
+#include "core/core_impl.h"
+#include "jit/gpu/nvrtc_impl.h" /* SJ_NVPTX_TRIPLE */
 
 /* Address spaces of the NVPTX backend. */
 #define SJ_NVPTX_AS_GLOBAL 1

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/gpu_schedule.h"
 
 static uint32_t cap_u32(int64_t v, uint32_t cap) {
     if (v < 1) return 1;

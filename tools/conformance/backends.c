@@ -1,6 +1,7 @@
 /* Backends for the conformance runner: the reference interpreter and the
  * LLVM host compiler + host device. */
-#include "onnx_impl.h"
+#include "jit/onnx/onnx_impl.h"
+#include "tools/conformance/conformance.h"
 #include "shapejit/ext/artifact.h"
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"

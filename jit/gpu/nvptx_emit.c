@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "jit/llvm/llvm_scalar.h"
-#include "jit/llvm/nvptx_impl.h"
-#include "jit/nvrtc/gpu_emit.h"
-#include "jit/nvrtc/gpu_schedule.h"
+#include "jit/gpu/nvptx_impl.h"
+#include "jit/gpu/gpu_emit.h"
+#include "jit/gpu/gpu_schedule.h"
 
 typedef struct pe {
     sj_ctx *ctx;

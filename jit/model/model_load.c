@@ -1,8 +1,8 @@
 /* sj_model_load: reads a model file and hands its bytes to the loader its
  * extension names. A new format is one row in `loaders`. */
-#include "graph_impl.h"
+#include "jit/graph/graph_impl.h"
 #include "shapejit/model.h"
-#include "../core/file_read.h"
+#include "core/file_read.h"
 
 #include <stdio.h>
 #include <string.h>

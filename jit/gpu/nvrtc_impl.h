@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "jit/core/core_impl.h"
+#include "core/core_impl.h"
 
 /* The triple GPU artifacts and store keys name. */
 #define SJ_NVPTX_TRIPLE "nvptx64-nvidia-cuda"

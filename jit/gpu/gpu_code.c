@@ -1,7 +1,7 @@
 /* Ownership and log helpers shared by the NVRTC and nvJitLink wrappers. */
 #include <string.h>
 
-#include "jit/nvrtc/nvrtc_impl.h"
+#include "jit/gpu/nvrtc_impl.h"
 
 void sj_gpu_code_free(sj_ctx *ctx, sj_gpu_code *code) {
     if (!code) return;

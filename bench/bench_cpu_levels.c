@@ -1,0 +1,148 @@
+/* What portability costs: per-request latency of host code compiled for
+ * this machine's CPU ("native") against the portable x86-64 levels a fleet
+ * store would hold, side by side in one run, for each model and N.
+ *
+ *   bench_cpu_levels [MODEL...]     (default: the mlp, ffn and attention examples)
+ *
+ * Prints one row per (model, N): the median per-request wall time of each
+ * CPU target and its ratio to native (above 1: the level is slower). Levels
+ * this machine cannot run are left out. Each target gets its own engine
+ * (no store: each compiles its own buckets first, untimed); requests of one
+ * N alternate between the targets batch by batch, so a noisy neighbour
+ * slows all of them alike. Inputs are seeded uniform floats.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench_timing.h"
+#include "shapejit/engine.h"
+
+#define MAX_TARGETS 4
+#define MAX_IO 8
+
+static const char *const cpus[MAX_TARGETS] = {"native", "x86-64-v4", "x86-64-v3", "x86-64-v2"};
+static const int64_t sizes[] = {1, 64, 1024};
+
+typedef struct target {
+    sj_engine *e;
+    sj_named_tensor in[MAX_IO];
+    int n_in, n_out;
+} target;
+
+static void fill(sj_tensor *t, uint64_t seed) {
+    uint64_t s = seed;
+    for (int64_t i = 0; i < sj_tensor_numel(t); i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        t->data[i] = (float)((double)(s >> 40) / 8388608.0 - 1.0);
+    }
+}
+
+static void free_inputs(sj_ctx *ctx, target *t) {
+    for (int i = 0; i < t->n_in; i++) sj_tensor_free(ctx, &t->in[i].tensor);
+    t->n_in = 0;
+}
+
+/* Inputs at n for target t's model; false (message printed) on failure. */
+static bool make_inputs(sj_ctx *ctx, target *t, int64_t n) {
+    free_inputs(ctx, t);
+    int n_in = sj_engine_num_inputs(t->e);
+    for (int i = 0; i < n_in && i < MAX_IO; i++) {
+        sj_value_desc d;
+        sj_engine_input(t->e, i, &d);
+        if (d.dtype != SJ_F32) {
+            fprintf(stderr, "bench_cpu_levels: input %s is %s; this benchmark feeds float32\n", d.name,
+                    sj_dtype_name(d.dtype));
+            return false;
+        }
+        int64_t dims[SJ_MAX_RANK];
+        for (int k = 0; k < d.shape.rank; k++) dims[k] = d.shape.dims[k] == SJ_DIM_SYM ? n : d.shape.dims[k];
+        if (sj_tensor_alloc(ctx, d.shape.rank, dims, &t->in[i].tensor) != SJ_OK) return false;
+        t->in[i].name = d.name;
+        fill(&t->in[i].tensor, 1 + (uint64_t)i);
+        t->n_in++;
+    }
+    return true;
+}
+
+static bool run_once(sj_ctx *ctx, target *t) {
+    sj_named_tensor out[MAX_IO];
+    if (sj_engine_run(t->e, t->in, t->n_in, out, t->n_out, NULL) != SJ_OK) {
+        fprintf(stderr, "bench_cpu_levels: %s\n", sj_ctx_last_error(ctx));
+        return false;
+    }
+    for (int k = 0; k < t->n_out; k++) sj_tensor_free(ctx, &out[k].tensor);
+    return true;
+}
+
+static int bench_model(sj_ctx *ctx, const char *model) {
+    target t[MAX_TARGETS] = {{0}};
+    const char *names[MAX_TARGETS];
+    int n_targets = 0, rc = 0;
+    for (int c = 0; c < MAX_TARGETS; c++) {
+        sj_engine_config cfg;
+        sj_engine_config_init(&cfg);
+        cfg.ladder = "list:1,64,1024";
+        cfg.cpu = cpus[c];
+        target *x = &t[n_targets];
+        if (sj_engine_open(ctx, model, &cfg, &x->e) != SJ_OK) {
+            fprintf(stderr, "bench_cpu_levels: %s: %s\n", model, sj_ctx_last_error(ctx));
+            rc = 1;
+            break;
+        }
+        x->n_out = sj_engine_num_outputs(x->e);
+        /* A level this CPU cannot run is refused at its first load. */
+        if (!make_inputs(ctx, x, 1) || !run_once(ctx, x)) {
+            fprintf(stderr, "bench_cpu_levels: %s left out on this machine\n", cpus[c]);
+            free_inputs(ctx, x);
+            sj_engine_close(x->e);
+            x->e = NULL;
+            continue;
+        }
+        names[n_targets++] = cpus[c];
+    }
+    for (size_t s = 0; rc == 0 && s < sizeof sizes / sizeof sizes[0]; s++) {
+        int64_t n = sizes[s];
+        int calls = n >= 1024 ? 20 : n >= 64 ? 200 : 2000;
+        double samples[MAX_TARGETS][BENCH_BATCHES];
+        for (int k = 0; k < n_targets && rc == 0; k++)
+            if (!make_inputs(ctx, &t[k], n) || !run_once(ctx, &t[k])) rc = 1;
+        for (int b = 0; rc == 0 && b < BENCH_BATCHES; b++)
+            for (int k = 0; k < n_targets && rc == 0; k++) {
+                double t0 = bench_wall_ns();
+                for (int i = 0; i < calls && rc == 0; i++)
+                    if (!run_once(ctx, &t[k])) rc = 1;
+                samples[k][b] = (bench_wall_ns() - t0) / calls / 1e3;
+            }
+        if (rc) break;
+        const char *base = strrchr(model, '/');
+        printf("| %s | %lld |", base ? base + 1 : model, (long long)n);
+        double native = bench_median(samples[0], BENCH_BATCHES);
+        for (int k = 0; k < n_targets; k++) {
+            double us = k ? bench_median(samples[k], BENCH_BATCHES) : native;
+            printf(" %s %.2f us (%.2fx) |", names[k], us, us / native);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    for (int k = 0; k < MAX_TARGETS; k++) {
+        free_inputs(ctx, &t[k]);
+        sj_engine_close(t[k].e);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    static const char *const defaults[] = {SJ_BENCH_MODELS "/mlp.sjg", SJ_BENCH_MODELS "/ffn.sjg",
+                                           SJ_BENCH_MODELS "/attention.sjg"};
+    sj_ctx *ctx;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return 1;
+    printf("| model | N | per-request latency, median (ratio to native) |\n|---|---|---|\n");
+    int rc = 0;
+    if (argc > 1)
+        for (int i = 1; i < argc && !rc; i++) rc = bench_model(ctx, argv[i]);
+    else
+        for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
+            rc = bench_model(ctx, defaults[i]);
+    sj_ctx_destroy(ctx);
+    return rc;
+}

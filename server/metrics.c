@@ -1,0 +1,154 @@
+/* /metrics: per-model counters and a latency histogram in the Prometheus
+ * text exposition format (version 0.0.4), plus the engine's own counters
+ * (compiles, store and remote hits, buckets ready). Counters are atomics
+ * bumped on the request path; rendering reads them without a lock. */
+#include "server/server_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double srv_hist_bounds[SRV_HIST_N] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                            0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                            1,      2.5,     5,      10};
+
+void srv_metrics_observe(srv_metrics *m, double seconds, bool failed) {
+    atomic_fetch_add(&m->requests, 1);
+    if (failed) atomic_fetch_add(&m->failures, 1);
+    int b = 0;
+    while (b < SRV_HIST_N && seconds > srv_hist_bounds[b]) b++;
+    atomic_fetch_add(&m->hist[b], 1);
+    atomic_fetch_add(&m->latency_ns, (uint64_t)(seconds * 1e9));
+}
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void head(buf *b, const char *name, const char *type, const char *help) {
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One counter or gauge line per model. */
+#define PER_MODEL(b, s, metric, type, help, fmt, expr)                                             \
+    do {                                                                                           \
+        head(b, metric, type, help);                                                                 \
+        for (int i_ = 0; i_ < (s)->n_models; i_++) {                                               \
+            srv_model *m = (s)->models[i_];                                                        \
+            sj_engine_stats *es = &st[i_];                                                         \
+            (void)es;                                                                              \
+            put(b, "%s{model=\"%s\"} " fmt "\n", metric, m->name, expr);                            \
+        }                                                                                          \
+    } while (0)
+
+char *srv_metrics_render(srv_server *s, size_t *len) {
+    buf b = {.cap = 8192};
+    b.p = malloc(b.cap);
+    if (!b.p) return NULL;
+    sj_engine_stats st[SRV_MAX_MODELS];
+    for (int i = 0; i < s->n_models; i++) sj_engine_stats_get(s->models[i]->e, &st[i]);
+#define U(x) (unsigned long long)(x)
+    PER_MODEL(&b, s, "shapejit_requests_total", "counter", "Inference requests answered.", "%llu",
+              U(atomic_load(&m->m.requests)));
+    PER_MODEL(&b, s, "shapejit_request_failures_total", "counter",
+              "Inference requests answered with an error.", "%llu", U(atomic_load(&m->m.failures)));
+    head(&b, "shapejit_request_duration_seconds", "histogram",
+         "Inference request latency in the server, from a complete body to a response.");
+    for (int i = 0; i < s->n_models; i++) {
+        srv_model *m = s->models[i];
+        uint64_t cum = 0;
+        for (int k = 0; k <= SRV_HIST_N; k++) {
+            cum += atomic_load(&m->m.hist[k]);
+            if (k < SRV_HIST_N)
+                put(&b, "shapejit_request_duration_seconds_bucket{model=\"%s\",le=\"%g\"} %llu\n",
+                    m->name, srv_hist_bounds[k], U(cum));
+            else
+                put(&b, "shapejit_request_duration_seconds_bucket{model=\"%s\",le=\"+Inf\"} %llu\n",
+                    m->name, U(cum));
+        }
+        put(&b, "shapejit_request_duration_seconds_sum{model=\"%s\"} %.9f\n", m->name,
+            (double)atomic_load(&m->m.latency_ns) * 1e-9);
+        put(&b, "shapejit_request_duration_seconds_count{model=\"%s\"} %llu\n", m->name, U(cum));
+    }
+    PER_MODEL(&b, s, "shapejit_compiles_total", "counter", "Buckets compiled.", "%llu",
+              U(es->compiles));
+    PER_MODEL(&b, s, "shapejit_compile_seconds_total", "counter", "Time spent compiling buckets.",
+              "%.6f", es->compile_ms / 1e3);
+    PER_MODEL(&b, s, "shapejit_store_hits_total", "counter", "Buckets loaded from the store.", "%llu",
+              U(es->store_hits));
+    PER_MODEL(&b, s, "shapejit_remote_hits_total", "counter",
+              "Buckets loaded from the remote (Redis) tier.", "%llu", U(es->remote_hits));
+    PER_MODEL(&b, s, "shapejit_compile_stalls_total", "counter",
+              "Requests that waited for their bucket to be compiled or loaded.", "%llu",
+              U(atomic_load(&m->m.stalls)));
+    PER_MODEL(&b, s, "shapejit_promotions_total", "counter",
+              "Requests run in a larger ready bucket while their own compiled.", "%llu",
+              U(atomic_load(&m->m.promotions)));
+    PER_MODEL(&b, s, "shapejit_rows_total", "counter", "Rows requested along the dynamic dim.",
+              "%llu", U(atomic_load(&m->m.rows)));
+    PER_MODEL(&b, s, "shapejit_computed_rows_total", "counter",
+              "Rows of the buckets the requests ran in (real rows plus padding).", "%llu",
+              U(atomic_load(&m->m.computed_rows)));
+    PER_MODEL(&b, s, "shapejit_padding_waste_ratio", "gauge",
+              "Computed rows over requested rows (1 = no padding).", "%.6f",
+              atomic_load(&m->m.rows)
+                  ? (double)atomic_load(&m->m.computed_rows) / (double)atomic_load(&m->m.rows)
+                  : 1.0);
+    PER_MODEL(&b, s, "shapejit_batches_total", "counter",
+              "Runs that served several concatenated requests.", "%llu",
+              U(atomic_load(&m->m.batches)));
+    PER_MODEL(&b, s, "shapejit_batched_requests_total", "counter",
+              "Requests served inside a batched run.", "%llu",
+              U(atomic_load(&m->m.batched_requests)));
+    PER_MODEL(&b, s, "shapejit_buckets_ready", "gauge", "Buckets compiled or loaded.", "%d",
+              es->buckets_ready);
+    PER_MODEL(&b, s, "shapejit_buckets", "gauge", "Buckets of the model's ladder.", "%d", es->buckets);
+    PER_MODEL(&b, s, "shapejit_model_ready", "gauge", "1 when the model answers inferences.", "%d",
+              srv_model_ready(m) ? 1 : 0);
+    head(&b, "shapejit_http_responses_total", "counter", "HTTP responses by status class.");
+    put(&b, "shapejit_http_responses_total{class=\"2xx\"} %llu\n", U(atomic_load(&s->http_2xx)));
+    put(&b, "shapejit_http_responses_total{class=\"4xx\"} %llu\n", U(atomic_load(&s->http_4xx)));
+    put(&b, "shapejit_http_responses_total{class=\"5xx\"} %llu\n", U(atomic_load(&s->http_5xx)));
+    head(&b, "shapejit_http_connections_cut_total", "counter",
+         "Requests ended without a complete response (client gone, timeout, limit).");
+    put(&b, "shapejit_http_connections_cut_total %llu\n", U(atomic_load(&s->http_closed)));
+    head(&b, "shapejit_requests_in_flight", "gauge", "Requests being read or answered.");
+    put(&b, "shapejit_requests_in_flight %d\n", atomic_load(&s->in_flight));
+#undef U
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}

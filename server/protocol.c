@@ -1,0 +1,507 @@
+/* The KServe v2 inference protocol's bodies: model metadata, and an infer
+ * request (JSON tensors, or the binary tensor data extension) decoded and
+ * checked against the model before anything is run, then the outputs
+ * encoded the way the request asked. Every check names the input and what
+ * differs, and answers 400; nothing the client sends is trusted for a size
+ * before it has been compared with the model. */
+#include "server/server_impl.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *v2_dtype(sj_dtype t) {
+    switch (t) {
+    case SJ_F32: return "FP32";
+    case SJ_I64: return "INT64";
+    case SJ_I32: return "INT32";
+    case SJ_BOOL: return "BOOL";
+    default: return "?";
+    }
+}
+
+/* The protocol's datatypes: a known one the model does not take is a
+ * different message from a name that is no datatype at all. */
+static const char *const v2_known[] = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8",
+                                       "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
+                                       "BF16", "BYTES"};
+
+static json_t *shape_json(const sj_value_desc *d) {
+    json_t *a = json_array();
+    for (int k = 0; a && k < d->shape.rank; k++)
+        json_array_append_new(a, json_integer(d->shape.dims[k] == SJ_DIM_SYM ? -1 : d->shape.dims[k]));
+    return a;
+}
+
+static json_t *io_json(const sj_value_desc *d, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_pack("{s:s,s:s,s:o}", "name", d[i].name ? d[i].name : "",
+                                           "datatype", v2_dtype(d[i].dtype), "shape",
+                                           shape_json(&d[i])));
+    return a;
+}
+
+void srv_model_metadata(srv_model *m, srv_response *r) {
+    srv_json(r, 200,
+             json_pack("{s:s,s:[s],s:s,s:o,s:o}", "name", m->name, "versions", "1", "platform",
+                       "shapejit", "inputs", io_json(m->in, m->n_in), "outputs",
+                       io_json(m->out, m->n_out)));
+}
+
+/* ---- decoding */
+
+typedef struct decoded {
+    sj_tensor t[SRV_MAX_IO]; /* model input order; data malloc'd here */
+    bool given[SRV_MAX_IO];
+    int64_t rows; /* -1 until an input with the dynamic dim is seen */
+    int64_t binary_size[SRV_MAX_IO]; /* -1: JSON data */
+    int order[SRV_MAX_IO];           /* request order -> model index, for the binary region */
+    int n_order;
+} decoded;
+
+static void decoded_free(decoded *d) {
+    for (int i = 0; i < SRV_MAX_IO; i++) free(d->t[i].bytes);
+}
+
+/* Flattens nested JSON arrays into t's elements; *at counts them. */
+static bool put_elements(srv_model *m, const char *name, json_t *v, sj_tensor *t, int64_t numel,
+                         int64_t *at, int depth, srv_response *r) {
+    if (depth > SJ_MAX_RANK + 1) {
+        srv_error(r, 400, "input '%s': data nested deeper than its shape", name);
+        return false;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) if (!put_elements(m, name, e, t, numel, at, depth + 1, r)) return false;
+        return true;
+    }
+    if (*at >= numel) {
+        srv_error(r, 400, "input '%s': data holds more than the %lld elements its shape says", name,
+                  (long long)numel);
+        return false;
+    }
+    int64_t k = (*at)++;
+    switch (t->dtype) {
+    case SJ_F32:
+        if (!json_is_number(v)) goto not_number;
+        t->data[k] = (float)json_number_value(v);
+        return true;
+    case SJ_I64:
+    case SJ_I32:
+        if (!json_is_integer(v)) goto not_integer;
+        if (t->dtype == SJ_I64) {
+            t->i64[k] = json_integer_value(v);
+        } else {
+            json_int_t x = json_integer_value(v);
+            if (x < INT32_MIN || x > INT32_MAX) {
+                srv_error(r, 400, "input '%s': element %lld (%lld) does not fit INT32", name,
+                          (long long)k, (long long)x);
+                return false;
+            }
+            t->i32[k] = (int32_t)x;
+        }
+        return true;
+    case SJ_BOOL:
+        if (!json_is_boolean(v)) {
+            srv_error(r, 400, "input '%s': element %lld is not true or false (BOOL)", name, (long long)k);
+            return false;
+        }
+        t->b8[k] = json_is_true(v) ? 1 : 0;
+        return true;
+    default:
+        srv_error(r, 500, "input '%s': unhandled dtype", name);
+        return false;
+    }
+not_number:
+    srv_error(r, 400, "input '%s': element %lld is not a number", name, (long long)k);
+    return false;
+not_integer:
+    srv_error(r, 400, "input '%s': element %lld is not an integer (%s)", name, (long long)k,
+              v2_dtype(t->dtype));
+    return false;
+}
+
+static int find_input(const srv_model *m, const char *name) {
+    for (int i = 0; i < m->n_in; i++)
+        if (m->in[i].name && !strcmp(m->in[i].name, name)) return i;
+    return -1;
+}
+static int find_output(const srv_model *m, const char *name) {
+    for (int i = 0; i < m->n_out; i++)
+        if (m->out[i].name && !strcmp(m->out[i].name, name)) return i;
+    return -1;
+}
+
+/* shape + datatype of one request input against the model's; sets t's
+ * shape and dtype and d->rows. */
+static bool check_shape(srv_model *m, int i, json_t *shape, const char *dt, decoded *d,
+                        srv_response *r) {
+    const sj_value_desc *want = &m->in[i];
+    const char *name = want->name;
+    if (strcmp(dt, v2_dtype(want->dtype)) != 0) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof v2_known / sizeof *v2_known; k++) known |= !strcmp(dt, v2_known[k]);
+        if (known)
+            srv_error(r, 400, "input '%s': datatype %s, but the model takes %s", name, dt,
+                      v2_dtype(want->dtype));
+        else
+            srv_error(r, 400, "input '%s': unknown datatype '%.64s' (the model takes %s)", name, dt,
+                      v2_dtype(want->dtype));
+        return false;
+    }
+    if (!json_is_array(shape)) {
+        srv_error(r, 400, "input '%s': 'shape' must be an array of integers", name);
+        return false;
+    }
+    size_t rank = json_array_size(shape);
+    if ((int)rank != want->shape.rank) {
+        srv_error(r, 400, "input '%s': shape has %zu dims, the model's has %d", name, rank,
+                  want->shape.rank);
+        return false;
+    }
+    sj_tensor *t = &d->t[i];
+    t->rank = (int)rank;
+    t->dtype = want->dtype;
+    for (size_t k = 0; k < rank; k++) {
+        json_t *e = json_array_get(shape, k);
+        if (!json_is_integer(e)) {
+            srv_error(r, 400, "input '%s': shape[%zu] is not an integer", name, k);
+            return false;
+        }
+        json_int_t v = json_integer_value(e);
+        int64_t w = want->shape.dims[k];
+        if (v < 0) {
+            srv_error(r, 400, "input '%s': shape[%zu] is negative (%lld)", name, k, (long long)v);
+            return false;
+        }
+        if (w == SJ_DIM_SYM) {
+            if (v == 0) {
+                srv_error(r, 400, "input '%s': shape[%zu] is 0: a request needs at least one row", name, k);
+                return false;
+            }
+            if (v > m->top) {
+                srv_error(r, 400, "input '%s': %lld rows along the dynamic dim is outside every bucket "
+                          "(at most %lld)", name, (long long)v, (long long)m->top);
+                return false;
+            }
+            if (v > m->max_rows) {
+                srv_error(r, 400, "input '%s': %lld rows along the dynamic dim is above the server's "
+                          "limit of %lld rows per request", name, (long long)v, (long long)m->max_rows);
+                return false;
+            }
+            if (d->rows >= 0 && d->rows != v) {
+                srv_error(r, 400, "input '%s': %lld rows along the dynamic dim, another input has %lld",
+                          name, (long long)v, (long long)d->rows);
+                return false;
+            }
+            d->rows = v;
+        } else if (v != w) {
+            srv_error(r, 400, "input '%s': shape[%zu] is %lld, the model's is %lld", name, k,
+                      (long long)v, (long long)w);
+            return false;
+        }
+        t->dims[k] = v;
+    }
+    return true;
+}
+
+static bool alloc_data(srv_model *m, int i, decoded *d, srv_response *r) {
+    sj_tensor *t = &d->t[i];
+    int64_t n = sj_tensor_numel(t);
+    size_t bytes;
+    /* The dims were checked against the model and max_rows: n is bounded. */
+    if (n < 0 || __builtin_mul_overflow((size_t)n, sj_dtype_size(t->dtype), &bytes)) {
+        srv_error(r, 400, "input '%s': shape too large", m->in[i].name);
+        return false;
+    }
+    t->bytes = malloc(bytes ? bytes : 1);
+    if (!t->bytes) {
+        srv_error(r, 503, "input '%s': out of memory for %zu bytes", m->in[i].name, bytes);
+        return false;
+    }
+    return true;
+}
+
+static bool decode_inputs(srv_model *m, json_t *inputs, decoded *d, srv_response *r) {
+    if (!json_is_array(inputs)) {
+        srv_error(r, 400, "'inputs' must be an array of tensors");
+        return false;
+    }
+    size_t k;
+    json_t *in;
+    json_array_foreach(inputs, k, in) {
+        if (!json_is_object(in)) {
+            srv_error(r, 400, "inputs[%zu] is not an object", k);
+            return false;
+        }
+        const char *name = json_string_value(json_object_get(in, "name"));
+        const char *dt = json_string_value(json_object_get(in, "datatype"));
+        json_t *shape = json_object_get(in, "shape");
+        if (!name || !dt || !shape) {
+            srv_error(r, 400, "inputs[%zu]: needs 'name', 'shape' and 'datatype'", k);
+            return false;
+        }
+        int i = find_input(m, name);
+        if (i < 0) {
+            char list[512] = "";
+            for (int j = 0; j < m->n_in; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         m->in[j].name);
+            srv_error(r, 400, "inputs[%zu]: model '%s' has no input '%.128s' (its inputs: %s)", k,
+                      m->name, name, list);
+            return false;
+        }
+        if (d->given[i]) {
+            srv_error(r, 400, "input '%s' given twice", name);
+            return false;
+        }
+        d->given[i] = true;
+        if (!check_shape(m, i, shape, dt, d, r) || !alloc_data(m, i, d, r)) return false;
+        json_t *bsz = json_object_get(json_object_get(in, "parameters"), "binary_data_size");
+        json_t *data = json_object_get(in, "data");
+        int64_t numel = sj_tensor_numel(&d->t[i]);
+        d->order[d->n_order++] = i;
+        d->binary_size[i] = -1;
+        if (bsz) {
+            if (data) {
+                srv_error(r, 400, "input '%s': both 'data' and binary_data_size", name);
+                return false;
+            }
+            if (!json_is_integer(bsz) || json_integer_value(bsz) < 0) {
+                srv_error(r, 400, "input '%s': binary_data_size must be a non-negative integer", name);
+                return false;
+            }
+            int64_t want = numel * (int64_t)sj_dtype_size(d->t[i].dtype);
+            if (json_integer_value(bsz) != want) {
+                srv_error(r, 400, "input '%s': binary_data_size is %lld bytes, its shape and %s "
+                          "need %lld", name, (long long)json_integer_value(bsz), dt, (long long)want);
+                return false;
+            }
+            d->binary_size[i] = want;
+            continue;
+        }
+        if (!data) {
+            srv_error(r, 400, "input '%s': no 'data' and no binary_data_size", name);
+            return false;
+        }
+        int64_t at = 0;
+        if (!put_elements(m, name, data, &d->t[i], numel, &at, 0, r)) return false;
+        if (at != numel) {
+            srv_error(r, 400, "input '%s': data holds %lld elements, its shape says %lld", name,
+                      (long long)at, (long long)numel);
+            return false;
+        }
+    }
+    for (int i = 0; i < m->n_in; i++)
+        if (!d->given[i]) {
+            srv_error(r, 400, "input '%s' is missing", m->in[i].name);
+            return false;
+        }
+    return true;
+}
+
+/* The binary region after the JSON header: each binary input's bytes in
+ * the order the inputs were listed, and nothing else. */
+static bool take_binary(srv_model *m, const char *bin, size_t len, decoded *d, srv_response *r) {
+    size_t at = 0;
+    for (int k = 0; k < d->n_order; k++) {
+        int i = d->order[k];
+        if (d->binary_size[i] < 0) continue;
+        size_t n = (size_t)d->binary_size[i];
+        if (n > len - at) {
+            srv_error(r, 400, "input '%s': binary data ends after %zu of its %zu bytes",
+                      m->in[i].name, len - at, n);
+            return false;
+        }
+        memcpy(d->t[i].bytes, bin + at, n);
+        at += n;
+    }
+    if (at != len) {
+        srv_error(r, 400, "the body holds %zu bytes of binary data after the JSON header, the "
+                  "inputs' binary_data_size add up to %zu", len, at);
+        return false;
+    }
+    return true;
+}
+
+/* ---- encoding */
+
+static json_t *data_json(const sj_tensor *t, const char *name, srv_response *r) {
+    int64_t n = sj_tensor_numel(t);
+    json_t *a = json_array();
+    for (int64_t k = 0; a && k < n; k++) {
+        json_t *v;
+        switch (t->dtype) {
+        case SJ_F32:
+            if (!isfinite(t->data[k])) {
+                json_decref(a);
+                srv_error(r, 500, "output '%s': element %lld is %g, which JSON cannot carry; ask for "
+                          "the output as binary_data", name, (long long)k, (double)t->data[k]);
+                return NULL;
+            }
+            v = json_real(t->data[k]);
+            break;
+        case SJ_I64: v = json_integer(t->i64[k]); break;
+        case SJ_I32: v = json_integer(t->i32[k]); break;
+        case SJ_BOOL: v = json_boolean(t->b8[k]); break;
+        default: v = NULL;
+        }
+        if (!v || json_array_append_new(a, v) != 0) {
+            json_decref(a);
+            srv_error(r, 503, "output '%s': out of memory", name);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *tshape_json(const sj_tensor *t) {
+    json_t *a = json_array();
+    for (int k = 0; a && k < t->rank; k++) json_array_append_new(a, json_integer(t->dims[k]));
+    return a;
+}
+
+/* Which outputs, each JSON or binary, from 'outputs' and the request-level
+ * binary_data_output. */
+static bool pick_outputs(srv_model *m, json_t *req, bool want[], bool binary[], srv_response *r) {
+    json_t *p = json_object_get(req, "parameters");
+    bool all_binary = json_is_true(json_object_get(p, "binary_data_output"));
+    json_t *outs = json_object_get(req, "outputs");
+    for (int i = 0; i < m->n_out; i++) {
+        want[i] = !outs;
+        binary[i] = all_binary;
+    }
+    if (!outs) return true;
+    if (!json_is_array(outs)) {
+        srv_error(r, 400, "'outputs' must be an array");
+        return false;
+    }
+    size_t k;
+    json_t *o;
+    json_array_foreach(outs, k, o) {
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (!name) {
+            srv_error(r, 400, "outputs[%zu]: needs a 'name'", k);
+            return false;
+        }
+        int i = find_output(m, name);
+        if (i < 0) {
+            srv_error(r, 400, "outputs[%zu]: model '%s' has no output '%.128s'", k, m->name, name);
+            return false;
+        }
+        want[i] = true;
+        json_t *b = json_object_get(json_object_get(o, "parameters"), "binary_data");
+        if (b) binary[i] = json_is_true(b);
+    }
+    return true;
+}
+
+static void respond(srv_model *m, json_t *req, const sj_tensor *out, const bool want[],
+                    const bool binary[], srv_response *r) {
+    json_t *outs = json_array();
+    size_t bin_len = 0;
+    for (int i = 0; outs && i < m->n_out; i++) {
+        if (!want[i]) continue;
+        json_t *o = json_pack("{s:s,s:s,s:o}", "name", m->out[i].name, "datatype",
+                              v2_dtype(out[i].dtype), "shape", tshape_json(&out[i]));
+        if (!o) break;
+        if (binary[i]) {
+            size_t n = (size_t)sj_tensor_numel(&out[i]) * sj_dtype_size(out[i].dtype);
+            json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)n));
+            bin_len += n;
+        } else {
+            json_t *data = data_json(&out[i], m->out[i].name, r);
+            if (!data) {
+                json_decref(o);
+                json_decref(outs);
+                return;
+            }
+            json_object_set_new(o, "data", data);
+        }
+        json_array_append_new(outs, o);
+    }
+    json_t *resp = json_pack("{s:s,s:s,s:o}", "model_name", m->name, "model_version", "1",
+                             "outputs", outs);
+    json_t *id = json_object_get(req, "id");
+    if (resp && json_is_string(id)) json_object_set(resp, "id", id);
+    srv_json(r, 200, resp);
+    if (r->status != 200 || bin_len == 0) return;
+    char *b = realloc(r->body, r->len + bin_len);
+    if (!b) {
+        srv_error(r, 503, "out of memory for %zu bytes of binary outputs", bin_len);
+        return;
+    }
+    r->body = b;
+    r->json_len = (long)r->len;
+    for (int i = 0; i < m->n_out; i++) {
+        if (!want[i] || !binary[i]) continue;
+        size_t n = (size_t)sj_tensor_numel(&out[i]) * sj_dtype_size(out[i].dtype);
+        memcpy(r->body + r->len, out[i].bytes, n);
+        r->len += n;
+    }
+}
+
+void srv_infer(srv_model *m, const char *body, size_t len, const char *header_len, srv_response *r) {
+    size_t json_len = len;
+    if (header_len) {
+        char *end;
+        errno = 0;
+        unsigned long long h = strtoull(header_len, &end, 10);
+        if (errno || end == header_len || *end || header_len[0] == '-' || h > len) {
+            srv_error(r, 400, "Inference-Header-Content-Length '%.32s' is not a length within the "
+                      "%zu-byte body", header_len, len);
+            return;
+        }
+        json_len = (size_t)h;
+    }
+    json_error_t err;
+    srv_json_memory_budget(m->srv->cfg.max_json_memory_bytes);
+    json_t *req = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &err);
+    bool exceeded = srv_json_memory_exceeded();
+    srv_json_memory_budget(0);
+    if (!req && exceeded) {
+        srv_error(r, 413, "the request's JSON needs more than the server's %zu bytes of memory to "
+                  "parse; send large tensors as binary data (binary_data_size)",
+                  m->srv->cfg.max_json_memory_bytes);
+        return;
+    }
+    if (!req) {
+        srv_error(r, 400, "malformed JSON at line %d, column %d: %s", err.line, err.column, err.text);
+        return;
+    }
+    decoded *d = calloc(1, sizeof *d);
+    sj_tensor out[SRV_MAX_IO];
+    memset(out, 0, sizeof out);
+    bool want[SRV_MAX_IO], binary[SRV_MAX_IO];
+    if (!d) {
+        srv_error(r, 503, "out of memory");
+    } else if (!json_is_object(req)) {
+        srv_error(r, 400, "the request must be a JSON object");
+    } else {
+        d->rows = m->has_dyn ? -1 : 1;
+        bool ok = decode_inputs(m, json_object_get(req, "inputs"), d, r) &&
+                  take_binary(m, body + json_len, len - json_len, d, r) &&
+                  pick_outputs(m, req, want, binary, r);
+        if (ok && d->rows < 0) d->rows = 1;
+        if (ok) {
+            sj_status st = srv_model_run(m, d->rows, d->t, out);
+            if (st == SJ_OK)
+                respond(m, req, out, want, binary, r);
+            else if (st == SJ_E_SHAPE || st == SJ_E_INVALID_ARG || st == SJ_E_OUT_OF_RANGE)
+                srv_error(r, 400, "%s", sj_ctx_last_error(m->srv->ctx));
+            else if (st == SJ_E_STATE)
+                srv_error(r, 503, "%s", sj_ctx_last_error(m->srv->ctx));
+            else
+                srv_error(r, 500, "model '%s': %s: %s", m->name, sj_status_str(st),
+                          sj_ctx_last_error(m->srv->ctx));
+            for (int i = 0; i < m->n_out; i++) sj_tensor_free(m->srv->ctx, &out[i]);
+        }
+        decoded_free(d);
+    }
+    free(d);
+    json_decref(req);
+}

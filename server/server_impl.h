@@ -1,0 +1,132 @@
+/* What the server's files share: the server and model records, the
+ * response being built, metrics. Private to server/. */
+#ifndef SJ_SERVER_IMPL_H
+#define SJ_SERVER_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/core_impl.h" /* sj_fail, SJ_TRY: errors travel through the context */
+#include "server/server.h"
+
+#define SRV_MAX_MODELS 64
+#define SRV_MAX_IO 64     /* inputs or outputs of a model the server takes */
+#define SRV_NAME_MAX 128
+
+/* Latency histogram bounds in seconds (Prometheus `le` labels). */
+#define SRV_HIST_N 16
+extern const double srv_hist_bounds[SRV_HIST_N];
+
+typedef struct srv_metrics {
+    _Atomic uint64_t requests, failures;
+    _Atomic uint64_t hist[SRV_HIST_N + 1]; /* per bound, then +Inf; not cumulative */
+    _Atomic uint64_t latency_ns;           /* sum */
+    _Atomic uint64_t rows, computed_rows;  /* real rows and rows of the buckets they ran in */
+    _Atomic uint64_t stalls;               /* waited for their own bucket's compile or load */
+    _Atomic uint64_t promotions;           /* ran in a larger ready bucket instead */
+    _Atomic uint64_t batches, batched_requests; /* runs that served several requests */
+} srv_metrics;
+
+typedef enum srv_state { SRV_LOADING, SRV_READY, SRV_FAILED } srv_state;
+
+typedef struct srv_batcher srv_batcher;
+
+typedef struct srv_model {
+    struct srv_server *srv;
+    char name[SRV_NAME_MAX];
+    sj_engine *e;
+    int n_in, n_out;
+    sj_value_desc in[SRV_MAX_IO], out[SRV_MAX_IO]; /* names borrowed from the engine */
+    int dyn_axis_in[SRV_MAX_IO], dyn_axis_out[SRV_MAX_IO]; /* axis of the dynamic dim, -1 none */
+    bool has_dyn;
+    int64_t top; /* the largest bucket's extent */
+    int64_t max_rows;
+    _Atomic int state;
+    char warm_error[512];
+    pthread_t warm_thread;
+    bool warm_started;
+    _Atomic bool stop; /* background work ends early at shutdown */
+    /* Zero-stall: buckets asked to compile in the background, one flag each. */
+    _Atomic bool *bg_queued;
+    pthread_mutex_t bg_mu;
+    pthread_cond_t bg_cv;
+    int bg_pending; /* queued bucket indices not yet taken */
+    int *bg_queue;
+    pthread_t bg_thread;
+    bool bg_started;
+    srv_batcher *batcher; /* NULL: every request runs alone */
+    char batch_why[256];  /* why batching is off (row dependence) */
+    srv_metrics m;
+} srv_model;
+
+struct srv_server {
+    sj_ctx *ctx;
+    srv_config cfg;
+    char host[256];
+    srv_model *models[SRV_MAX_MODELS];
+    int n_models;
+    struct MHD_Daemon *daemon;
+    uint16_t port;
+    _Atomic bool draining;
+    _Atomic int in_flight;
+    /* Responses by status class, for /metrics. */
+    _Atomic uint64_t http_2xx, http_4xx, http_5xx, http_closed;
+};
+
+/* A response under construction: status, body (malloc'd; MHD frees it) and
+ * for binary outputs the length of the JSON part. */
+typedef struct srv_response {
+    unsigned status;
+    char *body;
+    size_t len;
+    long json_len; /* -1: the whole body is JSON */
+    const char *content_type; /* NULL: application/json */
+} srv_response;
+
+/* {"error": "..."} with the given status. */
+void srv_error(srv_response *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A JSON body (the json_t is consumed). */
+struct json_t;
+void srv_json(srv_response *r, unsigned status, struct json_t *j);
+
+srv_model *srv_find_model(srv_server *s, const char *name);
+bool srv_model_ready(const srv_model *m);
+
+/* protocol.c: GET /v2/models/NAME and POST /v2/models/NAME/infer. */
+void srv_model_metadata(srv_model *m, srv_response *r);
+void srv_infer(srv_model *m, const char *body, size_t len, const char *header_len,
+               srv_response *r);
+
+/* model.c: prepares, warms and runs a model. */
+sj_status srv_model_create(srv_server *s, const char *name, sj_engine *e, srv_model **out);
+sj_status srv_model_start(srv_model *m);
+void srv_model_destroy(srv_model *m);
+/* Runs one request (inputs in the model's order, n_in of them, all at `rows`):
+ * through the batcher when the model has one, else promoted or alone.
+ * Outputs are allocated on the context (caller frees). */
+sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
+/* The engine run behind it; counts stalls, promotions and rows. */
+sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
+
+/* json_memory.c: jansson's allocations on this thread count against a
+ * budget while one is set (0: none), so a request's JSON cannot take more
+ * memory than the server allows. */
+void srv_json_memory_init(void);
+void srv_json_memory_budget(size_t bytes);
+bool srv_json_memory_exceeded(void);
+
+/* metrics.c */
+void srv_metrics_observe(srv_metrics *m, double seconds, bool failed);
+/* The Prometheus text exposition of everything (malloc'd). */
+char *srv_metrics_render(srv_server *s, size_t *len);
+
+/* batcher.c: concatenates concurrent requests along the dynamic dim. */
+sj_status srv_batcher_create(srv_model *m, int64_t delay_us, int64_t max_rows, srv_batcher **out);
+void srv_batcher_destroy(srv_batcher *b);
+sj_status srv_batcher_run(srv_batcher *b, int64_t rows, const sj_tensor *in, sj_tensor *out);
+
+/* repository.c is declared in server.h. Monotonic seconds. */
+double srv_now(void);
+
+#endif

@@ -1,0 +1,40 @@
+# CPU levels on the command line: a store precompiled for x86-64-v2 and v3
+# serves this machine with no compile, from the highest level it runs (v3
+# where it has AVX2 and FMA, else v2), and says so in --stats and in
+# `store explain`. Levels and CPU names are checked before anything runs.
+set(SJ_LEVELS_DIR "${PROJECT_BINARY_DIR}/cli_tests/levels")
+set(L "${SJ_LEVELS_DIR}/s.db")
+
+sj_cli_test(levels_precompile RC 0 CLEAN ${SJ_LEVELS_DIR} SETUP levels_store
+  ARGS precompile ${SJ_MODELS}/ffn.sjg --ladder list:8,32 --cpu x86-64-v2,x86-64-v3 --store ${L} --jobs 2
+  OUT "precompiled 2 buckets of list:8,32 for host x86-64-v2 .*: 2 compiled.*\nprecompiled 2 buckets of list:8,32 for host x86-64-v3 .*: 2 compiled"
+  FILES ${L})
+sj_cli_test(levels_run_compiles_nothing RC 0 REQUIRES levels_store
+  ARGS run ${SJ_MODELS}/ffn.sjg --rows 20 --backend host --ladder list:8,32 --store ${L} --stats
+  --out ${SJ_LEVELS_DIR}/out
+  ERR "\"compiles\": 0,.*\"level_hits\": 1, \"bucket_cpus\": {\"x86-64-v[23]\": 1}")
+sj_cli_test(levels_serve_compiles_nothing RC 0 REQUIRES levels_store
+  ARGS serve ${SJ_MODELS}/ffn.sjg --synthetic uniform:1:32:200:1 --ladder list:8,32 --store ${L}
+  --workers 1 --stats
+  ERR "\"compiles\": 0,.*\"level_hits\": 2, \"bucket_cpus\": {\"x86-64-v[23]\": 2}")
+sj_cli_test(levels_explain RC 0 REQUIRES levels_store
+  ARGS store explain ${SJ_MODELS}/ffn.sjg --rows 20 --ladder list:8,32 --store ${L} --limit 1
+  OUT "this host \\([^;]+; levels it runs: [^)]*x86-64-v2\\) takes x86-64-v[23]: no artifact for its own CPU")
+# A level named at run time is loaded as it is stored, under its own key.
+sj_cli_test(levels_run_named_level RC 0 REQUIRES levels_store
+  ARGS run ${SJ_MODELS}/ffn.sjg --rows 5 --backend host --cpu x86-64-v2 --ladder list:8,32
+  --store ${L} --stats --out ${SJ_LEVELS_DIR}/out2
+  ERR "\"backend\": \"host\".*\"store_hits\": 1,.*\"compiles\": 0,.*\"bucket_cpus\": {\"x86-64-v2\": 1}")
+sj_cli_test(levels_unknown_cpu RC 1
+  ARGS precompile ${SJ_MODELS}/ffn.sjg --ladder list:8 --cpu x86-64-v9 --store none
+  ERR "CPU 'x86-64-v9' is not one LLVM")
+sj_cli_test(levels_cpu_needs_host RC 2
+  ARGS run ${SJ_MODELS}/ffn.sjg --rows 5 --backend interp --cpu x86-64-v2 --store none
+  ERR "--cpu is for --backend host")
+sj_cli_test(levels_cpu_needs_host_target RC 2
+  ARGS precompile ${SJ_MODELS}/ffn.sjg --ladder list:8 --target nvptx --cpu x86-64-v2 --store none
+  ERR "--cpu is for the host target")
+# v3 code uses AVX2's 256-bit registers, whatever this machine has.
+sj_cli_test(levels_emit RC 0
+  ARGS emit ${SJ_MODELS}/ffn.sjg --rows 5 --target host-asm --cpu x86-64-v3 --ladder list:8
+  OUT "%ymm")

@@ -1,0 +1,23 @@
+# serve --listen (server/): a curl-driven protocol test, and tritonclient
+# from PyPI in a venv the project's script makes (scripts/server-test-venv.sh).
+find_program(SJ_CURL curl)
+find_program(SJ_BASH bash)
+if(SJ_CURL AND SJ_BASH)
+  add_test(NAME server_http COMMAND ${SJ_BASH} ${PROJECT_SOURCE_DIR}/tests/server_http.sh
+    $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR}/examples/models ${PROJECT_BINARY_DIR}/server_http)
+  set_tests_properties(server_http PROPERTIES TIMEOUT 150 LABELS server)
+else()
+  message(WARNING "shapejit: curl or bash not found: the server_http test is not registered "
+                  "(scripts/install-deps.sh installs curl)")
+endif()
+
+set(SJ_SERVER_VENV ${PROJECT_BINARY_DIR}/venv-server-tests)
+add_test(NAME server_venv COMMAND ${PROJECT_SOURCE_DIR}/scripts/server-test-venv.sh ${SJ_SERVER_VENV})
+set_tests_properties(server_venv PROPERTIES TIMEOUT 300 LABELS server FIXTURES_SETUP server_venv)
+add_test(NAME server_tritonclient COMMAND ${SJ_SERVER_VENV}/bin/python
+  ${PROJECT_SOURCE_DIR}/tests/server_tritonclient.py $<TARGET_FILE:shapejit_cli>
+  ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/server_tritonclient)
+set_tests_properties(server_tritonclient PROPERTIES TIMEOUT 240 LABELS server FIXTURES_REQUIRED server_venv)
+add_test(NAME server_readme COMMAND ${SJ_SERVER_VENV}/bin/python
+  ${PROJECT_SOURCE_DIR}/tests/server_readme.py $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR})
+set_tests_properties(server_readme PROPERTIES TIMEOUT 150 LABELS server FIXTURES_REQUIRED server_venv)

@@ -1,0 +1,231 @@
+"""serve --listen against the real tritonclient[http] from PyPI.
+
+A model repository of exported ONNX models from the test data (and the
+.sjg examples) is served on a free loopback port; for each model the
+metadata is checked, and JSON and binary inference at sizes across buckets
+must equal `shapejit run` on the same inputs exactly. Concurrent requests
+to a row-independent model are batched (and still exact); models that are
+not row-independent are never batched. Errors come back as the protocol's
+status codes through the client's exception.
+
+usage: server_tritonclient.py SHAPEJIT SOURCE_DIR WORKDIR
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+SJ, SRC, WORK = sys.argv[1:4]
+DATA = os.path.join(SRC, "tests", "data", "models")
+LADDER = "pow2:1:64"
+SIZES = [1, 5, 17, 64]
+failures = []
+
+
+def check(cond, what):
+    if cond:
+        print("ok:", what)
+    else:
+        print("FAIL:", what)
+        failures.append(what)
+
+
+def make_repository():
+    repo = os.path.join(WORK, "repo")
+    onnx = ["mlp_gemm", "two_inputs", "attention_2d", "ffn_layernorm_op17"]
+    for name in onnx:
+        os.makedirs(os.path.join(repo, name))
+        shutil.copy(os.path.join(DATA, name + ".onnx"), os.path.join(repo, name, "model.onnx"))
+    for name in ["mlp", "ffn"]:
+        os.makedirs(os.path.join(repo, name))
+        shutil.copy(os.path.join(SRC, "examples", "models", name + ".sjg"),
+                    os.path.join(repo, name, "model.sjg"))
+    for name in onnx + ["mlp", "ffn"]:
+        with open(os.path.join(repo, name, "config.json"), "w") as f:
+            json.dump({"ladder": LADDER}, f)
+    return repo
+
+
+def start(repo):
+    out = open(os.path.join(WORK, "server.out"), "w")
+    err = open(os.path.join(WORK, "server.err"), "w")
+    p = subprocess.Popen([SJ, "serve", "--listen", "127.0.0.1:0", "--model-repository", repo,
+                          "--store", os.path.join(WORK, "serve.db"), "--max-batch-delay-us", "3000"],
+                         stdout=out, stderr=err)
+    # The server stops by itself if this script dies: a watchdog kills it.
+    watchdog = threading.Timer(200, p.kill)
+    watchdog.daemon = True
+    watchdog.start()
+    for _ in range(600):
+        with open(os.path.join(WORK, "server.out")) as f:
+            m = re.search(r"listening on http://127.0.0.1:(\d+)", f.read())
+        if m:
+            return p, int(m.group(1))
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    p.kill()
+    sys.exit("server did not start: " + open(os.path.join(WORK, "server.err")).read())
+
+
+def shapejit_run(model_file, inputs, tag):
+    """Outputs of `shapejit run` on the same inputs, by name."""
+    d = os.path.join(WORK, "run", tag)
+    os.makedirs(d, exist_ok=True)
+    args = [SJ, "run", model_file, "--backend", "host", "--ladder", LADDER, "--store", os.path.join(WORK, "run.db"),
+            "--out", os.path.join(d, "out")]
+    for name, arr in inputs.items():
+        path = os.path.join(d, name + ".npy")
+        np.save(path, arr)
+        args += ["--input", f"{name}={path}"]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    out = os.path.join(d, "out")
+    return {f[:-4]: np.load(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".npy")}
+
+
+def model_file(repo, name):
+    d = os.path.join(repo, name)
+    return os.path.join(d, [f for f in os.listdir(d) if f.startswith("model.")][0])
+
+
+def inputs_for(meta, rows, seed):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in meta["inputs"]:
+        shape = [rows if d == -1 else d for d in i["shape"]]
+        out[i["name"]] = rng.uniform(-1, 1, shape).astype(np.float32)
+    return out
+
+
+def infer(client, name, meta, inputs, binary):
+    ins = []
+    for k, arr in inputs.items():
+        t = httpclient.InferInput(k, list(arr.shape), "FP32")
+        t.set_data_from_numpy(arr, binary_data=binary)
+        ins.append(t)
+    outs = [httpclient.InferRequestedOutput(o["name"], binary_data=binary) for o in meta["outputs"]]
+    res = client.infer(name, ins, outputs=outs)
+    return {o["name"]: res.as_numpy(o["name"]) for o in meta["outputs"]}
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    repo = make_repository()
+    p, port = start(repo)
+    url = f"127.0.0.1:{port}"
+    client = httpclient.InferenceServerClient(url=url)
+    try:
+        check(client.is_server_live(), "server live")
+        for _ in range(1200):
+            if client.is_server_ready():
+                break
+            time.sleep(0.1)
+        check(client.is_server_ready(), "server ready (every bucket of every model warm)")
+        smeta = client.get_server_metadata()
+        check(smeta["name"] == "shapejit" and "binary_tensor_data" in smeta["extensions"],
+              "server metadata")
+
+        for name in ["mlp_gemm", "two_inputs", "attention_2d", "ffn_layernorm_op17", "mlp", "ffn"]:
+            check(client.is_model_ready(name), f"{name}: ready")
+            meta = client.get_model_metadata(name)
+            check(meta["name"] == name and all(i["datatype"] == "FP32" for i in meta["inputs"]),
+                  f"{name}: metadata")
+            check(any(-1 in i["shape"] for i in meta["inputs"]), f"{name}: dynamic dim is -1")
+            for rows in SIZES:
+                inputs = inputs_for(meta, rows, rows)
+                want = shapejit_run(model_file(repo, name), inputs, f"{name}_{rows}")
+                for binary in (False, True):
+                    got = infer(client, name, meta, inputs, binary)
+                    same = all(np.array_equal(got[k], want[k]) for k in want) and set(got) == set(want)
+                    check(same, f"{name}: rows {rows}, {'binary' if binary else 'JSON'}: equals shapejit run")
+
+        # Errors through the client: the status and the server's message.
+        def expect_error(fn, status, pattern, what):
+            try:
+                fn()
+                check(False, f"{what}: no error")
+            except InferenceServerException as e:
+                ok = str(e.status()) == str(status) and re.search(pattern, e.message() or "")
+                check(bool(ok), f"{what}: {e.status()} {e.message()}")
+
+        meta = client.get_model_metadata("ffn")
+        expect_error(lambda: client.get_model_metadata("nope"), 404, "no model named 'nope'",
+                     "unknown model")
+        bad = httpclient.InferInput("x", [2, 63], "FP32")
+        bad.set_data_from_numpy(np.zeros((2, 63), np.float32))
+        expect_error(lambda: client.infer("ffn", [bad]), 400, r"shape\[1\] is 63", "wrong shape")
+        big = httpclient.InferInput("x", [65, 64], "FP32")
+        big.set_data_from_numpy(np.zeros((65, 64), np.float32))
+        expect_error(lambda: client.infer("ffn", [big]), 400, "outside every bucket", "size above the ladder")
+        i64 = httpclient.InferInput("x", [2, 64], "INT64")
+        i64.set_data_from_numpy(np.zeros((2, 64), np.int64))
+        expect_error(lambda: client.infer("ffn", [i64]), 400, "datatype INT64, but the model takes FP32",
+                     "wrong datatype")
+
+        # Batching: concurrent small requests to the MLP (rows independent)
+        # run stacked, and each still equals its own `shapejit run`. An idle
+        # server runs a request at once, so stacks form only when requests
+        # pile up behind a run: bursts are repeated (at most 20) until one did.
+        mlp_meta = client.get_model_metadata("mlp")
+        reqs = [inputs_for(mlp_meta, 8 + (5 * k) % 25, 100 + k) for k in range(16)]
+        want = [shapejit_run(model_file(repo, "mlp"), r, f"batch_{k}") for k, r in enumerate(reqs)]
+
+        def batched():
+            m = urllib.request.urlopen(f"http://{url}/metrics").read().decode()
+            n = re.search(r'^shapejit_batched_requests_total\{model="mlp"\} (\d+)$', m, re.M)
+            return int(n.group(1)), m
+
+        exact = True
+        for burst in range(20):
+            got = [None] * len(reqs)
+            barrier = threading.Barrier(8)
+
+            def worker(t):
+                c = httpclient.InferenceServerClient(url=url)
+                barrier.wait()
+                for k in range(t, len(reqs), 8):
+                    got[k] = infer(c, "mlp", mlp_meta, reqs[k], True)
+
+            threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            exact &= all(g is not None and np.array_equal(g["logits"], w["logits"]) for g, w in zip(got, want))
+            if batched()[0] >= 2:
+                break
+        check(exact, "MLP results under concurrent load (batched) equal shapejit run")
+        n, metrics = batched()
+        check(n >= 2, f"mlp: requests were batched ({n}, after {burst + 1} bursts)")
+        for name in ["attention_2d", "two_inputs"]:
+            n = re.search(r'^shapejit_batches_total\{model="%s"\} (\d+)$' % name, metrics, re.M)
+            check(n and n.group(1) == "0", f"{name}: never batched")
+        err = open(os.path.join(WORK, "server.err")).read()
+        check("model 'attention_2d': batching off:" in err and "model 'two_inputs': batching off:" in err,
+              "batching off is reported for models that are not row-independent")
+        check("model 'mlp': batching off" not in err, "mlp is batched")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "killed"
+        check(rc == 0, f"SIGTERM: exit status {rc}")
+    print(f"{len(failures)} failures")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+/* What the HTTP endpoint needs from the library: sj_graph_rows_independent
+ * (proved, never guessed: every op that mixes rows is refused, and safe
+ * graphs are accepted) and zero-stall promotion (sj_engine_run_ready runs
+ * a request in a larger ready bucket with the same result, reports it, and
+ * sj_engine_prepare_bucket / sj_bucketed_cache_ready_at_least see it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "shapejit/engine.h"
+
+#include "tests/test_util.h"
+
+static sj_ctx *ctx;
+static float wdata[8 * 8];
+
+static sj_graph *new_graph(sj_value *x, int64_t d0, int64_t d1) {
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    int64_t xd[] = {d0, d1};
+    assert_int_equal(sj_graph_input(g, "x", 2, xd, x), SJ_OK);
+    return g;
+}
+
+static sj_value param(sj_graph *g, const char *name, int64_t r, int64_t c) {
+    int64_t d[] = {r, c};
+    sj_value v;
+    assert_int_equal(sj_graph_param(g, name, 2, d, wdata, &v), SJ_OK);
+    return v;
+}
+
+static void expect(sj_graph *g, bool want, const char *why_part) {
+    bool ok = !want;
+    char why[256];
+    assert_int_equal(sj_graph_rows_independent(g, &ok, why, sizeof why), SJ_OK);
+    if (ok != want) fail_msg("expected %s, got %s (%s)", want ? "independent" : "dependent", ok ? "independent" : "dependent", why);
+    if (!want && !strstr(why, why_part)) fail_msg("reason '%s' does not name '%s'", why, why_part);
+    sj_graph_destroy(g);
+}
+
+static void rows_mlp_and_layernorm_are_independent(void **state) {
+    (void)state;
+    sj_value x, h, y, s, b, ln;
+    sj_graph *g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_matmul(g, x, param(g, "w", 8, 8), &h), SJ_OK);
+    assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, h, &y), SJ_OK);
+    int64_t vd[] = {8};
+    assert_int_equal(sj_graph_param(g, "s", 1, vd, wdata, &s), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "b", 1, vd, wdata, &b), SJ_OK);
+    assert_int_equal(sj_graph_layernorm(g, y, s, b, -1, 1e-5f, &ln), SJ_OK);
+    sj_value sm, r;
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, ln, 1, &sm), SJ_OK);
+    int axis1 = 1;
+    assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, sm, 1, &axis1, true, &r), SJ_OK);
+    sj_value out;
+    assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, sm, r, &out), SJ_OK);
+    assert_int_equal(sj_graph_output(g, out, "y"), SJ_OK);
+    expect(g, true, NULL);
+}
+
+static void rows_gemm_transpose_reshape_are_followed(void **state) {
+    (void)state;
+    sj_value x, y, t, tt, rs;
+    sj_graph *g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_gemm(g, x, param(g, "w", 8, 8), SJ_NO_VALUE, 1, 0, false, false, &y), SJ_OK);
+    int perm[] = {1, 0};
+    assert_int_equal(sj_graph_transpose(g, y, perm, &t), SJ_OK); /* rows now on axis 1 */
+    assert_int_equal(sj_graph_transpose(g, t, perm, &tt), SJ_OK);
+    int64_t rd[] = {SJ_DIM_SYM, 2, 4};
+    assert_int_equal(sj_graph_reshape(g, tt, 3, rd, &rs), SJ_OK); /* splits each row: rows stay */
+    assert_int_equal(sj_graph_output(g, rs, "y"), SJ_OK);
+    expect(g, true, NULL);
+}
+
+static void rows_mixing_ops_are_refused(void **state) {
+    (void)state;
+    sj_value x, v;
+    int axis0 = 0;
+    /* A reduction over the rows. */
+    sj_graph *g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, x, 1, &axis0, true, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "reduces over the request rows");
+    /* A softmax over the rows. */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, x, 0, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "normalises over the request rows");
+    /* Attention scores x @ x^T contract rows with rows. */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    int perm[] = {1, 0};
+    sj_value xt;
+    assert_int_equal(sj_graph_transpose(g, x, perm, &xt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, x, xt, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "both operands depend on the request rows");
+    /* w @ x contracts over the rows. */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    sj_value xt2;
+    assert_int_equal(sj_graph_transpose(g, x, perm, &xt2), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, param(g, "w", 8, 8), xt2, &v), SJ_OK); /* [8, N]: rows on the last axis */
+    assert_int_equal(sj_graph_matmul(g, v, x, &v), SJ_OK);                    /* contracts N */
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "both operands depend");
+    /* The rows on the second axis of the input. */
+    g = new_graph(&x, 8, SJ_DIM_SYM);
+    assert_int_equal(sj_graph_output(g, x, "y"), SJ_OK);
+    expect(g, false, "does not have the dynamic dim first");
+    /* An output without the rows (a layernorm over them is refused first). */
+    sj_value s, b;
+    int64_t vd[] = {8};
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_param(g, "s", 1, vd, wdata, &s), SJ_OK);
+    assert_int_equal(sj_graph_param(g, "b", 1, vd, wdata, &b), SJ_OK);
+    assert_int_equal(sj_graph_layernorm(g, x, s, b, 0, 1e-5f, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "normalises over the request rows");
+    /* A second input without the dynamic dim: requests cannot be stacked. */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    int64_t gd[] = {1, 8};
+    sj_value gain;
+    assert_int_equal(sj_graph_input(g, "gain", 2, gd, &gain), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, x, gain, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "has no dynamic dim");
+}
+
+/* y = relu(x @ w) on a ladder list:2,4,8 with the interpreter. */
+static sj_engine *small_engine(void) {
+    sj_value x, h, y;
+    sj_graph *g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_matmul(g, x, param(g, "w", 8, 8), &h), SJ_OK);
+    assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, h, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.backend = "interp";
+    cfg.ladder = "list:2,4,8";
+    sj_engine *e;
+    assert_int_equal(sj_engine_open_graph(ctx, g, &cfg, &e), SJ_OK);
+    return e;
+}
+
+static void run3(sj_engine *e, bool promote, sj_engine_run_report *rep, float *y) {
+    float x[3 * 8];
+    for (int i = 0; i < 24; i++) x[i] = (float)(i % 5) - 2.0f;
+    sj_named_tensor in[1] = {{"x", {.rank = 2, .dims = {3, 8}, .data = x}}};
+    sj_named_tensor out[1];
+    assert_int_equal(sj_engine_run_ready(e, in, 1, out, 1, promote, rep), SJ_OK);
+    assert_int_equal(out[0].tensor.dims[0], 3);
+    memcpy(y, out[0].tensor.data, 24 * sizeof *y);
+    sj_tensor_free(ctx, &out[0].tensor);
+}
+
+static void promotion_runs_in_a_larger_ready_bucket(void **state) {
+    (void)state;
+    sj_engine *e = small_engine();
+    bool ready;
+    /* Nothing ready: a promoting run waits for its own bucket (4). */
+    float own[24], promoted[24];
+    sj_engine_run_report rep;
+    run3(e, true, &rep, own);
+    assert_false(rep.promoted);
+    assert_int_equal(rep.own_bucket, 1);
+    assert_int_equal(rep.info.bucket, 4);
+    assert_int_not_equal(rep.info.wait, SJ_RUN_READY);
+    sj_engine_close(e);
+
+    e = small_engine();
+    assert_int_equal(sj_engine_prepare_bucket(e, 2), SJ_OK); /* only 8 is ready */
+    assert_int_equal(sj_engine_bucket(e, 2, NULL, NULL, &ready), SJ_OK);
+    assert_true(ready);
+    assert_int_equal(sj_engine_bucket(e, 1, NULL, NULL, &ready), SJ_OK);
+    assert_false(ready);
+    run3(e, true, &rep, promoted);
+    assert_true(rep.promoted);
+    assert_int_equal(rep.own_bucket, 1);
+    assert_int_equal(rep.info.bucket, 8);
+    assert_int_equal(rep.info.wait, SJ_RUN_READY);
+    assert_memory_equal(own, promoted, sizeof own); /* exact: kernels run at 3 rows */
+    /* Its own bucket stays cold until someone prepares it. */
+    assert_int_equal(sj_engine_bucket(e, 1, NULL, NULL, &ready), SJ_OK);
+    assert_false(ready);
+    /* Without promotion it waits for its own. */
+    run3(e, false, &rep, promoted);
+    assert_false(rep.promoted);
+    assert_int_equal(rep.info.bucket, 4);
+    assert_int_not_equal(rep.info.wait, SJ_RUN_READY);
+    assert_memory_equal(own, promoted, sizeof own);
+    /* Now ready, a promoting run stays in its own bucket. */
+    run3(e, true, &rep, promoted);
+    assert_false(rep.promoted);
+    assert_int_equal(rep.info.bucket, 4);
+    assert_int_equal(rep.info.wait, SJ_RUN_READY);
+    assert_int_equal(sj_engine_prepare_bucket(e, 3), SJ_E_OUT_OF_RANGE);
+    assert_int_equal(sj_engine_prepare_bucket(e, -1), SJ_E_OUT_OF_RANGE);
+    sj_engine_close(e);
+}
+
+static int setup(void **state) {
+    (void)state;
+    for (int i = 0; i < 64; i++) wdata[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+    return sj_ctx_create(NULL, &ctx) == SJ_OK ? 0 : -1;
+}
+static int teardown(void **state) {
+    (void)state;
+    sj_ctx_destroy(ctx);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rows_mlp_and_layernorm_are_independent),
+        cmocka_unit_test(rows_gemm_transpose_reshape_are_followed),
+        cmocka_unit_test(rows_mixing_ops_are_refused),
+        cmocka_unit_test(promotion_runs_in_a_larger_ready_bucket),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
