@@ -20,6 +20,7 @@ packages=(
   libonnx-testdata       # ONNX backend node tests (conformance)
   libopenblas-dev        # matmul reference in the benchmarks
   gnuplot-nox            # benchmark charts
+  clang libclang-rt-dev  # libFuzzer + ASan/UBSan runtimes for the fuzz targets (scripts/fuzz.sh)
   python3-dev python3-venv  # the Python package (pip install .) and its tests
   qemu-user              # the host compiler tests on an emulated CPU without AVX-512
 )
