@@ -101,6 +101,9 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
  * bound, trim the least recently run other buckets (each under its run_mu).
  * Call without holding any bucket's run_mu. */
 void sj_cache_resident_touch(sj_bucketed_cache *c, int b);
+/* After a run of bucket b, under its run lock: trims b if it lost its place
+ * among the resident buckets meanwhile. */
+void sj_cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe);
 void sj_cache_resident_destroy(sj_bucketed_cache *c);
 void sj_cache_variants_destroy(sj_bucketed_cache *c);
 

@@ -49,6 +49,20 @@ void sj_cache_resident_touch(sj_bucketed_cache *c, int b) {
     pthread_mutex_unlock(&c->resident_mu);
 }
 
+void sj_cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe) {
+    if (c->max_resident <= 0 || !c->comp.trim) return;
+    pthread_mutex_lock(&c->resident_mu);
+    bool kept = c->resident_tick && c->resident_tick[b];
+    pthread_mutex_unlock(&c->resident_mu);
+    /* Another worker chose b as its victim between b's touch and its run (or
+     * while it ran): b made its run memory again after that trim, so it
+     * gives it back now, and the bound holds whenever no run is in flight. */
+    if (!kept) {
+        c->comp.trim(c->comp.ctx, exe);
+        atomic_fetch_add_explicit(&c->resident_evictions, 1, memory_order_relaxed);
+    }
+}
+
 void sj_cache_resident_destroy(sj_bucketed_cache *c) {
     sj_free(c->ctx, c->resident_tick);
     pthread_mutex_destroy(&c->resident_mu);

@@ -121,6 +121,7 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
         pthread_mutex_lock(mu);
         st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
+        if (!one) sj_cache_resident_after_run(c, b, exe);
         pthread_mutex_unlock(mu);
     }
     sj_cache_release(c, one);
