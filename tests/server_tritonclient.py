@@ -27,6 +27,10 @@ from tritonclient.utils import InferenceServerException
 
 SJ, SRC, WORK = sys.argv[1:4]
 DATA = os.path.join(SRC, "tests", "data", "models")
+REAL = os.path.join(SRC, "tests", "data", "real_models")
+# Exported transformers (int64 token ids and masks; BERT's weights in an
+# external-data file beside the model), served with their batch dim fixed.
+EXPORTED = ["bert_torchscript", "gpt2_dynamo"]
 LADDER = "pow2:1:64"
 SIZES = [1, 5, 17, 64]
 failures = []
@@ -53,6 +57,14 @@ def make_repository():
     for name in onnx + ["mlp", "ffn"]:
         with open(os.path.join(repo, name, "config.json"), "w") as f:
             json.dump({"ladder": LADDER}, f)
+    for name in EXPORTED:
+        src = os.path.join(REAL, name)
+        os.makedirs(os.path.join(repo, name))
+        for f in os.listdir(src):
+            if f.startswith("model.onnx"):
+                shutil.copy(os.path.join(src, f), os.path.join(repo, name, f))
+        with open(os.path.join(repo, name, "config.json"), "w") as f:
+            json.dump({"ladder": LADDER, "dynamic": "seq", "dims": {"batch": 1}}, f)
     return repo
 
 
@@ -84,6 +96,8 @@ def shapejit_run(model_file, inputs, tag):
     os.makedirs(d, exist_ok=True)
     args = [SJ, "run", model_file, "--backend", "host", "--ladder", LADDER, "--store", os.path.join(WORK, "run.db"),
             "--out", os.path.join(d, "out")]
+    if os.path.basename(os.path.dirname(model_file)) in EXPORTED:
+        args += ["--dynamic", "seq", "--dim", "batch=1"]
     for name, arr in inputs.items():
         path = os.path.join(d, name + ".npy")
         np.save(path, arr)
@@ -103,14 +117,18 @@ def inputs_for(meta, rows, seed):
     out = {}
     for i in meta["inputs"]:
         shape = [rows if d == -1 else d for d in i["shape"]]
-        out[i["name"]] = rng.uniform(-1, 1, shape).astype(np.float32)
+        if i["datatype"] == "INT64":  # token ids below the tiny vocabulary; masks 0/1
+            high = 2 if "mask" in i["name"] else 100
+            out[i["name"]] = rng.integers(0, high, shape).astype(np.int64)
+        else:
+            out[i["name"]] = rng.uniform(-1, 1, shape).astype(np.float32)
     return out
 
 
 def infer(client, name, meta, inputs, binary):
     ins = []
     for k, arr in inputs.items():
-        t = httpclient.InferInput(k, list(arr.shape), "FP32")
+        t = httpclient.InferInput(k, list(arr.shape), "INT64" if arr.dtype == np.int64 else "FP32")
         t.set_data_from_numpy(arr, binary_data=binary)
         ins.append(t)
     outs = [httpclient.InferRequestedOutput(o["name"], binary_data=binary) for o in meta["outputs"]]
@@ -136,10 +154,11 @@ def main():
         check(smeta["name"] == "shapejit" and "binary_tensor_data" in smeta["extensions"],
               "server metadata")
 
-        for name in ["mlp_gemm", "two_inputs", "attention_2d", "ffn_layernorm_op17", "mlp", "ffn"]:
+        for name in ["mlp_gemm", "two_inputs", "attention_2d", "ffn_layernorm_op17", "mlp", "ffn"] + EXPORTED:
             check(client.is_model_ready(name), f"{name}: ready")
             meta = client.get_model_metadata(name)
-            check(meta["name"] == name and all(i["datatype"] == "FP32" for i in meta["inputs"]),
+            want_type = "INT64" if name in EXPORTED else "FP32"
+            check(meta["name"] == name and all(i["datatype"] == want_type for i in meta["inputs"]),
                   f"{name}: metadata")
             check(any(-1 in i["shape"] for i in meta["inputs"]), f"{name}: dynamic dim is -1")
             for rows in SIZES:
