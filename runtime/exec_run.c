@@ -182,7 +182,6 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
         return sj_fail(e->ctx, SJ_E_STATE, "run: device '%s' is recording a capture",
                        dev->ops->name);
     SJ_TRY(check_request(e, active, inputs, outputs));
-    SJ_TRY(sj_executable_ensure_memory(e));
     int64_t n = e->has_sym ? active : e->extent;
     SJ_TRY(alloc_outputs(e, n, outputs, allocated));
     for (int i = 0; i < e->n_inputs; i++) SJ_TRY(copy_in(e, &e->inputs[i], &inputs[i], n));
@@ -215,9 +214,13 @@ static sj_status run(sj_executable *e, run_kind kind, int64_t active, const sj_t
     } else {
         memset(local, 0, sizeof local);
     }
-    sj_device_lock(e->dev);
-    sj_status st = run_locked(e, kind, active, inputs, outputs, allocated);
-    sj_device_unlock(e->dev);
+    /* outside the device lock: allocation takes it itself */
+    sj_status st = sj_executable_ensure_memory(e);
+    if (st == SJ_OK) {
+        sj_device_lock(e->dev);
+        st = run_locked(e, kind, active, inputs, outputs, allocated);
+        sj_device_unlock(e->dev);
+    }
     if (st != SJ_OK && outputs)
         for (int i = 0; i < e->n_outputs; i++)
             if (allocated[i]) sj_tensor_free(e->ctx, &outputs[i]);
@@ -246,7 +249,6 @@ static sj_status capture_locked(sj_executable *e) {
     sj_device *dev = e->dev;
     SJ_TRY(sj_device_check_alive(dev, "capture"));
     if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
-    SJ_TRY(sj_executable_ensure_memory(e));
     SJ_TRY(sj_mdcache_capture_begin(dev->mdcache));
     sj_status st = sj_device_begin_capture_locked(dev);
     if (st != SJ_OK) {
@@ -276,6 +278,7 @@ static sj_status capture_locked(sj_executable *e) {
 
 sj_status sj_executable_capture(sj_executable *e) {
     if (!e) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj_executable_ensure_memory(e)); /* outside the device lock: allocation takes it */
     sj_device_lock(e->dev);
     sj_status st = capture_locked(e);
     sj_device_unlock(e->dev);

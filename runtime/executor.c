@@ -283,7 +283,7 @@ int64_t sj_executable_memory_bytes(const sj_executable *e) {
 /* The working memory (padded I/O buffers, the arena, the slot tables,
  * staging), made by the first run or capture rather than at load: loading
  * every bucket of a wide ladder (precompile) must not hold every bucket's
- * memory at once. Caller holds the device lock. */
+ * memory at once. Called without the device lock. */
 sj_status sj_executable_ensure_memory(sj_executable *e) {
     if (e->memory_ready) return SJ_OK;
     sj_status st = SJ_OK;

@@ -61,7 +61,8 @@ struct sj_executable {
     uint64_t graph_id;
 };
 
-/* Makes the working memory on first need (run, capture); device lock held. */
+/* Makes the working memory on first need (run, capture); called without
+ * the device lock (allocation takes it), by the executable's one runner. */
 sj_status sj_executable_ensure_memory(sj_executable *e);
 
 #endif
