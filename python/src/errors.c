@@ -89,7 +89,7 @@ static PyObject *class_for(sj_status st, sjpy_phase phase, const char *msg) {
     if (phase == SJPY_PHASE_OPEN && st != SJ_E_NOMEM) {
         if (strncmp(msg, "engine: store:", 14) == 0)
             return class_by_name("StoreError");
-        if (strncmp(msg, "engine: remote:", 15) == 0)
+        if (strncmp(msg, "engine: remote:", 15) == 0 || strncmp(msg, "engine: remote tier:", 20) == 0)
             return class_by_name("RemoteError");
         if (strncmp(msg, "engine: ladder", 14) == 0)
             return class_by_name("InvalidArgumentError");
