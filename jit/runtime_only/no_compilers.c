@@ -6,6 +6,7 @@
  * nothing is compiled here, and host object code is not loaded (that needs
  * LLVM's ORC). Compiled only into runtime-only builds. */
 #include <stdio.h>
+#include <string.h>
 
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/emitter.h"
@@ -39,6 +40,29 @@ sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
 sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
     (void)cpu;
     return refuse_host(ctx);
+}
+
+bool sj_llvm_host_is_native(const char *cpu) {
+    return !cpu || !strcmp(cpu, "native");
+}
+
+sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
+                              char **features_out) {
+    (void)cpu;
+    (void)features;
+    *cpu_out = *features_out = NULL;
+    return refuse_host(ctx);
+}
+
+/* No host code is compiled or loaded here, so no CPU level is either. */
+int sj_llvm_host_num_levels(void) {
+    return 0;
+}
+
+const char *sj_llvm_host_level(int i, const char **features) {
+    (void)i;
+    if (features) *features = NULL;
+    return NULL;
 }
 
 /* No host code runs here, so no extern is provided to it. */
