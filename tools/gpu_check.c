@@ -195,6 +195,9 @@ static void model_case(checker *k, const gpu_entry *e, const sj_graph *g, cache 
     int64_t bucket = 0;
     if (st == SJ_OK) st = sj_bucketed_cache_get_or_compile(c->c, rows, &bucket, &exe);
     if (st == SJ_OK) st = sj_executable_run(exe, rows, in, eager);
+    /* The compilers capture at a bucket's first cache run; this check runs
+     * the executable directly, so it captures here if nothing has. */
+    if (st == SJ_OK && !sj_executable_has_capture(exe)) st = sj_executable_capture(exe);
     if (st == SJ_OK) st = sj_executable_replay(exe, rows, in, replay);
     if (st != SJ_OK) snprintf(why, sizeof why, "%s", sj_ctx_last_error(k->ctx));
     if (st == SJ_OK && *(diff = compare(eager, want, no, why, sizeof why))) st = SJ_E_INTERNAL;
@@ -236,6 +239,7 @@ static void matmul(checker *k, const gpu_entry *e, const sj_graph *g, cache *c) 
     void *exe = NULL;
     sj_status st = sj_bucketed_cache_get_or_compile(c->c, rows, &bucket, &exe);
     for (int i = 0; i < 2 && st == SJ_OK; i++) st = gpu_random_input(k->ctx, g, i, rows, 7, &in[i]);
+    if (st == SJ_OK && !sj_executable_has_capture(exe)) st = sj_executable_capture(exe);
     if (st == SJ_OK) st = sj_executable_replay(exe, rows, in, out); /* warm */
     timing t = {0};
     if (st == SJ_OK) {

@@ -31,7 +31,10 @@ static int fail(pack *p, const char *what) {
     return -1;
 }
 
-/* Every bucket of spec into the store, for both emitters. */
+/* Every bucket of spec into the store, for both emitters: 0, -1 on a
+ * failure (counted), or 1 when an emitter refuses the graph as
+ * unsupported (integer and bool kernels: the GPU emitters take float32
+ * only so far), which leaves the graph out of the pack. */
 static int precompile(pack *p, const sj_graph *g, const char *spec) {
     sj_ladder *l;
     if (sj_ladder_parse(p->ctx, spec, &l) != SJ_OK) return fail(p, spec);
@@ -46,7 +49,10 @@ static int precompile(pack *p, const sj_graph *g, const char *spec) {
             rc = fail(p, "cache");
             break;
         }
-        if (sj_bucketed_cache_precompile_stored(c, 2, NULL, NULL) != SJ_OK)
+        sj_status st = sj_bucketed_cache_precompile_stored(c, 2, NULL, NULL);
+        if (st == SJ_E_UNSUPPORTED)
+            rc = 1;
+        else if (st != SJ_OK)
             rc = fail(p, t ? "nvrtc precompile" : "nvptx precompile");
         sj_bucketed_cache_stats s;
         sj_bucketed_cache_stats_get(c, &s);
@@ -70,8 +76,11 @@ static sj_status conf_run(void *user, const sj_graph *g, int64_t extent, const s
     conf_backend *cb = user;
     char spec[64];
     snprintf(spec, sizeof spec, "list:%lld", (long long)gpu_conformance_extent(g, extent));
-    /* The failure's message is on the context already. */
-    if (precompile(cb->p, g, spec) != 0) return SJ_E_COMPILE;
+    /* The failure's message is on the context already; a graph the GPU
+     * emitters refuse counts as unsupported, and is not packed. */
+    int rc = precompile(cb->p, g, spec);
+    if (rc > 0) return SJ_E_UNSUPPORTED;
+    if (rc < 0) return SJ_E_COMPILE;
     return cb->host.run(cb->host.user, g, extent, inputs, outputs);
 }
 
@@ -182,6 +191,11 @@ static int add_model(pack *p, const char *src, const char *name, const char *dyn
         e.rows[e.n_rows++] = rows[r];
     }
     sj_graph_destroy(g);
+    if (rc > 0) { /* not packed, and said so, like a model that does not load */
+        printf("  model %s left out: %s\n", name, sj_ctx_last_error(p->ctx));
+        remove(path);
+        return 0;
+    }
     if (rc == 0) {
         fprintf(p->manifest, "model\t%s\t%s\t%s\t%s\t%s\t", e.name, e.model, e.dynamic, e.fixed,
                 e.ladder);
@@ -245,6 +259,7 @@ static int add_matmul(pack *p) {
     if (gpu_entry_load(p->ctx, p->dir, &e, &g) != SJ_OK) return fail(p, path);
     int rc = precompile(p, g, e.ladder);
     sj_graph_destroy(g);
+    if (rc > 0) return fail(p, "matmul precompile");
     if (rc == 0)
         fprintf(p->manifest, "matmul\tmatmul\tmodels/matmul.sjg\t-\t-\t%s\t%d\n", e.ladder,
                 MATMUL_ROWS);
