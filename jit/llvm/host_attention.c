@@ -35,9 +35,11 @@ static inline float exp_nonpos(float x) {
     float xc = x < -87.3f ? -87.3f : x;
     float t = xc * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
     float n = t - 12582912.0f;
-    int32_t ti;
+    /* Unsigned throughout: for a NaN input these bits are garbage that the
+     * selects below discard, and signed arithmetic on them would be undefined. */
+    uint32_t ti;
     memcpy(&ti, &t, sizeof ti);
-    int32_t ni = ti - 0x4b400000;
+    uint32_t ni = ti - 0x4b400000u;
     float r = xc - n * 0.693359375f;
     r = r + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -47,7 +49,7 @@ static inline float exp_nonpos(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    int32_t bits = (ni + 127) << 23;
+    uint32_t bits = (ni + 127u) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
     y *= s;
