@@ -127,15 +127,8 @@ static sj_status put_fold(sj_onnx_loader *L, fold *f) {
 
 /* ---- attributes ---- */
 
-static const Onnx__AttributeProto *attr(const sj_onnx_loader *L, const char *name) {
-    for (size_t i = 0; i < L->node->n_attribute; i++)
-        if (L->node->attribute[i]->name && !strcmp(L->node->attribute[i]->name, name))
-            return L->node->attribute[i];
-    return NULL;
-}
-
 static int64_t attr_i(const sj_onnx_loader *L, const char *name, int64_t def) {
-    const Onnx__AttributeProto *a = attr(L, name);
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
     return a && (a->has_i || (a->has_type && a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
                ? a->i
                : def;
@@ -329,7 +322,7 @@ static sj_status fold_cast(sj_onnx_loader *L, int32_t to, fold *in, fold *out) {
 
 /* Axes of Squeeze/Unsqueeze: attribute (opset < 13) or constant input 1. */
 static sj_status fold_axes(sj_onnx_loader *L, int64_t *axes, int *n) {
-    const Onnx__AttributeProto *a = attr(L, "axes");
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "axes");
     *n = 0;
     if (a) {
         for (size_t i = 0; i < a->n_ints && i < SJ_ONNX_MAX_RANK; i++) axes[(*n)++] = a->ints[i];
@@ -512,7 +505,7 @@ static sj_status fold_expand(sj_onnx_loader *L, fold *in, fold *out) {
 static sj_status fill_value(sj_onnx_loader *L, int32_t *dtype, double *value) {
     *dtype = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     *value = 0;
-    const Onnx__AttributeProto *a = attr(L, "value");
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "value");
     if (!a) return SJ_OK;
     if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
     sj_onnx_tensor t;

@@ -52,6 +52,32 @@ sj_status sj_onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ..
     return sj_fail(L->ctx, st, "%s: %s: %s", L->file, where, msg);
 }
 
+sj_status sj_onnx_node_prefix(sj_onnx_loader *L, sj_status st) {
+    if (st != SJ_OK) {
+        char where[256];
+        sj_onnx_node_where(L, where, sizeof where);
+        sj_error_prefix(L->ctx, "%s: %s", L->file, where);
+    }
+    return st;
+}
+
+const Onnx__AttributeProto *sj_onnx_node_attr(const sj_onnx_loader *L, const char *name) {
+    const Onnx__NodeProto *n = L->node;
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+    return NULL;
+}
+
+sj_status sj_onnx_def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new) {
+    const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
+    if (!name || !name[0]) return SJ_OK;
+    sj_onnx_val *o;
+    SJ_TRY(sj_onnx_define(L, name, &o));
+    o->v = v;
+    if (v >= first_new) SJ_TRY(sj_onnx_node_prefix(L, sj_graph_set_name(L->g, v, name)));
+    return SJ_OK;
+}
+
 sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->v != SJ_NO_VALUE) {
         *out = v->v;

@@ -45,6 +45,14 @@ sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out)
 void sj_onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len);
 /* sj_fail with "<file>: <node where>: " in front. */
 sj_status sj_onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ...) SJ_PRINTF(3, 4);
+/* st unchanged; a failure's message gets "FILE: node ..." in front, so a
+ * graph builder's error names the ONNX node that asked for it. */
+sj_status sj_onnx_node_prefix(sj_onnx_loader *L, sj_status st);
+/* The current node's attribute called name, or NULL. */
+const Onnx__AttributeProto *sj_onnx_node_attr(const sj_onnx_loader *L, const char *name);
+/* Defines the node's output i (when it has a name) as graph value v, and
+ * names v after it when the node made v (v >= first_new). */
+sj_status sj_onnx_def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new);
 
 /* The graph value of v, materialising a float constant as a param. Int64
  * constants and runtime inputs of other dtypes are SJ_E_UNSUPPORTED. The

@@ -11,12 +11,6 @@ typedef const Onnx__NodeProto node_t;
 
 /* ---- attributes ---- */
 
-static const Onnx__AttributeProto *find_attr(node_t *n, const char *name) {
-    for (size_t i = 0; i < n->n_attribute; i++)
-        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
-    return NULL;
-}
-
 /* IR version 1 models may leave `type` unset; fall back to which field is. */
 static bool attr_is(const Onnx__AttributeProto *a, Onnx__AttributeProto__AttributeType t) {
     if (a->has_type) return a->type == t;
@@ -31,7 +25,7 @@ static bool attr_is(const Onnx__AttributeProto *a, Onnx__AttributeProto__Attribu
 }
 
 static sj_status attr_int(sj_onnx_loader *L, const char *name, int64_t def, int64_t *out) {
-    const Onnx__AttributeProto *a = find_attr(L->node, name);
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
     *out = def;
     if (!a) return SJ_OK;
     if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
@@ -41,7 +35,7 @@ static sj_status attr_int(sj_onnx_loader *L, const char *name, int64_t def, int6
 }
 
 static sj_status attr_float(sj_onnx_loader *L, const char *name, float def, float *out) {
-    const Onnx__AttributeProto *a = find_attr(L->node, name);
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
     *out = def;
     if (!a) return SJ_OK;
     if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))
@@ -53,7 +47,7 @@ static sj_status attr_float(sj_onnx_loader *L, const char *name, float def, floa
 /* *present is false when the attribute is absent. */
 static sj_status attr_ints(sj_onnx_loader *L, const char *name, const int64_t **vals, size_t *n,
                            bool *present) {
-    const Onnx__AttributeProto *a = find_attr(L->node, name);
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
     *vals = NULL;
     *n = 0;
     *present = a != NULL;
@@ -83,19 +77,10 @@ static sj_status in_val(sj_onnx_loader *L, int i, sj_onnx_val **out) {
     return SJ_OK;
 }
 
-static sj_status prefix_node(sj_onnx_loader *L, sj_status st) {
-    if (st != SJ_OK) {
-        char where[256];
-        sj_onnx_node_where(L, where, sizeof where);
-        sj_error_prefix(L->ctx, "%s: %s", L->file, where);
-    }
-    return st;
-}
-
 static sj_status in_float(sj_onnx_loader *L, int i, sj_value *out) {
     sj_onnx_val *v;
     SJ_TRY(in_val(L, i, &v));
-    return prefix_node(L, sj_onnx_as_value(L, v, out));
+    return sj_onnx_node_prefix(L, sj_onnx_as_value(L, v, out));
 }
 
 /* Optional float input: SJ_NO_VALUE when absent. */
@@ -130,18 +115,6 @@ static sj_status shape_of(sj_onnx_loader *L, sj_value v, sj_shape *out) {
     return SJ_OK;
 }
 
-/* Defines output i as graph value v. Values this node made get the ONNX
- * name, which keeps printed graphs readable. */
-static sj_status def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new) {
-    const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
-    if (!name || !name[0]) return SJ_OK;
-    sj_onnx_val *o;
-    SJ_TRY(sj_onnx_define(L, name, &o));
-    o->v = v;
-    if (v >= first_new) SJ_TRY(prefix_node(L, sj_graph_set_name(L->g, v, name)));
-    return SJ_OK;
-}
-
 /* Output i is the same thing as src (Identity, reductions with nothing to do). */
 static sj_status alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
     const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
@@ -171,7 +144,7 @@ static sj_status scalar_const(sj_onnx_loader *L, float x, sj_value *out) {
     char name[64];
     do snprintf(name, sizeof name, "onnx_const_%d", L->n_synth++);
     while (sj_onnx_lookup(L, name) || sj_graph_find_input(L->g, name) >= 0);
-    return prefix_node(L, sj_graph_param(L->g, name, 0, NULL, &x, out));
+    return sj_onnx_node_prefix(L, sj_graph_param(L->g, name, 0, NULL, &x, out));
 }
 
 static sj_status check_inputs(sj_onnx_loader *L, int min, int max) {
@@ -227,11 +200,11 @@ static sj_status map_unary(sj_onnx_loader *L, const op_entry *e) {
     if (e->op == SJ_OP_LEAKY_RELU) {
         float alpha;
         SJ_TRY(attr_float(L, "alpha", 0.01f, &alpha));
-        SJ_TRY(prefix_node(L, sj_graph_leaky_relu(L->g, x, alpha, &y)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_leaky_relu(L->g, x, alpha, &y)));
     } else {
-        SJ_TRY(prefix_node(L, sj_graph_unary(L->g, e->op, x, &y)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_unary(L->g, e->op, x, &y)));
     }
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_binary(sj_onnx_loader *L, const op_entry *e) {
@@ -239,7 +212,7 @@ static sj_status map_binary(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_outputs(L, 1));
     /* Before opset 7, broadcast=1 with `axis` aligned B at that axis of A
      * instead of at the end. */
-    if (L->opset < 7 && find_attr(L->node, "axis"))
+    if (L->opset < 7 && sj_onnx_node_attr(L, "axis"))
         return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "legacy broadcasting with an 'axis' attribute (opset %lld) is not "
                                  "supported",
@@ -247,8 +220,8 @@ static sj_status map_binary(sj_onnx_loader *L, const op_entry *e) {
     sj_value a, b, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &a));
     SJ_TRY(in_float(L, 1, &b));
-    SJ_TRY(prefix_node(L, sj_graph_binary(L->g, e->op, a, b, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, e->op, a, b, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Max and Min take any number of inputs: fold left. */
@@ -261,9 +234,9 @@ static sj_status map_variadic(sj_onnx_loader *L, const op_entry *e) {
     for (int i = 1; i < n; i++) {
         sj_value b;
         SJ_TRY(in_float(L, i, &b));
-        SJ_TRY(prefix_node(L, sj_graph_binary(L->g, e->op, acc, b, &acc)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, e->op, acc, b, &acc)));
     }
-    return def_out(L, 0, acc, first);
+    return sj_onnx_def_out(L, 0, acc, first);
 }
 
 /* ---- contractions ---- */
@@ -275,8 +248,8 @@ static sj_status map_matmul(sj_onnx_loader *L, const op_entry *e) {
     sj_value a, b, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &a));
     SJ_TRY(in_float(L, 1, &b));
-    SJ_TRY(prefix_node(L, sj_graph_matmul(L->g, a, b, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_matmul(L->g, a, b, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_gemm(sj_onnx_loader *L, const op_entry *e) {
@@ -295,8 +268,8 @@ static sj_status map_gemm(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_float(L, 0, &a));
     SJ_TRY(in_float(L, 1, &b));
     SJ_TRY(in_float_opt(L, 2, &c));
-    SJ_TRY(prefix_node(L, sj_graph_gemm(L->g, a, b, c, alpha, beta, ta != 0, tb != 0, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gemm(L->g, a, b, c, alpha, beta, ta != 0, tb != 0, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* ---- row ops ---- */
@@ -371,10 +344,10 @@ static sj_status map_softmax(sj_onnx_loader *L, const op_entry *e) {
                                  (long long)axis, s.rank);
     int ax = (int)(axis < 0 ? axis + s.rank : axis);
     if (legacy && s.rank > 0)
-        SJ_TRY(prefix_node(L, softmax_coerced(L, e->op, x, &s, ax, &y)));
+        SJ_TRY(sj_onnx_node_prefix(L, softmax_coerced(L, e->op, x, &s, ax, &y)));
     else
-        SJ_TRY(prefix_node(L, sj_graph_softmax(L->g, e->op, x, ax, &y)));
-    return def_out(L, 0, y, first);
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_softmax(L->g, e->op, x, ax, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
@@ -395,8 +368,8 @@ static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
         return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                  (long long)axis, s.rank);
     int ax = (int)(axis < 0 ? axis + s.rank : axis);
-    SJ_TRY(prefix_node(L, sj_graph_layernorm(L->g, x, scale, bias, ax, eps, &y)));
-    SJ_TRY(def_out(L, 0, y, first));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_layernorm(L->g, x, scale, bias, ax, eps, &y)));
+    SJ_TRY(sj_onnx_def_out(L, 0, y, first));
 
     /* optional outputs: Mean and InvStdDev over the normalised axes, kept */
     node_t *n = L->node;
@@ -408,17 +381,17 @@ static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
     sj_graph *g = L->g;
     sj_value mean, d, sq, var, ep, ve, inv;
     first = sj_graph_num_values(g);
-    SJ_TRY(prefix_node(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
-    SJ_TRY(def_out(L, 1, mean, first));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
+    SJ_TRY(sj_onnx_def_out(L, 1, mean, first));
     if (!want_inv) return SJ_OK;
     SJ_TRY(scalar_const(L, eps, &ep));
     first = sj_graph_num_values(g);
-    SJ_TRY(prefix_node(L, sj_graph_binary(g, SJ_OP_SUB, x, mean, &d)));
-    SJ_TRY(prefix_node(L, sj_graph_binary(g, SJ_OP_MUL, d, d, &sq)));
-    SJ_TRY(prefix_node(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
-    SJ_TRY(prefix_node(L, sj_graph_binary(g, SJ_OP_ADD, var, ep, &ve)));
-    SJ_TRY(prefix_node(L, sj_graph_unary(g, SJ_OP_RSQRT, ve, &inv)));
-    return def_out(L, 2, inv, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_SUB, x, mean, &d)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_MUL, d, d, &sq)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_ADD, var, ep, &ve)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_unary(g, SJ_OP_RSQRT, ve, &inv)));
+    return sj_onnx_def_out(L, 2, inv, first);
 }
 
 /* ---- reductions ---- */
@@ -450,8 +423,8 @@ static sj_status map_reduce(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(int_axes(L, av, an, axes));
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, e->op, x, (int)an, axes, keepdims != 0, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, (int)an, axes, keepdims != 0, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* ---- layout ---- */
@@ -476,8 +449,8 @@ static sj_status map_transpose(sj_onnx_loader *L, const op_entry *e) {
     } else {
         for (int i = 0; i < s.rank; i++) perm[i] = s.rank - 1 - i;
     }
-    SJ_TRY(prefix_node(L, sj_graph_transpose(L->g, x, perm, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_transpose(L->g, x, perm, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). The
@@ -593,16 +566,16 @@ static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(shape_of(L, x, &s));
     int64_t dims[SJ_MAX_RANK];
     SJ_TRY(reshape_dims(L, &s, tv, (int)tn, allowzero != 0, dims));
-    SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Flatten, Squeeze and Unsqueeze are reshapes to `dims`. */
 static sj_status reshape_out(sj_onnx_loader *L, sj_value x, int rank, const int64_t *dims,
                              sj_value first) {
     sj_value y;
-    SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, x, rank, dims, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, x, rank, dims, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* [prod(dims[:axis]), prod(dims[axis:])]. The symbolic dim can only be one
@@ -833,10 +806,10 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
 /* ---- realops: float ops spelled with the graph's ops ---- */
 
 static sj_status bin(sj_onnx_loader *L, sj_op op, sj_value a, sj_value b, sj_value *out) {
-    return prefix_node(L, sj_graph_binary(L->g, op, a, b, out));
+    return sj_onnx_node_prefix(L, sj_graph_binary(L->g, op, a, b, out));
 }
 static sj_status un(sj_onnx_loader *L, sj_op op, sj_value a, sj_value *out) {
-    return prefix_node(L, sj_graph_unary(L->g, op, a, out));
+    return sj_onnx_node_prefix(L, sj_graph_unary(L->g, op, a, out));
 }
 /* x op c for a scalar constant c. */
 static sj_status bin_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj_value *out) {
@@ -863,7 +836,7 @@ static sj_status map_sum_mean(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(in_val(L, 0, &x));
         return alias_out(L, 0, x);
     }
-    return def_out(L, 0, acc, first);
+    return sj_onnx_def_out(L, 0, acc, first);
 }
 
 /* min(max(x, lo), hi): bounds are attributes before opset 11, optional
@@ -878,8 +851,8 @@ static sj_status map_clip(sj_onnx_loader *L, const op_entry *e) {
         float fl, fh;
         SJ_TRY(attr_float(L, "min", -INFINITY, &fl));
         SJ_TRY(attr_float(L, "max", INFINITY, &fh));
-        if (find_attr(L->node, "min")) SJ_TRY(scalar_const(L, fl, &lo));
-        if (find_attr(L->node, "max")) SJ_TRY(scalar_const(L, fh, &hi));
+        if (sj_onnx_node_attr(L, "min")) SJ_TRY(scalar_const(L, fl, &lo));
+        if (sj_onnx_node_attr(L, "max")) SJ_TRY(scalar_const(L, fh, &hi));
     } else {
         SJ_TRY(check_inputs(L, 1, 3));
         SJ_TRY(in_float(L, 0, &x));
@@ -902,7 +875,7 @@ static sj_status map_clip(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(in_val(L, 0, &xv));
         return alias_out(L, 0, xv);
     }
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Gelu-20: approximate="none" is the erf form, "tanh" is
@@ -911,7 +884,7 @@ static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
     (void)e;
     SJ_TRY(check_inputs(L, 1, 1));
     SJ_TRY(check_outputs(L, 1));
-    const Onnx__AttributeProto *a = find_attr(L->node, "approximate");
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "approximate");
     bool tanh_form = false;
     if (a) {
         if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
@@ -929,7 +902,7 @@ static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_float(L, 0, &x));
     if (!tanh_form) {
         SJ_TRY(un(L, SJ_OP_GELU, x, &y));
-        return def_out(L, 0, y, first);
+        return sj_onnx_def_out(L, 0, y, first);
     }
     sj_value x3, inner, t, h;
     SJ_TRY(bin(L, SJ_OP_MUL, x, x, &x3));
@@ -941,7 +914,7 @@ static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(bin_c(L, SJ_OP_ADD, t, 1.0f, &t));
     SJ_TRY(bin_c(L, SJ_OP_MUL, x, 0.5f, &h));
     SJ_TRY(bin(L, SJ_OP_MUL, h, t, &y));
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Activations with attributes, as max/min/exp chains that keep NaN. */
@@ -996,7 +969,7 @@ static sj_status map_activation(sj_onnx_loader *L, const op_entry *e) {
     } else {
         return sj_onnx_node_fail(L, SJ_E_INTERNAL, "no activation mapper for '%s'", op);
     }
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* PRelu: max(x, 0) + slope * min(x, 0), slope broadcast to x. */
@@ -1016,7 +989,7 @@ static sj_status map_prelu(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(shape_of(L, y, &ys));
     if (xs.rank != ys.rank || memcmp(xs.dims, ys.dims, sizeof(int64_t) * (size_t)xs.rank))
         return sj_onnx_node_fail(L, SJ_E_SHAPE, "slope does not broadcast to the shape of x");
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* The reduction axes of a Reduce* node (attribute or input); *all_noop is
@@ -1083,10 +1056,10 @@ static sj_status map_reduce_composed(sj_onnx_loader *L, const op_entry *e) {
     p = x;
     if (pre == SJ_OP_MUL) SJ_TRY(bin(L, SJ_OP_MUL, x, x, &p));
     else if (pre != SJ_OP_COUNT_) SJ_TRY(un(L, pre, x, &p));
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, red, p, na, axes, keep, &r)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, red, p, na, axes, keep, &r)));
     y = r;
     if (post != SJ_OP_COUNT_) SJ_TRY(un(L, post, r, &y));
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* GlobalAveragePool / GlobalMaxPool: a kept reduction over the spatial axes. */
@@ -1102,8 +1075,8 @@ static sj_status map_global_pool(sj_onnx_loader *L, const op_entry *e) {
                                  s.rank);
     int axes[SJ_MAX_RANK], na = 0;
     for (int i = 2; i < s.rank; i++) axes[na++] = i;
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, e->op, x, na, axes, true, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, na, axes, true, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* A per-channel vector [C] as [C, 1, ...] against x of rank `rank` (channel axis 1). */
@@ -1117,7 +1090,7 @@ static sj_status channel_view(sj_onnx_loader *L, sj_value v, int rank, const cha
     int64_t dims[SJ_MAX_RANK];
     dims[0] = channels;
     for (int i = 1; i < rank - 1; i++) dims[i] = 1;
-    return prefix_node(L, sj_graph_reshape(L->g, v, rank - 1, dims, out));
+    return sj_onnx_node_prefix(L, sj_graph_reshape(L->g, v, rank - 1, dims, out));
 }
 
 /* BatchNormalization (inference): (x - mean) / sqrt(var + eps) * scale + B. */
@@ -1152,7 +1125,7 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(bin(L, SJ_OP_DIV, d, ve, &y));
     SJ_TRY(bin(L, SJ_OP_MUL, y, p[0], &y));
     SJ_TRY(bin(L, SJ_OP_ADD, y, p[1], &y));
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* InstanceNormalization: per (n, c), normalise over the spatial axes. */
@@ -1175,16 +1148,16 @@ static sj_status map_instancenorm(sj_onnx_loader *L, const op_entry *e) {
     int axes[SJ_MAX_RANK], na = 0;
     for (int i = 2; i < s.rank; i++) axes[na++] = i;
     sj_value mean, d, sq, var;
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
     SJ_TRY(bin(L, SJ_OP_SUB, x, mean, &d));
     SJ_TRY(bin(L, SJ_OP_MUL, d, d, &sq));
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
     SJ_TRY(bin_c(L, SJ_OP_ADD, var, eps, &var));
     SJ_TRY(un(L, SJ_OP_SQRT, var, &var));
     SJ_TRY(bin(L, SJ_OP_DIV, d, var, &y));
     SJ_TRY(bin(L, SJ_OP_MUL, y, sc, &y));
     SJ_TRY(bin(L, SJ_OP_ADD, y, b, &y));
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9). */
@@ -1205,16 +1178,16 @@ static sj_status map_mvn(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(int_axes(L, av, an, axes));
     sj_value x, mean, m2, sq, msq, sd, d, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, (int)an, axes, true, &mean)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, (int)an, axes, true, &mean)));
     SJ_TRY(bin(L, SJ_OP_MUL, mean, mean, &m2));
     SJ_TRY(bin(L, SJ_OP_MUL, x, x, &sq));
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, (int)an, axes, true, &msq)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, (int)an, axes, true, &msq)));
     SJ_TRY(bin(L, SJ_OP_SUB, msq, m2, &sd));
     SJ_TRY(un(L, SJ_OP_SQRT, sd, &sd));
     SJ_TRY(bin_c(L, SJ_OP_ADD, sd, 1e-9f, &sd));
     SJ_TRY(bin(L, SJ_OP_SUB, x, mean, &d));
     SJ_TRY(bin(L, SJ_OP_DIV, d, sd, &y));
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* ---- end of realops float ops ---- */
@@ -1401,8 +1374,8 @@ static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(in_val(L, 0, &xv));
         return alias_out(L, 0, xv);
     }
-    SJ_TRY(prefix_node(L, sj_graph_slice(L->g, x, axes, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_slice(L->g, x, axes, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Split: consecutive slices of one axis, sized by the `split` input
@@ -1487,8 +1460,8 @@ static sj_status map_split(sj_onnx_loader *L, const op_entry *e) {
             SJ_TRY(in_val(L, 0, &xv));
             return alias_out(L, 0, xv);
         }
-        SJ_TRY(prefix_node(L, sj_graph_slice(L->g, x, axes, &y)));
-        SJ_TRY(def_out(L, i, y, first));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_slice(L->g, x, axes, &y)));
+        SJ_TRY(sj_onnx_def_out(L, i, y, first));
     }
     return SJ_OK;
 }
@@ -1500,7 +1473,7 @@ static sj_status map_concat(sj_onnx_loader *L, const op_entry *e) {
     int n = (int)L->node->n_input;
     if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
     int64_t axis;
-    if (!find_attr(L->node, "axis") && L->opset >= 4)
+    if (!sj_onnx_node_attr(L, "axis") && L->opset >= 4)
         return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the attribute 'axis'");
     SJ_TRY(attr_int(L, "axis", 1, &axis));
     sj_value acc, first = sj_graph_num_values(L->g);
@@ -1513,9 +1486,9 @@ static sj_status map_concat(sj_onnx_loader *L, const op_entry *e) {
     for (int i = 1; i < n; i++) {
         sj_value b;
         SJ_TRY(in_float(L, i, &b));
-        SJ_TRY(prefix_node(L, sj_graph_concat(L->g, acc, b, (int)axis, &acc)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_concat(L->g, acc, b, (int)axis, &acc)));
     }
-    return def_out(L, 0, acc, first);
+    return sj_onnx_def_out(L, 0, acc, first);
 }
 
 /* A shape input (Expand's, Tile's repeats) as dims; an entry that is the
@@ -1544,8 +1517,8 @@ static sj_status map_expand(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_dims(L, 1, "shape", dims, &rank));
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(prefix_node(L, sj_graph_expand(L->g, x, rank, dims, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_expand(L->g, x, rank, dims, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Tile: per repeated axis a, [.., d, ..] -> [.., 1, d, ..] -> expand to
@@ -1585,17 +1558,17 @@ static sj_status map_tile(sj_onnx_loader *L, const op_entry *e) {
             wide[i] = i == a ? r : up[i];
         }
         sj_value u, w;
-        SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, y, s.rank + 1, up, &u)));
-        SJ_TRY(prefix_node(L, sj_graph_expand(L->g, u, s.rank + 1, wide, &w)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, y, s.rank + 1, up, &u)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_expand(L->g, u, s.rank + 1, wide, &w)));
         s.dims[a] *= r;
-        SJ_TRY(prefix_node(L, sj_graph_reshape(L->g, w, s.rank, s.dims, &y)));
+        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, w, s.rank, s.dims, &y)));
     }
     if (y == x) {
         sj_onnx_val *xv;
         SJ_TRY(in_val(L, 0, &xv));
         return alias_out(L, 0, xv);
     }
-    return def_out(L, 0, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Trilu: k is an optional constant scalar input. */
@@ -1615,8 +1588,8 @@ static sj_status map_trilu(sj_onnx_loader *L, const op_entry *e) {
     }
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(prefix_node(L, sj_graph_trilu(L->g, x, upper != 0, k, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_trilu(L->g, x, upper != 0, k, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* GatherElements: data and indices as graph values of their own dtypes. */
@@ -1630,10 +1603,10 @@ static sj_status map_gather_elements(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_val(L, 0, &dv));
     SJ_TRY(in_val(L, 1, &iv));
     sj_value d, ix, y, first = sj_graph_num_values(L->g);
-    SJ_TRY(prefix_node(L, sj_onnx_as_value(L, dv, &d)));
-    SJ_TRY(prefix_node(L, sj_onnx_as_value(L, iv, &ix)));
-    SJ_TRY(prefix_node(L, sj_graph_gather_elements(L->g, d, ix, (int)axis, &y)));
-    return def_out(L, 0, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_onnx_as_value(L, dv, &d)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_onnx_as_value(L, iv, &ix)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gather_elements(L->g, d, ix, (int)axis, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* ---- end of realops layout ops ---- */
@@ -1666,7 +1639,7 @@ static sj_status ein_transpose(sj_onnx_loader *L, ein_op *o, const char *order) 
     }
     if (identity) return SJ_OK;
     ein_op t = *o;
-    SJ_TRY(prefix_node(L, sj_graph_transpose(L->g, o->v, perm, &t.v)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_transpose(L->g, o->v, perm, &t.v)));
     for (int i = 0; i < o->rank; i++) {
         t.lab[i] = order[i];
         t.dim[i] = o->dim[perm[i]];
@@ -1689,7 +1662,7 @@ static sj_status ein_sum_out(sj_onnx_loader *L, ein_op *o, const char *keep) {
         }
     }
     if (!na) return SJ_OK;
-    SJ_TRY(prefix_node(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_SUM, o->v, na, axes, false, &r.v)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_SUM, o->v, na, axes, false, &r.v)));
     *o = r;
     return SJ_OK;
 }
@@ -1715,7 +1688,7 @@ static sj_status ein_reshape(sj_onnx_loader *L, sj_value *v, int rank, const int
     sj_shape s;
     SJ_TRY(shape_of(L, *v, &s));
     if (s.rank == rank && !memcmp(s.dims, dims, sizeof(int64_t) * (size_t)rank)) return SJ_OK;
-    return prefix_node(L, sj_graph_reshape(L->g, *v, rank, dims, v));
+    return sj_onnx_node_prefix(L, sj_graph_reshape(L->g, *v, rank, dims, v));
 }
 
 /* Einsum of one or two operands without ellipsis or repeated labels in an
@@ -1725,7 +1698,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     (void)e;
     SJ_TRY(check_inputs(L, 1, 2));
     SJ_TRY(check_outputs(L, 1));
-    const Onnx__AttributeProto *a = find_attr(L->node, "equation");
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "equation");
     if (!a || !attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
         return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the string attribute 'equation'");
     char eq[64];
@@ -1820,7 +1793,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
             SJ_TRY(in_val(L, 0, &xv));
             return alias_out(L, 0, xv);
         }
-        return def_out(L, 0, A->v, first);
+        return sj_onnx_def_out(L, 0, A->v, first);
     }
     ein_op *B = &ops_[1];
     /* Labels: bat in both and the output; A's free labels (all but the last
@@ -1879,7 +1852,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(ein_reshape(L, &A->v, lead + 2, ad));
     SJ_TRY(ein_reshape(L, &B->v, lead + 2, bd));
     sj_value c;
-    SJ_TRY(prefix_node(L, sj_graph_matmul(L->g, A->v, B->v, &c)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_matmul(L->g, A->v, B->v, &c)));
     /* [bat, ma, nb, M, N] without the M or N that no label names, then the
      * output's order */
     ein_op C = {.v = c};
@@ -1892,7 +1865,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     for (int i = 0; i < C.rank; i++) C.dim[i] = odim[strchr(out, C.lab[i]) - out];
     SJ_TRY(ein_reshape(L, &C.v, C.rank, C.dim));
     SJ_TRY(ein_transpose(L, &C, out));
-    return def_out(L, 0, C.v, first);
+    return sj_onnx_def_out(L, 0, C.v, first);
 }
 
 /* ---- end of realops Einsum ---- */

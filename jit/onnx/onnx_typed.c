@@ -21,15 +21,6 @@ static int n_inputs(const sj_onnx_loader *L) {
     return n;
 }
 
-static sj_status prefixed(sj_onnx_loader *L, sj_status st) {
-    if (st != SJ_OK) {
-        char where[256];
-        sj_onnx_node_where(L, where, sizeof where);
-        sj_error_prefix(L->ctx, "%s: %s", L->file, where);
-    }
-    return st;
-}
-
 static sj_status in_lookup(sj_onnx_loader *L, int i, sj_onnx_val **out) {
     const char *nm = in_name(L, i);
     *out = nm ? sj_onnx_lookup(L, nm) : NULL;
@@ -44,7 +35,7 @@ static sj_status in_lookup(sj_onnx_loader *L, int i, sj_onnx_val **out) {
 static sj_status in_value(sj_onnx_loader *L, int i, sj_value *out) {
     sj_onnx_val *v;
     SJ_TRY(in_lookup(L, i, &v));
-    return prefixed(L, sj_onnx_as_value(L, v, out));
+    return sj_onnx_node_prefix(L, sj_onnx_as_value(L, v, out));
 }
 
 static sj_dtype dtype_of(sj_onnx_loader *L, sj_value v) {
@@ -67,24 +58,8 @@ static sj_status check_io(sj_onnx_loader *L, int min, int max) {
     return SJ_OK;
 }
 
-/* Defines output 0 as v, named after it when the node made v. */
-static sj_status def_out(sj_onnx_loader *L, sj_value v, sj_value first_new) {
-    sj_onnx_val *o;
-    SJ_TRY(sj_onnx_define(L, L->node->output[0], &o));
-    o->v = v;
-    if (v >= first_new) SJ_TRY(prefixed(L, sj_graph_set_name(L->g, v, L->node->output[0])));
-    return SJ_OK;
-}
-
-static const Onnx__AttributeProto *attr(const sj_onnx_loader *L, const char *name) {
-    for (size_t i = 0; i < L->node->n_attribute; i++)
-        if (L->node->attribute[i]->name && !strcmp(L->node->attribute[i]->name, name))
-            return L->node->attribute[i];
-    return NULL;
-}
-
 static int64_t attr_i(const sj_onnx_loader *L, const char *name, int64_t def) {
-    const Onnx__AttributeProto *a = attr(L, name);
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
     return a ? a->i : def;
 }
 
@@ -109,7 +84,7 @@ static sj_status map_cast(sj_onnx_loader *L, bool like) {
         if (t->v != SJ_NO_VALUE) to = dtype_of(L, t->v);
         else SJ_TRY(onnx_to_dtype(L, od, "target_type", &to));
     } else {
-        if (!attr(L, "to")) return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the attribute 'to'");
+        if (!sj_onnx_node_attr(L, "to")) return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the attribute 'to'");
         SJ_TRY(onnx_to_dtype(L, attr_i(L, "to", 0), "cast to", &to));
     }
     if (to == dtype_of(L, x)) {
@@ -118,8 +93,8 @@ static sj_status map_cast(sj_onnx_loader *L, bool like) {
         o->v = x;
         return SJ_OK;
     }
-    SJ_TRY(prefixed(L, sj_graph_cast(L->g, x, to, &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_cast(L->g, x, to, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_binary_typed(sj_onnx_loader *L, sj_op op) {
@@ -137,15 +112,15 @@ static sj_status map_binary_typed(sj_onnx_loader *L, sj_op op) {
                                      "integer Mod with fmod=1 (sign of the dividend) is not "
                                      "supported; fmod=0 is");
     }
-    SJ_TRY(prefixed(L, sj_graph_binary(L->g, op, a, b, &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, op, a, b, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_unary_typed(sj_onnx_loader *L, sj_op op) {
     SJ_TRY(check_io(L, 1, 1));
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_value(L, 0, &x));
-    SJ_TRY(prefixed(L, sj_graph_unary(L->g, op, x, &y)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_unary(L->g, op, x, &y)));
     if (op == SJ_OP_ISINF) {
         /* detect_negative / detect_positive = 0: and with the other sign */
         bool neg = attr_i(L, "detect_negative", 1) != 0, pos = attr_i(L, "detect_positive", 1) != 0;
@@ -154,13 +129,13 @@ static sj_status map_unary_typed(sj_onnx_loader *L, sj_op op) {
             char name[64];
             snprintf(name, sizeof name, "onnx_const_%d", L->n_synth++);
             sj_value z, side;
-            SJ_TRY(prefixed(L, sj_graph_param(L->g, name, 0, NULL, &zero, &z)));
-            SJ_TRY(prefixed(L, sj_graph_binary(L->g, pos ? SJ_OP_GREATER : SJ_OP_LESS, x, z, &side)));
-            if (!neg && !pos) SJ_TRY(prefixed(L, sj_graph_binary(L->g, SJ_OP_XOR, y, y, &y)));
-            else SJ_TRY(prefixed(L, sj_graph_binary(L->g, SJ_OP_AND, y, side, &y)));
+            SJ_TRY(sj_onnx_node_prefix(L, sj_graph_param(L->g, name, 0, NULL, &zero, &z)));
+            SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, pos ? SJ_OP_GREATER : SJ_OP_LESS, x, z, &side)));
+            if (!neg && !pos) SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, SJ_OP_XOR, y, y, &y)));
+            else SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, SJ_OP_AND, y, side, &y)));
         }
     }
-    return def_out(L, y, first);
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_where(sj_onnx_loader *L) {
@@ -169,8 +144,8 @@ static sj_status map_where(sj_onnx_loader *L) {
     SJ_TRY(in_value(L, 0, &c));
     SJ_TRY(in_value(L, 1, &a));
     SJ_TRY(in_value(L, 2, &b));
-    SJ_TRY(prefixed(L, sj_graph_where(L->g, c, a, b, &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_where(L->g, c, a, b, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_gather(sj_onnx_loader *L) {
@@ -178,8 +153,8 @@ static sj_status map_gather(sj_onnx_loader *L) {
     sj_value d, ix, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_value(L, 0, &d));
     SJ_TRY(in_value(L, 1, &ix));
-    SJ_TRY(prefixed(L, sj_graph_gather(L->g, d, ix, (int)attr_i(L, "axis", 0), &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gather(L->g, d, ix, (int)attr_i(L, "axis", 0), &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* GatherND with batch_dims 0 on data whose leading dims (all but the last
@@ -212,15 +187,15 @@ static sj_status map_gather_nd(sj_onnx_loader *L) {
     int rank = 0;
     for (int i = (int)k - 1; i < dd.shape.rank; i++) dims[rank++] = dd.shape.dims[i];
     sj_value flat;
-    SJ_TRY(prefixed(L, sj_graph_reshape(L->g, d, rank, dims, &flat)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, d, rank, dims, &flat)));
     int64_t last = k - 1;
     char name[64];
     snprintf(name, sizeof name, "onnx_const_%d", L->n_synth++);
     sj_value lastv;
-    SJ_TRY(prefixed(L, sj_graph_param_typed(L->g, name, SJ_I64, 0, NULL, &last, &lastv)));
-    SJ_TRY(prefixed(L, sj_graph_gather(L->g, ix, lastv, id.shape.rank - 1, &col)));
-    SJ_TRY(prefixed(L, sj_graph_gather(L->g, flat, col, 0, &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_param_typed(L->g, name, SJ_I64, 0, NULL, &last, &lastv)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gather(L->g, ix, lastv, id.shape.rank - 1, &col)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gather(L->g, flat, col, 0, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* A scalar input known at load time (a value in N allowed). */
@@ -290,8 +265,8 @@ static sj_status map_range(sj_onnx_loader *L) {
         vd = (double)d.c;
     }
     sj_value y, first = sj_graph_num_values(L->g);
-    SJ_TRY(prefixed(L, sj_graph_range(L->g, dt, vs, vd, count, &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_range(L->g, dt, vs, vd, count, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* ConstantOfShape over a shape with the symbolic dim (constant shapes fold). */
@@ -316,7 +291,7 @@ static sj_status map_const_of_shape(sj_onnx_loader *L) {
     }
     int32_t odt = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     double value = 0;
-    const Onnx__AttributeProto *a = attr(L, "value");
+    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "value");
     if (a && a->t) {
         sj_onnx_tensor t;
         char what[64];
@@ -329,8 +304,8 @@ static sj_status map_const_of_shape(sj_onnx_loader *L) {
     sj_dtype dt;
     SJ_TRY(onnx_to_dtype(L, odt, "a value of", &dt));
     sj_value y, first = sj_graph_num_values(L->g);
-    SJ_TRY(prefixed(L, sj_graph_fill(L->g, dt, value, (int)sv->c.numel, dims, &y)));
-    return def_out(L, y, first);
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_fill(L->g, dt, value, (int)sv->c.numel, dims, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 /* Pow with an integer base or exponent (ONNX lets the two differ): computed
@@ -350,11 +325,11 @@ static sj_status map_pow_typed(sj_onnx_loader *L, bool *done) {
     SJ_TRY(check_io(L, 2, 2));
     if (ta == SJ_BOOL || tb == SJ_BOOL)
         return sj_onnx_node_fail(L, SJ_E_SHAPE, "Pow of bool values");
-    if (ta != SJ_F32) SJ_TRY(prefixed(L, sj_graph_cast(L->g, a, SJ_F32, &a)));
-    if (tb != SJ_F32) SJ_TRY(prefixed(L, sj_graph_cast(L->g, b, SJ_F32, &b)));
-    SJ_TRY(prefixed(L, sj_graph_binary(L->g, SJ_OP_POW, a, b, &y)));
-    if (ta != SJ_F32) SJ_TRY(prefixed(L, sj_graph_cast(L->g, y, ta, &y)));
-    return def_out(L, y, first);
+    if (ta != SJ_F32) SJ_TRY(sj_onnx_node_prefix(L, sj_graph_cast(L->g, a, SJ_F32, &a)));
+    if (tb != SJ_F32) SJ_TRY(sj_onnx_node_prefix(L, sj_graph_cast(L->g, b, SJ_F32, &b)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, SJ_OP_POW, a, b, &y)));
+    if (ta != SJ_F32) SJ_TRY(sj_onnx_node_prefix(L, sj_graph_cast(L->g, y, ta, &y)));
+    return sj_onnx_def_out(L, 0, y, first);
 }
 
 sj_status sj_onnx_map_typed(sj_onnx_loader *L, bool *done) {
