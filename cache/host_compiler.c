@@ -4,6 +4,7 @@
 
 #include "core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"
+#include "runtime/cpu_features.h"
 
 #include <llvm-c/blake3.h>
 #include <stdatomic.h>
@@ -93,30 +94,6 @@ static void options_bytes(const sj_compile_options *o, uint8_t out[HOST_OPTIONS_
     for (int i = 0; i < 8; i++) out[4 + i] = (uint8_t)(oh >> (8 * i));
 }
 
-static bool has_feature(const char *list, const char *name, size_t len) {
-    for (const char *p = list; (p = strstr(p, name)); p += len)
-        if (p > list && p[-1] == '+' && (p - 1 == list || p[-2] == ',') && (p[len] == ',' || !p[len]))
-            return true;
-    return false;
-}
-
-/* Every enabled feature of `need` is enabled in `have`. */
-static bool runs_on(const char *need, const char *have) {
-    for (const char *p = need; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        char name[64];
-        if (len > 1 && p[0] == '+' && len <= sizeof name) {
-            memcpy(name, p + 1, len - 1);
-            name[len - 1] = '\0';
-            if (!has_feature(have, name, len - 1)) return false;
-        }
-        if (!end) break;
-        p = end + 1;
-    }
-    return true;
-}
-
 /* A native compiler also loads what a build machine stored for a portable
  * level: the highest first, and only levels whose every feature the host
  * (as host_features describes it) has. */
@@ -124,7 +101,7 @@ static void add_level_fallbacks(sj_host_compiler *hc, const char *host_features)
     for (int i = sj_llvm_host_num_levels() - 1; i >= 0 && hc->n_fallbacks < SJ_HOST_MAX_LEVELS; i--) {
         const char *level_features;
         const char *name = sj_llvm_host_level(i, &level_features);
-        if (!runs_on(level_features, host_features)) continue;
+        if (sj_cpu_features_missing(level_features, host_features, NULL, 0)) continue;
         int k = hc->n_fallbacks++;
         sj_compile_options o = hc->options;
         o.cpu = name;

@@ -7,19 +7,7 @@
 
 #include "jit/artifact/artifact_impl.h"
 #include "jit/llvm/llvm_impl.h"
-
-/* Whether the comma-separated LLVM feature list `list` enables `feat`
- * (given without its sign, length n). */
-static bool has_feature(const char *list, const char *feat, size_t n) {
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n + 1 && p[0] == '+' && !memcmp(p + 1, feat, n)) return true;
-        if (!end) break;
-        p = end + 1;
-    }
-    return false;
-}
+#include "runtime/cpu_features.h"
 
 static size_t arch_len(const char *triple) {
     const char *dash = strchr(triple, '-');
@@ -44,21 +32,8 @@ sj_status sj_artifact_check_host(const sj_artifact *a) {
                      a->cpu, cpu);
     } else {
         /* Name every missing feature, so the message says what to rebuild for. */
-        char missing[512] = "";
-        size_t used = 0;
-        int n_missing = 0;
-        for (const char *p = a->features; *p;) {
-            const char *end = strchr(p, ',');
-            size_t len = end ? (size_t)(end - p) : strlen(p);
-            if (len > 1 && p[0] == '+' && !has_feature(features, p + 1, len - 1)) {
-                n_missing++;
-                int w = snprintf(missing + used, sizeof missing - used, "%s%.*s", used ? " " : "",
-                                 (int)(len - 1), p + 1);
-                if (w > 0 && (size_t)w < sizeof missing - used) used += (size_t)w;
-            }
-            if (!end) break;
-            p = end + 1;
-        }
+        char missing[512];
+        int n_missing = sj_cpu_features_missing(a->features, features, missing, sizeof missing);
         if (n_missing)
             st = sj_fail(ctx, SJ_E_MISMATCH,
                          "artifact: built for CPU %s with %d feature(s) this %s lacks: %s", a->cpu,
