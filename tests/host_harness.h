@@ -3,7 +3,7 @@
  * launch every kernel with the active extent, slice outputs), with every
  * padded element, the arena and the outputs poisoned with NaN first so that
  * any read of padding shows up in the results; compare against the
- * interpreter. Included by test_*.c files only. */
+ * interpreter. Included by cmocka test_*.c files only, after <cmocka.h>. */
 #ifndef SJ_TESTS_HOST_HARNESS_H
 #define SJ_TESTS_HOST_HARNESS_H
 
@@ -224,6 +224,40 @@ static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *
     sj_executable_destroy(exe);
     sj_artifact_destroy(a);
     return ok;
+}
+
+/* A test group's state: a context, a host device and an empty graph with
+ * the symbolic dim N; seed feeds the group's random inputs. */
+typedef struct fixture {
+    sj_ctx *ctx;
+    sj_device *dev;
+    sj_graph *g;
+    uint64_t seed;
+} fixture;
+
+static inline int h_fixture_setup(void **state, uint64_t seed) {
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
+    if (sj_host_device_create(f->ctx, NULL, &f->dev) != SJ_OK) return -1;
+    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
+    f->seed = seed;
+    *state = f;
+    return 0;
+}
+
+static inline int h_fixture_teardown(void **state) {
+    fixture *f = *state;
+    sj_graph_destroy(f->g);
+    sj_device_destroy(f->dev);
+    sj_ctx_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+static inline sj_value input(fixture *f, const char *name, int rank, const int64_t *dims) {
+    sj_value v;
+    assert_int_equal(sj_graph_input(f->g, name, rank, dims, &v), SJ_OK);
+    return v;
 }
 
 #endif

@@ -17,37 +17,7 @@
 #define S SJ_DIM_SYM
 #define TOL 2e-5
 
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_device *dev;
-    sj_graph *g;
-    uint64_t seed;
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_host_device_create(f->ctx, NULL, &f->dev) != SJ_OK) return -1;
-    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
-    f->seed = 0x2545f4914f6cdd1dull;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_graph_destroy(f->g);
-    sj_device_destroy(f->dev);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static sj_value input(fixture *f, const char *name, int rank, const int64_t *dims) {
-    sj_value v;
-    assert_int_equal(sj_graph_input(f->g, name, rank, dims, &v), SJ_OK);
-    return v;
-}
+static int setup(void **state) { return h_fixture_setup(state, 0x2545f4914f6cdd1dull); }
 
 static sj_value scalar(fixture *f, const char *name, float value) {
     sj_value v;
@@ -247,12 +217,12 @@ static void test_exp_ulp(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_single_head, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_div_scale_full_mask, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_multi_head, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_symbolic_batch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_causal, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_near_misses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_single_head, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_div_scale_full_mask, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_multi_head, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_symbolic_batch, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_causal, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_near_misses, setup, h_fixture_teardown),
         cmocka_unit_test(test_exp_ulp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

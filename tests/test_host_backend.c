@@ -13,31 +13,7 @@
 #define S SJ_DIM_SYM
 #define TOL 2e-4
 
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_device *dev;
-    sj_graph *g;
-    uint64_t seed;
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_host_device_create(f->ctx, NULL, &f->dev) != SJ_OK) return -1;
-    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
-    f->seed = 0x9e3779b97f4a7c15ull;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_graph_destroy(f->g);
-    sj_device_destroy(f->dev);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return h_fixture_setup(state, 0x9e3779b97f4a7c15ull); }
 
 static sj_value param(fixture *f, const char *name, int rank, const int64_t *dims) {
     int64_t n = 1;
@@ -47,12 +23,6 @@ static sj_value param(fixture *f, const char *name, int rank, const int64_t *dim
     sj_value v;
     assert_int_equal(sj_graph_param(f->g, name, rank, dims, d, &v), SJ_OK);
     free(d);
-    return v;
-}
-
-static sj_value input(fixture *f, const char *name, int rank, const int64_t *dims) {
-    sj_value v;
-    assert_int_equal(sj_graph_input(f->g, name, rank, dims, &v), SJ_OK);
     return v;
 }
 
@@ -510,19 +480,19 @@ static void test_random_graphs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_elementwise_chain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_attention, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reductions_over_sym, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_row_ops_over_sym, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ffn_block, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_long_chain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_static_graph, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_math_accuracy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random_graphs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_elementwise_chain, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_attention, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_reductions_over_sym, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_row_ops_over_sym, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_ffn_block, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_long_chain, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_static_graph, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_math_accuracy, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_nan_inf_propagate, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cpu_feature_mismatch_refused, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_graph_mismatch_refused, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_random_graphs, setup, h_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,35 +15,7 @@
 #define S SJ_DIM_SYM
 #define TOL 2e-4
 
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_device *dev;
-    sj_graph *g;
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    if (sj_host_device_create(f->ctx, NULL, &f->dev) != SJ_OK) return -1;
-    if (sj_graph_create(f->ctx, "N", &f->g) != SJ_OK) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_graph_destroy(f->g);
-    sj_device_destroy(f->dev);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static sj_value input(fixture *f, const char *name, int rank, const int64_t *dims) {
-    sj_value v;
-    assert_int_equal(sj_graph_input(f->g, name, rank, dims, &v), SJ_OK);
-    return v;
-}
+static int setup(void **state) { return h_fixture_setup(state, 0); }
 
 static sj_value iota_param(fixture *f, const char *name, int rank, const int64_t *dims) {
     int64_t n = 1;
@@ -300,15 +272,15 @@ static void test_sjg_round_trip(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_slice_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_expand_trilu_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gather_elements, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_models, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sliced_projection, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_and_trilu_shapes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_slice_extent_ceiling, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_builder_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sjg_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slice_values, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_expand_trilu_values, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_elements, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_models, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sliced_projection, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_and_trilu_shapes, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_slice_extent_ceiling, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_builder_errors, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sjg_round_trip, setup, h_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
