@@ -469,17 +469,12 @@ static sj_status core_value(lowering *L, int ki, sj_value c, const int *map, int
     return SJ_OK;
 }
 
-/* out[pre, j.., post] = data[pre, clamp(idx[j..]), post]: a load of data
- * whose gathered axis moves by the index value. */
-static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int *map, int core,
-                              int *out) {
-    sj_value d = nd->inputs[0], ix = nd->inputs[1];
-    const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
-    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK], e, ie;
-    for (int i = 0; i < ds->rank; i++)
-        dmap[i] = i < ax ? map[i] : i == ax ? -1 : map[i - 1 + is->rank];
-    for (int j = 0; j < is->rank; j++) imap[j] = is->dims[j] == 1 ? -1 : map[ax + j];
-    SJ_TRY(build_expr(L, ki, ix, imap, core, &ie));
+/* A load of d (mapped by dmap, held at 0 on axis ax) that the index
+ * expression ie moves along ax: what gather and gather_elements share. */
+static sj_status gather_load(lowering *L, int ki, sj_value d, int ax, const int *dmap, int ie,
+                             int *out) {
+    const sj_shape *ds = shape_of(L, d);
+    int e;
     SJ_TRY(add_load(L, ki, d, dmap, &e));
     sj_kexpr g = L->kernels[ki].exprs[e];
     g.kind = SJ_KX_GATHER;
@@ -491,24 +486,30 @@ static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int 
     return SJ_OK;
 }
 
+/* out[pre, j.., post] = data[pre, clamp(idx[j..]), post]: a load of data
+ * whose gathered axis moves by the index value. */
+static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int *map, int core,
+                              int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK], ie;
+    for (int i = 0; i < ds->rank; i++)
+        dmap[i] = i < ax ? map[i] : i == ax ? -1 : map[i - 1 + is->rank];
+    for (int j = 0; j < is->rank; j++) imap[j] = is->dims[j] == 1 ? -1 : map[ax + j];
+    SJ_TRY(build_expr(L, ki, ix, imap, core, &ie));
+    return gather_load(L, ki, d, ax, dmap, ie, out);
+}
+
 /* out[i] = data[i with its axis coordinate clamp(idx[i])]: a load of data
  * held at 0 on the axis, moved there by the index value. */
 static sj_status build_gather_elements(lowering *L, int ki, const sj_node *nd, const int *map,
                                        int core, int *out) {
     sj_value d = nd->inputs[0], ix = nd->inputs[1];
     const sj_shape *ds = shape_of(L, d);
-    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], e, ie;
+    int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], ie;
     for (int i = 0; i < ds->rank; i++) dmap[i] = i == ax ? -1 : map[i];
     SJ_TRY(build_expr(L, ki, ix, map, core, &ie));
-    SJ_TRY(add_load(L, ki, d, dmap, &e));
-    sj_kexpr g = L->kernels[ki].exprs[e];
-    g.kind = SJ_KX_GATHER;
-    g.a = ie;
-    g.gstride = L->v[d].strides[ax];
-    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
-    L->kernels[ki].exprs[e] = g;
-    *out = e;
-    return SJ_OK;
+    return gather_load(L, ki, d, ax, dmap, ie, out);
 }
 
 /* The definition of v (elementwise or transpose) evaluated in the kernel's space. */
