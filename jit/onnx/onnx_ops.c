@@ -138,6 +138,16 @@ static sj_status alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
     return SJ_OK;
 }
 
+/* Output 0 is y, or the node's input 0 itself when the mapping left x as
+ * it was (a Clip without bounds, a Tile by ones): aliased, so a constant
+ * input stays a constant. */
+static sj_status def_or_alias(sj_onnx_loader *L, sj_value x, sj_value y, sj_value first) {
+    if (y != x) return sj_onnx_def_out(L, 0, y, first);
+    sj_onnx_val *xv;
+    SJ_TRY(in_val(L, 0, &xv));
+    return alias_out(L, 0, xv);
+}
+
 /* A scalar float constant the importer needs (an epsilon), under a name no
  * ONNX value uses. */
 static sj_status scalar_const(sj_onnx_loader *L, float x, sj_value *out) {
@@ -870,12 +880,7 @@ static sj_status map_clip(sj_onnx_loader *L, const op_entry *e) {
     y = x;
     if (lo != SJ_NO_VALUE) SJ_TRY(bin(L, SJ_OP_MAX, y, lo, &y));
     if (hi != SJ_NO_VALUE) SJ_TRY(bin(L, SJ_OP_MIN, y, hi, &y));
-    if (y == x) {
-        sj_onnx_val *xv;
-        SJ_TRY(in_val(L, 0, &xv));
-        return alias_out(L, 0, xv);
-    }
-    return sj_onnx_def_out(L, 0, y, first);
+    return def_or_alias(L, x, y, first);
 }
 
 /* Gelu-20: approximate="none" is the erf form, "tanh" is
@@ -1563,12 +1568,7 @@ static sj_status map_tile(sj_onnx_loader *L, const op_entry *e) {
         s.dims[a] *= r;
         SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, w, s.rank, s.dims, &y)));
     }
-    if (y == x) {
-        sj_onnx_val *xv;
-        SJ_TRY(in_val(L, 0, &xv));
-        return alias_out(L, 0, xv);
-    }
-    return sj_onnx_def_out(L, 0, y, first);
+    return def_or_alias(L, x, y, first);
 }
 
 /* Trilu: k is an optional constant scalar input. */
