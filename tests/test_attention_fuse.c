@@ -105,6 +105,27 @@ static void test_multi_head(void **state) {
     check(f, "multi head, key mask");
 }
 
+/* q, k and v sliced out of one packed [S, 48] projection, as exporters
+ * write them: each operand is a view at an offset into the same buffer,
+ * which the fused kernel must read from there. */
+static void test_packed_qkv_slices(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "qkv", 2, (int64_t[]){S, 48}), w[3], kt, s, p, o;
+    for (int i = 0; i < 3; i++) {
+        sj_slice_axis ax[2] = {{0, 0, 1, S}, {16 * i, 0, 1, 16}};
+        assert_int_equal(sj_graph_slice(f->g, x, ax, &w[i]), SJ_OK);
+    }
+    assert_int_equal(sj_graph_transpose(f->g, w[1], (int[]){1, 0}, &kt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, w[0], kt, &s), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, s, scalar(f, "s", 0.25f), &s), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, p, w[2], &o), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, o, "out"), SJ_OK);
+    assert_int_equal(fused(f, 1024), 1);
+    assert_int_equal(fused(f, 64), 0);
+    check(f, "packed qkv slices");
+}
+
 /* The symbolic dim is a batch of fixed-length sequences, in rank 4. */
 static void test_symbolic_batch(void **state) {
     fixture *f = *state;
@@ -220,6 +241,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_single_head, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_div_scale_full_mask, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_multi_head, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_packed_qkv_slices, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_symbolic_batch, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_causal, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_near_misses, setup, h_fixture_teardown),

@@ -654,10 +654,16 @@ static void emit_attention(emitter *e) {
     LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 7, 0);
     LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_attention");
     if (!f) f = LLVMAddFunction(e->M, "sj_host_attention", ft);
-    LLVMValueRef args[7] = {g, e->bufs[k->loads[k->att[0]].buffer], e->bufs[k->loads[k->att[1]].buffer],
-                            e->bufs[k->loads[k->att[2]].buffer],
-                            k->att[3] >= 0 ? e->bufs[k->loads[k->att[3]].buffer] : LLVMConstNull(e->ptr),
-                            e->bufs[0], e->n};
+    /* Each operand's element 0 is its load's offset into its buffer (a view:
+     * a slice or a picked head of a packed projection); the table gives the
+     * strides from there. */
+    LLVMValueRef args[7] = {g, NULL, NULL, NULL, LLVMConstNull(e->ptr),
+                            offset_base(e, e->bufs[0], k->out_offset, 0, e->f32), e->n};
+    for (int j = 0; j < 4; j++)
+        if (k->att[j] >= 0) {
+            const sj_kload *ld = &k->loads[k->att[j]];
+            args[1 + j] = offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, e->f32);
+        }
     LLVMBuildCall2(e->B, ft, f, args, 7, "");
 }
 

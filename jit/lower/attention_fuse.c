@@ -26,29 +26,6 @@ static bool broadcasts_into(const sj_shape *a, const sj_shape *s, int batch_only
     return true;
 }
 
-/* The fused kernel reads its operands through strides alone: a value that
- * lowering may turn into a view with an offset (a slice, a constant-index
- * gather), an operand it fuses into its reader (expand, trilu), or one it
- * writes in parts (concat) is not for it; the chain then stays unfused.
- * Transposes and reshapes in between are views by strides and are fine. */
-static bool plain_operand(const sj_graph *g, sj_value v) {
-    while (g->nodes[v].op == SJ_OP_TRANSPOSE || g->nodes[v].op == SJ_OP_RESHAPE) {
-        if (g->nodes[v].dtype != SJ_F32) return false;
-        v = g->nodes[v].inputs[0];
-    }
-    const sj_node *n = &g->nodes[v];
-    if (n->dtype != SJ_F32) return false;
-    switch (n->op) {
-    case SJ_OP_SLICE:
-    case SJ_OP_CONCAT:
-    case SJ_OP_EXPAND:
-    case SJ_OP_TRILU:
-    case SJ_OP_GATHER:
-    case SJ_OP_GATHER_ELEMENTS: return false;
-    default: return true;
-    }
-}
-
 static bool head_dim_ok(int64_t d) { return d != SJ_DIM_SYM && d >= 1 && d <= SJ_ATTENTION_MAX_HEAD; }
 
 /* The chain ending at root (a matmul), or false. */
@@ -119,9 +96,6 @@ static bool match(const sj_graph *g, const int *uses, int64_t extent, sj_value r
         !broadcasts_into(vs, &sm->shape, 1))
         return false;
     if (!head_dim_ok(qs->dims[r - 1]) || !head_dim_ok(vs->dims[r - 1])) return false;
-    if (!plain_operand(g, q) || !plain_operand(g, kt) || !plain_operand(g, v) ||
-        (m->mask != SJ_NO_VALUE && !plain_operand(g, m->mask)))
-        return false;
     /* Broadcast batch dims of the output must be the scores' own. */
     for (int i = 0; i < r - 2; i++)
         if (pv->shape.dims[i] != sm->shape.dims[i]) return false;
