@@ -406,14 +406,13 @@ static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
 
 /* ---- reductions ---- */
 
-static sj_status map_reduce(sj_onnx_loader *L, const op_entry *e) {
-    SJ_TRY(check_inputs(L, 1, 2));
-    SJ_TRY(check_outputs(L, 1));
-    int64_t keepdims, noop;
-    SJ_TRY(attr_int(L, "keepdims", 1, &keepdims));
+/* The reduction axes of a Reduce* node (attribute or input); *all_noop is
+ * true when there are none and noop_with_empty_axes asks for the identity. */
+static sj_status reduce_axes(sj_onnx_loader *L, int *axes, int *n_axes, bool *keepdims,
+                             bool *all_noop) {
+    int64_t kd, noop;
+    SJ_TRY(attr_int(L, "keepdims", 1, &kd));
     SJ_TRY(attr_int(L, "noop_with_empty_axes", 0, &noop));
-    /* axes: an attribute up to ReduceSum-11 / ReduceMean,Max-17, an input
-     * from then on; accept whichever the node carries */
     const int64_t *av = NULL;
     size_t an = 0;
     bool present;
@@ -426,14 +425,24 @@ static sj_status map_reduce(sj_onnx_loader *L, const op_entry *e) {
         av = t->i;
         an = (size_t)t->numel;
     }
+    *all_noop = an == 0 && noop;
+    *keepdims = kd != 0;
+    *n_axes = (int)an;
+    return int_axes(L, av, an, axes);
+}
+
+static sj_status map_reduce(sj_onnx_loader *L, const op_entry *e) {
+    SJ_TRY(check_inputs(L, 1, 2));
+    SJ_TRY(check_outputs(L, 1));
+    int axes[SJ_MAX_RANK], na = 0;
+    bool keep = true, noop = false;
+    SJ_TRY(reduce_axes(L, axes, &na, &keep, &noop));
     sj_onnx_val *xv;
     SJ_TRY(in_val(L, 0, &xv));
-    if (an == 0 && noop) return alias_out(L, 0, xv);
-    int axes[SJ_MAX_RANK];
-    SJ_TRY(int_axes(L, av, an, axes));
+    if (noop) return alias_out(L, 0, xv);
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, (int)an, axes, keepdims != 0, &y)));
+    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, na, axes, keep, &y)));
     return sj_onnx_def_out(L, 0, y, first);
 }
 
@@ -995,31 +1004,6 @@ static sj_status map_prelu(sj_onnx_loader *L, const op_entry *e) {
     if (xs.rank != ys.rank || memcmp(xs.dims, ys.dims, sizeof(int64_t) * (size_t)xs.rank))
         return sj_onnx_node_fail(L, SJ_E_SHAPE, "slope does not broadcast to the shape of x");
     return sj_onnx_def_out(L, 0, y, first);
-}
-
-/* The reduction axes of a Reduce* node (attribute or input); *all_noop is
- * true when there are none and noop_with_empty_axes asks for the identity. */
-static sj_status reduce_axes(sj_onnx_loader *L, int *axes, int *n_axes, bool *keepdims,
-                             bool *all_noop) {
-    int64_t kd, noop;
-    SJ_TRY(attr_int(L, "keepdims", 1, &kd));
-    SJ_TRY(attr_int(L, "noop_with_empty_axes", 0, &noop));
-    const int64_t *av = NULL;
-    size_t an = 0;
-    bool present;
-    SJ_TRY(attr_ints(L, "axes", &av, &an, &present));
-    if (input_name(L->node, 1)) {
-        if (present)
-            return sj_onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
-        const sj_onnx_tensor *t;
-        SJ_TRY(in_ints(L, 1, "axes", &t));
-        av = t->i;
-        an = (size_t)t->numel;
-    }
-    *all_noop = an == 0 && noop;
-    *keepdims = kd != 0;
-    *n_axes = (int)an;
-    return int_axes(L, av, an, axes);
 }
 
 /* ReduceL1, L2, SumSquare, LogSum, LogSumExp and Min over sum and max:
