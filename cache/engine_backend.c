@@ -31,6 +31,19 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->cpu && strcmp(name, "host") != 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s",
                        cfg->cpu, name);
+    /* Recompiling for this CPU is what a native host compiler does on a
+     * miss; a chosen CPU (a level) compiles every bucket for that one. */
+    if (cfg->native_after < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: native_after %d is negative (0 = never)",
+                       cfg->native_after);
+    if (cfg->native_after > 0 && strcmp(name, "host") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "engine: native_after %d is for backend host, not %s", cfg->native_after, name);
+    if (cfg->native_after > 0 && cfg->cpu && strcmp(cfg->cpu, "native") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "engine: native_after %d recompiles for this CPU, but cpu '%s' compiles for that "
+                       "one; leave cpu native (it loads stored levels first)",
+                       cfg->native_after, cfg->cpu);
     if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: workers %d outside 0..%d", cfg->workers,
                        ENGINE_MAX_WORKERS);

@@ -74,7 +74,12 @@ sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i, sj_execut
     if (i < 0 || i >= c->n_buckets)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
                        c->n_buckets);
-    void *exe = atomic_load_explicit(&c->buckets[i].exe, memory_order_acquire);
+    /* Under the bucket's mu: a native_after swap frees the executable it
+     * replaces only after it let go of mu. */
+    sj_cache_bucket *b = &c->buckets[i];
+    pthread_mutex_lock(&b->mu);
+    void *exe = atomic_load_explicit(&b->exe, memory_order_acquire);
     if (exe && c->comp.memory) c->comp.memory(c->comp.ctx, exe, out);
+    pthread_mutex_unlock(&b->mu);
     return SJ_OK;
 }

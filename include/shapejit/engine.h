@@ -89,6 +89,14 @@ typedef struct sj_engine_config {
      * most; the least recently run is trimmed for another (its code and the
      * shared weights stay loaded). 0 = no bound; negative is refused. */
     int max_resident_buckets;
+    /* host, cpu native: a bucket served from a stored CPU level (portable
+     * code a build machine stored, not code for this CPU) is recompiled for
+     * this CPU by one background thread once it has served this many runs,
+     * stored (and published) like any compile, and swapped in for the next
+     * run; runs in flight finish on the level's code. A failed recompile is
+     * counted (sj_engine_stats) and the level keeps serving; no request
+     * fails or waits for it. 0 = never (default); negative is refused. */
+    int native_after;
 } sj_engine_config;
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);
@@ -192,6 +200,8 @@ typedef struct sj_engine_stats {
     int buckets_resident;        /* buckets holding run memory now */
     uint64_t weight_bytes;       /* the loaded buckets' weights, counted once: they share them */
     uint64_t run_bytes;          /* run memory the resident buckets hold */
+    uint64_t specialised;         /* level buckets swapped to code for this CPU (native_after) */
+    uint64_t specialise_failures; /* such recompiles that failed */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 
