@@ -9,6 +9,7 @@
 
 #include "cli/request_stream.h"
 #include "cli/serving.h"
+#include "shapejit/ext/bucketed_cache.h"
 
 static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
@@ -17,6 +18,7 @@ static const char usage[] =
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
+    "                      [--native-after N]\n"
     "                      " CLI_MODEL_USAGE "\n"
     "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
     "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
@@ -36,6 +38,8 @@ static const char usage[] =
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
     CLI_RESIDENT_USAGE
+    CLI_NATIVE_AFTER_USAGE
+    "                     serve waits for the recompiles it started before it reports\n"
     /* clang-format on */
     "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
@@ -56,6 +60,7 @@ typedef struct serve_state {
     sj_engine *e;
     const sj_graph *g; /* the engine's */
     const char *backend;
+    const char *native_after; /* --native-after as given, or NULL */
     char store_path[4096];
     const cli_stream *stream;
     uint64_t seed;
@@ -161,6 +166,22 @@ static int summarise(serve_state *s, figures *f) {
     return CLI_EXIT_OK;
 }
 
+/* What --native-after did: buckets moved from a stored level to code for
+ * this CPU, and why any could not be. */
+static void report_native(serve_state *s) {
+    sj_engine_stats st;
+    sj_engine_stats_get(s->e, &st);
+    printf("  native code      %llu buckets recompiled for this CPU after %s runs on a stored level, "
+           "%llu failed\n",
+           (unsigned long long)st.specialised, s->native_after, (unsigned long long)st.specialise_failures);
+    if (st.specialise_failures) {
+        char why[256];
+        sj_bucketed_cache_specialise_error(sj_engine_cache(s->e), why, sizeof why);
+        fprintf(stderr, "shapejit serve: warning: a recompile for this CPU failed (the level kept "
+                "serving): %s\n", why);
+    }
+}
+
 static void report(serve_state *s, const figures *f, const char *model, const char *source,
                    int workers, bool stats) {
     sj_engine_stats st;
@@ -198,6 +219,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     printf(
         "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
         f->waste, 100.0 * f->padded_share);
+    if (s->native_after) report_native(s);
     if (!stats) return;
     fprintf(stderr, "{\"model\": ");
     cli_json_str(stderr, model);
@@ -253,6 +275,8 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     }
     for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
     figures f = {.wall_s = (cli_now_ms() - s->t0) / 1e3};
+    /* After the clock: the report counts the recompiles the stream started. */
+    if (s->native_after) sj_bucketed_cache_specialise_wait(sj_engine_cache(s->e));
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
     if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
     if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
@@ -282,6 +306,7 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--arch", CLI_OPT_STRING, &ca.backend.arch}, {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
+        {"--native-after", CLI_OPT_STRING, &ca.native_after},
     };
     const char *pos[1];
     int n_pos;
@@ -320,6 +345,7 @@ int cli_cmd_serve(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) {
         s->ctx = ctx;
         s->backend = ca.backend.name;
+        s->native_after = ca.native_after;
         s->stream = &stream;
         s->seed = (uint64_t)seed;
         pthread_mutex_init(&s->mu, NULL);
