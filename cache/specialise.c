@@ -54,7 +54,10 @@ static void note_failure(sj_bucketed_cache *c, int b, const char *why) {
 void sj_cache_specialise_note_run(sj_bucketed_cache *c, int b) {
     if (c->native_after <= 0) return;
     sj_cache_bucket *bk = &c->buckets[b];
-    if (atomic_load_explicit(&bk->target, memory_order_relaxed) < 0) return;
+    /* Own code, or asked already (a failed one stays on the level): no count. */
+    if (atomic_load_explicit(&bk->target, memory_order_relaxed) < 0 ||
+        atomic_load_explicit(&bk->specialise, memory_order_relaxed) != SJ_SPECIALISE_NONE)
+        return;
     /* Exactly one run sees the count reach native_after. */
     if (atomic_fetch_add_explicit(&bk->level_runs, 1, memory_order_relaxed) + 1 != (uint64_t)c->native_after)
         return;

@@ -43,8 +43,10 @@ sj_cli_test(levels_emit RC 0
 # for its own CPU. A store holding only x86-64-v2; serve recompiles each
 # bucket for this CPU after 3 runs on the level, stores it, and a restart
 # loads the native rows with no compile and no level.
-set(NV "${SJ_LEVELS_DIR}/native/s.db")
-sj_cli_test(levels_native_precompile RC 0 CLEAN ${SJ_LEVELS_DIR}/native SETUP levels_native_store
+# Its own folder: levels_precompile cleans SJ_LEVELS_DIR, perhaps meanwhile.
+set(SJ_LEVELS_NATIVE_DIR "${PROJECT_BINARY_DIR}/cli_tests/levels_native")
+set(NV "${SJ_LEVELS_NATIVE_DIR}/s.db")
+sj_cli_test(levels_native_precompile RC 0 CLEAN ${SJ_LEVELS_NATIVE_DIR} SETUP levels_native_store
   ARGS precompile ${SJ_MODELS}/ffn.sjg --ladder list:8,32 --cpu x86-64-v2 --store ${NV}
   OUT "2 compiled" FILES ${NV})
 sj_cli_test(levels_native_after_serve RC 0 REQUIRES levels_native_store SETUP levels_native_served
