@@ -72,3 +72,13 @@ sj_cli_test(levels_native_after_level RC 2
   ARGS serve ${SJ_MODELS}/ffn.sjg --synthetic uniform:1:32:20:1 --store none --native-after 3
   --cpu x86-64-v3
   ERR "--native-after recompiles for this CPU; --cpu x86-64-v3 compiles every bucket")
+
+# The same through serve --listen: /metrics names each bucket's CPU and
+# counts the recompiles.
+find_program(SJ_CURL curl)
+find_program(SJ_BASH bash)
+if(SJ_CURL AND SJ_BASH AND TARGET shapejit_cli)
+  add_test(NAME server_native_after COMMAND ${SJ_BASH} ${PROJECT_SOURCE_DIR}/tests/server_native_after.sh
+    $<TARGET_FILE:shapejit_cli> ${SJ_MODELS} ${PROJECT_BINARY_DIR}/server_native_after)
+  set_tests_properties(server_native_after PROPERTIES TIMEOUT 120 LABELS server)
+endif()
