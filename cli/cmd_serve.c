@@ -39,7 +39,7 @@ static const char usage[] =
     CLI_REMOTE_USAGE
     CLI_RESIDENT_USAGE
     CLI_NATIVE_AFTER_USAGE
-    "                     serve waits for the recompiles it started before it reports\n"
+    "                     (this replay waits for those it started before it reports)\n"
     /* clang-format on */
     "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
