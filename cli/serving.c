@@ -167,13 +167,15 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         if (sj_bucketed_cache_bucket_memory(sj_engine_cache(e), i, &m) != SJ_OK ||
             sj_engine_bucket(e, i, NULL, &hi, NULL) != SJ_OK || (!m.weight_bytes && !m.run_bytes))
             continue;
-        /* peak: what a run of the bucket holds, its weights being shared. */
+        /* peak: what a run of the bucket holds, its weights being shared;
+         * estimated: read from the artifact of a bucket not loaded. */
         fprintf(f,
                 "%s{\"extent\": %lld, \"weights_shared\": %llu, \"arena_bytes\": %llu, "
-                "\"io_bytes\": %llu, \"peak_bytes\": %llu, \"resident\": %s}",
+                "\"io_bytes\": %llu, \"peak_bytes\": %llu, \"resident\": %s, \"estimated\": %s}",
                 first ? "" : ", ", (long long)hi, (unsigned long long)m.weight_bytes,
                 (unsigned long long)m.arena_bytes, (unsigned long long)m.io_bytes,
-                (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false");
+                (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false",
+                m.estimated ? "true" : "false");
         first = false;
     }
     fputc(']', f);

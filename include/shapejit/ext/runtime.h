@@ -100,6 +100,7 @@ typedef struct sj_executable_memory_info {
     uint64_t run_bytes;    /* what it holds while resident: arena + io + slot tables */
     bool resident;         /* run memory held now */
     uint64_t materialized, trimmed; /* times the run memory was made, given back */
+    bool estimated;        /* read from an artifact, for a bucket not loaded (no executable) */
 } sj_executable_memory_info;
 SJ_API void sj_executable_memory(const sj_executable *exe, sj_executable_memory_info *out);
 
