@@ -209,16 +209,7 @@ int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
                             sj_graph_symbol(g), (long long)extent);
         sj_status st = sj_tensor_alloc_typed(ctx, d.dtype, s.rank, s.dims, &in[i]);
         if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-        uint64_t state = seed + (uint64_t)i;
-        int64_t n = sj_tensor_numel(&in[i]);
-        /* floats in [-1, 1); ints (token ids, positions) in [0, 8); bools 0/1 */
-        for (int64_t k = 0; k < n; k++) {
-            uint64_t r = sj_splitmix64(&state) >> 40;
-            if (d.dtype == SJ_I64) in[i].i64[k] = (int64_t)(r & 7);
-            else if (d.dtype == SJ_I32) in[i].i32[k] = (int32_t)(r & 7);
-            else if (d.dtype == SJ_BOOL) in[i].b8[k] = (uint8_t)(r & 1);
-            else in[i].data[k] = (float)((double)r / 8388608.0 - 1.0);
-        }
+        sj_tensor_fill_seeded(&in[i], seed + (uint64_t)i);
     }
     return CLI_EXIT_OK;
 }
