@@ -16,6 +16,7 @@ static const char usage[] =
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
+    "                      [--remote-lease-ms MS]\n"
     "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
     "                      " CLI_MODEL_USAGE "\n"
     "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
