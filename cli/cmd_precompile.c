@@ -94,6 +94,8 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cl
             printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(remote),
                    (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
                    (unsigned long long)rs.dropped_puts);
+            fputs("; ", stdout);
+            cli_remote_lease_summary(stdout, &rs);
         }
         putchar('\n');
         if (stats) {

@@ -189,6 +189,9 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
                sj_remote_url(remote), (unsigned long long)st.remote_hits,
                (unsigned long long)rs.misses, (unsigned long long)rs.errors,
                (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
+        printf("  fleet            ");
+        cli_remote_lease_summary(stdout, &rs);
+        putchar('\n');
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
     printf("  memory           weights %.1f MiB (shared by every bucket), run memory %.1f MiB in "

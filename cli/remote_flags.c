@@ -136,3 +136,12 @@ void cli_remote_stats_members(FILE *f, const sj_remote *r) {
             (unsigned long long)s.lease_waits, (unsigned long long)s.lease_waited_hits,
             (unsigned long long)s.lease_waited_compiles, (unsigned long long)s.lease_errors);
 }
+
+void cli_remote_lease_summary(FILE *f, const sj_remote_stats *s) {
+    fprintf(f,
+            "leases: %llu won, %llu waited for another node (%llu got its value, %llu compiled "
+            "after all), %llu errors",
+            (unsigned long long)s->leases_won, (unsigned long long)s->lease_waits,
+            (unsigned long long)s->lease_waited_hits, (unsigned long long)s->lease_waited_compiles,
+            (unsigned long long)s->lease_errors);
+}

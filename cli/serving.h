@@ -64,6 +64,9 @@ int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_
 /* The tier's counters as JSON members (no braces), each prefixed "remote_":
  * "remote_misses": 0, ... (remote_hits is the cache's own counter). */
 void cli_remote_stats_members(FILE *f, const sj_remote *r);
+/* "leases: W won, N waited for another node (H got its value, C compiled
+ * after all), E errors": the fleet's compile leases, for text summaries. */
+void cli_remote_lease_summary(FILE *f, const sj_remote_stats *s);
 
 /* Which backend, and how it compiles. */
 typedef struct cli_backend_args {

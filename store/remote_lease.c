@@ -222,6 +222,17 @@ static sj_remote_io take(sj_remote *r, sj_remote_lease *l) {
     return io;
 }
 
+/* Who holds l's key now; a failure of the server backs off (lease_cmd). */
+static sj_remote_io owner_of(sj_remote *r, const sj_remote_lease *l, char *owner, size_t cap) {
+    char why[SJ_REMOTE_WHY_MAX];
+    owner[0] = 0;
+    sj_remote_io io = r->tp->lease_owner(r->tp_impl, l->name, l->name_len, owner, cap, why, sizeof why);
+    if (io == SJ_REMOTE_IO_OK || io == SJ_REMOTE_IO_ABSENT) return io;
+    sj_remote_bump(&r->n.lease_errors);
+    sj_remote_enter_backoff(r, io, why);
+    return io;
+}
+
 typedef enum fetched { GOT_VALUE, NO_VALUE, SERVER_FAILED } fetched;
 
 /* The key's value, if it is there now; a failure of the server (the tier
@@ -253,8 +264,10 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
     if (io == SJ_REMOTE_IO_ABSENT) {
         waited = true;
         sj_remote_bump(&r->n.lease_waits);
-        int64_t deadline = sj_remote_now_ns() + (int64_t)r->lease_ms * 1000000;
-        int64_t pause = POLL_FIRST_MS;
+        int64_t lease_ns = (int64_t)r->lease_ms * 1000000, start = sj_remote_now_ns();
+        int64_t deadline = start + lease_ns, pause = POLL_FIRST_MS;
+        char seen[sizeof l->token] = "";
+        if (owner_of(r, l, seen, sizeof seen) == SJ_REMOTE_IO_ABSENT) seen[0] = 0;
         for (;;) {
             int64_t left_ms = (deadline - sj_remote_now_ns()) / 1000000;
             if (left_ms <= 0) break; /* the wait ran out: compile alone */
@@ -271,6 +284,19 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
             /* No value yet: still held, or gone without a value (the holder
              * failed, or crashed and the lease expired): take it over. */
             if ((io = take(r, l)) != SJ_REMOTE_IO_ABSENT) break;
+            /* Another node took the lease over (the owner before it crashed
+             * or failed): its compile gets a lease time of its own, up to
+             * twice the lease time in all. */
+            char now_owner[sizeof l->token];
+            sj_remote_io o = owner_of(r, l, now_owner, sizeof now_owner);
+            if (o != SJ_REMOTE_IO_OK && o != SJ_REMOTE_IO_ABSENT) break;
+            if (o == SJ_REMOTE_IO_OK && strcmp(now_owner, seen) != 0) {
+                if (seen[0]) {
+                    int64_t renewed = sj_remote_now_ns() + lease_ns;
+                    deadline = renewed < start + 2 * lease_ns ? renewed : start + 2 * lease_ns;
+                }
+                snprintf(seen, sizeof seen, "%s", now_owner);
+            }
         }
         if (io == SJ_REMOTE_IO_ABSENT) io = SJ_REMOTE_IO_TIMEOUT; /* not taken */
     }

@@ -613,6 +613,36 @@ static sj_remote_io redis_lease(void *impl, sj_remote_lease_op op, const char *n
     return io;
 }
 
+static sj_remote_io owner_unguarded(redis_transport *t, const char *name, size_t name_len,
+                                    char *owner, size_t owner_cap, char *why, size_t cap) {
+    redisReply *r;
+    sj_remote_io io = run_command(t, "GET", SHORT_REPLY, why, cap, &r, "GET %b", name, name_len);
+    if (io != SJ_REMOTE_IO_OK) return io;
+    if (r->type == REDIS_REPLY_STRING) {
+        snprintf(owner, owner_cap, "%.*s", (int)r->len, r->str);
+    } else if (r->type == REDIS_REPLY_NIL) {
+        io = SJ_REMOTE_IO_ABSENT;
+        snprintf(why, cap, "no one holds the lease");
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        io = SJ_REMOTE_IO_ERROR;
+        snprintf(why, cap, "GET refused: %.*s", (int)r->len, r->str);
+    } else {
+        io = SJ_REMOTE_IO_ERROR;
+        snprintf(why, cap, "GET: unexpected reply type %d", r->type);
+    }
+    freeReplyObject(r);
+    return io;
+}
+
+static sj_remote_io redis_lease_owner(void *impl, const char *name, size_t name_len, char *owner,
+                                      size_t owner_cap, char *why, size_t cap) {
+    pipe_guard g;
+    pipe_guard_enter(&g);
+    sj_remote_io io = owner_unguarded(impl, name, name_len, owner, owner_cap, why, cap);
+    pipe_guard_leave(&g);
+    return io;
+}
+
 static void redis_destroy(void *impl) {
     redis_transport *t = impl;
     for (int i = 0; i < t->n_idle; i++) redisFree(t->idle[i]);
@@ -629,6 +659,7 @@ static const sj_remote_transport REDIS_TRANSPORT = {
     .release = redis_release,
     .store = redis_store,
     .lease = redis_lease,
+    .lease_owner = redis_lease_owner,
     .destroy = redis_destroy,
 };
 

@@ -89,6 +89,10 @@ typedef struct sj_remote_transport {
                           size_t size, char *why, size_t cap);
     sj_remote_io (*lease)(void *impl, sj_remote_lease_op op, const char *name, size_t name_len,
                           const char *token, int ms, char *why, size_t cap);
+    /* The token holding the lease now (GET): OK with owner set, ABSENT when
+     * no one holds it. */
+    sj_remote_io (*lease_owner)(void *impl, const char *name, size_t name_len, char *owner,
+                                size_t owner_cap, char *why, size_t cap);
     void (*destroy)(void *impl);
 } sj_remote_transport;
 

@@ -195,9 +195,12 @@ SJ_API const char *sj_remote_url(const sj_remote *r);
  * A node that finds the lease held waits for the value: it polls the key
  * with back-off (10 ms doubling to 200 ms), and takes the lease itself when
  * it is gone without a value (a holder that failed, or crashed and whose
- * lease expired). It waits at most lease_ms in all (monotonic clock), then
- * compiles without a lease: a holder that never publishes, or a compile
- * longer than lease_ms, costs the others one lease time, never a hang. The
+ * lease expired). It waits at most lease_ms for one owner (monotonic
+ * clock): when another node takes the lease over from a crashed owner, the
+ * new owner's compile gets a lease time of its own, up to 2 x lease_ms in
+ * all. Then it compiles without a lease: a holder that never publishes, or
+ * a compile longer than lease_ms, costs the others one lease time (two
+ * after a takeover), never a hang. The
  * server failing during the wait (an error or timeout: the tier backs off)
  * ends the wait at once, and the node compiles alone. Set lease_ms above
  * the longest compile: a crashed holder delays the others by at most it.
