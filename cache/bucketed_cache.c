@@ -92,6 +92,8 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     for (int i = 0; i < c->n_buckets; i++) {
         sj_cache_bucket *b = &c->buckets[i];
         atomic_init(&b->exe, NULL);
+        atomic_init(&b->runs, 0);
+        atomic_init(&b->rows, 0);
         pthread_mutex_init(&b->mu, NULL);
         pthread_cond_init(&b->cv, NULL);
         pthread_mutex_init(&b->run_mu, NULL);
