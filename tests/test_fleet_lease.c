@@ -687,6 +687,82 @@ static void test_holder_killed(void **state) {
     assert_int_equal(atomic_load(&compiles), LADDER_BUCKETS);
 }
 
+typedef struct cache_call {
+    sj_bucketed_cache *c;
+    int64_t key;
+    sj_status st;
+    atomic_bool done;
+} cache_call;
+
+static void *cache_call_main(void *p) {
+    cache_call *cc = p;
+    int64_t extent;
+    void *exe;
+    cc->st = sj_bucketed_cache_get_or_compile(cc->c, cc->key, &extent, &exe);
+    atomic_store(&cc->done, true);
+    return NULL;
+}
+
+/* While one bucket waits for another node's lease, the same cache serves
+ * and compiles other buckets: the wait holds no lock they need. */
+static void test_wait_blocks_no_other_bucket(void **state) {
+    fixture *f = *state;
+    NEED_SERVER(f);
+    enum { LEASE_MS = 2000 };
+    sj_remote *r = open_tier(f->ctx, f->url, LEASE_MS);
+    assert_non_null(r);
+    atomic_int compiles = 0;
+    slow_compiler comp_state = {f->ctx, &compiles, 20, -1};
+    sj_compiler comp = {.ctx = &comp_state, .target_triple = "test", .target_cpu = "generic",
+                        .artifact_version = 1, .compiler_version = "slow-1",
+                        .compile = sc_compile, .load = sc_load, .run = sc_run,
+                        .destroy = sc_destroy};
+    sj_graph *g;
+    sj_ladder *l;
+    sj_bucketed_cache *c;
+    int64_t xd[] = {SJ_DIM_SYM, 4};
+    sj_value x, y;
+    assert_int_equal(sj_graph_create(f->ctx, "N", &g), SJ_OK);
+    assert_int_equal(sj_graph_input(g, "x", 2, xd, &x), SJ_OK);
+    assert_int_equal(sj_graph_unary(g, SJ_OP_RELU, x, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
+    assert_int_equal(sj_ladder_pow2(f->ctx, 8, 256, &l), SJ_OK);
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.remote = r;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, &cfg, &c), SJ_OK);
+    /* Another node holds bucket 8's lease and is compiling it. */
+    sj_store_key sk;
+    sj_bucketed_cache_key(g, &comp, 8, &sk);
+    uint8_t digest[SJ_REMOTE_KEY_SIZE];
+    sj_tiered_key_digest(&sk, digest);
+    char name[160];
+    lease_name(r, digest, name, sizeof name);
+    raw_ok(f->srv.port, "SET %s %s PX 2000", name, "other-node");
+
+    cache_call waiting = {.c = c, .key = 5};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cache_call_main, &waiting), 0);
+    sj_test_sleep_ms(100);
+    double t0 = sj_test_now_ms();
+    for (int64_t key = 9; key <= 256; key *= 2) {
+        int64_t extent;
+        void *exe;
+        assert_int_equal(sj_bucketed_cache_get_or_compile(c, key, &extent, &exe), SJ_OK);
+    }
+    double others_ms = sj_test_now_ms() - t0;
+    assert_false(atomic_load(&waiting.done)); /* still waiting for the other node */
+    assert_true(others_ms < LEASE_MS / 2);
+    assert_int_equal(atomic_load(&compiles), 5);
+    pthread_join(th, NULL);
+    assert_int_equal(waiting.st, SJ_OK);
+    assert_int_equal(atomic_load(&compiles), 6); /* the lease expired: compiled here */
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(l);
+    sj_graph_destroy(g);
+    sj_remote_destroy(r);
+}
+
 /* lease_ms 0: no lease is taken; every member compiles what it misses. */
 static void test_leases_off(void **state) {
     fixture *f = *state;
@@ -714,6 +790,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_fleet_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fleet_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_holder_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_blocks_no_other_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_off, setup, teardown),
     };
     return sj_run_tests(tests, NULL, NULL);
