@@ -282,6 +282,24 @@ static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe, s
     return st;
 }
 
+/* Keeps what the bucket at extent will cost once loaded (the compiler's
+ * estimate from the bytes; none when it has no estimate or cannot read
+ * them, which the load would then say). */
+static void note_estimate(sj_bucketed_cache *c, int64_t extent, const void *bytes, size_t len) {
+    int i = sj_ladder_find(c->ladder, extent);
+    if (!c->comp.estimate || i < 0 || sj_ladder_extent(c->ladder, i) != extent) return;
+    sj_executable_memory_info m;
+    if (c->comp.estimate(c->comp.ctx, c->g, bytes, len, &m) != SJ_OK) {
+        sj_ctx_clear_error(c->ctx);
+        return;
+    }
+    sj_cache_bucket *b = &c->buckets[i];
+    pthread_mutex_lock(&b->mu);
+    b->estimate = m;
+    b->has_estimate = true;
+    pthread_mutex_unlock(&b->mu);
+}
+
 sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
     sj_store_key key = c->key;
     key.extent = extent;
@@ -289,17 +307,15 @@ sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
     size_t len;
     sj_tier from;
     if (stored_bytes(c, &key, &bytes, &len, &from) == SJ_OK) {
-        sj_free(c->ctx, bytes);
         count_hit(c, from);
-        return SJ_OK;
+    } else {
+        sj_remote_lease *lease;
+        SJ_TRY(claim_compile(c, &key, &lease, &bytes, &len));
+        /* bytes: published by another node meanwhile (the compiler checks
+         * them where it loads); otherwise compiled here */
+        if (!bytes) SJ_TRY(compile_and_store(c, &key, lease, &bytes, &len));
     }
-    sj_remote_lease *lease;
-    SJ_TRY(claim_compile(c, &key, &lease, &bytes, &len));
-    if (bytes) { /* published by another node; the compiler checks it where it loads */
-        sj_free(c->ctx, bytes);
-        return SJ_OK;
-    }
-    SJ_TRY(compile_and_store(c, &key, lease, &bytes, &len));
+    note_estimate(c, extent, bytes, len);
     sj_free(c->ctx, bytes);
     return SJ_OK;
 }

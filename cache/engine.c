@@ -232,6 +232,24 @@ sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, 
     return sj_bucketed_cache_bucket(e->cache, i, lo, hi, ready);
 }
 
+sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out) {
+    if (!e || !out) return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    memset(out, 0, sizeof *out);
+    sj_executable_memory_info m;
+    int64_t lo, hi;
+    bool loaded;
+    SJ_TRY(sj_bucketed_cache_bucket(e->cache, i, &lo, &hi, &loaded));
+    SJ_TRY(sj_bucketed_cache_bucket_memory(e->cache, i, &m));
+    *out = (sj_engine_memory){.run_bytes = m.run_bytes,
+                              .arena_bytes = m.arena_bytes,
+                              .io_bytes = m.io_bytes,
+                              .weight_bytes = m.weight_bytes,
+                              .known = m.estimated || (loaded && e->cache->comp.memory),
+                              .loaded = loaded,
+                              .resident = m.resident};
+    return SJ_OK;
+}
+
 void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     memset(out, 0, sizeof *out);
     if (!e) return;
@@ -257,7 +275,7 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
      * engine's (every bucket uses every param). */
     for (int i = 0; i < out->buckets; i++) {
         sj_executable_memory_info m;
-        if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK) continue;
+        if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK || m.estimated) continue;
         if (m.weight_bytes > out->weight_bytes) out->weight_bytes = m.weight_bytes;
         if (m.resident) {
             out->buckets_resident++;

@@ -121,6 +121,12 @@ void cli_stats_members(FILE *f, sj_engine *e);
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
                       uint64_t seed, sj_tensor *in);
 
+/* The median warm latency (microseconds) of requests of `rows` rows
+ * (seeded random inputs) through e, leaving out the first, which makes the
+ * bucket ready: at least 3 timed runs, more (at most 64) until budget_ns
+ * is spent. *extent: the bucket they ran in. Returns a CLI exit status. */
+int cli_warm_latency(const char *cmd, sj_ctx *ctx, sj_engine *e, int64_t rows, double budget_ns, double *us,
+                     int64_t *extent);
 /* s as a JSON string literal, quotes included. */
 void cli_json_str(FILE *f, const char *s);
 

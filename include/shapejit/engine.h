@@ -183,6 +183,18 @@ SJ_API sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs
                               sj_named_tensor *outputs, int n_outputs, bool promote,
                               sj_engine_run_report *report);
 
+/* What bucket i needs to serve: run memory (arena, padded inputs and
+ * outputs, slot tables), held from its first run until it is trimmed, and
+ * the weights it shares with every other bucket (one copy). Read from the
+ * loaded executable, or for a bucket not loaded from the artifact
+ * sj_engine_precompile handled; known is false when neither has been seen
+ * (or the backend does not say, as the interpreter). */
+typedef struct sj_engine_memory {
+    uint64_t run_bytes, arena_bytes, io_bytes, weight_bytes;
+    bool known, loaded, resident;
+} sj_engine_memory;
+SJ_API sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out);
+
 typedef struct sj_engine_stats {
     uint64_t runs, run_failures;
     uint64_t memory_hits, store_hits, remote_hits, compiles, corrupt, store_errors, one_offs;

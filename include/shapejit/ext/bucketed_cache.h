@@ -95,6 +95,11 @@ typedef struct sj_compiler {
      * weights); the next run makes it again. memory: what exe holds. */
     void (*trim)(void *ctx, void *exe);
     void (*memory)(void *ctx, void *exe, sj_executable_memory_info *out);
+    /* Optional (NULL: no figure before a load). What an executable of these
+     * artifact bytes would hold (resident false), read without loading, so
+     * a precompile that only stores can say what each bucket will cost. */
+    sj_status (*estimate)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
+                          sj_executable_memory_info *out);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact
@@ -239,8 +244,9 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
 } sj_bucketed_cache_stats;
 
-/* What bucket i's executable holds (zeros when it is not loaded or the
- * compiler does not say). */
+/* What bucket i's executable holds; for a bucket not loaded, what it will
+ * hold, as the compiler estimated from the artifact a store-only precompile
+ * handled (resident false); zeros when neither is known. */
 SJ_API sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i,
                                                  sj_executable_memory_info *out);
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);

@@ -100,6 +100,7 @@ typedef struct sj_executable_memory_info {
     uint64_t run_bytes;    /* what it holds while resident: arena + io + slot tables */
     bool resident;         /* run memory held now */
     uint64_t materialized, trimmed; /* times the run memory was made, given back */
+    bool estimated;        /* read from an artifact, for a bucket not loaded (no executable) */
     /* The work its runs did: how many, the rows they asked for (their active
      * extents) and the rows its kernels ran over (the extent every launch of
      * a run is given, eager or replayed). rows_computed - rows_requested is
