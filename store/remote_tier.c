@@ -53,21 +53,18 @@ int64_t sj_remote_now_ns(void) {
 
 void sj_remote_bump(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
-static int64_t now_ns(void) { return sj_remote_now_ns(); }
-static void bump(atomic_uint_fast64_t *c) { sj_remote_bump(c); }
-
 void sj_remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why) {
-    bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
+    sj_remote_bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
     pthread_mutex_lock(&r->why_lock);
     snprintf(r->last_failure, sizeof r->last_failure, "%s", why);
     pthread_mutex_unlock(&r->why_lock);
-    atomic_store(&r->off_until_ns, now_ns() + (int64_t)r->backoff_ms * 1000000);
+    atomic_store(&r->off_until_ns, sj_remote_now_ns() + (int64_t)r->backoff_ms * 1000000);
 }
 
 int64_t sj_remote_backoff_left_ms(sj_remote *r) {
     int64_t until = atomic_load_explicit(&r->off_until_ns, memory_order_relaxed);
     if (until == 0) return 0;
-    int64_t left = until - now_ns();
+    int64_t left = until - sj_remote_now_ns();
     return left > 0 ? (left + 999999) / 1000000 : 0;
 }
 
@@ -97,7 +94,7 @@ sj_ctx *sj_remote_ctx(const sj_remote *r) { return r->ctx; }
 
 /* A whole frame whose tag is not ours: counted, and the first one told. */
 static void note_foreign(sj_remote *r, const char *name, const char *why) {
-    bump(&r->n.foreign);
+    sj_remote_bump(&r->n.foreign);
     if (!r->on_warning || atomic_exchange(&r->warned, true)) return;
     char msg[512];
     snprintf(msg, sizeof msg,
@@ -125,8 +122,8 @@ sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], v
     size_t name_len = key_name(r->prefix, r->prefix_len, key, name, sizeof name);
     int64_t left = sj_remote_backoff_left_ms(r);
     if (left > 0) {
-        bump(&r->n.backoff_skips);
-        bump(&r->n.misses);
+        sj_remote_bump(&r->n.backoff_skips);
+        sj_remote_bump(&r->n.misses);
         char why[WHY_MAX];
         pthread_mutex_lock(&r->why_lock);
         snprintf(why, sizeof why, "%s", r->last_failure);
@@ -139,13 +136,13 @@ sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], v
     sj_remote_io io = r->tp->fetch(r->tp_impl, name, name_len, r->max_value_size, &blob, why,
                                    sizeof why);
     if (io != SJ_REMOTE_IO_OK) {
-        if (io != SJ_REMOTE_IO_ABSENT || count_absent) bump(&r->n.misses);
+        if (io != SJ_REMOTE_IO_ABSENT || count_absent) sj_remote_bump(&r->n.misses);
         switch (io) {
         case SJ_REMOTE_IO_ABSENT:
             return sj_fail(r->ctx, SJ_E_NOT_FOUND, "remote %s: %s", name, why);
         case SJ_REMOTE_IO_OVERSIZE:
         case SJ_REMOTE_IO_INVALID:
-            bump(&r->n.rejected);
+            sj_remote_bump(&r->n.rejected);
             return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, why);
         default:
             sj_remote_enter_backoff(r, io, why);
@@ -157,20 +154,20 @@ sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], v
     const char *bad = sj_remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
     if (bad) {
         r->tp->release(r->tp_impl, &blob);
-        bump(&r->n.rejected);
-        bump(&r->n.misses);
+        sj_remote_bump(&r->n.rejected);
+        sj_remote_bump(&r->n.misses);
         if (sj_remote_frame_foreign(bad)) note_foreign(r, name, bad);
         return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, bad);
     }
     void *copy = sj_alloc(r->ctx, n);
     if (!copy) {
         r->tp->release(r->tp_impl, &blob);
-        bump(&r->n.misses);
+        sj_remote_bump(&r->n.misses);
         return sj_fail(r->ctx, SJ_E_NOMEM, "remote %s: out of memory for %zu bytes", name, n);
     }
     memcpy(copy, blob.data + off, n);
     r->tp->release(r->tp_impl, &blob);
-    bump(&r->n.hits);
+    sj_remote_bump(&r->n.hits);
     *data = copy;
     *size = n;
     return SJ_OK;
@@ -197,13 +194,13 @@ static bool holds_foreign(sj_remote *r, const uint8_t *key, const char *name, si
 
 static void publish(sj_remote *r, put_item *it) {
     if (sj_remote_backoff_left_ms(r) > 0) {
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return;
     }
     char name[SJ_REMOTE_NAME_MAX];
     size_t name_len = key_name(r->prefix, r->prefix_len, it->key, name, sizeof name);
     if (holds_foreign(r, it->key, name, name_len)) {
-        bump(&r->n.kept_foreign);
+        sj_remote_bump(&r->n.kept_foreign);
         return;
     }
     sj_remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
@@ -211,7 +208,7 @@ static void publish(sj_remote *r, put_item *it) {
     sj_remote_io io = r->tp->store(r->tp_impl, name, name_len, it->frame,
                                    SJ_REMOTE_FRAME_OVERHEAD + it->content_size, why, sizeof why);
     if (io == SJ_REMOTE_IO_OK)
-        bump(&r->n.puts);
+        sj_remote_bump(&r->n.puts);
     else
         sj_remote_enter_backoff(r, io, why);
 }
@@ -257,14 +254,14 @@ sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], con
         return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (r->read_only) return SJ_OK;
     if (size > r->max_value_size - SJ_REMOTE_FRAME_OVERHEAD) {
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_OUT_OF_RANGE,
                        "remote put: %zu bytes framed exceed max_value_size %zu", size,
                        r->max_value_size);
     }
     put_item *it = sj_alloc(r->ctx, sizeof *it + SJ_REMOTE_FRAME_OVERHEAD + size);
     if (!it) {
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_NOMEM, "remote put: out of memory for %zu bytes", size);
     }
     it->next = NULL;
@@ -276,7 +273,7 @@ sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], con
     if (r->q_len >= r->queue_capacity) {
         pthread_mutex_unlock(&r->q_lock);
         sj_free(r->ctx, it);
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_BUSY, "remote put: write-behind queue full (%zu puts)",
                        r->queue_capacity);
     }
