@@ -51,30 +51,66 @@ static const char model[] = "graph wide(N) {\n"
                             "  output y\n"
                             "}\n";
 
-static void test_load_allocates_no_working_memory(void **state) {
-    (void)state;
-    sizes sz = {0, (size_t)48 << 20};
+/* A host bucketed cache over a model text and a two-bucket list ladder,
+ * on a context whose allocator records (and bounds) what is asked of it;
+ * with a store in a scratch folder when `with_store`. */
+typedef struct rig {
+    sizes sz;
+    sj_ctx *ctx;
+    sj_graph *g;
+    sj_ladder *l;
+    sj_host_compiler *hc;
+    sj_store *store;
+    sj_bucketed_cache *c;
+    char dir[64];
+} rig;
+
+static void rig_open(rig *r, size_t limit, const char *text, int64_t small, int64_t large, bool with_store) {
+    memset(r, 0, sizeof *r);
+    r->sz.limit = limit;
     sj_ctx_config cc;
     sj_ctx_config_init(&cc);
-    cc.allocator = (sj_allocator){sz_alloc, sz_realloc, sz_free, &sz};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cc, &ctx), SJ_OK);
-    sj_graph *g;
-    assert_int_equal(sj_sjg_parse(ctx, model, strlen(model), "wide.sjg", NULL, &g), SJ_OK);
-    sj_ladder *l;
-    /* extent 65536: each [N, 256] buffer is 64 MiB, over the allocator's limit */
-    assert_int_equal(sj_ladder_list(ctx, (int64_t[]){4, 65536}, 2, &l), SJ_OK);
-    sj_host_compiler *hc;
-    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
+    cc.allocator = (sj_allocator){sz_alloc, sz_realloc, sz_free, &r->sz};
+    assert_int_equal(sj_ctx_create(&cc, &r->ctx), SJ_OK);
+    assert_int_equal(sj_sjg_parse(r->ctx, text, strlen(text), "model.sjg", NULL, &r->g), SJ_OK);
+    assert_int_equal(sj_ladder_list(r->ctx, (int64_t[]){small, large}, 2, &r->l), SJ_OK);
+    assert_int_equal(sj_host_compiler_create(r->ctx, NULL, &r->hc), SJ_OK);
+    if (with_store) {
+        char path[128];
+        assert_true(scratch_dir_create(r->dir, sizeof r->dir, "test_lazy_memory"));
+        snprintf(path, sizeof path, "%s/store.db", r->dir);
+        sj_store_config sc;
+        sj_store_config_init(&sc);
+        sc.path = path;
+        assert_int_equal(sj_store_open(r->ctx, &sc, &r->store), SJ_OK);
+    }
     sj_compiler comp;
-    sj_host_compiler_table(hc, &comp);
-    sj_bucketed_cache *c;
-    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
-    atomic_store(&sz.largest, 0);
+    sj_host_compiler_table(r->hc, &comp);
+    assert_int_equal(sj_bucketed_cache_create(r->g, r->l, &comp, r->store, NULL, &r->c), SJ_OK);
+}
+
+static void rig_close(rig *r) {
+    sj_bucketed_cache_destroy(r->c);
+    sj_host_compiler_destroy(r->hc);
+    sj_store_close(r->store);
+    sj_ladder_destroy(r->l);
+    sj_graph_destroy(r->g);
+    sj_ctx_destroy(r->ctx);
+    if (r->dir[0]) remove_tree(r->dir);
+}
+
+static void test_load_allocates_no_working_memory(void **state) {
+    (void)state;
+    rig r;
+    /* extent 65536: each [N, 256] buffer is 64 MiB, over the allocator's limit */
+    rig_open(&r, (size_t)48 << 20, model, 4, 65536, false);
+    sj_ctx *ctx = r.ctx;
+    sj_bucketed_cache *c = r.c;
+    atomic_store(&r.sz.largest, 0);
     if (sj_bucketed_cache_precompile(c, 1, NULL, NULL) != SJ_OK)
         fail_msg("precompile: %s", sj_ctx_last_error(ctx));
-    if (atomic_load(&sz.largest) > ((size_t)8 << 20))
-        fail_msg("loading allocated %zu bytes at once", atomic_load(&sz.largest));
+    if (atomic_load(&r.sz.largest) > ((size_t)8 << 20))
+        fail_msg("loading allocated %zu bytes at once", atomic_load(&r.sz.largest));
     int64_t extent;
     void *exe;
     assert_int_equal(sj_bucketed_cache_get_or_compile(c, 65536, &extent, &exe), SJ_OK);
@@ -99,11 +135,7 @@ static void test_load_allocates_no_working_memory(void **state) {
                          SJ_OK);
     assert_error_contains(ctx, "bucket 65536: run memory (arena");
     free(x);
-    sj_bucketed_cache_destroy(c);
-    sj_host_compiler_destroy(hc);
-    sj_ladder_destroy(l);
-    sj_graph_destroy(g);
-    sj_ctx_destroy(ctx);
+    rig_close(&r);
 }
 
 typedef struct scanned {
@@ -133,26 +165,11 @@ static int check_row(void *user, const sj_store_entry *e, const void *bytes, siz
 
 static void test_precompile_estimates_each_bucket(void **state) {
     (void)state;
-    char dir[64], path[128];
-    assert_true(scratch_dir_create(dir, sizeof dir, "test_lazy_memory"));
-    snprintf(path, sizeof path, "%s/store.db", dir);
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
-    sj_graph *g;
-    assert_int_equal(sj_sjg_parse(ctx, model, strlen(model), "wide.sjg", NULL, &g), SJ_OK);
-    sj_ladder *l;
-    assert_int_equal(sj_ladder_list(ctx, (int64_t[]){4, 1024}, 2, &l), SJ_OK);
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = path;
-    sj_store *store;
-    assert_int_equal(sj_store_open(ctx, &sc, &store), SJ_OK);
-    sj_host_compiler *hc;
-    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
-    sj_compiler comp;
-    sj_host_compiler_table(hc, &comp);
-    sj_bucketed_cache *c;
-    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, store, NULL, &c), SJ_OK);
+    rig r;
+    rig_open(&r, SIZE_MAX, model, 4, 1024, true);
+    sj_ctx *ctx = r.ctx;
+    sj_bucketed_cache *c = r.c;
+    const sj_ladder *l = r.l;
     if (sj_bucketed_cache_precompile_stored(c, 2, NULL, NULL) != SJ_OK)
         fail_msg("precompile: %s", sj_ctx_last_error(ctx));
     sj_executable_memory_info est[2], held;
@@ -165,7 +182,7 @@ static void test_precompile_estimates_each_bucket(void **state) {
     }
     assert_true(est[1].run_bytes > est[0].run_bytes);
     scanned sn = {0, ctx, c, l};
-    assert_int_equal(sj_store_scan(store, check_row, NULL, &sn), SJ_OK);
+    assert_int_equal(sj_store_scan(r.store, check_row, NULL, &sn), SJ_OK);
     assert_int_equal(sn.rows, 2);
 
     /* loaded and run: the bucket holds what was estimated */
@@ -184,14 +201,7 @@ static void test_precompile_estimates_each_bucket(void **state) {
     assert_int_equal(held.arena_bytes, est[1].arena_bytes);
     assert_int_equal(held.io_bytes, est[1].io_bytes);
     assert_int_equal(held.weight_bytes, est[1].weight_bytes);
-
-    sj_bucketed_cache_destroy(c);
-    sj_host_compiler_destroy(hc);
-    sj_store_close(store);
-    sj_ladder_destroy(l);
-    sj_graph_destroy(g);
-    sj_ctx_destroy(ctx);
-    remove_tree(dir);
+    rig_close(&r);
 }
 
 /* [N, 2^18] at N = 2^20: the input and the output are a TiB each, more than
@@ -204,45 +214,29 @@ static const char huge_model[] = "graph huge(N) {\n"
 
 static void test_bucket_beyond_the_device_refused_up_front(void **state) {
     (void)state;
-    sizes sz = {0, SIZE_MAX};
-    sj_ctx_config cc;
-    sj_ctx_config_init(&cc);
-    cc.allocator = (sj_allocator){sz_alloc, sz_realloc, sz_free, &sz};
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(&cc, &ctx), SJ_OK);
-    sj_graph *g;
-    assert_int_equal(sj_sjg_parse(ctx, huge_model, strlen(huge_model), "huge.sjg", NULL, &g), SJ_OK);
-    sj_ladder *l;
-    assert_int_equal(sj_ladder_list(ctx, (int64_t[]){2, (int64_t)1 << 20}, 2, &l), SJ_OK);
-    sj_host_compiler *hc;
-    assert_int_equal(sj_host_compiler_create(ctx, NULL, &hc), SJ_OK);
-    sj_compiler comp;
-    sj_host_compiler_table(hc, &comp);
-    sj_bucketed_cache *c;
-    assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
+    rig r;
+    rig_open(&r, SIZE_MAX, huge_model, 2, (int64_t)1 << 20, false);
+    sj_ctx *ctx = r.ctx;
+    sj_bucketed_cache *c = r.c;
     float *x = calloc((size_t)3 * 262144, sizeof *x);
     sj_cache_input in = {"x", x, 262144, true};
     int64_t inner = 262144, extent;
     sj_tensor out;
-    atomic_store(&sz.largest, 0);
+    atomic_store(&r.sz.largest, 0);
     assert_int_equal(sj_bucketed_cache_run_padded(c, 3, 3, &in, 1, &inner, 1, &out, 1, &extent), SJ_E_NOMEM);
     assert_error_contains(ctx, "bucket 1048576: run memory of ");
     assert_error_contains(ctx, "inputs and outputs 2199023255552) is more than the ");
     assert_error_contains(ctx, "bytes the host device has");
     /* refused before any allocation: nothing near the run memory was asked for */
-    if (atomic_load(&sz.largest) > ((size_t)64 << 20))
-        fail_msg("an allocation of %zu bytes was attempted", atomic_load(&sz.largest));
+    if (atomic_load(&r.sz.largest) > ((size_t)64 << 20))
+        fail_msg("an allocation of %zu bytes was attempted", atomic_load(&r.sz.largest));
     /* the small bucket serves on */
     if (sj_bucketed_cache_run_padded(c, 2, 2, &in, 1, &inner, 1, &out, 1, &extent) != SJ_OK)
         fail_msg("run at 2: %s", sj_ctx_last_error(ctx));
     assert_int_equal(extent, 2);
     sj_tensor_free(ctx, &out);
     free(x);
-    sj_bucketed_cache_destroy(c);
-    sj_host_compiler_destroy(hc);
-    sj_ladder_destroy(l);
-    sj_graph_destroy(g);
-    sj_ctx_destroy(ctx);
+    rig_close(&r);
 }
 
 int main(void) {
