@@ -14,6 +14,7 @@
 void sj_engine_config_init(sj_engine_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     sj_model_options_init(&cfg->model);
+    cfg->remote_lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
 }
 
 sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
@@ -98,6 +99,7 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         rc.url = cfg->remote_url;
         rc.secret = secret;
         rc.read_only = cfg->remote_read_only;
+        rc.lease_ms = cfg->remote_lease_ms;
         rc.on_warning = cfg->on_warning;
         rc.warning_user = cfg->warning_user;
         st = sj_remote_create(e->ctx, &rc, &e->remote); /* copies the secret */

@@ -26,7 +26,8 @@ static const char usage[] =
     "    verify, decompress, load), time to ready for the ladder pow2:1:1024\n"
     "    cold (compile every bucket) vs warm (load every bucket from the store),\n"
     "    get_or_compile hit ns, metadata cache hit and evict-insert ns, eager vs\n"
-    "    replayed dispatch, padding waste per ladder kind on a lognormal trace,\n"
+    "    replayed dispatch, rows allocated per row requested (padding costs memory,\n"
+    "    not work) per ladder kind on a lognormal trace,\n"
     "    and end-to-end latency per request size per ladder.\n"
     "  Every figure is a median over repeated runs in this process.\n"
     "  --json FILE   also write the figures as one JSON object, and (when gnuplot\n"
@@ -409,7 +410,8 @@ static void print_table(const bench *b) {
     printf("%-34s %12.2f  %d launches at N = 1\n", "eager_us_per_run", f->eager_us, f->launches);
     printf("%-34s %12.2f\n", "replay_us_per_run", f->replay_us);
     printf("%-34s %12.3f  eager / replay\n", "replay_vs_eager_dispatch", f->dispatch_ratio);
-    printf("\npadding waste (padded rows / real rows) on %s:\n", TRACE);
+    printf("\npadding: rows allocated / rows requested (memory; kernels compute the requested "
+           "rows only) on %s:\n", TRACE);
     for (int l = 0; l < N_WASTE; l++)
         printf("  %-52s %6.3fx  (%d buckets, worst bucket %.2fx)\n", waste_ladders[l], f->waste[l],
                f->waste_buckets[l], f->max_waste[l]);

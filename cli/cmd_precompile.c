@@ -11,7 +11,7 @@ static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"
     "                           [--arch sm_80|sm_90] [--cpu C[,C...]] [--store PATH]\n"
     "                           [--remote URL|none] [--remote-secret-file FILE]\n"
-    "                           [--remote-read-only] [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
+    "                           [--remote-read-only] [--remote-lease-ms MS] [--jobs N] [--stats] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
     "  are loaded and checked, not compiled again), then prints one summary line.\n"
     "  Progress: a bar on a terminal, one line per bucket otherwise.\n"
@@ -117,6 +117,8 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cl
             printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(remote),
                    (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
                    (unsigned long long)rs.dropped_puts);
+            fputs("; ", stdout);
+            cli_remote_lease_summary(stdout, &rs);
         }
         putchar('\n');
         print_bucket_memory(e);

@@ -62,6 +62,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     if (rc == CLI_EXIT_OK) rc = cli_store_path(cmd, a->store, store_path, cap);
     const char *url = NULL;
     char secret[CLI_SECRET_MAX + 1] = "";
+    int lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
+    if (rc == CLI_EXIT_OK) rc = cli_remote_lease_ms(cmd, &a->remote, &lease_ms);
     if (rc == CLI_EXIT_OK) rc = cli_remote_resolve(cmd, &a->remote, &url, secret);
     if (rc != CLI_EXIT_OK) {
         sj_graph_destroy(g);
@@ -97,6 +99,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.remote_secret = secret;
     cfg.remote_secret_len = strlen(secret);
     cfg.remote_read_only = url && a->remote.read_only;
+    cfg.remote_lease_ms = lease_ms;
     cfg.on_warning = cli_remote_print_warning;
     cfg.warning_user = (void *)cmd;
     cfg.store_only = a->store_only;

@@ -206,5 +206,8 @@ void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out
     out->resident = e->resident;
     out->materialized = e->materialized;
     out->trimmed = e->trimmed;
+    out->runs = e->runs;
+    out->rows_requested = e->rows_requested;
+    out->rows_computed = e->rows_computed;
     sj_device_unlock(m->dev);
 }

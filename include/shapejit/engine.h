@@ -68,6 +68,9 @@ typedef struct sj_engine_config {
     const void *remote_secret;
     size_t remote_secret_len;
     bool remote_read_only;
+    /* The fleet's compile lease per key (sj_remote_config.lease_ms): set to
+     * SJ_REMOTE_DEFAULT_LEASE_MS by sj_engine_config_init; 0 = no leases. */
+    int remote_lease_ms;
     /* Told once when the fleet tier finds values another secret signed (see
      * sj_remote_config.on_warning); NULL = not told. */
     void (*on_warning)(void *user, const char *message);

@@ -251,6 +251,22 @@ SJ_API sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i,
                                                  sj_executable_memory_info *out);
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
 
+/* What padding cost bucket i, in two figures that are not the same thing:
+ * padded rows ALLOCATED (memory: each run's buffers hold the bucket's
+ * extent, so runs x extent - rows) and padded rows COMPUTED (work: the rows
+ * its executable's kernels ran over beyond the rows asked for, as its
+ * compiler's memory callback reports them; kernels bounded by the active
+ * extent keep it 0), and the arena bytes a run of it holds. */
+typedef struct sj_bucket_padding {
+    int64_t extent;
+    uint64_t runs;                  /* runs the cache served (a batch is one run) */
+    uint64_t rows;                  /* the rows those runs asked for */
+    uint64_t padded_rows_allocated; /* runs x extent - rows */
+    int64_t padded_rows_computed;   /* -1 when the compiler does not report its work */
+    uint64_t arena_bytes;           /* intermediates of one run, at the extent */
+} sj_bucket_padding;
+SJ_API sj_status sj_bucketed_cache_bucket_padding(sj_bucketed_cache *c, int i, sj_bucket_padding *out);
+
 /* The cache inside an engine (borrowed, closed with it): for tools that
  * measure or drive its buckets directly, below sj_engine_run. */
 SJ_API sj_bucketed_cache *sj_engine_cache(sj_engine *e);
