@@ -8,8 +8,8 @@
  * a bucket is a run of consecutive candidates, so the best ladder is a
  * shortest path: best[k][j] is the cheapest way to cover the first j
  * candidates with k buckets, the last compiled at candidate j. The cost of
- * a bucket over a run of sizes is O(1) from prefix counts and sums, since
- * the model is linear in n. The memory budget enters as a Lagrange price
+ * a bucket over a run of sizes is O(1) from prefix counts, sums and sums of
+ * squares, since the model is a polynomial of degree 2 in n. The memory budget enters as a Lagrange price
  * per byte, found by bisection: the cheapest ladder within the budget that
  * this search finds (a ladder between two prices may be missed; the result
  * is always within the budget). */
@@ -29,7 +29,7 @@ static int cmp_i64(const void *a, const void *b) {
 
 double sj_ladder_cost_at(const sj_ladder_cost *m, int64_t n, int64_t extent) {
     double N = (double)n, E = (double)extent;
-    return m->a + m->b * N + m->c * E + m->d * N * E;
+    return m->a + m->b * N + m->c * E + m->d * N * E + m->e * N * N;
 }
 
 double sj_ladder_memory_at(const sj_ladder_cost *m, int64_t extent) {
@@ -54,19 +54,21 @@ sj_status sj_ladder_expected(sj_ctx *ctx, const sj_ladder *l, const int64_t *siz
     return SJ_OK;
 }
 
-/* The trace reduced to candidates: cand[0..M) ascending; cnt[j], sum[j]
- * prefix counts and size sums of the sizes <= cand[j-1] (cnt[0] = 0). */
+/* The trace reduced to candidates: cand[0..M) ascending; cnt[j], sum[j],
+ * sq[j] prefix counts, sums and sums of squares of the sizes <= cand[j-1]
+ * (all 0 at j = 0). */
 typedef struct fit_problem {
     int M;
     int64_t *cand;
-    double *cnt, *sum;
+    double *cnt, *sum, *sq;
     const sj_ladder_cost *m;
 } fit_problem;
 
 /* Cost of one bucket at cand[j-1] holding the sizes in (cand[i-1], cand[j-1]]. */
 static double segment(const fit_problem *p, int i, int j) {
-    double E = (double)p->cand[j - 1], c = p->cnt[j] - p->cnt[i], s = p->sum[j] - p->sum[i];
-    return c * (p->m->a + p->m->c * E) + s * (p->m->b + p->m->d * E);
+    double E = (double)p->cand[j - 1], c = p->cnt[j] - p->cnt[i], s = p->sum[j] - p->sum[i],
+           q = p->sq[j] - p->sq[i];
+    return c * (p->m->a + p->m->c * E) + s * (p->m->b + p->m->d * E) + q * p->m->e;
 }
 
 /* The cheapest ladder of at most k buckets under price `lambda` per byte:
@@ -121,7 +123,8 @@ static sj_status candidates(sj_ctx *ctx, const int64_t *sorted, size_t n, fit_pr
     p->cand = sj_calloc(ctx, (size_t)M, sizeof *p->cand);
     p->cnt = sj_calloc(ctx, (size_t)M + 1, sizeof *p->cnt);
     p->sum = sj_calloc(ctx, (size_t)M + 1, sizeof *p->sum);
-    if (!p->cand || !p->cnt || !p->sum) return sj_fail(ctx, SJ_E_NOMEM, "ladder fit: out of memory");
+    p->sq = sj_calloc(ctx, (size_t)M + 1, sizeof *p->sq);
+    if (!p->cand || !p->cnt || !p->sum || !p->sq) return sj_fail(ctx, SJ_E_NOMEM, "ladder fit: out of memory");
     if ((size_t)M == distinct) {
         for (size_t i = 0, j = 0; i < n; i++)
             if (i == 0 || sorted[i] != sorted[i - 1]) p->cand[j++] = sorted[i];
@@ -137,16 +140,19 @@ static sj_status candidates(sj_ctx *ctx, const int64_t *sorted, size_t n, fit_pr
     for (int j = 0; j < M; j++) {
         p->cnt[j + 1] = p->cnt[j];
         p->sum[j + 1] = p->sum[j];
+        p->sq[j + 1] = p->sq[j];
         for (; i < n && sorted[i] <= p->cand[j]; i++) {
+            double v = (double)sorted[i];
             p->cnt[j + 1] += 1;
-            p->sum[j + 1] += (double)sorted[i];
+            p->sum[j + 1] += v;
+            p->sq[j + 1] += v * v;
         }
     }
     return SJ_OK;
 }
 
 static bool model_ok(const sj_ladder_cost *m) {
-    const double v[] = {m->a, m->b, m->c, m->d, m->m0, m->m1, m->m2};
+    const double v[] = {m->a, m->b, m->c, m->d, m->e, m->m0, m->m1, m->m2};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!isfinite(v[i]) || v[i] < 0) return false;
     return true;
@@ -227,5 +233,6 @@ sj_status sj_ladder_fit(sj_ctx *ctx, const int64_t *sizes, size_t n, const sj_la
     sj_free(ctx, p.cand);
     sj_free(ctx, p.cnt);
     sj_free(ctx, p.sum);
+    sj_free(ctx, p.sq);
     return st;
 }

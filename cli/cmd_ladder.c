@@ -1,7 +1,7 @@
 /* shapejit ladder fit: the bucket ladder fitted to a trace of request
  * sizes (sj_ladder_fit), with what pow2 with as many buckets would cost.
  * With a MODEL the cost model is measured here: the model runs at a few
- * extents and sizes, and cost(n, E) = a + b*n + c*E + d*n*E microseconds
+ * extents and sizes, and cost(n, E) = a + b*n + c*E + d*n*E + e*n^2 microseconds
  * and run memory(E) = m0 + m1*E + m2*E^2 bytes are fitted to the runs. */
 #include <math.h>
 #include <stdint.h>
@@ -21,8 +21,8 @@ static const char usage[] =
     "  over the trace is least, its run memory, and the same figures for pow2 with\n"
     "  as many buckets.\n"
     "  MODEL              measure the cost on this machine: the model runs at up to 4\n"
-    "                     extents across the trace's range and 3 sizes each, and\n"
-    "                     cost(n, E) = a + b*n + c*E + d*n*E us and run memory\n"
+    "                     extents across the trace's range and 4 sizes each, and\n"
+    "                     cost(n, E) = a + b*n + c*E + d*n*E + e*n^2 us and run memory\n"
     "                     m0 + m1*E + m2*E^2 bytes are fitted to the runs (least\n"
     "                     squares, coefficients >= 0). Without it the cost is the\n"
     "                     rows a bucket computes, E, as for runtimes that run whole\n"
@@ -37,7 +37,7 @@ static const char usage[] =
     "  --backend B        host (default) or interp, for the measured model\n"
     "  --cpu C            host: native (default), x86-64-v2|v3|v4, or an LLVM CPU name\n";
 
-enum { MAX_GRID = 4, MAX_POINTS = MAX_GRID * 3, MAX_TERMS = 4 };
+enum { MAX_GRID = 4, N_SIZES = 4, MAX_POINTS = MAX_GRID * N_SIZES, MAX_TERMS = 5 };
 
 /* Least squares with coefficients >= 0 over up to MAX_TERMS columns: solve
  * the normal equations on the columns still free, pin the most negative
@@ -112,8 +112,8 @@ static int grid_extents(int64_t lo, int64_t hi, int64_t *out) {
 }
 
 /* One engine per grid extent (a one-bucket ladder, so small requests run in
- * the large bucket): warm latencies at 1, E/2 and E rows, and the bucket's
- * run memory. */
+ * the large bucket): warm latencies at 1, E/4, E/2 and E rows, and the
+ * bucket's run memory. */
 static int measure(const char *cmd, sj_ctx *ctx, const sj_graph *model, const cli_engine_args *base,
                    int64_t lo, int64_t hi, measured *m) {
     memset(m, 0, sizeof *m);
@@ -130,8 +130,8 @@ static int measure(const char *cmd, sj_ctx *ctx, const sj_graph *model, const cl
         char store_path[4096];
         int rc = cli_engine_open(cmd, ctx, g, &ea, &e, store_path, sizeof store_path);
         if (rc != CLI_EXIT_OK) return rc;
-        const int64_t sizes[3] = {1, (E + 1) / 2, E};
-        for (int s = 0; s < 3 && rc == CLI_EXIT_OK; s++) {
+        const int64_t sizes[N_SIZES] = {1, (E + 3) / 4, (E + 1) / 2, E};
+        for (int s = 0; s < N_SIZES && rc == CLI_EXIT_OK; s++) {
             if (s > 0 && sizes[s] == sizes[s - 1]) continue;
             double us;
             int64_t ran_in;
@@ -139,7 +139,7 @@ static int measure(const char *cmd, sj_ctx *ctx, const sj_graph *model, const cl
             if (rc != CLI_EXIT_OK) break;
             double N = (double)sizes[s], Ed = (double)E;
             double *x = m->x[m->n_points];
-            x[0] = 1, x[1] = N, x[2] = Ed, x[3] = N * Ed;
+            x[0] = 1, x[1] = N, x[2] = Ed, x[3] = N * Ed, x[4] = N * N;
             m->us[m->n_points++] = us;
         }
         sj_engine_memory mem;
@@ -230,16 +230,16 @@ static int fit_command(int argc, char **argv) {
         if (rc == CLI_EXIT_OK) rc = measure(cmd, ctx, g, &ea, lo, s.max, &m);
         if (rc == CLI_EXIT_OK) {
             double c[MAX_TERMS], mc[MAX_TERMS];
-            fit_nonnegative(m.x, m.us, m.n_points, 4, c);
+            fit_nonnegative(m.x, m.us, m.n_points, 5, c);
             fit_nonnegative(m.mx, m.bytes, m.n_grid, 3, mc);
-            cost = (sj_ladder_cost){c[0], c[1], c[2], c[3], mc[0], mc[1], mc[2]};
+            cost = (sj_ladder_cost){c[0], c[1], c[2], c[3], c[4], mc[0], mc[1], mc[2]};
             unit = "us";
             printf("cost model (%s, measured here over %d runs at extent%s", backend ? backend : "host",
                    m.n_points, m.n_grid > 1 ? "s" : "");
             for (int i = 0; i < m.n_grid; i++) printf("%s %lld", i ? "," : "", (long long)m.grid[i]);
-            printf("): cost(n, E) = %.4g + %.4g*n + %.4g*E + %.4g*n*E us; run memory(E) = %.4g + %.4g*E + "
-                   "%.4g*E^2 bytes\n",
-                   cost.a, cost.b, cost.c, cost.d, cost.m0, cost.m1, cost.m2);
+            printf("): cost(n, E) = %.4g + %.4g*n + %.4g*E + %.4g*n*E + %.4g*n^2 us; run memory(E) = %.4g + "
+                   "%.4g*E + %.4g*E^2 bytes\n",
+                   cost.a, cost.b, cost.c, cost.d, cost.e, cost.m0, cost.m1, cost.m2);
         }
     } else {
         printf("cost model: rows computed, cost(n, E) = E (no MODEL measured)\n");

@@ -329,7 +329,7 @@ static void test_fit_matches_exhaustive_search(void **state) {
         size_t n = 1 + (size_t)(rand_r(&seed) % 40);
         for (size_t i = 0; i < n; i++) sizes[i] = 1 + rand_r(&seed) % 12;
         sj_ladder_cost m = {.a = rand_r(&seed) % 5, .b = rand_r(&seed) % 3, .c = rand_r(&seed) % 4,
-                            .d = (rand_r(&seed) % 3) * 0.1};
+                            .d = (rand_r(&seed) % 3) * 0.1, .e = (rand_r(&seed) % 3) * 0.05};
         int k = 1 + rand_r(&seed) % 5;
         sj_ladder *l;
         sj_ladder_fit_result r, again;

@@ -96,12 +96,13 @@ SJ_API void sj_ladder_format(const sj_ladder *l, char *buf, size_t len);
  *   sj_ladder_fit(ctx, sizes, n, &m, 4, 0, &fit, &r);    // 4 buckets, no memory bound
  *
  * A cost model says what a request of n rows costs in a bucket compiled at
- * extent E, cost(n, E) = a + b*n + c*E + d*n*E (any unit: `shapejit ladder
- * fit` measures microseconds on the machine), and what a bucket at E holds,
+ * extent E, cost(n, E) = a + b*n + c*E + d*n*E + e*n^2 (any unit: `shapejit
+ * ladder fit` measures microseconds on the machine; e is attention's n x n
+ * scores), and what a bucket at E holds,
  * memory(E) = m0 + m1*E + m2*E^2 bytes. Every coefficient is finite and
  * >= 0. */
 typedef struct sj_ladder_cost {
-    double a, b, c, d;
+    double a, b, c, d, e;
     double m0, m1, m2;
 } sj_ladder_cost;
 typedef struct sj_ladder_fit_result {
