@@ -36,6 +36,11 @@ typedef struct sj_cache_bucket {
     _Atomic uint64_t level_runs; /* runs served while target >= 0 (native_after) */
     _Atomic int specialise;      /* sj_cache_specialise_state */
     _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
+    _Atomic uint64_t runs, rows; /* runs through the cache, and the rows they asked for */
+    /* What it will hold once loaded, read from the artifact a store-only
+     * precompile handled (under mu; the compiler's estimate). */
+    bool has_estimate;
+    sj_executable_memory_info estimate;
 } __attribute__((aligned(64))) sj_cache_bucket;
 
 /* An executable compiled at an out-of-range key's exact extent. Kept in a

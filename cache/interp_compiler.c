@@ -6,6 +6,7 @@
 
 #include "core/core_impl.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define INTERP_ARTIFACT_VERSION 1u
@@ -15,6 +16,8 @@ typedef struct interp_exe {
     sj_ctx *ctx;
     const sj_graph *g;
     int64_t extent;
+    /* Read by stats while a run may be counting. */
+    _Atomic uint64_t runs, rows;
 } interp_exe;
 
 static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
@@ -51,7 +54,7 @@ static sj_status interp_load(void *self, const sj_graph *g, int64_t extent, cons
     if ((int64_t)ext != extent || memcmp(h, a + 16, 32) != 0)
         return sj_fail(ctx, SJ_E_MISMATCH, "interp artifact: made for another graph or extent (%lld, wanted %lld)",
                        (long long)ext, (long long)extent);
-    interp_exe *e = sj_alloc(ctx, sizeof *e);
+    interp_exe *e = sj_calloc(ctx, 1, sizeof *e);
     if (!e) return sj_fail(ctx, SJ_E_NOMEM, "interp compiler: out of memory");
     e->ctx = ctx;
     e->g = g;
@@ -67,7 +70,20 @@ static sj_status interp_run(void *self, void *exe, int64_t active, const sj_tens
     if (active < 1 || active > e->extent)
         return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "interp executable: active extent %lld outside 1..%lld",
                        (long long)active, (long long)e->extent);
-    return sj_interp_run(e->g, active, inputs, outputs);
+    SJ_TRY(sj_interp_run(e->g, active, inputs, outputs));
+    atomic_fetch_add(&e->runs, 1);
+    atomic_fetch_add(&e->rows, (uint64_t)active);
+    return SJ_OK;
+}
+
+/* The interpreter holds no run memory between runs; its work is the
+ * active rows it is given (it never sees the bucket's padding). */
+static void interp_memory(void *self, void *exe, sj_executable_memory_info *out) {
+    (void)self;
+    interp_exe *e = exe;
+    memset(out, 0, sizeof *out);
+    out->runs = atomic_load(&e->runs);
+    out->rows_requested = out->rows_computed = atomic_load(&e->rows);
 }
 
 static void interp_destroy(void *self, void *exe) {
@@ -87,4 +103,5 @@ void sj_interp_compiler(sj_compiler *out) {
     out->load = interp_load;
     out->run = interp_run;
     out->destroy = interp_destroy;
+    out->memory = interp_memory;
 }

@@ -79,7 +79,11 @@ sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i, sj_execut
     sj_cache_bucket *b = &c->buckets[i];
     pthread_mutex_lock(&b->mu);
     void *exe = atomic_load_explicit(&b->exe, memory_order_acquire);
-    if (exe && c->comp.memory) c->comp.memory(c->comp.ctx, exe, out);
+    if (exe) {
+        if (c->comp.memory) c->comp.memory(c->comp.ctx, exe, out);
+    } else if (b->has_estimate) {
+        *out = b->estimate;
+    }
     pthread_mutex_unlock(&b->mu);
     return SJ_OK;
 }
