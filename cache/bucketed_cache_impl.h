@@ -35,6 +35,9 @@ typedef struct sj_cache_bucket {
     pthread_mutex_t run_mu;
     _Atomic uint64_t level_runs; /* runs served while target >= 0 (native_after) */
     _Atomic int specialise;      /* sj_cache_specialise_state */
+    /* Padded rows computed by the executable a native_after swap replaced
+     * (its work counters go with it; the bucket's padding figures keep them). */
+    _Atomic uint64_t swapped_padded_computed;
     _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
     _Atomic uint64_t runs, rows; /* runs through the cache, and the rows they asked for */
     /* What it will hold once loaded, read from the artifact a store-only

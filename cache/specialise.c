@@ -90,6 +90,11 @@ static sj_status specialise(sj_bucketed_cache *c, int b) {
     pthread_mutex_lock(&bk->run_mu);
     pthread_mutex_lock(&bk->mu);
     void *old = atomic_load_explicit(&bk->exe, memory_order_acquire);
+    if (c->comp.memory) { /* no run holds old: its work counters are final */
+        sj_executable_memory_info m;
+        c->comp.memory(c->comp.ctx, old, &m);
+        atomic_fetch_add(&bk->swapped_padded_computed, m.rows_computed - m.rows_requested);
+    }
     atomic_store_explicit(&bk->target, -1, memory_order_relaxed);
     atomic_store_explicit(&bk->exe, fresh, memory_order_release);
     pthread_mutex_unlock(&bk->mu);
