@@ -43,6 +43,15 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
     if (a->cpu && strcmp(name, "host") != 0)
         return cli_usage_error(cmd, "--cpu is for --backend host");
+    if (a->tune_budget_ms && !a->tune) return cli_usage_error(cmd, "--tune-budget-ms needs --tune");
+    if (a->tune && strcmp(name, "host") != 0) return cli_usage_error(cmd, "--tune is for --backend host");
+    if (a->tune_budget_ms) {
+        char *end;
+        long v = strtol(a->tune_budget_ms, &end, 10);
+        if (!a->tune_budget_ms[0] || *end || v < 1 || v > 600000)
+            return cli_usage_error(cmd, "--tune-budget-ms must be a count of milliseconds in 1..600000, got '%s'",
+                                   a->tune_budget_ms);
+    }
     return CLI_EXIT_OK;
 }
 
@@ -110,6 +119,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.gpu_emit = a->backend.emit;
     cfg.arch = a->backend.arch;
     cfg.cpu = a->backend.cpu;
+    cfg.tune = a->backend.tune;
+    if (a->backend.tune_budget_ms) cfg.tune_budget_ms = (int)strtol(a->backend.tune_budget_ms, NULL, 10);
     cfg.workers = a->backend.devices;
     cfg.remote_url = url;
     cfg.remote_secret = secret;

@@ -39,6 +39,10 @@ uint64_t sj_compile_options_hash(const sj_compile_options *o) {
     h = mix_str(h, o->target == SJ_TARGET_HOST ? o->cpu : NULL);
     h = mix_str(h, o->target == SJ_TARGET_HOST ? o->features : NULL);
     h = mix_str(h, o->target == SJ_TARGET_HOST ? NULL : o->arch);
+    /* Mixed in only when not AUTO, so the keys of untuned code stay as
+     * they were before schedules could be chosen. */
+    if (o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_AUTO)
+        h = mix_str(h, o->attention == SJ_ATTENTION_FUSED ? "attention=fused" : "attention=unfused");
     return h;
 }
 
@@ -51,6 +55,9 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: opt level %d not in 0..3", o->opt_level);
     if (o->blas_min_work < 0)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: negative blas_min_work");
+    if (o->attention < SJ_ATTENTION_AUTO || o->attention > SJ_ATTENTION_UNFUSED)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: attention schedule %d is not AUTO, FUSED or UNFUSED",
+                       (int)o->attention);
     *out = emitters[o->target];
     return SJ_OK;
 }
@@ -63,8 +70,11 @@ static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_optio
     sj_hash_hex(hash, hex);
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
     /* Only the host emitter has the fused attention kernel. */
-    sj_lower_options lo = {.fusion = o->fusion, .prefix = prefix,
-                           .attention = o->target == SJ_TARGET_HOST};
+    sj_lower_options lo = {
+        .fusion = o->fusion,
+        .prefix = prefix,
+        .attention = o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_UNFUSED,
+        .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0};
     return sj_lower(g, extent, &lo, out);
 }
 
