@@ -246,7 +246,9 @@ sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *o
                               .arena_bytes = m.arena_bytes,
                               .io_bytes = m.io_bytes,
                               .weight_bytes = m.weight_bytes,
-                              .known = m.estimated || (loaded && e->cache->comp.memory),
+                              /* a backend that holds no run memory (the
+                               * interpreter) reports none: not a figure */
+                              .known = m.estimated || (loaded && m.run_bytes > 0),
                               .loaded = loaded,
                               .resident = m.resident};
     return SJ_OK;

@@ -212,7 +212,7 @@ static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, voi
     sj_host_compiler *hc = self;
     sj_artifact *a;
     if (hc->tune)
-        SJ_TRY(sj_host_tune(g, extent, &hc->options, hc->devices[0], hc->tune_budget_ms, &a));
+        SJ_TRY(sj_host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
     else
         SJ_TRY(sj_compile(g, extent, &hc->options, &a));
     uint8_t *bytes;

@@ -64,8 +64,8 @@ static sj_status io_make(const sj_graph *g, int64_t rows, io_set *io) {
     return st;
 }
 
-/* Median ms of runs of exe at `rows` within share_ms (at least one timed
- * run after the one that makes the run memory). */
+/* Median ms of runs of exe at `rows`: after the run that makes the run
+ * memory, until share_ms is spent and 3 were timed, at most 2 * share_ms. */
 static sj_status time_runs(sj_executable *exe, int64_t rows, io_set *io, double share_ms, double *median) {
     SJ_TRY(sj_executable_run(exe, rows, io->in, io->out));
     double t[TUNE_MAX_RUNS], start = now_ms();
@@ -94,7 +94,8 @@ static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compil
         st = time_runs(exe, rows[k], &io[k], share_ms / N_SIZES, &ms[k]);
     sj_executable_destroy(exe);
     if (st != SJ_OK) {
-        sj_error_prefix(sj_graph_ctx(g), "tuning: schedule attention=%s", schedule_names[s]);
+        sj_error_prefix(sj_graph_ctx(g), "tuning bucket %lld: schedule attention=%s", (long long)extent,
+                        schedule_names[s]);
         sj_artifact_destroy(*out);
         *out = NULL;
     }
@@ -112,8 +113,8 @@ static sj_status compile_untimed(const sj_graph *g, int64_t extent, const sj_com
     return st;
 }
 
-sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_options *base, sj_device *dev,
-                       int budget_ms, sj_artifact **out) {
+sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_options *base, int budget_ms,
+                       sj_artifact **out) {
     sj_ctx *ctx = sj_graph_ctx(g);
     *out = NULL;
     if (budget_ms < 1)
@@ -130,13 +131,15 @@ sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_optio
     int fallback = count[N_SCHEDULES] == count[0] ? 0 : 1;
     const int64_t rows[N_SIZES] = {extent, extent > 1 ? extent / 2 : 1};
     io_set io[N_SIZES] = {{0}};
-    sj_status st = SJ_OK;
+    sj_device *dev = NULL;
+    sj_status st = sj_host_device_create(ctx, NULL, &dev);
     for (int k = 0; st == SJ_OK && k < N_SIZES; k++) st = io_make(g, rows[k], &io[k]);
     sj_artifact *made[N_SCHEDULES] = {NULL};
     double ms[N_SCHEDULES][N_SIZES], share = (double)budget_ms / N_SCHEDULES;
     for (int s = 0; st == SJ_OK && s < N_SCHEDULES; s++)
         st = try_schedule(g, extent, base, s, dev, io, rows, share, ms[s], &made[s]);
     for (int k = 0; k < N_SIZES; k++) io_free(ctx, &io[k]);
+    sj_device_destroy(dev);
     if (st == SJ_OK) {
         double score[N_SCHEDULES];
         int best = 0;

@@ -72,9 +72,9 @@ static double segment(const fit_problem *p, int i, int j) {
 }
 
 /* The cheapest ladder of at most k buckets under price `lambda` per byte:
- * its extents into ext (ascending), count returned; *cost and *mem its
- * model cost (sum over the trace) and memory. best and from hold
- * (k + 1) * (M + 1) entries. */
+ * its extents into ext (ascending), count returned (0 when every ladder's
+ * cost overflows); *cost and *mem its model cost (sum over the trace) and
+ * memory. best and from hold (k + 1) * (M + 1) entries. */
 static int solve(const fit_problem *p, int k, double lambda, double *best, int *from, int64_t *ext,
                  double *cost, double *mem) {
     int M = p->M, W = M + 1;
@@ -82,7 +82,7 @@ static int solve(const fit_problem *p, int k, double lambda, double *best, int *
     best[0] = 0;
     for (int b = 1; b <= k; b++)
         for (int j = 1; j <= M; j++) {
-            double price = lambda * sj_ladder_memory_at(p->m, p->cand[j - 1]), top = INFINITY;
+            double price = lambda > 0 ? lambda * sj_ladder_memory_at(p->m, p->cand[j - 1]) : 0, top = INFINITY;
             int arg = -1;
             for (int i = b - 1; i < j; i++) {
                 double v = best[(b - 1) * W + i];
@@ -101,6 +101,7 @@ static int solve(const fit_problem *p, int k, double lambda, double *best, int *
         if (best[b * W + M] < best[kb * W + M]) kb = b;
     int n = 0;
     *cost = *mem = 0;
+    if (!isfinite(best[kb * W + M])) return 0;
     for (int b = kb, j = M; b > 0; b--) {
         int i = from[b * W + j];
         ext[kb - 1 - n] = p->cand[j - 1];
@@ -201,23 +202,31 @@ sj_status sj_ladder_fit(sj_ctx *ctx, const int64_t *sizes, size_t n, const sj_la
     }
     if (st == SJ_OK) {
         nb = solve(&p, kk, 0, best, from, ext, &cost, &mem);
+        if (nb == 0)
+            st = sj_fail(ctx, SJ_E_OUT_OF_RANGE, "ladder fit: the cost model overflows over this trace "
+                                                 "(coefficients too large for its sizes)");
+    }
+    if (st == SJ_OK) {
         if (memory_budget > 0 && mem > memory_budget) {
             /* The price per byte at which the ladder fits: lo is too cheap
              * (over budget), hi dear enough (one bucket at the top fits). */
             double lo = 0, hi = 1, c2, m2;
             for (;;) {
-                solve(&p, kk, hi, best, from, ext, &c2, &m2);
+                if (solve(&p, kk, hi, best, from, ext, &c2, &m2) == 0) m2 = INFINITY;
                 if (m2 <= memory_budget || hi > 1e200) break;
                 lo = hi;
                 hi *= 16;
             }
             for (int it = 0; it < FIT_BISECTIONS; it++) {
                 double mid = 0.5 * (lo + hi);
-                solve(&p, kk, mid, best, from, ext, &c2, &m2);
+                if (solve(&p, kk, mid, best, from, ext, &c2, &m2) == 0) m2 = INFINITY;
                 if (m2 > memory_budget) lo = mid;
                 else hi = mid;
             }
             nb = solve(&p, kk, hi, best, from, ext, &cost, &mem);
+            if (nb == 0 || mem > memory_budget)
+                st = sj_fail(ctx, SJ_E_OUT_OF_RANGE, "ladder fit: no ladder found within the memory budget "
+                                                     "(the cost model overflows at the prices tried)");
         }
     }
     if (st == SJ_OK) st = sj_ladder_list(ctx, ext, nb, out);

@@ -28,11 +28,11 @@ static const char usage[] =
     "                     rows a bucket computes, E, as for runtimes that run whole\n"
     "                     padded buckets\n"
     "  --buckets K        at most K buckets (1..4096); fewer when fewer cost less or\n"
-    "                     the trace has fewer distinct sizes\n"
+    "                     the trace has fewer distinct sizes (thinned to at most 512)\n"
     "  --memory MB        the buckets' run memory summed stays within MB MiB (needs MODEL)\n"
     "  --trace FILE       one size per line ('#' comments)\n" CLI_SYNTHETIC_USAGE
     /* clang-format off */
-    CLI_STORE_USAGE
+    "  --store PATH|none  where the measuring buckets are kept (default none)\n"
     /* clang-format on */
     "  --backend B        host (default) or interp, for the measured model\n"
     "  --cpu C            host: native (default), x86-64-v2|v3|v4, or an LLVM CPU name\n";
@@ -93,7 +93,7 @@ static void fit_nonnegative(const double x[][MAX_TERMS], const double *y, int n,
 }
 
 typedef struct measured {
-    int n_points, n_grid;
+    int n_points, n_grid, n_memory; /* n_memory: extents whose run memory the backend reported */
     int64_t grid[MAX_GRID];
     double x[MAX_POINTS][MAX_TERMS], us[MAX_POINTS];
     double mx[MAX_GRID][MAX_TERMS], bytes[MAX_GRID];
@@ -145,8 +145,9 @@ static int measure(const char *cmd, sj_ctx *ctx, const sj_graph *model, const cl
         sj_engine_memory mem;
         if (rc == CLI_EXIT_OK && sj_engine_bucket_memory(e, 0, &mem) == SJ_OK && mem.known) {
             double Ed = (double)E;
-            m->mx[gi][0] = 1, m->mx[gi][1] = Ed, m->mx[gi][2] = Ed * Ed;
-            m->bytes[gi] = (double)mem.run_bytes;
+            double *x = m->mx[m->n_memory];
+            x[0] = 1, x[1] = Ed, x[2] = Ed * Ed;
+            m->bytes[m->n_memory++] = (double)mem.run_bytes;
         }
         sj_engine_close(e);
         if (rc != CLI_EXIT_OK) return rc;
@@ -166,13 +167,18 @@ static sj_status pow2_like(sj_ctx *ctx, int64_t max, int k, sj_ladder **out) {
     return sj_ladder_list(ctx, ext, n, out);
 }
 
-static void print_result(const char *label, const sj_ladder *l, const sj_ladder_fit_result *r,
-                         const char *unit, bool memory) {
-    char spec[1024], mem[32];
-    sj_ladder_format(l, spec, sizeof spec);
+static int print_result(const char *label, const sj_ladder *l, const sj_ladder_fit_result *r,
+                        const char *unit, bool memory) {
+    /* "list:" and up to 11 bytes per extent (10 digits and a comma) */
+    size_t cap = 8 + 11 * (size_t)sj_ladder_count(l);
+    char *spec = malloc(cap), mem[32];
+    if (!spec) return cli_fail("ladder", "out of memory");
+    sj_ladder_format(l, spec, cap);
     printf("%-7s %s  expected %.4g %s per request", label, spec, r->expected_cost, unit);
     if (memory) printf(", run memory %s", cli_bytes((uint64_t)r->memory_bytes, mem, sizeof mem));
     printf(" (%d bucket%s)\n", r->buckets, r->buckets == 1 ? "" : "s");
+    free(spec);
+    return CLI_EXIT_OK;
 }
 
 static int fit_command(int argc, char **argv) {
@@ -200,7 +206,9 @@ static int fit_command(int argc, char **argv) {
         return cli_usage_error(cmd, "--memory needs a MODEL: the run memory per bucket is measured on it");
     if (n_pos == 0 && (backend || cpu || store || model.dynamic || model.dynamic_axis || model.dims.n))
         return cli_usage_error(cmd, "--store, --backend, --cpu and the model flags need a MODEL");
-    cli_engine_args ea = {.backend = {.name = backend, .cpu = cpu}, .store = store};
+    /* The one-bucket engines that measure are not the user's ladder: they
+     * keep nothing unless a store is named. */
+    cli_engine_args ea = {.backend = {.name = backend, .cpu = cpu}, .store = store ? store : "none"};
     if (backend && strcmp(backend, "host") && strcmp(backend, "interp"))
         return cli_usage_error(cmd, "--backend must be host or interp, got '%s'", backend);
     int rc = cli_backend_check(cmd, &ea.backend);
@@ -223,23 +231,31 @@ static int fit_command(int argc, char **argv) {
     /* No MODEL: the rows each bucket computes. */
     sj_ladder_cost cost = {.c = 1};
     const char *unit = "rows";
+    bool memory_known = false;
     sj_graph *g = NULL;
     if (n_pos == 1) {
         rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
         measured m;
         if (rc == CLI_EXIT_OK) rc = measure(cmd, ctx, g, &ea, lo, s.max, &m);
         if (rc == CLI_EXIT_OK) {
-            double c[MAX_TERMS], mc[MAX_TERMS];
+            double c[MAX_TERMS], mc[MAX_TERMS] = {0};
             fit_nonnegative(m.x, m.us, m.n_points, 5, c);
-            fit_nonnegative(m.mx, m.bytes, m.n_grid, 3, mc);
+            fit_nonnegative(m.mx, m.bytes, m.n_memory, 3, mc);
+            memory_known = m.n_memory > 0;
+            if (memory_mb && !memory_known)
+                rc = cli_fail(cmd, "--memory: backend %s does not report run memory (use --backend host)",
+                              backend ? backend : "host");
             cost = (sj_ladder_cost){c[0], c[1], c[2], c[3], c[4], mc[0], mc[1], mc[2]};
             unit = "us";
             printf("cost model (%s, measured here over %d runs at extent%s", backend ? backend : "host",
                    m.n_points, m.n_grid > 1 ? "s" : "");
             for (int i = 0; i < m.n_grid; i++) printf("%s %lld", i ? "," : "", (long long)m.grid[i]);
-            printf("): cost(n, E) = %.4g + %.4g*n + %.4g*E + %.4g*n*E + %.4g*n^2 us; run memory(E) = %.4g + "
-                   "%.4g*E + %.4g*E^2 bytes\n",
-                   cost.a, cost.b, cost.c, cost.d, cost.e, cost.m0, cost.m1, cost.m2);
+            printf("): cost(n, E) = %.4g + %.4g*n + %.4g*E + %.4g*n*E + %.4g*n^2 us", cost.a, cost.b, cost.c,
+                   cost.d, cost.e);
+            if (memory_known)
+                printf("; run memory(E) = %.4g + %.4g*E + %.4g*E^2 bytes\n", cost.m0, cost.m1, cost.m2);
+            else
+                printf("; run memory not reported by this backend\n");
         }
     } else {
         printf("cost model: rows computed, cost(n, E) = E (no MODEL measured)\n");
@@ -253,12 +269,17 @@ static int fit_command(int argc, char **argv) {
                               sj_ladder_expected(ctx, p2, s.sizes, s.n, &cost, &pr) != SJ_OK))
         rc = cli_fail_status(cmd, ctx, SJ_E_INVALID_ARG);
     if (rc == CLI_EXIT_OK) {
-        bool mem = n_pos == 1;
+        bool mem = n_pos == 1 && memory_known;
         printf("trace: %zu requests, sizes %lld..%lld, %d distinct sizes considered\n", s.n, (long long)lo,
                (long long)s.max, fr.candidates);
-        print_result("fitted", fit, &fr, unit, mem);
-        print_result("pow2", p2, &pr, unit, mem);
-        if (fr.buckets < k)
+        rc = print_result("fitted", fit, &fr, unit, mem);
+        if (rc == CLI_EXIT_OK) rc = print_result("pow2", p2, &pr, unit, mem);
+        if (fr.buckets < k && fr.buckets == fr.candidates)
+            printf("note: %d bucket%s, not %lld: the fit chooses among %d extent%s (the trace's distinct "
+                   "sizes, thinned to at most 512)\n",
+                   fr.buckets, fr.buckets == 1 ? "" : "s", (long long)k, fr.candidates,
+                   fr.candidates == 1 ? "" : "s");
+        else if (fr.buckets < k)
             printf("note: %d bucket%s, not %lld: more would not cost less%s\n", fr.buckets,
                    fr.buckets == 1 ? "" : "s", (long long)k, memory_mb ? " within the memory budget" : "");
         if (memory_mb && pr.memory_bytes > (double)memory_mb * 1048576.0)

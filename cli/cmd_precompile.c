@@ -25,8 +25,8 @@ static const char usage[] =
     "  --cpu C[,C...]     host target: the CPUs to compile for, each stored under its own\n"
     "                     key: native (default), x86-64-v2|v3|v4 (portable levels a fleet\n"
     "                     of differing CPUs loads from), or an LLVM CPU name\n"
-    "  --jobs N           buckets compiled at once (default: the CPU count; with --tune,\n"
-    "                     1 times each bucket on an otherwise idle CPU)\n"
+    "  --jobs N           buckets compiled at once (default: the CPU count; with --tune 1,\n"
+    "                     so no other compile is in a bucket's timings)\n"
     CLI_TUNE_USAGE
     /* clang-format off */
     CLI_STORE_USAGE
@@ -172,6 +172,8 @@ int cli_cmd_precompile(int argc, char **argv) {
         cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 1, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
     if (!ladder) return cli_usage_error(cmd, "--ladder SPEC is required (e.g. pow2:1:1024)");
+    /* Tuning times each bucket: a second compile beside it would be in its timings. */
+    if (jobs == 0 && tune.tune) jobs = 1;
     if (jobs == 0) jobs = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     if (jobs < 1 || jobs > 256) return cli_usage_error(cmd, "--jobs must be in 1..256");
     static const char *const targets[] = {"host", "nvptx", "nvrtc"};
@@ -183,6 +185,9 @@ int cli_cmd_precompile(int argc, char **argv) {
         return cli_usage_error(cmd, "--arch is for the GPU targets (nvptx, nvrtc, all)");
     if (cpus && !want[0]) return cli_usage_error(cmd, "--cpu is for the host target");
     if ((tune.tune || tune.tune_budget_ms) && !want[0]) return cli_usage_error(cmd, "--tune is for the host target");
+    if (tune.tune && cpus && strcmp(cpus, "native") != 0)
+        return cli_usage_error(cmd, "--tune times the code on this machine, so it takes --cpu native only "
+                                    "(a level or another CPU is stored, not run, here)");
     /* --cpu x86-64-v2,x86-64-v3: one host pass per CPU, into one store. */
     char cpu_list[1024];
     const char *host_cpus[CLI_MAX_CPUS] = {NULL};

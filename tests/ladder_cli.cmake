@@ -20,7 +20,7 @@ sj_cli_test(ladder_fit_bimodal RC 0
   OUT "trace: 200 requests, sizes 1..512, 21 distinct sizes considered\nfitted  list:8,512  expected 260 rows per request \\(2 buckets\\)\npow2    list:256,512  expected 384 rows per request \\(2 buckets\\)\nthe fitted ladder's expected cost is 0.677x pow2's")
 sj_cli_test(ladder_fit_one_size RC 0
   ARGS ladder fit --trace ${SJ_LF_DIR}/one_size.txt --buckets 6
-  OUT "fitted  list:37  expected 37 rows per request \\(1 bucket\\).*note: 1 bucket, not 6: more would not cost less")
+  OUT "fitted  list:37  expected 37 rows per request \\(1 bucket\\).*note: 1 bucket, not 6: the fit chooses among 1 extent \\(the trace's distinct sizes")
 sj_cli_test(ladder_fit_lognormal RC 0
   ARGS ladder fit --synthetic lognormal:64:1:1024:2000:3 --buckets 5
   OUT "fitted  list:[0-9,]+  expected [0-9.]+ rows per request \\(5 buckets\\)\npow2    list:64,128,256,512,1024 ")
@@ -41,3 +41,10 @@ sj_cli_test(ladder_fit_two_traces RC 2
   ARGS ladder fit --trace ${SJ_LF_DIR}/one_size.txt --synthetic uniform:1:8 --buckets 2
   ERR "give one of --trace FILE or --synthetic SPEC")
 sj_cli_test(ladder_no_subcommand RC 2 ARGS ladder ERR "a subcommand is needed: fit")
+# Every extent of a long fitted ladder is printed (the spec is not cut).
+sj_cli_test(ladder_fit_long_spec RC 0 ARGS ladder fit --synthetic uniform:1:1000000:20000:3 --buckets 600
+  OUT "fitted  list:1832,3547,[0-9,]+,999931  expected .*note: 512 buckets, not 600: the fit chooses among 512 extents")
+# A backend that reports no run memory cannot bound it.
+sj_cli_test(ladder_fit_memory_interp RC 1
+  ARGS ladder fit ${SJ_LF_FFN} --synthetic uniform:1:64:100 --buckets 2 --memory 1 --backend interp
+  ERR "--memory: backend interp does not report run memory")

@@ -427,6 +427,12 @@ static void test_fit_bad_input(void **state) {
     assert_error_contains(ctx, "must be finite and >= 0");
     assert_int_equal(sj_ladder_fit(ctx, sizes, 2, &m, 2, -5, &l, NULL), SJ_E_INVALID_ARG);
     assert_error_contains(ctx, "memory budget must be >= 0");
+    /* costs past what a double holds: refused, never a ladder of garbage */
+    sj_ladder_cost huge = {.a = 1e308, .b = 1e308};
+    int64_t big[] = {1000000, 1000000, 999999};
+    assert_int_equal(sj_ladder_fit(ctx, big, 3, &huge, 2, 0, &l, NULL), SJ_E_OUT_OF_RANGE);
+    assert_error_contains(ctx, "the cost model overflows");
+    assert_null(l);
     /* a size above the ladder's top */
     sj_ladder *small;
     assert_int_equal(sj_ladder_list(ctx, (int64_t[]){4}, 1, &small), SJ_OK);

@@ -22,3 +22,5 @@ sj_cli_test(tune_not_host RC 2 ARGS run ${SJ_TUNE_MODEL} --rows 3 --store none -
   ERR "--tune is for --backend host")
 sj_cli_test(tune_gpu_target RC 2 ARGS precompile ${SJ_TUNE_MODEL} --ladder list:8 --target nvptx --tune
   ERR "--tune is for the host target")
+sj_cli_test(tune_other_cpu RC 2 ARGS precompile ${SJ_TUNE_MODEL} --ladder list:8 --tune --cpu x86-64-v3 --store none
+  ERR "--tune times the code on this machine, so it takes --cpu native only")

@@ -114,13 +114,15 @@ typedef struct sj_ladder_fit_result {
 SJ_API double sj_ladder_cost_at(const sj_ladder_cost *m, int64_t n, int64_t extent);
 SJ_API double sj_ladder_memory_at(const sj_ladder_cost *m, int64_t extent);
 /* The list ladder of at most k buckets (fewer when the trace has fewer
- * distinct sizes, or when fewer cost less) whose expected cost over sizes
- * is least, its buckets' memory summed within memory_budget bytes (0: no
+ * distinct sizes, or when fewer cost less; the search chooses among the
+ * distinct sizes, thinned to 512 evenly spaced quantiles when there are
+ * more) whose expected cost over sizes is least, its buckets' memory summed within memory_budget bytes (0: no
  * bound); the top bucket holds the largest size. Extents are sizes of the
  * trace. Errors (SJ_E_INVALID_ARG, naming the value): an empty trace, a
  * size outside 1..SJ_MAX_EXTENT, k outside 1..SJ_LADDER_MAX_BUCKETS, a
- * negative or non-finite coefficient or budget, and a budget below what
- * the one bucket that holds the largest size needs. */
+ * negative or non-finite coefficient or budget, a budget below what the
+ * one bucket that holds the largest size needs, and a model whose costs
+ * overflow a double on the trace (SJ_E_OUT_OF_RANGE). */
 SJ_API sj_status sj_ladder_fit(sj_ctx *ctx, const int64_t *sizes, size_t n, const sj_ladder_cost *m, int k,
                                double memory_budget, sj_ladder **out, sj_ladder_fit_result *result);
 /* The same figures for a given ladder; a size no bucket holds is

@@ -1,4 +1,5 @@
 /* Artifact ownership, inspection, the host compatibility check and loading. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,7 +77,9 @@ void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out) {
     sj_plan_memory_get(&a->plan, &m);
     out->arena_bytes = m.arena_bytes;
     out->io_bytes = m.io_bytes;
-    out->run_bytes = m.arena_bytes + m.io_bytes + m.table_bytes;
+    out->run_bytes = m.arena_bytes > INT64_MAX - m.io_bytes - m.table_bytes
+                         ? INT64_MAX
+                         : m.arena_bytes + m.io_bytes + m.table_bytes;
     out->weight_bytes = m.weight_bytes;
 }
 

@@ -38,8 +38,8 @@ void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p);
  * word ranges lie inside words, arena slots inside the arena. */
 sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p);
 /* What an executable of p holds, read from the plan alone (a store lists it
- * without the graph): weights (each param once), the arena, the padded
- * inputs and outputs its kernels address, and the slot-pointer table. An
+ * without the graph): weights, the arena, the padded inputs and outputs its
+ * kernels address, and the slot-pointer table; sums held at INT64_MAX. An
  * executable also pads an input no kernel reads, so for such a graph its
  * figure is that input's size above this one. */
 typedef struct sj_plan_memory {

@@ -1,4 +1,5 @@
 /* Launch plan ownership and validation. */
+#include <stdint.h>
 #include <string.h>
 
 #include "core/core_impl.h"
@@ -14,23 +15,21 @@ void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* Whether slot i is the first of the slots naming its (kind, index): a
- * plan may list a param or an input for several launches. */
-static bool first_of_its_value(const sj_launch_plan *p, int i) {
-    for (int j = 0; j < i; j++)
-        if (p->slots[j].kind == p->slots[i].kind && p->slots[j].index == p->slots[i].index) return false;
-    return true;
-}
+/* a + b, held at INT64_MAX: a hostile plan's sizes must not overflow. */
+static int64_t add_sat(int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; }
 
+/* Lowering gives every value one slot, so a plan's slots sum to what an
+ * executable of it holds (a plan that repeats a slot, which no compile
+ * makes, is counted as it says). One pass: artifacts are read on every
+ * load and list. */
 void sj_plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out) {
     memset(out, 0, sizeof *out);
     out->arena_bytes = p->arena_bytes;
     out->table_bytes = (int64_t)p->n_launch_slots * (int64_t)sizeof(void *);
     for (int i = 0; i < p->n_slots; i++) {
         const sj_buffer_slot *s = &p->slots[i];
-        if (s->kind == SJ_SLOT_ARENA || !first_of_its_value(p, i)) continue;
-        if (s->kind == SJ_SLOT_PARAM) out->weight_bytes += s->bytes;
-        else out->io_bytes += s->bytes;
+        if (s->kind == SJ_SLOT_PARAM) out->weight_bytes = add_sat(out->weight_bytes, s->bytes);
+        else if (s->kind != SJ_SLOT_ARENA) out->io_bytes = add_sat(out->io_bytes, s->bytes);
     }
 }
 
