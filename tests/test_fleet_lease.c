@@ -24,43 +24,13 @@
 #include "shapejit/graph.h"
 #include "shapejit/remote.h"
 #include "core/core_impl.h"
-#include "tests/redis_server.h"
+#include "tests/redis_fixture.h"
 #include "tests/test_util.h"
 
 #define SLACK_MS 1500.0 /* scheduling on a loaded machine, connects, compiles */
 #define FLEET 4
 
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_test_redis srv;
-    char url[64];
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    *state = f;
-    if (!sj_test_redis_path()) return 0; /* each test skips itself */
-    if (sj_test_redis_start(&f->srv, 0) != 0) {
-        fprintf(stderr, "could not start redis-server on a loopback port\n");
-        return -1;
-    }
-    snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", f->srv.port);
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_test_redis_stop(&f->srv);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-#define NEED_SERVER(f)                                                                             \
-    do {                                                                                           \
-        if (!(f)->srv.pid) SJ_SKIP("redis-server is not installed (Debian: redis-server)");        \
-    } while (0)
+typedef redis_fixture fixture;
 
 static sj_remote *open_tier(sj_ctx *ctx, const char *url, int lease_ms) {
     sj_remote_config rc;
@@ -779,19 +749,19 @@ static void test_leases_off(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_config, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_take_renew_drop, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_never_touches_another_owner, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_release_after_publish, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_waiter_gets_value, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hand_lease_expires, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_holder_never_publishes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_dies_mid_wait, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fleet_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fleet_processes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_holder_killed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_blocks_no_other_bucket, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_leases_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_take_renew_drop, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_never_touches_another_owner, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_release_after_publish, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_waiter_gets_value, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hand_lease_expires, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_holder_never_publishes, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_dies_mid_wait, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_fleet_threads, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_fleet_processes, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_holder_killed, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_wait_blocks_no_other_bucket, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_leases_off, redis_fixture_server, redis_fixture_teardown),
     };
     return sj_run_tests(tests, NULL, NULL);
 }

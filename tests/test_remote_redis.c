@@ -20,7 +20,7 @@
 #include "shapejit/remote.h"
 #include "core/core_impl.h"
 #include "store/remote_tier_impl.h"
-#include "tests/redis_server.h"
+#include "tests/redis_fixture.h"
 #include "tests/test_util.h"
 
 #define CONNECT_MS 100
@@ -32,11 +32,7 @@
  * command timeout, with room for a loaded machine's scheduling. */
 #define SKIP_BUDGET_MS 50.0
 
-typedef struct fixture {
-    sj_ctx *ctx;
-    sj_test_redis srv;
-    char url[64];
-} fixture;
+typedef redis_fixture fixture;
 
 static void make_key(uint8_t key[SJ_REMOTE_KEY_SIZE], int seed) {
     for (int i = 0; i < SJ_REMOTE_KEY_SIZE; i++) key[i] = (uint8_t)(seed * 31 + i * 7);
@@ -72,40 +68,6 @@ static void publish(sj_remote *r, const uint8_t *key, const void *v, size_t n) {
     assert_int_equal(sj_remote_put(r, key, v, n), SJ_OK);
     sj_remote_flush(r);
 }
-
-static int setup_ctx(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || sj_ctx_create(NULL, &f->ctx) != SJ_OK) return -1;
-    *state = f;
-    return 0;
-}
-
-static int setup_server(void **state) {
-    if (setup_ctx(state) != 0) return -1;
-    fixture *f = *state;
-    if (!sj_test_redis_path()) return 0; /* the test skips itself */
-    if (sj_test_redis_start(&f->srv, 0) != 0) {
-        fprintf(stderr, "could not start redis-server on a loopback port\n");
-        return -1;
-    }
-    snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", f->srv.port);
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    sj_test_redis_stop(&f->srv);
-    sj_ctx_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-#define NEED_SERVER(f)                                                                             \
-    do {                                                                                           \
-        if (!(f)->srv.pid) {                                                                       \
-            SJ_SKIP("redis-server is not installed (Debian: redis-server)");                                                                                \
-        }                                                                                          \
-    } while (0)
 
 static void expect_hit(sj_ctx *ctx, sj_remote *r, const uint8_t *key, const uint8_t *want, size_t n) {
     void *got = NULL;
@@ -1208,32 +1170,32 @@ static void test_cache_two_processes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_url_errors, setup_ctx, teardown),
-        cmocka_unit_test_setup_teardown(test_url_forms, setup_ctx, teardown),
+        cmocka_unit_test_setup_teardown(test_url_errors, redis_fixture_ctx, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_url_forms, redis_fixture_ctx, redis_fixture_teardown),
         cmocka_unit_test(test_frame),
-        cmocka_unit_test_setup_teardown(test_down_from_start, setup_ctx, teardown),
-        cmocka_unit_test_setup_teardown(test_put_get, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_destroy_publishes, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_two_processes, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_killed_mid_run, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_stalled, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_queue_full, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_ctx, teardown),
-        cmocka_unit_test_setup_teardown(test_trickling_server, setup_ctx, teardown),
-        cmocka_unit_test_setup_teardown(test_huge_reply_refused, setup_ctx, teardown),
-        cmocka_unit_test_setup_teardown(test_stalled_many_threads, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_tampered, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_key, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_garbage, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_oversized, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_secret, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_read_only, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_gets, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_auth_and_db, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_tiered_two_processes, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_tiered_remote_down, setup_ctx, teardown),
-        cmocka_unit_test_setup_teardown(test_tiered_tampered, setup_server, teardown),
-        cmocka_unit_test_setup_teardown(test_cache_two_processes, setup_server, teardown),
+        cmocka_unit_test_setup_teardown(test_down_from_start, redis_fixture_ctx, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_put_get, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_publishes, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_two_processes, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_killed_mid_run, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_stalled, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_queue_full, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_connect_timeout, redis_fixture_ctx, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_trickling_server, redis_fixture_ctx, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_huge_reply_refused, redis_fixture_ctx, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_many_threads, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tampered, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_key, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_garbage, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_oversized, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_secret, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_read_only, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_gets, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_auth_and_db, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tiered_two_processes, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tiered_remote_down, redis_fixture_ctx, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tiered_tampered, redis_fixture_server, redis_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cache_two_processes, redis_fixture_server, redis_fixture_teardown),
     };
     return sj_run_tests(tests, NULL, NULL);
 }
