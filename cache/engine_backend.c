@@ -31,6 +31,10 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->cpu && strcmp(name, "host") != 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s",
                        cfg->cpu, name);
+    sj_precision p;
+    if (cfg->precision && sj_precision_from_name(cfg->precision, &p) != SJ_OK)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision '%s' is not fp32, bf16 or fp16",
+                       cfg->precision);
     if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: workers %d outside 0..%d", cfg->workers,
                        ENGINE_MAX_WORKERS);
@@ -49,6 +53,7 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
     bool nvrtc = cfg->gpu_emit && !strcmp(cfg->gpu_emit, "nvrtc");
     gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
     gcfg.options.arch = cfg->arch;
+    sj_precision_from_name(cfg->precision ? cfg->precision : "fp32", &gcfg.options.precision);
     sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
     if (st != SJ_OK) {
         sj_error_prefix(ctx, "engine: backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
@@ -73,10 +78,9 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
     const char *name = cfg->backend ? cfg->backend : "host";
     SJ_TRY(check_names(ctx, cfg, name));
     snprintf(b->target, sizeof b->target, "%s", name);
-    if (!strcmp(name, "interp")) {
-        sj_interp_compiler(&b->comp);
-        return SJ_OK;
-    }
+    sj_precision precision = SJ_PRECISION_FP32;
+    if (cfg->precision) sj_precision_from_name(cfg->precision, &precision); /* checked above */
+    if (!strcmp(name, "interp")) return sj_interp_compiler_precision(precision, &b->comp);
     sj_status st;
     if (!strcmp(name, "cuda")) {
         st = gpu_open(ctx, cfg, b);
@@ -85,6 +89,7 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
         sj_host_compiler_config_init(&hcfg);
         hcfg.devices = cfg->workers > 0 ? cfg->workers : 1;
         hcfg.options.cpu = cfg->cpu;
+        hcfg.options.precision = precision;
         st = sj_host_compiler_create(ctx, &hcfg, &b->host);
         if (st == SJ_OK) {
             sj_host_compiler_table(b->host, &b->comp);

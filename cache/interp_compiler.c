@@ -14,8 +14,15 @@
 typedef struct interp_exe {
     sj_ctx *ctx;
     const sj_graph *g;
+    sj_graph *rounded; /* a narrowing policy's graph (sj_graph_apply_precision), owned */
     int64_t extent;
 } interp_exe;
+
+/* The table's ctx points at one of these: the policy its executables apply. */
+static const sj_precision policies[SJ_PRECISION_COUNT_] = {SJ_PRECISION_FP32, SJ_PRECISION_BF16,
+                                                           SJ_PRECISION_FP16};
+/* Options bytes for the key: none at fp32 (keys as before the policy). */
+static const char *const policy_options[SJ_PRECISION_COUNT_] = {"", "SJIPbf16", "SJIPfp16"};
 
 static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
                                 size_t *len) {
@@ -34,7 +41,7 @@ static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, v
 
 static sj_status interp_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,
                              size_t len, void **exe) {
-    (void)self;
+    sj_precision p = self ? *(const sj_precision *)self : SJ_PRECISION_FP32;
     sj_ctx *ctx = sj_graph_ctx(g);
     const uint8_t *a = artifact;
     if (len != INTERP_ARTIFACT_BYTES || memcmp(a, "SJIA", 4) != 0)
@@ -51,11 +58,19 @@ static sj_status interp_load(void *self, const sj_graph *g, int64_t extent, cons
     if ((int64_t)ext != extent || memcmp(h, a + 16, 32) != 0)
         return sj_fail(ctx, SJ_E_MISMATCH, "interp artifact: made for another graph or extent (%lld, wanted %lld)",
                        (long long)ext, (long long)extent);
-    interp_exe *e = sj_alloc(ctx, sizeof *e);
+    interp_exe *e = sj_calloc(ctx, 1, sizeof *e);
     if (!e) return sj_fail(ctx, SJ_E_NOMEM, "interp compiler: out of memory");
     e->ctx = ctx;
     e->g = g;
     e->extent = extent;
+    if (p != SJ_PRECISION_FP32) {
+        sj_status st = sj_graph_apply_precision(g, p, &e->rounded);
+        if (st != SJ_OK) {
+            sj_free(ctx, e);
+            return st;
+        }
+        e->g = e->rounded;
+    }
     *exe = e;
     return SJ_OK;
 }
@@ -73,7 +88,9 @@ static sj_status interp_run(void *self, void *exe, int64_t active, const sj_tens
 static void interp_destroy(void *self, void *exe) {
     (void)self;
     interp_exe *e = exe;
-    if (e) sj_free(e->ctx, e);
+    if (!e) return;
+    sj_graph_destroy(e->rounded);
+    sj_free(e->ctx, e);
 }
 
 void sj_interp_compiler(sj_compiler *out) {
@@ -87,4 +104,13 @@ void sj_interp_compiler(sj_compiler *out) {
     out->load = interp_load;
     out->run = interp_run;
     out->destroy = interp_destroy;
+}
+
+sj_status sj_interp_compiler_precision(sj_precision p, sj_compiler *out) {
+    if (!sj_precision_name(p)) return SJ_E_INVALID_ARG;
+    sj_interp_compiler(out);
+    out->ctx = (void *)&policies[p];
+    out->options = policy_options[p];
+    out->options_len = strlen(policy_options[p]);
+    return SJ_OK;
 }

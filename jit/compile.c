@@ -39,7 +39,27 @@ uint64_t sj_compile_options_hash(const sj_compile_options *o) {
     h = mix_str(h, o->target == SJ_TARGET_HOST ? o->cpu : NULL);
     h = mix_str(h, o->target == SJ_TARGET_HOST ? o->features : NULL);
     h = mix_str(h, o->target == SJ_TARGET_HOST ? NULL : o->arch);
+    /* Mixed in only when narrowing: fp32 keys stay what they were before
+     * the policy existed, so stores filled then still hit. */
+    if (o->precision != SJ_PRECISION_FP32) h = mix_str(h, sj_precision_name(o->precision));
     return h;
+}
+
+/* A policy the emitter cannot lower is refused, naming the first op it
+ * narrows: code that silently computed in float32 would be keyed, stored and
+ * served as bf16. */
+static sj_status check_precision(const sj_graph *g, const sj_compile_options *o,
+                                 const sj_emitter *em) {
+    if (o->precision == SJ_PRECISION_FP32 || (em->precisions >> o->precision) & 1u) return SJ_OK;
+    sj_value user = SJ_NO_VALUE;
+    int n = sj_precision_mark(g, o->precision, NULL, &user);
+    if (n < 0) return sj_fail(g->ctx, SJ_E_NOMEM, "compile: out of memory");
+    const sj_node *nd = user != SJ_NO_VALUE ? &g->nodes[user] : NULL;
+    return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                   "precision %s not supported by target %s for op %s%s%s%s",
+                   sj_precision_name(o->precision), em->target,
+                   nd ? sj_op_name(nd->op) : "matmul", nd && nd->name ? " '" : "",
+                   nd && nd->name ? nd->name : "", nd && nd->name ? "'" : "");
 }
 
 static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_emitter **out) {
@@ -51,7 +71,11 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: opt level %d not in 0..3", o->opt_level);
     if (o->blas_min_work < 0)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: negative blas_min_work");
+    if (!sj_precision_name(o->precision))
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: precision %d is not fp32, bf16 or fp16",
+                       (int)o->precision);
     *out = emitters[o->target];
+    SJ_TRY(check_precision(g, o, *out));
     return SJ_OK;
 }
 
@@ -64,7 +88,7 @@ static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_optio
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
     /* Only the host emitter has the fused attention kernel. */
     sj_lower_options lo = {.fusion = o->fusion, .prefix = prefix,
-                           .attention = o->target == SJ_TARGET_HOST};
+                           .attention = o->target == SJ_TARGET_HOST, .precision = o->precision};
     return sj_lower(g, extent, &lo, out);
 }
 

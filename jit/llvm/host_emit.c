@@ -102,8 +102,15 @@ static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, i
     return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
 }
 
+/* A load's element in memory: 16 bits for a param the precision policy
+ * narrowed, else its dtype's. */
+static LLVMTypeRef ld_elt(emitter *e, const sj_kload *ld) {
+    return ld->storage != SJ_PRECISION_FP32 ? LLVMInt16TypeInContext(e->C)
+                                            : sj_llvm_dtype_mem_type(e->C, ld->dtype);
+}
+
 static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
-    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    LLVMTypeRef elt = ld_elt(e, ld);
     return address_t(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, elt),
                      ld->strides, elt);
 }
@@ -177,6 +184,19 @@ static LLVMValueRef load_typed(emitter *e, sj_dtype t, LLVMValueRef p) {
     return sj_llvm_from_mem(e->B, t, v);
 }
 
+/* 16-bit elements v (i16 or a vector of them) as float32, exactly. */
+static LLVMValueRef widen(emitter *e, sj_precision storage, LLVMValueRef v) {
+    return sj_llvm_widen_16(e->B, storage, v);
+}
+
+/* The element of ld at p as the kernel computes with it. */
+static LLVMValueRef load_ld(emitter *e, const sj_kload *ld, LLVMValueRef p) {
+    if (ld->storage == SJ_PRECISION_FP32) return load_typed(e, ld->dtype, p);
+    LLVMValueRef v = LLVMBuildLoad2(e->B, LLVMInt16TypeInContext(e->C), p, "");
+    LLVMSetAlignment(v, 2);
+    return widen(e, ld->storage, v);
+}
+
 static LLVMValueRef eval(emitter *e, int32_t x);
 
 /* data[.., clamp(index), ..]: negative indices count from the end of the
@@ -191,10 +211,10 @@ static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
     LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
-    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    LLVMTypeRef elt = ld_elt(e, ld);
     LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
     LLVMValueRef p = LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
-    return load_typed(e, ld->dtype, p);
+    return load_ld(e, ld, p);
 }
 
 /* first + step * i (ints exactly; floats in double, rounded once). */
@@ -216,7 +236,7 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
     const sj_kexpr *ex = &e->k->exprs[x];
     sj_llvm_scalar sc = {e->M, e->B, &host_math, e};
     switch (ex->kind) {
-    case SJ_KX_LOAD: return load_typed(e, e->k->loads[ex->load].dtype, ld_addr(e, &e->k->loads[ex->load]));
+    case SJ_KX_LOAD: return load_ld(e, &e->k->loads[ex->load], ld_addr(e, &e->k->loads[ex->load]));
     case SJ_KX_CONST:
         if (ex->dtype == SJ_F32) return cf(e, ex->value);
         return LLVMConstInt(sj_llvm_dtype_type(e->C, ex->dtype), (unsigned long long)ex->ivalue, 1);
@@ -422,10 +442,10 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
     rloop_close(e, &lj);
     e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
-    LLVMValueRef av = load_f32(e, ld_addr(e, a));
+    LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
     LLVMValueRef op = out_addr(e);
-    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, ld_addr(e, b)), "");
+    LLVMValueRef prod = LLVMBuildFMul(B, av, load_ld(e, b, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
     LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
@@ -493,12 +513,19 @@ static void emit_matmul_tiled(emitter *e) {
     LLVMValueRef bv[TILE_NV_MAX];
     for (int v = 0; v < nv; v++) {
         e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-        bv[v] = LLVMBuildLoad2(B, vt, ld_addr(e, b), "");
-        LLVMSetAlignment(bv[v], 4);
+        if (b->storage == SJ_PRECISION_FP32) {
+            bv[v] = LLVMBuildLoad2(B, vt, ld_addr(e, b), "");
+            LLVMSetAlignment(bv[v], 4);
+        } else { /* a vector of 16-bit weights, widened in registers */
+            bv[v] = LLVMBuildLoad2(B, LLVMVectorType(LLVMInt16TypeInContext(e->C), (unsigned)vw),
+                                   ld_addr(e, b), "");
+            LLVMSetAlignment(bv[v], 2);
+            bv[v] = widen(e, b->storage, bv[v]);
+        }
     }
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
-        LLVMValueRef as = load_f32(e, ld_addr(e, a));
+        LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
         LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
         splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
         for (int v = 0; v < nv; v++) {
@@ -540,8 +567,8 @@ static void emit_matmul_dot(emitter *e) {
     loops_open(e, ls, 3u << 2);
     LLVMBuildStore(e->B, cf(e, 0.0), acc);
     loop_open(e, &ls[4], 4);
-    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, ld_addr(e, a)),
-                                      load_f32(e, ld_addr(e, b)), "");
+    LLVMValueRef prod = LLVMBuildFMul(e->B, load_ld(e, a, ld_addr(e, a)),
+                                      load_ld(e, b, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     accumulate(e, acc, prod, false);
     loop_close(e, &ls[4], 4);
@@ -555,6 +582,9 @@ static void emit_matmul_dot(emitter *e) {
  * transposes folded into the strides). */
 static bool blas_layout(const sj_kernel *k, int64_t *lda, int *ta, int64_t *ldb, int *tb) {
     const int64_t *as = k->loads[k->a].strides, *bs = k->loads[k->b].strides;
+    /* sgemm reads float32 only; narrowed weights take the generated kernels. */
+    if (k->loads[k->a].storage != SJ_PRECISION_FP32 || k->loads[k->b].storage != SJ_PRECISION_FP32)
+        return false;
     if (k->out_strides[3] != 1 && k->dims[3] > 1) return false;
     if (as[4] == 1 || k->dims[4] == 1) *ta = 111, *lda = as[2];
     else if (as[2] == 1 || k->dims[2] == 1) *ta = 112, *lda = as[4];
