@@ -42,6 +42,9 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
     if (a->cpu && strcmp(name, "host") != 0)
         return cli_usage_error(cmd, "--cpu is for --backend host");
+    sj_precision p;
+    if (a->precision && sj_precision_from_name(a->precision, &p) != SJ_OK)
+        return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", a->precision);
     return CLI_EXIT_OK;
 }
 
@@ -91,6 +94,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.gpu_emit = a->backend.emit;
     cfg.arch = a->backend.arch;
     cfg.cpu = a->backend.cpu;
+    cfg.precision = a->backend.precision;
     cfg.workers = a->backend.devices;
     cfg.remote_url = url;
     cfg.remote_secret = secret;

@@ -65,7 +65,13 @@ typedef struct cli_backend_args {
     const char *arch; /* cuda: "sm_80" or "sm_90" (NULL) */
     const char *cpu;  /* host: NULL or "native", x86-64-v2|v3|v4, or an LLVM CPU name */
     int devices;      /* host devices; 0 = 1 */
+    const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
 } cli_backend_args;
+
+#define CLI_PRECISION_USAGE                                                                        \
+    "  --precision P      fp32 (default), bf16 or fp16: matmul and gemm weights stored in P\n"      \
+    "                     (rounded to nearest even), accumulated in fp32; everything else\n"     \
+    "                     fp32 (docs/precision.md). Part of the store key\n"
 
 /* Checks the names in a (usage errors, exit 2) without making anything. */
 int cli_backend_check(const char *cmd, const cli_backend_args *a);

@@ -218,6 +218,44 @@ static void test_mlp(void **state) {
     check_policies(f, 64, (int64_t[]){64, 37}, 2, "mlp");
 }
 
+/* The few-rows kernel (buckets of at most 8 rows) at every row count, with
+ * a column count that leaves a tail past the vectors (100), a transposed
+ * input as operand a (strided), batch dims, and the same under fp32. */
+static void test_few_rows(void **state) {
+    fixture *f = *state;
+    sj_value xt = input(f, "xt", 2, (int64_t[]){40, S});
+    sj_value z = input(f, "z", 3, (int64_t[]){3, S, 40});
+    sj_value w = param(f, "w", 2, (int64_t[]){40, 100}), w3 = param(f, "w3", 3, (int64_t[]){3, 40, 36});
+    sj_value x, y, y3;
+    assert_int_equal(sj_graph_transpose(f->g, xt, (int[]){1, 0}, &x), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, x, w, &y), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, z, w3, &y3), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y3, "y3"), SJ_OK);
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    check_policies(f, 8, ns, 8, "few rows");
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    assert_true(h_check(f->dev, f->g, 8, ns, 8, &o, f->seed, TOL, "few rows, fp32"));
+    assert_true(h_check(f->dev, f->g, 5, ns, 5, &o, f->seed, TOL, "few rows, fp32, E=5"));
+    o.precision = SJ_PRECISION_BF16;
+    assert_true(h_check(f->dev, f->g, 5, ns, 5, &o, f->seed, TOL, "few rows, bf16, E=5"));
+    /* 4-float vectors (x86-64-v2: SSE4.2, which every x86-64 CI host has), and
+     * 8- and 16-float ones compiled (this host may not run them) */
+    o.cpu = "x86-64-v2";
+    assert_true(h_check(f->dev, f->g, 8, ns, 8, &o, f->seed, TOL, "few rows, bf16, x86-64-v2"));
+    o.precision = SJ_PRECISION_FP32;
+    assert_true(h_check(f->dev, f->g, 8, ns, 8, &o, f->seed, TOL, "few rows, fp32, x86-64-v2"));
+    static const char *const levels[] = {"x86-64-v3", "x86-64-v4"};
+    for (int i = 0; i < 2; i++) {
+        o.cpu = levels[i];
+        o.precision = SJ_PRECISION_BF16;
+        sj_artifact *a;
+        if (sj_compile(f->g, 8, &o, &a) != SJ_OK) fail_msg("%s: %s", levels[i], sj_ctx_last_error(f->ctx));
+        sj_artifact_destroy(a);
+    }
+}
+
 /* A gemm with the weight transposed (b contiguous along k: the dot-product
  * kernel), its bias C kept in float32, and a tied table both gathered and
  * contracted with. */
@@ -474,6 +512,7 @@ int main(void) {
         cmocka_unit_test(test_names),
         cmocka_unit_test_setup_teardown(test_rule, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_mlp, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_few_rows, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gemm_and_tied_table, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_batched, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_special_weights, setup, h_fixture_teardown),
