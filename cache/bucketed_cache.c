@@ -92,6 +92,8 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     for (int i = 0; i < c->n_buckets; i++) {
         sj_cache_bucket *b = &c->buckets[i];
         atomic_init(&b->exe, NULL);
+        atomic_init(&b->runs, 0);
+        atomic_init(&b->rows, 0);
         pthread_mutex_init(&b->mu, NULL);
         pthread_cond_init(&b->cv, NULL);
         pthread_mutex_init(&b->run_mu, NULL);
@@ -179,23 +181,45 @@ static void note_stored(sj_bucketed_cache *c, int64_t extent, bool stored) {
 
 /* Compiles key's extent and hands the bytes to the store tiers (a failed
  * put costs a count, and for the local store a note on the bucket); *art is
- * the caller's to free. */
-static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key, void **art,
-                                   size_t *art_len) {
+ * the caller's to free. Under a fleet lease (lease non-NULL) the lease ends
+ * after the put, or at once when the compile failed. */
+static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key,
+                                   sj_remote_lease *lease, void **art, size_t *art_len) {
     *art = NULL;
     *art_len = 0;
     uint64_t t0 = now_ns();
     sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, art, art_len);
     atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
-    if (st != SJ_OK) return st;
+    if (st != SJ_OK) {
+        sj_remote_lease_end(lease, false);
+        return st;
+    }
     atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
     if (!c->store && !c->remote) return SJ_OK;
     /* sj_tiered_put's status is the local store's; the remote tier's drops
      * are counted in its own stats */
     bool stored = sj_tiered_put(c->store, c->remote, key, *art, *art_len) == SJ_OK;
+    sj_remote_lease_end(lease, true);
     if (!stored) atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
     if (c->store) note_stored(c, key->extent, stored);
     if (!stored) sj_ctx_clear_error(c->ctx);
+    return SJ_OK;
+}
+
+/* Every tier missed key: with a remote tier, the fleet's compile lease
+ * decides (see sj_remote_lease_claim). SJ_OK with *bytes: another node
+ * published it while this one waited; otherwise *bytes is NULL and the
+ * caller compiles, under *lease when it won one. */
+static sj_status claim_compile(sj_bucketed_cache *c, const sj_store_key *key,
+                               sj_remote_lease **lease, void **bytes, size_t *len) {
+    *lease = NULL;
+    *bytes = NULL;
+    *len = 0;
+    if (!c->remote) return SJ_OK;
+    sj_remote_claim how;
+    SJ_TRY(sj_tiered_claim(c->store, c->remote, key, &how, lease, bytes, len));
+    if (how == SJ_REMOTE_CLAIM_FETCHED)
+        atomic_fetch_add_explicit(&c->remote_hits, 1, memory_order_relaxed);
     return SJ_OK;
 }
 
@@ -242,11 +266,38 @@ static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe, s
     if (st != SJ_E_NOT_FOUND) return st;
     void *art;
     size_t art_len;
+    sj_remote_lease *lease;
+    SJ_TRY(claim_compile(c, &key, &lease, &art, &art_len));
+    if (art) { /* another node compiled it while this one waited */
+        st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
+        sj_free(c->ctx, art);
+        if (st == SJ_OK || st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE) return st;
+        atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
+        sj_ctx_clear_error(c->ctx);
+    }
     *made = SJ_CACHE_COMPILED;
-    SJ_TRY(compile_and_store(c, &key, &art, &art_len));
+    SJ_TRY(compile_and_store(c, &key, lease, &art, &art_len));
     st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
     sj_free(c->ctx, art);
     return st;
+}
+
+/* Keeps what the bucket at extent will cost once loaded (the compiler's
+ * estimate from the bytes; none when it has no estimate or cannot read
+ * them, which the load would then say). */
+static void note_estimate(sj_bucketed_cache *c, int64_t extent, const void *bytes, size_t len) {
+    int i = sj_ladder_find(c->ladder, extent);
+    if (!c->comp.estimate || i < 0 || sj_ladder_extent(c->ladder, i) != extent) return;
+    sj_executable_memory_info m;
+    if (c->comp.estimate(c->comp.ctx, c->g, bytes, len, &m) != SJ_OK) {
+        sj_ctx_clear_error(c->ctx);
+        return;
+    }
+    sj_cache_bucket *b = &c->buckets[i];
+    pthread_mutex_lock(&b->mu);
+    b->estimate = m;
+    b->has_estimate = true;
+    pthread_mutex_unlock(&b->mu);
 }
 
 sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
@@ -256,11 +307,15 @@ sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
     size_t len;
     sj_tier from;
     if (stored_bytes(c, &key, &bytes, &len, &from) == SJ_OK) {
-        sj_free(c->ctx, bytes);
         count_hit(c, from);
-        return SJ_OK;
+    } else {
+        sj_remote_lease *lease;
+        SJ_TRY(claim_compile(c, &key, &lease, &bytes, &len));
+        /* bytes: published by another node meanwhile (the compiler checks
+         * them where it loads); otherwise compiled here */
+        if (!bytes) SJ_TRY(compile_and_store(c, &key, lease, &bytes, &len));
     }
-    SJ_TRY(compile_and_store(c, &key, &bytes, &len));
+    note_estimate(c, extent, bytes, len);
     sj_free(c->ctx, bytes);
     return SJ_OK;
 }

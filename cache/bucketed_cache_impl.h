@@ -30,6 +30,11 @@ typedef struct sj_cache_bucket {
     int target;             /* -1: the compiler's own target made exe, else the fallback's index */
     pthread_mutex_t run_mu; /* one run at a time on the executable */
     _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
+    _Atomic uint64_t runs, rows; /* runs through the cache, and the rows they asked for */
+    /* What it will hold once loaded, read from the artifact a store-only
+     * precompile handled (under mu; the compiler's estimate). */
+    bool has_estimate;
+    sj_executable_memory_info estimate;
 } __attribute__((aligned(64))) sj_cache_bucket;
 
 /* An executable compiled at an out-of-range key's exact extent. Kept in a

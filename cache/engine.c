@@ -14,6 +14,7 @@
 void sj_engine_config_init(sj_engine_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     sj_model_options_init(&cfg->model);
+    cfg->remote_lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
 }
 
 sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
@@ -98,6 +99,7 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         rc.url = cfg->remote_url;
         rc.secret = secret;
         rc.read_only = cfg->remote_read_only;
+        rc.lease_ms = cfg->remote_lease_ms;
         rc.on_warning = cfg->on_warning;
         rc.warning_user = cfg->warning_user;
         st = sj_remote_create(e->ctx, &rc, &e->remote); /* copies the secret */
@@ -230,6 +232,24 @@ sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, 
     return sj_bucketed_cache_bucket(e->cache, i, lo, hi, ready);
 }
 
+sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out) {
+    if (!e || !out) return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    memset(out, 0, sizeof *out);
+    sj_executable_memory_info m;
+    int64_t lo, hi;
+    bool loaded;
+    SJ_TRY(sj_bucketed_cache_bucket(e->cache, i, &lo, &hi, &loaded));
+    SJ_TRY(sj_bucketed_cache_bucket_memory(e->cache, i, &m));
+    *out = (sj_engine_memory){.run_bytes = m.run_bytes,
+                              .arena_bytes = m.arena_bytes,
+                              .io_bytes = m.io_bytes,
+                              .weight_bytes = m.weight_bytes,
+                              .known = m.estimated || (loaded && e->cache->comp.memory),
+                              .loaded = loaded,
+                              .resident = m.resident};
+    return SJ_OK;
+}
+
 void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     memset(out, 0, sizeof *out);
     if (!e) return;
@@ -255,7 +275,7 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
      * engine's (every bucket uses every param). */
     for (int i = 0; i < out->buckets; i++) {
         sj_executable_memory_info m;
-        if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK) continue;
+        if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK || m.estimated) continue;
         if (m.weight_bytes > out->weight_bytes) out->weight_bytes = m.weight_bytes;
         if (m.resident) {
             out->buckets_resident++;

@@ -3,6 +3,7 @@
  * executables on one CUDA device, made at the first load, for runs. */
 #include "shapejit/ext/backends.h"
 
+#include "cache/artifact_exe.h"
 #include "core/core_impl.h"
 #include "jit/gpu/gpu_compile.h"
 
@@ -162,21 +163,6 @@ static sj_status gpu_run(void *self, void *exe, int64_t active, const sj_tensor 
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
 }
 
-static void gpu_trim(void *self, void *exe) {
-    (void)self;
-    sj_executable_trim(exe);
-}
-
-static void gpu_memory(void *self, void *exe, sj_executable_memory_info *out) {
-    (void)self;
-    sj_executable_memory(exe, out);
-}
-
-static void gpu_destroy(void *self, void *exe) {
-    (void)self;
-    sj_executable_destroy(exe);
-}
-
 void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     memset(out, 0, sizeof *out);
     out->ctx = gc;
@@ -190,9 +176,7 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     out->compile = gpu_compile;
     out->load = gpu_load;
     out->run = gpu_run;
-    out->destroy = gpu_destroy;
-    out->trim = gpu_trim;
-    out->memory = gpu_memory;
+    sj_artifact_exe_ops(out);
 }
 
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc) { return gc->arch; }

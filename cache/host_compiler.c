@@ -2,6 +2,7 @@
  * + the artifact format for bytes, executables on host devices for runs. */
 #include "shapejit/ext/backends.h"
 
+#include "cache/artifact_exe.h"
 #include "core/core_impl.h"
 #include "jit/llvm/llvm_impl.h"
 #include "runtime/cpu_features.h"
@@ -241,21 +242,6 @@ static sj_status host_run(void *self, void *exe, int64_t active, const sj_tensor
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
 }
 
-static void host_trim(void *self, void *exe) {
-    (void)self;
-    sj_executable_trim(exe);
-}
-
-static void host_memory(void *self, void *exe, sj_executable_memory_info *out) {
-    (void)self;
-    sj_executable_memory(exe, out);
-}
-
-static void host_destroy(void *self, void *exe) {
-    (void)self;
-    sj_executable_destroy(exe);
-}
-
 void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     memset(out, 0, sizeof *out);
     out->ctx = hc;
@@ -271,9 +257,7 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->compile = host_compile;
     out->load = host_load;
     out->run = host_run;
-    out->destroy = host_destroy;
-    out->trim = host_trim;
-    out->memory = host_memory;
+    sj_artifact_exe_ops(out);
 }
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }

@@ -6,6 +6,7 @@
 
 #include "core/core_impl.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define INTERP_ARTIFACT_VERSION 1u
@@ -16,6 +17,8 @@ typedef struct interp_exe {
     const sj_graph *g;
     sj_graph *rounded; /* a narrowing policy's graph (sj_graph_apply_precision), owned */
     int64_t extent;
+    /* Read by stats while a run may be counting. */
+    _Atomic uint64_t runs, rows;
 } interp_exe;
 
 /* The table's ctx points at one of these: the policy its executables apply. */
@@ -82,7 +85,20 @@ static sj_status interp_run(void *self, void *exe, int64_t active, const sj_tens
     if (active < 1 || active > e->extent)
         return sj_fail(e->ctx, SJ_E_OUT_OF_RANGE, "interp executable: active extent %lld outside 1..%lld",
                        (long long)active, (long long)e->extent);
-    return sj_interp_run(e->g, active, inputs, outputs);
+    SJ_TRY(sj_interp_run(e->g, active, inputs, outputs));
+    atomic_fetch_add(&e->runs, 1);
+    atomic_fetch_add(&e->rows, (uint64_t)active);
+    return SJ_OK;
+}
+
+/* The interpreter holds no run memory between runs; its work is the
+ * active rows it is given (it never sees the bucket's padding). */
+static void interp_memory(void *self, void *exe, sj_executable_memory_info *out) {
+    (void)self;
+    interp_exe *e = exe;
+    memset(out, 0, sizeof *out);
+    out->runs = atomic_load(&e->runs);
+    out->rows_requested = out->rows_computed = atomic_load(&e->rows);
 }
 
 static void interp_destroy(void *self, void *exe) {
@@ -104,6 +120,7 @@ void sj_interp_compiler(sj_compiler *out) {
     out->load = interp_load;
     out->run = interp_run;
     out->destroy = interp_destroy;
+    out->memory = interp_memory;
 }
 
 sj_status sj_interp_compiler_precision(sj_precision p, sj_compiler *out) {

@@ -122,6 +122,11 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         pthread_mutex_lock(mu);
         st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
         if (!one) sj_cache_resident_after_run(c, b, exe);
+        if (!one && st == SJ_OK) {
+            /* runs before rows: sj_bucketed_cache_bucket_padding relies on it */
+            atomic_fetch_add_explicit(&c->buckets[b].runs, 1, memory_order_seq_cst);
+            atomic_fetch_add_explicit(&c->buckets[b].rows, (uint64_t)rows, memory_order_seq_cst);
+        }
         pthread_mutex_unlock(mu);
     }
     sj_cache_release(c, one);

@@ -45,6 +45,19 @@ const char *cli_printable(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
+const char *cli_bytes(uint64_t bytes, char *buf, size_t cap) {
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%llu bytes", (unsigned long long)bytes);
+    else snprintf(buf, cap, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
 int cli_fail_status(const char *cmd, sj_ctx *ctx, sj_status st) {
     const char *msg = sj_ctx_last_error(ctx);
     return cli_fail(cmd, "%s", msg && msg[0] ? msg : sj_status_str(st));

@@ -58,6 +58,8 @@ int cli_parse_exit(cli_parse_result r);
 /* s with control bytes (and DEL) written as \xHH, so a name or a line from
  * a file cannot drive the terminal; cut to fit buf. Returns buf. */
 const char *cli_printable(const char *s, char *buf, size_t cap);
+/* "512 bytes", "12.3 MiB", "1.5 GiB" (binary units). Returns buf. */
+const char *cli_bytes(uint64_t bytes, char *buf, size_t cap);
 
 /* "shapejit CMD: message" on stderr; return CLI_EXIT_FAIL / CLI_EXIT_USAGE. */
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -26,7 +26,8 @@ static const char usage[] =
     "    verify, decompress, load), time to ready for the ladder pow2:1:1024\n"
     "    cold (compile every bucket) vs warm (load every bucket from the store),\n"
     "    get_or_compile hit ns, metadata cache hit and evict-insert ns, eager vs\n"
-    "    replayed dispatch, padding waste per ladder kind on a lognormal trace,\n"
+    "    replayed dispatch, rows allocated per row requested (padding costs memory,\n"
+    "    not work) per ladder kind on a lognormal trace,\n"
     "    and end-to-end latency per request size per ladder.\n"
     "  Every figure is a median over repeated runs in this process.\n"
     "  --json FILE   also write the figures as one JSON object, and (when gnuplot\n"
@@ -315,47 +316,6 @@ static int bench_padding(bench *b) {
     return rc;
 }
 
-/* Warm requests of each size through sj_engine_run, as serve sends them. */
-static int latency_for(bench *b, sj_engine *e, int64_t rows, double *us, int64_t *extent) {
-    int n_in = sj_graph_num_inputs(b->g), n_out = sj_graph_num_outputs(b->g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
-    sj_named_tensor *named = calloc((size_t)n_in + 1, sizeof *named),
-                    *out = calloc((size_t)n_out + 1, sizeof *out);
-    int rc = in && out && named ? cli_random_inputs("bench", b->ctx, b->g, rows, (uint64_t)rows, in)
-                                : cli_fail("bench", "out of memory");
-    for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++) {
-        sj_value_desc d;
-        sj_engine_input(e, i, &d);
-        named[i] = (sj_named_tensor){d.name, in[i]};
-    }
-    double t[64];
-    int reps = 0;
-    double budget_ns = b->quick ? 2e7 : 1.5e8, spent = 0;
-    /* The first call makes the bucket ready; it is not a warm latency. */
-    for (int r = 0; rc == CLI_EXIT_OK && r < 65; r++) {
-        sj_run_info info;
-        double t0 = bench_wall_ns();
-        sj_status st = sj_engine_run(e, named, n_in, out, n_out, &info);
-        double dt = bench_wall_ns() - t0;
-        if (st != SJ_OK) {
-            rc = fail_ctx(b, "request");
-            break;
-        }
-        for (int i = 0; i < n_out; i++) sj_tensor_free(b->ctx, &out[i].tensor);
-        *extent = info.bucket;
-        if (r == 0) continue;
-        t[reps++] = dt / 1e3;
-        spent += dt;
-        if (reps >= 3 && spent > budget_ns) break;
-    }
-    if (rc == CLI_EXIT_OK) *us = bench_median(t, reps);
-    for (int i = 0; in && i < n_in; i++) sj_tensor_free(b->ctx, &in[i]);
-    free(in);
-    free(named);
-    free(out);
-    return rc;
-}
-
 static int bench_latency(bench *b) {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/ladder.db", b->dir);
@@ -363,8 +323,8 @@ static int bench_latency(bench *b) {
         session s;
         int rc = session_open(b, path, latency_ladders[l], &s);
         for (int i = 0; rc == CLI_EXIT_OK && i < N_SIZES; i++)
-            rc = latency_for(b, s.e, latency_sizes[i], &b->f.latency_us[l][i],
-                             &b->f.latency_extent[l][i]);
+            rc = cli_warm_latency("bench", b->ctx, s.e, latency_sizes[i], b->quick ? 2e7 : 1.5e8,
+                                  &b->f.latency_us[l][i], &b->f.latency_extent[l][i]);
         sj_engine_stats st;
         if (rc == CLI_EXIT_OK) sj_engine_stats_get(s.e, &st);
         if (rc == CLI_EXIT_OK) b->f.latency_compiles[l] = st.compiles;
@@ -450,7 +410,8 @@ static void print_table(const bench *b) {
     printf("%-34s %12.2f  %d launches at N = 1\n", "eager_us_per_run", f->eager_us, f->launches);
     printf("%-34s %12.2f\n", "replay_us_per_run", f->replay_us);
     printf("%-34s %12.3f  eager / replay\n", "replay_vs_eager_dispatch", f->dispatch_ratio);
-    printf("\npadding waste (padded rows / real rows) on %s:\n", TRACE);
+    printf("\npadding: rows allocated / rows requested (memory; kernels compute the requested "
+           "rows only) on %s:\n", TRACE);
     for (int l = 0; l < N_WASTE; l++)
         printf("  %-52s %6.3fx  (%d buckets, worst bucket %.2fx)\n", waste_ladders[l], f->waste[l],
                f->waste_buckets[l], f->max_waste[l]);

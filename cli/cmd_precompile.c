@@ -11,7 +11,7 @@ static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"
     "                           [--arch sm_80|sm_90] [--cpu C[,C...]] [--store PATH]\n"
     "                           [--remote URL|none] [--remote-secret-file FILE]\n"
-    "                           [--remote-read-only] [--jobs N] [--stats]\n"
+    "                           [--remote-read-only] [--remote-lease-ms MS] [--jobs N] [--stats]\n"
     "                           [--precision fp32|bf16|fp16] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
     "  are loaded and checked, not compiled again), then prints one summary line.\n"
@@ -58,6 +58,29 @@ static void on_bucket(void *user, int done, int total, int64_t extent) {
     fflush(stderr);
 }
 
+/* What each bucket will hold once it serves, so a deploy sees a bucket too
+ * big for its machines before any request reaches it (--stats has them
+ * per bucket too). */
+static void print_bucket_memory(sj_engine *e) {
+    int n = sj_engine_num_buckets(e), known = 0;
+    uint64_t weights = 0;
+    for (int i = 0; i < n; i++) {
+        sj_engine_memory m;
+        int64_t lo, hi;
+        bool ready;
+        if (sj_engine_bucket_memory(e, i, &m) != SJ_OK || !m.known ||
+            sj_engine_bucket(e, i, &lo, &hi, &ready) != SJ_OK)
+            continue;
+        char run[32];
+        printf("%s%lld: %s", known++ ? ", " : "run memory per bucket once it serves (extent: bytes): ",
+               (long long)hi, cli_bytes(m.run_bytes, run, sizeof run));
+        if (m.weight_bytes > weights) weights = m.weight_bytes;
+    }
+    if (!known) return;
+    char w[32];
+    printf("; weights %s, one copy shared by every bucket\n", cli_bytes(weights, w, sizeof w));
+}
+
 /* Takes g: the engine owns it once opened. */
 static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *ea,
                              int jobs, bool stats) {
@@ -96,8 +119,11 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cl
             printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(remote),
                    (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
                    (unsigned long long)rs.dropped_puts);
+            fputs("; ", stdout);
+            cli_remote_lease_summary(stdout, &rs);
         }
         putchar('\n');
+        print_bucket_memory(e);
         if (stats) {
             fprintf(stderr, "{\"target\": \"%s\", \"seconds\": %.3f, ", target, secs);
             cli_stats_members(stderr, e);

@@ -17,6 +17,7 @@ static const char usage[] =
     "                    [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                    [--ladder SPEC] [--store PATH|none]\n"
     "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
+    "                    [--remote-lease-ms MS]\n"
     "                    [--seed S] [--stats] [--max-resident-buckets N] [--precision P]\n"
     "                    " CLI_MODEL_USAGE "\n"
     "  Runs MODEL once through the bucketed cache (the request's bucket is taken\n"

@@ -9,6 +9,7 @@
 
 #include "cli/request_stream.h"
 #include "cli/serving.h"
+#include "shapejit/ext/bucketed_cache.h"
 
 static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
@@ -16,6 +17,7 @@ static const char usage[] =
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
+    "                      [--remote-lease-ms MS]\n"
     "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
     "                      [--precision fp32|bf16|fp16]\n"
     "                      " CLI_MODEL_USAGE "\n"
@@ -25,7 +27,8 @@ static const char usage[] =
     "  seeded random inputs) with N worker threads through one bucketed cache and\n"
     "  reports latency percentiles, throughput, compiles and compile stalls\n"
     "  (requests that waited for their bucket's compile), store hits and padding\n"
-    "  waste (padded rows / real rows). Run it twice against one store: the\n"
+    "  per bucket: rows allocated past the requests (memory) and rows computed\n"
+    "  past them (work), and the arena a run holds. Run it twice against one store: the\n"
     "  second run compiles nothing.\n"
     "  --trace FILE       one request size per line ('#' comments, blank lines skipped)\n"
     /* clang-format off */
@@ -132,8 +135,13 @@ static void *worker(void *arg) {
 }
 
 typedef struct figures {
-    double wall_s, p50, p90, p99, max, rps, waste, padded_share;
+    double wall_s, mean, p50, p90, p99, max, rps;
     size_t compile_stalls, load_stalls;
+    /* Padding over the buckets: rows their buffers held past the requests
+     * (memory) and rows their kernels ran past them (work; -1: a compiler
+     * that does not report it), out of the rows the buckets held. */
+    uint64_t padded_allocated, bucket_rows;
+    int64_t padded_computed;
 } figures;
 
 static int summarise(serve_state *s, figures *f) {
@@ -142,25 +150,85 @@ static int summarise(serve_state *s, figures *f) {
     if (!sorted) return cli_fail("serve", "out of memory");
     memcpy(sorted, s->latency_ms, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, cli_cmp_double);
+    f->mean = 0;
+    for (size_t i = 0; i < n; i++) f->mean += sorted[i] / (double)n;
     f->p50 = cli_percentile(sorted, n, 0.50);
     f->p90 = cli_percentile(sorted, n, 0.90);
     f->p99 = cli_percentile(sorted, n, 0.99);
     f->max = sorted[n - 1];
     free(sorted);
     f->rps = f->wall_s > 0 ? (double)n / f->wall_s : 0;
-    int64_t padded = 0, real = 0;
     for (size_t i = 0; i < n; i++) {
-        int64_t p, r;
-        if (sj_ladder_padding(sj_engine_ladder(s->e), s->stream->sizes[i], 1, &p, &r) == SJ_OK) {
-            padded += p;
-            real += r;
-        }
         if (s->wait[i] == SJ_RUN_COMPILED) f->compile_stalls++;
         if (s->wait[i] == SJ_RUN_LOADED) f->load_stalls++;
     }
-    f->waste = real ? (double)padded / (double)real : 1;
-    f->padded_share = padded ? (double)(padded - real) / (double)padded : 0;
+    sj_bucketed_cache *c = sj_engine_cache(s->e);
+    for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
+        sj_bucket_padding p;
+        if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK) continue;
+        f->padded_allocated += p.padded_rows_allocated;
+        f->bucket_rows += p.runs * (uint64_t)p.extent;
+        if (p.padded_rows_computed < 0 || f->padded_computed < 0)
+            f->padded_computed = -1;
+        else
+            f->padded_computed += p.padded_rows_computed;
+    }
     return CLI_EXIT_OK;
+}
+
+/* -1 (the compiler does not report its work) reads "not reported". */
+static void print_computed(int64_t v) {
+    if (v < 0)
+        printf("not reported");
+    else
+        printf("%lld", (long long)v);
+}
+
+static void print_padding(serve_state *s, const figures *f) {
+    printf("  padding          %llu rows allocated past the requests (%.1f%% of the buckets' rows; "
+           "memory), ",
+           (unsigned long long)f->padded_allocated,
+           f->bucket_rows ? 100.0 * (double)f->padded_allocated / (double)f->bucket_rows : 0.0);
+    print_computed(f->padded_computed);
+    printf(" rows computed past them (work)\n");
+    sj_bucketed_cache *c = sj_engine_cache(s->e);
+    for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
+        sj_bucket_padding p;
+        if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
+        printf("    bucket %-8lld %llu runs, %llu rows: %llu padded rows allocated, ", (long long)p.extent,
+               (unsigned long long)p.runs, (unsigned long long)p.rows,
+               (unsigned long long)p.padded_rows_allocated);
+        print_computed(p.padded_rows_computed);
+        printf(" computed; arena %.1f KiB\n", (double)p.arena_bytes / 1024.0);
+    }
+}
+
+static void json_padding(FILE *j, serve_state *s, const figures *f) {
+    fprintf(j, "\"padded_rows_allocated\": %llu, \"padded_rows_computed\": ",
+            (unsigned long long)f->padded_allocated);
+    if (f->padded_computed < 0)
+        fprintf(j, "null");
+    else
+        fprintf(j, "%lld", (long long)f->padded_computed);
+    fprintf(j, ", \"padding_buckets\": [");
+    sj_bucketed_cache *c = sj_engine_cache(s->e);
+    bool first = true;
+    for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
+        sj_bucket_padding p;
+        if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
+        fprintf(j,
+                "%s{\"extent\": %lld, \"runs\": %llu, \"rows\": %llu, \"padded_rows_allocated\": %llu, "
+                "\"padded_rows_computed\": ",
+                first ? "" : ", ", (long long)p.extent, (unsigned long long)p.runs,
+                (unsigned long long)p.rows, (unsigned long long)p.padded_rows_allocated);
+        if (p.padded_rows_computed < 0)
+            fprintf(j, "null");
+        else
+            fprintf(j, "%lld", (long long)p.padded_rows_computed);
+        fprintf(j, ", \"arena_bytes\": %llu}", (unsigned long long)p.arena_bytes);
+        first = false;
+    }
+    fprintf(j, "], ");
 }
 
 static void report(serve_state *s, const figures *f, const char *model, const char *source,
@@ -190,6 +258,9 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
                sj_remote_url(remote), (unsigned long long)st.remote_hits,
                (unsigned long long)rs.misses, (unsigned long long)rs.errors,
                (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
+        printf("  fleet            ");
+        cli_remote_lease_summary(stdout, &rs);
+        putchar('\n');
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
     printf("  memory           weights %.1f MiB (shared by every bucket), run memory %.1f MiB in "
@@ -197,9 +268,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            (double)st.weight_bytes / 1048576.0, (double)st.run_bytes / 1048576.0,
            st.buckets_resident, (unsigned long long)st.resident_evictions,
            (double)cli_peak_rss_bytes() / 1048576.0);
-    printf(
-        "  padding waste    %.3fx (padded rows / real rows; %.1f%% of computed rows are padding)\n",
-        f->waste, 100.0 * f->padded_share);
+    print_padding(s, f);
     if (!stats) return;
     fprintf(stderr, "{\"model\": ");
     cli_json_str(stderr, model);
@@ -209,11 +278,11 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     cli_json_str(stderr, s->store_path);
     fprintf(stderr,
             ", \"requests\": %zu, \"workers\": %d, \"wall_s\": %.6f, \"throughput_rps\": %.3f, "
-            "\"first_result_ms\": %.3f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
-            "\"max_ms\": %.4f, \"compile_stalls\": %zu, \"store_load_stalls\": %zu, "
-            "\"padding_waste\": %.4f, ",
-            s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->p50, f->p90, f->p99,
-            f->max, f->compile_stalls, f->load_stalls, f->waste);
+            "\"first_result_ms\": %.3f, \"mean_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
+            "\"p99_ms\": %.4f, \"max_ms\": %.4f, \"compile_stalls\": %zu, \"store_load_stalls\": %zu, ",
+            s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->mean, f->p50, f->p90, f->p99,
+            f->max, f->compile_stalls, f->load_stalls);
+    json_padding(stderr, s, f);
     cli_stats_members(stderr, s->e);
     fprintf(stderr, "}\n");
 }

@@ -196,7 +196,9 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     if (rc != CLI_EXIT_OK) return rc;
     const char *remote_url = NULL;
     char secret[CLI_SECRET_MAX + 1] = "";
-    rc = cli_remote_resolve(cmd, &remote, &remote_url, secret);
+    int lease_ms;
+    rc = cli_remote_lease_ms(cmd, &remote, &lease_ms);
+    if (rc == CLI_EXIT_OK) rc = cli_remote_resolve(cmd, &remote, &remote_url, secret);
     if (rc != CLI_EXIT_OK) return rc;
 
     sc.host = host;
@@ -221,6 +223,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     ec.remote_secret = secret;
     ec.remote_secret_len = strlen(secret);
     ec.remote_read_only = remote_url && remote.read_only;
+    ec.remote_lease_ms = lease_ms;
     ec.backend = backend;
     ec.gpu_emit = emit;
     ec.arch = arch;

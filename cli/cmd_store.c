@@ -8,13 +8,17 @@
 #include <time.h>
 
 #include "cli/serving.h"
+#include "shapejit/ext/artifact.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
 
 static const char usage[] =
     "usage: shapejit store SUBCOMMAND [--store PATH] [--json] ...\n"
-    "  ls                          list every stored artifact with its key\n"
+    "  ls                          list every stored artifact with its key and the memory\n"
+    "                              its bucket needs to serve: run memory (arena, padded\n"
+    "                              inputs and outputs) and weights (one copy shared by\n"
+    "                              every bucket of the graph)\n"
     "  stats [--remote URL]        entries and bytes; with a fleet tier (--remote, else\n"
     "                              $SHAPEJIT_REMOTE) also whether it answers, how fast,\n"
     "                              and its counters\n"
@@ -62,6 +66,7 @@ static void fmt_time(int64_t ms, char *buf, size_t cap) {
     strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* The row's key and sizes, as an object the caller closes (ls adds members). */
 static void print_entry_json(const sj_store_entry *e) {
     char gh[65], oh[65], when[32];
     sj_hash_hex(e->key.graph_hash, gh);
@@ -78,16 +83,17 @@ static void print_entry_json(const sj_store_entry *e) {
     printf(", \"compiler_version\": ");
     json_str(e->key.compiler_version);
     fmt_time(e->last_used_ms, when, sizeof when);
-    printf(", \"raw_bytes\": %lld, \"stored_bytes\": %lld, \"last_used\": \"%s\"}", (long long)e->raw_bytes,
+    printf(", \"raw_bytes\": %lld, \"stored_bytes\": %lld, \"last_used\": \"%s\"", (long long)e->raw_bytes,
            (long long)e->stored_bytes, when);
 }
 
+/* The row's key and sizes on a line the caller ends (ls adds the memory). */
 static void print_entry_text(const sj_store_entry *e) {
     char gh[65], oh[65], when[32];
     sj_hash_hex(e->key.graph_hash, gh);
     sj_hash_hex(e->key.options_hash, oh);
     fmt_time(e->last_used_ms, when, sizeof when);
-    printf("%.16s  %8lld  opt %.8s  %s/%s%s%s  fmt %u  shapejit %s  %s  %lld -> %lld bytes  used %s\n", gh,
+    printf("%.16s  %8lld  opt %.8s  %s/%s%s%s  fmt %u  shapejit %s  %s  %lld -> %lld bytes  used %s", gh,
            (long long)e->key.extent, oh, e->key.target_triple, e->key.target_cpu[0] ? e->key.target_cpu : "-",
            e->key.target_features[0] ? "/" : "", e->key.target_features, e->key.artifact_version,
            e->key.shapejit_version, e->key.compiler_version, (long long)e->raw_bytes, (long long)e->stored_bytes,
@@ -97,18 +103,64 @@ static void print_entry_text(const sj_store_entry *e) {
 typedef struct ls_state {
     bool json;
     int64_t n;
+    sj_ctx *ctx; /* ls: decodes each row's artifact */
 } ls_state;
 
-static int ls_visit(void *user, const sj_store_entry *e) {
+/* What the row's bucket needs to serve, read from its launch plan; rows
+ * that hold no launch plan (the interpreter's) have no figure. */
+static void print_memory(sj_ctx *ctx, const void *bytes, size_t len, bool json) {
+    sj_artifact *a;
+    if (sj_artifact_deserialize(ctx, bytes, len, &a) != SJ_OK) {
+        printf(json ? ", \"run_bytes\": null" : "  run -\n");
+        return;
+    }
+    sj_artifact_info in;
+    sj_artifact_get_info(a, &in);
+    if (json) {
+        printf(", \"run_bytes\": %lld, \"arena_bytes\": %lld, \"io_bytes\": %lld, \"weight_bytes\": %lld",
+               (long long)in.run_bytes, (long long)in.arena_bytes, (long long)in.io_bytes,
+               (long long)in.weight_bytes);
+    } else {
+        char run[32], arena[32], io[32], w[32];
+        printf("  run %s (arena %s, io %s)  weights %s\n", cli_bytes((uint64_t)in.run_bytes, run, sizeof run),
+               cli_bytes((uint64_t)in.arena_bytes, arena, sizeof arena),
+               cli_bytes((uint64_t)in.io_bytes, io, sizeof io),
+               cli_bytes((uint64_t)in.weight_bytes, w, sizeof w));
+    }
+    sj_artifact_destroy(a);
+}
+
+static int ls_visit(void *user, const sj_store_entry *e, const void *bytes, size_t len) {
     ls_state *s = user;
     if (s->json) {
         printf(s->n ? ",\n  " : "\n  ");
         print_entry_json(e);
+        print_memory(s->ctx, bytes, len, true);
+        printf("}");
     } else {
         print_entry_text(e);
+        print_memory(s->ctx, bytes, len, false);
     }
     s->n++;
     return 0;
+}
+
+/* ls lists a corrupt row too, saying so (verify and gc act on it). */
+static void ls_corrupt(void *user, const sj_store_entry *e, const char *why) {
+    ls_state *s = user;
+    char shown[512];
+    cli_printable(why, shown, sizeof shown);
+    if (s->json) {
+        printf(s->n ? ",\n  " : "\n  ");
+        print_entry_json(e);
+        printf(", \"corrupt\": ");
+        json_str(shown);
+        printf("}");
+    } else {
+        print_entry_text(e);
+        printf("  CORRUPT: %s\n", shown);
+    }
+    s->n++;
 }
 
 /* Why an imported record was refused, one line each on stderr. */
@@ -151,10 +203,11 @@ static void explained(void *user, const sj_store_entry *e, unsigned differs) {
             if (differs & bit) printf("%s\"%s\"", k++ ? ", " : "", sj_store_key_component_name(bit));
         printf("], \"entry\": ");
         print_entry_json(e);
-        printf("}");
+        printf("}}");
     } else {
         printf("%s: ", differs ? list : "identical (the key is stored)");
         print_entry_text(e);
+        putchar('\n');
     }
     s->n++;
 }
@@ -275,7 +328,7 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
     if (st != SJ_OK) {
         rc = cli_fail_status(cmd, ctx, st);
     } else {
-        ls_state ls = {a->json, 0};
+        ls_state ls = {a->json, 0, ctx};
         if (a->json) printf("{\"extent\": %lld, \"nearest\": [", (long long)key.extent);
         st = sj_store_explain(s, &key, (int)a->limit, explained, &ls);
         if (a->json) printf("%s]", ls.n ? "\n" : "");
@@ -341,11 +394,11 @@ int cli_cmd_store(int argc, char **argv) {
         return rc;
     }
     int rc = CLI_EXIT_OK;
-    ls_state ls = {a.json, 0};
+    ls_state ls = {a.json, 0, ctx};
     switch (which) {
     case 0: /* ls */
         if (a.json) printf("[");
-        st = sj_store_ls(s, ls_visit, &ls);
+        st = sj_store_scan(s, ls_visit, ls_corrupt, &ls);
         if (a.json) printf("%s]\n", ls.n ? "\n" : "");
         break;
     case 1: { /* stats */

@@ -16,6 +16,7 @@
     X(cli_cmd_print, "print", "print a model as canonical .sjg text")                             \
     X(cli_cmd_hash, "hash", "print a model's 256-bit content hash")                               \
     X(cli_cmd_onnx_conformance, "onnx-conformance", "run the ONNX backend node tests under a folder") \
+    X(cli_cmd_ladder, "ladder", "fit a bucket ladder to a trace of request sizes")                   \
     X(cli_cmd_store, "store", "look after the artifact store: ls, stats, verify, gc, rm, export, import, explain")
 
 #define CLI_DECLARE(fn, name, summary) int fn(int argc, char **argv);

@@ -47,9 +47,11 @@ int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **
     if (!url) url = getenv("SHAPEJIT_REMOTE");
     if (url && f->url && !url[0]) return cli_usage_error(cmd, "--remote needs a URL (or 'none')");
     if (!url || !url[0] || !strcmp(url, "none")) {
-        if (f->secret_file || f->read_only)
+        if (f->secret_file || f->read_only || f->lease_ms)
             return cli_usage_error(cmd, "%s without a remote tier (--remote URL or $SHAPEJIT_REMOTE)",
-                                   f->secret_file ? "--remote-secret-file" : "--remote-read-only");
+                                   f->secret_file ? "--remote-secret-file"
+                                   : f->read_only ? "--remote-read-only"
+                                                  : "--remote-lease-ms");
         return CLI_EXIT_OK;
     }
     int rc = CLI_EXIT_OK;
@@ -75,17 +77,34 @@ int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **
     return rc;
 }
 
+int cli_remote_lease_ms(const char *cmd, const cli_remote_flags *f, int *out) {
+    *out = SJ_REMOTE_DEFAULT_LEASE_MS;
+    if (!f->lease_ms) return CLI_EXIT_OK;
+    char *end;
+    errno = 0;
+    long long v = strtoll(f->lease_ms, &end, 10);
+    if (!f->lease_ms[0] || *end || errno || v < 0 || v > SJ_REMOTE_MAX_LEASE_MS)
+        return cli_usage_error(cmd, "--remote-lease-ms must be milliseconds in 0..%d (0: no leases), got '%s'",
+                               SJ_REMOTE_MAX_LEASE_MS, f->lease_ms);
+    *out = (int)v;
+    return CLI_EXIT_OK;
+}
+
 int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_remote **out) {
     *out = NULL;
     const char *url;
     char secret[CLI_SECRET_MAX + 1];
-    int rc = cli_remote_resolve(cmd, f, &url, secret);
+    int lease_ms;
+    int rc = cli_remote_lease_ms(cmd, f, &lease_ms);
+    if (rc != CLI_EXIT_OK) return rc;
+    rc = cli_remote_resolve(cmd, f, &url, secret);
     if (rc == CLI_EXIT_OK && url) {
         sj_remote_config rc_cfg;
         sj_remote_config_init(&rc_cfg);
         rc_cfg.url = url;
         rc_cfg.secret = secret;
         rc_cfg.read_only = f->read_only;
+        rc_cfg.lease_ms = lease_ms;
         rc_cfg.on_warning = cli_remote_print_warning;
         rc_cfg.warning_user = (void *)cmd;
         sj_status st = sj_remote_create(ctx, &rc_cfg, out); /* copies the secret */
@@ -105,10 +124,24 @@ void cli_remote_stats_members(FILE *f, const sj_remote *r) {
     fprintf(f,
             "\"remote_misses\": %llu, \"remote_errors\": %llu, \"remote_timeouts\": %llu, "
             "\"remote_rejected\": %llu, \"remote_backoff_skips\": %llu, \"remote_puts\": %llu, "
-            "\"remote_dropped_puts\": %llu, \"remote_foreign\": %llu, \"remote_kept_foreign\": %llu",
+            "\"remote_dropped_puts\": %llu, \"remote_foreign\": %llu, \"remote_kept_foreign\": %llu, "
+            "\"remote_leases_won\": %llu, \"remote_lease_waits\": %llu, "
+            "\"remote_lease_waited_hits\": %llu, \"remote_lease_waited_compiles\": %llu, "
+            "\"remote_lease_errors\": %llu",
             (unsigned long long)s.misses, (unsigned long long)s.errors,
             (unsigned long long)s.timeouts, (unsigned long long)s.rejected,
             (unsigned long long)s.backoff_skips, (unsigned long long)s.puts,
             (unsigned long long)s.dropped_puts, (unsigned long long)s.foreign,
-            (unsigned long long)s.kept_foreign);
+            (unsigned long long)s.kept_foreign, (unsigned long long)s.leases_won,
+            (unsigned long long)s.lease_waits, (unsigned long long)s.lease_waited_hits,
+            (unsigned long long)s.lease_waited_compiles, (unsigned long long)s.lease_errors);
+}
+
+void cli_remote_lease_summary(FILE *f, const sj_remote_stats *s) {
+    fprintf(f,
+            "leases: %llu won, %llu waited for another node (%llu got its value, %llu compiled "
+            "after all), %llu errors",
+            (unsigned long long)s->leases_won, (unsigned long long)s->lease_waits,
+            (unsigned long long)s->lease_waited_hits, (unsigned long long)s->lease_waited_compiles,
+            (unsigned long long)s->lease_errors);
 }

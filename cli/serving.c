@@ -4,6 +4,7 @@
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
 #include "core/hash.h"
+#include "bench/bench_timing.h"
 
 #include <stdint.h>
 
@@ -64,6 +65,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     if (rc == CLI_EXIT_OK) rc = cli_store_path(cmd, a->store, store_path, cap);
     const char *url = NULL;
     char secret[CLI_SECRET_MAX + 1] = "";
+    int lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
+    if (rc == CLI_EXIT_OK) rc = cli_remote_lease_ms(cmd, &a->remote, &lease_ms);
     if (rc == CLI_EXIT_OK) rc = cli_remote_resolve(cmd, &a->remote, &url, secret);
     if (rc != CLI_EXIT_OK) {
         sj_graph_destroy(g);
@@ -100,6 +103,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.remote_secret = secret;
     cfg.remote_secret_len = strlen(secret);
     cfg.remote_read_only = url && a->remote.read_only;
+    cfg.remote_lease_ms = lease_ms;
     cfg.on_warning = cli_remote_print_warning;
     cfg.warning_user = (void *)cmd;
     cfg.store_only = a->store_only;
@@ -171,13 +175,15 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         if (sj_bucketed_cache_bucket_memory(sj_engine_cache(e), i, &m) != SJ_OK ||
             sj_engine_bucket(e, i, NULL, &hi, NULL) != SJ_OK || (!m.weight_bytes && !m.run_bytes))
             continue;
-        /* peak: what a run of the bucket holds, its weights being shared. */
+        /* peak: what a run of the bucket holds, its weights being shared;
+         * estimated: read from the artifact of a bucket not loaded. */
         fprintf(f,
                 "%s{\"extent\": %lld, \"weights_shared\": %llu, \"arena_bytes\": %llu, "
-                "\"io_bytes\": %llu, \"peak_bytes\": %llu, \"resident\": %s}",
+                "\"io_bytes\": %llu, \"peak_bytes\": %llu, \"resident\": %s, \"estimated\": %s}",
                 first ? "" : ", ", (long long)hi, (unsigned long long)m.weight_bytes,
                 (unsigned long long)m.arena_bytes, (unsigned long long)m.io_bytes,
-                (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false");
+                (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false",
+                m.estimated ? "true" : "false");
         first = false;
     }
     fputc(']', f);
@@ -210,16 +216,7 @@ int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
                             sj_graph_symbol(g), (long long)extent);
         sj_status st = sj_tensor_alloc_typed(ctx, d.dtype, s.rank, s.dims, &in[i]);
         if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-        uint64_t state = seed + (uint64_t)i;
-        int64_t n = sj_tensor_numel(&in[i]);
-        /* floats in [-1, 1); ints (token ids, positions) in [0, 8); bools 0/1 */
-        for (int64_t k = 0; k < n; k++) {
-            uint64_t r = sj_splitmix64(&state) >> 40;
-            if (d.dtype == SJ_I64) in[i].i64[k] = (int64_t)(r & 7);
-            else if (d.dtype == SJ_I32) in[i].i32[k] = (int32_t)(r & 7);
-            else if (d.dtype == SJ_BOOL) in[i].b8[k] = (uint8_t)(r & 1);
-            else in[i].data[k] = (float)((double)r / 8388608.0 - 1.0);
-        }
+        sj_tensor_fill_seeded(&in[i], seed + (uint64_t)i);
     }
     return CLI_EXIT_OK;
 }
@@ -249,4 +246,46 @@ double cli_percentile(const double *sorted, size_t n, double q) {
     if (rank < 1) rank = 1;
     if (rank > n) rank = n;
     return sorted[rank - 1];
+}
+
+int cli_warm_latency(const char *cmd, sj_ctx *ctx, sj_engine *e, int64_t rows, double budget_ns, double *us,
+                     int64_t *extent) {
+    const sj_graph *g = sj_engine_graph(e);
+    int n_in = sj_graph_num_inputs(g), n_out = sj_graph_num_outputs(g);
+    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+    sj_named_tensor *named = calloc((size_t)n_in + 1, sizeof *named),
+                    *out = calloc((size_t)n_out + 1, sizeof *out);
+    int rc = in && out && named ? cli_random_inputs(cmd, ctx, g, rows, (uint64_t)rows, in)
+                                : cli_fail(cmd, "out of memory");
+    for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++) {
+        sj_value_desc d;
+        sj_engine_input(e, i, &d);
+        named[i] = (sj_named_tensor){d.name, in[i]};
+    }
+    double t[64];
+    int reps = 0;
+    double spent = 0;
+    /* The first call makes the bucket ready; it is not a warm latency. */
+    for (int r = 0; rc == CLI_EXIT_OK && r < 65; r++) {
+        sj_run_info info;
+        double t0 = bench_wall_ns();
+        sj_status st = sj_engine_run(e, named, n_in, out, n_out, &info);
+        double dt = bench_wall_ns() - t0;
+        if (st != SJ_OK) {
+            rc = cli_fail(cmd, "a request of %lld rows: %s", (long long)rows, sj_ctx_last_error(ctx));
+            break;
+        }
+        for (int i = 0; i < n_out; i++) sj_tensor_free(ctx, &out[i].tensor);
+        *extent = info.bucket;
+        if (r == 0) continue;
+        t[reps++] = dt / 1e3;
+        spent += dt;
+        if (reps >= 3 && spent > budget_ns) break;
+    }
+    if (rc == CLI_EXIT_OK) *us = bench_median(t, reps);
+    for (int i = 0; in && i < n_in; i++) sj_tensor_free(ctx, &in[i]);
+    free(in);
+    free(named);
+    free(out);
+    return rc;
 }

@@ -30,24 +30,31 @@ typedef struct cli_remote_flags {
     const char *url;         /* NULL: $SHAPEJIT_REMOTE; "none": no tier */
     const char *secret_file; /* NULL: $SHAPEJIT_REMOTE_SECRET (the secret itself) */
     bool read_only;
+    const char *lease_ms;    /* --remote-lease-ms as given; NULL: the library's default */
 } cli_remote_flags;
 #define CLI_REMOTE_OPTS(f)                                                                         \
     {"--remote", CLI_OPT_STRING, &(f).url},                                                        \
         {"--remote-secret-file", CLI_OPT_STRING, &(f).secret_file},                                \
-        {"--remote-read-only", CLI_OPT_FLAG, &(f).read_only}
+        {"--remote-read-only", CLI_OPT_FLAG, &(f).read_only},                                      \
+        {"--remote-lease-ms", CLI_OPT_STRING, &(f).lease_ms}
 #define CLI_REMOTE_USAGE                                                                           \
     "  --remote URL|none  the fleet tier under the store: redis://[:PASSWORD@]HOST[:PORT][/DB]\n"  \
     "                     (default $SHAPEJIT_REMOTE; none: no tier). A local miss asks it;\n"      \
     "                     fresh compiles are published to it\n"                                   \
     "  --remote-secret-file FILE  the fleet's shared secret (default $SHAPEJIT_REMOTE_SECRET):\n"  \
     "                     values carry a MAC, and a value without a valid one is never loaded\n"  \
-    "  --remote-read-only fetch from the tier, never publish to it\n"
+    "  --remote-read-only fetch from the tier, never publish to it\n"                             \
+    "  --remote-lease-ms MS  one compile per fleet: a node compiling a key holds its lease\n"    \
+    "                     (renewed while it compiles); the others wait for its value at\n"     \
+    "                     most MS, then compile themselves (default 30000; 0: no leases)\n"
 
 /* The URL and secret the flags (and the environment) name: *url NULL when
  * there is no tier; secret gets the secret ("" for none, NUL-terminated,
  * at most CLI_SECRET_MAX bytes; the caller wipes it). Returns a CLI exit
  * status, the message printed. */
 #define CLI_SECRET_MAX 4096
+/* --remote-lease-ms as a count (the library's default when not given). */
+int cli_remote_lease_ms(const char *cmd, const cli_remote_flags *f, int *out);
 int cli_remote_resolve(const char *cmd, const cli_remote_flags *f, const char **url, char *secret);
 /* Creates the tier the flags (and the environment) name; *out stays NULL
  * when there is none. Returns a CLI exit status, the message printed. */
@@ -57,6 +64,9 @@ int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_
 /* The tier's counters as JSON members (no braces), each prefixed "remote_":
  * "remote_misses": 0, ... (remote_hits is the cache's own counter). */
 void cli_remote_stats_members(FILE *f, const sj_remote *r);
+/* "leases: W won, N waited for another node (H got its value, C compiled
+ * after all), E errors": the fleet's compile leases, for text summaries. */
+void cli_remote_lease_summary(FILE *f, const sj_remote_stats *s);
 
 /* Which backend, and how it compiles. */
 typedef struct cli_backend_args {
@@ -117,6 +127,12 @@ void cli_stats_members(FILE *f, sj_engine *e);
 int cli_random_inputs(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
                       uint64_t seed, sj_tensor *in);
 
+/* The median warm latency (microseconds) of requests of `rows` rows
+ * (seeded random inputs) through e, leaving out the first, which makes the
+ * bucket ready: at least 3 timed runs, more (at most 64) until budget_ns
+ * is spent. *extent: the bucket they ran in. Returns a CLI exit status. */
+int cli_warm_latency(const char *cmd, sj_ctx *ctx, sj_engine *e, int64_t rows, double budget_ns, double *us,
+                     int64_t *extent);
 /* s as a JSON string literal, quotes included. */
 void cli_json_str(FILE *f, const char *s);
 

@@ -506,6 +506,8 @@ static void release(cu_device *d) {
 
 static void cu_destroy(void *impl) { release(impl); }
 
+static uint64_t cu_memory_capacity(void *impl) { return ((cu_device *)impl)->info.total_memory; }
+
 static const sj_device_ops cuda_ops = {
     .name = "cuda",
     .flags = 0,
@@ -523,6 +525,7 @@ static const sj_device_ops cuda_ops = {
     .destroy_graph = cu_destroy_graph,
     .destroy = cu_destroy,
     .kernel_timer = cu_kernel_timer,
+    .memory_capacity = cu_memory_capacity,
 };
 
 static sj_status describe(sj_ctx *ctx, const sj_cu_api *api, int ordinal, CUdevice *dev,

@@ -165,8 +165,29 @@ static size_t io_bytes(const sj_executable *e) {
     return n;
 }
 
+static uint64_t run_bytes(const sj_executable *e) {
+    return (uint64_t)e->arena_bytes + io_bytes(e) + (uint64_t)e->n_launch_slots * sizeof(void *);
+}
+
+/* A run memory larger than all the device has is refused before anything
+ * is allocated: the request fails with the figures, the process (and every
+ * other bucket) goes on. */
+static sj_status check_fits(sj_executable *e) {
+    const sj_device_ops *ops = e->dev->ops;
+    uint64_t cap = ops->memory_capacity ? ops->memory_capacity(e->dev->impl) : 0;
+    uint64_t need = run_bytes(e);
+    if (cap == 0 || need <= cap) return SJ_OK;
+    return sj_fail(e->ctx, SJ_E_NOMEM,
+                   "bucket %" PRId64 ": run memory of %" PRIu64 " bytes (arena %" PRId64
+                   ", inputs and outputs %zu) is more than the %" PRIu64 " bytes the %s device has: "
+                   "no request in this bucket can run here (a ladder whose largest bucket is smaller "
+                   "avoids it)",
+                   e->extent, need, e->arena_bytes, io_bytes(e), cap, ops->name);
+}
+
 sj_status sj_exe_make_resident(sj_executable *e) {
     if (e->resident) return SJ_OK;
+    SJ_TRY(check_fits(e));
     sj_status st = make_run_memory(e);
     if (st != SJ_OK) {
         free_run_memory(e);
@@ -199,10 +220,12 @@ void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out
     for (int i = 0; i < e->n_params; i++) out->weight_bytes += e->params[i].bytes;
     out->arena_bytes = (uint64_t)e->arena_bytes;
     out->io_bytes = io_bytes(e);
-    out->run_bytes = out->arena_bytes + out->io_bytes +
-                     (uint64_t)e->n_launch_slots * sizeof(void *);
+    out->run_bytes = run_bytes(e);
     out->resident = e->resident;
     out->materialized = e->materialized;
     out->trimmed = e->trimmed;
+    out->runs = e->runs;
+    out->rows_requested = e->rows_requested;
+    out->rows_computed = e->rows_computed;
     sj_device_unlock(m->dev);
 }

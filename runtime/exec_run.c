@@ -200,6 +200,11 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
         SJ_TRY(dev->ops->sync(dev->impl));
     }
     for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
+    /* What ran: every launch above was given n, and a kernel touches the
+     * first n rows only, so n rows were computed for the request's active. */
+    e->runs++;
+    e->rows_requested += (uint64_t)(e->has_sym ? active : e->extent);
+    e->rows_computed += (uint64_t)n;
     return SJ_OK;
 }
 

@@ -65,6 +65,7 @@ struct sj_executable {
     void *info_owned;   /* device memory: every launch's words */
     float *staging;     /* host, for devices whose memory the host cannot touch */
     uint64_t materialized, trimmed; /* how often run memory was made and released */
+    uint64_t runs, rows_requested, rows_computed; /* under the device lock, like the rest */
     sj_graph_handle graph; /* the capture, NULL when none */
     uint64_t graph_id;
 };

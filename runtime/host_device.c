@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HOST_ALIGN 64 /* a cache line; also enough for any vector load the emitters use */
 
@@ -285,6 +286,15 @@ static void host_destroy(void *impl) {
     sj_free(h->ctx, h);
 }
 
+/* Physical memory: a run memory larger than it can never be made (the
+ * kernel's overcommit may grant the allocation, and the process is killed
+ * when the pages are touched). */
+static uint64_t host_memory_capacity(void *impl) {
+    (void)impl;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
 static const sj_device_ops host_ops = {
     .name = "host",
     .flags = SJ_DEVICE_HOST_VISIBLE,
@@ -301,6 +311,7 @@ static const sj_device_ops host_ops = {
     .replay = host_replay,
     .destroy_graph = host_destroy_graph,
     .destroy = host_destroy,
+    .memory_capacity = host_memory_capacity,
 };
 
 sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out) {

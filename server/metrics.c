@@ -3,6 +3,7 @@
  * (compiles, store and remote hits, buckets ready). Counters are atomics
  * bumped on the request path; rendering reads them without a lock. */
 #include "server/server_impl.h"
+#include "shapejit/ext/bucketed_cache.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +72,40 @@ static void head(buf *b, const char *name, const char *type, const char *help) {
         }                                                                                          \
     } while (0)
 
+/* Padding per bucket, in its two costs: rows allocated past the requests
+ * (memory) and rows computed past them (work: what the executable's kernels
+ * ran; 0 for kernels bounded by the active extent), and a run's arena. */
+static void padding_metrics(buf *b, srv_server *s) {
+    static const struct {
+        const char *name, *type, *help;
+    } m[] = {
+        {"shapejit_bucket_runs_total", "counter", "Runs of the bucket (a batch is one run)."},
+        {"shapejit_bucket_padded_rows_allocated_total", "counter",
+         "Rows the bucket's buffers held past the rows requested (memory)."},
+        {"shapejit_bucket_padded_rows_computed_total", "counter",
+         "Rows the bucket's kernels computed past the rows requested (work); absent when the "
+         "backend does not report it."},
+        {"shapejit_bucket_arena_bytes", "gauge", "Intermediate arena one run of the bucket holds."},
+    };
+    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+        head(b, m[k].name, m[k].type, m[k].help);
+        for (int i = 0; i < s->n_models; i++) {
+            sj_bucketed_cache *c = sj_engine_cache(s->models[i]->e);
+            for (int j = 0; j < sj_bucketed_cache_total_buckets(c); j++) {
+                sj_bucket_padding p;
+                if (sj_bucketed_cache_bucket_padding(c, j, &p) != SJ_OK) continue;
+                long long v = k == 0 ? (long long)p.runs
+                              : k == 1 ? (long long)p.padded_rows_allocated
+                              : k == 2 ? p.padded_rows_computed
+                                       : (long long)p.arena_bytes;
+                if (v < 0) continue;
+                put(b, "%s{model=\"%s\",extent=\"%lld\"} %lld\n", m[k].name, s->models[i]->name,
+                    (long long)p.extent, v);
+            }
+        }
+    }
+}
+
 char *srv_metrics_render(srv_server *s, size_t *len) {
     buf b = {.cap = 8192};
     b.p = malloc(b.cap);
@@ -116,14 +151,7 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
               U(atomic_load(&m->m.promotions)));
     PER_MODEL(&b, s, "shapejit_rows_total", "counter", "Rows requested along the dynamic dim.",
               "%llu", U(atomic_load(&m->m.rows)));
-    PER_MODEL(&b, s, "shapejit_computed_rows_total", "counter",
-              "Rows of the buckets the requests ran in (real rows plus padding).", "%llu",
-              U(atomic_load(&m->m.computed_rows)));
-    PER_MODEL(&b, s, "shapejit_padding_waste_ratio", "gauge",
-              "Computed rows over requested rows (1 = no padding).", "%.6f",
-              atomic_load(&m->m.rows)
-                  ? (double)atomic_load(&m->m.computed_rows) / (double)atomic_load(&m->m.rows)
-                  : 1.0);
+    padding_metrics(&b, s);
     PER_MODEL(&b, s, "shapejit_batches_total", "counter",
               "Runs that served several concatenated requests.", "%llu",
               U(atomic_load(&m->m.batches)));

@@ -194,7 +194,6 @@ sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, 
     if (st != SJ_OK) return st;
     for (int i = 0; i < m->n_out; i++) out[i] = no[i].tensor;
     atomic_fetch_add(&m->m.rows, (uint64_t)rows);
-    atomic_fetch_add(&m->m.computed_rows, (uint64_t)rep.info.bucket);
     if (rep.promoted) {
         atomic_fetch_add(&m->m.promotions, 1);
         queue_background(m, rep.own_bucket);

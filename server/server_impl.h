@@ -21,7 +21,7 @@ typedef struct srv_metrics {
     _Atomic uint64_t requests, failures;
     _Atomic uint64_t hist[SRV_HIST_N + 1]; /* per bound, then +Inf; not cumulative */
     _Atomic uint64_t latency_ns;           /* sum */
-    _Atomic uint64_t rows, computed_rows;  /* real rows and rows of the buckets they ran in */
+    _Atomic uint64_t rows; /* real rows (padding: the cache's per-bucket figures) */
     _Atomic uint64_t stalls;               /* waited for their own bucket's compile or load */
     _Atomic uint64_t promotions;           /* ran in a larger ready bucket instead */
     _Atomic uint64_t batches, batched_requests; /* runs that served several requests */

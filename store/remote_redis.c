@@ -562,6 +562,87 @@ static sj_remote_io redis_store(void *impl, const char *key, size_t key_len, con
     return io;
 }
 
+/* Compare-and-renew and compare-and-delete: the lease is changed only while
+ * it still holds this owner's token (atomic on the server). */
+static const char RENEW_LUA[] = "if redis.call('get',KEYS[1])==ARGV[1] then "
+                                "return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end";
+static const char DROP_LUA[] = "if redis.call('get',KEYS[1])==ARGV[1] then "
+                               "return redis.call('del',KEYS[1]) else return 0 end";
+
+static sj_remote_io lease_unguarded(redis_transport *t, sj_remote_lease_op op, const char *name,
+                                    size_t name_len, const char *token, int ms, char *why,
+                                    size_t cap) {
+    static const char *const what[] = {"SET NX PX", "EVAL renew", "EVAL drop"};
+    redisReply *r;
+    sj_remote_io io;
+    if (op == SJ_REMOTE_LEASE_TAKE)
+        io = run_command(t, what[op], SHORT_REPLY, why, cap, &r, "SET %b %s NX PX %d", name,
+                         name_len, token, ms);
+    else if (op == SJ_REMOTE_LEASE_RENEW)
+        io = run_command(t, what[op], SHORT_REPLY, why, cap, &r, "EVAL %s 1 %b %s %d", RENEW_LUA,
+                         name, name_len, token, ms);
+    else
+        io = run_command(t, what[op], SHORT_REPLY, why, cap, &r, "EVAL %s 1 %b %s", DROP_LUA, name,
+                         name_len, token);
+    if (io != SJ_REMOTE_IO_OK) return io;
+    /* taken / renewed / dropped: +OK or :1; held by another, or not ours: nil or :0 */
+    if ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0) ||
+        (r->type == REDIS_REPLY_INTEGER && r->integer == 1)) {
+        io = SJ_REMOTE_IO_OK;
+    } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_INTEGER && r->integer == 0)) {
+        io = SJ_REMOTE_IO_ABSENT;
+        snprintf(why, cap, "%s", op == SJ_REMOTE_LEASE_TAKE ? "held by another owner"
+                                                             : "the lease is not this owner's");
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        io = SJ_REMOTE_IO_ERROR;
+        snprintf(why, cap, "%s refused: %.*s", what[op], (int)r->len, r->str);
+    } else {
+        io = SJ_REMOTE_IO_ERROR;
+        snprintf(why, cap, "%s: unexpected reply type %d", what[op], r->type);
+    }
+    freeReplyObject(r);
+    return io;
+}
+
+static sj_remote_io redis_lease(void *impl, sj_remote_lease_op op, const char *name,
+                                size_t name_len, const char *token, int ms, char *why, size_t cap) {
+    pipe_guard g;
+    pipe_guard_enter(&g);
+    sj_remote_io io = lease_unguarded(impl, op, name, name_len, token, ms, why, cap);
+    pipe_guard_leave(&g);
+    return io;
+}
+
+static sj_remote_io owner_unguarded(redis_transport *t, const char *name, size_t name_len,
+                                    char *owner, size_t owner_cap, char *why, size_t cap) {
+    redisReply *r;
+    sj_remote_io io = run_command(t, "GET", SHORT_REPLY, why, cap, &r, "GET %b", name, name_len);
+    if (io != SJ_REMOTE_IO_OK) return io;
+    if (r->type == REDIS_REPLY_STRING) {
+        snprintf(owner, owner_cap, "%.*s", (int)r->len, r->str);
+    } else if (r->type == REDIS_REPLY_NIL) {
+        io = SJ_REMOTE_IO_ABSENT;
+        snprintf(why, cap, "no one holds the lease");
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        io = SJ_REMOTE_IO_ERROR;
+        snprintf(why, cap, "GET refused: %.*s", (int)r->len, r->str);
+    } else {
+        io = SJ_REMOTE_IO_ERROR;
+        snprintf(why, cap, "GET: unexpected reply type %d", r->type);
+    }
+    freeReplyObject(r);
+    return io;
+}
+
+static sj_remote_io redis_lease_owner(void *impl, const char *name, size_t name_len, char *owner,
+                                      size_t owner_cap, char *why, size_t cap) {
+    pipe_guard g;
+    pipe_guard_enter(&g);
+    sj_remote_io io = owner_unguarded(impl, name, name_len, owner, owner_cap, why, cap);
+    pipe_guard_leave(&g);
+    return io;
+}
+
 static void redis_destroy(void *impl) {
     redis_transport *t = impl;
     for (int i = 0; i < t->n_idle; i++) redisFree(t->idle[i]);
@@ -577,6 +658,8 @@ static const sj_remote_transport REDIS_TRANSPORT = {
     .fetch = redis_fetch,
     .release = redis_release,
     .store = redis_store,
+    .lease = redis_lease,
+    .lease_owner = redis_lease_owner,
     .destroy = redis_destroy,
 };
 

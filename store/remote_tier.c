@@ -11,51 +11,18 @@
 #include <string.h>
 #include <time.h>
 
-#define WHY_MAX 256
+#define WHY_MAX SJ_REMOTE_WHY_MAX
 
-typedef struct put_item {
-    struct put_item *next;
+/* A value to publish, or (release set, no content) a lease to drop once the
+ * puts queued before it are done. */
+struct sj_remote_put_item {
+    struct sj_remote_put_item *next;
+    sj_remote_lease *release;
     uint8_t key[SJ_REMOTE_KEY_SIZE];
     size_t content_size;
     uint8_t frame[]; /* SJ_REMOTE_FRAME_OVERHEAD header, then the content */
-} put_item;
-
-typedef struct counters {
-    atomic_uint_fast64_t hits, misses, errors, timeouts, rejected, backoff_skips, puts,
-        dropped_puts, foreign, kept_foreign;
-} counters;
-
-struct sj_remote {
-    sj_ctx *ctx;
-    const sj_remote_transport *tp;
-    void *tp_impl;
-    char *safe_url;
-    char *prefix;
-    size_t prefix_len;
-    sj_remote_trust trust;
-    bool read_only;
-    int backoff_ms;
-    size_t max_value_size;
-    size_t queue_capacity;
-    void (*on_warning)(void *user, const char *message);
-    void *warning_user;
-    atomic_bool warned; /* on_warning was called */
-
-    /* The tier is off until this CLOCK_MONOTONIC time (ns); 0 = on. */
-    atomic_int_fast64_t off_until_ns;
-    pthread_mutex_t why_lock;
-    char last_failure[WHY_MAX]; /* what started the current back-off */
-
-    counters n;
-
-    pthread_mutex_t q_lock;
-    pthread_cond_t q_work;  /* an item arrived, or stopping */
-    pthread_cond_t q_idle;  /* the queue drained and nothing is in flight */
-    put_item *q_head, *q_tail;
-    size_t q_len;
-    bool q_busy, stopping, writer_started;
-    pthread_t writer;
 };
+typedef struct sj_remote_put_item put_item;
 
 typedef struct scheme_entry {
     const char *prefix;
@@ -75,30 +42,29 @@ void sj_remote_config_init(sj_remote_config *cfg) {
     cfg->max_value_size = (size_t)64 << 20;
     cfg->queue_capacity = 64;
     cfg->pool_size = 4;
+    cfg->lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
 }
 
-static int64_t now_ns(void) {
+int64_t sj_remote_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void bump(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+void sj_remote_bump(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
-/* After an error or timeout: the tier goes off for backoff_ms. */
-static void enter_backoff(sj_remote *r, sj_remote_io io, const char *why) {
-    bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
+void sj_remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why) {
+    sj_remote_bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
     pthread_mutex_lock(&r->why_lock);
     snprintf(r->last_failure, sizeof r->last_failure, "%s", why);
     pthread_mutex_unlock(&r->why_lock);
-    atomic_store(&r->off_until_ns, now_ns() + (int64_t)r->backoff_ms * 1000000);
+    atomic_store(&r->off_until_ns, sj_remote_now_ns() + (int64_t)r->backoff_ms * 1000000);
 }
 
-/* Remaining back-off in ms (rounded up), 0 when the tier is on. */
-static int64_t backoff_left_ms(sj_remote *r) {
+int64_t sj_remote_backoff_left_ms(sj_remote *r) {
     int64_t until = atomic_load_explicit(&r->off_until_ns, memory_order_relaxed);
     if (until == 0) return 0;
-    int64_t left = until - now_ns();
+    int64_t left = until - sj_remote_now_ns();
     return left > 0 ? (left + 999999) / 1000000 : 0;
 }
 
@@ -128,7 +94,7 @@ sj_ctx *sj_remote_ctx(const sj_remote *r) { return r->ctx; }
 
 /* A whole frame whose tag is not ours: counted, and the first one told. */
 static void note_foreign(sj_remote *r, const char *name, const char *why) {
-    bump(&r->n.foreign);
+    sj_remote_bump(&r->n.foreign);
     if (!r->on_warning || atomic_exchange(&r->warned, true)) return;
     char msg[512];
     snprintf(msg, sizeof msg,
@@ -143,16 +109,21 @@ static void note_foreign(sj_remote *r, const char *name, const char *why) {
 
 sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
                         size_t *size) {
+    return sj_remote_fetch(r, key, data, size, true);
+}
+
+sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
+                          size_t *size, bool count_absent) {
     if (!r || !key || !data || !size)
         return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *data = NULL;
     *size = 0;
-    char name[SJ_REMOTE_MAX_PREFIX + 2 * SJ_REMOTE_KEY_SIZE + 1];
+    char name[SJ_REMOTE_NAME_MAX];
     size_t name_len = key_name(r->prefix, r->prefix_len, key, name, sizeof name);
-    int64_t left = backoff_left_ms(r);
+    int64_t left = sj_remote_backoff_left_ms(r);
     if (left > 0) {
-        bump(&r->n.backoff_skips);
-        bump(&r->n.misses);
+        sj_remote_bump(&r->n.backoff_skips);
+        sj_remote_bump(&r->n.misses);
         char why[WHY_MAX];
         pthread_mutex_lock(&r->why_lock);
         snprintf(why, sizeof why, "%s", r->last_failure);
@@ -165,16 +136,16 @@ sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], voi
     sj_remote_io io = r->tp->fetch(r->tp_impl, name, name_len, r->max_value_size, &blob, why,
                                    sizeof why);
     if (io != SJ_REMOTE_IO_OK) {
-        bump(&r->n.misses);
+        if (io != SJ_REMOTE_IO_ABSENT || count_absent) sj_remote_bump(&r->n.misses);
         switch (io) {
         case SJ_REMOTE_IO_ABSENT:
             return sj_fail(r->ctx, SJ_E_NOT_FOUND, "remote %s: %s", name, why);
         case SJ_REMOTE_IO_OVERSIZE:
         case SJ_REMOTE_IO_INVALID:
-            bump(&r->n.rejected);
+            sj_remote_bump(&r->n.rejected);
             return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, why);
         default:
-            enter_backoff(r, io, why);
+            sj_remote_enter_backoff(r, io, why);
             return sj_fail(r->ctx, SJ_E_IO, "remote tier %s: %s%s; off for %d ms", r->safe_url,
                            io == SJ_REMOTE_IO_TIMEOUT ? "timed out: " : "", why, r->backoff_ms);
         }
@@ -183,20 +154,20 @@ sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], voi
     const char *bad = sj_remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
     if (bad) {
         r->tp->release(r->tp_impl, &blob);
-        bump(&r->n.rejected);
-        bump(&r->n.misses);
+        sj_remote_bump(&r->n.rejected);
+        sj_remote_bump(&r->n.misses);
         if (sj_remote_frame_foreign(bad)) note_foreign(r, name, bad);
         return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, bad);
     }
     void *copy = sj_alloc(r->ctx, n);
     if (!copy) {
         r->tp->release(r->tp_impl, &blob);
-        bump(&r->n.misses);
+        sj_remote_bump(&r->n.misses);
         return sj_fail(r->ctx, SJ_E_NOMEM, "remote %s: out of memory for %zu bytes", name, n);
     }
     memcpy(copy, blob.data + off, n);
     r->tp->release(r->tp_impl, &blob);
-    bump(&r->n.hits);
+    sj_remote_bump(&r->n.hits);
     *data = copy;
     *size = n;
     return SJ_OK;
@@ -222,14 +193,14 @@ static bool holds_foreign(sj_remote *r, const uint8_t *key, const char *name, si
 }
 
 static void publish(sj_remote *r, put_item *it) {
-    if (backoff_left_ms(r) > 0) {
-        bump(&r->n.dropped_puts);
+    if (sj_remote_backoff_left_ms(r) > 0) {
+        sj_remote_bump(&r->n.dropped_puts);
         return;
     }
-    char name[SJ_REMOTE_MAX_PREFIX + 2 * SJ_REMOTE_KEY_SIZE + 1];
+    char name[SJ_REMOTE_NAME_MAX];
     size_t name_len = key_name(r->prefix, r->prefix_len, it->key, name, sizeof name);
     if (holds_foreign(r, it->key, name, name_len)) {
-        bump(&r->n.kept_foreign);
+        sj_remote_bump(&r->n.kept_foreign);
         return;
     }
     sj_remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
@@ -237,9 +208,9 @@ static void publish(sj_remote *r, put_item *it) {
     sj_remote_io io = r->tp->store(r->tp_impl, name, name_len, it->frame,
                                    SJ_REMOTE_FRAME_OVERHEAD + it->content_size, why, sizeof why);
     if (io == SJ_REMOTE_IO_OK)
-        bump(&r->n.puts);
+        sj_remote_bump(&r->n.puts);
     else
-        enter_backoff(r, io, why);
+        sj_remote_enter_backoff(r, io, why);
 }
 
 static void *writer_main(void *arg) {
@@ -251,10 +222,13 @@ static void *writer_main(void *arg) {
         put_item *it = r->q_head;
         r->q_head = it->next;
         if (!r->q_head) r->q_tail = NULL;
-        r->q_len--;
+        if (!it->release) r->q_len--;
         r->q_busy = true;
         pthread_mutex_unlock(&r->q_lock);
-        publish(r, it);
+        if (it->release)
+            sj_remote_lease_drop(it->release);
+        else
+            publish(r, it);
         sj_free(r->ctx, it);
         pthread_mutex_lock(&r->q_lock);
         r->q_busy = false;
@@ -264,23 +238,34 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+/* q_lock held. */
+static void enqueue(sj_remote *r, put_item *it) {
+    if (r->q_tail)
+        r->q_tail->next = it;
+    else
+        r->q_head = it;
+    r->q_tail = it;
+    pthread_cond_signal(&r->q_work);
+}
+
 sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], const void *data,
                         size_t size) {
     if (!r || !key || (!data && size))
         return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (r->read_only) return SJ_OK;
     if (size > r->max_value_size - SJ_REMOTE_FRAME_OVERHEAD) {
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_OUT_OF_RANGE,
                        "remote put: %zu bytes framed exceed max_value_size %zu", size,
                        r->max_value_size);
     }
     put_item *it = sj_alloc(r->ctx, sizeof *it + SJ_REMOTE_FRAME_OVERHEAD + size);
     if (!it) {
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_NOMEM, "remote put: out of memory for %zu bytes", size);
     }
     it->next = NULL;
+    it->release = NULL;
     memcpy(it->key, key, SJ_REMOTE_KEY_SIZE);
     it->content_size = size;
     if (size) memcpy(it->frame + SJ_REMOTE_FRAME_OVERHEAD, data, size);
@@ -288,19 +273,27 @@ sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], con
     if (r->q_len >= r->queue_capacity) {
         pthread_mutex_unlock(&r->q_lock);
         sj_free(r->ctx, it);
-        bump(&r->n.dropped_puts);
+        sj_remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_BUSY, "remote put: write-behind queue full (%zu puts)",
                        r->queue_capacity);
     }
-    if (r->q_tail)
-        r->q_tail->next = it;
-    else
-        r->q_head = it;
-    r->q_tail = it;
+    enqueue(r, it);
     r->q_len++;
-    pthread_cond_signal(&r->q_work);
     pthread_mutex_unlock(&r->q_lock);
     return SJ_OK;
+}
+
+/* A release is not bounded by queue_capacity: it is tiny, one per lease
+ * held, and dropping it would leave the lease to expire. */
+bool sj_remote_queue_release(sj_remote *r, sj_remote_lease *l) {
+    if (!r->writer_started) return false;
+    put_item *it = sj_calloc(r->ctx, 1, sizeof *it);
+    if (!it) return false;
+    it->release = l;
+    pthread_mutex_lock(&r->q_lock);
+    enqueue(r, it); /* not counted in q_len: it takes no put's place */
+    pthread_mutex_unlock(&r->q_lock);
+    return true;
 }
 
 void sj_remote_flush(sj_remote *r) {
@@ -324,6 +317,11 @@ void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out) {
     out->dropped_puts = atomic_load(&m->n.dropped_puts);
     out->foreign = atomic_load(&m->n.foreign);
     out->kept_foreign = atomic_load(&m->n.kept_foreign);
+    out->leases_won = atomic_load(&m->n.leases_won);
+    out->lease_waits = atomic_load(&m->n.lease_waits);
+    out->lease_waited_hits = atomic_load(&m->n.lease_waited_hits);
+    out->lease_waited_compiles = atomic_load(&m->n.lease_waited_compiles);
+    out->lease_errors = atomic_load(&m->n.lease_errors);
 }
 
 /* ---- create / destroy */
@@ -351,6 +349,9 @@ static sj_status check_config(sj_ctx *ctx, const sj_remote_config *c) {
     if (c->pool_size < 1 || c->pool_size > SJ_REMOTE_MAX_POOL)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: pool_size %d outside 1..%d",
                        c->pool_size, SJ_REMOTE_MAX_POOL);
+    if (c->lease_ms < 0 || c->lease_ms > SJ_REMOTE_MAX_LEASE_MS)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "remote tier: lease_ms %d outside 0..%d (0: no leases)",
+                       c->lease_ms, SJ_REMOTE_MAX_LEASE_MS);
     return SJ_OK;
 }
 
@@ -404,6 +405,10 @@ sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote *
         }
         r->writer_started = true;
     }
+    if ((st = sj_remote_leases_start(r, r->read_only ? 0 : cfg->lease_ms)) != SJ_OK) {
+        sj_remote_destroy(r);
+        return st;
+    }
     *out = r;
     return SJ_OK;
 }
@@ -417,6 +422,7 @@ void sj_remote_destroy(sj_remote *r) {
         pthread_mutex_unlock(&r->q_lock);
         pthread_join(r->writer, NULL);
     }
+    sj_remote_leases_stop(r); /* after the writer: its queued releases are done */
     pthread_cond_destroy(&r->q_idle);
     pthread_cond_destroy(&r->q_work);
     pthread_mutex_destroy(&r->q_lock);

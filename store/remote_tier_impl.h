@@ -7,6 +7,8 @@
 
 #include "shapejit/remote.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +67,15 @@ typedef struct sj_remote_blob {
     void *hold;
 } sj_remote_blob;
 
+/* Compile leases (remote_lease.c): take is SET NX PX (ABSENT: another owner
+ * holds it); renew and drop compare the owner token first, so neither ever
+ * extends or deletes another owner's lease (ABSENT: not ours any more). */
+typedef enum sj_remote_lease_op {
+    SJ_REMOTE_LEASE_TAKE,
+    SJ_REMOTE_LEASE_RENEW,
+    SJ_REMOTE_LEASE_DROP
+} sj_remote_lease_op;
+
 /* Every function writes a short reason into why (cap bytes) when it does not
  * return SJ_REMOTE_IO_OK. fetch may run on many threads at once; store runs
  * on the write-behind thread only. A transport frees a connection whose
@@ -76,6 +87,12 @@ typedef struct sj_remote_transport {
     void (*release)(void *impl, sj_remote_blob *blob);
     sj_remote_io (*store)(void *impl, const char *key, size_t key_len, const uint8_t *data,
                           size_t size, char *why, size_t cap);
+    sj_remote_io (*lease)(void *impl, sj_remote_lease_op op, const char *name, size_t name_len,
+                          const char *token, int ms, char *why, size_t cap);
+    /* The token holding the lease now (GET): OK with owner set, ABSENT when
+     * no one holds it. */
+    sj_remote_io (*lease_owner)(void *impl, const char *name, size_t name_len, char *owner,
+                                size_t owner_cap, char *why, size_t cap);
     void (*destroy)(void *impl);
 } sj_remote_transport;
 
@@ -88,5 +105,92 @@ typedef sj_status (*sj_remote_transport_open_fn)(sj_ctx *ctx, const sj_remote_co
 
 sj_status sj_remote_redis_open(sj_ctx *ctx, const sj_remote_config *cfg,
                                const sj_remote_transport **ops, void **impl, char **safe_url);
+
+/* ---- The tier itself, shared by remote_tier.c (get, put, back-off) and
+ * remote_lease.c (compile leases). */
+#define SJ_REMOTE_WHY_MAX 256
+/* prefix + "lease:" + 64 hex digits + NUL */
+#define SJ_REMOTE_NAME_MAX (SJ_REMOTE_MAX_PREFIX + 6 + 2 * SJ_REMOTE_KEY_SIZE + 1)
+
+typedef struct sj_remote_counters {
+    atomic_uint_fast64_t hits, misses, errors, timeouts, rejected, backoff_skips, puts,
+        dropped_puts, foreign, kept_foreign, leases_won, lease_waits, lease_waited_hits,
+        lease_waited_compiles, lease_errors;
+} sj_remote_counters;
+
+typedef struct sj_remote_put_item sj_remote_put_item;
+
+/* A lease this process holds: renewed by the renewer thread until dropped. */
+struct sj_remote_lease {
+    sj_remote *r;
+    struct sj_remote_lease *next;
+    char name[SJ_REMOTE_NAME_MAX];
+    size_t name_len;
+    char token[64];
+};
+
+struct sj_remote {
+    sj_ctx *ctx;
+    const sj_remote_transport *tp;
+    void *tp_impl;
+    char *safe_url;
+    char *prefix;
+    size_t prefix_len;
+    sj_remote_trust trust;
+    bool read_only;
+    int backoff_ms;
+    size_t max_value_size;
+    size_t queue_capacity;
+    void (*on_warning)(void *user, const char *message);
+    void *warning_user;
+    atomic_bool warned; /* on_warning was called */
+
+    /* The tier is off until this CLOCK_MONOTONIC time (ns); 0 = on. */
+    atomic_int_fast64_t off_until_ns;
+    pthread_mutex_t why_lock;
+    char last_failure[SJ_REMOTE_WHY_MAX]; /* what started the current back-off */
+
+    sj_remote_counters n;
+
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_work; /* an item arrived, or stopping */
+    pthread_cond_t q_idle; /* the queue drained and nothing is in flight */
+    sj_remote_put_item *q_head, *q_tail;
+    size_t q_len;
+    bool q_busy, stopping, writer_started;
+    pthread_t writer;
+
+    /* Compile leases: 0 = off. The renewer renews every held lease each
+     * lease_ms / 3; lease_lock guards the list and never spans a command. */
+    int lease_ms;
+    pthread_mutex_t lease_lock;
+    pthread_cond_t lease_wake; /* CLOCK_MONOTONIC; stopping */
+    struct sj_remote_lease *leases;
+    bool lease_inited, lease_stopping, renewer_started;
+    pthread_t renewer;
+    atomic_uint_fast64_t lease_seq;
+    char token_base[40]; /* random per tier; each lease adds its sequence number */
+};
+
+int64_t sj_remote_now_ns(void);
+void sj_remote_bump(atomic_uint_fast64_t *c);
+/* After an error or timeout: the tier goes off for backoff_ms. */
+void sj_remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why);
+/* Remaining back-off in ms (rounded up), 0 when the tier is on. */
+int64_t sj_remote_backoff_left_ms(sj_remote *r);
+/* sj_remote_get; an absent value is counted a miss only when count_absent
+ * (a waiter polling for a value does not count each poll). */
+sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
+                          size_t *size, bool count_absent);
+/* Queues the drop of l behind every put queued before it, so the value is
+ * published before the lease goes; false when there is no writer. */
+bool sj_remote_queue_release(sj_remote *r, sj_remote_lease *l);
+/* Compare-and-delete of l on the server (unless backing off); unlists and
+ * frees l. */
+void sj_remote_lease_drop(sj_remote_lease *l);
+/* Lease machinery at create (random token base, renewer thread) and
+ * destroy (after the writer: drops what is still held). */
+sj_status sj_remote_leases_start(sj_remote *r, int lease_ms);
+void sj_remote_leases_stop(sj_remote *r);
 
 #endif

@@ -42,10 +42,11 @@ sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user) {
     return st;
 }
 
-/* Checks every row; calls bad() for each corrupt one and collects their ids
+/* Checks every row; hands each good one's bytes to good() (may be NULL;
+ * nonzero stops), calls bad() for each corrupt one and collects their ids
  * when `ids` is given. Caller holds s->mu. */
-static sj_status check_all(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
-                           int64_t *n_bad, int64_t **ids) {
+static sj_status check_all(sj_store *s, sj_store_row_fn good, sj_store_problem_fn bad, void *user,
+                           int64_t *n_checked, int64_t *n_bad, int64_t **ids) {
     sqlite3_stmt *q;
     int64_t checked = 0, nbad = 0, cap = 0;
     if (sqlite3_prepare_v2(s->db,
@@ -65,7 +66,9 @@ static sj_status check_all(sj_store *s, sj_store_problem_fn bad, void *user, int
                                       e.raw_bytes, sqlite3_column_blob(q, 13),
                                       (size_t)sqlite3_column_bytes(q, 13), &raw, why, sizeof why);
         if (u == SJ_OK) {
+            int stop = good ? good(user, &e, raw, (size_t)e.raw_bytes) : 0;
             sj_free(s->ctx, raw);
+            if (stop) break;
             continue;
         }
         if (u != SJ_E_CORRUPT) {
@@ -98,7 +101,16 @@ sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int6
                           int64_t *n_bad) {
     if (!s) return SJ_E_INVALID_ARG;
     pthread_mutex_lock(&s->mu);
-    sj_status st = check_all(s, bad, user, n_checked, n_bad, NULL);
+    sj_status st = check_all(s, NULL, bad, user, n_checked, n_bad, NULL);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+sj_status sj_store_scan(sj_store *s, sj_store_row_fn fn, sj_store_problem_fn bad, void *user) {
+    if (!s || !fn)
+        return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    pthread_mutex_lock(&s->mu);
+    sj_status st = check_all(s, fn, bad, user, NULL, NULL, NULL);
     pthread_mutex_unlock(&s->mu);
     return st;
 }
@@ -110,7 +122,7 @@ sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_st
     sj_status st = sj_store_write_begin(s, false);
     if (st == SJ_OK) {
         int64_t *ids = NULL, nbad = 0;
-        if (remove_corrupt) st = check_all(s, NULL, NULL, NULL, &nbad, &ids);
+        if (remove_corrupt) st = check_all(s, NULL, NULL, NULL, NULL, &nbad, &ids);
         sqlite3_stmt *d = NULL;
         if (st == SJ_OK && nbad > 0 &&
             sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id=?1 RETURNING stored_size", -1, &d, NULL) !=

@@ -77,3 +77,22 @@ sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *
     }
     return st;
 }
+
+sj_status sj_tiered_claim(sj_store *local, sj_remote *remote, const sj_store_key *key,
+                          sj_remote_claim *how, sj_remote_lease **lease, void **bytes, size_t *len) {
+    if (!how || !lease || !bytes || !len)
+        return sj_fail(tiers_ctx(local, remote), SJ_E_INVALID_ARG, "tiered claim: NULL argument");
+    *how = SJ_REMOTE_CLAIM_ALONE;
+    *lease = NULL;
+    *bytes = NULL;
+    *len = 0;
+    SJ_TRY(check_tiers(local, remote, key));
+    if (!remote) return SJ_OK;
+    uint8_t digest[SJ_REMOTE_KEY_SIZE];
+    sj_store_key_digest(key, digest);
+    SJ_TRY(sj_remote_lease_claim(remote, digest, how, lease, bytes, len));
+    /* Kept locally like any remote hit; a failed local write still serves. */
+    if (*how == SJ_REMOTE_CLAIM_FETCHED && local && sj_store_put(local, key, *bytes, *len) != SJ_OK)
+        sj_ctx_clear_error(local->ctx);
+    return SJ_OK;
+}

@@ -235,9 +235,16 @@ req after_burst 200 '^\{\}$' "$U/v2/health/live"
 req metrics 200 '^shapejit_requests_total\{model="ffn"\} [1-9]' "$U/metrics"
 for m in shapejit_request_failures_total shapejit_request_duration_seconds_bucket shapejit_compiles_total \
   shapejit_compile_seconds_total shapejit_store_hits_total shapejit_remote_hits_total \
-  shapejit_compile_stalls_total shapejit_promotions_total shapejit_padding_waste_ratio shapejit_buckets_ready; do
+  shapejit_compile_stalls_total shapejit_promotions_total shapejit_buckets_ready \
+  shapejit_bucket_runs_total shapejit_bucket_padded_rows_allocated_total \
+  shapejit_bucket_padded_rows_computed_total shapejit_bucket_arena_bytes; do
   grep -q "^$m{" "$W/body" || fail "metrics: no $m"
 done
+# Host kernels run over the active rows: no padding row is ever computed.
+! grep '^shapejit_bucket_padded_rows_computed_total{' "$W/body" | grep -qv ' 0$' ||
+  fail "metrics: padded rows computed on the host backend"
+grep -q '^shapejit_bucket_arena_bytes{model="ffn",extent="64"} [1-9]' "$W/body" ||
+  fail "metrics: no arena bytes for bucket 64"
 grep -q '^shapejit_buckets_ready{model="ffn"} 7$' "$W/body" || fail "metrics: ready=all should have 7 buckets ready"
 grep -q '^# TYPE shapejit_request_duration_seconds histogram$' "$W/body" || fail "metrics: no histogram TYPE"
 

@@ -1,10 +1,13 @@
 /* Ladders: the reference pow2 example, edges, geo and list ladders, the
- * spec parser and its errors, out-of-range keys, padding waste. */
+ * spec parser and its errors, out-of-range keys, padding waste; ladders
+ * fitted to a trace, checked against exhaustive search. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shapejit/ladder.h"
@@ -285,12 +288,162 @@ static void test_specs(void **state) {
     }
 }
 
+static int cmp64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The least mean cost of any ladder of at most k buckets drawn from the
+ * distinct sizes (every subset holding the largest, tried in turn). */
+static double brute_force(const int64_t *sizes, size_t n, const sj_ladder_cost *m, int k) {
+    int64_t cand[16];
+    int M = 0;
+    int64_t sorted[64];
+    memcpy(sorted, sizes, n * sizeof *sizes);
+    qsort(sorted, n, sizeof *sorted, cmp64);
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || sorted[i] != sorted[i - 1]) cand[M++] = sorted[i];
+    double best = INFINITY;
+    for (unsigned mask = 0; mask < (1u << (M - 1)); mask++) {
+        if (__builtin_popcount(mask) + 1 > k) continue;
+        double total = 0;
+        for (size_t i = 0; i < n; i++) {
+            int64_t e = cand[M - 1];
+            for (int j = 0; j < M - 1; j++)
+                if ((mask >> j & 1) && cand[j] >= sorted[i]) {
+                    e = cand[j];
+                    break;
+                }
+            total += sj_ladder_cost_at(m, sorted[i], e);
+        }
+        if (total / (double)n < best) best = total / (double)n;
+    }
+    return best;
+}
+
+static void test_fit_matches_exhaustive_search(void **state) {
+    (void)state;
+    unsigned seed = 7;
+    for (int trial = 0; trial < 200; trial++) {
+        int64_t sizes[40];
+        size_t n = 1 + (size_t)(rand_r(&seed) % 40);
+        for (size_t i = 0; i < n; i++) sizes[i] = 1 + rand_r(&seed) % 12;
+        sj_ladder_cost m = {.a = rand_r(&seed) % 5, .b = rand_r(&seed) % 3, .c = rand_r(&seed) % 4,
+                            .d = (rand_r(&seed) % 3) * 0.1, .e = (rand_r(&seed) % 3) * 0.05};
+        int k = 1 + rand_r(&seed) % 5;
+        sj_ladder *l;
+        sj_ladder_fit_result r, again;
+        assert_int_equal(sj_ladder_fit(ctx, sizes, n, &m, k, 0, &l, &r), SJ_OK);
+        assert_true(r.buckets <= k);
+        assert_true(fabs(r.expected_cost - brute_force(sizes, n, &m, k)) < 1e-9);
+        /* the figures say what the ladder costs */
+        assert_int_equal(sj_ladder_expected(ctx, l, sizes, n, &m, &again), SJ_OK);
+        assert_true(fabs(again.expected_cost - r.expected_cost) < 1e-9);
+        sj_ladder_destroy(l);
+    }
+}
+
+/* Two clusters of sizes and a cost of rows computed (c): a bucket at the
+ * top of each cluster. One size only: one bucket, whatever k. */
+static void test_fit_bimodal_and_degenerate(void **state) {
+    (void)state;
+    int64_t sizes[200];
+    for (int i = 0; i < 100; i++) sizes[i] = 1 + i % 8;      /* 1..8 */
+    for (int i = 100; i < 200; i++) sizes[i] = 500 + i % 13; /* 500..512 */
+    sj_ladder_cost rows = {.c = 1};
+    sj_ladder *l;
+    sj_ladder_fit_result r;
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 200, &rows, 2, 0, &l, &r), SJ_OK);
+    expect_extents(l, (int64_t[]){8, 512}, 2);
+    assert_true(fabs(r.expected_cost - (100 * 8 + 100 * 512) / 200.0) < 1e-9);
+    sj_ladder_destroy(l);
+    int64_t one[5] = {37, 37, 37, 37, 37};
+    assert_int_equal(sj_ladder_fit(ctx, one, 5, &rows, 8, 0, &l, &r), SJ_OK);
+    expect_extents(l, (int64_t[]){37}, 1);
+    sj_ladder_destroy(l);
+}
+
+/* cost(n, E) = E, memory(E) = E bytes, three buckets: unbounded, {8, 300,
+ * 512} (cost 844, 820 bytes); within 600 bytes, {2, 8, 512} (1044, 522
+ * bytes); within 512 only the top bucket; 511 cannot hold the largest size. */
+static void test_fit_memory_budget(void **state) {
+    (void)state;
+    int64_t sizes[] = {1, 2, 8, 8, 300, 512};
+    sj_ladder_cost m = {.c = 1, .m1 = 1};
+    sj_ladder *l;
+    sj_ladder_fit_result r;
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 6, &m, 3, 0, &l, &r), SJ_OK);
+    expect_extents(l, (int64_t[]){8, 300, 512}, 3);
+    assert_true(fabs(r.memory_bytes - 820) < 1e-9 && fabs(r.expected_cost * 6 - 844) < 1e-9);
+    sj_ladder_destroy(l);
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 6, &m, 3, 600, &l, &r), SJ_OK);
+    expect_extents(l, (int64_t[]){2, 8, 512}, 3);
+    assert_true(fabs(r.memory_bytes - 522) < 1e-9 && fabs(r.expected_cost * 6 - 1044) < 1e-9);
+    sj_ladder_destroy(l);
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 6, &m, 3, 512, &l, &r), SJ_OK);
+    expect_extents(l, (int64_t[]){512}, 1);
+    sj_ladder_destroy(l);
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 6, &m, 3, 511, &l, &r), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "the largest size (512) alone needs 512 bytes in its bucket, more than the budget of 511");
+    assert_null(l);
+}
+
+/* More distinct sizes than candidates: quantiles stand in for them; the
+ * top bucket still holds the largest size, and on a uniform trace with a
+ * cost of rows computed the fit is within 1% of the even split. */
+static void test_fit_many_sizes(void **state) {
+    (void)state;
+    enum { N = 5000 };
+    int64_t *sizes = malloc(N * sizeof *sizes);
+    for (int i = 0; i < N; i++) sizes[i] = N - i;
+    sj_ladder_cost rows = {.c = 1};
+    sj_ladder *l, *even;
+    sj_ladder_fit_result r, e;
+    assert_int_equal(sj_ladder_fit(ctx, sizes, N, &rows, 4, 0, &l, &r), SJ_OK);
+    assert_true(r.candidates <= 512 && r.buckets == 4);
+    assert_int_equal(sj_ladder_max(l), N);
+    assert_int_equal(sj_ladder_list(ctx, (int64_t[]){1250, 2500, 3750, 5000}, 4, &even), SJ_OK);
+    assert_int_equal(sj_ladder_expected(ctx, even, sizes, N, &rows, &e), SJ_OK);
+    assert_true(r.expected_cost <= e.expected_cost * 1.01);
+    sj_ladder_destroy(even);
+    sj_ladder_destroy(l);
+    free(sizes);
+}
+
+static void test_fit_bad_input(void **state) {
+    (void)state;
+    int64_t sizes[] = {3, 9};
+    sj_ladder_cost m = {.c = 1};
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 0, &m, 2, 0, &l, NULL), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "the trace is empty");
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 2, &m, 0, 0, &l, NULL), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "0 buckets asked for");
+    int64_t bad[] = {3, 0};
+    assert_int_equal(sj_ladder_fit(ctx, bad, 2, &m, 2, 0, &l, NULL), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "size #2 (0) is outside 1..");
+    sj_ladder_cost neg = {.b = -1};
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 2, &neg, 2, 0, &l, NULL), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "must be finite and >= 0");
+    assert_int_equal(sj_ladder_fit(ctx, sizes, 2, &m, 2, -5, &l, NULL), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "memory budget must be >= 0");
+    /* a size above the ladder's top */
+    sj_ladder *small;
+    assert_int_equal(sj_ladder_list(ctx, (int64_t[]){4}, 1, &small), SJ_OK);
+    sj_ladder_fit_result r;
+    assert_int_equal(sj_ladder_expected(ctx, small, sizes, 2, &m, &r), SJ_E_OUT_OF_RANGE);
+    sj_ladder_destroy(small);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_example), cmocka_unit_test(test_pow2_edges),
         cmocka_unit_test(test_bad_pow2),          cmocka_unit_test(test_geo),
         cmocka_unit_test(test_list),              cmocka_unit_test(test_out_of_range),
         cmocka_unit_test(test_specs),             cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_fit_matches_exhaustive_search), cmocka_unit_test(test_fit_bimodal_and_degenerate),
+        cmocka_unit_test(test_fit_memory_budget), cmocka_unit_test(test_fit_many_sizes),
+        cmocka_unit_test(test_fit_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

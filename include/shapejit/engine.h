@@ -68,6 +68,9 @@ typedef struct sj_engine_config {
     const void *remote_secret;
     size_t remote_secret_len;
     bool remote_read_only;
+    /* The fleet's compile lease per key (sj_remote_config.lease_ms): set to
+     * SJ_REMOTE_DEFAULT_LEASE_MS by sj_engine_config_init; 0 = no leases. */
+    int remote_lease_ms;
     /* Told once when the fleet tier finds values another secret signed (see
      * sj_remote_config.on_warning); NULL = not told. */
     void (*on_warning)(void *user, const char *message);
@@ -183,6 +186,18 @@ SJ_API sj_status sj_engine_prepare_bucket(sj_engine *e, int i);
 SJ_API sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
                               sj_named_tensor *outputs, int n_outputs, bool promote,
                               sj_engine_run_report *report);
+
+/* What bucket i needs to serve: run memory (arena, padded inputs and
+ * outputs, slot tables), held from its first run until it is trimmed, and
+ * the weights it shares with every other bucket (one copy). Read from the
+ * loaded executable, or for a bucket not loaded from the artifact
+ * sj_engine_precompile handled; known is false when neither has been seen
+ * (or the backend does not say, as the interpreter). */
+typedef struct sj_engine_memory {
+    uint64_t run_bytes, arena_bytes, io_bytes, weight_bytes;
+    bool known, loaded, resident;
+} sj_engine_memory;
+SJ_API sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out);
 
 typedef struct sj_engine_stats {
     uint64_t runs, run_failures;

@@ -88,6 +88,46 @@ SJ_API double sj_ladder_max_waste(const sj_ladder *l);
 /* The canonical spec: "pow2:8:256", "geo:1:1000:1.5", "list:1,8,64". */
 SJ_API void sj_ladder_format(const sj_ladder *l, char *buf, size_t len);
 
+/* Ladders fitted to traffic.
+ *
+ *   sj_ladder_cost m = {.a = 20, .b = 0.9, .c = 0.01};   // us: fixed, per row, per padded row
+ *   sj_ladder *fit;
+ *   sj_ladder_fit_result r;
+ *   sj_ladder_fit(ctx, sizes, n, &m, 4, 0, &fit, &r);    // 4 buckets, no memory bound
+ *
+ * A cost model says what a request of n rows costs in a bucket compiled at
+ * extent E, cost(n, E) = a + b*n + c*E + d*n*E + e*n^2 (any unit: `shapejit
+ * ladder fit` measures microseconds on the machine; e is attention's n x n
+ * scores), and what a bucket at E holds,
+ * memory(E) = m0 + m1*E + m2*E^2 bytes. Every coefficient is finite and
+ * >= 0. */
+typedef struct sj_ladder_cost {
+    double a, b, c, d, e;
+    double m0, m1, m2;
+} sj_ladder_cost;
+typedef struct sj_ladder_fit_result {
+    double expected_cost; /* mean cost per request of the trace */
+    double memory_bytes;  /* summed over the buckets */
+    int buckets;
+    int candidates; /* extents the search chose among (the fit only) */
+} sj_ladder_fit_result;
+SJ_API double sj_ladder_cost_at(const sj_ladder_cost *m, int64_t n, int64_t extent);
+SJ_API double sj_ladder_memory_at(const sj_ladder_cost *m, int64_t extent);
+/* The list ladder of at most k buckets (fewer when the trace has fewer
+ * distinct sizes, or when fewer cost less) whose expected cost over sizes
+ * is least, its buckets' memory summed within memory_budget bytes (0: no
+ * bound); the top bucket holds the largest size. Extents are sizes of the
+ * trace. Errors (SJ_E_INVALID_ARG, naming the value): an empty trace, a
+ * size outside 1..SJ_MAX_EXTENT, k outside 1..SJ_LADDER_MAX_BUCKETS, a
+ * negative or non-finite coefficient or budget, and a budget below what
+ * the one bucket that holds the largest size needs. */
+SJ_API sj_status sj_ladder_fit(sj_ctx *ctx, const int64_t *sizes, size_t n, const sj_ladder_cost *m, int k,
+                               double memory_budget, sj_ladder **out, sj_ladder_fit_result *result);
+/* The same figures for a given ladder; a size no bucket holds is
+ * SJ_E_OUT_OF_RANGE. */
+SJ_API sj_status sj_ladder_expected(sj_ctx *ctx, const sj_ladder *l, const int64_t *sizes, size_t n,
+                                    const sj_ladder_cost *m, sj_ladder_fit_result *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,17 @@
  *   }
  *   sj_remote_destroy(r);                          // publishes what is queued, joins
  *
+ * One compile per fleet (compile leases, on by default: lease_ms):
+ *
+ *   sj_remote_claim how; sj_remote_lease *lease;
+ *   sj_remote_lease_claim(r, key_digest, &how, &lease, &bytes, &n);
+ *   if (how == SJ_REMOTE_CLAIM_FETCHED) use(bytes, n);  // another node compiled it
+ *   else {                                              // OWNED or ALONE
+ *       ok = compile(...) == SJ_OK;
+ *       if (ok) sj_remote_put(r, key_digest, artifact, artifact_size);
+ *       sj_remote_lease_end(lease, ok);                 // NULL when ALONE
+ *   }
+ *
  * Serving never waits on the remote server for longer than its budget:
  * connecting is bounded by connect_timeout_ms, every command by
  * command_timeout_ms, and after a failed connection, a timeout or an I/O
@@ -90,6 +101,8 @@ typedef struct sj_remote_config {
     int backoff_ms;           /* default 2000: the tier is off this long after a failure */
     size_t max_value_size;    /* whole frame, default 64 MiB, at most SJ_REMOTE_MAX_VALUE_LIMIT */
     size_t queue_capacity;    /* write-behind puts waiting at most, default 64 */
+    int lease_ms;             /* compile leases (below): default SJ_REMOTE_DEFAULT_LEASE_MS,
+                                 0 = off, at most SJ_REMOTE_MAX_LEASE_MS */
     int pool_size;            /* connections shared by concurrent gets, default 4 */
     /* Called once per tier, from whichever thread first finds a value whose
      * tag this tier's secret does not verify although the frame is whole (a
@@ -114,6 +127,13 @@ typedef struct sj_remote_stats {
                                but not this tier's secret's: another secret wrote them */
     uint64_t kept_foreign;  /* puts not published because the key holds such a value:
                                a node never overwrites what the fleet's secret signed */
+    uint64_t leases_won;    /* claims this node won: it compiles the key under its lease */
+    uint64_t lease_waits;   /* claims that found another node's lease and waited */
+    uint64_t lease_waited_hits;     /* ... and got the value it published */
+    uint64_t lease_waited_compiles; /* ... and compiled after all (lease gone without a
+                                       value, wait ran out, or the server failed) */
+    uint64_t lease_errors;  /* lease commands that failed, and leases found lost
+                               (expired or taken over) when renewed */
 } sj_remote_stats;
 
 typedef struct sj_remote sj_remote;
@@ -158,6 +178,62 @@ SJ_API sj_ctx *sj_remote_ctx(const sj_remote *r);
 /* The URL the tier was made with, password replaced by "***" (for logs). */
 SJ_API const char *sj_remote_url(const sj_remote *r);
 
+/* ---- Compile leases: M processes starting cold on one model compile each
+ * key once in total.
+ *
+ * Before compiling a key that missed everywhere, a node takes the key's
+ * lease: SET <prefix>lease:<key hex> <token> NX PX lease_ms, the token
+ * random per lease. While it compiles, a background thread renews every
+ * lease the tier holds each lease_ms / 3 (compare-and-renew: a small Lua
+ * script extends the lease only if it still holds this token, so a node
+ * whose lease expired never extends the next owner's). After a successful
+ * compile the node puts the value and ends the lease as published: the
+ * lease is dropped by the write-behind thread after the put before it, so
+ * the value is on the server before the lease goes; after a failure it is
+ * dropped at once. Drops compare the token too (compare-and-delete).
+ *
+ * A node that finds the lease held waits for the value: it polls the key
+ * with back-off (10 ms doubling to 200 ms), and takes the lease itself when
+ * it is gone without a value (a holder that failed, or crashed and whose
+ * lease expired). It waits at most lease_ms for one owner (monotonic
+ * clock): when another node takes the lease over from a crashed owner, the
+ * new owner's compile gets a lease time of its own, up to 2 x lease_ms in
+ * all. Then it compiles without a lease: a holder that never publishes, or
+ * a compile longer than lease_ms, costs the others one lease time (two
+ * after a takeover), never a hang. The
+ * server failing during the wait (an error or timeout: the tier backs off)
+ * ends the wait at once, and the node compiles alone. Set lease_ms above
+ * the longest compile: a crashed holder delays the others by at most it.
+ *
+ * A read-only tier never publishes, so it takes no leases (others would
+ * wait for nothing) and does not wait: it compiles alone. lease_ms = 0
+ * turns leases off (every node compiles what it misses, as before). */
+#define SJ_REMOTE_DEFAULT_LEASE_MS 30000
+#define SJ_REMOTE_MAX_LEASE_MS 3600000
+
+typedef enum sj_remote_claim {
+    SJ_REMOTE_CLAIM_OWNED,   /* *lease is held: compile, put, sj_remote_lease_end */
+    SJ_REMOTE_CLAIM_FETCHED, /* another node published it meanwhile: *data, *size (caller frees) */
+    SJ_REMOTE_CLAIM_ALONE,   /* compile without a lease: leases off, read-only, the server
+                                failing, or the wait ran out (counters say which) */
+} sj_remote_claim;
+
+typedef struct sj_remote_lease sj_remote_lease;
+
+/* Claims the compile of key (see above). SJ_OK with *how set; the call may
+ * wait up to lease_ms (plus one command timeout per poll) when another node
+ * holds the lease. SJ_E_INVALID_ARG, SJ_E_NOMEM otherwise; never a
+ * remote failure (that is ALONE). *lease is NULL unless OWNED; *data NULL
+ * unless FETCHED. Holds no lock of the tier while it waits: other keys
+ * are claimed, fetched and published meanwhile. */
+SJ_API sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE],
+                                       sj_remote_claim *how, sj_remote_lease **lease, void **data,
+                                       size_t *size);
+
+/* Ends an OWNED claim: published = the value was put (the lease is dropped
+ * after that put reaches the server), else dropped now. NULL is a no-op. */
+SJ_API void sj_remote_lease_end(sj_remote_lease *lease, bool published);
+
 /* ---- The tiers together: local store, then remote.
  *
  *   sj_tier from;
@@ -189,6 +265,13 @@ SJ_API sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_stor
  * counted in its stats, never an error here). */
 SJ_API sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
                                const void *bytes, size_t len);
+
+/* After sj_tiered_get missed: sj_remote_lease_claim for key's digest; a
+ * FETCHED value is written to the local store (as a remote hit is) and
+ * returned in *bytes. Without a remote tier: ALONE. */
+SJ_API sj_status sj_tiered_claim(sj_store *local, sj_remote *remote, const sj_store_key *key,
+                                 sj_remote_claim *how, sj_remote_lease **lease, void **bytes,
+                                 size_t *len);
 
 /* The remote key digest of a full store key (the store's own key digest). */
 SJ_API void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]);

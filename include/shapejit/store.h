@@ -145,6 +145,14 @@ typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const c
 SJ_API sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
                                  int64_t *n_bad);
 
+/* Every row with its artifact bytes (decompressed and hash-checked, as get
+ * checks them), in sj_store_ls's order, for tools that read what rows hold:
+ * fn hears of each good row (return nonzero to stop), bad (may be NULL) of
+ * each corrupt one. Reads only: no row is touched or counted as a hit.
+ * Callbacks run with the store's lock held, as sj_store_ls's do. */
+typedef int (*sj_store_row_fn)(void *user, const sj_store_entry *e, const void *bytes, size_t len);
+SJ_API sj_status sj_store_scan(sj_store *s, sj_store_row_fn fn, sj_store_problem_fn bad, void *user);
+
 typedef struct sj_store_gc_result {
     int64_t corrupt_removed, evicted, bytes_freed;
 } sj_store_gc_result;

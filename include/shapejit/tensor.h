@@ -41,6 +41,11 @@ SJ_API sj_status sj_tensor_alloc_typed(sj_ctx *ctx, sj_dtype dtype, int rank, co
 /* Bytes of t's elements (numel * element size); -1 for a malformed tensor. */
 SJ_API int64_t sj_tensor_bytes(const sj_tensor *t);
 SJ_API void sj_tensor_free(sj_ctx *ctx, sj_tensor *t);
+/* Fills t with seeded values, for benchmarks and tuning runs: floats
+ * uniform in [-1, 1), integers in [0, 8) (valid token ids and positions
+ * for any vocabulary of 8 or more), bools 0 or 1. The same seed gives the
+ * same values on every machine. */
+SJ_API void sj_tensor_fill_seeded(sj_tensor *t, uint64_t seed);
 
 /* .npy version 1.0-3.0, dtype '<f4', '<i8', '<i4' or '|b1' (sets dtype), C order
  * only; anything else (another

@@ -61,8 +61,14 @@ void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out) {
         .cpu = a->cpu, .features = a->features, .shapejit_version = a->shapejit_version,
         .llvm_version = a->llvm_version, .externs = a->externs, .options_hash = a->options_hash,
         .extent = a->plan.extent, .n_kernels = a->plan.n_kernels,
-        .n_launches = a->plan.n_launches, .n_code = a->n_code, .arena_bytes = a->plan.arena_bytes};
+        .n_launches = a->plan.n_launches, .n_code = a->n_code};
     memcpy(out->graph_hash, a->graph_hash, sizeof a->graph_hash);
+    sj_plan_memory m;
+    sj_plan_memory_get(&a->plan, &m);
+    out->arena_bytes = m.arena_bytes;
+    out->io_bytes = m.io_bytes;
+    out->run_bytes = m.arena_bytes + m.io_bytes + m.table_bytes;
+    out->weight_bytes = m.weight_bytes;
 }
 
 sj_status sj_artifact_code(const sj_artifact *a, int i, sj_code_format *fmt, const uint8_t **bytes,

@@ -2,6 +2,7 @@
  * writing live elsewhere.) */
 #include "shapejit/tensor.h"
 #include "core/core_impl.h"
+#include "core/hash.h"
 
 #include <string.h>
 
@@ -55,4 +56,18 @@ void sj_tensor_free(sj_ctx *ctx, sj_tensor *t) {
     if (!ctx || !t) return;
     sj_free(ctx, t->data);
     t->data = NULL;
+}
+
+void sj_tensor_fill_seeded(sj_tensor *t, uint64_t seed) {
+    uint64_t state = seed;
+    int64_t n = sj_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t r = sj_splitmix64(&state) >> 40;
+        switch (t->dtype) {
+        case SJ_I64: t->i64[k] = (int64_t)(r & 7); break;
+        case SJ_I32: t->i32[k] = (int32_t)(r & 7); break;
+        case SJ_BOOL: t->b8[k] = (uint8_t)(r & 1); break;
+        default: t->data[k] = (float)((double)r / 8388608.0 - 1.0); break;
+        }
+    }
 }

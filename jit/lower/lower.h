@@ -38,5 +38,14 @@ void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p);
 /* Every index and size in range: launches name kernels and slots that exist,
  * word ranges lie inside words, arena slots inside the arena. */
 sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p);
+/* What an executable of p holds, read from the plan alone (a store lists it
+ * without the graph): weights (each param once), the arena, the padded
+ * inputs and outputs its kernels address, and the slot-pointer table. An
+ * executable also pads an input no kernel reads, so for such a graph its
+ * figure is that input's size above this one. */
+typedef struct sj_plan_memory {
+    int64_t weight_bytes, arena_bytes, io_bytes, table_bytes;
+} sj_plan_memory;
+void sj_plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out);
 
 #endif

@@ -14,6 +14,26 @@ void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* Whether slot i is the first of the slots naming its (kind, index): a
+ * plan may list a param or an input for several launches. */
+static bool first_of_its_value(const sj_launch_plan *p, int i) {
+    for (int j = 0; j < i; j++)
+        if (p->slots[j].kind == p->slots[i].kind && p->slots[j].index == p->slots[i].index) return false;
+    return true;
+}
+
+void sj_plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out) {
+    memset(out, 0, sizeof *out);
+    out->arena_bytes = p->arena_bytes;
+    out->table_bytes = (int64_t)p->n_launch_slots * (int64_t)sizeof(void *);
+    for (int i = 0; i < p->n_slots; i++) {
+        const sj_buffer_slot *s = &p->slots[i];
+        if (s->kind == SJ_SLOT_ARENA || !first_of_its_value(p, i)) continue;
+        if (s->kind == SJ_SLOT_PARAM) out->weight_bytes += s->bytes;
+        else out->io_bytes += s->bytes;
+    }
+}
+
 static bool range_ok(int64_t first, int64_t count, int64_t total) {
     return first >= 0 && count >= 0 && first <= total && count <= total - first;
 }

@@ -411,14 +411,19 @@ static PyObject *remote_stats(sj_remote *r) {
         Py_RETURN_NONE;
     sj_remote_stats rs;
     sj_remote_get_stats(r, &rs);
-    return Py_BuildValue("{sssKsKsKsKsKsKsKsK}", "url", sj_remote_url(r), "hits",
+    return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsK}", "url", sj_remote_url(r), "hits",
                          (unsigned long long)rs.hits, "misses", (unsigned long long)rs.misses,
                          "errors", (unsigned long long)rs.errors, "timeouts",
                          (unsigned long long)rs.timeouts, "rejected",
                          (unsigned long long)rs.rejected, "backoff_skips",
                          (unsigned long long)rs.backoff_skips, "puts",
                          (unsigned long long)rs.puts, "dropped_puts",
-                         (unsigned long long)rs.dropped_puts);
+                         (unsigned long long)rs.dropped_puts, "leases_won",
+                         (unsigned long long)rs.leases_won, "lease_waits",
+                         (unsigned long long)rs.lease_waits, "lease_waited_hits",
+                         (unsigned long long)rs.lease_waited_hits, "lease_waited_compiles",
+                         (unsigned long long)rs.lease_waited_compiles, "lease_errors",
+                         (unsigned long long)rs.lease_errors);
 }
 
 static PyObject *engine_stats(engine_obj *s, PyObject *unused) {

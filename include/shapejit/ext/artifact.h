@@ -55,7 +55,12 @@ typedef struct sj_artifact_info {
     uint64_t options_hash;
     int64_t extent;       /* the bucket extent */
     int n_kernels, n_launches, n_code;
-    int64_t arena_bytes;
+    /* Memory, from the launch plan, so a store can say what a bucket costs
+     * without loading it: the intermediates' arena, the padded inputs and
+     * outputs, and run_bytes, all the bucket holds while it serves (those
+     * two and its slot tables; see sj_executable_memory_info). Weights are
+     * apart: every bucket of a graph shares one copy. */
+    int64_t arena_bytes, io_bytes, run_bytes, weight_bytes;
 } sj_artifact_info;
 
 SJ_API void sj_artifact_destroy(sj_artifact *a); /* NULL is a no-op */

@@ -96,6 +96,11 @@ typedef struct sj_compiler {
      * weights); the next run makes it again. memory: what exe holds. */
     void (*trim)(void *ctx, void *exe);
     void (*memory)(void *ctx, void *exe, sj_executable_memory_info *out);
+    /* Optional (NULL: no figure before a load). What an executable of these
+     * artifact bytes would hold (resident false), read without loading, so
+     * a precompile that only stores can say what each bucket will cost. */
+    sj_status (*estimate)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
+                          sj_executable_memory_info *out);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact
@@ -246,11 +251,28 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
 } sj_bucketed_cache_stats;
 
-/* What bucket i's executable holds (zeros when it is not loaded or the
- * compiler does not say). */
+/* What bucket i's executable holds; for a bucket not loaded, what it will
+ * hold, as the compiler estimated from the artifact a store-only precompile
+ * handled (resident false); zeros when neither is known. */
 SJ_API sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i,
                                                  sj_executable_memory_info *out);
 SJ_API void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out);
+
+/* What padding cost bucket i, in two figures that are not the same thing:
+ * padded rows ALLOCATED (memory: each run's buffers hold the bucket's
+ * extent, so runs x extent - rows) and padded rows COMPUTED (work: the rows
+ * its executable's kernels ran over beyond the rows asked for, as its
+ * compiler's memory callback reports them; kernels bounded by the active
+ * extent keep it 0), and the arena bytes a run of it holds. */
+typedef struct sj_bucket_padding {
+    int64_t extent;
+    uint64_t runs;                  /* runs the cache served (a batch is one run) */
+    uint64_t rows;                  /* the rows those runs asked for */
+    uint64_t padded_rows_allocated; /* runs x extent - rows */
+    int64_t padded_rows_computed;   /* -1 when the compiler does not report its work */
+    uint64_t arena_bytes;           /* intermediates of one run, at the extent */
+} sj_bucket_padding;
+SJ_API sj_status sj_bucketed_cache_bucket_padding(sj_bucketed_cache *c, int i, sj_bucket_padding *out);
 
 /* The cache inside an engine (borrowed, closed with it): for tools that
  * measure or drive its buckets directly, below sj_engine_run. */

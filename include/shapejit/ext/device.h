@@ -134,6 +134,10 @@ typedef struct sj_device_ops {
      * work queued next, _STOP its end; _READ, after the sync that follows,
      * adds the time between the two marks to *ns. */
     sj_status (*kernel_timer)(void *impl, int what, uint64_t *ns);
+    /* Optional (NULL, or 0: unknown). The memory the device has in all, in
+     * bytes, so a bucket whose run memory can never fit is refused before
+     * anything is allocated. A fixed figure: may be called without the lock. */
+    uint64_t (*memory_capacity)(void *impl);
 } sj_device_ops;
 
 enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };

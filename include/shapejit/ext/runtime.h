@@ -100,6 +100,15 @@ typedef struct sj_executable_memory_info {
     uint64_t run_bytes;    /* what it holds while resident: arena + io + slot tables */
     bool resident;         /* run memory held now */
     uint64_t materialized, trimmed; /* times the run memory was made, given back */
+    bool estimated;        /* read from an artifact, for a bucket not loaded (no executable) */
+    /* The work its runs did: how many, the rows they asked for (their active
+     * extents) and the rows its kernels ran over (the extent every launch of
+     * a run is given, eager or replayed). rows_computed - rows_requested is
+     * padding computed: 0 while every kernel is bounded by the active extent
+     * (the plan's ABI). GPU grids are sized at the bucket extent; their
+     * blocks past the active rows return at once, launched but computing
+     * nothing. */
+    uint64_t runs, rows_requested, rows_computed;
 } sj_executable_memory_info;
 SJ_API void sj_executable_memory(const sj_executable *exe, sj_executable_memory_info *out);
 

@@ -1,0 +1,286 @@
+/* shapejit ladder fit: the bucket ladder fitted to a trace of request
+ * sizes (sj_ladder_fit), with what pow2 with as many buckets would cost.
+ * With a MODEL the cost model is measured here: the model runs at a few
+ * extents and sizes, and cost(n, E) = a + b*n + c*E + d*n*E + e*n^2 microseconds
+ * and run memory(E) = m0 + m1*E + m2*E^2 bytes are fitted to the runs. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/request_stream.h"
+#include "cli/serving.h"
+#include "shapejit/ladder.h"
+
+static const char usage[] =
+    "usage: shapejit ladder fit [MODEL] (--trace FILE | --synthetic SPEC) --buckets K\n"
+    "                           [--memory MB] [--store PATH|none] [--backend host|interp]\n"
+    "                           [--cpu C] " CLI_MODEL_USAGE "\n"
+    "  Prints the list: ladder of at most K buckets whose expected cost per request\n"
+    "  over the trace is least, its run memory, and the same figures for pow2 with\n"
+    "  as many buckets.\n"
+    "  MODEL              measure the cost on this machine: the model runs at up to 4\n"
+    "                     extents across the trace's range and 4 sizes each, and\n"
+    "                     cost(n, E) = a + b*n + c*E + d*n*E + e*n^2 us and run memory\n"
+    "                     m0 + m1*E + m2*E^2 bytes are fitted to the runs (least\n"
+    "                     squares, coefficients >= 0). Without it the cost is the\n"
+    "                     rows a bucket computes, E, as for runtimes that run whole\n"
+    "                     padded buckets\n"
+    "  --buckets K        at most K buckets (1..4096); fewer when fewer cost less or\n"
+    "                     the trace has fewer distinct sizes\n"
+    "  --memory MB        the buckets' run memory summed stays within MB MiB (needs MODEL)\n"
+    "  --trace FILE       one size per line ('#' comments)\n" CLI_SYNTHETIC_USAGE
+    /* clang-format off */
+    CLI_STORE_USAGE
+    /* clang-format on */
+    "  --backend B        host (default) or interp, for the measured model\n"
+    "  --cpu C            host: native (default), x86-64-v2|v3|v4, or an LLVM CPU name\n";
+
+enum { MAX_GRID = 4, N_SIZES = 4, MAX_POINTS = MAX_GRID * N_SIZES, MAX_TERMS = 5 };
+
+/* Least squares with coefficients >= 0 over up to MAX_TERMS columns: solve
+ * the normal equations on the columns still free, pin the most negative
+ * coefficient to 0, repeat (a singular system pins its last free column). */
+static void fit_nonnegative(const double x[][MAX_TERMS], const double *y, int n, int terms, double *coef) {
+    bool free_col[MAX_TERMS];
+    for (int t = 0; t < terms; t++) free_col[t] = true;
+    for (;;) {
+        int idx[MAX_TERMS], k = 0;
+        for (int t = 0; t < terms; t++) {
+            coef[t] = 0;
+            if (free_col[t]) idx[k++] = t;
+        }
+        if (k == 0) return;
+        double A[MAX_TERMS][MAX_TERMS + 1] = {{0}};
+        for (int r = 0; r < k; r++) {
+            for (int c = 0; c < k; c++)
+                for (int p = 0; p < n; p++) A[r][c] += x[p][idx[r]] * x[p][idx[c]];
+            for (int p = 0; p < n; p++) A[r][k] += x[p][idx[r]] * y[p];
+        }
+        bool singular = false;
+        for (int c = 0; c < k && !singular; c++) {
+            int piv = c;
+            for (int r = c + 1; r < k; r++)
+                if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
+            if (fabs(A[piv][c]) < 1e-12 * (1 + fabs(A[0][0]))) {
+                singular = true;
+                break;
+            }
+            for (int j = 0; j <= k; j++) {
+                double tmp = A[c][j];
+                A[c][j] = A[piv][j];
+                A[piv][j] = tmp;
+            }
+            for (int r = 0; r < k; r++) {
+                if (r == c) continue;
+                double f = A[r][c] / A[c][c];
+                for (int j = c; j <= k; j++) A[r][j] -= f * A[c][j];
+            }
+        }
+        if (singular) {
+            free_col[idx[k - 1]] = false;
+            continue;
+        }
+        int worst = -1;
+        for (int r = 0; r < k; r++) {
+            coef[idx[r]] = A[r][k] / A[r][r];
+            if (coef[idx[r]] < 0 && (worst < 0 || coef[idx[r]] < coef[worst])) worst = idx[r];
+        }
+        if (worst < 0) return;
+        free_col[worst] = false;
+    }
+}
+
+typedef struct measured {
+    int n_points, n_grid;
+    int64_t grid[MAX_GRID];
+    double x[MAX_POINTS][MAX_TERMS], us[MAX_POINTS];
+    double mx[MAX_GRID][MAX_TERMS], bytes[MAX_GRID];
+} measured;
+
+/* Up to MAX_GRID extents spread geometrically over [lo, hi]. */
+static int grid_extents(int64_t lo, int64_t hi, int64_t *out) {
+    int n = 0;
+    for (int i = 0; i < MAX_GRID; i++) {
+        int64_t e = (int64_t)llround((double)lo * pow((double)hi / (double)lo, i / (double)(MAX_GRID - 1)));
+        if (e < 1) e = 1;
+        if (e > hi) e = hi;
+        if (n == 0 || e > out[n - 1]) out[n++] = e;
+    }
+    return n;
+}
+
+/* One engine per grid extent (a one-bucket ladder, so small requests run in
+ * the large bucket): warm latencies at 1, E/4, E/2 and E rows, and the
+ * bucket's run memory. */
+static int measure(const char *cmd, sj_ctx *ctx, const sj_graph *model, const cli_engine_args *base,
+                   int64_t lo, int64_t hi, measured *m) {
+    memset(m, 0, sizeof *m);
+    m->n_grid = grid_extents(lo, hi, m->grid);
+    for (int gi = 0; gi < m->n_grid; gi++) {
+        int64_t E = m->grid[gi];
+        char spec[64];
+        snprintf(spec, sizeof spec, "list:%lld", (long long)E);
+        cli_engine_args ea = *base;
+        ea.ladder = spec;
+        sj_graph *g;
+        if (sj_graph_clone(model, &g) != SJ_OK) return cli_fail_status(cmd, ctx, SJ_E_NOMEM);
+        sj_engine *e;
+        char store_path[4096];
+        int rc = cli_engine_open(cmd, ctx, g, &ea, &e, store_path, sizeof store_path);
+        if (rc != CLI_EXIT_OK) return rc;
+        const int64_t sizes[N_SIZES] = {1, (E + 3) / 4, (E + 1) / 2, E};
+        for (int s = 0; s < N_SIZES && rc == CLI_EXIT_OK; s++) {
+            if (s > 0 && sizes[s] == sizes[s - 1]) continue;
+            double us;
+            int64_t ran_in;
+            rc = cli_warm_latency(cmd, ctx, e, sizes[s], 3e7, &us, &ran_in);
+            if (rc != CLI_EXIT_OK) break;
+            double N = (double)sizes[s], Ed = (double)E;
+            double *x = m->x[m->n_points];
+            x[0] = 1, x[1] = N, x[2] = Ed, x[3] = N * Ed, x[4] = N * N;
+            m->us[m->n_points++] = us;
+        }
+        sj_engine_memory mem;
+        if (rc == CLI_EXIT_OK && sj_engine_bucket_memory(e, 0, &mem) == SJ_OK && mem.known) {
+            double Ed = (double)E;
+            m->mx[gi][0] = 1, m->mx[gi][1] = Ed, m->mx[gi][2] = Ed * Ed;
+            m->bytes[gi] = (double)mem.run_bytes;
+        }
+        sj_engine_close(e);
+        if (rc != CLI_EXIT_OK) return rc;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* pow2 with k buckets over sizes up to max: the power of two >= max and
+ * the k - 1 below it (fewer when they reach 1). */
+static sj_status pow2_like(sj_ctx *ctx, int64_t max, int k, sj_ladder **out) {
+    int64_t top = 1;
+    while (top < max) top *= 2;
+    int64_t ext[64];
+    int n = 0;
+    for (int64_t e = top; n < k && n < 64 && e >= 1; e /= 2) n++;
+    for (int i = 0; i < n; i++) ext[i] = top >> (n - 1 - i);
+    return sj_ladder_list(ctx, ext, n, out);
+}
+
+static void print_result(const char *label, const sj_ladder *l, const sj_ladder_fit_result *r,
+                         const char *unit, bool memory) {
+    char spec[1024], mem[32];
+    sj_ladder_format(l, spec, sizeof spec);
+    printf("%-7s %s  expected %.4g %s per request", label, spec, r->expected_cost, unit);
+    if (memory) printf(", run memory %s", cli_bytes((uint64_t)r->memory_bytes, mem, sizeof mem));
+    printf(" (%d bucket%s)\n", r->buckets, r->buckets == 1 ? "" : "s");
+}
+
+static int fit_command(int argc, char **argv) {
+    const char *cmd = "ladder";
+    const char *trace = NULL, *synthetic = NULL, *store = NULL, *backend = NULL, *cpu = NULL;
+    int64_t k = 0, memory_mb = INT64_MIN; /* INT64_MIN: --memory not given */
+    cli_model_flags model = {0};
+    const cli_opt opts[] = {
+        {"--trace", CLI_OPT_STRING, &trace},     {"--synthetic", CLI_OPT_STRING, &synthetic},
+        {"--buckets", CLI_OPT_INT, &k},          {"--memory", CLI_OPT_INT, &memory_mb},
+        {"--store", CLI_OPT_STRING, &store},     {"--backend", CLI_OPT_STRING, &backend},
+        {"--cpu", CLI_OPT_STRING, &cpu},         CLI_MODEL_OPTS(model),
+    };
+    const char *pos[1];
+    int n_pos;
+    cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 0, 1, &n_pos);
+    if (r != CLI_PARSED) return cli_parse_exit(r);
+    if (!trace == !synthetic) return cli_usage_error(cmd, "give one of --trace FILE or --synthetic SPEC");
+    if (k < 1 || k > SJ_LADDER_MAX_BUCKETS)
+        return cli_usage_error(cmd, "--buckets must be in 1..%d, got %lld", SJ_LADDER_MAX_BUCKETS, (long long)k);
+    if (memory_mb != INT64_MIN && (memory_mb < 1 || memory_mb > ((int64_t)1 << 30)))
+        return cli_usage_error(cmd, "--memory must be a size in MiB in 1..2^30, got %lld", (long long)memory_mb);
+    if (memory_mb == INT64_MIN) memory_mb = 0;
+    if (memory_mb && n_pos == 0)
+        return cli_usage_error(cmd, "--memory needs a MODEL: the run memory per bucket is measured on it");
+    if (n_pos == 0 && (backend || cpu || store || model.dynamic || model.dynamic_axis || model.dims.n))
+        return cli_usage_error(cmd, "--store, --backend, --cpu and the model flags need a MODEL");
+    cli_engine_args ea = {.backend = {.name = backend, .cpu = cpu}, .store = store};
+    if (backend && strcmp(backend, "host") && strcmp(backend, "interp"))
+        return cli_usage_error(cmd, "--backend must be host or interp, got '%s'", backend);
+    int rc = cli_backend_check(cmd, &ea.backend);
+    if (rc != CLI_EXIT_OK) return rc;
+    cli_stream s;
+    rc = trace ? cli_stream_trace(cmd, trace, &s) : cli_stream_synthetic(cmd, synthetic, &s);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (s.n == 0) {
+        cli_stream_free(&s);
+        return cli_fail(cmd, "the trace %s holds no sizes", trace ? trace : synthetic);
+    }
+    int64_t lo = s.sizes[0];
+    for (size_t i = 0; i < s.n; i++)
+        if (s.sizes[i] < lo) lo = s.sizes[i];
+    sj_ctx *ctx = cli_ctx_create(cmd);
+    if (!ctx) {
+        cli_stream_free(&s);
+        return CLI_EXIT_FAIL;
+    }
+    /* No MODEL: the rows each bucket computes. */
+    sj_ladder_cost cost = {.c = 1};
+    const char *unit = "rows";
+    sj_graph *g = NULL;
+    if (n_pos == 1) {
+        rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
+        measured m;
+        if (rc == CLI_EXIT_OK) rc = measure(cmd, ctx, g, &ea, lo, s.max, &m);
+        if (rc == CLI_EXIT_OK) {
+            double c[MAX_TERMS], mc[MAX_TERMS];
+            fit_nonnegative(m.x, m.us, m.n_points, 5, c);
+            fit_nonnegative(m.mx, m.bytes, m.n_grid, 3, mc);
+            cost = (sj_ladder_cost){c[0], c[1], c[2], c[3], c[4], mc[0], mc[1], mc[2]};
+            unit = "us";
+            printf("cost model (%s, measured here over %d runs at extent%s", backend ? backend : "host",
+                   m.n_points, m.n_grid > 1 ? "s" : "");
+            for (int i = 0; i < m.n_grid; i++) printf("%s %lld", i ? "," : "", (long long)m.grid[i]);
+            printf("): cost(n, E) = %.4g + %.4g*n + %.4g*E + %.4g*n*E + %.4g*n^2 us; run memory(E) = %.4g + "
+                   "%.4g*E + %.4g*E^2 bytes\n",
+                   cost.a, cost.b, cost.c, cost.d, cost.e, cost.m0, cost.m1, cost.m2);
+        }
+    } else {
+        printf("cost model: rows computed, cost(n, E) = E (no MODEL measured)\n");
+    }
+    sj_ladder *fit = NULL, *p2 = NULL;
+    sj_ladder_fit_result fr, pr;
+    if (rc == CLI_EXIT_OK &&
+        sj_ladder_fit(ctx, s.sizes, s.n, &cost, (int)k, (double)memory_mb * 1048576.0, &fit, &fr) != SJ_OK)
+        rc = cli_fail_status(cmd, ctx, SJ_E_INVALID_ARG);
+    if (rc == CLI_EXIT_OK && (pow2_like(ctx, s.max, fr.buckets, &p2) != SJ_OK ||
+                              sj_ladder_expected(ctx, p2, s.sizes, s.n, &cost, &pr) != SJ_OK))
+        rc = cli_fail_status(cmd, ctx, SJ_E_INVALID_ARG);
+    if (rc == CLI_EXIT_OK) {
+        bool mem = n_pos == 1;
+        printf("trace: %zu requests, sizes %lld..%lld, %d distinct sizes considered\n", s.n, (long long)lo,
+               (long long)s.max, fr.candidates);
+        print_result("fitted", fit, &fr, unit, mem);
+        print_result("pow2", p2, &pr, unit, mem);
+        if (fr.buckets < k)
+            printf("note: %d bucket%s, not %lld: more would not cost less%s\n", fr.buckets,
+                   fr.buckets == 1 ? "" : "s", (long long)k, memory_mb ? " within the memory budget" : "");
+        if (memory_mb && pr.memory_bytes > (double)memory_mb * 1048576.0)
+            printf("note: pow2 with as many buckets needs more than the %lld MiB budget\n", (long long)memory_mb);
+        printf("the fitted ladder's expected cost is %.3gx pow2's\n",
+               pr.expected_cost > 0 ? fr.expected_cost / pr.expected_cost : 1.0);
+    }
+    sj_ladder_destroy(fit);
+    sj_ladder_destroy(p2);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+    cli_stream_free(&s);
+    return rc;
+}
+
+int cli_cmd_ladder(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "fit")) return fit_command(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (argc < 2) return cli_usage_error("ladder", "a subcommand is needed: fit");
+    char shown[128];
+    return cli_usage_error("ladder", "unknown subcommand '%s' (fit)", cli_printable(argv[1], shown, sizeof shown));
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# One compile per fleet, with real processes through the CLI, against a real
+# redis-server on a free loopback port (stopped on every way out):
+#   - 4 `precompile` processes, empty stores, one ladder, started together:
+#     the compiles of all four add up to the number of buckets;
+#   - leases taken by hand (redis-cli, never released) on every bucket: a
+#     precompile waits for them about the lease time, then compiles each
+#     bucket itself;
+#   - a precompile killed with SIGKILL while it holds a lease: three more
+#     started at once finish within about the lease time, all buckets stored;
+#   - --remote-lease-ms 0 takes no lease; a bad value is a usage error.
+# Usage: fleet_cli.sh SHAPEJIT MODEL WORKDIR. Exit 77 (skipped) without redis-server.
+set -u
+cli=$1 model=$2 dir=$3
+redis=$(command -v redis-server || true)
+rcli=$(command -v redis-cli || true)
+[ -n "$redis" ] && [ -n "$rcli" ] || { echo "redis-server or redis-cli not installed: skipped"; exit 77; }
+
+rm -rf "$dir" && mkdir -p "$dir" || exit 1
+pid=
+stop_server() {
+    if [ -n "$pid" ]; then
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        pid=
+    fi
+}
+trap stop_server EXIT
+trap 'exit 1' INT TERM HUP
+
+port=
+for attempt in 1 2 3 4 5; do
+    p=$((20000 + RANDOM % 40000))
+    "$redis" --bind 127.0.0.1 --port "$p" --save '' --appendonly no --daemonize no \
+        --dir "$dir" --loglevel warning >"$dir/redis.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        if [ "$("$rcli" -p "$p" PING 2>/dev/null)" = PONG ]; then port=$p; break 2; fi
+        kill -0 "$pid" 2>/dev/null || break # exited: the port was taken
+        sleep 0.05
+    done
+    stop_server
+done
+[ -n "$port" ] || { echo "could not start redis-server"; cat "$dir/redis.log"; exit 1; }
+url="redis://127.0.0.1:$port"
+printf 'fleet secret\n' >"$dir/secret" && chmod 600 "$dir/secret"
+ladder=pow2:1:64
+buckets=7
+
+fail() { echo "FAIL: $*"; exit 1; }
+now_ms() { date +%s%3N; }
+# precompile NAME DB ARGS...: in the background; stdout NAME.out, --stats JSON NAME.err
+precompile() {
+    local name=$1 db=$2
+    shift 2
+    "$cli" precompile "$model" --ladder "$ladder" --store "$dir/$name.db" --stats \
+        --remote "$url/$db" --remote-secret-file "$dir/secret" "$@" \
+        >"$dir/$name.out" 2>"$dir/$name.err" &
+}
+# stat NAME KEY: the number KEY has in NAME's stats
+stat() { grep -o "\"$2\": [0-9]*" "$dir/$1.err" | head -1 | grep -o '[0-9]*$'; }
+finished() { # NAME PID: the process exited 0
+    wait "$2" || { cat "$dir/$1.out" "$dir/$1.err"; fail "$1: exit status $?"; }
+}
+sum() { # KEY NAMES...: the KEY stats of NAMES added up
+    local key=$1 total=0 v
+    shift
+    for n in "$@"; do
+        v=$(stat "$n" "$key")
+        [ -n "$v" ] || { cat "$dir/$n.err"; fail "$n: no $key in its stats"; }
+        total=$((total + v))
+    done
+    echo "$total"
+}
+
+# 1. Four cold processes started together compile each bucket once in all.
+pids=()
+for i in 1 2 3 4; do
+    precompile "cold$i" 1
+    pids+=($!)
+done
+for i in 1 2 3 4; do finished "cold$i" "${pids[$((i - 1))]}"; done
+total=$(sum compiles cold1 cold2 cold3 cold4)
+[ "$total" -eq "$buckets" ] || fail "4 cold processes compiled $total times, expected $buckets"
+won=$(sum remote_leases_won cold1 cold2 cold3 cold4)
+[ "$won" -eq "$buckets" ] || fail "4 cold processes won $won leases, expected $buckets"
+grep -q "leases: [0-9]* won" "$dir/cold1.out" || { cat "$dir/cold1.out"; fail "no lease summary"; }
+[ "$("$rcli" -p "$port" -n 1 --scan --pattern 'shapejit:lease:*' | wc -l)" -eq 0 ] ||
+    fail "leases left behind after every process published"
+
+# 2. Leases taken by hand, never released: the lease time, then compiles.
+lease_ms=1500
+keys=$("$rcli" -p "$port" -n 1 --scan --pattern 'shapejit:*')
+[ "$(echo "$keys" | wc -l)" -eq "$buckets" ] || fail "expected $buckets published keys: $keys"
+for k in $keys; do
+    [ "$("$rcli" -p "$port" -n 2 SET "shapejit:lease:${k#shapejit:}" crashed-node NX PX "$lease_ms")" = OK ] ||
+        fail "could not take a lease by hand"
+done
+t0=$(now_ms)
+precompile hand 2 --remote-lease-ms "$lease_ms"
+finished hand $!
+took=$(($(now_ms) - t0))
+[ "$(stat hand compiles)" -eq "$buckets" ] || fail "hand: compiled $(stat hand compiles), expected $buckets"
+[ "$(stat hand remote_lease_waits)" -ge 1 ] || fail "hand: did not wait for the hand-taken lease"
+[ "$(stat hand remote_lease_waited_compiles)" -ge 1 ] || fail "hand: did not compile after waiting"
+[ "$took" -ge $((lease_ms - 500)) ] || fail "hand: took $took ms, did not wait for the leases"
+[ "$took" -le $((lease_ms + 8000)) ] || fail "hand: took $took ms, far beyond the $lease_ms ms lease"
+
+# 3. A holder killed with SIGKILL while it holds a lease: the others finish
+#    within about the lease time, each with every bucket.
+precompile victim 3 --remote-lease-ms "$lease_ms"
+victim=$!
+for _ in $(seq 400); do
+    [ -n "$("$rcli" -p "$port" -n 3 --scan --pattern 'shapejit:lease:*')" ] && break
+    kill -0 "$victim" 2>/dev/null || break
+    sleep 0.005
+done
+kill -KILL "$victim" 2>/dev/null
+wait "$victim" 2>/dev/null
+t0=$(now_ms)
+pids=()
+for i in 1 2 3; do
+    precompile "after$i" 3 --remote-lease-ms "$lease_ms"
+    pids+=($!)
+done
+for i in 1 2 3; do finished "after$i" "${pids[$((i - 1))]}"; done
+took=$(($(now_ms) - t0))
+[ "$took" -le $((lease_ms + 8000)) ] || fail "after the kill: took $took ms, beyond the lease time"
+total=$(sum compiles after1 after2 after3)
+[ "$total" -le "$buckets" ] || fail "after the kill: $total compiles, more than $buckets buckets"
+for i in 1 2 3; do
+    grep -q "precompiled $buckets buckets" "$dir/after$i.out" || { cat "$dir/after$i.out"; fail "after$i"; }
+done
+
+# 4. --remote-lease-ms 0: no leases; a bad value is a usage error.
+precompile off 4 --remote-lease-ms 0
+finished off $!
+[ "$(stat off remote_leases_won)" -eq 0 ] || fail "off: took leases with --remote-lease-ms 0"
+"$cli" precompile "$model" --ladder "$ladder" --store none --remote "$url" \
+    --remote-lease-ms -5 >"$dir/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--remote-lease-ms must be milliseconds" "$dir/bad.out" ||
+    { cat "$dir/bad.out"; fail "--remote-lease-ms -5: exit $rc"; }
+echo "fleet CLI: all checks passed"
