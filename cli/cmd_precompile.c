@@ -205,8 +205,8 @@ int cli_cmd_precompile(int argc, char **argv) {
     for (int i = 0; rc == CLI_EXIT_OK && i < 3; i++) {
         if (!want[i]) continue;
         char why[512];
-        if (i > 0 && all && precision && strcmp(precision, "fp32") != 0) {
-            /* The GPU emitters lower fp32 only; "all" leaves them out, saying so. */
+        if (i == 2 && all && precision && strcmp(precision, "fp32") != 0) {
+            /* The CUDA C emitter lowers fp32 only; "all" leaves it out, saying so. */
             fprintf(stderr, "precompile: target %s skipped: precision %s not supported by target %s\n",
                     targets[i], precision, targets[i]);
             continue;
