@@ -194,7 +194,10 @@ static void check_policies(fixture *f, int64_t E, const int64_t *ns, int n_ns, c
     h_inputs(f->g, ns[0], &seed, in);
     assert_int_equal(sj_interp_run(f->g, ns[0], in, a), SJ_OK);
     assert_int_equal(sj_interp_run(r, ns[0], in, b), SJ_OK);
-    assert_false(h_compare(f->g, a, b, 1e-7, "fp32 vs bf16 reference (must differ)"));
+    int differ = 0;
+    for (int o = 0; o < f->g->n_outputs; o++)
+        for (int64_t i = 0; i < sj_tensor_numel(&a[o]); i++) differ += !h_close(a[o].data[i], b[o].data[i], 1e-7);
+    assert_true(differ > 0);
     h_free_tensors(f->ctx, in, f->g->n_inputs);
     h_free_tensors(f->ctx, a, f->g->n_outputs);
     h_free_tensors(f->ctx, b, f->g->n_outputs);
