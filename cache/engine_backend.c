@@ -35,6 +35,8 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->precision && sj_precision_from_name(cfg->precision, &p) != SJ_OK)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision '%s' is not fp32, bf16 or fp16",
                        cfg->precision);
+    if (cfg->tune && strcmp(name, "host") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: tune is for backend host, not %s", name);
     if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: workers %d outside 0..%d", cfg->workers,
                        ENGINE_MAX_WORKERS);
@@ -90,6 +92,8 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
         hcfg.devices = cfg->workers > 0 ? cfg->workers : 1;
         hcfg.options.cpu = cfg->cpu;
         hcfg.options.precision = precision;
+        hcfg.tune = cfg->tune;
+        hcfg.tune_budget_ms = cfg->tune_budget_ms;
         st = sj_host_compiler_create(ctx, &hcfg, &b->host);
         if (st == SJ_OK) {
             sj_host_compiler_table(b->host, &b->comp);

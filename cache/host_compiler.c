@@ -3,7 +3,9 @@
 #include "shapejit/ext/backends.h"
 
 #include "cache/artifact_exe.h"
+#include "cache/host_tune.h"
 #include "core/core_impl.h"
+#include "core/hash.h"
 #include "jit/llvm/llvm_impl.h"
 #include "runtime/cpu_features.h"
 
@@ -22,6 +24,8 @@ struct sj_host_compiler {
     sj_compile_options options;
     char *cpu_opt, *features_opt; /* copies of the options' strings */
     bool replay;
+    bool tune;
+    int tune_budget_ms;
     int n_devices;
     sj_device **devices;
     atomic_uint next_device;
@@ -42,6 +46,7 @@ void sj_host_compiler_config_init(sj_host_compiler_config *cfg) {
     sj_compile_options_init(&cfg->options);
     cfg->devices = 1;
     cfg->replay = true;
+    cfg->tune_budget_ms = 200;
 }
 
 /* The store key holds the enabled features only (what the code may use);
@@ -89,8 +94,10 @@ void sj_host_compiler_destroy(sj_host_compiler *hc) {
     sj_free(hc->ctx, hc);
 }
 
-static void options_bytes(const sj_compile_options *o, uint8_t out[HOST_OPTIONS_BYTES]) {
+/* Tuned code has keys of its own: the options' hash, mixed with "tuned". */
+static void options_bytes(const sj_compile_options *o, bool tune, uint8_t out[HOST_OPTIONS_BYTES]) {
     uint64_t oh = sj_compile_options_hash(o);
+    if (tune) oh = sj_fnv1a(oh, "tuned", 5);
     memcpy(out, "SJHO", 4);
     for (int i = 0; i < 8; i++) out[4 + i] = (uint8_t)(oh >> (8 * i));
 }
@@ -106,7 +113,7 @@ static void add_level_fallbacks(sj_host_compiler *hc, const char *host_features)
         int k = hc->n_fallbacks++;
         sj_compile_options o = hc->options;
         o.cpu = name;
-        options_bytes(&o, hc->fallback_options[k]);
+        options_bytes(&o, hc->tune, hc->fallback_options[k]);
         features_key(level_features, hc->fallback_features[k], SJ_STORE_FIELD_MAX);
         hc->fallbacks[k] = (sj_compiler_target){.cpu = name, .features = hc->fallback_features[k],
                                                 .options = hc->fallback_options[k],
@@ -163,11 +170,16 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     if (cfg->devices < 1 || cfg->devices > HOST_MAX_DEVICES)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: %d devices, expected 1..%d",
                        cfg->devices, HOST_MAX_DEVICES);
+    if (cfg->tune && (cfg->tune_budget_ms < 1 || cfg->tune_budget_ms > 600000))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: tuning budget %d ms per bucket, expected 1..600000",
+                       cfg->tune_budget_ms);
     sj_host_compiler *hc = sj_calloc(ctx, 1, sizeof *hc);
     if (!hc) return sj_fail(ctx, SJ_E_NOMEM, "host compiler: out of memory");
     hc->ctx = ctx;
     hc->options = cfg->options;
     hc->replay = cfg->replay;
+    hc->tune = cfg->tune;
+    hc->tune_budget_ms = cfg->tune_budget_ms;
     sj_status st = SJ_OK;
     /* The options' strings are copied so the caller's may go away. */
     if (cfg->options.cpu && !(hc->cpu_opt = sj_strdup(ctx, cfg->options.cpu))) st = SJ_E_NOMEM;
@@ -189,7 +201,7 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
         sj_host_compiler_destroy(hc);
         return st;
     }
-    options_bytes(&hc->options, hc->options_bytes);
+    options_bytes(&hc->options, hc->tune, hc->options_bytes);
     snprintf(hc->compiler_version, sizeof hc->compiler_version, "llvm-%s", SJ_LLVM_VERSION_STRING);
     *out = hc;
     return SJ_OK;
@@ -199,7 +211,10 @@ static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, voi
                              size_t *len) {
     sj_host_compiler *hc = self;
     sj_artifact *a;
-    SJ_TRY(sj_compile(g, extent, &hc->options, &a));
+    if (hc->tune)
+        SJ_TRY(sj_host_tune(g, extent, &hc->options, hc->devices[0], hc->tune_budget_ms, &a));
+    else
+        SJ_TRY(sj_compile(g, extent, &hc->options, &a));
     uint8_t *bytes;
     sj_status st = sj_artifact_serialize(a, &bytes, len);
     sj_artifact_destroy(a);

@@ -11,7 +11,8 @@ static const char usage[] =
     "usage: shapejit precompile MODEL --ladder SPEC [--target host|nvptx|nvrtc|all]\n"
     "                           [--arch sm_80|sm_90] [--cpu C[,C...]] [--store PATH]\n"
     "                           [--remote URL|none] [--remote-secret-file FILE]\n"
-    "                           [--remote-read-only] [--remote-lease-ms MS] [--jobs N] [--stats]\n"
+    "                           [--remote-read-only] [--remote-lease-ms MS] [--jobs N]\n"
+    "                           [--tune [--tune-budget-ms MS]] [--stats]\n"
     "                           [--precision fp32|bf16|fp16] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
     "  are loaded and checked, not compiled again), then prints one summary line.\n"
@@ -26,7 +27,9 @@ static const char usage[] =
     "                     key: native (default), x86-64-v2|v3|v4 (portable levels a fleet\n"
     "                     of differing CPUs loads from), or an LLVM CPU name\n"
     CLI_PRECISION_USAGE
-    "  --jobs N           buckets compiled at once (default: the CPU count)\n"
+    "  --jobs N           buckets compiled at once (default: the CPU count; with --tune,\n"
+    "                     1 times each bucket on an otherwise idle CPU)\n"
+    CLI_TUNE_USAGE
     /* clang-format off */
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
@@ -158,11 +161,13 @@ int cli_cmd_precompile(int argc, char **argv) {
     bool stats = false;
     cli_model_flags model = {0};
     cli_remote_flags remote = {0};
+    cli_backend_args tune = {0}; /* --tune and its budget, for the host passes */
     const cli_opt opts[] = {
         {"--ladder", CLI_OPT_STRING, &ladder}, {"--target", CLI_OPT_STRING, &target},
         {"--store", CLI_OPT_STRING, &store},   {"--jobs", CLI_OPT_INT, &jobs},
         {"--stats", CLI_OPT_FLAG, &stats},     {"--arch", CLI_OPT_STRING, &arch},
-        {"--cpu", CLI_OPT_STRING, &cpus},      {"--precision", CLI_OPT_STRING, &precision},
+        {"--cpu", CLI_OPT_STRING, &cpus},      CLI_TUNE_OPTS(tune),
+        {"--precision", CLI_OPT_STRING, &precision},
         CLI_MODEL_OPTS(model),                 CLI_REMOTE_OPTS(remote),
     };
     const char *pos[1];
@@ -181,6 +186,7 @@ int cli_cmd_precompile(int argc, char **argv) {
     if (arch && !want[1] && !want[2])
         return cli_usage_error(cmd, "--arch is for the GPU targets (nvptx, nvrtc, all)");
     if (cpus && !want[0]) return cli_usage_error(cmd, "--cpu is for the host target");
+    if ((tune.tune || tune.tune_budget_ms) && !want[0]) return cli_usage_error(cmd, "--tune is for the host target");
     /* --cpu x86-64-v2,x86-64-v3: one host pass per CPU, into one store. */
     char cpu_list[1024];
     const char *host_cpus[CLI_MAX_CPUS] = {NULL};
@@ -223,7 +229,8 @@ int cli_cmd_precompile(int argc, char **argv) {
                 /* Another machine's CPU (a level, a named CPU) is stored, not
                  * loaded: this machine may not be able to run it. */
                 const char *cpu = host_cpus[pass];
-                ea.backend = (cli_backend_args){.name = "host", .devices = 1, .cpu = cpu,
+                ea.backend = (cli_backend_args){.name = "host", .devices = 1, .cpu = cpu, .tune = tune.tune,
+                                                .tune_budget_ms = tune.tune_budget_ms,
                                                 .precision = precision};
                 ea.store_only = cpu && strcmp(cpu, "native") != 0;
             } else {

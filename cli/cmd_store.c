@@ -106,8 +106,9 @@ typedef struct ls_state {
     sj_ctx *ctx; /* ls: decodes each row's artifact */
 } ls_state;
 
-/* What the row's bucket needs to serve, read from its launch plan; rows
- * that hold no launch plan (the interpreter's) have no figure. */
+/* What the row's bucket needs to serve, read from its launch plan, and
+ * what tuning chose for it; rows that hold no launch plan (the
+ * interpreter's) have no figure. */
 static void print_memory(sj_ctx *ctx, const void *bytes, size_t len, bool json) {
     sj_artifact *a;
     if (sj_artifact_deserialize(ctx, bytes, len, &a) != SJ_OK) {
@@ -116,16 +117,21 @@ static void print_memory(sj_ctx *ctx, const void *bytes, size_t len, bool json) 
     }
     sj_artifact_info in;
     sj_artifact_get_info(a, &in);
+    char tuning[1024];
+    cli_printable(in.tuning, tuning, sizeof tuning);
     if (json) {
-        printf(", \"run_bytes\": %lld, \"arena_bytes\": %lld, \"io_bytes\": %lld, \"weight_bytes\": %lld",
+        printf(", \"run_bytes\": %lld, \"arena_bytes\": %lld, \"io_bytes\": %lld, \"weight_bytes\": %lld, "
+               "\"tuning\": ",
                (long long)in.run_bytes, (long long)in.arena_bytes, (long long)in.io_bytes,
                (long long)in.weight_bytes);
+        json_str(tuning);
     } else {
         char run[32], arena[32], io[32], w[32];
         printf("  run %s (arena %s, io %s)  weights %s\n", cli_bytes((uint64_t)in.run_bytes, run, sizeof run),
                cli_bytes((uint64_t)in.arena_bytes, arena, sizeof arena),
                cli_bytes((uint64_t)in.io_bytes, io, sizeof io),
                cli_bytes((uint64_t)in.weight_bytes, w, sizeof w));
+        if (tuning[0]) printf("    tuned: %s\n", tuning);
     }
     sj_artifact_destroy(a);
 }

@@ -46,6 +46,15 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
     sj_precision p;
     if (a->precision && sj_precision_from_name(a->precision, &p) != SJ_OK)
         return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", a->precision);
+    if (a->tune_budget_ms && !a->tune) return cli_usage_error(cmd, "--tune-budget-ms needs --tune");
+    if (a->tune && strcmp(name, "host") != 0) return cli_usage_error(cmd, "--tune is for --backend host");
+    if (a->tune_budget_ms) {
+        char *end;
+        long v = strtol(a->tune_budget_ms, &end, 10);
+        if (!a->tune_budget_ms[0] || *end || v < 1 || v > 600000)
+            return cli_usage_error(cmd, "--tune-budget-ms must be a count of milliseconds in 1..600000, got '%s'",
+                                   a->tune_budget_ms);
+    }
     return CLI_EXIT_OK;
 }
 
@@ -98,6 +107,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.arch = a->backend.arch;
     cfg.cpu = a->backend.cpu;
     cfg.precision = a->backend.precision;
+    cfg.tune = a->backend.tune;
+    if (a->backend.tune_budget_ms) cfg.tune_budget_ms = (int)strtol(a->backend.tune_budget_ms, NULL, 10);
     cfg.workers = a->backend.devices;
     cfg.remote_url = url;
     cfg.remote_secret = secret;

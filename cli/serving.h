@@ -74,6 +74,8 @@ typedef struct cli_backend_args {
     const char *emit; /* cuda: "llvm" (NULL: the NVPTX path) or "nvrtc" */
     const char *arch; /* cuda: "sm_80" or "sm_90" (NULL) */
     const char *cpu;  /* host: NULL or "native", x86-64-v2|v3|v4, or an LLVM CPU name */
+    bool tune;                  /* host: --tune, schedules timed per bucket */
+    const char *tune_budget_ms; /* --tune-budget-ms MS as given (NULL: the default) */
     int devices;      /* host devices; 0 = 1 */
     const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
 } cli_backend_args;
@@ -83,6 +85,14 @@ typedef struct cli_backend_args {
     "                     (rounded to nearest even), accumulated in fp32; everything else\n"     \
     "                     fp32 (docs/precision.md). Part of the store key\n"
 
+#define CLI_TUNE_OPTS(b)                                                                           \
+    {"--tune", CLI_OPT_FLAG, &(b).tune}, {"--tune-budget-ms", CLI_OPT_STRING, &(b).tune_budget_ms}
+#define CLI_TUNE_USAGE                                                                             \
+    "  --tune             host: for each bucket compiled, time the schedules that differ\n"        \
+    "                     (fused or unfused attention) at its extent and half of it and keep\n"  \
+    "                     the fastest; tuned code has store keys of its own and records its\n"   \
+    "                     timings (store ls), so pass --tune wherever it should be loaded\n"     \
+    "  --tune-budget-ms MS  the timing budget per bucket (default 200, 1..600000)\n"
 /* Checks the names in a (usage errors, exit 2) without making anything. */
 int cli_backend_check(const char *cmd, const cli_backend_args *a);
 

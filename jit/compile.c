@@ -42,6 +42,10 @@ uint64_t sj_compile_options_hash(const sj_compile_options *o) {
     /* Mixed in only when narrowing: fp32 keys stay what they were before
      * the policy existed, so stores filled then still hit. */
     if (o->precision != SJ_PRECISION_FP32) h = mix_str(h, sj_precision_name(o->precision));
+    /* Mixed in only when not AUTO, so the keys of untuned code stay as
+     * they were before schedules could be chosen. */
+    if (o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_AUTO)
+        h = mix_str(h, o->attention == SJ_ATTENTION_FUSED ? "attention=fused" : "attention=unfused");
     return h;
 }
 
@@ -74,6 +78,9 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
     if (!sj_precision_name(o->precision))
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: precision %d is not fp32, bf16 or fp16",
                        (int)o->precision);
+    if (o->attention < SJ_ATTENTION_AUTO || o->attention > SJ_ATTENTION_UNFUSED)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: attention schedule %d is not AUTO, FUSED or UNFUSED",
+                       (int)o->attention);
     *out = emitters[o->target];
     SJ_TRY(check_precision(g, o, *out));
     return SJ_OK;
@@ -87,8 +94,12 @@ static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_optio
     sj_hash_hex(hash, hex);
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
     /* Only the host emitter has the fused attention kernel. */
-    sj_lower_options lo = {.fusion = o->fusion, .prefix = prefix,
-                           .attention = o->target == SJ_TARGET_HOST, .precision = o->precision};
+    sj_lower_options lo = {
+        .fusion = o->fusion,
+        .prefix = prefix,
+        .attention = o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_UNFUSED,
+        .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
+        .precision = o->precision};
     return sj_lower(g, extent, &lo, out);
 }
 

@@ -2,7 +2,8 @@
  * runs (interp, host), a warm start from the store, one error naming the
  * component and value for each bad open (with nothing left allocated),
  * named-input checks on run, outputs with and without the symbolic dim,
- * and several threads running one engine at once. */
+ * several threads running one engine at once, and tuned buckets (the
+ * schedule timed per bucket, recorded in the artifact, loaded warm). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,8 @@
 #include <sys/stat.h>
 
 #include "shapejit/engine.h"
+#include "shapejit/ext/artifact.h"
+#include "shapejit/store.h"
 
 #include "tests/test_util.h"
 
@@ -401,6 +404,120 @@ static void test_ownership(void **state) {
     assert_int_equal(atomic_load(&counter.live), live);
 }
 
+/* The tuning records of a store's rows: how many there are, and how many
+ * start with `prefix` and name the schedule chosen. */
+typedef struct records {
+    sj_ctx *ctx;
+    const char *prefix;
+    int rows, matching;
+} records;
+
+static int count_record(void *user, const sj_store_entry *e, const void *bytes, size_t len) {
+    (void)e;
+    records *r = user;
+    sj_artifact *a;
+    assert_int_equal(sj_artifact_deserialize(r->ctx, bytes, len, &a), SJ_OK);
+    sj_artifact_info in;
+    sj_artifact_get_info(a, &in);
+    r->rows++;
+    if (!strncmp(in.tuning, r->prefix, strlen(r->prefix)) &&
+        (strstr(in.tuning, "(chosen)") || strstr(in.tuning, "nothing to tune")))
+        r->matching++;
+    sj_artifact_destroy(a);
+    return 0;
+}
+
+static void expect_records(const char *store, const char *prefix, int rows) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = store;
+    sj_store *s;
+    assert_int_equal(sj_store_open(ctx, &sc, &s), SJ_OK);
+    records r = {ctx, prefix, 0, 0};
+    assert_int_equal(sj_store_scan(s, count_record, NULL, &r), SJ_OK);
+    sj_store_close(s);
+    assert_int_equal(r.rows, rows);
+    assert_int_equal(r.matching, rows);
+}
+
+static sj_engine *open_model(const char *model, const char *backend, const char *store, bool tune) {
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.backend = backend;
+    cfg.store_path = store;
+    cfg.ladder = "list:8,256";
+    cfg.tune = tune;
+    cfg.tune_budget_ms = 20;
+    sj_engine *e = NULL;
+    if (sj_engine_open(ctx, model, &cfg, &e) != SJ_OK) fail_msg("open %s: %s", model, sj_ctx_last_error(ctx));
+    return e;
+}
+
+static uint64_t precompile_compiles(sj_engine *e) {
+    if (sj_engine_precompile(e, 1, NULL, NULL) != SJ_OK) fail_msg("precompile: %s", sj_ctx_last_error(ctx));
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    return s.compiles;
+}
+
+/* One request of n rows on the attention example; the output, to compare. */
+static sj_tensor attention_run(sj_engine *e, int64_t n) {
+    sj_tensor x;
+    assert_int_equal(sj_tensor_alloc(ctx, 2, (int64_t[]){n, 32}, &x), SJ_OK);
+    sj_tensor_fill_seeded(&x, 5);
+    sj_named_tensor in = {"x", x}, out;
+    if (sj_engine_run(e, &in, 1, &out, 1, NULL) != SJ_OK) fail_msg("run: %s", sj_ctx_last_error(ctx));
+    sj_tensor_free(ctx, &x);
+    return out.tensor;
+}
+
+static void test_tuned_buckets(void **state) {
+    (void)state;
+    const char *attention = SJ_SOURCE_DIR "/examples/models/attention.sjg";
+    char store[512];
+    snprintf(store, sizeof store, "%s/tuned.db", dir);
+    sj_engine *tuned = open_model(attention, "host", store, true);
+    assert_int_equal(precompile_compiles(tuned), 2);
+    /* each row says what was timed and what won */
+    expect_records(store, "attention schedule at rows ", 2);
+    /* the chosen code computes what the reference does */
+    sj_engine *ref = open_model(attention, "interp", NULL, false);
+    for (int64_t n = 5; n <= 200; n += 195) {
+        sj_tensor a = attention_run(tuned, n), b = attention_run(ref, n);
+        for (int64_t i = 0; i < n * 32; i++) assert_true(fabs(a.data[i] - b.data[i]) < 1e-4);
+        sj_tensor_free(ctx, &a);
+        sj_tensor_free(ctx, &b);
+    }
+    sj_engine_close(ref);
+    sj_engine_close(tuned);
+    /* a warm process that tunes loads the tuned code and tunes nothing */
+    sj_engine *warm = open_model(attention, "host", store, true);
+    assert_int_equal(precompile_compiles(warm), 0);
+    sj_engine_close(warm);
+    /* untuned code has keys of its own */
+    sj_engine *plain = open_model(attention, "host", store, false);
+    assert_int_equal(precompile_compiles(plain), 2);
+    sj_engine_close(plain);
+
+    /* a model with nothing to choose compiles once per bucket, untimed */
+    char store2[512];
+    snprintf(store2, sizeof store2, "%s/tuned_ffn.db", dir);
+    sj_engine *ffn = open_model(SJ_SOURCE_DIR "/examples/models/ffn.sjg", "host", store2, true);
+    assert_int_equal(precompile_compiles(ffn), 2);
+    sj_engine_close(ffn);
+    expect_records(store2, "one schedule: nothing to tune", 2);
+
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.tune = true;
+    cfg.tune_budget_ms = 0;
+    expect_open_fails(&cfg, NULL, "tuning budget", "0 ms");
+    sj_engine_config_init(&cfg);
+    cfg.tune = true;
+    cfg.backend = "interp";
+    expect_open_fails(&cfg, NULL, "tune", "interp");
+}
+
 static int setup(void **state) {
     (void)state;
     for (int i = 0; i < INNER * OUTS; i++) w[i] = (float)((i * 5) % 9) / 9.0f - 0.4f;
@@ -421,6 +538,7 @@ int main(void) {
         cmocka_unit_test(test_bad_open),           cmocka_unit_test(test_open_from_file),
         cmocka_unit_test(test_run_checks),         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_default_store_path), cmocka_unit_test(test_ownership),
+        cmocka_unit_test(test_tuned_buckets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

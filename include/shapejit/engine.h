@@ -96,6 +96,13 @@ typedef struct sj_engine_config {
      * "bf16" or "fp16"; part of every bucket's store key. A backend that
      * cannot lower it fails naming the op and the policy. */
     const char *precision;
+    /* Host: time the schedules that differ for each bucket compiled (the
+     * attention ones) and keep the fastest, within tune_budget_ms per bucket
+     * (1..600000; sj_engine_config_init sets 200). Tuned code is stored
+     * under keys of its own with its timings, so a process that tunes
+     * loads what a tuned precompile stored and tunes nothing. */
+    bool tune;
+    int tune_budget_ms;
 } sj_engine_config;
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);

@@ -11,7 +11,7 @@ sj_status sj_artifact_new(sj_ctx *ctx, sj_artifact **out) {
     a->ctx = ctx;
     a->format_version = SJ_ARTIFACT_FORMAT_VERSION;
     char **fields[] = {&a->target, &a->triple, &a->cpu, &a->features,
-                       &a->shapejit_version, &a->llvm_version, &a->externs};
+                       &a->shapejit_version, &a->llvm_version, &a->externs, &a->tuning};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (sj_artifact_set_string(a, fields[i], "") != SJ_OK) {
             sj_artifact_destroy(a);
@@ -43,11 +43,19 @@ sj_status sj_artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *b
 
 const sj_launch_plan *sj_artifact_plan(const sj_artifact *a) { return &a->plan; }
 
+sj_status sj_artifact_set_tuning(sj_artifact *a, const char *record) {
+    if (!a || !record) return sj_fail(a ? a->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    if (strlen(record) >= (1u << 16))
+        return sj_fail(a->ctx, SJ_E_INVALID_ARG, "artifact: tuning record of %zu bytes (at most 65535)",
+                       strlen(record));
+    return sj_artifact_set_string(a, &a->tuning, record);
+}
+
 void sj_artifact_destroy(sj_artifact *a) {
     if (!a) return;
     sj_ctx *ctx = a->ctx;
     char *fields[] = {a->target, a->triple, a->cpu, a->features,
-                      a->shapejit_version, a->llvm_version, a->externs};
+                      a->shapejit_version, a->llvm_version, a->externs, a->tuning};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) sj_free(ctx, fields[i]);
     for (int i = 0; i < a->n_code; i++) sj_free(ctx, a->code[i].bytes);
     sj_free(ctx, a->code);
@@ -59,7 +67,8 @@ void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out) {
     *out = (sj_artifact_info){
         .format_version = a->format_version, .target = a->target, .triple = a->triple,
         .cpu = a->cpu, .features = a->features, .shapejit_version = a->shapejit_version,
-        .llvm_version = a->llvm_version, .externs = a->externs, .options_hash = a->options_hash,
+        .llvm_version = a->llvm_version, .externs = a->externs, .tuning = a->tuning,
+        .options_hash = a->options_hash,
         .extent = a->plan.extent, .n_kernels = a->plan.n_kernels,
         .n_launches = a->plan.n_launches, .n_code = a->n_code};
     memcpy(out->graph_hash, a->graph_hash, sizeof a->graph_hash);

@@ -17,6 +17,7 @@ struct sj_artifact {
     sj_ctx *ctx;
     uint32_t format_version;
     char *target, *triple, *cpu, *features, *shapejit_version, *llvm_version, *externs;
+    char *tuning; /* what precompile --tune timed and chose; "" = not tuned */
     uint8_t graph_hash[32];
     uint64_t options_hash;
     sj_launch_plan plan; /* owned */

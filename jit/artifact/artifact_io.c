@@ -40,7 +40,7 @@ static void put_str(writer *w, const char *s) {
 
 static void put_body(writer *w, const sj_artifact *a) {
     const char *strs[] = {a->target, a->triple, a->cpu, a->features,
-                          a->shapejit_version, a->llvm_version, a->externs};
+                          a->shapejit_version, a->llvm_version, a->externs, a->tuning};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) put_str(w, strs[i]);
     put(w, a->graph_hash, 32);
     put_u64(w, a->options_hash);
@@ -220,9 +220,9 @@ static void get_plan(reader *r, sj_launch_plan *p) {
 
 static void get_body(reader *r, sj_artifact *a) {
     char **strs[] = {&a->target, &a->triple, &a->cpu, &a->features,
-                     &a->shapejit_version, &a->llvm_version, &a->externs};
+                     &a->shapejit_version, &a->llvm_version, &a->externs, &a->tuning};
     static const char *names[] = {"target", "triple", "cpu", "features",
-                                  "shapejit version", "llvm version", "externs"};
+                                  "shapejit version", "llvm version", "externs", "tuning"};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) get_str(r, a, strs[i], 1u << 16, names[i]);
     if (need(r, 32, "graph hash")) {
         memcpy(a->graph_hash, r->p + r->pos, 32);

@@ -29,7 +29,7 @@ static bool broadcasts_into(const sj_shape *a, const sj_shape *s, int batch_only
 static bool head_dim_ok(int64_t d) { return d != SJ_DIM_SYM && d >= 1 && d <= SJ_ATTENTION_MAX_HEAD; }
 
 /* The chain ending at root (a matmul), or false. */
-static bool match(const sj_graph *g, const int *uses, int64_t extent, sj_value root,
+static bool match(const sj_graph *g, const int *uses, int64_t extent, int64_t min_scores, sj_value root,
                   sj_attention_match *m, sj_value chain[4], int *n_chain) {
     const sj_node *pv = &g->nodes[root];
     if (pv->op != SJ_OP_MATMUL) return false;
@@ -41,11 +41,11 @@ static bool match(const sj_graph *g, const int *uses, int64_t extent, sj_value r
     int64_t scores = 1;
     for (int i = 0; i < r; i++) {
         int64_t d = sm->shape.dims[i] == SJ_DIM_SYM ? extent : sm->shape.dims[i];
-        if (d > SJ_ATTENTION_MIN_SCORES) d = SJ_ATTENTION_MIN_SCORES; /* no overflow */
+        if (d > min_scores) d = min_scores; /* no overflow */
         scores *= d;
-        if (scores >= SJ_ATTENTION_MIN_SCORES) break;
+        if (scores >= min_scores) break;
     }
-    if (scores < SJ_ATTENTION_MIN_SCORES) return false;
+    if (scores < min_scores) return false;
     *n_chain = 0;
     chain[(*n_chain)++] = p;
     sj_value s = sm->inputs[0];
@@ -106,7 +106,7 @@ static bool match(const sj_graph *g, const int *uses, int64_t extent, sj_value r
     return true;
 }
 
-sj_status sj_attention_find(const sj_graph *g, int64_t extent, sj_attention_match **out) {
+sj_status sj_attention_find(const sj_graph *g, int64_t extent, int64_t min_scores, sj_attention_match **out) {
     *out = NULL;
     int n = g->n_nodes;
     sj_attention_match *m = sj_calloc(g->ctx, (size_t)n, sizeof *m);
@@ -127,7 +127,7 @@ sj_status sj_attention_find(const sj_graph *g, int64_t extent, sj_attention_matc
         sj_attention_match mt;
         sj_value chain[4];
         int nc = 0;
-        if (!match(g, uses, extent, i, &mt, chain, &nc)) continue;
+        if (!match(g, uses, extent, min_scores, i, &mt, chain, &nc)) continue;
         m[i] = mt;
         for (int c = 0; c < nc; c++) m[chain[c]].root = i;
     }

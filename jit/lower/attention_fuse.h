@@ -3,7 +3,7 @@
  * the [M, L] scores. Not installed.
  *
  *   sj_attention_match *m;                  // one entry per node, root >= 0 where fused
- *   SJ_TRY(sj_attention_find(g, extent, &m));   // extent: the bucket's
+ *   SJ_TRY(sj_attention_find(g, extent, SJ_ATTENTION_MIN_SCORES, &m));   // extent: the bucket's
  *   if (m[n].root == n) ... lower node n from m[n].q, .kt, .v, .mask, .scale
  *   sj_free(g->ctx, m);
  *
@@ -12,15 +12,16 @@
  * matmul(p, v), every intermediate used once and not an output, all four
  * operands of the scores' rank with equal or size-1 batch dims, head dims
  * constant and at most SJ_ATTENTION_MAX_HEAD, scores of at least
- * SJ_ATTENTION_MIN_SCORES elements. Anything else is left to the unfused
- * kernels. */
+ * min_scores elements (SJ_ATTENTION_MIN_SCORES unless a schedule says
+ * otherwise: compile.h's sj_attention_schedule). Anything else is left to
+ * the unfused kernels. */
 #ifndef SJ_LOWER_ATTENTION_FUSE_H
 #define SJ_LOWER_ATTENTION_FUSE_H
 
 #include "jit/graph/graph_impl.h"
 
-/* Fused only where the scores, at the bucket extent, would have at least
- * this many elements (all heads and batches): measured against the unfused
+/* By default fused only where the scores, at the bucket extent, would have
+ * at least this many elements (all heads and batches): measured against the unfused
  * BLAS path on the attention example (AVX-512, one thread, CPU time), the
  * fused kernel took 1.27x at 64, 1.21x at 512 and 0.99x at 1024 tokens; past
  * that it is level in time and saves the [M, L] buffer (4 MiB per head at
@@ -40,6 +41,6 @@ typedef struct sj_attention_match {
 /* out: n_nodes entries (sj_calloc'd on g->ctx; the caller frees). The
  * scores, scaled scores, masked scores and softmax nodes of a match get the
  * root too, so lowering can tell them apart from live values. */
-sj_status sj_attention_find(const sj_graph *g, int64_t extent, sj_attention_match **out);
+sj_status sj_attention_find(const sj_graph *g, int64_t extent, int64_t min_scores, sj_attention_match **out);
 
 #endif

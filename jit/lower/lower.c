@@ -1035,7 +1035,9 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     l->ctx = ctx;
     sj_status st = SJ_OK;
     if (o->precision != SJ_PRECISION_FP32) st = mark_narrow(&L);
-    if (st == SJ_OK && o->fusion && o->attention) st = sj_attention_find(g, L.E, &L.att);
+    if (st == SJ_OK && o->fusion && o->attention)
+        st = sj_attention_find(g, L.E, o->attention_min_scores > 0 ? o->attention_min_scores : SJ_ATTENTION_MIN_SCORES,
+                               &L.att);
     if (st == SJ_OK && L.att && L.narrow) drop_narrow_attention(&L);
     if (st != SJ_OK) {
         sj_free(ctx, l);

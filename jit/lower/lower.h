@@ -20,6 +20,8 @@ typedef struct sj_lower_options {
     /* Params the policy narrows (sj_precision_mark) get slots of that
      * storage and loads that widen them (kernel.h `storage`). */
     sj_precision precision;
+    /* fused where the scores have at least this many elements; 0 = SJ_ATTENTION_MIN_SCORES */
+    int64_t attention_min_scores;
 } sj_lower_options;
 
 typedef struct sj_lowered {

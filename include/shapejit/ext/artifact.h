@@ -16,7 +16,8 @@
  *   "SJARTIFC" u32 version, u32 0, u64 body length, body, u64 FNV-1a-64 of
  *   everything before it. Body: strings (u32 length + bytes) for target,
  *   triple, CPU, CPU features, shapejit version, LLVM version and the extern
- *   symbols the code calls beyond libm; the graph hash (32 bytes) and the
+ *   symbols the code calls beyond libm, and the tuning record (what
+ *   precompile --tune timed and chose; "" when not tuned); the graph hash (32 bytes) and the
  *   options hash (u64); the launch plan (extent, arena bytes, kernel table,
  *   buffer slots, launches, launch slots, words); the code blobs (u32 format,
  *   u64 length, bytes). Every count, offset and size is checked against the
@@ -38,7 +39,7 @@
 extern "C" {
 #endif
 
-#define SJ_ARTIFACT_FORMAT_VERSION 1u
+#define SJ_ARTIFACT_FORMAT_VERSION 2u /* 2: the tuning record */
 
 typedef struct sj_artifact sj_artifact;
 
@@ -51,6 +52,7 @@ typedef struct sj_artifact_info {
     const char *features; /* LLVM feature string, "+avx2,+fma,-avx512f,..." */
     const char *shapejit_version, *llvm_version;
     const char *externs;  /* comma-separated symbols beyond libm, "" = none */
+    const char *tuning;   /* the schedules precompile --tune timed, and which won; "" = not tuned */
     uint8_t graph_hash[32];
     uint64_t options_hash;
     int64_t extent;       /* the bucket extent */
@@ -64,6 +66,9 @@ typedef struct sj_artifact_info {
 } sj_artifact_info;
 
 SJ_API void sj_artifact_destroy(sj_artifact *a); /* NULL is a no-op */
+/* Records what tuning timed and chose (copied; under 64 KiB), so it
+ * travels with the artifact through the store and the fleet tier. */
+SJ_API sj_status sj_artifact_set_tuning(sj_artifact *a, const char *record);
 SJ_API void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out);
 /* Code blob i (0 <= i < n_code); bytes borrowed from the artifact. */
 SJ_API sj_status sj_artifact_code(const sj_artifact *a, int i, sj_code_format *fmt, const uint8_t **bytes,

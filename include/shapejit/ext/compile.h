@@ -34,6 +34,18 @@ typedef enum sj_target {
     SJ_TARGET_NVRTC
 } sj_target;
 
+/* Host: how softmax(q kT * scale + mask) v is run where lowering finds it.
+ * AUTO fuses it into one kernel (online softmax over key blocks, the
+ * scores never stored) when the scores would have at least 2^20 elements
+ * at the bucket extent, where the fused kernel stops losing to the unfused
+ * kernels; FUSED and UNFUSED decide at every extent. These are the
+ * schedules `precompile --tune` times per bucket. */
+typedef enum sj_attention_schedule {
+    SJ_ATTENTION_AUTO,
+    SJ_ATTENTION_FUSED,
+    SJ_ATTENTION_UNFUSED
+} sj_attention_schedule;
+
 typedef struct sj_compile_options {
     sj_target target;
     int opt_level;     /* 0..3; default 3 */
@@ -49,6 +61,7 @@ typedef struct sj_compile_options {
     /* The precision policy (shapejit/precision.h); default fp32. Part of
      * the options hash, so of every store key. */
     sj_precision precision;
+    sj_attention_schedule attention; /* host; default AUTO */
 } sj_compile_options;
 
 #define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Tuned tight buckets against one bucket at the largest extent (issue 19):
+# for each model, requests of N rows are served (one worker, warm store) on
+#   tuned   pow2:1:1024 precompiled with --tune (a schedule timed per bucket)
+#   single  list:1024, untuned (every request runs in the one large bucket)
+# and the median latency per request is printed side by side with the ratio
+# single / tuned (above 1: the tuned ladder is faster), with what tuning
+# cost per bucket (precompile --tune time minus untuned, over the buckets).
+# ONNX Runtime's figures for the same models: bench/ort/side_by_side.sh.
+#
+#   bench/tuned_buckets.sh [-r REQUESTS] [SHAPEJIT]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+requests=200
+while getopts "r:" o; do
+  case $o in
+    r) requests=$OPTARG ;;
+    *) echo "usage: $0 [-r REQUESTS] [SHAPEJIT]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+sj=${1:-$here/build/shapejit}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sizes="1 7 64 300 1024"
+real="$here/tests/data/real_models"
+# name|model|flags
+models="mlp|$here/examples/models/mlp.sjg|
+ffn|$here/examples/models/ffn.sjg|
+attention|$here/examples/models/attention.sjg|
+encoder layer|$real/tel_postnorm_relu_dynamo/model.onnx|--dynamic seq --dim batch=1
+mha+layernorm|$real/mha_residual_ln_dynamo/model.onnx|--dynamic seq --dim batch=1"
+
+seconds() { # COMMAND... -> wall seconds
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" > /dev/null 2>&1
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+}
+p50_us() { # MODEL FLAGS LADDER N TUNE -> median latency, us
+  local m=$1 flags=$2 ladder=$3 n=$4 tune=$5
+  # shellcheck disable=SC2086
+  "$sj" serve "$m" $flags --ladder "$ladder" $tune --synthetic "uniform:$n:$n:$requests" --workers 1 \
+    --store "$work/store.db" --stats 2> "$work/stats.json" > /dev/null
+  python3 -c 'import json,sys; print("%.1f" % (1000 * json.loads(open(sys.argv[1]).read().splitlines()[-1])["p50_ms"]))' "$work/stats.json"
+}
+
+printf "%-14s %6s %12s %12s %8s\n" model N "tuned (us)" "single (us)" "ratio"
+while IFS='|' read -r name model flags; do
+  rm -f "$work/store.db"
+  # shellcheck disable=SC2086
+  plain=$(seconds "$sj" precompile "$model" $flags --ladder pow2:1:1024 --jobs 1 --store "$work/plain.db")
+  # shellcheck disable=SC2086
+  tuned=$(seconds "$sj" precompile "$model" $flags --ladder pow2:1:1024 --tune --jobs 1 --store "$work/store.db")
+  # shellcheck disable=SC2086
+  "$sj" precompile "$model" $flags --ladder list:1024 --store "$work/store.db" > /dev/null 2>&1
+  for n in $sizes; do
+    t=$(p50_us "$model" "$flags" pow2:1:1024 "$n" --tune)
+    s=$(p50_us "$model" "$flags" list:1024 "$n" "")
+    printf "%-14s %6s %12s %12s %7.2fx\n" "$name" "$n" "$t" "$s" "$(awk -v a="$s" -v b="$t" 'BEGIN { print a / b }')"
+  done
+  printf "%-14s tuning cost: %.3f s per bucket (%s s tuned vs %s s untuned, 11 buckets)\n" "$name" \
+    "$(awk -v a="$tuned" -v b="$plain" 'BEGIN { print (a - b) / 11 }')" "$tuned" "$plain"
+  rm -f "$work/plain.db"
+done <<< "$models"
