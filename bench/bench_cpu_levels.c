@@ -10,12 +10,23 @@
  * (no store: each compiles its own buckets first, untimed); requests of one
  * N alternate between the targets batch by batch, so a noisy neighbour
  * slows all of them alike. Inputs are seeded uniform floats.
+ *
+ * Then what `serve --native-after` wins back: per (model, N), a store
+ * holding only x86-64-v2 and v3 code, a native engine serving the bucket
+ * from the best level it runs, and native_after set so the last timed
+ * request queues the recompile: the median latency on the level, the
+ * recompile's time until swapped in, and the median on the native code
+ * swapped in, side by side (before and after are timed one after the other,
+ * not interleaved: the swap happens once).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench_timing.h"
 #include "shapejit/engine.h"
+#include "shapejit/ext/bucketed_cache.h"
 
 #define MAX_TARGETS 4
 #define MAX_IO 8
@@ -131,18 +142,117 @@ static int bench_model(sj_ctx *ctx, const char *model) {
     return rc;
 }
 
+/* calls timed runs in each of BENCH_BATCHES batches: the median per-run us. */
+static bool time_runs(sj_ctx *ctx, target *t, int calls, double *median_us) {
+    double samples[BENCH_BATCHES];
+    for (int b = 0; b < BENCH_BATCHES; b++) {
+        double t0 = bench_wall_ns();
+        for (int i = 0; i < calls; i++)
+            if (!run_once(ctx, t)) return false;
+        samples[b] = (bench_wall_ns() - t0) / calls / 1e3;
+    }
+    *median_us = bench_median(samples, BENCH_BATCHES);
+    return true;
+}
+
+/* The store at path holds the v2 and v3 code of model's buckets only. */
+static bool store_levels(sj_ctx *ctx, const char *model, const char *path) {
+    static const char *const levels[] = {"x86-64-v2", "x86-64-v3"};
+    for (int i = 0; i < 2; i++) {
+        sj_engine_config cfg;
+        sj_engine_config_init(&cfg);
+        cfg.ladder = "list:1,64,1024";
+        cfg.cpu = levels[i];
+        cfg.store_path = path;
+        cfg.store_only = true;
+        sj_engine *e;
+        if (sj_engine_open(ctx, model, &cfg, &e) != SJ_OK || sj_engine_precompile(e, 2, NULL, NULL) != SJ_OK) {
+            fprintf(stderr, "bench_cpu_levels: storing %s: %s\n", levels[i], sj_ctx_last_error(ctx));
+            sj_engine_close(e);
+            return false;
+        }
+        sj_engine_close(e);
+    }
+    return true;
+}
+
+/* One N's bucket, served from its level, then from native code swapped in. */
+static int bench_swap_one(sj_ctx *ctx, const char *model, const char *store, int64_t n, int bucket) {
+    int calls = n >= 1024 ? 20 : n >= 64 ? 200 : 2000;
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = "list:1,64,1024";
+    cfg.store_path = store;
+    /* the warm-up run and every timed one: the last queues the recompile */
+    cfg.native_after = 1 + calls * BENCH_BATCHES;
+    target t = {0};
+    if (sj_engine_open(ctx, model, &cfg, &t.e) != SJ_OK) {
+        fprintf(stderr, "bench_cpu_levels: %s: %s\n", model, sj_ctx_last_error(ctx));
+        return 1;
+    }
+    t.n_out = sj_engine_num_outputs(t.e);
+    sj_bucketed_cache *c = sj_engine_cache(t.e);
+    int rc = 1;
+    double before, after;
+    char level[64] = "";
+    if (make_inputs(ctx, &t, n) && run_once(ctx, &t)) {
+        snprintf(level, sizeof level, "%s", sj_bucketed_cache_bucket_target(c, bucket));
+        if (time_runs(ctx, &t, calls, &before)) {
+            double t0 = bench_wall_ns();
+            sj_bucketed_cache_specialise_wait(c);
+            double swap_ms = (bench_wall_ns() - t0) / 1e6;
+            sj_engine_stats st;
+            sj_engine_stats_get(t.e, &st);
+            const char *now = sj_bucketed_cache_bucket_target(c, bucket);
+            if (st.specialised != 1) {
+                char why[256];
+                sj_bucketed_cache_specialise_error(c, why, sizeof why);
+                fprintf(stderr, "bench_cpu_levels: no swap at N = %lld (%s)\n", (long long)n,
+                        why[0] ? why : "the bucket did not serve from a level");
+            } else if (run_once(ctx, &t) && time_runs(ctx, &t, calls, &after)) {
+                const char *base = strrchr(model, '/');
+                printf("| %s | %lld | %s %.2f us | %.0f ms | %s %.2f us | %.2fx |\n", base ? base + 1 : model,
+                       (long long)n, level, before, swap_ms, now, after, before / after);
+                fflush(stdout);
+                rc = 0;
+            }
+        }
+    }
+    free_inputs(ctx, &t);
+    sj_engine_close(t.e);
+    return rc;
+}
+
+static int bench_swap(sj_ctx *ctx, const char *model) {
+    char dir[] = "/tmp/bench_cpu_levels_XXXXXX", path[64];
+    if (!mkdtemp(dir)) return 1;
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    int rc = store_levels(ctx, model, path) ? 0 : 1;
+    for (size_t s = 0; rc == 0 && s < sizeof sizes / sizeof sizes[0]; s++)
+        rc = bench_swap_one(ctx, model, path, sizes[s], (int)s);
+    static const char *const suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char f[80];
+        snprintf(f, sizeof f, "%s%s", path, suffix[i]);
+        unlink(f);
+    }
+    rmdir(dir);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     static const char *const defaults[] = {SJ_BENCH_MODELS "/mlp.sjg", SJ_BENCH_MODELS "/ffn.sjg",
                                            SJ_BENCH_MODELS "/attention.sjg"};
     sj_ctx *ctx;
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return 1;
     printf("| model | N | per-request latency, median (ratio to native) |\n|---|---|---|\n");
+    int n_models = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
+    const char *const *models = argc > 1 ? (const char *const *)argv + 1 : defaults;
     int rc = 0;
-    if (argc > 1)
-        for (int i = 1; i < argc && !rc; i++) rc = bench_model(ctx, argv[i]);
-    else
-        for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
-            rc = bench_model(ctx, defaults[i]);
+    for (int i = 0; i < n_models && !rc; i++) rc = bench_model(ctx, models[i]);
+    printf("\n| model | N | served from the level, median | recompile until swapped in | "
+           "native code swapped in, median | level / native |\n|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n_models && !rc; i++) rc = bench_swap(ctx, models[i]);
     sj_ctx_destroy(ctx);
     return rc;
 }

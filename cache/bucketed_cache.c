@@ -57,6 +57,9 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     if (cfg->max_resident_buckets < 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: max_resident_buckets %d is negative",
                        cfg->max_resident_buckets);
+    if (cfg->native_after < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: native_after %d is negative (0 = never)",
+                       cfg->native_after);
     if (comp->n_fallbacks < 0 || comp->n_fallbacks > SJ_CACHE_MAX_FALLBACKS ||
         (comp->n_fallbacks && !comp->fallbacks))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: %d fallback targets, expected 0..%d",
@@ -97,6 +100,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
         pthread_mutex_init(&b->mu, NULL);
         pthread_cond_init(&b->cv, NULL);
         pthread_mutex_init(&b->run_mu, NULL);
+        atomic_init(&b->target, -1);
     }
     pthread_mutex_init(&c->one_off_mu, NULL);
     pthread_mutex_init(&c->store_fail_mu, NULL);
@@ -104,6 +108,10 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->resident_mu, NULL);
     c->cfg = *cfg;
     pthread_mutex_init(&c->variants_mu, NULL);
+    if (sj_cache_specialise_init(c, cfg->native_after) != SJ_OK) {
+        sj_bucketed_cache_destroy(c);
+        return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
+    }
 
     sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
     for (int i = 0; i < comp->n_fallbacks; i++) {
@@ -126,6 +134,8 @@ static void one_off_free(sj_bucketed_cache *c, sj_one_off *o) {
 
 void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     if (!c) return;
+    /* A recompile in flight ends (and swaps) before the executables go. */
+    sj_cache_specialise_destroy(c);
     for (int i = 0; i < c->n_buckets; i++) {
         sj_cache_bucket *b = &c->buckets[i];
         void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
@@ -244,17 +254,14 @@ static sj_status load_stored(sj_bucketed_cache *c, const sj_store_key *key, void
     return SJ_E_NOT_FOUND;
 }
 
-/* Store (own target, then the fallbacks in order), then compiler: the
- * executable for `extent`. Store trouble never fails the call; it costs a
- * compile. *target: -1 for the own target, else the fallback's index. */
-static sj_status materialize(sj_bucketed_cache *c, int64_t extent, void **exe, sj_cache_made *made,
-                             int *target) {
+sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+                               sj_cache_made *made, int *target) {
     *made = SJ_CACHE_LOADED;
     *target = -1;
     sj_store_key key = c->key;
     key.extent = extent;
     sj_status st = load_stored(c, &key, exe);
-    for (int i = 0; st == SJ_E_NOT_FOUND && i < c->comp.n_fallbacks; i++) {
+    for (int i = 0; fallbacks && st == SJ_E_NOT_FOUND && i < c->comp.n_fallbacks; i++) {
         sj_store_key fk = c->fallback_keys[i];
         fk.extent = extent;
         st = load_stored(c, &fk, exe);
@@ -347,13 +354,13 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     pthread_mutex_unlock(&b->mu);
 
     int target;
-    sj_status st = materialize(c, sj_ladder_extent(c->ladder, i), &e, made, &target);
+    sj_status st = sj_cache_materialize(c, sj_ladder_extent(c->ladder, i), true, &e, made, &target);
 
     pthread_mutex_lock(&b->mu);
     b->compiling = false;
     if (st == SJ_OK) {
         b->made = *made;
-        b->target = target;
+        atomic_store_explicit(&b->target, target, memory_order_relaxed);
         atomic_store_explicit(&b->exe, e, memory_order_release);
         atomic_fetch_add_explicit(&c->compiled, 1, memory_order_relaxed);
         *exe = e;
@@ -416,7 +423,7 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache
     }
     void *e;
     int target;
-    SJ_TRY(materialize(c, key, &e, made, &target));
+    SJ_TRY(sj_cache_materialize(c, key, true, &e, made, &target));
     sj_one_off *fresh = sj_calloc(c->ctx, 1, sizeof *fresh);
     if (!fresh) {
         c->comp.destroy(c->comp.ctx, e);
@@ -519,7 +526,8 @@ const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i) {
     sj_cache_bucket *b = &c->buckets[i];
     if (!atomic_load_explicit(&b->exe, memory_order_acquire)) return NULL;
     /* target is written before exe is published with release. */
-    return b->target < 0 ? c->key.target_cpu : c->fallback_keys[b->target].target_cpu;
+    int t = atomic_load_explicit(&b->target, memory_order_relaxed);
+    return t < 0 ? c->key.target_cpu : c->fallback_keys[t].target_cpu;
 }
 
 void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_stats *out) {
@@ -535,6 +543,8 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->one_off_evictions = atomic_load(&c->one_off_evictions);
     out->resident_evictions = atomic_load(&c->resident_evictions);
     out->fallback_hits = atomic_load(&c->fallback_hits);
+    out->specialised = atomic_load(&c->specialised);
+    out->specialise_failures = atomic_load(&c->specialise_failures);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     /* counters only: the SQL scan of sj_store_stats_get could fail with no

@@ -27,8 +27,17 @@ typedef struct sj_cache_bucket {
     sj_status fail_status;
     char fail_msg[256];
     sj_cache_made made;     /* how exe was made (under mu), for the callers that waited */
-    int target;             /* -1: the compiler's own target made exe, else the fallback's index */
-    pthread_mutex_t run_mu; /* one run at a time on the executable */
+    /* -1: the compiler's own target made exe, else the fallback's index;
+     * stored before exe is published or swapped. */
+    _Atomic int target;
+    /* One run at a time on the executable; a native_after swap replaces
+     * exe under it (and mu), so a run reads exe again once it holds it. */
+    pthread_mutex_t run_mu;
+    _Atomic uint64_t level_runs; /* runs served while target >= 0 (native_after) */
+    _Atomic int specialise;      /* sj_cache_specialise_state */
+    /* Padded rows computed by the executable a native_after swap replaced
+     * (its work counters go with it; the bucket's padding figures keep them). */
+    _Atomic uint64_t swapped_padded_computed;
     _Atomic bool not_stored; /* its last compile's artifact was refused by the local store */
     _Atomic uint64_t runs, rows; /* runs through the cache, and the rows they asked for */
     /* What it will hold once loaded, read from the artifact a store-only
@@ -86,6 +95,18 @@ struct sj_bucketed_cache {
     _Atomic uint64_t resident_evictions;
     pthread_mutex_t store_fail_mu; /* store_fail */
     char store_fail[256];          /* the local store's first refusal of a put: why */
+    /* native_after (specialise.c): level buckets recompiled for the own
+     * target by one background thread, started at the first queued one. */
+    int native_after;
+    pthread_mutex_t spec_mu;     /* the fields below */
+    pthread_cond_t spec_cv;      /* work queued, or stop */
+    pthread_cond_t spec_idle_cv; /* nothing queued and nothing compiling */
+    pthread_t spec_thread;
+    bool spec_started, spec_stop, spec_busy;
+    int *spec_queue; /* a ring of n_buckets: each bucket is queued at most once */
+    int spec_head, spec_len;
+    char spec_error[256]; /* the first failure: why */
+    _Atomic uint64_t specialised, specialise_failures;
 };
 
 /* Finds or makes key's executable; *bucket is -1 for a one-off, then held
@@ -111,6 +132,20 @@ void sj_cache_resident_touch(sj_bucketed_cache *c, int b);
 void sj_cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe);
 void sj_cache_resident_destroy(sj_bucketed_cache *c);
 void sj_cache_variants_destroy(sj_bucketed_cache *c);
+
+/* The executable for `extent`: from the store tiers (the own target, then,
+ * with fallbacks, the compiler's fallback targets in order), else compiled
+ * for the own target and stored. *target: -1 for the own target, else the
+ * fallback's index. Store trouble never fails the call; it costs a compile. */
+sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+                               sj_cache_made *made, int *target);
+
+/* native_after (specialise.c): init at create (nothing started), a bucket
+ * run counted after it ends (without its run_mu), and stop + join + free
+ * before the executables go. */
+sj_status sj_cache_specialise_init(sj_bucketed_cache *c, int native_after);
+void sj_cache_specialise_note_run(sj_bucketed_cache *c, int b);
+void sj_cache_specialise_destroy(sj_bucketed_cache *c);
 
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */

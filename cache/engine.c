@@ -160,6 +160,7 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
         cc.one_off_out_of_range = cfg->one_off_out_of_range;
         cc.remote = e->remote;
         cc.max_resident_buckets = cfg->max_resident_buckets;
+        cc.native_after = cfg->native_after;
         st = sj_bucketed_cache_create(g, e->ladder, &e->backend.comp, e->store, &cc, &e->cache);
     }
     if (st != SJ_OK) {
@@ -272,6 +273,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->buckets = sj_bucketed_cache_total_buckets(e->cache);
     out->buckets_ready = sj_bucketed_cache_compiled_count(e->cache);
     out->resident_evictions = s.resident_evictions;
+    out->specialised = s.specialised;
+    out->specialise_failures = s.specialise_failures;
     /* Buckets share weights, so the largest bucket's weights are the
      * engine's (every bucket uses every param). */
     for (int i = 0; i < out->buckets; i++) {

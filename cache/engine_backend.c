@@ -35,6 +35,19 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->precision && sj_precision_from_name(cfg->precision, &p) != SJ_OK)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision '%s' is not fp32, bf16 or fp16",
                        cfg->precision);
+    /* Recompiling for this CPU is what a native host compiler does on a
+     * miss; a chosen CPU (a level) compiles every bucket for that one. */
+    if (cfg->native_after < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: native_after %d is negative (0 = never)",
+                       cfg->native_after);
+    if (cfg->native_after > 0 && strcmp(name, "host") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "engine: native_after %d is for backend host, not %s", cfg->native_after, name);
+    if (cfg->native_after > 0 && cfg->cpu && strcmp(cfg->cpu, "native") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "engine: native_after %d recompiles for this CPU, but cpu '%s' compiles for that "
+                       "one; leave cpu native (it loads stored levels first)",
+                       cfg->native_after, cfg->cpu);
     if (cfg->tune && strcmp(name, "host") != 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: tune is for backend host, not %s", name);
     if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)

@@ -24,7 +24,8 @@ sj_status sj_bucketed_cache_bucket_padding(sj_bucketed_cache *c, int i, sj_bucke
     }
     sj_executable_memory_info m;
     SJ_TRY(sj_bucketed_cache_bucket_memory(c, i, &m));
-    out->padded_rows_computed = (int64_t)(m.rows_computed - m.rows_requested);
+    out->padded_rows_computed = (int64_t)(m.rows_computed - m.rows_requested +
+                                          atomic_load(&b->swapped_padded_computed));
     out->arena_bytes = m.arena_bytes;
     return SJ_OK;
 }

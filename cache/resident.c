@@ -74,14 +74,16 @@ sj_status sj_bucketed_cache_bucket_memory(sj_bucketed_cache *c, int i, sj_execut
     if (i < 0 || i >= c->n_buckets)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
                        c->n_buckets);
+    /* Under the bucket's mu: a native_after swap frees the executable it
+     * replaces only after it let go of mu. */
     sj_cache_bucket *b = &c->buckets[i];
+    pthread_mutex_lock(&b->mu);
     void *exe = atomic_load_explicit(&b->exe, memory_order_acquire);
     if (exe) {
         if (c->comp.memory) c->comp.memory(c->comp.ctx, exe, out);
-        return SJ_OK;
+    } else if (b->has_estimate) {
+        *out = b->estimate;
     }
-    pthread_mutex_lock(&b->mu);
-    if (b->has_estimate) *out = b->estimate;
     pthread_mutex_unlock(&b->mu);
     return SJ_OK;
 }

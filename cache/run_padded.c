@@ -120,6 +120,9 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         if (!one) sj_cache_resident_touch(c, b);
         pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
         pthread_mutex_lock(mu);
+        /* A native_after swap may have replaced the bucket's executable
+         * while this run waited for the lock (and freed the old one). */
+        if (!one) exe = atomic_load_explicit(&c->buckets[b].exe, memory_order_acquire);
         st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
         if (!one) sj_cache_resident_after_run(c, b, exe);
         if (!one && st == SJ_OK) {
@@ -128,6 +131,7 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
             atomic_fetch_add_explicit(&c->buckets[b].rows, (uint64_t)rows, memory_order_seq_cst);
         }
         pthread_mutex_unlock(mu);
+        if (!one && st == SJ_OK) sj_cache_specialise_note_run(c, b);
     }
     sj_cache_release(c, one);
     if (st == SJ_OK && extent_out) *extent_out = extent;

@@ -43,7 +43,10 @@ static sj_status variant_for(sj_bucketed_cache *c, const sj_compiler *comp, sj_b
     sj_status st = SJ_OK;
     sj_cache_variant *v = sj_calloc(c->ctx, 1, sizeof *v);
     if (!v) st = sj_fail(c->ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
-    if (st == SJ_OK) st = sj_bucketed_cache_create(c->g, c->ladder, comp, c->store, &c->cfg, &v->cache);
+    /* A sibling's executables are handed out to be run directly: never swapped. */
+    sj_bucketed_cache_config vc = c->cfg;
+    vc.native_after = 0;
+    if (st == SJ_OK) st = sj_bucketed_cache_create(c->g, c->ladder, comp, c->store, &vc, &v->cache);
     if (st == SJ_OK) {
         v->next = c->variants;
         c->variants = v;

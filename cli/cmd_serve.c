@@ -19,7 +19,7 @@ static const char usage[] =
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--remote-lease-ms MS]\n"
     "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
-    "                      [--precision fp32|bf16|fp16]\n"
+    "                      [--native-after N] [--precision fp32|bf16|fp16]\n"
     "                      " CLI_MODEL_USAGE "\n"
     "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
     "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
@@ -40,6 +40,8 @@ static const char usage[] =
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
     CLI_RESIDENT_USAGE
+    CLI_NATIVE_AFTER_USAGE
+    "                     (this replay waits for those it started before it reports)\n"
     /* clang-format on */
     "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
@@ -62,6 +64,7 @@ typedef struct serve_state {
     sj_engine *e;
     const sj_graph *g; /* the engine's */
     const char *backend;
+    const char *native_after; /* --native-after as given, or NULL */
     char store_path[4096];
     const cli_stream *stream;
     uint64_t seed;
@@ -177,6 +180,22 @@ static int summarise(serve_state *s, figures *f) {
     return CLI_EXIT_OK;
 }
 
+/* What --native-after did: buckets moved from a stored level to code for
+ * this CPU, and why any could not be. */
+static void report_native(serve_state *s) {
+    sj_engine_stats st;
+    sj_engine_stats_get(s->e, &st);
+    printf("  native code      %llu buckets recompiled for this CPU after %s runs on a stored level, "
+           "%llu failed\n",
+           (unsigned long long)st.specialised, s->native_after, (unsigned long long)st.specialise_failures);
+    if (st.specialise_failures) {
+        char why[256];
+        sj_bucketed_cache_specialise_error(sj_engine_cache(s->e), why, sizeof why);
+        fprintf(stderr, "shapejit serve: warning: a recompile for this CPU failed (the level kept "
+                "serving): %s\n", why);
+    }
+}
+
 /* -1 (the compiler does not report its work) reads "not reported". */
 static void print_computed(int64_t v) {
     if (v < 0)
@@ -270,6 +289,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            st.buckets_resident, (unsigned long long)st.resident_evictions,
            (double)cli_peak_rss_bytes() / 1048576.0);
     print_padding(s, f);
+    if (s->native_after) report_native(s);
     if (!stats) return;
     fprintf(stderr, "{\"model\": ");
     cli_json_str(stderr, model);
@@ -325,6 +345,8 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     }
     for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
     figures f = {.wall_s = (cli_now_ms() - s->t0) / 1e3};
+    /* After the clock: the report counts the recompiles the stream started. */
+    if (s->native_after) sj_bucketed_cache_specialise_wait(sj_engine_cache(s->e));
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
     if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
     if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
@@ -356,6 +378,7 @@ int cli_cmd_serve(int argc, char **argv) {
         CLI_TUNE_OPTS(ca.backend),
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
+        {"--native-after", CLI_OPT_STRING, &ca.native_after},
     };
     const char *pos[1];
     int n_pos;
@@ -394,6 +417,7 @@ int cli_cmd_serve(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) {
         s->ctx = ctx;
         s->backend = ca.backend.name;
+        s->native_after = ca.native_after;
         s->stream = &stream;
         s->seed = (uint64_t)seed;
         pthread_mutex_init(&s->mu, NULL);

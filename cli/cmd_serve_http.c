@@ -51,6 +51,7 @@ static const char usage[] =
     "  --request-timeout-s N  cut a request still uploading after this (default 60)\n"
     "  --drain-timeout-s N  at shutdown, wait this long for requests in flight (default 30)\n"
     "  --jobs N           compile threads for the warm start (default 1)\n"
+    CLI_NATIVE_AFTER_USAGE
     CLI_REMOTE_USAGE
     "  " CLI_MODEL_USAGE "\n";
 
@@ -124,6 +125,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     const char *backend = NULL, *emit = NULL, *arch = NULL, *ready_when = "all";
     int64_t workers = 2, threads = 0, delay_us = 200, batch_rows = 0, max_body = 64 << 20;
     int64_t max_json = (int64_t)256 << 20, max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
+    int64_t native_after = INT64_MIN; /* not given: never */
     bool no_promote = false;
     cli_model_flags model = {0};
     cli_remote_flags remote = {0};
@@ -150,6 +152,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--request-timeout-s", CLI_OPT_INT, &req_s},
         {"--drain-timeout-s", CLI_OPT_INT, &drain_s},
         {"--jobs", CLI_OPT_INT, &jobs},
+        {"--native-after", CLI_OPT_INT, &native_after},
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(remote),
     };
@@ -179,6 +182,8 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--request-timeout-s", req_s, 1, 86400);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--drain-timeout-s", drain_s, 0, 86400);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--jobs", jobs, 1, 256);
+    if (rc == CLI_EXIT_OK && native_after != INT64_MIN)
+        rc = check_range(cmd, "--native-after", native_after, 1, INT32_MAX);
     if (rc != CLI_EXIT_OK) return rc;
     if (!strcmp(ready_when, "all"))
         sc.ready_when = SRV_READY_ALL;
@@ -229,6 +234,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     ec.arch = arch;
     ec.workers = (int)workers;
     ec.threads = (int)threads;
+    ec.native_after = native_after == INT64_MIN ? 0 : (int)native_after;
 
     /* Blocked before any thread starts, so every thread inherits the mask
      * and the signals wait for sigtimedwait in this one. A shell starts

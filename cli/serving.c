@@ -90,6 +90,21 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
                                  a->max_resident);
         max_resident = v;
     }
+    int64_t native_after = 0;
+    if (rc == CLI_EXIT_OK && a->native_after) {
+        char *end;
+        long long v = strtoll(a->native_after, &end, 10);
+        if (!a->native_after[0] || *end || v < 1 || v > INT32_MAX)
+            rc = cli_usage_error(cmd, "--native-after must be a count of runs of at least 1, got '%s'",
+                                 a->native_after);
+        else if (a->backend.name && strcmp(a->backend.name, "host") != 0)
+            rc = cli_usage_error(cmd, "--native-after is for --backend host");
+        else if (a->backend.cpu && strcmp(a->backend.cpu, "native") != 0)
+            rc = cli_usage_error(cmd, "--native-after recompiles for this CPU; --cpu %s compiles every "
+                                 "bucket for %s (leave --cpu native: it loads stored levels first)",
+                                 a->backend.cpu, a->backend.cpu);
+        native_after = v;
+    }
     if (rc != CLI_EXIT_OK) {
         sj_graph_destroy(g);
         memset(secret, 0, sizeof secret);
@@ -98,6 +113,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.max_resident_buckets = (int)max_resident;
+    cfg.native_after = (int)native_after;
     cfg.ladder = spec;
     cfg.store_path = store_path[0] ? store_path : NULL;
     /* Only the default may quietly degrade: a path the user named must work. */
@@ -135,7 +151,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
 
 /* ", \"level_hits\": N, \"bucket_cpus\": {\"x86-64-v3\": 11}": how many ready
  * buckets came from each target CPU, so a fleet sees whether it runs the
- * portable levels a build machine stored or code compiled for itself. */
+ * portable levels a build machine stored or code compiled for itself; then
+ * per ready bucket the CPU it serves from and where --native-after stands. */
 static void cli_bucket_targets_member(FILE *f, sj_engine *e) {
     sj_bucketed_cache *c = sj_engine_cache(e);
     sj_bucketed_cache_stats cs;
@@ -159,7 +176,19 @@ static void cli_bucket_targets_member(FILE *f, sj_engine *e) {
         cli_json_str(f, t);
         fprintf(f, ": %d", count);
     }
-    fputc('}', f);
+    static const char *const spec[] = {"none", "pending", "done", "failed"};
+    fprintf(f, "}, \"specialised\": %llu, \"specialise_failures\": %llu, \"bucket_levels\": [",
+            (unsigned long long)cs.specialised, (unsigned long long)cs.specialise_failures);
+    listed = 0;
+    for (int i = 0; i < n; i++) {
+        const char *t = sj_bucketed_cache_bucket_target(c, i);
+        int64_t hi;
+        if (!t || sj_bucketed_cache_bucket(c, i, NULL, &hi, NULL) != SJ_OK) continue;
+        fprintf(f, "%s{\"extent\": %lld, \"cpu\": ", listed++ ? ", " : "", (long long)hi);
+        cli_json_str(f, t);
+        fprintf(f, ", \"native_after\": \"%s\"}", spec[sj_bucketed_cache_bucket_specialise(c, i)]);
+    }
+    fputc(']', f);
 }
 
 void cli_stats_members(FILE *f, sj_engine *e) {

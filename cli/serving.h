@@ -107,12 +107,18 @@ typedef struct cli_engine_args {
      * backend needs no GPU. */
     bool store_only;
     const char *max_resident; /* --max-resident-buckets N as given (NULL: no bound) */
+    const char *native_after; /* --native-after N as given (NULL: never) */
 } cli_engine_args;
 
 #define CLI_RESIDENT_USAGE                                                                         \
     "  --max-resident-buckets N  buckets holding run memory (arena, padded inputs and\n"            \
     "                     outputs) at most; the least recently run gives it back for\n"          \
     "                     another (code and the shared weights stay). Default: no bound\n"
+
+#define CLI_NATIVE_AFTER_USAGE                                                                     \
+    "  --native-after N   host, --cpu native: a bucket served from a stored CPU level\n"            \
+    "                     is recompiled for this CPU in the background after N runs,\n"        \
+    "                     stored, and swapped in (default: never)\n"
 
 /* Process peak resident set (VmHWM) in bytes, 0 when the system does not say. */
 uint64_t cli_peak_rss_bytes(void);

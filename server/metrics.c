@@ -163,6 +163,23 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
     PER_MODEL(&b, s, "shapejit_buckets", "gauge", "Buckets of the model's ladder.", "%d", es->buckets);
     PER_MODEL(&b, s, "shapejit_model_ready", "gauge", "1 when the model answers inferences.", "%d",
               srv_model_ready(m) ? 1 : 0);
+    PER_MODEL(&b, s, "shapejit_native_recompiles_total", "counter",
+              "Buckets served from a stored CPU level, recompiled for this CPU and swapped in "
+              "(--native-after).", "%llu", U(es->specialised));
+    PER_MODEL(&b, s, "shapejit_native_recompile_failures_total", "counter",
+              "Such recompiles that failed (the level kept serving).", "%llu",
+              U(es->specialise_failures));
+    head(&b, "shapejit_bucket_cpu", "gauge", "1 per ready bucket, labelled with the CPU its code was built for.");
+    for (int i = 0; i < s->n_models; i++) {
+        sj_bucketed_cache *c = sj_engine_cache(s->models[i]->e);
+        for (int k = 0; k < sj_bucketed_cache_total_buckets(c); k++) {
+            const char *cpu = sj_bucketed_cache_bucket_target(c, k);
+            int64_t hi;
+            if (!cpu || sj_bucketed_cache_bucket(c, k, NULL, &hi, NULL) != SJ_OK) continue;
+            put(&b, "shapejit_bucket_cpu{model=\"%s\",extent=\"%lld\",cpu=\"%s\"} 1\n",
+                s->models[i]->name, (long long)hi, cpu[0] ? cpu : "none");
+        }
+    }
     head(&b, "shapejit_http_responses_total", "counter", "HTTP responses by status class.");
     put(&b, "shapejit_http_responses_total{class=\"2xx\"} %llu\n", U(atomic_load(&s->http_2xx)));
     put(&b, "shapejit_http_responses_total{class=\"4xx\"} %llu\n", U(atomic_load(&s->http_4xx)));

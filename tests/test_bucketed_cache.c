@@ -32,6 +32,7 @@ typedef struct counting_compiler {
     sj_compiler inner;
     _Atomic int compiles[MAX_EXTENT_COUNTED + 1];
     _Atomic int total;
+    _Atomic int destroyed; /* executables destroyed */
     int64_t fail_extent; /* compile fails at this extent (0 = never) */
     int delay_ms;        /* widens the window in which other threads pile up */
 } counting_compiler;
@@ -58,6 +59,7 @@ static sj_status cc_run(void *self, void *exe, int64_t active, const sj_tensor *
 }
 static void cc_destroy(void *self, void *exe) {
     counting_compiler *cc = self;
+    atomic_fetch_add(&cc->destroyed, 1);
     cc->inner.destroy(cc->inner.ctx, exe);
 }
 
@@ -651,6 +653,167 @@ static void test_hit_path_allocates_nothing(void **state) {
     sj_ctx_destroy(cx);
 }
 
+/* --- native_after: buckets served from a fallback target (a CPU level)
+ * are made for the own target in the background and swapped in --- */
+
+/* A counting compiler whose key calls its CPU `cpu`; with `level`, it
+ * also loads what a cache for that CPU stored. */
+static sj_compiler cpu_compiler(counting_compiler *cc, const char *cpu, const sj_compiler *level,
+                                sj_compiler_target *fallback) {
+    sj_compiler comp = counting(cc);
+    comp.target_cpu = cpu;
+    if (level) {
+        *fallback = (sj_compiler_target){.cpu = level->target_cpu, .features = level->target_features,
+                                         .options = level->options, .options_len = level->options_len};
+        comp.fallbacks = fallback;
+        comp.n_fallbacks = 1;
+    }
+    return comp;
+}
+
+static sj_bucketed_cache *cache_after(const sj_ladder *l, const sj_compiler *comp, sj_store *s, int native_after) {
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.native_after = native_after;
+    sj_bucketed_cache *c;
+    if (sj_bucketed_cache_create(g, l, comp, s, &cfg, &c) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    return c;
+}
+
+/* The store holds every bucket of l for the CPU "level" only. */
+static void store_level(const sj_ladder *l, sj_store *s, sj_compiler *level, counting_compiler *lc) {
+    *level = cpu_compiler(lc, "level", NULL, NULL);
+    sj_bucketed_cache *c = cache_after(l, level, s, 0);
+    assert_int_equal(sj_bucketed_cache_precompile_stored(c, 1, NULL, NULL), SJ_OK);
+    sj_bucketed_cache_destroy(c);
+}
+
+static void test_native_after_swaps_level_buckets(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
+    sj_store *s = open_store();
+    counting_compiler lc, nc;
+    sj_compiler level, native;
+    sj_compiler_target fb;
+    store_level(l, s, &level, &lc);
+    native = cpu_compiler(&nc, "native", &level, &fb);
+    nc.fail_extent = 16; /* bucket 16's recompile fails */
+    sj_bucketed_cache *c = cache_after(l, &native, s, 3);
+
+    /* Two runs on the level: nothing asked yet. */
+    check_run(c, 3, 1);
+    check_run(c, 4, 2);
+    assert_string_equal(sj_bucketed_cache_bucket_target(c, 2), "level");
+    assert_int_equal(sj_bucketed_cache_bucket_specialise(c, 2), SJ_SPECIALISE_NONE);
+    /* The third queues it; the next runs are exact before, during and after the swap. */
+    check_run(c, 4, 3);
+    assert_int_not_equal(sj_bucketed_cache_bucket_specialise(c, 2), SJ_SPECIALISE_NONE);
+    check_run(c, 3, 4);
+    sj_bucketed_cache_specialise_wait(c);
+    assert_int_equal(sj_bucketed_cache_bucket_specialise(c, 2), SJ_SPECIALISE_DONE);
+    assert_string_equal(sj_bucketed_cache_bucket_target(c, 2), "native");
+    assert_int_equal(atomic_load(&nc.compiles[4]), 1);
+    assert_int_equal(atomic_load(&nc.destroyed), 1); /* the level's executable, once no run held it */
+    for (int i = 0; i < 5; i++) check_run(c, 4, 5 + (unsigned)i);
+    assert_int_equal(atomic_load(&nc.total), 1); /* asked once */
+
+    /* A failed recompile is counted and never fails a run: the level serves on. */
+    for (int i = 0; i < 5; i++) check_run(c, 9 + i, 20 + (unsigned)i);
+    sj_bucketed_cache_specialise_wait(c);
+    assert_int_equal(sj_bucketed_cache_bucket_specialise(c, 4), SJ_SPECIALISE_FAILED);
+    assert_string_equal(sj_bucketed_cache_bucket_target(c, 4), "level");
+    char why[256];
+    sj_bucketed_cache_specialise_error(c, why, sizeof why);
+    assert_non_null(strstr(why, "bucket 16"));
+    assert_non_null(strstr(why, "refusing extent 16"));
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.specialised, 1);
+    assert_int_equal(st.specialise_failures, 1);
+    assert_int_equal(st.fallback_hits, 2);
+    sj_bucketed_cache_destroy(c);
+    assert_int_equal(atomic_load(&nc.destroyed), 3); /* and the two buckets' own, at the end */
+
+    /* A restart takes the stored own-target row: no fallback, no compile. */
+    counting_compiler rc;
+    sj_compiler again = cpu_compiler(&rc, "native", &level, &fb);
+    c = cache_after(l, &again, s, 3);
+    check_run(c, 4, 30);
+    assert_string_equal(sj_bucketed_cache_bucket_target(c, 2), "native");
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.store_hits, 1);
+    assert_int_equal(st.fallback_hits, 0);
+    assert_int_equal(st.compiles, 0);
+    sj_bucketed_cache_destroy(c);
+
+    /* Off (0): a level bucket stays on the level however hot. */
+    c = cache_after(l, &again, s, 0);
+    for (int i = 0; i < 10; i++) check_run(c, 30, 40 + (unsigned)i);
+    sj_bucketed_cache_specialise_wait(c);
+    assert_string_equal(sj_bucketed_cache_bucket_target(c, 5), "level");
+    assert_int_equal(sj_bucketed_cache_bucket_specialise(c, 5), SJ_SPECIALISE_NONE);
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.specialised + st.specialise_failures + st.compiles, 0);
+    sj_bucketed_cache_destroy(c);
+
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.native_after = -1;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &again, s, &cfg, &c), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "native_after -1 is negative"));
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
+/* Threads run every bucket while each is swapped (compiles slowed so the
+ * swaps land among the runs): every result exact, every level bucket swapped,
+ * and a close with recompiles still queued ends cleanly. */
+static void test_native_after_threads(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
+    sj_store *s = open_store();
+    counting_compiler lc, nc;
+    sj_compiler level, native;
+    sj_compiler_target fb;
+    store_level(l, s, &level, &lc);
+    native = cpu_compiler(&nc, "native", &level, &fb);
+    nc.delay_ms = 5;
+    sj_bucketed_cache *c = cache_after(l, &native, s, 2);
+    pthread_t th[4];
+    hammer h[4];
+    for (int i = 0; i < 4; i++) {
+        h[i] = (hammer){c, (unsigned)i * 104729u + 3};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    sj_bucketed_cache_specialise_wait(c);
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.specialised, 7);
+    assert_int_equal(st.specialise_failures, 0);
+    for (int i = 0; i < 7; i++) assert_string_equal(sj_bucketed_cache_bucket_target(c, i), "native");
+    assert_int_equal(atomic_load(&nc.destroyed), 7);
+    sj_bucketed_cache_destroy(c);
+
+    /* Closed with recompiles queued: the one running ends, the rest are dropped. */
+    remove_sqlite_files(path);
+    sj_store_close(s);
+    s = open_store();
+    store_level(l, s, &level, &lc);
+    native = cpu_compiler(&nc, "native", &level, &fb);
+    nc.delay_ms = 20;
+    c = cache_after(l, &native, s, 1);
+    for (int64_t rows = 1; rows <= 64; rows *= 2) check_run(c, rows, 7);
+    sj_bucketed_cache_destroy(c);
+    assert_true(atomic_load(&nc.total) < 7);
+    /* each bucket's executable, and the level's one each finished recompile replaced */
+    assert_int_equal(atomic_load(&nc.destroyed), 7 + atomic_load(&nc.total));
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_one_compile_per_bucket),
@@ -664,6 +827,8 @@ int main(void) {
         cmocka_unit_test(test_failed_compile_reaches_waiters),
         cmocka_unit_test_setup(test_two_processes_precompile, fresh),
         cmocka_unit_test(test_hit_path_allocates_nothing),
+        cmocka_unit_test_setup(test_native_after_swaps_level_buckets, fresh),
+        cmocka_unit_test_setup(test_native_after_threads, fresh),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

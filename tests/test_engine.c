@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "shapejit/engine.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/ext/artifact.h"
 #include "shapejit/store.h"
 
@@ -372,6 +373,158 @@ static void test_threads(void **state) {
     sj_engine_close(e);
 }
 
+/* ---- native_after: from a stored CPU level to code for this CPU */
+
+/* A store holding every bucket of `ladder` for x86-64-v2 only. */
+static void store_v2(const char *store, const char *ladder) {
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = ladder;
+    cfg.store_path = store;
+    cfg.cpu = "x86-64-v2";
+    cfg.store_only = true;
+    sj_engine *e;
+    assert_int_equal(sj_engine_open_graph(ctx, make_graph(), &cfg, &e), SJ_OK);
+    assert_int_equal(sj_engine_precompile(e, 2, NULL, NULL), SJ_OK);
+    sj_engine_close(e);
+}
+
+static sj_engine *open_native(const char *store, const char *ladder, int native_after) {
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = ladder;
+    cfg.store_path = store;
+    cfg.native_after = native_after;
+    cfg.workers = 2;
+    sj_engine *e;
+    if (sj_engine_open_graph(ctx, make_graph(), &cfg, &e) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    return e;
+}
+
+/* y of a run at n rows (seeded as run_and_check), checked, into y. */
+static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
+    run_and_check(e, n, seed);
+    float x[64 * INNER], m[64 * INNER];
+    for (int64_t r = 0; r < n; r++)
+        for (int k = 0; k < INNER; k++) {
+            x[r * INNER + k] = xval(r, k, seed);
+            m[r * INNER + k] = mval(r, k);
+        }
+    sj_named_tensor in[2] = {{"x", {.rank = 2, .dims = {n, INNER}, .data = x}},
+                             {"m", {.rank = 2, .dims = {n, INNER}, .data = m}}};
+    sj_named_tensor out[3];
+    assert_int_equal(sj_engine_run(e, in, 2, out, 3, NULL), SJ_OK);
+    memcpy(y, out[0].tensor.data, (size_t)n * OUTS * sizeof *y);
+    for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &out[i].tensor);
+}
+
+static const char *bucket_cpu(sj_engine *e, int i) {
+    return sj_bucketed_cache_bucket_target(sj_engine_cache(e), i);
+}
+
+static void test_native_after(void **state) {
+    (void)state;
+    char store[512];
+    snprintf(store, sizeof store, "%s/levels.db", dir);
+    store_v2(store, "list:16,64");
+    sj_engine *e = open_native(store, "list:16,64", 3);
+    const char *native = sj_bucketed_cache_compiler(sj_engine_cache(e))->target_cpu;
+    assert_string_not_equal(native, "x86-64-v2");
+    float before[10 * OUTS], after[10 * OUTS];
+    run_y(e, 10, 1, before); /* two runs so far: run_y checks, then keeps y */
+    assert_string_equal(bucket_cpu(e, 0), "x86-64-v2");
+    run_and_check(e, 16, 2); /* the third: bucket 16 is recompiled natively */
+    sj_bucketed_cache_specialise_wait(sj_engine_cache(e));
+    assert_string_equal(bucket_cpu(e, 0), native);
+    run_y(e, 10, 1, after);
+    for (int i = 0; i < 10 * OUTS; i++) assert_true(fabsf(before[i] - after[i]) < 1e-5f);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.specialised, 1);
+    assert_int_equal(s.specialise_failures, 0);
+    assert_int_equal(s.compiles, 1); /* the recompile, never a request's */
+    assert_int_equal(s.run_failures, 0);
+    /* The store holds the row under this host's own key. */
+    sj_store_key key;
+    assert_int_equal(sj_engine_store_key(e, 10, &key), SJ_OK);
+    assert_string_equal(key.target_cpu, native);
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = store;
+    sj_store *st;
+    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_OK);
+    void *bytes;
+    size_t len;
+    assert_int_equal(sj_store_get(st, &key, &bytes, &len), SJ_OK);
+    sj_free(ctx, bytes);
+    sj_store_close(st);
+    sj_engine_close(e);
+
+    /* A restart takes the native row: no compile, no level. */
+    e = open_native(store, "list:16,64", 3);
+    run_and_check(e, 12, 3);
+    assert_string_equal(bucket_cpu(e, 0), sj_bucketed_cache_compiler(sj_engine_cache(e))->target_cpu);
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.compiles, 0);
+    assert_int_equal(s.store_hits, 1);
+    sj_engine_close(e);
+
+    /* Off (the default): the level serves however hot the bucket. */
+    e = open_native(store, "list:16,64", 0);
+    for (int i = 0; i < 6; i++) run_and_check(e, 40, (unsigned)i);
+    sj_bucketed_cache_specialise_wait(sj_engine_cache(e));
+    assert_string_equal(bucket_cpu(e, 1), "x86-64-v2");
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.compiles + s.specialised, 0);
+    sj_engine_close(e);
+}
+
+/* Threads run every bucket while each is recompiled and swapped: every
+ * result exact, every bucket native at the end. */
+static void test_native_after_threads(void **state) {
+    (void)state;
+    char store[512];
+    snprintf(store, sizeof store, "%s/levels_threads.db", dir);
+    store_v2(store, "pow2:1:64");
+    sj_engine *e = open_native(store, "pow2:1:64", 1);
+    enum { THREADS = 4 };
+    pthread_t t[THREADS];
+    runner r[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        r[i] = (runner){e, i};
+        assert_int_equal(pthread_create(&t[i], NULL, run_many, &r[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    sj_bucketed_cache_specialise_wait(sj_engine_cache(e));
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.runs, THREADS * 40);
+    assert_int_equal(s.run_failures, 0);
+    assert_int_equal(s.specialised, (uint64_t)s.buckets_ready);
+    const char *native = sj_bucketed_cache_compiler(sj_engine_cache(e))->target_cpu;
+    for (int i = 0; i < s.buckets; i++)
+        if (bucket_cpu(e, i)) assert_string_equal(bucket_cpu(e, i), native);
+    for (int i = 0; i < THREADS; i++) {
+        r[i] = (runner){e, i + THREADS};
+        run_many(&r[i]);
+    }
+    sj_engine_close(e);
+}
+
+static void test_native_after_refused(void **state) {
+    (void)state;
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.native_after = -2;
+    expect_open_fails(&cfg, NULL, "native_after -2", "negative");
+    cfg.native_after = 3;
+    cfg.backend = "interp";
+    expect_open_fails(&cfg, NULL, "native_after 3", "backend host, not interp");
+    cfg.backend = "host";
+    cfg.cpu = "x86-64-v3";
+    expect_open_fails(&cfg, NULL, "native_after 3", "cpu 'x86-64-v3'");
+}
+
 static void test_default_store_path(void **state) {
     (void)state;
     char out[64];
@@ -538,6 +691,8 @@ int main(void) {
         cmocka_unit_test(test_bad_open),           cmocka_unit_test(test_open_from_file),
         cmocka_unit_test(test_run_checks),         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_default_store_path), cmocka_unit_test(test_ownership),
+        cmocka_unit_test(test_native_after),       cmocka_unit_test(test_native_after_threads),
+        cmocka_unit_test(test_native_after_refused),
         cmocka_unit_test(test_tuned_buckets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

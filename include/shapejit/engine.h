@@ -96,6 +96,14 @@ typedef struct sj_engine_config {
      * "bf16" or "fp16"; part of every bucket's store key. A backend that
      * cannot lower it fails naming the op and the policy. */
     const char *precision;
+    /* host, cpu native: a bucket served from a stored CPU level (portable
+     * code a build machine stored, not code for this CPU) is recompiled for
+     * this CPU by one background thread once it has served this many runs,
+     * stored (and published) like any compile, and swapped in for the next
+     * run; runs in flight finish on the level's code. A failed recompile is
+     * counted (sj_engine_stats) and the level keeps serving; no request
+     * fails or waits for it. 0 = never (default); negative is refused. */
+    int native_after;
     /* Host: time the schedules that differ for each bucket compiled (the
      * attention ones) and keep the fastest, within tune_budget_ms per bucket
      * (1..600000; sj_engine_config_init sets 200). Tuned code is stored
@@ -218,6 +226,8 @@ typedef struct sj_engine_stats {
     int buckets_resident;        /* buckets holding run memory now */
     uint64_t weight_bytes;       /* the loaded buckets' weights, counted once: they share them */
     uint64_t run_bytes;          /* run memory the resident buckets hold */
+    uint64_t specialised;         /* level buckets swapped to code for this CPU (native_after) */
+    uint64_t specialise_failures; /* such recompiles that failed */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

@@ -64,7 +64,8 @@ class Engine(_shapejit._Engine):
     Engine(model, ladder="pow2:1:65536", store=<default>, backend="host",
            dynamic=None, dims=None, threads=None, remote=None, *, workers=None,
            remote_secret=None, remote_read_only=False,
-           one_off_out_of_range=False, cpu=None, gpu_emit=None, arch=None)
+           one_off_out_of_range=False, cpu=None, gpu_emit=None, arch=None,
+           tune=False, tune_budget_ms=None)
 
     model: a .onnx or .sjg file. store: omitted = default_store_path() (folders
     are created; if the file cannot be used the engine warns and keeps
@@ -74,6 +75,10 @@ class Engine(_shapejit._Engine):
     dim_param name ("seq") or (input_name, axis) for exports without one.
     dims: fixed dim_params, {"batch": 1}. threads: kernel threads per run.
     remote: redis://[:PASSWORD@]HOST[:PORT][/DB] of the fleet tier.
+    tune: host; each bucket compiled times the schedules that differ and
+    keeps the fastest, within tune_budget_ms per bucket (default 200); tuned
+    code has store keys of its own, so a tuned precompile is loaded by an
+    engine made with tune=True and compiles nothing.
 
     run() takes C-contiguous arrays of the model's dtype without copying;
     strided arrays are copied once; other dtypes raise DtypeError (never cast).
@@ -84,7 +89,7 @@ class Engine(_shapejit._Engine):
     def __init__(self, model, ladder="pow2:1:65536", store=_DEFAULT_STORE, backend="host",
                  dynamic=None, dims=None, threads=None, remote=None, *, workers=None,
                  remote_secret=None, remote_read_only=False, one_off_out_of_range=False,
-                 cpu=None, gpu_emit=None, arch=None):
+                 cpu=None, gpu_emit=None, arch=None, tune=False, tune_budget_ms=None):
         model = os.fspath(model)
         fallback = store is _DEFAULT_STORE
         if store is _DEFAULT_STORE:
@@ -110,7 +115,10 @@ class Engine(_shapejit._Engine):
             threads=_count("threads", threads), workers=_count("workers", workers),
             remote=remote, remote_secret=remote_secret, remote_read_only=bool(remote_read_only),
             one_off_out_of_range=bool(one_off_out_of_range), cpu=cpu, gpu_emit=gpu_emit,
-            arch=arch, store_fallback_to_memory=fallback)
+            arch=arch, store_fallback_to_memory=fallback, tune=bool(tune),
+            # the library says what range it takes; a huge value reaches it as INT_MAX
+            tune_budget_ms=-1 if tune_budget_ms is None else min(_count("tune_budget_ms", tune_budget_ms),
+                                                                 2**31 - 1))
         if self._warning:
             # A default store the user never named (e.g. a read-only home)
             # must not stop serving; it is said once, and nothing persists.

@@ -178,21 +178,22 @@ static int engine_init(engine_obj *s, PyObject *args, PyObject *kw) {
                              "dynamic_input", "dynamic_axis", "dims", "threads", "workers",
                              "remote", "remote_secret", "remote_read_only",
                              "one_off_out_of_range", "cpu", "gpu_emit", "arch",
-                             "store_fallback_to_memory", NULL};
+                             "store_fallback_to_memory", "tune", "tune_budget_ms", NULL};
     const char *model, *ladder = NULL, *store = NULL, *backend = NULL, *dyn_name = NULL,
                        *dyn_input = NULL, *remote = NULL, *cpu = NULL, *gpu_emit = NULL,
                        *arch = NULL;
-    int dyn_axis = 0, threads = 0, workers = 0, ro = 0, one_off = 0, fallback = 0;
+    int dyn_axis = 0, threads = 0, workers = 0, ro = 0, one_off = 0, fallback = 0, tune = 0;
+    int tune_budget_ms = -1; /* -1: the library's default */
     PyObject *dims = Py_None;
     Py_buffer secret = {0};
     if (s->ctx || s->e) {
         sjpy_raise_named("StateError", SJ_E_STATE, "the engine is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zzzzziOiizz*ppzzzp", kwlist, &model, &ladder,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zzzzziOiizz*ppzzzppi", kwlist, &model, &ladder,
                                      &store, &backend, &dyn_name, &dyn_input, &dyn_axis, &dims,
                                      &threads, &workers, &remote, &secret, &ro, &one_off, &cpu,
-                                     &gpu_emit, &arch, &fallback))
+                                     &gpu_emit, &arch, &fallback, &tune, &tune_budget_ms))
         return -1;
     int rc = -1;
     sj_dim_value *fixed = NULL;
@@ -220,6 +221,8 @@ static int engine_init(engine_obj *s, PyObject *args, PyObject *kw) {
     cfg.remote_read_only = ro;
     cfg.one_off_out_of_range = one_off;
     cfg.store_fallback_to_memory = fallback;
+    cfg.tune = tune;
+    if (tune_budget_ms != -1) cfg.tune_budget_ms = tune_budget_ms;
     cfg.model.dynamic_name = dyn_name;
     cfg.model.dynamic_input = dyn_input;
     cfg.model.dynamic_axis = dyn_axis;

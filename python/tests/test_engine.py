@@ -163,3 +163,22 @@ def test_other_example_models():
             for info in e.outputs:
                 assert out[info.name].shape == tuple(5 if d is None else d for d in info.shape)
                 assert np.isfinite(out[info.name]).all()
+
+
+def test_tuned_precompile_is_loaded_by_a_tuned_engine(tmp_path):
+    model, store = str(MODELS / "attention.sjg"), str(tmp_path / "tuned.db")
+    with shapejit.Engine(model, ladder="list:8,64", store=store, tune=True, tune_budget_ms=10) as e:
+        e.precompile(jobs=1)
+        assert e.stats()["compiles"] == 2
+        x = rand((40, 32), seed=3)
+        tuned = e.run({"x": x})
+    with shapejit.Engine(model, ladder="list:8,64", store=None, backend="interp") as ref:
+        np.testing.assert_allclose(tuned["out"], ref.run({"x": x})["out"], rtol=1e-4, atol=1e-5)
+    with shapejit.Engine(model, ladder="list:8,64", store=store, tune=True) as warm:
+        warm.precompile(jobs=1)
+        assert warm.stats()["compiles"] == 0
+
+
+def test_tuning_budget_is_checked():
+    with pytest.raises(shapejit.InvalidArgumentError, match="tuning budget 0 ms"):
+        shapejit.Engine(str(MODELS / "attention.sjg"), store=None, tune=True, tune_budget_ms=0)

@@ -133,6 +133,18 @@ typedef struct sj_bucketed_cache_config {
      * (compiler's trim), whose executable and weights stay loaded. 0 = no
      * bound; negative is refused. */
     int max_resident_buckets;
+    /* A bucket whose executable came from a fallback target (a portable
+     * CPU level a build machine stored) is made for the compiler's own
+     * target by one background thread once it has served this many runs:
+     * taken from the store tiers when they hold it, else compiled and
+     * stored (and published) as any compile, then swapped in for the next
+     * run; a run in flight finishes on the level's code, which is freed
+     * after it. At most one such compile at a time; a failure is counted
+     * (sj_bucketed_cache_specialise_error says why) and the bucket keeps
+     * serving the level. 0 = never; negative is refused. Only runs through
+     * the cache (run_padded, sj_engine_run) count and see the swap: an
+     * executable pointer get_or_compile handed out is freed by it. */
+    int native_after;
 } sj_bucketed_cache_config;
 
 SJ_API void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg);
@@ -203,6 +215,20 @@ SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
 /* The target CPU bucket i's executable was made for: the compiler's own, or
  * the fallback target its stored artifact had; NULL while not ready. */
 SJ_API const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i);
+
+/* Where bucket i stands with native_after: never asked (or not on a
+ * level), queued or compiling, swapped to the own target, or failed. */
+typedef enum sj_cache_specialise_state {
+    SJ_SPECIALISE_NONE = 0,
+    SJ_SPECIALISE_PENDING,
+    SJ_SPECIALISE_DONE,
+    SJ_SPECIALISE_FAILED
+} sj_cache_specialise_state;
+SJ_API sj_cache_specialise_state sj_bucketed_cache_bucket_specialise(const sj_bucketed_cache *c, int i);
+/* Waits until no native_after recompile is queued or running. */
+SJ_API void sj_bucketed_cache_specialise_wait(sj_bucketed_cache *c);
+/* The first failed recompile's message into buf ("" when none failed). */
+SJ_API void sj_bucketed_cache_specialise_error(sj_bucketed_cache *c, char *buf, size_t cap);
 /* The compiler table the cache uses (its copy; valid while c lives). */
 SJ_API const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
@@ -249,6 +275,8 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t not_stored;   /* buckets whose last compile the local store refused to keep */
     uint64_t resident_evictions; /* buckets trimmed to stay under max_resident_buckets */
     uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
+    uint64_t specialised;         /* buckets swapped from a level to the own target (native_after) */
+    uint64_t specialise_failures; /* such recompiles that failed (the level kept serving) */
 } sj_bucketed_cache_stats;
 
 /* What bucket i's executable holds; for a bucket not loaded, what it will

@@ -1,0 +1,155 @@
+/* native_after: a fleet starts from the portable CPU levels a build machine
+ * stored and converges to code for its own CPU. A bucket that serves from a
+ * level (a fallback target) and has served native_after runs is queued;
+ * one background thread makes it for the compiler's own target (from the
+ * store tiers when another machine of the same CPU put it there, else a
+ * compile that is stored and published like any other) and swaps it in.
+ *
+ * The swap takes the bucket's run lock, so the run in flight finishes on
+ * the level's executable; runs waiting for the lock read the bucket's
+ * executable again once they hold it (sj_cache_run) and get the new one.
+ * It takes the bucket's mu too (inspection reads exe under it), and the
+ * old executable is destroyed after both are let go: no run and no reader
+ * holds it then. Nothing here ever fails a request: a failed recompile is
+ * counted and the bucket keeps serving the level. */
+#include "bucketed_cache_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void *specialiser(void *arg);
+
+sj_status sj_cache_specialise_init(sj_bucketed_cache *c, int native_after) {
+    c->native_after = native_after;
+    pthread_mutex_init(&c->spec_mu, NULL);
+    pthread_cond_init(&c->spec_cv, NULL);
+    pthread_cond_init(&c->spec_idle_cv, NULL);
+    if (native_after > 0 && !(c->spec_queue = sj_calloc(c->ctx, (size_t)c->n_buckets + 1, sizeof *c->spec_queue)))
+        return SJ_E_NOMEM;
+    return SJ_OK;
+}
+
+void sj_cache_specialise_destroy(sj_bucketed_cache *c) {
+    pthread_mutex_lock(&c->spec_mu);
+    c->spec_stop = true; /* what is still queued is dropped */
+    pthread_cond_broadcast(&c->spec_cv);
+    bool started = c->spec_started;
+    pthread_mutex_unlock(&c->spec_mu);
+    if (started) pthread_join(c->spec_thread, NULL);
+    sj_free(c->ctx, c->spec_queue);
+    pthread_mutex_destroy(&c->spec_mu);
+    pthread_cond_destroy(&c->spec_cv);
+    pthread_cond_destroy(&c->spec_idle_cv);
+}
+
+/* A failure: counted, the first one's message kept; spec_mu held. */
+static void note_failure(sj_bucketed_cache *c, int b, const char *why) {
+    atomic_store(&c->buckets[b].specialise, SJ_SPECIALISE_FAILED);
+    atomic_fetch_add(&c->specialise_failures, 1);
+    if (!c->spec_error[0])
+        snprintf(c->spec_error, sizeof c->spec_error, "bucket %lld: %s",
+                 (long long)sj_ladder_extent(c->ladder, b), why);
+}
+
+void sj_cache_specialise_note_run(sj_bucketed_cache *c, int b) {
+    if (c->native_after <= 0) return;
+    sj_cache_bucket *bk = &c->buckets[b];
+    /* Own code, or asked already (a failed one stays on the level): no count. */
+    if (atomic_load_explicit(&bk->target, memory_order_relaxed) < 0 ||
+        atomic_load_explicit(&bk->specialise, memory_order_relaxed) != SJ_SPECIALISE_NONE)
+        return;
+    /* Exactly one run sees the count reach native_after. */
+    if (atomic_fetch_add_explicit(&bk->level_runs, 1, memory_order_relaxed) + 1 != (uint64_t)c->native_after)
+        return;
+    pthread_mutex_lock(&c->spec_mu);
+    if (c->spec_stop) {
+        pthread_mutex_unlock(&c->spec_mu);
+        return;
+    }
+    if (!c->spec_started) {
+        if (pthread_create(&c->spec_thread, NULL, specialiser, c) != 0) {
+            note_failure(c, b, "cannot start the background thread");
+            pthread_mutex_unlock(&c->spec_mu);
+            return;
+        }
+        c->spec_started = true;
+    }
+    atomic_store(&bk->specialise, SJ_SPECIALISE_PENDING);
+    c->spec_queue[(c->spec_head + c->spec_len++) % c->n_buckets] = b;
+    pthread_cond_signal(&c->spec_cv);
+    pthread_mutex_unlock(&c->spec_mu);
+}
+
+/* Bucket b for the own target, swapped in for the next run. */
+static sj_status specialise(sj_bucketed_cache *c, int b) {
+    sj_cache_bucket *bk = &c->buckets[b];
+    void *fresh;
+    sj_cache_made made;
+    int target;
+    SJ_TRY(sj_cache_materialize(c, sj_ladder_extent(c->ladder, b), false, &fresh, &made, &target));
+    pthread_mutex_lock(&bk->run_mu);
+    pthread_mutex_lock(&bk->mu);
+    void *old = atomic_load_explicit(&bk->exe, memory_order_acquire);
+    if (c->comp.memory) { /* no run holds old: its work counters are final */
+        sj_executable_memory_info m;
+        c->comp.memory(c->comp.ctx, old, &m);
+        atomic_fetch_add(&bk->swapped_padded_computed, m.rows_computed - m.rows_requested);
+    }
+    atomic_store_explicit(&bk->target, -1, memory_order_relaxed);
+    atomic_store_explicit(&bk->exe, fresh, memory_order_release);
+    pthread_mutex_unlock(&bk->mu);
+    pthread_mutex_unlock(&bk->run_mu);
+    c->comp.destroy(c->comp.ctx, old);
+    return SJ_OK;
+}
+
+static void *specialiser(void *arg) {
+    sj_bucketed_cache *c = arg;
+    pthread_mutex_lock(&c->spec_mu);
+    for (;;) {
+        while (!c->spec_len && !c->spec_stop) pthread_cond_wait(&c->spec_cv, &c->spec_mu);
+        if (c->spec_stop) break;
+        int b = c->spec_queue[c->spec_head];
+        c->spec_head = (c->spec_head + 1) % c->n_buckets;
+        c->spec_len--;
+        c->spec_busy = true;
+        pthread_mutex_unlock(&c->spec_mu);
+        sj_status st = specialise(c, b);
+        pthread_mutex_lock(&c->spec_mu);
+        c->spec_busy = false;
+        if (st == SJ_OK) {
+            atomic_store(&c->buckets[b].specialise, SJ_SPECIALISE_DONE);
+            atomic_fetch_add(&c->specialised, 1);
+        } else {
+            note_failure(c, b, sj_ctx_last_error(c->ctx)); /* this thread's own message */
+        }
+        if (!c->spec_len) pthread_cond_broadcast(&c->spec_idle_cv);
+    }
+    /* Dropped at shutdown: nothing is queued or running any more. */
+    c->spec_len = 0;
+    pthread_cond_broadcast(&c->spec_idle_cv);
+    pthread_mutex_unlock(&c->spec_mu);
+    return NULL;
+}
+
+void sj_bucketed_cache_specialise_wait(sj_bucketed_cache *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->spec_mu);
+    while ((c->spec_len || c->spec_busy) && c->spec_started)
+        pthread_cond_wait(&c->spec_idle_cv, &c->spec_mu);
+    pthread_mutex_unlock(&c->spec_mu);
+}
+
+void sj_bucketed_cache_specialise_error(sj_bucketed_cache *c, char *buf, size_t cap) {
+    if (!buf || !cap) return;
+    buf[0] = '\0';
+    if (!c) return;
+    pthread_mutex_lock(&c->spec_mu);
+    snprintf(buf, cap, "%s", c->spec_error);
+    pthread_mutex_unlock(&c->spec_mu);
+}
+
+sj_cache_specialise_state sj_bucketed_cache_bucket_specialise(const sj_bucketed_cache *c, int i) {
+    if (!c || i < 0 || i >= c->n_buckets) return SJ_SPECIALISE_NONE;
+    return (sj_cache_specialise_state)atomic_load(&c->buckets[i].specialise);
+}
