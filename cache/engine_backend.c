@@ -31,6 +31,10 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->cpu && strcmp(name, "host") != 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s",
                        cfg->cpu, name);
+    sj_precision p;
+    if (cfg->precision && sj_precision_from_name(cfg->precision, &p) != SJ_OK)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision '%s' is not fp32, bf16 or fp16",
+                       cfg->precision);
     /* Recompiling for this CPU is what a native host compiler does on a
      * miss; a chosen CPU (a level) compiles every bucket for that one. */
     if (cfg->native_after < 0)
@@ -64,6 +68,7 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
     bool nvrtc = cfg->gpu_emit && !strcmp(cfg->gpu_emit, "nvrtc");
     gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
     gcfg.options.arch = cfg->arch;
+    sj_precision_from_name(cfg->precision ? cfg->precision : "fp32", &gcfg.options.precision);
     sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
     if (st != SJ_OK) {
         sj_error_prefix(ctx, "engine: backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
@@ -88,10 +93,9 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
     const char *name = cfg->backend ? cfg->backend : "host";
     SJ_TRY(check_names(ctx, cfg, name));
     snprintf(b->target, sizeof b->target, "%s", name);
-    if (!strcmp(name, "interp")) {
-        sj_interp_compiler(&b->comp);
-        return SJ_OK;
-    }
+    sj_precision precision = SJ_PRECISION_FP32;
+    if (cfg->precision) sj_precision_from_name(cfg->precision, &precision); /* checked above */
+    if (!strcmp(name, "interp")) return sj_interp_compiler_precision(precision, &b->comp);
     sj_status st;
     if (!strcmp(name, "cuda")) {
         st = gpu_open(ctx, cfg, b);
@@ -100,6 +104,7 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
         sj_host_compiler_config_init(&hcfg);
         hcfg.devices = cfg->workers > 0 ? cfg->workers : 1;
         hcfg.options.cpu = cfg->cpu;
+        hcfg.options.precision = precision;
         hcfg.tune = cfg->tune;
         hcfg.tune_budget_ms = cfg->tune_budget_ms;
         st = sj_host_compiler_create(ctx, &hcfg, &b->host);

@@ -15,10 +15,17 @@
 typedef struct interp_exe {
     sj_ctx *ctx;
     const sj_graph *g;
+    sj_graph *rounded; /* a narrowing policy's graph (sj_graph_apply_precision), owned */
     int64_t extent;
     /* Read by stats while a run may be counting. */
     _Atomic uint64_t runs, rows;
 } interp_exe;
+
+/* The table's ctx points at one of these: the policy its executables apply. */
+static const sj_precision policies[SJ_PRECISION_COUNT_] = {SJ_PRECISION_FP32, SJ_PRECISION_BF16,
+                                                           SJ_PRECISION_FP16};
+/* Options bytes for the key: none at fp32 (keys as before the policy). */
+static const char *const policy_options[SJ_PRECISION_COUNT_] = {"", "SJIPbf16", "SJIPfp16"};
 
 static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
                                 size_t *len) {
@@ -37,7 +44,7 @@ static sj_status interp_compile(void *self, const sj_graph *g, int64_t extent, v
 
 static sj_status interp_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,
                              size_t len, void **exe) {
-    (void)self;
+    sj_precision p = self ? *(const sj_precision *)self : SJ_PRECISION_FP32;
     sj_ctx *ctx = sj_graph_ctx(g);
     const uint8_t *a = artifact;
     if (len != INTERP_ARTIFACT_BYTES || memcmp(a, "SJIA", 4) != 0)
@@ -59,6 +66,14 @@ static sj_status interp_load(void *self, const sj_graph *g, int64_t extent, cons
     e->ctx = ctx;
     e->g = g;
     e->extent = extent;
+    if (p != SJ_PRECISION_FP32) {
+        sj_status st = sj_graph_apply_precision(g, p, &e->rounded);
+        if (st != SJ_OK) {
+            sj_free(ctx, e);
+            return st;
+        }
+        e->g = e->rounded;
+    }
     *exe = e;
     return SJ_OK;
 }
@@ -89,7 +104,9 @@ static void interp_memory(void *self, void *exe, sj_executable_memory_info *out)
 static void interp_destroy(void *self, void *exe) {
     (void)self;
     interp_exe *e = exe;
-    if (e) sj_free(e->ctx, e);
+    if (!e) return;
+    sj_graph_destroy(e->rounded);
+    sj_free(e->ctx, e);
 }
 
 void sj_interp_compiler(sj_compiler *out) {
@@ -104,4 +121,13 @@ void sj_interp_compiler(sj_compiler *out) {
     out->run = interp_run;
     out->destroy = interp_destroy;
     out->memory = interp_memory;
+}
+
+sj_status sj_interp_compiler_precision(sj_precision p, sj_compiler *out) {
+    if (!sj_precision_name(p)) return SJ_E_INVALID_ARG;
+    sj_interp_compiler(out);
+    out->ctx = (void *)&policies[p];
+    out->options = policy_options[p];
+    out->options_len = strlen(policy_options[p]);
+    return SJ_OK;
 }

@@ -11,7 +11,7 @@
 static const char usage[] =
     "usage: shapejit emit MODEL --rows N --target llvm-ir|host-asm|nvptx|cuda-c|cubin\n"
     "                     [--arch sm_80|sm_90] [--emit llvm|nvrtc] [--cpu C] [--ladder SPEC]\n"
-    "                     [--out FILE] " CLI_MODEL_USAGE "\n"
+    "                     [--precision fp32|bf16|fp16] [--out FILE] " CLI_MODEL_USAGE "\n"
     "  Writes the code of the bucket that holds N (compiled at the bucket's\n"
     "  extent) to FILE, or to stdout. GPU targets need no GPU.\n"
     "  --target T         llvm-ir (optimised LLVM IR), host-asm (host assembly),\n"
@@ -21,7 +21,8 @@ static const char usage[] =
     "  --cpu C            host targets: native (default), x86-64-v2|v3|v4 or an LLVM CPU name\n"
     "  --emit P           nvptx, cubin: the path that makes them, llvm (LLVM NVPTX,\n"
     "                     default) or nvrtc (CUDA C through NVRTC)\n"
-    "  --ladder SPEC      buckets (default " CLI_DEFAULT_LADDER ")\n";
+    "  --ladder SPEC      buckets (default " CLI_DEFAULT_LADDER ")\n"
+    CLI_PRECISION_USAGE;
 
 /* What --target, --emit and --arch ask for. */
 typedef struct emit_request {
@@ -92,14 +93,14 @@ static int emit_cubin(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
 int cli_cmd_emit(int argc, char **argv) {
     const char *cmd = "emit";
     const char *target = NULL, *out = NULL, *spec = CLI_DEFAULT_LADDER, *arch = NULL, *path = NULL,
-               *cpu = NULL;
+               *cpu = NULL, *precision = NULL;
     int64_t rows = 0;
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--rows", CLI_OPT_INT, &rows},  {"--target", CLI_OPT_STRING, &target},
         {"--out", CLI_OPT_STRING, &out}, {"--ladder", CLI_OPT_STRING, &spec},
         {"--arch", CLI_OPT_STRING, &arch}, {"--emit", CLI_OPT_STRING, &path},
-        {"--cpu", CLI_OPT_STRING, &cpu},
+        {"--cpu", CLI_OPT_STRING, &cpu}, {"--precision", CLI_OPT_STRING, &precision},
         CLI_MODEL_OPTS(model),
     };
     const char *pos[1];
@@ -115,6 +116,9 @@ int cli_cmd_emit(int argc, char **argv) {
     if (prc != CLI_EXIT_OK) return prc;
     if (cpu && req.target != SJ_TARGET_HOST)
         return cli_usage_error(cmd, "--cpu is for the host targets (llvm-ir, host-asm)");
+    sj_precision policy = SJ_PRECISION_FP32;
+    if (precision && sj_precision_from_name(precision, &policy) != SJ_OK)
+        return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", precision);
     if (req.cubin && !out && isatty(STDOUT_FILENO))
         return cli_usage_error(cmd, "--target cubin is binary: give --out FILE or redirect stdout");
     if (rows < 1 || rows > SJ_MAX_EXTENT)
@@ -138,6 +142,7 @@ int cli_cmd_emit(int argc, char **argv) {
         o.target = req.target;
         if (req.target != SJ_TARGET_HOST) o.arch = arch ? arch : "sm_90";
         o.cpu = cpu;
+        o.precision = policy;
         int64_t extent = sj_ladder_extent(ladder, bucket);
         if (req.cubin) {
             rc = emit_cubin(cmd, ctx, g, extent, &o, &text, &len);

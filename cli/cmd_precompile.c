@@ -12,7 +12,8 @@ static const char usage[] =
     "                           [--arch sm_80|sm_90] [--cpu C[,C...]] [--store PATH]\n"
     "                           [--remote URL|none] [--remote-secret-file FILE]\n"
     "                           [--remote-read-only] [--remote-lease-ms MS] [--jobs N]\n"
-    "                           [--tune [--tune-budget-ms MS]] [--stats] " CLI_MODEL_USAGE "\n"
+    "                           [--tune [--tune-budget-ms MS]] [--stats]\n"
+    "                           [--precision fp32|bf16|fp16] " CLI_MODEL_USAGE "\n"
     "  Compiles every bucket of the ladder into the store (buckets already stored\n"
     "  are loaded and checked, not compiled again), then prints one summary line.\n"
     "  Progress: a bar on a terminal, one line per bucket otherwise.\n"
@@ -25,6 +26,7 @@ static const char usage[] =
     "  --cpu C[,C...]     host target: the CPUs to compile for, each stored under its own\n"
     "                     key: native (default), x86-64-v2|v3|v4 (portable levels a fleet\n"
     "                     of differing CPUs loads from), or an LLVM CPU name\n"
+    CLI_PRECISION_USAGE
     "  --jobs N           buckets compiled at once (default: the CPU count; with --tune 1,\n"
     "                     so no other compile is in a bucket's timings)\n"
     CLI_TUNE_USAGE
@@ -154,6 +156,7 @@ static bool gpu_target_built(sj_ctx *ctx, sj_target t, char *why, size_t cap) {
 int cli_cmd_precompile(int argc, char **argv) {
     const char *cmd = "precompile";
     const char *ladder = NULL, *target = "host", *store = NULL, *arch = NULL, *cpus = NULL;
+    const char *precision = NULL;
     int64_t jobs = 0;
     bool stats = false;
     cli_model_flags model = {0};
@@ -164,6 +167,7 @@ int cli_cmd_precompile(int argc, char **argv) {
         {"--store", CLI_OPT_STRING, &store},   {"--jobs", CLI_OPT_INT, &jobs},
         {"--stats", CLI_OPT_FLAG, &stats},     {"--arch", CLI_OPT_STRING, &arch},
         {"--cpu", CLI_OPT_STRING, &cpus},      CLI_TUNE_OPTS(tune),
+        {"--precision", CLI_OPT_STRING, &precision},
         CLI_MODEL_OPTS(model),                 CLI_REMOTE_OPTS(remote),
     };
     const char *pos[1];
@@ -202,7 +206,7 @@ int cli_cmd_precompile(int argc, char **argv) {
         }
         if (!n_cpus) return cli_usage_error(cmd, "--cpu needs at least one CPU name");
     }
-    cli_backend_args gpu_check = {.name = "cuda", .arch = arch};
+    cli_backend_args gpu_check = {.name = "cuda", .arch = arch, .precision = precision};
     int rc = cli_backend_check(cmd, &gpu_check);
     if (rc != CLI_EXIT_OK) return rc;
 
@@ -212,6 +216,12 @@ int cli_cmd_precompile(int argc, char **argv) {
     for (int i = 0; rc == CLI_EXIT_OK && i < 3; i++) {
         if (!want[i]) continue;
         char why[512];
+        if (i == 2 && all && precision && strcmp(precision, "fp32") != 0) {
+            /* The CUDA C emitter lowers fp32 only; "all" leaves it out, saying so. */
+            fprintf(stderr, "precompile: target %s skipped: precision %s not supported by target %s\n",
+                    targets[i], precision, targets[i]);
+            continue;
+        }
         if (i > 0 && all &&
             !gpu_target_built(ctx, i == 1 ? SJ_TARGET_NVPTX : SJ_TARGET_NVRTC, why, sizeof why)) {
             /* "all" is what this build compiles for: say what is left out. */
@@ -225,11 +235,12 @@ int cli_cmd_precompile(int argc, char **argv) {
                  * loaded: this machine may not be able to run it. */
                 const char *cpu = host_cpus[pass];
                 ea.backend = (cli_backend_args){.name = "host", .devices = 1, .cpu = cpu, .tune = tune.tune,
-                                                .tune_budget_ms = tune.tune_budget_ms};
+                                                .tune_budget_ms = tune.tune_budget_ms,
+                                                .precision = precision};
                 ea.store_only = cpu && strcmp(cpu, "native") != 0;
             } else {
                 ea.backend = (cli_backend_args){.name = "cuda", .emit = i == 1 ? "llvm" : "nvrtc",
-                                                .arch = arch};
+                                                .arch = arch, .precision = precision};
                 ea.store_only = true;
             }
             /* Each pass's engine owns its own copy of the model. */

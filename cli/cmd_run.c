@@ -18,7 +18,8 @@ static const char usage[] =
     "                    [--ladder SPEC] [--store PATH|none]\n"
     "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                    [--remote-lease-ms MS]\n"
-    "                    [--seed S] [--stats] [--max-resident-buckets N] " CLI_MODEL_USAGE "\n"
+    "                    [--seed S] [--stats] [--max-resident-buckets N] [--precision P]\n"
+    "                    " CLI_MODEL_USAGE "\n"
     "  Runs MODEL once through the bucketed cache (the request's bucket is taken\n"
     "  from memory, else the store, else compiled and stored) and writes\n"
     "  DIR/<output name>.npy for every output (DIR defaults to '.'; all outputs\n"
@@ -35,6 +36,7 @@ static const char usage[] =
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
     "  --cpu C            host: native (default; a stored x86-64 level this CPU runs is\n"
     "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
+    CLI_PRECISION_USAGE
     CLI_TUNE_USAGE
     "  --ladder SPEC      buckets: pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
     "                     (default " CLI_DEFAULT_LADDER ")\n"
@@ -292,6 +294,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--backend", CLI_OPT_STRING, &a.backend.name}, {"--stats", CLI_OPT_FLAG, &a.stats},
         {"--emit", CLI_OPT_STRING, &a.backend.emit},    {"--arch", CLI_OPT_STRING, &a.backend.arch},
         {"--cpu", CLI_OPT_STRING, &a.backend.cpu}, CLI_TUNE_OPTS(a.backend),
+        {"--precision", CLI_OPT_STRING, &a.backend.precision},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
         CLI_MODEL_OPTS(a.model),               CLI_REMOTE_OPTS(a.remote),
         {"--max-resident-buckets", CLI_OPT_STRING, &a.max_resident},

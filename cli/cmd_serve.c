@@ -19,7 +19,7 @@ static const char usage[] =
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--remote-lease-ms MS]\n"
     "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
-    "                      [--native-after N]\n"
+    "                      [--native-after N] [--precision fp32|bf16|fp16]\n"
     "                      " CLI_MODEL_USAGE "\n"
     "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
     "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
@@ -50,6 +50,7 @@ static const char usage[] =
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
     "  --cpu C            host: native (default; a stored x86-64 level this CPU runs is\n"
     "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
+    CLI_PRECISION_USAGE
     CLI_TUNE_USAGE
     "  --requests N       serve N requests: the stream is cut, or repeated\n"
     "  --seed S           seed of the inputs (request i uses S + i; default 0)\n"
@@ -373,6 +374,7 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
         {"--stats", CLI_OPT_FLAG, &stats},      {"--emit", CLI_OPT_STRING, &ca.backend.emit},
         {"--arch", CLI_OPT_STRING, &ca.backend.arch}, {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
+        {"--precision", CLI_OPT_STRING, &ca.backend.precision},
         CLI_TUNE_OPTS(ca.backend),
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},

@@ -43,6 +43,9 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
     if (a->cpu && strcmp(name, "host") != 0)
         return cli_usage_error(cmd, "--cpu is for --backend host");
+    sj_precision p;
+    if (a->precision && sj_precision_from_name(a->precision, &p) != SJ_OK)
+        return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", a->precision);
     if (a->tune_budget_ms && !a->tune) return cli_usage_error(cmd, "--tune-budget-ms needs --tune");
     if (a->tune && strcmp(name, "host") != 0) return cli_usage_error(cmd, "--tune is for --backend host");
     if (a->tune_budget_ms) {
@@ -119,6 +122,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.gpu_emit = a->backend.emit;
     cfg.arch = a->backend.arch;
     cfg.cpu = a->backend.cpu;
+    cfg.precision = a->backend.precision;
     cfg.tune = a->backend.tune;
     if (a->backend.tune_budget_ms) cfg.tune_budget_ms = (int)strtol(a->backend.tune_budget_ms, NULL, 10);
     cfg.workers = a->backend.devices;

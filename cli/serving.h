@@ -77,7 +77,13 @@ typedef struct cli_backend_args {
     bool tune;                  /* host: --tune, schedules timed per bucket */
     const char *tune_budget_ms; /* --tune-budget-ms MS as given (NULL: the default) */
     int devices;      /* host devices; 0 = 1 */
+    const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
 } cli_backend_args;
+
+#define CLI_PRECISION_USAGE                                                                        \
+    "  --precision P      fp32 (default), bf16 or fp16: matmul and gemm weights stored in P\n"      \
+    "                     (rounded to nearest even), accumulated in fp32; everything else\n"     \
+    "                     fp32 (docs/precision.md). Part of the store key\n"
 
 #define CLI_TUNE_OPTS(b)                                                                           \
     {"--tune", CLI_OPT_FLAG, &(b).tune}, {"--tune-budget-ms", CLI_OPT_STRING, &(b).tune_budget_ms}

@@ -112,6 +112,19 @@ sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], cons
     return st;
 }
 
+bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+                                 const sj_weight_backing *backing, void **out) {
+    pthread_mutex_lock(&p->mu);
+    weight_entry *e = find_hash(p, hash, bytes, backing);
+    if (e) {
+        e->refs++;
+        p->shared++;
+        *out = e->buf;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return e != NULL;
+}
+
 void sj_weight_pool_release(sj_weight_pool *p, void *buf) {
     if (!p || !buf) return;
     weight_entry gone = {0};

@@ -45,6 +45,11 @@ void sj_weight_pool_destroy(sj_weight_pool *p);
  * from `src`. */
 sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
                                  size_t bytes, const sj_weight_backing *backing, void **out);
+/* The held buffer for (hash, bytes, backing) with one more reference, or
+ * false (nothing acquired): lets a caller that must first make the source
+ * bytes (a narrowed weight) skip that when they are already held. */
+bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+                                 const sj_weight_backing *backing, void **out);
 /* Drops one reference to buf (a pointer acquire returned); NULL is a no-op. */
 void sj_weight_pool_release(sj_weight_pool *p, void *buf);
 void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out);

@@ -18,6 +18,7 @@
 #include "shapejit/graph.h"
 #include "shapejit/ladder.h"
 #include "shapejit/model.h"
+#include "shapejit/precision.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
 #include "shapejit/tensor.h"

@@ -39,11 +39,31 @@ uint64_t sj_compile_options_hash(const sj_compile_options *o) {
     h = mix_str(h, o->target == SJ_TARGET_HOST ? o->cpu : NULL);
     h = mix_str(h, o->target == SJ_TARGET_HOST ? o->features : NULL);
     h = mix_str(h, o->target == SJ_TARGET_HOST ? NULL : o->arch);
+    /* Mixed in only when narrowing: fp32 keys stay what they were before
+     * the policy existed, so stores filled then still hit. */
+    if (o->precision != SJ_PRECISION_FP32) h = mix_str(h, sj_precision_name(o->precision));
     /* Mixed in only when not AUTO, so the keys of untuned code stay as
      * they were before schedules could be chosen. */
     if (o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_AUTO)
         h = mix_str(h, o->attention == SJ_ATTENTION_FUSED ? "attention=fused" : "attention=unfused");
     return h;
+}
+
+/* A policy the emitter cannot lower is refused, naming the first op it
+ * narrows: code that silently computed in float32 would be keyed, stored and
+ * served as bf16. */
+static sj_status check_precision(const sj_graph *g, const sj_compile_options *o,
+                                 const sj_emitter *em) {
+    if (o->precision == SJ_PRECISION_FP32 || (em->precisions >> o->precision) & 1u) return SJ_OK;
+    sj_value user = SJ_NO_VALUE;
+    int n = sj_precision_mark(g, o->precision, NULL, &user);
+    if (n < 0) return sj_fail(g->ctx, SJ_E_NOMEM, "compile: out of memory");
+    const sj_node *nd = user != SJ_NO_VALUE ? &g->nodes[user] : NULL;
+    return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                   "precision %s not supported by target %s for op %s%s%s%s",
+                   sj_precision_name(o->precision), em->target,
+                   nd ? sj_op_name(nd->op) : "matmul", nd && nd->name ? " '" : "",
+                   nd && nd->name ? nd->name : "", nd && nd->name ? "'" : "");
 }
 
 static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_emitter **out) {
@@ -55,10 +75,14 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: opt level %d not in 0..3", o->opt_level);
     if (o->blas_min_work < 0)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: negative blas_min_work");
+    if (!sj_precision_name(o->precision))
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: precision %d is not fp32, bf16 or fp16",
+                       (int)o->precision);
     if (o->attention < SJ_ATTENTION_AUTO || o->attention > SJ_ATTENTION_UNFUSED)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: attention schedule %d is not AUTO, FUSED or UNFUSED",
                        (int)o->attention);
     *out = emitters[o->target];
+    SJ_TRY(check_precision(g, o, *out));
     return SJ_OK;
 }
 
@@ -74,7 +98,8 @@ static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_optio
         .fusion = o->fusion,
         .prefix = prefix,
         .attention = o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_UNFUSED,
-        .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0};
+        .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
+        .precision = o->precision};
     return sj_lower(g, extent, &lo, out);
 }
 

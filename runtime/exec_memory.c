@@ -30,6 +30,27 @@ static exe_param *find_param(sj_executable *e, sj_value v) {
     return NULL;
 }
 
+/* A param as its slot stores it: the graph's bytes, or (a param the
+ * precision policy narrows) its 16-bit rounding, made once per pool. */
+static sj_status acquire_param(sj_executable *e, const sj_graph *g, const sj_buffer_slot *s,
+                               const sj_weight_backing *backing, void **out) {
+    uint8_t hash[32];
+    sj_precision storage = (sj_precision)sj_slot_storage(s);
+    sj_graph_param_hash_stored(g, s->index, storage, hash);
+    const sj_node *nd = &g->nodes[s->index];
+    if (storage == SJ_PRECISION_FP32)
+        return sj_weight_pool_acquire(e->weights, hash, nd->data, (size_t)s->bytes, backing, out);
+    if (sj_weight_pool_acquire_held(e->weights, hash, (size_t)s->bytes, backing, out)) return SJ_OK;
+    void *narrow = sj_alloc(e->ctx, (size_t)s->bytes ? (size_t)s->bytes : 1);
+    if (!narrow)
+        return sj_fail(e->ctx, SJ_E_NOMEM, "out of memory for %lld bytes of %s weights",
+                       (long long)s->bytes, sj_precision_name(storage));
+    sj_precision_round(storage, nd->data, narrow, s->bytes / 2);
+    sj_status st = sj_weight_pool_acquire(e->weights, hash, narrow, (size_t)s->bytes, backing, out);
+    sj_free(e->ctx, narrow);
+    return st;
+}
+
 sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
     e->params = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->params);
     if (!e->params) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
@@ -39,11 +60,8 @@ sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const
     for (int32_t i = 0; i < p->n_slots; i++) {
         const sj_buffer_slot *s = &p->slots[i];
         if (s->kind != SJ_SLOT_PARAM || find_param(e, s->index)) continue;
-        uint8_t hash[32];
-        sj_graph_param_hash(g, s->index, (size_t)s->bytes, hash);
         exe_param *x = &e->params[e->n_params];
-        sj_status st = sj_weight_pool_acquire(e->weights, hash, g->nodes[s->index].data,
-                                              (size_t)s->bytes, backing, &x->buffer);
+        sj_status st = acquire_param(e, g, s, backing, &x->buffer);
         if (st != SJ_OK) {
             sj_error_prefix(e->ctx, "executable: param '%s'",
                             g->nodes[s->index].name ? g->nodes[s->index].name : "?");

@@ -46,7 +46,13 @@ static sj_status check_slot(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph
         if (s->index < 0 || s->index >= g->n_nodes || g->nodes[s->index].op != SJ_OP_PARAM)
             return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: slot #%d: value %d is not a param",
                            i, s->index);
+        if (sj_slot_storage(s) != SJ_PRECISION_FP32 &&
+            (!sj_slot_storage_valid(sj_slot_storage(s)) || g->nodes[s->index].dtype != SJ_F32))
+            return sj_fail(ctx, SJ_E_CORRUPT,
+                           "launch plan: slot #%d: param %d cannot be stored as storage %lld", i,
+                           s->index, (long long)sj_slot_storage(s));
         want = shape_bytes(&g->nodes[s->index].shape, g->nodes[s->index].dtype, p->extent);
+        if (sj_slot_storage(s) != SJ_PRECISION_FP32) want /= 2; /* 16-bit elements */
         break;
     case SJ_SLOT_ARENA:
         if (s->offset < 0 || s->bytes < 0 || s->offset > p->arena_bytes ||

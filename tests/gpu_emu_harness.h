@@ -63,7 +63,8 @@ static inline int emu_close(float got, float want) {
 }
 
 /* Runs the plan at active extent n with the emulated kernels and compares
- * every output with the interpreter. */
+ * every output with the interpreter; a plan with narrowed params (a
+ * precision policy) against the interpreter on the policy's graph. */
 static inline void emu_run_and_compare(sj_ctx *ctx, const sj_graph *g, const sj_lowered *l,
                                 const emu_backend *be, int64_t n, uint64_t seed, const char *what) {
     const sj_launch_plan *p = &l->plan;
@@ -75,7 +76,14 @@ static inline void emu_run_and_compare(sj_ctx *ctx, const sj_graph *g, const sj_
         assert_int_equal(sj_tensor_alloc(ctx, at.rank, at.dims, &in[i]), SJ_OK);
         for (int64_t j = 0; j < sj_tensor_numel(&in[i]); j++) in[i].data[j] = gg_uniform(&seed, -2, 2);
     }
-    assert_int_equal(sj_interp_run(g, n, in, want), SJ_OK);
+    sj_precision policy = SJ_PRECISION_FP32;
+    for (int i = 0; i < p->n_slots; i++)
+        if (sj_slot_storage(&p->slots[i]) != SJ_PRECISION_FP32) policy = (sj_precision)sj_slot_storage(&p->slots[i]);
+    sj_graph *rounded = NULL;
+    if (policy != SJ_PRECISION_FP32)
+        assert_int_equal(sj_graph_apply_precision(g, policy, &rounded), SJ_OK);
+    assert_int_equal(sj_interp_run(rounded ? rounded : g, n, in, want), SJ_OK);
+    sj_graph_destroy(rounded);
     float **slot = calloc((size_t)p->n_slots + 1, sizeof *slot);
     float *arena = malloc((size_t)p->arena_bytes + 4);
     emu_poison(arena, p->arena_bytes / 4);
@@ -89,6 +97,9 @@ static inline void emu_run_and_compare(sj_ctx *ctx, const sj_graph *g, const sj_
         emu_poison(slot[i], s->bytes / 4);
         if (s->kind == SJ_SLOT_INPUT)
             emu_copy_padded(&g->nodes[g->inputs[s->index]].shape, n, E, slot[i], in[s->index].data, 1);
+        else if (s->kind == SJ_SLOT_PARAM && sj_slot_storage(s) != SJ_PRECISION_FP32)
+            sj_precision_round((sj_precision)sj_slot_storage(s), g->nodes[s->index].data, slot[i],
+                               s->bytes / 2);
         else if (s->kind == SJ_SLOT_PARAM)
             memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
     }

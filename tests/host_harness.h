@@ -74,7 +74,11 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
             h_copy_padded_es(&in->shape, n, E, slot[i], inputs[s->index].data, 1,
                              sj_dtype_size(in->dtype));
         } else if (s->kind == SJ_SLOT_PARAM) {
-            memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
+            sj_precision storage = (sj_precision)sj_slot_storage(s);
+            if (storage != SJ_PRECISION_FP32) /* narrowed as the runtime narrows it */
+                sj_precision_round(storage, g->nodes[s->index].data, slot[i], s->bytes / 2);
+            else
+                memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
         }
     }
     sj_status st = SJ_OK;
@@ -179,11 +183,10 @@ static void h_free_tensors(sj_ctx *ctx, sj_tensor *t, int n) {
     for (int i = 0; i < n; i++) sj_tensor_free(ctx, &t[i]);
 }
 
-/* Compiles g at E and checks host == interpreter at every extent in ns, both
- * through the poisoning harness and through the runtime's executable
- * (sj_artifact_load + sj_executable_run), which is what serving uses. */
-static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *ns, int n_ns,
-                   const sj_compile_options *o, uint64_t seed, double tol, const char *what) {
+/* h_check with the interpreter run on ref (g itself, or g under a policy). */
+static int h_check_against(sj_device *dev, const sj_graph *g, const sj_graph *ref, int64_t E,
+                           const int64_t *ns, int n_ns, const sj_compile_options *o, uint64_t seed,
+                           double tol, const char *what) {
     sj_artifact *a;
     if (sj_compile(g, E, o, &a) != SJ_OK) {
         printf("%s: compile at %lld failed: %s\n", what, (long long)E, sj_ctx_last_error(g->ctx));
@@ -201,7 +204,7 @@ static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *
         h_inputs(g, ns[i], &seed, in);
         char label[160];
         snprintf(label, sizeof label, "%s (E=%lld, n=%lld)", what, (long long)E, (long long)ns[i]);
-        if (sj_interp_run(g, ns[i], in, want) != SJ_OK) {
+        if (sj_interp_run(ref, ns[i], in, want) != SJ_OK) {
             printf("%s: interpreter failed: %s\n", label, sj_ctx_last_error(g->ctx));
             ok = 0;
         } else if (h_run(dev, a, g, ns[i], in, got) != SJ_OK) {
@@ -223,6 +226,27 @@ static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *
     }
     sj_executable_destroy(exe);
     sj_artifact_destroy(a);
+    return ok;
+}
+
+/* Compiles g at E and checks host == interpreter at every extent in ns, both
+ * through the poisoning harness and through the runtime's executable
+ * (sj_artifact_load + sj_executable_run), which is what serving uses. Under
+ * a precision policy the interpreter runs the policy's graph
+ * (sj_graph_apply_precision), the rounding-aware reference. */
+static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *ns, int n_ns,
+                   const sj_compile_options *o, uint64_t seed, double tol, const char *what) {
+    sj_graph *rounded = NULL;
+    const sj_graph *ref = g;
+    if (o && o->precision != SJ_PRECISION_FP32) {
+        if (sj_graph_apply_precision(g, o->precision, &rounded) != SJ_OK) {
+            printf("%s: precision transform failed: %s\n", what, sj_ctx_last_error(g->ctx));
+            return 0;
+        }
+        ref = rounded;
+    }
+    int ok = h_check_against(dev, g, ref, E, ns, n_ns, o, seed, tol, what);
+    sj_graph_destroy(rounded);
     return ok;
 }
 

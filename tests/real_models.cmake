@@ -29,10 +29,11 @@ endfunction()
 # sj_real_test(NAME RC n [ERR regex] [WANT dir] ARGS ...): one CLI run through
 # models.cmake's script mode (own store, exit status, stderr, comparison).
 function(sj_real_test name)
-  cmake_parse_arguments(T "" "RC;ERR;WANT;REQUIRES" "ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "RC;ERR;WANT;REQUIRES;TOL" "ARGS" ${ARGN})
   list(JOIN T_ARGS "|" args)
   set(defs -DSJ_CLI=$<TARGET_FILE:shapejit_cli> -DSJ_COMPARE=$<TARGET_FILE:test_models>
-    "-DARGS=${args}" -DEXPECT_RC=${T_RC} "-DOUT=${SJ_REAL_OUT}/${name}" "-DWANT=${T_WANT}")
+    "-DARGS=${args}" -DEXPECT_RC=${T_RC} "-DOUT=${SJ_REAL_OUT}/${name}" "-DWANT=${T_WANT}"
+    "-DTOL=${T_TOL}")
   if(DEFINED T_ERR)
     list(APPEND defs "-DEXPECT_ERR=${T_ERR}")
   endif()
@@ -106,6 +107,20 @@ foreach(mf ${sj_real_manifests})
         sj_real_test(${name}_${backend}_${len} RC 0 WANT "${dir}/${len}/out"
           ARGS run "${dir}/${model}" ${flags} ${input_args} --backend ${backend})
       endforeach()
+      # The precision policies (docs/precision.md) against torch's float32
+      # outputs, within the tolerances documented there; the test log prints
+      # the largest errors. bf16 on the host at 7 and 37 (the few-rows and
+      # the tiled matmul kernels), the rest at 37.
+      if(len EQUAL 7 OR len EQUAL 37)
+        sj_real_test(${name}_host_bf16_${len} RC 0 WANT "${dir}/${len}/out" TOL "0.06|0.01"
+          ARGS run "${dir}/${model}" ${flags} ${input_args} --backend host --precision bf16)
+      endif()
+      if(len EQUAL 37)
+        sj_real_test(${name}_interp_bf16_${len} RC 0 WANT "${dir}/${len}/out" TOL "0.06|0.01"
+          ARGS run "${dir}/${model}" ${flags} ${input_args} --backend interp --precision bf16)
+        sj_real_test(${name}_host_fp16_${len} RC 0 WANT "${dir}/${len}/out" TOL "0.01|0.002"
+          ARGS run "${dir}/${model}" ${flags} ${input_args} --backend host --precision fp16)
+      endif()
     endif()
   endforeach()
   list(APPEND sj_real_names ${name})

@@ -65,7 +65,17 @@ static const int64_t SIZES[] = {1, 3, 8, 17, 64};
 
 /* 1 when got matches want in shape and within |got - want| <= ATOL + RTOL |want|;
  * otherwise prints the first difference under `what`. */
+static int close_within(const sj_tensor *got, const sj_tensor *want, const char *what, double atol,
+                        double rtol, bool report);
 static int close_enough(const sj_tensor *got, const sj_tensor *want, const char *what) {
+    return close_within(got, want, what, ATOL, RTOL, false);
+}
+
+/* close_enough with the given tolerances; report prints the largest
+ * absolute error and the same relative to the output's largest magnitude
+ * (an element-wise relative error is dominated by values near zero). */
+static int close_within(const sj_tensor *got, const sj_tensor *want, const char *what, double atol,
+                        double rtol, bool report) {
     if (got->rank != want->rank) {
         printf("%s: rank %d, want %d\n", what, got->rank, want->rank);
         return 0;
@@ -77,14 +87,22 @@ static int close_enough(const sj_tensor *got, const sj_tensor *want, const char 
             return 0;
         }
     int64_t n = sj_tensor_numel(want);
+    double max_abs = 0, max_want = 0;
+    int ok = 1;
     for (int64_t i = 0; i < n; i++) {
-        double g = got->data[i], w = want->data[i];
-        if (!(fabs(g - w) <= ATOL + RTOL * fabs(w))) {
+        double g = got->data[i], w = want->data[i], d = fabs(g - w);
+        if (d > max_abs || isnan(d)) max_abs = d;
+        if (fabs(w) > max_want) max_want = fabs(w);
+        if (ok && !(d <= atol + rtol * fabs(w))) {
             printf("%s: element %lld is %.9g, want %.9g\n", what, (long long)i, g, w);
-            return 0;
+            ok = 0;
+            if (!report) return 0;
         }
     }
-    return 1;
+    if (report)
+        printf("%s: max abs error %.3g, max rel error %.3g (of the largest |value| %.3g)\n", what,
+               max_abs, max_want > 0 ? max_abs / max_want : max_abs, max_want);
+    return ok;
 }
 
 /* ---- one model at one size ---- */
@@ -644,7 +662,8 @@ static void test_bad_input_shapes(void **state) {
 
 /* ---- `--compare WANT GOT` for the CLI tests ---- */
 
-static int compare_dirs(const char *want_dir, const char *got_dir) {
+static int compare_dirs(const char *want_dir, const char *got_dir, double atol, double rtol,
+                        bool report) {
     sj_ctx *ctx;
     if (sj_ctx_create(NULL, &ctx) != SJ_OK) return 1;
     DIR *d = opendir(want_dir);
@@ -671,7 +690,7 @@ static int compare_dirs(const char *want_dir, const char *got_dir) {
             fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));
             bad++;
         } else {
-            bad += !close_enough(&g, &w, gp);
+            bad += !close_within(&g, &w, gp, atol, rtol, report);
             sj_tensor_free(ctx, &g);
         }
         sj_tensor_free(ctx, &w);
@@ -684,7 +703,18 @@ static int compare_dirs(const char *want_dir, const char *got_dir) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && !strcmp(argv[1], "--compare")) return compare_dirs(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "--compare")) return compare_dirs(argv[2], argv[3], ATOL, RTOL, false);
+    /* --compare-tol ATOL RTOL WANT GOT: other tolerances (a precision
+     * policy's), printing the largest errors found. */
+    if (argc == 6 && !strcmp(argv[1], "--compare-tol")) {
+        char *e1, *e2;
+        double atol = strtod(argv[2], &e1), rtol = strtod(argv[3], &e2);
+        if (*e1 || *e2 || !(atol >= 0) || !(rtol >= 0)) {
+            fprintf(stderr, "--compare-tol: tolerances must be numbers >= 0\n");
+            return 2;
+        }
+        return compare_dirs(argv[4], argv[5], atol, rtol, true);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_interp_matches_onnxruntime, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_bucket_per_size, setup, teardown),

@@ -205,13 +205,14 @@ static int teardown(void **state) {
 
 /* Lowers g (owned) at E, runs it emulated at E, E/2+1 and 1 against the
  * interpreter, destroys it. */
-static void check_lowered(fixture *f, jit *j, sj_graph *g, const char *name, uint64_t seed,
-                          int64_t E, bool fusion, int id) {
+static void check_lowered_at(fixture *f, jit *j, sj_graph *g, const char *name, uint64_t seed,
+                             int64_t E, bool fusion, int id, sj_precision precision) {
     char what[96], prefix[32];
-    snprintf(what, sizeof what, "%s #%d (E=%lld%s)", name, id, (long long)E, fusion ? "" : ", unfused");
+    snprintf(what, sizeof what, "%s #%d (E=%lld%s, %s)", name, id, (long long)E, fusion ? "" : ", unfused",
+             sj_precision_name(precision));
     snprintf(prefix, sizeof prefix, "sj_c%d_", id);
     sj_lowered *l;
-    sj_lower_options o = {.fusion = fusion, .prefix = prefix};
+    sj_lower_options o = {.fusion = fusion, .prefix = prefix, .precision = precision};
     if (sj_lower(g, E, &o, &l) != SJ_OK) fail_msg("%s: lower: %s", what, sj_ctx_last_error(f->ctx));
     assert_int_equal(sj_gpu_schedule_plan(f->ctx, l->kernels, l->n_kernels, &l->plan), SJ_OK);
     jit_add(j, f->ctx, l, what);
@@ -221,6 +222,11 @@ static void check_lowered(fixture *f, jit *j, sj_graph *g, const char *name, uin
         emu_run_and_compare(f->ctx, g, l, &be, ns[i], seed * 31 + (uint64_t)(id + i), what);
     sj_lowered_destroy(l);
     sj_graph_destroy(g);
+}
+
+static void check_lowered(fixture *f, jit *j, sj_graph *g, const char *name, uint64_t seed,
+                          int64_t E, bool fusion, int id) {
+    check_lowered_at(f, j, g, name, seed, E, fusion, id, SJ_PRECISION_FP32);
 }
 
 static void check_graph(fixture *f, jit *j, int model, uint64_t seed, int64_t E, bool fusion, int id) {
@@ -272,8 +278,47 @@ static void test_models_and_random_graphs(void **state) {
     LLVMOrcDisposeLLJIT(j.lljit);
 }
 
+/* bf16 and fp16 weights (the precision policy) through the NVPTX
+ * emitter's widening loads, against the interpreter on the policy's graph
+ * with NaN-poisoned padding: every model that narrows a weight, fused and
+ * unfused, and an exported encoder layer. */
+static void test_precision(void **state) {
+    fixture *f = *state;
+    jit j;
+    jit_create(&j);
+    int id = 200, narrowed = 0;
+    for (int p = SJ_PRECISION_BF16; p <= SJ_PRECISION_FP16; p++)
+        for (int i = 0; i < GG_N_MODELS; i++) {
+            sj_graph *g = NULL;
+            const char *name = "";
+            assert_int_equal(gg_build(f->ctx, i, 4, &g, &name), SJ_OK);
+            if (sj_graph_precision_narrowed(g, (sj_precision)p) == 0) {
+                sj_graph_destroy(g);
+                continue;
+            }
+            narrowed++;
+            check_lowered_at(f, &j, g, name, 4, 20, i % 2 == 0, id++, (sj_precision)p);
+        }
+    assert_true(narrowed >= 4); /* the suite has matmuls with weights */
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/real_models/tel_prenorm_gelu_dynamo/model.onnx",
+             SJ_SOURCE_DIR);
+    sj_model_options o;
+    sj_model_options_init(&o);
+    o.dynamic_name = "seq";
+    sj_dim_value batch = {"batch", 1};
+    o.fixed_dims = &batch;
+    o.n_fixed_dims = 1;
+    sj_graph *g;
+    if (sj_model_load(f->ctx, path, &o, &g) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+    assert_true(sj_graph_precision_narrowed(g, SJ_PRECISION_BF16) > 0);
+    check_lowered_at(f, &j, g, "tel_prenorm_gelu_dynamo", 17, 20, true, id++, SJ_PRECISION_BF16);
+    LLVMOrcDisposeLLJIT(j.lljit);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precision),
         cmocka_unit_test(test_models_and_random_graphs),
         cmocka_unit_test(test_real_models),
     };

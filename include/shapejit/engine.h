@@ -92,6 +92,10 @@ typedef struct sj_engine_config {
      * most; the least recently run is trimmed for another (its code and the
      * shared weights stay loaded). 0 = no bound; negative is refused. */
     int max_resident_buckets;
+    /* The precision policy (shapejit/precision.h): "fp32" (NULL, default),
+     * "bf16" or "fp16"; part of every bucket's store key. A backend that
+     * cannot lower it fails naming the op and the policy. */
+    const char *precision;
     /* host, cpu native: a bucket served from a stored CPU level (portable
      * code a build machine stored, not code for this CPU) is recompiled for
      * this CPU by one background thread once it has served this many runs,

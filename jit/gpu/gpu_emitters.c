@@ -76,5 +76,10 @@ static sj_status nvrtc_text(const sj_lowered *l, const sj_compile_options *o, sj
     return gpu_text(SJ_GPU_PATH_NVRTC, l, o, kind, out, len);
 }
 
-const sj_emitter sj_nvptx_emitter = {"nvptx", nvptx_build, nvptx_text};
-const sj_emitter sj_nvrtc_emitter = {"nvrtc", nvrtc_build, nvrtc_text};
+/* NVPTX loads bf16 and fp16 weights and widens them (nvptx_emit.c). The
+ * CUDA C emitter has no narrowed loads: compile refuses a bf16 or fp16
+ * policy for it naming the op (compile.c), rather than store float32 code
+ * under its key. */
+const sj_emitter sj_nvptx_emitter = {"nvptx", nvptx_build, nvptx_text,
+                                     1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16};
+const sj_emitter sj_nvrtc_emitter = {"nvrtc", nvrtc_build, nvrtc_text, 0};

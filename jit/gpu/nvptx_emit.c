@@ -111,7 +111,7 @@ static void zero_dims(pe *e, uint32_t mask) {
         if ((mask >> d) & 1) e->idx[d] = ci(e, 0);
 }
 
-static LLVMValueRef address(pe *e, LLVMValueRef base, const int64_t *strides) {
+static LLVMValueRef address_t(pe *e, LLVMValueRef base, const int64_t *strides, LLVMTypeRef elt) {
     LLVMValueRef off = NULL;
     for (int d = 0; d < e->k->rank; d++) {
         if (!strides[d]) continue;
@@ -119,24 +119,34 @@ static LLVMValueRef address(pe *e, LLVMValueRef base, const int64_t *strides) {
         off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
     }
     if (!off) return base;
-    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
 }
 
 /* base + offset + offset_n * n elements */
-static LLVMValueRef offset_base(pe *e, LLVMValueRef base, int64_t offset, int64_t offset_n) {
+static LLVMValueRef offset_base_t(pe *e, LLVMValueRef base, int64_t offset, int64_t offset_n,
+                                  LLVMTypeRef elt) {
     if (!offset && !offset_n) return base;
     LLVMValueRef off = ci(e, offset);
     if (offset_n)
         off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
-    return LLVMBuildInBoundsGEP2(e->B, e->f32, base, &off, 1, "");
+    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+}
+
+/* A load's element in memory: 16 bits for a param the precision policy
+ * narrowed (kernel.h `storage`), else float32. */
+static LLVMTypeRef ld_elt(pe *e, const sj_kload *ld) {
+    return ld->storage != SJ_PRECISION_FP32 ? LLVMInt16TypeInContext(e->C) : e->f32;
 }
 
 static LLVMValueRef ld_addr(pe *e, const sj_kload *ld) {
-    return address(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n), ld->strides);
+    LLVMTypeRef elt = ld_elt(e, ld);
+    return address_t(e, offset_base_t(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, elt),
+                     ld->strides, elt);
 }
 
 static LLVMValueRef out_addr(pe *e) {
-    return address(e, offset_base(e, e->bufs[0], e->k->out_offset, 0), e->k->out_strides);
+    return address_t(e, offset_base_t(e, e->bufs[0], e->k->out_offset, 0, e->f32),
+                     e->k->out_strides, e->f32);
 }
 
 /* bias + sum_d coef[d] * i_d >= 0 */
@@ -152,6 +162,16 @@ static LLVMValueRef load_f32(pe *e, LLVMValueRef p) {
     LLVMValueRef v = LLVMBuildLoad2(e->B, e->f32, p, "");
     LLVMSetAlignment(v, 4);
     return v;
+}
+
+/* Load ld's element at the current point as float32: a narrowed weight
+ * is read as a 16-bit word and widened with integer ops and one exact
+ * multiply (sj_llvm_widen_16), the same widening the host uses. */
+static LLVMValueRef load_ld(pe *e, const sj_kload *ld) {
+    if (ld->storage == SJ_PRECISION_FP32) return load_f32(e, ld_addr(e, ld));
+    LLVMValueRef v = LLVMBuildLoad2(e->B, LLVMInt16TypeInContext(e->C), ld_addr(e, ld), "");
+    LLVMSetAlignment(v, 2);
+    return sj_llvm_widen_16(e->B, ld->storage, v);
 }
 
 static LLVMValueRef alloca_f32(pe *e, const char *name) {
@@ -205,7 +225,7 @@ static LLVMValueRef eval(pe *e, int32_t x) {
     switch (ex->kind) {
     case SJ_KX_LOAD:
         if (ex->load < 0 || ex->load >= e->k->n_loads) goto bad;
-        return load_f32(e, ld_addr(e, &e->k->loads[ex->load]));
+        return load_ld(e, &e->k->loads[ex->load]);
     case SJ_KX_CONST: return cf(e, ex->value);
     case SJ_KX_ACC:
         if (!e->acc) goto bad;
@@ -411,7 +431,7 @@ static void stage(pe *e, LLVMValueRef tile, LLVMValueRef ty, LLVMValueRef tx, LL
     LLVMValueRef slot = tile_at(e, tile, ty, tx);
     LLVMBuildStore(e->B, cf(e, 0.0), slot);
     LLVMBasicBlockRef join = if_open(e, ok);
-    LLVMBuildStore(e->B, load_f32(e, ld_addr(e, ld)), slot);
+    LLVMBuildStore(e->B, load_ld(e, ld), slot);
     if_close(e, join);
 }
 

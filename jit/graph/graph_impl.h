@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "shapejit/graph.h"
+#include "shapejit/precision.h"
 #include "core/core_impl.h"
 #include "core/name_index.h"
 
@@ -76,6 +77,19 @@ struct sj_graph {
 /* The content hash of param v's `bytes` bytes of data (BLAKE3), what the
  * weight pools share buffers by: computed once per graph and param. */
 void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]);
+/* The hash of param v as stored: its whole float32 data for fp32, else a
+ * hash of that and the narrow type (a bf16 copy is another buffer). */
+void sj_graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]);
+
+/* The precision rule (shapejit/precision.h) over g: narrow[n] (n_nodes
+ * entries, or NULL) says whether param n is stored in p's type;
+ * *first_user (or NULL) is the first contraction a narrowed param feeds
+ * (SJ_NO_VALUE when none). Returns how many params are narrowed, -1 when
+ * out of memory. */
+int sj_precision_mark(const sj_graph *g, sj_precision p, bool *narrow, sj_value *first_user);
+/* count float32s of src as p's 16-bit type (bf16 or fp16), rounded to
+ * nearest even (core/half.h). */
+void sj_precision_round(sj_precision p, const float *src, void *dst, int64_t count);
 
 /* Cast counts as unary (its target is the node's dtype), where as the one
  * ternary elementwise op. */

@@ -24,3 +24,18 @@ void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t ou
     memcpy(out, n->param_hash, 32);
     pthread_mutex_unlock(&m->hash_lock);
 }
+
+void sj_graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]) {
+    const sj_node *n = &g->nodes[v];
+    size_t bytes = (size_t)sj_shape_numel(&n->shape, 1) * sj_dtype_size(n->dtype);
+    sj_graph_param_hash(g, v, bytes, out);
+    if (storage == SJ_PRECISION_FP32) return;
+    /* The narrowed copy is a function of the float32 bytes and the type. */
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, "sj-weight-narrow-1", 18);
+    const char *name = sj_precision_name(storage);
+    llvm_blake3_hasher_update(&h, name, strlen(name));
+    llvm_blake3_hasher_update(&h, out, 32);
+    llvm_blake3_hasher_finalize(&h, out, 32);
+}

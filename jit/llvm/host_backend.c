@@ -62,4 +62,6 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
     return SJ_OK;
 }
 
-const sj_emitter sj_host_emitter = {"host", host_build, host_text};
+/* bf16 and fp16 weights: loads widen them to float32 (host_emit.c). */
+const sj_emitter sj_host_emitter = {"host", host_build, host_text,
+                                    1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16};

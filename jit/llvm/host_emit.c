@@ -102,8 +102,15 @@ static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, i
     return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
 }
 
+/* A load's element in memory: 16 bits for a param the precision policy
+ * narrowed, else its dtype's. */
+static LLVMTypeRef ld_elt(emitter *e, const sj_kload *ld) {
+    return ld->storage != SJ_PRECISION_FP32 ? LLVMInt16TypeInContext(e->C)
+                                            : sj_llvm_dtype_mem_type(e->C, ld->dtype);
+}
+
 static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
-    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    LLVMTypeRef elt = ld_elt(e, ld);
     return address_t(e, offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, elt),
                      ld->strides, elt);
 }
@@ -177,6 +184,19 @@ static LLVMValueRef load_typed(emitter *e, sj_dtype t, LLVMValueRef p) {
     return sj_llvm_from_mem(e->B, t, v);
 }
 
+/* 16-bit elements v (i16 or a vector of them) as float32, exactly. */
+static LLVMValueRef widen(emitter *e, sj_precision storage, LLVMValueRef v) {
+    return sj_llvm_widen_16(e->B, storage, v);
+}
+
+/* The element of ld at p as the kernel computes with it. */
+static LLVMValueRef load_ld(emitter *e, const sj_kload *ld, LLVMValueRef p) {
+    if (ld->storage == SJ_PRECISION_FP32) return load_typed(e, ld->dtype, p);
+    LLVMValueRef v = LLVMBuildLoad2(e->B, LLVMInt16TypeInContext(e->C), p, "");
+    LLVMSetAlignment(v, 2);
+    return widen(e, ld->storage, v);
+}
+
 static LLVMValueRef eval(emitter *e, int32_t x);
 
 /* data[.., clamp(index), ..]: negative indices count from the end of the
@@ -191,10 +211,10 @@ static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
     LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
-    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, ld->dtype);
+    LLVMTypeRef elt = ld_elt(e, ld);
     LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
     LLVMValueRef p = LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
-    return load_typed(e, ld->dtype, p);
+    return load_ld(e, ld, p);
 }
 
 /* first + step * i (ints exactly; floats in double, rounded once). */
@@ -216,7 +236,7 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
     const sj_kexpr *ex = &e->k->exprs[x];
     sj_llvm_scalar sc = {e->M, e->B, &host_math, e};
     switch (ex->kind) {
-    case SJ_KX_LOAD: return load_typed(e, e->k->loads[ex->load].dtype, ld_addr(e, &e->k->loads[ex->load]));
+    case SJ_KX_LOAD: return load_ld(e, &e->k->loads[ex->load], ld_addr(e, &e->k->loads[ex->load]));
     case SJ_KX_CONST:
         if (ex->dtype == SJ_F32) return cf(e, ex->value);
         return LLVMConstInt(sj_llvm_dtype_type(e->C, ex->dtype), (unsigned long long)ex->ivalue, 1);
@@ -422,10 +442,10 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
     rloop_close(e, &lj);
     e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
-    LLVMValueRef av = load_f32(e, ld_addr(e, a));
+    LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
     LLVMValueRef op = out_addr(e);
-    LLVMValueRef prod = LLVMBuildFMul(B, av, load_f32(e, ld_addr(e, b)), "");
+    LLVMValueRef prod = LLVMBuildFMul(B, av, load_ld(e, b, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
     LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
@@ -434,6 +454,219 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     rloop_close(e, &lk);
     rloop_close(e, &li);
     e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
+}
+
+/* k-i-j over rows [i0, i1) and columns [j0, j1) in column blocks of
+ * KIJ_COLS: each row k of b is read from memory once for all the rows
+ * (they reuse it from cache), in runs of KIJ_COLS contiguous elements the
+ * prefetchers follow, while the rows' output blocks stay in L1. For few
+ * rows the weights' bytes set the time (a request of N = 1..8 against a
+ * large weight), and this order reads each weight once; i-k-j would read
+ * them once per row, and the register tiles' narrow column panels stride
+ * through b a few cache lines at a time. */
+enum { KIJ_COLS = 512, KIJ_MAX_ROWS = 8 };
+static void emit_kij(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    rloop li, lj, lk, lb;
+    e->idx[2] = rloop_open(e, &li, i0, i1, 1);
+    e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
+    LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
+    rloop_close(e, &lj);
+    rloop_close(e, &li);
+    LLVMValueRef jb = rloop_open(e, &lb, j0, j1, KIJ_COLS);
+    LLVMValueRef jb_end = LLVMBuildNSWAdd(B, jb, ci(e, KIJ_COLS), "");
+    jb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, jb_end, j1, ""), jb_end, j1, "");
+    e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
+    e->idx[2] = rloop_open(e, &li, i0, i1, 1);
+    LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
+    e->idx[3] = rloop_open(e, &lj, jb, jb_end, 1);
+    LLVMValueRef op = out_addr(e);
+    LLVMValueRef prod = LLVMBuildFMul(B, av, load_ld(e, b, ld_addr(e, b)), "");
+    LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
+    LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
+    LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
+    LLVMSetAlignment(LLVMBuildStore(B, sum, op), 4);
+    rloop_close(e, &lj);
+    rloop_close(e, &li);
+    rloop_close(e, &lk);
+    rloop_close(e, &lb);
+    e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
+}
+
+/* m rows from i0 (m a constant, at most KIJ_MAX_ROWS), columns [0, nv_end)
+ * (a multiple of the step, see row_step): each row's vectors of outputs are
+ * held in registers across a block of KIJ_K values of k, so per block a
+ * step of b is loaded (and widened, when narrowed) once for all m rows and
+ * the outputs are read and written once. b is read once in all: KIJ_K rows
+ * of it move forward side by side as j advances, runs the prefetchers
+ * follow. For few rows that is the whole cost (N = 1..8 against a large
+ * weight).
+ *
+ * bf16 weights go two vectors at a time: one load of 2 * vw bf16 values
+ * and two word interleaves with zero (vpunpcklwd / vpunpckhwd on x86: one
+ * shuffle each, no shift competing with the multiply-adds) give them as
+ * float32, in the interleave's column order (per 128-bit lane, the low four
+ * columns of each group of eight, then the high four). The accumulators
+ * keep that order, and the outputs are permuted into it and back once per
+ * block. */
+static LLVMValueRef load_b_vector(emitter *e, const sj_kload *b, LLVMTypeRef vt);
+enum { KIJ_K = 16 };
+
+static int row_step(const emitter *e, const sj_kload *b) {
+    return b->storage == SJ_PRECISION_BF16 ? 2 * e->vector_floats : e->vector_floats;
+}
+
+/* Column of the 2 * vw group that element i of interleaved half h holds. */
+static int pair_column(int i, int h) { return (i / 4) * 8 + h * 4 + i % 4; }
+
+static LLVMValueRef shuffle(emitter *e, LLVMValueRef x, LLVMValueRef y, const int *idx, int n) {
+    LLVMValueRef mask[64];
+    for (int i = 0; i < n; i++) mask[i] = LLVMConstInt(e->i32, (unsigned)idx[i], 0);
+    return LLVMBuildShuffleVector(e->B, x, y, LLVMConstVector(mask, (unsigned)n), "");
+}
+
+/* The 2 * vw bf16 values at the current point as two float32 vectors in
+ * interleave order. */
+static void load_bf16_pair(emitter *e, const sj_kload *b, LLVMValueRef out[2]) {
+    int vw = e->vector_floats, idx[64];
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(e->C), wt = LLVMVectorType(i16, (unsigned)(2 * vw));
+    LLVMValueRef x = LLVMBuildLoad2(e->B, wt, ld_addr(e, b), "");
+    LLVMSetAlignment(x, 2);
+    LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vw);
+    for (int h = 0; h < 2; h++) {
+        for (int i = 0; i < vw; i++) {
+            idx[2 * i] = 0;                                   /* a zero word below ... */
+            idx[2 * i + 1] = 2 * vw + pair_column(i, h);      /* ... the bf16 above it */
+        }
+        out[h] = LLVMBuildBitCast(e->B, shuffle(e, LLVMConstNull(wt), x, idx, 2 * vw), vt, "");
+    }
+}
+
+/* A prefetch of b's row KIJ_PREFETCH elements ahead of the current point.
+ * Measured (bench_precision): the bf16 kernel, which does half the loads
+ * per multiply-add, then overlaps its reads with the arithmetic (N = 4..8
+ * 10-20% faster); the float32 one lost as much to the extra instruction,
+ * so only narrowed weights get it. A plain GEP: the address may lie past
+ * the buffer, which a prefetch never faults on. */
+enum { KIJ_PREFETCH = 512 };
+static void prefetch_ahead(emitter *e, const sj_kload *b) {
+    LLVMValueRef off = ci(e, KIJ_PREFETCH);
+    LLVMValueRef pa = LLVMBuildGEP2(e->B, LLVMInt16TypeInContext(e->C), ld_addr(e, b), &off, 1, "");
+    LLVMTypeRef pt[4] = {e->ptr, e->i32, e->i32, e->i32};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, pt, 4, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "llvm.prefetch.p0");
+    if (!f) f = LLVMAddFunction(e->M, "llvm.prefetch.p0", ft);
+    /* read, high locality (into every cache level), data */
+    LLVMValueRef args[4] = {pa, LLVMConstInt(e->i32, 0, 0), LLVMConstInt(e->i32, 3, 0),
+                            LLVMConstInt(e->i32, 1, 0)};
+    LLVMBuildCall2(e->B, ft, f, args, 4, "");
+}
+
+static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_end) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    int vw = e->vector_floats, nvec = row_step(e, b) / vw, idx[64];
+    bool pairs = nvec == 2;
+    LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vw);
+    unsigned fma_id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
+    LLVMValueRef fma = LLVMGetIntrinsicDeclaration(e->M, fma_id, &vt, 1);
+    LLVMTypeRef fma_t = LLVMIntrinsicGetType(e->C, fma_id, &vt, 1);
+    LLVMValueRef acc[KIJ_MAX_ROWS][2], rows[KIJ_MAX_ROWS];
+    for (int r = 0; r < m; r++)
+        for (int v = 0; v < nvec; v++) acc[r][v] = alloca_vec(e, vt);
+    LLVMValueRef K = bound_of(e, 4);
+    rloop lkb, lj, lk;
+    LLVMValueRef kb = rloop_open(e, &lkb, ci(e, 0), K, KIJ_K);
+    LLVMValueRef kb_end = LLVMBuildNSWAdd(B, kb, ci(e, KIJ_K), "");
+    kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
+    LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, kb, ci(e, 0), "");
+    for (int r = 0; r < m; r++) rows[r] = LLVMBuildNSWAdd(B, i0, ci(e, r), "");
+    LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), nv_end, nvec * vw);
+    e->idx[4] = ci(e, 0);
+    for (int r = 0; r < m; r++) {
+        e->idx[2] = rows[r];
+        LLVMValueRef part[2];
+        for (int v = 0; v < nvec; v++) {
+            e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
+            part[v] = LLVMBuildLoad2(B, vt, out_addr(e), "");
+            LLVMSetAlignment(part[v], 4);
+        }
+        if (pairs) { /* columns into interleave order */
+            LLVMValueRef half[2];
+            for (int h = 0; h < 2; h++) {
+                for (int i = 0; i < vw; i++) idx[i] = pair_column(i, h);
+                half[h] = shuffle(e, part[0], part[1], idx, vw);
+            }
+            part[0] = half[0];
+            part[1] = half[1];
+        }
+        for (int v = 0; v < nvec; v++)
+            LLVMBuildStore(B, LLVMBuildSelect(B, first, LLVMConstNull(vt), part[v], ""), acc[r][v]);
+    }
+    e->idx[3] = j;
+    e->idx[4] = rloop_open(e, &lk, kb, kb_end, 1);
+    if (pairs) prefetch_ahead(e, b);
+    LLVMValueRef bv[2];
+    if (pairs) load_bf16_pair(e, b, bv);
+    else bv[0] = load_b_vector(e, b, vt);
+    for (int r = 0; r < m; r++) {
+        e->idx[2] = rows[r];
+        LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
+        LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
+        splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
+        for (int v = 0; v < nvec; v++) {
+            LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(B, vt, acc[r][v], "")};
+            LLVMBuildStore(B, LLVMBuildCall2(B, fma_t, fma, args, 3, ""), acc[r][v]);
+        }
+    }
+    rloop_close(e, &lk);
+    e->idx[4] = ci(e, 0);
+    for (int r = 0; r < m; r++) {
+        e->idx[2] = rows[r];
+        LLVMValueRef part[2];
+        for (int v = 0; v < nvec; v++) part[v] = LLVMBuildLoad2(B, vt, acc[r][v], "");
+        if (pairs) { /* back to column order: column c of the group from its half */
+            LLVMValueRef lo = part[0], hi = part[1];
+            for (int v = 0; v < 2; v++) {
+                for (int c = 0; c < vw; c++) {
+                    int col = v * vw + c, h = (col % 8) / 4, i = (col / 8) * 4 + col % 4;
+                    idx[c] = h * vw + i;
+                }
+                part[v] = shuffle(e, lo, hi, idx, vw);
+            }
+        }
+        for (int v = 0; v < nvec; v++) {
+            e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
+            LLVMSetAlignment(LLVMBuildStore(B, part[v], out_addr(e)), 4);
+        }
+    }
+    rloop_close(e, &lj);
+    rloop_close(e, &lkb);
+    e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
+}
+
+/* Rows [i0, i0 + count), count at most max_rows (a run-time value): one
+ * emit_rows_reg per possible count, the right one chosen at run time, for
+ * the columns that fill vectors; the rest by emit_kij. */
+static void emit_few_rows(emitter *e, LLVMValueRef i0, LLVMValueRef count, int max_rows) {
+    LLVMBuilderRef B = e->B;
+    LLVMValueRef N = bound_of(e, 3);
+    int step = row_step(e, &e->k->loads[e->k->b]);
+    LLVMValueRef Nv = LLVMBuildSub(B, N, LLVMBuildURem(B, N, ci(e, step), ""), "");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows.done");
+    LLVMValueRef sw = LLVMBuildSwitch(B, count, done, (unsigned)max_rows);
+    for (int m = 1; m <= max_rows; m++) {
+        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows");
+        LLVMAddCase(sw, ci(e, m), bb);
+        LLVMPositionBuilderAtEnd(B, bb);
+        emit_rows_reg(e, i0, m, Nv);
+        LLVMBuildBr(B, done);
+    }
+    LLVMPositionBuilderAtEnd(B, done);
+    emit_kij(e, i0, LLVMBuildNSWAdd(B, i0, count, ""), Nv, N);
 }
 
 /* Rows x vectors of a register tile: 4 x 4 accumulators fill half of
@@ -445,6 +678,20 @@ static int tile_nv(const emitter *e) {
     /* A narrow constant n (p @ v with a head of 32) gets narrower tiles. */
     while (nv > 1 && !e->k->sym[3] && e->k->dims[3] < (int64_t)e->vector_floats * nv) nv /= 2;
     return nv;
+}
+
+/* A vector of b at the current point as float32: 16-bit weights are
+ * loaded as such and widened in registers. */
+static LLVMValueRef load_b_vector(emitter *e, const sj_kload *b, LLVMTypeRef vt) {
+    if (b->storage == SJ_PRECISION_FP32) {
+        LLVMValueRef v = LLVMBuildLoad2(e->B, vt, ld_addr(e, b), "");
+        LLVMSetAlignment(v, 4);
+        return v;
+    }
+    LLVMTypeRef it = LLVMVectorType(LLVMInt16TypeInContext(e->C), LLVMGetVectorSize(vt));
+    LLVMValueRef v = LLVMBuildLoad2(e->B, it, ld_addr(e, b), "");
+    LLVMSetAlignment(v, 2);
+    return widen(e, b->storage, v);
 }
 
 /* Register-tiled matmul for b and the output contiguous along n: tiles of
@@ -493,12 +740,11 @@ static void emit_matmul_tiled(emitter *e) {
     LLVMValueRef bv[TILE_NV_MAX];
     for (int v = 0; v < nv; v++) {
         e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-        bv[v] = LLVMBuildLoad2(B, vt, ld_addr(e, b), "");
-        LLVMSetAlignment(bv[v], 4);
+        bv[v] = load_b_vector(e, b, vt);
     }
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
-        LLVMValueRef as = load_f32(e, ld_addr(e, a));
+        LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
         LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
         splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
         for (int v = 0; v < nv; v++) {
@@ -521,7 +767,8 @@ static void emit_matmul_tiled(emitter *e) {
     rloop_close(e, &lj);
     rloop_close(e, &lkb);
     e->idx[2] = e->idx[3] = ci(e, 0);
-    emit_ikj(e, Mm, M, ci(e, 0), N);
+    /* the last rows together: b read once more, not once per row */
+    emit_few_rows(e, Mm, LLVMBuildSub(B, M, Mm, ""), TILE_M - 1);
     emit_ikj(e, ci(e, 0), Mm, Nm, N);
 }
 
@@ -540,8 +787,8 @@ static void emit_matmul_dot(emitter *e) {
     loops_open(e, ls, 3u << 2);
     LLVMBuildStore(e->B, cf(e, 0.0), acc);
     loop_open(e, &ls[4], 4);
-    LLVMValueRef prod = LLVMBuildFMul(e->B, load_f32(e, ld_addr(e, a)),
-                                      load_f32(e, ld_addr(e, b)), "");
+    LLVMValueRef prod = LLVMBuildFMul(e->B, load_ld(e, a, ld_addr(e, a)),
+                                      load_ld(e, b, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     accumulate(e, acc, prod, false);
     loop_close(e, &ls[4], 4);
@@ -555,6 +802,9 @@ static void emit_matmul_dot(emitter *e) {
  * transposes folded into the strides). */
 static bool blas_layout(const sj_kernel *k, int64_t *lda, int *ta, int64_t *ldb, int *tb) {
     const int64_t *as = k->loads[k->a].strides, *bs = k->loads[k->b].strides;
+    /* sgemm reads float32 only; narrowed weights take the generated kernels. */
+    if (k->loads[k->a].storage != SJ_PRECISION_FP32 || k->loads[k->b].storage != SJ_PRECISION_FP32)
+        return false;
     if (k->out_strides[3] != 1 && k->dims[3] > 1) return false;
     if (as[4] == 1 || k->dims[4] == 1) *ta = 111, *lda = as[2];
     else if (as[2] == 1 || k->dims[2] == 1) *ta = 112, *lda = as[4];
@@ -604,9 +854,13 @@ static void emit_matmul(emitter *e) {
     bool tiled = contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
                  (k->sym[2] || k->dims[2] >= TILE_M);
     bool dot = !contiguous_n && b->strides[4] == 1 && a->strides[4] == 1;
+    /* Few rows at the bucket extent: weight-bound, every weight read once. */
+    bool few_rows = contiguous_n && k->dims[2] <= KIJ_MAX_ROWS;
     loops_open(e, ls, 3u);
     if (blas) {
         emit_blas_call(e, ta, lda, tb, ldb);
+    } else if (few_rows) {
+        emit_few_rows(e, ci(e, 0), bound_of(e, 2), (int)k->dims[2]);
     } else if (tiled) {
         emit_matmul_tiled(e);
     } else if (dot) {

@@ -8,6 +8,7 @@
 #include <llvm-c/Core.h>
 
 #include "shapejit/graph.h"
+#include "shapejit/precision.h"
 
 typedef struct sj_llvm_math {
     LLVMValueRef (*exp)(void *ctx, LLVMValueRef x);
@@ -49,6 +50,11 @@ LLVMTypeRef sj_llvm_dtype_mem_type(LLVMContextRef C, sj_dtype t);
 /* A value of register type from memory type, and back. */
 LLVMValueRef sj_llvm_from_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
 LLVMValueRef sj_llvm_to_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
+/* v: i16 or a vector of i16 holding weights the precision policy stored
+ * as `storage` (bf16 or fp16), widened exactly to float32 (or a vector of
+ * them) with integer ops and one exact multiply, so no target needs a
+ * half-precision unit or a conversion library call. */
+LLVMValueRef sj_llvm_widen_16(LLVMBuilderRef B, sj_precision storage, LLVMValueRef v);
 /* x (of type from) converted to `to`. */
 LLVMValueRef sj_llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValueRef x);
 /* A unary op on an operand of type t: cast excluded; neg/abs on ints, not,

@@ -145,3 +145,43 @@ LLVMValueRef sj_llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t,
     default: return NULL;
     }
 }
+
+/* A constant of v's shape: a splat for a vector. */
+static LLVMValueRef like(LLVMTypeRef shape_of, LLVMValueRef c) {
+    if (LLVMGetTypeKind(shape_of) != LLVMVectorTypeKind) return c;
+    enum { MAX_LANES = 64 };
+    unsigned n = LLVMGetVectorSize(shape_of);
+    LLVMValueRef parts[MAX_LANES];
+    if (n > MAX_LANES) n = MAX_LANES; /* emitters use at most 16 lanes */
+    for (unsigned i = 0; i < n; i++) parts[i] = c;
+    return LLVMConstVector(parts, n);
+}
+
+static LLVMTypeRef same_shape(LLVMTypeRef elt, LLVMTypeRef shape_of) {
+    return LLVMGetTypeKind(shape_of) == LLVMVectorTypeKind ? LLVMVectorType(elt, LLVMGetVectorSize(shape_of))
+                                                           : elt;
+}
+
+LLVMValueRef sj_llvm_widen_16(LLVMBuilderRef B, sj_precision storage, LLVMValueRef v) {
+    LLVMTypeRef vt = LLVMTypeOf(v);
+    LLVMContextRef C = LLVMGetTypeContext(vt);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(C), f32 = LLVMFloatTypeInContext(C);
+    LLVMTypeRef it = same_shape(i32, vt), ft = same_shape(f32, vt);
+#define K32(x) like(vt, LLVMConstInt(i32, (x), 0))
+    LLVMValueRef x = LLVMBuildZExt(B, v, it, "");
+    if (storage == SJ_PRECISION_BF16) /* bf16 is the top half of a float32 */
+        return LLVMBuildBitCast(B, LLVMBuildShl(B, x, K32(16), ""), ft, "");
+    /* binary16: exponent and mantissa moved into float32's places, then one
+     * multiply by 2^112 rebias the exponent (15 -> 127) and normalise
+     * subnormals exactly; inf and NaN (exponent 31) get float32's all-ones
+     * exponent; the sign goes back last. */
+    LLVMValueRef sign = LLVMBuildShl(B, LLVMBuildAnd(B, x, K32(0x8000), ""), K32(16), "");
+    LLVMValueRef em = LLVMBuildAnd(B, x, K32(0x7fff), "");
+    LLVMValueRef f = LLVMBuildBitCast(B, LLVMBuildShl(B, em, K32(13), ""), ft, "");
+    f = LLVMBuildFMul(B, f, like(vt, LLVMConstReal(f32, 0x1p112)), "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, f, it, "");
+    LLVMValueRef special = LLVMBuildICmp(B, LLVMIntUGE, em, K32(0x7c00), "");
+    bits = LLVMBuildSelect(B, special, LLVMBuildOr(B, bits, K32(0x7f800000), ""), bits, "");
+    return LLVMBuildBitCast(B, LLVMBuildOr(B, bits, sign, ""), ft, "");
+#undef K32
+}

@@ -16,6 +16,9 @@ typedef struct sj_emitter {
     /* Code as text (NUL-terminated, sj_alloc'ed). */
     sj_status (*text)(const sj_lowered *l, const sj_compile_options *o, sj_emit_kind kind,
                       char **out, size_t *len);
+    /* Bit p set: loads of a param stored in sj_precision p's type (a
+     * kernel load's `storage`) are lowered; fp32 always is. */
+    unsigned precisions;
 } sj_emitter;
 
 extern const sj_emitter sj_host_emitter;

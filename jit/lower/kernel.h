@@ -40,6 +40,7 @@
 
 #include "jit/lower/plan.h"
 #include "shapejit/graph.h"
+#include "shapejit/precision.h"
 
 #define SJ_KSPACE_MAX 6
 
@@ -88,6 +89,10 @@ typedef struct sj_kexpr {
 typedef struct sj_kload {
     int32_t buffer; /* index into the launch's buffers */
     sj_dtype dtype; /* of the buffer's elements */
+    /* SJ_PRECISION_FP32: elements are `dtype`; BF16 / FP16: a narrowed
+     * float32 param, 16-bit elements the load widens to float32 (strides
+     * and offsets count elements either way). */
+    sj_precision storage;
     int64_t strides[SJ_KSPACE_MAX]; /* elements, at the bucket extent */
     int64_t offset, offset_n;       /* elements: offset + offset_n * active extent */
 } sj_kload;

@@ -50,6 +50,7 @@ typedef struct vinfo {
 typedef struct lbuf {
     sj_slot_kind kind;
     sj_dtype dtype;
+    sj_precision storage; /* params the policy narrows: their 16-bit type */
     int32_t index;
     int64_t bytes, offset;
     int def, last, slot;
@@ -68,6 +69,7 @@ typedef struct lowering {
     const sj_lower_options *o;
     vinfo *v;
     sj_attention_match *att; /* NULL: no fused attention */
+    bool *narrow;            /* per node: a param the precision policy narrows; NULL = none */
     lbuf *bufs;
     int n_bufs;
     size_t cap_bufs;
@@ -327,7 +329,12 @@ static sj_status new_buf(lowering *L, sj_slot_kind kind, int32_t index, const sj
     b->kind = kind;
     b->index = index;
     b->dtype = nd->dtype;
+    b->storage = SJ_PRECISION_FP32;
     b->bytes = numel_at(L, s) * (int64_t)sj_dtype_size(nd->dtype);
+    if (kind == SJ_SLOT_PARAM && L->narrow && L->narrow[index]) {
+        b->storage = L->o->precision;
+        b->bytes = numel_at(L, s) * 2;
+    }
     b->def = b->last = -1;
     b->slot = -1;
     *out = L->n_bufs++;
@@ -426,6 +433,7 @@ static sj_status add_load_raw(lowering *L, int ki, int buf, const sj_shape *s,
                               const int *map, int *out) {
     sj_kload ld = {0};
     ld.dtype = L->bufs[buf].dtype;
+    ld.storage = L->bufs[buf].storage;
     SJ_TRY(kernel_buffer(L, ki, buf, &ld.buffer));
     ld.offset = offset;
     ld.offset_n = offset_n;
@@ -917,6 +925,7 @@ static sj_status make_plan(lowering *L, sj_lowered *out) {
         p->slots[bb->slot] = (sj_buffer_slot){.kind = bb->kind, .index = bb->index,
                                               .offset = bb->kind == SJ_SLOT_ARENA ? bb->offset : 0,
                                               .bytes = bb->bytes};
+        if (bb->kind == SJ_SLOT_PARAM) p->slots[bb->slot].offset = bb->storage;
     }
     p->n_slots = n_slots;
     for (int k = 0; k < L->n_kernels; k++) {
@@ -939,6 +948,7 @@ static sj_status make_plan(lowering *L, sj_lowered *out) {
 }
 
 static void free_lowering(lowering *L) {
+    sj_free(L->ctx, L->narrow);
     sj_free(L->ctx, L->v);
     sj_free(L->ctx, L->att);
     sj_free(L->ctx, L->bufs);
@@ -956,6 +966,43 @@ void sj_lowered_destroy(sj_lowered *l) {
     sj_free(l->ctx, l->kernels);
     sj_plan_free(l->ctx, &l->plan);
     sj_free(l->ctx, l);
+}
+
+static sj_status mark_narrow(lowering *L) {
+    L->narrow = sj_calloc(L->ctx, (size_t)(L->g->n_nodes ? L->g->n_nodes : 1), sizeof *L->narrow);
+    if (!L->narrow || sj_precision_mark(L->g, L->o->precision, L->narrow, NULL) < 0)
+        return sj_fail(L->ctx, SJ_E_NOMEM, "lowering: out of memory");
+    return SJ_OK;
+}
+
+/* The value whose buffer v is read from when v is a view (layout ops and
+ * gathers read their operand in place). */
+static sj_value view_root(const sj_graph *g, sj_value v) {
+    for (;;) {
+        const sj_node *nd = &g->nodes[v];
+        if (nd->op != SJ_OP_TRANSPOSE && nd->op != SJ_OP_RESHAPE && nd->op != SJ_OP_SLICE &&
+            nd->op != SJ_OP_EXPAND && nd->op != SJ_OP_GATHER)
+            return v;
+        v = nd->inputs[0];
+    }
+}
+
+/* The fused attention kernel reads its operands as float32 through raw
+ * pointers: a chain with a narrowed param among them stays unfused (its
+ * matmuls then read the param through widening loads). */
+static void drop_narrow_attention(lowering *L) {
+    const sj_graph *g = L->g;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const sj_attention_match *m = &L->att[n];
+        if (m->root != n) continue;
+        sj_value ops[4] = {m->q, m->kt, m->v, m->mask};
+        bool narrow = false;
+        for (int i = 0; i < 4; i++)
+            if (ops[i] != SJ_NO_VALUE && L->narrow[view_root(g, ops[i])]) narrow = true;
+        if (!narrow) continue;
+        for (int j = 0; j < g->n_nodes; j++)
+            if (L->att[j].root == n) L->att[j].root = SJ_NO_VALUE;
+    }
 }
 
 sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o, sj_lowered **out) {
@@ -987,12 +1034,16 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     }
     l->ctx = ctx;
     sj_status st = SJ_OK;
-    if (o->fusion && o->attention)
+    if (o->precision != SJ_PRECISION_FP32) st = mark_narrow(&L);
+    if (st == SJ_OK && o->fusion && o->attention)
         st = sj_attention_find(g, L.E, o->attention_min_scores > 0 ? o->attention_min_scores : SJ_ATTENTION_MIN_SCORES,
                                &L.att);
+    if (st == SJ_OK && L.att && L.narrow) drop_narrow_attention(&L);
     if (st != SJ_OK) {
         sj_free(ctx, l);
         sj_free(ctx, L.v);
+        sj_free(ctx, L.narrow);
+        sj_free(ctx, L.att);
         return st;
     }
     count_uses(&L);

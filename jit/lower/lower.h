@@ -17,6 +17,9 @@ typedef struct sj_lower_options {
     bool fusion;        /* false: one kernel per op (a baseline and a debugging aid) */
     const char *prefix; /* prepended to every kernel name (keeps symbols unique) */
     bool attention;     /* with fusion: SJ_KK_ATTENTION kernels (emitters that have them) */
+    /* Params the policy narrows (sj_precision_mark) get slots of that
+     * storage and loads that widen them (kernel.h `storage`). */
+    sj_precision precision;
     /* fused where the scores have at least this many elements; 0 = SJ_ATTENTION_MIN_SCORES */
     int64_t attention_min_scores;
 } sj_lower_options;

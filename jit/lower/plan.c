@@ -59,8 +59,12 @@ sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p) {
             return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: slot %d has negative size or index", i);
         switch (s->kind) {
         case SJ_SLOT_INPUT:
-        case SJ_SLOT_OUTPUT:
-        case SJ_SLOT_PARAM: break;
+        case SJ_SLOT_OUTPUT: break;
+        case SJ_SLOT_PARAM:
+            if (!sj_slot_storage_valid(sj_slot_storage(s)))
+                return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: param slot %d has unknown storage %lld",
+                               i, (long long)sj_slot_storage(s));
+            break;
         case SJ_SLOT_ARENA:
             if (!range_ok(s->offset, s->bytes, p->arena_bytes))
                 return sj_fail(ctx, SJ_E_CORRUPT,

@@ -17,9 +17,11 @@
 #ifndef SJ_LOWER_PLAN_H
 #define SJ_LOWER_PLAN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "shapejit/graph.h"
+#include "shapejit/precision.h"
 
 #define SJ_KERNEL_NAME_MAX 64
 
@@ -36,9 +38,23 @@ typedef enum sj_slot_kind {
 typedef struct sj_buffer_slot {
     sj_slot_kind kind;
     int32_t index;
-    int64_t offset; /* SJ_SLOT_ARENA only */
-    int64_t bytes;  /* size at the bucket extent */
+    /* SJ_SLOT_ARENA: bytes into the arena. SJ_SLOT_PARAM: the param's
+     * storage, an sj_precision (sj_slot_storage): 0 = as the graph holds
+     * it, bf16 / fp16 = a float32 param the precision policy narrowed, 2
+     * bytes an element. One word either way, so artifacts carry it as they
+     * always carried this field. 0 for the other kinds. */
+    int64_t offset;
+    int64_t bytes; /* size at the bucket extent, as stored */
 } sj_buffer_slot;
+
+static inline int64_t sj_slot_storage(const sj_buffer_slot *s) {
+    return s->kind == SJ_SLOT_PARAM ? s->offset : 0;
+}
+/* A storage word an artifact may hold (read from bytes, so checked whole
+ * before it is ever narrowed to the enum). */
+static inline bool sj_slot_storage_valid(int64_t storage) {
+    return storage >= SJ_PRECISION_FP32 && storage < SJ_PRECISION_COUNT_;
+}
 
 typedef struct sj_kernel_desc {
     char name[SJ_KERNEL_NAME_MAX]; /* symbol in the code blob */

@@ -40,6 +40,7 @@
 #include "shapejit/engine.h"
 #include "shapejit/ext/runtime.h"
 #include "shapejit/ladder.h"
+#include "shapejit/precision.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
 #include "shapejit/tensor.h"
@@ -107,6 +108,12 @@ typedef struct sj_compiler {
  * its executable runs sj_interp_run at the active extent, so it is the
  * oracle the other backends are compared with through the same cache. */
 SJ_API void sj_interp_compiler(sj_compiler *out);
+/* The interpreter under a precision policy (shapejit/precision.h): its
+ * executables run sj_graph_apply_precision's graph (one rounded copy of
+ * the narrowed weights per executable), the reference for a backend that
+ * compiles with that policy; the policy is part of its options, so of the
+ * key. SJ_E_INVALID_ARG for a value outside the enum. */
+SJ_API sj_status sj_interp_compiler_precision(sj_precision p, sj_compiler *out);
 
 typedef struct sj_bucketed_cache_config {
     /* A key outside every bucket compiles a one-off executable at exactly

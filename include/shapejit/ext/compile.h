@@ -22,6 +22,7 @@
 
 #include "shapejit/ext/artifact.h"
 #include "shapejit/graph.h"
+#include "shapejit/precision.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +58,9 @@ typedef struct sj_compile_options {
     const char *cpu;      /* host target CPU; NULL = this machine's */
     const char *features; /* LLVM feature string; NULL = this machine's */
     const char *arch;     /* GPU targets: "sm_80", "sm_90"; NULL = default */
+    /* The precision policy (shapejit/precision.h); default fp32. Part of
+     * the options hash, so of every store key. */
+    sj_precision precision;
     sj_attention_schedule attention; /* host; default AUTO */
 } sj_compile_options;
 
