@@ -30,6 +30,9 @@ static const char usage[] =
     "  --ladder SPEC      buckets (default pow2:1:1024)\n"
     CLI_STORE_USAGE
     "  --backend B        host (default), interp or cuda; --emit llvm|nvrtc, --arch sm_80|sm_90\n"
+    "  --cpu C            host: native (default), x86-64-v2|v3|v4, or an LLVM CPU name\n"
+    CLI_PRECISION_USAGE
+    CLI_TUNE_USAGE
     "  --workers N        host devices, so runs of different buckets overlap (default 2)\n"
     "  --threads N        kernel threads per run (host)\n"
     "  --ready-when W     all (default): ready once every bucket is compiled or loaded;\n"
@@ -123,6 +126,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     const char *cmd = "serve";
     const char *listen = NULL, *repo = NULL, *name = NULL, *ladder = NULL, *store = NULL;
     const char *backend = NULL, *emit = NULL, *arch = NULL, *ready_when = "all";
+    cli_backend_args compile = {0}; /* --cpu, --precision, --tune */
     int64_t workers = 2, threads = 0, delay_us = 200, batch_rows = 0, max_body = 64 << 20;
     int64_t max_json = (int64_t)256 << 20, max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
     int64_t native_after = INT64_MIN; /* not given: never */
@@ -153,6 +157,9 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--drain-timeout-s", CLI_OPT_INT, &drain_s},
         {"--jobs", CLI_OPT_INT, &jobs},
         {"--native-after", CLI_OPT_INT, &native_after},
+        {"--cpu", CLI_OPT_STRING, &compile.cpu},
+        {"--precision", CLI_OPT_STRING, &compile.precision},
+        CLI_TUNE_OPTS(compile),
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(remote),
     };
@@ -193,7 +200,11 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         sc.ready_when = SRV_READY_NOW;
     else
         return cli_usage_error(cmd, "--ready-when must be all, first-bucket or now");
-    cli_backend_args ba = {.name = backend, .emit = emit, .arch = arch};
+    cli_backend_args ba = compile;
+    ba.name = backend;
+    ba.emit = emit;
+    ba.arch = arch;
+    ba.devices = (int)workers;
     rc = cli_backend_check(cmd, &ba);
     if (rc != CLI_EXIT_OK) return rc;
     char store_path[4096];
@@ -229,10 +240,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     ec.remote_secret_len = strlen(secret);
     ec.remote_read_only = remote_url && remote.read_only;
     ec.remote_lease_ms = lease_ms;
-    ec.backend = backend;
-    ec.gpu_emit = emit;
-    ec.arch = arch;
-    ec.workers = (int)workers;
+    cli_backend_config(&ba, &ec);
     ec.threads = (int)threads;
     ec.native_after = native_after == INT64_MIN ? 0 : (int)native_after;
 

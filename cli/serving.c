@@ -58,6 +58,17 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
     return CLI_EXIT_OK;
 }
 
+void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
+    cfg->backend = a->name;
+    cfg->gpu_emit = a->emit;
+    cfg->arch = a->arch;
+    cfg->cpu = a->cpu;
+    cfg->precision = a->precision;
+    cfg->tune = a->tune;
+    if (a->tune_budget_ms) cfg->tune_budget_ms = (int)strtol(a->tune_budget_ms, NULL, 10);
+    cfg->workers = a->devices;
+}
+
 int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *a, sj_engine **out,
                     char *store_path, size_t cap) {
     *out = NULL;
@@ -118,14 +129,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     cfg.store_path = store_path[0] ? store_path : NULL;
     /* Only the default may quietly degrade: a path the user named must work. */
     cfg.store_fallback_to_memory = a->store == NULL;
-    cfg.backend = a->backend.name;
-    cfg.gpu_emit = a->backend.emit;
-    cfg.arch = a->backend.arch;
-    cfg.cpu = a->backend.cpu;
-    cfg.precision = a->backend.precision;
-    cfg.tune = a->backend.tune;
-    if (a->backend.tune_budget_ms) cfg.tune_budget_ms = (int)strtol(a->backend.tune_budget_ms, NULL, 10);
-    cfg.workers = a->backend.devices;
+    cli_backend_config(&a->backend, &cfg);
     cfg.remote_url = url;
     cfg.remote_secret = secret;
     cfg.remote_secret_len = strlen(secret);

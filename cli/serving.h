@@ -93,6 +93,9 @@ typedef struct cli_backend_args {
     "                     the fastest; tuned code has store keys of its own and records its\n"   \
     "                     timings (store ls), so pass --tune wherever it should be loaded\n"     \
     "  --tune-budget-ms MS  the timing budget per bucket (default 200, 1..600000)\n"
+/* a (checked by cli_backend_check) into cfg's backend, compile and
+ * worker fields. */
+void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg);
 /* Checks the names in a (usage errors, exit 2) without making anything. */
 int cli_backend_check(const char *cmd, const cli_backend_args *a);
 

@@ -24,3 +24,6 @@ sj_cli_test(tune_gpu_target RC 2 ARGS precompile ${SJ_TUNE_MODEL} --ladder list:
   ERR "--tune is for the host target")
 sj_cli_test(tune_other_cpu RC 2 ARGS precompile ${SJ_TUNE_MODEL} --ladder list:8 --tune --cpu x86-64-v3 --store none
   ERR "--tune times the code on this machine, so it takes --cpu native only")
+sj_cli_test(tune_listen_budget_without_tune RC 2
+  ARGS serve --listen 0 ${SJ_TUNE_MODEL} --store none --tune-budget-ms 5
+  ERR "--tune-budget-ms needs --tune")
