@@ -430,26 +430,40 @@ static void rloop_close(emitter *e, rloop *l) {
     LLVMPositionBuilderAtEnd(e->B, l->exit);
 }
 
-/* i-k-j over rows [i0, i1) and columns [j0, j1): the output row is the
- * accumulator and the inner loop runs over contiguous n. */
-static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
-    const sj_kernel *k = e->k;
-    LLVMBuilderRef B = e->B;
-    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
-    rloop li, lj, lk;
+/* out[i, j] = 0 over rows [i0, i1) and columns [j0, j1). */
+static void zero_out_block(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
+    rloop li, lj;
     e->idx[2] = rloop_open(e, &li, i0, i1, 1);
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
+    LLVMBuildStore(e->B, cf(e, 0.0), out_addr(e));
     rloop_close(e, &lj);
-    e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
-    LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
-    e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
+    rloop_close(e, &li);
+}
+
+/* out[i, j] += av * b[k, j] at the current indexes (contraction allowed,
+ * so the two become one FMA where the CPU has it). */
+static void accumulate_out(emitter *e, LLVMValueRef av, const sj_kload *b) {
+    LLVMBuilderRef B = e->B;
     LLVMValueRef op = out_addr(e);
     LLVMValueRef prod = LLVMBuildFMul(B, av, load_ld(e, b, ld_addr(e, b)), "");
     LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
     LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
     LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
     LLVMSetAlignment(LLVMBuildStore(B, sum, op), 4);
+}
+
+/* i-k-j over rows [i0, i1) and columns [j0, j1): the output row is the
+ * accumulator and the inner loop runs over contiguous n. */
+static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
+    const sj_kernel *k = e->k;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    rloop li, lj, lk;
+    zero_out_block(e, i0, i1, j0, j1);
+    e->idx[2] = rloop_open(e, &li, i0, i1, 1);
+    e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
+    LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
+    e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
+    accumulate_out(e, av, b);
     rloop_close(e, &lj);
     rloop_close(e, &lk);
     rloop_close(e, &li);
@@ -470,11 +484,7 @@ static void emit_kij(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     LLVMBuilderRef B = e->B;
     const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
     rloop li, lj, lk, lb;
-    e->idx[2] = rloop_open(e, &li, i0, i1, 1);
-    e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    LLVMBuildStore(B, cf(e, 0.0), out_addr(e));
-    rloop_close(e, &lj);
-    rloop_close(e, &li);
+    zero_out_block(e, i0, i1, j0, j1);
     LLVMValueRef jb = rloop_open(e, &lb, j0, j1, KIJ_COLS);
     LLVMValueRef jb_end = LLVMBuildNSWAdd(B, jb, ci(e, KIJ_COLS), "");
     jb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, jb_end, j1, ""), jb_end, j1, "");
@@ -482,12 +492,7 @@ static void emit_kij(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
     e->idx[2] = rloop_open(e, &li, i0, i1, 1);
     LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
     e->idx[3] = rloop_open(e, &lj, jb, jb_end, 1);
-    LLVMValueRef op = out_addr(e);
-    LLVMValueRef prod = LLVMBuildFMul(B, av, load_ld(e, b, ld_addr(e, b)), "");
-    LLVMSetFastMathFlags(prod, LLVMFastMathAllowContract);
-    LLVMValueRef sum = LLVMBuildFAdd(B, load_f32(e, op), prod, "");
-    LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
-    LLVMSetAlignment(LLVMBuildStore(B, sum, op), 4);
+    accumulate_out(e, av, b);
     rloop_close(e, &lj);
     rloop_close(e, &li);
     rloop_close(e, &lk);
