@@ -12,42 +12,13 @@
 # Usage: fleet_cli.sh SHAPEJIT MODEL WORKDIR. Exit 77 (skipped) without redis-server.
 set -u
 cli=$1 model=$2 dir=$3
-redis=$(command -v redis-server || true)
 rcli=$(command -v redis-cli || true)
-[ -n "$redis" ] && [ -n "$rcli" ] || { echo "redis-server or redis-cli not installed: skipped"; exit 77; }
-
+[ -n "$rcli" ] || { echo "redis-cli not installed: skipped"; exit 77; }
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
-pid=
-stop_server() {
-    if [ -n "$pid" ]; then
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        pid=
-    fi
-}
-trap stop_server EXIT
-trap 'exit 1' INT TERM HUP
-
-port=
-for attempt in 1 2 3 4 5; do
-    p=$((20000 + RANDOM % 40000))
-    "$redis" --bind 127.0.0.1 --port "$p" --save '' --appendonly no --daemonize no \
-        --dir "$dir" --loglevel warning >"$dir/redis.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 100); do
-        if [ "$("$rcli" -p "$p" PING 2>/dev/null)" = PONG ]; then port=$p; break 2; fi
-        kill -0 "$pid" 2>/dev/null || break # exited: the port was taken
-        sleep 0.05
-    done
-    stop_server
-done
-[ -n "$port" ] || { echo "could not start redis-server"; cat "$dir/redis.log"; exit 1; }
-url="redis://127.0.0.1:$port"
-printf 'fleet secret\n' >"$dir/secret" && chmod 600 "$dir/secret"
+. "$(dirname "$0")/redis_start.sh"
 ladder=pow2:1:64
 buckets=7
 
-fail() { echo "FAIL: $*"; exit 1; }
 now_ms() { date +%s%3N; }
 # precompile NAME DB ARGS...: in the background; stdout NAME.out, --stats JSON NAME.err
 precompile() {
@@ -57,8 +28,6 @@ precompile() {
         --remote "$url/$db" --remote-secret-file "$dir/secret" "$@" \
         >"$dir/$name.out" 2>"$dir/$name.err" &
 }
-# stat NAME KEY: the number KEY has in NAME's stats
-stat() { grep -o "\"$2\": [0-9]*" "$dir/$1.err" | head -1 | grep -o '[0-9]*$'; }
 finished() { # NAME PID: the process exited 0
     wait "$2" || { cat "$dir/$1.out" "$dir/$1.err"; fail "$1: exit status $?"; }
 }

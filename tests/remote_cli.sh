@@ -10,44 +10,9 @@
 # Usage: remote_cli.sh SHAPEJIT MODEL WORKDIR. Exit 77 (skipped) without redis-server.
 set -u
 cli=$1 model=$2 dir=$3
-redis=$(command -v redis-server || true)
-[ -n "$redis" ] || { echo "redis-server not installed: skipped"; exit 77; }
-
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
-pid=
-stop_server() {
-    if [ -n "$pid" ]; then
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        pid=
-    fi
-}
-trap stop_server EXIT
-trap 'exit 1' INT TERM HUP
+. "$(dirname "$0")/redis_start.sh"
 
-ping_ok() { # port
-    (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'PING\r\n' >&3 && read -r -t 1 reply <&3 &&
-        [ "${reply%$'\r'}" = "+PONG" ]) 2>/dev/null
-}
-
-port=
-for attempt in 1 2 3 4 5; do
-    p=$((20000 + RANDOM % 40000))
-    "$redis" --bind 127.0.0.1 --port "$p" --save '' --appendonly no --daemonize no \
-        --dir "$dir" --loglevel warning >"$dir/redis.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 100); do
-        if ping_ok "$p"; then port=$p; break 2; fi
-        kill -0 "$pid" 2>/dev/null || break # exited: the port was taken
-        sleep 0.05
-    done
-    stop_server
-done
-[ -n "$port" ] || { echo "could not start redis-server"; cat "$dir/redis.log"; exit 1; }
-url="redis://127.0.0.1:$port"
-printf 'fleet secret\n' >"$dir/secret" && chmod 600 "$dir/secret"
-
-fail() { echo "FAIL: $*"; exit 1; }
 # run NAME ARGS...: shapejit run, stderr (the --stats JSON) kept in NAME.err
 run() {
     local name=$1
@@ -57,8 +22,6 @@ run() {
     local rc=$?
     [ $rc -eq 0 ] || { cat "$dir/$name.err"; fail "$name: exit $rc"; }
 }
-# stat NAME KEY: the number KEY has in NAME's stats
-stat() { grep -o "\"$2\": [0-9]*" "$dir/$1.err" | head -1 | grep -o '[0-9]*$'; }
 expect() { # NAME KEY OP VALUE
     local v
     v=$(stat "$1" "$2")
