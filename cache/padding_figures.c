@@ -6,7 +6,7 @@
 #include <string.h>
 
 sj_status sj_bucketed_cache_bucket_padding(sj_bucketed_cache *c, int i, sj_bucket_padding *out) {
-    if (!c || !out) return SJ_E_INVALID_ARG;
+    if (!c || !out) return sj_fail(c ? c->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     memset(out, 0, sizeof *out);
     if (i < 0 || i >= c->n_buckets)
         return sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "bucketed cache: bucket %d of %d does not exist", i,
