@@ -14,7 +14,7 @@
 #include "shapejit/ladder.h"
 
 static const char usage[] =
-    "usage: shapejit ladder fit [MODEL] (--trace FILE | --synthetic SPEC) --buckets K\n"
+    "usage: shapejit ladder fit [MODEL | --model MODEL] (--trace FILE | --synthetic SPEC) --buckets K\n"
     "                           [--memory MB] [--store PATH|none] [--backend host|interp]\n"
     "                           [--cpu C] " CLI_MODEL_USAGE "\n"
     "  Prints the list: ladder of at most K buckets whose expected cost per request\n"
@@ -183,19 +183,23 @@ static int print_result(const char *label, const sj_ladder *l, const sj_ladder_f
 
 static int fit_command(int argc, char **argv) {
     const char *cmd = "ladder";
-    const char *trace = NULL, *synthetic = NULL, *store = NULL, *backend = NULL, *cpu = NULL;
+    const char *trace = NULL, *synthetic = NULL, *store = NULL, *backend = NULL, *cpu = NULL,
+               *model_flag = NULL;
     int64_t k = 0, memory_mb = INT64_MIN; /* INT64_MIN: --memory not given */
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--trace", CLI_OPT_STRING, &trace},     {"--synthetic", CLI_OPT_STRING, &synthetic},
         {"--buckets", CLI_OPT_INT, &k},          {"--memory", CLI_OPT_INT, &memory_mb},
         {"--store", CLI_OPT_STRING, &store},     {"--backend", CLI_OPT_STRING, &backend},
-        {"--cpu", CLI_OPT_STRING, &cpu},         CLI_MODEL_OPTS(model),
+        {"--cpu", CLI_OPT_STRING, &cpu},         {"--model", CLI_OPT_STRING, &model_flag},
+        CLI_MODEL_OPTS(model),
     };
     const char *pos[1];
     int n_pos;
     cli_parse_result r = cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), pos, 0, 1, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
+    if (model_flag && n_pos) return cli_usage_error(cmd, "give the model once: MODEL or --model MODEL");
+    if (model_flag) pos[n_pos++] = model_flag;
     if (!trace == !synthetic) return cli_usage_error(cmd, "give one of --trace FILE or --synthetic SPEC");
     if (k < 1 || k > SJ_LADDER_MAX_BUCKETS)
         return cli_usage_error(cmd, "--buckets must be in 1..%d, got %lld", SJ_LADDER_MAX_BUCKETS, (long long)k);

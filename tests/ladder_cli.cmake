@@ -48,3 +48,10 @@ sj_cli_test(ladder_fit_long_spec RC 0 ARGS ladder fit --synthetic uniform:1:1000
 sj_cli_test(ladder_fit_memory_interp RC 1
   ARGS ladder fit ${SJ_LF_FFN} --synthetic uniform:1:64:100 --buckets 2 --memory 1 --backend interp
   ERR "--memory: backend interp does not report run memory")
+# The contract's spelling: --model MODEL.
+sj_cli_test(ladder_fit_model_flag RC 0
+  ARGS ladder fit --model ${SJ_LF_FFN} --synthetic uniform:1:16:50 --buckets 2
+  OUT "^cost model \\(host, measured here")
+sj_cli_test(ladder_fit_model_twice RC 2
+  ARGS ladder fit ${SJ_LF_FFN} --model ${SJ_LF_FFN} --synthetic uniform:1:16:50 --buckets 2
+  ERR "give the model once")
