@@ -73,15 +73,23 @@ static weight_entry *find_hash(sj_weight_pool *p, const uint8_t hash[32], size_t
     return NULL;
 }
 
+/* Another reference on the entry for (hash, bytes, backing), if there is
+ * one. Caller holds p->mu. */
+static bool share_locked(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+                         const sj_weight_backing *backing, void **out) {
+    weight_entry *e = find_hash(p, hash, bytes, backing);
+    if (!e) return false;
+    e->refs++;
+    p->shared++;
+    *out = e->buf;
+    return true;
+}
+
 sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
                                  size_t bytes, const sj_weight_backing *backing, void **out) {
     *out = NULL;
     pthread_mutex_lock(&p->mu);
-    weight_entry *e = find_hash(p, hash, bytes, backing);
-    if (e) {
-        e->refs++;
-        p->shared++;
-        *out = e->buf;
+    if (share_locked(p, hash, bytes, backing, out)) {
         pthread_mutex_unlock(&p->mu);
         return SJ_OK;
     }
@@ -100,7 +108,7 @@ sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], cons
     void *buf = NULL;
     if (st == SJ_OK) st = backing->make(backing->user, src, bytes, &buf);
     if (st == SJ_OK) {
-        e = &p->entries[p->n++];
+        weight_entry *e = &p->entries[p->n++];
         memcpy(e->hash, hash, 32);
         e->bytes = bytes;
         e->buf = buf;
@@ -115,14 +123,9 @@ sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], cons
 bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
                                  const sj_weight_backing *backing, void **out) {
     pthread_mutex_lock(&p->mu);
-    weight_entry *e = find_hash(p, hash, bytes, backing);
-    if (e) {
-        e->refs++;
-        p->shared++;
-        *out = e->buf;
-    }
+    bool shared = share_locked(p, hash, bytes, backing, out);
     pthread_mutex_unlock(&p->mu);
-    return e != NULL;
+    return shared;
 }
 
 void sj_weight_pool_release(sj_weight_pool *p, void *buf) {

@@ -131,23 +131,13 @@ static void renew_all(sj_remote *r) {
     sj_free(r->ctx, copies);
 }
 
-static void deadline_after_ms(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static void *renewer_main(void *arg) {
     sj_remote *r = arg;
     int period = r->lease_ms / 3 > 0 ? r->lease_ms / 3 : 1;
     pthread_mutex_lock(&r->lease_lock);
     while (!r->lease_stopping) {
         struct timespec until;
-        deadline_after_ms(&until, period);
+        sj_remote_deadline_after_ms(&until, period);
         while (!r->lease_stopping &&
                pthread_cond_timedwait(&r->lease_wake, &r->lease_lock, &until) != ETIMEDOUT) {
         }

@@ -8,6 +8,7 @@
 #include "shapejit/remote.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -174,6 +175,9 @@ struct sj_remote {
 
 int64_t sj_remote_now_ns(void);
 void sj_remote_bump(atomic_uint_fast64_t *c);
+/* *ts = CLOCK_MONOTONIC now + ms (for pthread_cond_timedwait on a
+ * monotonic condition variable). remote_redis.c. */
+void sj_remote_deadline_after_ms(struct timespec *ts, int ms);
 /* After an error or timeout: the tier goes off for backoff_ms. */
 void sj_remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why);
 /* Remaining back-off in ms (rounded up), 0 when the tier is on. */

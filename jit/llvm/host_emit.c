@@ -569,6 +569,20 @@ static void prefetch_ahead(emitter *e, const sj_kload *b) {
     LLVMBuildCall2(e->B, ft, f, args, 4, "");
 }
 
+/* acc[v] += a (at the current indexes, splat to vt) * bv[v] for v < n:
+ * one FMA per vector, the register-blocked matmuls' inner step. */
+static void fma_row(emitter *e, const sj_kload *a, LLVMTypeRef vt, int vw, const LLVMValueRef *bv,
+                    const LLVMValueRef *acc, int n, LLVMTypeRef fma_t, LLVMValueRef fma) {
+    LLVMBuilderRef B = e->B;
+    LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
+    LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
+    splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
+    for (int v = 0; v < n; v++) {
+        LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(B, vt, acc[v], "")};
+        LLVMBuildStore(B, LLVMBuildCall2(B, fma_t, fma, args, 3, ""), acc[v]);
+    }
+}
+
 static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_end) {
     const sj_kernel *k = e->k;
     LLVMBuilderRef B = e->B;
@@ -619,13 +633,7 @@ static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_en
     else bv[0] = load_b_vector(e, b, vt);
     for (int r = 0; r < m; r++) {
         e->idx[2] = rows[r];
-        LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
-        LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
-        splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
-        for (int v = 0; v < nvec; v++) {
-            LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(B, vt, acc[r][v], "")};
-            LLVMBuildStore(B, LLVMBuildCall2(B, fma_t, fma, args, 3, ""), acc[r][v]);
-        }
+        fma_row(e, a, vt, vw, bv, acc[r], nvec, fma_t, fma);
     }
     rloop_close(e, &lk);
     e->idx[4] = ci(e, 0);
@@ -749,13 +757,7 @@ static void emit_matmul_tiled(emitter *e) {
     }
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
-        LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
-        LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
-        splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
-        for (int v = 0; v < nv; v++) {
-            LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(B, vt, acc[r][v], "")};
-            LLVMBuildStore(B, LLVMBuildCall2(B, fma_t, fma, args, 3, ""), acc[r][v]);
-        }
+        fma_row(e, a, vt, vw, bv, acc[r], nv, fma_t, fma);
     }
     rloop_close(e, &lk);
     e->idx[4] = ci(e, 0);
