@@ -31,6 +31,34 @@ static sj_status alloc_weights(sjg_parser *p, const sjg_token *at, const char *p
     return SJ_OK;
 }
 
+/* An inline value list [v, v, ...] of a param of numel elements: room for
+ * value n (at token t), the ',' or ']' after it, and the closing count. */
+static sj_status list_room(sjg_parser *p, const char *param, const sjg_token *t, int64_t n, int64_t numel) {
+    if (n < numel) return SJ_OK;
+    return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE, "param %s has more than the %lld values its shape holds",
+                       param, (long long)numel);
+}
+
+static sj_status list_separator(sjg_parser *p, const char *param) {
+    if (sjg_is_punct(sjg_cur(p), ',')) {
+        p->pos++;
+        return SJ_OK;
+    }
+    if (sjg_is_punct(sjg_cur(p), ']')) return SJ_OK;
+    return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
+                       "expected ',' or ']' in the values of param %s, found %s", param,
+                       sjg_describe(p, sjg_cur(p)));
+}
+
+static sj_status list_close(sjg_parser *p, const char *param, int64_t n, int64_t numel) {
+    if (n != numel)
+        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_SHAPE,
+                           "param %s has %lld values but its shape holds %lld", param, (long long)n,
+                           (long long)numel);
+    p->pos++; /* ] */
+    return SJ_OK;
+}
+
 static sj_status parse_inline(sjg_parser *p, const char *param, int64_t numel, float **data) {
     const sjg_token *open = sjg_cur(p);
     p->pos++; /* [ */
@@ -42,25 +70,11 @@ static sj_status parse_inline(sjg_parser *p, const char *param, int64_t numel, f
         float v;
         SJ_TRY(sjg_parse_number(p, &num, "in the param's values"));
         SJ_TRY(sjg_number_float(p, &num, &v));
-        if (n == numel)
-            return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE,
-                               "param %s has more than the %lld values its shape holds", param,
-                               (long long)numel);
+        SJ_TRY(list_room(p, param, t, n, numel));
         (*data)[n++] = v;
-        if (sjg_is_punct(sjg_cur(p), ',')) {
-            p->pos++;
-        } else if (!sjg_is_punct(sjg_cur(p), ']')) {
-            return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
-                               "expected ',' or ']' in the values of param %s, found %s", param,
-                               sjg_describe(p, sjg_cur(p)));
-        }
+        SJ_TRY(list_separator(p, param));
     }
-    if (n != numel)
-        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_SHAPE,
-                           "param %s has %lld values but its shape holds %lld", param,
-                           (long long)n, (long long)numel);
-    p->pos++; /* ] */
-    return SJ_OK;
+    return list_close(p, param, n, numel);
 }
 
 static sj_status parse_fill(sjg_parser *p, const char *param, int64_t numel, float **data) {
@@ -252,23 +266,11 @@ static sj_status parse_typed(sjg_parser *p, const char *param, sj_dtype t, const
         const sjg_token *vt = sjg_cur(p);
         int64_t v;
         SJ_TRY(parse_int_value(p, t, param, &v));
-        if (n == numel)
-            return sjg_fail_at(p->ctx, sjg_at(p, vt), SJ_E_SHAPE,
-                               "param %s has more than the %lld values its shape holds", param,
-                               (long long)numel);
+        SJ_TRY(list_room(p, param, vt, n, numel));
         put_int(t, *data, n++, v);
-        if (sjg_is_punct(sjg_cur(p), ',')) p->pos++;
-        else if (!sjg_is_punct(sjg_cur(p), ']'))
-            return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
-                               "expected ',' or ']' in the values of param %s, found %s", param,
-                               sjg_describe(p, sjg_cur(p)));
+        SJ_TRY(list_separator(p, param));
     }
-    if (n != numel)
-        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_SHAPE,
-                           "param %s has %lld values but its shape holds %lld", param,
-                           (long long)n, (long long)numel);
-    p->pos++; /* ] */
-    return SJ_OK;
+    return list_close(p, param, n, numel);
 }
 
 sj_status sjg_parse_typed_source(sjg_parser *p, const char *param, sj_dtype dtype,
