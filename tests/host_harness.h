@@ -284,4 +284,16 @@ static inline sj_value input(fixture *f, const char *name, int rank, const int64
     return v;
 }
 
+/* A param of seeded values uniform in [-1, 1). */
+static inline sj_value param(fixture *f, const char *name, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    float *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++) d[i] = h_uniform(&f->seed, -1, 1);
+    sj_value v;
+    assert_int_equal(sj_graph_param(f->g, name, rank, dims, d, &v), SJ_OK);
+    free(d);
+    return v;
+}
+
 #endif

@@ -15,17 +15,6 @@
 
 static int setup(void **state) { return h_fixture_setup(state, 0x9e3779b97f4a7c15ull); }
 
-static sj_value param(fixture *f, const char *name, int rank, const int64_t *dims) {
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= dims[i];
-    float *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++) d[i] = h_uniform(&f->seed, -1, 1);
-    sj_value v;
-    assert_int_equal(sj_graph_param(f->g, name, rank, dims, d, &v), SJ_OK);
-    free(d);
-    return v;
-}
-
 /* Extents 1, bucket-min (33), bucket-max (64) and in between, in bucket 64;
  * plus the one-element bucket. */
 static void check_buckets(fixture *f, const char *what) {
