@@ -19,6 +19,16 @@ if [ "${1:-}" = "--asan" ]; then
 fi
 
 build=${SJ_BUILD_DIR:-$build}
+# CMake refuses a build folder configured from another checkout with a bare
+# "does not match" error; say which folder and what to do instead.
+if [ -f "$build/CMakeCache.txt" ]; then
+  home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  if [ -n "$home" ] && [ "$(cd "$home" 2>/dev/null && pwd -P)" != "$(pwd -P)" ]; then
+    echo "scripts/test.sh: build folder $build was configured from $home, not $(pwd -P);" \
+         "remove it or choose another SJ_BUILD_DIR" >&2
+    exit 1
+  fi
+fi
 scripts/install-deps.sh
 cmake -S . -B "$build" "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
