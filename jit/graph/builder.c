@@ -200,7 +200,7 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     return sj_graph_input_typed(g, name, SJ_F32, rank, dims, out);
 }
 
-/* n: a param leaf of dtype and dims, checked; *count its elements. */
+/* n: a param leaf of dtype and dims, checked; *bytes its data size. */
 static sj_status param_leaf(sj_graph *g, const char *what, const char *name, sj_dtype dtype,
                             int rank, const int64_t *dims, const void *data, sj_node *n,
                             size_t *bytes) {
