@@ -356,10 +356,10 @@ static sj_status w_replay(void *u, sj_graph_handle g, int64_t n) { return inner-
 static void w_destroy_graph(void *u, sj_graph_handle g) { inner->ops->destroy_graph(inner->impl, g); }
 static void w_destroy(void *u) { (void)u; }
 
-static void test_device_pool(void **state) {
-    (void)state;
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+/* g's buckets on a device whose memory the host cannot address: params
+ * come from the device's own pool (copies, also of mapped weights, which
+ * kernels there cannot read in place), shared by both buckets. */
+static void check_device_pool(sj_ctx *ctx, sj_graph *g) {
     assert_int_equal(sj_host_device_create(ctx, NULL, &inner), SJ_OK);
     static sj_device_ops ops;
     ops = (sj_device_ops){.name = "host", .flags = 0, .alloc = w_alloc, .free = w_free, .copy = w_copy,
@@ -369,7 +369,6 @@ static void test_device_pool(void **state) {
                           .destroy = w_destroy};
     sj_device *dev;
     assert_int_equal(sj_device_create(ctx, &ops, &ops, NULL, &dev), SJ_OK);
-    sj_graph *g = make_graph(ctx);
     sj_executable *exe[2];
     const int64_t extents[2] = {8, 32};
     for (int i = 0; i < 2; i++) {
@@ -377,12 +376,14 @@ static void test_device_pool(void **state) {
         assert_int_equal(sj_compile(g, extents[i], NULL, &a), SJ_OK);
         assert_int_equal(sj_artifact_load(a, dev, g, &exe[i]), SJ_OK);
         sj_artifact_destroy(a);
+        assert_int_equal(exe[i]->n_maps, 0);
     }
     for (int i = 0; i < 2; i++) assert_ptr_equal(exe[0]->params[i].buffer, exe[1]->params[i].buffer);
     sj_weight_pool_stats ps;
     sj_weight_pool_stats_get(dev->weights, &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.refs, 4);
+    assert_int_equal(ps.mapped_buffers, 0);
     sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 0); /* not the host pool: this memory is the device's */
     for (int i = 0; i < 2; i++) {
@@ -407,6 +408,13 @@ static void test_device_pool(void **state) {
     sj_graph_destroy(g);
     sj_device_destroy(dev);
     sj_device_destroy(inner);
+}
+
+static void test_device_pool(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    check_device_pool(ctx, make_graph(ctx));
     sj_ctx_destroy(ctx);
 }
 
@@ -702,6 +710,26 @@ static void test_mapped_weights_truncated(void **state) {
     remove_ext(&m);
 }
 
+/* A device that cannot read host memory gets copies of mapped weights. */
+static void test_mapped_weights_device_copy(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_graph *g;
+    sj_model_options o;
+    sj_model_options_init(&o);
+    assert_int_equal(sj_model_load(ctx, m.model, &o, &g), SJ_OK);
+    sj_graph_weights gw;
+    sj_graph_weights_get(g, &gw);
+    assert_int_equal(gw.mapped_params, 2);
+    check_device_pool(ctx, g);
+    assert_int_equal(mappings_of(m.weights), 0);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets_share_weights),
@@ -716,6 +744,7 @@ int main(void) {
         cmocka_unit_test(test_mapped_weights_misaligned),
         cmocka_unit_test(test_mapped_weights_file_changed),
         cmocka_unit_test(test_mapped_weights_truncated),
+        cmocka_unit_test(test_mapped_weights_device_copy),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
