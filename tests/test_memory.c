@@ -522,6 +522,8 @@ static void test_mapped_weights(void **state) {
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.mapped_buffers, 2);
     assert_int_equal(ps.mapped_bytes, sizeof w1 + sizeof w2);
+    assert_int_equal(ps.mapped, 2); /* made from the mapping; bucket b shared them */
+    assert_int_equal(ps.shared, 2);
     sj_engine_stats st;
     sj_engine_stats_get(e, &st);
     assert_int_equal(st.weight_bytes, sizeof w1 + sizeof w2);
