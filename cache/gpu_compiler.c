@@ -13,6 +13,7 @@
 
 /* "SJGO" + the u64 sj_compile_options_hash, little-endian. */
 #define GPU_OPTIONS_BYTES 12
+#define GPU_LOAD_TRIES 8
 
 struct sj_gpu_compiler {
     sj_ctx *ctx;
@@ -144,19 +145,21 @@ static sj_status gpu_load(void *self, const sj_graph *g, int64_t extent, const v
                      (long long)info.extent, (long long)extent);
     sj_executable *e = NULL;
     /* The cubin when it fits the GPU, else the PTX, JIT-compiled by the driver. */
-    uint64_t gen = sj_device_generation(dev);
-    if (st == SJ_OK) st = sj_artifact_load(a, dev, g, &e);
-    /* another bucket's fault reset the device during the load: once more */
-    if (st == SJ_OK && sj_executable_stale(e)) {
-        sj_executable_destroy(e);
-        e = NULL;
-        st = SJ_E_STATE;
-    }
-    if (st != SJ_OK && sj_device_generation(dev) != gen) {
-        sj_executable_destroy(e);
-        e = NULL;
+    /* Another bucket's fault may reset the device during the load, which
+     * then fails or makes a stale executable: load again (a few times: each
+     * retry means another reset). */
+    for (int tries = 0; st == SJ_OK && tries < GPU_LOAD_TRIES; tries++) {
+        uint64_t gen = sj_device_generation(dev);
         st = sj_artifact_load(a, dev, g, &e);
+        if (st == SJ_OK && !sj_executable_stale(e)) break;
+        if (sj_device_generation(dev) == gen) break; /* a failure of its own */
+        sj_executable_destroy(e);
+        e = NULL;
+        st = SJ_OK;
     }
+    if (st == SJ_OK && !e)
+        st = sj_fail(ctx, SJ_E_STATE, "gpu artifact: the device was reset %d times during the load",
+                     GPU_LOAD_TRIES);
     sj_artifact_destroy(a);
     if (st != SJ_OK) {
         sj_executable_destroy(e);

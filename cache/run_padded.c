@@ -151,33 +151,49 @@ static sj_status pinpoint(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t 
     char first[512];
     snprintf(first, sizeof first, "%s", sj_ctx_last_error(c->ctx));
     if (!c->comp.run_stepwise || reload(c, b, one, extent, exe) != SJ_OK)
-        return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s", first);
+        return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s; the device was reset", first);
     sj_status st = c->comp.run_stepwise(c->comp.ctx, *exe, rows, inputs, outputs);
     if (st == SJ_E_DEVICE_LOST) {
-        sj_error_prefix(c->ctx, "bucket %lld lost the device, run again launch by launch",
-                        (long long)extent);
-        return st;
+        snprintf(first, sizeof first, "%s", sj_ctx_last_error(c->ctx));
+        return sj_fail(c->ctx, st,
+                       "%s; found by running the request again launch by launch; the device was "
+                       "reset and its buckets load again",
+                       first);
     }
     if (st == SJ_OK)
         for (int i = 0; i < sj_graph_num_outputs(c->g); i++) sj_tensor_free(c->ctx, &outputs[i]);
-    return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s (run again launch by launch, it %s)", first,
+    return sj_fail(c->ctx, SJ_E_DEVICE_LOST,
+                   "%s; the device was reset; run again launch by launch, the request %s", first,
                    st == SJ_OK ? "did not fault" : sj_ctx_last_error(c->ctx));
 }
 
-/* comp.run, for executables that can go stale: a stale one is loaded
- * again first, one made stale while this run waited for the device (by
- * another bucket's fault) is loaded again and run once more, and a run that
- * loses the device is pinpointed. Caller holds the run lock. */
+/* Tries at a run whose executable keeps going stale: each failed one
+ * means another bucket's fault reset the device meanwhile, so a device
+ * faulting without pause cannot make a bucket wait for ever, and a burst of
+ * fewer resets never fails a healthy bucket's request. */
+#define STALE_TRIES 8
+
+/* comp.run, for executables that can go stale: a stale one (its device was
+ * reset since it was loaded, before or while this run waited for the
+ * device) is loaded again and run; a run that loses the device itself is
+ * pinpointed. Caller holds the run lock. */
 static sj_status run_current(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t extent,
                              void **exe, int64_t rows, const sj_tensor *inputs, sj_tensor *outputs) {
     if (!c->comp.stale) return c->comp.run(c->comp.ctx, *exe, rows, inputs, outputs);
-    if (c->comp.stale(c->comp.ctx, *exe)) SJ_TRY(reload(c, b, one, extent, exe));
-    sj_status st = c->comp.run(c->comp.ctx, *exe, rows, inputs, outputs);
-    if (st == SJ_E_STATE && c->comp.stale(c->comp.ctx, *exe)) {
-        SJ_TRY(reload(c, b, one, extent, exe));
+    sj_status st = SJ_E_STATE;
+    for (int tries = 0; tries < STALE_TRIES; tries++) {
+        if (c->comp.stale(c->comp.ctx, *exe)) {
+            st = reload(c, b, one, extent, exe);
+            if (st == SJ_E_STATE || (st == SJ_OK && c->comp.stale(c->comp.ctx, *exe))) continue;
+            if (st != SJ_OK) return st;
+        }
         st = c->comp.run(c->comp.ctx, *exe, rows, inputs, outputs);
+        if (st == SJ_E_STATE && c->comp.stale(c->comp.ctx, *exe)) continue;
+        if (st == SJ_E_DEVICE_LOST) return pinpoint(c, b, one, extent, exe, rows, inputs, outputs);
+        return st;
     }
-    if (st == SJ_E_DEVICE_LOST) return pinpoint(c, b, one, extent, exe, rows, inputs, outputs);
+    sj_error_prefix(c->ctx, "bucket %lld: the device was reset %d times while this request waited",
+                    (long long)extent, STALE_TRIES);
     return st;
 }
 

@@ -19,6 +19,7 @@
 #include "tests/skip.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -242,6 +243,69 @@ static void test_non_sticky_error(void **state) {
     assert_int_equal(fake_counts().left_at_release, 0);
 }
 
+typedef struct a_loop {
+    sj_engine *e;
+    int runs, failures;
+    char first_error[512];
+} a_loop;
+
+static void *run_a(void *arg) {
+    a_loop *l = arg;
+    for (int i = 0; i < l->runs; i++) {
+        sj_value_desc d;
+        sj_engine_input(l->e, 0, &d);
+        int64_t inner = d.shape.dims[1];
+        float *x = calloc((size_t)(ROWS_A * inner), sizeof *x);
+        sj_named_tensor in = {d.name, {.rank = 2, .dims = {ROWS_A, inner}, .data = x}}, out = {0};
+        if (!x || sj_engine_run(l->e, &in, 1, &out, 1, NULL) != SJ_OK) {
+            if (!l->failures++)
+                snprintf(l->first_error, sizeof l->first_error, "%s", sj_ctx_last_error(ctx));
+        }
+        sj_tensor_free(ctx, &out.tensor);
+        free(x);
+    }
+    return NULL;
+}
+
+/* Requests of A on another thread while B faults again and again: every
+ * one of A's is served (reloaded when a reset made it stale, before or
+ * while it waited for the device), every one of B's fails naming the kernel. */
+static void test_other_bucket_served_meanwhile(void **state) {
+    (void)state;
+    sj_engine *e;
+    if (open_engine(&e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
+    run_ok(e, ROWS_A);
+    char names[64][128];
+    int n = kernels_of_b(e, names, 64);
+    assert_true(n >= 1);
+    inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
+    a_loop loop = {e, 60, 0, ""};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_a, &loop), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE_LOST);
+        /* the thread's own message slot: A's thread does not overwrite it */
+        char want[256];
+        snprintf(want, sizeof want, "kernel %s (launch #0 of bucket 32)", names[0]);
+        assert_error_contains(ctx, want);
+    }
+    pthread_join(t, NULL);
+    if (loop.failures) fail_msg("%d of A's requests failed: %s", loop.failures, loop.first_error);
+    inject(NULL, 0, 0);
+    run_ok(e, ROWS_B);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.device_lost, 3);
+    assert_int_equal(s.device_resets, 6);
+    assert_int_equal(s.compiles, 0);
+    assert_int_equal(s.runs, 2 + 60 + 1);
+    assert_int_equal(s.run_failures, 3);
+    assert_no_misuse();
+    sj_engine_close(e);
+    assert_int_equal(fake_counts().live_allocs, 0);
+    assert_int_equal(fake_counts().left_at_release, 0);
+}
+
 static int setup(void **state) {
     (void)state;
     ctx = ctx_with_counter(&counter);
@@ -264,7 +328,8 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_sticky_fault),
                                        cmocka_unit_test(test_sticky_kinds),
-                                       cmocka_unit_test(test_non_sticky_error)};
+                                       cmocka_unit_test(test_non_sticky_error),
+                                       cmocka_unit_test(test_other_bucket_served_meanwhile)};
     return sj_run_tests(tests, setup, teardown);
 }
 
