@@ -43,6 +43,8 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
     if (a->cpu && strcmp(name, "host") != 0)
         return cli_usage_error(cmd, "--cpu is for --backend host");
+    if (a->cuda_driver && strcmp(name, "cuda") != 0)
+        return cli_usage_error(cmd, "--cuda-driver is for --backend cuda");
     sj_precision p;
     if (a->precision && sj_precision_from_name(a->precision, &p) != SJ_OK)
         return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", a->precision);
@@ -62,6 +64,7 @@ void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->backend = a->name;
     cfg->gpu_emit = a->emit;
     cfg->arch = a->arch;
+    cfg->cuda_driver = a->cuda_driver;
     cfg->cpu = a->cpu;
     cfg->precision = a->precision;
     cfg->tune = a->tune;
@@ -209,9 +212,12 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
     fprintf(f,
             ", \"weight_bytes\": %llu, \"run_bytes\": %llu, \"resident_buckets\": %d, "
-            "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu, \"bucket_memory\": [",
+            "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu",
             (unsigned long long)s.weight_bytes, (unsigned long long)s.run_bytes, s.buckets_resident,
             (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
+    fprintf(f, ", \"device_lost\": %llu, \"device_resets\": %llu, \"reloads\": %llu, \"bucket_memory\": [",
+            (unsigned long long)s.device_lost, (unsigned long long)s.device_resets,
+            (unsigned long long)s.reloads);
     bool first = true;
     for (int i = 0; i < s.buckets; i++) {
         sj_executable_memory_info m;

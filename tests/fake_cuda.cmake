@@ -14,3 +14,10 @@ if(SJ_HAVE_CUDA)
   target_include_directories(test_cuda_fault PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   add_dependencies(test_cuda_fault sj_fake_cuda)
 endif()
+find_program(SJ_CURL curl)
+if(SJ_HAVE_CUDA AND SJ_CURL)
+  add_test(NAME cuda_fault_cli COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cuda_fault_cli.sh
+    $<TARGET_FILE:shapejit_cli> $<TARGET_FILE:sj_fake_cuda> ${PROJECT_SOURCE_DIR}/examples/models
+    ${PROJECT_BINARY_DIR}/cuda_fault_cli)
+  set_tests_properties(cuda_fault_cli PROPERTIES TIMEOUT 300)
+endif()

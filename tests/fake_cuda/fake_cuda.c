@@ -267,7 +267,23 @@ FAKE_EXPORT const char *fake_cuda_launched(uint64_t i) {
 
 /* --- driver, device, context */
 
-CUresult CUDAAPI cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+/* A process the test cannot reach with dlsym (the CLI) gets its fault from
+ * the environment: FAKE_CUDA_FAULT=KERNEL:ERROR:MIN_EXTENT, KERNEL as for
+ * fake_cuda_inject ("*SUFFIX" matches by suffix), ERROR a CUresult number. */
+static void fault_from_environment(void) {
+    const char *spec = getenv("FAKE_CUDA_FAULT");
+    char kernel[128];
+    int error;
+    long long min_extent;
+    if (spec && sscanf(spec, "%127[^:]:%d:%lld", kernel, &error, &min_extent) == 3)
+        fake_cuda_inject(kernel, error, min_extent);
+}
+
+CUresult CUDAAPI cuInit(unsigned int flags) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fault_from_environment);
+    return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 
 CUresult CUDAAPI cuDriverGetVersion(int *v) {
     *v = 13000;
@@ -642,9 +658,15 @@ static CUresult check_geometry(const unsigned grid[3], const unsigned block[3], 
 }
 
 /* The fault injected for a launch of f at extent n: sticky or not. */
+static bool name_matches(const char *pattern, const char *name) {
+    if (pattern[0] != '*') return strcmp(pattern, name) == 0;
+    size_t p = strlen(pattern + 1), n = strlen(name);
+    return n >= p && strcmp(name + n - p, pattern + 1) == 0;
+}
+
 static CUresult injected(CUfunction f, int64_t n, bool sticky) {
     for (int i = 0; i < n_faults; i++)
-        if (strcmp(faults[i].kernel, f->name) == 0 && n >= faults[i].min_extent &&
+        if (name_matches(faults[i].kernel, f->name) && n >= faults[i].min_extent &&
             is_sticky(faults[i].error) == sticky)
             return faults[i].error;
     return CUDA_SUCCESS;

@@ -41,7 +41,10 @@ typedef struct fake_cuda_counters {
  * trap, timeout, ...) when it runs, reported by the next call that waits for
  * the device, after which the context answers every call with it until it
  * is reset; any other at the launch (or capture) itself, leaving the
- * context usable. Error 0 clears the kernel's fault; kernel NULL clears all. */
+ * context usable. Error 0 clears the kernel's fault; kernel NULL clears all.
+ * A kernel "*SUFFIX" matches every kernel whose name ends in SUFFIX. A
+ * process out of a test's reach (the CLI) takes one fault from the
+ * environment at cuInit: FAKE_CUDA_FAULT=KERNEL:ERROR:MIN_EXTENT. */
 typedef void (*fake_cuda_inject_fn)(const char *kernel, int error, int64_t min_extent);
 /* The counters since the library was loaded. */
 typedef void (*fake_cuda_counters_fn)(fake_cuda_counters *out);
