@@ -150,8 +150,12 @@ static sj_status pinpoint(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t 
     atomic_fetch_add_explicit(&c->device_lost, 1, memory_order_relaxed);
     char first[512];
     snprintf(first, sizeof first, "%s", sj_ctx_last_error(c->ctx));
-    if (!c->comp.run_stepwise || reload(c, b, one, extent, exe) != SJ_OK)
-        return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s; the device was reset", first);
+    if (!c->comp.run_stepwise) return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s", first);
+    if (reload(c, b, one, extent, exe) != SJ_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", sj_ctx_last_error(c->ctx));
+        return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s; then %s", first, why);
+    }
     sj_status st = c->comp.run_stepwise(c->comp.ctx, *exe, rows, inputs, outputs);
     if (st == SJ_E_DEVICE_LOST) {
         snprintf(first, sizeof first, "%s", sj_ctx_last_error(c->ctx));

@@ -187,7 +187,9 @@ sj_status sj_device_recover_locked(sj_device *dev, sj_status st) {
         return st;
     }
     atomic_fetch_add(&dev->reset_failures, 1);
-    sj_error_prefix(dev->ctx, "%s; then the device reset failed", why);
+    char reset_why[512];
+    snprintf(reset_why, sizeof reset_why, "%s", sj_ctx_last_error(dev->ctx));
+    sj_fail(dev->ctx, st, "%s; then the device reset failed: %s", why, reset_why);
     return st;
 }
 

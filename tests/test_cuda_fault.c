@@ -41,6 +41,7 @@ static void *fake;
 static fake_cuda_inject_fn inject;
 static fake_cuda_counters_fn counters_get;
 static fake_cuda_launched_fn launched;
+static fake_cuda_fail_resets_fn fail_resets;
 
 static sj_status open_engine(sj_engine **out) {
     sj_engine_config cfg;
@@ -306,6 +307,44 @@ static void test_other_bucket_served_meanwhile(void **state) {
     assert_int_equal(fake_counts().left_at_release, 0);
 }
 
+/* A reset that fails (a GPU that contained an error) leaves the device
+ * lost: every request says so, and each tries the reset again, so the
+ * device serves again once a reset works. */
+static void test_reset_fails_then_works(void **state) {
+    (void)state;
+    sj_engine *e;
+    if (open_engine(&e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
+    run_ok(e, ROWS_A);
+    char names[64][128];
+    int n = kernels_of_b(e, names, 64);
+    assert_true(n >= 1);
+    inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
+    fail_resets(3);
+    /* the fault, its reset fails; loading B again for the rerun fails too */
+    assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE_LOST);
+    assert_error_contains(ctx, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    assert_error_contains(ctx, "then the device reset failed");
+    assert_error_contains(ctx, "CUDA_ERROR_CONTAINED");
+    inject(NULL, 0, 0);
+    /* A: the third failed reset */
+    assert_int_equal(run_rows(e, ROWS_A), SJ_E_DEVICE_LOST);
+    assert_error_contains(ctx, "lost its context and cannot be reset");
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.device_resets, 0);
+    /* the fourth works: A and B serve again */
+    run_ok(e, ROWS_A);
+    run_ok(e, ROWS_B);
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.device_resets, 1);
+    assert_int_equal(s.device_lost, 1);
+    assert_int_equal(s.compiles, 0);
+    assert_no_misuse();
+    sj_engine_close(e);
+    assert_int_equal(fake_counts().live_allocs, 0);
+    assert_int_equal(fake_counts().left_at_release, 0);
+}
+
 static int setup(void **state) {
     (void)state;
     ctx = ctx_with_counter(&counter);
@@ -314,7 +353,8 @@ static int setup(void **state) {
     inject = (fake_cuda_inject_fn)dlsym(fake, "fake_cuda_inject");
     counters_get = (fake_cuda_counters_fn)dlsym(fake, "fake_cuda_counters_get");
     launched = (fake_cuda_launched_fn)dlsym(fake, "fake_cuda_launched");
-    return inject && counters_get && launched ? 0 : -1;
+    fail_resets = (fake_cuda_fail_resets_fn)dlsym(fake, "fake_cuda_fail_resets");
+    return inject && counters_get && launched && fail_resets ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -329,7 +369,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_sticky_fault),
                                        cmocka_unit_test(test_sticky_kinds),
                                        cmocka_unit_test(test_non_sticky_error),
-                                       cmocka_unit_test(test_other_bucket_served_meanwhile)};
+                                       cmocka_unit_test(test_other_bucket_served_meanwhile),
+                                       cmocka_unit_test(test_reset_fails_then_works)};
     return sj_run_tests(tests, setup, teardown);
 }
 

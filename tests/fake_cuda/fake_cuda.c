@@ -109,6 +109,7 @@ static CUdeviceptr next_addr = 0x700000000000ull;
 static fake_fault faults[64];
 static int n_faults;
 static fake_cuda_counters counters;
+static int resets_to_fail;
 static char history_names[FAKE_HISTORY][128]; /* the kernels of the last launches */
 static __thread CUcontext ctx_stack[16];
 static __thread int ctx_depth;
@@ -250,6 +251,12 @@ FAKE_EXPORT void fake_cuda_inject(const char *kernel, int error, int64_t min_ext
     pthread_mutex_unlock(&mu);
 }
 
+FAKE_EXPORT void fake_cuda_fail_resets(int n) {
+    pthread_mutex_lock(&mu);
+    resets_to_fail = n;
+    pthread_mutex_unlock(&mu);
+}
+
 FAKE_EXPORT void fake_cuda_counters_get(fake_cuda_counters *out) {
     pthread_mutex_lock(&mu);
     *out = counters;
@@ -359,6 +366,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) {
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice d) {
     if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&mu);
+    if (resets_to_fail > 0) {
+        resets_to_fail--;
+        return leave(CUDA_ERROR_CONTAINED);
+    }
     if (primary) ctx_destroy(primary);
     counters.resets++;
     return leave(CUDA_SUCCESS);
@@ -908,6 +919,7 @@ static const struct {
     {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
+    {CUDA_ERROR_CONTAINED, "CUDA_ERROR_CONTAINED", "a device exception was contained; restart the process"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},

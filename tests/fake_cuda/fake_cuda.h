@@ -46,6 +46,9 @@ typedef struct fake_cuda_counters {
  * process out of a test's reach (the CLI) takes one fault from the
  * environment at cuInit: FAKE_CUDA_FAULT=KERNEL:ERROR:MIN_EXTENT. */
 typedef void (*fake_cuda_inject_fn)(const char *kernel, int error, int64_t min_extent);
+/* The next n primary context resets fail with CUDA_ERROR_CONTAINED (what a
+ * GPU whose error containment tripped answers until the process restarts). */
+typedef void (*fake_cuda_fail_resets_fn)(int n);
 /* The counters since the library was loaded. */
 typedef void (*fake_cuda_counters_fn)(fake_cuda_counters *out);
 /* The kernel the i-th launch counted in `launches` ran (0-based; the last
