@@ -114,14 +114,16 @@ static sj_status reload(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t ex
     void *fresh;
     sj_status st;
     if (!one && c->buckets[b].art) {
-        st = c->comp.load(c->comp.ctx, c->g, extent, c->buckets[b].art, c->buckets[b].art_len, &fresh);
+        const sj_cache_bucket *bk = &c->buckets[b];
+        st = c->comp.load(c->comp.ctx, c->g, extent, bk->art, bk->art_len, &fresh);
     } else {
         sj_cache_made made;
         int target;
         st = sj_cache_materialize(c, extent, true, &fresh, &made, &target, NULL, NULL);
     }
     if (st != SJ_OK) {
-        sj_error_prefix(c->ctx, "bucket %lld: load again after the device was reset", (long long)extent);
+        sj_error_prefix(c->ctx, "bucket %lld: load again after the device was reset",
+                        (long long)extent);
         return st;
     }
     void *old;
@@ -182,7 +184,8 @@ static sj_status pinpoint(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t 
  * device) is loaded again and run; a run that loses the device itself is
  * pinpointed. Caller holds the run lock. */
 static sj_status run_current(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t extent,
-                             void **exe, int64_t rows, const sj_tensor *inputs, sj_tensor *outputs) {
+                             void **exe, int64_t rows, const sj_tensor *inputs,
+                             sj_tensor *outputs) {
     if (!c->comp.stale) return c->comp.run(c->comp.ctx, *exe, rows, inputs, outputs);
     sj_status st = SJ_E_STATE;
     for (int tries = 0; tries < STALE_TRIES; tries++) {
@@ -218,7 +221,8 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         pthread_mutex_lock(mu);
         /* A native_after swap or a reload may have replaced the executable
          * while this run waited for the lock (and freed the old one). */
-        exe = one ? atomic_load(&one->exe) : atomic_load_explicit(&c->buckets[b].exe, memory_order_acquire);
+        exe = one ? atomic_load(&one->exe)
+                  : atomic_load_explicit(&c->buckets[b].exe, memory_order_acquire);
         st = run_current(c, b, one, extent, &exe, rows, inputs, outputs);
         if (!one) sj_cache_resident_after_run(c, b, exe);
         if (!one && st == SJ_OK) {

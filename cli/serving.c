@@ -215,7 +215,9 @@ void cli_stats_members(FILE *f, sj_engine *e) {
             "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu",
             (unsigned long long)s.weight_bytes, (unsigned long long)s.run_bytes, s.buckets_resident,
             (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
-    fprintf(f, ", \"device_lost\": %llu, \"device_resets\": %llu, \"reloads\": %llu, \"bucket_memory\": [",
+    fprintf(f,
+            ", \"device_lost\": %llu, \"device_resets\": %llu, \"reloads\": %llu, "
+            "\"bucket_memory\": [",
             (unsigned long long)s.device_lost, (unsigned long long)s.device_resets,
             (unsigned long long)s.reloads);
     bool first = true;

@@ -95,7 +95,6 @@ sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
     dev->next_graph_id = 1;
     atomic_init(&dev->generation, 0);
     atomic_init(&dev->resets, 0);
-    atomic_init(&dev->reset_failures, 0);
     if (policy)
         dev->mdcache_policy = *policy;
     else
@@ -186,7 +185,6 @@ sj_status sj_device_recover_locked(sj_device *dev, sj_status st) {
         sj_fail(dev->ctx, st, "%s", why); /* the caller's message, not the reset's */
         return st;
     }
-    atomic_fetch_add(&dev->reset_failures, 1);
     char reset_why[512];
     snprintf(reset_why, sizeof reset_why, "%s", sj_ctx_last_error(dev->ctx));
     sj_fail(dev->ctx, st, "%s; then the device reset failed: %s", why, reset_why);
@@ -197,7 +195,6 @@ sj_status sj_device_check_usable_locked(sj_device *dev, const char *what) {
     SJ_TRY(sj_device_check_alive(dev, what));
     if (!dev->lost) return SJ_OK;
     if (revive_locked(dev) == SJ_OK) return SJ_OK;
-    atomic_fetch_add(&dev->reset_failures, 1);
     sj_error_prefix(dev->ctx, "%s: device '%s' lost its context and cannot be reset", what,
                     dev->ops->name);
     return SJ_E_DEVICE_LOST;

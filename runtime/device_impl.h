@@ -47,7 +47,7 @@ struct sj_device {
     bool lost;
     bool reset_backend; /* lost, and the backend's context not yet reset */
     bool forgetting;    /* the metadata cache is dropping buffers the reset freed */
-    _Atomic uint64_t resets, reset_failures;
+    _Atomic uint64_t resets; /* backend resets that worked */
 };
 
 /* The weight pool of one generation; its backing's user. */

@@ -181,7 +181,8 @@ static sj_status launch_all(sj_executable *e, int64_t active, bool stepwise) {
         if (st == SJ_OK && stepwise) st = dev->ops->sync(dev->impl);
         if (st == SJ_OK) continue;
         /* a lost device at a later launch: an earlier kernel of the run may be the one */
-        if (st == SJ_E_DEVICE_LOST && !stepwise && !dev->capturing) return name_in_flight(e, st, i + 1);
+        if (st == SJ_E_DEVICE_LOST && !stepwise && !dev->capturing)
+            return name_in_flight(e, st, i + 1);
         return name_launch(e, st, i);
     }
     return SJ_OK;
@@ -192,7 +193,12 @@ typedef enum run_kind { RUN_EAGER, RUN_REPLAY, RUN_STEPWISE } run_kind;
 static sj_status dispatch(sj_executable *e, run_kind kind, int64_t n) {
     sj_device *dev = e->dev;
     if (kind != RUN_REPLAY) return launch_all(e, n, kind == RUN_STEPWISE);
-    return name_in_flight(e, dev->ops->replay(dev->impl, e->graph, n), e->n_launches);
+    sj_status st = dev->ops->replay(dev->impl, e->graph, n);
+    if (st == SJ_E_DEVICE_LOST) return name_in_flight(e, st, e->n_launches);
+    if (st != SJ_OK)
+        sj_error_prefix(e->ctx, "bucket %lld: replay of its %d captured launches",
+                        (long long)e->extent, e->n_launches);
+    return st;
 }
 
 static uint64_t now_ns(void) {
@@ -210,7 +216,8 @@ static sj_status timed_dispatch(sj_executable *e, run_kind kind, int64_t n) {
     uint64_t t0 = now_ns();
     SJ_TRY(dispatch(e, kind, n));
     dev->timed.dispatch_ns += now_ns() - t0;
-    if (timer) SJ_TRY(name_in_flight(e, timer(dev->impl, SJ_KERNEL_TIMER_STOP, NULL), e->n_launches));
+    if (timer)
+        SJ_TRY(name_in_flight(e, timer(dev->impl, SJ_KERNEL_TIMER_STOP, NULL), e->n_launches));
     SJ_TRY(name_in_flight(e, dev->ops->sync(dev->impl), e->n_launches));
     if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_READ, &dev->timed.kernel_ns));
     dev->timed.runs++;
@@ -244,7 +251,8 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
         SJ_TRY(timed_dispatch(e, kind, n));
     } else {
         SJ_TRY(dispatch(e, kind, n));
-        if (kind != RUN_STEPWISE) SJ_TRY(name_in_flight(e, dev->ops->sync(dev->impl), e->n_launches));
+        if (kind != RUN_STEPWISE)
+            SJ_TRY(name_in_flight(e, dev->ops->sync(dev->impl), e->n_launches));
     }
     for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
     /* What ran: every launch above was given n, and a kernel touches the

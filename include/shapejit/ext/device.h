@@ -182,8 +182,9 @@ SJ_API bool sj_device_alive(const sj_device *dev);
 SJ_API uint64_t sj_device_generation(const sj_device *dev);
 SJ_API uint64_t sj_device_resets(const sj_device *dev);
 /* The device's metadata info cache; valid while the device is and until
- * its next reset (NULL after release, or while a reset is failing). The launch path uses it under the device's lock; a caller that
- * uses it directly must not do so while other threads run on the device. */
+ * its next reset (NULL after release, or while a reset is failing). The
+ * launch path uses it under the device's lock; a caller that uses it
+ * directly must not do so while other threads run on the device. */
 SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 
 /* Checked wrappers of the backend functions; each fails with SJ_E_STATE
