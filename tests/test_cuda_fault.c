@@ -8,9 +8,10 @@
  * again once the fault is gone; the counts show in sj_engine_stats; nothing
  * of a lost context is ever handed back to the driver (the fake counts stale
  * pointers and handles), and closing the engine leaves nothing on the
- * device. A launch error that is not sticky (out of resources) fails its
- * request naming the kernel and leaves the context (and every bucket) as
- * it was. */
+ * device. Also: every sticky error kind; a launch error that is not sticky
+ * (out of resources) fails its request naming the kernel and leaves the
+ * context (and every bucket) as it was; bucket A served on another thread
+ * while B faults; resets that fail until one works; a one-off's fault. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,9 +44,10 @@ static fake_cuda_counters_fn counters_get;
 static fake_cuda_launched_fn launched;
 static fake_cuda_fail_resets_fn fail_resets;
 
-static sj_status open_engine(sj_engine **out) {
+static sj_status open_engine_one_offs(bool one_offs, sj_engine **out) {
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
+    cfg.one_off_out_of_range = one_offs;
     cfg.backend = "cuda";
     cfg.cuda_driver = SJ_FAKE_CUDA;
     cfg.ladder = "list:8,32";
@@ -54,6 +56,8 @@ static sj_status open_engine(sj_engine **out) {
     cfg.store_path = store;
     return sj_engine_open(ctx, MODEL, &cfg, out);
 }
+
+static sj_status open_engine(sj_engine **out) { return open_engine_one_offs(false, out); }
 
 static sj_status run_rows(sj_engine *e, int64_t rows) {
     sj_value_desc d;
@@ -345,6 +349,34 @@ static void test_reset_fails_then_works(void **state) {
     assert_int_equal(fake_counts().left_at_release, 0);
 }
 
+/* A size past the ladder runs in a one-off executable at its exact
+ * extent; a fault there is named the same way, and the one-off loads again
+ * from the store (no compile) once the device is reset. */
+static void test_one_off_fault(void **state) {
+    (void)state;
+    sj_engine *e;
+    if (open_engine_one_offs(true, &e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
+    run_ok(e, 40);
+    sj_engine_stats s0;
+    sj_engine_stats_get(e, &s0);
+    inject("*_e40_k0", CUDA_ERROR_ILLEGAL_ADDRESS, 1);
+    assert_int_equal(run_rows(e, 40), SJ_E_DEVICE_LOST);
+    assert_error_contains(ctx, "_e40_k0 (launch #0 of bucket 40)");
+    inject(NULL, 0, 0);
+    run_ok(e, 40);
+    run_ok(e, ROWS_A);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.device_lost, 1);
+    assert_int_equal(s.device_resets, 2);
+    assert_int_equal(s.compiles, s0.compiles);
+    assert_true(s.reloads >= 2);
+    assert_no_misuse();
+    sj_engine_close(e);
+    assert_int_equal(fake_counts().live_allocs, 0);
+    assert_int_equal(fake_counts().left_at_release, 0);
+}
+
 static int setup(void **state) {
     (void)state;
     ctx = ctx_with_counter(&counter);
@@ -370,7 +402,8 @@ int main(void) {
                                        cmocka_unit_test(test_sticky_kinds),
                                        cmocka_unit_test(test_non_sticky_error),
                                        cmocka_unit_test(test_other_bucket_served_meanwhile),
-                                       cmocka_unit_test(test_reset_fails_then_works)};
+                                       cmocka_unit_test(test_reset_fails_then_works),
+                                       cmocka_unit_test(test_one_off_fault)};
     return sj_run_tests(tests, setup, teardown);
 }
 

@@ -104,7 +104,7 @@ typedef struct fake_fault {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct CUctx_st *primary;
-static fake_list dead_contexts; /* kept so stale handles stay recognisable */
+static fake_list contexts; /* every one made, kept so a stale handle stays recognisable */
 static CUdeviceptr next_addr = 0x700000000000ull;
 static fake_fault faults[64];
 static int n_faults;
@@ -336,7 +336,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *out, CUdevice d) {
     pthread_mutex_lock(&mu);
     if (!primary) {
         primary = calloc(1, sizeof *primary);
-        if (!primary || !list_add(&dead_contexts, primary)) {
+        if (!primary || !list_add(&contexts, primary)) {
             free(primary);
             primary = NULL;
             return leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -378,7 +378,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice d) {
 CUresult CUDAAPI cuCtxPushCurrent(CUcontext c) {
     if (ctx_depth == (int)(sizeof ctx_stack / sizeof *ctx_stack)) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
-    bool known = list_has(&dead_contexts, c);
+    bool known = list_has(&contexts, c);
     if (!known) counters.bad_handles++;
     pthread_mutex_unlock(&mu);
     if (!known) return CUDA_ERROR_INVALID_CONTEXT;
