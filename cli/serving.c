@@ -212,14 +212,9 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
     fprintf(f,
             ", \"weight_bytes\": %llu, \"run_bytes\": %llu, \"resident_buckets\": %d, "
-            "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu",
+            "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu, \"bucket_memory\": [",
             (unsigned long long)s.weight_bytes, (unsigned long long)s.run_bytes, s.buckets_resident,
             (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
-    fprintf(f,
-            ", \"device_lost\": %llu, \"device_resets\": %llu, \"reloads\": %llu, "
-            "\"bucket_memory\": [",
-            (unsigned long long)s.device_lost, (unsigned long long)s.device_resets,
-            (unsigned long long)s.reloads);
     bool first = true;
     for (int i = 0; i < s.buckets; i++) {
         sj_executable_memory_info m;
@@ -239,6 +234,9 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         first = false;
     }
     fputc(']', f);
+    fprintf(f, ", \"device_lost\": %llu, \"device_resets\": %llu, \"reloads\": %llu",
+            (unsigned long long)s.device_lost, (unsigned long long)s.device_resets,
+            (unsigned long long)s.reloads);
     cli_bucket_targets_member(f, e);
     if (sj_engine_remote(e)) {
         fputs(", ", f);
