@@ -285,9 +285,11 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
         putchar('\n');
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
-    printf("  memory           weights %.1f MiB (shared by every bucket), run memory %.1f MiB in "
+    printf("  memory           weights %.1f MiB (shared by every bucket; %.1f MiB of them mapped "
+           "from the model's files), run memory %.1f MiB in "
            "%d resident buckets (%llu trimmed), peak RSS %.1f MiB\n",
-           (double)st.weight_bytes / 1048576.0, (double)st.run_bytes / 1048576.0,
+           (double)st.weight_bytes / 1048576.0, (double)st.weight_mapped_bytes / 1048576.0,
+           (double)st.run_bytes / 1048576.0,
            st.buckets_resident, (unsigned long long)st.resident_evictions,
            (double)cli_peak_rss_bytes() / 1048576.0);
     print_padding(s, f);
