@@ -78,7 +78,12 @@ typedef struct cli_backend_args {
     const char *tune_budget_ms; /* --tune-budget-ms MS as given (NULL: the default) */
     int devices;      /* host devices; 0 = 1 */
     const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
+    const char *cuda_driver; /* cuda: --cuda-driver PATH, NULL = libcuda.so.1 */
 } cli_backend_args;
+
+#define CLI_CUDA_DRIVER_USAGE                                                                      \
+    "  --cuda-driver PATH cuda: the driver library to open instead of libcuda.so.1 (a\n"            \
+    "                     driver outside the loader's path; tests give a fake one)\n"
 
 #define CLI_PRECISION_USAGE                                                                        \
     "  --precision P      fp32 (default), bf16 or fp16: matmul and gemm weights stored in P\n"      \
