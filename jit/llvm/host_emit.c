@@ -150,13 +150,16 @@ static LLVMValueRef call_f32(emitter *e, const char *intrinsic, LLVMValueRef x, 
     return sj_llvm_intrinsic_f32(e->M, e->B, intrinsic, x, y);
 }
 
-/* The host's transcendental functions: exp, erf and tanh inline so loops
- * vectorise (sj_llvm_exp and friends); log and pow through LLVM intrinsics. */
+/* The host's transcendental functions: exp, log, erf, tanh and pow inline so
+ * loops vectorise (sj_llvm_exp and friends, host_math.c). */
 static LLVMValueRef host_exp(void *c, LLVMValueRef x) {
     emitter *e = c;
     return sj_llvm_exp(e->B, e->M, x);
 }
-static LLVMValueRef host_log(void *c, LLVMValueRef x) { return call_f32(c, "llvm.log", x, NULL); }
+static LLVMValueRef host_log(void *c, LLVMValueRef x) {
+    emitter *e = c;
+    return sj_llvm_log(e->B, e->M, x);
+}
 static LLVMValueRef host_tanh(void *c, LLVMValueRef x) {
     emitter *e = c;
     return sj_llvm_tanh(e->B, e->M, x);
@@ -166,7 +169,8 @@ static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
     return sj_llvm_erf(e->B, e->M, x);
 }
 static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
-    return call_f32(c, "llvm.pow", x, y);
+    emitter *e = c;
+    return sj_llvm_pow(e->B, e->M, x, y);
 }
 /* A call to the process's libm (the ORC loader resolves it there). */
 static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
