@@ -176,28 +176,34 @@ LLVMValueRef sj_llvm_log(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
 }
 
 /* log2(ax) in double for a positive float ax (0, inf and NaN give garbage
- * the caller replaces): e + 2/ln2 * atanh((m - 1) / (m + 1)) by its odd
- * series; |(m-1)/(m+1)| <= 0.172, so eight terms leave a relative error
- * under 2^-44, far below what pow's float result needs (2^-37 at |y log2 x|
- * = 150). */
+ * the caller replaces): e + f g(f^2) with f = (m - 1) / (m + 1), |f| <=
+ * 0.172, g(s) = 2 atanh(f) / (f ln2). The quotient comes from a float
+ * reciprocal (one float division, twice the lanes of a double one) and one
+ * correction step in double (relative error ~2^-46); g is a degree-5
+ * Chebyshev fit (mpmath chebyfit on [0, 0.0295], relative error 2^-45), far
+ * below what pow's float result needs (2^-37 at |y log2 x| = 150). */
 static LLVMValueRef log2_wide(mctx *m, LLVMValueRef ax) {
     LLVMBuilderRef B = m->B;
     LLVMValueRef mant, e;
     split(m, ax, &mant, &e);
+    LLVMValueRef rf = LLVMBuildFDiv(B, k(m, 1.0), LLVMBuildFAdd(B, mant, k(m, 1.0), ""), "");
+    LLVMValueRef r = LLVMBuildFPExt(B, rf, m->f64, "");
     LLVMValueRef md = LLVMBuildFPExt(B, mant, m->f64, "");
-    LLVMValueRef f = LLVMBuildFDiv(B, LLVMBuildFSub(B, md, kd(m, 1.0), ""),
-                                   LLVMBuildFAdd(B, md, kd(m, 1.0), ""), "");
-    double c[8];
-    for (int i = 0; i < 8; i++) c[i] = 2.0 / M_LN2 / (2 * i + 1);
-    LLVMValueRef p = horner(m, LLVMBuildFMul(B, f, f, ""), c, 8);
+    LLVMValueRef u = LLVMBuildFSub(B, md, kd(m, 1.0), ""), d = LLVMBuildFAdd(B, md, kd(m, 1.0), "");
+    LLVMValueRef q = LLVMBuildFMul(B, u, r, "");
+    LLVMValueRef res = fma3(m, LLVMBuildFNeg(B, d, ""), q, u); /* u - d q, exact with FMA */
+    LLVMValueRef f = fma3(m, res, r, q);
+    static const double c[] = {2.8853900817778505769, 0.96179669411235944842, 0.57707794263026179854,
+                               0.41220922733052444177, 0.31990666088914740083, 0.28288718263073563972};
+    LLVMValueRef p = horner(m, LLVMBuildFMul(B, f, f, ""), c, 6);
     return fma3(m, f, p, LLVMBuildSIToFP(B, e, m->f64, ""));
 }
 
 /* 2^t for a double t, rounded once to float: t = n + r with |r| <= 1/2
  * (n by the 1.5 * 2^52 shifter, whose low bits then hold n, so no
- * float-to-int conversion that older CPUs cannot vectorise), 2^r by its
- * Taylor series in r ln2 to degree 10 (error < 2^-42), 2^n by bits. Beyond
- * +-200 the float is inf or 0 anyway. */
+ * float-to-int conversion that older CPUs cannot vectorise), 2^r by a
+ * degree-7 Chebyshev fit (mpmath chebyfit on [-1/2, 1/2], error 2^-34.5),
+ * 2^n by bits. Beyond +-200 the float is inf or 0 anyway. */
 static LLVMValueRef exp2_narrow(mctx *m, LLVMValueRef t) {
     LLVMBuilderRef B = m->B;
     LLVMTypeRef i64 = LLVMInt64TypeInContext(m->C);
@@ -205,10 +211,11 @@ static LLVMValueRef exp2_narrow(mctx *m, LLVMValueRef t) {
     LLVMValueRef sh = kd(m, 0x1.8p52);
     LLVMValueRef kn = LLVMBuildFAdd(B, tc, sh, "");
     LLVMValueRef r = LLVMBuildFSub(B, tc, LLVMBuildFSub(B, kn, sh, ""), "");
-    double c[11];
-    c[0] = 1.0;
-    for (int i = 1; i < 11; i++) c[i] = c[i - 1] * M_LN2 / i;
-    LLVMValueRef p = horner(m, r, c, 11);
+    static const double c[] = {0.99999999995956175074,  0.69314718055683241353,
+                               0.24022651213498092661,  0.055504109063258666119,
+                               0.0096180256133180342494, 0.0013333478473685415281,
+                               0.00015469729214118297093, 0.000015303700711365693939};
+    LLVMValueRef p = horner(m, r, c, 8);
     LLVMValueRef nb = LLVMBuildAdd(B, LLVMBuildBitCast(B, kn, i64, ""), LLVMConstInt(i64, 1023, 0), "");
     LLVMValueRef scale = LLVMBuildBitCast(B, LLVMBuildShl(B, nb, LLVMConstInt(i64, 52, 0), ""), m->f64, "");
     return LLVMBuildFPTrunc(B, LLVMBuildFMul(B, p, scale, ""), m->f32, "");
