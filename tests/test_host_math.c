@@ -8,7 +8,8 @@
  * underflow to overflow, x next to 1 with large y, negative x with integral
  * and fractional y, random bit patterns and C's special-case grid.
  *
- * Runs for this machine's CPU and for x86-64-v2 (no FMA, no AVX), so the
+ * Runs for this machine's CPU, for x86-64-v2 (no FMA, no AVX: pow is a libm
+ * call there) and for x86-64-v2 with AVX (inline pow without FMA), so the
  * bounds hold whether or not fmuladd fuses. The bounds below are the
  * measured maxima (docs/host-math.md); a change that loses accuracy fails. */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <float.h>
 
 #include "tests/host_harness.h"
+#include "tests/skip.h"
 
 #define S SJ_DIM_SYM
 #define COUNT (1 << 21)
@@ -116,7 +118,7 @@ static void fill_pow(float *x, float *y) {
         }
 }
 
-static void sweep(fixture *f, const char *cpu, const float *xs, const float *px, const float *py) {
+static void sweep(fixture *f, const char *cpu, const char *features, const float *xs, const float *px, const float *py) {
     sj_graph *g = f->g;
     sj_value x = input(f, "x", 1, (int64_t[]){S}), a = input(f, "px", 1, (int64_t[]){S});
     sj_value b = input(f, "py", 1, (int64_t[]){S}), out[N_FUNCS];
@@ -130,6 +132,7 @@ static void sweep(fixture *f, const char *cpu, const float *xs, const float *px,
     sj_compile_options o;
     sj_compile_options_init(&o);
     o.cpu = cpu;
+    o.features = features;
     o.fusion = false; /* one kernel per function */
     sj_artifact *art;
     assert_int_equal(sj_compile(g, COUNT, &o, &art), SJ_OK);
@@ -150,8 +153,8 @@ static void sweep(fixture *f, const char *cpu, const float *xs, const float *px,
             }
         }
         float a1 = fn == F_POW ? px[at] : xs[at], a2 = fn == F_POW ? py[at] : 0.0f;
-        printf("%-7s %-10s max %lld ulp at (%.9g, %.9g): %.9g, libm %.9g\n", names[fn],
-               cpu ? cpu : "native", worst == INT64_MAX ? -1LL : (long long)worst, a1, a2,
+        printf("%-7s %-14s max %lld ulp at (%.9g, %.9g): %.9g, libm %.9g\n", names[fn],
+               features ? "x86-64-v2+avx" : cpu ? cpu : "native", worst == INT64_MAX ? -1LL : (long long)worst, a1, a2,
                got[fn].data[at], (float)reference(fn, a1, a2));
         if (worst > max_ulp[fn]) {
             printf("  %s: over the %lld ulp bound\n", names[fn], (long long)max_ulp[fn]);
@@ -167,7 +170,7 @@ typedef struct inputs {
     float *x, *px, *py;
 } inputs;
 
-static void run_for(void **state, const char *cpu) {
+static void run_for(void **state, const char *cpu, const char *features) {
     fixture *f = *state;
     inputs in = {malloc(COUNT * sizeof(float)), malloc(COUNT * sizeof(float)),
                  malloc(COUNT * sizeof(float))};
@@ -176,18 +179,24 @@ static void run_for(void **state, const char *cpu) {
     assert_non_null(in.py);
     fill_x(in.x);
     fill_pow(in.px, in.py);
-    sweep(f, cpu, in.x, in.px, in.py);
+    sweep(f, cpu, features, in.x, in.px, in.py);
     free(in.x);
     free(in.px);
     free(in.py);
 }
 
-static void test_native(void **state) { run_for(state, NULL); }
+static void test_native(void **state) { run_for(state, NULL, NULL); }
 
 #if defined(__x86_64__)
 /* The lowest level a CI machine can have: SSE4, no FMA, so fmuladd does
  * not fuse and vectors are 4 wide. */
-static void test_x86_64_v2(void **state) { run_for(state, "x86-64-v2"); }
+static void test_x86_64_v2(void **state) { run_for(state, "x86-64-v2", NULL); }
+
+/* AVX without FMA (Sandy Bridge): the inline pow with unfused multiply-adds. */
+static void test_avx_without_fma(void **state) {
+    if (!__builtin_cpu_supports("avx")) SJ_SKIP("this CPU has no AVX to run the code on");
+    run_for(state, "x86-64-v2", "+avx");
+}
 #endif
 
 static int setup(void **state) { return h_fixture_setup(state, 0x5eed); }
@@ -197,7 +206,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_native, setup, h_fixture_teardown),
 #if defined(__x86_64__)
         cmocka_unit_test_setup_teardown(test_x86_64_v2, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_avx_without_fma, setup, h_fixture_teardown),
 #endif
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sj_run_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,15 @@
-/* exp, erf and tanh as straight-line IR (no libm calls), so loops that use
- * them vectorise: Cephes-style range reduction and polynomials (exp, tanh)
- * and a rational approximation (erf), accurate to a few float ulp; NaN and
- * infinities come out as libm has them. */
+/* exp, log, erf, tanh and pow as straight-line IR (no libm calls), so loops
+ * that use them vectorise: Cephes-style range reduction and polynomials
+ * (exp, log, tanh), a rational approximation (erf), and pow through log2
+ * and exp2 in double. NaN, infinities, zeros and denormals come out as
+ * libm has them (C's powf special cases included).
+ *
+ * Max error against the double libm result rounded to float, measured by
+ * tests/test_host_math.c over 2^21 inputs (docs/host-math.md), the same
+ * with and without FMA:
+ *
+ *   exp 1 ulp   log 1 ulp   erf 6 ulp   tanh 1 ulp   sigmoid 2 ulp   pow 1 ulp
+ */
 #include <math.h>
 #include <string.h>
 
