@@ -170,8 +170,8 @@ static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
 }
 /* pow works in double: with 4-float registers (no AVX) that is two lanes
  * and more instructions per element than libm's scalar powf, so there it
- * stays a call (bench_host: 0.7x the call's speed inline on x86-64-v2,
- * 1.6x from AVX2, 2.8x with AVX-512). */
+ * stays a call (bench_host: inline is 0.7x the call on x86-64-v2, 1.3x
+ * the call with AVX2, 2.9x with AVX-512; docs/host-math.md). */
 static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
     emitter *e = c;
     if (e->vector_floats < 8) return call_f32(c, "llvm.pow", x, y);
