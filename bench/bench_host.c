@@ -6,8 +6,9 @@
  * examples/models) at N in {1, 7, 64, 300, 1024}, compiled for the pow2
  * bucket holding N: cold compile ms, kernels after fusion, host time per run
  * (sj_executable_run: pad, launches, slice) and interpreter time per run.
- * Then kernel-only figures: fused elementwise and row kernels as a fraction
- * of the bandwidth of a memcpy of the same bytes (goal >= 50%), and matmul
+ * Then kernel-only figures: fused elementwise and row kernels (softmax over
+ * the innermost axis and over N) as a fraction of the bandwidth of a memcpy
+ * of the same bytes (goal >= 50%), and matmul
  * GFLOP/s of the generated register-tiled kernel (the default) and of the
  * extern-kernel path (blas_min_work = 1: the kernel calls cblas_sgemm)
  * against single-threaded OpenBLAS called directly (goal >= 50% at
@@ -222,6 +223,8 @@ static void bench_bandwidth(sj_ctx *ctx, sj_device *dev, const char *what, int w
         sj_graph_unary(g, SJ_OP_RELU, t, &y);
     } else if (which == 1) {
         sj_graph_softmax(g, SJ_OP_SOFTMAX, x, 1, &y);
+    } else if (which == 4) { /* over N: by columns (host_emit.c emit_row_by_columns) */
+        sj_graph_softmax(g, SJ_OP_SOFTMAX, x, 0, &y);
     } else if (which == 2) {
         sj_graph_layernorm(g, x, sc, SJ_NO_VALUE, 1, 1e-5f, &y);
     } else {
@@ -392,6 +395,7 @@ int main(int argc, char **argv) {
     bench_bandwidth(ctx, dev, "elementwise relu(x*s+x)", 0, rows, 1024);
     bench_bandwidth(ctx, dev, "elementwise gelu", 3, rows, 1024);
     bench_bandwidth(ctx, dev, "softmax rows", 1, rows, 1024);
+    bench_bandwidth(ctx, dev, "softmax over N (axis 0)", 4, rows, 1024);
     bench_bandwidth(ctx, dev, "layernorm rows", 2, rows, 1024);
     printf("# log and pow: inline vectorisable IR vs a libm call per element (the code before)\n");
     bench_math(ctx, dev, 0, rows / 4, 4096);

@@ -215,7 +215,8 @@ static LLVMValueRef log2_wide(mctx *m, LLVMValueRef ax) {
 static LLVMValueRef exp2_narrow(mctx *m, LLVMValueRef t) {
     LLVMBuilderRef B = m->B;
     LLVMTypeRef i64 = LLVMInt64TypeInContext(m->C);
-    LLVMValueRef tc = intrinsic2(m, "llvm.minnum", intrinsic2(m, "llvm.maxnum", t, kd(m, -200.0)), kd(m, 200.0));
+    LLVMValueRef tc = intrinsic2(m, "llvm.maxnum", t, kd(m, -200.0));
+    tc = intrinsic2(m, "llvm.minnum", tc, kd(m, 200.0));
     LLVMValueRef sh = kd(m, 0x1.8p52);
     LLVMValueRef kn = LLVMBuildFAdd(B, tc, sh, "");
     LLVMValueRef r = LLVMBuildFSub(B, tc, LLVMBuildFSub(B, kn, sh, ""), "");
@@ -253,8 +254,8 @@ LLVMValueRef sj_llvm_pow(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x, LLVM
     LLVMValueRef finite_neg = LLVMBuildAnd(B, fcmp(&m, LLVMRealOLT, x, k(&m, 0.0)),
                                            fcmp(&m, LLVMRealOGT, x, k(&m, -INFINITY)), "");
     LLVMValueRef fraction = fcmp(&m, LLVMRealONE, ry, y); /* false for inf and NaN */
-    LLVMValueRef nan = LLVMBuildOr(B, LLVMBuildAnd(B, finite_neg, fraction, ""),
-                                   LLVMBuildOr(B, fcmp(&m, LLVMRealUNO, t, t), fcmp(&m, LLVMRealUNO, x, x), ""), "");
+    LLVMValueRef unordered = LLVMBuildOr(B, fcmp(&m, LLVMRealUNO, t, t), fcmp(&m, LLVMRealUNO, x, x), "");
+    LLVMValueRef nan = LLVMBuildOr(B, LLVMBuildAnd(B, finite_neg, fraction, ""), unordered, "");
     r = sel(&m, nan, k(&m, NAN), r);
     LLVMValueRef one = LLVMBuildAnd(B, fcmp(&m, LLVMRealOEQ, ax, k(&m, 1.0)),
                                     fcmp(&m, LLVMRealOEQ, intrinsic1(&m, "llvm.fabs", y), k(&m, INFINITY)), "");
