@@ -134,6 +134,8 @@ LLVMValueRef sj_llvm_tanh(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     static const double c[] = {-3.33332819422E-1, 1.33314422036E-1, -5.37397155531E-2,
                                2.06390887954E-2, -5.70498872745E-3};
     LLVMValueRef small = fma3(&m, LLVMBuildFMul(B, horner(&m, z, c, 5), z, ""), x, x);
+    /* x + x * (negative) rounds -0 to +0; tanh keeps x's sign. */
+    small = intrinsic2(&m, "llvm.copysign", small, x);
     LLVMValueRef e = exp_impl(&m, LLVMBuildFMul(B, ax, k(&m, 2.0), ""));
     LLVMValueRef big = LLVMBuildFSub(B, k(&m, 1.0),
                                      LLVMBuildFDiv(B, k(&m, 2.0), LLVMBuildFAdd(B, e, k(&m, 1.0), ""), ""), "");
