@@ -76,33 +76,37 @@ typedef float vf16 __attribute__((vector_size(64)));
 #define STORE16(p, v) memcpy((p), &(v), sizeof(vf16))
 
 /* The online softmax step of one row over a block: s holds KEY_BLOCK
- * scores (-inf past the last key) and becomes the block's weights; returns
- * the factor the row's accumulator must be scaled by, or -1 when the row
- * takes nothing from this block (every score so far -inf). */
-static inline float softmax_step(float *restrict s, float *m, float *l) {
+ * scores (-inf past the last key) and becomes the block's weights; l holds
+ * the row's running sum as LANES partial sums, reduced once at the end of
+ * the row (a horizontal sum per block was a chain of LANES dependent adds
+ * that cost as much as the block's exps). Returns the factor the row's
+ * accumulator must be scaled by, or -1 when the row takes nothing from
+ * this block (every score so far -inf). */
+static inline float softmax_step(float *restrict s, float *m, float *restrict l) {
     float mb = *m;
     {
         float part[LANES];
         for (int t = 0; t < LANES; t++) part[t] = mb;
         for (int j = 0; j < KEY_BLOCK; j += LANES)
             for (int t = 0; t < LANES; t++) part[t] = s[j + t] > part[t] ? s[j + t] : part[t];
-        for (int t = 0; t < LANES; t++) mb = part[t] > mb ? part[t] : mb;
+        /* A tree: max is exact, so the order changes nothing but the
+         * length of the dependency chain. */
+        for (int w = LANES / 2; w > 0; w /= 2)
+            for (int t = 0; t < w; t++) part[t] = part[t + w] > part[t] ? part[t + w] : part[t];
+        mb = part[0] > mb ? part[0] : mb;
     }
     if (mb == -INFINITY) { /* every score so far is -inf (or NaN) */
         int nan = 0;
         for (int j = 0; j < KEY_BLOCK; j++) nan |= s[j] != s[j];
-        if (nan) *l = NAN;
+        if (nan) l[0] = NAN;
         return -1.0f;
     }
     float corr = exp_nonpos(*m - mb);
-    float bsum = 0.0f, part[LANES] = {0};
     for (int j = 0; j < KEY_BLOCK; j++) s[j] = exp_nonpos(s[j] - mb);
-    /* LANES partial sums in a fixed order: vector adds, and the same result
-     * on every ISA. */
+    /* LANES partial sums in a fixed order: vector adds. */
+    for (int t = 0; t < LANES; t++) l[t] *= corr;
     for (int j = 0; j < KEY_BLOCK; j += LANES)
-        for (int t = 0; t < LANES; t++) part[t] += s[j + t];
-    for (int t = 0; t < LANES; t++) bsum += part[t];
-    *l = *l * corr + bsum;
+        for (int t = 0; t < LANES; t++) l[t] += s[j + t];
     *m = mb;
     return corr;
 }
@@ -122,13 +126,13 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
     const int64_t om = d->st[4][2], oc = d->st[4][4];
     float qt[QUERY_TILE][SJ_ATTENTION_MAX_HEAD], acc[QUERY_TILE][SJ_ATTENTION_MAX_HEAD];
     float kp[SJ_ATTENTION_MAX_HEAD * KEY_BLOCK], vp[KEY_BLOCK * SJ_ATTENTION_MAX_HEAD];
-    float s[ROWS][KEY_BLOCK], m[QUERY_TILE], l[QUERY_TILE], corr[ROWS];
+    float s[ROWS][KEY_BLOCK], m[QUERY_TILE], l[QUERY_TILE][LANES], corr[ROWS];
     int64_t nq_r = (nq + ROWS - 1) / ROWS * ROWS;
     for (int64_t r = 0; r < nq_r; r++) {
         for (int64_t c = 0; c < dk; c++) qt[r][c] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
         for (int64_t c = 0; c < dvp; c++) acc[r][c] = 0.0f;
         m[r] = -INFINITY;
-        l[r] = 0.0f;
+        for (int t = 0; t < LANES; t++) l[r][t] = 0.0f;
     }
     for (int64_t j0 = 0; j0 < n_keys; j0 += KEY_BLOCK) {
         int64_t nb = n_keys - j0 < KEY_BLOCK ? n_keys - j0 : KEY_BLOCK;
@@ -163,7 +167,7 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
                     const float *mr = mask + (r0 + r) * mm + j0 * ml;
                     for (int64_t j = 0; j < nb; j++) s[r][j] += mr[j * ml];
                 }
-                corr[r] = softmax_step(s[r], &m[r0 + r], &l[r0 + r]);
+                corr[r] = softmax_step(s[r], &m[r0 + r], l[r0 + r]);
                 if (corr[r] < 0.0f) { /* contributes nothing: weights 0, accumulator kept */
                     corr[r] = 1.0f;
                     for (int j = 0; j < KEY_BLOCK; j++) s[r][j] = 0.0f;
@@ -186,7 +190,9 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
     }
     for (int64_t r = 0; r < nq; r++) {
         /* l == 0: all scores -inf, NaN like softmax's 0/0. */
-        float inv = l[r] == 0.0f ? NAN : 1.0f / l[r];
+        float sum = 0.0f;
+        for (int t = 0; t < LANES; t++) sum += l[r][t];
+        float inv = sum == 0.0f ? NAN : 1.0f / sum;
         for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[r][c] * inv;
     }
 }
