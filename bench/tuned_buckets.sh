@@ -6,16 +6,21 @@
 # and the median latency per request is printed side by side with the ratio
 # single / tuned (above 1: the tuned ladder is faster), with what tuning
 # cost per bucket (precompile --tune time minus untuned, over the buckets).
-# ONNX Runtime's figures for the same models: bench/ort/side_by_side.sh.
+# Beside them, ONNX Runtime on the same models at the same N (one intra-op
+# thread; bench/ort/ort_latency.py: median wall time per run less its Python
+# call overhead), from the benchmark venv bench/ort/venv.sh makes (PyPI);
+# -n leaves that column out. More ORT figures: bench/ort/side_by_side.sh.
 #
-#   bench/tuned_buckets.sh [-r REQUESTS] [SHAPEJIT]
+#   bench/tuned_buckets.sh [-r REQUESTS] [-n] [SHAPEJIT]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 requests=200
-while getopts "r:" o; do
+ort=1
+while getopts "r:n" o; do
   case $o in
     r) requests=$OPTARG ;;
-    *) echo "usage: $0 [-r REQUESTS] [SHAPEJIT]" >&2; exit 2 ;;
+    n) ort=0 ;;
+    *) echo "usage: $0 [-r REQUESTS] [-n] [SHAPEJIT]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -24,12 +29,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sizes="1 7 64 300 1024"
 real="$here/tests/data/real_models"
-# name|model|flags
-models="mlp|$here/examples/models/mlp.sjg|
-ffn|$here/examples/models/ffn.sjg|
-attention|$here/examples/models/attention.sjg|
-encoder layer|$real/tel_postnorm_relu_dynamo/model.onnx|--dynamic seq --dim batch=1
-mha+layernorm|$real/mha_residual_ln_dynamo/model.onnx|--dynamic seq --dim batch=1"
+# name|model|flags|ORT name (bench/ort/side_by_side.py's)
+models="mlp|$here/examples/models/mlp.sjg||mlp
+ffn|$here/examples/models/ffn.sjg||ffn
+attention|$here/examples/models/attention.sjg||attention
+encoder layer|$real/tel_postnorm_relu_dynamo/model.onnx|--dynamic seq --dim batch=1|tel_postnorm_relu_dynamo
+mha+layernorm|$real/mha_residual_ln_dynamo/model.onnx|--dynamic seq --dim batch=1|mha_residual_ln_dynamo"
 
 seconds() { # COMMAND... -> wall seconds
   local t0 t1
@@ -46,8 +51,20 @@ p50_us() { # MODEL FLAGS LADDER N TUNE -> median latency, us
   python3 -c 'import json,sys; print("%.1f" % (1000 * json.loads(open(sys.argv[1]).read().splitlines()[-1])["p50_ms"]))' "$work/stats.json"
 }
 
-printf "%-14s %6s %12s %12s %8s\n" model N "tuned (us)" "single (us)" "ratio"
-while IFS='|' read -r name model flags; do
+# ONNX Runtime's figures first, all models in one process: {name: {N: us}}.
+echo '{}' > "$work/ort.json"
+if [ "$ort" = 1 ]; then
+  venv=$("$here/bench/ort/venv.sh")
+  "$venv/bin/python" "$here/bench/ort/ort_latency.py" --sizes "${sizes// /,}" \
+    --models "$(cut -d'|' -f4 <<< "$models" | paste -sd,)" > "$work/ort.json"
+fi
+ort_us() { # ORT-NAME N -> us, or - when not measured
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2], {}).get(sys.argv[3]); print("-" if v is None else v)' \
+    "$work/ort.json" "$1" "$2"
+}
+
+printf "%-14s %6s %12s %12s %8s %10s %10s\n" model N "tuned (us)" "single (us)" "ratio" "ORT (us)" "ORT/tuned"
+while IFS='|' read -r name model flags ort_name; do
   rm -f "$work/store.db"
   # shellcheck disable=SC2086
   plain=$(seconds "$sj" precompile "$model" $flags --ladder pow2:1:1024 --jobs 1 --store "$work/plain.db")
@@ -58,7 +75,10 @@ while IFS='|' read -r name model flags; do
   for n in $sizes; do
     t=$(p50_us "$model" "$flags" pow2:1:1024 "$n" --tune)
     s=$(p50_us "$model" "$flags" list:1024 "$n" "")
-    printf "%-14s %6s %12s %12s %7.2fx\n" "$name" "$n" "$t" "$s" "$(awk -v a="$s" -v b="$t" 'BEGIN { print a / b }')"
+    o=$(ort_us "$ort_name" "$n")
+    printf "%-14s %6s %12s %12s %7.2fx %10s %10s\n" "$name" "$n" "$t" "$s" \
+      "$(awk -v a="$s" -v b="$t" 'BEGIN { print a / b }')" "$o" \
+      "$(awk -v a="$o" -v b="$t" 'BEGIN { if (a == "-") print "-"; else printf "%.2fx", a / b }')"
   done
   printf "%-14s tuning cost: %.3f s per bucket (%s s tuned vs %s s untuned, 11 buckets)\n" "$name" \
     "$(awk -v a="$tuned" -v b="$plain" 'BEGIN { print (a - b) / 11 }')" "$tuned" "$plain"

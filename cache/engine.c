@@ -246,6 +246,7 @@ sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *o
                               .arena_bytes = m.arena_bytes,
                               .io_bytes = m.io_bytes,
                               .weight_bytes = m.weight_bytes,
+                              .weight_mapped_bytes = m.weight_mapped_bytes,
                               /* a backend that holds no run memory (the
                                * interpreter) reports none: not a figure */
                               .known = m.estimated || (loaded && m.run_bytes > 0),
@@ -282,7 +283,10 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     for (int i = 0; i < out->buckets; i++) {
         sj_executable_memory_info m;
         if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK || m.estimated) continue;
-        if (m.weight_bytes > out->weight_bytes) out->weight_bytes = m.weight_bytes;
+        if (m.weight_bytes > out->weight_bytes) {
+            out->weight_bytes = m.weight_bytes;
+            out->weight_mapped_bytes = m.weight_mapped_bytes;
+        }
         if (m.resident) {
             out->buckets_resident++;
             out->run_bytes += m.run_bytes;

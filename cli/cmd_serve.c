@@ -7,13 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cost_model.h"
+#include "cli/ladder_switch.h"
 #include "cli/request_stream.h"
 #include "cli/serving.h"
 #include "shapejit/ext/bucketed_cache.h"
 
 static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
-    "                      [--ladder SPEC] [--store PATH|none] [--threads N]\n"
+    "                      [--ladder SPEC | --ladder fit:K [--fit-window N] [--fit-cost C]]\n"
+    "                      [--store PATH|none] [--threads N]\n"
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME] [--tune [--tune-budget-ms MS]]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
@@ -37,6 +40,17 @@ static const char usage[] =
     "  --workers N        worker threads (default 2); the host backend gets a device\n"
     "                     per worker so different buckets run at once\n"
     "  --ladder SPEC      buckets (default pow2:1:MAX, MAX the largest request)\n"
+    "  --ladder fit:K     fit K buckets to the traffic: serve on the default ladder\n"
+    "                     (pow2:1:MAX), record the sizes of the first N requests, fit\n"
+    "                     the K-bucket ladder of least expected cost to them (fewer\n"
+    "                     buckets when they hold fewer distinct sizes), precompile it\n"
+    "                     in the background and switch to it once every bucket is\n"
+    "                     ready; no request waits for that. Sizes above the fitted\n"
+    "                     top (the window's largest) stay on the default ladder. A\n"
+    "                     window that never fills fits nothing and keeps the default\n"
+    "  --fit-window N     requests recorded before the fit (default 1000)\n"
+    "  --fit-cost C       measured (default): the cost model 'ladder fit MODEL' measures,\n"
+    "                     here, in the background; rows: the rows a bucket computes (E)\n"
     CLI_STORE_USAGE
     CLI_REMOTE_USAGE
     CLI_RESIDENT_USAGE
@@ -76,6 +90,9 @@ typedef struct serve_state {
     double t0, first_result_ms;
     double *latency_ms;
     sj_run_wait *wait; /* whether the request waited for its bucket, and why */
+    cli_ladder_switch *fit; /* --ladder fit:K, else NULL */
+    const char *fit_spec;   /* "fit:K" as given */
+    const char *fit_cost;   /* "measured" or "rows" */
 } serve_state;
 
 static void fail_request(serve_state *s, size_t i, const char *msg) {
@@ -90,6 +107,7 @@ static void fail_request(serve_state *s, size_t i, const char *msg) {
 static void serve_one(serve_state *s, size_t i, sj_named_tensor *in, sj_tensor *t, sj_named_tensor *out) {
     int n_in = sj_graph_num_inputs(s->g), n_out = sj_graph_num_outputs(s->g);
     int64_t rows = s->stream->sizes[i];
+    sj_engine *e = s->fit ? cli_ladder_switch_engine(s->fit, rows) : s->e;
     memset(t, 0, (size_t)n_in * sizeof *t);
     /* Inputs are made before the clock starts: latency is the server's. */
     if (cli_random_inputs("serve", s->ctx, s->g, rows, s->seed + i, t) != CLI_EXIT_OK) {
@@ -97,12 +115,12 @@ static void serve_one(serve_state *s, size_t i, sj_named_tensor *in, sj_tensor *
     } else {
         for (int k = 0; k < n_in; k++) {
             sj_value_desc d;
-            sj_engine_input(s->e, k, &d);
+            sj_engine_input(e, k, &d);
             in[k] = (sj_named_tensor){d.name, t[k]};
         }
         sj_run_info info = {0};
         double start = cli_now_ms();
-        sj_status st = sj_engine_run(s->e, in, n_in, out, n_out, &info);
+        sj_status st = sj_engine_run(e, in, n_in, out, n_out, &info);
         double done = cli_now_ms();
         s->latency_ms[i] = done - start;
         s->wait[i] = info.wait;
@@ -149,6 +167,18 @@ typedef struct figures {
     int64_t padded_computed;
 } figures;
 
+/* The engines the requests ran on: the one opened, and with --ladder fit:K
+ * the fitted one once switched to. */
+static int engines_used(serve_state *s, sj_engine **e, const char **label) {
+    e[0] = s->e;
+    label[0] = s->fit ? "provisional" : "";
+    sj_engine *fitted = s->fit ? cli_ladder_switch_fitted(s->fit) : NULL;
+    if (!fitted) return 1;
+    e[1] = fitted;
+    label[1] = "fitted";
+    return 2;
+}
+
 static int summarise(serve_state *s, figures *f) {
     size_t n = s->stream->n;
     double *sorted = malloc(n * sizeof *sorted);
@@ -167,16 +197,20 @@ static int summarise(serve_state *s, figures *f) {
         if (s->wait[i] == SJ_RUN_COMPILED) f->compile_stalls++;
         if (s->wait[i] == SJ_RUN_LOADED) f->load_stalls++;
     }
-    sj_bucketed_cache *c = sj_engine_cache(s->e);
-    for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
-        sj_bucket_padding p;
-        if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK) continue;
-        f->padded_allocated += p.padded_rows_allocated;
-        f->bucket_rows += p.runs * (uint64_t)p.extent;
-        if (p.padded_rows_computed < 0 || f->padded_computed < 0)
-            f->padded_computed = -1;
-        else
-            f->padded_computed += p.padded_rows_computed;
+    sj_engine *e[2];
+    const char *label[2];
+    for (int k = 0, n_e = engines_used(s, e, label); k < n_e; k++) {
+        sj_bucketed_cache *c = sj_engine_cache(e[k]);
+        for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
+            sj_bucket_padding p;
+            if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK) continue;
+            f->padded_allocated += p.padded_rows_allocated;
+            f->bucket_rows += p.runs * (uint64_t)p.extent;
+            if (p.padded_rows_computed < 0 || f->padded_computed < 0)
+                f->padded_computed = -1;
+            else
+                f->padded_computed += p.padded_rows_computed;
+        }
     }
     return CLI_EXIT_OK;
 }
@@ -212,15 +246,19 @@ static void print_padding(serve_state *s, const figures *f) {
            f->bucket_rows ? 100.0 * (double)f->padded_allocated / (double)f->bucket_rows : 0.0);
     print_computed(f->padded_computed);
     printf(" rows computed past them (work)\n");
-    sj_bucketed_cache *c = sj_engine_cache(s->e);
-    for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
-        sj_bucket_padding p;
-        if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
-        printf("    bucket %-8lld %llu runs, %llu rows: %llu padded rows allocated, ", (long long)p.extent,
-               (unsigned long long)p.runs, (unsigned long long)p.rows,
-               (unsigned long long)p.padded_rows_allocated);
-        print_computed(p.padded_rows_computed);
-        printf(" computed; arena %.1f KiB\n", (double)p.arena_bytes / 1024.0);
+    sj_engine *e[2];
+    const char *label[2];
+    for (int k = 0, n_e = engines_used(s, e, label); k < n_e; k++) {
+        sj_bucketed_cache *c = sj_engine_cache(e[k]);
+        for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
+            sj_bucket_padding p;
+            if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
+            printf("    bucket %-8lld%s%s %llu runs, %llu rows: %llu padded rows allocated, ",
+                   (long long)p.extent, *label[k] ? " " : "", label[k], (unsigned long long)p.runs,
+                   (unsigned long long)p.rows, (unsigned long long)p.padded_rows_allocated);
+            print_computed(p.padded_rows_computed);
+            printf(" computed; arena %.1f KiB\n", (double)p.arena_bytes / 1024.0);
+        }
     }
 }
 
@@ -232,24 +270,94 @@ static void json_padding(FILE *j, serve_state *s, const figures *f) {
     else
         fprintf(j, "%lld", (long long)f->padded_computed);
     fprintf(j, ", \"padding_buckets\": [");
-    sj_bucketed_cache *c = sj_engine_cache(s->e);
+    sj_engine *e[2];
+    const char *label[2];
     bool first = true;
-    for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
-        sj_bucket_padding p;
-        if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
-        fprintf(j,
-                "%s{\"extent\": %lld, \"runs\": %llu, \"rows\": %llu, \"padded_rows_allocated\": %llu, "
-                "\"padded_rows_computed\": ",
-                first ? "" : ", ", (long long)p.extent, (unsigned long long)p.runs,
-                (unsigned long long)p.rows, (unsigned long long)p.padded_rows_allocated);
-        if (p.padded_rows_computed < 0)
-            fprintf(j, "null");
-        else
-            fprintf(j, "%lld", (long long)p.padded_rows_computed);
-        fprintf(j, ", \"arena_bytes\": %llu}", (unsigned long long)p.arena_bytes);
-        first = false;
+    for (int k = 0, n_e = engines_used(s, e, label); k < n_e; k++) {
+        sj_bucketed_cache *c = sj_engine_cache(e[k]);
+        for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
+            sj_bucket_padding p;
+            if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
+            fprintf(j, "%s{", first ? "" : ", ");
+            if (*label[k]) fprintf(j, "\"ladder\": \"%s\", ", label[k]);
+            fprintf(j,
+                    "\"extent\": %lld, \"runs\": %llu, \"rows\": %llu, \"padded_rows_allocated\": %llu, "
+                    "\"padded_rows_computed\": ",
+                    (long long)p.extent, (unsigned long long)p.runs, (unsigned long long)p.rows,
+                    (unsigned long long)p.padded_rows_allocated);
+            if (p.padded_rows_computed < 0)
+                fprintf(j, "null");
+            else
+                fprintf(j, "%lld", (long long)p.padded_rows_computed);
+            fprintf(j, ", \"arena_bytes\": %llu}", (unsigned long long)p.arena_bytes);
+            first = false;
+        }
     }
     fprintf(j, "], ");
+}
+
+/* --ladder fit:K: what was fitted, when the switch came, what ran on it. */
+static void report_fit(serve_state *s, const char *spec) {
+    cli_ladder_switch_report r;
+    cli_ladder_switch_get(s->fit, &r);
+    printf("  ladder fit       ");
+    if (r.seen < r.window) {
+        printf("the window did not fill (%zu of %zu requests): nothing fitted, %s served every request\n",
+               r.seen, r.window, spec);
+        return;
+    }
+    if (!r.fitted_spec) {
+        printf("no switch: %s\n", r.error);
+        return;
+    }
+    printf("%s fitted to the first %zu requests (sizes %lld..%lld, %d distinct; cost %s): %d bucket%s, "
+           "expected %.4g %s per request", r.fitted_spec, r.window, (long long)r.lo, (long long)r.hi,
+           r.distinct, s->fit_cost, r.fit.buckets, r.fit.buckets == 1 ? "" : "s", r.fit.expected_cost,
+           strcmp(s->fit_cost, "rows") ? "us" : "rows");
+    if (r.fit.buckets < r.k && r.fit.buckets == r.fit.candidates)
+        printf(" (not %d: the window held %d distinct size%s)", r.k, r.distinct, r.distinct == 1 ? "" : "s");
+    else if (r.fit.buckets < r.k)
+        printf(" (not %d: more would not cost less)", r.k);
+    putchar('\n');
+    if (!r.switched) {
+        printf("                   no switch: %s\n", r.error);
+        return;
+    }
+    sj_engine_stats st;
+    sj_engine_stats_get(cli_ladder_switch_fitted(s->fit), &st);
+    printf("                   fitted in %.1f ms, ready in %.1f ms (%llu compiles, %llu store hits, "
+           "%d of %d buckets ready); ",
+           r.fit_ms, r.ready_ms, (unsigned long long)st.compiles, (unsigned long long)st.store_hits,
+           st.buckets_ready, st.buckets);
+    if (r.on_fitted + r.above_fitted == 0)
+        printf("ready after the last of the %zu requests: none ran on it\n", r.switched_after);
+    else
+        printf("switched after %zu requests: %llu ran on it, %llu above its top on %s\n", r.switched_after,
+               (unsigned long long)r.on_fitted, (unsigned long long)r.above_fitted, spec);
+}
+
+static void json_fit(FILE *j, serve_state *s, const char *spec) {
+    cli_ladder_switch_report r;
+    cli_ladder_switch_get(s->fit, &r);
+    fprintf(j, "\"ladder_fit\": {\"k\": %d, \"window\": %zu, \"window_seen\": %zu, \"cost\": \"%s\", "
+               "\"provisional\": \"%s\", \"fitted\": ",
+            r.k, r.window, r.seen, s->fit_cost, spec);
+    if (r.fitted_spec)
+        cli_json_str(j, r.fitted_spec);
+    else
+        fprintf(j, "null");
+    fprintf(j, ", \"buckets\": %d, \"distinct_sizes\": %d, \"expected_cost\": %.6g, \"switched\": %s, "
+               "\"switched_after\": %zu, \"requests_on_fitted\": %llu, \"requests_above_fitted\": %llu, "
+               "\"fit_ms\": %.3f, \"ready_ms\": %.3f, ",
+            r.fit.buckets, r.distinct, r.fit.expected_cost, r.switched ? "true" : "false", r.switched_after,
+            (unsigned long long)r.on_fitted, (unsigned long long)r.above_fitted, r.fit_ms, r.ready_ms);
+    sj_engine_stats st = {0};
+    if (r.switched) sj_engine_stats_get(cli_ladder_switch_fitted(s->fit), &st);
+    fprintf(j, "\"fitted_compiles\": %llu, \"fitted_store_hits\": %llu, \"fitted_buckets_ready\": %d, "
+               "\"error\": ",
+            (unsigned long long)st.compiles, (unsigned long long)st.store_hits, st.buckets_ready);
+    cli_json_str(j, r.error);
+    fprintf(j, "}, ");
 }
 
 static void report(serve_state *s, const figures *f, const char *model, const char *source,
@@ -260,8 +368,9 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     sj_ladder_format(sj_engine_ladder(s->e), spec, sizeof spec);
     const char *store = s->store_path[0] ? s->store_path : "none";
     sj_remote *remote = sj_engine_remote(s->e);
-    printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s\n", model,
-           s->stream->n, source, workers, s->backend, spec);
+    printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s%s%s\n", model,
+           s->stream->n, source, workers, s->backend, s->fit ? s->fit_spec : spec,
+           s->fit ? " from provisional " : "", s->fit ? spec : "");
     printf("  store            %s\n", store);
     printf("  first result     %.1f ms after start\n", s->first_result_ms);
     printf("  latency          p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", f->p50,
@@ -284,11 +393,14 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
         putchar('\n');
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
-    printf("  memory           weights %.1f MiB (shared by every bucket), run memory %.1f MiB in "
+    printf("  memory           weights %.1f MiB (shared by every bucket; %.1f MiB of them mapped "
+           "from the model's files), run memory %.1f MiB in "
            "%d resident buckets (%llu trimmed), peak RSS %.1f MiB\n",
-           (double)st.weight_bytes / 1048576.0, (double)st.run_bytes / 1048576.0,
+           (double)st.weight_bytes / 1048576.0, (double)st.weight_mapped_bytes / 1048576.0,
+           (double)st.run_bytes / 1048576.0,
            st.buckets_resident, (unsigned long long)st.resident_evictions,
            (double)cli_peak_rss_bytes() / 1048576.0);
+    if (s->fit) report_fit(s, spec);
     print_padding(s, f);
     if (s->native_after) report_native(s);
     if (!stats) return;
@@ -305,13 +417,64 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
             s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->mean, f->p50, f->p90, f->p99,
             f->max, f->compile_stalls, f->load_stalls);
     json_padding(stderr, s, f);
+    if (s->fit) json_fit(stderr, s, spec);
     cli_stats_members(stderr, s->e);
     fprintf(stderr, "}\n");
 }
 
-/* Takes g: the engine owns it once opened. */
+/* --ladder fit:K: how the background fit opens engines (cli/ladder_switch.h). */
+typedef struct fit_engines {
+    sj_ctx *ctx;
+    const sj_graph *model;
+    cli_engine_args ea; /* the provisional engine's flags */
+} fit_engines;
+
+/* The fitted ladder's engine: the serve's flags (store, remote, backend)
+ * with the fitted spec. */
+static sj_status open_fitted(void *user, const char *spec, sj_engine **out, char *why, size_t cap) {
+    fit_engines *fe = user;
+    sj_graph *g;
+    if (sj_graph_clone(fe->model, &g) != SJ_OK) {
+        snprintf(why, cap, "cannot copy the model: %s", sj_ctx_last_error(fe->ctx));
+        return SJ_E_NOMEM;
+    }
+    cli_engine_args ea = fe->ea;
+    ea.ladder = spec;
+    char store[4096];
+    if (cli_engine_open("serve", fe->ctx, g, &ea, out, store, sizeof store) != CLI_EXIT_OK) {
+        snprintf(why, cap, "the message above says why");
+        return SJ_E_STATE;
+    }
+    return SJ_OK;
+}
+
+/* As `ladder fit MODEL` measures: one-bucket engines that keep nothing
+ * (no store, no fleet tier), on the serve's backend. */
+static sj_status measure_cost(void *user, int64_t lo, int64_t hi, sj_ladder_cost *out, char *why, size_t cap) {
+    fit_engines *fe = user;
+    cli_engine_args ea = fe->ea;
+    ea.store = "none";
+    ea.remote.url = "none";
+    ea.native_after = NULL;
+    ea.max_resident = NULL;
+    ea.backend.devices = 1;
+    cli_cost_fit m;
+    if (cli_cost_measure("serve", fe->ctx, fe->model, &ea, lo, hi, &m) != CLI_EXIT_OK) {
+        snprintf(why, cap, "the message above says why");
+        return SJ_E_STATE;
+    }
+    *out = m.cost;
+    return SJ_OK;
+}
+
+static void print_fit_event(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "shapejit serve: %s\n", line);
+}
+
+/* Takes g: the engine owns it once opened. fit_k > 0: --ladder fit:K. */
 static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int workers, const char *model,
-                 const char *source, bool stats) {
+                 const char *source, bool stats, int fit_k, size_t fit_window) {
     size_t n = s->stream->n;
     s->latency_ms = calloc(n, sizeof *s->latency_ms);
     s->wait = calloc(n, sizeof *s->wait);
@@ -324,6 +487,15 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     int rc = cli_engine_open("serve", s->ctx, g, ea, &s->e, s->store_path, sizeof s->store_path);
     if (rc != CLI_EXIT_OK) return rc;
     s->g = sj_engine_graph(s->e);
+    fit_engines fe = {.ctx = s->ctx, .model = s->g, .ea = *ea};
+    if (fit_k > 0) {
+        cli_ladder_switch_config fc = {
+            .ctx = s->ctx, .provisional = s->e, .k = fit_k, .window = fit_window,
+            .cost = strcmp(s->fit_cost, "rows") ? measure_cost : NULL, .cost_user = &fe,
+            .open = open_fitted, .open_user = &fe, .jobs = 1, .on_event = print_fit_event,
+        };
+        if (cli_ladder_switch_create(&fc, &s->fit) != SJ_OK) rc = cli_fail("serve", "out of memory");
+    }
     int64_t top = sj_ladder_max(sj_engine_ladder(s->e));
     if (s->stream->max > top) {
         for (size_t i = 0; i < n; i++)
@@ -348,9 +520,12 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     figures f = {.wall_s = (cli_now_ms() - s->t0) / 1e3};
     /* After the clock: the report counts the recompiles the stream started. */
     if (s->native_after) sj_bucketed_cache_specialise_wait(sj_engine_cache(s->e));
+    /* A fit the stream started is finished (and reported) before the end. */
+    if (s->fit) cli_ladder_switch_wait(s->fit);
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
     if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
     if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
+    cli_ladder_switch_destroy(s->fit); /* the fitted engine, before the provisional */
     sj_engine_close(s->e);
     return rc;
 }
@@ -366,6 +541,8 @@ int cli_cmd_serve(int argc, char **argv) {
     const char *trace = NULL, *synthetic = NULL;
     int64_t workers = 2, requests = INT64_MIN /* not given: the whole stream */, seed = 0;
     bool stats = false;
+    const char *fit_cost = NULL;
+    int64_t fit_window = INT64_MIN; /* not given: 1000 */
     cli_engine_args ca = {.backend.name = "host"};
     cli_model_flags model = {0};
     const cli_opt opts[] = {
@@ -380,6 +557,7 @@ int cli_cmd_serve(int argc, char **argv) {
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
         {"--native-after", CLI_OPT_STRING, &ca.native_after},
+        {"--fit-window", CLI_OPT_INT, &fit_window}, {"--fit-cost", CLI_OPT_STRING, &fit_cost},
     };
     const char *pos[1];
     int n_pos;
@@ -395,6 +573,26 @@ int cli_cmd_serve(int argc, char **argv) {
     if (seed < 0) return cli_usage_error(cmd, "--seed must be >= 0");
     int brc = cli_backend_check(cmd, &ca.backend);
     if (brc != CLI_EXIT_OK) return brc;
+    int fit_k = 0;
+    const char *fit_spec = NULL;
+    if (ca.ladder && !strncmp(ca.ladder, "fit:", 4)) {
+        char *end;
+        long long k = strtoll(ca.ladder + 4, &end, 10);
+        if (!ca.ladder[4] || *end || k < 1 || k > SJ_LADDER_MAX_BUCKETS)
+            return cli_usage_error(cmd, "--ladder fit:K: K must be a bucket count in 1..%d, got '%s'",
+                                   SJ_LADDER_MAX_BUCKETS, ca.ladder + 4);
+        fit_k = (int)k;
+        fit_spec = ca.ladder;
+        ca.ladder = NULL; /* the provisional ladder: the default below */
+    }
+    if (!fit_k && (fit_window != INT64_MIN || fit_cost))
+        return cli_usage_error(cmd, "--fit-window and --fit-cost need --ladder fit:K");
+    if (fit_window == INT64_MIN) fit_window = 1000;
+    if (fit_window < 1 || fit_window > 10000000)
+        return cli_usage_error(cmd, "--fit-window must be in 1..10000000 requests, got %lld", (long long)fit_window);
+    if (!fit_cost) fit_cost = "measured";
+    if (strcmp(fit_cost, "measured") && strcmp(fit_cost, "rows"))
+        return cli_usage_error(cmd, "--fit-cost must be measured or rows, got '%s'", fit_cost);
 
     cli_stream stream;
     const char *source = trace ? trace : synthetic ? synthetic : DEFAULT_SYNTHETIC;
@@ -421,9 +619,11 @@ int cli_cmd_serve(int argc, char **argv) {
         s->native_after = ca.native_after;
         s->stream = &stream;
         s->seed = (uint64_t)seed;
+        s->fit_spec = fit_spec;
+        s->fit_cost = fit_cost;
         pthread_mutex_init(&s->mu, NULL);
         ca.backend.devices = (int)workers;
-        rc = serve(s, g, &ca, (int)workers, pos[0], source, stats); /* takes g */
+        rc = serve(s, g, &ca, (int)workers, pos[0], source, stats, fit_k, (size_t)fit_window); /* takes g */
         pthread_mutex_destroy(&s->mu);
         free(s->latency_ms);
         free(s->wait);

@@ -218,9 +218,11 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
     fprintf(f,
-            ", \"weight_bytes\": %llu, \"run_bytes\": %llu, \"resident_buckets\": %d, "
+            ", \"weight_bytes\": %llu, \"weight_mapped_bytes\": %llu, \"run_bytes\": %llu, "
+            "\"resident_buckets\": %d, "
             "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu, \"bucket_memory\": [",
-            (unsigned long long)s.weight_bytes, (unsigned long long)s.run_bytes, s.buckets_resident,
+            (unsigned long long)s.weight_bytes, (unsigned long long)s.weight_mapped_bytes,
+            (unsigned long long)s.run_bytes, s.buckets_resident,
             (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
     bool first = true;
     for (int i = 0; i < s.buckets; i++) {
@@ -232,9 +234,11 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         /* peak: what a run of the bucket holds, its weights being shared;
          * estimated: read from the artifact of a bucket not loaded. */
         fprintf(f,
-                "%s{\"extent\": %lld, \"weights_shared\": %llu, \"arena_bytes\": %llu, "
+                "%s{\"extent\": %lld, \"weights_shared\": %llu, \"weights_mapped\": %llu, "
+                "\"arena_bytes\": %llu, "
                 "\"io_bytes\": %llu, \"peak_bytes\": %llu, \"resident\": %s, \"estimated\": %s}",
                 first ? "" : ", ", (long long)hi, (unsigned long long)m.weight_bytes,
+                (unsigned long long)m.weight_mapped_bytes,
                 (unsigned long long)m.arena_bytes, (unsigned long long)m.io_bytes,
                 (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false",
                 m.estimated ? "true" : "false");

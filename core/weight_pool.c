@@ -2,6 +2,7 @@
  * counts, under one mutex. Lookups happen when an executable is made or
  * destroyed, never on the launch path, so a scan of the table is enough. */
 #include "weight_pool.h"
+#include "weight_map.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -13,7 +14,8 @@ typedef struct weight_entry {
     size_t bytes;
     void *buf;
     uint64_t refs;
-    sj_weight_backing backing;
+    sj_weight_backing backing; /* the domain it serves; frees it unless map */
+    sj_weight_map *map;        /* buf lies in this file mapping (a reference): nothing was allocated */
 } weight_entry;
 
 struct sj_weight_pool {
@@ -21,7 +23,7 @@ struct sj_weight_pool {
     pthread_mutex_t mu;
     weight_entry *entries;
     size_t n, cap;
-    uint64_t shared;
+    uint64_t shared, mapped;
     sj_weight_backing host; /* the context pool's own backing */
 };
 
@@ -54,9 +56,17 @@ sj_status sj_weight_pool_create(sj_ctx *ctx, sj_weight_pool **out) {
     return SJ_OK;
 }
 
+/* Gives back what entry e holds: its mapping's reference, or its buffer. */
+static void drop_entry(const weight_entry *e) {
+    if (e->map)
+        sj_weight_map_release(e->map);
+    else
+        e->backing.free(e->backing.user, e->buf);
+}
+
 void sj_weight_pool_destroy(sj_weight_pool *p) {
     if (!p) return;
-    for (size_t i = 0; i < p->n; i++) p->entries[i].backing.free(p->entries[i].backing.user, p->entries[i].buf);
+    for (size_t i = 0; i < p->n; i++) drop_entry(&p->entries[i]);
     sj_free(p->ctx, p->entries);
     pthread_mutex_destroy(&p->mu);
     sj_free(p->ctx, p);
@@ -85,39 +95,61 @@ static bool share_locked(sj_weight_pool *p, const uint8_t hash[32], size_t bytes
     return true;
 }
 
-sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
-                                 size_t bytes, const sj_weight_backing *backing, void **out) {
-    *out = NULL;
-    pthread_mutex_lock(&p->mu);
-    if (share_locked(p, hash, bytes, backing, out)) {
-        pthread_mutex_unlock(&p->mu);
-        return SJ_OK;
-    }
-    /* Made under the lock: two executables loading the same weight at once
-     * must not both copy it (the point of the pool), and loads are rare. */
-    sj_status st = SJ_OK;
+/* A new entry for (hash, bytes, backing): buf made by the backing from
+ * src, or (map) src itself. Caller holds p->mu. */
+static sj_status add_locked(sj_weight_pool *p, const uint8_t hash[32], const void *src, size_t bytes,
+                            const sj_weight_backing *backing, sj_weight_map *map, void **out) {
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 16;
         weight_entry *grown = sj_realloc(p->ctx, p->entries, cap * sizeof *grown);
-        if (!grown) st = sj_fail(p->ctx, SJ_E_NOMEM, "weights: out of memory for the pool's table");
-        else {
-            p->entries = grown;
-            p->cap = cap;
-        }
+        if (!grown) return sj_fail(p->ctx, SJ_E_NOMEM, "weights: out of memory for the pool's table");
+        p->entries = grown;
+        p->cap = cap;
     }
-    void *buf = NULL;
-    if (st == SJ_OK) st = backing->make(backing->user, src, bytes, &buf);
-    if (st == SJ_OK) {
-        weight_entry *e = &p->entries[p->n++];
-        memcpy(e->hash, hash, 32);
-        e->bytes = bytes;
-        e->buf = buf;
-        e->refs = 1;
-        e->backing = *backing;
-        *out = buf;
+    /* Entries are told apart by their buffer (release, buffer_map): two
+     * tensors starting at one file offset (different lengths, so different
+     * hashes) cannot both lend it; the second is copied. */
+    for (size_t i = 0; map && i < p->n; i++)
+        if (p->entries[i].buf == src) map = NULL;
+    void *buf = (void *)src;
+    if (!map) SJ_TRY(backing->make(backing->user, src, bytes, &buf));
+    weight_entry *e = &p->entries[p->n++];
+    memcpy(e->hash, hash, 32);
+    e->bytes = bytes;
+    e->buf = buf;
+    e->refs = 1;
+    e->backing = *backing;
+    e->map = map;
+    if (map) {
+        sj_weight_map_retain(map);
+        p->mapped++;
     }
+    *out = buf;
+    return SJ_OK;
+}
+
+static sj_status acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src, size_t bytes,
+                         const sj_weight_backing *backing, sj_weight_map *map, void **out) {
+    *out = NULL;
+    pthread_mutex_lock(&p->mu);
+    /* Made under the lock: two executables loading the same weight at once
+     * must not both copy it (the point of the pool), and loads are rare. */
+    sj_status st = share_locked(p, hash, bytes, backing, out)
+                       ? SJ_OK
+                       : add_locked(p, hash, src, bytes, backing, map, out);
     pthread_mutex_unlock(&p->mu);
     return st;
+}
+
+sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
+                                 size_t bytes, const sj_weight_backing *backing, void **out) {
+    return acquire(p, hash, src, bytes, backing, NULL, out);
+}
+
+sj_status sj_weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
+                                        size_t bytes, const sj_weight_backing *backing,
+                                        sj_weight_map *map, void **out) {
+    return acquire(p, hash, data, bytes, backing, map, out);
 }
 
 bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
@@ -144,7 +176,7 @@ void sj_weight_pool_release(sj_weight_pool *p, void *buf) {
     pthread_mutex_unlock(&p->mu);
     /* Freed outside the pool's lock: a device's free takes the device's lock,
      * which a thread making an executable holds while it acquires. */
-    if (gone.buf) gone.backing.free(gone.backing.user, gone.buf);
+    if (gone.buf) drop_entry(&gone);
 }
 
 void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out) {
@@ -153,11 +185,26 @@ void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out) {
     pthread_mutex_lock(&p->mu);
     out->buffers = p->n;
     for (size_t i = 0; i < p->n; i++) {
-        out->bytes += p->entries[i].bytes;
-        out->refs += p->entries[i].refs;
+        const weight_entry *e = &p->entries[i];
+        out->bytes += e->bytes;
+        out->refs += e->refs;
+        if (e->map) {
+            out->mapped_buffers++;
+            out->mapped_bytes += e->bytes;
+        }
     }
     out->shared = p->shared;
+    out->mapped = p->mapped;
     pthread_mutex_unlock(&p->mu);
+}
+
+sj_weight_map *sj_weight_pool_buffer_map(sj_weight_pool *p, const void *buf) {
+    sj_weight_map *m = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n && !m; i++)
+        if (p->entries[i].buf == buf) m = p->entries[i].map;
+    pthread_mutex_unlock(&p->mu);
+    return m;
 }
 
 const sj_weight_backing *sj_ctx_host_weight_backing(sj_ctx *ctx) {

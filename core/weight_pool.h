@@ -11,11 +11,18 @@
  * (every host device of a context shares it, so engines on one context hold
  * one copy), and one per device whose memory the host cannot touch. The
  * backing says how a buffer is made and freed in that domain; an entry
- * keeps the backing it was made with, so it is freed there. */
+ * keeps the backing it was made with, so it is freed there.
+ *
+ * A host-domain entry may instead lend bytes that lie in a read-only file
+ * mapping (core/weight_map.h: ONNX external data whose layout is already
+ * the runtime's): nothing is allocated or copied, the entry holds a
+ * reference on the mapping, and its last release drops that. It answers
+ * later acquires of the same hash like any entry. */
 #ifndef SJ_CORE_WEIGHT_POOL_H
 #define SJ_CORE_WEIGHT_POOL_H
 
 #include "core_impl.h"
+#include "weight_map.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +41,9 @@ typedef struct sj_weight_pool_stats {
     uint64_t bytes;   /* their size, counted once */
     uint64_t refs;    /* users of them (executables' params) */
     uint64_t shared;  /* acquires answered by a buffer already there */
+    uint64_t mapped_buffers; /* of buffers, those lying in a file mapping */
+    uint64_t mapped_bytes;   /* of bytes, theirs: mapped, not allocated */
+    uint64_t mapped;  /* entries ever made from a mapping instead of a copy */
 } sj_weight_pool_stats;
 
 sj_status sj_weight_pool_create(sj_ctx *ctx, sj_weight_pool **out);
@@ -45,6 +55,13 @@ void sj_weight_pool_destroy(sj_weight_pool *p);
  * from `src`. */
 sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
                                  size_t bytes, const sj_weight_backing *backing, void **out);
+/* As acquire, but a fresh entry is `data` itself, which lies in map (the
+ * entry takes a reference on it) rather than a copy: for the host domain,
+ * whose kernels read params in place. data must stay valid and unchanged
+ * while map lives (sj_weight_map_check says whether it did). */
+sj_status sj_weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
+                                        size_t bytes, const sj_weight_backing *backing,
+                                        sj_weight_map *map, void **out);
 /* The held buffer for (hash, bytes, backing) with one more reference, or
  * false (nothing acquired): lets a caller that must first make the source
  * bytes (a narrowed weight) skip that when they are already held. */
@@ -53,6 +70,9 @@ bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size
 /* Drops one reference to buf (a pointer acquire returned); NULL is a no-op. */
 void sj_weight_pool_release(sj_weight_pool *p, void *buf);
 void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out);
+/* The mapping buf (a held buffer) lies in, NULL for a copy: valid while
+ * the caller holds its reference on buf. */
+sj_weight_map *sj_weight_pool_buffer_map(sj_weight_pool *p, const void *buf);
 
 /* The context's pool of host-addressable weights. */
 sj_weight_pool *sj_ctx_weight_pool(sj_ctx *ctx);

@@ -38,6 +38,11 @@ static sj_status acquire_param(sj_executable *e, const sj_graph *g, const sj_buf
     sj_precision storage = (sj_precision)sj_slot_storage(s);
     sj_graph_param_hash_stored(g, s->index, storage, hash);
     const sj_node *nd = &g->nodes[s->index];
+    /* Bytes already as the kernels read them, in a file mapping, on a
+     * device that reads host memory: lent in place, not copied. */
+    if (storage == SJ_PRECISION_FP32 && nd->map && (e->dev->ops->flags & SJ_DEVICE_HOST_VISIBLE))
+        return sj_weight_pool_acquire_mapped(e->weights, hash, nd->data, (size_t)s->bytes, backing,
+                                             nd->map, out);
     if (storage == SJ_PRECISION_FP32)
         return sj_weight_pool_acquire(e->weights, hash, nd->data, (size_t)s->bytes, backing, out);
     if (sj_weight_pool_acquire_held(e->weights, hash, (size_t)s->bytes, backing, out)) return SJ_OK;
@@ -51,9 +56,26 @@ static sj_status acquire_param(sj_executable *e, const sj_graph *g, const sj_buf
     return st;
 }
 
+/* Notes the mapping x's buffer lies in, once per mapping. */
+static sj_status note_map(sj_executable *e, exe_param *x) {
+    sj_weight_map *m = sj_weight_pool_buffer_map(e->weights, x->buffer);
+    x->mapped = m != NULL;
+    if (!m) return SJ_OK;
+    for (int i = 0; i < e->n_maps; i++)
+        if (e->maps[i] == m) return SJ_OK;
+    sj_weight_map **grown = sj_realloc(e->ctx, e->maps, (size_t)(e->n_maps + 1) * sizeof *grown);
+    if (!grown) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    e->maps = grown;
+    e->maps[e->n_maps++] = m;
+    return SJ_OK;
+}
+
 sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
     e->params = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->params);
     if (!e->params) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
+    /* A bucket load copies or lends the mapped bytes: they must still be
+     * the ones the graph was loaded (and hashed) with. */
+    SJ_TRY(sj_graph_check_mapped(g, e->ctx));
     const sj_weight_backing *backing;
     e->weights = pool_for(e->dev, &backing);
     if (!e->weights) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory for the weight pool");
@@ -70,6 +92,7 @@ sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const
         x->value = s->index;
         x->bytes = (size_t)s->bytes;
         e->n_params++;
+        SJ_TRY(note_map(e, x));
     }
     return SJ_OK;
 }
@@ -77,6 +100,14 @@ sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const
 void sj_exe_release_params(sj_executable *e) {
     for (int i = 0; i < e->n_params; i++) sj_weight_pool_release(e->weights, e->params[i].buffer);
     e->n_params = 0;
+    sj_free(e->ctx, e->maps);
+    e->maps = NULL;
+    e->n_maps = 0;
+}
+
+sj_status sj_exe_check_mapped(sj_executable *e) {
+    for (int i = 0; i < e->n_maps; i++) SJ_TRY(sj_weight_map_check(e->maps[i], e->ctx));
+    return SJ_OK;
 }
 
 static void *slot_pointer(sj_executable *e, const sj_buffer_slot *s) {
@@ -217,7 +248,10 @@ void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out
     if (!e) return;
     sj_executable *m = (sj_executable *)e; /* the lock is not part of the logical state */
     sj_device_lock(m->dev);
-    for (int i = 0; i < e->n_params; i++) out->weight_bytes += e->params[i].bytes;
+    for (int i = 0; i < e->n_params; i++) {
+        out->weight_bytes += e->params[i].bytes;
+        if (e->params[i].mapped) out->weight_mapped_bytes += e->params[i].bytes;
+    }
     out->arena_bytes = (uint64_t)e->arena_bytes;
     out->io_bytes = io_bytes(e);
     out->run_bytes = run_bytes(e);

@@ -186,6 +186,10 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
         return sj_fail(e->ctx, SJ_E_STATE, "run: device '%s' is recording a capture",
                        dev->ops->name);
     SJ_TRY(check_request(e, active, inputs, outputs));
+    /* Params read in place from files: checked before the kernels touch a
+     * page (a truncated file would fault them) and again after they ran, so
+     * a file rewritten during the run fails it instead of answering. */
+    SJ_TRY(sj_exe_check_mapped(e));
     SJ_TRY(sj_exe_make_resident(e));
     int64_t n = e->has_sym ? active : e->extent;
     SJ_TRY(alloc_outputs(e, n, outputs, allocated));
@@ -199,6 +203,7 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
             SJ_TRY(launch_all(e, n));
         SJ_TRY(dev->ops->sync(dev->impl));
     }
+    SJ_TRY(sj_exe_check_mapped(e));
     for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
     /* What ran: every launch above was given n, and a kernel touches the
      * first n rows only, so n rows were computed for the request's active. */
@@ -255,6 +260,7 @@ static sj_status capture_locked(sj_executable *e) {
     sj_device *dev = e->dev;
     SJ_TRY(sj_device_check_alive(dev, "capture"));
     if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
+    SJ_TRY(sj_exe_check_mapped(e)); /* the capture's launches run the kernels */
     SJ_TRY(sj_exe_make_resident(e));
     SJ_TRY(sj_mdcache_capture_begin(dev->mdcache));
     sj_status st = sj_device_begin_capture_locked(dev);

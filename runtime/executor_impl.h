@@ -34,6 +34,7 @@ typedef struct exe_param {
     sj_value value;
     void *buffer; /* from the weight pool: shared with every executable of the same bytes */
     size_t bytes;
+    bool mapped;  /* buffer lies in a file mapping (the pool entry holds it) */
 } exe_param;
 
 struct sj_executable {
@@ -53,6 +54,10 @@ struct sj_executable {
     exe_io *inputs, *outputs;
     exe_param *params;
     sj_weight_pool *weights; /* where params came from: the context's or the device's */
+    /* The distinct file mappings params lie in (the pool entries hold
+     * them): checked around every run, as kernels read them in place. */
+    sj_weight_map **maps;
+    int n_maps;
     /* Run memory, made by the first run (or capture) and released by
      * sj_executable_trim: loading or precompiling a bucket costs none. */
     bool resident;
@@ -78,5 +83,8 @@ sj_status sj_exe_make_resident(sj_executable *e);
 /* Params from the weight pool, and back (exec_memory.c). */
 sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g);
 void sj_exe_release_params(sj_executable *e);
+/* Whether every file mapping e's params lie in still holds what was
+ * mapped (sj_weight_map_check); SJ_E_CORRUPT naming the file otherwise. */
+sj_status sj_exe_check_mapped(sj_executable *e);
 
 #endif

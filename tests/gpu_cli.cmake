@@ -72,7 +72,7 @@ sj_cli_test(gpu_precompile_sm80 RC 0 CLEAN ${SJ_GPU_CLI_DIR}/sm80
   ARGS precompile ${ffn} --ladder list:8 --target nvptx --arch sm_80 --store ${SJ_GPU_CLI_DIR}/sm80/s.db --stats
   OUT "for nvptx sm_80 in [0-9.]+ s: 1 compiled.*\nrun memory per bucket once it serves \\(extent: bytes\\): 8: [0-9.]+ KiB"
   # stored, not loaded (no GPU here): the figures are read from the artifact
-  ERR "\"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": 132864, \"arena_bytes\": [0-9]+, \"io_bytes\": 4096, \"peak_bytes\": [1-9][0-9]*, \"resident\": false, \"estimated\": true}")
+  ERR "\"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": 132864, \"weights_mapped\": 0, \"arena_bytes\": [0-9]+, \"io_bytes\": 4096, \"peak_bytes\": [1-9][0-9]*, \"resident\": false, \"estimated\": true}")
 sj_cli_test(gpu_precompile_no_store RC 1 ARGS precompile ${ffn} --ladder list:8 --target nvptx --store none
   ERR "needs a store or a remote tier")
 sj_cli_test(gpu_precompile_bad_arch RC 2 ARGS precompile ${ffn} --ladder list:8 --target nvptx --arch sm_70

@@ -12,11 +12,11 @@ sj_cli_test(serve_resident_not_a_count RC 2
   ERR "--max-resident-buckets must be a count of at least 1, got '2x'")
 sj_cli_test(run_memory_stats RC 0
   ARGS run ${SJ_MEM_FFN} --rows 5 --store none --backend host --stats --out ${SJ_CLI_DIR}/mem_run
-  ERR "\"weight_bytes\": [1-9][0-9]*, \"run_bytes\": [1-9][0-9]*, \"resident_buckets\": 1, .*\"peak_rss_bytes\": [1-9][0-9]*, \"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": [1-9][0-9]*, \"arena_bytes\": [0-9]+, \"io_bytes\": [1-9][0-9]*, \"peak_bytes\": [1-9][0-9]*, \"resident\": true, \"estimated\": false}\\]")
+  ERR "\"weight_bytes\": [1-9][0-9]*, \"weight_mapped_bytes\": 0, \"run_bytes\": [1-9][0-9]*, \"resident_buckets\": 1, .*\"peak_rss_bytes\": [1-9][0-9]*, \"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": [1-9][0-9]*, \"weights_mapped\": 0, \"arena_bytes\": [0-9]+, \"io_bytes\": [1-9][0-9]*, \"peak_bytes\": [1-9][0-9]*, \"resident\": true, \"estimated\": false}\\]")
 sj_cli_test(serve_resident_bound RC 0
   ARGS serve ${SJ_MEM_FFN} --store none --synthetic uniform:1:40:60:3 --workers 2 --ladder pow2:1:64
        --max-resident-buckets 1 --stats
-  OUT "memory           weights [0-9.]+ MiB \\(shared by every bucket\\), run memory [0-9.]+ MiB in 1 resident buckets \\([1-9][0-9]* trimmed\\), peak RSS [1-9][0-9.]* MiB"
+  OUT "memory           weights [0-9.]+ MiB \\(shared by every bucket; [0-9.]+ MiB of them mapped from the model's files\\), run memory [0-9.]+ MiB in 1 resident buckets \\([1-9][0-9]* trimmed\\), peak RSS [1-9][0-9.]* MiB"
   ERR "\"resident_buckets\": 1, \"resident_evictions\": [1-9][0-9]*, \"peak_rss_bytes\": [1-9]")
 # A precompile says what each bucket will need once it serves (issue 13
 # item 9; a store-only GPU precompile reads it from the artifacts, see
@@ -26,7 +26,7 @@ sj_cli_test(serve_resident_bound RC 0
 sj_cli_test(precompile_bucket_memory RC 0 CLEAN ${SJ_CLI_DIR}/mem_store.db SETUP mem_store
   ARGS precompile ${SJ_MEM_FFN} --ladder list:8,64 --store ${SJ_CLI_DIR}/mem_store.db --stats
   OUT "run memory per bucket once it serves \\(extent: bytes\\): 8: [0-9.]+ (bytes|KiB|MiB), 64: [0-9.]+ (KiB|MiB). weights [0-9.]+ KiB, one copy shared by every bucket"
-  ERR "{\"extent\": 64, \"weights_shared\": 132864, \"arena_bytes\": [0-9]+, \"io_bytes\": 32768, \"peak_bytes\": [1-9][0-9]*, \"resident\": false, \"estimated\": false}")
+  ERR "{\"extent\": 64, \"weights_shared\": 132864, \"weights_mapped\": 0, \"arena_bytes\": [0-9]+, \"io_bytes\": 32768, \"peak_bytes\": [1-9][0-9]*, \"resident\": false, \"estimated\": false}")
 sj_cli_test(store_ls_bucket_memory RC 0 REQUIRES mem_store
   ARGS store ls --store ${SJ_CLI_DIR}/mem_store.db --json
   OUT "\"extent\": 64, .*\"run_bytes\": [1-9][0-9]*, \"arena_bytes\": [0-9]+, \"io_bytes\": 32768, \"weight_bytes\": 132864, \"tuning\": \"\"}")

@@ -4,16 +4,23 @@
  * padded inputs and outputs) is made by a bucket's first run and given back
  * when an LRU bound on resident buckets trims it, a trimmed bucket still
  * answers exactly, and a bucket whose run memory cannot be allocated fails
- * that request alone while the others keep serving. */
+ * that request alone while the others keep serving. ONNX external-data
+ * weights are read in place from a read-only mapping of their file when
+ * the layout allows (else copied, and counted), the mapping lives while
+ * any graph or executable uses it, and a file changed or truncated under it
+ * fails the request naming the file instead of answering. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shapejit/engine.h"
 #include "shapejit/ext/artifact.h"
@@ -21,8 +28,10 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
 
+#include "core/weight_map.h"
 #include "core/weight_pool.h"
 #include "runtime/executor_impl.h"
+#include "tests/onnx_external.h"
 
 #define IN 16
 #define HID 32
@@ -347,10 +356,10 @@ static sj_status w_replay(void *u, sj_graph_handle g, int64_t n) { return inner-
 static void w_destroy_graph(void *u, sj_graph_handle g) { inner->ops->destroy_graph(inner->impl, g); }
 static void w_destroy(void *u) { (void)u; }
 
-static void test_device_pool(void **state) {
-    (void)state;
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+/* g's buckets on a device whose memory the host cannot address: params
+ * come from the device's own pool (copies, also of mapped weights, which
+ * kernels there cannot read in place), shared by both buckets. */
+static void check_device_pool(sj_ctx *ctx, sj_graph *g) {
     assert_int_equal(sj_host_device_create(ctx, NULL, &inner), SJ_OK);
     static sj_device_ops ops;
     ops = (sj_device_ops){.name = "host", .flags = 0, .alloc = w_alloc, .free = w_free, .copy = w_copy,
@@ -360,7 +369,6 @@ static void test_device_pool(void **state) {
                           .destroy = w_destroy};
     sj_device *dev;
     assert_int_equal(sj_device_create(ctx, &ops, &ops, NULL, &dev), SJ_OK);
-    sj_graph *g = make_graph(ctx);
     sj_executable *exe[2];
     const int64_t extents[2] = {8, 32};
     for (int i = 0; i < 2; i++) {
@@ -368,12 +376,14 @@ static void test_device_pool(void **state) {
         assert_int_equal(sj_compile(g, extents[i], NULL, &a), SJ_OK);
         assert_int_equal(sj_artifact_load(a, dev, g, &exe[i]), SJ_OK);
         sj_artifact_destroy(a);
+        assert_int_equal(exe[i]->n_maps, 0);
     }
     for (int i = 0; i < 2; i++) assert_ptr_equal(exe[0]->params[i].buffer, exe[1]->params[i].buffer);
     sj_weight_pool_stats ps;
     sj_weight_pool_stats_get(dev->weights, &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.refs, 4);
+    assert_int_equal(ps.mapped_buffers, 0);
     sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 0); /* not the host pool: this memory is the device's */
     for (int i = 0; i < 2; i++) {
@@ -398,7 +408,328 @@ static void test_device_pool(void **state) {
     sj_graph_destroy(g);
     sj_device_destroy(dev);
     sj_device_destroy(inner);
+}
+
+static void test_device_pool(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    check_device_pool(ctx, make_graph(ctx));
     sj_ctx_destroy(ctx);
+}
+
+
+/* ---- weights mapped from ONNX external data ---- */
+
+typedef struct ext_model {
+    char dir[64];
+    char model[128], weights[128];
+} ext_model;
+
+/* w1 at off1 and w2 at off2 of dir/weights.bin, the model beside it. */
+static void write_ext(ext_model *m, uint64_t off1, uint64_t off2) {
+    snprintf(m->dir, sizeof m->dir, "/tmp/sj_mapped_XXXXXX");
+    assert_non_null(mkdtemp(m->dir));
+    snprintf(m->model, sizeof m->model, "%s/model.onnx", m->dir);
+    snprintf(m->weights, sizeof m->weights, "%s/weights.bin", m->dir);
+    sj_test_mlp spec = {.dir = m->dir, .in = IN, .hid = HID, .out = OUT, .w1 = w1, .w2 = w2,
+                        .off1 = off1, .off2 = off2};
+    assert_true(sj_test_write_external_mlp(&spec));
+}
+
+static void remove_ext(ext_model *m) {
+    unlink(m->model);
+    unlink(m->weights);
+    rmdir(m->dir);
+}
+
+static sj_engine *open_file(sj_ctx *ctx, const char *model, const char *ladder, bool copy) {
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.backend = "host";
+    cfg.ladder = ladder;
+    cfg.model.copy_external_data = copy;
+    sj_engine *e = NULL;
+    if (sj_engine_open(ctx, model, &cfg, &e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
+    return e;
+}
+
+/* How many mappings of path this process holds (/proc/self/maps). */
+static int mappings_of(const char *path) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[1024];
+    int n = 0;
+    size_t len = strlen(path);
+    while (fgets(line, sizeof line, f)) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        size_t l = strlen(line);
+        n += l >= len && !strcmp(line + l - len, path);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Runs n rows of the fixed input; y gets n * OUT floats. */
+static sj_status run_into(sj_engine *e, sj_ctx *ctx, int64_t n, float *y) {
+    float x[64 * IN];
+    for (int64_t r = 0; r < n; r++)
+        for (int k = 0; k < IN; k++) x[r * IN + k] = xval(r, k);
+    sj_named_tensor in[1] = {{"x", {.rank = 2, .dims = {n, IN}, .data = x}}};
+    sj_named_tensor out[1];
+    sj_status st = sj_engine_run(e, in, 1, out, 1, NULL);
+    if (st == SJ_OK) {
+        memcpy(y, out[0].tensor.data, (size_t)n * OUT * sizeof *y);
+        sj_tensor_free(ctx, &out[0].tensor);
+    }
+    return st;
+}
+
+/* An aligned float32 tensor is read in place: the executables' param
+ * buffers are the file's pages at the tensors' offsets, the pool and the
+ * stats say mapped, and the results equal the copied path's bit for bit. */
+static void test_mapped_weights(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx, *ctx2;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    assert_int_equal(sj_ctx_create(NULL, &ctx2), SJ_OK);
+    sj_engine *e = open_file(ctx, m.model, "list:4,64", false);
+    sj_graph_weights gw;
+    sj_graph_weights_get(sj_engine_graph(e), &gw);
+    assert_int_equal(gw.params, 2);
+    assert_int_equal(gw.mapped_params, 2);
+    assert_int_equal(gw.mapped_bytes, sizeof w1 + sizeof w2);
+    assert_int_equal(gw.mapped_files, 1);
+    assert_int_equal(gw.external_copied, 0);
+
+    sj_executable *a = bucket_exe(e, 3), *b = bucket_exe(e, 40);
+    assert_int_equal(a->n_maps, 1);
+    const uint8_t *base = sj_weight_map_data(a->maps[0]);
+    assert_string_equal(sj_weight_map_path(a->maps[0]) + strlen(sj_weight_map_path(a->maps[0])) - 11,
+                        "weights.bin");
+    for (int i = 0; i < 2; i++) {
+        assert_true(a->params[i].mapped);
+        assert_ptr_equal(a->params[i].buffer, b->params[i].buffer);
+        const uint8_t *p = a->params[i].buffer;
+        assert_true(p == base || p == base + 4096); /* w1 at 0, w2 at 4096: no copy */
+    }
+    assert_memory_equal(base, w1, sizeof w1);
+    sj_weight_pool_stats ps;
+    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    assert_int_equal(ps.buffers, 2);
+    assert_int_equal(ps.mapped_buffers, 2);
+    assert_int_equal(ps.mapped_bytes, sizeof w1 + sizeof w2);
+    assert_int_equal(ps.mapped, 2); /* made from the mapping; bucket b shared them */
+    assert_int_equal(ps.shared, 2);
+    sj_engine_stats st;
+    sj_engine_stats_get(e, &st);
+    assert_int_equal(st.weight_bytes, sizeof w1 + sizeof w2);
+    assert_int_equal(st.weight_mapped_bytes, sizeof w1 + sizeof w2);
+    sj_engine_memory bm;
+    assert_int_equal(sj_engine_bucket_memory(e, 0, &bm), SJ_OK);
+    assert_int_equal(bm.weight_mapped_bytes, sizeof w1 + sizeof w2);
+
+    /* The copied path (its own context, or the pool would lend it the
+     * mapped buffers by hash): same bits. */
+    sj_engine *c = open_file(ctx2, m.model, "list:4,64", true);
+    sj_graph_weights_get(sj_engine_graph(c), &gw);
+    assert_int_equal(gw.mapped_params, 0);
+    assert_int_equal(gw.external_copied, 2);
+    assert_int_equal(gw.external_copied_bytes, sizeof w1 + sizeof w2);
+    float ym[64 * OUT], yc[64 * OUT];
+    int64_t sizes[] = {1, 3, 17, 64};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(run_into(e, ctx, sizes[i], ym), SJ_OK);
+        assert_int_equal(run_into(c, ctx2, sizes[i], yc), SJ_OK);
+        assert_memory_equal(ym, yc, (size_t)sizes[i] * OUT * sizeof(float));
+    }
+    assert_int_equal(run_rows(e, ctx, 40), SJ_OK); /* and right, against plain loops */
+    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx2), &ps);
+    assert_int_equal(ps.mapped_buffers, 0);
+    assert_int_equal(mappings_of(m.weights), 1);
+    sj_engine_close(c);
+    sj_engine_close(e);
+    assert_int_equal(mappings_of(m.weights), 0);
+    sj_ctx_destroy(ctx2);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
+/* The mapping outlives the graph it was loaded with: a second engine of
+ * the same file shares the first's pool entries (same hashes), so closing
+ * the first (its graph) leaves that mapping held by the entries, and the
+ * second still runs; the last user gone, nothing stays mapped. */
+static void test_mapped_weights_outlive_graph(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_engine *e1 = open_file(ctx, m.model, "list:4,64", false);
+    assert_int_equal(run_rows(e1, ctx, 3), SJ_OK);
+    sj_engine *e2 = open_file(ctx, m.model, "list:4,64", false);
+    assert_int_equal(mappings_of(m.weights), 2); /* each graph maps the file */
+    sj_executable *x = bucket_exe(e2, 3);
+    sj_engine_close(e1);
+    /* e1's mapping stays: the pool entries e2's executable shares hold it. */
+    assert_int_equal(mappings_of(m.weights), 2);
+    assert_true(x->params[0].mapped);
+    assert_int_equal(run_rows(e2, ctx, 3), SJ_OK);
+    assert_int_equal(run_rows(e2, ctx, 50), SJ_OK);
+    sj_engine_close(e2);
+    assert_int_equal(mappings_of(m.weights), 0);
+    sj_weight_pool_stats ps;
+    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    assert_int_equal(ps.buffers, 0);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
+/* A tensor at an offset not aligned to its element is copied (and counted
+ * so); the aligned one beside it is still mapped; results stay right. */
+static void test_mapped_weights_misaligned(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 2, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_engine *e = open_file(ctx, m.model, "list:4,64", false);
+    sj_graph_weights gw;
+    sj_graph_weights_get(sj_engine_graph(e), &gw);
+    assert_int_equal(gw.mapped_params, 1);
+    assert_int_equal(gw.mapped_bytes, sizeof w2);
+    assert_int_equal(gw.external_copied, 1);
+    assert_int_equal(gw.external_copied_bytes, sizeof w1);
+    assert_int_equal(run_rows(e, ctx, 5), SJ_OK);
+    sj_weight_pool_stats ps;
+    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    assert_int_equal(ps.buffers, 2);
+    assert_int_equal(ps.mapped_buffers, 1);
+    assert_int_equal(ps.mapped_bytes, sizeof w2);
+    sj_engine_stats st;
+    sj_engine_stats_get(e, &st);
+    assert_int_equal(st.weight_mapped_bytes, sizeof w2);
+    sj_engine_close(e);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
+static void set_mtime(const char *path, time_t sec) {
+    struct timespec ts[2] = {{sec, 0}, {sec, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* Writes len bytes at offset of path in place (same inode, same size). */
+static void rewrite(const char *path, uint64_t offset, const void *bytes, size_t len) {
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, bytes, len, (off_t)offset), (ssize_t)len);
+    close(fd);
+}
+
+/* The file changes under the mapping: a touch (same bytes) re-hashes once
+ * and serves; new bytes of the same size with a new mtime fail every
+ * request and bucket load naming the file, without hashing again while the
+ * file stays as it is; the old bytes back, it serves again. An explicit
+ * verify re-hashes whatever the timestamps say. */
+static void test_mapped_weights_file_changed(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_engine *e = open_file(ctx, m.model, "list:4,16,64", false);
+    assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
+    sj_executable *x = bucket_exe(e, 3);
+    sj_weight_map *wm = x->maps[0];
+    assert_int_equal(sj_weight_map_rehashes(wm), 0);
+    assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
+    assert_int_equal(sj_weight_map_rehashes(wm), 0); /* fstat only while nothing moved */
+
+    set_mtime(m.weights, 1000000000);
+    assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
+    assert_int_equal(sj_weight_map_rehashes(wm), 1);
+    assert_int_equal(run_rows(e, ctx, 4), SJ_OK);
+    assert_int_equal(sj_weight_map_rehashes(wm), 1);
+
+    float changed[IN * HID];
+    memcpy(changed, w1, sizeof changed);
+    changed[7] += 1.0f;
+    rewrite(m.weights, 0, changed, sizeof changed);
+    set_mtime(m.weights, 1000000100);
+    float y[64 * OUT];
+    assert_int_equal(run_into(e, ctx, 3, y), SJ_E_CORRUPT);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), m.weights));
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "changed"));
+    uint64_t rehashes = sj_weight_map_rehashes(wm);
+    assert_int_equal(run_into(e, ctx, 2, y), SJ_E_CORRUPT);
+    assert_int_equal(sj_weight_map_rehashes(wm), rehashes);
+    /* A bucket not loaded yet refuses to load from it too. */
+    assert_int_equal(run_into(e, ctx, 12, y), SJ_E_CORRUPT);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), m.weights));
+    assert_int_equal(sj_graph_weights_verify(sj_engine_graph(e)), SJ_E_CORRUPT);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), m.weights));
+
+    rewrite(m.weights, 0, w1, sizeof w1);
+    assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
+    assert_int_equal(run_rows(e, ctx, 12), SJ_OK);
+    rehashes = sj_weight_map_rehashes(wm);
+    assert_int_equal(sj_graph_weights_verify(sj_engine_graph(e)), SJ_OK);
+    assert_true(sj_weight_map_rehashes(wm) > rehashes);
+    sj_engine_stats st;
+    sj_engine_stats_get(e, &st);
+    assert_true(st.run_failures >= 3);
+    sj_engine_close(e);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
+/* Truncated under the mapping: the check, before any kernel touches a page
+ * past the new end (which would raise SIGBUS), fails the request naming the
+ * file; the interpreter, reading the graph's params, checks the same. */
+static void test_mapped_weights_truncated(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_engine *e = open_file(ctx, m.model, "list:4,64", false);
+    assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
+    assert_int_equal(truncate(m.weights, 4096), 0); /* w2 gone */
+    float y[64 * OUT];
+    assert_int_equal(run_into(e, ctx, 3, y), SJ_E_CORRUPT);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), m.weights));
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "truncated"));
+    const sj_graph *g = sj_engine_graph(e);
+    sj_tensor in = {.rank = 2, .dims = {3, IN}, .data = (float[3 * IN]){0}}, out[1];
+    assert_int_equal(sj_interp_run(g, 3, &in, out), SJ_E_CORRUPT);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "truncated"));
+    sj_engine_close(e);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
+/* A device that cannot read host memory gets copies of mapped weights. */
+static void test_mapped_weights_device_copy(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_graph *g;
+    sj_model_options o;
+    sj_model_options_init(&o);
+    assert_int_equal(sj_model_load(ctx, m.model, &o, &g), SJ_OK);
+    sj_graph_weights gw;
+    sj_graph_weights_get(g, &gw);
+    assert_int_equal(gw.mapped_params, 2);
+    check_device_pool(ctx, g);
+    assert_int_equal(mappings_of(m.weights), 0);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
 }
 
 int main(void) {
@@ -410,6 +741,12 @@ int main(void) {
         cmocka_unit_test(test_resident_bound_checked),
         cmocka_unit_test(test_arena_allocation_failure),
         cmocka_unit_test(test_device_pool),
+        cmocka_unit_test(test_mapped_weights),
+        cmocka_unit_test(test_mapped_weights_outlive_graph),
+        cmocka_unit_test(test_mapped_weights_misaligned),
+        cmocka_unit_test(test_mapped_weights_file_changed),
+        cmocka_unit_test(test_mapped_weights_truncated),
+        cmocka_unit_test(test_mapped_weights_device_copy),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

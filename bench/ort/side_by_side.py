@@ -47,7 +47,7 @@ BATCHES = 11
 
 # ---------------------------------------------------------------- models
 
-def _onnx_examples(folder):
+def onnx_examples(folder):
     """The examples/models graphs as ONNX (opset 17): same shapes, same ops."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -104,7 +104,7 @@ def _onnx_examples(folder):
     return {k: {"name": k, "path": str(v), "kind": "example"} for k, v in paths.items()}
 
 
-def _identity_model(folder):
+def identity_model(folder):
     import onnx
     from onnx import TensorProto, helper
     g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity",
@@ -117,7 +117,7 @@ def _identity_model(folder):
     return str(path)
 
 
-def _real_models():
+def real_models():
     out = {}
     for manifest in sorted((REPO / "tests" / "data" / "real_models").glob("*/manifest.json")):
         m = json.loads(manifest.read_text())
@@ -288,8 +288,8 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="sj-ort-"))
-    models = {**_onnx_examples(tmp), **_real_models()}
-    ident = _identity_model(tmp)
+    models = {**onnx_examples(tmp), **real_models()}
+    ident = identity_model(tmp)
     if args.models:
         models = {k: models[k] for k in args.models.split(",")}
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# shapejit next to onnxruntime (bench/ort/side_by_side.py): makes a
-# benchmark-only venv (onnxruntime, onnx, matplotlib: never needed by the
-# build, the tests or CI), pip-installs this checkout into it, then runs the
-# comparison from outside the source tree so `import shapejit` is the
-# installed package. Writes table.md, chart.png and raw.json to --out
+# shapejit next to onnxruntime (bench/ort/side_by_side.py): makes the
+# benchmark-only venv (bench/ort/venv.sh, with matplotlib), pip-installs
+# this checkout into it, then runs the comparison from outside the source
+# tree so `import shapejit` is the installed package. Writes table.md, chart.png and raw.json to --out
 # (default build-python/bench-ort).
 #   bench/ort/side_by_side.sh [side_by_side.py args]
 set -euo pipefail
@@ -11,11 +10,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 
 scripts/install-deps.sh
-venv=${SJ_BENCH_VENV:-build-python/bench-venv}
-[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
-venv=$(realpath "$venv")
-"$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    numpy onnxruntime onnx matplotlib scikit-build-core
+venv=$(bench/ort/venv.sh matplotlib scikit-build-core)
 # A kept build folder makes a re-run after a change an incremental build.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
     -C build-dir=build-python/bench-wheel .

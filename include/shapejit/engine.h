@@ -214,6 +214,9 @@ SJ_API sj_status sj_engine_run_ready(sj_engine *e, const sj_named_tensor *inputs
 typedef struct sj_engine_memory {
     uint64_t run_bytes, arena_bytes, io_bytes, weight_bytes;
     bool known, loaded, resident;
+    /* Of weight_bytes, those read in place from the model's external-data
+     * file (mapped read-only, not allocated). */
+    uint64_t weight_mapped_bytes;
 } sj_engine_memory;
 SJ_API sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out);
 
@@ -231,6 +234,7 @@ typedef struct sj_engine_stats {
     uint64_t run_bytes;          /* run memory the resident buckets hold */
     uint64_t specialised;         /* level buckets swapped to code for this CPU (native_after) */
     uint64_t specialise_failures; /* such recompiles that failed */
+    uint64_t weight_mapped_bytes; /* of weight_bytes, mapped from the model's files, not allocated */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

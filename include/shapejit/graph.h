@@ -22,6 +22,15 @@
  * operands do not fit; the graph is left unchanged by a failed call.
  * Values are appended in order, so a graph is always acyclic and topologically
  * sorted. The graph owns everything it holds (names, weight data).
+ *
+ * Weights an ONNX model keeps in an external-data file are mapped from the
+ * file read-only instead of copied, where the bytes are already float32 in
+ * this machine's order at an aligned offset (sj_model_options has the
+ * switch); the graph then holds the mapping:
+ *
+ *   sj_graph_weights w;
+ *   sj_graph_weights_get(g, &w);      // w.mapped_bytes of w.bytes lie in files
+ *   sj_graph_weights_verify(g);       // re-hash those files now (runs check size/mtime)
  */
 #ifndef SHAPEJIT_GRAPH_H
 #define SHAPEJIT_GRAPH_H
@@ -320,8 +329,31 @@ SJ_API void sj_hash_hex(const uint8_t hash[32], char out[65]);
  * in why (may be NULL). */
 SJ_API sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, size_t why_cap);
 
-/* Deep copy (same ctx). */
+/* Deep copy (same ctx). Mapped weights are copied: the clone owns them. */
 SJ_API sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);
+
+/* Where the params' bytes live. */
+typedef struct sj_graph_weights {
+    int64_t params;
+    uint64_t bytes;
+    /* Of those, lying in read-only file mappings (ONNX external data):
+     * file-backed pages the kernel shares and can drop, not allocations. */
+    int64_t mapped_params;
+    uint64_t mapped_bytes;
+    int mapped_files;
+    /* External-data tensors read into memory instead of mapped: an offset
+     * not aligned to the element, a dtype stored otherwise than the runtime
+     * keeps it (double, int32, ...), mapping turned off, or a file that
+     * could not be mapped. */
+    int64_t external_copied;
+    uint64_t external_copied_bytes;
+} sj_graph_weights;
+SJ_API void sj_graph_weights_get(const sj_graph *g, sj_graph_weights *out);
+/* Re-hashes every file g's params are mapped from: SJ_E_CORRUPT naming the
+ * file when one no longer holds the bytes it held when loaded (runs check
+ * each file's size and timestamps, and re-hash only when those moved; this
+ * also catches a rewrite that kept them). SJ_OK for a graph with none. */
+SJ_API sj_status sj_graph_weights_verify(const sj_graph *g);
 
 #ifdef __cplusplus
 }

@@ -52,6 +52,11 @@ typedef struct sj_model_options {
      * and not dynamic_name. */
     const sj_dim_value *fixed_dims;
     int n_fixed_dims;
+    /* ONNX: read external-data weights into memory. By default a float32
+     * tensor at an offset aligned to 4 bytes is mapped from its file
+     * read-only instead (no copy; the pages are the file's, shared with
+     * other processes); sj_graph_weights_get says which happened. */
+    bool copy_external_data;
 } sj_model_options;
 
 SJ_API void sj_model_options_init(sj_model_options *o);

@@ -35,8 +35,10 @@ void sj_graph_destroy(sj_graph *g) {
     sj_ctx *ctx = g->ctx;
     for (int i = 0; i < g->n_nodes; i++) {
         sj_free(ctx, g->nodes[i].name);
-        sj_free(ctx, g->nodes[i].data);
+        if (!g->nodes[i].map) sj_free(ctx, g->nodes[i].data);
     }
+    for (int i = 0; i < g->n_maps; i++) sj_weight_map_release(g->maps[i]);
+    sj_free(ctx, g->maps);
     for (int i = 0; i < g->n_outputs; i++) sj_free(ctx, g->outputs[i].name);
     sj_free(ctx, g->nodes);
     sj_free(ctx, g->inputs);
@@ -162,7 +164,7 @@ static sj_status append_leaf(sj_graph *g, const char *what, const char *name, sj
                        : sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
     if (st != SJ_OK) {
         sj_free(g->ctx, n->name);
-        sj_free(g->ctx, n->data);
+        if (!n->map) sj_free(g->ctx, n->data);
     }
     return st;
 }
@@ -198,26 +200,69 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
     return sj_graph_input_typed(g, name, SJ_F32, rank, dims, out);
 }
 
+/* n: a param leaf of dtype and dims, checked; *bytes its data size. */
+static sj_status param_leaf(sj_graph *g, const char *what, const char *name, sj_dtype dtype,
+                            int rank, const int64_t *dims, const void *data, sj_node *n,
+                            size_t *bytes) {
+    *n = sj_node_blank(SJ_OP_PARAM);
+    n->dtype = dtype;
+    SJ_TRY(check_dtype(g, what, dtype));
+    SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
+    SJ_TRY(sj_graph_make_shape(g, what, rank, dims, false, &n->shape));
+    SJ_TRY(check_size(g, what, &n->shape));
+    if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
+    size_t count = (size_t)sj_shape_numel(&n->shape, 1);
+    if (sj_mul_overflow_size(count, sj_dtype_size(dtype), bytes))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu elements", what, count);
+    return SJ_OK;
+}
+
 sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, int rank,
                                const int64_t *dims, const void *data, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     char what[96];
     snprintf(what, sizeof what, "param %s", name ? name : "(null)");
-    sj_node n = sj_node_blank(SJ_OP_PARAM);
-    n.dtype = dtype;
-    SJ_TRY(check_dtype(g, what, dtype));
-    SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj_graph_make_shape(g, what, rank, dims, false, &n.shape));
-    SJ_TRY(check_size(g, what, &n.shape));
-    if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
-    size_t count = (size_t)sj_shape_numel(&n.shape, 1), bytes;
-    if (sj_mul_overflow_size(count, sj_dtype_size(dtype), &bytes) ||
-        !(n.bytes = sj_alloc(g->ctx, bytes)))
-        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu elements", what, count);
+    sj_node n;
+    size_t bytes;
+    SJ_TRY(param_leaf(g, what, name, dtype, rank, dims, data, &n, &bytes));
+    if (!(n.bytes = sj_alloc(g->ctx, bytes)))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory for %zu bytes", what, bytes);
     memcpy(n.bytes, data, bytes);
     if (dtype == SJ_BOOL) /* one canonical byte per truth value, so equal graphs hash equal */
-        for (size_t i = 0; i < count; i++) ((uint8_t *)n.bytes)[i] = ((uint8_t *)n.bytes)[i] != 0;
+        for (size_t i = 0; i < bytes; i++) ((uint8_t *)n.bytes)[i] = ((uint8_t *)n.bytes)[i] != 0;
     return append_leaf(g, what, name, &n, out);
+}
+
+sj_status sj_graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+                                const int64_t *dims, const void *data, sj_weight_map *map,
+                                sj_value *out) {
+    char what[96];
+    snprintf(what, sizeof what, "param %s", name ? name : "(null)");
+    if (dtype == SJ_BOOL || !map)
+        return sj_fail(g->ctx, SJ_E_INTERNAL, "%s: a mapped param must be a number with its map",
+                       what);
+    sj_node n;
+    size_t bytes;
+    SJ_TRY(param_leaf(g, what, name, dtype, rank, dims, data, &n, &bytes));
+    const uint8_t *base = sj_weight_map_data(map), *p = data;
+    if (p < base || (size_t)(p - base) > sj_weight_map_size(map) ||
+        bytes > sj_weight_map_size(map) - (size_t)(p - base) ||
+        (uintptr_t)p % sj_dtype_size(dtype) != 0)
+        return sj_fail(g->ctx, SJ_E_INTERNAL, "%s: data does not lie aligned inside its mapping",
+                       what);
+    int known = 0;
+    while (known < g->n_maps && g->maps[known] != map) known++;
+    if (known == g->n_maps &&
+        !reserve(g->ctx, (void **)&g->maps, &g->cap_maps, g->n_maps + 1, sizeof *g->maps))
+        return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    n.bytes = (void *)data;
+    n.map = map;
+    SJ_TRY(append_leaf(g, what, name, &n, out));
+    if (known == g->n_maps) {
+        sj_weight_map_retain(map);
+        g->maps[g->n_maps++] = map;
+    }
+    return SJ_OK;
 }
 
 sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t *dims,
@@ -300,6 +345,7 @@ static sj_status clone_node(sj_ctx *ctx, const sj_node *src, sj_node *dst) {
     *dst = *src;
     dst->name = NULL;
     dst->data = NULL;
+    dst->map = NULL; /* a clone owns a copy: it may be changed (precision rounds it) */
     if (src->name && !(dst->name = sj_strdup(ctx, src->name))) return SJ_E_NOMEM;
     if (src->data) {
         size_t bytes = (size_t)sj_shape_numel(&src->shape, 1) * sj_dtype_size(src->dtype);

@@ -13,6 +13,7 @@
 #include "shapejit/precision.h"
 #include "core/core_impl.h"
 #include "core/name_index.h"
+#include "core/weight_map.h"
 
 typedef struct sj_node_attrs {
     float alpha;      /* leaky_relu slope; gemm alpha */
@@ -40,10 +41,11 @@ typedef struct sj_node {
     sj_shape shape; /* of the node's output value */
     sj_dtype dtype; /* of the node's output value */
     char *name;     /* owned; NULL for unnamed intermediates */
-    union {         /* SJ_OP_PARAM only: owned, numel(shape) elements of dtype */
-        float *data;
+    union {         /* SJ_OP_PARAM only: numel(shape) elements of dtype; owned, */
+        float *data; /* or read-only in `map` */
         void *bytes;
     };
+    sj_weight_map *map; /* SJ_OP_PARAM lying in a file mapping: one of the graph's maps */
     /* SJ_OP_PARAM: the content hash of its data (sj_graph_param_hash), made on
      * first need under the graph's hash_lock; a clone copies it with data. */
     bool param_hashed;
@@ -72,7 +74,25 @@ struct sj_graph {
     pthread_mutex_t hash_lock;
     bool hash_valid;
     uint8_t hash[32];
+    /* The file mappings params lie in, one reference each (weights.c). */
+    sj_weight_map **maps;
+    int n_maps, cap_maps;
+    /* External-data tensors the loader read into memory instead: their
+     * layout or dtype needed a copy, or mapping was off or refused. */
+    int64_t external_copied;
+    uint64_t external_copied_bytes;
 };
+
+/* A param whose data (numel(dims) elements of dtype, aligned to it, in the
+ * runtime's byte order) lies in map: the graph keeps a reference on map
+ * and reads data in place, never writes it. As sj_graph_param_typed
+ * otherwise (bool is not accepted: it would need normalising). */
+sj_status sj_graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+                                const int64_t *dims, const void *data, sj_weight_map *map,
+                                sj_value *out);
+/* Checks every mapping g's params lie in (sj_weight_map_check), naming the
+ * file on ctx when one changed. SJ_OK at once for a graph with none. */
+sj_status sj_graph_check_mapped(const sj_graph *g, sj_ctx *ctx);
 
 /* The content hash of param v's `bytes` bytes of data (BLAKE3), what the
  * weight pools share buffers by: computed once per graph and param. */

@@ -151,8 +151,12 @@ sj_status sj_interp_run(const sj_graph *g, int64_t extent, const sj_tensor *inpu
     if (!g) return SJ_E_INVALID_ARG;
     if (outputs) memset(outputs, 0, (size_t)g->n_outputs * sizeof *outputs);
     SJ_TRY(check_request(g, extent, inputs, outputs));
+    /* Mapped weights are read in place: checked before, and after so a
+     * file that changed during the run fails it rather than answering. */
+    SJ_TRY(sj_graph_check_mapped(g, g->ctx));
     run_state st = {g, g->ctx, g->sym_name ? extent : 1, NULL, NULL, NULL};
     sj_status status = run(&st, inputs, outputs);
+    if (status == SJ_OK) status = sj_graph_check_mapped(g, g->ctx);
     for (int v = 0; st.owned && v < g->n_nodes; v++) release(&st, v);
     if (status != SJ_OK)
         for (int i = 0; i < g->n_outputs; i++) sj_tensor_free(g->ctx, &outputs[i]);

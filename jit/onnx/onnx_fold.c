@@ -511,7 +511,7 @@ static sj_status fill_value(sj_onnx_loader *L, int32_t *dtype, double *value) {
     sj_onnx_tensor t;
     char what[64];
     snprintf(what, sizeof what, "%s: node #%d: value", L->file, L->node_index);
-    SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, L->base_dir, &t));
+    SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, &L->ext, &t));
     if (t.numel != 1) {
         sj_onnx_tensor_release(L->ctx, &t);
         return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' has %lld elements, not 1",

@@ -7,6 +7,7 @@
 #include "shapejit/ext/onnx.h"
 #include "core/core_impl.h"
 #include "core/file_read.h"
+#include "core/weight_map.h"
 
 #include "onnx.pb-c.h"
 
@@ -39,7 +40,26 @@ typedef struct sj_onnx_tensor {
     int64_t numel;
     float *f;   /* FLOAT, DOUBLE */
     int64_t *i; /* the integer dtypes and BOOL */
+    /* f lies read-only in this mapping of its external-data file (one
+     * reference, not f, is owned); NULL when f or i are allocations. */
+    sj_weight_map *map;
 } sj_onnx_tensor;
+
+/* Where one load reads external data: the model's folder, and each file
+ * mapped so far (one mapping per file, shared by its tensors). A FLOAT
+ * tensor at an offset aligned to 4 bytes is mapped in place (this is a
+ * little-endian-only build, as raw_data already assumes); any other is
+ * read into memory and counted in copied. */
+typedef struct sj_onnx_external {
+    const char *base_dir; /* NULL refuses external data */
+    bool copy;            /* read every tensor into memory, map none */
+    struct sj_onnx_mapped_file *files;
+    int n_files, cap_files;
+    int64_t copied;
+    uint64_t copied_bytes;
+} sj_onnx_external;
+/* Drops the load's references on the files (tensors and graphs hold their own). */
+void sj_onnx_external_free(sj_ctx *ctx, sj_onnx_external *x);
 
 bool sj_onnx_dtype_is_float(int32_t dtype);
 /* The IR element type of an ONNX dtype; false when the IR has none. */
@@ -53,14 +73,14 @@ const char *sj_onnx_dtype_name(int32_t dtype);
 
 /* Decodes t (float, double, the integer dtypes and bool; raw_data, typed
  * fields or external data). External data (location, offset, length) is
- * read from base_dir, the model's folder: an absolute location, a '..'
- * component or a symlink out of the folder is refused; NULL base_dir
- * refuses external data. Anything else (another dtype, a payload whose
+ * mapped or read from ext->base_dir, the model's folder: an absolute
+ * location, a '..' component or a symlink out of the folder is refused;
+ * NULL ext (or base_dir) refuses external data. Anything else (another dtype, a payload whose
  * size disagrees with dims, a missing or truncated file) is
  * SJ_E_UNSUPPORTED / SJ_E_PARSE / SJ_E_IO with a message naming `what`
  * and the file. */
 sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
-                                const char *base_dir, sj_onnx_tensor *out);
+                                sj_onnx_external *ext, sj_onnx_tensor *out);
 void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t);
 
 /* protobuf-c allocations routed through the context's allocator hook. It

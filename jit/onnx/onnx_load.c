@@ -112,11 +112,16 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->c.numel == 0)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "constant '%s' is empty; zero-size tensors are not supported", v->name);
-    sj_tensor host;
-    sj_status st = sj_onnx_tensor_to_host(L->ctx, &v->c, v->name, &host);
-    if (st == SJ_OK) {
-        st = sj_graph_param_typed(L->g, v->name, dt, v->c.rank, v->c.dims, host.bytes, &v->v);
-        sj_tensor_free(L->ctx, &host);
+    sj_status st;
+    if (v->c.map) { /* float32 in place in its file: the graph reads the mapping */
+        st = sj_graph_param_mapped(L->g, v->name, dt, v->c.rank, v->c.dims, v->c.f, v->c.map, &v->v);
+    } else {
+        sj_tensor host;
+        st = sj_onnx_tensor_to_host(L->ctx, &v->c, v->name, &host);
+        if (st == SJ_OK) {
+            st = sj_graph_param_typed(L->g, v->name, dt, v->c.rank, v->c.dims, host.bytes, &v->v);
+            sj_tensor_free(L->ctx, &host);
+        }
     }
     if (st != SJ_OK) {
         sj_error_prefix(L->ctx, "constant '%s'", v->name);
@@ -384,7 +389,7 @@ static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__T
     SJ_TRY(sj_onnx_define(L, name, &v));
     char what[320];
     snprintf(what, sizeof what, "%s: initialiser '%s'", L->file, name);
-    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, L->base_dir, &v->c));
+    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, &L->ext, &v->c));
     v->has_const = true;
     return SJ_OK;
 }
@@ -398,6 +403,7 @@ static sj_status define_bound(sj_onnx_loader *L, const sj_onnx_binding *b) {
     if (!data) return sj_fail(L->ctx, SJ_E_NOMEM, "out of memory");
     if (t->numel) memcpy(data, t->f ? (const void *)t->f : (const void *)t->i, (size_t)t->numel * esize);
     v->c = *t;
+    v->c.map = NULL; /* data is this value's own copy */
     v->c.f = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? data : NULL;
     v->c.i = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? NULL : data;
     v->has_const = true;
@@ -563,9 +569,16 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     }
     memcpy(dir, !slash ? "." : filename, dlen);
     dir[dlen] = '\0';
-    sj_onnx_loader L = {.ctx = ctx, .file = filename, .base_dir = dir};
+    sj_onnx_loader L = {.ctx = ctx, .file = filename};
+    L.ext.base_dir = dir;
+    L.ext.copy = o && o->copy_external_data;
     sj_name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
+    if (st == SJ_OK) {
+        L.g->external_copied = L.ext.copied;
+        L.g->external_copied_bytes = L.ext.copied_bytes;
+    }
+    sj_onnx_external_free(ctx, &L.ext);
     sj_free(ctx, dir);
     for (int i = 0; i < L.n_vals; i++) {
         if (L.vals[i].has_const || L.vals[i].has_sym) sj_onnx_tensor_release(ctx, &L.vals[i].c);

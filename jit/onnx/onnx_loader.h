@@ -25,7 +25,7 @@ typedef struct sj_onnx_loader {
     sj_ctx *ctx;
     sj_graph *g;
     const char *file;     /* for messages */
-    const char *base_dir; /* the model's folder: external data lives there */
+    sj_onnx_external ext; /* the model's folder (external data lives there), its mapped files */
     int64_t opset;    /* of the default domain */
     sj_onnx_val *vals;
     int n_vals, cap_vals;

@@ -131,6 +131,7 @@ static sj_status alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
             memcpy(data, src->c.f ? (const void *)src->c.f : (const void *)src->c.i,
                    (size_t)src->c.numel * esize);
         o->c = src->c;
+        o->c.map = NULL; /* the copy is o's own */
         o->c.f = src->c.f ? data : NULL;
         o->c.i = src->c.f ? NULL : data;
         o->has_const = true;
@@ -789,7 +790,7 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
         if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
         char what[320];
         snprintf(what, sizeof what, "%s: node #%d: Constant value", L->file, L->node_index);
-        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, L->base_dir, c));
+        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, &L->ext, c));
         o->has_const = true;
         return SJ_OK;
     }

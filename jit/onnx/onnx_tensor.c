@@ -45,10 +45,14 @@ sj_status sj_onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, con
 
 void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t) {
     if (!t) return;
-    sj_free(ctx, t->f);
+    if (t->map)
+        sj_weight_map_release(t->map);
+    else
+        sj_free(ctx, t->f);
     sj_free(ctx, t->i);
     t->f = NULL;
     t->i = NULL;
+    t->map = NULL;
 }
 
 static bool is_external(const Onnx__TensorProto *t) {
@@ -171,20 +175,21 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* Reads `need` bytes of t's external data into a fresh buffer. */
-static sj_status read_external(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
-                               const char *base_dir, size_t need, uint8_t **out) {
-    *out = NULL;
-    const char *location = NULL;
-    uint64_t offset = 0, length = need;
+/* Where t's external data lies: its location and offset, checked against
+ * the `need` bytes its dims take. */
+static sj_status external_info(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+                               size_t need, const char **location, uint64_t *offset) {
+    *location = NULL;
+    *offset = 0;
+    uint64_t length = need;
     bool has_length = false;
     for (size_t k = 0; k < t->n_external_data; k++) {
         const Onnx__StringStringEntryProto *e = t->external_data[k];
         const char *key = e->key ? e->key : "";
         if (!strcmp(key, "location")) {
-            location = e->value;
+            *location = e->value;
         } else if (!strcmp(key, "offset")) {
-            if (!parse_u64(e->value, &offset))
+            if (!parse_u64(e->value, offset))
                 return sj_fail(ctx, SJ_E_PARSE, "%s: external data offset '%s' is not a number",
                                what, e->value ? e->value : "");
         } else if (!strcmp(key, "length")) {
@@ -198,8 +203,31 @@ static sj_status read_external(sj_ctx *ctx, const Onnx__TensorProto *t, const ch
         return sj_fail(ctx, SJ_E_PARSE,
                        "%s: external data length %llu but the dims need %zu bytes", what,
                        (unsigned long long)length, need);
-    char *path;
-    SJ_TRY(external_path(ctx, what, base_dir, location, &path));
+    return SJ_OK;
+}
+
+static sj_status truncated(sj_ctx *ctx, const char *what, const char *path, size_t need,
+                           uint64_t offset, uint64_t size) {
+    return sj_fail(ctx, SJ_E_PARSE,
+                   "%s: external data file %s is truncated: %zu bytes at offset %llu, the file "
+                   "has %llu",
+                   what, path, need, (unsigned long long)offset, (unsigned long long)size);
+}
+
+/* out's value array (f or i), allocated for out->numel elements. */
+static sj_status alloc_values(sj_ctx *ctx, const char *what, sj_onnx_tensor *out) {
+    bool is_f = sj_onnx_dtype_is_float(out->dtype);
+    void *dst = sj_alloc(ctx, (size_t)(out->numel ? out->numel : 1) *
+                                  (is_f ? sizeof(float) : sizeof(int64_t)));
+    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", what);
+    if (is_f) out->f = dst;
+    else out->i = dst;
+    return SJ_OK;
+}
+
+/* Reads `need` bytes at offset of path into out's fresh value array. */
+static sj_status read_copy(sj_ctx *ctx, const char *what, const char *path, uint64_t offset,
+                           size_t need, sj_onnx_tensor *out) {
     sj_status st = SJ_OK;
     FILE *f = fopen(path, "rb");
     uint8_t *buf = NULL;
@@ -209,29 +237,94 @@ static sj_status read_external(sj_ctx *ctx, const Onnx__TensorProto *t, const ch
     } else if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s is not a regular file", what, path);
     } else if (offset > (uint64_t)sb.st_size || need > (uint64_t)sb.st_size - offset) {
-        st = sj_fail(ctx, SJ_E_PARSE,
-                     "%s: external data file %s is truncated: %zu bytes at offset %llu, the file "
-                     "has %lld",
-                     what, path, need, (unsigned long long)offset, (long long)sb.st_size);
+        st = truncated(ctx, what, path, need, offset, (uint64_t)sb.st_size);
     } else if (!(buf = sj_alloc(ctx, need ? need : 1))) {
         st = sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory for external data", what);
     } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, need, f) != need) {
         st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s: read failed", what, path);
     }
     if (f) fclose(f);
-    sj_free(ctx, path);
-    if (st != SJ_OK) {
-        sj_free(ctx, buf);
-        return st;
+    if (st == SJ_OK) st = alloc_values(ctx, what, out);
+    if (st == SJ_OK) fill_from_raw(ctx, out, buf);
+    sj_free(ctx, buf);
+    return st;
+}
+
+struct sj_onnx_mapped_file {
+    char *path;
+    sj_weight_map *map; /* NULL: it could not be mapped, so its tensors are read */
+};
+
+void sj_onnx_external_free(sj_ctx *ctx, sj_onnx_external *x) {
+    for (int i = 0; i < x->n_files; i++) {
+        sj_weight_map_release(x->files[i].map);
+        sj_free(ctx, x->files[i].path);
     }
-    *out = buf;
-    return SJ_OK;
+    sj_free(ctx, x->files);
+    x->files = NULL;
+    x->n_files = x->cap_files = 0;
+}
+
+/* The load's mapping of path, made on first use; NULL when the file cannot
+ * be mapped (a filesystem without mmap, no memory): read instead. */
+static sj_weight_map *file_map(sj_ctx *ctx, sj_onnx_external *x, const char *path) {
+    for (int i = 0; i < x->n_files; i++)
+        if (!strcmp(x->files[i].path, path)) return x->files[i].map;
+    if (x->n_files == x->cap_files) {
+        int cap = x->cap_files ? x->cap_files * 2 : 4;
+        struct sj_onnx_mapped_file *grown = sj_realloc(ctx, x->files, (size_t)cap * sizeof *grown);
+        if (!grown) return NULL;
+        x->files = grown;
+        x->cap_files = cap;
+    }
+    char *copy = sj_strdup(ctx, path);
+    if (!copy) return NULL;
+    sj_weight_map *m = NULL;
+    if (sj_weight_map_open(ctx, path, &m) != SJ_OK) m = NULL; /* read instead: its errors are the ones to report */
+    x->files[x->n_files++] = (struct sj_onnx_mapped_file){copy, m};
+    return m;
+}
+
+/* t's `need` bytes of external data as out's values: in place in the
+ * file's mapping when they are FLOAT at a 4-byte aligned offset (the
+ * runtime's own layout), else read and converted. */
+static sj_status decode_external(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+                                 sj_onnx_external *x, size_t need, sj_onnx_tensor *out) {
+    const char *location;
+    uint64_t offset;
+    SJ_TRY(external_info(ctx, t, what, need, &location, &offset));
+    char *path;
+    SJ_TRY(external_path(ctx, what, x->base_dir, location, &path));
+    sj_weight_map *m = NULL;
+    bool little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+    if (!x->copy && little_endian && need > 0 && out->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+        offset % sizeof(float) == 0)
+        m = file_map(ctx, x, path);
+    sj_status st = SJ_OK;
+    if (m) {
+        size_t size = sj_weight_map_size(m);
+        if (offset > size || need > size - offset) {
+            st = truncated(ctx, what, path, need, offset, size);
+        } else {
+            out->f = (float *)(uintptr_t)(sj_weight_map_data(m) + offset);
+            out->map = m;
+            sj_weight_map_retain(m);
+        }
+    } else {
+        st = read_copy(ctx, what, path, offset, need, out);
+        if (st == SJ_OK) {
+            x->copied++;
+            x->copied_bytes += need;
+        }
+    }
+    sj_free(ctx, path);
+    return st;
 }
 
 sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
-                                const char *base_dir, sj_onnx_tensor *out) {
+                                sj_onnx_external *ext, sj_onnx_tensor *out) {
     memset(out, 0, sizeof *out);
-    if (is_external(t) && !base_dir)
+    if (is_external(t) && (!ext || !ext->base_dir))
         return sj_fail(ctx, SJ_E_UNSUPPORTED,
                        "%s: tensor data stored in an external file cannot be read here (no model "
                        "folder)",
@@ -259,23 +352,13 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
     out->rank = (int)t->n_dims;
     out->numel = numel;
     out->dtype = dtype;
-    bool is_f = sj_onnx_dtype_is_float(dtype);
-    void *dst = sj_alloc(ctx, (size_t)(numel ? numel : 1) * (is_f ? sizeof(float) : sizeof(int64_t)));
-    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", what);
-    if (is_f) out->f = dst;
-    else out->i = dst;
     size_t need = (size_t)numel * esize;
     if (is_external(t)) {
-        uint8_t *buf;
-        sj_status st = read_external(ctx, t, what, base_dir, need, &buf);
-        if (st == SJ_OK) {
-            fill_from_raw(ctx, out, buf);
-            sj_free(ctx, buf);
-        } else {
-            sj_onnx_tensor_release(ctx, out);
-        }
+        sj_status st = decode_external(ctx, t, what, ext, need, out);
+        if (st != SJ_OK) sj_onnx_tensor_release(ctx, out);
         return st;
     }
+    SJ_TRY(alloc_values(ctx, what, out));
     size_t typed_n = field == F_FLOAT    ? t->n_float_data
                      : field == F_DOUBLE ? t->n_double_data
                      : field == F_INT64  ? t->n_int64_data

@@ -296,7 +296,7 @@ static sj_status map_const_of_shape(sj_onnx_loader *L) {
         sj_onnx_tensor t;
         char what[64];
         snprintf(what, sizeof what, "%s: node #%d: value", L->file, L->node_index);
-        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, L->base_dir, &t));
+        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, &L->ext, &t));
         odt = t.dtype;
         value = t.numel < 1 ? 0 : t.f ? (double)t.f[0] : (double)t.i[0];
         sj_onnx_tensor_release(L->ctx, &t);

@@ -109,6 +109,9 @@ typedef struct sj_executable_memory_info {
      * blocks past the active rows return at once, launched but computing
      * nothing. */
     uint64_t runs, rows_requested, rows_computed;
+    /* Of weight_bytes, those read in place from a file mapping (ONNX
+     * external data): file pages, not allocated memory. */
+    uint64_t weight_mapped_bytes;
 } sj_executable_memory_info;
 SJ_API void sj_executable_memory(const sj_executable *exe, sj_executable_memory_info *out);
 
