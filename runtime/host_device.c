@@ -15,8 +15,12 @@
 #define HOST_ALIGN 64 /* a cache line; also enough for any vector load the emitters use */
 
 /* Element operations a part of a split launch must have to repay waking a
- * thread for it (a few microseconds of work; bench_host --threads). */
-#define MIN_PART_WORK (1u << 15)
+ * thread for it (tens of microseconds of work: bench/ort/side_by_side.sh
+ * at threads 2 measured smaller parts slower than one thread). */
+#define DEFAULT_MIN_PART_WORK (1u << 19)
+/* Parts per thread: the threads claim parts (host_pool.c), so more parts
+ * than threads even out a thread that starts late. */
+#define PARTS_PER_THREAD 2
 
 /* Sits right before every allocation's aligned start. */
 typedef struct mem_header {
@@ -58,6 +62,7 @@ typedef struct host_device {
     host_graph *recording; /* the capture in progress */
     sj_host_jit *jit;      /* created with the first object module */
     sj_host_pool *pool;    /* NULL with one thread */
+    uint64_t min_part_work;
 } host_device;
 
 #define LIST_INIT(s) ((s)->prev = (s)->next = (s))
@@ -253,15 +258,16 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
  * their row bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS rows, the last
  * part taking the rest, so every split point is a multiple of it (of every
  * row tile and vector width the emitters use) and a part has at least
- * MIN_PART_WORK of work. */
+ * min_part_work of work. */
 static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t *bounds) {
     if (!h->pool || !k->rows || n < 2 * SJ_HOST_MIN_SPLIT_ROWS) return 1;
     int64_t blocks = n / SJ_HOST_MIN_SPLIT_ROWS;
-    int64_t parts = sj_host_pool_threads(h->pool);
+    int64_t parts = (int64_t)sj_host_pool_threads(h->pool) * PARTS_PER_THREAD;
+    if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
     if (parts > blocks) parts = blocks;
     uint64_t work = k->attrs.row_work > UINT64_MAX / (uint64_t)n ? UINT64_MAX
                                                                  : k->attrs.row_work * (uint64_t)n;
-    if ((uint64_t)parts > work / MIN_PART_WORK) parts = (int64_t)(work / MIN_PART_WORK);
+    if ((uint64_t)parts > work / h->min_part_work) parts = (int64_t)(work / h->min_part_work);
     if (parts < 2) return 1;
     for (int64_t p = 0; p < parts; p++) bounds[p] = SJ_HOST_MIN_SPLIT_ROWS * (blocks * p / parts);
     bounds[parts] = n;
@@ -373,7 +379,7 @@ static const sj_device_ops host_ops = {
 };
 
 void sj_host_device_config_init(sj_host_device_config *cfg) {
-    if (cfg) *cfg = (sj_host_device_config){.policy = NULL, .threads = 1};
+    if (cfg) *cfg = (sj_host_device_config){.policy = NULL, .threads = 1, .min_part_work = 0};
 }
 
 sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config *cfg,
@@ -387,6 +393,7 @@ sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config 
     host_device *h = sj_calloc(ctx, 1, sizeof *h);
     if (!h) return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory");
     h->ctx = ctx;
+    h->min_part_work = cfg->min_part_work ? cfg->min_part_work : DEFAULT_MIN_PART_WORK;
     LIST_INIT(&h->memory);
     LIST_INIT(&h->modules);
     LIST_INIT(&h->graphs);

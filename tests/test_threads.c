@@ -18,6 +18,8 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 
 #include "core/core_impl.h"
 #include "core/hash.h"
@@ -33,8 +35,12 @@
 /* ---- native kernels: y[i] = 2 x[i] + 1, recording who computed row i ---- */
 
 static pthread_t owner[ROWS];
+static int64_t part_of[ROWS]; /* the first row of the call that computed row i */
 static int hits[ROWS];
 static int whole_calls;
+/* "helped": the call holding row 0 waits (at most 2 s) until another
+ * thread has computed a part, so a test sees the workers take parts. */
+static atomic_bool helped;
 
 static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin, int64_t end) {
     float *y = b[0];
@@ -42,8 +48,23 @@ static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begi
     for (int64_t i = begin; i < end; i++) {
         y[i] = 2 * x[i] + 1;
         owner[i] = pthread_self();
+        part_of[i] = begin;
         hits[i]++;
     }
+}
+
+static pthread_t part0_thread;
+
+static void helped_rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin,
+                           int64_t end) {
+    if (begin == 0) {
+        part0_thread = pthread_self();
+        for (int i = 0; i < 2000 && !atomic_load(&helped); i++) usleep(1000);
+    } else {
+        while (!part0_thread) usleep(100);
+        if (!pthread_equal(pthread_self(), part0_thread)) atomic_store(&helped, true);
+    }
+    rows_fn(b, info, n, begin, end);
 }
 
 static void whole_fn(void *const *b, const int64_t *info, int64_t n) {
@@ -55,6 +76,7 @@ static const sj_native_kernel table[] = {
     {"row", whole_fn, rows_fn, 1u << 20},  /* worth splitting at 32 rows */
     {"cheap", whole_fn, rows_fn, 1},       /* never worth it at ROWS */
     {"single", whole_fn, NULL, 0},         /* no row entry */
+    {"helped", whole_fn, helped_rows_fn, 1u << 20},
 };
 
 typedef struct native {
@@ -89,17 +111,19 @@ static void native_close(native *t) {
 static void clear_rows(void) {
     memset(hits, 0, sizeof hits);
     memset(owner, 0, sizeof owner);
+    memset(part_of, 0, sizeof part_of);
     whole_calls = 0;
 }
 
-/* Every row of [0, n) computed once; the parts, as row bounds, in *bounds
- * (a new part where the owner changes); returns their count. */
+/* Every row of [0, n) computed once, each call's rows by one thread; the
+ * calls' row bounds in *bounds; returns their count. */
 static int parts_of(const native *t, int64_t n, int64_t *bounds) {
     int parts = 0;
     for (int64_t i = 0; i < n; i++) {
         assert_int_equal(hits[i], 1);
         assert_true(t->y[i] == 2.0f * (float)i + 1);
-        if (i == 0 || !pthread_equal(owner[i], owner[i - 1])) bounds[parts++] = i;
+        if (i == 0 || part_of[i] != part_of[i - 1]) bounds[parts++] = i;
+        else assert_true(pthread_equal(owner[i], owner[i - 1]));
     }
     for (int64_t i = n; i < ROWS; i++) assert_int_equal(hits[i], 0);
     bounds[parts] = n;
@@ -135,23 +159,25 @@ static void test_split_rules(void **state) {
     assert_int_equal(launch(&t, "row", 31, b), 1);
     assert_int_equal(whole_calls, 1);
 
-    /* Two blocks: two threads, the caller first. */
+    /* Two blocks: two parts. */
     assert_int_equal(launch(&t, "row", 32, b), 2);
     assert_int_equal(whole_calls, 0);
     assert_int_equal(b[1], 16);
-    assert_true(pthread_equal(owner[0], pthread_self()));
-    assert_false(pthread_equal(owner[16], pthread_self()));
 
-    /* Six blocks over four threads: split points on whole blocks, the last
-     * part takes the rest. */
-    assert_int_equal(launch(&t, "row", 100, b), 4);
-    int64_t want100[] = {0, 16, 48, 64, 100};
-    for (int i = 0; i <= 4; i++) assert_int_equal(b[i], want100[i]);
+    /* Six blocks, up to two parts per thread: a part per block, the last
+     * taking the rest. */
+    assert_int_equal(launch(&t, "row", 100, b), 6);
+    int64_t want100[] = {0, 16, 32, 48, 64, 80, 100};
+    for (int i = 0; i <= 6; i++) assert_int_equal(b[i], want100[i]);
 
-    assert_int_equal(launch(&t, "row", ROWS, b), 4);
-    for (int i = 0; i <= 4; i++) assert_int_equal(b[i], i * ROWS / 4);
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < i; j++) assert_false(pthread_equal(owner[b[i]], owner[b[j]]));
+    assert_int_equal(launch(&t, "row", ROWS, b), 8);
+    for (int i = 0; i <= 8; i++) assert_int_equal(b[i], i * ROWS / 8);
+
+    /* The workers take parts (the call holding row 0 waits for one). */
+    atomic_store(&helped, false);
+    part0_thread = 0;
+    assert_int_equal(launch(&t, "helped", ROWS, b), 8);
+    assert_true(atomic_load(&helped));
 
     /* Too little work per thread, or no row entry: the caller alone. */
     assert_int_equal(launch(&t, "cheap", ROWS, b), 1);
@@ -184,10 +210,11 @@ static void test_replay_splits(void **state) {
     for (int64_t n = 1; n <= ROWS; n = n * 3 + 1) {
         clear_rows();
         assert_int_equal(sj_device_replay(t.dev, g, n), SJ_OK);
-        int parts = parts_of(&t, n, b);
-        assert_int_equal(parts, n >= 32 ? 2 : 1);
-        assert_int_equal(whole_calls, n >= 32 ? 0 : 1);
-        if (parts == 2) assert_int_equal(b[1], n / 16 / 2 * 16);
+        int parts = parts_of(&t, n, b), blocks = (int)(n / 16);
+        int want = blocks < 2 ? 1 : blocks < 4 ? blocks : 4; /* two per thread */
+        assert_int_equal(parts, want);
+        assert_int_equal(whole_calls, want == 1);
+        for (int p = 1; p < parts; p++) assert_int_equal(b[p], 16 * (blocks * p / parts));
     }
     sj_device_destroy_graph(t.dev, g);
     native_close(&t);
@@ -408,6 +435,7 @@ static void test_models_bit_identical(void **state) {
         sj_host_device_config cfg;
         sj_host_device_config_init(&cfg);
         cfg.threads = t + 1;
+        cfg.min_part_work = 1; /* every launch of 32 rows or more splits */
         assert_int_equal(sj_host_device_create_config(ctx, &cfg, &devs[t]), SJ_OK);
     }
     for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) check_model(ctx, &MODELS[i], devs);

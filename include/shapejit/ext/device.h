@@ -183,10 +183,15 @@ typedef struct sj_host_device_config {
     /* Threads a row-parallel kernel's rows are split over, the caller's
      * included (1..SJ_HOST_MAX_THREADS; 1 = everything on the caller). The
      * device owns threads - 1 workers, started here and joined when it is
-     * released. A launch splits only when each thread gets at least
-     * SJ_HOST_MIN_SPLIT_ROWS rows and enough work to repay waking it;
-     * other kernels, and small extents, run on the caller alone. */
+     * released. A launch splits into parts (up to two per thread, claimed
+     * by whichever thread is free) of at least SJ_HOST_MIN_SPLIT_ROWS rows
+     * and min_part_work of work; other kernels, and small extents, run on
+     * the caller alone. */
     int threads;
+    /* The work (element operations) each part must have; 0 = the default,
+     * 2^19, which repays waking a thread. Tests set 1 to split every launch
+     * of 2 * SJ_HOST_MIN_SPLIT_ROWS rows or more. */
+    uint64_t min_part_work;
 } sj_host_device_config;
 
 #define SJ_HOST_MIN_SPLIT_ROWS 16
