@@ -6,13 +6,16 @@
  * examples/models) at N in {1, 7, 64, 300, 1024}, compiled for the pow2
  * bucket holding N: cold compile ms, kernels after fusion, host time per run
  * (sj_executable_run: pad, launches, slice) and interpreter time per run.
- * Then kernel-only figures: fused elementwise and row kernels as a fraction
- * of the bandwidth of a memcpy of the same bytes (goal >= 50%), and matmul
+ * Then kernel-only figures: fused elementwise and row kernels (softmax over
+ * the innermost axis and over N) as a fraction of the bandwidth of a memcpy
+ * of the same bytes (goal >= 50%), and matmul
  * GFLOP/s of the generated register-tiled kernel (the default) and of the
  * extern-kernel path (blas_min_work = 1: the kernel calls cblas_sgemm)
  * against single-threaded OpenBLAS called directly (goal >= 50% at
- * K, N >= 256). */
+ * K, N >= 256); log and pow over [N, 4096] against the same work as one
+ * libm call per element (what the kernels did before their inline IR). */
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +223,8 @@ static void bench_bandwidth(sj_ctx *ctx, sj_device *dev, const char *what, int w
         sj_graph_unary(g, SJ_OP_RELU, t, &y);
     } else if (which == 1) {
         sj_graph_softmax(g, SJ_OP_SOFTMAX, x, 1, &y);
+    } else if (which == 4) { /* over N: by columns (host_emit.c emit_row_by_columns) */
+        sj_graph_softmax(g, SJ_OP_SOFTMAX, x, 0, &y);
     } else if (which == 2) {
         sj_graph_layernorm(g, x, sc, SJ_NO_VALUE, 1, 1e-5f, &y);
     } else {
@@ -253,6 +258,71 @@ static void bench_bandwidth(sj_ctx *ctx, sj_device *dev, const char *what, int w
            2.0 * (double)bytes / tm / 1e9, 100.0 * tm / tk, sj_artifact_plan(L.a)->n_launches);
     free(c.dst);
     free((void *)c.src);
+    unload_kernels(&L);
+    sj_graph_destroy(g);
+}
+
+/* ---- transcendental functions: inline IR vs a libm call per element ---- */
+
+typedef struct libm_args {
+    int which; /* 0: logf(x), 1: powf(x, p[j]) */
+    const float *x, *p;
+    float *y;
+    int64_t rows, cols;
+} libm_args;
+
+/* What the kernels did before host_math.c had log and pow: one libm call per
+ * element (their loops could not vectorise around the call). */
+static void run_libm(void *q) {
+    libm_args *a = q;
+    for (int64_t i = 0; i < a->rows; i++)
+        for (int64_t j = 0; j < a->cols; j++) {
+            int64_t k = i * a->cols + j;
+            a->y[k] = a->which == 0 ? logf(a->x[k]) : powf(a->x[k], a->p[j]);
+        }
+}
+
+/* y = log(x) or y = pow(x, p) over x [rows, cols] in (0.01, 10), p [cols] in
+ * [-3, 3): median kernel time against the same work as libm calls. */
+static void bench_math(sj_ctx *ctx, sj_device *dev, int which, int64_t rows, int64_t cols) {
+    sj_graph *g;
+    sj_graph_create(ctx, "N", &g);
+    sj_value x, pv, y;
+    sj_graph_input(g, "x", 2, (int64_t[]){SJ_DIM_SYM, cols}, &x);
+    float *p = malloc((size_t)cols * sizeof *p);
+    for (int64_t j = 0; j < cols; j++) p[j] = -3.0f + 6.0f * (float)((j * 37) % cols) / (float)cols;
+    sj_graph_param(g, "p", 1, (int64_t[]){cols}, p, &pv);
+    if (which == 0) sj_graph_unary(g, SJ_OP_LOG, x, &y);
+    else sj_graph_binary(g, SJ_OP_POW, x, pv, &y);
+    sj_graph_output(g, y, "y");
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    loaded L;
+    load_kernels(ctx, dev, g, rows, &o, &L);
+    const sj_launch_plan *plan = sj_artifact_plan(L.a);
+    float *xs = NULL;
+    for (int i = 0; i < plan->n_slots; i++) /* positive inputs: log's and pow's working range */
+        if (plan->slots[i].kind == SJ_SLOT_INPUT) xs = L.slots[i];
+    for (int64_t k = 0; k < rows * cols; k++) xs[k] = 0.01f + (float)((k * 7919) % 10007) * 1e-3f;
+    libm_args la = {which, xs, p, malloc((size_t)(rows * cols) * sizeof(float)), rows, cols};
+    /* Thread CPU time, interleaved: the machine may be shared, and time
+     * spent descheduled is neither version's cost. */
+    double tk[15], tl[15];
+    run_kernels(&L.ka);
+    run_libm(&la);
+    for (int i = 0; i < 15; i++) {
+        double t0 = bench_cpu_ns();
+        run_kernels(&L.ka);
+        double t1 = bench_cpu_ns();
+        run_libm(&la);
+        tk[i] = (t1 - t0) / 1e9;
+        tl[i] = (bench_cpu_ns() - t1) / 1e9;
+    }
+    double mk = bench_median(tk, 15), ml = bench_median(tl, 15);
+    printf("%-4s [%lld, %lld]: inline IR %8.3f ms, libm per element %8.3f ms (CPU time medians) -> %5.1fx\n",
+           which == 0 ? "log" : "pow", (long long)rows, (long long)cols, mk * 1e3, ml * 1e3, ml / mk);
+    free(la.y);
+    free(p);
     unload_kernels(&L);
     sj_graph_destroy(g);
 }
@@ -325,7 +395,11 @@ int main(int argc, char **argv) {
     bench_bandwidth(ctx, dev, "elementwise relu(x*s+x)", 0, rows, 1024);
     bench_bandwidth(ctx, dev, "elementwise gelu", 3, rows, 1024);
     bench_bandwidth(ctx, dev, "softmax rows", 1, rows, 1024);
+    bench_bandwidth(ctx, dev, "softmax over N (axis 0)", 4, rows, 1024);
     bench_bandwidth(ctx, dev, "layernorm rows", 2, rows, 1024);
+    printf("# log and pow: inline vectorisable IR vs a libm call per element (the code before)\n");
+    bench_math(ctx, dev, 0, rows / 4, 4096);
+    bench_math(ctx, dev, 1, rows / 4, 4096);
     printf("# matmul vs single-thread OpenBLAS sgemm (goal >= 50%% at K, N >= 256)\n");
     static const int64_t shapes[][3] = {{64, 64, 64},     {256, 256, 256}, {512, 256, 1024},
                                         {1024, 1024, 256}, {512, 512, 512}, {1024, 1024, 1024}};

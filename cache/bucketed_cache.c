@@ -140,6 +140,7 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
         sj_cache_bucket *b = &c->buckets[i];
         void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
         if (e) c->comp.destroy(c->comp.ctx, e);
+        sj_free(c->ctx, b->art);
         pthread_mutex_destroy(&b->mu);
         pthread_cond_destroy(&b->cv);
         pthread_mutex_destroy(&b->run_mu);
@@ -233,38 +234,57 @@ static sj_status claim_compile(sj_bucketed_cache *c, const sj_store_key *key,
     return SJ_OK;
 }
 
+/* Loaded bytes: kept for the caller when it asks and the compiler's
+ * executables can go stale (a reload after a device reset), else freed. */
+static void keep_bytes(sj_bucketed_cache *c, void *bytes, size_t len, void **art, size_t *art_len) {
+    if (art && c->comp.stale) {
+        *art = bytes;
+        *art_len = len;
+    } else {
+        sj_free(c->ctx, bytes);
+    }
+}
+
+/* Load failures a compile would not mend: returned as they are. */
+static bool load_fatal(sj_status st) {
+    return st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE || st == SJ_E_DEVICE_LOST || st == SJ_E_STATE;
+}
+
 /* key's stored artifact as an executable: SJ_E_NOT_FOUND on a miss or on
  * bytes the compiler refuses (counted corrupt: a compile for the own key
  * overwrites them); no memory or no device are returned as they are, since
  * a compile would end the same way. */
-static sj_status load_stored(sj_bucketed_cache *c, const sj_store_key *key, void **exe) {
+static sj_status load_stored(sj_bucketed_cache *c, const sj_store_key *key, void **exe, void **art,
+                             size_t *art_len) {
     void *bytes;
     size_t len;
     sj_tier from;
     if (stored_bytes(c, key, &bytes, &len, &from) != SJ_OK) return SJ_E_NOT_FOUND;
     sj_status st = c->comp.load(c->comp.ctx, c->g, key->extent, bytes, len, exe);
-    sj_free(c->ctx, bytes);
     if (st == SJ_OK) {
+        keep_bytes(c, bytes, len, art, art_len);
         count_hit(c, from);
         return SJ_OK;
     }
-    if (st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE) return st;
+    sj_free(c->ctx, bytes);
+    if (load_fatal(st)) return st;
     atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
     sj_ctx_clear_error(c->ctx);
     return SJ_E_NOT_FOUND;
 }
 
 sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
-                               sj_cache_made *made, int *target) {
+                               sj_cache_made *made, int *target, void **keep, size_t *keep_len) {
     *made = SJ_CACHE_LOADED;
     *target = -1;
+    if (keep) *keep = NULL;
     sj_store_key key = c->key;
     key.extent = extent;
-    sj_status st = load_stored(c, &key, exe);
+    sj_status st = load_stored(c, &key, exe, keep, keep_len);
     for (int i = 0; fallbacks && st == SJ_E_NOT_FOUND && i < c->comp.n_fallbacks; i++) {
         sj_store_key fk = c->fallback_keys[i];
         fk.extent = extent;
-        st = load_stored(c, &fk, exe);
+        st = load_stored(c, &fk, exe, keep, keep_len);
         if (st == SJ_OK) {
             *target = i;
             atomic_fetch_add_explicit(&c->fallback_hits, 1, memory_order_relaxed);
@@ -277,15 +297,22 @@ sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallba
     SJ_TRY(claim_compile(c, &key, &lease, &art, &art_len));
     if (art) { /* another node compiled it while this one waited */
         st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
+        if (st == SJ_OK) {
+            keep_bytes(c, art, art_len, keep, keep_len);
+            return st;
+        }
         sj_free(c->ctx, art);
-        if (st == SJ_OK || st == SJ_E_NOMEM || st == SJ_E_NO_DEVICE) return st;
+        if (load_fatal(st)) return st;
         atomic_fetch_add_explicit(&c->corrupt, 1, memory_order_relaxed);
         sj_ctx_clear_error(c->ctx);
     }
     *made = SJ_CACHE_COMPILED;
     SJ_TRY(compile_and_store(c, &key, lease, &art, &art_len));
     st = c->comp.load(c->comp.ctx, c->g, extent, art, art_len, exe);
-    sj_free(c->ctx, art);
+    if (st == SJ_OK)
+        keep_bytes(c, art, art_len, keep, keep_len);
+    else
+        sj_free(c->ctx, art);
     return st;
 }
 
@@ -354,12 +381,21 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     pthread_mutex_unlock(&b->mu);
 
     int target;
-    sj_status st = sj_cache_materialize(c, sj_ladder_extent(c->ladder, i), true, &e, made, &target);
+    void *art;
+    size_t art_len;
+    sj_status st = sj_cache_materialize(c, sj_ladder_extent(c->ladder, i), true, &e, made, &target,
+                                        &art, &art_len);
 
     pthread_mutex_lock(&b->mu);
     b->compiling = false;
     if (st == SJ_OK) {
         b->made = *made;
+        if (art && !b->art) { /* made once: a bucket is made again only after a failure */
+            b->art = art;
+            b->art_len = art_len;
+        } else {
+            sj_free(c->ctx, art);
+        }
         atomic_store_explicit(&b->target, target, memory_order_relaxed);
         atomic_store_explicit(&b->exe, e, memory_order_release);
         atomic_fetch_add_explicit(&c->compiled, 1, memory_order_relaxed);
@@ -423,7 +459,7 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache
     }
     void *e;
     int target;
-    SJ_TRY(sj_cache_materialize(c, key, true, &e, made, &target));
+    SJ_TRY(sj_cache_materialize(c, key, true, &e, made, &target, NULL, NULL));
     sj_one_off *fresh = sj_calloc(c->ctx, 1, sizeof *fresh);
     if (!fresh) {
         c->comp.destroy(c->comp.ctx, e);
@@ -545,6 +581,8 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->fallback_hits = atomic_load(&c->fallback_hits);
     out->specialised = atomic_load(&c->specialised);
     out->specialise_failures = atomic_load(&c->specialise_failures);
+    out->device_lost = atomic_load(&c->device_lost);
+    out->reloads = atomic_load(&c->reloads);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     /* counters only: the SQL scan of sj_store_stats_get could fail with no

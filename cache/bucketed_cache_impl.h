@@ -44,6 +44,11 @@ typedef struct sj_cache_bucket {
      * precompile handled (under mu; the compiler's estimate). */
     bool has_estimate;
     sj_executable_memory_info estimate;
+    /* The artifact exe was loaded from, kept when the compiler's executables
+     * can go stale (comp.stale), to load it again after a device reset. Set
+     * before exe is published, never changed after. */
+    void *art;
+    size_t art_len;
 } __attribute__((aligned(64))) sj_cache_bucket;
 
 /* An executable compiled at an out-of-range key's exact extent. Kept in a
@@ -52,7 +57,7 @@ typedef struct sj_cache_bucket {
  * by its last release. */
 typedef struct sj_one_off {
     int64_t extent;
-    void *exe;
+    _Atomic(void *) exe; /* replaced under run_mu after a device reset */
     uint64_t last_used; /* one_off_tick when last found */
     int refs;           /* lookups not yet released */
     bool evicted;
@@ -80,7 +85,7 @@ struct sj_bucketed_cache {
     int n_listed, one_off_capacity;
     uint64_t one_off_tick;
     _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors,
-        n_one_offs, one_off_evictions, fallback_hits;
+        n_one_offs, one_off_evictions, fallback_hits, device_lost, reloads;
     _Atomic int compiled;
     /* Caches for other compilers, asked for per call (variants.c). */
     sj_bucketed_cache_config cfg;
@@ -136,9 +141,11 @@ void sj_cache_variants_destroy(sj_bucketed_cache *c);
 /* The executable for `extent`: from the store tiers (the own target, then,
  * with fallbacks, the compiler's fallback targets in order), else compiled
  * for the own target and stored. *target: -1 for the own target, else the
- * fallback's index. Store trouble never fails the call; it costs a compile. */
+ * fallback's index. Store trouble never fails the call; it costs a compile.
+ * art (may be NULL): gets the artifact bytes loaded (the caller's to free)
+ * when the compiler's executables can go stale, else NULL. */
 sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
-                               sj_cache_made *made, int *target);
+                               sj_cache_made *made, int *target, void **art, size_t *art_len);
 
 /* native_after (specialise.c): init at create (nothing started), a bucket
  * run counted after it ends (without its run_mu), and stop + join + free

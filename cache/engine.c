@@ -278,6 +278,9 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->resident_evictions = s.resident_evictions;
     out->specialised = s.specialised;
     out->specialise_failures = s.specialise_failures;
+    out->device_lost = s.device_lost;
+    out->reloads = s.reloads;
+    out->device_resets = e->backend.gpu ? sj_gpu_compiler_resets(e->backend.gpu) : 0;
     /* Buckets share weights, so the largest bucket's weights are the
      * engine's (every bucket uses every param). */
     for (int i = 0; i < out->buckets; i++) {

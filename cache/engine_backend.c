@@ -19,10 +19,11 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: backend '%s' is not host, interp or cuda",
                        name);
     bool cuda = !strcmp(name, "cuda");
-    if ((cfg->gpu_emit || cfg->arch) && !cuda)
+    if ((cfg->gpu_emit || cfg->arch || cfg->cuda_driver) && !cuda)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: %s '%s' is for backend cuda, not %s",
-                       cfg->gpu_emit ? "gpu_emit" : "arch",
-                       cfg->gpu_emit ? cfg->gpu_emit : cfg->arch, name);
+                       cfg->gpu_emit ? "gpu_emit" : cfg->arch ? "arch" : "cuda_driver",
+                       cfg->gpu_emit ? cfg->gpu_emit : cfg->arch ? cfg->arch : cfg->cuda_driver,
+                       name);
     if (cfg->gpu_emit && !one_of(cfg->gpu_emit, "llvm", "nvrtc"))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: gpu_emit '%s' is not llvm or nvrtc",
                        cfg->gpu_emit);
@@ -70,6 +71,7 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
     bool nvrtc = cfg->gpu_emit && !strcmp(cfg->gpu_emit, "nvrtc");
     gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
     gcfg.options.arch = cfg->arch;
+    gcfg.device.driver_path = cfg->cuda_driver;
     sj_precision_from_name(cfg->precision ? cfg->precision : "fp32", &gcfg.options.precision);
     sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
     if (st != SJ_OK) {

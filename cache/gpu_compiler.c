@@ -13,6 +13,7 @@
 
 /* "SJGO" + the u64 sj_compile_options_hash, little-endian. */
 #define GPU_OPTIONS_BYTES 12
+#define GPU_LOAD_TRIES 8
 
 struct sj_gpu_compiler {
     sj_ctx *ctx;
@@ -144,7 +145,21 @@ static sj_status gpu_load(void *self, const sj_graph *g, int64_t extent, const v
                      (long long)info.extent, (long long)extent);
     sj_executable *e = NULL;
     /* The cubin when it fits the GPU, else the PTX, JIT-compiled by the driver. */
-    if (st == SJ_OK) st = sj_artifact_load(a, dev, g, &e);
+    /* Another bucket's fault may reset the device during the load, which
+     * then fails or makes a stale executable: load again (a few times: each
+     * retry means another reset). */
+    for (int tries = 0; st == SJ_OK && tries < GPU_LOAD_TRIES; tries++) {
+        uint64_t gen = sj_device_generation(dev);
+        st = sj_artifact_load(a, dev, g, &e);
+        if (st == SJ_OK && !sj_executable_stale(e)) break;
+        if (sj_device_generation(dev) == gen) break; /* a failure of its own */
+        sj_executable_destroy(e);
+        e = NULL;
+        st = SJ_OK;
+    }
+    if (st == SJ_OK && !e)
+        st = sj_fail(ctx, SJ_E_STATE, "gpu artifact: the device was reset %d times during the load",
+                     GPU_LOAD_TRIES);
     sj_artifact_destroy(a);
     if (st != SJ_OK) {
         sj_executable_destroy(e);
@@ -163,6 +178,24 @@ static sj_status gpu_run(void *self, void *exe, int64_t active, const sj_tensor 
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
 }
 
+static bool gpu_stale(void *self, void *exe) {
+    (void)self;
+    return sj_executable_stale(exe);
+}
+
+static sj_status gpu_run_stepwise(void *self, void *exe, int64_t active, const sj_tensor *inputs,
+                                  sj_tensor *outputs) {
+    (void)self;
+    return sj_executable_run_stepwise(exe, active, inputs, outputs);
+}
+
+uint64_t sj_gpu_compiler_resets(sj_gpu_compiler *gc) {
+    pthread_mutex_lock(&gc->mu);
+    uint64_t n = gc->device ? sj_device_resets(gc->device) : 0;
+    pthread_mutex_unlock(&gc->mu);
+    return n;
+}
+
 void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     memset(out, 0, sizeof *out);
     out->ctx = gc;
@@ -177,6 +210,8 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     out->load = gpu_load;
     out->run = gpu_run;
     sj_artifact_exe_ops(out);
+    out->stale = gpu_stale;
+    out->run_stepwise = gpu_run_stepwise;
 }
 
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc) { return gc->arch; }

@@ -5,6 +5,7 @@
  * says about rows and inner sizes against the graph's shapes. */
 #include "bucketed_cache_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Elements per row of shape s at `rows` when its outer dim is the symbolic
@@ -105,6 +106,104 @@ static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, con
     return st;
 }
 
+/* The bucket's (or one-off's) executable made again after its device lost
+ * the context it was loaded in: from the artifact bytes the bucket kept
+ * (a one-off from the store tiers, else a compile), swapped in for the
+ * stale one, which only frees host memory. Caller holds the run lock. */
+static sj_status reload(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t extent, void **exe) {
+    void *fresh;
+    sj_status st;
+    if (!one && c->buckets[b].art) {
+        const sj_cache_bucket *bk = &c->buckets[b];
+        st = c->comp.load(c->comp.ctx, c->g, extent, bk->art, bk->art_len, &fresh);
+    } else {
+        sj_cache_made made;
+        int target;
+        st = sj_cache_materialize(c, extent, true, &fresh, &made, &target, NULL, NULL);
+    }
+    if (st != SJ_OK) {
+        sj_error_prefix(c->ctx, "bucket %lld: load again after the device was reset",
+                        (long long)extent);
+        return st;
+    }
+    void *old;
+    if (one) {
+        old = atomic_exchange(&one->exe, fresh);
+    } else {
+        sj_cache_bucket *bk = &c->buckets[b];
+        pthread_mutex_lock(&bk->mu);
+        old = atomic_exchange_explicit(&bk->exe, fresh, memory_order_acq_rel);
+        pthread_mutex_unlock(&bk->mu);
+    }
+    c->comp.destroy(c->comp.ctx, old);
+    atomic_fetch_add_explicit(&c->reloads, 1, memory_order_relaxed);
+    *exe = fresh;
+    return SJ_OK;
+}
+
+/* A run that lost the device (a kernel faulted; the device has reset
+ * itself): its error can only name the launches that were in flight, so
+ * the bucket is loaded again and the request rerun once launch by launch,
+ * which faults again at the kernel to blame and names it. The request
+ * fails either way (with the first error when the fault does not repeat);
+ * other buckets reload at their next run. Caller holds the run lock. */
+static sj_status pinpoint(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t extent, void **exe,
+                          int64_t rows, const sj_tensor *inputs, sj_tensor *outputs) {
+    atomic_fetch_add_explicit(&c->device_lost, 1, memory_order_relaxed);
+    char first[512];
+    snprintf(first, sizeof first, "%s", sj_ctx_last_error(c->ctx));
+    if (!c->comp.run_stepwise) return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s", first);
+    if (reload(c, b, one, extent, exe) != SJ_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", sj_ctx_last_error(c->ctx));
+        return sj_fail(c->ctx, SJ_E_DEVICE_LOST, "%s; then %s", first, why);
+    }
+    sj_status st = c->comp.run_stepwise(c->comp.ctx, *exe, rows, inputs, outputs);
+    if (st == SJ_E_DEVICE_LOST) {
+        snprintf(first, sizeof first, "%s", sj_ctx_last_error(c->ctx));
+        return sj_fail(c->ctx, st,
+                       "%s; found by running the request again launch by launch; the device was "
+                       "reset and its buckets load again",
+                       first);
+    }
+    if (st == SJ_OK)
+        for (int i = 0; i < sj_graph_num_outputs(c->g); i++) sj_tensor_free(c->ctx, &outputs[i]);
+    return sj_fail(c->ctx, SJ_E_DEVICE_LOST,
+                   "%s; the device was reset; run again launch by launch, the request %s", first,
+                   st == SJ_OK ? "did not fault" : sj_ctx_last_error(c->ctx));
+}
+
+/* Tries at a run whose executable keeps going stale: each failed one
+ * means another bucket's fault reset the device meanwhile, so a device
+ * faulting without pause cannot make a bucket wait for ever, and a burst of
+ * fewer resets never fails a healthy bucket's request. */
+#define STALE_TRIES 8
+
+/* comp.run, for executables that can go stale: a stale one (its device was
+ * reset since it was loaded, before or while this run waited for the
+ * device) is loaded again and run; a run that loses the device itself is
+ * pinpointed. Caller holds the run lock. */
+static sj_status run_current(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t extent,
+                             void **exe, int64_t rows, const sj_tensor *inputs,
+                             sj_tensor *outputs) {
+    if (!c->comp.stale) return c->comp.run(c->comp.ctx, *exe, rows, inputs, outputs);
+    sj_status st = SJ_E_STATE;
+    for (int tries = 0; tries < STALE_TRIES; tries++) {
+        if (c->comp.stale(c->comp.ctx, *exe)) {
+            st = reload(c, b, one, extent, exe);
+            if (st == SJ_E_STATE || (st == SJ_OK && c->comp.stale(c->comp.ctx, *exe))) continue;
+            if (st != SJ_OK) return st;
+        }
+        st = c->comp.run(c->comp.ctx, *exe, rows, inputs, outputs);
+        if (st == SJ_E_STATE && c->comp.stale(c->comp.ctx, *exe)) continue;
+        if (st == SJ_E_DEVICE_LOST) return pinpoint(c, b, one, extent, exe, rows, inputs, outputs);
+        return st;
+    }
+    sj_error_prefix(c->ctx, "bucket %lld: the device was reset %d times while this request waited",
+                    (long long)extent, STALE_TRIES);
+    return st;
+}
+
 sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
                        sj_tensor *outputs, int64_t *extent_out, sj_cache_made *made) {
     int64_t extent;
@@ -120,10 +219,11 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         if (!one) sj_cache_resident_touch(c, b);
         pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
         pthread_mutex_lock(mu);
-        /* A native_after swap may have replaced the bucket's executable
+        /* A native_after swap or a reload may have replaced the executable
          * while this run waited for the lock (and freed the old one). */
-        if (!one) exe = atomic_load_explicit(&c->buckets[b].exe, memory_order_acquire);
-        st = c->comp.run(c->comp.ctx, exe, rows, inputs, outputs);
+        exe = one ? atomic_load(&one->exe)
+                  : atomic_load_explicit(&c->buckets[b].exe, memory_order_acquire);
+        st = run_current(c, b, one, extent, &exe, rows, inputs, outputs);
         if (!one) sj_cache_resident_after_run(c, b, exe);
         if (!one && st == SJ_OK) {
             /* runs before rows: sj_bucketed_cache_bucket_padding relies on it */

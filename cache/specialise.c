@@ -86,7 +86,8 @@ static sj_status specialise(sj_bucketed_cache *c, int b) {
     void *fresh;
     sj_cache_made made;
     int target;
-    SJ_TRY(sj_cache_materialize(c, sj_ladder_extent(c->ladder, b), false, &fresh, &made, &target));
+    SJ_TRY(sj_cache_materialize(c, sj_ladder_extent(c->ladder, b), false, &fresh, &made, &target,
+                                NULL, NULL));
     pthread_mutex_lock(&bk->run_mu);
     pthread_mutex_lock(&bk->mu);
     void *old = atomic_load_explicit(&bk->exe, memory_order_acquire);

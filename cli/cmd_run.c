@@ -14,6 +14,7 @@
 static const char usage[] =
     "usage: shapejit run MODEL [--input NAME=FILE]... [--rows N] [--out DIR]\n"
     "                    [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
+    "                    [--cuda-driver PATH]\n"
     "                    [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME] [--tune [--tune-budget-ms MS]]\n"
     "                    [--ladder SPEC] [--store PATH|none] [--threads N]\n"
     "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
@@ -33,6 +34,7 @@ static const char usage[] =
     "                     this CPU; runs replay the bucket's captured launches) or\n"
     "                     cuda (GPU 0, a CUDA graph per bucket; needs the NVIDIA driver)\n"
     "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
+    CLI_CUDA_DRIVER_USAGE
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
     "  --cpu C            host: native (default; a stored x86-64 level this CPU runs is\n"
     "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
@@ -294,6 +296,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},
         {"--backend", CLI_OPT_STRING, &a.backend.name}, {"--stats", CLI_OPT_FLAG, &a.stats},
         {"--emit", CLI_OPT_STRING, &a.backend.emit},    {"--arch", CLI_OPT_STRING, &a.backend.arch},
+        {"--cuda-driver", CLI_OPT_STRING, &a.backend.cuda_driver},
         {"--cpu", CLI_OPT_STRING, &a.backend.cpu}, CLI_TUNE_OPTS(a.backend), CLI_THREADS_OPTS(a.backend),
         {"--precision", CLI_OPT_STRING, &a.backend.precision},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},

@@ -18,6 +18,7 @@ static const char usage[] =
     "                      [--ladder SPEC | --ladder fit:K [--fit-window N] [--fit-cost C]]\n"
     "                      [--store PATH|none] [--threads N]\n"
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
+    "                      [--cuda-driver PATH]\n"
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME] [--tune [--tune-budget-ms MS]]\n"
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--remote-lease-ms MS]\n"
@@ -61,6 +62,7 @@ static const char usage[] =
     "                     launches captured once into a CUDA graph and replayed\n"
     "                     (needs the NVIDIA driver; fails at start without one)\n"
     "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
+    CLI_CUDA_DRIVER_USAGE
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
     "  --cpu C            host: native (default; a stored x86-64 level this CPU runs is\n"
     "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
@@ -551,7 +553,9 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--store", CLI_OPT_STRING, &ca.store}, {"--backend", CLI_OPT_STRING, &ca.backend.name},
         {"--requests", CLI_OPT_INT, &requests}, {"--seed", CLI_OPT_INT, &seed},
         {"--stats", CLI_OPT_FLAG, &stats},      {"--emit", CLI_OPT_STRING, &ca.backend.emit},
-        {"--arch", CLI_OPT_STRING, &ca.backend.arch}, {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
+        {"--arch", CLI_OPT_STRING, &ca.backend.arch},
+        {"--cuda-driver", CLI_OPT_STRING, &ca.backend.cuda_driver},
+        {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
         {"--precision", CLI_OPT_STRING, &ca.backend.precision},
         CLI_TUNE_OPTS(ca.backend), CLI_THREADS_OPTS(ca.backend),
         CLI_MODEL_OPTS(model),

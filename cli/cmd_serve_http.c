@@ -30,6 +30,7 @@ static const char usage[] =
     "  --ladder SPEC      buckets (default pow2:1:1024)\n"
     CLI_STORE_USAGE
     "  --backend B        host (default), interp or cuda; --emit llvm|nvrtc, --arch sm_80|sm_90\n"
+    CLI_CUDA_DRIVER_USAGE
     "  --cpu C            host: native (default), x86-64-v2|v3|v4, or an LLVM CPU name\n"
     CLI_PRECISION_USAGE
     CLI_TUNE_USAGE
@@ -142,6 +143,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--backend", CLI_OPT_STRING, &backend},
         {"--emit", CLI_OPT_STRING, &emit},
         {"--arch", CLI_OPT_STRING, &arch},
+        {"--cuda-driver", CLI_OPT_STRING, &compile.cuda_driver},
         {"--workers", CLI_OPT_INT, &workers},
         {"--threads", CLI_OPT_INT, &threads},
         {"--ready-when", CLI_OPT_STRING, &ready_when},

@@ -43,6 +43,8 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --arch '%s' (sm_80 or sm_90)", a->arch);
     if (a->cpu && strcmp(name, "host") != 0)
         return cli_usage_error(cmd, "--cpu is for --backend host");
+    if (a->cuda_driver && strcmp(name, "cuda") != 0)
+        return cli_usage_error(cmd, "--cuda-driver is for --backend cuda");
     sj_precision p;
     if (a->precision && sj_precision_from_name(a->precision, &p) != SJ_OK)
         return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", a->precision);
@@ -71,6 +73,7 @@ void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->backend = a->name;
     cfg->gpu_emit = a->emit;
     cfg->arch = a->arch;
+    cfg->cuda_driver = a->cuda_driver;
     cfg->cpu = a->cpu;
     cfg->precision = a->precision;
     cfg->tune = a->tune;
@@ -245,6 +248,9 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         first = false;
     }
     fputc(']', f);
+    fprintf(f, ", \"device_lost\": %llu, \"device_resets\": %llu, \"reloads\": %llu",
+            (unsigned long long)s.device_lost, (unsigned long long)s.device_resets,
+            (unsigned long long)s.reloads);
     cli_bucket_targets_member(f, e);
     if (sj_engine_remote(e)) {
         fputs(", ", f);

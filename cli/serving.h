@@ -80,6 +80,7 @@ typedef struct cli_backend_args {
     int devices;      /* host devices; 0 = 1 */
     const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
     const char *threads;   /* --threads N as given (NULL: 1) */
+    const char *cuda_driver; /* cuda: --cuda-driver PATH, NULL = libcuda.so.1 */
 } cli_backend_args;
 
 #define CLI_THREADS_OPTS(b) {"--threads", CLI_OPT_STRING, &(b).threads}
@@ -88,6 +89,10 @@ typedef struct cli_backend_args {
     "                     matmul, softmax, layernorm, attention over the rows) split over,\n"    \
     "                     the caller included (default 1, 1..256); small requests stay on\n"    \
     "                     one thread and results are bit-identical to --threads 1\n"
+
+#define CLI_CUDA_DRIVER_USAGE                                                                      \
+    "  --cuda-driver PATH cuda: the driver library to open instead of libcuda.so.1 (a\n"            \
+    "                     driver outside the loader's path; tests give a fake one)\n"
 
 #define CLI_PRECISION_USAGE                                                                        \
     "  --precision P      fp32 (default), bf16 or fp16: matmul and gemm weights stored in P\n"      \

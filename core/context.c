@@ -81,6 +81,7 @@ const char *sj_status_str(sj_status st) {
     case SJ_E_MISMATCH: return "target mismatch";
     case SJ_E_BUSY: return "busy";
     case SJ_E_INTERNAL: return "internal error";
+    case SJ_E_DEVICE_LOST: return "device lost";
     }
     return "unknown status";
 }

@@ -506,6 +506,41 @@ static void release(cu_device *d) {
 
 static void cu_destroy(void *impl) { release(impl); }
 
+static sj_status make_stream(cu_device *d) {
+    SJ_TRY(push(d));
+    CUresult r = d->api.cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING);
+    pop(d);
+    if (r == CUDA_SUCCESS) return SJ_OK;
+    d->stream = NULL;
+    return sj_cu_fail(d->ctx, &d->api, r, "cuStreamCreate");
+}
+
+/* After a sticky error the context answers every call with it, so nothing
+ * made on it is handed back one by one: the host records go, and resetting
+ * the primary context frees the rest on the device. The reset takes the
+ * primary context from any other user in the process too (an embedding
+ * application's); it was just as lost for them. */
+static sj_status cu_reset(void *impl) {
+    cu_device *d = impl;
+    for (size_t i = 0; i < d->graphs.n; i++) {
+        cu_graph *g = d->graphs.items[i];
+        sj_free(d->ctx, g->nodes);
+        sj_free(d->ctx, g);
+    }
+    d->graphs.n = d->modules.n = d->allocs.n = 0;
+    d->timer[0] = d->timer[1] = NULL;
+    d->stream = NULL;
+    d->capturing = false;
+    if (d->have_ctx) {
+        d->api.cuDevicePrimaryCtxRelease(d->dev);
+        d->have_ctx = false;
+    }
+    CU_CALL(d, d->api.cuDevicePrimaryCtxReset(d->dev), "reset the GPU's primary context");
+    CU_CALL(d, d->api.cuDevicePrimaryCtxRetain(&d->cuctx, d->dev), "retain the primary context");
+    d->have_ctx = true;
+    return make_stream(d);
+}
+
 static uint64_t cu_memory_capacity(void *impl) { return ((cu_device *)impl)->info.total_memory; }
 
 static const sj_device_ops cuda_ops = {
@@ -526,6 +561,7 @@ static const sj_device_ops cuda_ops = {
     .destroy = cu_destroy,
     .kernel_timer = cu_kernel_timer,
     .memory_capacity = cu_memory_capacity,
+    .reset = cu_reset,
 };
 
 static sj_status describe(sj_ctx *ctx, const sj_cu_api *api, int ordinal, CUdevice *dev,
@@ -573,14 +609,7 @@ static sj_status open_gpu(cu_device *d, int ordinal) {
     SJ_TRY(describe(d->ctx, &d->api, ordinal, &d->dev, &d->info));
     CU_CALL(d, d->api.cuDevicePrimaryCtxRetain(&d->cuctx, d->dev), "retain the primary context");
     d->have_ctx = true;
-    SJ_TRY(push(d));
-    CUresult r = d->api.cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING);
-    pop(d);
-    if (r != CUDA_SUCCESS) {
-        d->stream = NULL;
-        return sj_cu_fail(d->ctx, &d->api, r, "cuStreamCreate");
-    }
-    return SJ_OK;
+    return make_stream(d);
 }
 
 sj_status sj_cuda_device_create(sj_ctx *ctx, const sj_cuda_device_config *cfg,

@@ -48,10 +48,37 @@ void sj_cu_api_close(sj_cu_api *api) {
     memset(api, 0, sizeof *api);
 }
 
+bool sj_cu_sticky(CUresult r) {
+    switch (r) {
+    /* a kernel faulted: every later call on the context returns the error */
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    /* the hardware under the context failed */
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+    /* what the context's calls return once it is gone */
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED: return true;
+    default: return false;
+    }
+}
+
 sj_status sj_cu_fail(sj_ctx *ctx, const sj_cu_api *api, CUresult r, const char *what) {
     const char *name = NULL, *text = NULL;
     if (api->cuGetErrorName) api->cuGetErrorName(r, &name);
     if (api->cuGetErrorString) api->cuGetErrorString(r, &text);
+    if (sj_cu_sticky(r))
+        return sj_fail(ctx, SJ_E_DEVICE_LOST, "cuda: %s: %s: %s (the CUDA context is lost)", what,
+                       name ? name : "CUDA_ERROR_?", text ? text : "unknown error");
     sj_status st;
     switch (r) {
     case CUDA_ERROR_OUT_OF_MEMORY: st = SJ_E_NOMEM; break;

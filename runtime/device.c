@@ -2,25 +2,64 @@
  * lock, and checked calls into the backend's table. */
 #include "device_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void mdcache_release_buffer(void *user, void *buffer) {
     sj_device *dev = user;
-    dev->ops->free(dev->impl, buffer);
+    if (!dev->forgetting) dev->ops->free(dev->impl, buffer);
 }
 
-/* The device pool's buffers: device memory through the checked calls (a
- * free after the device's release is a no-op: the backend freed it). */
+/* The device pool's buffers: device memory of the pool's generation, made
+ * and freed under the lock so a reset cannot come in between (a free after
+ * the device's release or a reset is a no-op: the backend freed it). */
 static sj_status weight_make(void *user, const void *src, size_t bytes, void **out) {
-    sj_device *dev = user;
-    SJ_TRY(sj_device_alloc(dev, bytes, out));
-    sj_status st = sj_device_copy(dev, *out, src, bytes, SJ_COPY_H2D);
-    if (st != SJ_OK) sj_device_free(dev, *out);
+    sj_weight_gen *wg = user;
+    sj_device *dev = wg->dev;
+    sj_device_lock(dev);
+    sj_status st = sj_device_check_usable_locked(dev, "upload weights");
+    if (st == SJ_OK && wg->gen != atomic_load(&dev->generation))
+        st = sj_fail(dev->ctx, SJ_E_STATE, "upload weights: device '%s' was reset meanwhile",
+                     dev->ops->name);
+    if (st == SJ_OK) st = dev->ops->alloc(dev->impl, bytes, out);
+    if (st == SJ_OK) {
+        st = dev->ops->copy(dev->impl, *out, src, bytes, SJ_COPY_H2D);
+        if (st != SJ_OK) dev->ops->free(dev->impl, *out);
+    }
+    sj_device_recover_locked(dev, st);
+    sj_device_unlock(dev);
     return st;
 }
 
-static void weight_free(void *user, void *buf) { sj_device_free(user, buf); }
+static void weight_free(void *user, void *buf) {
+    sj_weight_gen *wg = user;
+    sj_device_free_gen(wg->dev, buf, wg->gen);
+}
+
+sj_weight_pool *sj_device_weight_pool(sj_device *dev, const sj_weight_backing **backing) {
+    sj_device_lock(dev);
+    uint64_t gen = atomic_load(&dev->generation);
+    sj_weight_gen *wg = dev->weight_gens;
+    if (!wg || wg->gen != gen) {
+        wg = sj_calloc(dev->ctx, 1, sizeof *wg);
+        if (wg && sj_weight_pool_create(dev->ctx, &wg->pool) != SJ_OK) {
+            sj_free(dev->ctx, wg);
+            wg = NULL;
+        }
+        if (wg) {
+            wg->dev = dev;
+            wg->gen = gen;
+            wg->backing = (sj_weight_backing){wg, weight_make, weight_free};
+            wg->older = dev->weight_gens;
+            dev->weight_gens = wg;
+            dev->weights = wg->pool;
+        }
+    }
+    sj_device_unlock(dev);
+    *backing = wg ? &wg->backing : NULL;
+    return wg ? wg->pool : NULL;
+}
 
 static bool ops_complete(const sj_device_ops *o) {
     return o->name && o->alloc && o->free && o->copy && o->load_module && o->unload_module &&
@@ -54,7 +93,12 @@ sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
     atomic_init(&dev->refs, 1);
     atomic_init(&dev->alive, true);
     dev->next_graph_id = 1;
-    dev->weight_backing = (sj_weight_backing){dev, weight_make, weight_free};
+    atomic_init(&dev->generation, 0);
+    atomic_init(&dev->resets, 0);
+    if (policy)
+        dev->mdcache_policy = *policy;
+    else
+        sj_mdcache_policy_init(&dev->mdcache_policy);
     sj_status st = sj_mdcache_create(ctx, policy, mdcache_release_buffer, dev, &dev->mdcache);
     if (st != SJ_OK) {
         sj_device_destroy(dev);
@@ -71,7 +115,11 @@ void sj_device_retain(sj_device *dev) { atomic_fetch_add(&dev->refs, 1); }
 
 void sj_device_unref(sj_device *dev) {
     if (atomic_fetch_sub(&dev->refs, 1) != 1) return;
-    sj_weight_pool_destroy(dev->weights);
+    for (sj_weight_gen *wg = dev->weight_gens, *older; wg; wg = older) {
+        older = wg->older;
+        sj_weight_pool_destroy(wg->pool);
+        sj_free(dev->ctx, wg);
+    }
     pthread_mutex_destroy(&dev->lock);
     sj_free(dev->ctx, dev);
 }
@@ -81,7 +129,8 @@ void sj_device_destroy(sj_device *dev) {
     sj_device_lock(dev);
     if (atomic_load(&dev->alive)) {
         /* The cache first: its buffers go back through the backend, which must
-         * still be there; the backend then frees whatever is left. */
+         * still be there; the backend then frees whatever is left. (NULL while
+         * a lost device waits for its reset.) */
         sj_mdcache_destroy(dev->mdcache);
         dev->mdcache = NULL;
         dev->ops->destroy(dev->impl);
@@ -97,18 +146,81 @@ sj_status sj_device_check_alive(sj_device *dev, const char *what) {
     return sj_fail(dev->ctx, SJ_E_STATE, "%s: device '%s' was released", what, dev->ops->name);
 }
 
+/* The losing half of a reset: whatever was made so far is gone with the
+ * context. The generation moves on first, so every holder drops its
+ * handles unused; the metadata cache lets its buffers go without freeing
+ * them (the driver did); the backend's context is reset by revive_locked. */
+static void lose_locked(sj_device *dev) {
+    atomic_fetch_add(&dev->generation, 1);
+    dev->forgetting = true;
+    sj_mdcache_destroy(dev->mdcache);
+    dev->forgetting = false;
+    dev->mdcache = NULL;
+    dev->capturing = false;
+    dev->lost = true;
+    dev->reset_backend = true;
+}
+
+/* The other half: a fresh backend context and metadata cache. Retried by
+ * every call while it fails. */
+static sj_status revive_locked(sj_device *dev) {
+    if (dev->reset_backend) {
+        SJ_TRY(dev->ops->reset(dev->impl));
+        dev->reset_backend = false;
+        atomic_fetch_add(&dev->resets, 1);
+    }
+    if (!dev->mdcache)
+        SJ_TRY(sj_mdcache_create(dev->ctx, &dev->mdcache_policy, mdcache_release_buffer, dev,
+                                 &dev->mdcache));
+    dev->lost = false;
+    return SJ_OK;
+}
+
+sj_status sj_device_recover_locked(sj_device *dev, sj_status st) {
+    if (st != SJ_E_DEVICE_LOST || !dev->ops->reset || !atomic_load(&dev->alive)) return st;
+    char why[512];
+    snprintf(why, sizeof why, "%s", sj_ctx_last_error(dev->ctx));
+    if (!dev->lost) lose_locked(dev);
+    if (revive_locked(dev) == SJ_OK) {
+        sj_fail(dev->ctx, st, "%s", why); /* the caller's message, not the reset's */
+        return st;
+    }
+    char reset_why[512];
+    snprintf(reset_why, sizeof reset_why, "%s", sj_ctx_last_error(dev->ctx));
+    sj_fail(dev->ctx, st, "%s; then the device reset failed: %s", why, reset_why);
+    return st;
+}
+
+sj_status sj_device_check_usable_locked(sj_device *dev, const char *what) {
+    SJ_TRY(sj_device_check_alive(dev, what));
+    if (!dev->lost) return SJ_OK;
+    if (revive_locked(dev) == SJ_OK) return SJ_OK;
+    sj_error_prefix(dev->ctx, "%s: device '%s' lost its context and cannot be reset", what,
+                    dev->ops->name);
+    return SJ_E_DEVICE_LOST;
+}
+
+uint64_t sj_device_generation(const sj_device *dev) {
+    return atomic_load(&((sj_device *)dev)->generation);
+}
+
+uint64_t sj_device_resets(const sj_device *dev) {
+    return atomic_load(&((sj_device *)dev)->resets);
+}
+
 sj_ctx *sj_device_ctx(const sj_device *dev) { return dev->ctx; }
 const char *sj_device_name(const sj_device *dev) { return dev->ops->name; }
 unsigned sj_device_flags(const sj_device *dev) { return dev->ops->flags; }
 bool sj_device_alive(const sj_device *dev) { return atomic_load(&((sj_device *)dev)->alive); }
 sj_mdcache *sj_device_metadata_cache(sj_device *dev) { return dev->mdcache; }
 
-/* Every checked wrapper: lock, refuse after release, call, unlock. */
+/* Every checked wrapper: lock, refuse after release, call, reset after a
+ * lost context, unlock. */
 #define LOCKED_CALL(dev, what, call)                                                               \
     do {                                                                                           \
         sj_device_lock(dev);                                                                       \
-        sj_status st_ = sj_device_check_alive(dev, what);                                          \
-        if (st_ == SJ_OK) st_ = (call);                                                            \
+        sj_status st_ = sj_device_check_usable_locked(dev, what);                                  \
+        if (st_ == SJ_OK) st_ = sj_device_recover_locked(dev, (call));                             \
         sj_device_unlock(dev);                                                                     \
         return st_;                                                                                \
     } while (0)
@@ -123,7 +235,15 @@ sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out) {
 void sj_device_free(sj_device *dev, void *ptr) {
     if (!dev || !ptr) return;
     sj_device_lock(dev);
-    if (atomic_load(&dev->alive)) dev->ops->free(dev->impl, ptr);
+    if (atomic_load(&dev->alive) && !dev->lost) dev->ops->free(dev->impl, ptr);
+    sj_device_unlock(dev);
+}
+
+void sj_device_free_gen(sj_device *dev, void *ptr, uint64_t gen) {
+    if (!dev || !ptr) return;
+    sj_device_lock(dev);
+    if (atomic_load(&dev->alive) && !dev->lost && atomic_load(&dev->generation) == gen)
+        dev->ops->free(dev->impl, ptr);
     sj_device_unlock(dev);
 }
 
@@ -206,13 +326,15 @@ sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_ext
 void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g) {
     if (!dev || !g) return;
     sj_device_lock(dev);
-    if (atomic_load(&dev->alive)) dev->ops->destroy_graph(dev->impl, g);
+    if (atomic_load(&dev->alive) && !dev->lost) dev->ops->destroy_graph(dev->impl, g);
     sj_device_unlock(dev);
 }
 
 static sj_status load_locked(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                              sj_module *m) {
-    return dev->ops->load_module(dev->impl, fmt, code, len, &m->impl);
+    m->gen = atomic_load(&dev->generation);
+    return sj_device_recover_locked(dev,
+                                    dev->ops->load_module(dev->impl, fmt, code, len, &m->impl));
 }
 
 sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
@@ -226,7 +348,7 @@ sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *
     if (!m) return sj_fail(dev->ctx, SJ_E_NOMEM, "load module: out of memory");
     m->dev = dev;
     sj_device_lock(dev);
-    sj_status st = sj_device_check_alive(dev, "load module");
+    sj_status st = sj_device_check_usable_locked(dev, "load module");
     if (st == SJ_OK) st = load_locked(dev, fmt, code, len, m);
     sj_device_unlock(dev);
     if (st != SJ_OK) {
@@ -242,7 +364,9 @@ void sj_module_destroy(sj_module *m) {
     if (!m) return;
     sj_device *dev = m->dev;
     sj_device_lock(dev);
-    if (atomic_load(&dev->alive)) dev->ops->unload_module(dev->impl, m->impl);
+    /* a module of an older generation went with its context */
+    if (atomic_load(&dev->alive) && !dev->lost && m->gen == atomic_load(&dev->generation))
+        dev->ops->unload_module(dev->impl, m->impl);
     sj_device_unlock(dev);
     sj_free(dev->ctx, m);
     sj_device_unref(dev);
@@ -258,5 +382,10 @@ sj_status sj_module_kernel(sj_module *m, const char *name, sj_kernel_handle *out
     sj_kernel_attrs *a = attrs ? attrs : &scratch;
     memset(a, 0, sizeof *a);
     LOCKED_CALL(m->dev, "resolve kernel",
-                m->dev->ops->resolve_kernel(m->dev->impl, m->impl, name, out, a));
+                m->gen != atomic_load(&m->dev->generation)
+                    ? sj_fail(m->dev->ctx, SJ_E_STATE,
+                              "resolve kernel %s: the module was loaded before device '%s' was "
+                              "reset; load it again",
+                              name, m->dev->ops->name)
+                    : m->dev->ops->resolve_kernel(m->dev->impl, m->impl, name, out, a));
 }

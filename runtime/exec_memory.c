@@ -17,11 +17,7 @@ static sj_weight_pool *pool_for(sj_device *dev, const sj_weight_backing **backin
         *backing = sj_ctx_host_weight_backing(dev->ctx);
         return sj_ctx_weight_pool(dev->ctx);
     }
-    *backing = &dev->weight_backing;
-    sj_device_lock(dev);
-    if (!dev->weights && sj_weight_pool_create(dev->ctx, &dev->weights) != SJ_OK) dev->weights = NULL;
-    sj_device_unlock(dev);
-    return dev->weights;
+    return sj_device_weight_pool(dev, backing);
 }
 
 static exe_param *find_param(sj_executable *e, sj_value v) {
@@ -123,10 +119,11 @@ static void *slot_pointer(sj_executable *e, const sj_buffer_slot *s) {
     return NULL;
 }
 
-/* Caller holds the device lock (all of these go straight to the backend). */
+/* Caller holds the device lock (all of these go straight to the backend,
+ * unless a release or a reset took them already). */
 static void free_run_memory(sj_executable *e) {
     sj_device *dev = e->dev;
-    bool alive = sj_device_alive(dev);
+    bool alive = sj_exe_current(e);
     for (int i = 0; i < e->n_inputs; i++) {
         if (alive && e->inputs[i].buffer) dev->ops->free(dev->impl, e->inputs[i].buffer);
         e->inputs[i].buffer = NULL;

@@ -7,6 +7,7 @@
 #include "jit/graph/graph_impl.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -137,22 +138,68 @@ static const int64_t *info_for(sj_executable *e, const exe_launch *l) {
     return buf;
 }
 
-/* Caller holds the device lock. Eager, or recording when a capture is on. */
-static sj_status launch_all(sj_executable *e, int64_t active) {
+/* Naming the kernel a device error belongs to. Launches are asynchronous:
+ * an error cuLaunchKernel returns (bad geometry, out of resources) is that
+ * launch's, but a kernel that faults (illegal address, trap) is reported
+ * by the next call that waits for the device, when every launch of the run
+ * may be in flight. Such an error names them all ("bucket E: 5 launches in
+ * flight (k0, k1, ...)"); a stepwise run (sj_executable_run_stepwise), which
+ * waits after each launch, names the one: the cache reruns a request that
+ * lost the device that way once to say which kernel faulted. */
+static sj_status name_launch(sj_executable *e, sj_status st, int32_t i) {
+    sj_error_prefix(e->ctx, "kernel %s (launch #%d of bucket %lld)",
+                    e->kernels[e->launches[i].kernel].name, i, (long long)e->extent);
+    return st;
+}
+
+static sj_status name_in_flight(sj_executable *e, sj_status st, int32_t count) {
+    if (st == SJ_OK || count < 1) return st;
+    if (count == 1) return name_launch(e, st, 0);
+    char names[200] = "";
+    size_t used = 0;
+    for (int32_t i = 0; i < count; i++) {
+        const char *k = e->kernels[e->launches[i].kernel].name;
+        if (used + strlen(k) + sizeof ", , ..." > sizeof names) { /* room for the ellipsis */
+            memcpy(names + used, ", ...", sizeof ", ...");
+            break;
+        }
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", k);
+    }
+    sj_error_prefix(e->ctx, "bucket %lld: %d launches in flight (%s)", (long long)e->extent, count,
+                    names);
+    return st;
+}
+
+/* Caller holds the device lock. Eager, or recording when a capture is on;
+ * stepwise waits for each launch before the next. */
+static sj_status launch_all(sj_executable *e, int64_t active, bool stepwise) {
     sj_device *dev = e->dev;
     for (int32_t i = 0; i < e->n_launches; i++) {
         const exe_launch *l = &e->launches[i];
         sj_status st = dev->ops->launch(dev->impl, e->handles[l->kernel], &l->dims, l->buffers,
                                         info_for(e, l), active);
-        if (st != SJ_OK) {
-            sj_error_prefix(e->ctx, "launch #%d (%s)", i, e->kernels[l->kernel].name);
-            return st;
-        }
+        if (st == SJ_OK && stepwise) st = dev->ops->sync(dev->impl);
+        if (st == SJ_OK) continue;
+        /* a lost device at a later launch: an earlier kernel of the run may be the one */
+        if (st == SJ_E_DEVICE_LOST && !stepwise && !dev->capturing)
+            return name_in_flight(e, st, i + 1);
+        return name_launch(e, st, i);
     }
     return SJ_OK;
 }
 
-typedef enum run_kind { RUN_EAGER, RUN_REPLAY } run_kind;
+typedef enum run_kind { RUN_EAGER, RUN_REPLAY, RUN_STEPWISE } run_kind;
+
+static sj_status dispatch(sj_executable *e, run_kind kind, int64_t n) {
+    sj_device *dev = e->dev;
+    if (kind != RUN_REPLAY) return launch_all(e, n, kind == RUN_STEPWISE);
+    sj_status st = dev->ops->replay(dev->impl, e->graph, n);
+    if (st == SJ_E_DEVICE_LOST) return name_in_flight(e, st, e->n_launches);
+    if (st != SJ_OK)
+        sj_error_prefix(e->ctx, "bucket %lld: replay of its %d captured launches",
+                        (long long)e->extent, e->n_launches);
+    return st;
+}
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -167,19 +214,29 @@ static sj_status timed_dispatch(sj_executable *e, run_kind kind, int64_t n) {
     sj_status (*timer)(void *, int, uint64_t *) = dev->ops->kernel_timer;
     if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_START, NULL));
     uint64_t t0 = now_ns();
-    SJ_TRY(kind == RUN_REPLAY ? dev->ops->replay(dev->impl, e->graph, n) : launch_all(e, n));
+    SJ_TRY(dispatch(e, kind, n));
     dev->timed.dispatch_ns += now_ns() - t0;
-    if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_STOP, NULL));
-    SJ_TRY(dev->ops->sync(dev->impl));
+    if (timer)
+        SJ_TRY(name_in_flight(e, timer(dev->impl, SJ_KERNEL_TIMER_STOP, NULL), e->n_launches));
+    SJ_TRY(name_in_flight(e, dev->ops->sync(dev->impl), e->n_launches));
     if (timer) SJ_TRY(timer(dev->impl, SJ_KERNEL_TIMER_READ, &dev->timed.kernel_ns));
     dev->timed.runs++;
     return SJ_OK;
 }
 
+/* SJ_E_STATE for an executable whose handles went with a lost context. */
+static sj_status check_current(sj_executable *e, const char *what) {
+    SJ_TRY(sj_device_check_usable_locked(e->dev, what));
+    if (sj_exe_current(e)) return SJ_OK;
+    return sj_fail(e->ctx, SJ_E_STATE,
+                   "%s: bucket %lld was loaded before device '%s' lost its context; load it again",
+                   what, (long long)e->extent, e->dev->ops->name);
+}
+
 static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
                             const sj_tensor *inputs, sj_tensor *outputs, bool *allocated) {
     sj_device *dev = e->dev;
-    SJ_TRY(sj_device_check_alive(dev, "run"));
+    SJ_TRY(check_current(e, "run"));
     if (kind == RUN_REPLAY && !e->graph)
         return sj_fail(e->ctx, SJ_E_STATE, "replay: the executable has no capture");
     if (dev->capturing)
@@ -194,14 +251,12 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
     int64_t n = e->has_sym ? active : e->extent;
     SJ_TRY(alloc_outputs(e, n, outputs, allocated));
     for (int i = 0; i < e->n_inputs; i++) SJ_TRY(copy_in(e, &e->inputs[i], &inputs[i], n));
-    if (dev->timing) {
+    if (dev->timing && kind != RUN_STEPWISE) {
         SJ_TRY(timed_dispatch(e, kind, n));
     } else {
-        if (kind == RUN_REPLAY)
-            SJ_TRY(dev->ops->replay(dev->impl, e->graph, n));
-        else
-            SJ_TRY(launch_all(e, n));
-        SJ_TRY(dev->ops->sync(dev->impl));
+        SJ_TRY(dispatch(e, kind, n));
+        if (kind != RUN_STEPWISE)
+            SJ_TRY(name_in_flight(e, dev->ops->sync(dev->impl), e->n_launches));
     }
     SJ_TRY(sj_exe_check_mapped(e));
     for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
@@ -230,7 +285,8 @@ static sj_status run(sj_executable *e, run_kind kind, int64_t active, const sj_t
         memset(local, 0, sizeof local);
     }
     sj_device_lock(e->dev);
-    sj_status st = run_locked(e, kind, active, inputs, outputs, allocated);
+    sj_status st = sj_device_recover_locked(e->dev, run_locked(e, kind, active, inputs, outputs,
+                                                                allocated));
     sj_device_unlock(e->dev);
     if (st != SJ_OK && outputs)
         for (int i = 0; i < e->n_outputs; i++)
@@ -249,6 +305,11 @@ sj_status sj_executable_replay(sj_executable *e, int64_t active, const sj_tensor
     return run(e, RUN_REPLAY, active, inputs, outputs);
 }
 
+sj_status sj_executable_run_stepwise(sj_executable *e, int64_t active, const sj_tensor *inputs,
+                                     sj_tensor *outputs) {
+    return run(e, RUN_STEPWISE, active, inputs, outputs);
+}
+
 sj_status sj_executable_run_or_replay(sj_executable *e, int64_t active, const sj_tensor *inputs,
                                       sj_tensor *outputs) {
     if (!e) return SJ_E_INVALID_ARG;
@@ -258,7 +319,7 @@ sj_status sj_executable_run_or_replay(sj_executable *e, int64_t active, const sj
 /* Caller holds the device lock. */
 static sj_status capture_locked(sj_executable *e) {
     sj_device *dev = e->dev;
-    SJ_TRY(sj_device_check_alive(dev, "capture"));
+    SJ_TRY(check_current(e, "capture"));
     if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
     SJ_TRY(sj_exe_check_mapped(e)); /* the capture's launches run the kernels */
     SJ_TRY(sj_exe_make_resident(e));
@@ -269,7 +330,7 @@ static sj_status capture_locked(sj_executable *e) {
         return st;
     }
     /* The extent recorded here is never used: replay passes its own. */
-    sj_status launched = launch_all(e, e->extent);
+    sj_status launched = launch_all(e, e->extent, false);
     sj_graph_handle g = NULL;
     st = sj_device_end_capture_locked(dev, &g);
     if (launched != SJ_OK || st != SJ_OK) {
@@ -292,7 +353,7 @@ static sj_status capture_locked(sj_executable *e) {
 sj_status sj_executable_capture(sj_executable *e) {
     if (!e) return SJ_E_INVALID_ARG;
     sj_device_lock(e->dev);
-    sj_status st = capture_locked(e);
+    sj_status st = sj_device_recover_locked(e->dev, capture_locked(e));
     sj_device_unlock(e->dev);
     return st;
 }
@@ -301,7 +362,7 @@ void sj_executable_release_capture(sj_executable *e) {
     if (!e || !e->graph) return;
     sj_device *dev = e->dev;
     sj_device_lock(dev);
-    if (sj_device_alive(dev)) {
+    if (sj_exe_current(e)) { /* else the graph and its pins went with the context */
         dev->ops->destroy_graph(dev->impl, e->graph);
         sj_mdcache_graph_release(dev->mdcache, e->graph_id);
     }

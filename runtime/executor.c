@@ -236,6 +236,9 @@ static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *m
     }
     e->dev = dev;
     e->ctx = dev->ctx;
+    /* before anything is made on the device: a reset during the build
+     * leaves the executable stale, never half current */
+    e->gen = sj_device_generation(dev);
     e->module = module;
     e->owns_module = owns_module;
     sj_device_retain(dev);
@@ -282,7 +285,7 @@ void sj_executable_destroy(sj_executable *e) {
     for (int i = 0; i < e->n_inputs; i++) sj_free(e->ctx, e->inputs[i].name);
     for (int i = 0; i < e->n_outputs; i++) sj_free(e->ctx, e->outputs[i].name);
     sj_exe_release_params(e);
-    sj_device_free(dev, e->info_owned);
+    sj_device_free_gen(dev, e->info_owned, e->gen);
     if (e->owns_module) sj_module_destroy(e->module);
     sj_free(e->ctx, e->inputs);
     sj_free(e->ctx, e->outputs);
@@ -302,3 +305,6 @@ sj_device *sj_executable_device(const sj_executable *e) { return e->dev; }
 int sj_executable_num_inputs(const sj_executable *e) { return e->n_inputs; }
 int sj_executable_num_outputs(const sj_executable *e) { return e->n_outputs; }
 bool sj_executable_has_capture(const sj_executable *e) { return e->graph != NULL; }
+bool sj_executable_stale(const sj_executable *e) {
+    return e->gen != sj_device_generation(e->dev);
+}

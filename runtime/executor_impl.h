@@ -40,6 +40,10 @@ typedef struct exe_param {
 struct sj_executable {
     sj_device *dev; /* holds a reference */
     sj_ctx *ctx;
+    /* The device generation its handles (module, kernels, memory, capture,
+     * weights) were made in: after a reset they are gone, and the
+     * executable only drops them (sj_executable_stale). */
+    uint64_t gen;
     sj_module *module;
     bool owns_module;
     int64_t extent;
@@ -74,6 +78,13 @@ struct sj_executable {
     sj_graph_handle graph; /* the capture, NULL when none */
     uint64_t graph_id;
 };
+
+/* Whether e's handles are still those of the device's context (caller
+ * holds the device lock). */
+static inline bool sj_exe_current(const sj_executable *e) {
+    return !e->dev->lost && e->gen == atomic_load(&e->dev->generation) &&
+           atomic_load(&e->dev->alive);
+}
 
 /* Makes the run memory when it is not there; caller holds the device lock.
  * A failure (SJ_E_NOMEM) fails this request only and leaves nothing half

@@ -54,7 +54,28 @@ struct sj_op_cache {
     size_t n_shapes, cap_shapes;
     counter_entry *counters;
     size_t n_counters, cap_counters;
+    uint64_t gen; /* the device generation the handles and scratch are of */
 };
+
+/* After a device reset the handles and scratch held here went with the
+ * lost context: they are dropped, never handed out or freed (a fresh
+ * allocation may have an old address). Caller holds oc->lock. */
+static void follow_generation(sj_op_cache *oc) {
+    uint64_t gen = sj_device_generation(oc->dev);
+    if (gen == oc->gen) return;
+    sj_ctx *ctx = oc->dev->ctx;
+    for (size_t b = 0; b < KERNEL_BUCKETS; b++) {
+        for (kernel_entry *e = oc->kernels[b], *next; e; e = next) {
+            next = e->next;
+            sj_free(ctx, e);
+        }
+        oc->kernels[b] = NULL;
+    }
+    oc->n_kernels = 0;
+    for (size_t i = 0; i < oc->n_scratch; i++) sj_free(ctx, oc->scratch[i].tag);
+    oc->n_scratch = oc->n_retired = 0;
+    oc->gen = gen;
+}
 
 static uint64_t kernel_hash(const sj_module *m, const char *name) {
     return sj_fnv1a_str(SJ_FNV_OFFSET ^ ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull), name);
@@ -69,6 +90,7 @@ sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) {
     oc->dev = dev;
     pthread_mutex_init(&oc->lock, NULL);
     atomic_init(&oc->fell_back, false);
+    oc->gen = sj_device_generation(dev);
     sj_device_retain(dev);
     *out = oc;
     return SJ_OK;
@@ -113,6 +135,7 @@ sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *nam
                        "op cache: kernel '%s' asked of a module on another device", name);
     uint64_t h = kernel_hash(module, name);
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     kernel_entry *e = find_kernel(oc, module, name, h);
     if (e) {
         *out = e->handle;
@@ -130,6 +153,7 @@ sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const char *nam
     kernel_entry *fresh = sj_alloc(oc->dev->ctx, sizeof *fresh + len);
     if (!fresh) return sj_fail(oc->dev->ctx, SJ_E_NOMEM, "op cache: out of memory");
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     /* Another thread may have resolved it meanwhile: keep the first entry. */
     e = find_kernel(oc, module, name, h);
     if (e) {
@@ -155,6 +179,7 @@ sj_status sj_op_cache_kernel_attrs(sj_op_cache *oc, sj_kernel_handle k, sj_kerne
     if (!oc || !out)
         return sj_fail(oc ? oc->dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     for (size_t b = 0; b < KERNEL_BUCKETS; b++)
         for (kernel_entry *e = oc->kernels[b]; e; e = e->next)
             if (e->handle == k) {
@@ -188,6 +213,7 @@ void sj_op_cache_forget_module(sj_op_cache *oc, const sj_module *module) {
 
 size_t sj_op_cache_kernel_count(sj_op_cache *oc) {
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     size_t n = oc->n_kernels;
     pthread_mutex_unlock(&oc->lock);
     return n;
@@ -199,6 +225,7 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     *out = NULL;
     sj_ctx *ctx = oc->dev->ctx;
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     scratch_entry *s = NULL;
     for (size_t i = 0; i < oc->n_scratch; i++)
         if (strcmp(oc->scratch[i].tag, tag) == 0) s = &oc->scratch[i];
@@ -240,6 +267,7 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
 
 size_t sj_op_cache_scratch_count(sj_op_cache *oc) {
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     size_t n = oc->n_scratch + oc->n_retired;
     pthread_mutex_unlock(&oc->lock);
     return n;
@@ -249,13 +277,14 @@ sj_status sj_op_cache_release(sj_op_cache *oc) {
     if (!oc) return SJ_OK;
     sj_ctx *ctx = oc->dev->ctx;
     pthread_mutex_lock(&oc->lock);
+    follow_generation(oc);
     /* Emptied before freeing, so the call is idempotent and no later request
      * can get a pointer into freed memory. */
     for (size_t i = 0; i < oc->n_scratch; i++) {
-        sj_device_free(oc->dev, oc->scratch[i].ptr);
+        sj_device_free_gen(oc->dev, oc->scratch[i].ptr, oc->gen);
         sj_free(ctx, oc->scratch[i].tag);
     }
-    for (size_t i = 0; i < oc->n_retired; i++) sj_device_free(oc->dev, oc->retired[i]);
+    for (size_t i = 0; i < oc->n_retired; i++) sj_device_free_gen(oc->dev, oc->retired[i], oc->gen);
     oc->n_scratch = 0;
     oc->n_retired = 0;
     pthread_mutex_unlock(&oc->lock);

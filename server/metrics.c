@@ -169,6 +169,13 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
     PER_MODEL(&b, s, "shapejit_native_recompile_failures_total", "counter",
               "Such recompiles that failed (the level kept serving).", "%llu",
               U(es->specialise_failures));
+    PER_MODEL(&b, s, "shapejit_device_lost_total", "counter",
+              "Runs a kernel fault failed, losing the GPU's context.", "%llu", U(es->device_lost));
+    PER_MODEL(&b, s, "shapejit_device_resets_total", "counter",
+              "GPU context resets after such faults.", "%llu", U(es->device_resets));
+    PER_MODEL(&b, s, "shapejit_bucket_reloads_total", "counter",
+              "Buckets loaded again from their artifacts after a reset (no compile).", "%llu",
+              U(es->reloads));
     head(&b, "shapejit_bucket_cpu", "gauge", "1 per ready bucket, labelled with the CPU its code was built for.");
     for (int i = 0; i < s->n_models; i++) {
         sj_bucketed_cache *c = sj_engine_cache(s->models[i]->e);

@@ -234,7 +234,7 @@ static int h_check_against(sj_device *dev, const sj_graph *g, const sj_graph *re
  * (sj_artifact_load + sj_executable_run), which is what serving uses. Under
  * a precision policy the interpreter runs the policy's graph
  * (sj_graph_apply_precision), the rounding-aware reference. */
-static int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *ns, int n_ns,
+static inline int h_check(sj_device *dev, const sj_graph *g, int64_t E, const int64_t *ns, int n_ns,
                    const sj_compile_options *o, uint64_t seed, double tol, const char *what) {
     sj_graph *rounded = NULL;
     const sj_graph *ref = g;

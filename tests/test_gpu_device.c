@@ -352,6 +352,41 @@ static void free_list(pass_list *pl) {
     pl->n = 0;
 }
 
+/* A kernel that faults for real (a store to address 0): the device reports
+ * SJ_E_DEVICE_LOST, resets its context, refuses the old module's kernels
+ * and runs a model as before (the real driver's side of what
+ * test_cuda_fault checks on the fake one). */
+static const char fault_ptx[] = ".version 7.0\n.target sm_80\n.address_size 64\n"
+                                ".visible .entry sj_fault(.param .u64 b, .param .u64 i, "
+                                ".param .u64 n)\n{\n .reg .u64 %a;\n mov.u64 %a, 0;\n"
+                                " st.volatile.global.u32 [%a], 1;\n ret;\n}\n";
+
+static void test_fault_resets_the_device(void **state) {
+    fixture *f = *state;
+    NEED_GPU(f);
+    sj_module *m;
+    assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_PTX, fault_ptx, sizeof fault_ptx, &m),
+                     SJ_OK);
+    sj_kernel_handle k;
+    assert_int_equal(sj_module_kernel(m, "sj_fault", &k, NULL), SJ_OK);
+    sj_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, 0};
+    uint64_t gen = sj_device_generation(f->dev), resets = sj_device_resets(f->dev);
+    sj_status st = sj_device_launch(f->dev, k, &dims, NULL, NULL, 1);
+    if (st == SJ_OK) st = sj_device_sync(f->dev);
+    if (st != SJ_E_DEVICE_LOST)
+        fail_msg("a store to address 0: %s (%s)", sj_status_str(st), sj_ctx_last_error(f->ctx));
+    printf("fault: %s\n", sj_ctx_last_error(f->ctx));
+    assert_int_equal(sj_device_generation(f->dev), gen + 1);
+    assert_int_equal(sj_device_resets(f->dev), resets + 1);
+    assert_int_equal(sj_module_kernel(m, "sj_fault", &k, NULL), SJ_E_STATE);
+    sj_module_destroy(m);
+    sj_graph *g = NULL;
+    const char *name = "";
+    assert_int_equal(gg_build(f->ctx, 0, 3, &g, &name), SJ_OK);
+    run_graph(f, g, 64, SJ_TARGET_NVPTX, true, 5, name);
+    sj_graph_destroy(g);
+}
+
 static void test_onnx_conformance_both_paths(void **state) {
     fixture *f = *state;
     NEED_GPU(f);
@@ -395,6 +430,7 @@ int main(void) {
         cmocka_unit_test(test_random_graphs_both_paths),
         cmocka_unit_test(test_large_bucket),
         cmocka_unit_test(test_onnx_conformance_both_paths),
+        cmocka_unit_test(test_fault_resets_the_device),
     };
     return sj_run_tests(tests, setup, teardown);
 }

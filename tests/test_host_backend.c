@@ -91,6 +91,31 @@ static void test_row_ops_over_sym(void **state) {
     check_buckets(f, "row ops over N");
 }
 
+/* Softmax and log_softmax over dims that are not the innermost, with the
+ * innermost static (the host runs these by columns: a running max and sum
+ * per innermost position, in chunks of 1024): over N, over a static dim
+ * between N and the innermost, innermost widths that are and are not a
+ * vector multiple, one past a chunk (1100), an innermost of 1 (the row
+ * loop), and an epilogue after the row op. */
+static void test_row_ops_by_columns(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 24}), y = input(f, "y", 4, (int64_t[]){S, 3, 2, 17});
+    sj_value z = input(f, "z", 2, (int64_t[]){S, 1}), w = input(f, "w", 2, (int64_t[]){S, 1100});
+    sj_value a, b, c, d, e, g, h;
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, x, 0, &a), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_LOG_SOFTMAX, x, 0, &b), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &c), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_LOG_SOFTMAX, y, 0, &d), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, d, &d), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, z, 0, &e), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 2, &g), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_LOG_SOFTMAX, w, 0, &h), SJ_OK);
+    sj_value outs[] = {a, b, c, d, e, g, h};
+    const char *names[] = {"sm0", "lsm0", "sm1", "tanh_lsm0", "sm_col", "sm2", "lsm_wide"};
+    for (int i = 0; i < 7; i++) assert_int_equal(sj_graph_output(f->g, outs[i], names[i]), SJ_OK);
+    check_buckets(f, "row ops by columns");
+}
+
 static void test_ffn_block(void **state) {
     fixture *f = *state;
     sj_value x = input(f, "x", 2, (int64_t[]){S, 32});
@@ -473,6 +498,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_attention, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reductions_over_sym, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_row_ops_over_sym, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_row_ops_by_columns, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_ffn_block, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_batched_matmul_and_views, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_long_chain, setup, h_fixture_teardown),

@@ -61,7 +61,11 @@ typedef enum sj_status {
     SJ_E_STATE = -13,        /* call not valid in the object's current state */
     SJ_E_MISMATCH = -14,     /* artifact target/toolchain differs from the device */
     SJ_E_BUSY = -15,         /* a lock or resource could not be had in time */
-    SJ_E_INTERNAL = -16      /* a bug in shapejit */
+    SJ_E_INTERNAL = -16,     /* a bug in shapejit */
+    /* A kernel faulted on the device (illegal address, trap, timeout, ...):
+     * the device's context was lost with everything made on it. The device
+     * resets itself; what was loaded on it loads again at its next use. */
+    SJ_E_DEVICE_LOST = -17
 } sj_status;
 
 SJ_API const char *sj_status_str(sj_status st);

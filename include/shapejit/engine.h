@@ -114,6 +114,9 @@ typedef struct sj_engine_config {
      * loads what a tuned precompile stored and tunes nothing. */
     bool tune;
     int tune_budget_ms;
+    /* cuda: the driver library to open; NULL = "libcuda.so.1" (tests give
+     * a fake driver's path). */
+    const char *cuda_driver;
 } sj_engine_config;
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);
@@ -235,6 +238,13 @@ typedef struct sj_engine_stats {
     uint64_t specialised;         /* level buckets swapped to code for this CPU (native_after) */
     uint64_t specialise_failures; /* such recompiles that failed */
     uint64_t weight_mapped_bytes; /* of weight_bytes, mapped from the model's files, not allocated */
+    /* A kernel that fails on the GPU loses the device's context with
+     * everything on it: the run fails with SJ_E_DEVICE_LOST naming the
+     * kernel, the device resets, and every bucket loads again from its
+     * artifact at its next run (no compile). */
+    uint64_t device_lost;   /* runs that failed so */
+    uint64_t device_resets; /* context resets that followed */
+    uint64_t reloads;       /* buckets loaded again after a reset */
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

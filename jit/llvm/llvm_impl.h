@@ -75,6 +75,8 @@ float sj_host_attention_exp(float x);
 LLVMValueRef sj_llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_erf(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj_llvm_log(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj_llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVMValueRef y);
 
 /* Builds, optimises and prints the module for l. *out is sj_alloc'ed. */
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,

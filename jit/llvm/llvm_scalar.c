@@ -30,9 +30,12 @@ static LLVMValueRef fsel(const sj_llvm_scalar *s, LLVMRealPredicate p, LLVMValue
     return LLVMBuildSelect(s->B, LLVMBuildFCmp(s->B, p, a, b, ""), t, f, "");
 }
 
+/* e / (1 + e) below 0 and 1 / (1 + e) above, e = exp(-|x|): exp never
+ * overflows, so sigmoid(-100) is the denormal it should be, not 1 / inf. */
 static LLVMValueRef sigmoid(const sj_llvm_scalar *s, LLVMValueRef x) {
-    LLVMValueRef ex = s->math->exp(s->math_ctx, LLVMBuildFNeg(s->B, x, ""));
-    return LLVMBuildFDiv(s->B, cf(s, 1.0), LLVMBuildFAdd(s->B, cf(s, 1.0), ex, ""), "");
+    LLVMValueRef ex = s->math->exp(s->math_ctx, LLVMBuildFNeg(s->B, intrinsic(s, "llvm.fabs", x, NULL), ""));
+    LLVMValueRef num = fsel(s, LLVMRealOLT, x, cf(s, 0.0), ex, cf(s, 1.0));
+    return LLVMBuildFDiv(s->B, num, LLVMBuildFAdd(s->B, cf(s, 1.0), ex, ""), "");
 }
 
 LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha) {

@@ -104,6 +104,7 @@ static PyObject *class_for(sj_status st, sjpy_phase phase, const char *msg) {
     case SJ_E_COMPILE: return class_by_name("CompileError");
     case SJ_E_NO_DEVICE:
     case SJ_E_DEVICE:
+    case SJ_E_DEVICE_LOST:
     case SJ_E_MISMATCH: return class_by_name("DeviceError");
     case SJ_E_STATE: return class_by_name("StateError");
     case SJ_E_INTERNAL: return class_by_name("InternalError");

@@ -101,6 +101,18 @@ typedef struct sj_compiler {
      * a precompile that only stores can say what each bucket will cost. */
     sj_status (*estimate)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
                           sj_executable_memory_info *out);
+    /* Optional (NULL: executables never go stale; a GPU's do). stale: exe's
+     * device lost the context exe was loaded in (a kernel fault, see
+     * sj_executable_stale). The cache then keeps each bucket's artifact
+     * bytes (code and plan; weights come from the graph) and, before a
+     * bucket's next run, loads it again from them: no store trip, no
+     * compile. run_stepwise: as run, waiting for each launch (see
+     * sj_executable_run_stepwise); the cache reruns a request that lost the
+     * device that way once, on the reloaded bucket, so its error names the
+     * kernel that faulted. */
+    bool (*stale)(void *ctx, void *exe);
+    sj_status (*run_stepwise)(void *ctx, void *exe, int64_t active_extent, const sj_tensor *inputs,
+                              sj_tensor *outputs);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact
@@ -277,6 +289,8 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
     uint64_t specialised;         /* buckets swapped from a level to the own target (native_after) */
     uint64_t specialise_failures; /* such recompiles that failed (the level kept serving) */
+    uint64_t device_lost; /* runs that failed with SJ_E_DEVICE_LOST (a kernel fault) */
+    uint64_t reloads;     /* stale executables loaded again after their device was reset */
 } sj_bucketed_cache_stats;
 
 /* What bucket i's executable holds; for a bucket not loaded, what it will

@@ -157,6 +157,13 @@ typedef struct sj_device_ops {
      * bytes, so a bucket whose run memory can never fit is refused before
      * anything is allocated. A fixed figure: may be called without the lock. */
     uint64_t (*memory_capacity)(void *impl);
+    /* Optional (NULL: the backend never loses its context). Called, with
+     * the lock held, after a function returned SJ_E_DEVICE_LOST (a kernel
+     * faulted and took the context with it): forget every handle made so
+     * far without passing it to the lost context (resetting the context
+     * frees them), then make a fresh context for the calls that follow.
+     * On failure the device stays lost and the next call tries again. */
+    sj_status (*reset)(void *impl);
 } sj_device_ops;
 
 enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
@@ -208,9 +215,20 @@ SJ_API const char *sj_device_name(const sj_device *dev);
 SJ_API unsigned sj_device_flags(const sj_device *dev);
 /* False once sj_device_destroy was called. */
 SJ_API bool sj_device_alive(const sj_device *dev);
-/* The device's metadata info cache; valid while the device is (NULL after
- * release). The launch path uses it under the device's lock; a caller that
- * uses it directly must not do so while other threads run on the device. */
+/* Device loss. A call that fails with SJ_E_DEVICE_LOST (a kernel fault: the
+ * backend's context is gone, with every allocation, module, graph and info
+ * buffer made on it) starts a new generation and resets the backend before
+ * it returns, so the next call works on a fresh context. Handles made in an
+ * older generation are gone: drop them without freeing (a fresh allocation
+ * may have the same address). Executables check this themselves (see
+ * sj_executable_stale); sj_module_kernel on an older module is SJ_E_STATE.
+ * generation: the losses so far; resets: the backend resets that worked. */
+SJ_API uint64_t sj_device_generation(const sj_device *dev);
+SJ_API uint64_t sj_device_resets(const sj_device *dev);
+/* The device's metadata info cache; valid while the device is and until
+ * its next reset (NULL after release, or while a reset is failing). The
+ * launch path uses it under the device's lock; a caller that uses it
+ * directly must not do so while other threads run on the device. */
 SJ_API sj_mdcache *sj_device_metadata_cache(sj_device *dev);
 
 /* Checked wrappers of the backend functions; each fails with SJ_E_STATE

@@ -82,6 +82,17 @@ SJ_API bool sj_executable_has_capture(const sj_executable *exe);
  * results equal eager runs. */
 SJ_API sj_status sj_executable_replay(sj_executable *exe, int64_t active_extent,
                                       const sj_tensor *inputs, sj_tensor *outputs);
+/* Like sj_executable_run, eager, but waiting for each launch before the
+ * next: slower, and a kernel that fails on the device is named exactly
+ * ("kernel K (launch #i of bucket E): ..."), where a run's error can only
+ * name the launches in flight when the device reported it. */
+SJ_API sj_status sj_executable_run_stepwise(sj_executable *exe, int64_t active_extent,
+                                            const sj_tensor *inputs, sj_tensor *outputs);
+/* True once the device lost the context exe was loaded in (a kernel fault,
+ * SJ_E_DEVICE_LOST; see sj_device_generation): its code, memory and capture
+ * are gone and every run fails with SJ_E_STATE. Destroy it (which frees
+ * only host memory) and load the artifact again. */
+SJ_API bool sj_executable_stale(const sj_executable *exe);
 /* What a serving loop calls: replays when the executable has a capture,
  * otherwise runs eagerly. */
 SJ_API sj_status sj_executable_run_or_replay(sj_executable *exe, int64_t active_extent,
