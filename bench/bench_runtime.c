@@ -30,7 +30,7 @@ static void k_axpb(void *const *b, const int64_t *info, int64_t n) {
     for (int64_t i = 0; i < n * info[0]; i++) y[i] = a * x[i] + c;
 }
 
-static const sj_native_kernel chain_kernels[] = {{"axpb", k_axpb}};
+static const sj_native_kernel chain_kernels[] = {{"axpb", k_axpb, NULL, 0}};
 
 typedef struct chain_plan {
     sj_graph *g;

@@ -54,12 +54,14 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->workers < 0 || cfg->workers > ENGINE_MAX_WORKERS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: workers %d outside 0..%d", cfg->workers,
                        ENGINE_MAX_WORKERS);
-    /* The host kernels run on the calling thread; more would be a promise
-     * this build does not keep. */
-    if (cfg->threads < 0 || cfg->threads > 1)
-        return sj_fail(ctx, cfg->threads < 0 ? SJ_E_INVALID_ARG : SJ_E_UNSUPPORTED,
-                       "engine: threads %d: kernels run on one thread per run (0 or 1)",
-                       cfg->threads);
+    if (cfg->threads < 0 || cfg->threads > SJ_HOST_MAX_THREADS)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: threads %d outside 0..%d (0 = 1)",
+                       cfg->threads, SJ_HOST_MAX_THREADS);
+    /* Only the host device splits kernels over threads; more elsewhere would
+     * be a promise the backend does not keep. */
+    if (cfg->threads > 1 && strcmp(name, "host") != 0)
+        return sj_fail(ctx, SJ_E_UNSUPPORTED, "engine: threads %d is for backend host, not %s",
+                       cfg->threads, name);
     return SJ_OK;
 }
 
@@ -105,6 +107,7 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
         sj_host_compiler_config hcfg;
         sj_host_compiler_config_init(&hcfg);
         hcfg.devices = cfg->workers > 0 ? cfg->workers : 1;
+        hcfg.threads = cfg->threads > 0 ? cfg->threads : 1;
         hcfg.options.cpu = cfg->cpu;
         hcfg.options.precision = precision;
         hcfg.tune = cfg->tune;

@@ -45,6 +45,7 @@ void sj_host_compiler_config_init(sj_host_compiler_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     sj_compile_options_init(&cfg->options);
     cfg->devices = 1;
+    cfg->threads = 1;
     cfg->replay = true;
     cfg->tune_budget_ms = 200;
 }
@@ -170,6 +171,9 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     if (cfg->devices < 1 || cfg->devices > HOST_MAX_DEVICES)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: %d devices, expected 1..%d",
                        cfg->devices, HOST_MAX_DEVICES);
+    if (cfg->threads < 1 || cfg->threads > SJ_HOST_MAX_THREADS)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: %d threads per device, expected 1..%d",
+                       cfg->threads, SJ_HOST_MAX_THREADS);
     if (cfg->tune && (cfg->tune_budget_ms < 1 || cfg->tune_budget_ms > 600000))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host compiler: tuning budget %d ms per bucket, expected 1..600000",
                        cfg->tune_budget_ms);
@@ -193,8 +197,12 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
         return sj_fail(ctx, SJ_E_NOMEM, "host compiler: out of memory");
     }
     st = resolve_target(hc, cfg->host_features);
+    sj_host_device_config dcfg;
+    sj_host_device_config_init(&dcfg);
+    dcfg.policy = cfg->policy;
+    dcfg.threads = cfg->threads;
     for (int i = 0; st == SJ_OK && i < cfg->devices; i++) {
-        st = sj_host_device_create(ctx, cfg->policy, &hc->devices[i]);
+        st = sj_host_device_create_config(ctx, &dcfg, &hc->devices[i]);
         if (st == SJ_OK) hc->n_devices++;
     }
     if (st != SJ_OK) {

@@ -16,7 +16,7 @@ static const char usage[] =
     "                    [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                    [--cuda-driver PATH]\n"
     "                    [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME] [--tune [--tune-budget-ms MS]]\n"
-    "                    [--ladder SPEC] [--store PATH|none]\n"
+    "                    [--ladder SPEC] [--store PATH|none] [--threads N]\n"
     "                    [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                    [--remote-lease-ms MS]\n"
     "                    [--seed S] [--stats] [--max-resident-buckets N] [--precision P]\n"
@@ -40,6 +40,7 @@ static const char usage[] =
     "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
     CLI_PRECISION_USAGE
     CLI_TUNE_USAGE
+    CLI_THREADS_USAGE
     "  --ladder SPEC      buckets: pow2:MIN:MAX, geo:MIN:MAX:RATIO or list:E1,E2,...\n"
     "                     (default " CLI_DEFAULT_LADDER ")\n"
     CLI_STORE_USAGE
@@ -296,7 +297,7 @@ int cli_cmd_run(int argc, char **argv) {
         {"--backend", CLI_OPT_STRING, &a.backend.name}, {"--stats", CLI_OPT_FLAG, &a.stats},
         {"--emit", CLI_OPT_STRING, &a.backend.emit},    {"--arch", CLI_OPT_STRING, &a.backend.arch},
         {"--cuda-driver", CLI_OPT_STRING, &a.backend.cuda_driver},
-        {"--cpu", CLI_OPT_STRING, &a.backend.cpu}, CLI_TUNE_OPTS(a.backend),
+        {"--cpu", CLI_OPT_STRING, &a.backend.cpu}, CLI_TUNE_OPTS(a.backend), CLI_THREADS_OPTS(a.backend),
         {"--precision", CLI_OPT_STRING, &a.backend.precision},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--store", CLI_OPT_STRING, &a.store},
         CLI_MODEL_OPTS(a.model),               CLI_REMOTE_OPTS(a.remote),

@@ -16,7 +16,7 @@
 static const char usage[] =
     "usage: shapejit serve MODEL [--trace FILE | --synthetic SPEC] [--workers N]\n"
     "                      [--ladder SPEC | --ladder fit:K [--fit-window N] [--fit-cost C]]\n"
-    "                      [--store PATH|none]\n"
+    "                      [--store PATH|none] [--threads N]\n"
     "                      [--backend host|interp|cuda] [--emit llvm|nvrtc] [--arch sm_80|sm_90]\n"
     "                      [--cuda-driver PATH]\n"
     "                      [--cpu native|x86-64-v2|x86-64-v3|x86-64-v4|NAME] [--tune [--tune-budget-ms MS]]\n"
@@ -68,6 +68,7 @@ static const char usage[] =
     "                     loaded before compiling), x86-64-v2|v3|v4, or an LLVM CPU name\n"
     CLI_PRECISION_USAGE
     CLI_TUNE_USAGE
+    CLI_THREADS_USAGE
     "  --requests N       serve N requests: the stream is cut, or repeated\n"
     "  --seed S           seed of the inputs (request i uses S + i; default 0)\n"
     "  --stats            also print one JSON object of the figures on stderr\n";
@@ -556,7 +557,7 @@ int cli_cmd_serve(int argc, char **argv) {
         {"--cuda-driver", CLI_OPT_STRING, &ca.backend.cuda_driver},
         {"--cpu", CLI_OPT_STRING, &ca.backend.cpu},
         {"--precision", CLI_OPT_STRING, &ca.backend.precision},
-        CLI_TUNE_OPTS(ca.backend),
+        CLI_TUNE_OPTS(ca.backend), CLI_THREADS_OPTS(ca.backend),
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
         {"--native-after", CLI_OPT_STRING, &ca.native_after},

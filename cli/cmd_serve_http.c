@@ -35,7 +35,7 @@ static const char usage[] =
     CLI_PRECISION_USAGE
     CLI_TUNE_USAGE
     "  --workers N        host devices, so runs of different buckets overlap (default 2)\n"
-    "  --threads N        kernel threads per run (host)\n"
+    CLI_THREADS_USAGE
     "  --ready-when W     all (default): ready once every bucket is compiled or loaded;\n"
     "                     first-bucket: once the largest is (the rest compile behind);\n"
     "                     now: at once (buckets compile when requests need them)\n"
@@ -180,7 +180,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     char host[256];
     int rc = parse_listen(cmd, listen, host, sizeof host, &sc.port);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--workers", workers, 1, 64);
-    if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--threads", threads, 0, 1024);
+    if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--threads", threads, 0, SJ_HOST_MAX_THREADS);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-batch-delay-us", delay_us, 0, 1000000);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-batch-rows", batch_rows, 0, SJ_MAX_EXTENT);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-body-bytes", max_body, 1, (int64_t)1 << 40);

@@ -50,6 +50,15 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
         return cli_usage_error(cmd, "unknown --precision '%s' (fp32, bf16 or fp16)", a->precision);
     if (a->tune_budget_ms && !a->tune) return cli_usage_error(cmd, "--tune-budget-ms needs --tune");
     if (a->tune && strcmp(name, "host") != 0) return cli_usage_error(cmd, "--tune is for --backend host");
+    if (a->threads) {
+        char *end;
+        long v = strtol(a->threads, &end, 10);
+        if (!a->threads[0] || *end || v < 1 || v > SJ_HOST_MAX_THREADS)
+            return cli_usage_error(cmd, "--threads must be a count in 1..%d, got '%s'",
+                                   SJ_HOST_MAX_THREADS, a->threads);
+        if (v > 1 && strcmp(name, "host") != 0)
+            return cli_usage_error(cmd, "--threads %ld is for --backend host", v);
+    }
     if (a->tune_budget_ms) {
         char *end;
         long v = strtol(a->tune_budget_ms, &end, 10);
@@ -70,6 +79,7 @@ void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->tune = a->tune;
     if (a->tune_budget_ms) cfg->tune_budget_ms = (int)strtol(a->tune_budget_ms, NULL, 10);
     cfg->workers = a->devices;
+    if (a->threads) cfg->threads = (int)strtol(a->threads, NULL, 10);
 }
 
 int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *a, sj_engine **out,

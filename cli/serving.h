@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "shapejit/engine.h"
+#include "shapejit/ext/device.h" /* SJ_HOST_MAX_THREADS */
 #include "shapejit/remote.h"
 
 #define CLI_DEFAULT_LADDER "pow2:1:65536"
@@ -78,8 +79,16 @@ typedef struct cli_backend_args {
     const char *tune_budget_ms; /* --tune-budget-ms MS as given (NULL: the default) */
     int devices;      /* host devices; 0 = 1 */
     const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
+    const char *threads;   /* --threads N as given (NULL: 1) */
     const char *cuda_driver; /* cuda: --cuda-driver PATH, NULL = libcuda.so.1 */
 } cli_backend_args;
+
+#define CLI_THREADS_OPTS(b) {"--threads", CLI_OPT_STRING, &(b).threads}
+#define CLI_THREADS_USAGE                                                                          \
+    "  --threads N        host: threads a request's row-parallel kernels (elementwise,\n"          \
+    "                     matmul, softmax, layernorm, attention over the rows) split over,\n"    \
+    "                     the caller included (default 1, 1..256); small requests stay on\n"    \
+    "                     one thread and results are bit-identical to --threads 1\n"
 
 #define CLI_CUDA_DRIVER_USAGE                                                                      \
     "  --cuda-driver PATH cuda: the driver library to open instead of libcuda.so.1 (a\n"            \

@@ -1,8 +1,11 @@
 /* The host device: context-allocated memory on a ledger (so release frees
- * what is left), modules from native kernel tables or host object files, and
- * capture as a recorded launch list replayed for any active extent. */
+ * what is left), modules from native kernel tables or host object files,
+ * capture as a recorded launch list replayed for any active extent, and
+ * row-parallel kernels split over the device's threads (host_pool.h), the
+ * same way eager and replayed. */
 #include "device_impl.h"
 #include "host_jit_impl.h"
+#include "host_pool.h"
 #include "core/array.h"
 
 #include <stdio.h>
@@ -10,6 +13,14 @@
 #include <unistd.h>
 
 #define HOST_ALIGN 64 /* a cache line; also enough for any vector load the emitters use */
+
+/* Element operations a part of a split launch must have to repay waking a
+ * thread for it (tens of microseconds of work: bench/ort/side_by_side.sh
+ * at threads 2 measured smaller parts slower than one thread). */
+#define DEFAULT_MIN_PART_WORK (1u << 19)
+/* Parts per thread: the threads claim parts (host_pool.c), so more parts
+ * than threads even out a thread that starts late. */
+#define PARTS_PER_THREAD 2
 
 /* Sits right before every allocation's aligned start. */
 typedef struct mem_header {
@@ -20,7 +31,8 @@ typedef struct mem_header {
 typedef struct host_kernel {
     struct host_kernel *next;
     sj_host_kernel_fn fn;
-    sj_kernel_attrs attrs;
+    sj_host_rows_fn rows; /* NULL: not row-parallel */
+    sj_kernel_attrs attrs; /* attrs.row_work: a row's work when rows is set */
     char name[];
 } host_kernel;
 
@@ -31,7 +43,7 @@ typedef struct host_module {
 } host_module;
 
 typedef struct host_launch {
-    sj_host_kernel_fn fn;
+    const host_kernel *k;
     void *const *buffers;
     const int64_t *info;
 } host_launch;
@@ -49,6 +61,8 @@ typedef struct host_device {
     host_graph graphs;
     host_graph *recording; /* the capture in progress */
     sj_host_jit *jit;      /* created with the first object module */
+    sj_host_pool *pool;    /* NULL with one thread */
+    uint64_t min_part_work;
 } host_device;
 
 #define LIST_INIT(s) ((s)->prev = (s)->next = (s))
@@ -133,12 +147,20 @@ static sj_status load_native(host_device *h, host_module *m, const void *code, s
                            "host device: native kernel #%zu has no name, a name of 64 bytes or "
                            "more, or no function",
                            i);
+        if (!table[i].rows != !table[i].row_work)
+            return sj_fail(h->ctx, SJ_E_INVALID_ARG,
+                           "host device: native kernel '%s' has %s; a row-parallel kernel needs "
+                           "both a row entry and its row work",
+                           table[i].name, table[i].rows ? "a row entry but no row work"
+                                                        : "a row work but no row entry");
         for (size_t j = 0; j < i; j++)
             if (strcmp(table[i].name, table[j].name) == 0)
                 return sj_fail(h->ctx, SJ_E_INVALID_ARG,
                                "host device: native kernel '%s' appears twice", table[i].name);
         host_kernel *k = new_kernel(h->ctx, table[i].name, table[i].fn);
         if (!k) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
+        k->rows = table[i].rows;
+        k->attrs.row_work = table[i].row_work;
         k->next = m->kernels;
         m->kernels = k;
     }
@@ -178,17 +200,30 @@ static void host_unload_module(void *impl, void *module) {
 }
 
 /* Attributes an object module publishes for kernel K: an optional data symbol
- * `K_attrs`, four uint32 {max_threads, tile_m, tile_n, tile_k}. */
-static sj_status object_attrs(host_device *h, host_module *m, const char *name,
-                              sj_kernel_attrs *attrs) {
+ * `K_attrs`, four uint32 {max_threads, tile_m, tile_n, tile_k}; and, for a
+ * row-parallel kernel, its row entry `K_rows` with the uint64 `K_rows_work`. */
+static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     char sym[96];
-    snprintf(sym, sizeof sym, "%s_attrs", name);
+    snprintf(sym, sizeof sym, "%s_attrs", k->name);
     uint64_t addr;
     SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (addr) {
         const uint32_t *v = (const uint32_t *)(uintptr_t)addr;
-        *attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3]};
+        k->attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3], 0};
     }
+    snprintf(sym, sizeof sym, "%s_rows", k->name);
+    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    if (!addr) return SJ_OK;
+    k->rows = (sj_host_rows_fn)(uintptr_t)addr;
+    snprintf(sym, sizeof sym, "%s_rows_work", k->name);
+    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    uint64_t work = 0;
+    if (addr) memcpy(&work, (const void *)(uintptr_t)addr, sizeof work);
+    if (!work)
+        return sj_fail(h->ctx, SJ_E_CORRUPT,
+                       "host device: kernel '%s' has a row entry but no row work (%s_rows_work)",
+                       k->name, k->name);
+    k->attrs.row_work = work;
     return SJ_OK;
 }
 
@@ -207,7 +242,7 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
     SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, name, 1, &addr));
     host_kernel *k = new_kernel(h->ctx, name, (sj_host_kernel_fn)(uintptr_t)addr);
     if (!k) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
-    sj_status st = object_attrs(h, m, name, &k->attrs);
+    sj_status st = object_attrs(h, m, k);
     if (st != SJ_OK) {
         sj_free(h->ctx, k);
         return st;
@@ -219,6 +254,34 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
     return SJ_OK;
 }
 
+/* Parts a launch of k at extent n splits into (1: the caller alone) and
+ * their row bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS rows, the last
+ * part taking the rest, so every split point is a multiple of it (of every
+ * row tile and vector width the emitters use) and a part has at least
+ * min_part_work of work. */
+static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t *bounds) {
+    if (!h->pool || !k->rows || n < 2 * SJ_HOST_MIN_SPLIT_ROWS) return 1;
+    int64_t blocks = n / SJ_HOST_MIN_SPLIT_ROWS;
+    int64_t parts = (int64_t)sj_host_pool_threads(h->pool) * PARTS_PER_THREAD;
+    if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
+    if (parts > blocks) parts = blocks;
+    uint64_t work = k->attrs.row_work > UINT64_MAX / (uint64_t)n ? UINT64_MAX
+                                                                 : k->attrs.row_work * (uint64_t)n;
+    if ((uint64_t)parts > work / h->min_part_work) parts = (int64_t)(work / h->min_part_work);
+    if (parts < 2) return 1;
+    for (int64_t p = 0; p < parts; p++) bounds[p] = SJ_HOST_MIN_SPLIT_ROWS * (blocks * p / parts);
+    bounds[parts] = n;
+    return (int)parts;
+}
+
+static void run_kernel(host_device *h, const host_kernel *k, void *const *buffers,
+                       const int64_t *info, int64_t n) {
+    int64_t bounds[SJ_HOST_MAX_THREADS + 1];
+    int parts = split(h, k, n, bounds);
+    if (parts == 1) k->fn(buffers, info, n);
+    else sj_host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts);
+}
+
 static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_launch_dims *dims,
                                     void *const *buffers, const int64_t *info,
                                     int64_t active_extent) {
@@ -227,12 +290,12 @@ static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_la
     const host_kernel *k = kh;
     host_graph *g = h->recording;
     if (!g) {
-        k->fn(buffers, info, active_extent);
+        run_kernel(h, k, buffers, info, active_extent);
         return SJ_OK;
     }
     if (!sj_array_reserve(h->ctx, (void **)&g->launches, &g->cap, g->n + 1, sizeof *g->launches))
         return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory while capturing");
-    g->launches[g->n++] = (host_launch){k->fn, buffers, info};
+    g->launches[g->n++] = (host_launch){k, buffers, info};
     return SJ_OK;
 }
 
@@ -258,10 +321,10 @@ static sj_status host_end_capture(void *impl, sj_graph_handle *out) {
 }
 
 static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_extent) {
-    (void)impl;
     const host_graph *g = gh;
     for (size_t i = 0; i < g->n; i++)
-        g->launches[i].fn(g->launches[i].buffers, g->launches[i].info, active_extent);
+        run_kernel(impl, g->launches[i].k, g->launches[i].buffers, g->launches[i].info,
+                   active_extent);
     return SJ_OK;
 }
 
@@ -278,6 +341,7 @@ static void host_destroy_graph(void *impl, sj_graph_handle gh) {
 
 static void host_destroy(void *impl) {
     host_device *h = impl;
+    sj_host_pool_destroy(h->pool);
     if (h->recording) free_graph(h, h->recording);
     while (h->graphs.next != &h->graphs) host_destroy_graph(h, h->graphs.next);
     while (h->modules.next != &h->modules) host_unload_module(h, h->modules.next);
@@ -314,15 +378,38 @@ static const sj_device_ops host_ops = {
     .memory_capacity = host_memory_capacity,
 };
 
-sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out) {
-    if (!ctx || !out)
+void sj_host_device_config_init(sj_host_device_config *cfg) {
+    if (cfg) *cfg = (sj_host_device_config){.policy = NULL, .threads = 1, .min_part_work = 0};
+}
+
+sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config *cfg,
+                                       sj_device **out) {
+    if (!ctx || !cfg || !out)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
+    if (cfg->threads < 1 || cfg->threads > SJ_HOST_MAX_THREADS)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "host device: threads %d outside 1..%d",
+                       cfg->threads, SJ_HOST_MAX_THREADS);
     host_device *h = sj_calloc(ctx, 1, sizeof *h);
     if (!h) return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory");
     h->ctx = ctx;
+    h->min_part_work = cfg->min_part_work ? cfg->min_part_work : DEFAULT_MIN_PART_WORK;
     LIST_INIT(&h->memory);
     LIST_INIT(&h->modules);
     LIST_INIT(&h->graphs);
-    return sj_device_create(ctx, &host_ops, h, policy, out);
+    if (cfg->threads > 1) {
+        sj_status st = sj_host_pool_create(ctx, cfg->threads, &h->pool);
+        if (st != SJ_OK) {
+            sj_free(ctx, h);
+            return st;
+        }
+    }
+    return sj_device_create(ctx, &host_ops, h, cfg->policy, out);
+}
+
+sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out) {
+    sj_host_device_config cfg;
+    sj_host_device_config_init(&cfg);
+    cfg.policy = policy;
+    return sj_host_device_create_config(ctx, &cfg, out);
 }

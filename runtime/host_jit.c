@@ -95,8 +95,8 @@ sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
     /* shapejit's own extern kernels by address: a program that links the
      * library statically does not export them for the process generator. */
     LLVMOrcCSymbolMapPair own = {
-        LLVMOrcLLJITMangleAndIntern(j->jit, "sj_host_attention"),
-        {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol("sj_host_attention"),
+        LLVMOrcLLJITMangleAndIntern(j->jit, "sj_host_attention_rows"),
+        {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol("sj_host_attention_rows"),
          {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
     err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(&own, 1));
     if (err) {

@@ -79,8 +79,9 @@ static void k_sym_add(void *const *b, const int64_t *info, int64_t n) {
 }
 
 static const sj_native_kernel kernels_a[] = {
-    {"scale", k_scale}, {"add_row", k_add_row}, {"col_sum", k_col_sum}};
-static const sj_native_kernel kernels_b[] = {{"scale_cols", k_scale_cols}, {"sym_add", k_sym_add}};
+    {"scale", k_scale, NULL, 0}, {"add_row", k_add_row, NULL, 0}, {"col_sum", k_col_sum, NULL, 0}};
+static const sj_native_kernel kernels_b[] = {{"scale_cols", k_scale_cols, NULL, 0},
+                                                  {"sym_add", k_sym_add, NULL, 0}};
 
 /* --------------------------------------------------------------- contexts */
 
@@ -746,11 +747,11 @@ static void test_native_modules_and_device_calls(void **state) {
     sj_module *m;
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_HOST_NATIVE, kernels_a, 5, &m),
                      SJ_E_INVALID_ARG);
-    sj_native_kernel dup[] = {{"k", k_scale}, {"k", k_add_row}};
+    sj_native_kernel dup[] = {{"k", k_scale, NULL, 0}, {"k", k_add_row, NULL, 0}};
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_HOST_NATIVE, dup, sizeof dup, &m),
                      SJ_E_INVALID_ARG);
     assert_error_contains(f->ctx, "twice");
-    sj_native_kernel unnamed[] = {{NULL, k_scale}};
+    sj_native_kernel unnamed[] = {{NULL, k_scale, NULL, 0}};
     assert_int_equal(
         sj_device_load_module(f->dev, SJ_CODE_HOST_NATIVE, unnamed, sizeof unnamed, &m),
         SJ_E_INVALID_ARG);

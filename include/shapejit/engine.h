@@ -58,9 +58,12 @@ typedef struct sj_engine_config {
     /* Concurrent runs of different buckets: devices the executables are
      * spread over (host); 0 = 1. */
     int workers;
-    /* Kernel threads per run (host); 0 = the library's default. This build
-     * runs a request's kernels on the calling thread: 0 or 1, anything
-     * more is SJ_E_UNSUPPORTED rather than silently ignored. */
+    /* Kernel threads per run (host; 1..256, 0 = 1): each worker's device
+     * splits the rows of row-parallel kernels (elementwise, matmul, softmax,
+     * layernorm and attention over the symbolic dim's rows) over this many
+     * threads, the calling one included; other kernels, and extents too
+     * small to repay it, run on the caller. Results are bit-identical to
+     * one thread. workers * threads threads may run at once. */
     int threads;
     /* Fleet tier: redis://[:PASSWORD@]HOST[:PORT][/DB], NULL = none; the MAC
      * secret (NULL = checksum-only frames); read_only fetches, never publishes. */

@@ -197,8 +197,13 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
     }
 }
 
-void sj_host_attention(const int64_t *w, const float *q, const float *kt, const float *v,
-                       const float *mask, float *out, int64_t n) {
+/* Query rows [row_begin, row_end) of every head: the host device splits
+ * a launch's queries over its threads this way. A row's result does not
+ * depend on the tile it shares (each row keeps its own scores, max, sum
+ * and accumulator), so any split gives the same bits. */
+void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
+                            const float *mask, float *out, int64_t n, int64_t row_begin,
+                            int64_t row_end) {
     desc d;
     memcpy(d.dims, w, sizeof d.dims);
     d.sym = w[5];
@@ -208,10 +213,10 @@ void sj_host_attention(const int64_t *w, const float *q, const float *kt, const 
     memcpy(&d.scale, &sb, sizeof d.scale);
     for (int j = 0; j < 5; j++) d.st[j] = w + 9 + 5 * j;
     if (!d.has_mask) mask = NULL;
-    int64_t n0 = bound(&d, 0, n), n1 = bound(&d, 1, n), nm = bound(&d, 2, n), nl = bound(&d, 3, n);
+    int64_t n0 = bound(&d, 0, n), n1 = bound(&d, 1, n), nm = row_end, nl = bound(&d, 3, n);
     for (int64_t b0 = 0; b0 < n0; b0++)
         for (int64_t b1 = 0; b1 < n1; b1++)
-            for (int64_t i = 0; i < nm; i += QUERY_TILE) {
+            for (int64_t i = row_begin; i < nm; i += QUERY_TILE) {
                 int64_t at[3] = {b0, b1, i}, off[5] = {0};
                 for (int j = 0; j < 5; j++)
                     for (int x = 0; x < 3; x++) off[j] += at[x] * d.st[j][x];

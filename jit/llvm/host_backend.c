@@ -28,8 +28,8 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, features);
     bool attention = false;
     for (int i = 0; i < l->n_kernels; i++) attention |= l->kernels[i].kind == SJ_KK_ATTENTION;
-    const char *externs = uses_blas ? (attention ? "cblas_sgemm,sj_host_attention" : "cblas_sgemm")
-                                    : (attention ? "sj_host_attention" : "");
+    const char *externs = uses_blas ? (attention ? "cblas_sgemm,sj_host_attention_rows" : "cblas_sgemm")
+                                    : (attention ? "sj_host_attention_rows" : "");
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, externs);
     if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
     sj_free(ctx, triple);

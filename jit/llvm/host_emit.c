@@ -2,7 +2,11 @@
  *
  * Every kernel is `void name(ptr buffers, ptr info, i64 n)` (plan.h). It loads
  * its buffer pointers and calls an always-inlined body whose pointer
- * parameters are noalias: lowering never lets a kernel's output share memory
+ * parameters are noalias. A row-parallel kernel (jit/lower/row_split.h)
+ * also has `void name_rows(ptr buffers, ptr info, i64 n, i64 begin, i64
+ * end)`, whose body loops its split dim over [begin, end) only, and `name`
+ * calls it for [0, n): one copy of the code computes every row however the
+ * host device splits them. The body's noalias parameters: lowering never lets a kernel's output share memory
  * with what it reads, and after inlining the noalias facts survive as scoped
  * alias metadata, which lets the vectoriser work on the inner loops.
  *
@@ -18,6 +22,7 @@
 
 #include "jit/llvm/llvm_impl.h"
 #include "jit/llvm/llvm_scalar.h"
+#include "jit/lower/row_split.h"
 
 typedef struct emitter {
     sj_ctx *ctx;
@@ -30,6 +35,8 @@ typedef struct emitter {
     const sj_llvm_target *t;
     LLVMValueRef *bufs; /* the body's buffer parameters */
     LLVMValueRef n;
+    int row_dim;           /* the dim looped over [rb, re) instead of [0, bound); -1 none */
+    LLVMValueRef rb, re;
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
     bool uses_blas;
@@ -48,15 +55,19 @@ static LLVMValueRef bound_of(emitter *e, int d) {
     return e->k->sym[d] ? e->n : ci(e, e->k->dims[d]);
 }
 
+/* The range a loop over dim d covers: the row range on the split dim. */
+static LLVMValueRef range_lo(emitter *e, int d) { return d == e->row_dim ? e->rb : ci(e, 0); }
+static LLVMValueRef range_hi(emitter *e, int d) { return d == e->row_dim ? e->re : bound_of(e, d); }
+
 static void loop_open(emitter *e, loop *l, int d) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
-    l->bound = bound_of(e, d);
+    l->bound = range_hi(e, d);
     l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "loop");
     LLVMBuildBr(e->B, l->body);
     LLVMPositionBuilderAtEnd(e->B, l->body);
     l->phi = LLVMBuildPhi(e->B, e->i64, "i");
-    LLVMValueRef zero = ci(e, 0);
-    LLVMAddIncoming(l->phi, &zero, &pre, 1);
+    LLVMValueRef lo = range_lo(e, d);
+    LLVMAddIncoming(l->phi, &lo, &pre, 1);
     e->idx[d] = l->phi;
 }
 
@@ -819,8 +830,10 @@ static void emit_matmul_tiled(emitter *e) {
     int nv = tile_nv(e);
     int64_t nr = (int64_t)vw * nv;
     LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vw);
-    LLVMValueRef M = bound_of(e, 2), N = bound_of(e, 3), K = bound_of(e, 4);
-    LLVMValueRef Mm = LLVMBuildSub(B, M, LLVMBuildURem(B, M, ci(e, TILE_M), ""), "");
+    /* Rows [M0, M): whole tiles from M0, so a row range starting at a
+     * multiple of TILE_M tiles its rows as the whole range does. */
+    LLVMValueRef M0 = range_lo(e, 2), M = range_hi(e, 2), N = bound_of(e, 3), K = bound_of(e, 4);
+    LLVMValueRef Mm = LLVMBuildSub(B, M, LLVMBuildURem(B, LLVMBuildSub(B, M, M0, ""), ci(e, TILE_M), ""), "");
     LLVMValueRef Nm = LLVMBuildSub(B, N, LLVMBuildURem(B, N, ci(e, nr), ""), "");
     /* fmuladd, not fma: fused where the CPU has FMA, a multiply and an add
      * where it does not (llvm.fma must then call libm's software fmaf). */
@@ -838,7 +851,7 @@ static void emit_matmul_tiled(emitter *e) {
     kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
     LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, kb, ci(e, 0), "");
     LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), Nm, nr);
-    LLVMValueRef i = rloop_open(e, &li, ci(e, 0), Mm, TILE_M);
+    LLVMValueRef i = rloop_open(e, &li, M0, Mm, TILE_M);
     e->idx[4] = ci(e, 0);
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
@@ -876,7 +889,7 @@ static void emit_matmul_tiled(emitter *e) {
     e->idx[2] = e->idx[3] = ci(e, 0);
     /* the last rows together: b read once more, not once per row */
     emit_few_rows(e, Mm, LLVMBuildSub(B, M, Mm, ""), TILE_M - 1);
-    emit_ikj(e, ci(e, 0), Mm, Nm, N);
+    emit_ikj(e, M0, Mm, Nm, N);
 }
 
 /* alpha * sum: the matmul's result as its epilogue sees it. */
@@ -948,44 +961,63 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
     e->uses_blas = true;
 }
 
-static void emit_matmul(emitter *e) {
+typedef enum matmul_path { MM_BLAS, MM_FEW_ROWS, MM_TILED, MM_DOT, MM_IKJ } matmul_path;
+
+static matmul_path matmul_path_of(const emitter *e, int64_t *lda, int *ta, int64_t *ldb, int *tb) {
     const sj_kernel *k = e->k;
     const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    if (e->t->blas_min_work > 0 && k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
+        k->dims[2] * k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
+        blas_layout(k, lda, ta, ldb, tb))
+        return MM_BLAS;
+    bool contiguous_n = b->strides[3] == 1 && k->out_strides[3] == 1;
+    /* Few rows at the bucket extent: weight-bound, every weight read once. */
+    if (contiguous_n && k->dims[2] <= KIJ_MAX_ROWS) return MM_FEW_ROWS;
+    if (contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
+        (k->sym[2] || k->dims[2] >= TILE_M))
+        return MM_TILED;
+    return !contiguous_n && b->strides[4] == 1 && a->strides[4] == 1 ? MM_DOT : MM_IKJ;
+}
+
+/* Whether the matmul's code computes a row the same whatever rows it is
+ * given: not through cblas_sgemm (whose blocking, and threads, are its
+ * own), nor the few-rows path (a bucket of at most KIJ_MAX_ROWS rows, never
+ * worth splitting). */
+static bool matmul_rows_split(const emitter *e) {
+    int64_t lda, ldb;
+    int ta, tb;
+    matmul_path p = matmul_path_of(e, &lda, &ta, &ldb, &tb);
+    return p != MM_BLAS && p != MM_FEW_ROWS;
+}
+
+static void emit_matmul(emitter *e) {
     loop ls[SJ_KSPACE_MAX];
     int64_t lda = 0, ldb = 0;
     int ta = 0, tb = 0;
-    bool blas = e->t->blas_min_work > 0 && k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
-                k->dims[2] * k->dims[3] * k->dims[4] >= e->t->blas_min_work &&
-                blas_layout(k, &lda, &ta, &ldb, &tb);
-    bool contiguous_n = b->strides[3] == 1 && k->out_strides[3] == 1;
-    bool tiled = contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
-                 (k->sym[2] || k->dims[2] >= TILE_M);
-    bool dot = !contiguous_n && b->strides[4] == 1 && a->strides[4] == 1;
-    /* Few rows at the bucket extent: weight-bound, every weight read once. */
-    bool few_rows = contiguous_n && k->dims[2] <= KIJ_MAX_ROWS;
+    matmul_path path = matmul_path_of(e, &lda, &ta, &ldb, &tb);
     loops_open(e, ls, 3u);
-    if (blas) {
+    if (path == MM_BLAS) {
         emit_blas_call(e, ta, lda, tb, ldb);
-    } else if (few_rows) {
-        emit_few_rows(e, ci(e, 0), bound_of(e, 2), (int)k->dims[2]);
-    } else if (tiled) {
+    } else if (path == MM_FEW_ROWS) {
+        emit_few_rows(e, ci(e, 0), bound_of(e, 2), (int)e->k->dims[2]);
+    } else if (path == MM_TILED) {
         emit_matmul_tiled(e);
-    } else if (dot) {
+    } else if (path == MM_DOT) {
         emit_matmul_dot(e);
         loops_close(e, ls, 3u);
         return;
     } else {
-        emit_ikj(e, ci(e, 0), bound_of(e, 2), ci(e, 0), bound_of(e, 3));
+        emit_ikj(e, range_lo(e, 2), range_hi(e, 2), ci(e, 0), bound_of(e, 3));
     }
     /* Epilogue over the finished sums. */
     loops_open(e, ls, 3u << 2);
     e->acc = scaled_acc(e, load_f32(e, out_addr(e)));
-    store_out(e, eval(e, k->epilogue));
+    store_out(e, eval(e, e->k->epilogue));
     loops_close(e, ls, 3u << 2);
     loops_close(e, ls, 3u);
 }
 
-/* SJ_KK_ATTENTION: one call to sj_host_attention (host_attention.c) with
+/* SJ_KK_ATTENTION: one call to sj_host_attention_rows (host_attention.c) with
  * the kernel's shape and strides as a constant table. */
 static void emit_attention(emitter *e) {
     const sj_kernel *k = e->k;
@@ -1011,21 +1043,22 @@ static void emit_attention(emitter *e) {
     LLVMSetInitializer(g, table);
     LLVMSetGlobalConstant(g, 1);
     LLVMSetLinkage(g, LLVMPrivateLinkage);
-    LLVMTypeRef ps[7] = {e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->i64};
-    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 7, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_attention");
-    if (!f) f = LLVMAddFunction(e->M, "sj_host_attention", ft);
+    LLVMTypeRef ps[9] = {e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->i64, e->i64, e->i64};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 9, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_attention_rows");
+    if (!f) f = LLVMAddFunction(e->M, "sj_host_attention_rows", ft);
     /* Each operand's element 0 is its load's offset into its buffer (a view:
      * a slice or a picked head of a packed projection); the table gives the
      * strides from there. */
-    LLVMValueRef args[7] = {g, NULL, NULL, NULL, LLVMConstNull(e->ptr),
-                            offset_base(e, e->bufs[0], k->out_offset, 0, e->f32), e->n};
+    LLVMValueRef args[9] = {g, NULL, NULL, NULL, LLVMConstNull(e->ptr),
+                            offset_base(e, e->bufs[0], k->out_offset, 0, e->f32), e->n,
+                            range_lo(e, 2), range_hi(e, 2)};
     for (int j = 0; j < 4; j++)
         if (k->att[j] >= 0) {
             const sj_kload *ld = &k->loads[k->att[j]];
             args[1 + j] = offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, e->f32);
         }
-    LLVMBuildCall2(e->B, ft, f, args, 7, "");
+    LLVMBuildCall2(e->B, ft, f, args, 9, "");
 }
 
 static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const char *name) {
@@ -1039,8 +1072,52 @@ static void prefer_full_width(emitter *e, LLVMValueRef f) {
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, w);
 }
 
+/* Loads the kernel's buffer pointers from `buffers` into args. */
+static void load_buffers(emitter *e, LLVMValueRef buffers, LLVMValueRef *args) {
+    for (int i = 0; i < e->k->n_buffers; i++) {
+        LLVMValueRef ix = ci(e, i);
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, e->ptr, buffers, &ix, 1, "");
+        args[i] = LLVMBuildLoad2(e->B, e->ptr, p, "");
+    }
+}
+
+/* The dim a launch may split (row_split.h), where this emitter's code for
+ * the kernel computes each row alike whatever the range; -1 otherwise. */
+static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work) {
+    int d = sj_kernel_row_dim(k, row_work);
+    if (d >= 0 && k->kind == SJ_KK_MATMUL && !matmul_rows_split(e)) d = -1;
+    return d;
+}
+
+/* `name_rows(buffers, info, n, begin, end)` calling the body, and
+ * `name_rows_work`, the row work the host device weighs a split by. */
+static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef body, LLVMValueRef *args,
+                                    uint64_t row_work) {
+    const sj_kernel *k = e->k;
+    char name[SJ_KERNEL_NAME_MAX + 16];
+    snprintf(name, sizeof name, "%s_rows", k->name);
+    LLVMTypeRef rp[5] = {e->ptr, e->ptr, e->i64, e->i64, e->i64};
+    LLVMTypeRef rt = LLVMFunctionType(e->voidt, rp, 5, 0);
+    LLVMValueRef rows = LLVMAddFunction(e->M, name, rt);
+    add_attr(e, rows, LLVMAttributeFunctionIndex, "nounwind");
+    /* One copy of the code: `name` calls this one rather than a copy
+     * specialised for [0, n). */
+    add_attr(e, rows, LLVMAttributeFunctionIndex, "noinline");
+    prefer_full_width(e, rows);
+    LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, rows, "entry"));
+    load_buffers(e, LLVMGetParam(rows, 0), args);
+    for (unsigned i = 0; i < 3; i++) args[k->n_buffers + i] = LLVMGetParam(rows, 2 + i);
+    LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 3, "");
+    LLVMBuildRetVoid(e->B);
+    snprintf(name, sizeof name, "%s_rows_work", k->name);
+    LLVMValueRef work = LLVMAddGlobal(e->M, e->i64, name);
+    LLVMSetInitializer(work, LLVMConstInt(e->i64, row_work, 0));
+    LLVMSetGlobalConstant(work, 1);
+    return rows;
+}
+
 static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
-    size_t n_params = (size_t)k->n_buffers + 1;
+    size_t n_params = (size_t)k->n_buffers + 3;
     LLVMTypeRef *bp = sj_alloc(e->ctx, n_params * sizeof *bp);
     LLVMValueRef *args = sj_alloc(e->ctx, n_params * sizeof *args);
     e->bufs = sj_alloc(e->ctx, n_params * sizeof *e->bufs);
@@ -1051,10 +1128,13 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
     }
     e->k = k;
+    uint64_t row_work;
+    e->row_dim = row_dim_of(e, k, &row_work);
+    unsigned extra = e->row_dim >= 0 ? 3 : 1; /* n, and the row range */
     /* Body with noalias buffer parameters. */
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
-    bp[k->n_buffers] = e->i64;
-    LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + 1, 0);
+    for (unsigned i = 0; i < extra; i++) bp[k->n_buffers + i] = e->i64;
+    LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + extra, 0);
     char bname[SJ_KERNEL_NAME_MAX + 8];
     snprintf(bname, sizeof bname, "%s.body", k->name);
     LLVMValueRef body = LLVMAddFunction(e->M, bname, bt);
@@ -1070,6 +1150,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         e->bufs[i] = LLVMGetParam(body, (unsigned)i);
     }
     e->n = LLVMGetParam(body, (unsigned)k->n_buffers);
+    if (e->row_dim >= 0) {
+        e->rb = LLVMGetParam(body, (unsigned)k->n_buffers + 1);
+        e->re = LLVMGetParam(body, (unsigned)k->n_buffers + 2);
+    }
     e->fn = body;
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, body, "entry");
     LLVMPositionBuilderAtEnd(e->B, entry);
@@ -1088,20 +1172,24 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     }
     LLVMBuildRetVoid(e->B);
 
+    LLVMValueRef rows = e->row_dim >= 0 ? emit_rows_entry(e, bt, body, args, row_work) : NULL;
     /* The ABI entry point. */
     LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
     LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
     add_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
     prefer_full_width(e, fn);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
-    for (int i = 0; i < k->n_buffers; i++) {
-        LLVMValueRef ix = ci(e, i);
-        LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, e->ptr, LLVMGetParam(fn, 0), &ix, 1, "");
-        args[i] = LLVMBuildLoad2(e->B, e->ptr, p, "");
+    if (rows) {
+        LLVMValueRef n = LLVMGetParam(fn, 2);
+        LLVMValueRef rargs[5] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), n, ci(e, 0), n};
+        LLVMBuildCall2(e->B, LLVMGlobalGetValueType(rows), rows, rargs, 5, "");
+    } else {
+        load_buffers(e, LLVMGetParam(fn, 0), args);
+        args[k->n_buffers] = LLVMGetParam(fn, 2);
+        LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 1, "");
     }
-    args[k->n_buffers] = LLVMGetParam(fn, 2);
-    LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 1, "");
     LLVMBuildRetVoid(e->B);
+    e->row_dim = -1;
     sj_free(e->ctx, bp);
     sj_free(e->ctx, args);
     sj_free(e->ctx, e->bufs);
@@ -1111,7 +1199,8 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
 
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, int vector_floats, bool *uses_blas) {
-    emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats};
+    emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats,
+                 .row_dim = -1};
     e.B = LLVMCreateBuilderInContext(e.C);
     e.f32 = LLVMFloatTypeInContext(e.C);
     e.i64 = LLVMInt64TypeInContext(e.C);

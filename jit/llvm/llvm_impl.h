@@ -50,7 +50,8 @@ int sj_llvm_host_num_levels(void);
 const char *sj_llvm_host_level(int i, const char **features);
 
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
- * module m. vector_floats: the target's vector register width in floats.
+ * module m, and for a row-parallel one (jit/lower/row_split.h) its row entry
+ * `name_rows` (sj_host_rows_fn) with its row work, the uint64 `name_rows_work`. vector_floats: the target's vector register width in floats.
  * *uses_blas is set when some kernel calls cblas_sgemm. */
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, int vector_floats, bool *uses_blas);
@@ -59,12 +60,14 @@ sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l
  * for a name this build does not provide. */
 void *sj_host_extern_symbol(const char *name);
 
-/* The fused attention kernel (host_attention.c): w holds the kernel's words
+/* The fused attention kernel (host_attention.c) for query rows [row_begin,
+ * row_end) at active extent n: w holds the kernel's words
  * (SJ_HOST_ATTENTION_WORDS: dims[5], sym bits, dk, has_mask, scale's bits,
  * strides of q, kt, v, mask, out over the space); mask may be NULL. */
 #define SJ_HOST_ATTENTION_WORDS 34
-void sj_host_attention(const int64_t *w, const float *q, const float *kt, const float *v,
-                       const float *mask, float *out, int64_t n);
+void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
+                            const float *mask, float *out, int64_t n, int64_t row_begin,
+                            int64_t row_end);
 /* Its exp, for the accuracy test: x <= 0 or NaN. */
 float sj_host_attention_exp(float x);
 

@@ -39,7 +39,7 @@
 extern "C" {
 #endif
 
-#define SJ_ARTIFACT_FORMAT_VERSION 2u /* 2: the tuning record */
+#define SJ_ARTIFACT_FORMAT_VERSION 3u /* 2: the tuning record; 3: host kernels with row entries */
 
 typedef struct sj_artifact sj_artifact;
 

@@ -55,6 +55,9 @@ extern "C" {
 typedef struct sj_host_compiler_config {
     sj_compile_options options;      /* target must be SJ_TARGET_HOST */
     int devices;                     /* host devices to spread executables over; default 1 */
+    /* Threads each device splits a row-parallel kernel's rows over, the
+     * caller's included (sj_host_device_config); default 1. */
+    int threads;
     bool replay;                     /* capture at the first run, replay after; default true */
     const sj_mdcache_policy *policy; /* the devices' metadata cache policy; NULL = defaults */
     /* The host's features ("+avx2,+fma,...") as the choice of stored levels
@@ -74,8 +77,8 @@ SJ_API void sj_host_compiler_config_init(sj_host_compiler_config *cfg);
 
 typedef struct sj_host_compiler sj_host_compiler;
 
-/* cfg may be NULL for defaults. SJ_E_INVALID_ARG for a non-host target or
- * devices outside 1..256. */
+/* cfg may be NULL for defaults. SJ_E_INVALID_ARG for a non-host target,
+ * devices outside 1..256 or threads outside 1..SJ_HOST_MAX_THREADS. */
 SJ_API sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cfg,
                                          sj_host_compiler **out);
 SJ_API void sj_host_compiler_destroy(sj_host_compiler *hc); /* NULL is a no-op */

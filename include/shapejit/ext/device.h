@@ -3,7 +3,7 @@
  *
  *   sj_device *dev;
  *   if (sj_host_device_create(ctx, NULL, &dev) != SJ_OK) return 1;  // NULL = default cache policy
- *   static const sj_native_kernel table[] = {{"twice", my_twice_kernel}};
+ *   static const sj_native_kernel table[] = {{"twice", my_twice_kernel, NULL, 0}};
  *   sj_module *m;
  *   sj_device_load_module(dev, SJ_CODE_HOST_NATIVE, table, sizeof table, &m);
  *   sj_kernel_handle k;
@@ -53,6 +53,15 @@ extern "C" {
 typedef void (*sj_host_kernel_fn)(void *const *buffers, const int64_t *info,
                                   int64_t active_extent);
 
+/* The row-range entry of a row-parallel host kernel: the same computation
+ * as the kernel's sj_host_kernel_fn at `active_extent`, but only for rows
+ * [row_begin, row_end) of the dim the kernel splits (rows of the symbolic
+ * dim, 0 <= row_begin < row_end <= active_extent). Each row is computed by
+ * the same code whatever the range, so a split run is bit-identical to a
+ * whole one. */
+typedef void (*sj_host_rows_fn)(void *const *buffers, const int64_t *info, int64_t active_extent,
+                                int64_t row_begin, int64_t row_end);
+
 /* What the bytes handed to sj_device_load_module are. */
 typedef enum sj_code_format {
     SJ_CODE_HOST_OBJECT, /* a relocatable object file for the host (ELF), loaded by LLVM ORC */
@@ -61,10 +70,15 @@ typedef enum sj_code_format {
     SJ_CODE_CUBIN        /* a CUDA binary */
 } sj_code_format;
 
-/* One kernel provided as a C function (tests, hand-written kernels). */
+/* One kernel provided as a C function (tests, hand-written kernels).
+ * `rows` (optional) makes it row-parallel: the host device may split its
+ * rows over its threads, `row_work` (> 0 then) being the work of one row
+ * in element operations, which decides whether a launch is worth it. */
 typedef struct sj_native_kernel {
     const char *name; /* copied at load */
     sj_host_kernel_fn fn;
+    sj_host_rows_fn rows;
+    uint64_t row_work;
 } sj_native_kernel;
 
 typedef enum sj_copy_kind {
@@ -80,6 +94,11 @@ typedef struct sj_kernel_attrs {
     uint32_t tile_m;      /* output-row tile the kernel computes per block */
     uint32_t tile_n;      /* output-column tile */
     uint32_t tile_k;      /* contraction tile */
+    /* Host: the work of one row (element operations at the bucket extent)
+     * of a row-parallel kernel, one with a row-range entry (sj_host_rows_fn;
+     * in host object code the symbol `K_rows`, its row work the uint64
+     * `K_rows_work`); 0 = the kernel runs on one thread. */
+    uint64_t row_work;
 } sj_kernel_attrs;
 
 /* Launch geometry at the bucket extent (GPU); the host ignores it. */
@@ -160,8 +179,33 @@ SJ_API sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *i
                                   const sj_mdcache_policy *policy, sj_device **out);
 /* The host device: memory from the context allocator (64-byte aligned),
  * modules from host object files (LLVM ORC LLJIT) or native kernel tables,
- * capture = a recorded launch list. */
+ * capture = a recorded launch list. One thread: kernels run on the caller. */
 SJ_API sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out);
+
+/* Most threads a host device runs a kernel on. */
+#define SJ_HOST_MAX_THREADS 256
+
+typedef struct sj_host_device_config {
+    const sj_mdcache_policy *policy; /* NULL = defaults */
+    /* Threads a row-parallel kernel's rows are split over, the caller's
+     * included (1..SJ_HOST_MAX_THREADS; 1 = everything on the caller). The
+     * device owns threads - 1 workers, started here and joined when it is
+     * released. A launch splits into parts (up to two per thread, claimed
+     * by whichever thread is free) of at least SJ_HOST_MIN_SPLIT_ROWS rows
+     * and min_part_work of work; other kernels, and small extents, run on
+     * the caller alone. */
+    int threads;
+    /* The work (element operations) each part must have; 0 = the default,
+     * 2^19, which repays waking a thread. Tests set 1 to split every launch
+     * of 2 * SJ_HOST_MIN_SPLIT_ROWS rows or more. */
+    uint64_t min_part_work;
+} sj_host_device_config;
+
+#define SJ_HOST_MIN_SPLIT_ROWS 16
+
+SJ_API void sj_host_device_config_init(sj_host_device_config *cfg); /* threads 1 */
+SJ_API sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config *cfg,
+                                              sj_device **out);
 /* Releases the backend (see above) and drops the caller's reference. NULL is
  * a no-op. */
 SJ_API void sj_device_destroy(sj_device *dev);

@@ -1,0 +1,30 @@
+/* The host device's kernel threads: a fixed set of workers that run parts
+ * of one row-parallel launch beside the calling thread. Not installed.
+ *
+ * One launch at a time (the device's lock serialises launches). Workers
+ * spin briefly after a launch, since a run's kernels follow each other
+ * within microseconds, then sleep on a condition variable; a launch posts
+ * its parts, which the caller and the workers claim one at a time, and
+ * returns when every part is done. Nothing is allocated per launch. */
+#ifndef SJ_RUNTIME_HOST_POOL_H
+#define SJ_RUNTIME_HOST_POOL_H
+
+#include "shapejit/ext/device.h"
+
+typedef struct sj_host_pool sj_host_pool;
+
+/* `threads` counts the caller: threads - 1 workers are started (2..
+ * SJ_HOST_MAX_THREADS). SJ_E_NOMEM when memory or a thread cannot be had. */
+sj_status sj_host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out);
+/* Stops and joins the workers. NULL is a no-op. */
+void sj_host_pool_destroy(sj_host_pool *p);
+int sj_host_pool_threads(const sj_host_pool *p);
+
+/* Runs fn over rows [bounds[i], bounds[i + 1]) for every i < parts (2 <=
+ * parts <= SJ_HOST_MAX_THREADS), on the caller and any worker that is
+ * awake, and returns when all are done. */
+void sj_host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
+                      const int64_t *info, int64_t active_extent, const int64_t *bounds,
+                      int parts);
+
+#endif

@@ -1,0 +1,485 @@
+/* Host kernel threads: the host device's split of row-parallel kernels
+ * (runtime/host_device.c, host_pool.c) and the emitted row entries
+ * (jit/llvm/host_emit.c, jit/lower/row_split.c).
+ *
+ * Native kernels that record which thread computed each row check the
+ * split rules (whole 16-row blocks, a minimum of work per thread, small
+ * extents on the caller, kernels without a row entry on the caller) eagerly
+ * and through capture/replay. Compiled models (the examples, ONNX layers
+ * with attention and layernorm, models that reduce over the symbolic dim,
+ * and the exported BERT, GPT-2, Llama and encoder layer) run at threads
+ * 2..4 bit-identical to threads 1, eagerly and replayed; outside the
+ * exported ones every padding row, the arena and the outputs are
+ * NaN-poisoned; threads 1 matches the interpreter. Bad configurations and an
+ * artifact of the previous format are refused with a message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "core/core_impl.h"
+#include "core/hash.h"
+#include "shapejit/engine.h"
+#include "shapejit/model.h"
+#include "tests/host_harness.h"
+
+#define MODELS_DIR SJ_SOURCE_DIR "/tests/data/models"
+#define EXAMPLES_DIR SJ_SOURCE_DIR "/examples/models"
+#define REAL_DIR SJ_SOURCE_DIR "/tests/data/real_models"
+#define ROWS 1024
+
+/* ---- native kernels: y[i] = 2 x[i] + 1, recording who computed row i ---- */
+
+static pthread_t owner[ROWS];
+static int64_t part_of[ROWS]; /* the first row of the call that computed row i */
+static int hits[ROWS];
+static int whole_calls;
+/* "helped": the call holding row 0 waits (at most 2 s) until another
+ * thread has computed a part, so a test sees the workers take parts. */
+static atomic_bool helped;
+
+static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin, int64_t end) {
+    float *y = b[0];
+    const float *x = b[1];
+    for (int64_t i = begin; i < end; i++) {
+        y[i] = 2 * x[i] + 1;
+        owner[i] = pthread_self();
+        part_of[i] = begin;
+        hits[i]++;
+    }
+}
+
+static pthread_t part0_thread;
+
+static void helped_rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin,
+                           int64_t end) {
+    if (begin == 0) {
+        part0_thread = pthread_self();
+        for (int i = 0; i < 2000 && !atomic_load(&helped); i++) usleep(1000);
+    } else {
+        while (!part0_thread) usleep(100);
+        if (!pthread_equal(pthread_self(), part0_thread)) atomic_store(&helped, true);
+    }
+    rows_fn(b, info, n, begin, end);
+}
+
+static void whole_fn(void *const *b, const int64_t *info, int64_t n) {
+    whole_calls++;
+    rows_fn(b, info, n, 0, n);
+}
+
+static const sj_native_kernel table[] = {
+    {"row", whole_fn, rows_fn, 1u << 20},  /* worth splitting at 32 rows */
+    {"cheap", whole_fn, rows_fn, 1},       /* never worth it at ROWS */
+    {"single", whole_fn, NULL, 0},         /* no row entry */
+    {"helped", whole_fn, helped_rows_fn, 1u << 20},
+};
+
+typedef struct native {
+    sj_ctx *ctx;
+    sj_device *dev;
+    sj_module *m;
+    float *x, *y;
+    void *bufs[2];
+} native;
+
+static void native_open(native *t, int threads) {
+    assert_int_equal(sj_ctx_create(NULL, &t->ctx), SJ_OK);
+    sj_host_device_config cfg;
+    sj_host_device_config_init(&cfg);
+    cfg.threads = threads;
+    assert_int_equal(sj_host_device_create_config(t->ctx, &cfg, &t->dev), SJ_OK);
+    assert_int_equal(sj_device_load_module(t->dev, SJ_CODE_HOST_NATIVE, table, sizeof table, &t->m),
+                     SJ_OK);
+    assert_int_equal(sj_device_alloc(t->dev, ROWS * sizeof(float), (void **)&t->x), SJ_OK);
+    assert_int_equal(sj_device_alloc(t->dev, ROWS * sizeof(float), (void **)&t->y), SJ_OK);
+    for (int i = 0; i < ROWS; i++) t->x[i] = (float)i;
+    t->bufs[0] = t->y;
+    t->bufs[1] = t->x;
+}
+
+static void native_close(native *t) {
+    sj_module_destroy(t->m);
+    sj_device_destroy(t->dev);
+    sj_ctx_destroy(t->ctx);
+}
+
+static void clear_rows(void) {
+    memset(hits, 0, sizeof hits);
+    memset(owner, 0, sizeof owner);
+    memset(part_of, 0, sizeof part_of);
+    whole_calls = 0;
+}
+
+/* Every row of [0, n) computed once, each call's rows by one thread; the
+ * calls' row bounds in *bounds; returns their count. */
+static int parts_of(const native *t, int64_t n, int64_t *bounds) {
+    int parts = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_int_equal(hits[i], 1);
+        assert_true(t->y[i] == 2.0f * (float)i + 1);
+        if (i == 0 || part_of[i] != part_of[i - 1]) bounds[parts++] = i;
+        else assert_true(pthread_equal(owner[i], owner[i - 1]));
+    }
+    for (int64_t i = n; i < ROWS; i++) assert_int_equal(hits[i], 0);
+    bounds[parts] = n;
+    return parts;
+}
+
+static int launch(native *t, const char *name, int64_t n, int64_t *bounds) {
+    sj_kernel_handle k;
+    sj_kernel_attrs at;
+    assert_int_equal(sj_module_kernel(t->m, name, &k, &at), SJ_OK);
+    sj_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, 0};
+    clear_rows();
+    assert_int_equal(sj_device_launch(t->dev, k, &dims, t->bufs, NULL, n), SJ_OK);
+    return parts_of(t, n, bounds);
+}
+
+static void test_split_rules(void **state) {
+    (void)state;
+    native t;
+    native_open(&t, 4);
+    int64_t b[SJ_HOST_MAX_THREADS + 1];
+    sj_kernel_handle k;
+    sj_kernel_attrs at;
+    assert_int_equal(sj_module_kernel(t.m, "row", &k, &at), SJ_OK);
+    assert_int_equal(at.row_work, 1u << 20);
+    assert_int_equal(sj_module_kernel(t.m, "single", &k, &at), SJ_OK);
+    assert_int_equal(at.row_work, 0);
+
+    /* Small extents stay whole on the caller. */
+    assert_int_equal(launch(&t, "row", 1, b), 1);
+    assert_int_equal(whole_calls, 1);
+    assert_true(pthread_equal(owner[0], pthread_self()));
+    assert_int_equal(launch(&t, "row", 31, b), 1);
+    assert_int_equal(whole_calls, 1);
+
+    /* Two blocks: two parts. */
+    assert_int_equal(launch(&t, "row", 32, b), 2);
+    assert_int_equal(whole_calls, 0);
+    assert_int_equal(b[1], 16);
+
+    /* Six blocks, up to two parts per thread: a part per block, the last
+     * taking the rest. */
+    assert_int_equal(launch(&t, "row", 100, b), 6);
+    int64_t want100[] = {0, 16, 32, 48, 64, 80, 100};
+    for (int i = 0; i <= 6; i++) assert_int_equal(b[i], want100[i]);
+
+    assert_int_equal(launch(&t, "row", ROWS, b), 8);
+    for (int i = 0; i <= 8; i++) assert_int_equal(b[i], i * ROWS / 8);
+
+    /* The workers take parts (the call holding row 0 waits for one). */
+    atomic_store(&helped, false);
+    part0_thread = 0;
+    assert_int_equal(launch(&t, "helped", ROWS, b), 8);
+    assert_true(atomic_load(&helped));
+
+    /* Too little work per thread, or no row entry: the caller alone. */
+    assert_int_equal(launch(&t, "cheap", ROWS, b), 1);
+    assert_int_equal(whole_calls, 1);
+    assert_int_equal(launch(&t, "single", ROWS, b), 1);
+    assert_int_equal(whole_calls, 1);
+    native_close(&t);
+
+    /* One thread: never split. */
+    native_open(&t, 1);
+    assert_int_equal(launch(&t, "row", ROWS, b), 1);
+    assert_int_equal(whole_calls, 1);
+    native_close(&t);
+}
+
+static void test_replay_splits(void **state) {
+    (void)state;
+    native t;
+    native_open(&t, 2);
+    sj_kernel_handle row, single;
+    sj_kernel_attrs at;
+    assert_int_equal(sj_module_kernel(t.m, "row", &row, &at), SJ_OK);
+    assert_int_equal(sj_module_kernel(t.m, "single", &single, &at), SJ_OK);
+    sj_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, 0};
+    assert_int_equal(sj_device_begin_capture(t.dev), SJ_OK);
+    assert_int_equal(sj_device_launch(t.dev, row, &dims, t.bufs, NULL, 0), SJ_OK);
+    sj_graph_handle g;
+    assert_int_equal(sj_device_end_capture(t.dev, &g), SJ_OK);
+    int64_t b[SJ_HOST_MAX_THREADS + 1];
+    for (int64_t n = 1; n <= ROWS; n = n * 3 + 1) {
+        clear_rows();
+        assert_int_equal(sj_device_replay(t.dev, g, n), SJ_OK);
+        int parts = parts_of(&t, n, b), blocks = (int)(n / 16);
+        int want = blocks < 2 ? 1 : blocks < 4 ? blocks : 4; /* two per thread */
+        assert_int_equal(parts, want);
+        assert_int_equal(whole_calls, want == 1);
+        for (int p = 1; p < parts; p++) assert_int_equal(b[p], 16 * (blocks * p / parts));
+    }
+    sj_device_destroy_graph(t.dev, g);
+    native_close(&t);
+}
+
+static void test_bad_tables_and_configs(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_host_device_config cfg;
+    sj_host_device_config_init(&cfg);
+    assert_int_equal(cfg.threads, 1);
+    sj_device *dev = NULL;
+    int bad[] = {0, -1, SJ_HOST_MAX_THREADS + 1};
+    for (int i = 0; i < 3; i++) {
+        cfg.threads = bad[i];
+        assert_int_equal(sj_host_device_create_config(ctx, &cfg, &dev), SJ_E_INVALID_ARG);
+        assert_null(dev);
+        assert_non_null(strstr(sj_ctx_last_error(ctx), "threads"));
+    }
+    assert_int_equal(sj_host_device_create_config(ctx, NULL, &dev), SJ_E_INVALID_ARG);
+
+    cfg.threads = 3;
+    assert_int_equal(sj_host_device_create_config(ctx, &cfg, &dev), SJ_OK);
+    sj_native_kernel no_work[] = {{"k", whole_fn, rows_fn, 0}};
+    sj_native_kernel no_rows[] = {{"k", whole_fn, NULL, 5}};
+    sj_module *m = NULL;
+    assert_int_equal(sj_device_load_module(dev, SJ_CODE_HOST_NATIVE, no_work, sizeof no_work, &m),
+                     SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "row entry but no row work"));
+    assert_int_equal(sj_device_load_module(dev, SJ_CODE_HOST_NATIVE, no_rows, sizeof no_rows, &m),
+                     SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "row work but no row entry"));
+    sj_device_destroy(dev);
+
+    /* The engine: host takes 1..256 (0 = 1); other backends one thread. */
+    sj_engine_config ec;
+    sj_engine_config_init(&ec);
+    sj_engine *e = NULL;
+    ec.threads = SJ_HOST_MAX_THREADS + 1;
+    assert_int_equal(sj_engine_open(ctx, EXAMPLES_DIR "/mlp.sjg", &ec, &e), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "threads 257 outside 0..256"));
+    ec.threads = -2;
+    assert_int_equal(sj_engine_open(ctx, EXAMPLES_DIR "/mlp.sjg", &ec, &e), SJ_E_INVALID_ARG);
+    ec.threads = 2;
+    ec.backend = "interp";
+    assert_int_equal(sj_engine_open(ctx, EXAMPLES_DIR "/mlp.sjg", &ec, &e), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "threads 2 is for backend host, not interp"));
+    assert_null(e);
+    sj_ctx_destroy(ctx);
+}
+
+/* An artifact of format 2 (host code calling the attention kernel without
+ * a row range) is refused, never loaded: the store recompiles it. */
+static void test_previous_format_refused(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_model_options mo;
+    sj_model_options_init(&mo);
+    sj_graph *g;
+    assert_int_equal(sj_model_load(ctx, EXAMPLES_DIR "/mlp.sjg", &mo, &g), SJ_OK);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    sj_artifact *a;
+    assert_int_equal(sj_compile(g, 64, &o, &a), SJ_OK);
+    uint8_t *bytes;
+    size_t len;
+    assert_int_equal(sj_artifact_serialize(a, &bytes, &len), SJ_OK);
+    sj_artifact *back = NULL;
+    assert_int_equal(sj_artifact_deserialize(ctx, bytes, len, &back), SJ_OK);
+    sj_artifact_destroy(back);
+    back = NULL;
+    uint32_t old = SJ_ARTIFACT_FORMAT_VERSION - 1;
+    memcpy(bytes + 8, &old, sizeof old); /* after the magic, little-endian */
+    uint64_t sum = sj_fnv1a(SJ_FNV_OFFSET, bytes, len - 8);
+    memcpy(bytes + len - 8, &sum, sizeof sum);
+    assert_int_equal(sj_artifact_deserialize(ctx, bytes, len, &back), SJ_E_UNSUPPORTED);
+    assert_null(back);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "format version 2, this build reads 3"));
+    sj_free(ctx, bytes);
+    sj_artifact_destroy(a);
+    sj_graph_destroy(g);
+    sj_ctx_destroy(ctx);
+}
+
+/* ---- compiled models ---- */
+
+typedef struct model_case {
+    const char *path;
+    int64_t extent;
+    bool row_kernels;    /* has row-parallel kernels */
+    bool single_kernels; /* has kernels that must run on one thread */
+    bool exported;       /* tools/export_models.py: [batch, seq], batch 1 */
+} model_case;
+
+static const model_case MODELS[] = {
+    {EXAMPLES_DIR "/mlp.sjg", 1024, true, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 1024, true, false, false},
+    {EXAMPLES_DIR "/attention.sjg", 1024, true, false, false}, /* fused attention at 1024 */
+    {EXAMPLES_DIR "/attention.sjg", 256, true, false, false},  /* unfused: scores, softmax over keys */
+    {MODELS_DIR "/attention_batch1_op17.onnx", 1024, true, false, false}, /* multi-head */
+    {MODELS_DIR "/ffn_layernorm_op17.onnx", 512, true, false, false},
+    {MODELS_DIR "/classifier_op13.onnx", 512, true, true, false}, /* pools over N, then a head */
+    {MODELS_DIR "/layernorm_over_seq_op17.onnx", 512, false, true, false}, /* normalises over N */
+    {MODELS_DIR "/seq_pooling.onnx", 512, true, false, false}, /* softmax over N: split by column */
+    /* Position tables cap these at 64 tokens. */
+    {REAL_DIR "/bert_dynamo/model.onnx", 64, true, true, true},  /* padding mask, pooler */
+    {REAL_DIR "/gpt2_dynamo/model.onnx", 64, true, false, true},  /* causal */
+    {REAL_DIR "/llama_dynamo/model.onnx", 64, true, false, true}, /* RMSNorm, rotary */
+    {REAL_DIR "/tel_prenorm_gelu_dynamo/model.onnx", 512, true, true, true},
+};
+
+/* Kernels of a's code with a row entry, and without. */
+static void count_kernels(sj_device *dev, const sj_artifact *a, int *rows, int *single) {
+    const uint8_t *code;
+    size_t len;
+    assert_int_equal(sj_artifact_find_code(a, SJ_CODE_HOST_OBJECT, &code, &len), SJ_OK);
+    sj_module *m;
+    assert_int_equal(sj_device_load_module(dev, SJ_CODE_HOST_OBJECT, code, len, &m), SJ_OK);
+    const sj_launch_plan *p = sj_artifact_plan(a);
+    *rows = *single = 0;
+    for (int i = 0; i < p->n_kernels; i++) {
+        sj_kernel_handle k;
+        sj_kernel_attrs at;
+        assert_int_equal(sj_module_kernel(m, p->kernels[i].name, &k, &at), SJ_OK);
+        if (at.row_work) (*rows)++;
+        else (*single)++;
+    }
+    sj_module_destroy(m);
+}
+
+static bool same_bits(const sj_graph *g, const sj_tensor *x, const sj_tensor *y, const char *what) {
+    for (int o = 0; o < g->n_outputs; o++) {
+        size_t bytes = (size_t)sj_tensor_numel(&x[o]) * sj_dtype_size(x[o].dtype);
+        if (sj_tensor_numel(&x[o]) != sj_tensor_numel(&y[o]) || memcmp(x[o].bytes, y[o].bytes, bytes)) {
+            printf("%s: output %d differs from threads 1\n", what, o);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void check_model(sj_ctx *ctx, const model_case *mc, sj_device **devs) {
+    sj_model_options mo;
+    sj_model_options_init(&mo);
+    sj_dim_value batch[] = {{"batch", 1}};
+    if (mc->exported) {
+        mo.dynamic_name = "seq";
+        mo.fixed_dims = batch;
+        mo.n_fixed_dims = 1;
+    }
+    sj_graph *g;
+    assert_int_equal(sj_model_load(ctx, mc->path, &mo, &g), SJ_OK);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    sj_artifact *a;
+    assert_int_equal(sj_compile(g, mc->extent, &o, &a), SJ_OK);
+    int rows, single;
+    count_kernels(devs[0], a, &rows, &single);
+    assert_int_equal(rows > 0, mc->row_kernels);
+    assert_int_equal(single > 0, mc->single_kernels);
+    sj_executable *exe[4];
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(sj_artifact_load(a, devs[t], g, &exe[t]), SJ_OK);
+        assert_int_equal(sj_executable_capture(exe[t]), SJ_OK);
+    }
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    const int64_t ns[] = {1, 7, 16, 17, 33, 64, 300, mc->extent - 1, mc->extent};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int64_t n = ns[i];
+        if (n > mc->extent) continue;
+        char what[400];
+        snprintf(what, sizeof what, "%s at E=%lld, n=%lld", mc->path, (long long)mc->extent,
+                 (long long)n);
+        sj_tensor in[8] = {0}, want[8] = {0}, one[8] = {0};
+        h_inputs(g, n, &seed, in);
+        assert_int_equal(sj_interp_run(g, n, in, want), SJ_OK);
+        /* The poisoning harness reads every input as one padded block, which
+         * the exporters' [1, seq] int64 inputs are not; those run through the
+         * executables alone, eagerly and replayed. */
+        if (mc->exported) assert_int_equal(sj_executable_run(exe[0], n, in, one), SJ_OK);
+        else assert_int_equal(h_run(devs[0], a, g, n, in, one), SJ_OK);
+        assert_true(h_compare(g, one, want, 1e-3, what));
+        for (int t = 0; t < 4; t++) {
+            sj_tensor got[8] = {0}, replayed[8] = {0};
+            if (t > 0) {
+                if (mc->exported) assert_int_equal(sj_executable_run(exe[t], n, in, got), SJ_OK);
+                else assert_int_equal(h_run(devs[t], a, g, n, in, got), SJ_OK);
+                assert_true(same_bits(g, one, got, what));
+                h_free_tensors(ctx, got, g->n_outputs);
+            }
+            assert_int_equal(sj_executable_replay(exe[t], n, in, replayed), SJ_OK);
+            assert_true(same_bits(g, one, replayed, what));
+            h_free_tensors(ctx, replayed, g->n_outputs);
+        }
+        h_free_tensors(ctx, in, g->n_inputs);
+        h_free_tensors(ctx, want, g->n_outputs);
+        h_free_tensors(ctx, one, g->n_outputs);
+    }
+    for (int t = 0; t < 4; t++) sj_executable_destroy(exe[t]);
+    sj_artifact_destroy(a);
+    /* Kernels that reduce over N beside split ones, on four threads, against
+     * the interpreter directly. */
+    if (mc->single_kernels && !mc->exported) {
+        const int64_t ns4[] = {1, 100, mc->extent};
+        assert_true(h_check(devs[3], g, mc->extent, ns4, 3, &o, seed, 1e-3, mc->path));
+    }
+    sj_graph_destroy(g);
+}
+
+static void test_models_bit_identical(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_device *devs[4];
+    for (int t = 0; t < 4; t++) {
+        sj_host_device_config cfg;
+        sj_host_device_config_init(&cfg);
+        cfg.threads = t + 1;
+        cfg.min_part_work = 1; /* every launch of 32 rows or more splits */
+        assert_int_equal(sj_host_device_create_config(ctx, &cfg, &devs[t]), SJ_OK);
+    }
+    for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) check_model(ctx, &MODELS[i], devs);
+    for (int t = 0; t < 4; t++) sj_device_destroy(devs[t]);
+    sj_ctx_destroy(ctx);
+}
+
+/* The engine with threads 2 answers as with 1, bit for bit. */
+static void test_engine_threads(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    sj_engine *e[2];
+    for (int i = 0; i < 2; i++) {
+        sj_engine_config ec;
+        sj_engine_config_init(&ec);
+        ec.threads = i + 1;
+        ec.ladder = "pow2:1:512";
+        assert_int_equal(sj_engine_open(ctx, EXAMPLES_DIR "/ffn.sjg", &ec, &e[i]), SJ_OK);
+    }
+    uint64_t seed = 7;
+    for (int64_t n = 1; n <= 512; n = n * 4 + 3) {
+        sj_tensor x;
+        assert_int_equal(sj_tensor_alloc(ctx, 2, (int64_t[]){n, 64}, &x), SJ_OK);
+        for (int64_t j = 0; j < n * 64; j++) x.data[j] = h_uniform(&seed, -2, 2);
+        sj_named_tensor in[] = {{"x", x}}, out[2][1];
+        for (int i = 0; i < 2; i++) assert_int_equal(sj_engine_run(e[i], in, 1, out[i], 1, NULL), SJ_OK);
+        assert_int_equal(sj_tensor_numel(&out[0][0].tensor), n * 64);
+        assert_memory_equal(out[0][0].tensor.data, out[1][0].tensor.data, (size_t)n * 64 * 4);
+        for (int i = 0; i < 2; i++) sj_tensor_free(ctx, &out[i][0].tensor);
+        sj_tensor_free(ctx, &x);
+    }
+    for (int i = 0; i < 2; i++) sj_engine_close(e[i]);
+    sj_ctx_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_rules),
+        cmocka_unit_test(test_replay_splits),
+        cmocka_unit_test(test_bad_tables_and_configs),
+        cmocka_unit_test(test_previous_format_refused),
+        cmocka_unit_test(test_models_bit_identical),
+        cmocka_unit_test(test_engine_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
