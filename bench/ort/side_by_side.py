@@ -13,7 +13,7 @@ time per request. The parent compares the outputs (np.allclose) and writes a
 Markdown table and a PNG chart of the latency ratio against N.
 
 onnxruntime runs with intra_op_num_threads = the thread count,
-ORT_SEQUENTIAL and ORT_ENABLE_ALL. Its Python call overhead is measured on an
+ORT_SEQUENTIAL, ORT_ENABLE_ALL and intra-op spinning off (see ort_session). Its Python call overhead is measured on an
 identity model (one [1, 1] float input), timed alongside every N and
 reported beside it; the table gives the ratio raw and with that overhead
 subtracted from ORT's figure, on wall time and on process CPU time (which a
@@ -184,6 +184,13 @@ def ort_session(path, threads):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # ORT's intra-op workers spin after each run by default. Timed in one
+    # process with shapejit's batches in between, the spinners hold the
+    # cores shapejit's own kernel threads need (measured: a 2-thread
+    # shapejit run right after an ORT run took 7.35 ms against 3.45 ms
+    # alone). Without spinning ORT measured 6% slower on the same model, so
+    # its figures here are at most that much pessimistic.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
