@@ -50,6 +50,24 @@ static int fail(sj_ctx *ctx, const char *what) {
     return 1;
 }
 
+/* Runs one request in each of the first k buckets of pow2:1:1024 (n = 1,
+ * 2, 4, ...), so those k buckets hold their run memory. */
+static int touch_buckets(sj_ctx *ctx, sj_engine *e, int k) {
+    float *x = calloc((size_t)1024 * D_IN, sizeof *x);
+    if (!x) return 1;
+    for (int i = 0; i < k; i++) {
+        int64_t n = (int64_t)1 << i;
+        sj_named_tensor in[1] = {{"x", {.rank = 2, .dims = {n, D_IN}, .data = x}}}, out[1];
+        if (sj_engine_run(e, in, 1, out, 1, NULL) != SJ_OK) {
+            free(x);
+            return fail(ctx, "run");
+        }
+        sj_tensor_free(ctx, &out[0].tensor);
+    }
+    free(x);
+    return 0;
+}
+
 static sj_graph *two_matmul(sj_ctx *ctx) {
     float *w1 = malloc((size_t)D_IN * D_HID * sizeof *w1), *w2 = malloc((size_t)D_HID * D_IN * sizeof *w2);
     sj_graph *g = NULL;
@@ -84,21 +102,13 @@ static int touch(int k, int max_resident) {
     cfg.max_resident_buckets = max_resident;
     sj_engine *e;
     if (sj_engine_open_graph(ctx, g, &cfg, &e) != SJ_OK) return fail(ctx, "open");
-    float *x = calloc((size_t)1024 * D_IN, sizeof *x);
-    if (!x) return 1;
-    for (int i = 0; i < k; i++) {
-        int64_t n = (int64_t)1 << i;
-        sj_named_tensor in[1] = {{"x", {.rank = 2, .dims = {n, D_IN}, .data = x}}}, out[1];
-        if (sj_engine_run(e, in, 1, out, 1, NULL) != SJ_OK) return fail(ctx, "run");
-        sj_tensor_free(ctx, &out[0].tensor);
-    }
+    if (touch_buckets(ctx, e, k) != 0) return 1;
     sj_engine_stats st;
     sj_engine_stats_get(e, &st);
     printf("{\"buckets_touched\": %d, \"peak_rss_mib\": %.1f, \"weight_mib\": %.1f, "
            "\"run_mib\": %.1f, \"resident_buckets\": %d}\n",
            k, peak_rss_mib(), (double)st.weight_bytes / 1048576.0, (double)st.run_bytes / 1048576.0,
            st.buckets_resident);
-    free(x);
     sj_engine_close(e);
     sj_ctx_destroy(ctx);
     return 0;
@@ -133,14 +143,7 @@ static int external(const char *dir, bool copy, int k) {
     cfg.model.copy_external_data = copy;
     sj_engine *e;
     if (sj_engine_open(ctx, model, &cfg, &e) != SJ_OK) return fail(ctx, "open");
-    float *x = calloc((size_t)1024 * D_IN, sizeof *x);
-    if (!x) return 1;
-    for (int i = 0; i < k; i++) {
-        int64_t n = (int64_t)1 << i;
-        sj_named_tensor in[1] = {{"x", {.rank = 2, .dims = {n, D_IN}, .data = x}}}, out[1];
-        if (sj_engine_run(e, in, 1, out, 1, NULL) != SJ_OK) return fail(ctx, "run");
-        sj_tensor_free(ctx, &out[0].tensor);
-    }
+    if (touch_buckets(ctx, e, k) != 0) return 1;
     sj_engine_stats st;
     sj_engine_stats_get(e, &st);
     printf("{\"external\": \"%s\", \"buckets_touched\": %d, \"peak_rss_mib\": %.1f, "
@@ -148,7 +151,6 @@ static int external(const char *dir, bool copy, int k) {
            "\"weight_mapped_mib\": %.1f}\n",
            copy ? "copy" : "map", k, peak_rss_mib(), status_mib("RssAnon"), status_mib("RssFile"),
            (double)st.weight_bytes / 1048576.0, (double)st.weight_mapped_bytes / 1048576.0);
-    free(x);
     sj_engine_close(e);
     sj_ctx_destroy(ctx);
     return 0;

@@ -110,6 +110,15 @@ static void assert_no_misuse(void) {
     assert_int_equal(c.bad_handles, 0);
 }
 
+/* Closes e and checks the device was used cleanly: no stale pointer or
+ * handle reached the driver, and nothing was left allocated at release. */
+static void close_clean(sj_engine *e) {
+    assert_no_misuse();
+    sj_engine_close(e);
+    assert_int_equal(fake_counts().live_allocs, 0);
+    assert_int_equal(fake_counts().left_at_release, 0);
+}
+
 static void test_sticky_fault(void **state) {
     (void)state;
     sj_engine *e;
@@ -167,12 +176,8 @@ static void test_sticky_fault(void **state) {
     assert_int_equal(s3.compiles, 2);
     assert_int_equal(s3.device_resets, 2);
     assert_int_equal(s3.device_lost, 1);
-    assert_no_misuse();
-    sj_engine_close(e);
-    fake_cuda_counters end = fake_counts();
-    assert_int_equal(end.live_allocs, 0);
-    assert_int_equal(end.live_modules, 0);
-    assert_int_equal(end.left_at_release, 0);
+    close_clean(e);
+    assert_int_equal(fake_counts().live_modules, 0);
 }
 
 /* Every sticky error the driver can report is a lost device, named. */
@@ -205,10 +210,7 @@ static void test_sticky_kinds(void **state) {
     assert_int_equal(s.device_lost, 4);
     assert_int_equal(s.device_resets, 8);
     assert_int_equal(s.compiles, 0); /* the first test stored both buckets */
-    assert_no_misuse();
-    sj_engine_close(e);
-    assert_int_equal(fake_counts().live_allocs, 0);
-    assert_int_equal(fake_counts().left_at_release, 0);
+    close_clean(e);
 }
 
 static void test_non_sticky_error(void **state) {
@@ -242,10 +244,7 @@ static void test_non_sticky_error(void **state) {
     assert_int_equal(s.reloads, 0);
     assert_int_equal(s.run_failures, 1);
     assert_int_equal(fake_counts().resets, c0.resets);
-    assert_no_misuse();
-    sj_engine_close(e);
-    assert_int_equal(fake_counts().live_allocs, 0);
-    assert_int_equal(fake_counts().left_at_release, 0);
+    close_clean(e);
 }
 
 typedef struct a_loop {
@@ -305,10 +304,7 @@ static void test_other_bucket_served_meanwhile(void **state) {
     assert_int_equal(s.compiles, 0);
     assert_int_equal(s.runs, 2 + 60 + 1);
     assert_int_equal(s.run_failures, 3);
-    assert_no_misuse();
-    sj_engine_close(e);
-    assert_int_equal(fake_counts().live_allocs, 0);
-    assert_int_equal(fake_counts().left_at_release, 0);
+    close_clean(e);
 }
 
 /* A reset that fails (a GPU that contained an error) leaves the device
@@ -343,10 +339,7 @@ static void test_reset_fails_then_works(void **state) {
     assert_int_equal(s.device_resets, 1);
     assert_int_equal(s.device_lost, 1);
     assert_int_equal(s.compiles, 0);
-    assert_no_misuse();
-    sj_engine_close(e);
-    assert_int_equal(fake_counts().live_allocs, 0);
-    assert_int_equal(fake_counts().left_at_release, 0);
+    close_clean(e);
 }
 
 /* A size past the ladder runs in a one-off executable at its exact
@@ -371,10 +364,7 @@ static void test_one_off_fault(void **state) {
     assert_int_equal(s.device_resets, 2);
     assert_int_equal(s.compiles, s0.compiles);
     assert_true(s.reloads >= 2);
-    assert_no_misuse();
-    sj_engine_close(e);
-    assert_int_equal(fake_counts().live_allocs, 0);
-    assert_int_equal(fake_counts().left_at_release, 0);
+    close_clean(e);
 }
 
 static int setup(void **state) {
