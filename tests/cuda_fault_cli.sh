@@ -14,8 +14,9 @@ W=$4
 rm -rf "$W"
 mkdir -p "$W"
 failures=0
-pid=
-trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null' EXIT
+PID=
+trap '[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null' EXIT
+. "$(dirname "$0")/http_server_start.sh"
 
 fail() {
   echo "FAIL: $*"
@@ -42,26 +43,9 @@ rc=$?
   fail "a missing --cuda-driver: exit $rc: $(cat "$W/missing.err")"
 
 # serve --listen: the first kernel of bucket 32 faults (ILLEGAL_ADDRESS = 700)
-FAKE_CUDA_FAULT='*_e32_k0:700:9' timeout --foreground -s KILL 120 "$SJ" serve --listen 127.0.0.1:0 \
-  "$MODELS/ffn.sjg" --backend cuda --cuda-driver "$FAKE" --ladder list:8,32 --store none \
-  --max-batch-delay-us 0 >"$W/serve.out" 2>"$W/serve.err" &
-pid=$!
-PORT=
-for _ in $(seq 1 300); do
-  PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$W/serve.out")
-  [ -n "$PORT" ] && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$PORT" ]; then
-  echo "the server did not start:"
-  cat "$W/serve.out" "$W/serve.err"
-  exit 1
-fi
-for _ in $(seq 1 600); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v2/health/ready")" = 200 ] && break
-  sleep 0.1
-done
+FAKE_CUDA_FAULT='*_e32_k0:700:9' http_server_start serve "$MODELS/ffn.sjg" --backend cuda \
+  --cuda-driver "$FAKE" --ladder list:8,32 --store none --max-batch-delay-us 0
+http_server_ready
 row=$(python3 -c 'print(",".join(str((i % 7) * 0.25 - 0.5) for i in range(64)))')
 infer() { # infer NAME ROWS CODE REGEX
   local data=$row
@@ -91,10 +75,10 @@ for want in 'shapejit_device_lost_total{model="ffn"} 2' 'shapejit_device_resets_
 done
 grep -E '^shapejit_bucket_reloads_total\{model="ffn"\} [1-9]' -q "$W/metrics" ||
   fail "metrics count no reloads: $(grep reload "$W/metrics")"
-kill -TERM "$pid"
-wait "$pid"
+kill -TERM "$PID"
+wait "$PID"
 rc=$?
-pid=
+PID=
 [ $rc = 0 ] || fail "serve --listen exit $rc after SIGTERM: $(tail -5 "$W/serve.err")"
 
 if [ $failures -gt 0 ]; then

@@ -15,7 +15,8 @@ rm -rf "$W"
 mkdir -p "$W"
 failures=0
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+# PID too: a server that never said its port is not in pids yet.
+cleanup() { for p in "${pids[@]}" ${PID:-}; do kill -9 "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 
 fail() {
@@ -23,33 +24,16 @@ fail() {
   failures=$((failures + 1))
 }
 
-# start NAME ARGS...: runs the server (at most 120 s, so it always stops),
-# waits for its port; sets PORT and PID.
+. "$(dirname "$0")/http_server_start.sh"
+
+# start NAME ARGS...: http_server_start, the server killed when the script exits.
 start() {
-  local name=$1
-  shift
-  timeout --foreground -s KILL 120 "$SJ" serve --listen 127.0.0.1:0 "$@" >"$W/$name.out" 2>"$W/$name.err" &
-  PID=$!
+  http_server_start "$@"
   pids+=("$PID")
-  PORT=
-  for _ in $(seq 1 300); do
-    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$W/$name.out")
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$PORT" ]; then
-    echo "server $name did not start:"
-    cat "$W/$name.out" "$W/$name.err"
-    exit 1
-  fi
 }
 
 wait_ready() {
-  for _ in $(seq 1 600); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v2/health/ready")" = 200 ] && return 0
-    sleep 0.1
-  done
+  http_server_ready && return 0
   fail "server never became ready"
   cat "$W"/*.err
   return 1

@@ -10,8 +10,9 @@ MODELS=$2
 W=$3
 rm -rf "$W"
 mkdir -p "$W"
-pid=
-trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null' EXIT
+PID=
+trap '[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null' EXIT
+. "$(dirname "$0")/http_server_start.sh"
 die() {
   echo "FAIL: $*"
   cat "$W"/*.err 2>/dev/null
@@ -20,22 +21,10 @@ die() {
 
 "$SJ" precompile "$MODELS/ffn.sjg" --ladder list:8,32 --cpu x86-64-v2 --store "$W/s.db" >/dev/null 2>"$W/precompile.err" ||
   die "precompile"
-timeout --foreground -s KILL 120 "$SJ" serve --listen 127.0.0.1:0 "$MODELS/ffn.sjg" --ladder list:8,32 \
-  --store "$W/s.db" --native-after 3 --max-batch-delay-us 0 >"$W/server.out" 2>"$W/server.err" &
-pid=$!
-port=
-for _ in $(seq 1 300); do
-  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$W/server.out")
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-[ -n "$port" ] || die "server did not start: $(cat "$W/server.out")"
-U="http://127.0.0.1:$port"
-for _ in $(seq 1 600); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/v2/health/ready")" = 200 ] && break
-  sleep 0.1
-done
+http_server_start server "$MODELS/ffn.sjg" --ladder list:8,32 --store "$W/s.db" --native-after 3 \
+  --max-batch-delay-us 0
+U="http://127.0.0.1:$PORT"
+http_server_ready
 
 metric() { curl -s "$U/metrics" | grep -E "^$1" || true; }
 metric 'shapejit_bucket_cpu\{model="ffn",extent="8",cpu="x86-64-v2"\} 1$' | grep -q . ||
@@ -64,9 +53,9 @@ metric 'shapejit_native_recompile_failures_total\{model="ffn"\} 0$' | grep -q . 
 metric 'shapejit_bucket_cpu\{model="ffn",extent="8",cpu="x86-64-v2"\}' | grep -q . &&
   die "after: bucket 8 still on x86-64-v2"
 metric 'shapejit_bucket_cpu\{model="ffn",extent="8",' | grep -q . || die "after: bucket 8 not listed"
-kill -TERM "$pid"
-wait "$pid" || die "server exit status $?"
-pid=
+kill -TERM "$PID"
+wait "$PID" || die "server exit status $?"
+PID=
 # The native row beside the level's: two rows of extent 8.
 [ "$("$SJ" store ls --store "$W/s.db" | grep -c '^[0-9a-f]* *8  opt')" = 2 ] ||
   die "store: $("$SJ" store ls --store "$W/s.db")"
