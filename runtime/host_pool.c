@@ -61,6 +61,18 @@ static inline void relax(void) {
 #endif
 }
 
+/* Whether spin iteration i is past SPIN_NS since the first (the clock is
+ * read every 64th iteration only); *start holds that first reading. */
+static bool spin_spent(unsigned i, uint64_t *start) {
+    if ((i & 63) != 0) return false;
+    uint64_t t = now_ns();
+    if (!*start) {
+        *start = t;
+        return false;
+    }
+    return t - *start > SPIN_NS;
+}
+
 /* Spins until a launch after `seen` is posted, or SPIN_NS pass; then sleeps. */
 static uint32_t wait_launch(sj_host_pool *p, uint32_t seen) {
     uint32_t g;
@@ -69,11 +81,7 @@ static uint32_t wait_launch(sj_host_pool *p, uint32_t seen) {
         g = (uint32_t)atomic_load_explicit(&p->posted, memory_order_acquire);
         if (g != seen) return g;
         relax();
-        if ((i & 63) == 0) {
-            uint64_t t = now_ns();
-            if (!start) start = t;
-            else if (t - start > SPIN_NS) break;
-        }
+        if (spin_spent(i, &start)) break;
     }
     pthread_mutex_lock(&p->mu);
     while ((g = (uint32_t)atomic_load_explicit(&p->posted, memory_order_acquire)) == seen)
@@ -122,11 +130,7 @@ static void wait_done(sj_host_pool *p, int parts) {
     uint64_t start = 0;
     for (unsigned i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < parts; i++) {
         relax();
-        if ((i & 63) == 0) {
-            uint64_t t = now_ns();
-            if (!start) start = t;
-            else if (t - start > SPIN_NS) break;
-        }
+        if (spin_spent(i, &start)) break;
     }
     pthread_mutex_lock(&p->mu);
     while (atomic_load_explicit(&p->finished, memory_order_acquire) < parts)
