@@ -563,21 +563,42 @@ static void accumulate_out(emitter *e, LLVMValueRef av, const sj_kload *b) {
     LLVMSetAlignment(LLVMBuildStore(B, sum, op), 4);
 }
 
-/* i-k-j over rows [i0, i1) and columns [j0, j1): the output row is the
- * accumulator and the inner loop runs over contiguous n. */
-static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
+/* i-k-j over rows [i0, i1) step `rows` (each group whole) and columns
+ * [j0, j1): the group's output rows are the accumulators and the inner loop
+ * runs over contiguous n. */
+enum { IKJ_ROWS = 4 };
+static void ikj_rows(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1,
+                     int rows) {
     const sj_kernel *k = e->k;
     const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
     rloop li, lj, lk;
-    zero_out_block(e, i0, i1, j0, j1);
-    e->idx[2] = rloop_open(e, &li, i0, i1, 1);
+    LLVMValueRef i = rloop_open(e, &li, i0, i1, rows), av[IKJ_ROWS];
     e->idx[4] = rloop_open(e, &lk, ci(e, 0), bound_of(e, 4), 1);
-    LLVMValueRef av = load_ld(e, a, ld_addr(e, a));
+    for (int r = 0; r < rows; r++) {
+        e->idx[2] = LLVMBuildNSWAdd(e->B, i, ci(e, r), "");
+        av[r] = load_ld(e, a, ld_addr(e, a));
+    }
     e->idx[3] = rloop_open(e, &lj, j0, j1, 1);
-    accumulate_out(e, av, b);
+    for (int r = 0; r < rows; r++) {
+        e->idx[2] = LLVMBuildNSWAdd(e->B, i, ci(e, r), "");
+        accumulate_out(e, av[r], b);
+    }
     rloop_close(e, &lj);
     rloop_close(e, &lk);
     rloop_close(e, &li);
+}
+
+/* i-k-j over rows [i0, i1) and columns [j0, j1), IKJ_ROWS rows at a time
+ * and then one: a narrow n (the 10 logits of a classifier head) keeps a
+ * row's outputs in a register or two across k, and one row alone made that
+ * a chain of dependent multiply-adds, one FMA latency per k; IKJ_ROWS rows
+ * are as many independent chains. Each output still sums over k in order,
+ * so the grouping changes no bits. */
+static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
+    zero_out_block(e, i0, i1, j0, j1);
+    LLVMValueRef ig = LLVMBuildSub(e->B, i1, LLVMBuildSRem(e->B, LLVMBuildSub(e->B, i1, i0, ""), ci(e, IKJ_ROWS), ""), "");
+    ikj_rows(e, i0, ig, j0, j1, IKJ_ROWS);
+    ikj_rows(e, ig, i1, j0, j1, 1);
     e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
 }
 
