@@ -1,9 +1,6 @@
-# serve --ladder fit:K (issue 19 item 4): the switch module is CLI code, so
-# its cmocka program compiles it in; the CLI tests use sj_cli_test from
-# cli.cmake (included first).
-if(TARGET test_ladder_switch)
-  target_sources(test_ladder_switch PRIVATE ${PROJECT_SOURCE_DIR}/cli/ladder_switch.c)
-endif()
+# serve --ladder fit:K (issue 19 item 4); the CLI tests use sj_cli_test from
+# cli.cmake (included first). The switch itself (cache/ladder_switch.c) is
+# tested by test_ladder_switch; the HTTP server's fit by server_fit.sh.
 
 set(SJ_LS_DIR "${PROJECT_BINARY_DIR}/cli_tests/ladder_serve")
 set(SJ_LS_FFN "${PROJECT_SOURCE_DIR}/examples/models/ffn.sjg")
