@@ -217,8 +217,9 @@ const char *sj_ladder_switch_state_name(sj_ladder_switch_state s) {
 
 void sj_ladder_switch_get(sj_ladder_switch *ls, sj_ladder_switch_report *out) {
     size_t seen = atomic_load(&ls->recorded);
-    bool done = atomic_load(&ls->finished);
+    /* live is published after every field it needs is written. */
     bool switched = atomic_load(&ls->live) != NULL;
+    bool done = switched || atomic_load(&ls->finished);
     *out = (sj_ladder_switch_report){
         .k = ls->cfg.k,
         .state = switched ? SJ_LADDER_SWITCH_SWITCHED
