@@ -180,7 +180,7 @@ void srv_model_destroy(srv_model *m) {
     srv_batcher_destroy(m->batcher);
     /* No run is in flight: the fitted engine goes first (a fit still
      * compiling is waited for), then the provisional it stood beside. */
-    srv_fit_destroy(m->fit);
+    srv_fit_destroy(m);
     sj_engine_close(m->e);
     pthread_mutex_destroy(&m->bg_mu);
     pthread_cond_destroy(&m->bg_cv);

@@ -186,10 +186,22 @@ sj_status srv_fit_start(srv_model *m) {
     return SJ_OK;
 }
 
-void srv_fit_destroy(srv_fit *f) {
+void srv_fit_destroy(srv_model *m) {
+    srv_fit *f = m->fit;
     if (!f) return;
+    if (f->ls) {
+        /* A window that never filled fitted nothing: said once, at the end. */
+        sj_ladder_switch_report r;
+        sj_ladder_switch_get(f->ls, &r);
+        if (r.state == SJ_LADDER_SWITCH_RECORDING)
+            fprintf(stderr,
+                    "shapejit serve: model '%s': ladder fit: the window did not fill (%zu of %zu requests): "
+                    "nothing fitted, %s served every request\n",
+                    m->name, r.seen, r.window, f->provisional);
+    }
     sj_ladder_switch_destroy(f->ls);
     fit_free(f);
+    m->fit = NULL;
 }
 
 sj_engine *srv_fit_route(srv_model *m, int64_t rows) {

@@ -130,8 +130,9 @@ sj_status srv_open_fitting(srv_server *s, const char *name, const char *path, sj
                            const sj_engine_config *cfg, const srv_fit_options *fo);
 /* Starts recording (before any request); the switch told on stderr. */
 sj_status srv_fit_start(srv_model *m);
-/* Waits for a fit in progress, closes the fitted engine; NULL is a no-op. */
-void srv_fit_destroy(srv_fit *f);
+/* Waits for a fit in progress, closes the fitted engine, says on stderr
+ * when the window never filled; a model without a fit is a no-op. */
+void srv_fit_destroy(srv_model *m);
 /* The engine a run of `rows` goes to (the model's own without a fit). */
 sj_engine *srv_fit_route(srv_model *m, int64_t rows);
 /* The "ladder_fit" object of the model's metadata (NULL without a fit). */
