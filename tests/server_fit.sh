@@ -63,6 +63,9 @@ wait_metric() {
   return 1
 }
 
+# value NAME_AND_LABELS: its value in the last /metrics (0 when absent).
+value() { awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }' "$W/metrics"; }
+
 # has_metric REGEX: the last /metrics holds a line matching.
 has_metric() { grep -Eq -- "$1" "$W/metrics" || fail "metrics: no line /$1/: $(grep ladder "$W/metrics" | head -20)"; }
 
@@ -90,7 +93,21 @@ curl -s -m 20 "$U/v2/models/ffn" >"$W/meta.json"
 grep -q '"ladder":"list:5,9,30","ladder_fit":{"k":3,"window":6,"seen":6,"cost":"rows","state":"switched","provisional":"pow2:1:1024","fitted":"list:5,9,30","buckets":3' "$W/meta.json" &&
   ok "metadata tells the fit" || fail "metadata: $(cat "$W/meta.json")"
 
-# The same requests after the switch, and one of 40 rows above the fitted top.
+# The same requests after the switch, and one of 40 rows above the fitted
+# top. Counted from here: the last window request may (on a slow machine)
+# have been routed after the switch already.
+keys=('shapejit_ladder_fit_runs_total{model="ffn",ladder="fitted"}'
+  'shapejit_ladder_fit_runs_total{model="ffn",ladder="provisional"}'
+  'shapejit_bucket_runs_total{model="ffn",extent="5",ladder="fitted"}'
+  'shapejit_bucket_runs_total{model="ffn",extent="9",ladder="fitted"}'
+  'shapejit_bucket_runs_total{model="ffn",extent="30",ladder="fitted"}'
+  'shapejit_bucket_runs_total{model="ffn",extent="32",ladder="provisional"}'
+  'shapejit_bucket_runs_total{model="ffn",extent="64",ladder="provisional"}')
+# Runs after the switch: 2 2 5 5 in bucket 5, 9 in 9, 30 in 30; 40 in the
+# provisional's 64; nothing more in the provisional's 32.
+want=(6 1 4 1 1 0 1)
+declare -A base
+for k in "${keys[@]}"; do base[$k]=$(value "$k"); done
 for i in "${!sizes[@]}"; do infer "${sizes[$i]}" ffn "$W/after.$i.json"; done
 infer 40 ffn "$W/above.json"
 python3 - "$W" "${#sizes[@]}" <<'EOF' && ok "outputs equal before and after the switch" || fail "outputs differ across the switch"
@@ -105,15 +122,11 @@ for i in range(n):
     assert len(a["data"]) == len(b["data"]) == a["shape"][0] * 64
 EOF
 metrics
-# Runs after the switch: 2 2 5 5 in bucket 5, 9 in 9, 30 in 30; 40 in the
-# provisional's 64, which ran nothing before.
-has_metric '^shapejit_ladder_fit_runs_total\{model="ffn",ladder="fitted"\} 6$'
-has_metric '^shapejit_ladder_fit_runs_total\{model="ffn",ladder="provisional"\} 1$'
-has_metric '^shapejit_bucket_runs_total\{model="ffn",extent="5",ladder="fitted"\} 4$'
-has_metric '^shapejit_bucket_runs_total\{model="ffn",extent="9",ladder="fitted"\} 1$'
-has_metric '^shapejit_bucket_runs_total\{model="ffn",extent="30",ladder="fitted"\} 1$'
-has_metric '^shapejit_bucket_runs_total\{model="ffn",extent="64",ladder="provisional"\} 1$'
-has_metric '^shapejit_bucket_runs_total\{model="ffn",extent="32",ladder="provisional"\} 1$'
+for i in "${!keys[@]}"; do
+  k=${keys[$i]}
+  got=$(($(value "$k") - ${base[$k]}))
+  [ "$got" = "${want[$i]}" ] && ok "$k +$got" || fail "$k: +$got after the switch, expected +${want[$i]}"
+done
 kill -TERM "$PID"
 wait "$PID"
 rc=$?
@@ -127,8 +140,13 @@ cp "$MODELS/ffn.sjg" "$W/repo/few/model.sjg"
 cp "$MODELS/ffn.sjg" "$W/repo/never/model.sjg"
 echo '{"ladder": "fit:3", "fit_window": 4, "fit_cost": "rows"}' >"$W/repo/few/config.json"
 echo '{"ladder": "fit:2"}' >"$W/repo/never/config.json"
+# measured: the cost model timed here in the background (interp: cheap).
+mkdir -p "$W/repo/measured"
+cp "$MODELS/ffn.sjg" "$W/repo/measured/model.sjg"
+echo '{"ladder": "fit:2", "fit_window": 4, "fit_cost": "measured", "backend": "interp"}' >"$W/repo/measured/config.json"
 start repo --model-repository "$W/repo" --ladder pow2:1:64 --fit-cost rows --store none --max-batch-delay-us 0
 for _ in 1 2 3 4; do infer 7 few "$W/few.json"; done
+for n in 3 9 16 5; do infer "$n" measured "$W/measured.json"; done
 infer 3 never "$W/never.json"
 infer 12 never "$W/never.json"
 if wait_metric 'shapejit_ladder_fit_info\{model="few",.*state="switched"\} 1'; then
@@ -136,6 +154,12 @@ if wait_metric 'shapejit_ladder_fit_info\{model="few",.*state="switched"\} 1'; t
 else
   fail "few: no switch within 60 s: $(grep ladder_fit "$W/metrics")"
 fi
+if wait_metric 'shapejit_ladder_fit_info\{model="measured",.*state="switched"\} 1'; then
+  ok "measured: switched"
+else
+  fail "measured: no switch within 60 s: $(grep ladder_fit "$W/metrics"; cat "$W/repo.err")"
+fi
+has_metric 'shapejit_ladder_fit_info\{model="measured",k="2",window="4",cost="measured",provisional="pow2:1:64",fitted="list:([0-9]+,)?16",state="switched"\} 1'
 has_metric 'shapejit_ladder_fit_info\{model="few",k="3",window="4",cost="rows",provisional="pow2:1:64",fitted="list:7",state="switched"\} 1'
 has_metric 'shapejit_ladder_fit_info\{model="never",k="2",window="1000",cost="rows",provisional="pow2:1:64",fitted="",state="recording"\} 1'
 has_metric '^shapejit_ladder_fit_window_requests\{model="never"\} 2$'
