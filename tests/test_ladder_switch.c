@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cache/ladder_cost.h"
 #include "cache/ladder_switch.h"
 #include "shapejit/engine.h"
 #include "tests/test_util.h"
@@ -343,6 +344,44 @@ static void test_record_apart_from_route(void **state) {
     sj_engine_close(prov);
 }
 
+static sj_status open_interp(void *user, const char *spec, sj_engine **out, char *why, size_t cap) {
+    opener *o = user;
+    atomic_fetch_add(&o->calls, 1);
+    if (o->fail_with) {
+        snprintf(why, cap, "%s", o->fail_with);
+        return SJ_E_IO;
+    }
+    *out = open_engine("interp", spec);
+    return SJ_OK;
+}
+
+/* The measured cost model both serving paths fit with: one-bucket engines
+ * at extents spread over the range, coefficients >= 0; an opener's failure
+ * and a bad range are errors that say so. */
+static void test_cost_measure(void **state) {
+    (void)state;
+    opener o = {0};
+    sj_ladder_cost_fit m;
+    assert_int_equal(sj_ladder_cost_measure(ctx, 1, 64, open_interp, &o, &m), SJ_OK);
+    assert_int_equal(m.n_grid, 4);
+    assert_int_equal(o.calls, 4);
+    assert_int_equal(m.grid[0], 1);
+    assert_int_equal(m.grid[3], 64);
+    assert_true(m.n_points >= 10); /* 1 row at extent 1, four sizes at the others */
+    const double c[] = {m.cost.a, m.cost.b, m.cost.c, m.cost.d, m.cost.e};
+    for (int i = 0; i < 5; i++) assert_true(isfinite(c[i]) && c[i] >= 0);
+    /* Some time per request, whatever the terms take it as. */
+    assert_true(sj_ladder_cost_at(&m.cost, 64, 64) > 0);
+
+    o.fail_with = "disk on fire";
+    assert_int_equal(sj_ladder_cost_measure(ctx, 1, 64, open_interp, &o, &m), SJ_E_IO);
+    if (!strstr(sj_ctx_last_error(ctx), "cost model: opening a bucket at extent 1: disk on fire"))
+        fail_msg("message: %s", sj_ctx_last_error(ctx));
+    assert_int_equal(sj_ladder_cost_measure(ctx, 9, 3, open_interp, &o, &m), SJ_E_INVALID_ARG);
+    if (!strstr(sj_ctx_last_error(ctx), "sizes 9..3 are not a range"))
+        fail_msg("message: %s", sj_ctx_last_error(ctx));
+}
+
 typedef struct hammer {
     sj_ladder_switch *ls;
     sj_engine *prov;
@@ -396,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_one_size_k_above_distinct), cmocka_unit_test(test_failures_keep_provisional),
         cmocka_unit_test(test_bad_config),                cmocka_unit_test(test_threads_fill_window),
         cmocka_unit_test(test_parse),                     cmocka_unit_test(test_record_apart_from_route),
+        cmocka_unit_test(test_cost_measure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
