@@ -120,7 +120,7 @@ static int fit_command(int argc, char **argv) {
     sj_graph *g = NULL;
     if (n_pos == 1) {
         rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
-        cli_cost_fit m;
+        sj_ladder_cost_fit m;
         if (rc == CLI_EXIT_OK) rc = cli_cost_measure(cmd, ctx, g, &ea, lo, s.max, &m);
         if (rc == CLI_EXIT_OK) {
             memory_known = m.memory_known;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/ladder_switch.h"
 #include "cli/cost_model.h"
-#include "cli/ladder_switch.h"
 #include "cli/request_stream.h"
 #include "cli/serving.h"
 #include "shapejit/ext/bucketed_cache.h"
@@ -92,7 +92,7 @@ typedef struct serve_state {
     double t0, first_result_ms;
     double *latency_ms;
     sj_run_wait *wait; /* whether the request waited for its bucket, and why */
-    cli_ladder_switch *fit; /* --ladder fit:K, else NULL */
+    sj_ladder_switch *fit; /* --ladder fit:K, else NULL */
     const char *fit_spec;   /* "fit:K" as given */
     const char *fit_cost;   /* "measured" or "rows" */
 } serve_state;
@@ -109,7 +109,11 @@ static void fail_request(serve_state *s, size_t i, const char *msg) {
 static void serve_one(serve_state *s, size_t i, sj_named_tensor *in, sj_tensor *t, sj_named_tensor *out) {
     int n_in = sj_graph_num_inputs(s->g), n_out = sj_graph_num_outputs(s->g);
     int64_t rows = s->stream->sizes[i];
-    sj_engine *e = s->fit ? cli_ladder_switch_engine(s->fit, rows) : s->e;
+    sj_engine *e = s->e;
+    if (s->fit) {
+        sj_ladder_switch_record(s->fit, rows);
+        e = sj_ladder_switch_route(s->fit, rows);
+    }
     memset(t, 0, (size_t)n_in * sizeof *t);
     /* Inputs are made before the clock starts: latency is the server's. */
     if (cli_random_inputs("serve", s->ctx, s->g, rows, s->seed + i, t) != CLI_EXIT_OK) {
@@ -174,7 +178,7 @@ typedef struct figures {
 static int engines_used(serve_state *s, sj_engine **e, const char **label) {
     e[0] = s->e;
     label[0] = s->fit ? "provisional" : "";
-    sj_engine *fitted = s->fit ? cli_ladder_switch_fitted(s->fit) : NULL;
+    sj_engine *fitted = s->fit ? sj_ladder_switch_fitted(s->fit) : NULL;
     if (!fitted) return 1;
     e[1] = fitted;
     label[1] = "fitted";
@@ -300,8 +304,8 @@ static void json_padding(FILE *j, serve_state *s, const figures *f) {
 
 /* --ladder fit:K: what was fitted, when the switch came, what ran on it. */
 static void report_fit(serve_state *s, const char *spec) {
-    cli_ladder_switch_report r;
-    cli_ladder_switch_get(s->fit, &r);
+    sj_ladder_switch_report r;
+    sj_ladder_switch_get(s->fit, &r);
     printf("  ladder fit       ");
     if (r.seen < r.window) {
         printf("the window did not fill (%zu of %zu requests): nothing fitted, %s served every request\n",
@@ -326,7 +330,7 @@ static void report_fit(serve_state *s, const char *spec) {
         return;
     }
     sj_engine_stats st;
-    sj_engine_stats_get(cli_ladder_switch_fitted(s->fit), &st);
+    sj_engine_stats_get(sj_ladder_switch_fitted(s->fit), &st);
     printf("                   fitted in %.1f ms, ready in %.1f ms (%llu compiles, %llu store hits, "
            "%d of %d buckets ready); ",
            r.fit_ms, r.ready_ms, (unsigned long long)st.compiles, (unsigned long long)st.store_hits,
@@ -339,8 +343,8 @@ static void report_fit(serve_state *s, const char *spec) {
 }
 
 static void json_fit(FILE *j, serve_state *s, const char *spec) {
-    cli_ladder_switch_report r;
-    cli_ladder_switch_get(s->fit, &r);
+    sj_ladder_switch_report r;
+    sj_ladder_switch_get(s->fit, &r);
     fprintf(j, "\"ladder_fit\": {\"k\": %d, \"window\": %zu, \"window_seen\": %zu, \"cost\": \"%s\", "
                "\"provisional\": \"%s\", \"fitted\": ",
             r.k, r.window, r.seen, s->fit_cost, spec);
@@ -354,7 +358,7 @@ static void json_fit(FILE *j, serve_state *s, const char *spec) {
             r.fit.buckets, r.distinct, r.fit.expected_cost, r.switched ? "true" : "false", r.switched_after,
             (unsigned long long)r.on_fitted, (unsigned long long)r.above_fitted, r.fit_ms, r.ready_ms);
     sj_engine_stats st = {0};
-    if (r.switched) sj_engine_stats_get(cli_ladder_switch_fitted(s->fit), &st);
+    if (r.switched) sj_engine_stats_get(sj_ladder_switch_fitted(s->fit), &st);
     fprintf(j, "\"fitted_compiles\": %llu, \"fitted_store_hits\": %llu, \"fitted_buckets_ready\": %d, "
                "\"error\": ",
             (unsigned long long)st.compiles, (unsigned long long)st.store_hits, st.buckets_ready);
@@ -424,7 +428,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     fprintf(stderr, "}\n");
 }
 
-/* --ladder fit:K: how the background fit opens engines (cli/ladder_switch.h). */
+/* --ladder fit:K: how the background fit opens engines (cache/ladder_switch.h). */
 typedef struct fit_engines {
     sj_ctx *ctx;
     const sj_graph *model;
@@ -460,7 +464,7 @@ static sj_status measure_cost(void *user, int64_t lo, int64_t hi, sj_ladder_cost
     ea.native_after = NULL;
     ea.max_resident = NULL;
     ea.backend.devices = 1;
-    cli_cost_fit m;
+    sj_ladder_cost_fit m;
     if (cli_cost_measure("serve", fe->ctx, fe->model, &ea, lo, hi, &m) != CLI_EXIT_OK) {
         snprintf(why, cap, "the message above says why");
         return SJ_E_STATE;
@@ -491,12 +495,12 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     s->g = sj_engine_graph(s->e);
     fit_engines fe = {.ctx = s->ctx, .model = s->g, .ea = *ea};
     if (fit_k > 0) {
-        cli_ladder_switch_config fc = {
+        sj_ladder_switch_config fc = {
             .ctx = s->ctx, .provisional = s->e, .k = fit_k, .window = fit_window,
             .cost = strcmp(s->fit_cost, "rows") ? measure_cost : NULL, .cost_user = &fe,
             .open = open_fitted, .open_user = &fe, .jobs = 1, .on_event = print_fit_event,
         };
-        if (cli_ladder_switch_create(&fc, &s->fit) != SJ_OK) rc = cli_fail("serve", "out of memory");
+        if (sj_ladder_switch_create(&fc, &s->fit) != SJ_OK) rc = cli_fail("serve", "%s", sj_ctx_last_error(s->ctx));
     }
     int64_t top = sj_ladder_max(sj_engine_ladder(s->e));
     if (s->stream->max > top) {
@@ -523,11 +527,11 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     /* After the clock: the report counts the recompiles the stream started. */
     if (s->native_after) sj_bucketed_cache_specialise_wait(sj_engine_cache(s->e));
     /* A fit the stream started is finished (and reported) before the end. */
-    if (s->fit) cli_ladder_switch_wait(s->fit);
+    if (s->fit) sj_ladder_switch_wait(s->fit);
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
     if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
     if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
-    cli_ladder_switch_destroy(s->fit); /* the fitted engine, before the provisional */
+    sj_ladder_switch_destroy(s->fit); /* the fitted engine, before the provisional */
     sj_engine_close(s->e);
     return rc;
 }
@@ -579,21 +583,20 @@ int cli_cmd_serve(int argc, char **argv) {
     if (brc != CLI_EXIT_OK) return brc;
     int fit_k = 0;
     const char *fit_spec = NULL;
-    if (ca.ladder && !strncmp(ca.ladder, "fit:", 4)) {
-        char *end;
-        long long k = strtoll(ca.ladder + 4, &end, 10);
-        if (!ca.ladder[4] || *end || k < 1 || k > SJ_LADDER_MAX_BUCKETS)
-            return cli_usage_error(cmd, "--ladder fit:K: K must be a bucket count in 1..%d, got '%s'",
-                                   SJ_LADDER_MAX_BUCKETS, ca.ladder + 4);
-        fit_k = (int)k;
+    int is_fit = sj_ladder_switch_parse(ca.ladder, &fit_k);
+    if (is_fit < 0)
+        return cli_usage_error(cmd, "--ladder fit:K: K must be a bucket count in 1..%d, got '%s'",
+                               SJ_LADDER_MAX_BUCKETS, ca.ladder + 4);
+    if (is_fit) {
         fit_spec = ca.ladder;
         ca.ladder = NULL; /* the provisional ladder: the default below */
     }
     if (!fit_k && (fit_window != INT64_MIN || fit_cost))
         return cli_usage_error(cmd, "--fit-window and --fit-cost need --ladder fit:K");
-    if (fit_window == INT64_MIN) fit_window = 1000;
-    if (fit_window < 1 || fit_window > 10000000)
-        return cli_usage_error(cmd, "--fit-window must be in 1..10000000 requests, got %lld", (long long)fit_window);
+    if (fit_window == INT64_MIN) fit_window = SJ_LADDER_SWITCH_DEFAULT_WINDOW;
+    if (fit_window < 1 || fit_window > SJ_LADDER_SWITCH_MAX_WINDOW)
+        return cli_usage_error(cmd, "--fit-window must be in 1..%d requests, got %lld",
+                               SJ_LADDER_SWITCH_MAX_WINDOW, (long long)fit_window);
     if (!fit_cost) fit_cost = "measured";
     if (strcmp(fit_cost, "measured") && strcmp(fit_cost, "rows"))
         return cli_usage_error(cmd, "--fit-cost must be measured or rows, got '%s'", fit_cost);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/ladder_switch.h"
 #include "cli/serving.h"
 #include "server/server.h"
 
@@ -20,7 +21,8 @@ static const char usage[] =
     "tensors and the binary tensor data extension), GET /metrics (Prometheus text).\n"
     "A model is named after its file without the extension (--name overrides), or\n"
     "after its folder in a repository (DIR/NAME/model.sjg|.onnx plus an optional\n"
-    "config.json: ladder, dynamic, dynamic_axis, dims, backend). Prints 'listening\n"
+    "config.json: ladder, dynamic, dynamic_axis, dims, backend, fit_window, fit_cost).\n"
+    "Prints 'listening\n"
     "on http://HOST:PORT' once bound and 'ready' once warm; SIGTERM or SIGINT drains\n"
     "the requests in flight and exits 0.\n"
     "  --listen [HOST:]PORT   address to bind; HOST defaults to 127.0.0.1 (loopback);\n"
@@ -28,6 +30,19 @@ static const char usage[] =
     "  --model-repository DIR  serve every model folder under DIR\n"
     "  --name NAME        the single model's name\n"
     "  --ladder SPEC      buckets (default pow2:1:1024)\n"
+    "  --ladder fit:K     fit K buckets to the traffic: serve on the default ladder\n"
+    "                     (pow2:1:1024), record the sizes of the first N requests (each\n"
+    "                     request's rows, not a batch's), fit the K-bucket ladder of least\n"
+    "                     expected cost to them (fewer when they hold fewer distinct sizes),\n"
+    "                     precompile it in the background and switch to it once every\n"
+    "                     bucket is ready; no request waits. Runs above the fitted top stay\n"
+    "                     on the default ladder; a window that never fills fits nothing.\n"
+    "                     Told on stderr, in /metrics (shapejit_ladder_fit_*) and in the\n"
+    "                     model's metadata (\"ladder_fit\"). A repository's config.json\n"
+    "                     may say \"ladder\": \"fit:K\" (with \"fit_window\", \"fit_cost\")\n"
+    "  --fit-window N     requests recorded before the fit (default 1000)\n"
+    "  --fit-cost C       measured (default): the cost model 'ladder fit MODEL' measures,\n"
+    "                     here, in the background; rows: the rows a bucket computes (E)\n"
     CLI_STORE_USAGE
     "  --backend B        host (default), interp or cuda; --emit llvm|nvrtc, --arch sm_80|sm_90\n"
     CLI_CUDA_DRIVER_USAGE
@@ -131,6 +146,8 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     int64_t workers = 2, threads = 0, delay_us = 200, batch_rows = 0, max_body = 64 << 20;
     int64_t max_json = (int64_t)256 << 20, max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
     int64_t native_after = INT64_MIN; /* not given: never */
+    int64_t fit_window = INT64_MIN;   /* not given: the library's default */
+    const char *fit_cost = NULL;
     bool no_promote = false;
     cli_model_flags model = {0};
     cli_remote_flags remote = {0};
@@ -159,6 +176,8 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--drain-timeout-s", CLI_OPT_INT, &drain_s},
         {"--jobs", CLI_OPT_INT, &jobs},
         {"--native-after", CLI_OPT_INT, &native_after},
+        {"--fit-window", CLI_OPT_INT, &fit_window},
+        {"--fit-cost", CLI_OPT_STRING, &fit_cost},
         {"--cpu", CLI_OPT_STRING, &compile.cpu},
         {"--precision", CLI_OPT_STRING, &compile.precision},
         CLI_TUNE_OPTS(compile),
@@ -175,8 +194,25 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     if (repo && (name || model.dynamic || model.dynamic_axis || model.dims.n))
         return cli_usage_error(cmd, "--name and the model options are for a single MODEL; a "
                                "repository's models take them from config.json");
+    int fit_k = 0;
+    int is_fit = sj_ladder_switch_parse(ladder, &fit_k);
+    if (is_fit < 0)
+        return cli_usage_error(cmd, "--ladder fit:K: K must be a bucket count in 1..%d, got '%s'",
+                               SJ_LADDER_MAX_BUCKETS, ladder + 4);
+    /* A repository's config.json may ask for a fit, so there they are defaults. */
+    if (!is_fit && !repo && (fit_window != INT64_MIN || fit_cost))
+        return cli_usage_error(cmd, "--fit-window and --fit-cost need --ladder fit:K");
+    if (fit_window != INT64_MIN && (fit_window < 1 || fit_window > SJ_LADDER_SWITCH_MAX_WINDOW))
+        return cli_usage_error(cmd, "--fit-window must be in 1..%d requests, got %lld",
+                               SJ_LADDER_SWITCH_MAX_WINDOW, (long long)fit_window);
+    if (fit_cost && strcmp(fit_cost, "measured") && strcmp(fit_cost, "rows"))
+        return cli_usage_error(cmd, "--fit-cost must be measured or rows, got '%s'", fit_cost);
     srv_config sc;
     srv_config_init(&sc);
+    sc.fit.window = fit_window == INT64_MIN ? SJ_LADDER_SWITCH_DEFAULT_WINDOW : fit_window;
+    sc.fit.cost_rows = fit_cost && !strcmp(fit_cost, "rows");
+    /* The ladder served until a switch: the one given, or the default. */
+    sc.fit.provisional = ladder && !is_fit ? ladder : DEFAULT_SERVE_LADDER;
     char host[256];
     int rc = parse_listen(cmd, listen, host, sizeof host, &sc.port);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--workers", workers, 1, 64);
@@ -275,9 +311,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
             snprintf(base, sizeof base, "%s", slash ? slash + 1 : pos[0]);
             char *dot = strrchr(base, '.');
             if (dot && dot != base) *dot = '\0';
-            sj_engine *e = NULL;
-            st = sj_engine_open_graph(ctx, g, &ec, &e);
-            if (st == SJ_OK) st = srv_add_model(s, name ? name : base, e);
+            st = srv_open_graph(s, name ? name : base, g, &ec); /* takes g */
         }
     }
     /* The engines copied the secret. */

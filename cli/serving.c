@@ -3,8 +3,8 @@
 #include "cli/serving.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
+#include "cache/ladder_cost.h" /* sj_engine_warm_latency */
 #include "core/hash.h"
-#include "bench/bench_timing.h"
 
 #include <stdint.h>
 
@@ -314,42 +314,7 @@ double cli_percentile(const double *sorted, size_t n, double q) {
 
 int cli_warm_latency(const char *cmd, sj_ctx *ctx, sj_engine *e, int64_t rows, double budget_ns, double *us,
                      int64_t *extent) {
-    const sj_graph *g = sj_engine_graph(e);
-    int n_in = sj_graph_num_inputs(g), n_out = sj_graph_num_outputs(g);
-    sj_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
-    sj_named_tensor *named = calloc((size_t)n_in + 1, sizeof *named),
-                    *out = calloc((size_t)n_out + 1, sizeof *out);
-    int rc = in && out && named ? cli_random_inputs(cmd, ctx, g, rows, (uint64_t)rows, in)
-                                : cli_fail(cmd, "out of memory");
-    for (int i = 0; rc == CLI_EXIT_OK && i < n_in; i++) {
-        sj_value_desc d;
-        sj_engine_input(e, i, &d);
-        named[i] = (sj_named_tensor){d.name, in[i]};
-    }
-    double t[64];
-    int reps = 0;
-    double spent = 0;
-    /* The first call makes the bucket ready; it is not a warm latency. */
-    for (int r = 0; rc == CLI_EXIT_OK && r < 65; r++) {
-        sj_run_info info;
-        double t0 = bench_wall_ns();
-        sj_status st = sj_engine_run(e, named, n_in, out, n_out, &info);
-        double dt = bench_wall_ns() - t0;
-        if (st != SJ_OK) {
-            rc = cli_fail(cmd, "a request of %lld rows: %s", (long long)rows, sj_ctx_last_error(ctx));
-            break;
-        }
-        for (int i = 0; i < n_out; i++) sj_tensor_free(ctx, &out[i].tensor);
-        *extent = info.bucket;
-        if (r == 0) continue;
-        t[reps++] = dt / 1e3;
-        spent += dt;
-        if (reps >= 3 && spent > budget_ns) break;
-    }
-    if (rc == CLI_EXIT_OK) *us = bench_median(t, reps);
-    for (int i = 0; in && i < n_in; i++) sj_tensor_free(ctx, &in[i]);
-    free(in);
-    free(named);
-    free(out);
-    return rc;
+    if (sj_engine_warm_latency(e, rows, budget_ns, us, extent) != SJ_OK)
+        return cli_fail(cmd, "%s", sj_ctx_last_error(ctx));
+    return CLI_EXIT_OK;
 }

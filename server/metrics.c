@@ -4,6 +4,7 @@
  * bumped on the request path; rendering reads them without a lock. */
 #include "server/server_impl.h"
 #include "shapejit/ext/bucketed_cache.h"
+#include "cache/ladder_switch.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,17 +91,74 @@ static void padding_metrics(buf *b, srv_server *s) {
     for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
         head(b, m[k].name, m[k].type, m[k].help);
         for (int i = 0; i < s->n_models; i++) {
-            sj_bucketed_cache *c = sj_engine_cache(s->models[i]->e);
-            for (int j = 0; j < sj_bucketed_cache_total_buckets(c); j++) {
-                sj_bucket_padding p;
-                if (sj_bucketed_cache_bucket_padding(c, j, &p) != SJ_OK) continue;
-                long long v = k == 0 ? (long long)p.runs
-                              : k == 1 ? (long long)p.padded_rows_allocated
-                              : k == 2 ? p.padded_rows_computed
-                                       : (long long)p.arena_bytes;
-                if (v < 0) continue;
-                put(b, "%s{model=\"%s\",extent=\"%lld\"} %lld\n", m[k].name, s->models[i]->name,
-                    (long long)p.extent, v);
+            /* With --ladder fit:K, the provisional ladder's buckets and the
+             * fitted one's, told apart by a ladder label. */
+            srv_model *sm = s->models[i];
+            sj_engine *fitted = sm->fit && sm->fit->ls ? sj_ladder_switch_fitted(sm->fit->ls) : NULL;
+            for (int e = 0; e < (fitted ? 2 : 1); e++) {
+                sj_bucketed_cache *c = sj_engine_cache(e ? fitted : sm->e);
+                const char *ladder = !sm->fit ? "" : e ? ",ladder=\"fitted\"" : ",ladder=\"provisional\"";
+                for (int j = 0; j < sj_bucketed_cache_total_buckets(c); j++) {
+                    sj_bucket_padding p;
+                    if (sj_bucketed_cache_bucket_padding(c, j, &p) != SJ_OK) continue;
+                    long long v = k == 0 ? (long long)p.runs
+                                  : k == 1 ? (long long)p.padded_rows_allocated
+                                  : k == 2 ? p.padded_rows_computed
+                                           : (long long)p.arena_bytes;
+                    if (v < 0) continue;
+                    put(b, "%s{model=\"%s\",extent=\"%lld\"%s} %lld\n", m[k].name, sm->name,
+                        (long long)p.extent, ladder, v);
+                }
+            }
+        }
+    }
+}
+
+/* --ladder fit:K: one info line per fitting model (K, the window, the cost,
+ * the provisional and fitted specs, the state), the window's fill and the
+ * runs each ladder took after the switch, and the fitted engine's
+ * compiles. Models without a fit have no lines. */
+static void fit_metrics(buf *b, srv_server *s) {
+    static const struct {
+        const char *name, *type, *help;
+    } m[] = {
+        {"shapejit_ladder_fit_info", "gauge",
+         "1 per model served with --ladder fit:K, labelled with K, the window, the cost model, the "
+         "provisional and fitted ladders and the state (recording, fitting, switched, failed)."},
+        {"shapejit_ladder_fit_window_requests", "gauge", "Requests recorded in the fit's window so far."},
+        {"shapejit_ladder_fit_switched", "gauge", "1 once runs go to the fitted ladder."},
+        {"shapejit_ladder_fit_runs_total", "counter",
+         "Runs after the switch, by the ladder that ran them (fitted, or provisional above the fitted top)."},
+        {"shapejit_ladder_fit_compiles_total", "counter", "Buckets of the fitted ladder compiled."},
+        {"shapejit_ladder_fit_store_hits_total", "counter", "Buckets of the fitted ladder loaded from the store."},
+    };
+    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+        head(b, m[k].name, m[k].type, m[k].help);
+        for (int i = 0; i < s->n_models; i++) {
+            srv_fit *f = s->models[i]->fit;
+            if (!f || !f->ls) continue;
+            const char *name = s->models[i]->name;
+            sj_ladder_switch_report r;
+            sj_ladder_switch_get(f->ls, &r);
+            sj_engine_stats es = {0};
+            if (r.switched) sj_engine_stats_get(sj_ladder_switch_fitted(f->ls), &es);
+            switch (k) {
+            case 0:
+                put(b, "%s{model=\"%s\",k=\"%d\",window=\"%zu\",cost=\"%s\",provisional=\"%s\",fitted=\"%s\","
+                       "state=\"%s\"} 1\n",
+                    m[k].name, name, f->k, r.window, f->cost_rows ? "rows" : "measured", f->provisional,
+                    r.fitted_spec ? r.fitted_spec : "", sj_ladder_switch_state_name(r.state));
+                break;
+            case 1: put(b, "%s{model=\"%s\"} %zu\n", m[k].name, name, r.seen); break;
+            case 2: put(b, "%s{model=\"%s\"} %d\n", m[k].name, name, r.switched ? 1 : 0); break;
+            case 3:
+                put(b, "%s{model=\"%s\",ladder=\"fitted\"} %llu\n", m[k].name, name,
+                    (unsigned long long)r.on_fitted);
+                put(b, "%s{model=\"%s\",ladder=\"provisional\"} %llu\n", m[k].name, name,
+                    (unsigned long long)r.above_fitted);
+                break;
+            case 4: put(b, "%s{model=\"%s\"} %llu\n", m[k].name, name, (unsigned long long)es.compiles); break;
+            default: put(b, "%s{model=\"%s\"} %llu\n", m[k].name, name, (unsigned long long)es.store_hits); break;
             }
         }
     }
@@ -152,6 +210,7 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
     PER_MODEL(&b, s, "shapejit_rows_total", "counter", "Rows requested along the dynamic dim.",
               "%llu", U(atomic_load(&m->m.rows)));
     padding_metrics(&b, s);
+    fit_metrics(&b, s);
     PER_MODEL(&b, s, "shapejit_batches_total", "counter",
               "Runs that served several concatenated requests.", "%llu",
               U(atomic_load(&m->m.batches)));

@@ -5,6 +5,8 @@
  * the active extent) while a background thread makes its own bucket ready. */
 #include "server/server_impl.h"
 
+#include "cache/ladder_switch.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,7 @@ static void queue_background(srv_model *m, int b) {
 
 sj_status srv_model_start(srv_model *m) {
     srv_server *s = m->srv;
+    if (m->fit) SJ_TRY(srv_fit_start(m));
     if (s->cfg.max_batch_delay_us > 0) {
         char why[256];
         bool independent = false;
@@ -175,6 +178,9 @@ void srv_model_destroy(srv_model *m) {
     }
     if (m->warm_started) pthread_join(m->warm_thread, NULL);
     srv_batcher_destroy(m->batcher);
+    /* No run is in flight: the fitted engine goes first (a fit still
+     * compiling is waited for), then the provisional it stood beside. */
+    srv_fit_destroy(m);
     sj_engine_close(m->e);
     pthread_mutex_destroy(&m->bg_mu);
     pthread_cond_destroy(&m->bg_cv);
@@ -189,12 +195,14 @@ sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, 
     sj_named_tensor ni[SRV_MAX_IO], no[SRV_MAX_IO];
     for (int i = 0; i < m->n_in; i++) ni[i] = (sj_named_tensor){m->in[i].name, in[i]};
     memset(no, 0, sizeof no);
+    sj_engine *e = srv_fit_route(m, rows);
     sj_engine_run_report rep;
-    sj_status st = sj_engine_run_ready(m->e, ni, m->n_in, no, m->n_out, m->srv->cfg.promote, &rep);
+    sj_status st = sj_engine_run_ready(e, ni, m->n_in, no, m->n_out, m->srv->cfg.promote, &rep);
     if (st != SJ_OK) return st;
     for (int i = 0; i < m->n_out; i++) out[i] = no[i].tensor;
     atomic_fetch_add(&m->m.rows, (uint64_t)rows);
-    if (rep.promoted) {
+    /* The fitted engine is routed to only once every bucket is ready. */
+    if (rep.promoted && e == m->e) {
         atomic_fetch_add(&m->m.promotions, 1);
         queue_background(m, rep.own_bucket);
     } else if (rep.info.wait != SJ_RUN_READY) {
@@ -204,6 +212,12 @@ sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, 
 }
 
 sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out) {
+    /* The fit's window records what clients ask for, one request at a
+     * time, not the batches the batcher makes of them: batch sizes follow
+     * the load and the batching delay of the moment, while the fitted
+     * ladder must hold every request alone (its top is the largest
+     * request), and a batch above that top still runs on the provisional. */
+    if (m->fit && m->fit->ls) sj_ladder_switch_record(m->fit->ls, rows);
     if (m->batcher) return srv_batcher_run(m->batcher, rows, in, out);
     return srv_model_run_direct(m, rows, in, out);
 }

@@ -6,6 +6,8 @@
  * before it has been compared with the model. */
 #include "server/server_impl.h"
 
+#include "cache/ladder_switch.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -44,11 +46,23 @@ static json_t *io_json(const sj_value_desc *d, int n) {
     return a;
 }
 
+/* The protocol's fields, then shapejit's own: the ladder served (the
+ * fitted one once switched to; runs above its top still take the
+ * provisional) and, with --ladder fit:K, how far
+ * the fit got ("ladder_fit"). */
 void srv_model_metadata(srv_model *m, srv_response *r) {
-    srv_json(r, 200,
-             json_pack("{s:s,s:[s],s:s,s:o,s:o}", "name", m->name, "versions", "1", "platform",
-                       "shapejit", "inputs", io_json(m->in, m->n_in), "outputs",
-                       io_json(m->out, m->n_out)));
+    sj_engine *now = m->fit && m->fit->ls ? sj_ladder_switch_fitted(m->fit->ls) : NULL;
+    char ladder[512];
+    sj_ladder_format(sj_engine_ladder(now ? now : m->e), ladder, sizeof ladder);
+    json_t *j = json_pack("{s:s,s:[s],s:s,s:o,s:o,s:s}", "name", m->name, "versions", "1", "platform",
+                          "shapejit", "inputs", io_json(m->in, m->n_in), "outputs", io_json(m->out, m->n_out),
+                          "ladder", ladder);
+    json_t *fit = srv_fit_json(m);
+    if (j && fit)
+        json_object_set_new(j, "ladder_fit", fit);
+    else
+        json_decref(fit);
+    srv_json(r, 200, j);
 }
 
 /* ---- decoding */

@@ -11,15 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_DIMS 16
+#include "cache/ladder_switch.h"
 
-sj_status srv_open_model(srv_server *s, const char *name, const char *path,
-                         const sj_engine_config *cfg) {
-    sj_engine *e;
-    sj_status st = sj_engine_open(s->ctx, path, cfg, &e);
-    if (st != SJ_OK) return st;
-    return srv_add_model(s, name, e);
-}
+#define MAX_DIMS 16
 
 static bool has_ext(const char *f, const char *ext) {
     size_t n = strlen(f), k = strlen(ext);
@@ -56,6 +50,8 @@ typedef struct model_config {
     sj_engine_config cfg;
     sj_dim_value dims[MAX_DIMS];
     char dyn_input[256];
+    srv_fit_options fit; /* the server's, overridden by fit_window and fit_cost */
+    bool fit_keys;       /* either was given */
 } model_config;
 
 static sj_status read_config(srv_server *s, const char *path, model_config *mc) {
@@ -102,11 +98,32 @@ static sj_status read_config(srv_server *s, const char *path, model_config *mc) 
             }
             mc->cfg.model.fixed_dims = mc->dims;
             mc->cfg.model.n_fixed_dims = n;
+        } else if (!strcmp(key, "fit_window")) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                json_integer_value(v) > SJ_LADDER_SWITCH_MAX_WINDOW)
+                return sj_fail(s->ctx, SJ_E_PARSE, "%s: \"fit_window\" must be an integer in 1..%d (requests)",
+                               path, SJ_LADDER_SWITCH_MAX_WINDOW);
+            mc->fit.window = json_integer_value(v);
+            mc->fit_keys = true;
+        } else if (!strcmp(key, "fit_cost")) {
+            const char *str = json_string_value(v);
+            if (!str || (strcmp(str, "measured") && strcmp(str, "rows")))
+                return sj_fail(s->ctx, SJ_E_PARSE, "%s: \"fit_cost\" must be \"measured\" or \"rows\"", path);
+            mc->fit.cost_rows = !strcmp(str, "rows");
+            mc->fit_keys = true;
         } else {
             return sj_fail(s->ctx, SJ_E_PARSE, "%s: unknown key \"%s\" (known: ladder, dynamic, "
-                           "dynamic_axis, dims, backend)", path, key);
+                           "dynamic_axis, dims, backend, fit_window, fit_cost)", path, key);
         }
     }
+    int k;
+    int fit = sj_ladder_switch_parse(mc->cfg.ladder, &k);
+    if (fit < 0)
+        return sj_fail(s->ctx, SJ_E_PARSE, "%s: \"ladder\": \"%s\": fit:K needs K, a bucket count in 1..%d", path,
+                       mc->cfg.ladder, SJ_LADDER_MAX_BUCKETS);
+    if (mc->fit_keys && !fit)
+        return sj_fail(s->ctx, SJ_E_PARSE, "%s: \"fit_window\" and \"fit_cost\" need \"ladder\": \"fit:K\"",
+                       path);
     return SJ_OK;
 }
 
@@ -144,12 +161,12 @@ sj_status srv_open_repository(srv_server *s, const char *dir, const sj_engine_co
             break;
         }
         st = model_file(s, folder, file, sizeof file);
-        model_config mc = {.cfg = *base};
+        model_config mc = {.cfg = *base, .fit = s->cfg.fit};
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", folder);
         struct stat sb;
         if (st == SJ_OK && stat(cfg_path, &sb) == 0) st = read_config(s, cfg_path, &mc);
         if (st == SJ_OK) {
-            st = srv_open_model(s, names[i], file, &mc.cfg);
+            st = srv_open_fitting(s, names[i], file, NULL, &mc.cfg, &mc.fit);
             if (st != SJ_OK) sj_error_prefix(s->ctx, "model '%s'", names[i]);
         }
         json_decref(mc.root);

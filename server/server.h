@@ -35,6 +35,19 @@
  * the background), or at once (buckets compile when requests need them). */
 typedef enum srv_ready_when { SRV_READY_ALL, SRV_READY_FIRST_BUCKET, SRV_READY_NOW } srv_ready_when;
 
+/* --ladder fit:K (a model's engine config whose ladder is "fit:K"): the
+ * model serves on the provisional ladder, the sizes of its first `window`
+ * requests are recorded, K buckets are fitted to them and precompiled in
+ * the background, and runs switch to them once every one is ready (runs
+ * above the fitted top stay on the provisional ladder); no request waits
+ * for any of it. stderr, /metrics (shapejit_ladder_fit_*) and the model's
+ * metadata ("ladder_fit") tell how far it got. */
+typedef struct srv_fit_options {
+    int64_t window;          /* requests recorded before the fit; default 1000 */
+    bool cost_rows;          /* cost = rows a bucket computes; false (default): measured here */
+    const char *provisional; /* the ladder served until the switch; default pow2:1:1024 */
+} srv_fit_options;
+
 typedef struct srv_config {
     const char *host;         /* numeric address or "localhost"; default 127.0.0.1 */
     uint16_t port;            /* 0: any free port (srv_port says which) */
@@ -57,6 +70,7 @@ typedef struct srv_config {
      * 0 = no batching. */
     int64_t max_batch_delay_us;
     int64_t max_batch_rows;   /* rows per batched run; 0 = the ladder's top */
+    srv_fit_options fit;      /* for models whose ladder is "fit:K" */
 } srv_config;
 
 void srv_config_init(srv_config *cfg);
@@ -69,15 +83,19 @@ sj_status srv_create(sj_ctx *ctx, const srv_config *cfg, srv_server **out);
 sj_status srv_add_model(srv_server *s, const char *name, sj_engine *e);
 int srv_num_models(const srv_server *s);
 
-/* Opens the model file at path with cfg (sj_engine_open) and adds it. */
+/* Opens the model file at path with cfg (sj_engine_open) and adds it; a
+ * cfg->ladder "fit:K" fits K buckets to the traffic (srv_fit_options). */
 sj_status srv_open_model(srv_server *s, const char *name, const char *path,
                          const sj_engine_config *cfg);
+/* The same for a graph already built (taken, also on failure). */
+sj_status srv_open_graph(srv_server *s, const char *name, sj_graph *g, const sj_engine_config *cfg);
 /* A model repository: every sub-folder DIR/NAME holding one model file
  * (.sjg or .onnx) becomes model NAME, opened with base overridden by an
  * optional DIR/NAME/config.json: {"ladder": "pow2:1:256", "dynamic": "seq",
- * "dynamic_axis": "x:0", "dims": {"batch": 1}, "backend": "host"}. Any other
- * key, a folder with no or two model files, or a bad value fails naming
- * the file. */
+ * "dynamic_axis": "x:0", "dims": {"batch": 1}, "backend": "host"}; with
+ * "ladder": "fit:K" also "fit_window": N and "fit_cost": "measured"|"rows"
+ * (default: the server's srv_fit_options). Any other key, a folder with no
+ * or two model files, or a bad value fails naming the file. */
 sj_status srv_open_repository(srv_server *s, const char *dir, const sj_engine_config *base);
 /* Binds and starts answering; warm-up (per ready_when) runs in the
  * background, /v2/health/ready says when it is done. */

@@ -31,6 +31,20 @@ typedef enum srv_state { SRV_LOADING, SRV_READY, SRV_FAILED } srv_state;
 
 typedef struct srv_batcher srv_batcher;
 
+/* --ladder fit:K for one model (model_fit.c). */
+typedef struct srv_fit {
+    int k;
+    int64_t window;
+    bool cost_rows;
+    char provisional[256];  /* the provisional ladder's spec */
+    /* What the fitted (and measuring) engines are opened with: the model's
+     * engine config, its strings and secret copied (wiped at the end). */
+    sj_engine_config cfg;
+    char *owned[10];
+    int n_owned;
+    struct sj_ladder_switch *ls; /* NULL until the model starts */
+} srv_fit;
+
 typedef struct srv_model {
     struct srv_server *srv;
     char name[SRV_NAME_MAX];
@@ -55,6 +69,7 @@ typedef struct srv_model {
     pthread_t bg_thread;
     bool bg_started;
     srv_batcher *batcher; /* NULL: every request runs alone */
+    srv_fit *fit;         /* --ladder fit:K, else NULL */
     char batch_why[256];  /* why batching is off (row dependence) */
     srv_metrics m;
 } srv_model;
@@ -108,6 +123,20 @@ void srv_model_destroy(srv_model *m);
 sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
 /* The engine run behind it; counts stalls, promotions and rows. */
 sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
+
+/* model_fit.c: opens a model (path, or g taken) with cfg and adds it as
+ * name; a "fit:K" ladder opens it on fo->provisional and gives it a fit. */
+sj_status srv_open_fitting(srv_server *s, const char *name, const char *path, sj_graph *g,
+                           const sj_engine_config *cfg, const srv_fit_options *fo);
+/* Starts recording (before any request); the switch told on stderr. */
+sj_status srv_fit_start(srv_model *m);
+/* Waits for a fit in progress, closes the fitted engine, says on stderr
+ * when the window never filled; a model without a fit is a no-op. */
+void srv_fit_destroy(srv_model *m);
+/* The engine a run of `rows` goes to (the model's own without a fit). */
+sj_engine *srv_fit_route(srv_model *m, int64_t rows);
+/* The "ladder_fit" object of the model's metadata (NULL without a fit). */
+struct json_t *srv_fit_json(srv_model *m);
 
 /* json_memory.c: jansson's allocations on this thread count against a
  * budget while one is set (0: none), so a request's JSON cannot take more

@@ -1,9 +1,6 @@
-# serve --ladder fit:K (issue 19 item 4): the switch module is CLI code, so
-# its cmocka program compiles it in; the CLI tests use sj_cli_test from
-# cli.cmake (included first).
-if(TARGET test_ladder_switch)
-  target_sources(test_ladder_switch PRIVATE ${PROJECT_SOURCE_DIR}/cli/ladder_switch.c)
-endif()
+# serve --ladder fit:K (issue 19 item 4); the CLI tests use sj_cli_test from
+# cli.cmake (included first). The switch itself (cache/ladder_switch.c) is
+# tested by test_ladder_switch; the HTTP server's fit by server_fit.sh.
 
 set(SJ_LS_DIR "${PROJECT_BINARY_DIR}/cli_tests/ladder_serve")
 set(SJ_LS_FFN "${PROJECT_SOURCE_DIR}/examples/models/ffn.sjg")
@@ -67,4 +64,25 @@ sj_cli_test(serve_fit_window_zero RC 2 ARGS serve ${SJ_LS_FFN} --ladder fit:2 --
 sj_cli_test(serve_fit_window_needs_fit RC 2 ARGS serve ${SJ_LS_FFN} --fit-window 10
   ERR "--fit-window and --fit-cost need --ladder fit:K")
 sj_cli_test(serve_fit_cost_bad RC 2 ARGS serve ${SJ_LS_FFN} --ladder fit:2 --fit-cost guess
+  ERR "--fit-cost must be measured or rows, got 'guess'")
+
+# The same through serve --listen (server/model_fit.c): curl against a
+# live server, the switch awaited through /metrics (tests/server_fit.sh).
+find_program(SJ_CURL curl)
+find_program(SJ_BASH bash)
+if(SJ_CURL AND SJ_BASH AND TARGET shapejit_server)
+  add_test(NAME server_fit COMMAND ${SJ_BASH} ${PROJECT_SOURCE_DIR}/tests/server_fit.sh
+    $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR}/examples/models ${PROJECT_BINARY_DIR}/server_fit)
+  set_tests_properties(server_fit PROPERTIES TIMEOUT 240 LABELS server)
+endif()
+set(listen serve --listen 127.0.0.1:0 ${SJ_LS_FFN} --store none)
+sj_cli_test(listen_fit_k_zero RC 2 ARGS ${listen} --ladder fit:0
+  ERR "--ladder fit:K: K must be a bucket count in 1..4096, got '0'")
+sj_cli_test(listen_fit_k_not_int RC 2 ARGS ${listen} --ladder fit:abc
+  ERR "--ladder fit:K: K must be a bucket count in 1..4096, got 'abc'")
+sj_cli_test(listen_fit_window_zero RC 2 ARGS ${listen} --ladder fit:2 --fit-window 0
+  ERR "--fit-window must be in 1..10000000 requests, got 0")
+sj_cli_test(listen_fit_window_needs_fit RC 2 ARGS ${listen} --fit-window 10
+  ERR "--fit-window and --fit-cost need --ladder fit:K")
+sj_cli_test(listen_fit_cost_bad RC 2 ARGS ${listen} --ladder fit:2 --fit-cost guess
   ERR "--fit-cost must be measured or rows, got 'guess'")

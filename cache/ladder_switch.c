@@ -1,10 +1,10 @@
-/* serve --ladder fit:K (cli/ladder_switch.h): the window, the background
- * fit, and the routing of each request to the provisional or fitted
- * engine. The routing is one atomic load: the fitted engine is published
- * only once every bucket of it is ready, and neither engine is closed
- * while requests may still run on it (the provisional is the caller's, the
- * fitted is closed by destroy, after the workers). */
-#include "cli/ladder_switch.h"
+/* --ladder fit:K (cache/ladder_switch.h): the window, the background fit,
+ * and the routing of each run to the provisional or fitted engine. The
+ * routing is one atomic load: the fitted engine is published only once
+ * every bucket of it is ready, and neither engine is closed while runs may
+ * still use it (the provisional is the caller's, the fitted is closed by
+ * destroy, after the caller's workers). */
+#include "cache/ladder_switch.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,8 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-struct cli_ladder_switch {
-    cli_ladder_switch_config cfg;
+#include "core/core_impl.h" /* sj_fail */
+
+struct sj_ladder_switch {
+    sj_ladder_switch_config cfg;
     int64_t *sizes;           /* the window, cfg.window entries */
     _Atomic size_t claimed;   /* slots handed out */
     _Atomic size_t recorded;  /* slots written; the writer of the last starts the fit */
@@ -23,6 +25,7 @@ struct cli_ladder_switch {
     _Atomic uint64_t on_fitted, above_fitted;
     pthread_t thread;
     _Atomic bool started;     /* the fit thread exists (joined by wait) */
+    _Atomic bool finished;    /* the fields below are final (the fit thread is done) */
     bool joined;
     pthread_mutex_t join_mu;
     /* Written by the fit thread, read after wait. */
@@ -35,6 +38,15 @@ struct cli_ladder_switch {
     char error[512];
 };
 
+int sj_ladder_switch_parse(const char *spec, int *k) {
+    if (!spec || strncmp(spec, "fit:", 4)) return 0;
+    char *end;
+    long long v = strtoll(spec + 4, &end, 10);
+    if (!spec[4] || *end || v < 1 || v > SJ_LADDER_MAX_BUCKETS) return -1;
+    *k = (int)v;
+    return 1;
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -46,12 +58,13 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void tell(cli_ladder_switch *ls, const char *line) {
+static void tell(sj_ladder_switch *ls, const char *line) {
     if (ls->cfg.on_event) ls->cfg.on_event(ls->cfg.event_user, line);
 }
 
-static void give_up(cli_ladder_switch *ls, const char *what, const char *why) {
+static void give_up(sj_ladder_switch *ls, const char *what, const char *why) {
     snprintf(ls->error, sizeof ls->error, "%s: %s", what, why && *why ? why : "unknown error");
+    atomic_store(&ls->finished, true);
     char line[640];
     snprintf(line, sizeof line, "ladder fit: %s; the provisional ladder keeps serving", ls->error);
     tell(ls, line);
@@ -59,7 +72,7 @@ static void give_up(cli_ladder_switch *ls, const char *what, const char *why) {
 
 /* The window's sizes: distinct count and range (sizes sorted in place; the
  * fit does not depend on their order). */
-static void window_figures(cli_ladder_switch *ls) {
+static void window_figures(sj_ladder_switch *ls) {
     size_t n = ls->cfg.window;
     qsort(ls->sizes, n, sizeof *ls->sizes, cmp_i64);
     ls->lo = ls->sizes[0];
@@ -70,7 +83,7 @@ static void window_figures(cli_ladder_switch *ls) {
 }
 
 static void *fit_thread(void *arg) {
-    cli_ladder_switch *ls = arg;
+    sj_ladder_switch *ls = arg;
     sj_ctx *ctx = ls->cfg.ctx;
     double t0 = now_ms();
     window_figures(ls);
@@ -110,6 +123,7 @@ static void *fit_thread(void *arg) {
     ls->fitted = e;
     size_t after = atomic_load(&ls->routed);
     atomic_store(&ls->live, e);
+    atomic_store(&ls->finished, true);
     char line[600];
     snprintf(line, sizeof line,
              "ladder fit: switched to %.*s (%d bucket%s fitted to the first %zu requests in %.1f ms, "
@@ -120,17 +134,23 @@ static void *fit_thread(void *arg) {
     return NULL;
 }
 
-sj_status cli_ladder_switch_create(const cli_ladder_switch_config *cfg, cli_ladder_switch **out) {
+sj_status sj_ladder_switch_create(const sj_ladder_switch_config *cfg, sj_ladder_switch **out) {
     *out = NULL;
     if (!cfg || !cfg->ctx || !cfg->provisional || !cfg->open || cfg->k < 1 ||
-        cfg->k > SJ_LADDER_MAX_BUCKETS || cfg->window < 1)
-        return SJ_E_INVALID_ARG;
-    cli_ladder_switch *ls = calloc(1, sizeof *ls);
-    if (!ls) return SJ_E_NOMEM;
+        cfg->k > SJ_LADDER_MAX_BUCKETS || cfg->window < 1 || cfg->window > SJ_LADDER_SWITCH_MAX_WINDOW)
+        return cfg && cfg->ctx ? sj_fail(cfg->ctx, SJ_E_INVALID_ARG,
+                                         "ladder fit: needs a provisional engine, an opener, K in 1..%d "
+                                         "and a window in 1..%d requests (got K %d, window %zu)",
+                                         SJ_LADDER_MAX_BUCKETS, SJ_LADDER_SWITCH_MAX_WINDOW,
+                                         cfg->k, cfg->window)
+                               : SJ_E_INVALID_ARG;
+    sj_ladder_switch *ls = calloc(1, sizeof *ls);
+    if (!ls) return sj_fail(cfg->ctx, SJ_E_NOMEM, "ladder fit: out of memory");
     ls->sizes = malloc(cfg->window * sizeof *ls->sizes);
     if (!ls->sizes) {
         free(ls);
-        return SJ_E_NOMEM;
+        return sj_fail(cfg->ctx, SJ_E_NOMEM, "ladder fit: out of memory for a window of %zu requests",
+                       cfg->window);
     }
     ls->cfg = *cfg;
     pthread_mutex_init(&ls->join_mu, NULL);
@@ -138,35 +158,35 @@ sj_status cli_ladder_switch_create(const cli_ladder_switch_config *cfg, cli_ladd
     return SJ_OK;
 }
 
-sj_engine *cli_ladder_switch_engine(cli_ladder_switch *ls, int64_t rows) {
-    sj_engine *fitted = atomic_load(&ls->live);
-    if (fitted) {
-        if (sj_ladder_find(sj_engine_ladder(fitted), rows) >= 0) {
-            atomic_fetch_add(&ls->on_fitted, 1);
-            return fitted;
-        }
-        atomic_fetch_add(&ls->above_fitted, 1);
-        return ls->cfg.provisional;
-    }
+void sj_ladder_switch_record(sj_ladder_switch *ls, int64_t rows) {
+    if (atomic_load(&ls->live)) return;
     atomic_fetch_add(&ls->routed, 1);
-    if (atomic_load(&ls->claimed) < ls->cfg.window) {
-        size_t slot = atomic_fetch_add(&ls->claimed, 1);
-        if (slot < ls->cfg.window) {
-            ls->sizes[slot] = rows;
-            /* The thread that writes the last slot starts the fit: every
-             * slot is written by then (seq_cst increments). */
-            if (atomic_fetch_add(&ls->recorded, 1) + 1 == ls->cfg.window) {
-                if (pthread_create(&ls->thread, NULL, fit_thread, ls) == 0)
-                    atomic_store(&ls->started, true);
-                else
-                    give_up(ls, "cannot start the fit thread", "pthread_create failed");
-            }
-        }
+    if (atomic_load(&ls->claimed) >= ls->cfg.window) return;
+    size_t slot = atomic_fetch_add(&ls->claimed, 1);
+    if (slot >= ls->cfg.window) return;
+    ls->sizes[slot] = rows;
+    /* The call that writes the last slot starts the fit: every slot is
+     * written by then (seq_cst increments). */
+    if (atomic_fetch_add(&ls->recorded, 1) + 1 != ls->cfg.window) return;
+    int err = pthread_create(&ls->thread, NULL, fit_thread, ls);
+    if (err == 0)
+        atomic_store(&ls->started, true);
+    else
+        give_up(ls, "cannot start the fit thread", strerror(err));
+}
+
+sj_engine *sj_ladder_switch_route(sj_ladder_switch *ls, int64_t rows) {
+    sj_engine *fitted = atomic_load(&ls->live);
+    if (!fitted) return ls->cfg.provisional;
+    if (sj_ladder_find(sj_engine_ladder(fitted), rows) >= 0) {
+        atomic_fetch_add(&ls->on_fitted, 1);
+        return fitted;
     }
+    atomic_fetch_add(&ls->above_fitted, 1);
     return ls->cfg.provisional;
 }
 
-void cli_ladder_switch_wait(cli_ladder_switch *ls) {
+void sj_ladder_switch_wait(sj_ladder_switch *ls) {
     pthread_mutex_lock(&ls->join_mu);
     if (atomic_load(&ls->started) && !ls->joined) {
         pthread_join(ls->thread, NULL);
@@ -175,9 +195,9 @@ void cli_ladder_switch_wait(cli_ladder_switch *ls) {
     pthread_mutex_unlock(&ls->join_mu);
 }
 
-void cli_ladder_switch_destroy(cli_ladder_switch *ls) {
+void sj_ladder_switch_destroy(sj_ladder_switch *ls) {
     if (!ls) return;
-    cli_ladder_switch_wait(ls);
+    sj_ladder_switch_wait(ls);
     sj_engine_close(ls->fitted);
     pthread_mutex_destroy(&ls->join_mu);
     free(ls->spec);
@@ -185,15 +205,31 @@ void cli_ladder_switch_destroy(cli_ladder_switch *ls) {
     free(ls);
 }
 
-void cli_ladder_switch_get(cli_ladder_switch *ls, cli_ladder_switch_report *out) {
+const char *sj_ladder_switch_state_name(sj_ladder_switch_state s) {
+    switch (s) {
+    case SJ_LADDER_SWITCH_RECORDING: return "recording";
+    case SJ_LADDER_SWITCH_FITTING: return "fitting";
+    case SJ_LADDER_SWITCH_SWITCHED: return "switched";
+    case SJ_LADDER_SWITCH_FAILED: return "failed";
+    }
+    return "?";
+}
+
+void sj_ladder_switch_get(sj_ladder_switch *ls, sj_ladder_switch_report *out) {
     size_t seen = atomic_load(&ls->recorded);
-    bool done = ls->joined || seen < ls->cfg.window;
-    *out = (cli_ladder_switch_report){
+    /* live is published after every field it needs is written. */
+    bool switched = atomic_load(&ls->live) != NULL;
+    bool done = switched || atomic_load(&ls->finished);
+    *out = (sj_ladder_switch_report){
         .k = ls->cfg.k,
+        .state = switched ? SJ_LADDER_SWITCH_SWITCHED
+                 : done   ? SJ_LADDER_SWITCH_FAILED
+                 : seen < ls->cfg.window ? SJ_LADDER_SWITCH_RECORDING
+                                         : SJ_LADDER_SWITCH_FITTING,
         .window = ls->cfg.window,
         .seen = seen,
         .fitted = done && ls->spec,
-        .switched = atomic_load(&ls->live) != NULL,
+        .switched = switched,
         .fitted_spec = done ? ls->spec : NULL,
         .fit = done ? ls->fit : (sj_ladder_fit_result){0},
         .distinct = done ? ls->distinct : 0,
@@ -204,10 +240,10 @@ void cli_ladder_switch_get(cli_ladder_switch *ls, cli_ladder_switch_report *out)
         .above_fitted = atomic_load(&ls->above_fitted),
         .fit_ms = done ? ls->fit_ms : 0,
         .ready_ms = done ? ls->ready_ms : 0,
-        .error = ls->error,
+        .error = done ? ls->error : "",
     };
 }
 
-sj_engine *cli_ladder_switch_fitted(cli_ladder_switch *ls) {
+sj_engine *sj_ladder_switch_fitted(sj_ladder_switch *ls) {
     return atomic_load(&ls->live);
 }
