@@ -29,8 +29,9 @@
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/attention_fuse.h"
 
-/* TILE query rows (RV vectors of 16) per tile; scores of KEY_BLOCK keys
- * at a time; JU keys and CU value columns per register block. */
+/* At most TILE query rows (RV vectors of 16) per tile; scores of
+ * KEY_BLOCK keys at a time; JU keys and CU value columns per register
+ * block. */
 enum { TILE = 32, RV = TILE / 16, KEY_BLOCK = 64, JU = 4, CU = 4 };
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
@@ -89,59 +90,63 @@ typedef float vf16 __attribute__((vector_size(64)));
 /* x as every lane (x - 0 is x, -0 included, so it compiles to a broadcast). */
 #define SPLAT(x) ((x) - (vf16){0})
 
-/* The scores of keys j .. j + NJ of the block into s[j] (TILE rows each):
- * NJ x RV accumulators in registers over the head dim, each key element a
- * broadcast shared by the RV row vectors. */
+/* The scores of keys j .. j + NJ of the block into s[j] (NR vectors of
+ * rows each): NJ x NR accumulators in registers over the head dim, each
+ * key element a broadcast shared by the NR row vectors. */
 static inline void score_keys(float *restrict s, const float *restrict qt, const float *restrict kb,
-                              int64_t kl, int64_t kc, int64_t dk, int64_t j, int NJ) {
+                              int64_t kl, int64_t kc, int64_t dk, int64_t j, int NJ, int NR) {
+    const int tw = 16 * NR;
     vf16 a[JU][RV];
     for (int jj = 0; jj < NJ; jj++)
-        for (int rr = 0; rr < RV; rr++) a[jj][rr] = (vf16){0};
+        for (int rr = 0; rr < NR; rr++) a[jj][rr] = (vf16){0};
     for (int64_t c = 0; c < dk; c++) {
         vf16 qv[RV];
-        for (int rr = 0; rr < RV; rr++) LOAD16(qv[rr], qt + c * TILE + 16 * rr);
+        for (int rr = 0; rr < NR; rr++) LOAD16(qv[rr], qt + c * tw + 16 * rr);
         for (int jj = 0; jj < NJ; jj++) {
             vf16 kv = SPLAT(kb[(j + jj) * kl + c * kc]);
-            for (int rr = 0; rr < RV; rr++) a[jj][rr] += qv[rr] * kv;
+            for (int rr = 0; rr < NR; rr++) a[jj][rr] += qv[rr] * kv;
         }
     }
     for (int jj = 0; jj < NJ; jj++)
-        for (int rr = 0; rr < RV; rr++) STORE16(s + (j + jj) * TILE + 16 * rr, a[jj][rr]);
+        for (int rr = 0; rr < NR; rr++) STORE16(s + (j + jj) * tw + 16 * rr, a[jj][rr]);
 }
 
 /* Value columns c0 .. c0 + NC of the accumulators: scaled by corr, plus the
- * block's weights times v, NC x RV accumulators in registers over the
+ * block's weights times v, NC x NR accumulators in registers over the
  * block's keys. */
 static inline void weigh_values(float *restrict acc, const float *restrict p,
                                 const float *restrict corr, const float *restrict vb, int64_t vl,
-                                int64_t vc, int64_t nb, int64_t c0, int NC) {
+                                int64_t vc, int64_t nb, int64_t c0, int NC, int NR) {
+    const int tw = 16 * NR;
     vf16 a[CU][RV], cv[RV];
-    for (int rr = 0; rr < RV; rr++) LOAD16(cv[rr], corr + 16 * rr);
+    for (int rr = 0; rr < NR; rr++) LOAD16(cv[rr], corr + 16 * rr);
     for (int cc = 0; cc < NC; cc++)
-        for (int rr = 0; rr < RV; rr++) {
-            LOAD16(a[cc][rr], acc + (c0 + cc) * TILE + 16 * rr);
+        for (int rr = 0; rr < NR; rr++) {
+            LOAD16(a[cc][rr], acc + (c0 + cc) * tw + 16 * rr);
             a[cc][rr] *= cv[rr];
         }
     for (int64_t j = 0; j < nb; j++) {
         vf16 pv[RV];
-        for (int rr = 0; rr < RV; rr++) LOAD16(pv[rr], p + j * TILE + 16 * rr);
+        for (int rr = 0; rr < NR; rr++) LOAD16(pv[rr], p + j * tw + 16 * rr);
         for (int cc = 0; cc < NC; cc++) {
             vf16 vv = SPLAT(vb[j * vl + (c0 + cc) * vc]);
-            for (int rr = 0; rr < RV; rr++) a[cc][rr] += pv[rr] * vv;
+            for (int rr = 0; rr < NR; rr++) a[cc][rr] += pv[rr] * vv;
         }
     }
     for (int cc = 0; cc < NC; cc++)
-        for (int rr = 0; rr < RV; rr++) STORE16(acc + (c0 + cc) * TILE + 16 * rr, a[cc][rr]);
+        for (int rr = 0; rr < NR; rr++) STORE16(acc + (c0 + cc) * tw + 16 * rr, a[cc][rr]);
 }
 
-/* Up to TILE query rows against every key, KEY_BLOCK keys at a time:
- * scores, the online softmax step, then the weighted values. The tile's
- * queries (scaled, zero past the last row) and accumulators are stored
- * [head dim][TILE], the block's scores and then weights [key][TILE]. */
-SJ_CLONES
-static void attend_tile(const desc *d, const float *restrict q, const float *restrict kt,
-                        const float *restrict v, const float *restrict mask, float *restrict out,
-                        int64_t nq, int64_t n_keys) {
+/* Up to 16 * NR query rows (the tile's width, tw) against every key,
+ * KEY_BLOCK keys at a time: scores, the online softmax step, then the
+ * weighted values. The tile's queries (scaled, zero past the last row) and
+ * accumulators are stored [head dim][tw], the block's scores and then
+ * weights [key][tw]. Inlined (forced: it is large) into each width
+ * below, so NR is a constant and the register blocks stay in registers. */
+__attribute__((always_inline)) static inline void attend_tile(
+    const desc *d, const float *restrict q, const float *restrict kt, const float *restrict v,
+    const float *restrict mask, float *restrict out, int64_t nq, int64_t n_keys, const int NR) {
+    const int tw = 16 * NR;
     const int64_t dk = d->dk, dv = d->dims[4];
     const int64_t qm = d->st[0][2], qc = d->st[0][4], kc = d->st[1][4], kl = d->st[1][3];
     const int64_t vl = d->st[2][3], vc = d->st[2][4], mm = d->st[3][2], ml = d->st[3][3];
@@ -150,10 +155,10 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
     _Alignas(64) float p[KEY_BLOCK * TILE];
     _Alignas(64) float m[TILE], l[TILE], mx[TILE], ms[TILE], corr[TILE];
     for (int64_t c = 0; c < dk; c++)
-        for (int64_t r = 0; r < TILE; r++)
-            qt[c * TILE + r] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
-    for (int64_t i = 0; i < dv * TILE; i++) acc[i] = 0.0f;
-    for (int r = 0; r < TILE; r++) {
+        for (int64_t r = 0; r < tw; r++)
+            qt[c * tw + r] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
+    for (int64_t i = 0; i < dv * tw; i++) acc[i] = 0.0f;
+    for (int r = 0; r < tw; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
@@ -161,14 +166,14 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
         int64_t nb = n_keys - j0 < KEY_BLOCK ? n_keys - j0 : KEY_BLOCK;
         const float *kb = kt + j0 * kl, *vb = v + j0 * vl;
         int64_t j = 0;
-        for (; j + JU <= nb; j += JU) score_keys(p, qt, kb, kl, kc, dk, j, JU);
-        for (; j < nb; j++) score_keys(p, qt, kb, kl, kc, dk, j, 1);
+        for (; j + JU <= nb; j += JU) score_keys(p, qt, kb, kl, kc, dk, j, JU, NR);
+        for (; j < nb; j++) score_keys(p, qt, kb, kl, kc, dk, j, 1, NR);
         if (mask) {
             const float *mb = mask + j0 * ml;
             for (j = 0; j < nb; j++) {
-                float *pj = p + j * TILE;
+                float *pj = p + j * tw;
                 if (mm == 0) /* one mask row for every query row: a broadcast */
-                    for (int r = 0; r < TILE; r++) pj[r] += mb[j * ml];
+                    for (int r = 0; r < tw; r++) pj[r] += mb[j * ml];
                 else
                     for (int64_t r = 0; r < nq; r++) pj[r] += mb[r * mm + j * ml];
             }
@@ -177,30 +182,45 @@ static void attend_tile(const desc *d, const float *restrict q, const float *res
          * compare, so the max skips it and exp makes its row NaN. Where the
          * max is still -inf every score so far is -inf (or NaN): 0 stands in
          * for it, so those weights are 0 (or NaN), not exp(-inf + inf). */
-        for (int r = 0; r < TILE; r++) mx[r] = m[r];
+        for (int r = 0; r < tw; r++) mx[r] = m[r];
         for (j = 0; j < nb; j++)
-            for (int r = 0; r < TILE; r++) mx[r] = p[j * TILE + r] > mx[r] ? p[j * TILE + r] : mx[r];
-        for (int r = 0; r < TILE; r++) {
+            for (int r = 0; r < tw; r++) mx[r] = p[j * tw + r] > mx[r] ? p[j * tw + r] : mx[r];
+        for (int r = 0; r < tw; r++) {
             ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
             corr[r] = exp_nonpos(m[r] - ms[r]);
             l[r] *= corr[r];
             m[r] = mx[r];
         }
         for (j = 0; j < nb; j++)
-            for (int r = 0; r < TILE; r++) {
-                float e = exp_nonpos(p[j * TILE + r] - ms[r]);
-                p[j * TILE + r] = e;
+            for (int r = 0; r < tw; r++) {
+                float e = exp_nonpos(p[j * tw + r] - ms[r]);
+                p[j * tw + r] = e;
                 l[r] += e;
             }
         int64_t c0 = 0;
-        for (; c0 + CU <= dv; c0 += CU) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, CU);
-        for (; c0 < dv; c0++) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, 1);
+        for (; c0 + CU <= dv; c0 += CU) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, CU, NR);
+        for (; c0 < dv; c0++) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, 1, NR);
     }
     for (int64_t r = 0; r < nq; r++) {
         /* l == 0: all scores -inf, NaN like softmax's 0/0. */
         float inv = l[r] == 0.0f ? NAN : 1.0f / l[r];
-        for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[c * TILE + r] * inv;
+        for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[c * tw + r] * inv;
     }
+}
+
+/* The two tile widths: a remainder of at most 16 rows (the last tile of a
+ * range, or a thread's part) takes the narrow one rather than leave half
+ * the lanes idle. A row's arithmetic is the same in either. */
+SJ_CLONES
+static void attend_tile32(const desc *d, const float *q, const float *kt, const float *v,
+                          const float *mask, float *out, int64_t nq, int64_t n_keys) {
+    attend_tile(d, q, kt, v, mask, out, nq, n_keys, 2);
+}
+
+SJ_CLONES
+static void attend_tile16(const desc *d, const float *q, const float *kt, const float *v,
+                          const float *mask, float *out, int64_t nq, int64_t n_keys) {
+    attend_tile(d, q, kt, v, mask, out, nq, n_keys, 1);
 }
 
 /* Query rows [row_begin, row_end) of every head: the host device splits
@@ -226,7 +246,9 @@ void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, c
                 int64_t at[3] = {b0, b1, i}, off[5] = {0};
                 for (int j = 0; j < 5; j++)
                     for (int x = 0; x < 3; x++) off[j] += at[x] * d.st[j][x];
-                attend_tile(&d, q + off[0], kt + off[1], v + off[2], mask ? mask + off[3] : NULL,
-                            out + off[4], nm - i < TILE ? nm - i : TILE, nl);
+                int64_t rows = nm - i < TILE ? nm - i : TILE;
+                (rows > 16 ? attend_tile32 : attend_tile16)(
+                    &d, q + off[0], kt + off[1], v + off[2], mask ? mask + off[3] : NULL, out + off[4],
+                    rows, nl);
             }
 }
