@@ -11,6 +11,15 @@ elseif(SJ_QEMU_X86_64)
     COMMAND ${SJ_QEMU_X86_64} -cpu EPYC-Rome-v1 $<TARGET_FILE:test_host_compiler>)
   set_tests_properties(cpu_without_avx512_host_compiler PROPERTIES
     LABELS cpu TIMEOUT 900 ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout")
+  # The fused attention kernel is C built in clones for AVX-512, AVX2+FMA
+  # and baseline x86-64, the one this CPU runs picked at load: the other two
+  # run here, against test_attention_fuse's double-precision reference.
+  foreach(cpu EPYC-Rome-v1 qemu64)
+    add_test(NAME cpu_${cpu}_attention_kernel
+      COMMAND ${SJ_QEMU_X86_64} -cpu ${cpu} $<TARGET_FILE:test_attention_fuse> test_kernel_reference)
+    set_tests_properties(cpu_${cpu}_attention_kernel PROPERTIES
+      LABELS cpu TIMEOUT 300 ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout")
+  endforeach()
 else()
   message(FATAL_ERROR "shapejit: missing test dependency qemu-x86_64 (Debian: qemu-user); "
                       "run scripts/install-deps.sh")

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "core/hash.h"
 #include "tests/host_harness.h"
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/lower.h"
@@ -251,7 +252,85 @@ static void test_exp_ulp(void **state) {
     assert_true(sj_host_attention_exp(-100.0f) == 0.0f);
 }
 
-int main(void) {
+/* The kernel itself, called directly, against a double-precision reference:
+ * causal, full and row-broadcast masks and none, heads of 8 to 128, tails
+ * of both tile widths. Called with one row range and again split at 16 and
+ * 48 rows, which must give the same bits. Cheap (no LLVM), so
+ * tests/cpu_portability.cmake also runs it under qemu on CPUs without
+ * AVX-512 and without AVX, where the kernel's other clones run. */
+typedef struct kcase {
+    int heads, n, d, mask; /* mask: 0 none, 1 causal, 2 full random, 3 one row for all */
+} kcase;
+
+static double kernel_case(const kcase *c) {
+    const int H = c->heads, N = c->n, D = c->d;
+    const float scale = 0.35f;
+    int64_t w[SJ_HOST_ATTENTION_WORDS] = {1, H, N, N, D, 0, D, c->mask != 0};
+    int32_t sb;
+    memcpy(&sb, &scale, 4);
+    w[8] = sb;
+    int64_t hs = (int64_t)N * D;
+    const int64_t st[5][5] = {{0, hs, D, 0, 1}, {0, hs, 0, D, 1}, {0, hs, 0, D, 1},
+                              {0, 0, c->mask == 3 ? 0 : N, 1, 0}, {0, hs, D, 0, 1}};
+    memcpy(w + 9, st, sizeof st);
+    size_t sz = (size_t)H * N * D;
+    float *q = malloc(sz * 4), *k = malloc(sz * 4), *v = malloc(sz * 4), *o = malloc(sz * 4);
+    float *o2 = malloc(sz * 4), *mask = malloc((size_t)N * N * 4);
+    assert_non_null(q && k && v && o && o2 && mask);
+    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(H * 131 + N * 7 + D);
+    for (size_t i = 0; i < sz; i++) {
+        q[i] = (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) * 4 - 2;
+        k[i] = (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) * 4 - 2;
+        v[i] = (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) - 0.5f;
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            mask[i * N + j] = c->mask == 1   ? (j > i ? -INFINITY : 0.0f)
+                              : c->mask == 3 ? (j % 5 == 4 ? -INFINITY : 0.0f)
+                                             : (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) - 0.5f;
+    const float *mk = c->mask ? mask : NULL;
+    sj_host_attention_rows(w, q, k, v, mk, o, N, 0, N);
+    int64_t cut[] = {0, 16 < N ? 16 : N, 48 < N ? 48 : N, N};
+    for (int i = 0; i < 3; i++) sj_host_attention_rows(w, q, k, v, mk, o2, N, cut[i], cut[i + 1]);
+    assert_memory_equal(o, o2, sz * 4);
+    double worst = 0, *s = malloc((size_t)N * sizeof *s);
+    assert_non_null(s);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < N; i++) {
+            const float *mr = mask + (c->mask == 3 ? 0 : i) * N;
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < N; j++) {
+                double a = 0;
+                for (int e = 0; e < D; e++) a += (double)q[h * hs + i * D + e] * k[h * hs + j * D + e];
+                s[j] = a * scale + (c->mask ? mr[j] : 0.0);
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int j = 0; j < N; j++) sum += s[j] = exp(s[j] - mx);
+            for (int e = 0; e < D; e++) {
+                double a = 0;
+                for (int j = 0; j < N; j++) a += s[j] * v[h * hs + j * D + e];
+                double d = fabs(a / sum - o[h * hs + i * D + e]);
+                if (!(d <= worst)) worst = d; /* NaN sticks */
+            }
+        }
+    free(s), free(q), free(k), free(v), free(o), free(o2), free(mask);
+    return worst;
+}
+
+static void test_kernel_reference(void **state) {
+    (void)state;
+    static const kcase cases[] = {{1, 300, 32, 1}, {4, 37, 8, 0}, {3, 50, 24, 2},
+                                  {2, 17, 128, 3}, {1, 1, 16, 0}, {2, 70, 64, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        double worst = kernel_case(&cases[i]);
+        printf("kernel %d heads x %d rows, head %d, mask %d: max abs error %.2e\n", cases[i].heads,
+               cases[i].n, cases[i].d, cases[i].mask, worst);
+        assert_true(worst < 2e-6);
+    }
+}
+
+/* argv[1], when given, is a cmocka test filter (cpu_portability.cmake). */
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_single_head, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_div_scale_full_mask, setup, h_fixture_teardown),
@@ -261,6 +340,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_causal, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_near_misses, setup, h_fixture_teardown),
         cmocka_unit_test(test_exp_ulp),
+        cmocka_unit_test(test_kernel_reference),
     };
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
