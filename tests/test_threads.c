@@ -38,9 +38,11 @@ static pthread_t owner[ROWS];
 static int64_t part_of[ROWS]; /* the first row of the call that computed row i */
 static int hits[ROWS];
 static int whole_calls;
-/* "helped": the call holding row 0 waits (at most 2 s) until another
- * thread has computed a part, so a test sees the workers take parts. */
+/* "helped": the call holding row 0 waits (at most help_wait_ms) until
+ * another thread has computed a part, so a test sees the workers take
+ * parts, or that none did. */
 static atomic_bool helped;
+static int help_wait_ms = 2000;
 
 static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin, int64_t end) {
     float *y = b[0];
@@ -59,7 +61,7 @@ static void helped_rows_fn(void *const *b, const int64_t *info, int64_t n, int64
                            int64_t end) {
     if (begin == 0) {
         part0_thread = pthread_self();
-        for (int i = 0; i < 2000 && !atomic_load(&helped); i++) usleep(1000);
+        for (int i = 0; i < help_wait_ms && !atomic_load(&helped); i++) usleep(1000);
     } else {
         while (!part0_thread) usleep(100);
         if (!pthread_equal(pthread_self(), part0_thread)) atomic_store(&helped, true);
@@ -77,6 +79,9 @@ static const sj_native_kernel table[] = {
     {"cheap", whole_fn, rows_fn, 1},       /* never worth it at ROWS */
     {"single", whole_fn, NULL, 0},         /* no row entry */
     {"helped", whole_fn, helped_rows_fn, 1u << 20},
+    /* 4M operations at ROWS: 4 parts on 2 threads, but each thread's share
+     * (about 42 us at the device's prior pace) does not repay a wake-up. */
+    {"modest", whole_fn, helped_rows_fn, 1u << 12},
 };
 
 typedef struct native {
@@ -87,11 +92,14 @@ typedef struct native {
     void *bufs[2];
 } native;
 
-static void native_open(native *t, int threads) {
+/* wake_share_work 1: sleeping workers woken for every split ("helped"
+ * needs them); 0: as the device learns it. */
+static void native_open(native *t, int threads, uint64_t wake_share_work) {
     assert_int_equal(sj_ctx_create(NULL, &t->ctx), SJ_OK);
     sj_host_device_config cfg;
     sj_host_device_config_init(&cfg);
     cfg.threads = threads;
+    cfg.wake_share_work = wake_share_work;
     assert_int_equal(sj_host_device_create_config(t->ctx, &cfg, &t->dev), SJ_OK);
     assert_int_equal(sj_device_load_module(t->dev, SJ_CODE_HOST_NATIVE, table, sizeof table, &t->m),
                      SJ_OK);
@@ -143,7 +151,7 @@ static int launch(native *t, const char *name, int64_t n, int64_t *bounds) {
 static void test_split_rules(void **state) {
     (void)state;
     native t;
-    native_open(&t, 4);
+    native_open(&t, 4, 1);
     int64_t b[SJ_HOST_MAX_THREADS + 1];
     sj_kernel_handle k;
     sj_kernel_attrs at;
@@ -187,7 +195,7 @@ static void test_split_rules(void **state) {
     native_close(&t);
 
     /* One thread: never split. */
-    native_open(&t, 1);
+    native_open(&t, 1, 1);
     assert_int_equal(launch(&t, "row", ROWS, b), 1);
     assert_int_equal(whole_calls, 1);
     native_close(&t);
@@ -196,7 +204,7 @@ static void test_split_rules(void **state) {
 static void test_replay_splits(void **state) {
     (void)state;
     native t;
-    native_open(&t, 2);
+    native_open(&t, 2, 1);
     sj_kernel_handle row, single;
     sj_kernel_attrs at;
     assert_int_equal(sj_module_kernel(t.m, "row", &row, &at), SJ_OK);
@@ -217,6 +225,45 @@ static void test_replay_splits(void **state) {
         for (int p = 1; p < parts; p++) assert_int_equal(b[p], 16 * (blocks * p / parts));
     }
     sj_device_destroy_graph(t.dev, g);
+    native_close(&t);
+}
+
+/* A launch posts to the workers awake but wakes the sleeping ones only
+ * when a thread's share repays a wake-up (tens to hundreds of us; waking
+ * for every split made ffn at N=64 slower on two threads than on one):
+ * "modest" splits into 4 parts that the caller runs alone while the worker
+ * sleeps; right after a launch that woke it, the worker (still awake)
+ * takes a part of it; with wake_share_work 1, every split wakes it. */
+static void test_small_launches_leave_sleepers(void **state) {
+    (void)state;
+    native t;
+    int64_t b[SJ_HOST_MAX_THREADS + 1];
+    native_open(&t, 2, 0);
+    usleep(200000); /* the worker spins 50 us, then sleeps */
+    help_wait_ms = 100;
+    atomic_store(&helped, false);
+    part0_thread = 0;
+    assert_int_equal(launch(&t, "modest", ROWS, b), 4);
+    assert_false(atomic_load(&helped));
+    for (int i = 0; i < ROWS; i++) assert_true(pthread_equal(owner[i], pthread_self()));
+
+    help_wait_ms = 2000;
+    atomic_store(&helped, false);
+    part0_thread = 0;
+    assert_int_equal(launch(&t, "helped", ROWS, b), 4); /* 2^29 per thread: worth a wake-up */
+    assert_true(atomic_load(&helped));
+    atomic_store(&helped, false);
+    part0_thread = 0;
+    assert_int_equal(launch(&t, "modest", ROWS, b), 4); /* the worker is awake still */
+    assert_true(atomic_load(&helped));
+    native_close(&t);
+
+    native_open(&t, 2, 1);
+    usleep(200000);
+    atomic_store(&helped, false);
+    part0_thread = 0;
+    assert_int_equal(launch(&t, "modest", ROWS, b), 4);
+    assert_true(atomic_load(&helped));
     native_close(&t);
 }
 
@@ -430,7 +477,8 @@ static void test_models_bit_identical(void **state) {
         sj_host_device_config cfg;
         sj_host_device_config_init(&cfg);
         cfg.threads = t + 1;
-        cfg.min_part_work = 1; /* every launch of 32 rows or more splits */
+        cfg.min_part_work = 1;   /* every launch of 32 rows or more splits */
+        cfg.wake_share_work = 1; /* ... and wakes the workers */
         assert_int_equal(sj_host_device_create_config(ctx, &cfg, &devs[t]), SJ_OK);
     }
     for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) check_model(ctx, &MODELS[i], devs);
@@ -471,6 +519,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_rules),
         cmocka_unit_test(test_replay_splits),
+        cmocka_unit_test(test_small_launches_leave_sleepers),
         cmocka_unit_test(test_bad_tables_and_configs),
         cmocka_unit_test(test_previous_format_refused),
         cmocka_unit_test(test_models_bit_identical),
