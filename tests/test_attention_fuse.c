@@ -5,6 +5,8 @@
  * sequence or on the batch, at extents 1, bucket-min, bucket-max and in
  * between, over more keys than one block. Each pattern is also checked to
  * have been fused (or, for the near misses, not fused and still right). */
+#include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,14 +39,19 @@ static int fused(fixture *f, int64_t E) {
 }
 
 /* Host vs interpreter at 1, bucket-min, bucket-max and between, for the
- * bucket 1024 (fused: many key blocks and query tiles), 64 (below
- * SJ_ATTENTION_MIN_SCORES: unfused) and the one-row bucket. */
+ * bucket 1024 (fused: many key blocks and query tiles), 64 both fused and
+ * unfused, and the one-row bucket (below SJ_ATTENTION_MIN_SCORES:
+ * unfused). */
 static void check(fixture *f, const char *what) {
-    sj_compile_options o;
+    sj_compile_options o, fused, unfused;
     sj_compile_options_init(&o);
+    fused = unfused = o;
+    fused.attention = SJ_ATTENTION_FUSED;
+    unfused.attention = SJ_ATTENTION_UNFUSED;
     static const int64_t ns64[] = {1, 33, 64, 47}, ns1024[] = {1, 513, 1024, 700};
     assert_true(h_check(f->dev, f->g, 1024, ns1024, 4, &o, f->seed, TOL, what));
-    assert_true(h_check(f->dev, f->g, 64, ns64, 4, &o, f->seed + 1, TOL, what));
+    assert_true(h_check(f->dev, f->g, 64, ns64, 4, &fused, f->seed + 1, TOL, what));
+    assert_true(h_check(f->dev, f->g, 64, ns64, 4, &unfused, f->seed + 3, TOL, what));
     assert_true(h_check(f->dev, f->g, 1, ns64, 1, &o, f->seed + 2, TOL, what));
 }
 
@@ -65,7 +72,8 @@ static void test_single_head(void **state) {
     fixture *f = *state;
     assert_int_equal(sj_graph_output(f->g, single_head(f, SJ_OP_MUL, SJ_NO_VALUE), "out"), SJ_OK);
     assert_int_equal(fused(f, 1024), 1);
-    assert_int_equal(fused(f, 64), 0);
+    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 8), 0);
     check(f, "single head");
 }
 
@@ -74,7 +82,8 @@ static void test_div_scale_full_mask(void **state) {
     sj_value m = input(f, "mask", 2, (int64_t[]){S, S});
     assert_int_equal(sj_graph_output(f->g, single_head(f, SJ_OP_DIV, m), "out"), SJ_OK);
     assert_int_equal(fused(f, 1024), 1);
-    assert_int_equal(fused(f, 64), 0);
+    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 8), 0);
     check(f, "div scale, [S, S] mask");
 }
 
@@ -101,7 +110,8 @@ static void test_multi_head(void **state) {
     assert_int_equal(sj_graph_reshape(f->g, o, 2, (int64_t[]){S, 32}, &y), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
     assert_int_equal(fused(f, 1024), 1);
-    assert_int_equal(fused(f, 64), 0);
+    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 8), 0);
     check(f, "multi head, key mask");
 }
 
@@ -122,7 +132,8 @@ static void test_packed_qkv_slices(void **state) {
     assert_int_equal(sj_graph_matmul(f->g, p, w[2], &o), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, o, "out"), SJ_OK);
     assert_int_equal(fused(f, 1024), 1);
-    assert_int_equal(fused(f, 64), 0);
+    assert_int_equal(fused(f, 64), 1);
+    assert_int_equal(fused(f, 8), 0);
     check(f, "packed qkv slices");
 }
 
@@ -136,8 +147,9 @@ static void test_symbolic_batch(void **state) {
     assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &p), SJ_OK);
     assert_int_equal(sj_graph_matmul(f->g, p, v, &o), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, o, "out"), SJ_OK);
+    /* 2 x 48 x 48 scores per batch row: fused at every extent. */
     assert_int_equal(fused(f, 1024), 1);
-    assert_int_equal(fused(f, 64), 0);
+    assert_int_equal(fused(f, 1), 1);
     check(f, "symbolic batch");
 }
 
@@ -231,6 +243,9 @@ static void test_exp_ulp(void **state) {
     }
     printf("attention exp: max %lld ulp from expf over [-87.3, 0]\n", (long long)worst);
     assert_true(worst <= 2);
+    /* Below -87.3 the true value is under FLT_MIN: within FLT_MIN of it. */
+    for (float x = -87.3f; x > -100.0f; x -= 0.001f)
+        assert_true(fabs((double)sj_host_attention_exp(x) - exp((double)x)) < FLT_MIN);
     assert_true(isnan(sj_host_attention_exp(NAN)));
     assert_true(sj_host_attention_exp(-INFINITY) == 0.0f);
     assert_true(sj_host_attention_exp(-100.0f) == 0.0f);

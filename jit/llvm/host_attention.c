@@ -1,14 +1,23 @@
 /* The fused attention kernel host code calls (SJ_KK_ATTENTION):
- * out = softmax(q kT * scale + mask) v, a tile of query rows at a time, over blocks
- * of keys with an online softmax (running max, running sum, accumulator
- * rescaled when the max grows), so the [M, L] scores never exist. Only the
- * active part is visited: symbolic dims loop to n, so padding keys never
- * enter a sum and padding queries are never computed or written.
+ * out = softmax(q kT * scale + mask) v, a tile of TILE query rows at a
+ * time, over blocks of keys with an online softmax (running max, running
+ * sum, accumulator rescaled when the max grows), so the [M, L] scores never
+ * exist. Only the active part is visited: symbolic dims loop to n, so
+ * padding keys never enter a sum and padding queries are never read or
+ * written.
+ *
+ * The tile's rows lie across the vector lanes: a score vector is one key
+ * against sixteen query rows. So the softmax is lane-wise (a row's max, sum
+ * and rescaling never need a horizontal reduction, and a head of 8 fills
+ * every lane as well as a head of 128), and keys and values are read where
+ * they lie, one broadcast element at a time, never packed.
  *
  * Rounding differs from the unfused softmax (the sum is rescaled as the max
- * grows; exp is the polynomial below, within 2 ulp of expf on [-87.3, 0]),
- * by a few float ulp of the result. NaN in a score makes its row NaN, and a
- * row whose scores are all -inf is NaN, as the unfused kernels have them.
+ * grows; exp is the polynomial below, within 2 ulp of expf on [-88, 0]),
+ * by a few float ulp of the result. A row's arithmetic does not depend on
+ * its lane or tile, so any split of the rows gives the same bits. NaN in a
+ * score makes its row NaN, and a row whose scores are all -inf is NaN, as
+ * the unfused kernels have them.
  *
  * Built for AVX-512, AVX2+FMA and baseline x86-64 (target_clones picks at
  * load), so it is correct on any x86-64 CPU and fast where the host has
@@ -20,7 +29,9 @@
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/attention_fuse.h"
 
-enum { KEY_BLOCK = 64, QUERY_TILE = 32, ROWS = 4, LANES = 16 };
+/* TILE query rows (RV vectors of 16) per tile; scores of KEY_BLOCK keys
+ * at a time; JU keys and CU value columns per register block. */
+enum { TILE = 32, RV = TILE / 16, KEY_BLOCK = 64, JU = 4, CU = 4 };
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define SJ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -29,14 +40,17 @@ enum { KEY_BLOCK = 64, QUERY_TILE = 32, ROWS = 4, LANES = 16 };
 #endif
 
 /* exp(x) for x <= 0 (or NaN): Cephes' range reduction and polynomial,
- * branch-free so the block loops vectorise. Below -87.3 the true value is
- * denormal or 0 and 0 is returned. */
+ * branch-free so the block loops vectorise. Within 2 ulp of expf on
+ * [-87.3, 0]. Below that the true value is under FLT_MIN and the result is
+ * within FLT_MIN of it without a select: x is clamped at -88, and from
+ * about -87.68 the power of two 2^n comes out as 0 (n = -127 gives zero
+ * exponent bits). A NaN passes through every step as NaN. */
 static inline float exp_nonpos(float x) {
-    float xc = x < -87.3f ? -87.3f : x;
+    float xc = x < -88.0f ? -88.0f : x;
     float t = xc * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
     float n = t - 12582912.0f;
-    /* Unsigned throughout: for a NaN input these bits are garbage that the
-     * selects below discard, and signed arithmetic on them would be undefined. */
+    /* Unsigned throughout: for a NaN input these bits are garbage that
+     * signed arithmetic would make undefined; the NaN in y wins anyway. */
     uint32_t ti;
     memcpy(&ti, &t, sizeof ti);
     uint32_t ni = ti - 0x4b400000u;
@@ -52,9 +66,7 @@ static inline float exp_nonpos(float x) {
     uint32_t bits = (ni + 127u) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
-    y *= s;
-    y = x < -87.3f ? 0.0f : y;
-    return x != x ? x : y;
+    return y * s;
 }
 
 float sj_host_attention_exp(float x) { return exp_nonpos(x); }
@@ -74,126 +86,120 @@ typedef float vf16 __attribute__((vector_size(64)));
  * ABI in each clone. */
 #define LOAD16(v, p) memcpy(&(v), (p), sizeof(vf16))
 #define STORE16(p, v) memcpy((p), &(v), sizeof(vf16))
+/* x as every lane (x - 0 is x, -0 included, so it compiles to a broadcast). */
+#define SPLAT(x) ((x) - (vf16){0})
 
-/* The online softmax step of one row over a block: s holds KEY_BLOCK
- * scores (-inf past the last key) and becomes the block's weights; l holds
- * the row's running sum as LANES partial sums, reduced once at the end of
- * the row (a horizontal sum per block was a chain of LANES dependent adds
- * that cost as much as the block's exps). Returns the factor the row's
- * accumulator must be scaled by, or -1 when the row takes nothing from
- * this block (every score so far -inf). */
-static inline float softmax_step(float *restrict s, float *m, float *restrict l) {
-    float mb = *m;
-    {
-        float part[LANES];
-        for (int t = 0; t < LANES; t++) part[t] = mb;
-        for (int j = 0; j < KEY_BLOCK; j += LANES)
-            for (int t = 0; t < LANES; t++) part[t] = s[j + t] > part[t] ? s[j + t] : part[t];
-        /* A tree: max is exact, so the order changes nothing but the
-         * length of the dependency chain. */
-        for (int w = LANES / 2; w > 0; w /= 2)
-            for (int t = 0; t < w; t++) part[t] = part[t + w] > part[t] ? part[t + w] : part[t];
-        mb = part[0] > mb ? part[0] : mb;
+/* The scores of keys j .. j + NJ of the block into s[j] (TILE rows each):
+ * NJ x RV accumulators in registers over the head dim, each key element a
+ * broadcast shared by the RV row vectors. */
+static inline void score_keys(float *restrict s, const float *restrict qt, const float *restrict kb,
+                              int64_t kl, int64_t kc, int64_t dk, int64_t j, int NJ) {
+    vf16 a[JU][RV];
+    for (int jj = 0; jj < NJ; jj++)
+        for (int rr = 0; rr < RV; rr++) a[jj][rr] = (vf16){0};
+    for (int64_t c = 0; c < dk; c++) {
+        vf16 qv[RV];
+        for (int rr = 0; rr < RV; rr++) LOAD16(qv[rr], qt + c * TILE + 16 * rr);
+        for (int jj = 0; jj < NJ; jj++) {
+            vf16 kv = SPLAT(kb[(j + jj) * kl + c * kc]);
+            for (int rr = 0; rr < RV; rr++) a[jj][rr] += qv[rr] * kv;
+        }
     }
-    if (mb == -INFINITY) { /* every score so far is -inf (or NaN) */
-        int nan = 0;
-        for (int j = 0; j < KEY_BLOCK; j++) nan |= s[j] != s[j];
-        if (nan) l[0] = NAN;
-        return -1.0f;
-    }
-    float corr = exp_nonpos(*m - mb);
-    for (int j = 0; j < KEY_BLOCK; j++) s[j] = exp_nonpos(s[j] - mb);
-    /* LANES partial sums in a fixed order: vector adds. */
-    for (int t = 0; t < LANES; t++) l[t] *= corr;
-    for (int j = 0; j < KEY_BLOCK; j += LANES)
-        for (int t = 0; t < LANES; t++) l[t] += s[j + t];
-    *m = mb;
-    return corr;
+    for (int jj = 0; jj < NJ; jj++)
+        for (int rr = 0; rr < RV; rr++) STORE16(s + (j + jj) * TILE + 16 * rr, a[jj][rr]);
 }
 
-/* Up to QUERY_TILE query rows against every key, a block of KEY_BLOCK keys
- * at a time. The block's kT ([dk][KEY_BLOCK]) and v ([KEY_BLOCK][dv
- * rounded up to 16]) are packed once per tile (on the stack, under 100
- * KiB), zero past the last key and the head dim, so the inner loops are register-blocked vector FMAs over
- * ROWS rows: scores over 16 keys, the v update over 16 of the head dim. */
+/* Value columns c0 .. c0 + NC of the accumulators: scaled by corr, plus the
+ * block's weights times v, NC x RV accumulators in registers over the
+ * block's keys. */
+static inline void weigh_values(float *restrict acc, const float *restrict p,
+                                const float *restrict corr, const float *restrict vb, int64_t vl,
+                                int64_t vc, int64_t nb, int64_t c0, int NC) {
+    vf16 a[CU][RV], cv[RV];
+    for (int rr = 0; rr < RV; rr++) LOAD16(cv[rr], corr + 16 * rr);
+    for (int cc = 0; cc < NC; cc++)
+        for (int rr = 0; rr < RV; rr++) {
+            LOAD16(a[cc][rr], acc + (c0 + cc) * TILE + 16 * rr);
+            a[cc][rr] *= cv[rr];
+        }
+    for (int64_t j = 0; j < nb; j++) {
+        vf16 pv[RV];
+        for (int rr = 0; rr < RV; rr++) LOAD16(pv[rr], p + j * TILE + 16 * rr);
+        for (int cc = 0; cc < NC; cc++) {
+            vf16 vv = SPLAT(vb[j * vl + (c0 + cc) * vc]);
+            for (int rr = 0; rr < RV; rr++) a[cc][rr] += pv[rr] * vv;
+        }
+    }
+    for (int cc = 0; cc < NC; cc++)
+        for (int rr = 0; rr < RV; rr++) STORE16(acc + (c0 + cc) * TILE + 16 * rr, a[cc][rr]);
+}
+
+/* Up to TILE query rows against every key, KEY_BLOCK keys at a time:
+ * scores, the online softmax step, then the weighted values. The tile's
+ * queries (scaled, zero past the last row) and accumulators are stored
+ * [head dim][TILE], the block's scores and then weights [key][TILE]. */
 SJ_CLONES
 static void attend_tile(const desc *d, const float *restrict q, const float *restrict kt,
                         const float *restrict v, const float *restrict mask, float *restrict out,
                         int64_t nq, int64_t n_keys) {
-    const int64_t dk = d->dk, dv = d->dims[4], dvp = (dv + 15) / 16 * 16;
+    const int64_t dk = d->dk, dv = d->dims[4];
     const int64_t qm = d->st[0][2], qc = d->st[0][4], kc = d->st[1][4], kl = d->st[1][3];
     const int64_t vl = d->st[2][3], vc = d->st[2][4], mm = d->st[3][2], ml = d->st[3][3];
     const int64_t om = d->st[4][2], oc = d->st[4][4];
-    float qt[QUERY_TILE][SJ_ATTENTION_MAX_HEAD], acc[QUERY_TILE][SJ_ATTENTION_MAX_HEAD];
-    float kp[SJ_ATTENTION_MAX_HEAD * KEY_BLOCK], vp[KEY_BLOCK * SJ_ATTENTION_MAX_HEAD];
-    float s[ROWS][KEY_BLOCK], m[QUERY_TILE], l[QUERY_TILE][LANES], corr[ROWS];
-    int64_t nq_r = (nq + ROWS - 1) / ROWS * ROWS;
-    for (int64_t r = 0; r < nq_r; r++) {
-        for (int64_t c = 0; c < dk; c++) qt[r][c] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
-        for (int64_t c = 0; c < dvp; c++) acc[r][c] = 0.0f;
+    _Alignas(64) float qt[SJ_ATTENTION_MAX_HEAD * TILE], acc[SJ_ATTENTION_MAX_HEAD * TILE];
+    _Alignas(64) float p[KEY_BLOCK * TILE];
+    _Alignas(64) float m[TILE], l[TILE], mx[TILE], ms[TILE], corr[TILE];
+    for (int64_t c = 0; c < dk; c++)
+        for (int64_t r = 0; r < TILE; r++)
+            qt[c * TILE + r] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
+    for (int64_t i = 0; i < dv * TILE; i++) acc[i] = 0.0f;
+    for (int r = 0; r < TILE; r++) {
         m[r] = -INFINITY;
-        for (int t = 0; t < LANES; t++) l[r][t] = 0.0f;
+        l[r] = 0.0f;
     }
     for (int64_t j0 = 0; j0 < n_keys; j0 += KEY_BLOCK) {
         int64_t nb = n_keys - j0 < KEY_BLOCK ? n_keys - j0 : KEY_BLOCK;
         const float *kb = kt + j0 * kl, *vb = v + j0 * vl;
-        for (int64_t c = 0; c < dk; c++) {
-            float *kr = kp + c * KEY_BLOCK;
-            for (int64_t j = 0; j < nb; j++) kr[j] = kb[j * kl + c * kc];
-            for (int64_t j = nb; j < KEY_BLOCK; j++) kr[j] = 0.0f;
-        }
-        for (int64_t j = 0; j < KEY_BLOCK; j++) {
-            float *vr = vp + j * dvp;
-            if (j < nb)
-                for (int64_t c = 0; c < dv; c++) vr[c] = vb[j * vl + c * vc];
-            for (int64_t c = j < nb ? dv : 0; c < dvp; c++) vr[c] = 0.0f;
-        }
-        for (int64_t r0 = 0; r0 < nq_r; r0 += ROWS) {
-            vf16 sc[ROWS][KEY_BLOCK / 16];
-            for (int r = 0; r < ROWS; r++)
-                for (int i = 0; i < KEY_BLOCK / 16; i++) sc[r][i] = (vf16){0};
-            for (int64_t c = 0; c < dk; c++) {
-                vf16 kv[KEY_BLOCK / 16];
-                for (int i = 0; i < KEY_BLOCK / 16; i++) LOAD16(kv[i], kp + c * KEY_BLOCK + 16 * i);
-                for (int r = 0; r < ROWS; r++) {
-                    vf16 qv = (vf16){0} + qt[r0 + r][c];
-                    for (int i = 0; i < KEY_BLOCK / 16; i++) sc[r][i] += qv * kv[i];
-                }
-            }
-            for (int r = 0; r < ROWS; r++) {
-                for (int i = 0; i < KEY_BLOCK / 16; i++) STORE16(s[r] + 16 * i, sc[r][i]);
-                for (int64_t j = nb; j < KEY_BLOCK; j++) s[r][j] = -INFINITY;
-                if (mask && r0 + r < nq) {
-                    const float *mr = mask + (r0 + r) * mm + j0 * ml;
-                    for (int64_t j = 0; j < nb; j++) s[r][j] += mr[j * ml];
-                }
-                corr[r] = softmax_step(s[r], &m[r0 + r], l[r0 + r]);
-                if (corr[r] < 0.0f) { /* contributes nothing: weights 0, accumulator kept */
-                    corr[r] = 1.0f;
-                    for (int j = 0; j < KEY_BLOCK; j++) s[r][j] = 0.0f;
-                }
-            }
-            for (int64_t c0 = 0; c0 < dvp; c0 += 16) {
-                vf16 a[ROWS];
-                for (int r = 0; r < ROWS; r++) {
-                    LOAD16(a[r], acc[r0 + r] + c0);
-                    a[r] *= corr[r];
-                }
-                for (int64_t j = 0; j < nb; j++) {
-                    vf16 vv;
-                    LOAD16(vv, vp + j * dvp + c0);
-                    for (int r = 0; r < ROWS; r++) a[r] += s[r][j] * vv;
-                }
-                for (int r = 0; r < ROWS; r++) STORE16(acc[r0 + r] + c0, a[r]);
+        int64_t j = 0;
+        for (; j + JU <= nb; j += JU) score_keys(p, qt, kb, kl, kc, dk, j, JU);
+        for (; j < nb; j++) score_keys(p, qt, kb, kl, kc, dk, j, 1);
+        if (mask) {
+            const float *mb = mask + j0 * ml;
+            for (j = 0; j < nb; j++) {
+                float *pj = p + j * TILE;
+                if (mm == 0) /* one mask row for every query row: a broadcast */
+                    for (int r = 0; r < TILE; r++) pj[r] += mb[j * ml];
+                else
+                    for (int64_t r = 0; r < nq; r++) pj[r] += mb[r * mm + j * ml];
             }
         }
+        /* The online softmax step, lane-wise. A NaN score never wins the
+         * compare, so the max skips it and exp makes its row NaN. Where the
+         * max is still -inf every score so far is -inf (or NaN): 0 stands in
+         * for it, so those weights are 0 (or NaN), not exp(-inf + inf). */
+        for (int r = 0; r < TILE; r++) mx[r] = m[r];
+        for (j = 0; j < nb; j++)
+            for (int r = 0; r < TILE; r++) mx[r] = p[j * TILE + r] > mx[r] ? p[j * TILE + r] : mx[r];
+        for (int r = 0; r < TILE; r++) {
+            ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp_nonpos(m[r] - ms[r]);
+            l[r] *= corr[r];
+            m[r] = mx[r];
+        }
+        for (j = 0; j < nb; j++)
+            for (int r = 0; r < TILE; r++) {
+                float e = exp_nonpos(p[j * TILE + r] - ms[r]);
+                p[j * TILE + r] = e;
+                l[r] += e;
+            }
+        int64_t c0 = 0;
+        for (; c0 + CU <= dv; c0 += CU) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, CU);
+        for (; c0 < dv; c0++) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, 1);
     }
     for (int64_t r = 0; r < nq; r++) {
         /* l == 0: all scores -inf, NaN like softmax's 0/0. */
-        float sum = 0.0f;
-        for (int t = 0; t < LANES; t++) sum += l[r][t];
-        float inv = sum == 0.0f ? NAN : 1.0f / sum;
-        for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[r][c] * inv;
+        float inv = l[r] == 0.0f ? NAN : 1.0f / l[r];
+        for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[c * TILE + r] * inv;
     }
 }
 
@@ -216,11 +222,11 @@ void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, c
     int64_t n0 = bound(&d, 0, n), n1 = bound(&d, 1, n), nm = row_end, nl = bound(&d, 3, n);
     for (int64_t b0 = 0; b0 < n0; b0++)
         for (int64_t b1 = 0; b1 < n1; b1++)
-            for (int64_t i = row_begin; i < nm; i += QUERY_TILE) {
+            for (int64_t i = row_begin; i < nm; i += TILE) {
                 int64_t at[3] = {b0, b1, i}, off[5] = {0};
                 for (int j = 0; j < 5; j++)
                     for (int x = 0; x < 3; x++) off[j] += at[x] * d.st[j][x];
                 attend_tile(&d, q + off[0], kt + off[1], v + off[2], mask ? mask + off[3] : NULL,
-                            out + off[4], nm - i < QUERY_TILE ? nm - i : QUERY_TILE, nl);
+                            out + off[4], nm - i < TILE ? nm - i : TILE, nl);
             }
 }

@@ -21,12 +21,14 @@
 #include "jit/graph/graph_impl.h"
 
 /* By default fused only where the scores, at the bucket extent, would have
- * at least this many elements (all heads and batches): measured against the unfused
- * BLAS path on the attention example (AVX-512, one thread, CPU time), the
- * fused kernel took 1.27x at 64, 1.21x at 512 and 0.99x at 1024 tokens; past
- * that it is level in time and saves the [M, L] buffer (4 MiB per head at
- * 1024, 1 GiB at 16384). */
-#define SJ_ATTENTION_MIN_SCORES ((int64_t)1 << 20)
+ * at least this many elements (all heads and batches). Measured with
+ * `precompile --tune` (AVX-512, one thread), fused time over unfused at the
+ * bucket extent: the attention example (one head of 32) 1.64 at 8 tokens
+ * (256 scores), 0.88 at 16, 0.39 at 32, 0.89 at 64 and 256, 0.58 at 1024;
+ * an exported 4-head layer (heads of 8) 1.0 at 8 tokens, 0.66 at 16, 0.57
+ * at 32. Below this the fused kernel's fixed cost (a 32-row tile for a few
+ * rows) loses to the three small unfused kernels. */
+#define SJ_ATTENTION_MIN_SCORES ((int64_t)1 << 10)
 
 /* The fused kernel keeps a tile of query rows, their accumulators and a
  * packed block of keys and values on the stack (96 KiB at this bound). */

@@ -36,7 +36,7 @@ typedef enum sj_target {
 
 /* Host: how softmax(q kT * scale + mask) v is run where lowering finds it.
  * AUTO fuses it into one kernel (online softmax over key blocks, the
- * scores never stored) when the scores would have at least 2^20 elements
+ * scores never stored) when the scores would have at least 2^10 elements
  * at the bucket extent, where the fused kernel stops losing to the unfused
  * kernels; FUSED and UNFUSED decide at every extent. These are the
  * schedules `precompile --tune` times per bucket. */
