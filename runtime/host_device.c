@@ -35,10 +35,14 @@
  * AVX-512 on one core); before a wake-up is: 50 us. */
 #define PRIOR_NS_PER_WORK 0.02
 #define PRIOR_WAKE_NS 50000.0
-/* A launch that declines to wake lowers the wake-up estimate by 1/256, so
- * a cost measured under load is retried once the load may have passed
- * (about once per 600 declined launches from a 12x estimate). */
-#define WAKE_DECAY 256
+/* A launch (or run) that declines to wake lowers the wake-up estimate by
+ * 1/WAKE_DECAY, so a cost measured under load is retried once the load may
+ * have passed (about 100 declines from an 8x estimate). A wake-up's cost
+ * moves the estimate by 1/8 of the difference, and counts at most
+ * WAKE_OUTLIER times the estimate: one launch stalled by a burst of load
+ * (measured up to 1.4 ms) must not stop the wake-ups for the next hundreds. */
+#define WAKE_DECAY 64
+#define WAKE_OUTLIER 4
 /* Parts per thread: the threads claim parts (host_pool.c), so more parts
  * than threads even out a thread that starts late. */
 #define PARTS_PER_THREAD 2
@@ -325,7 +329,9 @@ static void learn(host_device *h, host_kernel *k, int64_t n, const sj_host_pool_
     if (t->woke) {
         double share = (double)n * (double)k->attrs.row_work * k->ns_per_work /
                        sj_host_pool_threads(h->pool);
-        average(&h->wake_ns, (double)t->wall_ns > share ? (double)t->wall_ns - share : 0, 4);
+        double cost = (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
+        double cap = WAKE_OUTLIER * (h->wake_ns > PRIOR_WAKE_NS ? h->wake_ns : PRIOR_WAKE_NS);
+        average(&h->wake_ns, cost < cap ? cost : cap, 8);
     }
 }
 
