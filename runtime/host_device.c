@@ -317,22 +317,24 @@ static uint64_t clock_ns(void) {
 /* A moving average's step toward x by 1/shift. */
 static void average(double *avg, double x, int shift) { *avg += (x - *avg) / (double)shift; }
 
-/* The estimates from a launch of rows * k's row work: the caller's time
- * per operation, and for a launch that woke the workers, its time beyond
- * an even share of the work. */
-static void learn(host_device *h, host_kernel *k, int64_t n, const sj_host_pool_timing *t) {
+/* A wake-up's cost into the estimate (at most WAKE_OUTLIER times it). */
+static void learn_wake(host_device *h, double cost) {
+    double cap = WAKE_OUTLIER * (h->wake_ns > PRIOR_WAKE_NS ? h->wake_ns : PRIOR_WAKE_NS);
+    average(&h->wake_ns, cost < cap ? cost : cap, 8);
+}
+
+/* The caller's time per operation of k, from a launch of rows * k's row
+ * work; returns the launch's time beyond an even share of its work (what
+ * the threads' sharing cost it, 0 for a perfect split). */
+static double learn(host_device *h, host_kernel *k, int64_t n, const sj_host_pool_timing *t) {
     if (t->caller_rows > 0) {
         double pace = (double)t->caller_ns / ((double)t->caller_rows * (double)k->attrs.row_work);
         if (k->ns_per_work == 0) k->ns_per_work = pace;
         else average(&k->ns_per_work, pace, 8);
     }
-    if (t->woke) {
-        double share = (double)n * (double)k->attrs.row_work * k->ns_per_work /
-                       sj_host_pool_threads(h->pool);
-        double cost = (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
-        double cap = WAKE_OUTLIER * (h->wake_ns > PRIOR_WAKE_NS ? h->wake_ns : PRIOR_WAKE_NS);
-        average(&h->wake_ns, cost < cap ? cost : cap, 8);
-    }
+    double share = (double)n * (double)k->attrs.row_work * k->ns_per_work /
+                   sj_host_pool_threads(h->pool);
+    return (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
 }
 
 /* A thread's share of a launch of k at n: its work, and its time at k's pace. */
@@ -363,15 +365,21 @@ static bool wake_for(host_device *h, const host_kernel *k, int64_t n, bool run_w
     return run_wakes || worth_waking(h, share_work(h, k, n), share_ns(h, k, n));
 }
 
+/* Runs a launch of k at n. In a replay that woke the workers at its start
+ * (run_wakes), adds the split launches' costs beyond an even share to
+ * *run_cost, which the replay learns from as one wake-up; otherwise a
+ * launch that woke them is learnt from alone. */
 static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
-                       const int64_t *info, int64_t n, bool run_wakes) {
+                       const int64_t *info, int64_t n, bool run_wakes, double *run_cost) {
     int64_t bounds[SJ_HOST_MAX_THREADS + 1];
     int parts = split(h, k, n, bounds);
     if (parts > 1) {
         bool wake = wake_for(h, k, n, run_wakes);
         sj_host_pool_timing t;
         sj_host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, &t);
-        learn(h, k, n, &t);
+        double cost = learn(h, k, n, &t);
+        if (run_wakes) *run_cost += cost;
+        else if (t.woke) learn_wake(h, cost);
     } else if (h->pool && k->rows && n >= 2 * SJ_HOST_MIN_SPLIT_ROWS) {
         uint64_t t0 = clock_ns(); /* a kernel the caller ran alone: its pace all the same */
         k->fn(buffers, info, n);
@@ -389,7 +397,7 @@ static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_la
     host_kernel *k = kh;
     host_graph *g = h->recording;
     if (!g) {
-        run_kernel(h, k, buffers, info, active_extent, false);
+        run_kernel(h, k, buffers, info, active_extent, false, NULL);
         return SJ_OK;
     }
     if (!sj_array_reserve(h->ctx, (void **)&g->launches, &g->cap, g->n + 1, sizeof *g->launches))
@@ -444,9 +452,11 @@ static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_exte
     const host_graph *g = gh;
     bool wakes = replay_wakes(h, g, active_extent);
     if (wakes) sj_host_pool_wake(h->pool);
+    double run_cost = 0;
     for (size_t i = 0; i < g->n; i++)
         run_kernel(h, g->launches[i].k, g->launches[i].buffers, g->launches[i].info,
-                   active_extent, wakes);
+                   active_extent, wakes, &run_cost);
+    if (wakes) learn_wake(h, run_cost); /* what the run's wake-up cost its split launches */
     return SJ_OK;
 }
 

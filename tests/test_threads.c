@@ -10,8 +10,11 @@
  * and the exported BERT, GPT-2, Llama and encoder layer) run at threads
  * 2..4 bit-identical to threads 1, eagerly and replayed, with every padding
  * row (NaN, or -1 for the exporters' int64 ids and masks), the arena and the
- * outputs poisoned; threads 1 matches the interpreter. Bad configurations and an
- * artifact of the previous format are refused with a message. */
+ * outputs poisoned; threads 1 matches the interpreter. A launch too small to
+ * repay waking a sleeping worker leaves it asleep (the caller runs its
+ * parts), one right after a woken launch is shared with the worker still
+ * awake. Bad configurations and an artifact of the previous format are
+ * refused with a message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
