@@ -10,14 +10,39 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HOST_ALIGN 64 /* a cache line; also enough for any vector load the emitters use */
 
-/* Element operations a part of a split launch must have to repay waking a
- * thread for it (tens of microseconds of work: bench/ort/side_by_side.sh
- * at threads 2 measured smaller parts slower than one thread). */
+/* Element operations a part of a split launch must have to repay handing it
+ * to an awake worker (about 10 us of matmul on this project's machine; the
+ * claim, the cache lines moved, the wait for the last part). */
 #define DEFAULT_MIN_PART_WORK (1u << 19)
+/* Waking sleeping workers for a launch (host_pool.c) costs it tens of
+ * microseconds on an idle machine and hundreds on a busy one: 30 to 400 us
+ * measured on this project's 2-vCPU VM, where the woken worker often takes
+ * the caller's own CPU; ffn at N=64 (two 1M-operation matmuls) took 38 us
+ * on one thread and 70 to 115 us on two when every launch woke the worker.
+ * No constant serves both machines, so the device times its launches (each
+ * kernel's pace, ns_per_work; what a wake-up added, wake_ns) and wakes the
+ * sleepers only when each thread's share of a launch takes WAKE_REPAY times
+ * what a wake-up costs (2: a share must outlast the wake-up with a margin);
+ * the parts of smaller launches go to the workers already awake (spinning
+ * after the launch before), or to the caller. */
+#define WAKE_REPAY 2
+/* Before a kernel is timed: 50 operations a nanosecond (a matmul with
+ * AVX-512 on one core); before a wake-up is: 50 us. */
+#define PRIOR_NS_PER_WORK 0.02
+#define PRIOR_WAKE_NS 50000.0
+/* A launch (or run) that declines to wake lowers the wake-up estimate by
+ * 1/WAKE_DECAY, so a cost measured under load is retried once the load may
+ * have passed (about 100 declines from an 8x estimate). A wake-up's cost
+ * moves the estimate by 1/8 of the difference, and counts at most
+ * WAKE_OUTLIER times the estimate: one launch stalled by a burst of load
+ * (measured up to 1.4 ms) must not stop the wake-ups for the next hundreds. */
+#define WAKE_DECAY 64
+#define WAKE_OUTLIER 4
 /* Parts per thread: the threads claim parts (host_pool.c), so more parts
  * than threads even out a thread that starts late. */
 #define PARTS_PER_THREAD 2
@@ -33,6 +58,7 @@ typedef struct host_kernel {
     sj_host_kernel_fn fn;
     sj_host_rows_fn rows; /* NULL: not row-parallel */
     sj_kernel_attrs attrs; /* attrs.row_work: a row's work when rows is set */
+    double ns_per_work;    /* learnt under the device lock; 0 = not timed yet */
     char name[];
 } host_kernel;
 
@@ -43,7 +69,7 @@ typedef struct host_module {
 } host_module;
 
 typedef struct host_launch {
-    const host_kernel *k;
+    host_kernel *k;
     void *const *buffers;
     const int64_t *info;
 } host_launch;
@@ -63,6 +89,11 @@ typedef struct host_device {
     sj_host_jit *jit;      /* created with the first object module */
     sj_host_pool *pool;    /* NULL with one thread */
     uint64_t min_part_work;
+    uint64_t wake_share_work; /* 0: wake when the estimates below say it repays */
+    /* Learnt under the device lock (launches hold it): what a launch that
+     * woke the workers took beyond an even share of its work, at the pace
+     * the caller measured for that kernel (a moving average). */
+    double wake_ns;
 } host_device;
 
 #define LIST_INIT(s) ((s)->prev = (s)->next = (s))
@@ -254,6 +285,10 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
     return SJ_OK;
 }
 
+static uint64_t launch_work(const host_kernel *k, int64_t n) {
+    return k->attrs.row_work > UINT64_MAX / (uint64_t)n ? UINT64_MAX : k->attrs.row_work * (uint64_t)n;
+}
+
 /* Parts a launch of k at extent n splits into (1: the caller alone) and
  * their row bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS rows, the last
  * part taking the rest, so every split point is a multiple of it (of every
@@ -265,8 +300,7 @@ static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t 
     int64_t parts = (int64_t)sj_host_pool_threads(h->pool) * PARTS_PER_THREAD;
     if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
     if (parts > blocks) parts = blocks;
-    uint64_t work = k->attrs.row_work > UINT64_MAX / (uint64_t)n ? UINT64_MAX
-                                                                 : k->attrs.row_work * (uint64_t)n;
+    uint64_t work = launch_work(k, n);
     if ((uint64_t)parts > work / h->min_part_work) parts = (int64_t)(work / h->min_part_work);
     if (parts < 2) return 1;
     for (int64_t p = 0; p < parts; p++) bounds[p] = SJ_HOST_MIN_SPLIT_ROWS * (blocks * p / parts);
@@ -274,12 +308,85 @@ static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t 
     return (int)parts;
 }
 
-static void run_kernel(host_device *h, const host_kernel *k, void *const *buffers,
-                       const int64_t *info, int64_t n) {
+static uint64_t clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A moving average's step toward x by 1/shift. */
+static void average(double *avg, double x, int shift) { *avg += (x - *avg) / (double)shift; }
+
+/* A wake-up's cost into the estimate (at most WAKE_OUTLIER times it). */
+static void learn_wake(host_device *h, double cost) {
+    double cap = WAKE_OUTLIER * (h->wake_ns > PRIOR_WAKE_NS ? h->wake_ns : PRIOR_WAKE_NS);
+    average(&h->wake_ns, cost < cap ? cost : cap, 8);
+}
+
+/* The caller's time per operation of k, from a launch of rows * k's row
+ * work; returns the launch's time beyond an even share of its work (what
+ * the threads' sharing cost it, 0 for a perfect split). */
+static double learn(host_device *h, host_kernel *k, int64_t n, const sj_host_pool_timing *t) {
+    if (t->caller_rows > 0) {
+        double pace = (double)t->caller_ns / ((double)t->caller_rows * (double)k->attrs.row_work);
+        if (k->ns_per_work == 0) k->ns_per_work = pace;
+        else average(&k->ns_per_work, pace, 8);
+    }
+    double share = (double)n * (double)k->attrs.row_work * k->ns_per_work /
+                   sj_host_pool_threads(h->pool);
+    return (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
+}
+
+/* A thread's share of a launch of k at n: its work, and its time at k's pace. */
+static uint64_t share_work(const host_device *h, const host_kernel *k, int64_t n) {
+    return launch_work(k, n) / (uint64_t)sj_host_pool_threads(h->pool);
+}
+static double share_ns(const host_device *h, const host_kernel *k, int64_t n) {
+    return (double)share_work(h, k, n) * (k->ns_per_work ? k->ns_per_work : PRIOR_NS_PER_WORK);
+}
+
+/* Whether shares of share_ns (one launch's, or a run's split launches'
+ * together) repay waking the sleeping workers: WAKE_REPAY times what a
+ * wake-up costs; with a configured wake_share_work, a share of that much
+ * work (share_work). A decline lowers the estimate (WAKE_DECAY). */
+static bool worth_waking(host_device *h, uint64_t work, double ns) {
+    if (h->wake_share_work) return work >= h->wake_share_work;
+    if (ns >= WAKE_REPAY * h->wake_ns) return true;
+    h->wake_ns -= h->wake_ns / WAKE_DECAY;
+    return false;
+}
+
+/* Whether a split launch of k at n wakes the sleeping workers (those awake
+ * claim parts either way; the caller runs whatever is left). `run_wakes`:
+ * the replay this launch is part of woke them at its start, so a worker
+ * that fell asleep since is woken again. */
+static bool wake_for(host_device *h, const host_kernel *k, int64_t n, bool run_wakes) {
+    if (sj_host_pool_awake(h->pool) == sj_host_pool_threads(h->pool) - 1) return false;
+    return run_wakes || worth_waking(h, share_work(h, k, n), share_ns(h, k, n));
+}
+
+/* Runs a launch of k at n. In a replay that woke the workers at its start
+ * (run_wakes), adds the split launches' costs beyond an even share to
+ * *run_cost, which the replay learns from as one wake-up; otherwise a
+ * launch that woke them is learnt from alone. */
+static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
+                       const int64_t *info, int64_t n, bool run_wakes, double *run_cost) {
     int64_t bounds[SJ_HOST_MAX_THREADS + 1];
     int parts = split(h, k, n, bounds);
-    if (parts == 1) k->fn(buffers, info, n);
-    else sj_host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts);
+    if (parts > 1) {
+        bool wake = wake_for(h, k, n, run_wakes);
+        sj_host_pool_timing t;
+        sj_host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, &t);
+        double cost = learn(h, k, n, &t);
+        if (run_wakes) *run_cost += cost;
+        else if (t.woke) learn_wake(h, cost);
+    } else if (h->pool && k->rows && n >= 2 * SJ_HOST_MIN_SPLIT_ROWS) {
+        uint64_t t0 = clock_ns(); /* a kernel the caller ran alone: its pace all the same */
+        k->fn(buffers, info, n);
+        learn(h, k, n, &(sj_host_pool_timing){.caller_ns = clock_ns() - t0, .caller_rows = n});
+    } else {
+        k->fn(buffers, info, n);
+    }
 }
 
 static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_launch_dims *dims,
@@ -287,10 +394,10 @@ static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_la
                                     int64_t active_extent) {
     host_device *h = impl;
     (void)dims;
-    const host_kernel *k = kh;
+    host_kernel *k = kh;
     host_graph *g = h->recording;
     if (!g) {
-        run_kernel(h, k, buffers, info, active_extent);
+        run_kernel(h, k, buffers, info, active_extent, false, NULL);
         return SJ_OK;
     }
     if (!sj_array_reserve(h->ctx, (void **)&g->launches, &g->cap, g->n + 1, sizeof *g->launches))
@@ -320,11 +427,36 @@ static sj_status host_end_capture(void *impl, sj_graph_handle *out) {
     return SJ_OK;
 }
 
+/* Whether a replay of g at n wakes the sleeping workers at its start: when
+ * its split launches' shares together repay a wake-up. Paid once a run, a
+ * wake-up then serves every split launch (a worker spins while a launch it
+ * helped is in flight, and SPIN_NS after), where a launch too small to repay
+ * one alone would leave the sleepers asleep through the whole run. */
+static bool replay_wakes(host_device *h, const host_graph *g, int64_t n) {
+    if (!h->pool || sj_host_pool_awake(h->pool) == sj_host_pool_threads(h->pool) - 1) return false;
+    uint64_t work = 0;
+    double ns = 0;
+    int64_t bounds[SJ_HOST_MAX_THREADS + 1];
+    for (size_t i = 0; i < g->n; i++) {
+        const host_kernel *k = g->launches[i].k;
+        if (split(h, k, n, bounds) < 2) continue;
+        uint64_t w = share_work(h, k, n);
+        work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
+        ns += share_ns(h, k, n);
+    }
+    return work > 0 && worth_waking(h, work, ns);
+}
+
 static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_extent) {
+    host_device *h = impl;
     const host_graph *g = gh;
+    bool wakes = replay_wakes(h, g, active_extent);
+    if (wakes) sj_host_pool_wake(h->pool);
+    double run_cost = 0;
     for (size_t i = 0; i < g->n; i++)
-        run_kernel(impl, g->launches[i].k, g->launches[i].buffers, g->launches[i].info,
-                   active_extent);
+        run_kernel(h, g->launches[i].k, g->launches[i].buffers, g->launches[i].info,
+                   active_extent, wakes, &run_cost);
+    if (wakes) learn_wake(h, run_cost); /* what the run's wake-up cost its split launches */
     return SJ_OK;
 }
 
@@ -379,7 +511,9 @@ static const sj_device_ops host_ops = {
 };
 
 void sj_host_device_config_init(sj_host_device_config *cfg) {
-    if (cfg) *cfg = (sj_host_device_config){.policy = NULL, .threads = 1, .min_part_work = 0};
+    if (cfg)
+        *cfg = (sj_host_device_config){.policy = NULL, .threads = 1, .min_part_work = 0,
+                                       .wake_share_work = 0};
 }
 
 sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config *cfg,
@@ -394,6 +528,8 @@ sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config 
     if (!h) return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory");
     h->ctx = ctx;
     h->min_part_work = cfg->min_part_work ? cfg->min_part_work : DEFAULT_MIN_PART_WORK;
+    h->wake_share_work = cfg->wake_share_work;
+    h->wake_ns = PRIOR_WAKE_NS;
     LIST_INIT(&h->memory);
     LIST_INIT(&h->modules);
     LIST_INIT(&h->graphs);

@@ -5,7 +5,9 @@
  * spin briefly after a launch, since a run's kernels follow each other
  * within microseconds, then sleep on a condition variable; a launch posts
  * its parts, which the caller and the workers claim one at a time, and
- * returns when every part is done. Nothing is allocated per launch. */
+ * returns when every part is done. Waking a sleeper costs more than a
+ * small launch gains, so a launch wakes them only when asked to; the
+ * workers awake help either way. Nothing is allocated per launch. */
 #ifndef SJ_RUNTIME_HOST_POOL_H
 #define SJ_RUNTIME_HOST_POOL_H
 
@@ -19,12 +21,28 @@ sj_status sj_host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out);
 /* Stops and joins the workers. NULL is a no-op. */
 void sj_host_pool_destroy(sj_host_pool *p);
 int sj_host_pool_threads(const sj_host_pool *p);
+/* Workers not asleep now (spinning after a launch, or running parts): a
+ * hint, as a worker may fall asleep or wake right after. 0 for NULL. */
+int sj_host_pool_awake(const sj_host_pool *p);
+
+/* Wakes the sleeping workers without a launch, to spin for the launches of
+ * a run about to start (its first kernels hide the wake-up's latency). */
+void sj_host_pool_wake(sj_host_pool *p);
+
+/* What a launch cost, for the caller's estimate of what waking is worth. */
+typedef struct sj_host_pool_timing {
+    uint64_t wall_ns;     /* the whole launch, post to the last part done */
+    uint64_t caller_ns;   /* of which the caller spent in its own parts */
+    int64_t caller_rows;  /* the rows of those parts */
+    bool woke;            /* sleeping workers were woken for it */
+} sj_host_pool_timing;
 
 /* Runs fn over rows [bounds[i], bounds[i + 1]) for every i < parts (2 <=
  * parts <= SJ_HOST_MAX_THREADS), on the caller and any worker that is
- * awake, and returns when all are done. */
+ * awake (wake: the sleeping ones woken too), and returns when all are
+ * done, with *t filled. */
 void sj_host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
                       const int64_t *info, int64_t active_extent, const int64_t *bounds,
-                      int parts);
+                      int parts, bool wake, sj_host_pool_timing *t);
 
 #endif

@@ -46,6 +46,25 @@ static void h_copy_padded_es(const sj_shape *s, int64_t n, int64_t E, void *padd
 }
 
 
+/* What the executor checks before it pads (runtime/exec_run.c): n inside the
+ * bucket and every input at n. The copies below trust both: n past E wrote
+ * n rows into E-row buffers (the heap corrupted, seen first as BERT's
+ * [1, seq] ids at seq 100 in a 64 bucket). */
+static sj_status h_check_request(const sj_graph *g, int64_t E, int64_t n, const sj_tensor *inputs) {
+    if (n < 1 || n > E)
+        return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE, "h_run: active extent %lld outside the bucket 1..%lld",
+                       (long long)n, (long long)E);
+    for (int i = 0; i < g->n_inputs; i++) {
+        const sj_node *in = &g->nodes[g->inputs[i]];
+        sj_shape at = sj_shape_at(&in->shape, n);
+        if (inputs[i].dtype != in->dtype || inputs[i].rank != at.rank ||
+            memcmp(inputs[i].dims, at.dims, (size_t)at.rank * sizeof *at.dims))
+            return sj_fail(g->ctx, SJ_E_SHAPE, "h_run: input %d is not the graph's %s at extent %lld",
+                           i, sj_dtype_name(in->dtype), (long long)n);
+    }
+    return SJ_OK;
+}
+
 /* Runs artifact a (compiled from g) at active extent n. outputs are allocated. */
 static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, int64_t n,
                        const sj_tensor *inputs, sj_tensor *outputs) {
@@ -55,6 +74,7 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
     const uint8_t *code;
     size_t len;
     SJ_TRY(sj_artifact_check_host(a));
+    SJ_TRY(h_check_request(g, E, n, inputs));
     SJ_TRY(sj_artifact_find_code(a, SJ_CODE_HOST_OBJECT, &code, &len));
     sj_module *mod;
     SJ_TRY(sj_device_load_module(dev, SJ_CODE_HOST_OBJECT, code, len, &mod));

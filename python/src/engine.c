@@ -438,15 +438,20 @@ static PyObject *engine_stats(engine_obj *s, PyObject *unused) {
     leave(s);
     if (!remote)
         return NULL;
+    /* weight_bytes: the loaded buckets' weights, one copy; weight_mapped_bytes:
+     * of those, read in place from the model's external-data file (page
+     * cache, not allocated): as the CLI's --stats says them. */
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsdsisisKsN}", "runs", (unsigned long long)st.runs, "run_failures",
+        "{sKsKsKsKsKsKsKsKsKsdsisisKsKsKsN}", "runs", (unsigned long long)st.runs, "run_failures",
         (unsigned long long)st.run_failures, "memory_hits", (unsigned long long)st.memory_hits,
         "store_hits", (unsigned long long)st.store_hits, "remote_hits",
         (unsigned long long)st.remote_hits, "compiles", (unsigned long long)st.compiles,
         "corrupt", (unsigned long long)st.corrupt, "store_errors",
         (unsigned long long)st.store_errors, "one_offs", (unsigned long long)st.one_offs,
         "compile_ms", st.compile_ms, "buckets", st.buckets, "buckets_ready", st.buckets_ready,
-        "evictions", (unsigned long long)st.evictions, "remote", remote);
+        "evictions", (unsigned long long)st.evictions, "weight_bytes",
+        (unsigned long long)st.weight_bytes, "weight_mapped_bytes",
+        (unsigned long long)st.weight_mapped_bytes, "remote", remote);
 }
 
 static PyObject *engine_buckets(engine_obj *s, PyObject *unused) {

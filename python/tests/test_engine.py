@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import shapejit
-from conftest import MODELS, rand
+from conftest import MODELS, REAL_MODELS, rand
 
 
 def test_run_matches_the_reference_interpreter(ffn):
@@ -97,6 +97,28 @@ def test_buckets_and_stats(ffn, tmp_path):
         assert [b.ready for b in e.buckets] == [True, False, False]
         assert set(st) >= {"run_failures", "store_hits", "remote_hits", "corrupt",
                            "store_errors", "one_offs"}
+
+
+def test_stats_weight_bytes(ffn, tmp_path):
+    """weight_bytes and, of them, weight_mapped_bytes: 0 before a bucket loads;
+    an .sjg's weights are allocated, an ONNX model's external-data file is
+    read in place (the C engine's figures, as the CLI's --stats prints them)."""
+    with shapejit.Engine(ffn, ladder="list:4,16,64", store=None) as e:
+        st = e.stats()
+        assert st["weight_bytes"] == 0 and st["weight_mapped_bytes"] == 0
+        e.run({"x": rand((3, 64))})
+        st = e.stats()
+        assert st["weight_bytes"] == (64 * 256 * 2 + 256 + 64 * 3) * 4  # w1, w2, b1, b2, ln
+        assert st["weight_mapped_bytes"] == 0
+    bert = REAL_MODELS / "bert_torchscript"
+    data_bytes = (bert / "model.onnx.data").stat().st_size
+    with shapejit.Engine(str(bert / "model.onnx"), ladder="list:16", store=tmp_path / "s.db",
+                         dynamic="seq", dims={"batch": 1}) as e:
+        e.run({"input_ids": np.zeros((1, 5), np.int64),
+               "attention_mask": np.ones((1, 5), np.int64)})
+        st = e.stats()
+        assert 0 < st["weight_mapped_bytes"] <= data_bytes
+        assert st["weight_mapped_bytes"] < st["weight_bytes"]
 
 
 def test_describes_inputs_and_outputs(engine):

@@ -196,9 +196,18 @@ typedef struct sj_host_device_config {
      * the caller alone. */
     int threads;
     /* The work (element operations) each part must have; 0 = the default,
-     * 2^19, which repays waking a thread. Tests set 1 to split every launch
-     * of 2 * SJ_HOST_MIN_SPLIT_ROWS rows or more. */
+     * 2^19, which repays handing a part to a thread that is awake. Tests set
+     * 1 to split every launch of 2 * SJ_HOST_MIN_SPLIT_ROWS rows or more. */
     uint64_t min_part_work;
+    /* Workers sleep between runs, and waking one costs tens to hundreds of
+     * microseconds (more on a busy machine); workers still awake take parts
+     * of any split launch, sleeping ones are woken only for a launch, or a
+     * replayed run's split launches together, whose work per thread repays
+     * it. 0 = the default: the device times its launches and wakes when a
+     * thread's share takes twice what its wake-ups have cost; otherwise the
+     * work (element operations) a thread's share must have. Tests set 1 to
+     * wake them for every split. Results never depend on it. */
+    uint64_t wake_share_work;
 } sj_host_device_config;
 
 #define SJ_HOST_MIN_SPLIT_ROWS 16
