@@ -30,8 +30,8 @@
  * rows) loses to the three small unfused kernels. */
 #define SJ_ATTENTION_MIN_SCORES ((int64_t)1 << 10)
 
-/* The fused kernel keeps a tile of query rows, their accumulators and a
- * packed block of keys and values on the stack (96 KiB at this bound). */
+/* The fused kernel keeps a tile of 32 query rows, their accumulators and a
+ * block of scores on the stack (40 KiB at this bound). */
 #define SJ_ATTENTION_MAX_HEAD 128
 
 typedef struct sj_attention_match {
