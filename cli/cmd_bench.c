@@ -19,7 +19,7 @@
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
-    "usage: shapejit bench [--json FILE] [--model MODEL] [--quick]\n"
+    "usage: shapejit bench [--json FILE] [--model MODEL] [--quick] [--threads N]\n"
     "  Runs the benchmark suite on the host backend and prints a table:\n"
     "    cold compile ms per bucket (host; nvptx and nvrtc when built: compile\n"
     "    only, no GPU needed), warm load us per artifact (store read,\n"
@@ -34,7 +34,8 @@ static const char usage[] =
     "                is installed) bench-latency.png and bench-ready.png next to it\n"
     "  --model M     the model (default examples/models/ffn.sjg, found from the\n"
     "                working directory or next to the binary)\n"
-    "  --quick       fewer repetitions (a smoke run; figures are noisier)\n";
+    "  --quick       fewer repetitions (a smoke run; figures are noisier)\n"
+    CLI_THREADS_USAGE;
 
 #define LADDER "pow2:1:1024"
 #define TRACE "lognormal:64:1:1024:20000:1"
@@ -73,6 +74,7 @@ typedef struct bench {
     const char *model;
     char dir[PATH_MAX];
     bool quick;
+    int threads; /* kernel threads of every engine opened */
     figures f;
 } bench;
 
@@ -103,6 +105,7 @@ static int session_open(bench *b, const char *store_path, const char *spec, sess
     sj_engine_config_init(&cfg);
     cfg.ladder = spec;
     cfg.store_path = store_path;
+    cfg.threads = b->threads;
     if (sj_engine_open_graph(b->ctx, g, &cfg, &s->e) != SJ_OK) return fail_ctx(b, "engine");
     s->cache = sj_engine_cache(s->e);
     s->ladder = sj_engine_ladder(s->e);
@@ -377,8 +380,8 @@ static void bench_gpu_compile(bench *b) {
 
 static void print_table(const bench *b) {
     const figures *f = &b->f;
-    printf("shapejit bench: %s on the host backend, ladder %s (%d buckets)\n\n", b->model, LADDER,
-           f->buckets);
+    printf("shapejit bench: %s on the host backend (%d kernel threads), ladder %s (%d buckets)\n\n",
+           b->model, b->threads, LADDER, f->buckets);
     printf("%-34s %12s  %s\n", "figure", "value", "note");
     printf("%-34s %12.2f  median over %d cold runs x %d buckets\n",
            "cold_compile_ms_per_bucket.host", f->cold_compile_ms, f->cold_runs, f->buckets);
@@ -558,23 +561,27 @@ int cli_cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     const char *json = NULL, *model = NULL;
     bool quick = false;
+    cli_backend_args backend = {.devices = 1}; /* the host backend, one worker */
     const cli_opt opts[] = {
         {"--json", CLI_OPT_STRING, &json},
         {"--model", CLI_OPT_STRING, &model},
         {"--quick", CLI_OPT_FLAG, &quick},
+        CLI_THREADS_OPTS(backend),
     };
     int n_pos;
     cli_parse_result r =
         cli_parse(cmd, usage, argc, argv, opts, CLI_COUNT(opts), NULL, 0, 0, &n_pos);
     if (r != CLI_PARSED) return cli_parse_exit(r);
+    int rc = cli_backend_check(cmd, &backend);
+    if (rc != CLI_EXIT_OK) return rc;
     char model_buf[PATH_MAX];
     bench *b = calloc(1, sizeof *b);
     if (!b) return cli_fail(cmd, "out of memory");
     b->model = model ? model : default_model(model_buf, sizeof model_buf);
     b->quick = quick;
+    b->threads = cli_backend_threads(&backend);
     const char *tmp = getenv("TMPDIR");
     snprintf(b->dir, sizeof b->dir, "%s/shapejit-bench.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    int rc = CLI_EXIT_OK;
     if (!mkdtemp(b->dir)) {
         free(b);
         return cli_fail(cmd, "cannot make a scratch directory under %s",

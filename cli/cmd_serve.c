@@ -367,15 +367,15 @@ static void json_fit(FILE *j, serve_state *s, const char *spec) {
 }
 
 static void report(serve_state *s, const figures *f, const char *model, const char *source,
-                   int workers, bool stats) {
+                   int workers, int threads, bool stats) {
     sj_engine_stats st;
     sj_engine_stats_get(s->e, &st);
     char spec[256];
     sj_ladder_format(sj_engine_ladder(s->e), spec, sizeof spec);
     const char *store = s->store_path[0] ? s->store_path : "none";
     sj_remote *remote = sj_engine_remote(s->e);
-    printf("serve %s: %zu requests from %s, %d workers, backend %s, ladder %s%s%s\n", model,
-           s->stream->n, source, workers, s->backend, s->fit ? s->fit_spec : spec,
+    printf("serve %s: %zu requests from %s, %d workers x %d threads, backend %s, ladder %s%s%s\n",
+           model, s->stream->n, source, workers, threads, s->backend, s->fit ? s->fit_spec : spec,
            s->fit ? " from provisional " : "", s->fit ? spec : "");
     printf("  store            %s\n", store);
     printf("  first result     %.1f ms after start\n", s->first_result_ms);
@@ -530,7 +530,7 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     if (s->fit) sj_ladder_switch_wait(s->fit);
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
     if (rc == CLI_EXIT_OK) rc = summarise(s, &f);
-    if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, stats);
+    if (rc == CLI_EXIT_OK) report(s, &f, model, source, workers, cli_backend_threads(&ea->backend), stats);
     sj_ladder_switch_destroy(s->fit); /* the fitted engine, before the provisional */
     sj_engine_close(s->e);
     return rc;

@@ -279,7 +279,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     ec.remote_read_only = remote_url && remote.read_only;
     ec.remote_lease_ms = lease_ms;
     cli_backend_config(&ba, &ec);
-    ec.threads = (int)threads;
+    if (threads) ec.threads = (int)threads; /* 0: cli_backend_config's default */
     ec.native_after = native_after == INT64_MIN ? 0 : (int)native_after;
 
     /* Blocked before any thread starts, so every thread inherits the mask

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_store_path(const char *cmd, const char *flag, char *buf, size_t cap) {
     if (flag && !strcmp(flag, "none")) {
@@ -69,6 +70,17 @@ int cli_backend_check(const char *cmd, const cli_backend_args *a) {
     return CLI_EXIT_OK;
 }
 
+/* --threads unset, host backend: this machine's CPUs shared among the
+ * workers, at least one each, so workers x threads stays within the CPUs
+ * (the library's own default is 1: how many CPUs a process may use is the
+ * caller's policy). */
+int cli_backend_threads(const cli_backend_args *a) {
+    if (a->threads) return (int)strtol(a->threads, NULL, 10);
+    if (a->name && strcmp(a->name, "host") != 0) return 1;
+    long t = sysconf(_SC_NPROCESSORS_ONLN) / (a->devices > 1 ? a->devices : 1);
+    return t < 1 ? 1 : t > SJ_HOST_MAX_THREADS ? SJ_HOST_MAX_THREADS : (int)t;
+}
+
 void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->backend = a->name;
     cfg->gpu_emit = a->emit;
@@ -79,7 +91,7 @@ void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->tune = a->tune;
     if (a->tune_budget_ms) cfg->tune_budget_ms = (int)strtol(a->tune_budget_ms, NULL, 10);
     cfg->workers = a->devices;
-    if (a->threads) cfg->threads = (int)strtol(a->threads, NULL, 10);
+    cfg->threads = cli_backend_threads(a);
 }
 
 int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_args *a, sj_engine **out,

@@ -79,7 +79,7 @@ typedef struct cli_backend_args {
     const char *tune_budget_ms; /* --tune-budget-ms MS as given (NULL: the default) */
     int devices;      /* host devices; 0 = 1 */
     const char *precision; /* --precision: fp32 (NULL), bf16 or fp16 */
-    const char *threads;   /* --threads N as given (NULL: 1) */
+    const char *threads;   /* --threads N as given (NULL: the CPUs over the workers) */
     const char *cuda_driver; /* cuda: --cuda-driver PATH, NULL = libcuda.so.1 */
 } cli_backend_args;
 
@@ -87,8 +87,9 @@ typedef struct cli_backend_args {
 #define CLI_THREADS_USAGE                                                                          \
     "  --threads N        host: threads a request's row-parallel kernels (elementwise,\n"          \
     "                     matmul, softmax, layernorm, attention over the rows) split over,\n"    \
-    "                     the caller included (default 1, 1..256); small requests stay on\n"    \
-    "                     one thread and results are bit-identical to --threads 1\n"
+    "                     the caller included (1..256; default: the CPU count over the\n"      \
+    "                     workers, at least 1); small requests stay on one thread and\n"      \
+    "                     results are bit-identical to --threads 1\n"
 
 #define CLI_CUDA_DRIVER_USAGE                                                                      \
     "  --cuda-driver PATH cuda: the driver library to open instead of libcuda.so.1 (a\n"            \
@@ -109,6 +110,9 @@ typedef struct cli_backend_args {
     "  --tune-budget-ms MS  the timing budget per bucket (default 200, 1..600000)\n"
 /* a (checked by cli_backend_check) into cfg's backend, compile and
  * worker fields. */
+/* The kernel threads a's engine runs with: --threads, else the default
+ * (the CPUs over the workers, host backend). */
+int cli_backend_threads(const cli_backend_args *a);
 void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg);
 /* Checks the names in a (usage errors, exit 2) without making anything. */
 int cli_backend_check(const char *cmd, const cli_backend_args *a);

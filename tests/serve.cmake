@@ -39,6 +39,18 @@ sj_cli_test(serve_warm RC 0 REQUIRES serve_store
   OUT "compiles +0 \\(0.0 ms compiling\\), compile stalls 0.*store hits +[1-9]"
   ERR "\"compiles\": 0,")
 
+# Kernel threads: as given, else the CPUs over the workers (at least 1 each:
+# 64 workers get 1 on any machine with fewer than 128 CPUs).
+sj_cli_test(serve_threads_given RC 0
+  ARGS serve ${SJ_FFN} --synthetic uniform:1:40:4:3 --workers 2 --threads 3 --store none --backend host
+  OUT "4 requests from uniform:1:40:4:3, 2 workers x 3 threads, backend host")
+sj_cli_test(serve_threads_default_shared RC 0
+  ARGS serve ${SJ_FFN} --synthetic uniform:1:40:4:3 --workers 64 --store none --backend host
+  OUT "64 workers x 1 threads, backend host")
+sj_cli_test(serve_threads_interp RC 0
+  ARGS serve ${SJ_FFN} --synthetic uniform:1:40:4:3 --workers 1 --store none --backend interp
+  OUT "1 workers x 1 threads, backend interp")
+
 # precompile at deploy, then a run that only reads the store.
 sj_cli_test(precompile RC 0 CLEAN ${SJ_SERVE_DIR}/deploy SETUP deploy_store
   ARGS precompile ${SJ_FFN} --ladder pow2:1:64 --store ${SJ_SERVE_DIR}/deploy/s.db --jobs 2
@@ -88,9 +100,11 @@ set_property(TEST ${sj_all_tests} APPEND PROPERTY ENVIRONMENT
 set(bench_json ${SJ_SERVE_DIR}/bench.json)
 file(REMOVE ${bench_json})
 sj_cli_test(bench_quick RC 0 SETUP bench_json
-  ARGS bench --quick --json ${bench_json} --model ${SJ_MODELS}/ffn.sjg
-  OUT "warm_vs_cold_ready_ratio .*replay_vs_eager_dispatch .*json: .*bench.json"
+  ARGS bench --quick --json ${bench_json} --model ${SJ_MODELS}/ffn.sjg --threads 2
+  OUT "on the host backend \\(2 kernel threads\\).*warm_vs_cold_ready_ratio .*replay_vs_eager_dispatch .*json: .*bench.json"
   FILES ${bench_json})
+sj_cli_test(bench_bad_threads RC 2 ARGS bench --quick --threads 300
+  ERR "--threads must be a count in 1..256, got '300'")
 add_test(NAME cli_bench_json_keys COMMAND ${CMAKE_COMMAND} -DJSON=${bench_json}
   -P ${CMAKE_CURRENT_LIST_FILE})
 set_tests_properties(cli_bench_json_keys PROPERTIES FIXTURES_REQUIRED bench_json LABELS cli)
