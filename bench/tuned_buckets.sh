@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tuned tight buckets against one bucket at the largest extent (issue 19):
-# for each model, requests of N rows are served (one worker, warm store) on
+# for each model, requests of N rows are served (one worker, one kernel
+# thread as --tune times the schedules and as ORT runs beside it, warm
+# store) on
 #   tuned   pow2:1:1024 precompiled with --tune (a schedule timed per bucket)
 #   single  list:1024, untuned (every request runs in the one large bucket)
 # and the median latency per request is printed side by side with the ratio
@@ -47,7 +49,7 @@ p50_us() { # MODEL FLAGS LADDER N TUNE -> median latency, us
   local m=$1 flags=$2 ladder=$3 n=$4 tune=$5
   # shellcheck disable=SC2086
   "$sj" serve "$m" $flags --ladder "$ladder" $tune --synthetic "uniform:$n:$n:$requests" --workers 1 \
-    --store "$work/store.db" --stats 2> "$work/stats.json" > /dev/null
+    --threads 1 --store "$work/store.db" --stats 2> "$work/stats.json" > /dev/null
   python3 -c 'import json,sys; print("%.1f" % (1000 * json.loads(open(sys.argv[1]).read().splitlines()[-1])["p50_ms"]))' "$work/stats.json"
 }
 
