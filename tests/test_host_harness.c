@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "shapejit/model.h"
@@ -30,34 +31,50 @@ static sj_graph *load_exported(sj_ctx *ctx, const char *path) {
     return g;
 }
 
+/* A context, a host device and the exported BERT, for each test. */
+typedef struct rig {
+    sj_ctx *ctx;
+    sj_device *dev;
+    sj_graph *g;
+} rig;
+
+static int rig_setup(void **state) {
+    rig *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    assert_int_equal(sj_ctx_create(NULL, &r->ctx), SJ_OK);
+    assert_int_equal(sj_host_device_create(r->ctx, NULL, &r->dev), SJ_OK);
+    r->g = load_exported(r->ctx, BERT);
+    *state = r;
+    return 0;
+}
+
+static int rig_teardown(void **state) {
+    rig *r = *state;
+    sj_graph_destroy(r->g);
+    sj_device_destroy(r->dev);
+    sj_ctx_destroy(r->ctx);
+    free(r);
+    return 0;
+}
+
 /* h_run and the executable both match the interpreter on [1, seq] int64
  * ids and mask, at seq 1, in between and the bucket's 16. */
 static void test_int64_inputs_match(void **state) {
-    (void)state;
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
-    sj_device *dev;
-    assert_int_equal(sj_host_device_create(ctx, NULL, &dev), SJ_OK);
-    sj_graph *g = load_exported(ctx, BERT);
+    rig *r = *state;
     sj_compile_options o;
     sj_compile_options_init(&o);
     const int64_t ns[] = {1, 5, 15, 16};
-    assert_true(h_check(dev, g, 16, ns, 4, &o, 0x5eed, 1e-3, BERT));
-    sj_graph_destroy(g);
-    sj_device_destroy(dev);
-    sj_ctx_destroy(ctx);
+    assert_true(h_check(r->dev, r->g, 16, ns, 4, &o, 0x5eed, 1e-3, BERT));
 }
 
 /* A request the executor refuses, h_run refuses too, before it copies a
  * byte: seq past the bucket (it wrote 100 rows into 64-row buffers), and
  * an input of the wrong dtype or length. */
 static void test_refuses_what_the_executor_refuses(void **state) {
-    (void)state;
-    sj_ctx *ctx;
-    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
-    sj_device *dev;
-    assert_int_equal(sj_host_device_create(ctx, NULL, &dev), SJ_OK);
-    sj_graph *g = load_exported(ctx, BERT);
+    rig *r = *state;
+    sj_ctx *ctx = r->ctx;
+    sj_device *dev = r->dev;
+    sj_graph *g = r->g;
     sj_compile_options o;
     sj_compile_options_init(&o);
     sj_artifact *a;
@@ -79,15 +96,13 @@ static void test_refuses_what_the_executor_refuses(void **state) {
     h_free_tensors(ctx, out, g->n_outputs);
     h_free_tensors(ctx, in, 2);
     sj_artifact_destroy(a);
-    sj_graph_destroy(g);
-    sj_device_destroy(dev);
-    sj_ctx_destroy(ctx);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_int64_inputs_match),
-        cmocka_unit_test(test_refuses_what_the_executor_refuses),
+        cmocka_unit_test_setup_teardown(test_int64_inputs_match, rig_setup, rig_teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_what_the_executor_refuses, rig_setup,
+                                        rig_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
