@@ -9,24 +9,8 @@
 # (no switch, said in the metrics, the metadata and at shutdown).
 # usage: server_fit.sh SHAPEJIT MODELS_DIR WORKDIR
 set -uo pipefail
-trap '' PIPE
-SJ=$1
-MODELS=$2
-W=$3
-rm -rf "$W"
-mkdir -p "$W"
-failures=0
-pids=()
-cleanup() { for p in "${pids[@]}" ${PID:-}; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/http_test_prologue.sh"
 ok() { echo "ok: $* ${SECONDS}s"; }
-
-. "$(dirname "$0")/http_server_start.sh"
 
 start() {
   http_server_start "$@"

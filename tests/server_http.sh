@@ -7,24 +7,7 @@
 # count it, and SIGTERM draining to exit 0.
 # usage: server_http.sh SHAPEJIT MODELS_DIR WORKDIR
 set -uo pipefail
-trap '' PIPE # a write to a socket the server closed fails instead of killing the script
-SJ=$1
-MODELS=$2
-W=$3
-rm -rf "$W"
-mkdir -p "$W"
-failures=0
-pids=()
-# PID too: a server that never said its port is not in pids yet.
-cleanup() { for p in "${pids[@]}" ${PID:-}; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-. "$(dirname "$0")/http_server_start.sh"
+. "$(dirname "$0")/http_test_prologue.sh"
 
 # start NAME ARGS...: http_server_start, the server killed when the script exits.
 start() {
