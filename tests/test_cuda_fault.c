@@ -119,14 +119,22 @@ static void close_clean(sj_engine *e) {
     assert_int_equal(fake_counts().left_at_release, 0);
 }
 
-static void test_sticky_fault(void **state) {
-    (void)state;
+/* An engine that has run A once, and the kernels a run of B launches
+ * (names, *n of them, at least min). */
+static sj_engine *open_served(char names[64][128], int min, int *n) {
     sj_engine *e;
     if (open_engine(&e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
     run_ok(e, ROWS_A);
+    *n = kernels_of_b(e, names, 64);
+    assert_true(*n >= min);
+    return e;
+}
+
+static void test_sticky_fault(void **state) {
+    (void)state;
     char names[64][128];
-    int n = kernels_of_b(e, names, 64);
-    assert_true(n >= 2);
+    int n;
+    sj_engine *e = open_served(names, 2, &n);
     /* The last kernel of B faults (at B's extents only: A stays healthy),
      * so the error names a launch past the first. */
     const char *bad = names[n - 1];
@@ -190,12 +198,9 @@ static void test_sticky_kinds(void **state) {
                  {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT"},
                  {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT"},
                  {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED"}};
-    sj_engine *e;
-    if (open_engine(&e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
-    run_ok(e, ROWS_A);
     char names[64][128];
-    int n = kernels_of_b(e, names, 64);
-    assert_true(n >= 1);
+    int n;
+    sj_engine *e = open_served(names, 1, &n);
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         inject(names[0], kinds[k].r, ROWS_A + 1);
         assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE_LOST);
@@ -276,12 +281,9 @@ static void *run_a(void *arg) {
  * while it waited for the device), every one of B's fails naming the kernel. */
 static void test_other_bucket_served_meanwhile(void **state) {
     (void)state;
-    sj_engine *e;
-    if (open_engine(&e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
-    run_ok(e, ROWS_A);
     char names[64][128];
-    int n = kernels_of_b(e, names, 64);
-    assert_true(n >= 1);
+    int n;
+    sj_engine *e = open_served(names, 1, &n);
     inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
     a_loop loop = {e, 60, 0, ""};
     pthread_t t;
@@ -312,12 +314,9 @@ static void test_other_bucket_served_meanwhile(void **state) {
  * device serves again once a reset works. */
 static void test_reset_fails_then_works(void **state) {
     (void)state;
-    sj_engine *e;
-    if (open_engine(&e) != SJ_OK) fail_msg("open: %s", sj_ctx_last_error(ctx));
-    run_ok(e, ROWS_A);
     char names[64][128];
-    int n = kernels_of_b(e, names, 64);
-    assert_true(n >= 1);
+    int n;
+    sj_engine *e = open_served(names, 1, &n);
     inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
     fail_resets(3);
     /* the fault, its reset fails; loading B again for the rerun fails too */
