@@ -28,20 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench_timing.h"
-#include "core/core_impl.h"
-#include "shapejit/engine.h"
+#include "bench/bench_sides.h"
 
-#define MAX_IO 16
 #define MAX_NS 16
-#define BATCH_NS 1e6
-#define ROUNDS 31
-
-typedef struct side {
-    sj_engine *e;
-    sj_named_tensor in[MAX_IO];
-    int n_in, n_out;
-} side;
 
 /* ---- capacity: spins counted by one thread, then by two, 0.3 s each */
 
@@ -68,117 +57,27 @@ static double spins(int threads) {
     return (double)(count[0] + count[1]);
 }
 
-static void free_inputs(sj_ctx *ctx, side *s) {
-    for (int i = 0; i < s->n_in; i++) sj_tensor_free(ctx, &s->in[i].tensor);
-    s->n_in = 0;
-}
-
-/* Inputs of s's model at n: float inputs ramp through [-1, 1), others zero. */
-static sj_status make_inputs(sj_ctx *ctx, side *s, int64_t n) {
-    int count = sj_engine_num_inputs(s->e);
-    if (count > MAX_IO || sj_engine_num_outputs(s->e) > MAX_IO)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "bench_threads: more than %d inputs or outputs",
-                       MAX_IO);
-    s->n_out = sj_engine_num_outputs(s->e);
-    for (int i = 0; i < count; i++) {
-        sj_value_desc d;
-        sj_engine_input(s->e, i, &d);
-        int64_t dims[SJ_MAX_RANK];
-        for (int k = 0; k < d.shape.rank; k++)
-            dims[k] = d.shape.dims[k] == SJ_DIM_SYM ? n : d.shape.dims[k];
-        s->in[i].name = d.name;
-        SJ_TRY(sj_tensor_alloc_typed(ctx, d.dtype, d.shape.rank, dims, &s->in[i].tensor));
-        s->n_in++;
-        int64_t count_el = sj_tensor_numel(&s->in[i].tensor);
-        if (d.dtype == SJ_F32)
-            for (int64_t j = 0; j < count_el; j++)
-                s->in[i].tensor.data[j] = (float)((j * 7919) % 2048) / 1024.0f - 1.0f;
-        else
-            memset(s->in[i].tensor.bytes, 0, (size_t)count_el * sj_dtype_size(d.dtype));
-    }
-    return SJ_OK;
-}
-
-static sj_status run_once(sj_ctx *ctx, side *s) {
-    sj_named_tensor out[MAX_IO];
-    SJ_TRY(sj_engine_run(s->e, s->in, s->n_in, out, s->n_out, NULL));
-    for (int k = 0; k < s->n_out; k++) sj_tensor_free(ctx, &out[k].tensor);
-    return SJ_OK;
-}
-
-/* Mean wall ns per call over `calls` calls. */
-static double batch(sj_ctx *ctx, side *s, int calls) {
-    double t0 = bench_wall_ns();
-    for (int i = 0; i < calls; i++)
-        if (run_once(ctx, s) != SJ_OK) return -1;
-    return (bench_wall_ns() - t0) / calls;
-}
-
-static bool is_onnx(const char *path) {
-    size_t l = strlen(path);
-    return l > 5 && strcmp(path + l - 5, ".onnx") == 0;
-}
-
-static sj_status open_side(sj_ctx *ctx, const char *path, int threads, side *s) {
-    sj_engine_config ec;
-    sj_engine_config_init(&ec);
-    ec.threads = threads;
-    sj_dim_value batch1[] = {{"batch", 1}};
-    if (is_onnx(path)) {
-        ec.model.dynamic_name = "seq";
-        ec.model.fixed_dims = batch1;
-        ec.model.n_fixed_dims = 1;
-    }
-    return sj_engine_open(ctx, path, &ec, &s->e);
-}
-
-/* The file's name; for an exported model.onnx, its folder's name. */
-static void model_label(const char *path, char *out, size_t cap) {
-    const char *end = path + strlen(path), *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (is_onnx(path) && strcmp(name, "model.onnx") == 0 && name > path + 1) {
-        end = name - 1;
-        for (name = end; name > path && name[-1] != '/'; name--) {}
-    }
-    snprintf(out, cap, "%.*s", (int)(end - name), name);
-}
-
 /* One model at one N: prints t1, t2 and their ratio. */
 static sj_status compare(sj_ctx *ctx, const char *path, int64_t n) {
-    side s[2] = {{0}};
+    bench_side s[2] = {{0}};
     sj_status st = SJ_OK;
-    for (int t = 0; t < 2 && st == SJ_OK; t++) st = open_side(ctx, path, t + 1, &s[t]);
-    for (int t = 0; t < 2 && st == SJ_OK; t++) st = make_inputs(ctx, &s[t], n);
-    for (int t = 0; t < 2 && st == SJ_OK; t++) st = run_once(ctx, &s[t]); /* compiles */
-    int calls = 1;
-    if (st == SJ_OK) {
-        double one = batch(ctx, &s[0], 20);
-        if (one < 0) st = SJ_E_INTERNAL;
-        else calls = one > BATCH_NS ? 1 : (int)(BATCH_NS / one);
+    for (int t = 0; t < 2 && st == SJ_OK; t++) {
+        sj_engine_config ec;
+        sj_engine_config_init(&ec);
+        ec.threads = t + 1;
+        st = bench_side_open(ctx, path, &ec, &s[t]);
     }
-    for (int t = 0; t < 2 && st == SJ_OK; t++)
-        if (batch(ctx, &s[t], calls) < 0) st = SJ_E_INTERNAL;
-    double v[2][ROUNDS], ratio[ROUNDS];
-    for (int b = 0; b < ROUNDS && st == SJ_OK; b++) {
-        for (int k = 0; k < 2 && st == SJ_OK; k++) {
-            int t = (b + k) % 2; /* alternate which engine goes first */
-            v[t][b] = batch(ctx, &s[t], calls);
-            if (v[t][b] < 0) st = SJ_E_INTERNAL;
-        }
-        if (st == SJ_OK) ratio[b] = v[1][b] / v[0][b];
-    }
+    bench_pair p;
+    if (st == SJ_OK) st = bench_sides_compare(ctx, s, n, &p);
     if (st == SJ_OK) {
         char label[64];
-        model_label(path, label, sizeof label);
-        printf("%-26s", label);
-        double t1 = bench_median(v[0], ROUNDS) / 1e3, t2 = bench_median(v[1], ROUNDS) / 1e3;
-        printf("N=%-6lld t1 %9.1f us  t2 %9.1f us  t2/t1 %.2f  (rounds' median %.2f)\n",
-               (long long)n, t1, t2, t2 / t1, bench_median(ratio, ROUNDS));
+        bench_model_label(path, label, sizeof label);
+        printf("%-26sN=%-6lld t1 %9.1f us  t2 %9.1f us  t2/t1 %.2f  (rounds' median %.2f)\n", label,
+               (long long)n, p.us[0], p.us[1], p.us[1] / p.us[0], p.ratio);
         fflush(stdout);
     }
-    for (int t = 0; t < 2; t++) {
-        free_inputs(ctx, &s[t]);
-        sj_engine_close(s[t].e);
-    }
+    for (int t = 0; t < 2; t++)
+        if (s[t].e) bench_side_close(ctx, &s[t]);
     return st;
 }
 
@@ -207,7 +106,7 @@ int main(int argc, char **argv) {
     double one = spins(1), two = spins(2);
     printf("capacity: two threads do %.2fx the work of one (0.3 s each)\n", two / one);
     printf("wall-clock median per run, %d interleaved rounds; t2/t1 < 1: two threads faster\n",
-           ROUNDS);
+           BENCH_SIDE_ROUNDS);
     int rc = 0;
     for (int m = 0; m < n_models && !rc; m++)
         for (int i = 0; i < n_ns && !rc; i++)

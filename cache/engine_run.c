@@ -30,44 +30,65 @@ static sj_status no_such_input(const sj_engine *e, const char *name) {
                    e->n_inputs ? known : "none");
 }
 
+/* The model's shape for d and the tensor's, formatted for a message:
+ * only on a failure path, since formatting costs more than a small run. */
+typedef struct shape_text {
+    char want[128], got[128];
+} shape_text;
+
+static const shape_text *shapes_of(const sj_engine *e, const sj_value_desc *d, const sj_tensor *t,
+                                   shape_text *s) {
+    sj_shape_format(&d->shape, sj_graph_symbol(e->g), s->want, sizeof s->want);
+    format_tensor_shape(t, s->got, sizeof s->got);
+    return s;
+}
+
 /* One input against its description; *n / *n_from carry the symbolic
  * dim's value and the input that set it first. */
 static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const sj_tensor *t,
                              int64_t *n, const char **n_from) {
     const char *sym = sj_graph_symbol(e->g);
-    char want[128], got[128];
-    sj_shape_format(&d->shape, sym, want, sizeof want);
+    shape_text s;
     if (t->dtype != d->dtype)
         return sj_fail(e->ctx, SJ_E_INVALID_ARG,
                        "engine: run: input '%s' is %s, the model wants %s", d->name,
                        sj_dtype_name(t->dtype) ? sj_dtype_name(t->dtype) : "an unknown dtype",
                        sj_dtype_name(d->dtype));
-    if (t->rank < 0 || t->rank > SJ_MAX_RANK)
+    if (t->rank < 0 || t->rank > SJ_MAX_RANK) {
+        sj_shape_format(&d->shape, sym, s.want, sizeof s.want);
         return sj_fail(e->ctx, SJ_E_SHAPE,
                        "engine: run: input '%s' has rank %d, the model wants %s", d->name, t->rank,
-                       want);
-    format_tensor_shape(t, got, sizeof got);
-    if (t->rank != d->shape.rank)
+                       s.want);
+    }
+    if (t->rank != d->shape.rank) {
+        shapes_of(e, d, t, &s);
         return sj_fail(e->ctx, SJ_E_SHAPE,
-                       "engine: run: input '%s' has shape %s, the model wants %s", d->name, got,
-                       want);
+                       "engine: run: input '%s' has shape %s, the model wants %s", d->name, s.got,
+                       s.want);
+    }
     for (int k = 0; k < t->rank; k++) {
         if (d->shape.dims[k] != SJ_DIM_SYM) {
-            if (t->dims[k] != d->shape.dims[k])
+            if (t->dims[k] != d->shape.dims[k]) {
+                shapes_of(e, d, t, &s);
                 return sj_fail(e->ctx, SJ_E_SHAPE,
                                "engine: run: input '%s' has shape %s, the model wants %s (dim %d)",
-                               d->name, got, want, k);
+                               d->name, s.got, s.want, k);
+            }
             continue;
         }
-        if (t->dims[k] < 1 || t->dims[k] > SJ_MAX_EXTENT)
+        if (t->dims[k] < 1 || t->dims[k] > SJ_MAX_EXTENT) {
+            shapes_of(e, d, t, &s);
             return sj_fail(e->ctx, SJ_E_SHAPE,
                            "engine: run: input '%s' has shape %s: %s = %lld is outside 1..%lld",
-                           d->name, got, sym, (long long)t->dims[k], (long long)SJ_MAX_EXTENT);
-        if (*n > 0 && t->dims[k] != *n)
+                           d->name, s.got, sym, (long long)t->dims[k], (long long)SJ_MAX_EXTENT);
+        }
+        if (*n > 0 && t->dims[k] != *n) {
+            shapes_of(e, d, t, &s);
             return sj_fail(
                 e->ctx, SJ_E_SHAPE,
                 "engine: run: input '%s' has shape %s, so %s = %lld, but input '%s' sets %s = %lld",
-                d->name, got, sym, (long long)t->dims[k], *n_from, sym, (long long)*n);
+                d->name, s.got, sym, (long long)t->dims[k], *n_from, sym, (long long)*n);
+        }
         *n = t->dims[k];
         *n_from = d->name;
     }

@@ -53,10 +53,11 @@ static sj_status bind_inputs(sj_bucketed_cache *c, int64_t rows, const sj_cache_
         seen[i] = true;
         sj_value_desc d;
         SJ_TRY(sj_graph_input_desc(c->g, i, &d));
-        char buf[96];
-        sj_shape_format(&d.shape, sj_graph_symbol(c->g), buf, sizeof buf);
         if (!mixed || in[k].pad) {
             int64_t row = row_elements(&d.shape, rows);
+            /* formatted only for a message: it costs more than a small run */
+            char buf[96] = "";
+            if (row < 0 || row != in[k].inner) sj_shape_format(&d.shape, sj_graph_symbol(c->g), buf, sizeof buf);
             if (row < 0)
                 return sj_fail(c->ctx, SJ_E_SHAPE, "run_padded: input '%s' %s: its outer dim is not the key; "
                                "pass it unpadded (run_padded_mixed, pad = false)", name, buf);

@@ -553,6 +553,69 @@ static void *work(void *arg) {
     return NULL;
 }
 
+/* examples/models/mlp.sjg ends in 10 logits, fewer than a vector of
+ * floats at every level: at a few rows the matmul takes those columns as
+ * one masked vector (lowered to masked moves on AVX2 and AVX-512, lane by
+ * lane below that). Every level this host runs, buckets of 1, 3 and 8 rows
+ * and one of 64 (the tiled path), at row counts inside each, against the
+ * interpreter. */
+static void mlp_rows(sj_bucketed_cache *c, int64_t n, sj_tensor *out) {
+    float *x = malloc((size_t)n * 32 * sizeof *x);
+    for (int64_t i = 0; i < n * 32; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    sj_cache_input in = {"x", x, 32, true};
+    int64_t inner = 10;
+    memset(out, 0, sizeof *out);
+    sj_status st = sj_bucketed_cache_run_padded(c, n, n, &in, 1, &inner, 1, out, 1, NULL);
+    if (st != SJ_OK) printf("mlp at %lld: %s\n", (long long)n, sj_ctx_last_error(ctx));
+    assert_int_equal(st, SJ_OK);
+    free(x);
+}
+
+static void test_narrow_outputs_at_every_level(void **state) {
+    (void)state;
+    sj_graph *mlp;
+    sj_ladder *lad;
+    assert_int_equal(sj_model_load(ctx, SJ_SOURCE_DIR "/examples/models/mlp.sjg", NULL, &mlp), SJ_OK);
+    assert_int_equal(sj_ladder_parse(ctx, "list:1,3,8,64", &lad), SJ_OK);
+    sj_compiler icomp;
+    sj_interp_compiler(&icomp);
+    sj_bucketed_cache *interp;
+    assert_int_equal(sj_bucketed_cache_create(mlp, lad, &icomp, NULL, NULL, &interp), SJ_OK);
+    bool v3 = host_has("avx2") && host_has("fma") && host_has("bmi2") && host_has("movbe");
+    const char *levels[] = {NULL, "x86-64-v2", v3 ? "x86-64-v3" : NULL};
+    static const int64_t rows[] = {1, 2, 3, 5, 7, 8, 13, 64};
+    for (int l = 0; l < 3; l++) {
+        if (l > 0 && !levels[l]) continue;
+        sj_host_compiler_config hcfg;
+        sj_host_compiler_config_init(&hcfg);
+        hcfg.options.cpu = levels[l];
+        sj_host_compiler *hc;
+        assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+        sj_compiler comp;
+        sj_host_compiler_table(hc, &comp);
+        sj_bucketed_cache *host;
+        assert_int_equal(sj_bucketed_cache_create(mlp, lad, &comp, NULL, NULL, &host), SJ_OK);
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            sj_tensor got, want;
+            mlp_rows(host, rows[i], &got);
+            mlp_rows(interp, rows[i], &want);
+            assert_int_equal(sj_tensor_numel(&got), rows[i] * 10);
+            for (int64_t k = 0; k < rows[i] * 10; k++)
+                if (!(fabs((double)got.data[k] - want.data[k]) <= 1e-4 * (1.0 + fabs(want.data[k]))))
+                    fail_msg("%s, %lld rows, element %lld: host %g, interp %g",
+                             levels[l] ? levels[l] : "native", (long long)rows[i], (long long)k,
+                             got.data[k], want.data[k]);
+            sj_tensor_free(ctx, &got);
+            sj_tensor_free(ctx, &want);
+        }
+        sj_bucketed_cache_destroy(host);
+        sj_host_compiler_destroy(hc);
+    }
+    sj_bucketed_cache_destroy(interp);
+    sj_ladder_destroy(lad);
+    sj_graph_destroy(mlp);
+}
+
 static void test_workers_over_devices(void **state) {
     (void)state;
     sj_host_compiler_config hcfg;
@@ -614,6 +677,7 @@ int main(void) {
         cmocka_unit_test(test_level_above_host_refused),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_workers_over_devices),
+        cmocka_unit_test(test_narrow_outputs_at_every_level),
     };
     return sj_run_tests(tests, setup, teardown);
 }

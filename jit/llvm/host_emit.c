@@ -715,87 +715,161 @@ static void fma_row(emitter *e, const sj_kload *a, LLVMTypeRef vt, int vw, const
     }
 }
 
-static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_end) {
+/* A vector of vt at p: all lanes, or (mask not NULL) the masked lanes,
+ * the others read as zero and never touched in memory. */
+static LLVMValueRef load_vec(emitter *e, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
+    if (!mask) {
+        LLVMValueRef v = LLVMBuildLoad2(e->B, vt, p, "");
+        LLVMSetAlignment(v, 4);
+        return v;
+    }
+    LLVMTypeRef over[2] = {vt, e->ptr};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.load", 16);
+    LLVMValueRef args[4] = {p, LLVMConstInt(e->i32, 4, 0), mask, LLVMConstNull(vt)};
+    return LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, over, 2),
+                          LLVMGetIntrinsicDeclaration(e->M, id, over, 2), args, 4, "");
+}
+
+static void store_vec(emitter *e, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
+    if (!mask) {
+        LLVMSetAlignment(LLVMBuildStore(e->B, v, p), 4);
+        return;
+    }
+    LLVMTypeRef over[2] = {LLVMTypeOf(v), e->ptr};
+    unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
+    LLVMValueRef args[4] = {v, p, LLVMConstInt(e->i32, 4, 0), mask};
+    LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, over, 2),
+                   LLVMGetIntrinsicDeclaration(e->M, id, over, 2), args, 4, "");
+}
+
+/* One step of emit_rows_reg: the m rows' outputs at columns [j, j + step)
+ * (mask: the lanes of a last, partial vector) take the k block [kb, kb_end):
+ * loaded into the accumulators (zero for the first block), a multiply-add
+ * per row per k, stored back. */
+typedef struct rows_reg {
+    int m, nvec;
+    bool pairs;
+    LLVMTypeRef vt;
+    LLVMValueRef rows[KIJ_MAX_ROWS], acc[KIJ_MAX_ROWS][2], kb, kb_end, first, fma;
+    LLVMTypeRef fma_t;
+} rows_reg;
+
+static void rows_reg_step(emitter *e, const rows_reg *r, LLVMValueRef j, LLVMValueRef mask) {
     const sj_kernel *k = e->k;
     LLVMBuilderRef B = e->B;
     const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
-    int vw = e->vector_floats, nvec = row_step(e, b) / vw, idx[64];
-    bool pairs = nvec == 2;
-    LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vw);
-    unsigned fma_id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
-    LLVMValueRef fma = LLVMGetIntrinsicDeclaration(e->M, fma_id, &vt, 1);
-    LLVMTypeRef fma_t = LLVMIntrinsicGetType(e->C, fma_id, &vt, 1);
-    LLVMValueRef acc[KIJ_MAX_ROWS][2], rows[KIJ_MAX_ROWS];
-    for (int r = 0; r < m; r++)
-        for (int v = 0; v < nvec; v++) acc[r][v] = alloca_vec(e, vt);
-    LLVMValueRef K = bound_of(e, 4);
-    rloop lkb, lj, lk;
-    LLVMValueRef kb = rloop_open(e, &lkb, ci(e, 0), K, KIJ_K);
-    LLVMValueRef kb_end = LLVMBuildNSWAdd(B, kb, ci(e, KIJ_K), "");
-    kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
-    LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, kb, ci(e, 0), "");
-    for (int r = 0; r < m; r++) rows[r] = LLVMBuildNSWAdd(B, i0, ci(e, r), "");
-    LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), nv_end, nvec * vw);
+    int vw = e->vector_floats, idx[64];
+    LLVMTypeRef vt = r->vt;
     e->idx[4] = ci(e, 0);
-    for (int r = 0; r < m; r++) {
-        e->idx[2] = rows[r];
+    for (int i = 0; i < r->m; i++) {
+        e->idx[2] = r->rows[i];
         LLVMValueRef part[2];
-        for (int v = 0; v < nvec; v++) {
+        for (int v = 0; v < r->nvec; v++) {
             e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-            part[v] = LLVMBuildLoad2(B, vt, out_addr(e), "");
-            LLVMSetAlignment(part[v], 4);
+            part[v] = load_vec(e, vt, out_addr(e), mask);
         }
-        if (pairs) { /* columns into interleave order */
+        if (r->pairs) { /* columns into interleave order */
             LLVMValueRef half[2];
             for (int h = 0; h < 2; h++) {
-                for (int i = 0; i < vw; i++) idx[i] = pair_column(i, h);
+                for (int c = 0; c < vw; c++) idx[c] = pair_column(c, h);
                 half[h] = shuffle(e, part[0], part[1], idx, vw);
             }
             part[0] = half[0];
             part[1] = half[1];
         }
-        for (int v = 0; v < nvec; v++)
-            LLVMBuildStore(B, LLVMBuildSelect(B, first, LLVMConstNull(vt), part[v], ""), acc[r][v]);
+        for (int v = 0; v < r->nvec; v++)
+            LLVMBuildStore(B, LLVMBuildSelect(B, r->first, LLVMConstNull(vt), part[v], ""), r->acc[i][v]);
     }
     e->idx[3] = j;
-    e->idx[4] = rloop_open(e, &lk, kb, kb_end, 1);
-    if (pairs) prefetch_ahead(e, b);
+    rloop lk;
+    e->idx[4] = rloop_open(e, &lk, r->kb, r->kb_end, 1);
+    if (r->pairs) prefetch_ahead(e, b);
     LLVMValueRef bv[2];
-    if (pairs) load_bf16_pair(e, b, bv);
+    if (r->pairs) load_bf16_pair(e, b, bv);
+    else if (mask) bv[0] = load_vec(e, vt, ld_addr(e, b), mask);
     else bv[0] = load_b_vector(e, b, vt);
-    for (int r = 0; r < m; r++) {
-        e->idx[2] = rows[r];
-        fma_row(e, a, vt, vw, bv, acc[r], nvec, fma_t, fma);
+    for (int i = 0; i < r->m; i++) {
+        e->idx[2] = r->rows[i];
+        fma_row(e, a, vt, vw, bv, r->acc[i], r->nvec, r->fma_t, r->fma);
     }
     rloop_close(e, &lk);
     e->idx[4] = ci(e, 0);
-    for (int r = 0; r < m; r++) {
-        e->idx[2] = rows[r];
+    for (int i = 0; i < r->m; i++) {
+        e->idx[2] = r->rows[i];
         LLVMValueRef part[2];
-        for (int v = 0; v < nvec; v++) part[v] = LLVMBuildLoad2(B, vt, acc[r][v], "");
-        if (pairs) { /* back to column order: column c of the group from its half */
+        for (int v = 0; v < r->nvec; v++) part[v] = LLVMBuildLoad2(B, vt, r->acc[i][v], "");
+        if (r->pairs) { /* back to column order: column c of the group from its half */
             LLVMValueRef lo = part[0], hi = part[1];
             for (int v = 0; v < 2; v++) {
                 for (int c = 0; c < vw; c++) {
-                    int col = v * vw + c, h = (col % 8) / 4, i = (col / 8) * 4 + col % 4;
-                    idx[c] = h * vw + i;
+                    int col = v * vw + c, h = (col % 8) / 4, x = (col / 8) * 4 + col % 4;
+                    idx[c] = h * vw + x;
                 }
                 part[v] = shuffle(e, lo, hi, idx, vw);
             }
         }
-        for (int v = 0; v < nvec; v++) {
+        for (int v = 0; v < r->nvec; v++) {
             e->idx[3] = LLVMBuildNSWAdd(B, j, ci(e, (int64_t)v * vw), "");
-            LLVMSetAlignment(LLVMBuildStore(B, part[v], out_addr(e)), 4);
+            store_vec(e, part[v], out_addr(e), mask);
         }
     }
+}
+
+/* Whether emit_rows_reg also takes the columns past the last whole vector,
+ * as one masked vector: float32 weights (a narrowed row step is two vectors
+ * of widened pairs). Otherwise emit_kij does, a scalar at a time. */
+static bool rows_reg_masked_tail(const emitter *e) {
+    return e->k->loads[e->k->b].storage == SJ_PRECISION_FP32;
+}
+
+static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_end) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *b = &k->loads[k->b];
+    int vw = e->vector_floats;
+    rows_reg r = {.m = m, .nvec = row_step(e, b) / vw};
+    r.pairs = r.nvec == 2;
+    r.vt = LLVMVectorType(e->f32, (unsigned)vw);
+    unsigned fma_id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
+    r.fma = LLVMGetIntrinsicDeclaration(e->M, fma_id, &r.vt, 1);
+    r.fma_t = LLVMIntrinsicGetType(e->C, fma_id, &r.vt, 1);
+    for (int i = 0; i < m; i++)
+        for (int v = 0; v < r.nvec; v++) r.acc[i][v] = alloca_vec(e, r.vt);
+    LLVMValueRef K = bound_of(e, 4), N = bound_of(e, 3);
+    rloop lkb, lj;
+    r.kb = rloop_open(e, &lkb, ci(e, 0), K, KIJ_K);
+    LLVMValueRef kb_end = LLVMBuildNSWAdd(B, r.kb, ci(e, KIJ_K), "");
+    r.kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
+    r.first = LLVMBuildICmp(B, LLVMIntEQ, r.kb, ci(e, 0), "");
+    for (int i = 0; i < m; i++) r.rows[i] = LLVMBuildNSWAdd(B, i0, ci(e, i), "");
+    LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), nv_end, r.nvec * vw);
+    rows_reg_step(e, &r, j, NULL);
     rloop_close(e, &lj);
+    if (rows_reg_masked_tail(e)) {
+        /* lanes below N - nv_end: a mask that is all false when there is no tail */
+        LLVMValueRef lanes[64];
+        for (int c = 0; c < vw; c++) lanes[c] = ci(e, c);
+        LLVMTypeRef it = LLVMVectorType(e->i64, (unsigned)vw);
+        LLVMValueRef left = LLVMBuildInsertElement(B, LLVMGetUndef(it), LLVMBuildNSWSub(B, N, nv_end, ""),
+                                                   LLVMConstInt(e->i32, 0, 0), "");
+        left = LLVMBuildShuffleVector(B, left, LLVMGetUndef(it), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
+        LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, LLVMConstVector(lanes, (unsigned)vw), left, "");
+        LLVMBasicBlockRef tail = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows.tail");
+        LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows.tail.after");
+        LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, nv_end, N, ""), tail, after);
+        LLVMPositionBuilderAtEnd(B, tail);
+        rows_reg_step(e, &r, nv_end, mask);
+        LLVMBuildBr(B, after);
+        LLVMPositionBuilderAtEnd(B, after);
+    }
     rloop_close(e, &lkb);
     e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
 }
 
 /* Rows [i0, i0 + count), count at most max_rows (a run-time value): one
- * emit_rows_reg per possible count, the right one chosen at run time, for
- * the columns that fill vectors; the rest by emit_kij. */
+ * emit_rows_reg per possible count, the right one chosen at run time; the
+ * columns past the last whole vector there too, masked (float32 weights),
+ * or by emit_kij. */
 static void emit_few_rows(emitter *e, LLVMValueRef i0, LLVMValueRef count, int max_rows) {
     LLVMBuilderRef B = e->B;
     LLVMValueRef N = bound_of(e, 3);
@@ -811,7 +885,7 @@ static void emit_few_rows(emitter *e, LLVMValueRef i0, LLVMValueRef count, int m
         LLVMBuildBr(B, done);
     }
     LLVMPositionBuilderAtEnd(B, done);
-    emit_kij(e, i0, LLVMBuildNSWAdd(B, i0, count, ""), Nv, N);
+    if (!rows_reg_masked_tail(e)) emit_kij(e, i0, LLVMBuildNSWAdd(B, i0, count, ""), Nv, N);
 }
 
 /* Rows x vectors of a register tile: 4 x 4 accumulators fill half of

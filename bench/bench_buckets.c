@@ -1,0 +1,88 @@
+/* Tight buckets against one large bucket, side by side in one process
+ * (issue 19): the wall-clock latency of one sj_engine_run on
+ *   single  list:1024, untuned: every request runs in the one large bucket
+ *   tight   pow2:1:1024 with --tune: each request in its own tight bucket,
+ *           its schedules timed when the bucket compiled
+ * for each model and N, one worker, one kernel thread, the two engines'
+ * batches interleaved (bench/bench_sides.h), so the ratio is measured on
+ * the same machine state. No store: each engine compiles (and the tight
+ * one tunes) the bucket it needs before the clock starts.
+ *
+ *   bench_buckets [--n 1,7,64,300,1024] [MODEL...]
+ *   -> "ffn  N=7  single 6.1 us  tight 4.2 us  single/tight 1.45  (rounds' median 1.44)"
+ *
+ * MODEL defaults to the examples (mlp, ffn, attention) and two exported
+ * layers (an encoder layer, attention with a residual and LayerNorm); an
+ * exported .onnx is read with batch 1 and seq dynamic. bench/tuned_buckets.sh
+ * gives the same comparison through `shapejit serve`, with the tuning cost
+ * and ONNX Runtime beside it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench_sides.h"
+
+#define MAX_NS 16
+
+static sj_status compare(sj_ctx *ctx, const char *path, int64_t n) {
+    static const char *ladders[2] = {"list:1024", "pow2:1:1024"};
+    bench_side s[2] = {{0}};
+    sj_status st = SJ_OK;
+    for (int t = 0; t < 2 && st == SJ_OK; t++) {
+        sj_engine_config ec;
+        sj_engine_config_init(&ec);
+        ec.ladder = ladders[t];
+        ec.threads = 1;
+        ec.tune = t == 1;
+        st = bench_side_open(ctx, path, &ec, &s[t]);
+    }
+    bench_pair p;
+    if (st == SJ_OK) st = bench_sides_compare(ctx, s, n, &p);
+    if (st == SJ_OK) {
+        char label[64];
+        bench_model_label(path, label, sizeof label);
+        printf("%-26sN=%-6lld single %9.2f us  tight %9.2f us  single/tight %.2f  (rounds' median %.2f)\n",
+               label, (long long)n, p.us[0], p.us[1], p.us[0] / p.us[1], 1 / p.ratio);
+        fflush(stdout);
+    }
+    for (int t = 0; t < 2; t++)
+        if (s[t].e) bench_side_close(ctx, &s[t]);
+    return st;
+}
+
+int main(int argc, char **argv) {
+    int64_t ns[MAX_NS] = {1, 7, 64, 300, 1024};
+    int n_ns = 5, first_model = 1;
+    if (argc > 2 && strcmp(argv[1], "--n") == 0) {
+        n_ns = 0;
+        for (char *p = argv[2]; *p && n_ns < MAX_NS;) {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p || v < 1 || v > 1024)
+                return fprintf(stderr, "bench_buckets: --n wants sizes in 1..1024, as 1,7,64\n"), 2;
+            ns[n_ns++] = v;
+            p = *end == ',' ? end + 1 : end;
+        }
+        first_model = 3;
+    }
+    static const char *defaults[] = {
+        SJ_BENCH_MODELS "/mlp.sjg", SJ_BENCH_MODELS "/ffn.sjg", SJ_BENCH_MODELS "/attention.sjg",
+        SJ_BENCH_MODELS "/../../tests/data/real_models/tel_postnorm_relu_dynamo/model.onnx",
+        SJ_BENCH_MODELS "/../../tests/data/real_models/mha_residual_ln_dynamo/model.onnx"};
+    const char *const *models = first_model < argc ? (const char *const *)argv + first_model : defaults;
+    int n_models = first_model < argc ? argc - first_model : 5;
+    sj_ctx *ctx;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return 1;
+    printf("wall-clock median per run, %d interleaved rounds, 1 thread; single/tight > 1: tight faster\n",
+           BENCH_SIDE_ROUNDS);
+    int rc = 0;
+    for (int m = 0; m < n_models && !rc; m++)
+        for (int i = 0; i < n_ns && !rc; i++)
+            if (compare(ctx, models[m], ns[i]) != SJ_OK) {
+                fprintf(stderr, "bench_buckets: %s at N=%lld: %s\n", models[m], (long long)ns[i],
+                        sj_ctx_last_error(ctx));
+                rc = 1;
+            }
+    sj_ctx_destroy(ctx);
+    return rc;
+}
