@@ -12,9 +12,15 @@
 #define TUNE_NOISE 0.05
 #define TUNE_MAX_RUNS 31
 
-enum { N_SCHEDULES = 2, N_SIZES = 2 };
-static const sj_attention_schedule schedules[N_SCHEDULES] = {SJ_ATTENTION_FUSED, SJ_ATTENTION_UNFUSED};
-static const char *const schedule_names[N_SCHEDULES] = {"fused", "unfused"};
+enum { MAX_SCHEDULES = 4, N_SIZES = 2 };
+
+/* One candidate: a value for each schedule dimension that differs at this
+ * bucket (AUTO for one that does not), and its name in the record. */
+typedef struct schedule {
+    sj_attention_schedule attention;
+    sj_matmul_schedule matmul;
+    char name[24];
+} schedule;
 
 static double now_ms(void) {
     struct timespec ts;
@@ -82,11 +88,13 @@ static sj_status time_runs(sj_executable *exe, int64_t rows, io_set *io, double 
 }
 
 /* Compiles under schedule s and times it at both sizes. */
-static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compile_options *base, int s,
-                              sj_device *dev, io_set io[N_SIZES], const int64_t rows[N_SIZES], double share_ms,
-                              double ms[N_SIZES], sj_artifact **out) {
+static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compile_options *base,
+                              const schedule *s, sj_device *dev, io_set io[N_SIZES],
+                              const int64_t rows[N_SIZES], double share_ms, double ms[N_SIZES],
+                              sj_artifact **out) {
     sj_compile_options o = *base;
-    o.attention = schedules[s];
+    o.attention = s->attention;
+    o.matmul = s->matmul;
     SJ_TRY(sj_compile(g, extent, &o, out));
     sj_executable *exe = NULL;
     sj_status st = sj_artifact_load(*out, dev, g, &exe);
@@ -94,18 +102,47 @@ static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compil
         st = time_runs(exe, rows[k], &io[k], share_ms / N_SIZES, &ms[k]);
     sj_executable_destroy(exe);
     if (st != SJ_OK) {
-        sj_error_prefix(sj_graph_ctx(g), "tuning bucket %lld: schedule attention=%s", (long long)extent,
-                        schedule_names[s]);
+        sj_error_prefix(sj_graph_ctx(g), "tuning bucket %lld: schedule %s", (long long)extent, s->name);
         sj_artifact_destroy(*out);
         *out = NULL;
     }
     return st;
 }
 
+/* The candidates at this extent into s (their count in *count_out), and in
+ * *fallback the one AUTO would pick: the attention schedules where they
+ * give different kernels, times the matmul ones in a bucket small enough
+ * for the few-rows schedule (from 2 rows: at 1 the tiles fall back to it). */
+static sj_status candidates(const sj_graph *g, int64_t extent, const sj_compile_options *base,
+                            schedule s[MAX_SCHEDULES], int *count_out, int *fallback) {
+    static const sj_attention_schedule att[3] = {SJ_ATTENTION_FUSED, SJ_ATTENTION_UNFUSED, SJ_ATTENTION_AUTO};
+    int count[3];
+    sj_compile_options o = *base;
+    for (int a = 0; a < 3; a++) {
+        o.attention = att[a];
+        SJ_TRY(sj_compile_kernel_count(g, extent, &o, &count[a]));
+    }
+    bool attention = count[0] != count[1], matmul = extent >= 2 && extent <= SJ_MATMUL_ROWS_MAX;
+    int auto_attention = count[2] == count[0] ? 0 : 1, n = 0;
+    *fallback = 0;
+    for (int a = 0; a < (attention ? 2 : 1); a++)
+        for (int m = 0; m < (matmul ? 2 : 1); m++) {
+            schedule *c = &s[n];
+            c->attention = attention ? att[a] : SJ_ATTENTION_AUTO;
+            c->matmul = m ? SJ_MATMUL_TILED : SJ_MATMUL_AUTO;
+            snprintf(c->name, sizeof c->name, "%s%s%s", attention ? (a ? "unfused" : "fused") : "",
+                     attention && matmul ? "+" : "", matmul ? (m ? "tiled" : "rows") : "");
+            if ((!attention || a == auto_attention) && m == 0) *fallback = n;
+            n++;
+        }
+    *count_out = n;
+    return SJ_OK;
+}
+
 static sj_status compile_untimed(const sj_graph *g, int64_t extent, const sj_compile_options *base,
                                  sj_artifact **out) {
     SJ_TRY(sj_compile(g, extent, base, out));
-    sj_status st = sj_artifact_set_tuning(*out, "one schedule: nothing to tune (no fusable attention)");
+    sj_status st = sj_artifact_set_tuning(*out, "one schedule: nothing to tune (no schedule differs at this extent)");
     if (st != SJ_OK) {
         sj_artifact_destroy(*out);
         *out = NULL;
@@ -120,41 +157,36 @@ sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_optio
     if (budget_ms < 1)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "tuning: the budget must be at least 1 ms per bucket, got %d",
                        budget_ms);
-    int count[N_SCHEDULES + 1];
-    sj_compile_options o = *base;
-    for (int s = 0; s <= N_SCHEDULES; s++) {
-        o.attention = s < N_SCHEDULES ? schedules[s] : SJ_ATTENTION_AUTO;
-        SJ_TRY(sj_compile_kernel_count(g, extent, &o, &count[s]));
-    }
-    if (count[0] == count[1]) return compile_untimed(g, extent, base, out);
-    /* The schedule AUTO picks at this extent: kept unless another is clearly faster. */
-    int fallback = count[N_SCHEDULES] == count[0] ? 0 : 1;
+    schedule sched[MAX_SCHEDULES];
+    int fallback, n;
+    SJ_TRY(candidates(g, extent, base, sched, &n, &fallback));
+    if (n < 2) return compile_untimed(g, extent, base, out);
     const int64_t rows[N_SIZES] = {extent, extent > 1 ? extent / 2 : 1};
     io_set io[N_SIZES] = {{0}};
     sj_device *dev = NULL;
     sj_status st = sj_host_device_create(ctx, NULL, &dev);
     for (int k = 0; st == SJ_OK && k < N_SIZES; k++) st = io_make(g, rows[k], &io[k]);
-    sj_artifact *made[N_SCHEDULES] = {NULL};
-    double ms[N_SCHEDULES][N_SIZES], share = (double)budget_ms / N_SCHEDULES;
-    for (int s = 0; st == SJ_OK && s < N_SCHEDULES; s++)
-        st = try_schedule(g, extent, base, s, dev, io, rows, share, ms[s], &made[s]);
+    sj_artifact *made[MAX_SCHEDULES] = {NULL};
+    double ms[MAX_SCHEDULES][N_SIZES], share = (double)budget_ms / n;
+    for (int s = 0; st == SJ_OK && s < n; s++)
+        st = try_schedule(g, extent, base, &sched[s], dev, io, rows, share, ms[s], &made[s]);
     for (int k = 0; k < N_SIZES; k++) io_free(ctx, &io[k]);
     sj_device_destroy(dev);
     if (st == SJ_OK) {
-        double score[N_SCHEDULES];
+        double score[MAX_SCHEDULES];
         int best = 0;
-        for (int s = 0; s < N_SCHEDULES; s++) {
+        for (int s = 0; s < n; s++) {
             score[s] = ms[s][0] + ms[s][1];
             if (score[s] < score[best]) best = s;
         }
         bool kept = best != fallback && score[best] > score[fallback] * (1 - TUNE_NOISE);
         int chosen = kept ? fallback : best;
         char record[512];
-        int w = snprintf(record, sizeof record, "attention schedule at rows %lld and %lld (budget %d ms):",
+        int w = snprintf(record, sizeof record, "schedules at rows %lld and %lld (budget %d ms):",
                          (long long)rows[0], (long long)rows[1], budget_ms);
-        for (int s = 0; s < N_SCHEDULES && w > 0 && (size_t)w < sizeof record; s++)
-            w += snprintf(record + w, sizeof record - (size_t)w, " %s %.4f + %.4f ms%s%s", schedule_names[s],
-                          ms[s][0], ms[s][1], s == chosen ? " (chosen)" : "", s + 1 < N_SCHEDULES ? "," : "");
+        for (int s = 0; s < n && w > 0 && (size_t)w < sizeof record; s++)
+            w += snprintf(record + w, sizeof record - (size_t)w, " %s %.4f + %.4f ms%s%s", sched[s].name,
+                          ms[s][0], ms[s][1], s == chosen ? " (chosen)" : "", s + 1 < n ? "," : "");
         if (kept && w > 0 && (size_t)w < sizeof record)
             snprintf(record + w, sizeof record - (size_t)w, "; within %.0f%%: the default kept",
                      100 * TUNE_NOISE);
@@ -164,6 +196,6 @@ sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_optio
             made[chosen] = NULL;
         }
     }
-    for (int s = 0; s < N_SCHEDULES; s++) sj_artifact_destroy(made[s]);
+    for (int s = 0; s < n; s++) sj_artifact_destroy(made[s]);
     return st;
 }

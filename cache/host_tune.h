@@ -5,10 +5,14 @@
  *   SJ_TRY(sj_host_tune(g, extent, &options, 200, &a));  // 200 ms budget
  *   // a: the fastest schedule's code; sj_artifact_info.tuning says why
  *
- * The schedules are the attention ones (shapejit/ext/compile.h,
- * sj_attention_schedule): the fused kernel loses to the unfused ones at
+ * The schedules (shapejit/ext/compile.h) are the attention ones
+ * (sj_attention_schedule: the fused kernel loses to the unfused ones at
  * small extents and wins at large ones, and where the two cross depends on
- * the model and the machine. A graph in which they give the same code is
+ * the model and the machine) and, in a bucket of 2..SJ_MATMUL_ROWS_MAX
+ * rows, the matmul ones (sj_matmul_schedule: every row in registers while
+ * the weights stream past, or 4-row register tiles, which win once the
+ * weights sit in cache and the rows fill a tile); every pairing of the
+ * dimensions that differ is a candidate. A bucket where none differs is
  * compiled once and not timed. Otherwise each is loaded on a host device of
  * its own (no serving run's lock is in its timings) and run on seeded
  * inputs at the bucket's extent and at half of it; the smaller sum of the

@@ -46,6 +46,7 @@ uint64_t sj_compile_options_hash(const sj_compile_options *o) {
      * they were before schedules could be chosen. */
     if (o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_AUTO)
         h = mix_str(h, o->attention == SJ_ATTENTION_FUSED ? "attention=fused" : "attention=unfused");
+    if (o->target == SJ_TARGET_HOST && o->matmul != SJ_MATMUL_AUTO) h = mix_str(h, "matmul=tiled");
     return h;
 }
 
@@ -81,6 +82,9 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
     if (o->attention < SJ_ATTENTION_AUTO || o->attention > SJ_ATTENTION_UNFUSED)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: attention schedule %d is not AUTO, FUSED or UNFUSED",
                        (int)o->attention);
+    if (o->matmul < SJ_MATMUL_AUTO || o->matmul > SJ_MATMUL_TILED)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: matmul schedule %d is not AUTO or TILED",
+                       (int)o->matmul);
     *out = emitters[o->target];
     SJ_TRY(check_precision(g, o, *out));
     return SJ_OK;

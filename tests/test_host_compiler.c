@@ -558,7 +558,8 @@ static void *work(void *arg) {
  * one masked vector (lowered to masked moves on AVX2 and AVX-512, lane by
  * lane below that). Every level this host runs, buckets of 1, 3 and 8 rows
  * and one of 64 (the tiled path), at row counts inside each, against the
- * interpreter. */
+ * interpreter; natively also under the tiled matmul schedule, which takes
+ * the small buckets' rows in register tiles too. */
 static void mlp_rows(sj_bucketed_cache *c, int64_t n, sj_tensor *out) {
     float *x = malloc((size_t)n * 32 * sizeof *x);
     for (int64_t i = 0; i < n * 32; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
@@ -582,13 +583,14 @@ static void test_narrow_outputs_at_every_level(void **state) {
     sj_bucketed_cache *interp;
     assert_int_equal(sj_bucketed_cache_create(mlp, lad, &icomp, NULL, NULL, &interp), SJ_OK);
     bool v3 = host_has("avx2") && host_has("fma") && host_has("bmi2") && host_has("movbe");
-    const char *levels[] = {NULL, "x86-64-v2", v3 ? "x86-64-v3" : NULL};
+    const char *levels[] = {NULL, "x86-64-v2", v3 ? "x86-64-v3" : NULL, NULL};
     static const int64_t rows[] = {1, 2, 3, 5, 7, 8, 13, 64};
-    for (int l = 0; l < 3; l++) {
-        if (l > 0 && !levels[l]) continue;
+    for (int l = 0; l < 4; l++) {
+        if (l > 0 && l < 3 && !levels[l]) continue;
         sj_host_compiler_config hcfg;
         sj_host_compiler_config_init(&hcfg);
         hcfg.options.cpu = levels[l];
+        if (l == 3) hcfg.options.matmul = SJ_MATMUL_TILED;
         sj_host_compiler *hc;
         assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
         sj_compiler comp;
@@ -603,7 +605,7 @@ static void test_narrow_outputs_at_every_level(void **state) {
             for (int64_t k = 0; k < rows[i] * 10; k++)
                 if (!(fabs((double)got.data[k] - want.data[k]) <= 1e-4 * (1.0 + fabs(want.data[k]))))
                     fail_msg("%s, %lld rows, element %lld: host %g, interp %g",
-                             levels[l] ? levels[l] : "native", (long long)rows[i], (long long)k,
+                             l == 3 ? "native, tiled" : levels[l] ? levels[l] : "native", (long long)rows[i], (long long)k,
                              got.data[k], want.data[k]);
             sj_tensor_free(ctx, &got);
             sj_tensor_free(ctx, &want);

@@ -1,5 +1,5 @@
 # Tuned buckets on the command line (issue 19 items 1-2): precompile --tune
-# times the attention schedules per bucket and stores the winner with its
+# times the attention and matmul schedules per bucket and stores the winner with its
 # timings (store ls shows them); serve --tune on that store compiles
 # nothing; the flags are checked before anything runs.
 set(SJ_TUNE_DIR "${PROJECT_BINARY_DIR}/cli_tests/tune")
@@ -9,7 +9,7 @@ sj_cli_test(tune_precompile RC 0 CLEAN ${SJ_TUNE_DIR} SETUP tuned_store
        --store ${SJ_TUNE_DIR}/s.db
   OUT "precompiled 2 buckets of list:8,64 for host in [0-9.]+ s: 2 compiled")
 sj_cli_test(tune_store_ls RC 0 REQUIRES tuned_store ARGS store ls --store ${SJ_TUNE_DIR}/s.db
-  OUT "    tuned: attention schedule at rows 8 and 4 \\(budget 20 ms\\): fused [0-9.]+ \\+ [0-9.]+ ms.*, unfused [0-9.]+ \\+ [0-9.]+ ms.*\n.*    tuned: attention schedule at rows 64 and 32 ")
+  OUT "    tuned: schedules at rows 8 and 4 \\(budget 20 ms\\): fused\\+rows [0-9.]+ \\+ [0-9.]+ ms.*, fused\\+tiled [0-9.]+ \\+ [0-9.]+ ms.*, unfused\\+rows [0-9.]+ \\+ [0-9.]+ ms.*, unfused\\+tiled [0-9.]+ \\+ [0-9.]+ ms.*\n.*    tuned: schedules at rows 64 and 32 \\(budget 20 ms\\): fused [0-9.]+ \\+ [0-9.]+ ms.*, unfused [0-9.]+ ")
 sj_cli_test(tune_serve_warm RC 0 REQUIRES tuned_store
   ARGS serve ${SJ_TUNE_MODEL} --ladder list:8,64 --tune --synthetic uniform:1:64:40 --workers 1
        --store ${SJ_TUNE_DIR}/s.db

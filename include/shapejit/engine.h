@@ -108,7 +108,8 @@ typedef struct sj_engine_config {
      * fails or waits for it. 0 = never (default); negative is refused. */
     int native_after;
     /* Host: time the schedules that differ for each bucket compiled (the
-     * attention ones) and keep the fastest, within tune_budget_ms per bucket
+     * attention ones; the matmul ones in buckets of up to 8 rows:
+     * shapejit/ext/compile.h) and keep the fastest, within tune_budget_ms per bucket
      * (1..600000; sj_engine_config_init sets 200). Tuned code is stored
      * under keys of its own with its timings, so a process that tunes
      * loads what a tuned precompile stored and tunes nothing. */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "jit/llvm/llvm_impl.h"
+#include "shapejit/ext/compile.h"
 #include "jit/llvm/llvm_scalar.h"
 #include "jit/lower/row_split.h"
 
@@ -610,7 +611,7 @@ static void emit_ikj(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
  * large weight), and this order reads each weight once; i-k-j would read
  * them once per row, and the register tiles' narrow column panels stride
  * through b a few cache lines at a time. */
-enum { KIJ_COLS = 512, KIJ_MAX_ROWS = 8 };
+enum { KIJ_COLS = 512, KIJ_MAX_ROWS = SJ_MATMUL_ROWS_MAX };
 static void emit_kij(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0, LLVMValueRef j1) {
     const sj_kernel *k = e->k;
     LLVMBuilderRef B = e->B;
@@ -816,10 +817,15 @@ static void rows_reg_step(emitter *e, const rows_reg *r, LLVMValueRef j, LLVMVal
 }
 
 /* Whether emit_rows_reg also takes the columns past the last whole vector,
- * as one masked vector: float32 weights (a narrowed row step is two vectors
- * of widened pairs). Otherwise emit_kij does, a scalar at a time. */
+ * as one masked vector: a constant column count (a weight's narrow output,
+ * such as 10 logits) with float32 weights (a narrowed row step is two
+ * vectors of widened pairs). Otherwise emit_kij does, a scalar at a time.
+ * Not a symbolic count (p @ v's n columns): masked stores of a run-time
+ * width, read back by masked loads a k block later, measured slower than
+ * the scalar loop (an attention layer at 7 rows in its 8-row bucket, 5.1
+ * against 4.3 us). */
 static bool rows_reg_masked_tail(const emitter *e) {
-    return e->k->loads[e->k->b].storage == SJ_PRECISION_FP32;
+    return !e->k->sym[3] && e->k->loads[e->k->b].storage == SJ_PRECISION_FP32;
 }
 
 static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_end) {
@@ -836,17 +842,25 @@ static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_en
     for (int i = 0; i < m; i++)
         for (int v = 0; v < r.nvec; v++) r.acc[i][v] = alloca_vec(e, r.vt);
     LLVMValueRef K = bound_of(e, 4), N = bound_of(e, 3);
+    for (int i = 0; i < m; i++) r.rows[i] = LLVMBuildNSWAdd(B, i0, ci(e, i), "");
     rloop lkb, lj;
     r.kb = rloop_open(e, &lkb, ci(e, 0), K, KIJ_K);
     LLVMValueRef kb_end = LLVMBuildNSWAdd(B, r.kb, ci(e, KIJ_K), "");
     r.kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
     r.first = LLVMBuildICmp(B, LLVMIntEQ, r.kb, ci(e, 0), "");
-    for (int i = 0; i < m; i++) r.rows[i] = LLVMBuildNSWAdd(B, i0, ci(e, i), "");
     LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), nv_end, r.nvec * vw);
     rows_reg_step(e, &r, j, NULL);
     rloop_close(e, &lj);
+    rloop_close(e, &lkb);
     if (rows_reg_masked_tail(e)) {
-        /* lanes below N - nv_end: a mask that is all false when there is no tail */
+        /* The whole of k at once: its sums stay in registers, where a
+         * masked store read back by a masked load a block later would wait
+         * for the store to retire (no forwarding between masked accesses;
+         * measured: the mlp at 8 rows 1.45 against 1.04 us). */
+        r.kb = ci(e, 0);
+        r.kb_end = K;
+        r.first = LLVMConstInt(LLVMInt1TypeInContext(e->C), 1, 0);
+        /* lanes below N - nv_end */
         LLVMValueRef lanes[64];
         for (int c = 0; c < vw; c++) lanes[c] = ci(e, c);
         LLVMTypeRef it = LLVMVectorType(e->i64, (unsigned)vw);
@@ -862,7 +876,6 @@ static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_en
         LLVMBuildBr(B, after);
         LLVMPositionBuilderAtEnd(B, after);
     }
-    rloop_close(e, &lkb);
     e->idx[2] = e->idx[3] = e->idx[4] = ci(e, 0);
 }
 
@@ -1066,8 +1079,9 @@ static matmul_path matmul_path_of(const emitter *e, int64_t *lda, int *ta, int64
         blas_layout(k, lda, ta, ldb, tb))
         return MM_BLAS;
     bool contiguous_n = b->strides[3] == 1 && k->out_strides[3] == 1;
-    /* Few rows at the bucket extent: weight-bound, every weight read once. */
-    if (contiguous_n && k->dims[2] <= KIJ_MAX_ROWS) return MM_FEW_ROWS;
+    /* Few rows at the bucket extent: weight-bound, every weight read once
+     * (unless the schedule says tiles: sj_matmul_schedule). */
+    if (contiguous_n && k->dims[2] <= e->t->few_rows_max) return MM_FEW_ROWS;
     if (contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
         (k->sym[2] || k->dims[2] >= TILE_M))
         return MM_TILED;

@@ -18,6 +18,9 @@ typedef struct sj_llvm_target {
     int opt_level; /* 0..3 */
     /* Matmuls with k*n at least this large call cblas_sgemm (0 = never). */
     int64_t blas_min_work;
+    /* Matmuls in a bucket of at most this many rows hold every row in
+     * registers (the few-rows schedule); 0 = register tiles at every size. */
+    int few_rows_max;
 } sj_llvm_target;
 
 /* Registers the native and NVPTX targets once per process (llvm_init.c says

@@ -46,6 +46,20 @@ typedef enum sj_attention_schedule {
     SJ_ATTENTION_UNFUSED
 } sj_attention_schedule;
 
+/* Host: how a matmul runs in a bucket of at most SJ_MATMUL_ROWS_MAX rows.
+ * AUTO holds every row's outputs in registers while the weights stream
+ * past once (the few-rows schedule: weight-bound sizes read each weight
+ * once); TILED uses the register tiles of larger buckets (4 rows at a time,
+ * more multiply-adds per load: better once the rows fill a tile and the
+ * weights sit in cache). Buckets above SJ_MATMUL_ROWS_MAX rows are tiled
+ * either way. `precompile --tune` times both where they differ. */
+typedef enum sj_matmul_schedule {
+    SJ_MATMUL_AUTO,
+    SJ_MATMUL_TILED
+} sj_matmul_schedule;
+
+#define SJ_MATMUL_ROWS_MAX 8
+
 typedef struct sj_compile_options {
     sj_target target;
     int opt_level;     /* 0..3; default 3 */
@@ -62,6 +76,7 @@ typedef struct sj_compile_options {
      * the options hash, so of every store key. */
     sj_precision precision;
     sj_attention_schedule attention; /* host; default AUTO */
+    sj_matmul_schedule matmul;       /* host; default AUTO */
 } sj_compile_options;
 
 #define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)
