@@ -3,8 +3,10 @@
 # for each model, requests of N rows are served (one worker, one kernel
 # thread as --tune times the schedules and as ORT runs beside it, warm
 # store) on
-#   tuned   pow2:1:1024 precompiled with --tune (a schedule timed per bucket)
-#   single  list:1024, untuned (every request runs in the one large bucket)
+#   tuned   pow2:1:E precompiled with --tune (a schedule timed per bucket)
+#   single  list:E, untuned (every request runs in the one large bucket)
+# where E is 1024, or the model's own bound (BERT's and GPT-2's 128
+# positions; larger N are left out for them)
 # and the median latency per request is printed side by side with the ratio
 # single / tuned (above 1: the tuned ladder is faster), with what tuning
 # cost per bucket (precompile --tune time minus untuned, over the buckets).
@@ -31,12 +33,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sizes="1 7 64 300 1024"
 real="$here/tests/data/real_models"
-# name|model|flags|ORT name (bench/ort/side_by_side.py's)
-models="mlp|$here/examples/models/mlp.sjg||mlp
-ffn|$here/examples/models/ffn.sjg||ffn
-attention|$here/examples/models/attention.sjg||attention
-encoder layer|$real/tel_postnorm_relu_dynamo/model.onnx|--dynamic seq --dim batch=1|tel_postnorm_relu_dynamo
-mha+layernorm|$real/mha_residual_ln_dynamo/model.onnx|--dynamic seq --dim batch=1|mha_residual_ln_dynamo"
+# name|model|flags|ORT name (bench/ort/side_by_side.py's)|largest extent
+seq="--dynamic seq --dim batch=1"
+models="mlp|$here/examples/models/mlp.sjg||mlp|1024
+ffn|$here/examples/models/ffn.sjg||ffn|1024
+attention|$here/examples/models/attention.sjg||attention|1024
+encoder layer|$real/tel_postnorm_relu_dynamo/model.onnx|$seq|tel_postnorm_relu_dynamo|1024
+mha+layernorm|$real/mha_residual_ln_dynamo/model.onnx|$seq|mha_residual_ln_dynamo|1024
+bert|$real/bert_dynamo/model.onnx|$seq|bert_dynamo|128
+gpt2|$real/gpt2_dynamo/model.onnx|$seq|gpt2_dynamo|128
+llama|$real/llama_dynamo/model.onnx|$seq|llama_dynamo|1024"
 
 seconds() { # COMMAND... -> wall seconds
   local t0 t1
@@ -50,7 +56,7 @@ p50_us() { # MODEL FLAGS LADDER N TUNE -> median latency, us
   # shellcheck disable=SC2086
   "$sj" serve "$m" $flags --ladder "$ladder" $tune --synthetic "uniform:$n:$n:$requests" --workers 1 \
     --threads 1 --store "$work/store.db" --stats 2> "$work/stats.json" > /dev/null
-  python3 -c 'import json,sys; print("%.1f" % (1000 * json.loads(open(sys.argv[1]).read().splitlines()[-1])["p50_ms"]))' "$work/stats.json"
+  python3 -c 'import json,sys; print("%.2f" % (1000 * json.loads(open(sys.argv[1]).read().splitlines()[-1])["p50_ms"]))' "$work/stats.json"
 }
 
 # ONNX Runtime's figures first, all models in one process: {name: {N: us}}.
@@ -66,23 +72,25 @@ ort_us() { # ORT-NAME N -> us, or - when not measured
 }
 
 printf "%-14s %6s %12s %12s %8s %10s %10s\n" model N "tuned (us)" "single (us)" "ratio" "ORT (us)" "ORT/tuned"
-while IFS='|' read -r name model flags ort_name; do
+while IFS='|' read -r name model flags ort_name max; do
   rm -f "$work/store.db"
   # shellcheck disable=SC2086
-  plain=$(seconds "$sj" precompile "$model" $flags --ladder pow2:1:1024 --jobs 1 --store "$work/plain.db")
+  plain=$(seconds "$sj" precompile "$model" $flags --ladder "pow2:1:$max" --jobs 1 --store "$work/plain.db")
   # shellcheck disable=SC2086
-  tuned=$(seconds "$sj" precompile "$model" $flags --ladder pow2:1:1024 --tune --jobs 1 --store "$work/store.db")
+  tuned=$(seconds "$sj" precompile "$model" $flags --ladder "pow2:1:$max" --tune --jobs 1 --store "$work/store.db")
   # shellcheck disable=SC2086
-  "$sj" precompile "$model" $flags --ladder list:1024 --store "$work/store.db" > /dev/null 2>&1
+  "$sj" precompile "$model" $flags --ladder "list:$max" --store "$work/store.db" > /dev/null 2>&1
+  buckets=$(awk -v m="$max" 'BEGIN { n = 0; for (e = 1; e <= m; e *= 2) n++; print n }')
   for n in $sizes; do
-    t=$(p50_us "$model" "$flags" pow2:1:1024 "$n" --tune)
-    s=$(p50_us "$model" "$flags" list:1024 "$n" "")
+    [ "$n" -le "$max" ] || continue
+    t=$(p50_us "$model" "$flags" "pow2:1:$max" "$n" --tune)
+    s=$(p50_us "$model" "$flags" "list:$max" "$n" "")
     o=$(ort_us "$ort_name" "$n")
     printf "%-14s %6s %12s %12s %7.2fx %10s %10s\n" "$name" "$n" "$t" "$s" \
       "$(awk -v a="$s" -v b="$t" 'BEGIN { print a / b }')" "$o" \
       "$(awk -v a="$o" -v b="$t" 'BEGIN { if (a == "-") print "-"; else printf "%.2fx", a / b }')"
   done
-  printf "%-14s tuning cost: %.3f s per bucket (%s s tuned vs %s s untuned, 11 buckets)\n" "$name" \
-    "$(awk -v a="$tuned" -v b="$plain" 'BEGIN { print (a - b) / 11 }')" "$tuned" "$plain"
+  printf "%-14s tuning cost: %.3f s per bucket (%s s tuned vs %s s untuned, %s buckets)\n" "$name" \
+    "$(awk -v a="$tuned" -v b="$plain" -v n="$buckets" 'BEGIN { print (a - b) / n }')" "$tuned" "$plain" "$buckets"
   rm -f "$work/plain.db"
 done <<< "$models"

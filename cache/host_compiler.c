@@ -210,7 +210,8 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
         return st;
     }
     options_bytes(&hc->options, hc->tune, hc->options_bytes);
-    snprintf(hc->compiler_version, sizeof hc->compiler_version, "llvm-%s", SJ_LLVM_VERSION_STRING);
+    snprintf(hc->compiler_version, sizeof hc->compiler_version, "llvm-%s codegen-%d", SJ_LLVM_VERSION_STRING,
+             SJ_HOST_CODEGEN_REVISION);
     *out = hc;
     return SJ_OK;
 }

@@ -24,6 +24,7 @@
 #include "shapejit/model.h"
 #include "shapejit/ext/runtime.h"
 #include "core/core_impl.h"
+#include "jit/llvm/llvm_impl.h"
 
 static sj_ctx *ctx;
 static sj_graph *g; /* examples/models/ffn.sjg: x [N, 64] -> y [N, 64] */
@@ -241,6 +242,21 @@ static void test_options_in_the_table(void **state) {
     sj_bucketed_cache_key(g, &c3, 4, &k3);
     sj_bucketed_cache_key(g, &c1, 4, &k1);
     assert_memory_not_equal(k3.options_hash, k1.options_hash, sizeof k3.options_hash);
+    /* the emitter's revision is in the key: an older emitter's code misses */
+    char want[64];
+    snprintf(want, sizeof want, "codegen-%d", SJ_HOST_CODEGEN_REVISION);
+    assert_non_null(strstr(k3.compiler_version, want));
+    /* matmul tiles at every size are a schedule of their own */
+    sj_host_compiler *tiled;
+    hcfg.options.opt_level = 3;
+    hcfg.options.matmul = SJ_MATMUL_TILED;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &tiled), SJ_OK);
+    sj_compiler ct;
+    sj_host_compiler_table(tiled, &ct);
+    sj_store_key kt;
+    sj_bucketed_cache_key(g, &ct, 4, &kt);
+    assert_memory_not_equal(k3.options_hash, kt.options_hash, sizeof k3.options_hash);
+    sj_host_compiler_destroy(tiled);
     sj_bucketed_cache *c;
     assert_int_equal(sj_bucketed_cache_create(g, ladder, &c1, NULL, NULL, &c), SJ_OK);
     int64_t extent;

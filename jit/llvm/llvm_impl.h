@@ -12,6 +12,15 @@
 
 typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
 
+/* The host code generator's revision, part of every host artifact's store
+ * key (its compiler version, "llvm-V codegen-R"): raised whenever the code
+ * emitted for the same graph, options and LLVM changes, so that a store an
+ * older emitter filled misses, and recompiles, instead of serving that
+ * emitter's code under the newer library's key. The library version alone
+ * does not tell: it stays the same between releases. 2: few-row matmuls
+ * take narrow column tails as a masked vector; matmul schedules. */
+#define SJ_HOST_CODEGEN_REVISION 2
+
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
     const char *triple, *cpu, *features;
