@@ -418,8 +418,8 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     cli_json_str(stderr, s->store_path);
     fprintf(stderr,
             ", \"requests\": %zu, \"workers\": %d, \"wall_s\": %.6f, \"throughput_rps\": %.3f, "
-            "\"first_result_ms\": %.3f, \"mean_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
-            "\"p99_ms\": %.4f, \"max_ms\": %.4f, \"compile_stalls\": %zu, \"store_load_stalls\": %zu, ",
+            "\"first_result_ms\": %.3f, \"mean_ms\": %.6f, \"p50_ms\": %.6f, \"p90_ms\": %.6f, "
+            "\"p99_ms\": %.6f, \"max_ms\": %.6f, \"compile_stalls\": %zu, \"store_load_stalls\": %zu, ",
             s->stream->n, workers, f->wall_s, f->rps, s->first_result_ms, f->mean, f->p50, f->p90, f->p99,
             f->max, f->compile_stalls, f->load_stalls);
     json_padding(stderr, s, f);
