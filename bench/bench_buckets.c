@@ -32,28 +32,21 @@ static sj_status compare(sj_ctx *ctx, const char *path, int64_t n, int64_t max) 
     char ladders[2][48];
     snprintf(ladders[0], sizeof ladders[0], "list:%lld", (long long)max);
     snprintf(ladders[1], sizeof ladders[1], "pow2:1:%lld", (long long)max);
-    bench_side s[2] = {{0}};
-    sj_status st = SJ_OK;
-    for (int t = 0; t < 2 && st == SJ_OK; t++) {
-        sj_engine_config ec;
-        sj_engine_config_init(&ec);
-        ec.ladder = ladders[t];
-        ec.threads = 1;
-        ec.tune = t == 1;
-        st = bench_side_open(ctx, path, &ec, &s[t]);
+    sj_engine_config ec[2];
+    for (int t = 0; t < 2; t++) {
+        sj_engine_config_init(&ec[t]);
+        ec[t].ladder = ladders[t];
+        ec[t].threads = 1;
+        ec[t].tune = t == 1;
     }
-    bench_pair p;
-    if (st == SJ_OK) st = bench_sides_compare(ctx, s, n, &p);
-    if (st == SJ_OK) {
-        char label[64];
-        bench_model_label(path, label, sizeof label);
-        printf("%-26sN=%-6lld single %9.2f us  tight %9.2f us  single/tight %.2f  (rounds' median %.2f)\n",
-               label, (long long)n, p.us[0], p.us[1], p.us[0] / p.us[1], 1 / p.ratio);
-        fflush(stdout);
-    }
-    for (int t = 0; t < 2; t++)
-        if (s[t].e) bench_side_close(ctx, &s[t]);
-    return st;
+    bench_pair p = {{0, 0}, 0};
+    SJ_TRY(bench_sides_measure(ctx, path, ec, n, &p));
+    char label[64];
+    bench_model_label(path, label, sizeof label);
+    printf("%-26sN=%-6lld single %9.2f us  tight %9.2f us  single/tight %.2f  (rounds' median %.2f)\n",
+           label, (long long)n, p.us[0], p.us[1], p.us[0] / p.us[1], 1 / p.ratio);
+    fflush(stdout);
+    return SJ_OK;
 }
 
 static int usage(void) {

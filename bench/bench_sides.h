@@ -2,12 +2,10 @@
  * bench_threads (1 thread against 2) and bench_buckets (tight buckets
  * against one large bucket) share.
  *
- *   bench_side s[2] = {{0}};
- *   bench_side_open(ctx, "ffn.sjg", &cfg_a, &s[0]);   // an .onnx: batch 1, seq dynamic
- *   bench_side_open(ctx, "ffn.sjg", &cfg_b, &s[1]);
+ *   sj_engine_config cfg[2];                 // sj_engine_config_init, then what differs
  *   bench_pair p;
- *   bench_sides_compare(ctx, s, 64, &p);               // p.us[0], p.us[1], p.ratio
- *   bench_side_close(ctx, &s[0]); bench_side_close(ctx, &s[1]);
+ *   bench_sides_measure(ctx, "ffn.sjg", cfg, 64, &p);  // p.us[0], p.us[1], p.ratio
+ *                                            // (an .onnx: batch 1, seq dynamic)
  *
  * Each round runs one batch of about 1 ms per engine, the order alternating
  * every round, so load from other processes on a shared machine falls on
@@ -137,6 +135,18 @@ static inline sj_status bench_sides_compare(sj_ctx *ctx, bench_side s[2], int64_
     p->us[1] = bench_median(v[1], BENCH_SIDE_ROUNDS) / 1e3;
     p->ratio = bench_median(ratio, BENCH_SIDE_ROUNDS);
     return SJ_OK;
+}
+
+/* Opens path with cfg[0] and with cfg[1], compares them at n rows, closes both. */
+static inline sj_status bench_sides_measure(sj_ctx *ctx, const char *path, const sj_engine_config cfg[2],
+                                            int64_t n, bench_pair *p) {
+    bench_side s[2] = {{0}};
+    sj_status st = SJ_OK;
+    for (int t = 0; t < 2 && st == SJ_OK; t++) st = bench_side_open(ctx, path, &cfg[t], &s[t]);
+    if (st == SJ_OK) st = bench_sides_compare(ctx, s, n, p);
+    for (int t = 0; t < 2; t++)
+        if (s[t].e) bench_side_close(ctx, &s[t]);
+    return st;
 }
 
 /* The file's name; for an exported model.onnx, its folder's name. */

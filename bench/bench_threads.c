@@ -59,26 +59,19 @@ static double spins(int threads) {
 
 /* One model at one N: prints t1, t2 and their ratio. */
 static sj_status compare(sj_ctx *ctx, const char *path, int64_t n) {
-    bench_side s[2] = {{0}};
-    sj_status st = SJ_OK;
-    for (int t = 0; t < 2 && st == SJ_OK; t++) {
-        sj_engine_config ec;
-        sj_engine_config_init(&ec);
-        ec.threads = t + 1;
-        st = bench_side_open(ctx, path, &ec, &s[t]);
+    sj_engine_config ec[2];
+    for (int t = 0; t < 2; t++) {
+        sj_engine_config_init(&ec[t]);
+        ec[t].threads = t + 1;
     }
-    bench_pair p;
-    if (st == SJ_OK) st = bench_sides_compare(ctx, s, n, &p);
-    if (st == SJ_OK) {
-        char label[64];
-        bench_model_label(path, label, sizeof label);
-        printf("%-26sN=%-6lld t1 %9.1f us  t2 %9.1f us  t2/t1 %.2f  (rounds' median %.2f)\n", label,
-               (long long)n, p.us[0], p.us[1], p.us[1] / p.us[0], p.ratio);
-        fflush(stdout);
-    }
-    for (int t = 0; t < 2; t++)
-        if (s[t].e) bench_side_close(ctx, &s[t]);
-    return st;
+    bench_pair p = {{0, 0}, 0};
+    SJ_TRY(bench_sides_measure(ctx, path, ec, n, &p));
+    char label[64];
+    bench_model_label(path, label, sizeof label);
+    printf("%-26sN=%-6lld t1 %9.1f us  t2 %9.1f us  t2/t1 %.2f  (rounds' median %.2f)\n", label,
+           (long long)n, p.us[0], p.us[1], p.us[1] / p.us[0], p.ratio);
+    fflush(stdout);
+    return SJ_OK;
 }
 
 int main(int argc, char **argv) {
