@@ -111,8 +111,9 @@ static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compil
 
 /* The candidates at this extent into s (their count in *count_out), and in
  * *fallback the one AUTO would pick: the attention schedules where they
- * give different kernels, times the matmul ones in a bucket small enough
- * for the few-rows schedule (from 2 rows: at 1 the tiles fall back to it). */
+ * give different kernels, times the matmul ones where the plan has a matmul
+ * in a bucket small enough for the few-rows schedule (from 2 rows: at 1 the
+ * tiles fall back to it). */
 static sj_status candidates(const sj_graph *g, int64_t extent, const sj_compile_options *base,
                             schedule s[MAX_SCHEDULES], int *count_out, int *fallback) {
     static const sj_attention_schedule att[3] = {SJ_ATTENTION_FUSED, SJ_ATTENTION_UNFUSED, SJ_ATTENTION_AUTO};
@@ -122,7 +123,9 @@ static sj_status candidates(const sj_graph *g, int64_t extent, const sj_compile_
         o.attention = att[a];
         SJ_TRY(sj_compile_kernel_count(g, extent, &o, &count[a]));
     }
-    bool attention = count[0] != count[1], matmul = extent >= 2 && extent <= SJ_MATMUL_ROWS_MAX;
+    int matmuls = 0;
+    if (extent >= 2 && extent <= SJ_MATMUL_ROWS_MAX) SJ_TRY(sj_compile_matmul_count(g, extent, base, &matmuls));
+    bool attention = count[0] != count[1], matmul = matmuls > 0;
     int auto_attention = count[2] == count[0] ? 0 : 1, n = 0;
     *fallback = 0;
     for (int a = 0; a < (attention ? 2 : 1); a++)
@@ -185,7 +188,7 @@ sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_optio
         int w = snprintf(record, sizeof record, "schedules at rows %lld and %lld (budget %d ms):",
                          (long long)rows[0], (long long)rows[1], budget_ms);
         for (int s = 0; s < n && w > 0 && (size_t)w < sizeof record; s++)
-            w += snprintf(record + w, sizeof record - (size_t)w, " %s %.4f + %.4f ms%s%s", sched[s].name,
+            w += snprintf(record + w, sizeof record - (size_t)w, " %s %.6f + %.6f ms%s%s", sched[s].name,
                           ms[s][0], ms[s][1], s == chosen ? " (chosen)" : "", s + 1 < n ? "," : "");
         if (kept && w > 0 && (size_t)w < sizeof record)
             snprintf(record + w, sizeof record - (size_t)w, "; within %.0f%%: the default kept",

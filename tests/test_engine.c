@@ -663,6 +663,20 @@ static void test_tuned_buckets(void **state) {
     expect_records(store2, "schedules at rows 8 and 4 (budget 20 ms): rows ", 2, 1);
     expect_records(store2, "one schedule: nothing to tune", 2, 1);
 
+    /* without a matmul or attention no bucket has a choice, the 8-row one
+     * included: each compiles once, untimed */
+    char model3[512], store3[512];
+    snprintf(model3, sizeof model3, "%s/elementwise.sjg", dir);
+    snprintf(store3, sizeof store3, "%s/tuned_ew.db", dir);
+    FILE *f = fopen(model3, "w");
+    assert_non_null(f);
+    fputs("graph ew(N) {\n  input x: [N, 8]\n  y = relu(x)\n  output y\n}\n", f);
+    fclose(f);
+    sj_engine *ew = open_model(model3, "host", store3, true);
+    assert_int_equal(precompile_compiles(ew), 2);
+    sj_engine_close(ew);
+    expect_records(store3, "one schedule: nothing to tune", 2, 2);
+
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.tune = true;
