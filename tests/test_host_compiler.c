@@ -572,7 +572,7 @@ static void *work(void *arg) {
 /* examples/models/mlp.sjg ends in 10 logits, fewer than a vector of
  * floats at every level: at a few rows the matmul takes those columns as
  * one masked vector (lowered to masked moves on AVX2 and AVX-512, lane by
- * lane below that). Every level this host runs, buckets of 1, 3 and 8 rows
+ * lane below that). The levels this host runs, buckets of 1 and 8 rows
  * and one of 64 (the tiled path), at row counts inside each, against the
  * interpreter; natively also under the tiled matmul schedule, which takes
  * the small buckets' rows in register tiles too. */
@@ -593,12 +593,15 @@ static void test_narrow_outputs_at_every_level(void **state) {
     sj_graph *mlp;
     sj_ladder *lad;
     assert_int_equal(sj_model_load(ctx, SJ_SOURCE_DIR "/examples/models/mlp.sjg", NULL, &mlp), SJ_OK);
-    assert_int_equal(sj_ladder_parse(ctx, "list:1,3,8,64", &lad), SJ_OK);
+    assert_int_equal(sj_ladder_parse(ctx, "list:1,8,64", &lad), SJ_OK);
     sj_compiler icomp;
     sj_interp_compiler(&icomp);
     sj_bucketed_cache *interp;
     assert_int_equal(sj_bucketed_cache_create(mlp, lad, &icomp, NULL, NULL, &interp), SJ_OK);
-    bool v3 = host_has("avx2") && host_has("fma") && host_has("bmi2") && host_has("movbe");
+    /* v3 where native is AVX-512 (below that, native is the AVX2 case;
+     * and under qemu every level's compile is emulated, so none twice) */
+    bool v3 = host_has("avx2") && host_has("fma") && host_has("bmi2") && host_has("movbe") &&
+              host_has("avx512f");
     const char *levels[] = {NULL, "x86-64-v2", v3 ? "x86-64-v3" : NULL, NULL};
     static const int64_t rows[] = {1, 2, 3, 5, 7, 8, 13, 64};
     for (int l = 0; l < 4; l++) {
