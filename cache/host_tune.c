@@ -117,15 +117,15 @@ static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compil
 static sj_status candidates(const sj_graph *g, int64_t extent, const sj_compile_options *base,
                             schedule s[MAX_SCHEDULES], int *count_out, int *fallback) {
     static const sj_attention_schedule att[3] = {SJ_ATTENTION_FUSED, SJ_ATTENTION_UNFUSED, SJ_ATTENTION_AUTO};
-    int count[3];
+    int count[3], matmuls[3];
     sj_compile_options o = *base;
     for (int a = 0; a < 3; a++) {
         o.attention = att[a];
-        SJ_TRY(sj_compile_kernel_count(g, extent, &o, &count[a]));
+        SJ_TRY(sj_compile_kernel_counts(g, extent, &o, &count[a], &matmuls[a]));
     }
-    int matmuls = 0;
-    if (extent >= 2 && extent <= SJ_MATMUL_ROWS_MAX) SJ_TRY(sj_compile_matmul_count(g, extent, base, &matmuls));
-    bool attention = count[0] != count[1], matmul = matmuls > 0;
+    bool attention = count[0] != count[1];
+    /* unfused attention has matmuls (q kT, p v) the fused kernel takes in */
+    bool matmul = (matmuls[0] > 0 || matmuls[1] > 0) && extent >= 2 && extent <= SJ_MATMUL_ROWS_MAX;
     int auto_attention = count[2] == count[0] ? 0 : 1, n = 0;
     *fallback = 0;
     for (int a = 0; a < (attention ? 2 : 1); a++)

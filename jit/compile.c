@@ -161,9 +161,8 @@ sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_optio
     return st;
 }
 
-/* Kernels of the bucket's plan: all of them, or those of one kind. */
-static sj_status count_kernels(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                               bool matmuls_only, int *out) {
+sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                                   int *kernels, int *matmuls) {
     sj_compile_options defaults;
     if (!o) {
         sj_compile_options_init(&defaults);
@@ -172,19 +171,15 @@ static sj_status count_kernels(const sj_graph *g, int64_t extent, const sj_compi
     uint8_t hash[32];
     sj_lowered *l;
     SJ_TRY(lower(g, extent, o, hash, &l));
-    *out = 0;
-    for (int i = 0; i < l->n_kernels; i++)
-        if (!matmuls_only || l->kernels[i].kind == SJ_KK_MATMUL) (*out)++;
+    *kernels = l->n_kernels;
+    *matmuls = 0;
+    for (int i = 0; i < l->n_kernels; i++) *matmuls += l->kernels[i].kind == SJ_KK_MATMUL;
     sj_lowered_destroy(l);
     return SJ_OK;
 }
 
 sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                                   int *out) {
-    return count_kernels(g, extent, o, false, out);
-}
-
-sj_status sj_compile_matmul_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                                  int *out) {
-    return count_kernels(g, extent, o, true, out);
+    int matmuls;
+    return sj_compile_kernel_counts(g, extent, o, out, &matmuls);
 }

@@ -16,6 +16,7 @@
 #include "shapejit/ext/interp.h"
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
+#include "shapejit/model.h"
 #include "jit/artifact/artifact_impl.h"
 #include "jit/graph/graph_impl.h"
 
@@ -268,6 +269,20 @@ static inline int h_check(sj_device *dev, const sj_graph *g, int64_t E, const in
     int ok = h_check_against(dev, g, ref, E, ns, n_ns, o, seed, tol, what);
     sj_graph_destroy(rounded);
     return ok;
+}
+
+/* An exporter's model, read as the tests read them: batch 1, seq the
+ * symbolic dim. */
+static inline sj_graph *h_load_exported(sj_ctx *ctx, const char *path) {
+    sj_model_options mo;
+    sj_model_options_init(&mo);
+    sj_dim_value batch[] = {{"batch", 1}};
+    mo.dynamic_name = "seq";
+    mo.fixed_dims = batch;
+    mo.n_fixed_dims = 1;
+    sj_graph *g = NULL;
+    if (sj_model_load(ctx, path, &mo, &g) != SJ_OK) fail_msg("%s: %s", path, sj_ctx_last_error(ctx));
+    return g;
 }
 
 /* A test group's state: a context, a host device and an empty graph with

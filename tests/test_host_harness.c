@@ -11,70 +11,40 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "shapejit/model.h"
 #include "tests/host_harness.h"
 
 #define BERT SJ_SOURCE_DIR "/tests/data/real_models/bert_torchscript/model.onnx"
 
-static sj_graph *load_exported(sj_ctx *ctx, const char *path) {
-    sj_model_options mo;
-    sj_model_options_init(&mo);
-    sj_dim_value batch[] = {{"batch", 1}};
-    mo.dynamic_name = "seq";
-    mo.fixed_dims = batch;
-    mo.n_fixed_dims = 1;
-    sj_graph *g;
-    assert_int_equal(sj_model_load(ctx, path, &mo, &g), SJ_OK);
+/* The fixture, its graph the exported BERT. */
+static int bert_setup(void **state) {
+    if (h_fixture_setup(state, 0x5eed) != 0) return -1;
+    fixture *f = *state;
+    sj_graph_destroy(f->g);
+    f->g = h_load_exported(f->ctx, BERT);
     int int64_inputs = 0;
-    for (int i = 0; i < g->n_inputs; i++) int64_inputs += g->nodes[g->inputs[i]].dtype == SJ_I64;
+    for (int i = 0; i < f->g->n_inputs; i++) int64_inputs += f->g->nodes[f->g->inputs[i]].dtype == SJ_I64;
     assert_int_equal(int64_inputs, 2); /* input_ids and attention_mask: what this is about */
-    return g;
-}
-
-/* A context, a host device and the exported BERT, for each test. */
-typedef struct rig {
-    sj_ctx *ctx;
-    sj_device *dev;
-    sj_graph *g;
-} rig;
-
-static int rig_setup(void **state) {
-    rig *r = calloc(1, sizeof *r);
-    assert_non_null(r);
-    assert_int_equal(sj_ctx_create(NULL, &r->ctx), SJ_OK);
-    assert_int_equal(sj_host_device_create(r->ctx, NULL, &r->dev), SJ_OK);
-    r->g = load_exported(r->ctx, BERT);
-    *state = r;
-    return 0;
-}
-
-static int rig_teardown(void **state) {
-    rig *r = *state;
-    sj_graph_destroy(r->g);
-    sj_device_destroy(r->dev);
-    sj_ctx_destroy(r->ctx);
-    free(r);
     return 0;
 }
 
 /* h_run and the executable both match the interpreter on [1, seq] int64
  * ids and mask, at seq 1, in between and the bucket's 16. */
 static void test_int64_inputs_match(void **state) {
-    rig *r = *state;
+    fixture *f = *state;
     sj_compile_options o;
     sj_compile_options_init(&o);
     const int64_t ns[] = {1, 5, 15, 16};
-    assert_true(h_check(r->dev, r->g, 16, ns, 4, &o, 0x5eed, 1e-3, BERT));
+    assert_true(h_check(f->dev, f->g, 16, ns, 4, &o, f->seed, 1e-3, BERT));
 }
 
 /* A request the executor refuses, h_run refuses too, before it copies a
  * byte: seq past the bucket (it wrote 100 rows into 64-row buffers), and
  * an input of the wrong dtype or length. */
 static void test_refuses_what_the_executor_refuses(void **state) {
-    rig *r = *state;
-    sj_ctx *ctx = r->ctx;
-    sj_device *dev = r->dev;
-    sj_graph *g = r->g;
+    fixture *f = *state;
+    sj_ctx *ctx = f->ctx;
+    sj_device *dev = f->dev;
+    sj_graph *g = f->g;
     sj_compile_options o;
     sj_compile_options_init(&o);
     sj_artifact *a;
@@ -100,9 +70,9 @@ static void test_refuses_what_the_executor_refuses(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_int64_inputs_match, rig_setup, rig_teardown),
-        cmocka_unit_test_setup_teardown(test_refuses_what_the_executor_refuses, rig_setup,
-                                        rig_teardown),
+        cmocka_unit_test_setup_teardown(test_int64_inputs_match, bert_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_what_the_executor_refuses, bert_setup,
+                                        h_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -409,16 +409,9 @@ static bool same_bits(const sj_graph *g, const sj_tensor *x, const sj_tensor *y,
 }
 
 static void check_model(sj_ctx *ctx, const model_case *mc, sj_device **devs) {
-    sj_model_options mo;
-    sj_model_options_init(&mo);
-    sj_dim_value batch[] = {{"batch", 1}};
-    if (mc->exported) {
-        mo.dynamic_name = "seq";
-        mo.fixed_dims = batch;
-        mo.n_fixed_dims = 1;
-    }
-    sj_graph *g;
-    assert_int_equal(sj_model_load(ctx, mc->path, &mo, &g), SJ_OK);
+    sj_graph *g = NULL;
+    if (mc->exported) g = h_load_exported(ctx, mc->path);
+    else assert_int_equal(sj_model_load(ctx, mc->path, NULL, &g), SJ_OK);
     sj_compile_options o;
     sj_compile_options_init(&o);
     sj_artifact *a;

@@ -107,10 +107,10 @@ SJ_API sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compil
 /* Kernels the plan for this bucket has after fusion (a figure for reports). */
 SJ_API sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                                          int *out);
-/* Of those, the matmul kernels: where there are none, the matmul
- * schedules give the same code. */
-SJ_API sj_status sj_compile_matmul_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                                         int *out);
+/* The same, and of those the matmul kernels (where there are none, the
+ * matmul schedules give the same code), from one lowering. */
+SJ_API sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                                          int *kernels, int *matmuls);
 
 #ifdef __cplusplus
 }
