@@ -16,8 +16,8 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     sj_llvm_target t = target_of(o);
     uint8_t *obj;
     size_t len;
-    bool uses_blas;
-    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &uses_blas));
+    unsigned externs;
+    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &externs));
     char *triple = NULL, *cpu = NULL, *features = NULL, *host_cpu = NULL, *host_features = NULL;
     sj_status st = sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features);
     /* The artifact records the CPU and every feature the code may use
@@ -27,11 +27,18 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->triple, triple);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, cpu);
     if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, features);
-    bool attention = false;
-    for (int i = 0; i < l->n_kernels; i++) attention |= l->kernels[i].kind == SJ_KK_ATTENTION;
-    const char *externs = uses_blas ? (attention ? "cblas_sgemm,sj_host_attention_rows" : "cblas_sgemm")
-                                    : (attention ? "sj_host_attention_rows" : "");
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, externs);
+    /* The externs the code calls, which the load check asks the process for. */
+    char names[96] = "";
+    static const struct { unsigned bit; const char *name; } ext[] = {
+        {SJ_LLVM_EXTERN_BLAS, "cblas_sgemm"},
+        {SJ_LLVM_EXTERN_ATTENTION, "sj_host_attention_rows"},
+        {SJ_LLVM_EXTERN_GEMM, "sj_host_gemm"}};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (externs & ext[i].bit) {
+            if (names[0]) strcat(names, ",");
+            strcat(names, ext[i].name);
+        }
+    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, names);
     if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
     sj_free(ctx, triple);
     sj_free(ctx, cpu);
@@ -49,9 +56,9 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
     sj_llvm_target t = target_of(o);
     uint8_t *text;
     size_t n;
-    bool uses_blas;
+    unsigned externs;
     SJ_TRY(sj_llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
-                           &n, &uses_blas));
+                           &n, &externs));
     char *s = sj_realloc(l->ctx, text, n + 1);
     if (!s) {
         sj_free(l->ctx, text);

@@ -94,8 +94,15 @@ static bool enables(const char *list, const char *name) {
     return false;
 }
 
+int sj_llvm_gemm_level(const char *fs) {
+    if (enables(fs, "avx512f") && enables(fs, "avx512vl") && enables(fs, "avx512dq") &&
+        enables(fs, "avx512bw"))
+        return 4;
+    return enables(fs, "avx2") && enables(fs, "fma") ? 3 : 2;
+}
+
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas) {
+                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs) {
     if (t->opt_level < 0 || t->opt_level > 3)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: opt level %d not in 0..3", t->opt_level);
     LLVMTargetMachineRef tm = NULL;
@@ -112,8 +119,9 @@ sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target
     LLVMDisposeTargetData(td);
     char *fs = LLVMGetTargetMachineFeatureString(tm);
     int vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
+    int gemm_level = sj_llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
-    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, uses_blas);
+    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, externs);
     if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
     if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
     LLVMDisposeModule(m);
