@@ -1182,6 +1182,7 @@ static void emit_attention(emitter *e) {
     for (int j = 0; j < 5; j++)
         for (int d = 0; d < 5; d++)
             w[9 + 5 * j + d] = j == 4 ? k->out_strides[d] : k->att[j] >= 0 ? k->loads[k->att[j]].strides[d] : 0;
+    w[SJ_HOST_ATTENTION_WORDS - 1] = e->gemm_level;
     LLVMValueRef cw[SJ_HOST_ATTENTION_WORDS];
     for (int i = 0; i < SJ_HOST_ATTENTION_WORDS; i++) cw[i] = ci(e, w[i]);
     LLVMValueRef table = LLVMConstArray2(e->i64, cw, SJ_HOST_ATTENTION_WORDS);

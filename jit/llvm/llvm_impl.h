@@ -19,7 +19,8 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * emitter's code under the newer library's key. The library version alone
  * does not tell: it stays the same between releases. 2: few-row matmuls
  * take narrow column tails as a masked vector; matmul schedules. 3: large
- * matmuls call the packed GEMM (host_gemm.c). */
+ * matmuls call the packed GEMM (host_gemm.c); the attention kernel runs
+ * the artifact's level. */
 #define SJ_HOST_CODEGEN_REVISION 3
 
 /* What the code is built for; NULL fields mean "this host". */
@@ -86,8 +87,9 @@ void *sj_host_extern_symbol(const char *name);
 /* The fused attention kernel (host_attention.c) for query rows [row_begin,
  * row_end) at active extent n: w holds the kernel's words
  * (SJ_HOST_ATTENTION_WORDS: dims[5], sym bits, dk, has_mask, scale's bits,
- * strides of q, kt, v, mask, out over the space); mask may be NULL. */
-#define SJ_HOST_ATTENTION_WORDS 34
+ * strides of q, kt, v, mask, out over the space, and last the code level
+ * to run, as sj_host_gemm's); mask may be NULL. */
+#define SJ_HOST_ATTENTION_WORDS 35
 void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
                             const float *mask, float *out, int64_t n, int64_t row_begin,
                             int64_t row_end);
