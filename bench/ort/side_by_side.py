@@ -134,6 +134,9 @@ def feed_for(model, n, sess_inputs):
     rng = np.random.default_rng(n)
     if model["kind"] == "example":
         return {"x": rng.standard_normal((n, sess_inputs[0][1])).astype(np.float32)}
+    if model["kind"] == "generated":  # real_scale_models: x's shape with N the size
+        shape = [n if d == "N" else int(d) for d in model["x"]]
+        return {"x": rng.standard_normal(shape).astype(np.float32)}
     feed = {}
     for p in pathlib.Path(model["sample"]).glob("*.npy"):
         a = np.load(p)
@@ -252,7 +255,7 @@ def child(args):
 def run_child(runtime, model, threads, args, tmp):
     out_npz = tmp / f"{model['name']}-{runtime}-{threads}.npz"
     cmd = [sys.executable, __file__, "--runtime", runtime, "--child", json.dumps(model),
-           "--threads-one", str(threads), "--sizes", args.sizes,
+           "--threads-one", str(threads), "--sizes", model.get("sizes") or args.sizes,
            "--budget-ms", str(args.budget_ms), "--store", str(tmp / "store.db")]
     if runtime != "both":
         cmd += ["--outputs", str(out_npz)]
@@ -278,6 +281,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--out", default="bench-ort", help="folder for table.md, chart.png, raw.json")
     ap.add_argument("--budget-ms", type=float, default=300, help="timing budget per cell")
+    ap.add_argument("--generated", help="also these real-scale models (bench/ort/real_scale_models.py),"
+                    " comma-separated, each at its own sizes")
     ap.add_argument("--runtime", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
@@ -291,13 +296,17 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="sj-ort-"))
     models = {**onnx_examples(tmp), **real_models()}
+    if args.generated:
+        sys.path.insert(0, str(REPO / "bench" / "ort"))
+        import real_scale_models
+        models.update(real_scale_models.generate(args.generated.split(","), tmp))
     ident = identity_model(tmp)
     if args.models:
         models = {k: models[k] for k in args.models.split(",")}
-    sizes = [int(s) for s in args.sizes.split(",")]
     rows, raw = [], {}
     for name, model in models.items():
         model["identity"] = ident
+        sizes = [int(s) for s in (model.get("sizes") or args.sizes).split(",")]
         for t in [int(x) for x in args.threads.split(",")]:
             sj, sj_out = run_child("shapejit", model, t, args, tmp)
             rt, rt_out = ({}, None) if "failed" in sj else run_child("ort", model, t, args, tmp)
