@@ -468,6 +468,11 @@ int cli_cmd_store(int argc, char **argv) {
         if (st == SJ_OK)
             printf(a.json ? "{\"imported\": %lld, \"rejected\": %lld}\n" : "imported %lld, rejected %lld\n",
                    (long long)n, (long long)bad);
+        /* A rejected record is data that did not arrive: a script must not
+         * read success from an import that lost some (each is named above). */
+        if (st == SJ_OK && bad > 0)
+            rc = cli_fail(cmd, "%lld of %lld records in %s were rejected (see above)", (long long)bad,
+                          (long long)(n + bad), pos[1]);
         break;
     }
     case 7: /* explain */

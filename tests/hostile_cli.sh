@@ -64,11 +64,53 @@ import_reasons)
     # flip a byte near the end: inside the last record's zstd frame
     printf 'Z' | dd of=x.sjs bs=1 seek=$((size - 20)) conv=notrunc 2>/dev/null
     "$cli" store import x.sjs --store b.db >out 2>err
-    expect_rc $? 0
+    # a record that did not arrive is a failure a script must see (issue 29 item 13)
+    expect_rc $? 1
     expect_in out "imported 1, rejected 1"
     expect_in err "rejected graph [0-9a-f]{16} extent 2: record #2: "
+    expect_in err "1 of 2 records in x.sjs were rejected"
     "$cli" store --help >out 2>err
     expect_in out "only archives from sources you trust"
+    ;;
+special_out_targets)
+    # A writer puts its file in place by rename, which would replace a FIFO,
+    # a symlink or (as root) a device node with a regular file: each is
+    # refused, named, and left as it was (issue 29 item 1).
+    echo keep >target
+    ln -s target link
+    mkfifo fifo
+    targets="link fifo"
+    # a character device of our own (the null device's numbers), as root only
+    mknod chr c 1 3 2>/dev/null && targets="$targets chr"
+    for t in $targets; do
+        kind=$(stat -c %F "$t")
+        "$cli" emit "$models/ffn.sjg" --rows 2 --target llvm-ir --out "$t" >out 2>err
+        expect_rc $? 1
+        expect_in err "--out: $t exists and is not a regular file \\(a "
+        [ "$(stat -c %F "$t")" = "$kind" ] || fail "emit replaced $t ($kind)"
+    done
+    [ "$(cat target)" = keep ] || fail "emit wrote through the symlink"
+    mkdir o && mkfifo o/y.npy
+    "$cli" run "$models/ffn.sjg" --rows 2 --store none --backend interp --out o >out 2>err
+    expect_rc $? 1
+    expect_in err "--out: o/y.npy exists and is not a regular file \\(a FIFO\\)"
+    [ -p o/y.npy ] || fail "run replaced the FIFO o/y.npy"
+    [ "$(ls o)" = y.npy ] || fail "run left files in o: $(ls o)"
+    ;;
+stdout_full)
+    # An answer that cannot be written is a failure (issue 29 item 12).
+    printf '3\n5\n9\n' >tr.txt
+    "$cli" precompile "$models/ffn.sjg" --ladder list:1,2 --store st.db >/dev/full 2>err
+    expect_rc $? 1
+    expect_in err "shapejit precompile: writing to stdout failed"
+    for c in "hash $models/ffn.sjg" "store ls --store st.db" "store verify --store st.db" \
+             "ladder fit --trace tr.txt --buckets 2" "print $models/ffn.sjg" \
+             "emit $models/ffn.sjg --rows 2 --target llvm-ir" "--version"; do
+        # shellcheck disable=SC2086
+        "$cli" $c >/dev/full 2>err
+        expect_rc $? 1
+        expect_in err "writing to stdout failed"
+    done
     ;;
 *) fail "unknown case" ;;
 esac
