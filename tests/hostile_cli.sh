@@ -112,6 +112,15 @@ stdout_full)
         expect_in err "writing to stdout failed"
     done
     ;;
+config_fifo)
+    # A model repository whose config.json is a FIFO fails at once naming
+    # it; it used to block the server's start for ever (issue 29 item 9).
+    "$cli" serve --help 2>&1 | grep -q -- --model-repository || exit 0 # a build without the server
+    mkdir -p repo/m && cp "$models/ffn.sjg" repo/m/model.sjg && mkfifo repo/m/config.json
+    timeout 60 "$cli" serve --listen 127.0.0.1:0 --model-repository repo --store none >out 2>err
+    expect_rc $? 1
+    expect_in err "repo/m/config.json: not a regular file \\(a FIFO\\)"
+    ;;
 *) fail "unknown case" ;;
 esac
 exit 0
