@@ -219,6 +219,42 @@ static sj_status query_int(sj_store *s, const char *sql, const char *what, int64
     return st;
 }
 
+/* The version in sj_schema's one row, refused (SJ_E_CORRUPT, naming the
+ * row) unless it is one positive integer: a damaged row ('abc', 0, -5, no
+ * row, two rows) read as "an older layout" once, and the rebuild that an
+ * older layout gets wiped the store under a read command (store ls). Only
+ * a shapejit that wrote version v wrote the row, so anything else is
+ * damage, and damage is reported, never repaired by dropping the rows. */
+static sj_status schema_version(sj_store *s, const char *where, int64_t *v) {
+    *v = 0;
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(s->db, "SELECT version, typeof(version), quote(version) FROM sj_schema", -1,
+                           &q, NULL) != SQLITE_OK)
+        return sj_store_sql_fail(s, "reading the schema version");
+    int rows = 0, rc;
+    char type[16] = "", shown[64] = "";
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (rows++ > 0) continue;
+        *v = sqlite3_column_int64(q, 0);
+        snprintf(type, sizeof type, "%s", (const char *)sqlite3_column_text(q, 1));
+        snprintf(shown, sizeof shown, "%s", (const char *)sqlite3_column_text(q, 2));
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) return sj_store_sql_fail(s, "reading the schema version");
+    const char *fix = "refusing to touch it (shapejit rebuilds no store on its own: move the file "
+                      "aside to start a new one)";
+    if (rows == 0)
+        return sj_fail(s->ctx, SJ_E_CORRUPT, "store %s is damaged: its sj_schema table has no version row; %s",
+                       where, fix);
+    if (rows > 1)
+        return sj_fail(s->ctx, SJ_E_CORRUPT, "store %s is damaged: its sj_schema table has %d version rows, not "
+                       "one; %s", where, rows, fix);
+    if (strcmp(type, "integer") != 0 || *v < 1)
+        return sj_fail(s->ctx, SJ_E_CORRUPT, "store %s is damaged: its sj_schema version row holds %s (%s), not "
+                       "a version; %s", where, shown, type, fix);
+    return SJ_OK;
+}
+
 /* Inside a write transaction: create, accept, rebuild (older) or refuse
  * (newer, or not ours). */
 static sj_status ensure_schema(sj_store *s) {
@@ -239,7 +275,7 @@ static sj_status ensure_schema(sj_store *s) {
         snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
         return exec_sql(s, sql, "creating the schema");
     }
-    SJ_TRY(query_int(s, "SELECT max(version) FROM sj_schema", "reading the schema version", 0, &v));
+    SJ_TRY(schema_version(s, where, &v));
     if (v == SJ_STORE_SCHEMA_VERSION) return SJ_OK;
     if (v > SJ_STORE_SCHEMA_VERSION)
         return sj_fail(s->ctx, SJ_E_UNSUPPORTED,

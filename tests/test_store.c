@@ -400,15 +400,33 @@ static void test_schema_versions(void **state) {
     cfg.path = path;
     assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_UNSUPPORTED);
     assert_error_contains(ctx, "schema version 99");
-    /* an older layout is rebuilt */
-    raw_sql("UPDATE sj_schema SET version = 0; DROP TABLE artifacts; CREATE TABLE artifacts(k, v)");
-    s = open_store(0);
-    sj_store_stats st;
-    assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
-    assert_int_equal(st.entries, 0);
-    put_n(s, 1, 8, 10);
-    expect_get(s, 1, 8, 10);
-    sj_store_close(s);
+    /* A damaged version row is refused naming it, the rows left as they
+     * were: it used to read as an older layout, which is rebuilt, and a
+     * `store ls` emptied the store (issue 29 item 8). */
+    static const struct {
+        const char *sql, *message;
+    } damaged[] = {
+        {"UPDATE sj_schema SET version = 'abc'", "version row holds 'abc' (text)"},
+        {"UPDATE sj_schema SET version = 0", "version row holds 0 (integer)"},
+        {"UPDATE sj_schema SET version = -5", "version row holds -5 (integer)"},
+        {"UPDATE sj_schema SET version = 1.5", "version row holds 1.5 (real)"},
+        {"DELETE FROM sj_schema", "has no version row"},
+        {"INSERT INTO sj_schema VALUES(1), (1)", "has 3 version rows"},
+    };
+    for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
+        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(1)");
+        raw_sql(damaged[i].sql);
+        s = (sj_store *)&cfg;
+        assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_CORRUPT);
+        assert_null(s);
+        assert_error_contains(ctx, path);
+        assert_error_contains(ctx, damaged[i].message);
+        assert_error_contains(ctx, "refusing to touch it");
+        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(1)");
+        s = open_store(0);
+        expect_get(s, 1, 8, 10); /* the row is still there */
+        sj_store_close(s);
+    }
 }
 
 static void test_eviction_by_last_use(void **state) {
