@@ -121,6 +121,39 @@ config_fifo)
     expect_rc $? 1
     expect_in err "repo/m/config.json: not a regular file \\(a FIFO\\)"
     ;;
+remote_not_redis)
+    # A server on the port that answers bytes that are not Redis replies:
+    # `store stats --remote` said "answered" and exited 0 (issue 29 item 18).
+    command -v python3 >/dev/null || { echo "SKIP: no python3 for the fake server" >&2; exit 77; }
+    python3 - >port 2>fake.err <<'PY' &
+import os, socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+print(s.getsockname()[1], flush=True)
+s.settimeout(60)  # a hang guard: it goes away on its own
+while True:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.settimeout(5)
+    try:
+        c.recv(4096)
+        c.sendall(b"SSH-2.0-not-redis\r\n" + os.urandom(512))
+    except OSError:
+        pass
+    c.close()
+PY
+    fake=$!
+    trap 'kill "$fake" 2>/dev/null' EXIT
+    for _ in $(seq 100); do [ -s port ] && break; sleep 0.1; done
+    [ -s port ] || fail "the fake server did not start: $(cat fake.err)"
+    "$cli" store stats --store st.db --remote "redis://127.0.0.1:$(cat port)" >out 2>err
+    expect_rc $? 1
+    expect_in out "answered, but not with a Redis reply"
+    expect_in err "is not a Redis server \\(its reply is not a Redis reply\\): .*starts with 'S'"
+    ;;
 *) fail "unknown case" ;;
 esac
 exit 0
