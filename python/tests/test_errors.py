@@ -111,11 +111,12 @@ def test_bad_options(ffn):
 def test_onnx_dim_options_refused_for_sjg(ffn):
     # a .sjg graph declares its own dims: the ONNX options used to be
     # accepted and ignored (issue 29 item 17)
-    with pytest.raises(shapejit.InvalidArgumentError, match=r"dims= \('batch'\) is for ONNX models"):
+    # (a load's error is a ModelError, as the ONNX dim errors are)
+    with pytest.raises(shapejit.ModelError, match=r"dims= \('batch'\) is for ONNX models"):
         shapejit.Engine(ffn, dims={"batch": 2}, store=None)
-    with pytest.raises(shapejit.InvalidArgumentError, match=r"dynamic= \('N'\) is for ONNX models"):
+    with pytest.raises(shapejit.ModelError, match=r"dynamic= \('N'\) is for ONNX models"):
         shapejit.Engine(ffn, dynamic="N", store=None)
-    with pytest.raises(shapejit.InvalidArgumentError, match=r"dynamic=\(input, axis\) \('x'\)"):
+    with pytest.raises(shapejit.ModelError, match=r"dynamic=\(input, axis\) \('x'\)"):
         shapejit.Engine(ffn, dynamic=("x", 0), store=None)
 
 
