@@ -1,7 +1,7 @@
 # Hostile-input CLI cases run by tests/hostile_cli.sh (one ctest per case).
 foreach(case precompile_disk_full trace_comment control_bytes input_exit_codes import_reasons
     special_out_targets stdout_full config_fifo
-    remote_not_redis)
+    remote_not_redis read_only_store)
   add_test(NAME cli_hostile_${case}
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/hostile_cli.sh $<TARGET_FILE:shapejit_cli>
             ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/hostile_cli_tests ${case})

@@ -154,6 +154,40 @@ PY
     expect_in out "answered, but not with a Redis reply"
     expect_in err "is not a Redis server \\(its reply is not a Redis reply\\): .*starts with 'S'"
     ;;
+read_only_store)
+    # A store made read-only (chmod -R a-w) is read, never written: ls and
+    # verify work, a serving run loads what is stored instead of compiling,
+    # writes fail naming why, and not a byte or file in it changes (issue
+    # 29 item 14: every command refused it). shapejit honours the mode bits
+    # even for root, who could write anyway, so this holds as root too.
+    "$cli" precompile "$models/ffn.sjg" --ladder list:4,8 --store st/s.db >out 2>err
+    expect_rc $? 0
+    chmod -R a-w st
+    trap 'chmod -R u+w st' EXIT
+    snapshot() { (ls -ld --time-style=full-iso st && ls -lA --time-style=full-iso st && md5sum st/*) >"$1"; }
+    snapshot before
+    "$cli" store ls --store st/s.db >out 2>err
+    expect_rc $? 0
+    [ "$(wc -l <out)" = 2 ] || fail "store ls listed $(wc -l <out) rows, wanted 2"
+    "$cli" store verify --store st/s.db >out 2>err
+    expect_rc $? 0
+    expect_in out "2 checked, 0 corrupt"
+    "$cli" run "$models/ffn.sjg" --rows 3 --ladder list:4,8 --store st/s.db --stats --out o >out 2>err
+    expect_rc $? 0
+    expect_in err "warning: store st/s.db is read-only \\(the store file st/s.db has mode 0[0-7]{3}\\): artifacts are read from it, new ones are not saved"
+    expect_in err '"store_hits": 1,.*"compiles": 0,'
+    [ "$(grep -c warning err)" = 1 ] || fail "the read-only warning is not there exactly once"
+    "$cli" serve "$models/ffn.sjg" --synthetic uniform:1:16:20:1 --ladder list:4,8,16 --store st/s.db \
+        --stats >out 2>err
+    expect_rc $? 0
+    expect_in err '"compiles": 1,'
+    [ "$(grep -c 'is read-only' err)" = 1 ] || fail "serve: the read-only warning is not there exactly once"
+    "$cli" store gc --max-bytes 0 --store st/s.db >out 2>err
+    expect_rc $? 1
+    expect_in err "store st/s.db is read-only .*: nothing is written to it"
+    snapshot after
+    cmp -s before after || fail "the read-only store changed: $(diff before after)"
+    ;;
 *) fail "unknown case" ;;
 esac
 exit 0
