@@ -11,18 +11,7 @@
 
 #include "shapejit/ext/cuda_device.h"
 #include "shapejit/ext/device.h"
-
-static int setup(void **state) {
-    sj_ctx *ctx;
-    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
-    *state = ctx;
-    return 0;
-}
-
-static int teardown(void **state) {
-    sj_ctx_destroy(*state);
-    return 0;
-}
+#include "tests/test_util.h"
 
 /* Runs everywhere: a missing driver library is SJ_E_NO_DEVICE naming it. */
 static void test_missing_driver_is_reported(void **state) {
@@ -49,5 +38,5 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_driver_is_reported),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ctx_group_setup, ctx_group_teardown);
 }
