@@ -185,6 +185,19 @@ read_only_store)
     "$cli" store gc --max-bytes 0 --store st/s.db >out 2>err
     expect_rc $? 1
     expect_in err "store st/s.db is read-only .*: nothing is written to it"
+    # the HTTP server warms its buckets from it: loaded, none compiled
+    if "$cli" serve --help 2>&1 | grep -q -- --listen && command -v curl >/dev/null; then
+        SJ=$cli W=$PWD
+        . "$src/tests/http_server_start.sh"
+        http_server_start srv "$models/ffn.sjg" --ladder list:4,8 --store st/s.db --ready-when all
+        trap 'kill "$PID" 2>/dev/null; chmod -R u+w st' EXIT
+        http_server_ready || fail "the server never got ready: $(cat srv.err)"
+        curl -s "http://127.0.0.1:$PORT/metrics" >metrics
+        kill "$PID" && wait "$PID"
+        expect_in metrics '^shapejit_store_hits_total\{model="ffn"\} 2$'
+        expect_in metrics '^shapejit_compiles_total\{model="ffn"\} 0$'
+        expect_in srv.err "model 'ffn': warning: store st/s.db is read-only"
+    fi
     snapshot after
     cmp -s before after || fail "the read-only store changed: $(diff before after)"
     ;;
