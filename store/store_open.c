@@ -378,7 +378,9 @@ static sj_status read_only_uri(sj_store *s, const char *path, bool immutable, ch
 /* open_resolved for a read-only store: SQLite's mode=ro, and immutable=1
  * when the folder is not writable either (then SQLite could not make the
  * -shm file a WAL reader needs; immutable reads the file as it is, with no
- * locks). No lock file, no WAL switch, no schema change. */
+ * locks, so rows still in a -wal that a killed writer left are not seen:
+ * they read as misses, never as damage). No lock file, no WAL switch, no
+ * schema change. */
 static sj_status open_read_only(sj_store *s, const char *sqlite_path, bool immutable) {
     char *uri;
     SJ_TRY(read_only_uri(s, sqlite_path, immutable, &uri));
