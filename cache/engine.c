@@ -68,8 +68,9 @@ static sj_status open_store(sj_engine *e, const sj_engine_config *cfg) {
         sj_error_prefix(e->ctx, "engine"); /* the store's message names it and the path */
         return st;
     }
-    /* The store's own warning names the path and the reason. */
-    if (!sj_store_persistent(e->store) && !(e->warning = sj_strdup(e->ctx, sj_store_warning(e->store))))
+    /* The store's own warning (fallen back to memory, or read-only: new
+     * artifacts not saved) names the path and the reason: said once, here. */
+    if (sj_store_warning(e->store)[0] && !(e->warning = sj_strdup(e->ctx, sj_store_warning(e->store))))
         return sj_fail(e->ctx, SJ_E_NOMEM, "engine: out of memory");
     return SJ_OK;
 }

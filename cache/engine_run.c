@@ -46,7 +46,7 @@ static const shape_text *shapes_of(const sj_engine *e, const sj_value_desc *d, c
 /* One input against its description; *n / *n_from carry the symbolic
  * dim's value and the input that set it first. */
 static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const sj_tensor *t,
-                             int64_t *n, const char **n_from) {
+                             bool need_data, int64_t *n, const char **n_from) {
     const char *sym = sj_graph_symbol(e->g);
     shape_text s;
     if (t->dtype != d->dtype)
@@ -92,13 +92,13 @@ static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const s
         *n = t->dims[k];
         *n_from = d->name;
     }
-    if (!t->bytes && sj_tensor_numel(t) > 0)
+    if (need_data && !t->bytes && sj_tensor_numel(t) > 0)
         return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: input '%s' has no data", d->name);
     return SJ_OK;
 }
 
 /* Puts the caller's tensors in the graph's input order and finds N. */
-static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_inputs, bool need_data,
                       sj_tensor *ordered, int64_t *n) {
     const char *n_from = NULL;
     *n = 0;
@@ -128,10 +128,42 @@ static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_i
     /* In graph order, so the first input carrying N is the one named when
      * another disagrees. */
     for (int i = 0; st == SJ_OK && i < e->n_inputs; i++)
-        st = check_input(e, &e->inputs[i], &ordered[i], n, &n_from);
+        st = check_input(e, &e->inputs[i], &ordered[i], need_data, n, &n_from);
     if (seen != seen_stack) sj_free(e->ctx, seen);
     /* No input carries the symbolic dim: the model has one size. */
     if (st == SJ_OK && *n == 0) *n = 1;
+    return st;
+}
+
+/* Sizes no bucket takes fail before any compile (one-offs take any). */
+static sj_status check_size(const sj_engine *e, int64_t n) {
+    if (e->cache->one_off_out_of_range) return SJ_OK;
+    int bucket;
+    sj_status st = sj_ladder_bucket_for(e->ladder, n, &bucket);
+    if (st != SJ_OK)
+        sj_error_prefix(e->ctx, "engine: run: %s = %lld",
+                        sj_graph_symbol(e->g) ? sj_graph_symbol(e->g) : "N", (long long)n);
+    return st;
+}
+
+sj_status sj_engine_check_inputs(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                                 int64_t *rows) {
+    if (rows) *rows = 0;
+    if (!e) return SJ_E_INVALID_ARG;
+    if (n_inputs < 0 || (n_inputs && !inputs)) {
+        atomic_fetch_add_explicit(&e->run_failures, 1, memory_order_relaxed);
+        return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: %d inputs at %p", n_inputs,
+                       (const void *)inputs);
+    }
+    sj_tensor stack[RUN_STACK_VALUES], *ordered = stack;
+    if (e->n_inputs > RUN_STACK_VALUES && !(ordered = sj_calloc(e->ctx, (size_t)e->n_inputs, sizeof *ordered)))
+        return sj_fail(e->ctx, SJ_E_NOMEM, "engine: run: out of memory");
+    int64_t n = 0;
+    sj_status st = bind(e, inputs, n_inputs, false, ordered, &n);
+    if (st == SJ_OK) st = check_size(e, n);
+    if (ordered != stack) sj_free(e->ctx, ordered);
+    if (st == SJ_OK && rows) *rows = n;
+    if (st != SJ_OK) atomic_fetch_add_explicit(&e->run_failures, 1, memory_order_relaxed);
     return st;
 }
 
@@ -142,17 +174,8 @@ static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_
                              sj_tensor *in, sj_tensor *out, bool promote,
                              sj_engine_run_report *rep) {
     int64_t n;
-    SJ_TRY(bind(e, inputs, n_inputs, in, &n));
-    /* Sizes no bucket takes fail before any compile (one-offs take any). */
-    if (!e->cache->one_off_out_of_range) {
-        int bucket;
-        sj_status st = sj_ladder_bucket_for(e->ladder, n, &bucket);
-        if (st != SJ_OK) {
-            sj_error_prefix(e->ctx, "engine: run: %s = %lld",
-                            sj_graph_symbol(e->g) ? sj_graph_symbol(e->g) : "N", (long long)n);
-            return st;
-        }
-    }
+    SJ_TRY(bind(e, inputs, n_inputs, true, in, &n));
+    SJ_TRY(check_size(e, n));
     memset(out, 0, (size_t)e->n_outputs * sizeof *out);
     int64_t extent, key = n;
     int own = sj_bucketed_cache_bucket_for(e->cache, n);

@@ -63,6 +63,17 @@ int cli_fail_status(const char *cmd, sj_ctx *ctx, sj_status st) {
     return cli_fail(cmd, "%s", msg && msg[0] ? msg : sj_status_str(st));
 }
 
+int cli_stdout_done(const char *cmd, int rc) {
+    /* fflush reports a write that fails now; ferror one that failed earlier
+     * in a buffer already flushed (stdio keeps the flag). */
+    errno = 0;
+    bool lost = fflush(stdout) != 0 || ferror(stdout);
+    if (!lost) return rc;
+    int e = errno;
+    cli_fail(cmd, "writing to stdout failed%s%s", e ? ": " : "", e ? strerror(e) : "");
+    return rc == CLI_EXIT_OK ? CLI_EXIT_FAIL : rc;
+}
+
 int cli_parse_exit(cli_parse_result r) {
     return r == CLI_HELP_SHOWN ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }

@@ -66,6 +66,11 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* cli_fail with the context's last error (or the status string when empty). */
 int cli_fail_status(const char *cmd, sj_ctx *ctx, sj_status st);
+/* rc, or CLI_EXIT_FAIL with a message when what was printed to stdout did
+ * not all reach it (a full disk, /dev/full, a closed pipe): a command's
+ * answer that was lost must not exit 0. main calls it after every command;
+ * one that prints and then does more calls it where the output ends. */
+int cli_stdout_done(const char *cmd, int rc);
 
 /* The options every command that reads a MODEL accepts. */
 typedef struct cli_model_flags {

@@ -16,6 +16,7 @@
 #include "cli/request_stream.h"
 #include "cli/serving.h"
 #include "shapejit/ext/backends.h"
+#include "core/file_read.h"
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
@@ -593,6 +594,11 @@ int cli_cmd_bench(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) rc = cli_load_model(cmd, b->ctx, b->model, &mf, &b->g);
     if (rc == CLI_EXIT_OK && !sj_graph_symbol(b->g))
         rc = cli_fail(cmd, "%s has no symbolic dim to bucket", b->model);
+    /* The JSON is put in place by rename, which would replace a FIFO, a
+     * symlink or a device node there: refused now, not after the bench. */
+    sj_status jst = SJ_OK;
+    if (rc == CLI_EXIT_OK && json && (jst = sj_check_replaceable(b->ctx, "--json", json)) != SJ_OK)
+        rc = cli_fail_status(cmd, b->ctx, jst);
     session warm = {0};
     bool have_warm = false;
     if (rc == CLI_EXIT_OK) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/serving.h"
+#include "core/file_read.h"
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
@@ -155,8 +156,11 @@ int cli_cmd_emit(int argc, char **argv) {
         /* A temporary file renamed into place: no partial FILE on failure. */
         char tmp[4096];
         FILE *f = stdout;
+        sj_status st = SJ_OK;
         if (out && snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
             rc = cli_fail(cmd, "--out path too long");
+        else if (out && (st = sj_check_replaceable(ctx, "--out", out)) != SJ_OK)
+            rc = cli_fail_status(cmd, ctx, st);
         else if (out && !(f = fopen(tmp, "wb")))
             rc = cli_fail(cmd, "cannot write %s", tmp);
         if (rc == CLI_EXIT_OK) {
@@ -167,8 +171,8 @@ int cli_cmd_emit(int argc, char **argv) {
                     remove(tmp);
                     rc = cli_fail(cmd, "cannot write %s", out);
                 }
-            } else if (!ok || fflush(stdout) != 0) {
-                rc = cli_fail(cmd, "cannot write to stdout");
+            } else {
+                rc = cli_stdout_done(cmd, rc);
             }
         }
     }

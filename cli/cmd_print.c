@@ -15,9 +15,8 @@ static int print_sjg(const char *cmd, sj_ctx *ctx, const sj_graph *g) {
     size_t len;
     sj_status st = sj_sjg_print(g, &text, &len);
     if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-    int rc = CLI_EXIT_OK;
-    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
-        rc = cli_fail(cmd, "writing to stdout failed");
+    fwrite(text, 1, len, stdout); /* a short write sets the error flag cli_stdout_done reads */
+    int rc = cli_stdout_done(cmd, CLI_EXIT_OK);
     sj_free(ctx, text);
     return rc;
 }

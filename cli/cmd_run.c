@@ -30,9 +30,10 @@ static const char usage[] =
     "  --rows N           the symbolic dim's extent; without --input, inputs are\n"
     "                     seeded uniform random values in [-1, 1)\n"
     "  --seed S           seed of the random inputs (default 0; input i uses S+i)\n"
-    "  --backend B        interp (the reference interpreter; default), host (LLVM,\n"
-    "                     this CPU; runs replay the bucket's captured launches) or\n"
-    "                     cuda (GPU 0, a CUDA graph per bucket; needs the NVIDIA driver)\n"
+    "  --backend B        host (LLVM, this CPU; runs replay the bucket's captured\n"
+    "                     launches), interp (the reference interpreter) or cuda\n"
+    "                     (GPU 0, a CUDA graph per bucket; needs the NVIDIA driver);\n"
+    "                     default " CLI_DEFAULT_BACKEND "\n"
     "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
     CLI_CUDA_DRIVER_USAGE
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
@@ -290,7 +291,7 @@ static int run(const char *cmd, sj_ctx *ctx, sj_graph *g, const run_args *a, dou
 
 int cli_cmd_run(int argc, char **argv) {
     const char *cmd = "run";
-    run_args a = {.rows = INT64_MIN, .seed = 0, .out_dir = ".", .backend.name = "interp"};
+    run_args a = {.rows = INT64_MIN, .seed = 0, .out_dir = ".", .backend.name = CLI_DEFAULT_BACKEND};
     const cli_opt opts[] = {
         {"--input", CLI_OPT_LIST, &a.inputs},   {"--rows", CLI_OPT_INT, &a.rows},
         {"--seed", CLI_OPT_INT, &a.seed},       {"--out", CLI_OPT_STRING, &a.out_dir},

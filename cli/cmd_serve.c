@@ -58,9 +58,10 @@ static const char usage[] =
     CLI_NATIVE_AFTER_USAGE
     "                     (this replay waits for those it started before it reports)\n"
     /* clang-format on */
-    "  --backend B        host (default), interp, or cuda: GPU 0, each bucket's\n"
+    "  --backend B        host (LLVM, this CPU), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
-    "                     (needs the NVIDIA driver; fails at start without one)\n"
+    "                     (needs the NVIDIA driver; fails at start without one);\n"
+    "                     default " CLI_DEFAULT_BACKEND "\n"
     "  --emit P           cuda: llvm (LLVM NVPTX, default) or nvrtc (CUDA C via NVRTC)\n"
     CLI_CUDA_DRIVER_USAGE
     "  --arch A           cuda: sm_80 or sm_90 (default)\n"
@@ -549,7 +550,7 @@ int cli_cmd_serve(int argc, char **argv) {
     bool stats = false;
     const char *fit_cost = NULL;
     int64_t fit_window = INT64_MIN; /* not given: 1000 */
-    cli_engine_args ca = {.backend.name = "host"};
+    cli_engine_args ca = {.backend.name = CLI_DEFAULT_BACKEND};
     cli_model_flags model = {0};
     const cli_opt opts[] = {
         {"--trace", CLI_OPT_STRING, &trace},    {"--synthetic", CLI_OPT_STRING, &synthetic},

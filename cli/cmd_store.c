@@ -218,8 +218,10 @@ static void explained(void *user, const sj_store_entry *e, unsigned differs) {
     s->n++;
 }
 
-/* One get of a key nobody stores: an answer of any kind (absent, or a
- * value the tier rejects) says the server is up and how far away it is. */
+/* One get of a key nobody stores: a Redis answer of any kind (absent, or
+ * a value the tier rejects) says the server is up and how far away it is;
+ * bytes that are not a Redis reply (SJ_E_PARSE) say something else
+ * listens there, which is a failure, not an answer. */
 static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
     sj_remote *r = NULL;
     int rc = cli_remote_open(cmd, ctx, &a->remote, &r);
@@ -247,10 +249,18 @@ static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
         printf("}");
     } else {
         printf("remote %s: %s in %.3f ms; %llu errors, %llu timeouts, %llu rejected\n",
-               sj_remote_url(r), up ? "answered" : "no answer", ms, (unsigned long long)rs.errors,
+               sj_remote_url(r),
+               up                    ? "answered"
+               : st == SJ_E_PARSE    ? "answered, but not with a Redis reply"
+                                     : "no answer",
+               ms, (unsigned long long)rs.errors,
                (unsigned long long)rs.timeouts, (unsigned long long)rs.rejected);
     }
-    if (!up) rc = cli_fail(cmd, "remote %s does not answer: %s", sj_remote_url(r), why);
+    if (!up && st == SJ_E_PARSE)
+        rc = cli_fail(cmd, "remote %s is not a Redis server (its reply is not a Redis reply): %s",
+                      sj_remote_url(r), why);
+    else if (!up)
+        rc = cli_fail(cmd, "remote %s does not answer: %s", sj_remote_url(r), why);
     sj_remote_destroy(r);
     return rc;
 }
@@ -468,6 +478,11 @@ int cli_cmd_store(int argc, char **argv) {
         if (st == SJ_OK)
             printf(a.json ? "{\"imported\": %lld, \"rejected\": %lld}\n" : "imported %lld, rejected %lld\n",
                    (long long)n, (long long)bad);
+        /* A rejected record is data that did not arrive: a script must not
+         * read success from an import that lost some (each is named above). */
+        if (st == SJ_OK && bad > 0)
+            rc = cli_fail(cmd, "%lld of %lld records in %s were rejected (see above)", (long long)bad,
+                          (long long)(n + bad), pos[1]);
         break;
     }
     case 7: /* explain */

@@ -50,20 +50,21 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < N_COMMANDS; i++)
                 if (!strcmp(argv[2], commands[i].name)) {
                     char *sub[] = {argv[2], "--help", NULL};
-                    return commands[i].fn(2, sub);
+                    return cli_stdout_done(commands[i].name, commands[i].fn(2, sub));
                 }
             fprintf(stderr, "shapejit: unknown command '%s'\n", argv[2]);
             return CLI_EXIT_USAGE;
         }
         print_help(stdout);
-        return CLI_EXIT_OK;
+        return cli_stdout_done("--help", CLI_EXIT_OK);
     }
     if (!strcmp(cmd, "--version")) {
         printf("shapejit %s\n", sj_version_string());
-        return CLI_EXIT_OK;
+        return cli_stdout_done("--version", CLI_EXIT_OK);
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(cmd, commands[i].name))
+            return cli_stdout_done(cmd, commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "shapejit: unknown %s '%s'\nTry 'shapejit --help'.\n",
             cmd[0] == '-' ? "option" : "command", cmd);
     return CLI_EXIT_USAGE;

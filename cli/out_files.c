@@ -1,5 +1,6 @@
 /* All-or-nothing output files for commands that write tensors. */
 #include "cli/cli.h"
+#include "core/file_read.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -47,6 +48,10 @@ int cli_write_outputs(const char *cmd, sj_ctx *ctx, const char *dir, int n,
     for (int i = 0; rc == CLI_EXIT_OK && i < n; i++) {
         if (!cli_output_path(dir, names[i], final[i], sizeof final[i]))
             rc = cli_fail(cmd, "output path for '%s' in %s is too long", names[i], dir);
+        /* each is put in place by rename, which would replace a FIFO, a
+         * device node or a symlink there rather than write to it */
+        sj_status st = rc == CLI_EXIT_OK ? sj_check_replaceable(ctx, "--out", final[i]) : SJ_OK;
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
         for (int k = 0; rc == CLI_EXIT_OK && k < i; k++)
             if (!strcmp(final[k], final[i]))
                 rc = cli_fail(cmd, "outputs '%s' and '%s' would both be written to %s", names[k],

@@ -13,6 +13,14 @@
 #include "shapejit/remote.h"
 
 #define CLI_DEFAULT_LADDER "pow2:1:65536"
+/* The backend of run and serve without --backend: host (LLVM, this CPU),
+ * what a user of the tool wants, wherever the build has it; a runtime-only
+ * build neither compiles nor loads host code, so the interpreter there. */
+#ifdef SJ_RUNTIME_ONLY
+#define CLI_DEFAULT_BACKEND "interp"
+#else
+#define CLI_DEFAULT_BACKEND "host"
+#endif
 
 #define CLI_STORE_USAGE                                                                            \
     "  --store PATH|none  the artifact store (default $SHAPEJIT_STORE, else\n"                     \

@@ -1,22 +1,65 @@
 #include "file_read.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core_impl.h"
+
+const char *sj_file_kind(mode_t mode) {
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISLNK(mode)  ? "a symlink"
+           : S_ISDIR(mode)  ? "a folder"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a regular file";
+}
+
+sj_status sj_open_regular(sj_ctx *ctx, const char *what, const char *path, int *fd, struct stat *sb) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return sj_fail(ctx, SJ_E_IO, "%s%s: cannot open: %s", what, path, strerror(errno));
+    sj_status st = SJ_OK;
+    int flags;
+    if (fstat(*fd, sb) != 0)
+        st = sj_fail(ctx, SJ_E_IO, "%s%s: stat: %s", what, path, strerror(errno));
+    else if (!S_ISREG(sb->st_mode))
+        st = sj_fail(ctx, SJ_E_IO, "%s%s: not a regular file (%s)", what, path, sj_file_kind(sb->st_mode));
+    else if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        st = sj_fail(ctx, SJ_E_IO, "%s%s: fcntl: %s", what, path, strerror(errno));
+    if (st != SJ_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
+}
+
+sj_status sj_check_replaceable(sj_ctx *ctx, const char *what, const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: %s exists and is not a regular file (%s): refused",
+                       what, path, sj_file_kind(sb.st_mode));
+    return SJ_OK;
+}
 
 sj_status sj_read_file(sj_ctx *ctx, const char *path, char **bytes, size_t *len) {
     *bytes = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sj_fail(ctx, SJ_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
+    SJ_TRY(sj_open_regular(ctx, "", path, &fd, &sb));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return sj_fail(ctx, SJ_E_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     sj_status st = SJ_OK;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = sj_fail(ctx, SJ_E_IO, "%s: not a regular file", path);
-    } else if (sb.st_size > SJ_READ_FILE_MAX_BYTES) {
+    if (sb.st_size > SJ_READ_FILE_MAX_BYTES) {
         st = sj_fail(ctx, SJ_E_IO, "%s: %lld bytes is too large to read whole (at most %lld)", path,
                      (long long)sb.st_size, (long long)SJ_READ_FILE_MAX_BYTES);
     } else if (!(*bytes = sj_alloc(ctx, (size_t)sb.st_size + 1))) {

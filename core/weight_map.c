@@ -2,6 +2,8 @@
  * still holds the bytes hashed when it was mapped (weight_map.h). */
 #include "weight_map.h"
 
+#include "file_read.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <llvm-c/blake3.h>
@@ -52,14 +54,12 @@ static void hash_bytes(const uint8_t *p, size_t n, uint8_t out[32]) {
 
 sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sj_fail(ctx, SJ_E_IO, "weights file %s: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
+    SJ_TRY(sj_open_regular(ctx, "weights file ", path, &fd, &sb));
     sj_status st = SJ_OK;
     void *base = MAP_FAILED;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        st = sj_fail(ctx, SJ_E_IO, "weights file %s is not a regular file", path);
-    else if (sb.st_size <= 0 || (uint64_t)sb.st_size > SIZE_MAX)
+    if (sb.st_size <= 0 || (uint64_t)sb.st_size > SIZE_MAX)
         st = sj_fail(ctx, SJ_E_IO, "weights file %s: %lld bytes cannot be mapped", path,
                      (long long)sb.st_size);
     else if ((base = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)

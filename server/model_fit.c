@@ -91,6 +91,10 @@ sj_status srv_open_fitting(srv_server *s, const char *name, const char *path, sj
     }
     sj_engine *e;
     st = g ? sj_engine_open_graph(s->ctx, g, &c, &e) : sj_engine_open(s->ctx, path, &c, &e);
+    /* said once, at start: the store fell back to memory, or is read-only
+     * (what it holds is served, what is compiled is not saved) */
+    if (st == SJ_OK && sj_engine_warning(e)[0])
+        fprintf(stderr, "shapejit serve: model '%s': warning: %s\n", name, sj_engine_warning(e));
     if (st == SJ_OK) st = srv_add_model(s, name, e); /* takes e */
     if (st != SJ_OK) {
         if (is_fit) sj_error_prefix(s->ctx, "ladder fit:%d on provisional %s", k, provisional);

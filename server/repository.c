@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "cache/ladder_switch.h"
+#include "core/file_read.h"
 
 #define MAX_DIMS 16
 
@@ -56,7 +57,13 @@ typedef struct model_config {
 
 static sj_status read_config(srv_server *s, const char *path, model_config *mc) {
     json_error_t err;
-    mc->root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    /* read by sj_read_file, not json_load_file: a FIFO there would block
+     * the open until a writer came, and the server would never start */
+    char *text;
+    size_t len;
+    SJ_TRY(sj_read_file(s->ctx, path, &text, &len));
+    mc->root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    sj_free(s->ctx, text);
     if (!mc->root)
         return sj_fail(s->ctx, SJ_E_PARSE, "%s:%d:%d: %s", path, err.line, err.column, err.text);
     if (!json_is_object(mc->root)) return sj_fail(s->ctx, SJ_E_PARSE, "%s: not a JSON object", path);

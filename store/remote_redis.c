@@ -212,23 +212,23 @@ static sj_remote_io wait_ready(redisContext *c, short events, int64_t deadline, 
 static sj_remote_io check_header(const char *hdr, size_t n, bool complete, size_t max_reply,
                                  const char *name, char *why, size_t cap) {
     if (!hdr[0] || !strchr("$+-:", hdr[0])) { /* strchr finds a NUL too */
-        snprintf(why, cap, "%s: unexpected reply type '%c' (0x%02x)", name,
+        snprintf(why, cap, "%s: not a Redis reply (it starts with '%c', 0x%02x)", name,
                  hdr[0] >= 0x20 && hdr[0] < 0x7f ? hdr[0] : '?', (unsigned char)hdr[0]);
-        return SJ_REMOTE_IO_INVALID;
+        return SJ_REMOTE_IO_PROTOCOL;
     }
     if (hdr[0] != '$') return SJ_REMOTE_IO_OK;
     long long len = 0;
     for (size_t i = 1; i < n && hdr[i] != '\r'; i++) {
         if (hdr[1] == '-' && i == 1) return SJ_REMOTE_IO_OK; /* $-1: nil */
         if (hdr[i] < '0' || hdr[i] > '9' || len > (LLONG_MAX - 9) / 10) {
-            snprintf(why, cap, "%s: malformed bulk length", name);
-            return SJ_REMOTE_IO_INVALID;
+            snprintf(why, cap, "%s: not a Redis reply (malformed bulk length)", name);
+            return SJ_REMOTE_IO_PROTOCOL;
         }
         len = len * 10 + (hdr[i] - '0');
     }
     if (!complete) {
-        snprintf(why, cap, "%s: bulk length line too long", name);
-        return SJ_REMOTE_IO_INVALID;
+        snprintf(why, cap, "%s: not a Redis reply (bulk length line too long)", name);
+        return SJ_REMOTE_IO_PROTOCOL;
     }
     if ((unsigned long long)len > max_reply) {
         snprintf(why, cap, "%s: reply announces %lld bytes, over the %zu-byte limit", name, len,
@@ -274,8 +274,8 @@ static sj_remote_io exec_command(redisContext *c, int timeout_ms, size_t max_rep
     for (;;) {
         void *reply = NULL;
         if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
-            snprintf(why, cap, "%s: %s", name, c->errstr);
-            return SJ_REMOTE_IO_INVALID;
+            snprintf(why, cap, "%s: not a Redis reply (%s)", name, c->errstr);
+            return SJ_REMOTE_IO_PROTOCOL;
         }
         if (reply) {
             *out = reply;

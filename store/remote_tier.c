@@ -144,6 +144,14 @@ sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], v
         case SJ_REMOTE_IO_INVALID:
             sj_remote_bump(&r->n.rejected);
             return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, why);
+        case SJ_REMOTE_IO_PROTOCOL:
+            /* not a value gone bad but a server that does not speak Redis
+             * (another service on the port): a failure of the tier, like
+             * a lost connection, and a distinct status so a caller asking
+             * "is it up" can tell the two apart */
+            sj_remote_enter_backoff(r, io, why);
+            return sj_fail(r->ctx, SJ_E_PARSE, "remote tier %s: %s; off for %d ms", r->safe_url, why,
+                           r->backoff_ms);
         default:
             sj_remote_enter_backoff(r, io, why);
             return sj_fail(r->ctx, SJ_E_IO, "remote tier %s: %s%s; off for %d ms", r->safe_url,

@@ -57,6 +57,7 @@ typedef enum sj_remote_io {
     SJ_REMOTE_IO_ABSENT,   /* the server has no value under the key */
     SJ_REMOTE_IO_OVERSIZE, /* the value is longer than the limit; not transferred */
     SJ_REMOTE_IO_INVALID,  /* the server answered with something that is not a value */
+    SJ_REMOTE_IO_PROTOCOL, /* the bytes that came back are not a Redis reply at all */
     SJ_REMOTE_IO_ERROR,    /* connection refused or lost, I/O or server error */
     SJ_REMOTE_IO_TIMEOUT   /* connect or command ran out of time */
 } sj_remote_io;

@@ -8,6 +8,8 @@
  * checks exactly what a get would. */
 #include "store_impl.h"
 
+#include "core/file_read.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -41,18 +43,8 @@ sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix,
     if (n_written) *n_written = 0;
     if (!s || !path)
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
-    /* The file is replaced by rename, which would replace a FIFO, a device
-     * node or a symlink itself (as root, /dev/full): only a regular file or
-     * nothing may be there. */
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG,
-                       "store export: %s exists and is not a regular file (%s): refused", path,
-                       S_ISLNK(sb.st_mode)   ? "a symlink"
-                       : S_ISDIR(sb.st_mode) ? "a folder"
-                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                       : S_ISSOCK(sb.st_mode) ? "a socket"
-                                              : "a device");
+    /* The file is replaced by rename: only a regular file or nothing may be there. */
+    SJ_TRY(sj_check_replaceable(s->ctx, "store export", path));
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store export: path too long");

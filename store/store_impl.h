@@ -24,6 +24,10 @@ struct sj_store {
     char *lock_path; /* path + "-sjlock" */
     int lock_fd;     /* flock()ed around every write and checkpoint; -1 in memory */
     char warning[512];
+    /* Opened read-only (the file or its folder is not writable): reads and
+     * lookups work, every write fails naming ro_why, hits are not touched. */
+    bool read_only;
+    char ro_why[256];
     sqlite3 *db;
     pthread_mutex_t mu; /* serialises use of db, the statements and dctx */
     sqlite3_stmt *st_get, *st_put, *st_touch;

@@ -100,6 +100,9 @@ static void lock_release(sj_store *s) {
 }
 
 sj_status sj_store_write_begin(sj_store *s, bool try_only) {
+    if (s->read_only)
+        return sj_fail(s->ctx, SJ_E_IO, "store %s is read-only (%s): nothing is written to it", s->path,
+                       s->ro_why);
     SJ_TRY(lock_take(s, try_only));
     sj_status st = exec_sql(s, "BEGIN IMMEDIATE", "begin write");
     if (st != SJ_OK) lock_release(s);
@@ -152,11 +155,52 @@ static sj_status make_parents(sj_ctx *ctx, const char *path) {
     return st;
 }
 
-/* Creates the file 0600 when absent; refuses a read-only one or one that is
- * not an SQLite database before SQLite gets to touch it. */
-static sj_status prepare_file(sj_ctx *ctx, const char *path) {
+/* Why a write to path (a file or folder, sb its stat) would be refused,
+ * into why; false when it would not. The mode bits are honoured even for
+ * root, who could write anyway: a store made read-only (chmod -R a-w) was
+ * made so on purpose. access(2) adds what the bits do not show, a
+ * read-only mount (EROFS, for root too) or another owner's file. */
+static bool not_writable(const char *what, const char *path, const struct stat *sb, char *why,
+                         size_t cap) {
+    if ((sb->st_mode & 0222) == 0) {
+        snprintf(why, cap, "%s %s has mode %04o", what, path, (unsigned)(sb->st_mode & 07777));
+        return true;
+    }
+    if (access(path, W_OK) != 0) {
+        snprintf(why, cap, "%s %s: %s", what, path, strerror(errno));
+        return true;
+    }
+    return false;
+}
+
+/* Creates the file 0600 when absent; refuses one that is not an SQLite
+ * database before SQLite gets to touch it. An existing file that cannot
+ * be written, or whose folder cannot (SQLite's WAL needs its -wal and -shm
+ * files beside it), is opened read-only: *ro says so, ro_why why, and
+ * *ro_folder whether the folder is the reason. */
+static sj_status prepare_file(sj_ctx *ctx, const char *path, bool *ro, bool *ro_folder, char *ro_why,
+                              size_t cap) {
+    *ro = *ro_folder = false;
+    ro_why[0] = '\0';
     SJ_TRY(make_parents(ctx, path));
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    struct stat lsb;
+    if (lstat(path, &lsb) == 0 && S_ISREG(lsb.st_mode)) {
+        char *dir = sj_strdup(ctx, path);
+        if (!dir) return sj_fail(ctx, SJ_E_NOMEM, "store %s: out of memory", path);
+        char *slash = strrchr(dir, '/');
+        const char *folder = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+        struct stat dsb;
+        char folder_why[256];
+        /* both asked: the folder decides whether SQLite may make its -shm
+         * and -wal files (else immutable), whatever the file says */
+        *ro_folder = stat(folder, &dsb) == 0 &&
+                     not_writable("its folder", folder, &dsb, folder_why, sizeof folder_why);
+        *ro = not_writable("the store file", path, &lsb, ro_why, cap) || *ro_folder;
+        if (*ro_folder && !ro_why[0]) snprintf(ro_why, cap, "%s", folder_why);
+        sj_free(ctx, dir);
+    }
+    int fd = *ro ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                 : open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         if (errno == ELOOP)
             return sj_fail(ctx, SJ_E_IO,
@@ -164,8 +208,8 @@ static sj_status prepare_file(sj_ctx *ctx, const char *path) {
                            "folders above it are fine)",
                            path);
         if (errno == EACCES || errno == EROFS || errno == EPERM)
-            return sj_fail(ctx, SJ_E_IO, "store %s is read-only (%s); shapejit needs to write its store",
-                           path, strerror(errno));
+            return sj_fail(ctx, SJ_E_IO, "store %s cannot be %s (%s)", path,
+                           *ro ? "read" : "created", strerror(errno));
         return sj_fail(ctx, SJ_E_IO, "store %s: cannot open: %s", path, strerror(errno));
     }
     struct stat sb;
@@ -175,11 +219,9 @@ static sj_status prepare_file(sj_ctx *ctx, const char *path) {
         st = sj_fail(ctx, SJ_E_IO, "store %s: stat: %s", path, strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
         st = sj_fail(ctx, SJ_E_IO, "store %s is not a regular file", path);
-    } else if ((sb.st_mode & 0222) == 0) {
-        /* Honour the mode bits even for root, who could write anyway: a
-         * file made read-only was made so on purpose. */
-        st = sj_fail(ctx, SJ_E_IO, "store %s is read-only (mode %04o); shapejit needs to write its store",
-                     path, (unsigned)(sb.st_mode & 07777));
+    } else if (*ro && sb.st_size == 0) {
+        st = sj_fail(ctx, SJ_E_IO, "store %s is read-only (%s) and empty: there is no store to read", path,
+                     ro_why);
     } else if (sb.st_size > 0 &&
                (pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head ||
                 memcmp(head, "SQLite format 3", 16) != 0)) {
@@ -219,6 +261,42 @@ static sj_status query_int(sj_store *s, const char *sql, const char *what, int64
     return st;
 }
 
+/* The version in sj_schema's one row, refused (SJ_E_CORRUPT, naming the
+ * row) unless it is one positive integer: a damaged row ('abc', 0, -5, no
+ * row, two rows) read as "an older layout" once, and the rebuild that an
+ * older layout gets wiped the store under a read command (store ls). Only
+ * a shapejit that wrote version v wrote the row, so anything else is
+ * damage, and damage is reported, never repaired by dropping the rows. */
+static sj_status schema_version(sj_store *s, const char *where, int64_t *v) {
+    *v = 0;
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(s->db, "SELECT version, typeof(version), quote(version) FROM sj_schema", -1,
+                           &q, NULL) != SQLITE_OK)
+        return sj_store_sql_fail(s, "reading the schema version");
+    int rows = 0, rc;
+    char type[16] = "", shown[64] = "";
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (rows++ > 0) continue;
+        *v = sqlite3_column_int64(q, 0);
+        snprintf(type, sizeof type, "%s", (const char *)sqlite3_column_text(q, 1));
+        snprintf(shown, sizeof shown, "%s", (const char *)sqlite3_column_text(q, 2));
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) return sj_store_sql_fail(s, "reading the schema version");
+    const char *fix = "refusing to touch it (shapejit rebuilds no store on its own: move the file "
+                      "aside to start a new one)";
+    if (rows == 0)
+        return sj_fail(s->ctx, SJ_E_CORRUPT, "store %s is damaged: its sj_schema table has no version row; %s",
+                       where, fix);
+    if (rows > 1)
+        return sj_fail(s->ctx, SJ_E_CORRUPT, "store %s is damaged: its sj_schema table has %d version rows, not "
+                       "one; %s", where, rows, fix);
+    if (strcmp(type, "integer") != 0 || *v < 1)
+        return sj_fail(s->ctx, SJ_E_CORRUPT, "store %s is damaged: its sj_schema version row holds %s (%s), not "
+                       "a version; %s", where, shown, type, fix);
+    return SJ_OK;
+}
+
 /* Inside a write transaction: create, accept, rebuild (older) or refuse
  * (newer, or not ours). */
 static sj_status ensure_schema(sj_store *s) {
@@ -239,7 +317,7 @@ static sj_status ensure_schema(sj_store *s) {
         snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
         return exec_sql(s, sql, "creating the schema");
     }
-    SJ_TRY(query_int(s, "SELECT max(version) FROM sj_schema", "reading the schema version", 0, &v));
+    SJ_TRY(schema_version(s, where, &v));
     if (v == SJ_STORE_SCHEMA_VERSION) return SJ_OK;
     if (v > SJ_STORE_SCHEMA_VERSION)
         return sj_fail(s->ctx, SJ_E_UNSUPPORTED,
@@ -255,6 +333,70 @@ static sj_status ensure_schema(sj_store *s) {
     char sql[64];
     snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
     return exec_sql(s, sql, "rebuilding an old schema");
+}
+
+static sj_status prepare_statements(sj_store *s);
+
+/* A read-only store's schema: it must be this version, as nothing can be
+ * created or rebuilt in it. */
+static sj_status check_schema_read_only(sj_store *s) {
+    int64_t has_schema, v;
+    SJ_TRY(query_int(s, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='sj_schema'",
+                     "reading the schema", 0, &has_schema));
+    if (has_schema == 0)
+        return sj_fail(s->ctx, SJ_E_UNSUPPORTED,
+                       "store %s is read-only (%s) and not a shapejit store (no sj_schema table)", s->path,
+                       s->ro_why);
+    SJ_TRY(schema_version(s, s->path, &v));
+    if (v == SJ_STORE_SCHEMA_VERSION) return SJ_OK;
+    return sj_fail(s->ctx, SJ_E_UNSUPPORTED,
+                   "store %s has schema version %lld; this shapejit reads version %d%s", s->path,
+                   (long long)v, SJ_STORE_SCHEMA_VERSION,
+                   v > SJ_STORE_SCHEMA_VERSION ? " (use a newer shapejit)"
+                                               : ", and the store is read-only, so it cannot be rebuilt");
+}
+
+/* "file:PATH?mode=ro[&immutable=1]" with the characters a URI path gives
+ * meaning to escaped. *out is sj_alloc'ed. */
+static sj_status read_only_uri(sj_store *s, const char *path, bool immutable, char **out) {
+    size_t n = strlen(path);
+    char *u = sj_alloc(s->ctx, 3 * n + 40);
+    if (!u) return sj_fail(s->ctx, SJ_E_NOMEM, "store %s: out of memory", s->path);
+    size_t o = (size_t)sprintf(u, "file:");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f)
+            o += (size_t)sprintf(u + o, "%%%02X", c);
+        else
+            u[o++] = (char)c;
+    }
+    sprintf(u + o, "?mode=ro%s", immutable ? "&immutable=1" : "");
+    *out = u;
+    return SJ_OK;
+}
+
+/* open_resolved for a read-only store: SQLite's mode=ro, and immutable=1
+ * when the folder is not writable either (then SQLite could not make the
+ * -shm file a WAL reader needs; immutable reads the file as it is, with no
+ * locks, so rows still in a -wal that a killed writer left are not seen:
+ * they read as misses, never as damage). No lock file, no WAL switch, no
+ * schema change. */
+static sj_status open_read_only(sj_store *s, const char *sqlite_path, bool immutable) {
+    char *uri;
+    SJ_TRY(read_only_uri(s, sqlite_path, immutable, &uri));
+    int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+    int rc = sqlite3_open_v2(uri, &s->db, flags, NULL);
+    sj_free(s->ctx, uri);
+    if (rc != SQLITE_OK)
+        return s->db ? sj_store_sql_fail(s, "opening read-only")
+                     : sj_fail(s->ctx, SJ_E_NOMEM, "store %s: out of memory", s->path);
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, s->cfg.busy_timeout_ms);
+    SJ_TRY(check_schema_read_only(s));
+    snprintf(s->warning, sizeof s->warning,
+             "store %s is read-only (%s): artifacts are read from it, new ones are not saved", s->path,
+             s->ro_why);
+    return prepare_statements(s);
 }
 
 static sj_status prepare_statements(sj_store *s) {
@@ -356,10 +498,14 @@ static sj_status open_resolved(sj_store *s, const char *sqlite_path) {
 /* Opens the database (path or memory) into s, configured and with the
  * schema checked. Leaves s->db NULL on failure. */
 static sj_status open_db(sj_store *s) {
-    if (s->path) SJ_TRY(prepare_file(s->ctx, s->path));
+    bool ro_folder = false;
+    s->read_only = false;
+    if (s->path)
+        SJ_TRY(prepare_file(s->ctx, s->path, &s->read_only, &ro_folder, s->ro_why, sizeof s->ro_why));
     char *resolved = NULL;
     if (s->path) SJ_TRY(resolve_folder(s->ctx, s->path, &resolved));
-    sj_status st = open_resolved(s, resolved ? resolved : ":memory:");
+    sj_status st = s->read_only ? open_read_only(s, resolved, ro_folder)
+                                : open_resolved(s, resolved ? resolved : ":memory:");
     sj_free(s->ctx, resolved);
     return st;
 }
@@ -413,6 +559,7 @@ sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out)
         sj_free(ctx, s->path);
         sj_free(ctx, s->lock_path);
         s->path = s->lock_path = NULL;
+        s->read_only = false;
         sj_ctx_clear_error(ctx);
         st = open_db(s);
     }
@@ -458,4 +605,5 @@ void sj_store_close(sj_store *s) {
 }
 
 bool sj_store_persistent(const sj_store *s) { return s->path != NULL; }
+bool sj_store_read_only(const sj_store *s) { return s->read_only; }
 const char *sj_store_warning(const sj_store *s) { return s->warning; }

@@ -158,7 +158,7 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
  * and skips it rather than wait when another process is writing. */
 static void touch(sj_store *s, int64_t id, int64_t last_used) {
     int64_t now = sj_store_now_ms();
-    if (now - last_used < s->cfg.touch_interval_ms) return;
+    if (s->read_only || now - last_used < s->cfg.touch_interval_ms) return;
     if (sj_store_write_begin(s, true) != SJ_OK) {
         sj_ctx_clear_error(s->ctx);
         return;

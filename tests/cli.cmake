@@ -83,6 +83,13 @@ sj_cli_test(run_needs_rows RC 2 ARGS run ${SJ_MODELS}/ffn.sjg
   ERR "symbolic dim N needs --rows N or --input")
 sj_cli_test(run_unknown_backend RC 2 ARGS run ${SJ_MODELS}/ffn.sjg --rows 2 --backend tpu
   ERR "unknown backend 'tpu'")
+# the ONNX dim flags on a .sjg model: refused, not ignored (issue 29 item 17)
+sj_cli_test(run_sjg_dim RC 1 ARGS run ${SJ_MODELS}/ffn.sjg --rows 2 --dim N=3 --store none
+  ERR "ffn.sjg: --dim / dims= \\('N'\\) is for ONNX models")
+sj_cli_test(run_sjg_dynamic RC 1 ARGS run ${SJ_MODELS}/ffn.sjg --rows 2 --dynamic N --store none
+  ERR "ffn.sjg: --dynamic / dynamic= \\('N'\\) is for ONNX models")
+sj_cli_test(run_sjg_dynamic_axis RC 1 ARGS hash ${SJ_MODELS}/ffn.sjg --dynamic-axis x:0
+  ERR "ffn.sjg: --dynamic-axis / dynamic=\\(input, axis\\) \\('x'\\) is for ONNX models")
 sj_cli_test(run_input_syntax RC 2 ARGS run ${SJ_MODELS}/ffn.sjg --input x.npy
   ERR "--input expects NAME=FILE, got 'x.npy'")
 

@@ -28,6 +28,10 @@ sj_cli_test(levels_run_named_level RC 0 REQUIRES levels_store
 sj_cli_test(levels_unknown_cpu RC 1
   ARGS precompile ${SJ_MODELS}/ffn.sjg --ladder list:8 --cpu x86-64-v9 --store none
   ERR "CPU 'x86-64-v9' is not one LLVM")
+# A 32-bit CPU LLVM knows: refused with a message, not an abort (exit 134)
+sj_cli_test(levels_cpu_without_64bit RC 1
+  ARGS run ${SJ_MODELS}/ffn.sjg --rows 5 --backend host --cpu i386 --store none --out ${SJ_LEVELS_DIR}/out32
+  ERR "CPU 'i386' has no 64-bit mode .*cannot run code for x86_64" NO_FILES ${SJ_LEVELS_DIR}/out32)
 sj_cli_test(levels_cpu_needs_host RC 2
   ARGS run ${SJ_MODELS}/ffn.sjg --rows 5 --backend interp --cpu x86-64-v2 --store none
   ERR "--cpu is for --backend host")

@@ -103,6 +103,10 @@ sj_cli_test(bench_quick RC 0 SETUP bench_json
   ARGS bench --quick --json ${bench_json} --model ${SJ_MODELS}/ffn.sjg --threads 2
   OUT "on the host backend \\(2 kernel threads\\).*warm_vs_cold_ready_ratio .*replay_vs_eager_dispatch .*json: .*bench.json"
   FILES ${bench_json})
+# --json naming something rename would replace (here a folder) is refused
+# before the bench runs (issue 29 item 1)
+sj_cli_test(bench_json_not_a_file RC 1 ARGS bench --quick --json ${SJ_SERVE_DIR} --model ${SJ_MODELS}/ffn.sjg
+  ERR "--json: .* exists and is not a regular file \\(a folder\\): refused")
 sj_cli_test(bench_bad_threads RC 2 ARGS bench --quick --threads 300
   ERR "--threads must be a count in 1..256, got '300'")
 add_test(NAME cli_bench_json_keys COMMAND ${CMAKE_COMMAND} -DJSON=${bench_json}

@@ -376,6 +376,12 @@ static void test_unknown_cpu_or_feature_refused(void **state) {
         {NULL, "+avx2,,+fma", "must be +NAME or -NAME"},
         {NULL, "+", "must be +NAME or -NAME"},
         {"pentium9", NULL, "CPU 'pentium9' is not one LLVM"},
+        /* CPUs LLVM knows but without 64-bit mode: LLVM aborted the
+         * process compiling for them (issue 29 item 2) */
+        {"i386", NULL, "CPU 'i386' has no 64-bit mode"},
+        {"pentium4", NULL, "CPU 'pentium4' has no 64-bit mode"},
+        {"athlon-xp", NULL, "CPU 'athlon-xp' has no 64-bit mode"},
+        {"lakemont", NULL, "CPU 'lakemont' has no 64-bit mode"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sj_host_compiler_config hcfg;

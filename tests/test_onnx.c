@@ -1262,6 +1262,26 @@ static void test_external_data(void **state) {
     assert_error_contains(ctx, "outside the model's folder");
     assert_null(g);
     unlink(link);
+    /* A FIFO as the data file, mapped or copied, and as the model itself:
+     * refused by type before an open that would wait for a writer forever
+     * (issue 29 item 9; before, this test hung until ctest's timeout). */
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    write_external_model(dir, "weights.bin", "64");
+    for (int copy = 0; copy < 2; copy++) {
+        o.copy_external_data = copy;
+        assert_int_equal(sj_model_load(ctx, model, &o, &g), SJ_E_IO);
+        assert_null(g);
+        assert_error_contains(ctx, "'w'");
+        assert_error_contains(ctx, "weights.bin: not a regular file (a FIFO)");
+    }
+    o.copy_external_data = false;
+    char fifo_model[512];
+    snprintf(fifo_model, sizeof fifo_model, "%s/fifo.onnx", dir);
+    assert_int_equal(mkfifo(fifo_model, 0600), 0);
+    assert_int_equal(sj_model_load(ctx, fifo_model, &o, &g), SJ_E_IO);
+    assert_error_contains(ctx, "fifo.onnx: not a regular file (a FIFO)");
+    unlink(fifo_model);
     unlink(path);
     unlink(model);
     rmdir(dir);

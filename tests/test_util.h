@@ -82,6 +82,19 @@ static inline sj_ctx *ctx_with_counter(alloc_counter *a) {
     return ctx;
 }
 
+/* Group setup and teardown for programs whose tests share one plain
+ * context, passed as *state. */
+static inline int ctx_group_setup(void **state) {
+    sj_ctx *ctx;
+    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
+    *state = ctx;
+    return 0;
+}
+static inline int ctx_group_teardown(void **state) {
+    sj_ctx_destroy(*state);
+    return 0;
+}
+
 /* ---- messages ---- */
 
 /* The context's last error contains needle; a failure shows the message. */

@@ -173,6 +173,16 @@ typedef struct sj_run_info {
 SJ_API sj_status sj_engine_run(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
                                sj_named_tensor *outputs, int n_outputs, sj_run_info *info);
 
+/* The checks sj_engine_run makes before it runs anything (every input once
+ * by name, dtype, shape, N the same for all and within the ladder unless
+ * one_off_out_of_range), with no run: a caller that must copy or convert
+ * its inputs first (a strided array made contiguous) checks them here
+ * before paying for the copy. A tensor's bytes may be NULL here. rows (may
+ * be NULL) is the request's N. Errors as sj_engine_run's; a failed check
+ * is the caller's run failing, so it counts in run_failures. */
+SJ_API sj_status sj_engine_check_inputs(sj_engine *e, const sj_named_tensor *inputs, int n_inputs,
+                                        int64_t *rows);
+
 /* Makes every bucket ready (compiled, or loaded from the store) with `jobs`
  * threads (0 = the CPU count); progress may be NULL. A store_only engine
  * fills the store and loads nothing. */

@@ -97,7 +97,13 @@ SJ_API void sj_store_config_init(sj_store_config *cfg);
 
 typedef struct sj_store sj_store;
 
-/* Errors: SJ_E_IO (cannot create the directory or file; read-only file),
+/* A file that cannot be written, or whose folder cannot (its mode grants
+ * no write, even to root; a read-only mount), is opened read-only: gets,
+ * ls, verify, explain and export work, hits are not recorded, and every
+ * write (put, rm, gc, import) fails with SJ_E_IO naming the path and why;
+ * sj_store_read_only() is true and sj_store_warning() says so. A read-only
+ * store must hold this version's schema (nothing can be rebuilt in it).
+ * Errors: SJ_E_IO (cannot create the directory or file; read-only and empty),
  * SJ_E_CORRUPT (the file is not an SQLite database), SJ_E_UNSUPPORTED (a
  * store written by a newer shapejit: its schema version is unknown),
  * SJ_E_BUSY (another process held the lock past busy_timeout_ms). Each
@@ -106,8 +112,10 @@ SJ_API sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store
 SJ_API void sj_store_close(sj_store *s);
 /* False for an in-memory store (path NULL or fallback taken). */
 SJ_API bool sj_store_persistent(const sj_store *s);
-/* Why the store fell back to memory; "" otherwise. */
+/* Why the store fell back to memory, or that it is read-only; "" otherwise. */
 SJ_API const char *sj_store_warning(const sj_store *s);
+/* Opened read-only (see sj_store_open). */
+SJ_API bool sj_store_read_only(const sj_store *s);
 
 /* Inserts or overwrites the row of `key`. */
 SJ_API sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len);

@@ -17,7 +17,7 @@
 
 static bool known(const char *const *names, size_t n, const char *s, size_t len) {
     for (size_t i = 0; i < n; i++)
-        if (strlen(names[i]) == len && !memcmp(names[i], s, len)) return true;
+        if (names[i] && strlen(names[i]) == len && !memcmp(names[i], s, len)) return true;
     return false;
 }
 
@@ -64,7 +64,16 @@ sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
 }
 
 sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
-    if (known(sj_host_cpu_names, COUNT(sj_host_cpu_names), cpu, strlen(cpu))) return SJ_OK;
+    size_t len = strlen(cpu);
+    /* LLVM knows the 32-bit x86 CPUs too, and aborts the process when asked
+     * for 64-bit code for one (module.cmake found which). */
+    if (known(sj_host_cpu_no_mode_names, COUNT(sj_host_cpu_no_mode_names), cpu, len))
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "compile options: CPU '%s' has no 64-bit mode (no \"64bit\" in its LLVM "
+                       "features), so it cannot run code for %s; name a 64-bit CPU, an x86-64 "
+                       "level or native",
+                       cpu, SJ_LLVM_HOST_TRIPLE_STRING);
+    if (known(sj_host_cpu_names, COUNT(sj_host_cpu_names), cpu, len)) return SJ_OK;
     return sj_fail(ctx, SJ_E_INVALID_ARG,
                    "compile options: CPU '%s' is not one LLVM %s knows for this host (see "
                    "`llc -mcpu=help`)",

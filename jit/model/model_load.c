@@ -13,7 +13,24 @@ typedef sj_status (*model_loader_fn)(sj_ctx *ctx, const char *path, const char *
 
 static sj_status load_sjg(sj_ctx *ctx, const char *path, const char *bytes, size_t len,
                           const sj_model_options *o, sj_graph **out) {
-    (void)o;
+    /* A .sjg graph names its symbolic dim and sizes itself: the ONNX dim
+     * options would be ignored, and a caller who gave one believes it took
+     * effect. The flag and keyword are named (CLI, Python), as the message
+     * is all a user of either sees. */
+    if (o->n_fixed_dims > 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "%s: --dim / dims= ('%s') is for ONNX models; a .sjg graph declares its dims itself",
+                       path, o->fixed_dims && o->fixed_dims[0].name ? o->fixed_dims[0].name : "?");
+    if (o->dynamic_name)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "%s: --dynamic / dynamic= ('%s') is for ONNX models; a .sjg graph declares its "
+                       "symbolic dim itself",
+                       path, o->dynamic_name);
+    if (o->dynamic_input)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "%s: --dynamic-axis / dynamic=(input, axis) ('%s') is for ONNX models; a .sjg "
+                       "graph declares its symbolic dim itself",
+                       path, o->dynamic_input);
     /* .npy weights are found next to the graph file. */
     const char *slash = strrchr(path, '/');
     char *dir = NULL;

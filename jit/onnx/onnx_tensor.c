@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/file_read.h"
 
 const char *sj_onnx_dtype_name(int32_t dtype) {
     static const char *const names[] = {
@@ -228,14 +231,18 @@ static sj_status alloc_values(sj_ctx *ctx, const char *what, sj_onnx_tensor *out
 /* Reads `need` bytes at offset of path into out's fresh value array. */
 static sj_status read_copy(sj_ctx *ctx, const char *what, const char *path, uint64_t offset,
                            size_t need, sj_onnx_tensor *out) {
-    sj_status st = SJ_OK;
-    FILE *f = fopen(path, "rb");
     uint8_t *buf = NULL;
     struct stat sb;
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s: external data file ", what);
+    int fd;
+    /* never a plain fopen: on a FIFO it would wait for a writer forever */
+    SJ_TRY(sj_open_regular(ctx, prefix, path, &fd, &sb));
+    sj_status st = SJ_OK;
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s: %s", what, path, strerror(errno));
-    } else if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = sj_fail(ctx, SJ_E_IO, "%s: external data file %s is not a regular file", what, path);
+        close(fd);
     } else if (offset > (uint64_t)sb.st_size || need > (uint64_t)sb.st_size - offset) {
         st = truncated(ctx, what, path, need, offset, (uint64_t)sb.st_size);
     } else if (!(buf = sj_alloc(ctx, need ? need : 1))) {

@@ -136,8 +136,14 @@ int sjpy_input_from_object(PyObject *key, PyObject *obj, const char *name, int w
     for (int i = 0; i < v->ndim; i++)
         t->dims[i] = (int64_t)v->shape[i];
     t->dtype = (sj_dtype)dt;
-    if (PyBuffer_IsContiguous(v, 'C')) {
-        t->bytes = v->buf;
+    t->bytes = PyBuffer_IsContiguous(v, 'C') ? v->buf : NULL;
+    return 0;
+}
+
+int sjpy_input_contiguous(sjpy_input *in, sj_tensor *t) {
+    Py_buffer *v = &in->view;
+    if (PyBuffer_IsContiguous(v, 'C') || in->copy) {
+        t->bytes = in->copy ? in->copy : v->buf;
         return 0;
     }
     in->copy = PyMem_RawMalloc(v->len ? (size_t)v->len : 1);

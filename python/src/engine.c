@@ -311,7 +311,16 @@ static PyObject *engine_run(engine_obj *s, PyObject *feed) {
         if (rc < 0)
             goto out;
     }
-    sj_status st;
+    /* Shapes before copies: a strided input is copied only once every
+     * input is known to fit (sjpy_input_from_object). */
+    sj_status st = sj_engine_check_inputs(s->e, ts, n_done, NULL);
+    if (st != SJ_OK) {
+        sjpy_raise(st, SJPY_PHASE_CALL, sj_ctx_last_error(s->ctx));
+        goto out;
+    }
+    for (int i = 0; i < n_done; i++)
+        if (sjpy_input_contiguous(&in[i], &ts[i].tensor) < 0)
+            goto out;
     Py_BEGIN_ALLOW_THREADS
     st = sj_engine_run(s->e, ts, n_done, os, s->n_out, NULL);
     Py_END_ALLOW_THREADS

@@ -41,10 +41,16 @@ typedef struct sjpy_input {
 
 /* Fills t (borrowing the memory) from obj for the input called name, whose
  * dtype the model says is want (-1: unknown input, the library reports it).
- * On failure raises and returns -1; in is released by sjpy_input_release
- * either way. */
+ * A strided buffer is not copied yet: t->bytes is NULL until
+ * sjpy_input_contiguous, so the shapes can be checked first (a broadcast
+ * view of a huge shape would otherwise be copied, gigabytes, before its
+ * shape was refused). On failure raises and returns -1; in is released by
+ * sjpy_input_release either way. */
 int sjpy_input_from_object(PyObject *key, PyObject *obj, const char *name, int want,
                            sjpy_input *in, sj_tensor *t);
+/* Points t at in's bytes in C order, copying a strided buffer once.
+ * On failure raises and returns -1. */
+int sjpy_input_contiguous(sjpy_input *in, sj_tensor *t);
 void sjpy_input_release(sjpy_input *in);
 
 /* A numpy array that owns t's data (allocated on the engine's context):

@@ -65,6 +65,27 @@ def test_contiguous_inputs_are_not_copied(engine):
     assert peak(np.asfortranarray(x)) >= x.nbytes
 
 
+def test_strided_inputs_are_checked_before_the_copy(engine):
+    # A broadcast view of 2**20 rows is 4 bytes of data and 256 MiB in C
+    # order: its size is outside the ladder, and that is found before the
+    # copy (issue 29 item 16: the copy came first, seconds and a gigabyte).
+    # tracemalloc sees the binding's copy (PyMem_RawMalloc), as above.
+    import tracemalloc
+    wide = np.broadcast_to(np.ones(64, np.float32), (2**20, 64))
+    assert not wide.flags.c_contiguous
+    tracemalloc.start()
+    try:
+        with pytest.raises(shapejit.OutOfRangeError, match="1048576"):
+            engine.run({"x": wide})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < (1 << 20)
+    # a wrong fixed dim is found first as well
+    with pytest.raises(shapejit.ShapeError, match="dim 1"):
+        engine.run({"x": np.broadcast_to(np.ones(63, np.float32), (8, 63))})
+
+
 @pytest.mark.parametrize("make", [
     lambda x: np.asfortranarray(x),
     lambda x: np.repeat(x, 2, axis=0)[::2],

@@ -108,6 +108,24 @@ def test_bad_options(ffn):
         shapejit.Engine(ffn, dims=5, store=None)
 
 
+def test_onnx_dim_options_refused_for_sjg(ffn):
+    # a .sjg graph declares its own dims: the ONNX options used to be
+    # accepted and ignored (issue 29 item 17)
+    # (a load's error is a ModelError, as the ONNX dim errors are)
+    with pytest.raises(shapejit.ModelError, match=r"dims= \('batch'\) is for ONNX models"):
+        shapejit.Engine(ffn, dims={"batch": 2}, store=None)
+    with pytest.raises(shapejit.ModelError, match=r"dynamic= \('N'\) is for ONNX models"):
+        shapejit.Engine(ffn, dynamic="N", store=None)
+    with pytest.raises(shapejit.ModelError, match=r"dynamic=\(input, axis\) \('x'\)"):
+        shapejit.Engine(ffn, dynamic=("x", 0), store=None)
+
+
+def test_cpu_without_64bit_mode_refused(ffn):
+    # LLVM aborted the interpreter compiling for a 32-bit CPU (issue 29 item 2)
+    with pytest.raises(shapejit.InvalidArgumentError, match="CPU 'i386' has no 64-bit mode"):
+        shapejit.Engine(ffn, backend="host", cpu="i386", store=None).run(x=rand((3, 64)))
+
+
 def test_unusable_store(ffn, tmp_path):
     not_a_dir = tmp_path / "plain-file"
     not_a_dir.write_text("x")
