@@ -18,8 +18,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * older emitter filled misses, and recompiles, instead of serving that
  * emitter's code under the newer library's key. The library version alone
  * does not tell: it stays the same between releases. 2: few-row matmuls
- * take narrow column tails as a masked vector; matmul schedules. */
-#define SJ_HOST_CODEGEN_REVISION 2
+ * take narrow column tails as a masked vector; matmul schedules. 3: one
+ * function per distinct kernel, shared by every launch of it
+ * (jit/lower/kernel_share.h). */
+#define SJ_HOST_CODEGEN_REVISION 3
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
