@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/hash.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/emitter.h"
@@ -119,10 +120,13 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
     SJ_TRY(pick(g, o, &em));
     uint8_t hash[32];
     sj_lowered *l;
+    uint64_t t0 = sj_now_ns();
     SJ_TRY(lower(g, extent, o, hash, &l));
+    uint64_t lower_ns = sj_now_ns() - t0;
     sj_artifact *a;
     sj_status st = sj_artifact_new(g->ctx, &a);
     if (st == SJ_OK) {
+        a->times.lower_ns = lower_ns;
         memcpy(a->graph_hash, hash, sizeof hash);
         a->options_hash = sj_compile_options_hash(o);
         st = sj_artifact_set_string(a, &a->target, em->target);

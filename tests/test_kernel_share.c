@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include "host_harness.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/bucketed_cache.h"
 #include "jit/lower/kernel_share.h"
 
 #define S SJ_DIM_SYM
@@ -255,6 +257,48 @@ static void test_describe_ignores_name(void **state) {
     sj_lowered_destroy(l);
 }
 
+/* The host compiler's stage figures: distinct kernels and launches per
+ * compile, time in each stage, load time once an artifact loads, reported
+ * through the bucketed cache's stats. */
+static void test_compile_stages_reported(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, HID});
+    sj_value y = layer(f, 1, layer(f, 0, x));
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l = lower(f, 16);
+    int kernels = l->n_kernels, launches = l->plan.n_launches;
+    sj_lowered_destroy(l);
+    assert_true(kernels < launches);
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(f->ctx, NULL, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    assert_non_null(comp.stages);
+    sj_compile_stages st;
+    comp.stages(comp.ctx, &st);
+    assert_int_equal(st.kernels, 0);
+    assert_int_equal(st.launches, 0);
+    assert_true(st.optimise_ms == 0 && st.load_ms == 0);
+    sj_ladder *ladder;
+    assert_int_equal(sj_ladder_parse(f->ctx, "list:16", &ladder), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(f->g, ladder, &comp, NULL, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
+    sj_bucketed_cache_stats cs;
+    sj_bucketed_cache_stats_get(c, &cs);
+    assert_int_equal(cs.compiles, 1);
+    assert_int_equal(cs.stages.kernels, (uint64_t)kernels);
+    assert_int_equal(cs.stages.launches, (uint64_t)launches);
+    assert_true(cs.stages.lower_ms > 0 && cs.stages.emit_ms > 0);
+    assert_true(cs.stages.optimise_ms > 0 && cs.stages.codegen_ms > 0 && cs.stages.load_ms > 0);
+    /* The stages are parts of the compile the cache timed whole. */
+    assert_true(cs.stages.lower_ms + cs.stages.emit_ms + cs.stages.optimise_ms + cs.stages.codegen_ms <=
+                cs.compile_ms);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(ladder);
+    sj_host_compiler_destroy(hc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_identical_layers_share_kernels, setup, h_fixture_teardown),
@@ -264,6 +308,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_dtype_not_merged, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_every_field_decides, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_describe_ignores_name, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_compile_stages_reported, setup, h_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

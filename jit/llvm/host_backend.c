@@ -17,7 +17,7 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     uint8_t *obj;
     size_t len;
     bool uses_blas;
-    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &uses_blas));
+    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &uses_blas, &a->times));
     char *triple = NULL, *cpu = NULL, *features = NULL, *host_cpu = NULL, *host_features = NULL;
     sj_status st = sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features);
     /* The artifact records the CPU and every feature the code may use
@@ -51,7 +51,7 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
     size_t n;
     bool uses_blas;
     SJ_TRY(sj_llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
-                           &n, &uses_blas));
+                           &n, &uses_blas, NULL));
     char *s = sj_realloc(l->ctx, text, n + 1);
     if (!s) {
         sj_free(l->ctx, text);

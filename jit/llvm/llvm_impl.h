@@ -8,6 +8,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "core/core_impl.h"
+#include "jit/artifact/artifact_impl.h"
 #include "jit/lower/lower.h"
 
 typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
@@ -92,8 +93,11 @@ LLVMValueRef sj_llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_log(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVMValueRef y);
 
-/* Builds, optimises and prints the module for l. *out is sj_alloc'ed. */
+/* Builds, optimises and prints the module for l. *out is sj_alloc'ed.
+ * times (NULL: not wanted) gets the emit, optimise and codegen ns (the
+ * last is printing, for IR text). */
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas);
+                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas,
+                          sj_compile_times *times);
 
 #endif
