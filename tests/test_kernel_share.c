@@ -112,23 +112,25 @@ static void check_pair(fixture *f, int want_kernels, const char *what) {
     assert_true(h_check(f->dev, f->g, 32, ns, 3, &o, f->seed, TOL, what));
 }
 
-static void test_same_code_is_shared(void **state) {
-    fixture *f = *state;
+/* Outputs y = leaky_relu(a, alpha_a) and z = leaky_relu(b, alpha_b), a and
+ * b inputs of one shape. */
+static void leaky_pair(fixture *f, float alpha_a, float alpha_b) {
     sj_value a = input(f, "a", 2, (int64_t[]){S, 8}), b = input(f, "b", 2, (int64_t[]){S, 8}), y, z;
-    assert_int_equal(sj_graph_leaky_relu(f->g, a, 0.25f, &y), SJ_OK);
-    assert_int_equal(sj_graph_leaky_relu(f->g, b, 0.25f, &z), SJ_OK);
+    assert_int_equal(sj_graph_leaky_relu(f->g, a, alpha_a, &y), SJ_OK);
+    assert_int_equal(sj_graph_leaky_relu(f->g, b, alpha_b, &z), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, z, "z"), SJ_OK);
+}
+
+static void test_same_code_is_shared(void **state) {
+    fixture *f = *state;
+    leaky_pair(f, 0.25f, 0.25f);
     check_pair(f, 1, "same constant");
 }
 
 static void test_constant_not_merged(void **state) {
     fixture *f = *state;
-    sj_value a = input(f, "a", 2, (int64_t[]){S, 8}), b = input(f, "b", 2, (int64_t[]){S, 8}), y, z;
-    assert_int_equal(sj_graph_leaky_relu(f->g, a, 0.25f, &y), SJ_OK);
-    assert_int_equal(sj_graph_leaky_relu(f->g, b, 0.5f, &z), SJ_OK);
-    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    assert_int_equal(sj_graph_output(f->g, z, "z"), SJ_OK);
+    leaky_pair(f, 0.25f, 0.5f);
     check_pair(f, 2, "constants 0.25 and 0.5");
 }
 
@@ -220,11 +222,7 @@ static void m_expr_op(sj_kernel *k) { k->exprs[find_const(k)].op = SJ_OP_RELU; }
 
 static void test_every_field_decides(void **state) {
     fixture *f = *state;
-    sj_value a = input(f, "a", 2, (int64_t[]){S, 8}), b = input(f, "b", 2, (int64_t[]){S, 8}), y, z;
-    assert_int_equal(sj_graph_leaky_relu(f->g, a, 0.25f, &y), SJ_OK);
-    assert_int_equal(sj_graph_leaky_relu(f->g, b, 0.25f, &z), SJ_OK);
-    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    assert_int_equal(sj_graph_output(f->g, z, "z"), SJ_OK);
+    leaky_pair(f, 0.25f, 0.25f);
     /* The unchanged copy merges, so each case below fails if the
      * description left its field out. */
     assert_int_equal(share_mutated(f, NULL), 1);
