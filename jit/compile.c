@@ -175,9 +175,12 @@ sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_c
     uint8_t hash[32];
     sj_lowered *l;
     SJ_TRY(lower(g, extent, o, hash, &l));
-    *kernels = l->n_kernels;
+    /* Launches, as before kernels were shared: the tuner compares the
+     * schedules' plans by them, and reports count what runs. */
+    *kernels = l->plan.n_launches;
     *matmuls = 0;
-    for (int i = 0; i < l->n_kernels; i++) *matmuls += l->kernels[i].kind == SJ_KK_MATMUL;
+    for (int i = 0; i < l->plan.n_launches; i++)
+        *matmuls += l->kernels[l->plan.launches[i].kernel].kind == SJ_KK_MATMUL;
     sj_lowered_destroy(l);
     return SJ_OK;
 }

@@ -69,6 +69,11 @@ static void test_identical_layers_share_kernels(void **state) {
     for (int i = 0; i < l->plan.n_launches; i++)
         assert_int_equal(l->plan.launches[i].kernel, l->plan.launches[i % one_launches].kernel);
     sj_lowered_destroy(l);
+    /* The kernel count reports (and the tuner compares) is launches. */
+    int counted, matmuls;
+    assert_int_equal(sj_compile_kernel_counts(f->g, 64, NULL, &counted, &matmuls), SJ_OK);
+    assert_int_equal(counted, 3 * one_launches);
+    assert_int_equal(matmuls, 6);
     /* The shared module computes what the interpreter does, at full and
      * partial extents (padding poisoned), through the harness and the
      * runtime's executable. */
