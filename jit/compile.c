@@ -91,18 +91,17 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
     return SJ_OK;
 }
 
-static sj_status lower(const sj_graph *g, int64_t extent, const sj_compile_options *o,
-                       uint8_t hash[32], sj_lowered **out) {
+static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
+                       const sj_compile_options *o, uint8_t hash[32], sj_lowered **out) {
     sj_graph_hash(g, hash);
     /* Symbols name graph and bucket, so modules of several buckets never clash. */
     char prefix[48], hex[65];
     sj_hash_hex(hash, hex);
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
-    /* Only the host emitter has the fused attention kernel. */
     sj_lower_options lo = {
         .fusion = o->fusion,
         .prefix = prefix,
-        .attention = o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_UNFUSED,
+        .attention = em->fuses_attention && em->fuses_attention(g->ctx, o),
         .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
         .precision = o->precision};
     return sj_lower(g, extent, &lo, out);
@@ -121,7 +120,7 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
     uint8_t hash[32];
     sj_lowered *l;
     uint64_t t0 = sj_now_ns();
-    SJ_TRY(lower(g, extent, o, hash, &l));
+    SJ_TRY(lower(g, em, extent, o, hash, &l));
     uint64_t lower_ns = sj_now_ns() - t0;
     sj_artifact *a;
     sj_status st = sj_artifact_new(g->ctx, &a);
@@ -159,7 +158,7 @@ sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_optio
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED, "emit: target %s has no text form", em->target);
     uint8_t hash[32];
     sj_lowered *l;
-    SJ_TRY(lower(g, extent, o, hash, &l));
+    SJ_TRY(lower(g, em, extent, o, hash, &l));
     sj_status st = em->text(l, o, kind, out, len);
     sj_lowered_destroy(l);
     return st;
@@ -172,9 +171,11 @@ sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_c
         sj_compile_options_init(&defaults);
         o = &defaults;
     }
+    const sj_emitter *em = NULL;
+    SJ_TRY(pick(g, o, &em));
     uint8_t hash[32];
     sj_lowered *l;
-    SJ_TRY(lower(g, extent, o, hash, &l));
+    SJ_TRY(lower(g, em, extent, o, hash, &l));
     /* Launches, as before kernels were shared: the tuner compares the
      * schedules' plans by them, and reports count what runs. */
     *kernels = l->plan.n_launches;

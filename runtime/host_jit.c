@@ -94,11 +94,15 @@ sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
     LLVMOrcJITDylibAddGenerator(m->dylib, gen);
     /* shapejit's own extern kernels by address: a program that links the
      * library statically does not export them for the process generator. */
-    LLVMOrcCSymbolMapPair own = {
-        LLVMOrcLLJITMangleAndIntern(j->jit, "sj_host_attention_rows"),
-        {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol("sj_host_attention_rows"),
-         {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
-    err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(&own, 1));
+    static const char *const own_names[] = {"sj_host_attention_rows", "sj_host_gemm"};
+    enum { N_OWN = sizeof own_names / sizeof own_names[0] };
+    LLVMOrcCSymbolMapPair own[N_OWN];
+    for (int i = 0; i < N_OWN; i++)
+        own[i] = (LLVMOrcCSymbolMapPair){
+            LLVMOrcLLJITMangleAndIntern(j->jit, own_names[i]),
+            {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol(own_names[i]),
+             {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+    err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(own, N_OWN));
     if (err) {
         sj_free(j->ctx, m);
         return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: shapejit's extern kernels");

@@ -255,14 +255,15 @@ static void test_exp_ulp(void **state) {
 /* The kernel itself, called directly, against a double-precision reference:
  * causal, full and row-broadcast masks and none, heads of 8 to 128, tails
  * of both tile widths. Called with one row range and again split at 16 and
- * 48 rows, which must give the same bits. Cheap (no LLVM), so
- * tests/cpu_portability.cmake also runs it under qemu on CPUs without
- * AVX-512 and without AVX, where the kernel's other clones run. */
+ * 48 rows, which must give the same bits. At every code level (the
+ * artifact's word picks it; a level the CPU lacks runs the highest it
+ * has). Cheap (no LLVM), so tests/cpu_portability.cmake also runs it under
+ * qemu on CPUs without AVX-512 and without AVX. */
 typedef struct kcase {
     int heads, n, d, mask; /* mask: 0 none, 1 causal, 2 full random, 3 one row for all */
 } kcase;
 
-static double kernel_case(const kcase *c) {
+static double kernel_case(const kcase *c, int level) {
     const int H = c->heads, N = c->n, D = c->d;
     const float scale = 0.35f;
     int64_t w[SJ_HOST_ATTENTION_WORDS] = {1, H, N, N, D, 0, D, c->mask != 0};
@@ -273,6 +274,7 @@ static double kernel_case(const kcase *c) {
     const int64_t st[5][5] = {{0, hs, D, 0, 1}, {0, hs, 0, D, 1}, {0, hs, 0, D, 1},
                               {0, 0, c->mask == 3 ? 0 : N, 1, 0}, {0, hs, D, 0, 1}};
     memcpy(w + 9, st, sizeof st);
+    w[SJ_HOST_ATTENTION_WORDS - 1] = level;
     size_t sz = (size_t)H * N * D;
     float *q = malloc(sz * 4), *k = malloc(sz * 4), *v = malloc(sz * 4), *o = malloc(sz * 4);
     float *o2 = malloc(sz * 4), *mask = malloc((size_t)N * N * 4);
@@ -321,12 +323,13 @@ static void test_kernel_reference(void **state) {
     (void)state;
     static const kcase cases[] = {{1, 300, 32, 1}, {4, 37, 8, 0}, {3, 50, 24, 2},
                                   {2, 17, 128, 3}, {1, 1, 16, 0}, {2, 70, 64, 1}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        double worst = kernel_case(&cases[i]);
-        printf("kernel %d heads x %d rows, head %d, mask %d: max abs error %.2e\n", cases[i].heads,
-               cases[i].n, cases[i].d, cases[i].mask, worst);
-        assert_true(worst < 2e-6);
-    }
+    for (int level = 2; level <= 4; level++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            double worst = kernel_case(&cases[i], level);
+            printf("kernel level %d, %d heads x %d rows, head %d, mask %d: max abs error %.2e\n", level,
+                   cases[i].heads, cases[i].n, cases[i].d, cases[i].mask, worst);
+            assert_true(worst < 2e-6);
+        }
 }
 
 /* argv[1], when given, is a cmocka test filter (cpu_portability.cmake). */

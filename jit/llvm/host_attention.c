@@ -1,5 +1,5 @@
 /* The fused attention kernel host code calls (SJ_KK_ATTENTION):
- * out = softmax(q kT * scale + mask) v, a tile of TILE query rows at a
+ * out = softmax(q kT * scale + mask) v, a tile of query rows at a
  * time, over blocks of keys with an online softmax (running max, running
  * sum, accumulator rescaled when the max grows), so the [M, L] scores never
  * exist. Only the active part is visited: symbolic dims loop to n, so
@@ -7,7 +7,7 @@
  * written.
  *
  * The tile's rows lie across the vector lanes: a score vector is one key
- * against sixteen query rows. So the softmax is lane-wise (a row's max, sum
+ * against a vector of query rows. So the softmax is lane-wise (a row's max, sum
  * and rescaling never need a horizontal reduction, and a head of 8 fills
  * every lane as well as a head of 128), and keys and values are read where
  * they lie, one broadcast element at a time, never packed.
@@ -19,9 +19,14 @@
  * score makes its row NaN, and a row whose scores are all -inf is NaN, as
  * the unfused kernels have them.
  *
- * Built for AVX-512, AVX2+FMA and baseline x86-64 (target_clones picks at
- * load), so it is correct on any x86-64 CPU and fast where the host has
- * more. */
+ * Built for AVX-512, AVX2+FMA and baseline x86-64; the code that runs is
+ * the level the artifact was compiled for (its last word), never more than
+ * the CPU has, so an x86-64-v3 artifact runs the AVX2 code on an AVX-512
+ * machine too and every level can be timed and tested on one host. Each
+ * level's vectors are its own registers (host_attention_tile.h): written
+ * once with 16-float vectors for every level, the AVX2 code ran at a tenth
+ * of the AVX-512 code's speed (38.7 against 3.3 ms at 1024 rows, head 64,
+ * on one Zen 4 core), its vectors split through the stack. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,16 +34,10 @@
 #include "jit/llvm/llvm_impl.h"
 #include "jit/lower/attention_fuse.h"
 
-/* At most TILE query rows (RV vectors of 16) per tile; scores of
- * KEY_BLOCK keys at a time; JU keys and CU value columns per register
- * block. */
-enum { TILE = 32, RV = TILE / 16, KEY_BLOCK = 64, JU = 4, CU = 4 };
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define SJ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define SJ_CLONES
-#endif
+/* At most TILE query rows per tile (the widest level's two vectors of 16);
+ * scores of KEY_BLOCK keys at a time; JU keys and CU value columns per
+ * register block. */
+enum { TILE = 32, KEY_BLOCK = 64, JU = 4, CU = 4 };
 
 /* exp(x) for x <= 0 (or NaN): Cephes' range reduction and polynomial,
  * branch-free so the block loops vectorise. Within 2 ulp of expf on
@@ -80,147 +79,83 @@ typedef struct desc {
 
 static int64_t bound(const desc *d, int i, int64_t n) { return (d->sym >> i) & 1 ? n : d->dims[i]; }
 
-/* Sixteen floats: a register on AVX-512, two on AVX2, four on SSE. */
+/* The tile code per level (host_attention_tile.h): the row vectors of a
+ * tile are each level's own registers, at most two per tile, so a tile is
+ * 32 rows on AVX-512, 16 on AVX2 and 8 on SSE. A remainder of at most one
+ * vector of rows (the last tile of a range, or a thread's part) takes the
+ * narrow width rather than leave half the lanes idle. A row's arithmetic
+ * is the same in either width. */
+typedef void tile_fn(const desc *d, const float *q, const float *kt, const float *v,
+                     const float *mask, float *out, int64_t nq, int64_t n_keys);
+#define SJ_AT_NR_MAX 2
+#define SJ_ATT_TILES(SFX)                                                                        \
+    SJ_AT_ATTR static void attend_wide_##SFX(const desc *d, const float *q, const float *kt,    \
+                                             const float *v, const float *mask, float *out,      \
+                                             int64_t nq, int64_t n_keys) {                       \
+        SJ_AT_NAME(attend_tile)(d, q, kt, v, mask, out, nq, n_keys, 2);                          \
+    }                                                                                            \
+    SJ_AT_ATTR static void attend_narrow_##SFX(const desc *d, const float *q, const float *kt,  \
+                                               const float *v, const float *mask, float *out,    \
+                                               int64_t nq, int64_t n_keys) {                     \
+        SJ_AT_NAME(attend_tile)(d, q, kt, v, mask, out, nq, n_keys, 1);                          \
+    }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SJ_ATT_X86 1
 typedef float vf16 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+#define SJ_AT_VT vf16
+#define SJ_AT_VW 16
+#define SJ_AT_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+#define SJ_AT_NAME(f) f##_v4
+#include "jit/llvm/host_attention_tile.h"
+SJ_ATT_TILES(v4)
+#undef SJ_AT_VT
+#undef SJ_AT_VW
+#undef SJ_AT_ATTR
+#undef SJ_AT_NAME
+#define SJ_AT_VT vf8
+#define SJ_AT_VW 8
+#define SJ_AT_ATTR __attribute__((target("avx2,fma")))
+#define SJ_AT_NAME(f) f##_v3
+#include "jit/llvm/host_attention_tile.h"
+SJ_ATT_TILES(v3)
+#undef SJ_AT_VT
+#undef SJ_AT_VW
+#undef SJ_AT_ATTR
+#undef SJ_AT_NAME
+#endif
+typedef float vf4 __attribute__((vector_size(16)));
+#define SJ_AT_VT vf4
+#define SJ_AT_VW 4
+#define SJ_AT_ATTR
+#define SJ_AT_NAME(f) f##_base
+#include "jit/llvm/host_attention_tile.h"
+SJ_ATT_TILES(base)
+#undef SJ_AT_VT
+#undef SJ_AT_VW
+#undef SJ_AT_ATTR
+#undef SJ_AT_NAME
 
-/* Unaligned; macros, as a function returning vf16 would have a different
- * ABI in each clone. */
-#define LOAD16(v, p) memcpy(&(v), (p), sizeof(vf16))
-#define STORE16(p, v) memcpy((p), &(v), sizeof(vf16))
-/* x as every lane (x - 0 is x, -0 included, so it compiles to a broadcast). */
-#define SPLAT(x) ((x) - (vf16){0})
-
-/* The scores of keys j .. j + NJ of the block into s[j] (NR vectors of
- * rows each): NJ x NR accumulators in registers over the head dim, each
- * key element a broadcast shared by the NR row vectors. */
-static inline void score_keys(float *restrict s, const float *restrict qt, const float *restrict kb,
-                              int64_t kl, int64_t kc, int64_t dk, int64_t j, int NJ, int NR) {
-    const int tw = 16 * NR;
-    vf16 a[JU][RV];
-    for (int jj = 0; jj < NJ; jj++)
-        for (int rr = 0; rr < NR; rr++) a[jj][rr] = (vf16){0};
-    for (int64_t c = 0; c < dk; c++) {
-        vf16 qv[RV];
-        for (int rr = 0; rr < NR; rr++) LOAD16(qv[rr], qt + c * tw + 16 * rr);
-        for (int jj = 0; jj < NJ; jj++) {
-            vf16 kv = SPLAT(kb[(j + jj) * kl + c * kc]);
-            for (int rr = 0; rr < NR; rr++) a[jj][rr] += qv[rr] * kv;
-        }
+/* The code for `level` (the artifact's, SJ_HOST_ATTENTION_WORDS' last),
+ * lowered to what the CPU has: wide and narrow tiles and the lanes of a
+ * vector (a tile is two vectors of rows, a narrow one one). */
+static int pick_tiles(int64_t level, tile_fn **wide, tile_fn **narrow) {
+#ifdef SJ_ATT_X86
+    if (level >= 4 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")) {
+        *wide = attend_wide_v4, *narrow = attend_narrow_v4;
+        return 16;
     }
-    for (int jj = 0; jj < NJ; jj++)
-        for (int rr = 0; rr < NR; rr++) STORE16(s + (j + jj) * tw + 16 * rr, a[jj][rr]);
-}
-
-/* Value columns c0 .. c0 + NC of the accumulators: scaled by corr, plus the
- * block's weights times v, NC x NR accumulators in registers over the
- * block's keys. */
-static inline void weigh_values(float *restrict acc, const float *restrict p,
-                                const float *restrict corr, const float *restrict vb, int64_t vl,
-                                int64_t vc, int64_t nb, int64_t c0, int NC, int NR) {
-    const int tw = 16 * NR;
-    vf16 a[CU][RV], cv[RV];
-    for (int rr = 0; rr < NR; rr++) LOAD16(cv[rr], corr + 16 * rr);
-    for (int cc = 0; cc < NC; cc++)
-        for (int rr = 0; rr < NR; rr++) {
-            LOAD16(a[cc][rr], acc + (c0 + cc) * tw + 16 * rr);
-            a[cc][rr] *= cv[rr];
-        }
-    for (int64_t j = 0; j < nb; j++) {
-        vf16 pv[RV];
-        for (int rr = 0; rr < NR; rr++) LOAD16(pv[rr], p + j * tw + 16 * rr);
-        for (int cc = 0; cc < NC; cc++) {
-            vf16 vv = SPLAT(vb[j * vl + (c0 + cc) * vc]);
-            for (int rr = 0; rr < NR; rr++) a[cc][rr] += pv[rr] * vv;
-        }
+    if (level >= 3 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *wide = attend_wide_v3, *narrow = attend_narrow_v3;
+        return 8;
     }
-    for (int cc = 0; cc < NC; cc++)
-        for (int rr = 0; rr < NR; rr++) STORE16(acc + (c0 + cc) * tw + 16 * rr, a[cc][rr]);
-}
-
-/* Up to 16 * NR query rows (the tile's width, tw) against every key,
- * KEY_BLOCK keys at a time: scores, the online softmax step, then the
- * weighted values. The tile's queries (scaled, zero past the last row) and
- * accumulators are stored [head dim][tw], the block's scores and then
- * weights [key][tw]. Inlined (forced: it is large) into each width
- * below, so NR is a constant and the register blocks stay in registers. */
-__attribute__((always_inline)) static inline void attend_tile(
-    const desc *d, const float *restrict q, const float *restrict kt, const float *restrict v,
-    const float *restrict mask, float *restrict out, int64_t nq, int64_t n_keys, const int NR) {
-    const int tw = 16 * NR;
-    const int64_t dk = d->dk, dv = d->dims[4];
-    const int64_t qm = d->st[0][2], qc = d->st[0][4], kc = d->st[1][4], kl = d->st[1][3];
-    const int64_t vl = d->st[2][3], vc = d->st[2][4], mm = d->st[3][2], ml = d->st[3][3];
-    const int64_t om = d->st[4][2], oc = d->st[4][4];
-    _Alignas(64) float qt[SJ_ATTENTION_MAX_HEAD * TILE], acc[SJ_ATTENTION_MAX_HEAD * TILE];
-    _Alignas(64) float p[KEY_BLOCK * TILE];
-    _Alignas(64) float m[TILE], l[TILE], mx[TILE], ms[TILE], corr[TILE];
-    for (int64_t c = 0; c < dk; c++)
-        for (int64_t r = 0; r < tw; r++)
-            qt[c * tw + r] = r < nq ? q[r * qm + c * qc] * d->scale : 0.0f;
-    for (int64_t i = 0; i < dv * tw; i++) acc[i] = 0.0f;
-    for (int r = 0; r < tw; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-    }
-    for (int64_t j0 = 0; j0 < n_keys; j0 += KEY_BLOCK) {
-        int64_t nb = n_keys - j0 < KEY_BLOCK ? n_keys - j0 : KEY_BLOCK;
-        const float *kb = kt + j0 * kl, *vb = v + j0 * vl;
-        int64_t j = 0;
-        for (; j + JU <= nb; j += JU) score_keys(p, qt, kb, kl, kc, dk, j, JU, NR);
-        for (; j < nb; j++) score_keys(p, qt, kb, kl, kc, dk, j, 1, NR);
-        if (mask) {
-            const float *mb = mask + j0 * ml;
-            for (j = 0; j < nb; j++) {
-                float *pj = p + j * tw;
-                if (mm == 0) /* one mask row for every query row: a broadcast */
-                    for (int r = 0; r < tw; r++) pj[r] += mb[j * ml];
-                else
-                    for (int64_t r = 0; r < nq; r++) pj[r] += mb[r * mm + j * ml];
-            }
-        }
-        /* The online softmax step, lane-wise. A NaN score never wins the
-         * compare, so the max skips it and exp makes its row NaN. Where the
-         * max is still -inf every score so far is -inf (or NaN): 0 stands in
-         * for it, so those weights are 0 (or NaN), not exp(-inf + inf). */
-        for (int r = 0; r < tw; r++) mx[r] = m[r];
-        for (j = 0; j < nb; j++)
-            for (int r = 0; r < tw; r++) mx[r] = p[j * tw + r] > mx[r] ? p[j * tw + r] : mx[r];
-        for (int r = 0; r < tw; r++) {
-            ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp_nonpos(m[r] - ms[r]);
-            l[r] *= corr[r];
-            m[r] = mx[r];
-        }
-        for (j = 0; j < nb; j++)
-            for (int r = 0; r < tw; r++) {
-                float e = exp_nonpos(p[j * tw + r] - ms[r]);
-                p[j * tw + r] = e;
-                l[r] += e;
-            }
-        int64_t c0 = 0;
-        for (; c0 + CU <= dv; c0 += CU) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, CU, NR);
-        for (; c0 < dv; c0++) weigh_values(acc, p, corr, vb, vl, vc, nb, c0, 1, NR);
-    }
-    for (int64_t r = 0; r < nq; r++) {
-        /* l == 0: all scores -inf, NaN like softmax's 0/0. */
-        float inv = l[r] == 0.0f ? NAN : 1.0f / l[r];
-        for (int64_t c = 0; c < dv; c++) out[r * om + c * oc] = acc[c * tw + r] * inv;
-    }
-}
-
-/* The two tile widths: a remainder of at most 16 rows (the last tile of a
- * range, or a thread's part) takes the narrow one rather than leave half
- * the lanes idle. A row's arithmetic is the same in either. */
-SJ_CLONES
-static void attend_tile32(const desc *d, const float *q, const float *kt, const float *v,
-                          const float *mask, float *out, int64_t nq, int64_t n_keys) {
-    attend_tile(d, q, kt, v, mask, out, nq, n_keys, 2);
-}
-
-SJ_CLONES
-static void attend_tile16(const desc *d, const float *q, const float *kt, const float *v,
-                          const float *mask, float *out, int64_t nq, int64_t n_keys) {
-    attend_tile(d, q, kt, v, mask, out, nq, n_keys, 1);
+#else
+    (void)level;
+#endif
+    *wide = attend_wide_base, *narrow = attend_narrow_base;
+    return 4;
 }
 
 /* Query rows [row_begin, row_end) of every head: the host device splits
@@ -239,15 +174,18 @@ void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, c
     memcpy(&d.scale, &sb, sizeof d.scale);
     for (int j = 0; j < 5; j++) d.st[j] = w + 9 + 5 * j;
     if (!d.has_mask) mask = NULL;
+    tile_fn *wide, *narrow;
+    const int64_t lanes = pick_tiles(w[SJ_HOST_ATTENTION_WORDS - 1], &wide, &narrow);
+    const int64_t tile = 2 * lanes;
     int64_t n0 = bound(&d, 0, n), n1 = bound(&d, 1, n), nm = row_end, nl = bound(&d, 3, n);
     for (int64_t b0 = 0; b0 < n0; b0++)
         for (int64_t b1 = 0; b1 < n1; b1++)
-            for (int64_t i = row_begin; i < nm; i += TILE) {
+            for (int64_t i = row_begin; i < nm; i += tile) {
                 int64_t at[3] = {b0, b1, i}, off[5] = {0};
                 for (int j = 0; j < 5; j++)
                     for (int x = 0; x < 3; x++) off[j] += at[x] * d.st[j][x];
-                int64_t rows = nm - i < TILE ? nm - i : TILE;
-                (rows > 16 ? attend_tile32 : attend_tile16)(
+                int64_t rows = nm - i < tile ? nm - i : tile;
+                (rows > lanes ? wide : narrow)(
                     &d, q + off[0], kt + off[1], v + off[2], mask ? mask + off[3] : NULL, out + off[4],
                     rows, nl);
             }

@@ -95,8 +95,15 @@ static bool enables(const char *list, const char *name) {
     return false;
 }
 
+int sj_llvm_gemm_level(const char *fs) {
+    if (enables(fs, "avx512f") && enables(fs, "avx512vl") && enables(fs, "avx512dq") &&
+        enables(fs, "avx512bw"))
+        return 4;
+    return enables(fs, "avx2") && enables(fs, "fma") ? 3 : 2;
+}
+
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas,
+                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
                           sj_compile_times *times) {
     if (t->opt_level < 0 || t->opt_level > 3)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: opt level %d not in 0..3", t->opt_level);
@@ -114,9 +121,10 @@ sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target
     LLVMDisposeTargetData(td);
     char *fs = LLVMGetTargetMachineFeatureString(tm);
     int vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
+    int gemm_level = sj_llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
     uint64_t t0 = sj_now_ns();
-    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, uses_blas);
+    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, externs);
     uint64_t t1 = sj_now_ns();
     if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
     uint64_t t2 = sj_now_ns();

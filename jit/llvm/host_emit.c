@@ -40,8 +40,9 @@ typedef struct emitter {
     LLVMValueRef rb, re;
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
-    bool uses_blas;
+    unsigned externs;  /* SJ_LLVM_EXTERN_* bits of the calls emitted */
     int vector_floats; /* register width in floats, for explicit vector code */
+    int gemm_level;    /* the sj_host_gemm code level the target runs (llvm_impl.h) */
 } emitter;
 
 typedef struct loop {
@@ -1065,10 +1066,46 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
         ld_addr(e, &k->loads[k->b]), to_i32(e, lb),
         cf(e, 0.0), out_addr(e), to_i32(e, lc)};
     LLVMBuildCall2(B, ft, f, args, 14, "");
-    e->uses_blas = true;
+    e->externs |= SJ_LLVM_EXTERN_BLAS;
 }
 
-typedef enum matmul_path { MM_BLAS, MM_FEW_ROWS, MM_TILED, MM_DOT, MM_IKJ } matmul_path;
+/* Whether the packed GEMM (host_gemm.c) takes the matmul: output contiguous
+ * along n (the kernel's C has unit column stride), A in float32, and sizes
+ * at the bucket extent where a packed panel pays for itself. Below them the
+ * register tiles win (no packing, and the whole product is a few
+ * microseconds): at [64, 64] x [64, 64] the two measure alike. */
+static bool gemm_fits(const sj_kernel *k) {
+    if (k->out_strides[3] != 1 && k->dims[3] > 1) return false;
+    if (k->loads[k->a].storage != SJ_PRECISION_FP32) return false;
+    return k->dims[2] >= 16 && k->dims[3] >= 32 && k->dims[4] >= 16 &&
+           k->dims[2] * k->dims[3] * k->dims[4] >= SJ_HOST_GEMM_MIN_WORK;
+}
+
+/* sj_host_gemm on the slice at the current batch indexes, over the row range
+ * [M0, M): the rows are this launch's, so a row split runs each range alike. */
+static void emit_gemm_call(emitter *e) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *a = &k->loads[k->a], *b = &k->loads[k->b];
+    LLVMValueRef M0 = range_lo(e, 2), M = range_hi(e, 2);
+    e->idx[2] = M0;
+    e->idx[3] = e->idx[4] = ci(e, 0);
+    LLVMValueRef pa = ld_addr(e, a), pb = ld_addr(e, b), pc = out_addr(e);
+    e->idx[2] = ci(e, 0);
+    LLVMTypeRef i64 = e->i64, p = e->ptr;
+    LLVMTypeRef ps[13] = {i64, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, i64};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 13, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_gemm");
+    if (!f) f = LLVMAddFunction(e->M, "sj_host_gemm", ft);
+    LLVMValueRef args[13] = {ci(e, e->gemm_level), ci(e, b->storage), LLVMBuildSub(B, M, M0, ""),
+                             bound_of(e, 3), bound_of(e, 4), pa, ci(e, a->strides[2]),
+                             ci(e, a->strides[4]), pb, ci(e, b->strides[4]), ci(e, b->strides[3]),
+                             pc, ci(e, k->out_strides[2])};
+    LLVMBuildCall2(B, ft, f, args, 13, "");
+    e->externs |= SJ_LLVM_EXTERN_GEMM;
+}
+
+typedef enum matmul_path { MM_BLAS, MM_FEW_ROWS, MM_GEMM, MM_TILED, MM_DOT, MM_IKJ } matmul_path;
 
 static matmul_path matmul_path_of(const emitter *e, int64_t *lda, int *ta, int64_t *ldb, int *tb) {
     const sj_kernel *k = e->k;
@@ -1081,6 +1118,7 @@ static matmul_path matmul_path_of(const emitter *e, int64_t *lda, int *ta, int64
     /* Few rows at the bucket extent: weight-bound, every weight read once
      * (unless the schedule says tiles: sj_matmul_schedule). */
     if (contiguous_n && k->dims[2] <= e->t->few_rows_max) return MM_FEW_ROWS;
+    if (gemm_fits(k)) return MM_GEMM;
     if (contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
         (k->sym[2] || k->dims[2] >= TILE_M))
         return MM_TILED;
@@ -1106,6 +1144,8 @@ static void emit_matmul(emitter *e) {
     loops_open(e, ls, 3u);
     if (path == MM_BLAS) {
         emit_blas_call(e, ta, lda, tb, ldb);
+    } else if (path == MM_GEMM) {
+        emit_gemm_call(e);
     } else if (path == MM_FEW_ROWS) {
         emit_few_rows(e, ci(e, 0), bound_of(e, 2), (int)e->k->dims[2]);
     } else if (path == MM_TILED) {
@@ -1142,6 +1182,7 @@ static void emit_attention(emitter *e) {
     for (int j = 0; j < 5; j++)
         for (int d = 0; d < 5; d++)
             w[9 + 5 * j + d] = j == 4 ? k->out_strides[d] : k->att[j] >= 0 ? k->loads[k->att[j]].strides[d] : 0;
+    w[SJ_HOST_ATTENTION_WORDS - 1] = e->gemm_level;
     LLVMValueRef cw[SJ_HOST_ATTENTION_WORDS];
     for (int i = 0; i < SJ_HOST_ATTENTION_WORDS; i++) cw[i] = ci(e, w[i]);
     LLVMValueRef table = LLVMConstArray2(e->i64, cw, SJ_HOST_ATTENTION_WORDS);
@@ -1306,9 +1347,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
 }
 
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
-                               const sj_llvm_target *t, int vector_floats, bool *uses_blas) {
+                               const sj_llvm_target *t, int vector_floats, int gemm_level,
+                               unsigned *externs) {
     emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats,
-                 .row_dim = -1};
+                 .gemm_level = gemm_level, .row_dim = -1};
     e.B = LLVMCreateBuilderInContext(e.C);
     e.f32 = LLVMFloatTypeInContext(e.C);
     e.i64 = LLVMInt64TypeInContext(e.C);
@@ -1318,6 +1360,8 @@ sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l
     sj_status st = SJ_OK;
     for (int i = 0; i < l->n_kernels && st == SJ_OK; i++) st = emit_kernel(&e, &l->kernels[i]);
     LLVMDisposeBuilder(e.B);
-    *uses_blas = e.uses_blas;
+    for (int i = 0; i < l->n_kernels; i++)
+        if (l->kernels[i].kind == SJ_KK_ATTENTION) e.externs |= SJ_LLVM_EXTERN_ATTENTION;
+    *externs = e.externs;
     return st;
 }

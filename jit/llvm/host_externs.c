@@ -9,5 +9,6 @@
 void *sj_host_extern_symbol(const char *name) {
     if (!strcmp(name, "cblas_sgemm")) return (void *)cblas_sgemm;
     if (!strcmp(name, "sj_host_attention_rows")) return (void *)sj_host_attention_rows;
+    if (!strcmp(name, "sj_host_gemm")) return (void *)sj_host_gemm;
     return NULL;
 }

@@ -19,10 +19,11 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * older emitter filled misses, and recompiles, instead of serving that
  * emitter's code under the newer library's key. The library version alone
  * does not tell: it stays the same between releases. 2: few-row matmuls
- * take narrow column tails as a masked vector; matmul schedules. 3: one
- * function per distinct kernel, shared by every launch of it
- * (jit/lower/kernel_share.h). */
-#define SJ_HOST_CODEGEN_REVISION 3
+ * take narrow column tails as a masked vector; matmul schedules. 3: large
+ * matmuls call the packed GEMM (host_gemm.c); the attention kernel runs
+ * the artifact's level. 4: one function per distinct kernel, shared by
+ * every launch of it (jit/lower/kernel_share.h). */
+#define SJ_HOST_CODEGEN_REVISION 4
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
@@ -64,12 +65,22 @@ bool sj_llvm_host_is_native(const char *cpu);
 int sj_llvm_host_num_levels(void);
 const char *sj_llvm_host_level(int i, const char **features);
 
+/* The extern kernels a module's code calls, as bits. */
+enum {
+    SJ_LLVM_EXTERN_BLAS = 1u << 0,      /* cblas_sgemm */
+    SJ_LLVM_EXTERN_ATTENTION = 1u << 1, /* sj_host_attention_rows */
+    SJ_LLVM_EXTERN_GEMM = 1u << 2       /* sj_host_gemm */
+};
+
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
  * module m, and for a row-parallel one (jit/lower/row_split.h) its row entry
- * `name_rows` (sj_host_rows_fn) with its row work, the uint64 `name_rows_work`. vector_floats: the target's vector register width in floats.
- * *uses_blas is set when some kernel calls cblas_sgemm. */
+ * `name_rows` (sj_host_rows_fn) with its row work, the uint64 `name_rows_work`.
+ * vector_floats: the target's vector register width in floats; gemm_level:
+ * the sj_host_gemm level its features run (sj_llvm_gemm_level). *externs
+ * gets the SJ_LLVM_EXTERN_* bits of the extern kernels the code calls. */
 sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
-                               const sj_llvm_target *t, int vector_floats, bool *uses_blas);
+                               const sj_llvm_target *t, int vector_floats, int gemm_level,
+                               unsigned *externs);
 
 /* Address of an extern kernel emitted code may call ("cblas_sgemm"), NULL
  * for a name this build does not provide. */
@@ -78,13 +89,29 @@ void *sj_host_extern_symbol(const char *name);
 /* The fused attention kernel (host_attention.c) for query rows [row_begin,
  * row_end) at active extent n: w holds the kernel's words
  * (SJ_HOST_ATTENTION_WORDS: dims[5], sym bits, dk, has_mask, scale's bits,
- * strides of q, kt, v, mask, out over the space); mask may be NULL. */
-#define SJ_HOST_ATTENTION_WORDS 34
+ * strides of q, kt, v, mask, out over the space, and last the code level
+ * to run, as sj_host_gemm's); mask may be NULL. */
+#define SJ_HOST_ATTENTION_WORDS 35
 void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
                             const float *mask, float *out, int64_t n, int64_t row_begin,
                             int64_t row_end);
 /* Its exp, for the accuracy test: x <= 0 or NaN. */
 float sj_host_attention_exp(float x);
+
+/* The packed GEMM (host_gemm.c): C = A B over one slice, m x n of C (row
+ * stride ldc, unit column stride), contraction k; A(i, p) at a + i*a_rs +
+ * p*a_cs in float32, B(p, j) at b + p*b_rs + j*b_cs in b_storage's elements
+ * (sj_precision: float32, or 16-bit widened exactly). level: the code to
+ * run, 4 AVX-512, 3 AVX2+FMA, anything lower the baseline x86-64 code, never
+ * more than the running CPU has. Uses about 420 KiB of stack. */
+void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
+                  int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
+                  int64_t ldc);
+/* The level sj_host_gemm runs for code with LLVM feature string fs. */
+int sj_llvm_gemm_level(const char *fs);
+/* Matmuls of at least this much work (m * n * k at the bucket extent) take
+ * the packed GEMM; host_emit.c says where else it applies. */
+#define SJ_HOST_GEMM_MIN_WORK ((int64_t)64 * 64 * 64)
 
 /* Vectorisable float math emitted inline at the builder's position. */
 LLVMValueRef sj_llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
@@ -97,7 +124,7 @@ LLVMValueRef sj_llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVM
  * times (NULL: not wanted) gets the emit, optimise and codegen ns (the
  * last is printing, for IR text). */
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, bool *uses_blas,
+                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
                           sj_compile_times *times);
 
 #endif

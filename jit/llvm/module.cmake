@@ -49,3 +49,8 @@ list(APPEND SJ_EXTRA_INCLUDES ${PROJECT_BINARY_DIR}/generated)
 # The fused attention kernel's clones for FMA CPUs use FMA for a*b+c.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/host_attention.c PROPERTIES
   COMPILE_OPTIONS -ffp-contract=fast)
+# The packed GEMM: FMA for a*b+c in its FMA levels, and -O3 in every build
+# type (its microkernel's register block needs the unrolling; a Debug build
+# of it at -O0 would be what the sanitizer suite spends its time in).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/host_gemm.c PROPERTIES
+  COMPILE_OPTIONS "-ffp-contract=fast;-O3")
