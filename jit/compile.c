@@ -98,10 +98,12 @@ static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
     char prefix[48], hex[65];
     sj_hash_hex(hash, hex);
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
+    bool attention = false;
+    if (em->fuses_attention) SJ_TRY(em->fuses_attention(g->ctx, o, &attention));
     sj_lower_options lo = {
         .fusion = o->fusion,
         .prefix = prefix,
-        .attention = em->fuses_attention && em->fuses_attention(g->ctx, o),
+        .attention = attention,
         .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
         .precision = o->precision};
     return sj_lower(g, extent, &lo, out);
