@@ -1,6 +1,7 @@
 /* The bucketed compile cache: one executable per bucket, made once (from
  * memory, the store, or a compile), found without a lock once made. */
 #include "bucketed_cache_impl.h"
+#include "core/clock.h"
 #include "store/store_impl.h"
 
 #include <llvm-c/blake3.h>
@@ -9,12 +10,6 @@
 #include <time.h>
 
 void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg) { memset(cfg, 0, sizeof *cfg); }
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void options_hash(const void *options, size_t len, uint8_t out[32]) {
     llvm_blake3_hasher h;
@@ -198,9 +193,9 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
                                    sj_remote_lease *lease, void **art, size_t *art_len) {
     *art = NULL;
     *art_len = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = sj_now_ns();
     sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, art, art_len);
-    atomic_fetch_add_explicit(&c->compile_ns, now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->compile_ns, sj_now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) {
         sj_remote_lease_end(lease, false);
         return st;
@@ -583,6 +578,7 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->specialise_failures = atomic_load(&c->specialise_failures);
     out->device_lost = atomic_load(&c->device_lost);
     out->reloads = atomic_load(&c->reloads);
+    if (c->comp.stages) c->comp.stages(c->comp.ctx, &out->stages);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);
     /* counters only: the SQL scan of sj_store_stats_get could fail with no

@@ -281,6 +281,13 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->specialise_failures = s.specialise_failures;
     out->device_lost = s.device_lost;
     out->reloads = s.reloads;
+    out->kernels = s.stages.kernels;
+    out->launches = s.stages.launches;
+    out->lower_ms = s.stages.lower_ms;
+    out->emit_ms = s.stages.emit_ms;
+    out->optimise_ms = s.stages.optimise_ms;
+    out->codegen_ms = s.stages.codegen_ms;
+    out->load_ms = s.stages.load_ms;
     out->device_resets = e->backend.gpu ? sj_gpu_compiler_resets(e->backend.gpu) : 0;
     /* Buckets share weights, so the largest bucket's weights are the
      * engine's (every bucket uses every param). */

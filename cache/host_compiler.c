@@ -4,6 +4,7 @@
 
 #include "cache/artifact_exe.h"
 #include "cache/host_tune.h"
+#include "core/clock.h"
 #include "core/core_impl.h"
 #include "core/hash.h"
 #include "jit/llvm/llvm_impl.h"
@@ -39,6 +40,8 @@ struct sj_host_compiler {
     sj_compiler_target fallbacks[SJ_HOST_MAX_LEVELS];
     char fallback_features[SJ_HOST_MAX_LEVELS][SJ_STORE_FIELD_MAX];
     uint8_t fallback_options[SJ_HOST_MAX_LEVELS][HOST_OPTIONS_BYTES];
+    /* sj_compile_stages totals (ns), summed by concurrent compiles and loads. */
+    _Atomic uint64_t kernels, launches, lower_ns, emit_ns, optimise_ns, codegen_ns, load_ns;
 };
 
 void sj_host_compiler_config_init(sj_host_compiler_config *cfg) {
@@ -224,6 +227,12 @@ static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, voi
         SJ_TRY(sj_host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
     else
         SJ_TRY(sj_compile(g, extent, &hc->options, &a));
+    atomic_fetch_add_explicit(&hc->kernels, (uint64_t)a->plan.n_kernels, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->launches, (uint64_t)a->plan.n_launches, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->lower_ns, a->times.lower_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->emit_ns, a->times.emit_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->optimise_ns, a->times.optimise_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->codegen_ns, a->times.codegen_ns, memory_order_relaxed);
     uint8_t *bytes;
     sj_status st = sj_artifact_serialize(a, &bytes, len);
     sj_artifact_destroy(a);
@@ -235,6 +244,7 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
                            size_t len, void **exe) {
     sj_host_compiler *hc = self;
     sj_ctx *ctx = sj_graph_ctx(g);
+    uint64_t t0 = sj_now_ns();
     sj_artifact *a;
     SJ_TRY(sj_artifact_deserialize(ctx, artifact, len, &a));
     sj_artifact_info info;
@@ -248,6 +258,7 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
     sj_executable *e = NULL;
     if (st == SJ_OK) st = sj_artifact_load(a, hc->devices[d], g, &e);
     sj_artifact_destroy(a);
+    atomic_fetch_add_explicit(&hc->load_ns, sj_now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) {
         sj_executable_destroy(e);
         return st;
@@ -266,6 +277,18 @@ static sj_status host_run(void *self, void *exe, int64_t active, const sj_tensor
     return sj_executable_run_or_replay(exe, active, inputs, outputs);
 }
 
+static void host_stages(void *self, sj_compile_stages *out) {
+    sj_host_compiler *hc = self;
+    memset(out, 0, sizeof *out);
+    out->kernels = atomic_load_explicit(&hc->kernels, memory_order_relaxed);
+    out->launches = atomic_load_explicit(&hc->launches, memory_order_relaxed);
+    out->lower_ms = (double)atomic_load_explicit(&hc->lower_ns, memory_order_relaxed) / 1e6;
+    out->emit_ms = (double)atomic_load_explicit(&hc->emit_ns, memory_order_relaxed) / 1e6;
+    out->optimise_ms = (double)atomic_load_explicit(&hc->optimise_ns, memory_order_relaxed) / 1e6;
+    out->codegen_ms = (double)atomic_load_explicit(&hc->codegen_ns, memory_order_relaxed) / 1e6;
+    out->load_ms = (double)atomic_load_explicit(&hc->load_ns, memory_order_relaxed) / 1e6;
+}
+
 void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     memset(out, 0, sizeof *out);
     out->ctx = hc;
@@ -281,6 +304,7 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->compile = host_compile;
     out->load = host_load;
     out->run = host_run;
+    out->stages = host_stages;
     sj_artifact_exe_ops(out);
 }
 

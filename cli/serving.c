@@ -232,6 +232,14 @@ void cli_stats_members(FILE *f, sj_engine *e) {
         (unsigned long long)s.remote_hits, (unsigned long long)s.compiles, s.compile_ms,
         (unsigned long long)s.corrupt, (unsigned long long)s.evictions,
         (unsigned long long)s.store_errors, (unsigned long long)s.one_offs, s.buckets_ready, s.buckets);
+    /* Repeated layers share kernels: launches - kernels were served by a
+     * kernel compiled once for several launches. */
+    fprintf(f,
+            ", \"kernels\": %llu, \"launches\": %llu, \"kernels_reused\": %llu, \"stage_ms\": "
+            "{\"lower\": %.3f, \"emit\": %.3f, \"optimise\": %.3f, \"codegen\": %.3f, \"load\": %.3f}",
+            (unsigned long long)s.kernels, (unsigned long long)s.launches,
+            (unsigned long long)(s.launches > s.kernels ? s.launches - s.kernels : 0), s.lower_ms,
+            s.emit_ms, s.optimise_ms, s.codegen_ms, s.load_ms);
     fprintf(f,
             ", \"weight_bytes\": %llu, \"weight_mapped_bytes\": %llu, \"run_bytes\": %llu, "
             "\"resident_buckets\": %d, "

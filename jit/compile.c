@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/hash.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/emitter.h"
@@ -97,10 +98,12 @@ static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
     char prefix[48], hex[65];
     sj_hash_hex(hash, hex);
     snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
+    bool attention = false;
+    if (em->fuses_attention) SJ_TRY(em->fuses_attention(g->ctx, o, &attention));
     sj_lower_options lo = {
         .fusion = o->fusion,
         .prefix = prefix,
-        .attention = em->fuses_attention && em->fuses_attention(g->ctx, o),
+        .attention = attention,
         .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
         .precision = o->precision};
     return sj_lower(g, extent, &lo, out);
@@ -118,10 +121,13 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
     SJ_TRY(pick(g, o, &em));
     uint8_t hash[32];
     sj_lowered *l;
+    uint64_t t0 = sj_now_ns();
     SJ_TRY(lower(g, em, extent, o, hash, &l));
+    uint64_t lower_ns = sj_now_ns() - t0;
     sj_artifact *a;
     sj_status st = sj_artifact_new(g->ctx, &a);
     if (st == SJ_OK) {
+        a->times.lower_ns = lower_ns;
         memcpy(a->graph_hash, hash, sizeof hash);
         a->options_hash = sj_compile_options_hash(o);
         st = sj_artifact_set_string(a, &a->target, em->target);
@@ -172,9 +178,12 @@ sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_c
     uint8_t hash[32];
     sj_lowered *l;
     SJ_TRY(lower(g, em, extent, o, hash, &l));
-    *kernels = l->n_kernels;
+    /* Launches, as before kernels were shared: the tuner compares the
+     * schedules' plans by them, and reports count what runs. */
+    *kernels = l->plan.n_launches;
     *matmuls = 0;
-    for (int i = 0; i < l->n_kernels; i++) *matmuls += l->kernels[i].kind == SJ_KK_MATMUL;
+    for (int i = 0; i < l->plan.n_launches; i++)
+        *matmuls += l->kernels[l->plan.launches[i].kernel].kind == SJ_KK_MATMUL;
     sj_lowered_destroy(l);
     return SJ_OK;
 }

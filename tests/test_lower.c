@@ -73,13 +73,22 @@ static void check_no_live_overlap(const sj_launch_plan *p) {
     free(last);
 }
 
-/* Lowers and returns the kernel count; checks the plan on the way. */
+/* Lowers and returns the launch count (one per kernel lowering made, before
+ * identical ones are shared); checks the plan on the way. */
 static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
     sj_lowered *l;
     sj_lower_options o = {.fusion = fusion, .prefix = "t_"};
     assert_int_equal(sj_lower(f->g, E, &o, &l), SJ_OK);
     assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_OK);
-    assert_int_equal(l->plan.n_launches, l->n_kernels);
+    /* The plan's kernel table is the distinct kernels, each used. */
+    assert_int_equal(l->plan.n_kernels, l->n_kernels);
+    assert_true(l->n_kernels <= l->plan.n_launches);
+    for (int k = 0; k < l->n_kernels; k++) {
+        assert_string_equal(l->plan.kernels[k].name, l->kernels[k].name);
+        bool used = false;
+        for (int i = 0; i < l->plan.n_launches; i++) used |= l->plan.launches[i].kernel == k;
+        assert_true(used);
+    }
     assert_int_equal(l->plan.extent, E);
     check_no_live_overlap(&l->plan);
     /* Every launch writes its first buffer, which is never an input or param. */
@@ -87,7 +96,7 @@ static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
         const sj_buffer_slot *s = &l->plan.slots[l->plan.launch_slots[l->plan.launches[i].first_slot]];
         assert_true(s->kind == SJ_SLOT_ARENA || s->kind == SJ_SLOT_OUTPUT);
     }
-    int n = l->n_kernels;
+    int n = l->plan.n_launches;
     if (keep) *keep = l;
     else sj_lowered_destroy(l);
     return n;
@@ -194,6 +203,9 @@ static void test_arena_reuse(void **state) {
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
     sj_lowered *l;
     assert_int_equal(kernels(f, 256, true, &l), 6);
+    /* Each softmax reads one buffer and writes another at the same layout:
+     * one kernel serves all six launches. */
+    assert_int_equal(l->n_kernels, 1);
     /* Five intermediates in a chain: two buffers suffice. */
     int64_t one = 256 * 64 * 4;
     assert_int_equal(l->arena_bytes_no_reuse, 5 * one);
@@ -227,9 +239,10 @@ static void test_plan_validate_rejects(void **state) {
     sj_lowered *l;
     kernels(f, 8, true, &l);
     sj_launch_plan *p = &l->plan;
+    int32_t k1 = p->launches[1].kernel;
     p->launches[1].kernel = 7;
     assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
-    p->launches[1].kernel = 1;
+    p->launches[1].kernel = k1;
     p->launch_slots[0] = p->n_slots;
     assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
     p->launch_slots[0] = 0;

@@ -256,6 +256,11 @@ typedef struct sj_engine_stats {
     uint64_t device_lost;   /* runs that failed so */
     uint64_t device_resets; /* context resets that followed */
     uint64_t reloads;       /* buckets loaded again after a reset */
+    /* Distinct kernels and the launches they serve, and ms per compile
+     * stage, over this engine's compiles and loads
+     * (shapejit/ext/bucketed_cache.h, sj_compile_stages). */
+    uint64_t kernels, launches;
+    double lower_ms, emit_ms, optimise_ms, codegen_ms, load_ms;
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

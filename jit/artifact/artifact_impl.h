@@ -13,6 +13,14 @@ typedef struct sj_code_blob {
     size_t len;
 } sj_code_blob;
 
+/* Where the compile that made an artifact spent its time, filled by
+ * sj_compile (lower) and the emitter (the rest; 0 where it measures none).
+ * In memory only, never serialised: a stored artifact's compile was
+ * another process's. */
+typedef struct sj_compile_times {
+    uint64_t lower_ns, emit_ns, optimise_ns, codegen_ns;
+} sj_compile_times;
+
 struct sj_artifact {
     sj_ctx *ctx;
     uint32_t format_version;
@@ -23,6 +31,7 @@ struct sj_artifact {
     sj_launch_plan plan; /* owned */
     int n_code;
     sj_code_blob *code;
+    sj_compile_times times;
 };
 
 /* An empty artifact (every string ""), for the compiler to fill. */

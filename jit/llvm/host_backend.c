@@ -17,7 +17,7 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     uint8_t *obj;
     size_t len;
     unsigned externs;
-    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &externs));
+    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &externs, &a->times));
     char *triple = NULL, *cpu = NULL, *features = NULL, *host_cpu = NULL, *host_features = NULL;
     sj_status st = sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features);
     /* The artifact records the CPU and every feature the code may use
@@ -58,7 +58,7 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
     size_t n;
     unsigned externs;
     SJ_TRY(sj_llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
-                           &n, &externs));
+                           &n, &externs, NULL));
     char *s = sj_realloc(l->ctx, text, n + 1);
     if (!s) {
         sj_free(l->ctx, text);
@@ -75,15 +75,17 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
  * matmuls through the packed GEMM), at 1 x 1024 rows 3.5 against 6.6 ms at
  * x86-64-v4, but 8.3 against 6.8 ms at x86-64-v3, and unfused faster at
  * v3 at 64, 300 and 12 x 256 rows too. */
-static bool host_fuses_attention(sj_ctx *ctx, const sj_compile_options *o) {
-    if (o->attention != SJ_ATTENTION_AUTO) return o->attention == SJ_ATTENTION_FUSED;
+static sj_status host_fuses_attention(sj_ctx *ctx, const sj_compile_options *o, bool *out) {
+    if (o->attention != SJ_ATTENTION_AUTO) {
+        *out = o->attention == SJ_ATTENTION_FUSED;
+        return SJ_OK;
+    }
     char *cpu = NULL, *features = NULL;
-    /* A bad CPU name fails the build itself, with its message. */
-    if (sj_llvm_host_target(ctx, o->cpu, o->features, &cpu, &features) != SJ_OK) return true;
-    bool wide = sj_llvm_gemm_level(features) >= 4;
+    SJ_TRY(sj_llvm_host_target(ctx, o->cpu, o->features, &cpu, &features));
+    *out = sj_llvm_gemm_level(features) >= 4;
     sj_free(ctx, cpu);
     sj_free(ctx, features);
-    return wide;
+    return SJ_OK;
 }
 
 /* bf16 and fp16 weights: loads widen them to float32 (host_emit.c). */

@@ -6,6 +6,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include "core/clock.h"
 #include "jit/llvm/llvm_impl.h"
 
 static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMTargetMachineRef *tm) {
@@ -102,7 +103,8 @@ int sj_llvm_gemm_level(const char *fs) {
 }
 
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs) {
+                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
+                          sj_compile_times *times) {
     if (t->opt_level < 0 || t->opt_level > 3)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: opt level %d not in 0..3", t->opt_level);
     LLVMTargetMachineRef tm = NULL;
@@ -121,9 +123,17 @@ sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target
     int vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
     int gemm_level = sj_llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
+    uint64_t t0 = sj_now_ns();
     sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, externs);
+    uint64_t t1 = sj_now_ns();
     if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
+    uint64_t t2 = sj_now_ns();
     if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
+    if (times) {
+        times->emit_ns = t1 - t0;
+        times->optimise_ns = t2 - t1;
+        times->codegen_ns = sj_now_ns() - t2;
+    }
     LLVMDisposeModule(m);
     LLVMContextDispose(C);
     LLVMDisposeTargetMachine(tm);

@@ -8,6 +8,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "core/core_impl.h"
+#include "jit/artifact/artifact_impl.h"
 #include "jit/lower/lower.h"
 
 typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
@@ -20,8 +21,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * does not tell: it stays the same between releases. 2: few-row matmuls
  * take narrow column tails as a masked vector; matmul schedules. 3: large
  * matmuls call the packed GEMM (host_gemm.c); the attention kernel runs
- * the artifact's level. */
-#define SJ_HOST_CODEGEN_REVISION 3
+ * the artifact's level. 4: one function per distinct kernel, shared by
+ * every launch of it (jit/lower/kernel_share.h). */
+#define SJ_HOST_CODEGEN_REVISION 4
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
@@ -118,8 +120,11 @@ LLVMValueRef sj_llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_log(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj_llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVMValueRef y);
 
-/* Builds, optimises and prints the module for l. *out is sj_alloc'ed. */
+/* Builds, optimises and prints the module for l. *out is sj_alloc'ed.
+ * times (NULL: not wanted) gets the emit, optimise and codegen ns (the
+ * last is printing, for IR text). */
 sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs);
+                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
+                          sj_compile_times *times);
 
 #endif

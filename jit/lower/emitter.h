@@ -19,10 +19,12 @@ typedef struct sj_emitter {
     /* Bit p set: loads of a param stored in sj_precision p's type (a
      * kernel load's `storage`) are lowered; fp32 always is. */
     unsigned precisions;
-    /* Whether lowering may fuse attention into one kernel for options o
-     * (the schedule, and at AUTO the target's measured preference); NULL:
-     * the target has no fused attention kernel. */
-    bool (*fuses_attention)(sj_ctx *ctx, const sj_compile_options *o);
+    /* *out: whether lowering may fuse attention into one kernel for
+     * options o (the schedule, and at AUTO the target's measured
+     * preference); an error (a bad CPU name, no memory) fails the compile
+     * rather than pick a schedule the key does not say. NULL: the target
+     * has no fused attention kernel. */
+    sj_status (*fuses_attention)(sj_ctx *ctx, const sj_compile_options *o, bool *out);
 } sj_emitter;
 
 extern const sj_emitter sj_host_emitter;

@@ -27,6 +27,7 @@
 #include "core/array.h"
 #include "jit/graph/graph_impl.h"
 #include "jit/lower/attention_fuse.h"
+#include "jit/lower/kernel_share.h"
 #include "jit/lower/lower.h"
 
 /* MATMUL_COPY_B_ROWS: see decide_homes. MAX_INLINE_DEPTH bounds the
@@ -1055,6 +1056,8 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     l->n_kernels = L.n_kernels;
     if (st == SJ_OK) st = make_plan(&L, l);
     free_lowering(&L);
+    /* Repeated layers lower to the same kernels: each is emitted once. */
+    if (st == SJ_OK) st = sj_lowered_share_kernels(l);
     if (st != SJ_OK) {
         sj_lowered_destroy(l);
         return st;

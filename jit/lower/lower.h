@@ -3,8 +3,8 @@
  *
  *   sj_lowered *l;
  *   SJ_TRY(sj_lower(g, 64, &(sj_lower_options){.fusion = true, .prefix = "sj_ab12_"}, &l));
- *   for (int i = 0; i < l->n_kernels; i++) emit(&l->kernels[i]);  // launch i runs kernel i
- *   ... l->plan ...
+ *   for (int i = 0; i < l->n_kernels; i++) emit(&l->kernels[i]);  // each distinct kernel once
+ *   ... l->plan ...  // launch i runs kernel l->plan.launches[i].kernel
  *   sj_lowered_destroy(l);
  */
 #ifndef SJ_LOWER_LOWER_H
@@ -26,7 +26,11 @@ typedef struct sj_lower_options {
 
 typedef struct sj_lowered {
     sj_ctx *ctx;
-    int n_kernels; /* launch i runs kernel i */
+    /* The distinct kernels (kernel_share.h): launches of identical code,
+     * as a model's repeated layers have, share one; the plan's launch i
+     * runs kernels[plan.launches[i].kernel], and plan.kernels[j] names
+     * kernels[j]. */
+    int n_kernels;
     sj_kernel *kernels;
     sj_launch_plan plan;
     int64_t arena_bytes_no_reuse; /* what the arena would take without reuse */

@@ -58,6 +58,19 @@ typedef struct sj_compiler_target {
     size_t options_len;
 } sj_compiler_target;
 
+/* Where a compiler's time went, summed over its compiles and loads so far
+ * (sj_compiler.stages). kernels are the distinct kernels its modules held,
+ * launches the launches they serve: launches - kernels were served by a
+ * kernel another launch of the same module already had (repeated layers
+ * share code), so never compiled again. The stages, in ms: lower (graph to
+ * kernels), emit (kernels to LLVM IR), optimise (the LLVM pipeline),
+ * codegen (machine code), load (an artifact's bytes to an executable). A
+ * compiler fills what it measures, 0 for the rest. */
+typedef struct sj_compile_stages {
+    uint64_t kernels, launches;
+    double lower_ms, emit_ms, optimise_ms, codegen_ms, load_ms;
+} sj_compile_stages;
+
 /* How a graph becomes something runnable: policy the cache does not know.
  * The target and toolchain strings and the options are part of the store
  * key. */
@@ -113,6 +126,9 @@ typedef struct sj_compiler {
     bool (*stale)(void *ctx, void *exe);
     sj_status (*run_stepwise)(void *ctx, void *exe, int64_t active_extent, const sj_tensor *inputs,
                               sj_tensor *outputs);
+    /* Optional (NULL: no figures; zeros reported). stages: the compiler's
+     * totals so far (sj_compile_stages); callable from any thread. */
+    void (*stages)(void *ctx, sj_compile_stages *out);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact
@@ -291,6 +307,7 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t specialise_failures; /* such recompiles that failed (the level kept serving) */
     uint64_t device_lost; /* runs that failed with SJ_E_DEVICE_LOST (a kernel fault) */
     uint64_t reloads;     /* stale executables loaded again after their device was reset */
+    sj_compile_stages stages; /* the compiler's (sj_compiler.stages) */
 } sj_bucketed_cache_stats;
 
 /* What bucket i's executable holds; for a bucket not loaded, what it will

@@ -104,10 +104,12 @@ typedef enum sj_emit_kind {
 SJ_API sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                               sj_emit_kind kind, char **out, size_t *len);
 
-/* Kernels the plan for this bucket has after fusion (a figure for reports). */
+/* Kernel launches the plan for this bucket has after fusion (a figure for
+ * reports): launches that share one kernel's code (repeated layers) count
+ * each. */
 SJ_API sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                                          int *out);
-/* The same, and of those the matmul kernels (where there are none, the
+/* The same, and of those the matmul launches (where there are none, the
  * matmul schedules give the same code), from one lowering. */
 SJ_API sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                                           int *kernels, int *matmuls);
