@@ -45,6 +45,7 @@ static int dump_to(const char *chunk, size_t n, void *user) {
 }
 
 void srv_json(srv_response *r, unsigned status, json_t *j) {
+    srv_json_account *a = srv_json_account_suspend();
     r->status = status;
     r->json_len = -1;
     dump_buf b = {0};
@@ -61,6 +62,7 @@ void srv_json(srv_response *r, unsigned status, json_t *j) {
         r->body = strdup("{\"error\": \"out of memory writing the response\"}");
         r->len = r->body ? strlen(r->body) : 0;
     }
+    srv_json_account_resume(a);
 }
 
 void srv_error(srv_response *r, unsigned status, const char *fmt, ...) {
@@ -71,10 +73,14 @@ void srv_error(srv_response *r, unsigned status, const char *fmt, ...) {
     va_end(ap);
     free(r->body);
     r->body = NULL;
+    srv_json_unreserve(r->pool, r->held);
+    r->held = 0;
+    srv_json_account *a = srv_json_account_suspend();
     /* json_string refuses invalid UTF-8 (a name echoed from a request). */
     json_t *s = json_string(msg);
     if (!s) s = json_string("the error message was not valid UTF-8");
     srv_json(r, status, json_pack("{s:o}", "error", s));
+    srv_json_account_resume(a);
 }
 
 srv_model *srv_find_model(srv_server *s, const char *name) {
@@ -90,17 +96,23 @@ typedef struct request {
     size_t len, cap;
     bool too_large;
     bool counted; /* in s->in_flight */
+    size_t held;  /* the response body's bytes in s->json, given back once it is sent */
 } request;
 
-static enum MHD_Result reply(struct MHD_Connection *c, srv_server *s, srv_response *r, bool close) {
+static enum MHD_Result reply(struct MHD_Connection *c, srv_server *s, request *q, srv_response *r,
+                            bool close) {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(r->len, r->body ? r->body : (void *)"", r->body ? MHD_RESPMEM_MUST_FREE
                                                                                    : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         free(r->body);
+        srv_json_unreserve(r->pool, r->held);
         return MHD_NO;
     }
     r->body = NULL;
+    /* The body stays held until MHD has sent it: on_completed gives it back. */
+    q->held += r->held;
+    r->held = 0;
     if (r->json_len >= 0) {
         char n[32];
         snprintf(n, sizeof n, "%ld", r->json_len);
@@ -262,7 +274,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = q;
         if (atomic_load(&s->draining)) {
             srv_error(&r, 503, "shutting down: no new requests");
-            return reply(c, s, &r, true);
+            return reply(c, s, q, &r, true);
         }
         /* A declared body above the limit is refused before a byte is read. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -272,7 +284,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (end != cl && n > s->cfg.max_body_bytes) {
                 srv_error(&r, 413, "request body of %llu bytes is above the limit of %zu bytes", n,
                           s->cfg.max_body_bytes);
-                return reply(c, s, &r, true);
+                return reply(c, s, q, &r, true);
             }
         }
         return MHD_YES;
@@ -307,10 +319,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (q->too_large) {
         srv_error(&r, 413, "request body is above the limit of %zu bytes", s->cfg.max_body_bytes);
-        return reply(c, s, &r, true);
+        return reply(c, s, q, &r, true);
     }
     route(s, c, url, method, q, &r);
-    return reply(c, s, &r, atomic_load(&s->draining));
+    return reply(c, s, q, &r, atomic_load(&s->draining));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -320,6 +332,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!q) return;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) atomic_fetch_add(&s->http_closed, 1);
     if (q->counted) atomic_fetch_sub(&s->in_flight, 1);
+    srv_json_unreserve(&s->json, q->held);
     free(q->body);
     free(q);
     *con_cls = NULL;
@@ -365,6 +378,7 @@ sj_status srv_create(sj_ctx *ctx, const srv_config *cfg, srv_server **out) {
     if (!s->cfg.request_timeout_s) s->cfg.request_timeout_s = 60;
     if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 64u << 20;
     if (!s->cfg.max_json_memory_bytes) s->cfg.max_json_memory_bytes = (size_t)256 << 20;
+    s->json.limit = s->cfg.max_json_memory_bytes;
     srv_json_memory_init();
     *out = s;
     return SJ_OK;

@@ -253,6 +253,14 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
     head(&b, "shapejit_http_connections_cut_total", "counter",
          "Requests ended without a complete response (client gone, timeout, limit).");
     put(&b, "shapejit_http_connections_cut_total %llu\n", U(atomic_load(&s->http_closed)));
+    head(&b, "shapejit_json_memory_bytes", "gauge",
+         "Memory held now by parsed request JSON and response bodies (--max-json-memory-bytes).");
+    put(&b, "shapejit_json_memory_bytes %zu\n", atomic_load(&s->json.used));
+    head(&b, "shapejit_json_memory_refused_total", "counter",
+         "Requests refused for the JSON memory budget: alone above it (over_limit), or while "
+         "others held it (busy, 503).");
+    put(&b, "shapejit_json_memory_refused_total{reason=\"over_limit\"} %llu\n", U(atomic_load(&s->json_over_limit)));
+    put(&b, "shapejit_json_memory_refused_total{reason=\"busy\"} %llu\n", U(atomic_load(&s->json_busy)));
     head(&b, "shapejit_requests_in_flight", "gauge", "Requests being read or answered.");
     put(&b, "shapejit_requests_in_flight %d\n", atomic_load(&s->in_flight));
 #undef U

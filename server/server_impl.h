@@ -27,6 +27,12 @@ typedef struct srv_metrics {
     _Atomic uint64_t batches, batched_requests; /* runs that served several requests */
 } srv_metrics;
 
+/* The JSON memory budget's pool (json_memory.c). */
+typedef struct srv_json_pool {
+    _Atomic size_t used;
+    size_t limit;
+} srv_json_pool;
+
 typedef enum srv_state { SRV_LOADING, SRV_READY, SRV_FAILED } srv_state;
 
 typedef struct srv_batcher srv_batcher;
@@ -86,6 +92,10 @@ struct srv_server {
     _Atomic int in_flight;
     /* Responses by status class, for /metrics. */
     _Atomic uint64_t http_2xx, http_4xx, http_5xx, http_closed;
+    /* Requests refused for the JSON memory budget: alone above it, or with
+     * others holding it. */
+    _Atomic uint64_t json_over_limit, json_busy;
+    srv_json_pool json; /* --max-json-memory-bytes, for every request together */
 };
 
 /* A response under construction: status, body (malloc'd; MHD frees it) and
@@ -96,6 +106,8 @@ typedef struct srv_response {
     size_t len;
     long json_len; /* -1: the whole body is JSON */
     const char *content_type; /* NULL: application/json */
+    size_t held; /* of body, bytes reserved in pool until sent */
+    srv_json_pool *pool;
 } srv_response;
 
 /* {"error": "..."} with the given status. */
@@ -138,12 +150,30 @@ sj_engine *srv_fit_route(srv_model *m, int64_t rows);
 /* The "ladder_fit" object of the model's metadata (NULL without a fit). */
 struct json_t *srv_fit_json(srv_model *m);
 
-/* json_memory.c: jansson's allocations on this thread count against a
- * budget while one is set (0: none), so a request's JSON cannot take more
- * memory than the server allows. */
+/* json_memory.c: the JSON memory budget (--max-json-memory-bytes), one
+ * pool per server shared by every request: parsed request JSON (what
+ * jansson really allocates, counted by its allocator hook while an account
+ * is open on the thread) and response bodies (reserved as they grow, given
+ * back once sent). */
+/* One request's share: what it holds now, and why a reservation failed. */
+typedef struct srv_json_account {
+    srv_json_pool *pool;
+    size_t used;
+    bool over_self; /* this request alone would pass the limit: 413/400 */
+    bool over_pool; /* the others hold the rest now: 503, retry */
+} srv_json_account;
+
 void srv_json_memory_init(void);
-void srv_json_memory_budget(size_t bytes);
-bool srv_json_memory_exceeded(void);
+/* jansson's allocations on this thread count against a until _end. */
+void srv_json_account_begin(srv_json_account *a, srv_json_pool *p);
+void srv_json_account_end(srv_json_account *a);
+/* n more bytes for a (a response body growing); false when over a limit. */
+bool srv_json_reserve(srv_json_account *a, size_t n);
+void srv_json_unreserve(srv_json_pool *p, size_t n);
+/* Error bodies are written outside the budget (a full pool must not turn a
+ * 400 into a 500): suspend returns the thread's account, resume restores it. */
+srv_json_account *srv_json_account_suspend(void);
+void srv_json_account_resume(srv_json_account *a);
 
 /* metrics.c */
 void srv_metrics_observe(srv_metrics *m, double seconds, bool failed);
