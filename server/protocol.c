@@ -370,10 +370,17 @@ typedef struct out_buf {
     bool oom;
 } out_buf;
 
-static bool ob_room(out_buf *b, size_t n) {
+/* Room for n more bytes: doubling for the JSON text (written a little at
+ * a time), exact for a block of known size (the binary outputs), so a body
+ * is not refused for the slack of its last doubling. */
+static bool ob_grow(out_buf *b, size_t n, bool exact) {
     if (b->failed) return false;
     if (n <= b->cap - b->len) return true;
-    size_t cap = b->cap ? b->cap : 4096;
+    if (exact && n > SIZE_MAX - b->len) {
+        b->failed = b->oom = true;
+        return false;
+    }
+    size_t cap = exact ? b->len + n : b->cap ? b->cap : 4096;
     while (cap - b->len < n) {
         if (cap > SIZE_MAX / 2) {
             b->failed = b->oom = true;
@@ -396,6 +403,8 @@ static bool ob_room(out_buf *b, size_t n) {
     b->cap = cap;
     return true;
 }
+
+static bool ob_room(out_buf *b, size_t n) { return ob_grow(b, n, false); }
 
 static void ob_put(out_buf *b, const char *s, size_t n) {
     if (!ob_room(b, n)) return;
@@ -607,7 +616,7 @@ static void respond(srv_model *m, json_t *id, const decoded *d, const sj_tensor 
     ob_str(&b, "}");
     size_t json_len = b.len;
     /* The binary outputs after the JSON, in the order listed. */
-    if (bin_len && ob_room(&b, bin_len))
+    if (bin_len && ob_grow(&b, bin_len, true))
         for (int i = 0; i < m->n_out; i++) {
             if (!want[i] || !binary[i]) continue;
             size_t n = (size_t)sj_tensor_numel(&out[i]) * sj_dtype_size(out[i].dtype);

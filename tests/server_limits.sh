@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# serve --listen under the limits issue 29's campaign broke: values a
+# client sends that FP32 or JSON cannot carry (400 naming the input or
+# output, never 500), response bodies and request JSON bounded together
+# by --max-json-memory-bytes (alone above it: 4xx naming the flag; while
+# others hold it: 503), slow headers cut by --header-timeout-s so they
+# cannot pin every connection, SIGTERM reaching a parallel warm-up, and a
+# store that fills told once on stderr and counted in /metrics.
+# Waits poll for the state they need; the only clocks are hang guards.
+# usage: server_limits.sh SHAPEJIT MODELS_DIR WORKDIR [SECTION...]
+set -uo pipefail
+. "$(dirname "$0")/http_test_prologue.sh"
+shift 3
+sections=("$@")
+[ ${#sections[@]} = 0 ] && sections=(values memory headers sigterm store)
+
+start() {
+  http_server_start "$@"
+  pids+=("$PID")
+}
+
+wait_ready() {
+  http_server_ready && return 0
+  fail "server never became ready"
+  cat "$W"/*.err
+  return 1
+}
+
+# req NAME CODE BODY_REGEX CURL_ARGS...: one request, its status and body checked.
+req() {
+  local name=$1 code=$2 re=$3
+  shift 3
+  local got
+  got=$(curl -s -m 60 -o "$W/body" -w '%{http_code}' "$@")
+  if [ "$got" != "$code" ]; then
+    fail "$name: status $got, expected $code; body: $(head -c 400 "$W/body" | tr -d "\0")"
+  elif ! grep -Eq -- "$re" <(head -c 100000 "$W/body" 2>/dev/null); then
+    fail "$name: body does not match /$re/: $(head -c 400 "$W/body")"
+  else
+    echo "ok: $name ($code)"
+  fi
+}
+
+# metric NAME: its value in /metrics now (empty when absent).
+metric() { curl -s -m 10 "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+
+# poll_metric NAME AWK_CONDITION: waits (hang guard 30 s) until NAME's value satisfies it.
+poll_metric() {
+  for _ in $(seq 1 300); do
+    v=$(metric "$1")
+    [ -n "$v" ] && awk -v v="$v" "BEGIN { exit !($2) }" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+has() { for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+# --------------------------------------------------- values: 400, never 500
+if has values; then
+  start values "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  five=$(metric 'shapejit_http_responses_total{class="5xx"}') # the 503s while warming
+  zeros=$(python3 -c 'print(",".join(["0"] * 63))')
+  # 1e39 is a finite JSON number, but no float32: the client's value is wrong.
+  req fp32_out_of_range 400 "input 'x': element 0 \\(1e\\+39\\) is outside FP32's range" -X POST \
+    --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[1e39,$zeros]}]}" \
+    "$U/v2/models/ffn/infer"
+  req fp32_negative_out_of_range 400 "input 'x': element 1 \\(-4e\\+38\\) is outside FP32's range" -X POST \
+    --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[0,-4e38${zeros:1}]}]}" \
+    "$U/v2/models/ffn/infer"
+  # A NaN in binary data is an IEEE value a model may take: it runs. Its
+  # outputs then hold NaN, which binary data carries (200) and JSON cannot
+  # (400 naming the output and the input the NaN came from).
+  hdr='{"inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","parameters":{"binary_data_size":256}}]}'
+  { printf '%s' "$hdr"; printf '\x00\x00\xc0\x7f'; head -c 252 /dev/zero; } >"$W/nan_in"
+  req nan_binary_json_out 400 "output 'y': element 0 is nan, which JSON cannot carry \\(input 'x' holds nan at element 0\\); ask for the output as binary data" \
+    -X POST --data-binary @"$W/nan_in" -H "Inference-Header-Content-Length: ${#hdr}" "$U/v2/models/ffn/infer"
+  hdr2='{"inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","parameters":{"binary_data_size":256}}],"parameters":{"binary_data_output":true}}'
+  { printf '%s' "$hdr2"; printf '\x00\x00\xc0\x7f'; head -c 252 /dev/zero; } >"$W/nan_in2"
+  req nan_binary_binary_out 200 '"binary_data_size":256' -X POST --data-binary @"$W/nan_in2" \
+    -H "Inference-Header-Content-Length: ${#hdr2}" "$U/v2/models/ffn/infer"
+  [ "$(metric 'shapejit_http_responses_total{class="5xx"}')" = "$five" ] ||
+    fail "values: a 5xx was answered: $(curl -s "$U/metrics" | grep 'class="5xx"')"
+  kill -TERM "$PID"
+  wait "$PID" || fail "values: exit status $?"
+fi
+
+# ------------------------------------- memory: one budget for every request
+if has memory; then
+  # A [N, 65536] output: 128 rows as JSON text is ~34 MB (the campaign's
+  # request: 2 KB in, 106 MB out).
+  cat >"$W/wide.sjg" <<'EOF'
+graph wide(N) {
+  input x: [N, 8]
+  param w: [8, 65536] = fill(1)
+  y = matmul(x, w)
+  output y
+}
+EOF
+  start memory "$W/wide.sjg" --ladder list:128 --store none --max-batch-delay-us 0 \
+    --max-json-memory-bytes 16000000 --idle-timeout-s 60
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  rows128=$(python3 -c 'print(",".join(["1"] * (128 * 8)))')
+  req response_over_budget 400 "the response needs more than the server's 16000000 bytes of memory to write; ask for large outputs as binary data.*--max-json-memory-bytes" \
+    -X POST --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[128,8],\"datatype\":\"FP32\",\"data\":[$rows128]}]}" \
+    "$U/v2/models/wide/infer"
+  req response_within_budget 200 '"shape":\[1,65536\],"data":\[8.0,8.0,' -X POST \
+    --data-binary '{"inputs":[{"name":"x","shape":[1,8],"datatype":"FP32","data":[1,1,1,1,1,1,1,1]}]}' \
+    "$U/v2/models/wide/infer"
+  poll_metric shapejit_json_memory_bytes 'v == 0' || fail "memory: the budget is not given back: $(metric shapejit_json_memory_bytes)"
+
+  # Process-wide: a client that does not read its 12.6 MB binary response
+  # holds it (the sender blocks once the socket buffers are full); a second
+  # such request meanwhile gets 503 (the 16 MB budget is held), and once
+  # the first hangs up it is served.
+  rows48=$(python3 -c 'print(",".join(["1"] * (48 * 8)))')
+  body48="{\"inputs\":[{\"name\":\"x\",\"shape\":[48,8],\"datatype\":\"FP32\",\"data\":[$rows48]}],\"parameters\":{\"binary_data_output\":true}}"
+  exec 7<>"/dev/tcp/127.0.0.1/$PORT"
+  printf 'POST /v2/models/wide/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' "${#body48}" "$body48" >&7
+  if poll_metric shapejit_json_memory_bytes 'v >= 12000000'; then
+    echo "ok: an unread response holds $(metric shapejit_json_memory_bytes) bytes of the budget"
+  else
+    fail "memory: an unread response holds $(metric shapejit_json_memory_bytes) bytes, expected >= 12000000"
+  fi
+  req budget_held_by_others 503 "JSON memory \\(16000000 bytes, --max-json-memory-bytes\\) is held by other requests now; retry" \
+    -X POST --data-binary "$body48" "$U/v2/models/wide/infer"
+  exec 7>&-
+  poll_metric shapejit_json_memory_bytes 'v == 0' || fail "memory: not given back after the client hung up"
+  req budget_free_again 200 '"binary_data_size":12582912' -X POST --data-binary "$body48" "$U/v2/models/wide/infer"
+  grep -q '^shapejit_json_memory_refused_total{reason="busy"} 1$' <(curl -s "$U/metrics") ||
+    fail "memory: busy refusals not counted: $(curl -s "$U/metrics" | grep refused)"
+
+  # Request JSON counted as allocated: 20000 integers cost ~1.1 MB in
+  # malloc'd blocks, past a 1 MB budget, though jansson asks for less.
+  kill -TERM "$PID"
+  wait "$PID" || fail "memory: exit status $?"
+  start memory2 "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0 --max-json-memory-bytes 1000000
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  many=$(python3 -c 'print(",".join(["0"] * 20000))')
+  req json_counted_as_allocated 413 "more than the server's 1000000 bytes of memory to parse; send large tensors as binary" \
+    -X POST --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[$many]}]}" \
+    "$U/v2/models/ffn/infer"
+  poll_metric shapejit_json_memory_bytes 'v == 0' || fail "memory: parse memory not given back"
+  kill -TERM "$PID"
+  wait "$PID" || fail "memory2: exit status $?"
+fi
+
+echo "$failures failures"
+[ "$failures" = 0 ]
