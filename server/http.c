@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +260,101 @@ bad_method:
     srv_error(r, 405, "%s is not allowed on %s", method, url);
 }
 
+/* ---- deadlines
+ *
+ * MHD's connection timeout is an idle timeout: any byte resets it, so a
+ * client that sends one header line every few seconds holds its connection
+ * for ever, and 64 of them hold every slot. Each connection's record says
+ * which phase it is in and since when; a watchdog thread cuts (shutdown(2)
+ * on the socket, which ends the connection's thread's wait) one that has
+ * been receiving headers longer than header_timeout_s, or a body longer
+ * than request_timeout_s. Running a request has no deadline: a compile may
+ * be in the way. */
+
+typedef enum conn_phase { CONN_HEADERS, CONN_BODY, CONN_BUSY } conn_phase;
+
+typedef struct srv_conn {
+    struct srv_conn *prev, *next;
+    int fd;
+    conn_phase phase;
+    double since;
+    bool cut;
+} srv_conn;
+
+static void conn_phase_set(srv_server *s, struct MHD_Connection *c, conn_phase p) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    srv_conn *k = ci ? ci->socket_context : NULL;
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->phase = p;
+    k->since = srv_now();
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        srv_conn *k = ci ? calloc(1, sizeof *k) : NULL;
+        if (!k) return; /* no deadline for this one; the idle timeout still holds */
+        k->fd = ci->connect_fd;
+        k->phase = CONN_HEADERS;
+        k->since = srv_now();
+        pthread_mutex_lock(&s->conn_mu);
+        k->next = s->conns;
+        if (k->next) k->next->prev = k;
+        s->conns = k;
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = k;
+        return;
+    }
+    /* Closed: MHD closes the socket after this returns, so the watchdog,
+     * which touches a socket only while its record is listed, never shuts
+     * down a descriptor number reused by another file. */
+    srv_conn *k = *socket_context;
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->conns = k->next;
+    if (k->next) k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->conn_mu);
+    free(k);
+    *socket_context = NULL;
+}
+
+static void *watchdog(void *arg) {
+    srv_server *s = arg;
+    double hdr = s->cfg.header_timeout_s, body = s->cfg.request_timeout_s;
+    /* A quarter of the shorter deadline: a connection is cut at most 25%
+     * late; never busier than 20 scans a second. */
+    double tick = (hdr < body ? hdr : body) / 4;
+    if (tick < 0.05) tick = 0.05;
+    if (tick > 1) tick = 1;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->watchdog_stop) {
+        double now = srv_now();
+        for (srv_conn *k = s->conns; k; k = k->next) {
+            double limit = k->phase == CONN_HEADERS ? hdr : k->phase == CONN_BODY ? body : -1;
+            if (k->cut || limit < 0 || now - k->since <= limit) continue;
+            shutdown(k->fd, SHUT_RDWR);
+            k->cut = true;
+            /* A body cut mid-way ends its request, which on_completed counts. */
+            if (k->phase == CONN_HEADERS) atomic_fetch_add(&s->http_closed, 1);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double t = (double)ts.tv_nsec * 1e-9 + tick;
+        ts.tv_sec += (time_t)t;
+        ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+        pthread_cond_timedwait(&s->conn_cv, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *data,
                                   size_t *data_size, void **con_cls) {
@@ -270,6 +366,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!q) return MHD_NO;
         q->t0 = srv_now();
         q->counted = true;
+        conn_phase_set(s, c, CONN_BODY); /* headers complete: the body's deadline runs */
         atomic_fetch_add(&s->in_flight, 1);
         *con_cls = q;
         if (atomic_load(&s->draining)) {
@@ -321,6 +418,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         srv_error(&r, 413, "request body is above the limit of %zu bytes", s->cfg.max_body_bytes);
         return reply(c, s, q, &r, true);
     }
+    conn_phase_set(s, c, CONN_BUSY);
     route(s, c, url, method, q, &r);
     return reply(c, s, q, &r, atomic_load(&s->draining));
 }
@@ -331,6 +429,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     request *q = *con_cls;
     if (!q) return;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) atomic_fetch_add(&s->http_closed, 1);
+    /* Kept alive: the next request's headers have their deadline from now. */
+    conn_phase_set(s, c, CONN_HEADERS);
     if (q->counted) atomic_fetch_sub(&s->in_flight, 1);
     srv_json_unreserve(&s->json, q->held);
     free(q->body);
@@ -355,6 +455,7 @@ void srv_config_init(srv_config *cfg) {
         .max_connections = 64,
         .idle_timeout_s = 30,
         .request_timeout_s = 60,
+        .header_timeout_s = 30,
         .ready_when = SRV_READY_ALL,
         .warm_jobs = 1,
         .promote = true,
@@ -376,6 +477,9 @@ sj_status srv_create(sj_ctx *ctx, const srv_config *cfg, srv_server **out) {
     if (!s->cfg.max_connections) s->cfg.max_connections = 64;
     if (!s->cfg.idle_timeout_s) s->cfg.idle_timeout_s = 30;
     if (!s->cfg.request_timeout_s) s->cfg.request_timeout_s = 60;
+    if (!s->cfg.header_timeout_s) s->cfg.header_timeout_s = s->cfg.idle_timeout_s;
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->conn_cv, NULL);
     if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 64u << 20;
     if (!s->cfg.max_json_memory_bytes) s->cfg.max_json_memory_bytes = (size_t)256 << 20;
     s->json.limit = s->cfg.max_json_memory_bytes;
@@ -455,11 +559,15 @@ sj_status srv_start(srv_server *s) {
     s->daemon = MHD_start_daemon(
         flags, s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         s->cfg.idle_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
     if (!s->daemon)
         return sj_fail(s->ctx, SJ_E_IO, "--listen %s:%u: cannot listen (address in use, or not "
                        "an address of this machine)", s->host, (unsigned)s->cfg.port);
+    if (pthread_create(&s->watchdog, NULL, watchdog, s) != 0)
+        return sj_fail(s->ctx, SJ_E_INTERNAL, "serve: cannot start the connection deadline thread");
+    s->watchdog_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : s->cfg.port;
     return SJ_OK;
@@ -483,7 +591,16 @@ int srv_drain(srv_server *s, int timeout_ms) {
 void srv_destroy(srv_server *s) {
     if (!s) return;
     for (int i = 0; i < s->n_models; i++) atomic_store(&s->models[i]->stop, true);
+    if (s->watchdog_started) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->watchdog_stop = true;
+        pthread_cond_broadcast(&s->conn_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        pthread_join(s->watchdog, NULL);
+    }
     if (s->daemon) MHD_stop_daemon(s->daemon);
     for (int i = 0; i < s->n_models; i++) srv_model_destroy(s->models[i]);
+    pthread_mutex_destroy(&s->conn_mu);
+    pthread_cond_destroy(&s->conn_cv);
     free(s);
 }

@@ -96,6 +96,12 @@ struct srv_server {
      * others holding it. */
     _Atomic uint64_t json_over_limit, json_busy;
     srv_json_pool json; /* --max-json-memory-bytes, for every request together */
+    /* Open connections, for the deadline watchdog (http.c). */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conn_cv;
+    struct srv_conn *conns;
+    bool watchdog_started, watchdog_stop;
+    pthread_t watchdog;
 };
 
 /* A response under construction: status, body (malloc'd; MHD frees it) and

@@ -149,5 +149,52 @@ EOF
   wait "$PID" || fail "memory2: exit status $?"
 fi
 
+# --------------------------- headers: slow headers cannot pin the server
+if has headers; then
+  # As many slow clients as there are connection slots (4), each sending a
+  # header line every 0.2 s (which resets the idle timeout): before their
+  # header deadline (1 s) runs out a new client is turned away; after it,
+  # they are cut and a new client is served. The slow clients would go on
+  # for 30 s, past the 10 s hang guard of the wait for a served client.
+  start headers "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0 \
+    --max-connections 4 --header-timeout-s 1 --idle-timeout-s 30 --request-timeout-s 30
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  slow=()
+  for i in 1 2 3 4; do
+    (
+      exec 3<>"/dev/tcp/127.0.0.1/$PORT" || exit 0
+      printf 'GET /v2/health/live HTTP/1.1\r\n' >&3 || exit 0
+      for j in $(seq 1 150); do
+        printf 'X-Slow-%d: %d\r\n' "$j" "$j" >&3 2>/dev/null || { echo cut >"$W/slow$i"; exit 0; }
+        sleep 0.2
+      done
+      echo "never cut" >"$W/slow$i"
+    ) &
+    slow+=($!)
+  done
+  served=
+  for _ in $(seq 1 100); do
+    if [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$U/v2/health/live")" = 200 ]; then
+      served=1
+      break
+    fi
+    sleep 0.1
+  done
+  [ -n "$served" ] && echo "ok: a client is served while slow-header clients hold every slot" ||
+    fail "headers: no client served while 4 slow-header clients held the 4 slots"
+  wait "${slow[@]}"
+  for i in 1 2 3 4; do
+    [ "$(cat "$W/slow$i" 2>/dev/null)" = cut ] || fail "headers: slow client $i: $(cat "$W/slow$i" 2>/dev/null)"
+  done
+  poll_metric shapejit_http_connections_cut_total 'v >= 4' ||
+    fail "headers: cut connections not counted: $(metric shapejit_http_connections_cut_total)"
+  # A kept-alive connection's next request is not cut while it is quick.
+  curl -s -m 10 -o /dev/null -o /dev/null -w '%{http_code}\n' "$U/v2/health/live" "$U/v2/health/ready" >"$W/keepalive"
+  [ "$(tr -d '\n' <"$W/keepalive")" = 200200 ] || fail "headers: keep-alive requests: $(cat "$W/keepalive")"
+  kill -TERM "$PID"
+  wait "$PID" || fail "headers: exit status $?"
+fi
+
 echo "$failures failures"
 [ "$failures" = 0 ]
