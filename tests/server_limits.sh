@@ -196,5 +196,26 @@ if has headers; then
   wait "$PID" || fail "headers: exit status $?"
 fi
 
+# ------------------------ sigterm: a stop reaches a parallel warm-up
+if has sigterm; then
+  # 108 buckets on 2 warm-up threads; SIGTERM once two are ready. Each
+  # thread finishes the bucket in hand at most, so the store holds far
+  # fewer than 108 when the process has exited (it held all 108 before:
+  # the parallel warm-up did not look at the stop).
+  ladder="list:$(seq -s, 1 108)"
+  start sigterm "$MODELS/ffn.sjg" --ladder "$ladder" --store "$W/warm.db" --jobs 2 --max-batch-delay-us 0
+  U="http://127.0.0.1:$PORT"
+  poll_metric 'shapejit_buckets_ready{model="ffn"}' 'v >= 2' || fail "sigterm: no bucket became ready"
+  kill -TERM "$PID"
+  wait "$PID" || fail "sigterm: exit status $?"
+  grep -q 'stopped' "$W/sigterm.out" || fail "sigterm: no 'stopped' line"
+  stored=$("$SJ" store ls --store "$W/warm.db" | grep -c ' fmt ')
+  if [ "$stored" -lt 100 ]; then
+    echo "ok: SIGTERM stopped the parallel warm-up ($stored of 108 buckets stored)"
+  else
+    fail "sigterm: the warm-up went on after SIGTERM: $stored of 108 buckets stored"
+  fi
+fi
+
 echo "$failures failures"
 [ "$failures" = 0 ]
