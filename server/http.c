@@ -333,9 +333,19 @@ static void *watchdog(void *arg) {
     double tick = (hdr < body ? hdr : body) / 4;
     if (tick < 0.05) tick = 0.05;
     if (tick > 1) tick = 1;
+    double told = 0;
     pthread_mutex_lock(&s->conn_mu);
     while (!s->watchdog_stop) {
         double now = srv_now();
+        /* Once a second, outside the lock: has a store or remote tier
+         * failed (its writes are behind the requests that cause them)? */
+        if (now - told >= 1) {
+            pthread_mutex_unlock(&s->conn_mu);
+            for (int i = 0; i < s->n_models; i++) srv_model_tell_trouble(s->models[i]);
+            pthread_mutex_lock(&s->conn_mu);
+            told = now;
+            if (s->watchdog_stop) break;
+        }
         for (srv_conn *k = s->conns; k; k = k->next) {
             double limit = k->phase == CONN_HEADERS ? hdr : k->phase == CONN_BODY ? body : -1;
             if (k->cut || limit < 0 || now - k->since <= limit) continue;

@@ -6,6 +6,8 @@
 #include "server/server_impl.h"
 
 #include "cache/ladder_switch.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/remote.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,4 +248,34 @@ sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tens
     if (m->fit && m->fit->ls) sj_ladder_switch_record(m->fit->ls, rows);
     if (m->batcher) return srv_batcher_run(m->batcher, rows, in, out);
     return srv_model_run_direct(m, rows, in, out);
+}
+
+void srv_model_tell_trouble(srv_model *m) {
+    if (!atomic_load(&m->told_store)) {
+        sj_engine_stats es;
+        sj_engine_stats_get(m->e, &es);
+        if (es.store_errors && !atomic_exchange(&m->told_store, true)) {
+            char why[256];
+            sj_bucketed_cache_store_error(sj_engine_cache(m->e), why, sizeof why);
+            fprintf(stderr, "shapejit serve: model '%s': the store failed (%llu time%s so far%s%s); "
+                    "buckets compile and serve from memory meanwhile. Told once: /metrics "
+                    "shapejit_store_errors_total counts every failure\n", m->name,
+                    (unsigned long long)es.store_errors, es.store_errors == 1 ? "" : "s",
+                    why[0] ? "; first refusal: " : "", why);
+        }
+    }
+    sj_remote *r = sj_engine_remote(m->e);
+    if (r && !atomic_load(&m->told_remote)) {
+        sj_remote_stats rs;
+        sj_remote_get_stats(r, &rs);
+        uint64_t n = rs.errors + rs.timeouts + rs.rejected + rs.dropped_puts + rs.lease_errors;
+        if (n && !atomic_exchange(&m->told_remote, true))
+            fprintf(stderr, "shapejit serve: model '%s': the remote tier %s failed (%llu errors, %llu "
+                    "timeouts, %llu values rejected, %llu puts dropped, %llu lease errors so far); "
+                    "buckets compile here meanwhile. Told once: /metrics "
+                    "shapejit_remote_errors_total counts every failure\n", m->name, sj_remote_url(r),
+                    (unsigned long long)rs.errors, (unsigned long long)rs.timeouts,
+                    (unsigned long long)rs.rejected, (unsigned long long)rs.dropped_puts,
+                    (unsigned long long)rs.lease_errors);
+    }
 }

@@ -77,6 +77,8 @@ typedef struct srv_model {
     srv_batcher *batcher; /* NULL: every request runs alone */
     srv_fit *fit;         /* --ladder fit:K, else NULL */
     char batch_why[256];  /* why batching is off (row dependence) */
+    /* Store or remote-tier trouble told on stderr, once per kind. */
+    _Atomic bool told_store, told_remote;
     srv_metrics m;
 } srv_model;
 
@@ -141,6 +143,9 @@ void srv_model_destroy(srv_model *m);
 sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
 /* The engine run behind it; counts stalls, promotions and rows. */
 sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
+/* Says on stderr, once per kind, that the model's store or remote tier
+ * failed (a full store kept serving from memory, silently, before). */
+void srv_model_tell_trouble(srv_model *m);
 
 /* model_fit.c: opens a model (path, or g taken) with cfg and adds it as
  * name; a "fit:K" ladder opens it on fo->provisional and gives it a fit. */

@@ -217,5 +217,34 @@ if has sigterm; then
   fi
 fi
 
+# ------------------------------------ store: a full store is told, once
+if has store; then
+  # A file-size limit makes the store's commits fail part way, as a full
+  # disk does (the server ignores SIGXFSZ, as the shell does here): the
+  # buckets still serve from memory; stderr says so once, /metrics counts.
+  trap '' XFSZ
+  ulimit -S -f 100
+  start store "$MODELS/mlp.sjg" --ladder pow2:1:1024 --store "$W/full.db" --jobs 1 --max-batch-delay-us 0
+  ulimit -S -f unlimited
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  if poll_metric 'shapejit_store_errors_total{model="mlp"}' 'v >= 1'; then
+    echo "ok: store failures counted: $(metric 'shapejit_store_errors_total{model="mlp"}')"
+  else
+    fail "store: no store failure counted: $(curl -s "$U/metrics" | grep -i store)"
+  fi
+  poll_metric 'shapejit_store_not_stored_buckets{model="mlp"}' 'v >= 1' || fail "store: no bucket counted as not stored"
+  # Told on stderr within a second or so of the failure (the hang guard is 30 s).
+  for _ in $(seq 1 300); do grep -q 'the store failed' "$W/store.err" && break; sleep 0.1; done
+  n=$(grep -c "model 'mlp': the store failed" "$W/store.err")
+  [ "$n" = 1 ] && echo "ok: told once on stderr" || fail "store: told $n times on stderr: $(cat "$W/store.err")"
+  grep -q "first refusal: .*full.db" "$W/store.err" || fail "store: the message does not say why: $(cat "$W/store.err")"
+  req store_full_still_serves 200 '"shape":\[1,10\]' -X POST \
+    --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,32],\"datatype\":\"FP32\",\"data\":[$(seq -s, 0 31)]}]}" \
+    "$U/v2/models/mlp/infer"
+  kill -TERM "$PID"
+  wait "$PID" || fail "store: exit status $?"
+fi
+
 echo "$failures failures"
 [ "$failures" = 0 ]
