@@ -7,7 +7,7 @@ if(SJ_CURL AND SJ_BASH)
     $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR}/examples/models ${PROJECT_BINARY_DIR}/server_http)
   set_tests_properties(server_http PROPERTIES TIMEOUT 150 LABELS server)
   # Issue 29's limits, one test per section so each runs (and fails) alone.
-  foreach(section values memory headers sigterm store)
+  foreach(section values memory headers sigterm store weights)
     add_test(NAME server_limits_${section} COMMAND ${SJ_BASH} ${PROJECT_SOURCE_DIR}/tests/server_limits.sh
       $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR}/examples/models
       ${PROJECT_BINARY_DIR}/server_limits_${section} ${section})

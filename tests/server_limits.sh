@@ -12,7 +12,7 @@ set -uo pipefail
 . "$(dirname "$0")/http_test_prologue.sh"
 shift 3
 sections=("$@")
-[ ${#sections[@]} = 0 ] && sections=(values memory headers sigterm store)
+[ ${#sections[@]} = 0 ] && sections=(values memory headers sigterm store weights)
 
 start() {
   http_server_start "$@"
@@ -244,6 +244,50 @@ if has store; then
     "$U/v2/models/mlp/infer"
   kill -TERM "$PID"
   wait "$PID" || fail "store: exit status $?"
+fi
+
+# ------------------- weights: a weights file rewritten under the server
+if has weights; then
+  # An ONNX model with external data; while requests run, its weights file
+  # is rewritten in place with other bytes (cp truncates first) and
+  # truncated and restored, over and over. The server read (copied) the
+  # file at load: it neither dies (SIGBUS, before) nor fails a request nor
+  # answers with other weights.
+  src="$(dirname "$0")/data/real_models/tel_postnorm_relu_dynamo"
+  mkdir -p "$W/tel"
+  cp "$src/model.onnx" "$src/model.onnx.data" "$W/tel/"
+  cp "$src/model.onnx.data" "$W/orig.data"
+  head -c "$(stat -c %s "$src/model.onnx.data")" /dev/urandom >"$W/other.data"
+  start weights "$W/tel/model.onnx" --name tel --dynamic seq --dim batch=1 --ladder list:8 --store none \
+    --max-batch-delay-us 0
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  data=$(python3 -c 'print(",".join(str((i % 11) * 0.1 - 0.5) for i in range(5 * 32)))')
+  body="{\"inputs\":[{\"name\":\"src\",\"shape\":[1,5,32],\"datatype\":\"FP32\",\"data\":[$data]}]}"
+  req weights_before 200 '"shape":\[1,5,32\]' -X POST --data-binary "$body" "$U/v2/models/tel/infer"
+  cp "$W/body" "$W/want"
+  (
+    for i in $(seq 1 40); do
+      cp "$W/other.data" "$W/tel/model.onnx.data"
+      truncate -s 0 "$W/tel/model.onnx.data"
+      cp "$W/orig.data" "$W/tel/model.onnx.data"
+    done
+  ) &
+  writer=$!
+  bad=0
+  for i in $(seq 1 40); do
+    code=$(curl -s -m 30 -o "$W/got" -w '%{http_code}' -X POST --data-binary "$body" "$U/v2/models/tel/infer")
+    if [ "$code" != 200 ] || ! cmp -s "$W/got" "$W/want"; then
+      bad=$((bad + 1))
+      [ "$bad" = 1 ] && echo "first bad answer: $code $(head -c 300 "$W/got")"
+    fi
+  done
+  wait "$writer"
+  [ "$bad" = 0 ] && echo "ok: 40 requests while the weights file was rewritten: all 200, all equal" ||
+    fail "weights: $bad of 40 requests failed or differed while the file was rewritten"
+  kill -0 "$PID" 2>/dev/null && echo "ok: the server is alive" || fail "weights: the server died: $(tail -3 "$W/weights.err")"
+  kill -TERM "$PID"
+  wait "$PID" || fail "weights: exit status $?"
 fi
 
 echo "$failures failures"
