@@ -28,3 +28,13 @@ set_tests_properties(server_tritonclient PROPERTIES TIMEOUT 240 LABELS server FI
 add_test(NAME server_readme COMMAND ${SJ_SERVER_VENV}/bin/python
   ${PROJECT_SOURCE_DIR}/tests/server_readme.py $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR})
 set_tests_properties(server_readme PROPERTIES TIMEOUT 150 LABELS server FIXTURES_REQUIRED server_venv)
+
+# deploy/: the KServe manifests parse and agree with the Dockerfile, and the
+# ServingRuntime's args serve a model here (PyYAML: Debian python3-yaml;
+# skipped without it).
+find_program(SJ_PYTHON3 python3)
+if(SJ_PYTHON3)
+  add_test(NAME deploy_kserve COMMAND ${SJ_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/deploy_kserve.py
+    $<TARGET_FILE:shapejit_cli> ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/deploy_kserve)
+  set_tests_properties(deploy_kserve PROPERTIES TIMEOUT 120 LABELS server SKIP_RETURN_CODE 77)
+endif()

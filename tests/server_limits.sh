@@ -244,6 +244,19 @@ if has store; then
     "$U/v2/models/mlp/infer"
   kill -TERM "$PID"
   wait "$PID" || fail "store: exit status $?"
+  # A fleet tier nobody listens on (loopback port 1): told once, counted.
+  printf 'fleet-secret-for-the-test-0123456789' >"$W/secret"
+  start remote "$MODELS/ffn.sjg" --ladder list:2,4 --store none --remote redis://127.0.0.1:1/0 \
+    --remote-secret-file "$W/secret" --max-batch-delay-us 0
+  wait_ready
+  U="http://127.0.0.1:$PORT"
+  poll_metric 'shapejit_remote_errors_total{model="ffn",kind="error"}' 'v >= 1' ||
+    fail "remote: no failure counted: $(curl -s "$U/metrics" | grep remote_errors)"
+  for _ in $(seq 1 300); do grep -q 'the remote tier' "$W/remote.err" && break; sleep 0.1; done
+  n=$(grep -c "model 'ffn': the remote tier redis://127.0.0.1:1/0 failed" "$W/remote.err")
+  [ "$n" = 1 ] && echo "ok: remote failure told once" || fail "remote: told $n times: $(cat "$W/remote.err")"
+  kill -TERM "$PID"
+  wait "$PID" || fail "remote: exit status $?"
 fi
 
 # ------------------- weights: a weights file rewritten under the server
