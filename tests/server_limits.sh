@@ -246,6 +246,7 @@ if has store; then
   wait "$PID" || fail "store: exit status $?"
   # A fleet tier nobody listens on (loopback port 1): told once, counted.
   printf 'fleet-secret-for-the-test-0123456789' >"$W/secret"
+  chmod 600 "$W/secret"
   start remote "$MODELS/ffn.sjg" --ladder list:2,4 --store none --remote redis://127.0.0.1:1/0 \
     --remote-secret-file "$W/secret" --max-batch-delay-us 0
   wait_ready
