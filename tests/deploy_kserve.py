@@ -12,11 +12,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
+
+from server_process import stop
 
 try:
     import yaml
@@ -137,12 +138,7 @@ try:
           f"inference over v2: {[(o['name'], o['shape']) for o in outs]}")
     check(os.path.exists(os.path.join(tmp, "store.db")), "the store is in the pod's /tmp")
 finally:
-    p.send_signal(signal.SIGTERM)
-    try:
-        rc = p.wait(120)  # a hang guard
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = "killed"
+    rc = stop(p)
 check(rc == 0, f"SIGTERM: exit status {rc}")
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

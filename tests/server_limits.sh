@@ -14,32 +14,7 @@ shift 3
 sections=("$@")
 [ ${#sections[@]} = 0 ] && sections=(values memory headers sigterm store weights)
 
-start() {
-  http_server_start "$@"
-  pids+=("$PID")
-}
-
-wait_ready() {
-  http_server_ready && return 0
-  fail "server never became ready"
-  cat "$W"/*.err
-  return 1
-}
-
-# req NAME CODE BODY_REGEX CURL_ARGS...: one request, its status and body checked.
-req() {
-  local name=$1 code=$2 re=$3
-  shift 3
-  local got
-  got=$(curl -s -m 60 -o "$W/body" -w '%{http_code}' "$@")
-  if [ "$got" != "$code" ]; then
-    fail "$name: status $got, expected $code; body: $(head -c 400 "$W/body" | tr -d "\0")"
-  elif ! grep -Eq -- "$re" <(head -c 100000 "$W/body" 2>/dev/null); then
-    fail "$name: body does not match /$re/: $(head -c 400 "$W/body")"
-  else
-    echo "ok: $name ($code)"
-  fi
-}
+. "$(dirname "$0")/http_test_requests.sh"
 
 # metric NAME: its value in /metrics now (empty when absent).
 metric() { curl -s -m 10 "$U/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
@@ -54,33 +29,36 @@ poll_metric() {
   return 1
 }
 
+# infer NAME CODE BODY_REGEX MODEL JSON [CURL_ARGS...]: POST JSON to MODEL's infer.
+infer() {
+  local name=$1 code=$2 re=$3 model=$4 body=$5
+  shift 5
+  req "$name" "$code" "$re" -X POST --data-binary "$body" "$@" "$U/v2/models/$model/infer"
+}
+
 has() { for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 # --------------------------------------------------- values: 400, never 500
 if has values; then
-  start values "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0
-  wait_ready
-  U="http://127.0.0.1:$PORT"
+  serve values "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0
   five=$(metric 'shapejit_http_responses_total{class="5xx"}') # the 503s while warming
   zeros=$(python3 -c 'print(",".join(["0"] * 63))')
   # 1e39 is a finite JSON number, but no float32: the client's value is wrong.
-  req fp32_out_of_range 400 "input 'x': element 0 \\(1e\\+39\\) is outside FP32's range" -X POST \
-    --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[1e39,$zeros]}]}" \
-    "$U/v2/models/ffn/infer"
-  req fp32_negative_out_of_range 400 "input 'x': element 1 \\(-4e\\+38\\) is outside FP32's range" -X POST \
-    --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[0,-4e38${zeros:1}]}]}" \
-    "$U/v2/models/ffn/infer"
+  infer fp32_out_of_range 400 "input 'x': element 0 \\(1e\\+39\\) is outside FP32's range" ffn \
+    "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[1e39,$zeros]}]}"
+  infer fp32_negative_out_of_range 400 "input 'x': element 1 \\(-4e\\+38\\) is outside FP32's range" ffn \
+    "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[0,-4e38${zeros:1}]}]}"
   # A NaN in binary data is an IEEE value a model may take: it runs. Its
   # outputs then hold NaN, which binary data carries (200) and JSON cannot
   # (400 naming the output and the input the NaN came from).
   hdr='{"inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","parameters":{"binary_data_size":256}}]}'
   { printf '%s' "$hdr"; printf '\x00\x00\xc0\x7f'; head -c 252 /dev/zero; } >"$W/nan_in"
-  req nan_binary_json_out 400 "output 'y': element 0 is nan, which JSON cannot carry \\(input 'x' holds nan at element 0\\); ask for the output as binary data" \
-    -X POST --data-binary @"$W/nan_in" -H "Inference-Header-Content-Length: ${#hdr}" "$U/v2/models/ffn/infer"
+  infer nan_binary_json_out 400 "output 'y': element 0 is nan, which JSON cannot carry \\(input 'x' holds nan at element 0\\); ask for the output as binary data" ffn \
+    @"$W/nan_in" -H "Inference-Header-Content-Length: ${#hdr}"
   hdr2='{"inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","parameters":{"binary_data_size":256}}],"parameters":{"binary_data_output":true}}'
   { printf '%s' "$hdr2"; printf '\x00\x00\xc0\x7f'; head -c 252 /dev/zero; } >"$W/nan_in2"
-  req nan_binary_binary_out 200 '"binary_data_size":256' -X POST --data-binary @"$W/nan_in2" \
-    -H "Inference-Header-Content-Length: ${#hdr2}" "$U/v2/models/ffn/infer"
+  infer nan_binary_binary_out 200 '"binary_data_size":256' ffn @"$W/nan_in2" \
+    -H "Inference-Header-Content-Length: ${#hdr2}"
   [ "$(metric 'shapejit_http_responses_total{class="5xx"}')" = "$five" ] ||
     fail "values: a 5xx was answered: $(curl -s "$U/metrics" | grep 'class="5xx"')"
   kill -TERM "$PID"
@@ -99,17 +77,13 @@ graph wide(N) {
   output y
 }
 EOF
-  start memory "$W/wide.sjg" --ladder list:128 --store none --max-batch-delay-us 0 \
+  serve memory "$W/wide.sjg" --ladder list:128 --store none --max-batch-delay-us 0 \
     --max-json-memory-bytes 16000000 --idle-timeout-s 60
-  wait_ready
-  U="http://127.0.0.1:$PORT"
   rows128=$(python3 -c 'print(",".join(["1"] * (128 * 8)))')
-  req response_over_budget 400 "the response needs more than the server's 16000000 bytes of memory to write; ask for large outputs as binary data.*--max-json-memory-bytes" \
-    -X POST --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[128,8],\"datatype\":\"FP32\",\"data\":[$rows128]}]}" \
-    "$U/v2/models/wide/infer"
-  req response_within_budget 200 '"shape":\[1,65536\],"data":\[8.0,8.0,' -X POST \
-    --data-binary '{"inputs":[{"name":"x","shape":[1,8],"datatype":"FP32","data":[1,1,1,1,1,1,1,1]}]}' \
-    "$U/v2/models/wide/infer"
+  infer response_over_budget 400 "the response needs more than the server's 16000000 bytes of memory to write; ask for large outputs as binary data.*--max-json-memory-bytes" wide \
+    "{\"inputs\":[{\"name\":\"x\",\"shape\":[128,8],\"datatype\":\"FP32\",\"data\":[$rows128]}]}"
+  infer response_within_budget 200 '"shape":\[1,65536\],"data":\[8.0,8.0,' wide \
+    '{"inputs":[{"name":"x","shape":[1,8],"datatype":"FP32","data":[1,1,1,1,1,1,1,1]}]}'
   poll_metric shapejit_json_memory_bytes 'v == 0' || fail "memory: the budget is not given back: $(metric shapejit_json_memory_bytes)"
 
   # Process-wide: a client that does not read its 12.6 MB binary response
@@ -125,11 +99,12 @@ EOF
   else
     fail "memory: an unread response holds $(metric shapejit_json_memory_bytes) bytes, expected >= 12000000"
   fi
-  req budget_held_by_others 503 "JSON memory \\(16000000 bytes, --max-json-memory-bytes\\) is held by other requests now; retry" \
-    -X POST --data-binary "$body48" "$U/v2/models/wide/infer"
+  infer budget_held_by_others 503 "JSON memory \\(16000000 bytes, --max-json-memory-bytes\\) is held by other requests now; retry" wide \
+    "$body48"
   exec 7>&-
   poll_metric shapejit_json_memory_bytes 'v == 0' || fail "memory: not given back after the client hung up"
-  req budget_free_again 200 '"binary_data_size":12582912' -X POST --data-binary "$body48" "$U/v2/models/wide/infer"
+  infer budget_free_again 200 '"binary_data_size":12582912' wide \
+    "$body48"
   grep -q '^shapejit_json_memory_refused_total{reason="busy"} 1$' <(curl -s "$U/metrics") ||
     fail "memory: busy refusals not counted: $(curl -s "$U/metrics" | grep refused)"
 
@@ -137,13 +112,10 @@ EOF
   # malloc'd blocks, past a 1 MB budget, though jansson asks for less.
   kill -TERM "$PID"
   wait "$PID" || fail "memory: exit status $?"
-  start memory2 "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0 --max-json-memory-bytes 1000000
-  wait_ready
-  U="http://127.0.0.1:$PORT"
+  serve memory2 "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0 --max-json-memory-bytes 1000000
   many=$(python3 -c 'print(",".join(["0"] * 20000))')
-  req json_counted_as_allocated 413 "more than the server's 1000000 bytes of memory to parse; send large tensors as binary" \
-    -X POST --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[$many]}]}" \
-    "$U/v2/models/ffn/infer"
+  infer json_counted_as_allocated 413 "more than the server's 1000000 bytes of memory to parse; send large tensors as binary" ffn \
+    "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[$many]}]}"
   poll_metric shapejit_json_memory_bytes 'v == 0' || fail "memory: parse memory not given back"
   kill -TERM "$PID"
   wait "$PID" || fail "memory2: exit status $?"
@@ -156,10 +128,8 @@ if has headers; then
   # header deadline (1 s) runs out a new client is turned away; after it,
   # they are cut and a new client is served. The slow clients would go on
   # for 30 s, past the 10 s hang guard of the wait for a served client.
-  start headers "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0 \
+  serve headers "$MODELS/ffn.sjg" --ladder list:4 --store none --max-batch-delay-us 0 \
     --max-connections 4 --header-timeout-s 1 --idle-timeout-s 30 --request-timeout-s 30
-  wait_ready
-  U="http://127.0.0.1:$PORT"
   slow=()
   for i in 1 2 3 4; do
     (
@@ -239,18 +209,15 @@ if has store; then
   n=$(grep -c "model 'mlp': the store failed" "$W/store.err")
   [ "$n" = 1 ] && echo "ok: told once on stderr" || fail "store: told $n times on stderr: $(cat "$W/store.err")"
   grep -q "first refusal: .*full.db" "$W/store.err" || fail "store: the message does not say why: $(cat "$W/store.err")"
-  req store_full_still_serves 200 '"shape":\[1,10\]' -X POST \
-    --data-binary "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,32],\"datatype\":\"FP32\",\"data\":[$(seq -s, 0 31)]}]}" \
-    "$U/v2/models/mlp/infer"
+  infer store_full_still_serves 200 '"shape":\[1,10\]' mlp \
+    "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,32],\"datatype\":\"FP32\",\"data\":[$(seq -s, 0 31)]}]}"
   kill -TERM "$PID"
   wait "$PID" || fail "store: exit status $?"
   # A fleet tier nobody listens on (loopback port 1): told once, counted.
   printf 'fleet-secret-for-the-test-0123456789' >"$W/secret"
   chmod 600 "$W/secret"
-  start remote "$MODELS/ffn.sjg" --ladder list:2,4 --store none --remote redis://127.0.0.1:1/0 \
+  serve remote "$MODELS/ffn.sjg" --ladder list:2,4 --store none --remote redis://127.0.0.1:1/0 \
     --remote-secret-file "$W/secret" --max-batch-delay-us 0
-  wait_ready
-  U="http://127.0.0.1:$PORT"
   poll_metric 'shapejit_remote_errors_total{model="ffn",kind="error"}' 'v >= 1' ||
     fail "remote: no failure counted: $(curl -s "$U/metrics" | grep remote_errors)"
   for _ in $(seq 1 300); do grep -q 'the remote tier' "$W/remote.err" && break; sleep 0.1; done
@@ -272,13 +239,12 @@ if has weights; then
   cp "$src/model.onnx" "$src/model.onnx.data" "$W/tel/"
   cp "$src/model.onnx.data" "$W/orig.data"
   head -c "$(stat -c %s "$src/model.onnx.data")" /dev/urandom >"$W/other.data"
-  start weights "$W/tel/model.onnx" --name tel --dynamic seq --dim batch=1 --ladder list:8 --store none \
+  serve weights "$W/tel/model.onnx" --name tel --dynamic seq --dim batch=1 --ladder list:8 --store none \
     --max-batch-delay-us 0
-  wait_ready
-  U="http://127.0.0.1:$PORT"
   data=$(python3 -c 'print(",".join(str((i % 11) * 0.1 - 0.5) for i in range(5 * 32)))')
   body="{\"inputs\":[{\"name\":\"src\",\"shape\":[1,5,32],\"datatype\":\"FP32\",\"data\":[$data]}]}"
-  req weights_before 200 '"shape":\[1,5,32\]' -X POST --data-binary "$body" "$U/v2/models/tel/infer"
+  infer weights_before 200 '"shape":\[1,5,32\]' tel \
+    "$body"
   cp "$W/body" "$W/want"
   (
     for i in $(seq 1 40); do

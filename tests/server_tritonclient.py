@@ -22,6 +22,8 @@ import threading
 import time
 import urllib.request
 
+from server_process import stop
+
 import numpy as np
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
@@ -242,12 +244,7 @@ def main():
               "batching off is reported for models that are not row-independent")
         check("model 'mlp': batching off" not in err, "mlp is batched")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(120)  # a hang guard: draining waits for nothing here
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rc = "killed"
+        rc = stop(p)
         check(rc == 0, f"SIGTERM: exit status {rc}")
     print(f"{len(failures)} failures")
     sys.exit(1 if failures else 0)
