@@ -252,8 +252,10 @@ sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tens
 
 void srv_model_tell_trouble(srv_model *m) {
     if (!atomic_load(&m->told_store)) {
-        sj_engine_stats es;
-        sj_engine_stats_get(m->e, &es);
+        /* The cache's counters (atomics), not sj_engine_stats_get, which
+         * also asks every bucket for its memory: this runs every second. */
+        sj_bucketed_cache_stats es;
+        sj_bucketed_cache_stats_get(sj_engine_cache(m->e), &es);
         if (es.store_errors && !atomic_exchange(&m->told_store, true)) {
             char why[256];
             sj_bucketed_cache_store_error(sj_engine_cache(m->e), why, sizeof why);
