@@ -185,6 +185,15 @@ static void note_stored(sj_bucketed_cache *c, int64_t extent, bool stored) {
     pthread_mutex_unlock(&c->store_fail_mu);
 }
 
+void sj_bucketed_cache_store_error(sj_bucketed_cache *c, char *buf, size_t cap) {
+    if (!buf || !cap) return;
+    buf[0] = '\0';
+    if (!c) return;
+    pthread_mutex_lock(&c->store_fail_mu);
+    snprintf(buf, cap, "%s", c->store_fail);
+    pthread_mutex_unlock(&c->store_fail_mu);
+}
+
 /* Compiles key's extent and hands the bytes to the store tiers (a failed
  * put costs a count, and for the local store a note on the bucket); *art is
  * the caller's to free. Under a fleet lease (lease non-NULL) the lease ends

@@ -61,13 +61,19 @@ static const char usage[] =
     "                     independent along the dynamic dim\n"
     "  --max-batch-rows N rows per batched run (default: the ladder's top)\n"
     "  --max-body-bytes N larger request bodies get 413 (default 67108864)\n"
-    "  --max-json-memory-bytes N  memory a request's JSON may take once parsed (about\n"
-    "                     20x its text for arrays of numbers); above it 413, asking for\n"
-    "                     binary data (default 268435456)\n"
+    "  --max-json-memory-bytes N  memory every request's JSON may take at once, in one\n"
+    "                     budget for the process: parsed requests (about 50 bytes a\n"
+    "                     number) and response bodies until sent. A request alone\n"
+    "                     above it gets 413 (parsing) or 400 (its response), asking\n"
+    "                     for binary data; one that finds it held by others, 503\n"
+    "                     (default 268435456)\n"
     "  --max-rows N       rows per request (default: the ladder's top)\n"
     "  --max-connections N  concurrent connections (default 64)\n"
     "  --idle-timeout-s N close a connection silent this long (default 30)\n"
     "  --request-timeout-s N  cut a request still uploading after this (default 60)\n"
+    "  --header-timeout-s N  cut a connection that has not sent a request's complete\n"
+    "                     headers N s after it opened or after its previous response,\n"
+    "                     however steadily it trickles (default: --idle-timeout-s)\n"
     "  --drain-timeout-s N  at shutdown, wait this long for requests in flight (default 30)\n"
     "  --jobs N           compile threads for the warm start (default 1)\n"
     CLI_NATIVE_AFTER_USAGE
@@ -145,6 +151,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     cli_backend_args compile = {0}; /* --cpu, --precision, --tune */
     int64_t workers = 2, threads = 0, delay_us = 200, batch_rows = 0, max_body = 64 << 20;
     int64_t max_json = (int64_t)256 << 20, max_rows = 0, max_conn = 64, idle_s = 30, req_s = 60, drain_s = 30, jobs = 1;
+    int64_t header_s = 0; /* 0: the idle timeout */
     int64_t native_after = INT64_MIN; /* not given: never */
     int64_t fit_window = INT64_MIN;   /* not given: the library's default */
     const char *fit_cost = NULL;
@@ -173,6 +180,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--max-connections", CLI_OPT_INT, &max_conn},
         {"--idle-timeout-s", CLI_OPT_INT, &idle_s},
         {"--request-timeout-s", CLI_OPT_INT, &req_s},
+        {"--header-timeout-s", CLI_OPT_INT, &header_s},
         {"--drain-timeout-s", CLI_OPT_INT, &drain_s},
         {"--jobs", CLI_OPT_INT, &jobs},
         {"--native-after", CLI_OPT_INT, &native_after},
@@ -225,6 +233,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--max-connections", max_conn, 1, 65536);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--idle-timeout-s", idle_s, 1, 86400);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--request-timeout-s", req_s, 1, 86400);
+    if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--header-timeout-s", header_s, 0, 86400);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--drain-timeout-s", drain_s, 0, 86400);
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--jobs", jobs, 1, 256);
     if (rc == CLI_EXIT_OK && native_after != INT64_MIN)
@@ -262,6 +271,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     sc.max_connections = (unsigned)max_conn;
     sc.idle_timeout_s = (unsigned)idle_s;
     sc.request_timeout_s = (unsigned)req_s;
+    sc.header_timeout_s = (unsigned)(header_s ? header_s : idle_s);
     sc.warm_jobs = (int)jobs;
     sc.promote = !no_promote;
     sc.max_batch_delay_us = delay_us;

@@ -1,12 +1,17 @@
-/* A weights file mapped read-only, with the state that says whether it
- * still holds the bytes hashed when it was mapped (weight_map.h). */
+/* A weights file held read-only: mapped in place when the file is
+ * immutable, else copied into a sealed memfd at open (weight_map.h says
+ * why), with the state that says whether a mapped file still holds the
+ * bytes hashed when it was mapped. */
 #include "weight_map.h"
 
 #include "file_read.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <llvm-c/blake3.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -23,7 +28,8 @@ typedef struct file_state {
 struct sj_weight_map {
     sj_ctx *ctx; /* allocated on it */
     _Atomic uint64_t refs;
-    int fd; /* kept open: fstat sees the very file the pages come from */
+    bool copied; /* base is a sealed copy: nothing the file does reaches it */
+    int fd; /* mapped in place: kept open, fstat sees the very file the pages come from */
     char *path;
     const uint8_t *base;
     size_t size; /* bytes mapped: the whole file when it was mapped */
@@ -52,6 +58,84 @@ static void hash_bytes(const uint8_t *p, size_t n, uint8_t out[32]) {
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
 
+/* Whether the file cannot change while the flag stays: an immutable file
+ * (chattr +i) refuses writes, truncation and O_TRUNC to every process,
+ * root's included, so its pages cannot vanish under a mapping. */
+static bool immutable(int fd) {
+    int flags = 0;
+    return ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_IMMUTABLE_FL);
+}
+
+/* Hashes n bytes of fd from offset 0 with pread, never touching a mapping:
+ * a file truncated meanwhile reads short (false) instead of raising
+ * SIGBUS. */
+static bool hash_fd(int fd, size_t n, uint8_t out[32]) {
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    uint8_t buf[1 << 16];
+    for (size_t at = 0; at < n;) {
+        size_t want = n - at < sizeof buf ? n - at : sizeof buf;
+        ssize_t got = pread(fd, buf, want, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        llvm_blake3_hasher_update(&h, buf, (size_t)got);
+        at += (size_t)got;
+    }
+    llvm_blake3_hasher_finalize(&h, out, 32);
+    return true;
+}
+
+/* Copies n bytes of fd into a memfd named after the file (so
+ * /proc/PID/maps still says which weights the process holds), sealed
+ * against any write, shrink or growth, and maps that read-only. The pages
+ * belong to the process: a file rewritten in place or truncated later (cp
+ * over it, a restore) cannot raise SIGBUS in a kernel that reads them, nor
+ * change the weights under a request. *why gets what failed; *raced is set
+ * when the file read short (it was being truncated or rewritten). */
+static void *copy_sealed(int fd, size_t n, const char *path, const char **why, bool *raced) {
+    *raced = false;
+    /* memfd names are at most 249 bytes: the end of a long path. */
+    char name[250];
+    size_t pl = strlen(path), keep = sizeof name - 1 - strlen("shapejit:");
+    snprintf(name, sizeof name, "shapejit:%s", pl > keep ? path + pl - keep : path);
+    int mfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0) {
+        *why = "memfd_create";
+        return MAP_FAILED;
+    }
+    void *base = MAP_FAILED;
+    if (ftruncate(mfd, (off_t)n) != 0) {
+        *why = "memfd size";
+        goto out;
+    }
+    uint8_t *w = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (w == MAP_FAILED) {
+        *why = "memfd mmap";
+        goto out;
+    }
+    for (size_t at = 0; at < n;) {
+        ssize_t got = pread(fd, w + at, n - at, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            *why = got < 0 ? "read" : "read short";
+            *raced = got == 0;
+            munmap(w, n);
+            goto out;
+        }
+        at += (size_t)got;
+    }
+    munmap(w, n); /* F_SEAL_WRITE needs no writable mapping left */
+    if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        *why = "memfd seals";
+        goto out;
+    }
+    base = mmap(NULL, n, PROT_READ, MAP_SHARED, mfd, 0);
+    if (base == MAP_FAILED) *why = "mmap";
+out:
+    close(mfd); /* the mapping keeps the memfd alive */
+    return base;
+}
+
 sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out) {
     *out = NULL;
     int fd;
@@ -59,11 +143,45 @@ sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out)
     SJ_TRY(sj_open_regular(ctx, "weights file ", path, &fd, &sb));
     sj_status st = SJ_OK;
     void *base = MAP_FAILED;
-    if (sb.st_size <= 0 || (uint64_t)sb.st_size > SIZE_MAX)
+    bool copied = false;
+    if (sb.st_size <= 0 || (uint64_t)sb.st_size > SIZE_MAX) {
         st = sj_fail(ctx, SJ_E_IO, "weights file %s: %lld bytes cannot be mapped", path,
                      (long long)sb.st_size);
-    else if ((base = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
-        st = sj_fail(ctx, SJ_E_IO, "weights file %s: mmap: %s", path, strerror(errno));
+    } else if (immutable(fd)) {
+        if ((base = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+            st = sj_fail(ctx, SJ_E_IO, "weights file %s: mmap: %s", path, strerror(errno));
+    } else {
+        copied = true;
+        /* A writer racing the copy: the state before and after must agree
+         * (and the read must not come up short), else read again; a file
+         * rewritten without pause fails the load, naming it. */
+        for (int attempt = 0; attempt < 3 && st == SJ_OK; attempt++) {
+            const char *why = NULL;
+            bool raced = false;
+            base = copy_sealed(fd, (size_t)sb.st_size, path, &why, &raced);
+            struct stat after;
+            bool same = fstat(fd, &after) == 0 && after.st_size == sb.st_size &&
+                        after.st_mtim.tv_sec == sb.st_mtim.tv_sec &&
+                        after.st_mtim.tv_nsec == sb.st_mtim.tv_nsec &&
+                        after.st_ctim.tv_sec == sb.st_ctim.tv_sec &&
+                        after.st_ctim.tv_nsec == sb.st_ctim.tv_nsec;
+            if (base != MAP_FAILED && same) break;
+            if (base != MAP_FAILED) munmap(base, (size_t)sb.st_size);
+            base = MAP_FAILED;
+            if (!raced && !same && why == NULL) raced = true;
+            if (!raced && why) {
+                st = sj_fail(ctx, SJ_E_IO, "weights file %s: copying it: %s: %s", path, why,
+                             strerror(errno));
+            } else if (attempt == 2) {
+                st = sj_fail(ctx, SJ_E_CORRUPT, "weights file %s changed while it was being read "
+                             "(3 tries): write model files elsewhere and rename them into place",
+                             path);
+            } else if (fstat(fd, &sb) != 0 || sb.st_size <= 0 || (uint64_t)sb.st_size > SIZE_MAX) {
+                st = sj_fail(ctx, SJ_E_IO, "weights file %s: %lld bytes cannot be read", path,
+                             (long long)sb.st_size);
+            }
+        }
+    }
     sj_weight_map *m = NULL;
     if (st == SJ_OK && (!(m = sj_calloc(ctx, 1, sizeof *m)) || !(m->path = sj_strdup(ctx, path))))
         st = sj_fail(ctx, SJ_E_NOMEM, "weights file %s: out of memory", path);
@@ -76,15 +194,24 @@ sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out)
     m->ctx = ctx;
     atomic_init(&m->refs, 1);
     atomic_init(&m->rehashes, 0);
-    m->fd = fd;
+    m->copied = copied;
     m->base = base;
     m->size = (size_t)sb.st_size;
     pthread_mutex_init(&m->mu, NULL);
+    m->ok = state_of(&sb);
+    if (copied) {
+        /* The copy is the weights from now on: the file is not needed. */
+        close(fd);
+        m->fd = -1;
+        hash_bytes(m->base, m->size, m->hash);
+        *out = m;
+        return SJ_OK;
+    }
+    m->fd = fd;
     /* Hashed now, so a later change is told from a touch by the bytes. A
      * writer racing this very hash is the one case it cannot tell apart:
      * the file's state is read before and compared after. */
     hash_bytes(m->base, m->size, m->hash);
-    m->ok = state_of(&sb);
     struct stat after;
     file_state now = fstat(fd, &after) == 0 ? state_of(&after) : (file_state){0};
     if (!same_state(&m->ok, &now)) {
@@ -103,7 +230,7 @@ void sj_weight_map_retain(sj_weight_map *m) {
 void sj_weight_map_release(sj_weight_map *m) {
     if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
     munmap((void *)m->base, m->size);
-    close(m->fd);
+    if (m->fd >= 0) close(m->fd);
     pthread_mutex_destroy(&m->mu);
     sj_free(m->ctx, m->path);
     sj_free(m->ctx, m);
@@ -127,6 +254,8 @@ static sj_status changed(sj_weight_map *m, sj_ctx *ctx, const file_state *now) {
 
 /* Caller holds m->mu. */
 static sj_status check_locked(sj_weight_map *m, sj_ctx *ctx, bool force) {
+    /* A copy holds the bytes hashed at open whatever the file does now. */
+    if (m->copied) return SJ_OK;
     struct stat sb;
     if (fstat(m->fd, &sb) != 0)
         return sj_fail(ctx, SJ_E_IO, "weights file %s: fstat: %s", m->path, strerror(errno));
@@ -142,9 +271,19 @@ static sj_status check_locked(sj_weight_map *m, sj_ctx *ctx, bool force) {
                        m->path, (unsigned long long)now.size, m->size);
     }
     if (!force && m->has_bad && same_state(&now, &m->bad)) return changed(m, ctx, &now);
+    /* The file's bytes, read, not the mapping's pages: a truncation racing
+     * this hash reads short instead of raising SIGBUS here (the fault the
+     * campaign found on an HTTP thread). Untouched private pages show the
+     * file, so the two agree. */
     uint8_t h[32];
-    hash_bytes(m->base, m->size, h);
+    bool whole = hash_fd(m->fd, m->size, h);
     atomic_fetch_add_explicit(&m->rehashes, 1, memory_order_relaxed);
+    if (!whole) {
+        m->bad = now;
+        m->has_bad = true;
+        return sj_fail(ctx, SJ_E_CORRUPT, "weights file %s was truncated while it was checked: "
+                       "reload the model", m->path);
+    }
     if (memcmp(h, m->hash, 32) != 0) return changed(m, ctx, &now);
     m->ok = now; /* touched, or rewritten with the same bytes */
     m->has_bad = false;

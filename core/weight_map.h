@@ -1,29 +1,33 @@
-/* A weights file mapped read-only (ONNX external data), shared by the
- * graph params that lie in it and the weight-pool entries that lend those
- * bytes to executables in place of a copy. Not installed.
+/* A weights file held read-only (ONNX external data), shared by the graph
+ * params that lie in it and the weight-pool entries that lend those bytes
+ * to executables in place of a copy. Not installed.
  *
  *   sj_weight_map *m;
- *   sj_weight_map_open(ctx, "/models/bert/model.onnx.data", &m);  // mmap + BLAKE3
+ *   sj_weight_map_open(ctx, "/models/bert/model.onnx.data", &m);  // hold + BLAKE3
  *   const float *w = (const float *)(sj_weight_map_data(m) + offset);
  *   ...
- *   sj_weight_map_check(m, ctx);    // before (and after) kernels read w: fstat,
- *                                   // re-hash only when size/mtime/ctime moved
+ *   sj_weight_map_check(m, ctx);    // before (and after) kernels read w
  *   sj_weight_map_release(m);       // the last reference unmaps
  *
  * Reference counted: each holder (a graph, a pool entry) takes one, so the
- * mapping lives exactly as long as something may read it, whichever of
+ * bytes live exactly as long as something may read them, whichever of
  * graph, engine or executable goes last.
  *
- * A file that changes under the mapping is caught, never read as silently
- * wrong weights: the size and timestamps seen when the bytes last hashed
- * equal are kept, a check compares them with fstat (cheap), and only when
- * they moved hashes the mapped bytes again; a different hash or a file now
- * shorter than the mapping is SJ_E_CORRUPT naming the file, for every check
- * until the file holds the mapped bytes again. What a check cannot close:
- * the file truncated between a check and a kernel's read of a page past the
- * new end raises SIGBUS in the reader (the library installs no signal
- * handler); bytes rewritten within the same timestamp tick as the last
- * verified state look unchanged until a verify. docs/weights.md says it. */
+ * A mapped page of a file truncated later raises SIGBUS in its reader, and
+ * a reader here is a kernel on a request thread: a file `cp` rewrites in
+ * place killed `serve --listen`. So only an immutable file (chattr +i,
+ * which no process may write or truncate while it is set) is mapped in
+ * place; any other is copied at open into a sealed memfd (no write, shrink
+ * or growth, ours included) and mapped from that: nothing done to the file
+ * afterwards reaches the weights, and check is SJ_OK for it.
+ *
+ * Mapped in place, a change (root cleared the flag) is caught, never read
+ * as silently wrong weights: the size and timestamps seen when the bytes
+ * last hashed equal are kept, a check compares them with fstat (cheap),
+ * and only when they moved hashes the file again with pread (not through
+ * the mapping, so the check itself cannot fault); a different hash or a
+ * shorter file is SJ_E_CORRUPT naming the file, for every check until the
+ * file holds the mapped bytes again. docs/weights.md says what is left. */
 #ifndef SJ_CORE_WEIGHT_MAP_H
 #define SJ_CORE_WEIGHT_MAP_H
 
@@ -34,9 +38,11 @@
 
 typedef struct sj_weight_map sj_weight_map;
 
-/* Maps all of the regular file at path (read-only, private) and hashes it.
- * SJ_E_IO naming the file when it cannot be opened, is empty or cannot be
- * mapped (callers then read it instead). One reference, the caller's. */
+/* Holds all of the regular file at path read-only (mapped in place when
+ * immutable, else a sealed copy) and hashes it. SJ_E_IO naming the file
+ * when it cannot be opened, is empty or cannot be held (callers then read
+ * it instead); SJ_E_CORRUPT when it kept changing while it was copied.
+ * One reference, the caller's. */
 sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out);
 void sj_weight_map_retain(sj_weight_map *m);
 /* Drops a reference; the last unmaps and closes. NULL is a no-op. */
@@ -46,8 +52,9 @@ const uint8_t *sj_weight_map_data(const sj_weight_map *m);
 size_t sj_weight_map_size(const sj_weight_map *m);
 const char *sj_weight_map_path(const sj_weight_map *m);
 
-/* SJ_OK when the file still holds the bytes mapped: fstat, and a re-hash
- * only when its size or timestamps differ from the last verified state.
+/* SJ_OK when the bytes held are still the file's (always, for a copy):
+ * fstat, and a re-hash only when its size or timestamps differ from the
+ * last verified state.
  * SJ_E_CORRUPT (truncated, or bytes changed) or SJ_E_IO naming the file,
  * recorded on ctx. Thread-safe. */
 sj_status sj_weight_map_check(sj_weight_map *m, sj_ctx *ctx);

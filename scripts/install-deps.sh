@@ -17,6 +17,7 @@ packages=(
   libmicrohttpd-dev      # serve --listen: the HTTP server
   libjansson-dev         # serve --listen: JSON
   curl python3-venv      # serve --listen tests: curl, and a venv for tritonclient
+  python3-yaml           # deploy/ test: the KServe manifests parse
   libonnx-testdata       # ONNX backend node tests (conformance)
   libopenblas-dev        # matmul reference in the benchmarks
   gnuplot-nox            # benchmark charts

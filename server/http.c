@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ static int dump_to(const char *chunk, size_t n, void *user) {
 }
 
 void srv_json(srv_response *r, unsigned status, json_t *j) {
+    srv_json_account *a = srv_json_account_suspend();
     r->status = status;
     r->json_len = -1;
     dump_buf b = {0};
@@ -61,6 +63,7 @@ void srv_json(srv_response *r, unsigned status, json_t *j) {
         r->body = strdup("{\"error\": \"out of memory writing the response\"}");
         r->len = r->body ? strlen(r->body) : 0;
     }
+    srv_json_account_resume(a);
 }
 
 void srv_error(srv_response *r, unsigned status, const char *fmt, ...) {
@@ -71,10 +74,14 @@ void srv_error(srv_response *r, unsigned status, const char *fmt, ...) {
     va_end(ap);
     free(r->body);
     r->body = NULL;
+    srv_json_unreserve(r->pool, r->held);
+    r->held = 0;
+    srv_json_account *a = srv_json_account_suspend();
     /* json_string refuses invalid UTF-8 (a name echoed from a request). */
     json_t *s = json_string(msg);
     if (!s) s = json_string("the error message was not valid UTF-8");
     srv_json(r, status, json_pack("{s:o}", "error", s));
+    srv_json_account_resume(a);
 }
 
 srv_model *srv_find_model(srv_server *s, const char *name) {
@@ -90,17 +97,23 @@ typedef struct request {
     size_t len, cap;
     bool too_large;
     bool counted; /* in s->in_flight */
+    size_t held;  /* the response body's bytes in s->json, given back once it is sent */
 } request;
 
-static enum MHD_Result reply(struct MHD_Connection *c, srv_server *s, srv_response *r, bool close) {
+static enum MHD_Result reply(struct MHD_Connection *c, srv_server *s, request *q, srv_response *r,
+                            bool close) {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(r->len, r->body ? r->body : (void *)"", r->body ? MHD_RESPMEM_MUST_FREE
                                                                                    : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         free(r->body);
+        srv_json_unreserve(r->pool, r->held);
         return MHD_NO;
     }
     r->body = NULL;
+    /* The body stays held until MHD has sent it: on_completed gives it back. */
+    q->held += r->held;
+    r->held = 0;
     if (r->json_len >= 0) {
         char n[32];
         snprintf(n, sizeof n, "%ld", r->json_len);
@@ -247,6 +260,111 @@ bad_method:
     srv_error(r, 405, "%s is not allowed on %s", method, url);
 }
 
+/* ---- deadlines
+ *
+ * MHD's connection timeout is an idle timeout: any byte resets it, so a
+ * client that sends one header line every few seconds holds its connection
+ * for ever, and 64 of them hold every slot. Each connection's record says
+ * which phase it is in and since when; a watchdog thread cuts (shutdown(2)
+ * on the socket, which ends the connection's thread's wait) one that has
+ * been receiving headers longer than header_timeout_s, or a body longer
+ * than request_timeout_s. Running a request has no deadline: a compile may
+ * be in the way. */
+
+typedef enum conn_phase { CONN_HEADERS, CONN_BODY, CONN_BUSY } conn_phase;
+
+typedef struct srv_conn {
+    struct srv_conn *prev, *next;
+    int fd;
+    conn_phase phase;
+    double since;
+    bool cut;
+} srv_conn;
+
+static void conn_phase_set(srv_server *s, struct MHD_Connection *c, conn_phase p) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    srv_conn *k = ci ? ci->socket_context : NULL;
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->phase = p;
+    k->since = srv_now();
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        srv_conn *k = ci ? calloc(1, sizeof *k) : NULL;
+        if (!k) return; /* no deadline for this one; the idle timeout still holds */
+        k->fd = ci->connect_fd;
+        k->phase = CONN_HEADERS;
+        k->since = srv_now();
+        pthread_mutex_lock(&s->conn_mu);
+        k->next = s->conns;
+        if (k->next) k->next->prev = k;
+        s->conns = k;
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = k;
+        return;
+    }
+    /* Closed: MHD closes the socket after this returns, so the watchdog,
+     * which touches a socket only while its record is listed, never shuts
+     * down a descriptor number reused by another file. */
+    srv_conn *k = *socket_context;
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->conns = k->next;
+    if (k->next) k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->conn_mu);
+    free(k);
+    *socket_context = NULL;
+}
+
+static void *watchdog(void *arg) {
+    srv_server *s = arg;
+    double hdr = s->cfg.header_timeout_s, body = s->cfg.request_timeout_s;
+    /* A quarter of the shorter deadline: a connection is cut at most 25%
+     * late; never busier than 20 scans a second. */
+    double tick = (hdr < body ? hdr : body) / 4;
+    if (tick < 0.05) tick = 0.05;
+    if (tick > 1) tick = 1;
+    double told = 0;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->watchdog_stop) {
+        double now = srv_now();
+        /* Once a second, outside the lock: has a store or remote tier
+         * failed (its writes are behind the requests that cause them)? */
+        if (now - told >= 1) {
+            pthread_mutex_unlock(&s->conn_mu);
+            for (int i = 0; i < s->n_models; i++) srv_model_tell_trouble(s->models[i]);
+            pthread_mutex_lock(&s->conn_mu);
+            told = now;
+            if (s->watchdog_stop) break;
+        }
+        for (srv_conn *k = s->conns; k; k = k->next) {
+            double limit = k->phase == CONN_HEADERS ? hdr : k->phase == CONN_BODY ? body : -1;
+            if (k->cut || limit < 0 || now - k->since <= limit) continue;
+            shutdown(k->fd, SHUT_RDWR);
+            k->cut = true;
+            /* A body cut mid-way ends its request, which on_completed counts. */
+            if (k->phase == CONN_HEADERS) atomic_fetch_add(&s->http_closed, 1);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double t = (double)ts.tv_nsec * 1e-9 + tick;
+        ts.tv_sec += (time_t)t;
+        ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+        pthread_cond_timedwait(&s->conn_cv, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *data,
                                   size_t *data_size, void **con_cls) {
@@ -258,11 +376,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!q) return MHD_NO;
         q->t0 = srv_now();
         q->counted = true;
+        conn_phase_set(s, c, CONN_BODY); /* headers complete: the body's deadline runs */
         atomic_fetch_add(&s->in_flight, 1);
         *con_cls = q;
         if (atomic_load(&s->draining)) {
             srv_error(&r, 503, "shutting down: no new requests");
-            return reply(c, s, &r, true);
+            return reply(c, s, q, &r, true);
         }
         /* A declared body above the limit is refused before a byte is read. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -272,7 +391,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (end != cl && n > s->cfg.max_body_bytes) {
                 srv_error(&r, 413, "request body of %llu bytes is above the limit of %zu bytes", n,
                           s->cfg.max_body_bytes);
-                return reply(c, s, &r, true);
+                return reply(c, s, q, &r, true);
             }
         }
         return MHD_YES;
@@ -307,10 +426,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (q->too_large) {
         srv_error(&r, 413, "request body is above the limit of %zu bytes", s->cfg.max_body_bytes);
-        return reply(c, s, &r, true);
+        return reply(c, s, q, &r, true);
     }
+    conn_phase_set(s, c, CONN_BUSY);
     route(s, c, url, method, q, &r);
-    return reply(c, s, &r, atomic_load(&s->draining));
+    return reply(c, s, q, &r, atomic_load(&s->draining));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -319,7 +439,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     request *q = *con_cls;
     if (!q) return;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) atomic_fetch_add(&s->http_closed, 1);
+    /* Kept alive: the next request's headers have their deadline from now. */
+    conn_phase_set(s, c, CONN_HEADERS);
     if (q->counted) atomic_fetch_sub(&s->in_flight, 1);
+    srv_json_unreserve(&s->json, q->held);
     free(q->body);
     free(q);
     *con_cls = NULL;
@@ -342,6 +465,7 @@ void srv_config_init(srv_config *cfg) {
         .max_connections = 64,
         .idle_timeout_s = 30,
         .request_timeout_s = 60,
+        .header_timeout_s = 30,
         .ready_when = SRV_READY_ALL,
         .warm_jobs = 1,
         .promote = true,
@@ -363,8 +487,12 @@ sj_status srv_create(sj_ctx *ctx, const srv_config *cfg, srv_server **out) {
     if (!s->cfg.max_connections) s->cfg.max_connections = 64;
     if (!s->cfg.idle_timeout_s) s->cfg.idle_timeout_s = 30;
     if (!s->cfg.request_timeout_s) s->cfg.request_timeout_s = 60;
+    if (!s->cfg.header_timeout_s) s->cfg.header_timeout_s = s->cfg.idle_timeout_s;
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->conn_cv, NULL);
     if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 64u << 20;
     if (!s->cfg.max_json_memory_bytes) s->cfg.max_json_memory_bytes = (size_t)256 << 20;
+    s->json.limit = s->cfg.max_json_memory_bytes;
     srv_json_memory_init();
     *out = s;
     return SJ_OK;
@@ -441,11 +569,15 @@ sj_status srv_start(srv_server *s) {
     s->daemon = MHD_start_daemon(
         flags, s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         s->cfg.idle_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
     if (!s->daemon)
         return sj_fail(s->ctx, SJ_E_IO, "--listen %s:%u: cannot listen (address in use, or not "
                        "an address of this machine)", s->host, (unsigned)s->cfg.port);
+    if (pthread_create(&s->watchdog, NULL, watchdog, s) != 0)
+        return sj_fail(s->ctx, SJ_E_INTERNAL, "serve: cannot start the connection deadline thread");
+    s->watchdog_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : s->cfg.port;
     return SJ_OK;
@@ -469,7 +601,16 @@ int srv_drain(srv_server *s, int timeout_ms) {
 void srv_destroy(srv_server *s) {
     if (!s) return;
     for (int i = 0; i < s->n_models; i++) atomic_store(&s->models[i]->stop, true);
+    if (s->watchdog_started) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->watchdog_stop = true;
+        pthread_cond_broadcast(&s->conn_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        pthread_join(s->watchdog, NULL);
+    }
     if (s->daemon) MHD_stop_daemon(s->daemon);
     for (int i = 0; i < s->n_models; i++) srv_model_destroy(s->models[i]);
+    pthread_mutex_destroy(&s->conn_mu);
+    pthread_cond_destroy(&s->conn_cv);
     free(s);
 }

@@ -5,6 +5,7 @@
 #include "server/server_impl.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "cache/ladder_switch.h"
+#include "shapejit/remote.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -164,6 +165,27 @@ static void fit_metrics(buf *b, srv_server *s) {
     }
 }
 
+/* The fleet tier's failures by kind, per model with one. */
+static void remote_metrics(buf *b, srv_server *s) {
+    head(b, "shapejit_remote_errors_total", "counter",
+         "Remote (Redis) tier failures by kind: error (connection, I/O, server reply), timeout, "
+         "rejected (a value refused), dropped_put (not published), lease_error.");
+    for (int i = 0; i < s->n_models; i++) {
+        sj_remote *r = sj_engine_remote(s->models[i]->e);
+        if (!r) continue;
+        sj_remote_stats rs;
+        sj_remote_get_stats(r, &rs);
+        const struct {
+            const char *kind;
+            uint64_t n;
+        } k[] = {{"error", rs.errors}, {"timeout", rs.timeouts}, {"rejected", rs.rejected},
+                 {"dropped_put", rs.dropped_puts}, {"lease_error", rs.lease_errors}};
+        for (size_t j = 0; j < sizeof k / sizeof k[0]; j++)
+            put(b, "shapejit_remote_errors_total{model=\"%s\",kind=\"%s\"} %llu\n", s->models[i]->name,
+                k[j].kind, (unsigned long long)k[j].n);
+    }
+}
+
 char *srv_metrics_render(srv_server *s, size_t *len) {
     buf b = {.cap = 8192};
     b.p = malloc(b.cap);
@@ -201,6 +223,12 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
               U(es->store_hits));
     PER_MODEL(&b, s, "shapejit_remote_hits_total", "counter",
               "Buckets loaded from the remote (Redis) tier.", "%llu", U(es->remote_hits));
+    PER_MODEL(&b, s, "shapejit_store_errors_total", "counter",
+              "Store reads and writes that failed (a full disk, a locked or unwritable file); the "
+              "bucket compiled or served from memory instead.", "%llu", U(es->store_errors));
+    PER_MODEL(&b, s, "shapejit_store_not_stored_buckets", "gauge",
+              "Buckets compiled whose artifact the store refused to keep.", "%llu", U(es->not_stored));
+    remote_metrics(&b, s);
     PER_MODEL(&b, s, "shapejit_compile_stalls_total", "counter",
               "Requests that waited for their bucket to be compiled or loaded.", "%llu",
               U(atomic_load(&m->m.stalls)));
@@ -253,6 +281,14 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
     head(&b, "shapejit_http_connections_cut_total", "counter",
          "Requests ended without a complete response (client gone, timeout, limit).");
     put(&b, "shapejit_http_connections_cut_total %llu\n", U(atomic_load(&s->http_closed)));
+    head(&b, "shapejit_json_memory_bytes", "gauge",
+         "Memory held now by parsed request JSON and response bodies (--max-json-memory-bytes).");
+    put(&b, "shapejit_json_memory_bytes %zu\n", atomic_load(&s->json.used));
+    head(&b, "shapejit_json_memory_refused_total", "counter",
+         "Requests refused for the JSON memory budget: alone above it (over_limit), or while "
+         "others held it (busy, 503).");
+    put(&b, "shapejit_json_memory_refused_total{reason=\"over_limit\"} %llu\n", U(atomic_load(&s->json_over_limit)));
+    put(&b, "shapejit_json_memory_refused_total{reason=\"busy\"} %llu\n", U(atomic_load(&s->json_busy)));
     head(&b, "shapejit_requests_in_flight", "gauge", "Requests being read or answered.");
     put(&b, "shapejit_requests_in_flight %d\n", atomic_load(&s->in_flight));
 #undef U

@@ -6,6 +6,8 @@
 #include "server/server_impl.h"
 
 #include "cache/ladder_switch.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/remote.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +80,33 @@ static void warm_failed(srv_model *m, const char *what) {
     atomic_compare_exchange_strong(&m->state, &loading, SRV_FAILED);
 }
 
+/* The rest of the warm-up on warm_jobs threads: each takes the next bucket
+ * (smallest first) and checks the stop flag before taking one, so a stop at
+ * shutdown ends the warm-up once every thread has finished the bucket in
+ * hand. (sj_engine_precompile would compile every bucket before returning:
+ * a SIGTERM during a 108-bucket warm-up waited 80-120 s for it.) */
+typedef struct warm_pool {
+    srv_model *m;
+    int n; /* buckets 0..n-1 to make ready */
+    _Atomic int next;
+    _Atomic bool failed;
+} warm_pool;
+
+static void *warm_worker(void *arg) {
+    warm_pool *p = arg;
+    srv_model *m = p->m;
+    while (!atomic_load(&m->stop) && !atomic_load(&p->failed)) {
+        int i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n) break;
+        if (sj_engine_prepare_bucket(m->e, i) != SJ_OK) {
+            /* The first failure is the one told; the others stop. */
+            if (!atomic_exchange(&p->failed, true)) warm_failed(m, "warm-up");
+            break;
+        }
+    }
+    return NULL;
+}
+
 static void *warm(void *arg) {
     srv_model *m = arg;
     int nb = sj_engine_num_buckets(m->e);
@@ -88,21 +117,20 @@ static void *warm(void *arg) {
         return NULL;
     }
     if (m->srv->cfg.ready_when == SRV_READY_FIRST_BUCKET) atomic_store(&m->state, SRV_READY);
-    if (m->srv->cfg.warm_jobs > 1) {
-        /* Ready buckets count as hits; the rest compile on warm_jobs threads. */
-        if (sj_engine_precompile(m->e, m->srv->cfg.warm_jobs, NULL, NULL) != SJ_OK) {
-            warm_failed(m, "warm-up");
-            return NULL;
-        }
-    } else {
-        /* One at a time, smallest first, so a stop at shutdown is seen
-         * between buckets. */
-        for (int i = 0; i < nb - 1 && !atomic_load(&m->stop); i++)
-            if (sj_engine_prepare_bucket(m->e, i) != SJ_OK) {
-                warm_failed(m, "warm-up");
-                return NULL;
-            }
-    }
+    warm_pool p = {.m = m, .n = nb - 1};
+    atomic_init(&p.next, 0);
+    atomic_init(&p.failed, false);
+    int jobs = m->srv->cfg.warm_jobs > 1 ? m->srv->cfg.warm_jobs : 1;
+    if (jobs > nb - 1) jobs = nb - 1 > 0 ? nb - 1 : 1;
+    pthread_t t[256];
+    int started = 0;
+    if (jobs > (int)(sizeof t / sizeof *t)) jobs = (int)(sizeof t / sizeof *t);
+    /* This thread is one of the jobs; the others are started beside it. */
+    for (int k = 1; k < jobs; k++)
+        if (pthread_create(&t[started], NULL, warm_worker, &p) == 0) started++;
+    warm_worker(&p);
+    for (int k = 0; k < started; k++) pthread_join(t[k], NULL);
+    if (atomic_load(&p.failed)) return NULL;
     if (!atomic_load(&m->stop)) atomic_store(&m->state, SRV_READY);
     return NULL;
 }
@@ -220,4 +248,36 @@ sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tens
     if (m->fit && m->fit->ls) sj_ladder_switch_record(m->fit->ls, rows);
     if (m->batcher) return srv_batcher_run(m->batcher, rows, in, out);
     return srv_model_run_direct(m, rows, in, out);
+}
+
+void srv_model_tell_trouble(srv_model *m) {
+    if (!atomic_load(&m->told_store)) {
+        /* The cache's counters (atomics), not sj_engine_stats_get, which
+         * also asks every bucket for its memory: this runs every second. */
+        sj_bucketed_cache_stats es;
+        sj_bucketed_cache_stats_get(sj_engine_cache(m->e), &es);
+        if (es.store_errors && !atomic_exchange(&m->told_store, true)) {
+            char why[256];
+            sj_bucketed_cache_store_error(sj_engine_cache(m->e), why, sizeof why);
+            fprintf(stderr, "shapejit serve: model '%s': the store failed (%llu time%s so far%s%s); "
+                    "buckets compile and serve from memory meanwhile. Told once: /metrics "
+                    "shapejit_store_errors_total counts every failure\n", m->name,
+                    (unsigned long long)es.store_errors, es.store_errors == 1 ? "" : "s",
+                    why[0] ? "; first refusal: " : "", why);
+        }
+    }
+    sj_remote *r = sj_engine_remote(m->e);
+    if (r && !atomic_load(&m->told_remote)) {
+        sj_remote_stats rs;
+        sj_remote_get_stats(r, &rs);
+        uint64_t n = rs.errors + rs.timeouts + rs.rejected + rs.dropped_puts + rs.lease_errors;
+        if (n && !atomic_exchange(&m->told_remote, true))
+            fprintf(stderr, "shapejit serve: model '%s': the remote tier %s failed (%llu errors, %llu "
+                    "timeouts, %llu values rejected, %llu puts dropped, %llu lease errors so far); "
+                    "buckets compile here meanwhile. Told once: /metrics "
+                    "shapejit_remote_errors_total counts every failure\n", m->name, sj_remote_url(r),
+                    (unsigned long long)rs.errors, (unsigned long long)rs.timeouts,
+                    (unsigned long long)rs.rejected, (unsigned long long)rs.dropped_puts,
+                    (unsigned long long)rs.lease_errors);
+    }
 }

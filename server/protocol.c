@@ -9,6 +9,7 @@
 #include "cache/ladder_switch.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -100,10 +101,21 @@ static bool put_elements(srv_model *m, const char *name, json_t *v, sj_tensor *t
     }
     int64_t k = (*at)++;
     switch (t->dtype) {
-    case SJ_F32:
+    case SJ_F32: {
         if (!json_is_number(v)) goto not_number;
-        t->data[k] = (float)json_number_value(v);
+        /* A finite JSON number past float32's range would run as inf: the
+         * client's value is wrong, not the model's answer (400, not the 500
+         * that encoding the inf output would give). */
+        double x = json_number_value(v);
+        float f = (float)x;
+        if (!isfinite(f)) {
+            srv_error(r, 400, "input '%s': element %lld (%g) is outside FP32's range (at most "
+                      "%g in magnitude)", name, (long long)k, x, (double)FLT_MAX);
+            return false;
+        }
+        t->data[k] = f;
         return true;
+    }
     case SJ_I64:
     case SJ_I32:
         if (!json_is_integer(v)) goto not_integer;
@@ -342,41 +354,169 @@ static bool take_binary(srv_model *m, const char *bin, size_t len, decoded *d, s
     return true;
 }
 
-/* ---- encoding */
+/* ---- encoding
+ *
+ * The response is written as text straight into its body, not built as a
+ * json_t tree first: a tree costs ~70 bytes per element where the text
+ * costs ~12, and the body grows only as far as the JSON memory budget lets
+ * it (every response being built or sent counts, srv_json_reserve), so a
+ * request for a wide output cannot make the server allocate without bound. */
 
-static json_t *data_json(const sj_tensor *t, const char *name, srv_response *r) {
+typedef struct out_buf {
+    char *p;
+    size_t len, cap;
+    srv_json_account *a;
+    bool failed; /* over the budget (a->over_*) or out of memory (oom) */
+    bool oom;
+} out_buf;
+
+/* Room for n more bytes: doubling for the JSON text (written a little at
+ * a time), exact for a block of known size (the binary outputs), so a body
+ * is not refused for the slack of its last doubling. */
+static bool ob_grow(out_buf *b, size_t n, bool exact) {
+    if (b->failed) return false;
+    if (n <= b->cap - b->len) return true;
+    if (exact && n > SIZE_MAX - b->len) {
+        b->failed = b->oom = true;
+        return false;
+    }
+    size_t cap = exact ? b->len + n : b->cap ? b->cap : 4096;
+    while (cap - b->len < n) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = b->oom = true;
+            return false;
+        }
+        cap *= 2;
+    }
+    if (!srv_json_reserve(b->a, cap - b->cap)) {
+        b->failed = true;
+        return false;
+    }
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        srv_json_unreserve(b->a->pool, cap - b->cap);
+        b->a->used -= cap - b->cap;
+        b->failed = b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static bool ob_room(out_buf *b, size_t n) { return ob_grow(b, n, false); }
+
+static void ob_put(out_buf *b, const char *s, size_t n) {
+    if (!ob_room(b, n)) return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void ob_str(out_buf *b, const char *s) { ob_put(b, s, strlen(s)); }
+
+static int ob_dump(const char *chunk, size_t n, void *user) {
+    out_buf *b = user;
+    ob_put(b, chunk, n);
+    return b->failed ? -1 : 0;
+}
+
+/* A JSON value (a string escaped by jansson: names and the request's id). */
+static void ob_json(out_buf *b, json_t *v) {
+    if (!v || json_dump_callback(v, ob_dump, b, JSON_COMPACT | JSON_ENCODE_ANY) != 0)
+        b->failed = b->failed || (b->oom = true);
+}
+
+static void ob_name(out_buf *b, const char *s) {
+    json_t *v = json_string(s ? s : "");
+    ob_json(b, v);
+    json_decref(v);
+}
+
+/* A float32 as jansson writes a real at JSON_REAL_PRECISION(9) (which
+ * round-trips every float32): "%.9g", a ".0" when it reads as an integer,
+ * no '+' or leading zeros in the exponent. */
+static size_t fmt_f32(char *o, size_t cap, float f) {
+    int n = snprintf(o, cap, "%.9g", (double)f);
+    if (n < 0 || (size_t)n >= cap) return 0;
+    if (!strchr(o, '.') && !strchr(o, 'e') && (size_t)n + 2 < cap) {
+        o[n++] = '.';
+        o[n++] = '0';
+        o[n] = '\0';
+    }
+    char *e = strchr(o, 'e');
+    if (e) {
+        char *start = e + 1, *end = start + 1;
+        if (*start == '-') start++;
+        if (*start == '+') end = start + 1;
+        while (*end == '0' && end[1]) end++;
+        if (end != start) {
+            memmove(start, end, (size_t)(o + n - end) + 1);
+            n -= (int)(end - start);
+        }
+    }
+    return (size_t)n;
+}
+
+/* The first element of a FP32 input that is not finite, to name in an
+ * error about an output that is not: -1 if none. */
+static int64_t first_non_finite(const sj_tensor *t) {
+    if (t->dtype != SJ_F32) return -1;
     int64_t n = sj_tensor_numel(t);
-    json_t *a = json_array();
-    for (int64_t k = 0; a && k < n; k++) {
-        json_t *v;
+    for (int64_t k = 0; k < n; k++)
+        if (!isfinite(t->data[k])) return k;
+    return -1;
+}
+
+/* out's data as a JSON array. A non-finite FP32 element has no JSON form:
+ * that is a 400 naming the output (and the input whose nan or inf it came
+ * from, when one holds one), never a 500 — the values are what the model
+ * computes for what the client sent, and binary data carries them. */
+static bool put_data(out_buf *b, srv_model *m, const decoded *d, const sj_tensor *t,
+                     const char *name, srv_response *r) {
+    int64_t n = sj_tensor_numel(t);
+    ob_put(b, "[", 1);
+    for (int64_t k = 0; k < n && !b->failed; k++) {
+        char tmp[48];
+        size_t len = 0;
+        if (k) tmp[len++] = ',';
         switch (t->dtype) {
         case SJ_F32:
             if (!isfinite(t->data[k])) {
-                json_decref(a);
-                srv_error(r, 500, "output '%s': element %lld is %g, which JSON cannot carry; ask for "
-                          "the output as binary_data", name, (long long)k, (double)t->data[k]);
-                return NULL;
+                char from[256] = "";
+                for (int i = 0; i < m->n_in && !from[0]; i++) {
+                    int64_t j = first_non_finite(&d->t[i]);
+                    if (j >= 0)
+                        snprintf(from, sizeof from, " (input '%s' holds %g at element %lld)",
+                                 m->in[i].name, (double)d->t[i].data[j], (long long)j);
+                }
+                srv_error(r, 400, "output '%s': element %lld is %g, which JSON cannot carry%s; ask "
+                          "for the output as binary data (binary_data)", name, (long long)k,
+                          (double)t->data[k], from);
+                return false;
             }
-            v = json_real(t->data[k]);
+            len += fmt_f32(tmp + len, sizeof tmp - len, t->data[k]);
             break;
-        case SJ_I64: v = json_integer(t->i64[k]); break;
-        case SJ_I32: v = json_integer(t->i32[k]); break;
-        case SJ_BOOL: v = json_boolean(t->b8[k]); break;
-        default: v = NULL;
+        case SJ_I64: len += (size_t)snprintf(tmp + len, sizeof tmp - len, "%lld", (long long)t->i64[k]); break;
+        case SJ_I32: len += (size_t)snprintf(tmp + len, sizeof tmp - len, "%d", (int)t->i32[k]); break;
+        case SJ_BOOL: len += (size_t)snprintf(tmp + len, sizeof tmp - len, "%s", t->b8[k] ? "true" : "false"); break;
+        default:
+            srv_error(r, 500, "output '%s': unhandled dtype", name);
+            return false;
         }
-        if (!v || json_array_append_new(a, v) != 0) {
-            json_decref(a);
-            srv_error(r, 503, "output '%s': out of memory", name);
-            return NULL;
-        }
+        ob_put(b, tmp, len);
     }
-    return a;
+    ob_put(b, "]", 1);
+    return true;
 }
 
-static json_t *tshape_json(const sj_tensor *t) {
-    json_t *a = json_array();
-    for (int k = 0; a && k < t->rank; k++) json_array_append_new(a, json_integer(t->dims[k]));
-    return a;
+static void put_shape(out_buf *b, const sj_tensor *t) {
+    ob_put(b, "[", 1);
+    for (int k = 0; k < t->rank; k++) {
+        char tmp[32];
+        int n = snprintf(tmp, sizeof tmp, "%s%lld", k ? "," : "", (long long)t->dims[k]);
+        ob_put(b, tmp, (size_t)n);
+    }
+    ob_put(b, "]", 1);
 }
 
 /* Which outputs, each JSON or binary, from 'outputs' and the request-level
@@ -414,49 +554,98 @@ static bool pick_outputs(srv_model *m, json_t *req, bool want[], bool binary[], 
     return true;
 }
 
-static void respond(srv_model *m, json_t *req, const sj_tensor *out, const bool want[],
-                    const bool binary[], srv_response *r) {
-    json_t *outs = json_array();
+/* A budget refused: 503 while others hold the memory (a retry may fit),
+ * else this request alone needs more than the server allows (self_status,
+ * self_msg: what to do instead). */
+static void over_budget(srv_model *m, const srv_json_account *a, unsigned self_status,
+                        const char *self_msg, srv_response *r) {
+    srv_server *s = m->srv;
+    if (a->over_self) {
+        atomic_fetch_add(&s->json_over_limit, 1);
+        srv_error(r, self_status, "%s %zu bytes of memory %s; %s (the limit is "
+                  "--max-json-memory-bytes)", self_msg, s->json.limit,
+                  self_status == 413 ? "to parse" : "to write",
+                  self_status == 413 ? "send large tensors as binary data (binary_data_size)"
+                                     : "ask for large outputs as binary data (binary_data) or "
+                                       "send fewer rows");
+    } else {
+        atomic_fetch_add(&s->json_busy, 1);
+        srv_error(r, 503, "the server's JSON memory (%zu bytes, --max-json-memory-bytes) is held "
+                  "by other requests now; retry", s->json.limit);
+    }
+}
+
+static void respond(srv_model *m, json_t *id, const decoded *d, const sj_tensor *out,
+                    const bool want[], const bool binary[], srv_json_account *a, srv_response *r) {
+    out_buf b = {.a = a};
     size_t bin_len = 0;
-    for (int i = 0; outs && i < m->n_out; i++) {
+    ob_str(&b, "{\"model_name\":");
+    ob_name(&b, m->name);
+    ob_str(&b, ",\"model_version\":\"1\",\"outputs\":[");
+    bool first = true;
+    for (int i = 0; i < m->n_out && !b.failed; i++) {
         if (!want[i]) continue;
-        json_t *o = json_pack("{s:s,s:s,s:o}", "name", m->out[i].name, "datatype",
-                              v2_dtype(out[i].dtype), "shape", tshape_json(&out[i]));
-        if (!o) break;
+        ob_str(&b, first ? "{\"name\":" : ",{\"name\":");
+        first = false;
+        ob_name(&b, m->out[i].name);
+        ob_str(&b, ",\"datatype\":\"");
+        ob_str(&b, v2_dtype(out[i].dtype));
+        ob_str(&b, "\",\"shape\":");
+        put_shape(&b, &out[i]);
         if (binary[i]) {
             size_t n = (size_t)sj_tensor_numel(&out[i]) * sj_dtype_size(out[i].dtype);
-            json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)n));
+            char tmp[80];
+            int k = snprintf(tmp, sizeof tmp, ",\"parameters\":{\"binary_data_size\":%zu}}", n);
+            ob_put(&b, tmp, (size_t)k);
             bin_len += n;
         } else {
-            json_t *data = data_json(&out[i], m->out[i].name, r);
-            if (!data) {
-                json_decref(o);
-                json_decref(outs);
+            ob_str(&b, ",\"data\":");
+            if (!put_data(&b, m, d, &out[i], m->out[i].name, r)) {
+                free(b.p);
+                srv_json_unreserve(a->pool, b.cap);
                 return;
             }
-            json_object_set_new(o, "data", data);
+            ob_str(&b, "}");
         }
-        json_array_append_new(outs, o);
     }
-    json_t *resp = json_pack("{s:s,s:s,s:o}", "model_name", m->name, "model_version", "1",
-                             "outputs", outs);
-    json_t *id = json_object_get(req, "id");
-    if (resp && json_is_string(id)) json_object_set(resp, "id", id);
-    srv_json(r, 200, resp);
-    if (r->status != 200 || bin_len == 0) return;
-    char *b = realloc(r->body, r->len + bin_len);
-    if (!b) {
-        srv_error(r, 503, "out of memory for %zu bytes of binary outputs", bin_len);
+    ob_str(&b, "]");
+    if (json_is_string(id)) {
+        ob_str(&b, ",\"id\":");
+        ob_json(&b, id);
+    }
+    ob_str(&b, "}");
+    size_t json_len = b.len;
+    /* The binary outputs after the JSON, in the order listed. */
+    if (bin_len && ob_grow(&b, bin_len, true))
+        for (int i = 0; i < m->n_out; i++) {
+            if (!want[i] || !binary[i]) continue;
+            size_t n = (size_t)sj_tensor_numel(&out[i]) * sj_dtype_size(out[i].dtype);
+            memcpy(b.p + b.len, out[i].bytes, n);
+            b.len += n;
+        }
+    if (b.failed) {
+        free(b.p);
+        srv_json_unreserve(a->pool, b.cap);
+        if (b.oom)
+            srv_error(r, 503, "out of memory writing the response");
+        else
+            over_budget(m, a, 400, "the response needs more than the server's", r);
         return;
     }
-    r->body = b;
-    r->json_len = (long)r->len;
-    for (int i = 0; i < m->n_out; i++) {
-        if (!want[i] || !binary[i]) continue;
-        size_t n = (size_t)sj_tensor_numel(&out[i]) * sj_dtype_size(out[i].dtype);
-        memcpy(r->body + r->len, out[i].bytes, n);
-        r->len += n;
+    /* Doubling left up to half the buffer unused: given back. */
+    char *p = b.len ? realloc(b.p, b.len) : b.p;
+    if (p && b.len < b.cap) {
+        srv_json_unreserve(a->pool, b.cap - b.len);
+        b.p = p;
+        b.cap = b.len;
     }
+    free(r->body);
+    r->status = 200;
+    r->body = b.p;
+    r->len = b.len;
+    r->json_len = bin_len ? (long)json_len : -1;
+    r->pool = a->pool;
+    r->held = b.cap;
 }
 
 void srv_infer(srv_model *m, const char *body, size_t len, const char *header_len, srv_response *r) {
@@ -473,18 +662,20 @@ void srv_infer(srv_model *m, const char *body, size_t len, const char *header_le
         json_len = (size_t)h;
     }
     json_error_t err;
-    srv_json_memory_budget(m->srv->cfg.max_json_memory_bytes);
+    /* Every jansson allocation from here to the end counts against the
+     * server's JSON pool: the parsed request (freed before the model runs)
+     * and the id echoed. */
+    srv_json_account acct;
+    srv_json_account_begin(&acct, &m->srv->json);
     json_t *req = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &err);
-    bool exceeded = srv_json_memory_exceeded();
-    srv_json_memory_budget(0);
-    if (!req && exceeded) {
-        srv_error(r, 413, "the request's JSON needs more than the server's %zu bytes of memory to "
-                  "parse; send large tensors as binary data (binary_data_size)",
-                  m->srv->cfg.max_json_memory_bytes);
+    if (!req && (acct.over_self || acct.over_pool)) {
+        over_budget(m, &acct, 413, "the request's JSON needs more than the server's", r);
+        srv_json_account_end(&acct);
         return;
     }
     if (!req) {
         srv_error(r, 400, "malformed JSON at line %d, column %d: %s", err.line, err.column, err.text);
+        srv_json_account_end(&acct);
         return;
     }
     decoded *d = calloc(1, sizeof *d);
@@ -502,9 +693,14 @@ void srv_infer(srv_model *m, const char *body, size_t len, const char *header_le
                   pick_outputs(m, req, want, binary, r);
         if (ok && d->rows < 0) d->rows = 1;
         if (ok) {
+            /* The tree is done with: its memory goes back before the run,
+             * so the response can have it. */
+            json_t *id = json_incref(json_object_get(req, "id"));
+            json_decref(req);
+            req = NULL;
             sj_status st = srv_model_run(m, d->rows, d->t, out);
             if (st == SJ_OK)
-                respond(m, req, out, want, binary, r);
+                respond(m, id, d, out, want, binary, &acct, r);
             else if (st == SJ_E_SHAPE || st == SJ_E_INVALID_ARG || st == SJ_E_OUT_OF_RANGE)
                 srv_error(r, 400, "%s", sj_ctx_last_error(m->srv->ctx));
             else if (st == SJ_E_STATE)
@@ -512,10 +708,12 @@ void srv_infer(srv_model *m, const char *body, size_t len, const char *header_le
             else
                 srv_error(r, 500, "model '%s': %s: %s", m->name, sj_status_str(st),
                           sj_ctx_last_error(m->srv->ctx));
+            json_decref(id);
             for (int i = 0; i < m->n_out; i++) sj_tensor_free(m->srv->ctx, &out[i]);
         }
         decoded_free(d);
     }
     free(d);
     json_decref(req);
+    srv_json_account_end(&acct);
 }

@@ -60,6 +60,11 @@ typedef struct srv_config {
     unsigned max_connections; /* further connections are closed at once; default 64 */
     unsigned idle_timeout_s;  /* a connection silent this long is closed; default 30 */
     unsigned request_timeout_s; /* a request still uploading after this is cut; default 60 */
+    /* A connection must send a request's complete headers within this of
+     * opening, or of its previous response, or it is cut: slow headers
+     * (a line every few seconds resets the idle timeout) cannot pin the
+     * connection slots. 0: idle_timeout_s. */
+    unsigned header_timeout_s;
     srv_ready_when ready_when;
     int warm_jobs;            /* compile threads for the warm start; 0 = 1 */
     /* Zero-stall: a request whose bucket is not ready runs in the smallest

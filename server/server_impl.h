@@ -27,6 +27,12 @@ typedef struct srv_metrics {
     _Atomic uint64_t batches, batched_requests; /* runs that served several requests */
 } srv_metrics;
 
+/* The JSON memory budget's pool (json_memory.c). */
+typedef struct srv_json_pool {
+    _Atomic size_t used;
+    size_t limit;
+} srv_json_pool;
+
 typedef enum srv_state { SRV_LOADING, SRV_READY, SRV_FAILED } srv_state;
 
 typedef struct srv_batcher srv_batcher;
@@ -71,6 +77,8 @@ typedef struct srv_model {
     srv_batcher *batcher; /* NULL: every request runs alone */
     srv_fit *fit;         /* --ladder fit:K, else NULL */
     char batch_why[256];  /* why batching is off (row dependence) */
+    /* Store or remote-tier trouble told on stderr, once per kind. */
+    _Atomic bool told_store, told_remote;
     srv_metrics m;
 } srv_model;
 
@@ -86,6 +94,16 @@ struct srv_server {
     _Atomic int in_flight;
     /* Responses by status class, for /metrics. */
     _Atomic uint64_t http_2xx, http_4xx, http_5xx, http_closed;
+    /* Requests refused for the JSON memory budget: alone above it, or with
+     * others holding it. */
+    _Atomic uint64_t json_over_limit, json_busy;
+    srv_json_pool json; /* --max-json-memory-bytes, for every request together */
+    /* Open connections, for the deadline watchdog (http.c). */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conn_cv;
+    struct srv_conn *conns;
+    bool watchdog_started, watchdog_stop;
+    pthread_t watchdog;
 };
 
 /* A response under construction: status, body (malloc'd; MHD frees it) and
@@ -96,6 +114,8 @@ typedef struct srv_response {
     size_t len;
     long json_len; /* -1: the whole body is JSON */
     const char *content_type; /* NULL: application/json */
+    size_t held; /* of body, bytes reserved in pool until sent */
+    srv_json_pool *pool;
 } srv_response;
 
 /* {"error": "..."} with the given status. */
@@ -123,6 +143,9 @@ void srv_model_destroy(srv_model *m);
 sj_status srv_model_run(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
 /* The engine run behind it; counts stalls, promotions and rows. */
 sj_status srv_model_run_direct(srv_model *m, int64_t rows, const sj_tensor *in, sj_tensor *out);
+/* Says on stderr, once per kind, that the model's store or remote tier
+ * failed (a full store kept serving from memory, silently, before). */
+void srv_model_tell_trouble(srv_model *m);
 
 /* model_fit.c: opens a model (path, or g taken) with cfg and adds it as
  * name; a "fit:K" ladder opens it on fo->provisional and gives it a fit. */
@@ -138,12 +161,30 @@ sj_engine *srv_fit_route(srv_model *m, int64_t rows);
 /* The "ladder_fit" object of the model's metadata (NULL without a fit). */
 struct json_t *srv_fit_json(srv_model *m);
 
-/* json_memory.c: jansson's allocations on this thread count against a
- * budget while one is set (0: none), so a request's JSON cannot take more
- * memory than the server allows. */
+/* json_memory.c: the JSON memory budget (--max-json-memory-bytes), one
+ * pool per server shared by every request: parsed request JSON (what
+ * jansson really allocates, counted by its allocator hook while an account
+ * is open on the thread) and response bodies (reserved as they grow, given
+ * back once sent). */
+/* One request's share: what it holds now, and why a reservation failed. */
+typedef struct srv_json_account {
+    srv_json_pool *pool;
+    size_t used;
+    bool over_self; /* this request alone would pass the limit: 413/400 */
+    bool over_pool; /* the others hold the rest now: 503, retry */
+} srv_json_account;
+
 void srv_json_memory_init(void);
-void srv_json_memory_budget(size_t bytes);
-bool srv_json_memory_exceeded(void);
+/* jansson's allocations on this thread count against a until _end. */
+void srv_json_account_begin(srv_json_account *a, srv_json_pool *p);
+void srv_json_account_end(srv_json_account *a);
+/* n more bytes for a (a response body growing); false when over a limit. */
+bool srv_json_reserve(srv_json_account *a, size_t n);
+void srv_json_unreserve(srv_json_pool *p, size_t n);
+/* Error bodies are written outside the budget (a full pool must not turn a
+ * 400 into a 500): suspend returns the thread's account, resume restores it. */
+srv_json_account *srv_json_account_suspend(void);
+void srv_json_account_resume(srv_json_account *a);
 
 /* metrics.c */
 void srv_metrics_observe(srv_metrics *m, double seconds, bool failed);

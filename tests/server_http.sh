@@ -9,33 +9,7 @@
 set -uo pipefail
 . "$(dirname "$0")/http_test_prologue.sh"
 
-# start NAME ARGS...: http_server_start, the server killed when the script exits.
-start() {
-  http_server_start "$@"
-  pids+=("$PID")
-}
-
-wait_ready() {
-  http_server_ready && return 0
-  fail "server never became ready"
-  cat "$W"/*.err
-  return 1
-}
-
-# req NAME CODE BODY_REGEX CURL_ARGS...: one request, its status and body checked.
-req() {
-  local name=$1 code=$2 re=$3
-  shift 3
-  local got
-  got=$(curl -s -m 20 -o "$W/body" -w '%{http_code}' "$@")
-  if [ "$got" != "$code" ]; then
-    fail "$name: status $got, expected $code; body: $(head -c 400 "$W/body")"
-  elif ! grep -Eq -- "$re" "$W/body"; then
-    fail "$name: body does not match /$re/: $(head -c 400 "$W/body")"
-  else
-    echo "ok: $name ($code) ${SECONDS}s"
-  fi
-}
+. "$(dirname "$0")/http_test_requests.sh"
 
 post() { # post NAME CODE REGEX JSON [CURL_ARGS...]
   local name=$1 code=$2 re=$3 body=$4

@@ -10,6 +10,7 @@ status codes through the client's exception.
 
 usage: server_tritonclient.py SHAPEJIT SOURCE_DIR WORKDIR
 """
+import ctypes
 import json
 import os
 import re
@@ -20,6 +21,8 @@ import sys
 import threading
 import time
 import urllib.request
+
+from server_process import stop
 
 import numpy as np
 import tritonclient.http as httpclient
@@ -68,17 +71,23 @@ def make_repository():
     return repo
 
 
+def die_with_parent():
+    """In the child before exec: SIGKILL when the parent (this script) dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def start(repo):
     out = open(os.path.join(WORK, "server.out"), "w")
     err = open(os.path.join(WORK, "server.err"), "w")
+    # The server dies with this script (PR_SET_PDEATHSIG), however it ends:
+    # ctest's timeout is the hang guard. (A 200 s timer used to kill the
+    # server instead, and on a loaded machine it did so mid-test.)
     p = subprocess.Popen([SJ, "serve", "--listen", "127.0.0.1:0", "--model-repository", repo,
                           "--store", os.path.join(WORK, "serve.db"), "--max-batch-delay-us", "3000"],
-                         stdout=out, stderr=err)
-    # The server stops by itself if this script dies: a watchdog kills it.
-    watchdog = threading.Timer(200, p.kill)
-    watchdog.daemon = True
-    watchdog.start()
-    for _ in range(600):
+                         stdout=out, stderr=err, preexec_fn=die_with_parent)
+    while True:
         with open(os.path.join(WORK, "server.out")) as f:
             m = re.search(r"listening on http://127.0.0.1:(\d+)", f.read())
         if m:
@@ -145,9 +154,9 @@ def main():
     client = httpclient.InferenceServerClient(url=url)
     try:
         check(client.is_server_live(), "server live")
-        for _ in range(1200):
-            if client.is_server_ready():
-                break
+        # Warm-up takes what the machine gives it: polled until ready, or
+        # until the server has exited (ctest's timeout guards a hang).
+        while not client.is_server_ready() and p.poll() is None:
             time.sleep(0.1)
         check(client.is_server_ready(), "server ready (every bucket of every model warm)")
         smeta = client.get_server_metadata()
@@ -235,12 +244,7 @@ def main():
               "batching off is reported for models that are not row-independent")
         check("model 'mlp': batching off" not in err, "mlp is batched")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rc = "killed"
+        rc = stop(p)
         check(rc == 0, f"SIGTERM: exit status {rc}")
     print(f"{len(failures)} failures")
     sys.exit(1 if failures else 0)

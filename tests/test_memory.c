@@ -19,6 +19,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +34,7 @@
 #include "core/weight_pool.h"
 #include "runtime/executor_impl.h"
 #include "tests/onnx_external.h"
+#include "tests/skip.h"
 
 #define IN 16
 #define HID 32
@@ -454,8 +457,9 @@ static sj_engine *open_file(sj_ctx *ctx, const char *model, const char *ladder, 
     return e;
 }
 
-/* How many mappings of path this process holds (/proc/self/maps). */
-static int mappings_of(const char *path) {
+/* Lines of /proc/self/maps naming path: the file mapped in place, or
+ * (copy_only) only its sealed copies ("/memfd:shapejit:PATH (deleted)"). */
+static int maps_naming(const char *path, bool copy_only) {
     FILE *f = fopen("/proc/self/maps", "r");
     assert_non_null(f);
     char line[1024];
@@ -465,10 +469,30 @@ static int mappings_of(const char *path) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
         size_t l = strlen(line);
-        n += l >= len && !strcmp(line + l - len, path);
+        bool copy = l > strlen(" (deleted)") && !strcmp(line + l - strlen(" (deleted)"), " (deleted)") &&
+                    strstr(line, "/memfd:shapejit:");
+        if (copy) l -= strlen(" (deleted)");
+        n += l >= len && !strncmp(line + l - len, path, len) && (copy || !copy_only);
     }
     fclose(f);
     return n;
+}
+
+/* How many mappings of path's weights this process holds: the file in
+ * place, or its sealed copy. */
+static int mappings_of(const char *path) { return maps_naming(path, false); }
+
+/* Sets or clears path's immutable flag (chattr +i); false where this
+ * filesystem or process cannot (no CAP_LINUX_IMMUTABLE, tmpfs). */
+static bool set_immutable(const char *path, bool on) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return false;
+    int flags = 0;
+    bool ok = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+    flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+    ok = ok && ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+    close(fd);
+    return ok;
 }
 
 /* Runs n rows of the fixed input; y gets n * OUT floats. */
@@ -639,21 +663,32 @@ static void test_mapped_weights_file_changed(void **state) {
     (void)state;
     ext_model m;
     write_ext(&m, 0, 4096);
+    /* Only an immutable file is mapped in place; the flag is cleared once
+     * it is, so the file can change under the mapping (as only root can
+     * make it do). */
+    if (!set_immutable(m.weights, true)) {
+        remove_ext(&m);
+        SJ_SKIP("cannot set the immutable flag on %s (needs CAP_LINUX_IMMUTABLE and ext4/xfs/btrfs)", m.weights);
+    }
     sj_ctx *ctx;
     assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
     sj_engine *e = open_file(ctx, m.model, "list:4,16,64", false);
+    assert_true(set_immutable(m.weights, false));
+    assert_int_equal(maps_naming(m.weights, true), 0); /* in place, not a copy */
+    assert_int_equal(mappings_of(m.weights), 1);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
     sj_executable *x = bucket_exe(e, 3);
     sj_weight_map *wm = x->maps[0];
-    assert_int_equal(sj_weight_map_rehashes(wm), 0);
+    /* Clearing the flag moved ctime: the first run re-hashed once, equal. */
+    assert_int_equal(sj_weight_map_rehashes(wm), 1);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
-    assert_int_equal(sj_weight_map_rehashes(wm), 0); /* fstat only while nothing moved */
+    assert_int_equal(sj_weight_map_rehashes(wm), 1); /* fstat only while nothing moved */
 
     set_mtime(m.weights, 1000000000);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
-    assert_int_equal(sj_weight_map_rehashes(wm), 1);
+    assert_int_equal(sj_weight_map_rehashes(wm), 2);
     assert_int_equal(run_rows(e, ctx, 4), SJ_OK);
-    assert_int_equal(sj_weight_map_rehashes(wm), 1);
+    assert_int_equal(sj_weight_map_rehashes(wm), 2);
 
     float changed[IN * HID];
     memcpy(changed, w1, sizeof changed);
@@ -694,9 +729,15 @@ static void test_mapped_weights_truncated(void **state) {
     (void)state;
     ext_model m;
     write_ext(&m, 0, 4096);
+    if (!set_immutable(m.weights, true)) {
+        remove_ext(&m);
+        SJ_SKIP("cannot set the immutable flag on %s", m.weights);
+    }
     sj_ctx *ctx;
     assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
     sj_engine *e = open_file(ctx, m.model, "list:4,64", false);
+    assert_true(set_immutable(m.weights, false));
+    assert_int_equal(maps_naming(m.weights, true), 0);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
     assert_int_equal(truncate(m.weights, 4096), 0); /* w2 gone */
     float y[64 * OUT];
@@ -708,6 +749,64 @@ static void test_mapped_weights_truncated(void **state) {
     assert_int_equal(sj_interp_run(g, 3, &in, out), SJ_E_CORRUPT);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "truncated"));
     sj_engine_close(e);
+    sj_ctx_destroy(ctx);
+    remove_ext(&m);
+}
+
+/* A file that is not immutable is copied into a sealed memfd at open, so
+ * nothing done to the file afterwards reaches the weights: truncated (as
+ * `cp new.data model.onnx.data` does first), the pages a kernel reads are
+ * still there — reading a truncated file's mapping raised SIGBUS, which
+ * killed `serve --listen` — and rewritten with other bytes, the model
+ * keeps the weights it was loaded with; no request fails for either. */
+static void test_copied_weights_file_rewritten(void **state) {
+    (void)state;
+    ext_model m;
+    write_ext(&m, 0, 4096);
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+
+    /* The map itself: every byte readable after the file is emptied. */
+    sj_weight_map *wm;
+    assert_int_equal(sj_weight_map_open(ctx, m.weights, &wm), SJ_OK);
+    assert_int_equal(truncate(m.weights, 0), 0);
+    const volatile uint8_t *p = sj_weight_map_data(wm);
+    uint32_t sum = 0;
+    for (size_t i = 0; i < sj_weight_map_size(wm); i++) sum += p[i]; /* SIGBUS when mapped in place */
+    (void)sum;
+    assert_int_equal(maps_naming(m.weights, true), 1);
+    assert_memory_equal(sj_weight_map_data(wm), w1, sizeof w1);
+    assert_int_equal(sj_weight_map_check(wm, ctx), SJ_OK);
+    assert_int_equal(sj_weight_map_verify(wm, ctx), SJ_OK);
+    sj_weight_map_release(wm);
+    assert_int_equal(mappings_of(m.weights), 0);
+    remove_ext(&m);
+
+    write_ext(&m, 0, 4096);
+    sj_engine *e = open_file(ctx, m.model, "list:4,16,64", false);
+    sj_graph_weights gw;
+    sj_graph_weights_get(sj_engine_graph(e), &gw);
+    assert_int_equal(gw.mapped_params, 2); /* held once, lent by the pool: no second copy */
+    float y0[64 * OUT], y[64 * OUT];
+    assert_int_equal(run_into(e, ctx, 3, y0), SJ_OK);
+    assert_int_equal(truncate(m.weights, 4096), 0); /* w2 gone */
+    assert_int_equal(run_into(e, ctx, 3, y), SJ_OK);
+    assert_memory_equal(y, y0, 3 * OUT * sizeof(float));
+    /* Buckets not loaded yet load from the copy too, and are right. */
+    assert_int_equal(run_rows(e, ctx, 12), SJ_OK);
+    float changed[IN * HID];
+    for (size_t i = 0; i < IN * HID; i++) changed[i] = w1[i] + 1.0f;
+    rewrite(m.weights, 0, changed, sizeof changed);
+    set_mtime(m.weights, 1000000100);
+    assert_int_equal(run_into(e, ctx, 3, y), SJ_OK);
+    assert_memory_equal(y, y0, 3 * OUT * sizeof(float));
+    assert_int_equal(run_rows(e, ctx, 40), SJ_OK);
+    assert_int_equal(sj_graph_weights_verify(sj_engine_graph(e)), SJ_OK);
+    sj_engine_stats st;
+    sj_engine_stats_get(e, &st);
+    assert_int_equal(st.run_failures, 0);
+    sj_engine_close(e);
+    assert_int_equal(mappings_of(m.weights), 0);
     sj_ctx_destroy(ctx);
     remove_ext(&m);
 }
@@ -746,6 +845,7 @@ int main(void) {
         cmocka_unit_test(test_mapped_weights_misaligned),
         cmocka_unit_test(test_mapped_weights_file_changed),
         cmocka_unit_test(test_mapped_weights_truncated),
+        cmocka_unit_test(test_copied_weights_file_rewritten),
         cmocka_unit_test(test_mapped_weights_device_copy),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

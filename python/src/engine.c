@@ -11,8 +11,17 @@
  * threads: each call counts itself in `inflight` before checking `closed`,
  * and close() sets `closed` before waiting for `inflight` to drain, so the
  * engine is destroyed only once no call is inside it (sj_engine_close's
- * contract). The context outlives close(): output arrays keep the engine
- * object, and with it the context their memory came from, alive.
+ * contract).
+ *
+ * Every engine of the process shares one context, made by the first and
+ * never destroyed: a context holds a pthread key (its per-thread error
+ * messages), a process has 1024 of them, and an engine per context ran out
+ * at about 945 engines with a bare MemoryError, closed engines still
+ * referenced keeping theirs. On one context a closed engine holds nothing
+ * of the library's, output arrays outliving their engine still free into
+ * the context their memory came from, and engines share one weight pool.
+ * (The module is not the library: this process-wide state is the
+ * embedding's, as the rules ask.)
  */
 #include "sjpy.h"
 
@@ -39,6 +48,23 @@ typedef struct {
 
 sj_ctx *sjpy_engine_ctx(PyObject *engine) {
     return ((engine_obj *)engine)->ctx;
+}
+
+/* Under the GIL, so made once. */
+static sj_ctx *shared_ctx;
+
+static sj_ctx *process_ctx(void) {
+    if (shared_ctx)
+        return shared_ctx;
+    sj_status st = sj_ctx_create(NULL, &shared_ctx);
+    if (st != SJ_OK) {
+        shared_ctx = NULL;
+        sjpy_raise_named(st == SJ_E_NOMEM ? "OutOfMemoryError" : "Error", st,
+                         "cannot create the shapejit context (sj_ctx_create: %s): the process is "
+                         "out of memory or of pthread keys (1024 per process, one per context)",
+                         sj_status_str(st));
+    }
+    return shared_ctx;
 }
 
 /* ---- the in-flight guard */
@@ -90,8 +116,7 @@ static void engine_dealloc(engine_obj *s) {
     PyObject_GC_UnTrack(s);
     close_engine(s);
     free_names(s);
-    if (s->ctx)
-        sj_ctx_destroy(s->ctx);
+    s->ctx = NULL; /* the process's, not this engine's */
     Py_CLEAR(s->keep);
     Py_CLEAR(s->dict);
     Py_TYPE(s)->tp_free((PyObject *)s);
@@ -201,10 +226,8 @@ static int engine_init(engine_obj *s, PyObject *args, PyObject *kw) {
     s->keep = PyTuple_Pack(2, args, kw ? kw : Py_None);
     if (!s->keep || parse_dims(dims, &fixed, &n_fixed) < 0)
         goto out;
-    if (sj_ctx_create(NULL, &s->ctx) != SJ_OK) {
-        PyErr_NoMemory();
+    if (!(s->ctx = process_ctx()))
         goto out;
-    }
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.ladder = ladder;

@@ -72,3 +72,28 @@ def test_failing_opens_keep_rss_flat(tmp_path, ffn):
     opens(1_000)
     gc.collect()
     assert rss_bytes() - before < 2 * 1024 * 1024
+
+
+def test_engines_do_not_run_out_of_thread_keys(ffn):
+    """An engine used to hold a context of its own, and a context holds a
+    pthread key (1024 per process) until it is freed: about 945 engines in,
+    the next open failed with a bare MemoryError(''), closed engines still
+    referenced keeping theirs. Engines share the process's context now, so
+    1,100 closed-but-referenced engines leave room for live ones."""
+    closed = []
+    for _ in range(1_100):
+        e = shapejit.Engine(ffn, ladder="list:4", store=None)
+        e.close()
+        closed.append(e)
+    live = [shapejit.Engine(ffn, ladder="list:4", store=None) for _ in range(8)]
+    x = rand((3, 64))
+    want = live[0].run({"x": x})["y"]
+    for e in live[1:]:
+        np.testing.assert_array_equal(e.run({"x": x})["y"], want)
+    for e in live:
+        e.close()
+    try:
+        closed[0].run({"x": x})
+        raise AssertionError("a closed engine ran")
+    except shapejit.ClosedError:
+        pass

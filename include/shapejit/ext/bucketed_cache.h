@@ -257,6 +257,9 @@ SJ_API sj_cache_specialise_state sj_bucketed_cache_bucket_specialise(const sj_bu
 SJ_API void sj_bucketed_cache_specialise_wait(sj_bucketed_cache *c);
 /* The first failed recompile's message into buf ("" when none failed). */
 SJ_API void sj_bucketed_cache_specialise_error(sj_bucketed_cache *c, char *buf, size_t cap);
+/* Why the local store first refused to keep a compiled bucket, into buf
+ * ("" when it never did): what a server tells once when its store fills. */
+SJ_API void sj_bucketed_cache_store_error(sj_bucketed_cache *c, char *buf, size_t cap);
 /* The compiler table the cache uses (its copy; valid while c lives). */
 SJ_API const sj_compiler *sj_bucketed_cache_compiler(const sj_bucketed_cache *c);
 /* Bucket i: keys [lo, hi], compiled at hi; *ready = its executable exists. */
