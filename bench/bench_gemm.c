@@ -112,6 +112,43 @@ static void die(sj_ctx *ctx, const char *what) {
     exit(1);
 }
 
+/* Median ns per run of g (one output) compiled with o at bucket n and run at
+ * n on inputs of a fixed pattern; destroys g. */
+static double time_graph(sj_ctx *ctx, sj_device *dev, sj_graph *g, int64_t n, const sj_compile_options *o,
+                         bool wall, int reps) {
+    sj_artifact *a;
+    sj_executable *exe;
+    if (sj_compile(g, n, o, &a) != SJ_OK) die(ctx, "compile");
+    if (sj_artifact_load(a, dev, g, &exe) != SJ_OK) die(ctx, "load");
+    int n_in = sj_graph_num_inputs(g);
+    sj_tensor in[4], out;
+    for (int i = 0; i < n_in; i++) {
+        sj_value_desc d;
+        sj_graph_input_desc(g, i, &d);
+        sj_shape at = sj_shape_at(&d.shape, n);
+        sj_tensor_alloc(ctx, at.rank, at.dims, &in[i]);
+        for (int64_t j = 0; j < sj_tensor_numel(&in[i]); j++)
+            in[i].data[j] = (float)((j * 7 + i) % 11) * 0.1f - 0.5f;
+    }
+    sj_value_desc od;
+    sj_graph_output_desc(g, 0, &od);
+    sj_shape os = sj_shape_at(&od.shape, n);
+    sj_tensor_alloc(ctx, os.rank, os.dims, &out);
+    if (sj_executable_run(exe, n, in, &out) != SJ_OK) die(ctx, "run");
+    double t[16];
+    for (int r = 0; r < reps; r++) {
+        double t0 = wall ? bench_wall_ns() : bench_cpu_ns();
+        sj_executable_run(exe, n, in, &out);
+        t[r] = (wall ? bench_wall_ns() : bench_cpu_ns()) - t0;
+    }
+    for (int i = 0; i < n_in; i++) sj_tensor_free(ctx, &in[i]);
+    sj_tensor_free(ctx, &out);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
+    sj_graph_destroy(g);
+    return bench_median(t, reps);
+}
+
 /* Median ns per run of y = x @ w ([n, k] x [k, m]) compiled for lv at bucket
  * n, with weights in `prec`. */
 static double time_linear(sj_ctx *ctx, sj_device *dev, const level *lv, int64_t n, int64_t k,
@@ -130,27 +167,7 @@ static double time_linear(sj_ctx *ctx, sj_device *dev, const level *lv, int64_t 
     sj_compile_options_init(&o);
     o.cpu = lv->cpu;
     o.precision = prec;
-    sj_artifact *a;
-    sj_executable *exe;
-    if (sj_compile(g, n, &o, &a) != SJ_OK) die(ctx, "compile");
-    if (sj_artifact_load(a, dev, g, &exe) != SJ_OK) die(ctx, "load");
-    sj_tensor in, out;
-    sj_tensor_alloc(ctx, 2, (int64_t[]){n, k}, &in);
-    sj_tensor_alloc(ctx, 2, (int64_t[]){n, m}, &out);
-    for (int64_t i = 0; i < n * k; i++) in.data[i] = (float)(i % 7) * 0.1f - 0.3f;
-    if (sj_executable_run(exe, n, &in, &out) != SJ_OK) die(ctx, "run");
-    double t[16];
-    for (int r = 0; r < reps; r++) {
-        double t0 = wall ? bench_wall_ns() : bench_cpu_ns();
-        sj_executable_run(exe, n, &in, &out);
-        t[r] = (wall ? bench_wall_ns() : bench_cpu_ns()) - t0;
-    }
-    sj_tensor_free(ctx, &in);
-    sj_tensor_free(ctx, &out);
-    sj_executable_destroy(exe);
-    sj_artifact_destroy(a);
-    sj_graph_destroy(g);
-    return bench_median(t, reps);
+    return time_graph(ctx, dev, g, n, &o, wall, reps);
 }
 
 /* Median ns per run of softmax(q kT / 8) v over heads x [n, 64] inputs,
@@ -176,29 +193,7 @@ static double time_attention(sj_ctx *ctx, sj_device *dev, const level *lv, int64
     sj_compile_options_init(&o);
     o.cpu = lv->cpu;
     o.attention = att;
-    sj_artifact *a;
-    sj_executable *exe;
-    if (sj_compile(g, n, &o, &a) != SJ_OK) die(ctx, "compile");
-    if (sj_artifact_load(a, dev, g, &exe) != SJ_OK) die(ctx, "load");
-    sj_tensor in[3], out;
-    for (int i = 0; i < 3; i++) {
-        sj_tensor_alloc(ctx, 3, (int64_t[]){heads, n, 64}, &in[i]);
-        for (int64_t j = 0; j < heads * n * 64; j++) in[i].data[j] = (float)((j * 7 + i) % 11) * 0.1f - 0.5f;
-    }
-    sj_tensor_alloc(ctx, 3, (int64_t[]){heads, n, 64}, &out);
-    if (sj_executable_run(exe, n, in, &out) != SJ_OK) die(ctx, "run");
-    double t[16];
-    for (int r = 0; r < reps; r++) {
-        double t0 = wall ? bench_wall_ns() : bench_cpu_ns();
-        sj_executable_run(exe, n, in, &out);
-        t[r] = (wall ? bench_wall_ns() : bench_cpu_ns()) - t0;
-    }
-    for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &in[i]);
-    sj_tensor_free(ctx, &out);
-    sj_executable_destroy(exe);
-    sj_artifact_destroy(a);
-    sj_graph_destroy(g);
-    return bench_median(t, reps);
+    return time_graph(ctx, dev, g, n, &o, wall, reps);
 }
 
 static double time_openblas(int64_t n, int64_t k, int64_t m, int reps) {
