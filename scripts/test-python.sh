@@ -13,7 +13,8 @@ python=${PYTHON:-python3}
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest
+# kserve and PyYAML: test_kserve_manifests loads deploy/kserve into KServe's API models.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest kserve pyyaml
 start=$(date +%s)
 "$venv/bin/python" -m pip install -q --disable-pip-version-check .
 echo "test-python: pip install . took $(( $(date +%s) - start )) s"
