@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import pathlib
-import resource
 import statistics
 import subprocess
 import sys
@@ -148,12 +147,23 @@ def feed_for(model, n, sess_inputs):
 
 # ---------------------------------------------------------------- child
 
-def _rss_kib():
+def _status_kib(field):
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def _rss_kib():
+    return _status_kib("VmRSS")
+
+
+def _peak_kib():
+    """This process's peak RSS. VmHWM, not ru_maxrss: the latter carries the
+    parent's peak across fork and exec (the parent generated the real-scale
+    models, so every child reported that figure, whatever it held)."""
+    return _status_kib("VmHWM")
 
 
 def interleaved(fns, budget_s):
@@ -242,9 +252,9 @@ def child(args):
         ns = interleaved([lambda: sj.run(None, feed), lambda: rt.run(None, feed),
                           lambda: ident.run(None, x1)], args.budget_ms / 1e3)
         res["sizes"][n] = {"sj_ns": ns[0], "ort_ns": ns[1], "call_ns": ns[2]}
-    res["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    res["peak_rss_mib"] = round(_peak_kib() / 1024, 1)
     res["peak_over_start_mib"] = round(
-        (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024, 1)
+        (_peak_kib() - rss0) / 1024, 1)
     if args.outputs:
         np.savez(args.outputs, **outs)
     print(json.dumps(res))
