@@ -128,7 +128,7 @@ static sj_status refuse_compile(sj_ctx *ctx, const char *target, const sj_compil
         *out = NULL;                                                                               \
         return refuse_compile(l->ctx, name, o);                                                    \
     }                                                                                              \
-    const sj_emitter var = {name, var##_build, var##_text, 0};
+    const sj_emitter var = {name, var##_build, var##_text, 0, NULL};
 
 REFUSING_EMITTER(sj_host_emitter, "host")
 REFUSING_EMITTER(sj_nvptx_emitter, "nvptx")
