@@ -632,12 +632,16 @@ static void respond(srv_model *m, json_t *id, const decoded *d, const sj_tensor 
             over_budget(m, a, 400, "the response needs more than the server's", r);
         return;
     }
-    /* Doubling left up to half the buffer unused: given back. */
-    char *p = b.len ? realloc(b.p, b.len) : b.p;
-    if (p && b.len < b.cap) {
-        srv_json_unreserve(a->pool, b.cap - b.len);
-        b.p = p;
-        b.cap = b.len;
+    /* Doubling left up to half the buffer unused: given back. Only then is
+     * it reallocated (a realloc to the same size may move the buffer too),
+     * and a failed shrink keeps the buffer as it was. */
+    if (b.len && b.len < b.cap) {
+        char *p = realloc(b.p, b.len);
+        if (p) {
+            srv_json_unreserve(a->pool, b.cap - b.len);
+            b.p = p;
+            b.cap = b.len;
+        }
     }
     free(r->body);
     r->status = 200;
