@@ -28,8 +28,9 @@
  * of a bucket are never touched.
  *
  * Scratch lives on the stack (about 420 KiB: the A block and one B panel),
- * so a launch allocates nothing; every thread shapejit or its callers run
- * kernels on has a stack of megabytes. */
+ * so a launch allocates nothing. The thread that runs a kernel needs that
+ * much stack to spare: glibc's default thread stack (8 MiB here, the
+ * stack rlimit) has it, and shapejit's own workers use that default. */
 #include <stdint.h>
 #include <string.h>
 
