@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "bench/bench_timing.h"
+#include "jit/llvm/llvm_impl.h"
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
@@ -242,10 +243,7 @@ int main(int argc, char **argv) {
         }
     }
     openblas_set_num_threads(1);
-    __builtin_cpu_init();
-    bool v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-    bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool v4 = sj_host_kernel_level(4) >= 4, v3 = sj_host_kernel_level(4) >= 3;
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     long iter = quick ? 20000000 : 100000000;

@@ -141,21 +141,13 @@ SJ_ATT_TILES(base)
  * lowered to what the CPU has: wide and narrow tiles and the lanes of a
  * vector (a tile is two vectors of rows, a narrow one one). */
 static int pick_tiles(int64_t level, tile_fn **wide, tile_fn **narrow) {
+    switch (sj_host_kernel_level(level)) {
 #ifdef SJ_ATT_X86
-    if (level >= 4 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")) {
-        *wide = attend_wide_v4, *narrow = attend_narrow_v4;
-        return 16;
-    }
-    if (level >= 3 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        *wide = attend_wide_v3, *narrow = attend_narrow_v3;
-        return 8;
-    }
-#else
-    (void)level;
+    case 4: *wide = attend_wide_v4, *narrow = attend_narrow_v4; return 16;
+    case 3: *wide = attend_wide_v3, *narrow = attend_narrow_v3; return 8;
 #endif
-    *wide = attend_wide_base, *narrow = attend_narrow_base;
-    return 4;
+    default: *wide = attend_wide_base, *narrow = attend_narrow_base; return 4;
+    }
 }
 
 /* Query rows [row_begin, row_end) of every head: the host device splits

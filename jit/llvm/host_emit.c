@@ -1208,6 +1208,7 @@ static void emit_attention(emitter *e) {
             args[1 + j] = offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, e->f32);
         }
     LLVMBuildCall2(e->B, ft, f, args, 9, "");
+    e->externs |= SJ_LLVM_EXTERN_ATTENTION;
 }
 
 static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const char *name) {
@@ -1360,8 +1361,6 @@ sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l
     sj_status st = SJ_OK;
     for (int i = 0; i < l->n_kernels && st == SJ_OK; i++) st = emit_kernel(&e, &l->kernels[i]);
     LLVMDisposeBuilder(e.B);
-    for (int i = 0; i < l->n_kernels; i++)
-        if (l->kernels[i].kind == SJ_KK_ATTENTION) e.externs |= SJ_LLVM_EXTERN_ATTENTION;
     *externs = e.externs;
     return st;
 }

@@ -196,20 +196,13 @@ void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_
         for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
         return;
     }
-#ifdef SJ_GEMM_X86
     /* The artifact's level, never more than this CPU has (a load check
      * refuses code built for more; this keeps the extern safe alone). */
-    if (level >= 4 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")) {
-        gemm_v4(&g);
-        return;
-    }
-    if (level >= 3 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        gemm_v3(&g);
-        return;
-    }
-#else
-    (void)level;
+    switch (sj_host_kernel_level(level)) {
+#ifdef SJ_GEMM_X86
+    case 4: gemm_v4(&g); return;
+    case 3: gemm_v3(&g); return;
 #endif
-    gemm_base(&g);
+    default: gemm_base(&g);
+    }
 }

@@ -107,6 +107,9 @@ float sj_host_attention_exp(float x);
 void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
                   int64_t ldc);
+/* The level (4, 3 or 2, as sj_host_gemm's) the CPU runs of `wanted`: the
+ * highest it has, never more than wanted (host_level.c). */
+int sj_host_kernel_level(int64_t wanted);
 /* The level sj_host_gemm runs for code with LLVM feature string fs. */
 int sj_llvm_gemm_level(const char *fs);
 /* Matmuls of at least this much work (m * n * k at the bucket extent) take
