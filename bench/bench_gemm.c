@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "bench/bench_timing.h"
-#include "jit/llvm/llvm_impl.h"
+#include "compile/llvm/llvm_impl.h"
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"

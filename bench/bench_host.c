@@ -27,7 +27,7 @@
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
 #include "bench/bench_timing.h"
-#include "jit/artifact/artifact_impl.h"
+#include "plan/artifact_impl.h"
 
 static double now_s(void) { return bench_wall_ns() / 1e9; }
 

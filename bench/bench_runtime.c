@@ -16,7 +16,7 @@
 #include "bench/bench_timing.h"
 #include "shapejit/ext/metadata_cache.h"
 #include "shapejit/ext/runtime.h"
-#include "jit/lower/plan.h"
+#include "plan/plan.h"
 #include "runtime/executable_create.h"
 
 /* --- a small plan: a chain of elementwise kernels over x [N, 16]. */

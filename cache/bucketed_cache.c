@@ -1,6 +1,6 @@
 /* The bucketed compile cache: one executable per bucket, made once (from
  * memory, the store, or a compile), found without a lock once made. */
-#include "bucketed_cache_impl.h"
+#include "cache/bucketed_cache_impl.h"
 #include "core/clock.h"
 #include "store/store_impl.h"
 

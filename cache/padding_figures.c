@@ -1,7 +1,7 @@
 /* The padding figures of a bucket: memory (rows its buffers hold beyond the
  * requests) and work (rows its kernels ran beyond them), kept apart because
  * kernels that run over the active extent pay the first and not the second. */
-#include "bucketed_cache_impl.h"
+#include "cache/bucketed_cache_impl.h"
 
 #include <string.h>
 

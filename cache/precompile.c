@@ -1,6 +1,6 @@
 /* Precompile: every bucket made ready (or only stored) by a pool of threads
  * pulling bucket indexes from a shared counter (the deploy step). */
-#include "bucketed_cache_impl.h"
+#include "cache/bucketed_cache_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * follows the buckets in use, not the ladder's length. A trimmed bucket's
  * next run makes its run memory again (the executable does that itself, so
  * this bookkeeping may lag a racing run without ever being unsafe). */
-#include "bucketed_cache_impl.h"
+#include "cache/bucketed_cache_impl.h"
 
 #include <string.h>
 

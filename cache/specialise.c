@@ -12,7 +12,7 @@
  * old executable is destroyed after both are let go: no run and no reader
  * holds it then. Nothing here ever fails a request: a failed recompile is
  * counted and the bucket keeps serving the level. */
-#include "bucketed_cache_impl.h"
+#include "cache/bucketed_cache_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * set a caller uses) and live as long as the cache, so a list under a
  * mutex taken only to find one is enough; the sibling's own hit path stays
  * lock-free. */
-#include "bucketed_cache_impl.h"
+#include "cache/bucketed_cache_impl.h"
 
 #include <string.h>
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/ladder_switch.h"
+#include "serve/ladder_switch.h"
 #include "cli/cost_model.h"
 #include "cli/request_stream.h"
 #include "cli/serving.h"
@@ -429,7 +429,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     fprintf(stderr, "}\n");
 }
 
-/* --ladder fit:K: how the background fit opens engines (cache/ladder_switch.h). */
+/* --ladder fit:K: how the background fit opens engines (serve/ladder_switch.h). */
 typedef struct fit_engines {
     sj_ctx *ctx;
     const sj_graph *model;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache/ladder_switch.h"
+#include "serve/ladder_switch.h"
 #include "cli/serving.h"
 #include "server/server.h"
 

@@ -1,10 +1,10 @@
-/* The cost model (cache/ladder_cost.h) measured with engines the CLI's
+/* The cost model (serve/ladder_cost.h) measured with engines the CLI's
  * flags configure: what `ladder fit MODEL` and `serve --ladder fit:K`
  * (without --listen) use. */
 #ifndef SJ_CLI_COST_MODEL_H
 #define SJ_CLI_COST_MODEL_H
 
-#include "cache/ladder_cost.h"
+#include "serve/ladder_cost.h"
 #include "cli/serving.h"
 
 /* Measures model (cloned; the caller keeps it) over [lo, hi] in one-bucket

@@ -3,7 +3,7 @@
 #include "cli/serving.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
-#include "cache/ladder_cost.h" /* sj_engine_warm_latency */
+#include "serve/ladder_cost.h" /* sj_engine_warm_latency */
 #include "core/hash.h"
 
 #include <stdint.h>

@@ -7,9 +7,9 @@
 # Included by the top-level CMakeLists.txt before the library is defined.
 
 # Sources that compile code (or load host object code through LLVM's ORC);
-# jit/runtime_only/ takes their place.
+# runtime_only/ takes their place.
 set(SJ_COMPILER_SOURCES_REGEX
-  "/jit/llvm/|/jit/gpu/(nvptx_emit|nvptx_target|gpu_compile|gpu_emitters|cuda_c_emit|nvrtc_compile|ptx_to_cubin|gpu_schedule|gpu_code|module)\\.|/runtime/host_jit\\.c$")
+  "/compile/(llvm|gpu)/|/runtime/host_code/")
 # The tests that hold without compilers: the store, the interpreter, the
 # runtime-only behaviour, and the GPU programs that run precompiled stores.
 set(SJ_RUNTIME_ONLY_TESTS_REGEX "/tests/(test_(store|interp|npy|ladder|metadata_cache|runtime_only)\\.c|runtime_only\\.cmake)$")

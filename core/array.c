@@ -1,8 +1,8 @@
-#include "array.h"
+#include "core/array.h"
 
 #include <stdint.h>
 
-#include "core_impl.h"
+#include "core/core_impl.h"
 
 bool sj_array_reserve(sj_ctx *ctx, void **items, size_t *cap, size_t need, size_t elem_size) {
     if (need <= *cap) return true;

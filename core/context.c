@@ -1,6 +1,5 @@
 /* The context: allocator hook and per-thread last-error messages. */
-#include "core_impl.h"
-#include "weight_pool.h"
+#include "core/core_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,9 +26,11 @@ struct sj_ctx {
     pthread_key_t slot_key;
     pthread_mutex_t error_lock;
     error_slot *errors;
-    /* Host-addressable weights, shared by the context's devices; made by the
-     * first executable that needs it, so a context that loads none pays nothing. */
-    _Atomic(sj_weight_pool *) weights;
+    /* The runtime's state for this context (its weight pool, shared by the
+     * context's devices), opaque here; made by the first user, so a context
+     * that loads nothing pays nothing, and destroyed with the context. */
+    _Atomic(void *) slot;
+    void (*slot_destroy)(void *);
 };
 
 /* A thread with a slot ended: unlink and free it. */
@@ -115,7 +116,8 @@ sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out) {
 
 void sj_ctx_destroy(sj_ctx *ctx) {
     if (!ctx) return;
-    sj_weight_pool_destroy(atomic_load(&ctx->weights));
+    void *slot = atomic_load(&ctx->slot);
+    if (slot) ctx->slot_destroy(slot);
     /* No destructor runs for this context after this: threads still alive
      * have their slots freed here. */
     pthread_key_delete(ctx->slot_key);
@@ -198,16 +200,18 @@ void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
     }
 }
 
-sj_weight_pool *sj_ctx_weight_pool(sj_ctx *ctx) {
-    sj_weight_pool *p = atomic_load_explicit(&ctx->weights, memory_order_acquire);
-    if (p) return p;
-    if (sj_weight_pool_create(ctx, &p) != SJ_OK) return NULL;
-    sj_weight_pool *none = NULL;
-    if (!atomic_compare_exchange_strong_explicit(&ctx->weights, &none, p, memory_order_acq_rel,
+void *sj_ctx_slot(sj_ctx *ctx) {
+    return atomic_load_explicit(&ctx->slot, memory_order_acquire);
+}
+
+void *sj_ctx_slot_install(sj_ctx *ctx, void *p, void (*destroy)(void *)) {
+    void *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&ctx->slot, &none, p, memory_order_acq_rel,
                                                  memory_order_acquire)) {
-        sj_weight_pool_destroy(p); /* another thread made it first */
+        destroy(p); /* another thread installed one first */
         return none;
     }
+    ctx->slot_destroy = destroy; /* read only by sj_ctx_destroy, after every user */
     return p;
 }
 

@@ -29,6 +29,14 @@ void sj_set_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
  * an error crosses a layer that knows more context, e.g. a file name). */
 void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
 
+/* The context's one slot for the layer above core (the runtime keeps its
+ * weight pool there), so core holds no runtime concept. sj_ctx_slot: what
+ * is installed, NULL before. sj_ctx_slot_install: installs p unless another
+ * thread did first, in which case p is destroyed; returns what is installed.
+ * destroy runs on it in sj_ctx_destroy. */
+void *sj_ctx_slot(sj_ctx *ctx);
+void *sj_ctx_slot_install(sj_ctx *ctx, void *p, void (*destroy)(void *));
+
 /* Propagate a failed status unchanged. */
 #define SJ_TRY(expr)                                                                               \
     do {                                                                                           \

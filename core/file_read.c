@@ -1,4 +1,4 @@
-#include "file_read.h"
+#include "core/file_read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core_impl.h"
+#include "core/core_impl.h"
 
 const char *sj_file_kind(mode_t mode) {
     return S_ISREG(mode)    ? "a regular file"

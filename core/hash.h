@@ -1,7 +1,7 @@
 /* The small non-cryptographic hashes and generators every layer shares, in
  * one place so a format that depends on one (artifact checksums, compile
  * option hashes, .sjg random(), name maps) cannot drift from another copy.
- * Content hashes (graphs, store digests) are BLAKE3 (jit/graph/hash.c).
+ * Content hashes (graphs, store digests) are BLAKE3 (ir/hash.c).
  * Private to the library.
  *
  *   uint64_t h = sj_fnv1a(SJ_FNV_OFFSET, bytes, n);   // checksum of a buffer

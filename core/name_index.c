@@ -1,11 +1,11 @@
 /* Name index: linear probing with backward-shift deletion, so a removal
  * leaves no tombstones and lookups stay short after many renames. */
-#include "name_index.h"
+#include "core/name_index.h"
 
 #include <string.h>
 
-#include "core_impl.h"
-#include "hash.h"
+#include "core/core_impl.h"
+#include "core/hash.h"
 
 #define EMPTY (-1)
 

@@ -2,9 +2,9 @@
  * immutable, else copied into a sealed memfd at open (weight_map.h says
  * why), with the state that says whether a mapped file still holds the
  * bytes hashed when it was mapped. */
-#include "weight_map.h"
+#include "core/weight_map.h"
 
-#include "file_read.h"
+#include "core/file_read.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -31,7 +31,7 @@
 #ifndef SJ_CORE_WEIGHT_MAP_H
 #define SJ_CORE_WEIGHT_MAP_H
 
-#include "core_impl.h"
+#include "core/core_impl.h"
 
 #include <stddef.h>
 #include <stdint.h>

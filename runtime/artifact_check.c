@@ -1,12 +1,12 @@
 /* Whether a host artifact can run on this machine: its architecture and
  * every CPU feature it was built for, against what LLVM reports for the
  * host. A runtime question (loading), so it lives here, not with the
- * artifact format in jit/artifact. */
+ * artifact format in plan. */
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/artifact/artifact_impl.h"
-#include "jit/llvm/llvm_impl.h"
+#include "plan/artifact_impl.h"
+#include "runtime/host_code/host_code.h"
 #include "runtime/cpu_features.h"
 
 static size_t arch_len(const char *triple) {

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/artifact/artifact_impl.h"
-#include "jit/llvm/llvm_impl.h"
+#include "plan/artifact_impl.h"
+#include "runtime/host_code/host_code.h"
 #include "runtime/executable_create.h"
 
 /* Every extern the host code calls must be one this build links. */

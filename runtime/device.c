@@ -1,6 +1,6 @@
 /* The device wrapper: lifetime (release vs. the struct's references), the
  * lock, and checked calls into the backend's table. */
-#include "device_impl.h"
+#include "runtime/device_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

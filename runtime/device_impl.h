@@ -10,7 +10,7 @@
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/metadata_cache.h"
 #include "core/core_impl.h"
-#include "core/weight_pool.h"
+#include "runtime/weight_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -3,9 +3,9 @@
  * memory (arena, padded inputs and outputs, slot-pointer tables, staging),
  * made by the first run and released by sj_executable_trim, so a loaded or
  * precompiled bucket costs no working memory until it serves. */
-#include "executor_impl.h"
+#include "runtime/executor_impl.h"
 
-#include "jit/graph/graph_impl.h"
+#include "ir/graph_impl.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -1,10 +1,10 @@
 /* The launch path: check the request, pad inputs in, launch (eagerly through
  * the op cache and the metadata info cache, or by replaying the capture),
  * slice outputs out. In steady state nothing here allocates. */
-#include "executor_impl.h"
-#include "padding_impl.h"
+#include "runtime/executor_impl.h"
+#include "runtime/padding_impl.h"
 
-#include "jit/graph/graph_impl.h"
+#include "ir/graph_impl.h"
 
 #include <inttypes.h>
 #include <stdio.h>

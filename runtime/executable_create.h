@@ -6,7 +6,7 @@
 #define SJ_RUNTIME_EXECUTABLE_CREATE_H
 
 #include "shapejit/ext/runtime.h"
-#include "jit/lower/plan.h"
+#include "plan/plan.h"
 
 /* Loads `code` (format `fmt`) as the executable's own module and checks the
  * plan against the graph (slot kinds and sizes, kernel names, word ranges):

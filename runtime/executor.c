@@ -2,10 +2,10 @@
  * from the weight pool (one copy per memory domain, shared by every bucket
  * and engine) and upload the info words. The run memory (arena, padded I/O
  * buffers, slot-pointer tables) waits for the first run: exec_memory.c. */
-#include "executor_impl.h"
-#include "padding_impl.h"
+#include "runtime/executor_impl.h"
+#include "runtime/padding_impl.h"
 
-#include "jit/graph/graph_impl.h"
+#include "ir/graph_impl.h"
 
 #include <string.h>
 

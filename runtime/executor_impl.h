@@ -5,9 +5,9 @@
 
 #include "shapejit/ext/runtime.h"
 #include "runtime/executable_create.h"
-#include "device_impl.h"
-#include "jit/lower/plan.h"
-#include "core/weight_pool.h"
+#include "runtime/device_impl.h"
+#include "plan/plan.h"
+#include "runtime/weight_pool.h"
 
 /* A graph input or output: its padded buffer at the bucket extent. */
 typedef struct exe_io {

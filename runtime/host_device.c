@@ -3,9 +3,9 @@
  * capture as a recorded launch list replayed for any active extent, and
  * row-parallel kernels split over the device's threads (host_pool.h), the
  * same way eager and replayed. */
-#include "device_impl.h"
-#include "host_jit_impl.h"
-#include "host_pool.h"
+#include "runtime/device_impl.h"
+#include "runtime/host_code/host_jit_impl.h"
+#include "runtime/host_pool.h"
 #include "core/array.h"
 
 #include <stdio.h>

@@ -13,7 +13,7 @@
  * are counted, a launch posts without waking them unless it asks to
  * (host_device.c asks when every thread's share repays a wake-up), and a
  * post with nobody asleep is one atomic store, no lock. */
-#include "host_pool.h"
+#include "runtime/host_pool.h"
 
 #include "core/core_impl.h"
 

@@ -6,7 +6,7 @@
  * A client of the device: it holds a reference and calls only the device's
  * public functions (lock order: cache, then device); the device does not
  * know it exists. */
-#include "device_impl.h"
+#include "runtime/device_impl.h"
 #include "shapejit/ext/op_cache.h"
 #include "core/array.h"
 #include "core/hash.h"

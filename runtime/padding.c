@@ -1,6 +1,6 @@
 /* Chunks of an active tensor inside its padded layout: everything after the
  * last symbolic axis is one contiguous run per outer index. */
-#include "padding_impl.h"
+#include "runtime/padding_impl.h"
 
 static int last_sym_axis(const sj_shape *s) {
     int k = -1;

@@ -4,7 +4,7 @@
  * bumped on the request path; rendering reads them without a lock. */
 #include "server/server_impl.h"
 #include "shapejit/ext/bucketed_cache.h"
-#include "cache/ladder_switch.h"
+#include "serve/ladder_switch.h"
 #include "shapejit/remote.h"
 
 #include <stdarg.h>

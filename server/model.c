@@ -5,7 +5,7 @@
  * the active extent) while a background thread makes its own bucket ready. */
 #include "server/server_impl.h"
 
-#include "cache/ladder_switch.h"
+#include "serve/ladder_switch.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/remote.h"
 

@@ -1,5 +1,5 @@
 /* --ladder fit:K for a served model: the switch itself is the library's
- * (cache/ladder_switch.c, the same code `shapejit serve` replays through);
+ * (serve/ladder_switch.c, the same code `shapejit serve` replays through);
  * this file opens models with it, keeps what the background fit needs to
  * open the fitted engine (the model's engine config, copied, since the
  * caller's strings and secret do not outlive the open), and says what
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/ladder_cost.h"
-#include "cache/ladder_switch.h"
+#include "serve/ladder_cost.h"
+#include "serve/ladder_switch.h"
 
 #define DEFAULT_PROVISIONAL "pow2:1:1024"
 

@@ -6,7 +6,7 @@
  * before it has been compared with the model. */
 #include "server/server_impl.h"
 
-#include "cache/ladder_switch.h"
+#include "serve/ladder_switch.h"
 
 #include <errno.h>
 #include <float.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cache/ladder_switch.h"
+#include "serve/ladder_switch.h"
 #include "core/file_read.h"
 
 #define MAX_DIMS 16

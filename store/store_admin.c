@@ -1,5 +1,5 @@
 /* Maintenance over all rows: ls, verify, gc, explain. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* What a row's blob is: a zstd frame (checksum and content size on) and a
  * BLAKE3 digest binding the raw bytes to the row's key, so a blob moved to
  * another key's row fails the check even with its own digest beside it. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <llvm-c/blake3.h>
 #include <stdio.h>

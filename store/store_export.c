@@ -6,7 +6,7 @@
  * raw size (i64), digest (32), frame length (u64), the zstd frame. Integers
  * little-endian. The frame and digest are the row's own, so an import
  * checks exactly what a get would. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include "core/file_read.h"
 

@@ -28,7 +28,7 @@
  * local file system (not NFS). synchronous=NORMAL: in WAL mode a power loss
  * can lose the last commits but never corrupt the file; for a cache that
  * recompiles on a miss that is the right trade. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

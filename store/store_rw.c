@@ -1,5 +1,5 @@
 /* put, get, rm and the counters: the paths the compile cache uses. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 #include "core/hash.h"
 
 #include <stdio.h>

@@ -8,32 +8,15 @@
 #
 # OBJECT_LIST_FILE names the library's object files one a line, as CMake
 # writes them (.../sj_objects.dir/<source path>.o); the module of an object
-# is its source folder (jit/onnx/gen, the generated protobuf code, counts as
-# jit/onnx). Exit 0 when every edge is allowed, 1 listing the wrong ones,
+# is its source folder (formats/onnx/gen, the generated protobuf code, counts as
+# formats/onnx). Exit 0 when every edge is allowed, 1 listing the wrong ones,
 # 2 when it cannot read the objects.
 set -eu
 NM=$1
 LIST=$2
 
-# module: the modules it may use (besides itself). Layers, bottom up: core;
-# jit (graph < onnx < model; graph < lower < artifact < llvm < gpu < the
-# jit/ root's compile.c; runtime_only stands in for llvm and gpu); runtime
-# and store beside each other; cache above both.
-RULES='
-core:
-jit/graph: core
-jit/onnx: core jit/graph
-jit/model: core jit/graph jit/onnx
-jit/lower: core jit/graph
-jit/artifact: core jit/graph jit/lower
-jit/llvm: core jit/graph jit/lower jit/artifact
-jit/gpu: core jit/graph jit/lower jit/artifact jit/llvm
-jit/runtime_only: core jit/graph jit/lower jit/artifact
-jit: core jit/graph jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only
-runtime: core jit/graph jit/onnx jit/model jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only jit
-store: core jit/graph jit/onnx jit/model jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only jit
-cache: core jit/graph jit/onnx jit/model jit/lower jit/artifact jit/llvm jit/gpu jit/runtime_only jit runtime store
-'
+# The rules: tests/layer_rules.txt, which tests/check_headers.sh reads too.
+RULES=$(grep -v '^#' "$(dirname "$0")/layer_rules.txt")
 
 syms=$(mktemp)
 trap 'rm -f "$syms"' EXIT
@@ -41,8 +24,9 @@ n=0
 while IFS= read -r obj; do
     [ -n "$obj" ] || continue
     src=${obj#*sj_objects.dir/}
+    src=${src#./}
     mod=$(dirname "$src")
-    case $mod in jit/onnx/gen) mod=jit/onnx ;; esac
+    case $mod in formats/onnx/gen) mod=formats/onnx ;; esac
     if ! "$NM" "$obj" >"$syms.one" 2>"$syms.err"; then
         echo "check_layers: $NM $obj failed: $(cat "$syms.err")" >&2
         rm -f "$syms.one" "$syms.err"

@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "shapejit/ext/interp.h"
-#include "jit/graph/graph_impl.h"
-#include "jit/lower/lower.h"
-#include "gpu_graphs.h"
+#include "ir/graph_impl.h"
+#include "compile/lower/lower.h"
+#include "tests/gpu_graphs.h"
 
 #define EMU_TOL 1e-3
 

@@ -17,8 +17,8 @@
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
 #include "shapejit/model.h"
-#include "jit/artifact/artifact_impl.h"
-#include "jit/graph/graph_impl.h"
+#include "plan/artifact_impl.h"
+#include "ir/graph_impl.h"
 
 /* All-ones bytes: NaN as float32, -1 as int64/int32, 0xff (true) as bool. */
 static void h_poison(float *p, int64_t n) { memset(p, 0xff, (size_t)n * sizeof *p); }

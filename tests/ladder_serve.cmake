@@ -1,5 +1,5 @@
 # serve --ladder fit:K (issue 19 item 4); the CLI tests use sj_cli_test from
-# cli.cmake (included first). The switch itself (cache/ladder_switch.c) is
+# cli.cmake (included first). The switch itself (serve/ladder_switch.c) is
 # tested by test_ladder_switch; the HTTP server's fit by server_fit.sh.
 
 set(SJ_LS_DIR "${PROJECT_BINARY_DIR}/cli_tests/ladder_serve")

@@ -6,3 +6,6 @@ file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/layers_objects.txt
 add_test(NAME layers COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_layers.sh ${CMAKE_NM}
   ${PROJECT_BINARY_DIR}/layers_objects.txt)
 set_tests_properties(layers PROPERTIES LABELS headers)
+# The same rules over the includes: a header edge leaves no symbol to see.
+add_test(NAME layer_headers COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_headers.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(layer_headers PROPERTIES LABELS headers)

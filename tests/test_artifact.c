@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "shapejit/ext/compile.h"
-#include "jit/artifact/artifact_impl.h"
+#include "plan/artifact_impl.h"
 
 #define S SJ_DIM_SYM
 

@@ -1,4 +1,4 @@
-/* Fused attention (jit/lower/attention_fuse.c, jit/llvm/host_attention.c)
+/* Fused attention (compile/lower/attention_fuse.c, runtime/host_code/host_attention.c)
  * against the interpreter, with padding, arena and outputs NaN-poisoned by
  * the harness: single- and multi-head, scale by mul and div, additive masks
  * (full, key-padding broadcast, causal with -inf), the symbolic dim on the
@@ -14,8 +14,8 @@
 
 #include "core/hash.h"
 #include "tests/host_harness.h"
-#include "jit/llvm/llvm_impl.h"
-#include "jit/lower/lower.h"
+#include "compile/llvm/llvm_impl.h"
+#include "compile/lower/lower.h"
 
 #define S SJ_DIM_SYM
 #define TOL 2e-5

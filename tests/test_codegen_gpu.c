@@ -17,11 +17,11 @@
 #include <string.h>
 
 #include "shapejit/ext/compile.h"
-#include "jit/lower/lower.h"
-#include "jit/gpu/gpu_compile.h"
-#include "jit/gpu/gpu_schedule.h"
-#include "gpu_graphs.h"
-#include "ptxas_check.h"
+#include "compile/lower/lower.h"
+#include "compile/gpu/gpu_compile.h"
+#include "compile/gpu/gpu_schedule.h"
+#include "tests/gpu_graphs.h"
+#include "tests/ptxas_check.h"
 
 #define N_RANDOM 8
 

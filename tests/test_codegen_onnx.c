@@ -17,10 +17,10 @@
 
 #include "shapejit/ext/interp.h"
 #include "tools/conformance/conformance.h"
-#include "jit/lower/lower.h"
-#include "jit/gpu/gpu_compile.h"
-#include "jit/gpu/gpu_schedule.h"
-#include "ptxas_check.h"
+#include "compile/lower/lower.h"
+#include "compile/gpu/gpu_compile.h"
+#include "compile/gpu/gpu_schedule.h"
+#include "tests/ptxas_check.h"
 
 #define NODE_DIR "/usr/share/libonnx-testdata/data/node"
 /* Pinned like the CLI conformance tests (tests/onnx.cmake): a graph that

@@ -23,9 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jit/gpu/gpu_emit.h"
-#include "jit/gpu/gpu_schedule.h"
-#include "gpu_emu_harness.h"
+#include "compile/gpu/gpu_emit.h"
+#include "compile/gpu/gpu_schedule.h"
+#include "tests/gpu_emu_harness.h"
 #include "shapejit/model.h"
 
 extern char **environ;

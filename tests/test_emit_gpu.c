@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 
 #include "shapejit/ext/cuda_device.h"
-#include "jit/gpu/nvrtc_impl.h"
+#include "compile/gpu/nvrtc_impl.h"
 #include "tests/ptxas_check.h"
 
 #define CLI SJ_BINARY_DIR "/shapejit"

@@ -23,8 +23,8 @@
 #include "tools/conformance/conformance.h"
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
-#include "jit/gpu/nvrtc_impl.h"
-#include "gpu_graphs.h"
+#include "compile/gpu/nvrtc_impl.h"
+#include "tests/gpu_graphs.h"
 
 #define N_RANDOM 8
 #define TOL 1e-3

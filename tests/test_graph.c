@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "shapejit/graph.h"
-#include "jit/graph/graph_impl.h"
+#include "ir/graph_impl.h"
 #include "tests/graph_fixture.h"
 #include "tests/test_util.h"
 

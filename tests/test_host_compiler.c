@@ -24,7 +24,7 @@
 #include "shapejit/model.h"
 #include "shapejit/ext/runtime.h"
 #include "core/core_impl.h"
-#include "jit/llvm/llvm_impl.h"
+#include "compile/llvm/llvm_impl.h"
 
 static sj_ctx *ctx;
 static sj_graph *g; /* examples/models/ffn.sjg: x [N, 64] -> y [N, 64] */

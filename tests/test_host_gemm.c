@@ -1,4 +1,4 @@
-/* The packed GEMM (jit/llvm/host_gemm.c): the kernel alone at every code
+/* The packed GEMM (runtime/host_code/host_gemm.c): the kernel alone at every code
  * level against a double-precision reference, with every element outside
  * the slice poisoned (NaN in A's and B's padding, a sentinel around C), odd
  * sizes across the MR/NR/KC/MC block edges, transposed operands, 16-bit
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "core/half.h"
-#include "jit/llvm/llvm_impl.h"
+#include "compile/llvm/llvm_impl.h"
 #include "tests/host_harness.h"
 
 #define S SJ_DIM_SYM

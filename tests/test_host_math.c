@@ -1,5 +1,5 @@
 /* Ulp sweep of the host backend's inline transcendental functions
- * (jit/llvm/host_math.c) against libm: one kernel per function compiled
+ * (compile/llvm/host_math.c) against libm: one kernel per function compiled
  * through the host backend, run over 2^21 inputs (every 4096th bit pattern,
  * so every binade of both signs with denormals, infinities and NaNs, plus
  * dense linear sweeps over each function's working range and hand-picked

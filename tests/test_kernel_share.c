@@ -1,4 +1,4 @@
-/* Content-addressed kernels (jit/lower/kernel_share.h): identical layers
+/* Content-addressed kernels (compile/lower/kernel_share.h): identical layers
  * lower to one kernel per distinct computation, launched once per layer,
  * and compute what the interpreter computes; kernels that differ in any
  * field that decides their code (a constant, a stride, a dtype, ...) are
@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "host_harness.h"
+#include "tests/host_harness.h"
 #include "shapejit/ext/backends.h"
 #include "shapejit/ext/bucketed_cache.h"
-#include "jit/lower/kernel_share.h"
+#include "compile/lower/kernel_share.h"
 
 #define S SJ_DIM_SYM
 #define TOL 2e-4

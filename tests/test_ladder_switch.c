@@ -1,4 +1,4 @@
-/* serve --ladder fit:K's switch (cache/ladder_switch.c, used by serve and serve --listen): requests are routed
+/* serve --ladder fit:K's switch (serve/ladder_switch.c, used by serve and serve --listen): requests are routed
  * to the provisional engine until the window fills and the fitted engine
  * has every bucket ready, then to the fitted one (sizes above its top stay
  * on the provisional); outputs match a reference across the switch; a
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cache/ladder_cost.h"
-#include "cache/ladder_switch.h"
+#include "serve/ladder_cost.h"
+#include "serve/ladder_switch.h"
 #include "shapejit/engine.h"
 #include "tests/test_util.h"
 

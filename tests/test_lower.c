@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jit/graph/graph_impl.h"
-#include "jit/lower/lower.h"
+#include "ir/graph_impl.h"
+#include "compile/lower/lower.h"
 
 #define S SJ_DIM_SYM
 

@@ -31,7 +31,7 @@
 #include "shapejit/ext/interp.h"
 
 #include "core/weight_map.h"
-#include "core/weight_pool.h"
+#include "runtime/weight_pool.h"
 #include "runtime/executor_impl.h"
 #include "tests/onnx_external.h"
 #include "tests/skip.h"

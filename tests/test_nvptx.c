@@ -10,9 +10,9 @@
 
 #include <string.h>
 
-#include "jit/gpu/nvptx_impl.h"
-#include "jit/gpu/nvrtc_impl.h"
-#include "ptxas_check.h"
+#include "compile/gpu/nvptx_impl.h"
+#include "compile/gpu/nvrtc_impl.h"
+#include "tests/ptxas_check.h"
 
 #define BLOCK 256
 

@@ -19,9 +19,9 @@
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 
-#include "jit/gpu/gpu_emit.h"
-#include "jit/gpu/gpu_schedule.h"
-#include "gpu_emu_harness.h"
+#include "compile/gpu/gpu_emit.h"
+#include "compile/gpu/gpu_schedule.h"
+#include "tests/gpu_emu_harness.h"
 #include "shapejit/model.h"
 
 #define N_RANDOM 10

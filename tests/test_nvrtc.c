@@ -10,9 +10,9 @@
 
 #include <string.h>
 
-#include "jit/gpu/nvrtc_impl.h"
+#include "compile/gpu/nvrtc_impl.h"
 #include "shapejit/ext/cuda_device.h"
-#include "ptxas_check.h"
+#include "tests/ptxas_check.h"
 
 static const char *scale_kernel =
     "extern \"C\" __global__ void scale(void *const *buffers, const long long *info,\n"

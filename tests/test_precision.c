@@ -11,8 +11,8 @@
 #include <cmocka.h>
 
 #include "core/half.h"
-#include "core/weight_pool.h"
-#include "jit/lower/lower.h"
+#include "runtime/weight_pool.h"
+#include "compile/lower/lower.h"
 #include "shapejit/engine.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "tests/host_harness.h"

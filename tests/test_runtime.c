@@ -24,7 +24,7 @@
 #include "shapejit/ext/metadata_cache.h"
 #include "shapejit/ext/device.h"
 #include "shapejit/ext/runtime.h"
-#include "jit/lower/plan.h"
+#include "plan/plan.h"
 #include "runtime/device_impl.h"
 #include "runtime/executable_create.h"
 #include "tests/test_util.h"

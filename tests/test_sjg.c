@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "jit/graph/graph_impl.h"
+#include "ir/graph_impl.h"
 #include "shapejit/model.h"
 #include "shapejit/tensor.h"
 #include "tests/test_util.h"

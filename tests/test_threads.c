@@ -1,6 +1,6 @@
 /* Host kernel threads: the host device's split of row-parallel kernels
  * (runtime/host_device.c, host_pool.c) and the emitted row entries
- * (jit/llvm/host_emit.c, jit/lower/row_split.c).
+ * (compile/llvm/host_emit.c, compile/lower/row_split.c).
  *
  * Native kernels that record which thread computed each row check the
  * split rules (whole 16-row blocks, a minimum of work per thread, small

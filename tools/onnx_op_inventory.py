@@ -8,7 +8,7 @@ prints the same text.
     python3 tools/onnx_op_inventory.py path/to/model.onnx ...   # your own models: prints only
 
 Needs only the `onnx` package. The `importer` column marks the ops that the
-C importer's op tables (jit/onnx/*.c) already name. A chain starts at a Shape (or Size) node and
+C importer's op tables (formats/onnx/*.c) already name. A chain starts at a Shape (or Size) node and
 follows its consumers while they compute a small value (rank <= 1, at most
 MAX_SMALL elements, after ONNX shape inference): Gather, Unsqueeze, Concat,
 arithmetic, Cast... It ends at the first consumer whose output is a full
@@ -154,7 +154,7 @@ def shape_label(node):
 
 
 def importer_ops(src_root):
-    """Op names in the C importer's tables: `{"Name", ...}` entries in jit/onnx/*.c."""
+    """Op names in the C importer's tables: `{"Name", ...}` entries in formats/onnx/*.c."""
     d = os.path.join(src_root, "jit", "onnx")
     found = set()
     if os.path.isdir(d):
@@ -302,7 +302,7 @@ def render(models, src_root):
     w("## Ops: count per model")
     w("")
     w("Column `importer`: whether the op is named in the C importer's tables (`{\"Op\", ...}`")
-    w("entries in jit/onnx/*.c) when this file was generated; `no` = still to implement.")
+    w("entries in formats/onnx/*.c) when this file was generated; `no` = still to implement.")
     w("")
     w("| op | importer | " + " | ".join(short(n) for n in names) + " |")
     w("| --- | --- |" + " --- |" * len(names))

@@ -23,7 +23,7 @@
  * (The module is not the library: this process-wide state is the
  * embedding's, as the rules ask.)
  */
-#include "sjpy.h"
+#include "python/src/sjpy.h"
 
 #include "shapejit/remote.h"
 

@@ -1,6 +1,6 @@
 /* Backends for the conformance runner: the reference interpreter and the
  * LLVM host compiler + host device. */
-#include "jit/onnx/onnx_impl.h"
+#include "formats/onnx/onnx_impl.h"
 #include "tools/conformance/conformance.h"
 #include "shapejit/ext/artifact.h"
 #include "shapejit/ext/compile.h"

@@ -1,6 +1,6 @@
 /* The ONNX backend node-test runner: load each test's model, feed every
  * data set through a backend, compare with the expected outputs. */
-#include "jit/onnx/onnx_impl.h"
+#include "formats/onnx/onnx_impl.h"
 #include "tools/conformance/conformance.h"
 
 #include <dirent.h>

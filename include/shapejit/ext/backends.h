@@ -66,7 +66,7 @@ typedef struct sj_host_compiler_config {
      * artifacts are still checked against this machine's at load. */
     const char *host_features;
     /* Time the schedules that differ for each bucket it compiles and keep
-     * the fastest (cache/host_tune.h), within tune_budget_ms per bucket
+     * the fastest (backends/host_tune.h), within tune_budget_ms per bucket
      * (default 200). Tuned artifacts have keys of their own, record their
      * timings, and load like any other: a warm process tunes nothing. */
     bool tune;

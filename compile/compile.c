@@ -1,0 +1,195 @@
+/* sj_compile: lower a graph at a bucket extent, hand the kernels to the
+ * target's emitter, package the result as an artifact. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "ir/graph_impl.h"
+#include "compile/lower/emitter.h"
+
+static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj_host_emitter,
+                                             [SJ_TARGET_NVPTX] = &sj_nvptx_emitter,
+                                             [SJ_TARGET_NVRTC] = &sj_nvrtc_emitter};
+
+void sj_compile_options_init(sj_compile_options *o) {
+    *o = (sj_compile_options){.target = SJ_TARGET_HOST, .opt_level = 3, .fusion = true,
+                              .blas_min_work = SJ_COMPILE_BLAS_DEFAULT};
+}
+
+static uint64_t mix_i64(uint64_t h, int64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
+    return sj_fnv1a(h, b, 8);
+}
+
+/* Strings hash with their length so adjacent fields cannot run together. */
+static uint64_t mix_str(uint64_t h, const char *s) {
+    if (!s) return mix_i64(h, -1);
+    size_t n = strlen(s);
+    return sj_fnv1a(mix_i64(h, (int64_t)n), s, n);
+}
+
+uint64_t sj_compile_options_hash(const sj_compile_options *o) {
+    uint64_t h = SJ_FNV_OFFSET;
+    h = mix_str(h, "shapejit-compile-options-v1");
+    h = mix_i64(h, o->target);
+    h = mix_i64(h, o->opt_level);
+    h = mix_i64(h, o->fusion);
+    h = mix_i64(h, o->target == SJ_TARGET_HOST ? o->blas_min_work : 0);
+    h = mix_str(h, o->target == SJ_TARGET_HOST ? o->cpu : NULL);
+    h = mix_str(h, o->target == SJ_TARGET_HOST ? o->features : NULL);
+    h = mix_str(h, o->target == SJ_TARGET_HOST ? NULL : o->arch);
+    /* Mixed in only when narrowing: fp32 keys stay what they were before
+     * the policy existed, so stores filled then still hit. */
+    if (o->precision != SJ_PRECISION_FP32) h = mix_str(h, sj_precision_name(o->precision));
+    /* Mixed in only when not AUTO, so the keys of untuned code stay as
+     * they were before schedules could be chosen. */
+    if (o->target == SJ_TARGET_HOST && o->attention != SJ_ATTENTION_AUTO)
+        h = mix_str(h, o->attention == SJ_ATTENTION_FUSED ? "attention=fused" : "attention=unfused");
+    if (o->target == SJ_TARGET_HOST && o->matmul != SJ_MATMUL_AUTO) h = mix_str(h, "matmul=tiled");
+    return h;
+}
+
+/* A policy the emitter cannot lower is refused, naming the first op it
+ * narrows: code that silently computed in float32 would be keyed, stored and
+ * served as bf16. */
+static sj_status check_precision(const sj_graph *g, const sj_compile_options *o,
+                                 const sj_emitter *em) {
+    if (o->precision == SJ_PRECISION_FP32 || (em->precisions >> o->precision) & 1u) return SJ_OK;
+    sj_value user = SJ_NO_VALUE;
+    int n = sj_precision_mark(g, o->precision, NULL, &user);
+    if (n < 0) return sj_fail(g->ctx, SJ_E_NOMEM, "compile: out of memory");
+    const sj_node *nd = user != SJ_NO_VALUE ? &g->nodes[user] : NULL;
+    return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                   "precision %s not supported by target %s for op %s%s%s%s",
+                   sj_precision_name(o->precision), em->target,
+                   nd ? sj_op_name(nd->op) : "matmul", nd && nd->name ? " '" : "",
+                   nd && nd->name ? nd->name : "", nd && nd->name ? "'" : "");
+}
+
+static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_emitter **out) {
+    if (o->target < 0 || (size_t)o->target >= sizeof emitters / sizeof emitters[0] ||
+        !emitters[o->target])
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED, "compile: target %d has no emitter in this build",
+                       (int)o->target);
+    if (o->opt_level < 0 || o->opt_level > 3)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: opt level %d not in 0..3", o->opt_level);
+    if (o->blas_min_work < 0)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: negative blas_min_work");
+    if (!sj_precision_name(o->precision))
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: precision %d is not fp32, bf16 or fp16",
+                       (int)o->precision);
+    if (o->attention < SJ_ATTENTION_AUTO || o->attention > SJ_ATTENTION_UNFUSED)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: attention schedule %d is not AUTO, FUSED or UNFUSED",
+                       (int)o->attention);
+    if (o->matmul < SJ_MATMUL_AUTO || o->matmul > SJ_MATMUL_TILED)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: matmul schedule %d is not AUTO or TILED",
+                       (int)o->matmul);
+    *out = emitters[o->target];
+    SJ_TRY(check_precision(g, o, *out));
+    return SJ_OK;
+}
+
+static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
+                       const sj_compile_options *o, uint8_t hash[32], sj_lowered **out) {
+    sj_graph_hash(g, hash);
+    /* Symbols name graph and bucket, so modules of several buckets never clash. */
+    char prefix[48], hex[65];
+    sj_hash_hex(hash, hex);
+    snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
+    bool attention = false;
+    if (em->fuses_attention) SJ_TRY(em->fuses_attention(g->ctx, o, &attention));
+    sj_lower_options lo = {
+        .fusion = o->fusion,
+        .prefix = prefix,
+        .attention = attention,
+        .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
+        .precision = o->precision};
+    return sj_lower(g, extent, &lo, out);
+}
+
+sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                     sj_artifact **out) {
+    sj_compile_options defaults;
+    if (!o) {
+        sj_compile_options_init(&defaults);
+        o = &defaults;
+    }
+    *out = NULL;
+    const sj_emitter *em = NULL;
+    SJ_TRY(pick(g, o, &em));
+    uint8_t hash[32];
+    sj_lowered *l;
+    uint64_t t0 = sj_now_ns();
+    SJ_TRY(lower(g, em, extent, o, hash, &l));
+    uint64_t lower_ns = sj_now_ns() - t0;
+    sj_artifact *a;
+    sj_status st = sj_artifact_new(g->ctx, &a);
+    if (st == SJ_OK) {
+        a->times.lower_ns = lower_ns;
+        memcpy(a->graph_hash, hash, sizeof hash);
+        a->options_hash = sj_compile_options_hash(o);
+        st = sj_artifact_set_string(a, &a->target, em->target);
+        if (st == SJ_OK) st = sj_artifact_set_string(a, &a->shapejit_version, sj_version_string());
+        if (st == SJ_OK) st = sj_artifact_set_string(a, &a->llvm_version, SJ_LLVM_VERSION_STRING);
+        if (st == SJ_OK) {
+            a->plan = l->plan; /* moves: the lowered result no longer owns it */
+            memset(&l->plan, 0, sizeof l->plan);
+            st = em->build(l, o, a);
+        }
+        if (st == SJ_OK)
+            *out = a;
+        else
+            sj_artifact_destroy(a);
+    }
+    sj_lowered_destroy(l);
+    return st;
+}
+
+sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                       sj_emit_kind kind, char **out, size_t *len) {
+    sj_compile_options defaults;
+    if (!o) {
+        sj_compile_options_init(&defaults);
+        o = &defaults;
+    }
+    const sj_emitter *em = NULL;
+    SJ_TRY(pick(g, o, &em));
+    if (!em->text)
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED, "emit: target %s has no text form", em->target);
+    uint8_t hash[32];
+    sj_lowered *l;
+    SJ_TRY(lower(g, em, extent, o, hash, &l));
+    sj_status st = em->text(l, o, kind, out, len);
+    sj_lowered_destroy(l);
+    return st;
+}
+
+sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                                   int *kernels, int *matmuls) {
+    sj_compile_options defaults;
+    if (!o) {
+        sj_compile_options_init(&defaults);
+        o = &defaults;
+    }
+    const sj_emitter *em = NULL;
+    SJ_TRY(pick(g, o, &em));
+    uint8_t hash[32];
+    sj_lowered *l;
+    SJ_TRY(lower(g, em, extent, o, hash, &l));
+    /* Launches, as before kernels were shared: the tuner compares the
+     * schedules' plans by them, and reports count what runs. */
+    *kernels = l->plan.n_launches;
+    *matmuls = 0;
+    for (int i = 0; i < l->plan.n_launches; i++)
+        *matmuls += l->kernels[l->plan.launches[i].kernel].kind == SJ_KK_MATMUL;
+    sj_lowered_destroy(l);
+    return SJ_OK;
+}
+
+sj_status sj_compile_kernel_count(const sj_graph *g, int64_t extent, const sj_compile_options *o,
+                                  int *out) {
+    int matmuls;
+    return sj_compile_kernel_counts(g, extent, o, out, &matmuls);
+}

@@ -1,0 +1,20 @@
+/* Which kernels may run their rows on several threads: lowering's proof,
+ * which the host emitter turns into a row entry (host_emit.c) and the host
+ * device into split launches. Not installed. */
+#ifndef SJ_LOWER_ROW_SPLIT_H
+#define SJ_LOWER_ROW_SPLIT_H
+
+#include "compile/lower/kernel.h"
+
+/* The dim of k's space whose rows may be computed apart: an output dim
+ * bounded by the active extent (rows of the symbolic dim) such that every
+ * row writes its own output elements, which no other row writes, and reads
+ * nothing another row writes; so any split of it computes every row with
+ * the same code. MATMUL and ATTENTION split only their rows (m, the
+ * queries). -1 when no dim qualifies: reductions over the symbolic dim,
+ * outputs that overlap (a broadcast store), kernels without one. *row_work
+ * is one row's work at the bucket extent (the product of the other dims),
+ * 0 with -1. */
+int sj_kernel_row_dim(const sj_kernel *k, uint64_t *row_work);
+
+#endif

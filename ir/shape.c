@@ -1,0 +1,45 @@
+/* Shape utilities: specialising at an extent, element counts, printing. */
+#include "ir/graph_impl.h"
+
+#include <stdio.h>
+
+sj_shape sj_shape_at(const sj_shape *s, int64_t extent) {
+    sj_shape r = *s;
+    for (int i = 0; i < r.rank; i++)
+        if (r.dims[i] == SJ_DIM_SYM) r.dims[i] = extent;
+    return r;
+}
+
+int64_t sj_shape_numel(const sj_shape *s, int64_t extent) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dims[i] == SJ_DIM_SYM ? extent : s->dims[i];
+        if (d < 0 || sj_mul_overflow_i64(n, d, &n) || n > SJ_MAX_ELEMENTS) return -1;
+    }
+    return n;
+}
+
+void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len) {
+    if (!len) return;
+    size_t used = 0;
+    buf[0] = '\0';
+    /* snprintf returns what it would have written; clamp so a short buffer
+     * ends truncated instead of overrunning. */
+#define SJ_APPEND(...)                                                                             \
+    do {                                                                                           \
+        if (used < len) {                                                                          \
+            int w = snprintf(buf + used, len - used, __VA_ARGS__);                                 \
+            used = w < 0 ? len : used + (size_t)w;                                                 \
+        }                                                                                          \
+    } while (0)
+    SJ_APPEND("[");
+    for (int i = 0; i < s->rank; i++) {
+        if (i) SJ_APPEND(", ");
+        if (s->dims[i] == SJ_DIM_SYM)
+            SJ_APPEND("%s", sym ? sym : "?");
+        else
+            SJ_APPEND("%lld", (long long)s->dims[i]);
+    }
+    SJ_APPEND("]");
+#undef SJ_APPEND
+}

@@ -1,0 +1,209 @@
+/* The packed GEMM host code calls for matmuls at real sizes (host_emit.c's
+ * GEMM path): C = A B over one [m, k] x [k, n] slice, the way BLIS-style
+ * libraries reach a core's FMA peak, with the blocking sized per ISA level.
+ *
+ *   for each block of MC rows, each block of KC of the contraction:
+ *     pack the A block into MR-row tiles ([p][r]: one tile is a contiguous
+ *       MR x kc strip, read in order by the microkernel)
+ *     for each NR-wide column panel: pack the B panel ([p][j], widened to
+ *       float32 from 16-bit weights; read in place instead for a call of at
+ *       most two tiles of rows), then run the MR x NR microkernel over
+ *       every tile of the A block against it (the panel stays in L1, the A
+ *       block in L2)
+ *
+ * The microkernel keeps an MR x NR block of C in registers across the whole
+ * kc loop: AVX-512 12 x 32 (24 of 32 zmm registers), AVX2+FMA 6 x 16 (12 of
+ * 16 ymm), baseline SSE 4 x 8 (8 of 16 xmm). Which one runs is the level
+ * the artifact was compiled for (an x86-64-v3 artifact runs the AVX2 code on
+ * an AVX-512 machine too, so every level can be timed and tested on one
+ * host), lowered to what the CPU running it has.
+ *
+ * Arithmetic: element (i, j) is summed over k in order, KC at a time, each
+ * block added onto the previous blocks' sum in C. That order depends on
+ * nothing but k and the level (not on the rows a call is given nor where
+ * they sit in a block), so any split of the rows over threads gives the
+ * same bits. Edge tiles are computed in a scratch tile padded with zeros
+ * and copied out, so no element outside [0, m) x [0, n) of C is written and
+ * no element of A or B outside the slice is read: padding rows and columns
+ * of a bucket are never touched.
+ *
+ * Scratch lives on the stack (about 420 KiB: the A block and one B panel),
+ * so a launch allocates nothing. The thread that runs a kernel needs that
+ * much stack to spare: glibc's default thread stack (8 MiB here, the
+ * stack rlimit) has it, and shapejit's own workers use that default. */
+#include <stdint.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "runtime/host_code/host_code.h"
+#include "shapejit/precision.h"
+
+/* KC x NR floats of a B panel fit L1 beside an A tile; MC x KC of an A
+ * block fit L2. Measured on [512, 768] x [768, 3072] and [512, 4096] x
+ * [4096, 11008] (Zen 4, AVX-512 level): KC 128..384 x MC 96..384, best at
+ * 256 x 384 (82 GFLOP/s of CPU time, single-thread OpenBLAS 89-91); MC 192
+ * lost 5-9% to B panels packed twice as often. */
+enum { KC = 256, MC = 384 };
+
+/* Vector types: the width is the type's, the registers the target's. */
+typedef float vf16 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+
+typedef struct gemm_args {
+    int64_t m, n, k;
+    const float *a;
+    int64_t a_rs, a_cs;
+    const void *b;
+    int64_t b_rs, b_cs;
+    sj_precision b_storage;
+    float *c;
+    int64_t ldc;
+} gemm_args;
+
+static inline int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+/* B(p, j) for the slice: float32, or a 16-bit weight widened exactly. */
+static inline float b_at(const gemm_args *g, int64_t p, int64_t j) {
+    int64_t off = p * g->b_rs + j * g->b_cs;
+    if (g->b_storage == SJ_PRECISION_BF16) return sj_bf16_to_f32(((const uint16_t *)g->b)[off]);
+    if (g->b_storage == SJ_PRECISION_FP16) return sj_f16_to_f32(((const uint16_t *)g->b)[off]);
+    return ((const float *)g->b)[off];
+}
+
+/* dst[p][0, NR) = B(pc + p, jr + j) for j < nr, zeros past nr. */
+static inline void pack_b(float *restrict dst, int NR, const gemm_args *g, int64_t pc, int64_t kc,
+                          int64_t jr, int64_t nr) {
+    for (int64_t p = 0; p < kc; p++) {
+        float *row = dst + p * NR;
+        if (g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 && nr == NR) {
+            /* a whole panel row: a copy of constant size, inlined */
+            memcpy(row, (const float *)g->b + (pc + p) * g->b_rs + jr, (size_t)NR * sizeof(float));
+            continue;
+        }
+        if (g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1) {
+            memcpy(row, (const float *)g->b + (pc + p) * g->b_rs + jr, (size_t)nr * sizeof(float));
+        } else {
+            for (int64_t j = 0; j < nr; j++) row[j] = b_at(g, pc + p, jr + j);
+        }
+        for (int64_t j = nr; j < NR; j++) row[j] = 0.0f;
+    }
+}
+
+/* The A block's rows [ic, ic + mc) x [pc, pc + kc) as MR-row tiles: tile t
+ * at dst + t * MR * kc holds A(ic + t*MR + r, pc + p) at [p * MR + r], rows
+ * past mc as zeros. */
+static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64_t ic, int64_t mc,
+                          int64_t pc, int64_t kc) {
+    for (int64_t t = 0; t * MR < mc; t++) {
+        float *tile = dst + t * MR * kc;
+        for (int r = 0; r < MR; r++) {
+            int64_t i = t * MR + r;
+            if (i >= mc) {
+                for (int64_t p = 0; p < kc; p++) tile[p * MR + r] = 0.0f;
+                continue;
+            }
+            const float *src = g->a + (ic + i) * g->a_rs + pc * g->a_cs;
+            for (int64_t p = 0; p < kc; p++) tile[p * MR + r] = src[p * g->a_cs];
+        }
+    }
+}
+
+/* One instance of the kernel per ISA level: VT vectors of VW floats, an
+ * MR x (NV * VW) register block. */
+#define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
+    ATTR static void ukr_##SFX(int64_t kc, const float *restrict ap, const float *restrict bp,        \
+                               int64_t ldb, float *restrict c, int64_t ldc, int first) {              \
+        VT acc[MR][NV];                                                                               \
+        _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                         \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
+            if (first) acc[r][v] = (VT){0};                                                           \
+            else memcpy(&acc[r][v], c + r * ldc + v * VW, sizeof(VT));                                \
+        }                                                                                             \
+        for (int64_t p = 0; p < kc; p++) {                                                            \
+            VT bv[NV];                                                                                \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
+                memcpy(&bv[v], bp + p * ldb + v * VW, sizeof(VT));                                    \
+            _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                   \
+                VT av = ap[p * MR + r] - (VT){0};                                                     \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] += av * bv[v];         \
+            }                                                                                         \
+        }                                                                                             \
+        _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                         \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
+                memcpy(c + r * ldc + v * VW, &acc[r][v], sizeof(VT));                                 \
+    }                                                                                                 \
+    ATTR static void gemm_##SFX(const gemm_args *g) {                                                 \
+        enum { NR = NV * VW };                                                                        \
+        float ap[MC * KC] __attribute__((aligned(64)));                                               \
+        float bp[KC * NR] __attribute__((aligned(64)));                                               \
+        float tile[MR * NR] __attribute__((aligned(64)));                                             \
+        /* At most two tiles of rows, a packed panel is read too few times to                        \
+         * repay its packing: float32 B with unit column stride is read in                           \
+         * place (measured at [16, 4096] x [4096, 11008], AVX-512: 42.6 ->                           \
+         * 35.4 ms; no gain from 40 rows up). */                                                     \
+        const int direct = g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 && g->m <= 2 * MR;     \
+        for (int64_t ic = 0; ic < g->m; ic += MC) {                                                   \
+            int64_t mc = min64(MC, g->m - ic);                                                        \
+            for (int64_t pc = 0; pc < g->k; pc += KC) {                                               \
+                int64_t kc = min64(KC, g->k - pc);                                                    \
+                int first = pc == 0;                                                                  \
+                pack_a(ap, MR, g, ic, mc, pc, kc);                                                    \
+                for (int64_t jr = 0; jr < g->n; jr += NR) {                                           \
+                    int64_t nr = min64(NR, g->n - jr);                                                \
+                    const float *panel = bp;                                                          \
+                    int64_t ldb = NR;                                                                 \
+                    if (direct && nr == NR) {                                                         \
+                        panel = (const float *)g->b + pc * g->b_rs + jr;                              \
+                        ldb = g->b_rs;                                                                \
+                    } else {                                                                          \
+                        pack_b(bp, NR, g, pc, kc, jr, nr);                                            \
+                    }                                                                                 \
+                    for (int64_t ir = 0; ir < mc; ir += MR) {                                         \
+                        int64_t mr = min64(MR, mc - ir);                                              \
+                        float *cc = g->c + (ic + ir) * g->ldc + jr;                                   \
+                        const float *at = ap + ir * kc;                                               \
+                        if (mr == MR && nr == NR) {                                                   \
+                            ukr_##SFX(kc, at, panel, ldb, cc, g->ldc, first);                         \
+                            continue;                                                                 \
+                        }                                                                             \
+                        /* an edge: through the zero-padded tile */                                   \
+                        memset(tile, 0, sizeof tile);                                                 \
+                        if (!first)                                                                   \
+                            for (int64_t r = 0; r < mr; r++)                                          \
+                                memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));   \
+                        ukr_##SFX(kc, at, panel, ldb, tile, NR, first);                               \
+                        for (int64_t r = 0; r < mr; r++)                                              \
+                            memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));       \
+                    }                                                                                 \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SJ_GEMM_X86 1
+SJ_GEMM_LEVEL(v4, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))), vf16, 16, 12, 2)
+SJ_GEMM_LEVEL(v3, __attribute__((target("avx2,fma"))), vf8, 8, 6, 2)
+#endif
+SJ_GEMM_LEVEL(base, , vf4, 4, 4, 2)
+
+void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
+                  int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
+                  int64_t ldc) {
+    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, c, ldc};
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) { /* an empty contraction: the sums are zero */
+        for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    /* The artifact's level, never more than this CPU has (a load check
+     * refuses code built for more; this keeps the extern safe alone). */
+    switch (sj_host_kernel_level(level)) {
+#ifdef SJ_GEMM_X86
+    case 4: gemm_v4(&g); return;
+    case 3: gemm_v3(&g); return;
+#endif
+    default: gemm_base(&g);
+    }
+}

@@ -1,0 +1,181 @@
+/* Host object files through LLVM ORC LLJIT. */
+#include "runtime/host_code/host_jit_impl.h"
+
+#include "core/core_impl.h"
+#include "runtime/host_code/host_code.h"
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+struct sj_host_jit {
+    sj_ctx *ctx;
+    LLVMOrcLLJITRef jit;
+    atomic_uint_fast64_t next_dylib; /* JITDylib names must be unique per session */
+    /* What the session reported while linking (e.g. "Symbols not found"),
+     * which the failed lookup itself only summarises; LLVM would otherwise
+     * print it to stderr. Written under the device's lock. */
+    char report[512];
+};
+
+struct sj_host_jit_module {
+    LLVMOrcJITDylibRef dylib;
+    LLVMOrcResourceTrackerRef tracker;
+};
+
+/* Turns an LLVM error into a message on ctx (consuming it). */
+static sj_status fail_llvm(sj_ctx *ctx, sj_status st, LLVMErrorRef err, const char *what) {
+    char *msg = LLVMGetErrorMessage(err);
+    sj_status r = sj_fail(ctx, st, "%s: %s", what, msg);
+    LLVMDisposeErrorMessage(msg);
+    return r;
+}
+
+static void keep_report(void *ctx, LLVMErrorRef err) {
+    sj_host_jit *j = ctx;
+    char *msg = LLVMGetErrorMessage(err);
+    snprintf(j->report, sizeof j->report, "%s", msg);
+    LLVMDisposeErrorMessage(msg);
+}
+
+sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
+    *out = NULL;
+    if (!sj_llvm_init())
+        return sj_fail(ctx, SJ_E_NO_DEVICE, "host JIT: LLVM has no native target in this build");
+    sj_host_jit *j = sj_calloc(ctx, 1, sizeof *j);
+    if (!j) return sj_fail(ctx, SJ_E_NOMEM, "host JIT: out of memory");
+    j->ctx = ctx;
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, NULL);
+    if (err) {
+        sj_free(ctx, j);
+        return fail_llvm(ctx, SJ_E_NO_DEVICE, err, "host JIT: cannot create LLJIT");
+    }
+    atomic_init(&j->next_dylib, 0);
+    LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->jit), keep_report,
+                                            j);
+    *out = j;
+    return SJ_OK;
+}
+
+void sj_host_jit_destroy(sj_host_jit *j) {
+    if (!j) return;
+    LLVMErrorRef err = LLVMOrcDisposeLLJIT(j->jit);
+    if (err) LLVMConsumeError(err);
+    sj_free(j->ctx, j);
+}
+
+sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
+                                 sj_host_jit_module **out) {
+    *out = NULL;
+    sj_host_jit_module *m = sj_calloc(j->ctx, 1, sizeof *m);
+    if (!m) return sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
+    char name[48];
+    snprintf(name, sizeof name, "sj_module_%llu",
+             (unsigned long long)atomic_fetch_add(&j->next_dylib, 1));
+    LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);
+    m->dylib = LLVMOrcExecutionSessionCreateBareJITDylib(es, name);
+
+    /* Kernels call libm (expf, tanhf, erff) and the C runtime (memset):
+     * resolve those from the process. */
+    LLVMOrcDefinitionGeneratorRef gen;
+    LLVMErrorRef err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+        &gen, LLVMOrcLLJITGetGlobalPrefix(j->jit), NULL, NULL);
+    if (err) {
+        sj_free(j->ctx, m);
+        return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: process symbol generator");
+    }
+    LLVMOrcJITDylibAddGenerator(m->dylib, gen);
+    /* shapejit's own extern kernels by address: a program that links the
+     * library statically does not export them for the process generator. */
+    static const char *const own_names[] = {"sj_host_attention_rows", "sj_host_gemm"};
+    enum { N_OWN = sizeof own_names / sizeof own_names[0] };
+    LLVMOrcCSymbolMapPair own[N_OWN];
+    for (int i = 0; i < N_OWN; i++)
+        own[i] = (LLVMOrcCSymbolMapPair){
+            LLVMOrcLLJITMangleAndIntern(j->jit, own_names[i]),
+            {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol(own_names[i]),
+             {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+    err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(own, N_OWN));
+    if (err) {
+        sj_free(j->ctx, m);
+        return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: shapejit's extern kernels");
+    }
+    m->tracker = LLVMOrcJITDylibCreateResourceTracker(m->dylib);
+
+    LLVMMemoryBufferRef buf =
+        LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "shapejit-host-object");
+    err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, m->tracker, buf);
+    if (err) {
+        sj_host_jit_remove(j, m);
+        return fail_llvm(j->ctx, SJ_E_PARSE, err, "host JIT: cannot load the object file");
+    }
+    *out = m;
+    return SJ_OK;
+}
+
+void sj_host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
+    if (!m) return;
+    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(m->tracker);
+    if (err) LLVMConsumeError(err);
+    LLVMOrcReleaseResourceTracker(m->tracker);
+    sj_free(j->ctx, m);
+}
+
+/* The lookup answers through a callback, possibly on another thread. */
+typedef struct lookup_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    LLVMErrorRef err;
+    uint64_t addr;
+} lookup_wait;
+
+static void lookup_done(LLVMErrorRef err, LLVMOrcCSymbolMapPairs result, size_t n, void *ctx) {
+    lookup_wait *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    w->err = err;
+    if (!err && n > 0) w->addr = result[0].Sym.Address;
+    w->done = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name,
+                             int required, uint64_t *addr) {
+    *addr = 0;
+    LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);
+    LLVMOrcCJITDylibSearchOrderElement order = {m->dylib,
+                                                 LLVMOrcJITDylibLookupFlagsMatchExportedSymbolsOnly};
+    /* Always weak: an absent symbol is then an empty answer, not an error,
+     * and a real error means linking failed. */
+    j->report[0] = '\0';
+    LLVMOrcCLookupSetElement sym = {LLVMOrcLLJITMangleAndIntern(j->jit, name),
+                                    LLVMOrcSymbolLookupFlagsWeaklyReferencedSymbol};
+    lookup_wait w = {.done = false, .err = NULL, .addr = 0};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    LLVMOrcExecutionSessionLookup(es, LLVMOrcLookupKindStatic, &order, 1, &sym, 1, lookup_done,
+                                  &w);
+    pthread_mutex_lock(&w.lock);
+    while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.lock);
+    if (w.err) {
+        char what[640];
+        snprintf(what, sizeof what, "host JIT: cannot link the module%s%s",
+                 j->report[0] ? ": " : "", j->report);
+        return fail_llvm(j->ctx, SJ_E_COMPILE, w.err, what);
+    }
+    if (w.addr == 0 && required)
+        return sj_fail(j->ctx, SJ_E_NOT_FOUND, "host JIT: no symbol '%s' in the module", name);
+    *addr = w.addr;
+    return SJ_OK;
+}
