@@ -1,6 +1,7 @@
 # The layer check (docs/ARCHITECTURE.md "Layers"): no object file of the
 # library uses a symbol from a layer above it or beside it. The objects are
-# read with nm after the build; tests/check_layers.sh holds the rules.
+# read with nm after the build (tests/check_layers.sh); the rules are
+# tests/layer_rules.txt.
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/layers_objects.txt
   CONTENT "$<JOIN:$<TARGET_OBJECTS:sj_objects>,\n>\n")
 add_test(NAME layers COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_layers.sh ${CMAKE_NM}

@@ -155,7 +155,7 @@ def shape_label(node):
 
 def importer_ops(src_root):
     """Op names in the C importer's tables: `{"Name", ...}` entries in formats/onnx/*.c."""
-    d = os.path.join(src_root, "jit", "onnx")
+    d = os.path.join(src_root, "formats", "onnx")
     found = set()
     if os.path.isdir(d):
         for f in sorted(os.listdir(d)):
