@@ -15,7 +15,7 @@
  * The array owns its memory in the sense that matters: nothing else writes
  * to it, and it lives as long as the array does.
  */
-#include "python/src/sjpy.h"
+#include "sjpy.h"
 
 #include <string.h>
 

@@ -23,7 +23,7 @@
  * (The module is not the library: this process-wide state is the
  * embedding's, as the rules ask.)
  */
-#include "python/src/sjpy.h"
+#include "sjpy.h"
 
 #include "shapejit/remote.h"
 

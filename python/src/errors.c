@@ -5,7 +5,7 @@
  * the code. Classes also derive from the builtin a Python programmer would
  * catch (ValueError for bad shapes, TypeError for dtypes, MemoryError, ...).
  */
-#include "python/src/sjpy.h"
+#include "sjpy.h"
 
 #include <stdarg.h>
 #include <string.h>

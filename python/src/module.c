@@ -1,7 +1,7 @@
 /* module.c — the _shapejit extension module: exceptions, the Engine type,
  * and the library's default-store-path rule for the Python layer (which,
  * unlike the library, reads the environment). */
-#include "python/src/sjpy.h"
+#include "sjpy.h"
 
 static PyObject *default_store_path(PyObject *self, PyObject *args) {
     const char *store, *xdg, *home;
