@@ -39,7 +39,7 @@ static void exe_destroy(void *self, void *exe) {
     sj_executable_destroy(exe);
 }
 
-void sj_artifact_exe_ops(sj_compiler *out) {
+void sj__artifact_exe_ops(sj_compiler *out) {
     out->trim = exe_trim;
     out->memory = exe_memory;
     out->estimate = exe_estimate;

@@ -7,6 +7,6 @@
 #include "shapejit/ext/bucketed_cache.h"
 
 /* Fills out's trim, memory, estimate and destroy. */
-void sj_artifact_exe_ops(sj_compiler *out);
+void sj__artifact_exe_ops(sj_compiler *out);
 
 #endif

@@ -60,7 +60,7 @@ sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
         return sj_fail(ctx, SJ_E_INVALID_ARG, "gpu compiler: options target %d is not nvptx or nvrtc",
                        (int)t);
     int sm;
-    SJ_TRY(sj_gpu_parse_arch(ctx, cfg->options.arch, &sm));
+    SJ_TRY(sj__gpu_parse_arch(ctx, cfg->options.arch, &sm));
     sj_gpu_compiler *gc = sj_calloc(ctx, 1, sizeof *gc);
     if (!gc) return sj_fail(ctx, SJ_E_NOMEM, "gpu compiler: out of memory");
     gc->ctx = ctx;
@@ -81,7 +81,7 @@ sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
     gc->device_cfg.driver_path = gc->driver_path;
     /* Fails where the target's toolchain is not built in (NVRTC without
      * the CUDA toolkit): better at creation than at every compile. */
-    sj_status st = sj_gpu_toolchain(ctx, t == SJ_TARGET_NVRTC ? SJ_GPU_PATH_NVRTC : SJ_GPU_PATH_NVPTX,
+    sj_status st = sj__gpu_toolchain(ctx, t == SJ_TARGET_NVRTC ? SJ_GPU_PATH_NVRTC : SJ_GPU_PATH_NVPTX,
                                     gc->toolchain, sizeof gc->toolchain);
     if (st != SJ_OK) {
         sj_gpu_compiler_destroy(gc);
@@ -189,7 +189,7 @@ static sj_status gpu_run_stepwise(void *self, void *exe, int64_t active, const s
     return sj_executable_run_stepwise(exe, active, inputs, outputs);
 }
 
-uint64_t sj_gpu_compiler_resets(sj_gpu_compiler *gc) {
+uint64_t sj__gpu_compiler_resets(sj_gpu_compiler *gc) {
     pthread_mutex_lock(&gc->mu);
     uint64_t n = gc->device ? sj_device_resets(gc->device) : 0;
     pthread_mutex_unlock(&gc->mu);
@@ -209,7 +209,7 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
     out->compile = gpu_compile;
     out->load = gpu_load;
     out->run = gpu_run;
-    sj_artifact_exe_ops(out);
+    sj__artifact_exe_ops(out);
     out->stale = gpu_stale;
     out->run_stepwise = gpu_run_stepwise;
 }

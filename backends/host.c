@@ -101,7 +101,7 @@ void sj_host_compiler_destroy(sj_host_compiler *hc) {
 /* Tuned code has keys of its own: the options' hash, mixed with "tuned". */
 static void options_bytes(const sj_compile_options *o, bool tune, uint8_t out[HOST_OPTIONS_BYTES]) {
     uint64_t oh = sj_compile_options_hash(o);
-    if (tune) oh = sj_fnv1a(oh, "tuned", 5);
+    if (tune) oh = sj__fnv1a(oh, "tuned", 5);
     memcpy(out, "SJHO", 4);
     for (int i = 0; i < 8; i++) out[4 + i] = (uint8_t)(oh >> (8 * i));
 }
@@ -110,10 +110,10 @@ static void options_bytes(const sj_compile_options *o, bool tune, uint8_t out[HO
  * level: the highest first, and only levels whose every feature the host
  * (as host_features describes it) has. */
 static void add_level_fallbacks(sj_host_compiler *hc, const char *host_features) {
-    for (int i = sj_llvm_host_num_levels() - 1; i >= 0 && hc->n_fallbacks < SJ_HOST_MAX_LEVELS; i--) {
+    for (int i = sj__llvm_host_num_levels() - 1; i >= 0 && hc->n_fallbacks < SJ_HOST_MAX_LEVELS; i--) {
         const char *level_features;
-        const char *name = sj_llvm_host_level(i, &level_features);
-        if (sj_cpu_features_missing(level_features, host_features, NULL, 0)) continue;
+        const char *name = sj__llvm_host_level(i, &level_features);
+        if (sj__cpu_features_missing(level_features, host_features, NULL, 0)) continue;
         int k = hc->n_fallbacks++;
         sj_compile_options o = hc->options;
         o.cpu = name;
@@ -130,21 +130,21 @@ static sj_status resolve_target(sj_host_compiler *hc, const char *host_features)
      * checked here, before any compile, and the features kept in their
      * checked form (implied ones added), which the options hash, the store
      * key and the artifacts then all agree on. */
-    if (sj_llvm_host_is_native(hc->options.cpu)) {
+    if (sj__llvm_host_is_native(hc->options.cpu)) {
         sj_free(hc->ctx, hc->cpu_opt);
         hc->options.cpu = hc->cpu_opt = NULL;
     }
     if (hc->options.features) {
         char *checked;
-        SJ_TRY(sj_llvm_host_features(hc->ctx, hc->options.features, &checked));
+        SJ_TRY(sj__llvm_host_features(hc->ctx, hc->options.features, &checked));
         sj_free(hc->ctx, hc->features_opt);
         hc->options.features = hc->features_opt = checked;
     }
     char *triple, *host_cpu, *host_view, *features;
-    SJ_TRY(sj_llvm_host_info(hc->ctx, &triple, &host_cpu, &host_view));
+    SJ_TRY(sj__llvm_host_info(hc->ctx, &triple, &host_cpu, &host_view));
     hc->triple = triple;
     sj_free(hc->ctx, host_cpu);
-    sj_status st = sj_llvm_host_target(hc->ctx, hc->options.cpu, hc->options.features, &hc->cpu, &features);
+    sj_status st = sj__llvm_host_target(hc->ctx, hc->options.cpu, hc->options.features, &hc->cpu, &features);
     if (st == SJ_OK) {
         features_key(features, hc->features_key, sizeof hc->features_key);
         sj_free(hc->ctx, features);
@@ -224,7 +224,7 @@ static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, voi
     sj_host_compiler *hc = self;
     sj_artifact *a;
     if (hc->tune)
-        SJ_TRY(sj_host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
+        SJ_TRY(sj__host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
     else
         SJ_TRY(sj_compile(g, extent, &hc->options, &a));
     atomic_fetch_add_explicit(&hc->kernels, (uint64_t)a->plan.n_kernels, memory_order_relaxed);
@@ -244,7 +244,7 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
                            size_t len, void **exe) {
     sj_host_compiler *hc = self;
     sj_ctx *ctx = sj_graph_ctx(g);
-    uint64_t t0 = sj_now_ns();
+    uint64_t t0 = sj__now_ns();
     sj_artifact *a;
     SJ_TRY(sj_artifact_deserialize(ctx, artifact, len, &a));
     sj_artifact_info info;
@@ -258,7 +258,7 @@ static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const 
     sj_executable *e = NULL;
     if (st == SJ_OK) st = sj_artifact_load(a, hc->devices[d], g, &e);
     sj_artifact_destroy(a);
-    atomic_fetch_add_explicit(&hc->load_ns, sj_now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->load_ns, sj__now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) {
         sj_executable_destroy(e);
         return st;
@@ -305,7 +305,7 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->load = host_load;
     out->run = host_run;
     out->stages = host_stages;
-    sj_artifact_exe_ops(out);
+    sj__artifact_exe_ops(out);
 }
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }

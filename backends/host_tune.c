@@ -102,7 +102,7 @@ static sj_status try_schedule(const sj_graph *g, int64_t extent, const sj_compil
         st = time_runs(exe, rows[k], &io[k], share_ms / N_SIZES, &ms[k]);
     sj_executable_destroy(exe);
     if (st != SJ_OK) {
-        sj_error_prefix(sj_graph_ctx(g), "tuning bucket %lld: schedule %s", (long long)extent, s->name);
+        sj__error_prefix(sj_graph_ctx(g), "tuning bucket %lld: schedule %s", (long long)extent, s->name);
         sj_artifact_destroy(*out);
         *out = NULL;
     }
@@ -153,7 +153,7 @@ static sj_status compile_untimed(const sj_graph *g, int64_t extent, const sj_com
     return st;
 }
 
-sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_options *base, int budget_ms,
+sj_status sj__host_tune(const sj_graph *g, int64_t extent, const sj_compile_options *base, int budget_ms,
                        sj_artifact **out) {
     sj_ctx *ctx = sj_graph_ctx(g);
     *out = NULL;

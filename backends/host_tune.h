@@ -2,7 +2,7 @@
  * installed.
  *
  *   sj_artifact *a;
- *   SJ_TRY(sj_host_tune(g, extent, &options, 200, &a));  // 200 ms budget
+ *   SJ_TRY(sj__host_tune(g, extent, &options, 200, &a));  // 200 ms budget
  *   // a: the fastest schedule's code; sj_artifact_info.tuning says why
  *
  * The schedules (shapejit/ext/compile.h) are the attention ones
@@ -29,7 +29,7 @@
 #include "shapejit/ext/artifact.h"
 #include "shapejit/ext/compile.h"
 
-sj_status sj_host_tune(const sj_graph *g, int64_t extent, const sj_compile_options *base, int budget_ms,
+sj_status sj__host_tune(const sj_graph *g, int64_t extent, const sj_compile_options *base, int budget_ms,
                        sj_artifact **out);
 
 #endif

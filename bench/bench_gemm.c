@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
         }
     }
     openblas_set_num_threads(1);
-    bool v4 = sj_host_kernel_level(4) >= 4, v3 = sj_host_kernel_level(4) >= 3;
+    bool v4 = sj__host_kernel_level(4) >= 4, v3 = sj__host_kernel_level(4) >= 3;
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     long iter = quick ? 20000000 : 100000000;

@@ -155,7 +155,7 @@ typedef struct loaded {
 static void load_kernels(sj_ctx *ctx, sj_device *dev, const sj_graph *g, int64_t E,
                          const sj_compile_options *o, loaded *L) {
     if (sj_compile(g, E, o, &L->a) != SJ_OK) die(ctx, "compile");
-    const sj_launch_plan *p = sj_artifact_plan(L->a);
+    const sj_launch_plan *p = sj__artifact_plan(L->a);
     const uint8_t *code;
     size_t len;
     if (sj_artifact_find_code(L->a, SJ_CODE_HOST_OBJECT, &code, &len) != SJ_OK ||
@@ -184,7 +184,7 @@ static void load_kernels(sj_ctx *ctx, sj_device *dev, const sj_graph *g, int64_t
 }
 
 static void unload_kernels(loaded *L) {
-    const sj_launch_plan *p = sj_artifact_plan(L->a);
+    const sj_launch_plan *p = sj__artifact_plan(L->a);
     for (int i = 0; i < p->n_slots; i++)
         if (p->slots[i].kind != SJ_SLOT_ARENA) free(L->slots[i]);
     free(L->slots);
@@ -255,7 +255,7 @@ static void bench_bandwidth(sj_ctx *ctx, sj_device *dev, const char *what, int w
     /* memcpy reads and writes `bytes`; so does the kernel (x in, y out). */
     printf("%-28s [%lld, %lld]: kernel %7.2f GB/s, memcpy %7.2f GB/s -> %5.1f%% of memcpy (%d kernel)\n",
            what, (long long)rows, (long long)cols, 2.0 * (double)bytes / tk / 1e9,
-           2.0 * (double)bytes / tm / 1e9, 100.0 * tm / tk, sj_artifact_plan(L.a)->n_launches);
+           2.0 * (double)bytes / tm / 1e9, 100.0 * tm / tk, sj__artifact_plan(L.a)->n_launches);
     free(c.dst);
     free((void *)c.src);
     unload_kernels(&L);
@@ -299,7 +299,7 @@ static void bench_math(sj_ctx *ctx, sj_device *dev, int which, int64_t rows, int
     sj_compile_options_init(&o);
     loaded L;
     load_kernels(ctx, dev, g, rows, &o, &L);
-    const sj_launch_plan *plan = sj_artifact_plan(L.a);
+    const sj_launch_plan *plan = sj__artifact_plan(L.a);
     float *xs = NULL;
     for (int i = 0; i < plan->n_slots; i++) /* positive inputs: log's and pow's working range */
         if (plan->slots[i].kind == SJ_SLOT_INPUT) xs = L.slots[i];

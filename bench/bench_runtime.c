@@ -92,7 +92,7 @@ static int bench_dispatch(sj_ctx *ctx, double *eager_ns, double *replay_ns) {
     chain_plan m;
     sj_executable *exe;
     if (sj_host_device_create(ctx, NULL, &dev) != SJ_OK || chain_init(ctx, 64, &m) ||
-        sj_executable_create(dev, &m.plan, SJ_CODE_HOST_NATIVE, chain_kernels,
+        sj__executable_create(dev, &m.plan, SJ_CODE_HOST_NATIVE, chain_kernels,
                              sizeof chain_kernels, m.g, &exe) != SJ_OK) {
         fprintf(stderr, "dispatch setup: %s\n", sj_ctx_last_error(ctx));
         return 1;

@@ -103,7 +103,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->resident_mu, NULL);
     c->cfg = *cfg;
     pthread_mutex_init(&c->variants_mu, NULL);
-    if (sj_cache_specialise_init(c, cfg->native_after) != SJ_OK) {
+    if (sj__cache_specialise_init(c, cfg->native_after) != SJ_OK) {
         sj_bucketed_cache_destroy(c);
         return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
     }
@@ -130,7 +130,7 @@ static void one_off_free(sj_bucketed_cache *c, sj_one_off *o) {
 void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     if (!c) return;
     /* A recompile in flight ends (and swaps) before the executables go. */
-    sj_cache_specialise_destroy(c);
+    sj__cache_specialise_destroy(c);
     for (int i = 0; i < c->n_buckets; i++) {
         sj_cache_bucket *b = &c->buckets[i];
         void *e = atomic_load_explicit(&b->exe, memory_order_acquire);
@@ -146,8 +146,8 @@ void sj_bucketed_cache_destroy(sj_bucketed_cache *c) {
     }
     pthread_mutex_destroy(&c->one_off_mu);
     pthread_mutex_destroy(&c->store_fail_mu);
-    sj_cache_resident_destroy(c);
-    sj_cache_variants_destroy(c);
+    sj__cache_resident_destroy(c);
+    sj__cache_variants_destroy(c);
     sj_free(c->ctx, c->buckets_mem);
     sj_free(c->ctx, c->options);
     sj_free(c->ctx, c);
@@ -202,9 +202,9 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
                                    sj_remote_lease *lease, void **art, size_t *art_len) {
     *art = NULL;
     *art_len = 0;
-    uint64_t t0 = sj_now_ns();
+    uint64_t t0 = sj__now_ns();
     sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, art, art_len);
-    atomic_fetch_add_explicit(&c->compile_ns, sj_now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->compile_ns, sj__now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) {
         sj_remote_lease_end(lease, false);
         return st;
@@ -277,7 +277,7 @@ static sj_status load_stored(sj_bucketed_cache *c, const sj_store_key *key, void
     return SJ_E_NOT_FOUND;
 }
 
-sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+sj_status sj__cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
                                sj_cache_made *made, int *target, void **keep, size_t *keep_len) {
     *made = SJ_CACHE_LOADED;
     *target = -1;
@@ -338,7 +338,7 @@ static void note_estimate(sj_bucketed_cache *c, int64_t extent, const void *byte
     pthread_mutex_unlock(&b->mu);
 }
 
-sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
+sj_status sj__cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
     sj_store_key key = c->key;
     key.extent = extent;
     void *bytes;
@@ -387,7 +387,7 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     int target;
     void *art;
     size_t art_len;
-    sj_status st = sj_cache_materialize(c, sj_ladder_extent(c->ladder, i), true, &e, made, &target,
+    sj_status st = sj__cache_materialize(c, sj_ladder_extent(c->ladder, i), true, &e, made, &target,
                                         &art, &art_len);
 
     pthread_mutex_lock(&b->mu);
@@ -463,7 +463,7 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache
     }
     void *e;
     int target;
-    SJ_TRY(sj_cache_materialize(c, key, true, &e, made, &target, NULL, NULL));
+    SJ_TRY(sj__cache_materialize(c, key, true, &e, made, &target, NULL, NULL));
     sj_one_off *fresh = sj_calloc(c->ctx, 1, sizeof *fresh);
     if (!fresh) {
         c->comp.destroy(c->comp.ctx, e);
@@ -494,7 +494,7 @@ static sj_status one_off(sj_bucketed_cache *c, int64_t key, void **exe, sj_cache
     return SJ_OK;
 }
 
-void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one) {
+void sj__cache_release(sj_bucketed_cache *c, sj_one_off *one) {
     if (!one) return;
     pthread_mutex_lock(&c->one_off_mu);
     bool dead = --one->refs == 0 && one->evicted;
@@ -502,7 +502,7 @@ void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one) {
     if (dead) one_off_free(c, one);
 }
 
-sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
+sj_status sj__cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
                           sj_cache_made *made, sj_one_off **one) {
     sj_cache_made ignored;
     if (!made) made = &ignored;
@@ -529,8 +529,8 @@ sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, in
                                            void **exe) {
     int b;
     sj_one_off *one;
-    sj_status st = sj_cache_lookup(c, key, extent, exe, &b, NULL, &one);
-    sj_cache_release(c, one); /* documented: valid until evicted */
+    sj_status st = sj__cache_lookup(c, key, extent, exe, &b, NULL, &one);
+    sj__cache_release(c, one); /* documented: valid until evicted */
     return st;
 }
 
@@ -594,7 +594,7 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
      * one to tell */
     if (c->store) {
         sj_store_stats ss;
-        sj_store_counters(c->store, &ss);
+        sj__store_counters(c->store, &ss);
         out->evictions = ss.evictions;
     }
 }

@@ -115,28 +115,28 @@ struct sj_bucketed_cache {
 };
 
 /* Finds or makes key's executable; *bucket is -1 for a one-off, then held
- * in *one (runs go under its run_mu) until sj_cache_release(c, *one); made
+ * in *one (runs go under its run_mu) until sj__cache_release(c, *one); made
  * (may be NULL) says how it was found. */
-sj_status sj_cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
+sj_status sj__cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
                           sj_cache_made *made, sj_one_off **one);
-void sj_cache_release(sj_bucketed_cache *c, sj_one_off *one);
+void sj__cache_release(sj_bucketed_cache *c, sj_one_off *one);
 
 /* Runs key's executable at `rows` (1..its extent) on inputs in the graph's
  * input order, each already of its shape at rows (the compiler's run
  * contract: outputs allocated, sliced to rows). One run per executable at a
  * time. extent and made may be NULL. */
-sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
+sj_status sj__cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
                        sj_tensor *outputs, int64_t *extent, sj_cache_made *made);
 
 /* Bucket b is about to run: mark it most recently used and, over the
  * bound, trim the least recently run other buckets (each under its run_mu).
  * Call without holding any bucket's run_mu. */
-void sj_cache_resident_touch(sj_bucketed_cache *c, int b);
+void sj__cache_resident_touch(sj_bucketed_cache *c, int b);
 /* After a run of bucket b, under its run lock: trims b if it lost its place
  * among the resident buckets meanwhile. */
-void sj_cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe);
-void sj_cache_resident_destroy(sj_bucketed_cache *c);
-void sj_cache_variants_destroy(sj_bucketed_cache *c);
+void sj__cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe);
+void sj__cache_resident_destroy(sj_bucketed_cache *c);
+void sj__cache_variants_destroy(sj_bucketed_cache *c);
 
 /* The executable for `extent`: from the store tiers (the own target, then,
  * with fallbacks, the compiler's fallback targets in order), else compiled
@@ -144,18 +144,18 @@ void sj_cache_variants_destroy(sj_bucketed_cache *c);
  * fallback's index. Store trouble never fails the call; it costs a compile.
  * art (may be NULL): gets the artifact bytes loaded (the caller's to free)
  * when the compiler's executables can go stale, else NULL. */
-sj_status sj_cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+sj_status sj__cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
                                sj_cache_made *made, int *target, void **art, size_t *art_len);
 
 /* native_after (specialise.c): init at create (nothing started), a bucket
  * run counted after it ends (without its run_mu), and stop + join + free
  * before the executables go. */
-sj_status sj_cache_specialise_init(sj_bucketed_cache *c, int native_after);
-void sj_cache_specialise_note_run(sj_bucketed_cache *c, int b);
-void sj_cache_specialise_destroy(sj_bucketed_cache *c);
+sj_status sj__cache_specialise_init(sj_bucketed_cache *c, int native_after);
+void sj__cache_specialise_note_run(sj_bucketed_cache *c, int b);
+void sj__cache_specialise_destroy(sj_bucketed_cache *c);
 
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */
-sj_status sj_cache_store_bucket(sj_bucketed_cache *c, int64_t extent);
+sj_status sj__cache_store_bucket(sj_bucketed_cache *c, int64_t extent);
 
 #endif

@@ -100,7 +100,7 @@ static sj_status run_common(sj_bucketed_cache *c, int64_t key, int64_t rows, con
                              : sj_fail(c->ctx, SJ_E_NOMEM, "run_padded: out of memory");
     if (st == SJ_OK) {
         memset(outputs, 0, (size_t)n_outputs * sizeof *outputs);
-        st = sj_cache_run(c, key, rows, t, outputs, extent_out, NULL);
+        st = sj__cache_run(c, key, rows, t, outputs, extent_out, NULL);
     }
     sj_free(c->ctx, t);
     sj_free(c->ctx, seen);
@@ -120,10 +120,10 @@ static sj_status reload(sj_bucketed_cache *c, int b, sj_one_off *one, int64_t ex
     } else {
         sj_cache_made made;
         int target;
-        st = sj_cache_materialize(c, extent, true, &fresh, &made, &target, NULL, NULL);
+        st = sj__cache_materialize(c, extent, true, &fresh, &made, &target, NULL, NULL);
     }
     if (st != SJ_OK) {
-        sj_error_prefix(c->ctx, "bucket %lld: load again after the device was reset",
+        sj__error_prefix(c->ctx, "bucket %lld: load again after the device was reset",
                         (long long)extent);
         return st;
     }
@@ -200,24 +200,24 @@ static sj_status run_current(sj_bucketed_cache *c, int b, sj_one_off *one, int64
         if (st == SJ_E_DEVICE_LOST) return pinpoint(c, b, one, extent, exe, rows, inputs, outputs);
         return st;
     }
-    sj_error_prefix(c->ctx, "bucket %lld: the device was reset %d times while this request waited",
+    sj__error_prefix(c->ctx, "bucket %lld: the device was reset %d times while this request waited",
                     (long long)extent, STALE_TRIES);
     return st;
 }
 
-sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
+sj_status sj__cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj_tensor *inputs,
                        sj_tensor *outputs, int64_t *extent_out, sj_cache_made *made) {
     int64_t extent;
     void *exe;
     int b;
     sj_one_off *one; /* held across the run: eviction cannot free it under us */
-    SJ_TRY(sj_cache_lookup(c, key, &extent, &exe, &b, made, &one));
+    SJ_TRY(sj__cache_lookup(c, key, &extent, &exe, &b, made, &one));
     sj_status st;
     if (rows < 1 || rows > extent) {
         st = sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",
                      (long long)rows, (long long)key, (long long)extent);
     } else {
-        if (!one) sj_cache_resident_touch(c, b);
+        if (!one) sj__cache_resident_touch(c, b);
         pthread_mutex_t *mu = one ? &one->run_mu : &c->buckets[b].run_mu;
         pthread_mutex_lock(mu);
         /* A native_after swap or a reload may have replaced the executable
@@ -225,16 +225,16 @@ sj_status sj_cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const sj
         exe = one ? atomic_load(&one->exe)
                   : atomic_load_explicit(&c->buckets[b].exe, memory_order_acquire);
         st = run_current(c, b, one, extent, &exe, rows, inputs, outputs);
-        if (!one) sj_cache_resident_after_run(c, b, exe);
+        if (!one) sj__cache_resident_after_run(c, b, exe);
         if (!one && st == SJ_OK) {
             /* runs before rows: sj_bucketed_cache_bucket_padding relies on it */
             atomic_fetch_add_explicit(&c->buckets[b].runs, 1, memory_order_seq_cst);
             atomic_fetch_add_explicit(&c->buckets[b].rows, (uint64_t)rows, memory_order_seq_cst);
         }
         pthread_mutex_unlock(mu);
-        if (!one && st == SJ_OK) sj_cache_specialise_note_run(c, b);
+        if (!one && st == SJ_OK) sj__cache_specialise_note_run(c, b);
     }
-    sj_cache_release(c, one);
+    sj__cache_release(c, one);
     if (st == SJ_OK && extent_out) *extent_out = extent;
     return st;
 }

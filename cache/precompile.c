@@ -25,7 +25,7 @@ static void *worker(void *arg) {
         if (i >= c->n_buckets) break;
         int64_t extent = sj_ladder_extent(c->ladder, i), got;
         void *exe;
-        sj_status st = j->store_only ? sj_cache_store_bucket(c, extent)
+        sj_status st = j->store_only ? sj__cache_store_bucket(c, extent)
                                      : sj_bucketed_cache_get_or_compile(c, extent, &got, &exe);
         pthread_mutex_lock(&j->mu);
         if (st != SJ_OK && j->first == SJ_OK) {

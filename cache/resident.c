@@ -18,7 +18,7 @@ static int lru_victim(sj_bucketed_cache *c, int keep) {
     return v;
 }
 
-void sj_cache_resident_touch(sj_bucketed_cache *c, int b) {
+void sj__cache_resident_touch(sj_bucketed_cache *c, int b) {
     if (c->max_resident <= 0 || !c->comp.trim) return;
     pthread_mutex_lock(&c->resident_mu);
     if (!c->resident_tick) {
@@ -49,7 +49,7 @@ void sj_cache_resident_touch(sj_bucketed_cache *c, int b) {
     pthread_mutex_unlock(&c->resident_mu);
 }
 
-void sj_cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe) {
+void sj__cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe) {
     if (c->max_resident <= 0 || !c->comp.trim) return;
     pthread_mutex_lock(&c->resident_mu);
     bool kept = c->resident_tick && c->resident_tick[b];
@@ -63,7 +63,7 @@ void sj_cache_resident_after_run(sj_bucketed_cache *c, int b, void *exe) {
     }
 }
 
-void sj_cache_resident_destroy(sj_bucketed_cache *c) {
+void sj__cache_resident_destroy(sj_bucketed_cache *c) {
     sj_free(c->ctx, c->resident_tick);
     pthread_mutex_destroy(&c->resident_mu);
 }

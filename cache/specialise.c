@@ -7,7 +7,7 @@
  *
  * The swap takes the bucket's run lock, so the run in flight finishes on
  * the level's executable; runs waiting for the lock read the bucket's
- * executable again once they hold it (sj_cache_run) and get the new one.
+ * executable again once they hold it (sj__cache_run) and get the new one.
  * It takes the bucket's mu too (inspection reads exe under it), and the
  * old executable is destroyed after both are let go: no run and no reader
  * holds it then. Nothing here ever fails a request: a failed recompile is
@@ -19,7 +19,7 @@
 
 static void *specialiser(void *arg);
 
-sj_status sj_cache_specialise_init(sj_bucketed_cache *c, int native_after) {
+sj_status sj__cache_specialise_init(sj_bucketed_cache *c, int native_after) {
     c->native_after = native_after;
     pthread_mutex_init(&c->spec_mu, NULL);
     pthread_cond_init(&c->spec_cv, NULL);
@@ -29,7 +29,7 @@ sj_status sj_cache_specialise_init(sj_bucketed_cache *c, int native_after) {
     return SJ_OK;
 }
 
-void sj_cache_specialise_destroy(sj_bucketed_cache *c) {
+void sj__cache_specialise_destroy(sj_bucketed_cache *c) {
     pthread_mutex_lock(&c->spec_mu);
     c->spec_stop = true; /* what is still queued is dropped */
     pthread_cond_broadcast(&c->spec_cv);
@@ -51,7 +51,7 @@ static void note_failure(sj_bucketed_cache *c, int b, const char *why) {
                  (long long)sj_ladder_extent(c->ladder, b), why);
 }
 
-void sj_cache_specialise_note_run(sj_bucketed_cache *c, int b) {
+void sj__cache_specialise_note_run(sj_bucketed_cache *c, int b) {
     if (c->native_after <= 0) return;
     sj_cache_bucket *bk = &c->buckets[b];
     /* Own code, or asked already (a failed one stays on the level): no count. */
@@ -86,7 +86,7 @@ static sj_status specialise(sj_bucketed_cache *c, int b) {
     void *fresh;
     sj_cache_made made;
     int target;
-    SJ_TRY(sj_cache_materialize(c, sj_ladder_extent(c->ladder, b), false, &fresh, &made, &target,
+    SJ_TRY(sj__cache_materialize(c, sj_ladder_extent(c->ladder, b), false, &fresh, &made, &target,
                                 NULL, NULL));
     pthread_mutex_lock(&bk->run_mu);
     pthread_mutex_lock(&bk->mu);

@@ -53,7 +53,7 @@ static sj_status variant_for(sj_bucketed_cache *c, const sj_compiler *comp, sj_b
         *out = v->cache;
     } else {
         sj_free(c->ctx, v);
-        sj_error_prefix(c->ctx, "bucketed cache: a call's compiler");
+        sj__error_prefix(c->ctx, "bucketed cache: a call's compiler");
     }
     pthread_mutex_unlock(&c->variants_mu);
     return st;
@@ -70,7 +70,7 @@ sj_status sj_bucketed_cache_get_or_compile_with(sj_bucketed_cache *c, int64_t ke
     return sj_bucketed_cache_get_or_compile(v, key, extent, exe);
 }
 
-void sj_cache_variants_destroy(sj_bucketed_cache *c) {
+void sj__cache_variants_destroy(sj_bucketed_cache *c) {
     for (sj_cache_variant *v = c->variants, *next; v; v = next) {
         next = v->next;
         sj_bucketed_cache_destroy(v->cache);

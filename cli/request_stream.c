@@ -15,7 +15,7 @@
 
 /* Uniform in (0, 1): never 0, so log() is finite. */
 static double unit(uint64_t *state) {
-    return ((double)(sj_splitmix64(state) >> 11) + 0.5) / 9007199254740992.0;
+    return ((double)(sj__splitmix64(state) >> 11) + 0.5) / 9007199254740992.0;
 }
 
 void cli_stream_free(cli_stream *s) {
@@ -103,7 +103,7 @@ int cli_stream_synthetic(const char *cmd, const char *spec, cli_stream *out) {
             double x = round(median * exp(sigma * z));
             v = x < 1 ? 1 : x > (double)hi ? hi : (int64_t)x;
         } else {
-            v = lo + (int64_t)(sj_splitmix64(&state) % (uint64_t)(hi - lo + 1));
+            v = lo + (int64_t)(sj__splitmix64(&state) % (uint64_t)(hi - lo + 1));
         }
         out->sizes[i] = v;
         if (v > out->max) out->max = v;

@@ -8,9 +8,9 @@
 #include "ir/graph_impl.h"
 #include "compile/lower/emitter.h"
 
-static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj_host_emitter,
-                                             [SJ_TARGET_NVPTX] = &sj_nvptx_emitter,
-                                             [SJ_TARGET_NVRTC] = &sj_nvrtc_emitter};
+static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj__host_emitter,
+                                             [SJ_TARGET_NVPTX] = &sj__nvptx_emitter,
+                                             [SJ_TARGET_NVRTC] = &sj__nvrtc_emitter};
 
 void sj_compile_options_init(sj_compile_options *o) {
     *o = (sj_compile_options){.target = SJ_TARGET_HOST, .opt_level = 3, .fusion = true,
@@ -20,14 +20,14 @@ void sj_compile_options_init(sj_compile_options *o) {
 static uint64_t mix_i64(uint64_t h, int64_t v) {
     uint8_t b[8];
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
-    return sj_fnv1a(h, b, 8);
+    return sj__fnv1a(h, b, 8);
 }
 
 /* Strings hash with their length so adjacent fields cannot run together. */
 static uint64_t mix_str(uint64_t h, const char *s) {
     if (!s) return mix_i64(h, -1);
     size_t n = strlen(s);
-    return sj_fnv1a(mix_i64(h, (int64_t)n), s, n);
+    return sj__fnv1a(mix_i64(h, (int64_t)n), s, n);
 }
 
 uint64_t sj_compile_options_hash(const sj_compile_options *o) {
@@ -58,7 +58,7 @@ static sj_status check_precision(const sj_graph *g, const sj_compile_options *o,
                                  const sj_emitter *em) {
     if (o->precision == SJ_PRECISION_FP32 || (em->precisions >> o->precision) & 1u) return SJ_OK;
     sj_value user = SJ_NO_VALUE;
-    int n = sj_precision_mark(g, o->precision, NULL, &user);
+    int n = sj__precision_mark(g, o->precision, NULL, &user);
     if (n < 0) return sj_fail(g->ctx, SJ_E_NOMEM, "compile: out of memory");
     const sj_node *nd = user != SJ_NO_VALUE ? &g->nodes[user] : NULL;
     return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
@@ -106,7 +106,7 @@ static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
         .attention = attention,
         .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
         .precision = o->precision};
-    return sj_lower(g, extent, &lo, out);
+    return sj__lower(g, extent, &lo, out);
 }
 
 sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,
@@ -121,18 +121,18 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
     SJ_TRY(pick(g, o, &em));
     uint8_t hash[32];
     sj_lowered *l;
-    uint64_t t0 = sj_now_ns();
+    uint64_t t0 = sj__now_ns();
     SJ_TRY(lower(g, em, extent, o, hash, &l));
-    uint64_t lower_ns = sj_now_ns() - t0;
+    uint64_t lower_ns = sj__now_ns() - t0;
     sj_artifact *a;
-    sj_status st = sj_artifact_new(g->ctx, &a);
+    sj_status st = sj__artifact_new(g->ctx, &a);
     if (st == SJ_OK) {
         a->times.lower_ns = lower_ns;
         memcpy(a->graph_hash, hash, sizeof hash);
         a->options_hash = sj_compile_options_hash(o);
-        st = sj_artifact_set_string(a, &a->target, em->target);
-        if (st == SJ_OK) st = sj_artifact_set_string(a, &a->shapejit_version, sj_version_string());
-        if (st == SJ_OK) st = sj_artifact_set_string(a, &a->llvm_version, SJ_LLVM_VERSION_STRING);
+        st = sj__artifact_set_string(a, &a->target, em->target);
+        if (st == SJ_OK) st = sj__artifact_set_string(a, &a->shapejit_version, sj_version_string());
+        if (st == SJ_OK) st = sj__artifact_set_string(a, &a->llvm_version, SJ_LLVM_VERSION_STRING);
         if (st == SJ_OK) {
             a->plan = l->plan; /* moves: the lowered result no longer owns it */
             memset(&l->plan, 0, sizeof l->plan);
@@ -143,7 +143,7 @@ sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options
         else
             sj_artifact_destroy(a);
     }
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     return st;
 }
 
@@ -162,7 +162,7 @@ sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_optio
     sj_lowered *l;
     SJ_TRY(lower(g, em, extent, o, hash, &l));
     sj_status st = em->text(l, o, kind, out, len);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     return st;
 }
 
@@ -184,7 +184,7 @@ sj_status sj_compile_kernel_counts(const sj_graph *g, int64_t extent, const sj_c
     *matmuls = 0;
     for (int i = 0; i < l->plan.n_launches; i++)
         *matmuls += l->kernels[l->plan.launches[i].kernel].kind == SJ_KK_MATMUL;
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     return SJ_OK;
 }
 

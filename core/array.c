@@ -4,7 +4,7 @@
 
 #include "core/core_impl.h"
 
-bool sj_array_reserve(sj_ctx *ctx, void **items, size_t *cap, size_t need, size_t elem_size) {
+bool sj__array_reserve(sj_ctx *ctx, void **items, size_t *cap, size_t need, size_t elem_size) {
     if (need <= *cap) return true;
     size_t new_cap = *cap ? *cap : 8;
     while (new_cap < need) {

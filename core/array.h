@@ -2,7 +2,7 @@
  * one place, so each does not carry its own doubling and overflow checks.
  * Private to the library.
  *
- *   if (!sj_array_reserve(ctx, (void **)&a->items, &a->cap, a->n + 1, sizeof *a->items))
+ *   if (!sj__array_reserve(ctx, (void **)&a->items, &a->cap, a->n + 1, sizeof *a->items))
  *       return sj_fail(ctx, SJ_E_NOMEM, "...: out of memory");
  *   a->items[a->n++] = x;
  */
@@ -18,6 +18,6 @@
  * `need` entries, doubling its capacity (from 8) so appends cost O(1)
  * amortised. Returns false when out of memory or when the size would
  * overflow; *items and *cap are then unchanged. */
-bool sj_array_reserve(sj_ctx *ctx, void **items, size_t *cap, size_t need, size_t elem_size);
+bool sj__array_reserve(sj_ctx *ctx, void **items, size_t *cap, size_t need, size_t elem_size);
 
 #endif

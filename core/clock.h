@@ -5,6 +5,6 @@
 #include <stdint.h>
 
 /* Nanoseconds on CLOCK_MONOTONIC (an arbitrary origin: differences only). */
-uint64_t sj_now_ns(void);
+uint64_t sj__now_ns(void);
 
 #endif

@@ -167,7 +167,7 @@ void sj_ctx_clear_error(sj_ctx *ctx) {
     if (s) s->msg[0] = '\0';
 }
 
-void sj_set_error(sj_ctx *ctx, const char *fmt, ...) {
+void sj__set_error(sj_ctx *ctx, const char *fmt, ...) {
     if (!ctx) return;
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
@@ -178,7 +178,7 @@ void sj_set_error(sj_ctx *ctx, const char *fmt, ...) {
     }
 }
 
-void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
+void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
     if (!ctx) return;
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
@@ -200,11 +200,11 @@ void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) {
     }
 }
 
-void *sj_ctx_slot(sj_ctx *ctx) {
+void *sj__ctx_slot(sj_ctx *ctx) {
     return atomic_load_explicit(&ctx->slot, memory_order_acquire);
 }
 
-void *sj_ctx_slot_install(sj_ctx *ctx, void *p, void (*destroy)(void *)) {
+void *sj__ctx_slot_install(sj_ctx *ctx, void *p, void (*destroy)(void *)) {
     void *none = NULL;
     if (!atomic_compare_exchange_strong_explicit(&ctx->slot, &none, p, memory_order_acq_rel,
                                                  memory_order_acquire)) {

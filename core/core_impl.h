@@ -15,7 +15,7 @@
 #endif
 
 /* Records a message for the calling thread. */
-void sj_set_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
+void sj__set_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
 
 /* Records a message and yields `st`, so error paths read
  * `return sj_fail(ctx, SJ_E_SHAPE, "matmul: %s vs %s", a, b);`. A macro
@@ -23,19 +23,19 @@ void sj_set_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
  * call site: it then knows an out-parameter is set whenever SJ_OK comes back
  * and -O3 raises no false maybe-uninitialized errors. `st` must not have
  * side effects (it is evaluated once more than it appears). */
-#define sj_fail(ctx, st, ...) (sj_set_error((ctx), __VA_ARGS__), (sj_status)(st))
+#define sj_fail(ctx, st, ...) (sj__set_error((ctx), __VA_ARGS__), (sj_status)(st))
 
 /* Prefixes the calling thread's current message with "<prefix>: " (used when
  * an error crosses a layer that knows more context, e.g. a file name). */
-void sj_error_prefix(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
+void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
 
 /* The context's one slot for the layer above core (the runtime keeps its
- * weight pool there), so core holds no runtime concept. sj_ctx_slot: what
- * is installed, NULL before. sj_ctx_slot_install: installs p unless another
+ * weight pool there), so core holds no runtime concept. sj__ctx_slot: what
+ * is installed, NULL before. sj__ctx_slot_install: installs p unless another
  * thread did first, in which case p is destroyed; returns what is installed.
  * destroy runs on it in sj_ctx_destroy. */
-void *sj_ctx_slot(sj_ctx *ctx);
-void *sj_ctx_slot_install(sj_ctx *ctx, void *p, void (*destroy)(void *));
+void *sj__ctx_slot(sj_ctx *ctx);
+void *sj__ctx_slot_install(sj_ctx *ctx, void *p, void (*destroy)(void *));
 
 /* Propagate a failed status unchanged. */
 #define SJ_TRY(expr)                                                                               \

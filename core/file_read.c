@@ -9,7 +9,7 @@
 
 #include "core/core_impl.h"
 
-const char *sj_file_kind(mode_t mode) {
+const char *sj__file_kind(mode_t mode) {
     return S_ISREG(mode)    ? "a regular file"
            : S_ISLNK(mode)  ? "a symlink"
            : S_ISDIR(mode)  ? "a folder"
@@ -20,7 +20,7 @@ const char *sj_file_kind(mode_t mode) {
                             : "not a regular file";
 }
 
-sj_status sj_open_regular(sj_ctx *ctx, const char *what, const char *path, int *fd, struct stat *sb) {
+sj_status sj__open_regular(sj_ctx *ctx, const char *what, const char *path, int *fd, struct stat *sb) {
     *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (*fd < 0) return sj_fail(ctx, SJ_E_IO, "%s%s: cannot open: %s", what, path, strerror(errno));
     sj_status st = SJ_OK;
@@ -28,7 +28,7 @@ sj_status sj_open_regular(sj_ctx *ctx, const char *what, const char *path, int *
     if (fstat(*fd, sb) != 0)
         st = sj_fail(ctx, SJ_E_IO, "%s%s: stat: %s", what, path, strerror(errno));
     else if (!S_ISREG(sb->st_mode))
-        st = sj_fail(ctx, SJ_E_IO, "%s%s: not a regular file (%s)", what, path, sj_file_kind(sb->st_mode));
+        st = sj_fail(ctx, SJ_E_IO, "%s%s: not a regular file (%s)", what, path, sj__file_kind(sb->st_mode));
     else if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
         st = sj_fail(ctx, SJ_E_IO, "%s%s: fcntl: %s", what, path, strerror(errno));
     if (st != SJ_OK) {
@@ -38,20 +38,20 @@ sj_status sj_open_regular(sj_ctx *ctx, const char *what, const char *path, int *
     return st;
 }
 
-sj_status sj_check_replaceable(sj_ctx *ctx, const char *what, const char *path) {
+sj_status sj__check_replaceable(sj_ctx *ctx, const char *what, const char *path) {
     struct stat sb;
     if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: %s exists and is not a regular file (%s): refused",
-                       what, path, sj_file_kind(sb.st_mode));
+                       what, path, sj__file_kind(sb.st_mode));
     return SJ_OK;
 }
 
-sj_status sj_read_file(sj_ctx *ctx, const char *path, char **bytes, size_t *len) {
+sj_status sj__read_file(sj_ctx *ctx, const char *path, char **bytes, size_t *len) {
     *bytes = NULL;
     *len = 0;
     int fd;
     struct stat sb;
-    SJ_TRY(sj_open_regular(ctx, "", path, &fd, &sb));
+    SJ_TRY(sj__open_regular(ctx, "", path, &fd, &sb));
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;

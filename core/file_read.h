@@ -17,10 +17,10 @@
 /* Reads the regular file at path into *bytes (sj_alloc'ed, with a '\0'
  * after the last byte so text can be parsed in place). On failure *bytes
  * is NULL and the message starts with the path. */
-sj_status sj_read_file(sj_ctx *ctx, const char *path, char **bytes, size_t *len);
+sj_status sj__read_file(sj_ctx *ctx, const char *path, char **bytes, size_t *len);
 
 /* What a file of this mode is, for messages: "a FIFO", "a symlink", ... */
-const char *sj_file_kind(mode_t mode);
+const char *sj__file_kind(mode_t mode);
 
 /* Opens path read-only, refusing anything but a regular file before a read
  * could block: a FIFO opened plainly waits for a writer forever, so the
@@ -28,13 +28,13 @@ const char *sj_file_kind(mode_t mode);
  * race with a rename), then the descriptor made blocking again. what
  * starts the message ("weights file", "store import: "). *sb is the
  * file's fstat. */
-sj_status sj_open_regular(sj_ctx *ctx, const char *what, const char *path, int *fd, struct stat *sb);
+sj_status sj__open_regular(sj_ctx *ctx, const char *what, const char *path, int *fd, struct stat *sb);
 
 /* SJ_OK when path is absent or a regular file; else SJ_E_INVALID_ARG
  * naming it and what it is. For writers that put a file in place by
  * rename, which would replace a FIFO, a device node (as root, /dev/full)
  * or a symlink itself rather than write to it. what starts the message
  * ("store export", "emit"). */
-sj_status sj_check_replaceable(sj_ctx *ctx, const char *what, const char *path);
+sj_status sj__check_replaceable(sj_ctx *ctx, const char *what, const char *path);
 
 #endif

@@ -1,27 +1,27 @@
 /* FNV-1a, splitmix64 and hex: see hash.h. */
 #include "core/hash.h"
 
-uint64_t sj_fnv1a(uint64_t h, const void *p, size_t n) {
+uint64_t sj__fnv1a(uint64_t h, const void *p, size_t n) {
     const uint8_t *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
     return h;
 }
 
-uint64_t sj_fnv1a_str(uint64_t h, const char *s) {
+uint64_t sj__fnv1a_str(uint64_t h, const char *s) {
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
     return h;
 }
 
-uint64_t sj_hash_str(const char *s) { return sj_fnv1a_str(SJ_FNV_OFFSET, s); }
+uint64_t sj__hash_str(const char *s) { return sj__fnv1a_str(SJ_FNV_OFFSET, s); }
 
-uint64_t sj_splitmix64(uint64_t *state) {
+uint64_t sj__splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-void sj_hex_encode(const uint8_t *bytes, size_t n, char *out) {
+void sj__hex_encode(const uint8_t *bytes, size_t n, char *out) {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = digits[bytes[i] >> 4];

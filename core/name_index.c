@@ -9,19 +9,19 @@
 
 #define EMPTY (-1)
 
-void sj_name_index_init(sj_name_index *ix, sj_name_of_fn name_of, const void *owner) {
+void sj__name_index_init(sj_name_index *ix, sj_name_of_fn name_of, const void *owner) {
     memset(ix, 0, sizeof *ix);
     ix->name_of = name_of;
     ix->owner = owner;
 }
 
-void sj_name_index_free(sj_ctx *ctx, sj_name_index *ix) {
+void sj__name_index_free(sj_ctx *ctx, sj_name_index *ix) {
     sj_free(ctx, ix->slots);
     ix->slots = NULL;
     ix->cap = ix->count = 0;
 }
 
-static size_t home_slot(size_t cap, const char *name) { return (size_t)sj_hash_str(name) & (cap - 1); }
+static size_t home_slot(size_t cap, const char *name) { return (size_t)sj__hash_str(name) & (cap - 1); }
 
 /* The slot holding `name`, or the empty slot where it would go. */
 static size_t probe(const sj_name_index *ix, const char *name) {
@@ -31,7 +31,7 @@ static size_t probe(const sj_name_index *ix, const char *name) {
     return i;
 }
 
-bool sj_name_index_reserve(sj_ctx *ctx, sj_name_index *ix, size_t extra) {
+bool sj__name_index_reserve(sj_ctx *ctx, sj_name_index *ix, size_t extra) {
     size_t need = ix->count + extra;
     if (need <= ix->cap / 2) return true;
     size_t cap = ix->cap ? ix->cap : 16;
@@ -47,23 +47,23 @@ bool sj_name_index_reserve(sj_ctx *ctx, sj_name_index *ix, size_t extra) {
     grown.cap = cap;
     grown.count = 0;
     for (size_t i = 0; i < ix->cap; i++)
-        if (ix->slots[i] != EMPTY) sj_name_index_add(&grown, ix->slots[i]);
+        if (ix->slots[i] != EMPTY) sj__name_index_add(&grown, ix->slots[i]);
     sj_free(ctx, ix->slots);
     *ix = grown;
     return true;
 }
 
-int32_t sj_name_index_find(const sj_name_index *ix, const char *name) {
+int32_t sj__name_index_find(const sj_name_index *ix, const char *name) {
     return ix->cap ? ix->slots[probe(ix, name)] : EMPTY;
 }
 
-void sj_name_index_add(sj_name_index *ix, int32_t id) {
+void sj__name_index_add(sj_name_index *ix, int32_t id) {
     size_t i = probe(ix, ix->name_of(ix->owner, id));
     ix->slots[i] = id;
     ix->count++;
 }
 
-void sj_name_index_remove(sj_name_index *ix, int32_t id) {
+void sj__name_index_remove(sj_name_index *ix, int32_t id) {
     size_t mask = ix->cap - 1, hole = probe(ix, ix->name_of(ix->owner, id));
     /* Pull back every later entry of the run that may no longer be reached
      * from its home slot across the hole. */
@@ -78,7 +78,7 @@ void sj_name_index_remove(sj_name_index *ix, int32_t id) {
     ix->count--;
 }
 
-bool sj_name_index_copy(sj_ctx *ctx, sj_name_index *dst, const sj_name_index *src) {
+bool sj__name_index_copy(sj_ctx *ctx, sj_name_index *dst, const sj_name_index *src) {
     if (!src->cap) return true;
     int32_t *slots = sj_alloc(ctx, src->cap * sizeof *slots);
     if (!slots) return false;

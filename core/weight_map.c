@@ -136,11 +136,11 @@ out:
     return base;
 }
 
-sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out) {
+sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out) {
     *out = NULL;
     int fd;
     struct stat sb;
-    SJ_TRY(sj_open_regular(ctx, "weights file ", path, &fd, &sb));
+    SJ_TRY(sj__open_regular(ctx, "weights file ", path, &fd, &sb));
     sj_status st = SJ_OK;
     void *base = MAP_FAILED;
     bool copied = false;
@@ -215,7 +215,7 @@ sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out)
     struct stat after;
     file_state now = fstat(fd, &after) == 0 ? state_of(&after) : (file_state){0};
     if (!same_state(&m->ok, &now)) {
-        sj_weight_map_release(m);
+        sj__weight_map_release(m);
         return sj_fail(ctx, SJ_E_CORRUPT, "weights file %s changed while it was being mapped",
                        path);
     }
@@ -223,11 +223,11 @@ sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out)
     return SJ_OK;
 }
 
-void sj_weight_map_retain(sj_weight_map *m) {
+void sj__weight_map_retain(sj_weight_map *m) {
     atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
 }
 
-void sj_weight_map_release(sj_weight_map *m) {
+void sj__weight_map_release(sj_weight_map *m) {
     if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
     munmap((void *)m->base, m->size);
     if (m->fd >= 0) close(m->fd);
@@ -236,10 +236,10 @@ void sj_weight_map_release(sj_weight_map *m) {
     sj_free(m->ctx, m);
 }
 
-const uint8_t *sj_weight_map_data(const sj_weight_map *m) { return m->base; }
-size_t sj_weight_map_size(const sj_weight_map *m) { return m->size; }
-const char *sj_weight_map_path(const sj_weight_map *m) { return m->path; }
-uint64_t sj_weight_map_rehashes(const sj_weight_map *m) {
+const uint8_t *sj__weight_map_data(const sj_weight_map *m) { return m->base; }
+size_t sj__weight_map_size(const sj_weight_map *m) { return m->size; }
+const char *sj__weight_map_path(const sj_weight_map *m) { return m->path; }
+uint64_t sj__weight_map_rehashes(const sj_weight_map *m) {
     return atomic_load_explicit(&((sj_weight_map *)m)->rehashes, memory_order_relaxed);
 }
 
@@ -297,5 +297,5 @@ static sj_status check(sj_weight_map *m, sj_ctx *ctx, bool force) {
     return st;
 }
 
-sj_status sj_weight_map_check(sj_weight_map *m, sj_ctx *ctx) { return check(m, ctx, false); }
-sj_status sj_weight_map_verify(sj_weight_map *m, sj_ctx *ctx) { return check(m, ctx, true); }
+sj_status sj__weight_map_check(sj_weight_map *m, sj_ctx *ctx) { return check(m, ctx, false); }
+sj_status sj__weight_map_verify(sj_weight_map *m, sj_ctx *ctx) { return check(m, ctx, true); }

@@ -3,11 +3,11 @@
  * to executables in place of a copy. Not installed.
  *
  *   sj_weight_map *m;
- *   sj_weight_map_open(ctx, "/models/bert/model.onnx.data", &m);  // hold + BLAKE3
- *   const float *w = (const float *)(sj_weight_map_data(m) + offset);
+ *   sj__weight_map_open(ctx, "/models/bert/model.onnx.data", &m);  // hold + BLAKE3
+ *   const float *w = (const float *)(sj__weight_map_data(m) + offset);
  *   ...
- *   sj_weight_map_check(m, ctx);    // before (and after) kernels read w
- *   sj_weight_map_release(m);       // the last reference unmaps
+ *   sj__weight_map_check(m, ctx);    // before (and after) kernels read w
+ *   sj__weight_map_release(m);       // the last reference unmaps
  *
  * Reference counted: each holder (a graph, a pool entry) takes one, so the
  * bytes live exactly as long as something may read them, whichever of
@@ -43,24 +43,24 @@ typedef struct sj_weight_map sj_weight_map;
  * when it cannot be opened, is empty or cannot be held (callers then read
  * it instead); SJ_E_CORRUPT when it kept changing while it was copied.
  * One reference, the caller's. */
-sj_status sj_weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out);
-void sj_weight_map_retain(sj_weight_map *m);
+sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out);
+void sj__weight_map_retain(sj_weight_map *m);
 /* Drops a reference; the last unmaps and closes. NULL is a no-op. */
-void sj_weight_map_release(sj_weight_map *m);
+void sj__weight_map_release(sj_weight_map *m);
 
-const uint8_t *sj_weight_map_data(const sj_weight_map *m);
-size_t sj_weight_map_size(const sj_weight_map *m);
-const char *sj_weight_map_path(const sj_weight_map *m);
+const uint8_t *sj__weight_map_data(const sj_weight_map *m);
+size_t sj__weight_map_size(const sj_weight_map *m);
+const char *sj__weight_map_path(const sj_weight_map *m);
 
 /* SJ_OK when the bytes held are still the file's (always, for a copy):
  * fstat, and a re-hash only when its size or timestamps differ from the
  * last verified state.
  * SJ_E_CORRUPT (truncated, or bytes changed) or SJ_E_IO naming the file,
  * recorded on ctx. Thread-safe. */
-sj_status sj_weight_map_check(sj_weight_map *m, sj_ctx *ctx);
+sj_status sj__weight_map_check(sj_weight_map *m, sj_ctx *ctx);
 /* As check, but always re-hashes (an explicit verify). */
-sj_status sj_weight_map_verify(sj_weight_map *m, sj_ctx *ctx);
+sj_status sj__weight_map_verify(sj_weight_map *m, sj_ctx *ctx);
 /* How often the mapped bytes were hashed again after the map-time hash. */
-uint64_t sj_weight_map_rehashes(const sj_weight_map *m);
+uint64_t sj__weight_map_rehashes(const sj_weight_map *m);
 
 #endif

@@ -45,7 +45,7 @@ void sj_engine_close(sj_engine *e) {
      * tier publishes what is still queued before the store closes. */
     sj_bucketed_cache_destroy(e->cache);
     sj_remote_destroy(e->remote);
-    sj_engine_backend_close(&e->backend);
+    sj__engine_backend_close(&e->backend);
     sj_store_close(e->store);
     sj_ladder_destroy(e->ladder);
     sj_free(ctx, e->inputs);
@@ -65,7 +65,7 @@ static sj_status open_store(sj_engine *e, const sj_engine_config *cfg) {
     sc.fallback_to_memory = cfg->store_fallback_to_memory;
     sj_status st = sj_store_open(e->ctx, &sc, &e->store);
     if (st != SJ_OK) {
-        sj_error_prefix(e->ctx, "engine"); /* the store's message names it and the path */
+        sj__error_prefix(e->ctx, "engine"); /* the store's message names it and the path */
         return st;
     }
     /* The store's own warning (fallen back to memory, or read-only: new
@@ -105,7 +105,7 @@ static sj_status open_remote(sj_engine *e, const sj_engine_config *cfg) {
         rc.on_warning = cfg->on_warning;
         rc.warning_user = cfg->warning_user;
         st = sj_remote_create(e->ctx, &rc, &e->remote); /* copies the secret */
-        if (st != SJ_OK) sj_error_prefix(e->ctx, "engine"); /* "remote tier: ..." */
+        if (st != SJ_OK) sj__error_prefix(e->ctx, "engine"); /* "remote tier: ..." */
     }
     /* Not left on the stack for a core dump to carry. */
     memset(secret, 0, sizeof secret);
@@ -150,9 +150,9 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
     const char *spec = cfg->ladder ? cfg->ladder : ENGINE_DEFAULT_LADDER;
     /* Cheap checks (names, the ladder) before the store and the compiler. */
     sj_status st = sj_ladder_parse(ctx, spec, &e->ladder);
-    if (st != SJ_OK) sj_error_prefix(ctx, "engine: ladder '%s'", spec);
+    if (st != SJ_OK) sj__error_prefix(ctx, "engine: ladder '%s'", spec);
     if (st == SJ_OK) st = describe_values(e);
-    if (st == SJ_OK) st = sj_engine_backend_open(ctx, cfg, &e->backend);
+    if (st == SJ_OK) st = sj__engine_backend_open(ctx, cfg, &e->backend);
     if (st == SJ_OK) st = open_store(e, cfg);
     if (st == SJ_OK) st = open_remote(e, cfg);
     if (st == SJ_OK) {
@@ -184,7 +184,7 @@ sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_co
     sj_graph *g;
     sj_status st = sj_model_load(ctx, model_path, &cfg->model, &g);
     if (st != SJ_OK) {
-        sj_error_prefix(ctx, "engine: model"); /* the loader's message names the file */
+        sj__error_prefix(ctx, "engine: model"); /* the loader's message names the file */
         return st;
     }
     return sj_engine_open_graph(ctx, g, cfg, out);
@@ -288,7 +288,7 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->optimise_ms = s.stages.optimise_ms;
     out->codegen_ms = s.stages.codegen_ms;
     out->load_ms = s.stages.load_ms;
-    out->device_resets = e->backend.gpu ? sj_gpu_compiler_resets(e->backend.gpu) : 0;
+    out->device_resets = e->backend.gpu ? sj__gpu_compiler_resets(e->backend.gpu) : 0;
     /* Buckets share weights, so the largest bucket's weights are the
      * engine's (every bucket uses every param). */
     for (int i = 0; i < out->buckets; i++) {

@@ -75,7 +75,7 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
     sj_precision_from_name(cfg->precision ? cfg->precision : "fp32", &gcfg.options.precision);
     sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
     if (st != SJ_OK) {
-        sj_error_prefix(ctx, "engine: backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
+        sj__error_prefix(ctx, "engine: backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
         return st;
     }
     sj_gpu_compiler_table(b->gpu, &b->comp);
@@ -87,12 +87,12 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
         sj_device *dev;
         st = sj_gpu_compiler_device(b->gpu, &dev);
         if (st != SJ_OK)
-            sj_error_prefix(ctx, "engine: backend cuda needs a GPU (%s)", sj_status_str(st));
+            sj__error_prefix(ctx, "engine: backend cuda needs a GPU (%s)", sj_status_str(st));
     }
     return st;
 }
 
-sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *b) {
+sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *b) {
     memset(b, 0, sizeof *b);
     const char *name = cfg->backend ? cfg->backend : "host";
     SJ_TRY(check_names(ctx, cfg, name));
@@ -120,13 +120,13 @@ sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_en
             if (cfg->cpu && strcmp(cfg->cpu, "native") != 0)
                 snprintf(b->target, sizeof b->target, "host %s", b->comp.target_cpu);
         } else
-            sj_error_prefix(ctx, "engine: backend host");
+            sj__error_prefix(ctx, "engine: backend host");
     }
-    if (st != SJ_OK) sj_engine_backend_close(b);
+    if (st != SJ_OK) sj__engine_backend_close(b);
     return st;
 }
 
-void sj_engine_backend_close(sj_engine_backend *b) {
+void sj__engine_backend_close(sj_engine_backend *b) {
     sj_host_compiler_destroy(b->host);
     sj_gpu_compiler_destroy(b->gpu);
     memset(b, 0, sizeof *b);

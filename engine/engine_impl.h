@@ -17,12 +17,12 @@ typedef struct sj_engine_backend {
 
 /* Makes the compiler cfg names (backend, gpu_emit, arch, cpu, workers,
  * threads). Errors name the field and its value; nothing stays open. */
-sj_status sj_engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *out);
-void sj_engine_backend_close(sj_engine_backend *b);
+sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *out);
+void sj__engine_backend_close(sj_engine_backend *b);
 
 /* The context resets of gc's device so far (0 before it is made);
  * gpu_compiler.c. */
-uint64_t sj_gpu_compiler_resets(sj_gpu_compiler *gc);
+uint64_t sj__gpu_compiler_resets(sj_gpu_compiler *gc);
 
 struct sj_engine {
     sj_ctx *ctx;

@@ -141,7 +141,7 @@ static sj_status check_size(const sj_engine *e, int64_t n) {
     int bucket;
     sj_status st = sj_ladder_bucket_for(e->ladder, n, &bucket);
     if (st != SJ_OK)
-        sj_error_prefix(e->ctx, "engine: run: %s = %lld",
+        sj__error_prefix(e->ctx, "engine: run: %s = %lld",
                         sj_graph_symbol(e->g) ? sj_graph_symbol(e->g) : "N", (long long)n);
     return st;
 }
@@ -190,7 +190,7 @@ static sj_status run_checked(sj_engine *e, const sj_named_tensor *inputs, int n_
         }
     }
     sj_cache_made made;
-    SJ_TRY(sj_cache_run(e->cache, key, n, in, out, &extent, &made));
+    SJ_TRY(sj__cache_run(e->cache, key, n, in, out, &extent, &made));
     if (rep) {
         rep->own_bucket = own;
         rep->promoted = promoted;

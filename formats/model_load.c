@@ -79,7 +79,7 @@ sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o
         if (strcasecmp(dot, loaders[i].ext) != 0) continue;
         char *bytes;
         size_t len;
-        SJ_TRY(sj_read_file(ctx, path, &bytes, &len));
+        SJ_TRY(sj__read_file(ctx, path, &bytes, &len));
         sj_status st = loaders[i].load(ctx, path, bytes, len, o, out);
         sj_free(ctx, bytes);
         return st;

@@ -9,8 +9,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static sj_remote_trust open_tier, keyed_tier;
     static int ready;
     if (!ready) {
-        sj_remote_trust_init(&open_tier, NULL);
-        sj_remote_trust_init(&keyed_tier, "fuzz secret");
+        sj__remote_trust_init(&open_tier, NULL);
+        sj__remote_trust_init(&keyed_tier, "fuzz secret");
         ready = 1;
     }
     const uint8_t *key = data, *frame = data + SJ_REMOTE_KEY_SIZE;
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const sj_remote_trust *tiers[2] = {&open_tier, &keyed_tier};
     for (int i = 0; i < 2; i++) {
         size_t off = (size_t)-1, len = (size_t)-1;
-        const char *why = sj_remote_frame_check(tiers[i], key, frame, n, &off, &len);
+        const char *why = sj__remote_frame_check(tiers[i], key, frame, n, &off, &len);
         if (!why && (off > n || len > n - off)) abort();
         if (why && !why[0]) abort();
     }

@@ -33,14 +33,14 @@ static sj_status check_input(const sj_graph *g, int i, const sj_tensor *t, int64
     sj_shape want = sj_shape_at(&n->shape, extent);
     if (t->rank < 0 || t->rank > SJ_MAX_RANK)
         return sj_fail(g->ctx, SJ_E_SHAPE, "interp: input %s: got a rank %d tensor, expected %s",
-                       n->name, t->rank, sj_graph_shape_str(g, &want).s);
+                       n->name, t->rank, sj__graph_shape_str(g, &want).s);
     sj_shape got = tensor_shape(t);
     if (got.rank != want.rank ||
         memcmp(got.dims, want.dims, (size_t)got.rank * sizeof got.dims[0]) != 0) {
-        sj_shape_str expected = sj_graph_shape_str(g, &want);
+        sj_shape_str expected = sj__graph_shape_str(g, &want);
         return sj_fail(g->ctx, SJ_E_SHAPE, "interp: input %s: got %s, expected %s (declared %s)",
-                       n->name, sj_graph_shape_str(g, &got).s, expected.s,
-                       sj_graph_shape_str(g, &n->shape).s);
+                       n->name, sj__graph_shape_str(g, &got).s, expected.s,
+                       sj__graph_shape_str(g, &n->shape).s);
     }
     if (!t->data)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "interp: input %s: data is NULL", n->name);
@@ -54,16 +54,16 @@ static sj_status check_input(const sj_graph *g, int i, const sj_tensor *t, int64
 static sj_status check_sizes(const sj_graph *g, int64_t extent) {
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *n = &g->nodes[v];
-        if (n->op == SJ_OP_SLICE && g->sym_name && extent > sj_slice_extent_limit(g, n))
+        if (n->op == SJ_OP_SLICE && g->sym_name && extent > sj__slice_extent_limit(g, n))
             return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE,
                            "interp: value %d (slice%s%s) reads past its operand at %s = %lld (it "
                            "fits up to %lld)",
                            v, n->name ? " " : "", n->name ? n->name : "", g->sym_name,
-                           (long long)extent, (long long)sj_slice_extent_limit(g, n));
+                           (long long)extent, (long long)sj__slice_extent_limit(g, n));
         if (sj_shape_numel(&n->shape, extent) >= 0) continue;
         return sj_fail(g->ctx, SJ_E_OUT_OF_RANGE,
                        "interp: value %d (%s) %s has more than 2^40 elements at %s = %lld", v,
-                       sj_op_name(n->op), sj_graph_shape_str(g, &n->shape).s, g->sym_name,
+                       sj_op_name(n->op), sj__graph_shape_str(g, &n->shape).s, g->sym_name,
                        (long long)extent);
     }
     return SJ_OK;
@@ -115,7 +115,7 @@ static sj_status eval_node(run_state *st, sj_value v) {
     const sj_tensor *in[3] = {NULL, NULL, NULL};
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] != SJ_NO_VALUE) in[i] = &st->vals[n->inputs[i]];
-    sj_interp_eval(n, in, &st->vals[v], st->extent);
+    sj__interp_eval(n, in, &st->vals[v], st->extent);
     for (int i = 0; i < n->n_inputs; i++)
         if (n->inputs[i] != SJ_NO_VALUE && st->last_use[n->inputs[i]] == v)
             release(st, n->inputs[i]);
@@ -153,10 +153,10 @@ sj_status sj_interp_run(const sj_graph *g, int64_t extent, const sj_tensor *inpu
     SJ_TRY(check_request(g, extent, inputs, outputs));
     /* Mapped weights are read in place: checked before, and after so a
      * file that changed during the run fails it rather than answering. */
-    SJ_TRY(sj_graph_check_mapped(g, g->ctx));
+    SJ_TRY(sj__graph_check_mapped(g, g->ctx));
     run_state st = {g, g->ctx, g->sym_name ? extent : 1, NULL, NULL, NULL};
     sj_status status = run(&st, inputs, outputs);
-    if (status == SJ_OK) status = sj_graph_check_mapped(g, g->ctx);
+    if (status == SJ_OK) status = sj__graph_check_mapped(g, g->ctx);
     for (int v = 0; st.owned && v < g->n_nodes; v++) release(&st, v);
     if (status != SJ_OK)
         for (int i = 0; i < g->n_outputs; i++) sj_tensor_free(g->ctx, &outputs[i]);

@@ -9,7 +9,7 @@
  * in[i] is the tensor of n->inputs[i] (NULL where absent). Never fails:
  * every shape was checked when the node was built and again at run time.
  * extent: the symbolic dim's value (slices may start relative to it). */
-void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
+void sj__interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
                     int64_t extent);
 
 #endif

@@ -529,7 +529,7 @@ static void eval_gather_elements(const sj_node *n, const sj_tensor *d, const sj_
     }
 }
 
-void sj_interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
+void sj__interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
                     int64_t extent) {
     if (sj_op_is_unary(n->op)) {
         eval_unary(n, in[0], out);

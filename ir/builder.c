@@ -20,7 +20,7 @@ sj_status sj_graph_create(sj_ctx *ctx, const char *sym_name, sj_graph **out) {
     if (!g) return sj_fail(ctx, SJ_E_NOMEM, "graph: out of memory");
     g->ctx = ctx;
     pthread_mutex_init(&g->hash_lock, NULL);
-    sj_name_index_init(&g->names, node_name, g);
+    sj__name_index_init(&g->names, node_name, g);
     if (sym_name && !(g->sym_name = sj_strdup(ctx, sym_name))) {
         pthread_mutex_destroy(&g->hash_lock);
         sj_free(ctx, g);
@@ -37,14 +37,14 @@ void sj_graph_destroy(sj_graph *g) {
         sj_free(ctx, g->nodes[i].name);
         if (!g->nodes[i].map) sj_free(ctx, g->nodes[i].data);
     }
-    for (int i = 0; i < g->n_maps; i++) sj_weight_map_release(g->maps[i]);
+    for (int i = 0; i < g->n_maps; i++) sj__weight_map_release(g->maps[i]);
     sj_free(ctx, g->maps);
     for (int i = 0; i < g->n_outputs; i++) sj_free(ctx, g->outputs[i].name);
     sj_free(ctx, g->nodes);
     sj_free(ctx, g->inputs);
     sj_free(ctx, g->outputs);
     sj_free(ctx, g->sym_name);
-    sj_name_index_free(ctx, &g->names);
+    sj__name_index_free(ctx, &g->names);
     pthread_mutex_destroy(&g->hash_lock);
     sj_free(ctx, g);
 }
@@ -53,13 +53,13 @@ sj_ctx *sj_graph_ctx(const sj_graph *g) { return g ? g->ctx : NULL; }
 
 /* ---- shared helpers (builder_impl.h) ---- */
 
-sj_shape_str sj_graph_shape_str(const sj_graph *g, const sj_shape *s) {
+sj_shape_str sj__graph_shape_str(const sj_graph *g, const sj_shape *s) {
     sj_shape_str r;
     sj_shape_format(s, g->sym_name, r.s, sizeof r.s);
     return r;
 }
 
-sj_node sj_node_blank(sj_op op) {
+sj_node sj__node_blank(sj_op op) {
     sj_node n;
     memset(&n, 0, sizeof n);
     n.op = op;
@@ -67,13 +67,13 @@ sj_node sj_node_blank(sj_op op) {
     return n;
 }
 
-sj_status sj_graph_check_value(sj_graph *g, const char *what, sj_value v) {
+sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v) {
     if (v >= 0 && v < g->n_nodes) return SJ_OK;
     return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: value %d does not exist (graph has %d values)",
                    what, (int)v, g->n_nodes);
 }
 
-sj_status sj_graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
+sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
                               bool allow_sym, sj_shape *out) {
     if (rank < 0 || rank > SJ_MAX_RANK)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: rank %d is outside 0..%d", what, rank,
@@ -97,10 +97,10 @@ sj_status sj_graph_make_shape(sj_graph *g, const char *what, int rank, const int
     return SJ_OK;
 }
 
-/* sj_array_reserve for the graph's int-counted arrays. */
+/* sj__array_reserve for the graph's int-counted arrays. */
 static bool reserve(sj_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
     size_t c = (size_t)*cap;
-    if (!sj_array_reserve(ctx, arr, &c, (size_t)need, elem)) return false;
+    if (!sj__array_reserve(ctx, arr, &c, (size_t)need, elem)) return false;
     *cap = c > INT32_MAX ? INT32_MAX : (int)c; /* counts stay below INT32_MAX */
     return true;
 }
@@ -111,17 +111,17 @@ static bool reserve(sj_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
 static sj_status check_size(sj_graph *g, const char *what, const sj_shape *s) {
     if (sj_shape_numel(s, 1) >= 0) return SJ_OK;
     return sj_fail(g->ctx, SJ_E_SHAPE, "%s: %s has more than 2^40 elements", what,
-                   sj_graph_shape_str(g, s).s);
+                   sj__graph_shape_str(g, s).s);
 }
 
-sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out) {
+sj_status sj__graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out) {
     SJ_TRY(check_size(g, what, &node->shape));
     if (g->n_nodes == INT32_MAX ||
         !reserve(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
-        (node->name && !sj_name_index_reserve(g->ctx, &g->names, 1)))
+        (node->name && !sj__name_index_reserve(g->ctx, &g->names, 1)))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory growing the graph", what);
     g->nodes[g->n_nodes] = *node;
-    if (node->name) sj_name_index_add(&g->names, g->n_nodes);
+    if (node->name) sj__name_index_add(&g->names, g->n_nodes);
     if (out) *out = g->n_nodes;
     g->n_nodes++;
     g->hash_valid = false;
@@ -132,7 +132,7 @@ sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj
 
 static sj_status check_name(sj_graph *g, const char *what, const char *name, sj_value self) {
     if (!name || !name[0]) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: empty name", what);
-    int32_t holder = sj_name_index_find(&g->names, name);
+    int32_t holder = sj__name_index_find(&g->names, name);
     if (holder >= 0 && holder != self)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: name '%s' is already value %d", what, name,
                        (int)holder);
@@ -141,15 +141,15 @@ static sj_status check_name(sj_graph *g, const char *what, const char *name, sj_
 
 sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "set_name", v));
+    SJ_TRY(sj__graph_check_value(g, "set_name", v));
     SJ_TRY(check_name(g, "set_name", name, v));
     char *copy = NULL;
-    if (!sj_name_index_reserve(g->ctx, &g->names, 1) || !(copy = sj_strdup(g->ctx, name)))
+    if (!sj__name_index_reserve(g->ctx, &g->names, 1) || !(copy = sj_strdup(g->ctx, name)))
         return sj_fail(g->ctx, SJ_E_NOMEM, "set_name: out of memory");
-    if (g->nodes[v].name) sj_name_index_remove(&g->names, v); /* filed under the old name */
+    if (g->nodes[v].name) sj__name_index_remove(&g->names, v); /* filed under the old name */
     sj_free(g->ctx, g->nodes[v].name);
     g->nodes[v].name = copy;
-    sj_name_index_add(&g->names, v);
+    sj__name_index_add(&g->names, v);
     return SJ_OK;
 }
 
@@ -160,7 +160,7 @@ sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name) {
 static sj_status append_leaf(sj_graph *g, const char *what, const char *name, sj_node *n,
                              sj_value *out) {
     sj_status st = (n->name = sj_strdup(g->ctx, name))
-                       ? sj_graph_append(g, what, n, out)
+                       ? sj__graph_append(g, what, n, out)
                        : sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
     if (st != SJ_OK) {
         sj_free(g->ctx, n->name);
@@ -180,11 +180,11 @@ sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, in
     if (!g) return SJ_E_INVALID_ARG;
     char what[96];
     snprintf(what, sizeof what, "input %s", name ? name : "(null)");
-    sj_node n = sj_node_blank(SJ_OP_INPUT);
+    sj_node n = sj__node_blank(SJ_OP_INPUT);
     n.dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj_graph_make_shape(g, what, rank, dims, true, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, true, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
@@ -204,11 +204,11 @@ sj_status sj_graph_input(sj_graph *g, const char *name, int rank, const int64_t 
 static sj_status param_leaf(sj_graph *g, const char *what, const char *name, sj_dtype dtype,
                             int rank, const int64_t *dims, const void *data, sj_node *n,
                             size_t *bytes) {
-    *n = sj_node_blank(SJ_OP_PARAM);
+    *n = sj__node_blank(SJ_OP_PARAM);
     n->dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj_graph_make_shape(g, what, rank, dims, false, &n->shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, false, &n->shape));
     SJ_TRY(check_size(g, what, &n->shape));
     if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
     size_t count = (size_t)sj_shape_numel(&n->shape, 1);
@@ -233,7 +233,7 @@ sj_status sj_graph_param_typed(sj_graph *g, const char *name, sj_dtype dtype, in
     return append_leaf(g, what, name, &n, out);
 }
 
-sj_status sj_graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+sj_status sj__graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, int rank,
                                 const int64_t *dims, const void *data, sj_weight_map *map,
                                 sj_value *out) {
     char what[96];
@@ -244,9 +244,9 @@ sj_status sj_graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, i
     sj_node n;
     size_t bytes;
     SJ_TRY(param_leaf(g, what, name, dtype, rank, dims, data, &n, &bytes));
-    const uint8_t *base = sj_weight_map_data(map), *p = data;
-    if (p < base || (size_t)(p - base) > sj_weight_map_size(map) ||
-        bytes > sj_weight_map_size(map) - (size_t)(p - base) ||
+    const uint8_t *base = sj__weight_map_data(map), *p = data;
+    if (p < base || (size_t)(p - base) > sj__weight_map_size(map) ||
+        bytes > sj__weight_map_size(map) - (size_t)(p - base) ||
         (uintptr_t)p % sj_dtype_size(dtype) != 0)
         return sj_fail(g->ctx, SJ_E_INTERNAL, "%s: data does not lie aligned inside its mapping",
                        what);
@@ -259,7 +259,7 @@ sj_status sj_graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, i
     n.map = map;
     SJ_TRY(append_leaf(g, what, name, &n, out));
     if (known == g->n_maps) {
-        sj_weight_map_retain(map);
+        sj__weight_map_retain(map);
         g->maps[g->n_maps++] = map;
     }
     return SJ_OK;
@@ -274,7 +274,7 @@ sj_status sj_graph_param(sj_graph *g, const char *name, int rank, const int64_t 
 
 sj_status sj_graph_output(sj_graph *g, sj_value v, const char *name) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "output", v));
+    SJ_TRY(sj__graph_check_value(g, "output", v));
     if (!name || !name[0]) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "output: empty name");
     for (int i = 0; i < g->n_outputs; i++)
         if (strcmp(g->outputs[i].name, name) == 0)
@@ -369,7 +369,7 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
         if (st != SJ_OK) return st;
     }
     /* Same node ids, so the copy's index holds the same slots. */
-    if (!sj_name_index_copy(ctx, &c->names, &g->names)) return SJ_E_NOMEM;
+    if (!sj__name_index_copy(ctx, &c->names, &g->names)) return SJ_E_NOMEM;
     for (int i = 0; i < g->n_inputs; i++) c->inputs[c->n_inputs++] = g->inputs[i];
     for (int i = 0; i < g->n_outputs; i++) {
         char *name = sj_strdup(ctx, g->outputs[i].name);

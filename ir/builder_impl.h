@@ -15,23 +15,23 @@ typedef struct sj_shape_str {
 } sj_shape_str;
 
 /* s formatted with the graph's symbol name, e.g. "[N, 64]". */
-sj_shape_str sj_graph_shape_str(const sj_graph *g, const sj_shape *s);
+sj_shape_str sj__graph_shape_str(const sj_graph *g, const sj_shape *s);
 
 /* A node with every operand absent and every attribute zero, so attributes
  * an op does not use compare (and hash) equal. */
-sj_node sj_node_blank(sj_op op);
+sj_node sj__node_blank(sj_op op);
 
 /* Fails with SJ_E_INVALID_ARG naming `what` when v is not a value of g. */
-sj_status sj_graph_check_value(sj_graph *g, const char *what, sj_value v);
+sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v);
 
 /* Builds a shape from caller-given dims: rank in 0..SJ_MAX_RANK, dims >= 1
  * or SJ_DIM_SYM (only when allow_sym and the graph has a symbol). */
-sj_status sj_graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
+sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
                               bool allow_sym, sj_shape *out);
 
 /* Appends a node whose shape is already inferred, after checking its
  * element count. On success the graph owns node->name and node->data; on
  * failure the graph is unchanged and the caller still owns them. */
-sj_status sj_graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out);
+sj_status sj__graph_append(sj_graph *g, const char *what, const sj_node *node, sj_value *out);
 
 #endif

@@ -46,7 +46,7 @@ typedef struct sj_node {
         void *bytes;
     };
     sj_weight_map *map; /* SJ_OP_PARAM lying in a file mapping: one of the graph's maps */
-    /* SJ_OP_PARAM: the content hash of its data (sj_graph_param_hash), made on
+    /* SJ_OP_PARAM: the content hash of its data (sj__graph_param_hash), made on
      * first need under the graph's hash_lock; a clone copies it with data. */
     bool param_hashed;
     uint8_t param_hash[32];
@@ -87,29 +87,29 @@ struct sj_graph {
  * runtime's byte order) lies in map: the graph keeps a reference on map
  * and reads data in place, never writes it. As sj_graph_param_typed
  * otherwise (bool is not accepted: it would need normalising). */
-sj_status sj_graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, int rank,
+sj_status sj__graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, int rank,
                                 const int64_t *dims, const void *data, sj_weight_map *map,
                                 sj_value *out);
-/* Checks every mapping g's params lie in (sj_weight_map_check), naming the
+/* Checks every mapping g's params lie in (sj__weight_map_check), naming the
  * file on ctx when one changed. SJ_OK at once for a graph with none. */
-sj_status sj_graph_check_mapped(const sj_graph *g, sj_ctx *ctx);
+sj_status sj__graph_check_mapped(const sj_graph *g, sj_ctx *ctx);
 
 /* The content hash of param v's `bytes` bytes of data (BLAKE3), what the
  * weight pools share buffers by: computed once per graph and param. */
-void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]);
+void sj__graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]);
 /* The hash of param v as stored: its whole float32 data for fp32, else a
  * hash of that and the narrow type (a bf16 copy is another buffer). */
-void sj_graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]);
+void sj__graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]);
 
 /* The precision rule (shapejit/precision.h) over g: narrow[n] (n_nodes
  * entries, or NULL) says whether param n is stored in p's type;
  * *first_user (or NULL) is the first contraction a narrowed param feeds
  * (SJ_NO_VALUE when none). Returns how many params are narrowed, -1 when
  * out of memory. */
-int sj_precision_mark(const sj_graph *g, sj_precision p, bool *narrow, sj_value *first_user);
+int sj__precision_mark(const sj_graph *g, sj_precision p, bool *narrow, sj_value *first_user);
 /* count float32s of src as p's 16-bit type (bf16 or fp16), rounded to
  * nearest even (core/half.h). */
-void sj_precision_round(sj_precision p, const float *src, void *dst, int64_t count);
+void sj__precision_round(sj_precision p, const float *src, void *dst, int64_t count);
 
 /* Cast counts as unary (its target is the node's dtype), where as the one
  * ternary elementwise op. */
@@ -138,7 +138,7 @@ static inline bool sj_op_is_reduce(sj_op op) {
 
 /* The largest extent at which every index slice node nd reads lies inside
  * its operand (SJ_MAX_EXTENT when none is out of reach). */
-int64_t sj_slice_extent_limit(const sj_graph *g, const sj_node *nd);
+int64_t sj__slice_extent_limit(const sj_graph *g, const sj_node *nd);
 
 /* How many dims of s are symbolic (scores [N, N] have two). */
 static inline int sj_shape_sym_count(const sj_shape *s) {

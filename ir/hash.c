@@ -246,4 +246,4 @@ void sj_graph_hash(const sj_graph *g, uint8_t out[32]) {
     pthread_mutex_unlock(&memo->hash_lock);
 }
 
-void sj_hash_hex(const uint8_t hash[32], char out[65]) { sj_hex_encode(hash, 32, out); }
+void sj_hash_hex(const uint8_t hash[32], char out[65]) { sj__hex_encode(hash, 32, out); }

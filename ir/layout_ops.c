@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define SHAPE(v) (&g->nodes[(v)].shape)
-#define STR(shape) (sj_graph_shape_str(g, (shape)).s)
+#define STR(shape) (sj__graph_shape_str(g, (shape)).s)
 
 /* ---- slice ---- */
 
@@ -59,7 +59,7 @@ static void node_axes(const sj_node *nd, sj_slice_axis *axes) {
                                   nd->shape.dims[i]};
 }
 
-int64_t sj_slice_extent_limit(const sj_graph *g, const sj_node *nd) {
+int64_t sj__slice_extent_limit(const sj_graph *g, const sj_node *nd) {
     sj_slice_axis axes[SJ_MAX_RANK];
     node_axes(nd, axes);
     return slice_limit(&g->nodes[nd->inputs[0]].shape, axes);
@@ -71,11 +71,11 @@ int64_t sj_slice_extent_limit(const sj_graph *g, const sj_node *nd) {
 
 sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "slice", x));
+    SJ_TRY(sj__graph_check_value(g, "slice", x));
     const sj_shape *s = SHAPE(x);
     if (s->rank > 0 && !axes)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "slice: axes is NULL for %s", STR(s));
-    sj_node n = sj_node_blank(SJ_OP_SLICE);
+    sj_node n = sj__node_blank(SJ_OP_SLICE);
     n.n_inputs = 1;
     n.dtype = g->nodes[x].dtype;
     n.inputs[0] = x;
@@ -109,15 +109,15 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
                            (long long)(axes[i].start + axes[i].start_n),
                            axes[i].start_n ? " (at n = 1)" : "", (long long)axes[i].step);
     }
-    return sj_graph_append(g, "slice", &n, out);
+    return sj__graph_append(g, "slice", &n, out);
 }
 
 /* ---- concat ---- */
 
 sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "concat", a));
-    SJ_TRY(sj_graph_check_value(g, "concat", b));
+    SJ_TRY(sj__graph_check_value(g, "concat", a));
+    SJ_TRY(sj__graph_check_value(g, "concat", b));
     const sj_shape *sa = SHAPE(a), *sb = SHAPE(b);
     if (sa->rank != sb->rank || sa->rank == 0)
         return sj_fail(g->ctx, SJ_E_SHAPE, "concat: %s and %s do not have one rank >= 1", STR(sa),
@@ -128,7 +128,7 @@ sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_valu
     if (g->nodes[a].dtype != g->nodes[b].dtype)
         return sj_fail(g->ctx, SJ_E_SHAPE, "concat: operands have different element types: %s vs %s",
                        sj_dtype_name(g->nodes[a].dtype), sj_dtype_name(g->nodes[b].dtype));
-    sj_node n = sj_node_blank(SJ_OP_CONCAT);
+    sj_node n = sj__node_blank(SJ_OP_CONCAT);
     n.n_inputs = 2;
     n.dtype = g->nodes[a].dtype;
     n.inputs[0] = a;
@@ -147,18 +147,18 @@ sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_valu
                        "constant, which no shape here holds",
                        STR(sa), STR(sb), ax, g->sym_name);
     n.shape.dims[ax] = sa->dims[ax] + sb->dims[ax];
-    return sj_graph_append(g, "concat", &n, out);
+    return sj__graph_append(g, "concat", &n, out);
 }
 
 /* ---- expand ---- */
 
 sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "expand", x));
+    SJ_TRY(sj__graph_check_value(g, "expand", x));
     sj_shape t;
-    SJ_TRY(sj_graph_make_shape(g, "expand", rank, dims, true, &t));
+    SJ_TRY(sj__graph_make_shape(g, "expand", rank, dims, true, &t));
     const sj_shape *s = SHAPE(x);
-    sj_node n = sj_node_blank(SJ_OP_EXPAND);
+    sj_node n = sj__node_blank(SJ_OP_EXPAND);
     n.n_inputs = 1;
     n.dtype = g->nodes[x].dtype;
     n.inputs[0] = x;
@@ -175,28 +175,28 @@ sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims
             return sj_fail(g->ctx, SJ_E_SHAPE, "expand: %s does not broadcast with %s", STR(s),
                            STR(&t));
     }
-    return sj_graph_append(g, "expand", &n, out);
+    return sj__graph_append(g, "expand", &n, out);
 }
 
 /* ---- trilu ---- */
 
 sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "trilu", x));
+    SJ_TRY(sj__graph_check_value(g, "trilu", x));
     const sj_shape *s = SHAPE(x);
     if (s->rank < 2)
         return sj_fail(g->ctx, SJ_E_SHAPE, "trilu: %s has rank below 2", STR(s));
     /* beyond +-2^40 every entry is kept or every one is zeroed anyway */
     if (k > SLICE_BOUND) k = SLICE_BOUND;
     if (k < -SLICE_BOUND) k = -SLICE_BOUND;
-    sj_node n = sj_node_blank(SJ_OP_TRILU);
+    sj_node n = sj__node_blank(SJ_OP_TRILU);
     n.n_inputs = 1;
     n.dtype = g->nodes[x].dtype;
     n.inputs[0] = x;
     n.attrs.upper = upper;
     n.attrs.k = k;
     n.shape = *s;
-    return sj_graph_append(g, "trilu", &n, out);
+    return sj__graph_append(g, "trilu", &n, out);
 }
 
 /* ---- gather_elements ---- */
@@ -204,8 +204,8 @@ sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, sj_valu
 sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices, int axis,
                                    sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "gather_elements", data));
-    SJ_TRY(sj_graph_check_value(g, "gather_elements", indices));
+    SJ_TRY(sj__graph_check_value(g, "gather_elements", data));
+    SJ_TRY(sj__graph_check_value(g, "gather_elements", indices));
     const sj_shape *sd = SHAPE(data), *si = SHAPE(indices);
     sj_dtype it = g->nodes[indices].dtype;
     if (it != SJ_I64 && it != SJ_I32)
@@ -227,12 +227,12 @@ sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices,
                        "gather_elements: indices %s reach past data %s on axis %d", STR(si), STR(sd),
                        i);
     }
-    sj_node n = sj_node_blank(SJ_OP_GATHER_ELEMENTS);
+    sj_node n = sj__node_blank(SJ_OP_GATHER_ELEMENTS);
     n.n_inputs = 2;
     n.inputs[0] = data;
     n.inputs[1] = indices;
     n.attrs.axis = ax;
     n.shape = *si;
     n.dtype = g->nodes[data].dtype;
-    return sj_graph_append(g, "gather_elements", &n, out);
+    return sj__graph_append(g, "gather_elements", &n, out);
 }

@@ -7,7 +7,7 @@
 #include <llvm-c/blake3.h>
 #include <string.h>
 
-void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]) {
+void sj__graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]) {
     sj_graph *m = (sj_graph *)g; /* the memo is not part of the logical state */
     sj_node *n = &m->nodes[v];
     pthread_mutex_lock(&m->hash_lock);
@@ -25,10 +25,10 @@ void sj_graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t ou
     pthread_mutex_unlock(&m->hash_lock);
 }
 
-void sj_graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]) {
+void sj__graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]) {
     const sj_node *n = &g->nodes[v];
     size_t bytes = (size_t)sj_shape_numel(&n->shape, 1) * sj_dtype_size(n->dtype);
-    sj_graph_param_hash(g, v, bytes, out);
+    sj__graph_param_hash(g, v, bytes, out);
     if (storage == SJ_PRECISION_FP32) return;
     /* The narrowed copy is a function of the float32 bytes and the type. */
     llvm_blake3_hasher h;

@@ -1,6 +1,6 @@
 /* The precision policy's rule (see include/shapejit/precision.h): which
  * params a policy narrows, and the graph transform the interpreter runs as
- * the reference. Lowering and the runtime ask sj_precision_mark, so every
+ * the reference. Lowering and the runtime ask sj__precision_mark, so every
  * backend narrows exactly the params the reference rounds. */
 #include <string.h>
 
@@ -30,7 +30,7 @@ static bool moves_only(sj_op op) {
     return op == SJ_OP_TRANSPOSE || op == SJ_OP_RESHAPE || op == SJ_OP_SLICE || op == SJ_OP_EXPAND;
 }
 
-int sj_precision_mark(const sj_graph *g, sj_precision p, bool *narrow, sj_value *first_user) {
+int sj__precision_mark(const sj_graph *g, sj_precision p, bool *narrow, sj_value *first_user) {
     if (narrow) memset(narrow, 0, (size_t)g->n_nodes * sizeof *narrow);
     if (first_user) *first_user = SJ_NO_VALUE;
     if (p == SJ_PRECISION_FP32) return 0;
@@ -64,11 +64,11 @@ int sj_precision_mark(const sj_graph *g, sj_precision p, bool *narrow, sj_value 
 
 int sj_graph_precision_narrowed(const sj_graph *g, sj_precision p) {
     if (!g || !sj_precision_name(p)) return 0;
-    int n = sj_precision_mark(g, p, NULL, NULL);
+    int n = sj__precision_mark(g, p, NULL, NULL);
     return n < 0 ? 0 : n;
 }
 
-void sj_precision_round(sj_precision p, const float *src, void *dst, int64_t count) {
+void sj__precision_round(sj_precision p, const float *src, void *dst, int64_t count) {
     uint16_t *d = dst;
     if (p == SJ_PRECISION_BF16)
         for (int64_t i = 0; i < count; i++) d[i] = sj_f32_to_bf16(src[i]);
@@ -86,7 +86,7 @@ sj_status sj_graph_apply_precision(const sj_graph *g, sj_precision p, sj_graph *
     if (!sj_precision_name(p))
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "precision: %d is not fp32, bf16 or fp16", (int)p);
     bool *narrow = sj_calloc(g->ctx, (size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *narrow);
-    if (!narrow || sj_precision_mark(g, p, narrow, NULL) < 0) {
+    if (!narrow || sj__precision_mark(g, p, narrow, NULL) < 0) {
         sj_free(g->ctx, narrow);
         return sj_fail(g->ctx, SJ_E_NOMEM, "precision: out of memory");
     }

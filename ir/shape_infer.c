@@ -8,7 +8,7 @@
 
 #define SHAPE(v) (&g->nodes[(v)].shape)
 #define DTYPE(v) (g->nodes[(v)].dtype)
-#define STR(shape) (sj_graph_shape_str(g, (shape)).s)
+#define STR(shape) (sj__graph_shape_str(g, (shape)).s)
 
 /* ---- element types ---- */
 
@@ -68,26 +68,26 @@ sj_status sj_graph_unary(sj_graph *g, sj_op op, sj_value x, sj_value *out) {
         return sj_fail(g->ctx, SJ_E_INVALID_ARG,
                        "unary: %s (op %d) is not a unary op taking no attribute", sj_op_name(op),
                        (int)op);
-    SJ_TRY(sj_graph_check_value(g, sj_op_name(op), x));
+    SJ_TRY(sj__graph_check_value(g, sj_op_name(op), x));
     SJ_TRY(check_type(g, sj_op_name(op), "the operand", x, unary_types(op)));
-    sj_node n = sj_node_blank(op);
+    sj_node n = sj__node_blank(op);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.shape = *SHAPE(x);
     n.dtype = op == SJ_OP_ISNAN || op == SJ_OP_ISINF ? SJ_BOOL : DTYPE(x);
-    return sj_graph_append(g, sj_op_name(op), &n, out);
+    return sj__graph_append(g, sj_op_name(op), &n, out);
 }
 
 sj_status sj_graph_leaky_relu(sj_graph *g, sj_value x, float alpha, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "leaky_relu", x));
+    SJ_TRY(sj__graph_check_value(g, "leaky_relu", x));
     SJ_TRY(check_type(g, "leaky_relu", "the operand", x, T_F32));
-    sj_node n = sj_node_blank(SJ_OP_LEAKY_RELU);
+    sj_node n = sj__node_blank(SJ_OP_LEAKY_RELU);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.attrs.alpha = alpha;
     n.shape = *SHAPE(x);
-    return sj_graph_append(g, "leaky_relu", &n, out);
+    return sj__graph_append(g, "leaky_relu", &n, out);
 }
 
 /* One dim pair under numpy broadcasting: equal (a symbolic dim only equals
@@ -133,11 +133,11 @@ sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_valu
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "binary: %s (op %d) is not a binary op",
                        sj_op_name(op), (int)op);
     const char *name = sj_op_name(op);
-    SJ_TRY(sj_graph_check_value(g, name, a));
-    SJ_TRY(sj_graph_check_value(g, name, b));
+    SJ_TRY(sj__graph_check_value(g, name, a));
+    SJ_TRY(sj__graph_check_value(g, name, b));
     SJ_TRY(check_type(g, name, "the first operand", a, binary_types(op)));
     SJ_TRY(check_same_type(g, name, a, b));
-    sj_node n = sj_node_blank(op);
+    sj_node n = sj__node_blank(op);
     n.n_inputs = 2;
     n.inputs[0] = a;
     n.inputs[1] = b;
@@ -146,7 +146,7 @@ sj_status sj_graph_binary(sj_graph *g, sj_op op, sj_value a, sj_value b, sj_valu
     if (!broadcast_dims(sa->dims, sa->rank, sb->dims, sb->rank, n.shape.dims, &n.shape.rank))
         return sj_fail(g->ctx, SJ_E_SHAPE, "%s: shapes do not broadcast: %s vs %s", name, STR(sa),
                        STR(sb));
-    return sj_graph_append(g, name, &n, out);
+    return sj__graph_append(g, name, &n, out);
 }
 
 /* ---- axes ---- */
@@ -167,7 +167,7 @@ sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const i
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "reduce: %s (op %d) is not a reduction",
                        sj_op_name(op), (int)op);
     const char *name = sj_op_name(op);
-    SJ_TRY(sj_graph_check_value(g, name, x));
+    SJ_TRY(sj__graph_check_value(g, name, x));
     SJ_TRY(check_type(g, name, "the operand", x, T_F32));
     const sj_shape *s = SHAPE(x);
     if (n_axes < 0 || n_axes > s->rank || (n_axes > 0 && !axes))
@@ -181,7 +181,7 @@ sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const i
                            axes[i], STR(s));
         mask |= 1u << a;
     }
-    sj_node n = sj_node_blank(op);
+    sj_node n = sj__node_blank(op);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.attrs.axes = mask;
@@ -192,15 +192,15 @@ sj_status sj_graph_reduce(sj_graph *g, sj_op op, sj_value x, int n_axes, const i
         else if (keepdims)
             n.shape.dims[n.shape.rank++] = 1;
     }
-    return sj_graph_append(g, name, &n, out);
+    return sj__graph_append(g, name, &n, out);
 }
 
 /* ---- contractions ---- */
 
 sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "matmul", a));
-    SJ_TRY(sj_graph_check_value(g, "matmul", b));
+    SJ_TRY(sj__graph_check_value(g, "matmul", a));
+    SJ_TRY(sj__graph_check_value(g, "matmul", b));
     SJ_TRY(check_type(g, "matmul", "A", a, T_F32));
     SJ_TRY(check_type(g, "matmul", "B", b, T_F32));
     const sj_shape *sa = SHAPE(a), *sb = SHAPE(b);
@@ -215,7 +215,7 @@ sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out) {
     if (pa.dims[pa.rank - 1] != pb.dims[pb.rank - 2])
         return sj_fail(g->ctx, SJ_E_SHAPE, "matmul: inner dims differ: %s vs %s", STR(sa),
                        STR(sb));
-    sj_node n = sj_node_blank(SJ_OP_MATMUL);
+    sj_node n = sj__node_blank(SJ_OP_MATMUL);
     n.n_inputs = 2;
     n.inputs[0] = a;
     n.inputs[1] = b;
@@ -224,15 +224,15 @@ sj_status sj_graph_matmul(sj_graph *g, sj_value a, sj_value b, sj_value *out) {
                        STR(sa), STR(sb));
     if (sa->rank > 1) n.shape.dims[n.shape.rank++] = pa.dims[pa.rank - 2];
     if (sb->rank > 1) n.shape.dims[n.shape.rank++] = pb.dims[pb.rank - 1];
-    return sj_graph_append(g, "matmul", &n, out);
+    return sj__graph_append(g, "matmul", &n, out);
 }
 
 sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float alpha, float beta,
                         bool trans_a, bool trans_b, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "gemm", a));
-    SJ_TRY(sj_graph_check_value(g, "gemm", b));
-    if (c != SJ_NO_VALUE) SJ_TRY(sj_graph_check_value(g, "gemm", c));
+    SJ_TRY(sj__graph_check_value(g, "gemm", a));
+    SJ_TRY(sj__graph_check_value(g, "gemm", b));
+    if (c != SJ_NO_VALUE) SJ_TRY(sj__graph_check_value(g, "gemm", c));
     SJ_TRY(check_type(g, "gemm", "A", a, T_F32));
     SJ_TRY(check_type(g, "gemm", "B", b, T_F32));
     if (c != SJ_NO_VALUE) SJ_TRY(check_type(g, "gemm", "C", c, T_F32));
@@ -245,7 +245,7 @@ sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float a
     if (ka != kb)
         return sj_fail(g->ctx, SJ_E_SHAPE, "gemm: inner dims differ: %s%s vs %s%s", STR(sa),
                        trans_a ? "^T" : "", STR(sb), trans_b ? "^T" : "");
-    sj_node n = sj_node_blank(SJ_OP_GEMM);
+    sj_node n = sj__node_blank(SJ_OP_GEMM);
     n.n_inputs = 3;
     n.inputs[0] = a;
     n.inputs[1] = b;
@@ -258,7 +258,7 @@ sj_status sj_graph_gemm(sj_graph *g, sj_value a, sj_value b, sj_value c, float a
     if (c != SJ_NO_VALUE && !broadcasts_to(SHAPE(c), &n.shape))
         return sj_fail(g->ctx, SJ_E_SHAPE, "gemm: C %s does not broadcast to the result %s",
                        STR(SHAPE(c)), STR(&n.shape));
-    return sj_graph_append(g, "gemm", &n, out);
+    return sj__graph_append(g, "gemm", &n, out);
 }
 
 /* ---- row ops ---- */
@@ -269,19 +269,19 @@ sj_status sj_graph_softmax(sj_graph *g, sj_op op, sj_value x, int axis, sj_value
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "softmax: %s (op %d) is not a softmax op",
                        sj_op_name(op), (int)op);
     const char *name = sj_op_name(op);
-    SJ_TRY(sj_graph_check_value(g, name, x));
+    SJ_TRY(sj__graph_check_value(g, name, x));
     SJ_TRY(check_type(g, name, "the operand", x, T_F32));
-    sj_node n = sj_node_blank(op);
+    sj_node n = sj__node_blank(op);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.shape = *SHAPE(x);
     SJ_TRY(normalise_axis(g, name, &n.shape, axis, &n.attrs.axis));
-    return sj_graph_append(g, name, &n, out);
+    return sj__graph_append(g, name, &n, out);
 }
 
 static sj_status check_affine(sj_graph *g, const char *role, sj_value v, const sj_shape *norm) {
     if (v == SJ_NO_VALUE) return SJ_OK;
-    SJ_TRY(sj_graph_check_value(g, "layernorm", v));
+    SJ_TRY(sj__graph_check_value(g, "layernorm", v));
     SJ_TRY(check_type(g, "layernorm", role, v, T_F32));
     if (broadcasts_to(SHAPE(v), norm)) return SJ_OK;
     return sj_fail(g->ctx, SJ_E_SHAPE,
@@ -292,9 +292,9 @@ static sj_status check_affine(sj_graph *g, const char *role, sj_value v, const s
 sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value bias, int axis,
                              float epsilon, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "layernorm", x));
+    SJ_TRY(sj__graph_check_value(g, "layernorm", x));
     SJ_TRY(check_type(g, "layernorm", "the operand", x, T_F32));
-    sj_node n = sj_node_blank(SJ_OP_LAYERNORM);
+    sj_node n = sj__node_blank(SJ_OP_LAYERNORM);
     n.n_inputs = 3;
     n.inputs[0] = x;
     n.inputs[1] = scale;
@@ -306,18 +306,18 @@ sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_value b
     memcpy(norm.dims, n.shape.dims + n.attrs.axis, (size_t)norm.rank * sizeof norm.dims[0]);
     SJ_TRY(check_affine(g, "scale", scale, &norm));
     SJ_TRY(check_affine(g, "bias", bias, &norm));
-    return sj_graph_append(g, "layernorm", &n, out);
+    return sj__graph_append(g, "layernorm", &n, out);
 }
 
 /* ---- layout ---- */
 
 sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "transpose", x));
+    SJ_TRY(sj__graph_check_value(g, "transpose", x));
     const sj_shape *s = SHAPE(x);
     if (s->rank > 0 && !perm)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "transpose: perm is NULL for %s", STR(s));
-    sj_node n = sj_node_blank(SJ_OP_TRANSPOSE);
+    sj_node n = sj__node_blank(SJ_OP_TRANSPOSE);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.dtype = DTYPE(x);
@@ -333,7 +333,7 @@ sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value 
         n.attrs.perm[i] = p;
         n.shape.dims[i] = s->dims[p];
     }
-    return sj_graph_append(g, "transpose", &n, out);
+    return sj__graph_append(g, "transpose", &n, out);
 }
 
 /* Product of the constant dims [from, to); -1 past SJ_MAX_ELEMENTS. */
@@ -388,39 +388,39 @@ static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape
 
 sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "reshape", x));
-    sj_node n = sj_node_blank(SJ_OP_RESHAPE);
+    SJ_TRY(sj__graph_check_value(g, "reshape", x));
+    sj_node n = sj__node_blank(SJ_OP_RESHAPE);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.dtype = DTYPE(x);
-    SJ_TRY(sj_graph_make_shape(g, "reshape", rank, dims, true, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, true, &n.shape));
     SJ_TRY(check_reshape(g, SHAPE(x), &n.shape));
-    return sj_graph_append(g, "reshape", &n, out);
+    return sj__graph_append(g, "reshape", &n, out);
 }
 
 /* ---- typed ops ---- */
 
 sj_status sj_graph_cast(sj_graph *g, sj_value x, sj_dtype to, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "cast", x));
+    SJ_TRY(sj__graph_check_value(g, "cast", x));
     if ((int)to < 0 || to >= SJ_DTYPE_COUNT_)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "cast: element type %d does not exist", (int)to);
-    sj_node n = sj_node_blank(SJ_OP_CAST);
+    sj_node n = sj__node_blank(SJ_OP_CAST);
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.shape = *SHAPE(x);
     n.dtype = to;
-    return sj_graph_append(g, "cast", &n, out);
+    return sj__graph_append(g, "cast", &n, out);
 }
 
 sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value b, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "where", cond));
-    SJ_TRY(sj_graph_check_value(g, "where", a));
-    SJ_TRY(sj_graph_check_value(g, "where", b));
+    SJ_TRY(sj__graph_check_value(g, "where", cond));
+    SJ_TRY(sj__graph_check_value(g, "where", a));
+    SJ_TRY(sj__graph_check_value(g, "where", b));
     SJ_TRY(check_type(g, "where", "the condition", cond, T_BOOL));
     SJ_TRY(check_same_type(g, "where", a, b));
-    sj_node n = sj_node_blank(SJ_OP_WHERE);
+    sj_node n = sj__node_blank(SJ_OP_WHERE);
     n.n_inputs = 3;
     n.inputs[0] = cond;
     n.inputs[1] = a;
@@ -433,16 +433,16 @@ sj_status sj_graph_where(sj_graph *g, sj_value cond, sj_value a, sj_value b, sj_
         !broadcast_dims(sc->dims, sc->rank, ab, ab_rank, n.shape.dims, &n.shape.rank))
         return sj_fail(g->ctx, SJ_E_SHAPE, "where: shapes do not broadcast: %s, %s, %s", STR(sc),
                        STR(sa), STR(sb));
-    return sj_graph_append(g, "where", &n, out);
+    return sj__graph_append(g, "where", &n, out);
 }
 
 sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
-    SJ_TRY(sj_graph_check_value(g, "gather", data));
-    SJ_TRY(sj_graph_check_value(g, "gather", indices));
+    SJ_TRY(sj__graph_check_value(g, "gather", data));
+    SJ_TRY(sj__graph_check_value(g, "gather", indices));
     SJ_TRY(check_type(g, "gather", "the indices", indices, T_INT));
     const sj_shape *sd = SHAPE(data), *si = SHAPE(indices);
-    sj_node n = sj_node_blank(SJ_OP_GATHER);
+    sj_node n = sj__node_blank(SJ_OP_GATHER);
     n.n_inputs = 2;
     n.inputs[0] = data;
     n.inputs[1] = indices;
@@ -460,7 +460,7 @@ sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis
     for (int i = 0; i < ax; i++) n.shape.dims[n.shape.rank++] = sd->dims[i];
     for (int i = 0; i < si->rank; i++) n.shape.dims[n.shape.rank++] = si->dims[i];
     for (int i = ax + 1; i < sd->rank; i++) n.shape.dims[n.shape.rank++] = sd->dims[i];
-    return sj_graph_append(g, "gather", &n, out);
+    return sj__graph_append(g, "gather", &n, out);
 }
 
 static sj_status check_generated(sj_graph *g, const char *what, sj_dtype dtype) {
@@ -479,23 +479,23 @@ sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta
     if (!isfinite(start) || !isfinite(delta))
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "range: start %g and delta %g must be finite",
                        start, delta);
-    sj_node n = sj_node_blank(SJ_OP_RANGE);
+    sj_node n = sj__node_blank(SJ_OP_RANGE);
     n.dtype = dtype;
     n.attrs.first = start;
     n.attrs.delta = delta;
-    SJ_TRY(sj_graph_make_shape(g, "range", 1, &count, true, &n.shape));
-    return sj_graph_append(g, "range", &n, out);
+    SJ_TRY(sj__graph_make_shape(g, "range", 1, &count, true, &n.shape));
+    return sj__graph_append(g, "range", &n, out);
 }
 
 sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,
                         sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(check_generated(g, "fill", dtype));
-    sj_node n = sj_node_blank(SJ_OP_FILL);
+    sj_node n = sj__node_blank(SJ_OP_FILL);
     n.dtype = dtype;
     n.attrs.delta = dtype == SJ_BOOL ? (double)(value != 0)
                     : dtype == SJ_F32 ? (double)(float)value
                                       : value;
-    SJ_TRY(sj_graph_make_shape(g, "fill", rank, dims, true, &n.shape));
-    return sj_graph_append(g, "fill", &n, out);
+    SJ_TRY(sj__graph_make_shape(g, "fill", rank, dims, true, &n.shape));
+    return sj__graph_append(g, "fill", &n, out);
 }

@@ -62,7 +62,7 @@ void sj_tensor_fill_seeded(sj_tensor *t, uint64_t seed) {
     uint64_t state = seed;
     int64_t n = sj_tensor_numel(t);
     for (int64_t k = 0; k < n; k++) {
-        uint64_t r = sj_splitmix64(&state) >> 40;
+        uint64_t r = sj__splitmix64(&state) >> 40;
         switch (t->dtype) {
         case SJ_I64: t->i64[k] = (int64_t)(r & 7); break;
         case SJ_I32: t->i32[k] = (int32_t)(r & 7); break;

@@ -23,13 +23,13 @@ void sj_graph_weights_get(const sj_graph *g, sj_graph_weights *out) {
     out->external_copied_bytes = g->external_copied_bytes;
 }
 
-sj_status sj_graph_check_mapped(const sj_graph *g, sj_ctx *ctx) {
-    for (int i = 0; i < g->n_maps; i++) SJ_TRY(sj_weight_map_check(g->maps[i], ctx));
+sj_status sj__graph_check_mapped(const sj_graph *g, sj_ctx *ctx) {
+    for (int i = 0; i < g->n_maps; i++) SJ_TRY(sj__weight_map_check(g->maps[i], ctx));
     return SJ_OK;
 }
 
 sj_status sj_graph_weights_verify(const sj_graph *g) {
     if (!g) return SJ_E_INVALID_ARG;
-    for (int i = 0; i < g->n_maps; i++) SJ_TRY(sj_weight_map_verify(g->maps[i], g->ctx));
+    for (int i = 0; i < g->n_maps; i++) SJ_TRY(sj__weight_map_verify(g->maps[i], g->ctx));
     return SJ_OK;
 }

@@ -6,7 +6,7 @@
 #include "plan/artifact_impl.h"
 #include "plan/plan.h"
 
-sj_status sj_artifact_new(sj_ctx *ctx, sj_artifact **out) {
+sj_status sj__artifact_new(sj_ctx *ctx, sj_artifact **out) {
     sj_artifact *a = sj_calloc(ctx, 1, sizeof *a);
     if (!a) return sj_fail(ctx, SJ_E_NOMEM, "artifact: out of memory");
     a->ctx = ctx;
@@ -14,7 +14,7 @@ sj_status sj_artifact_new(sj_ctx *ctx, sj_artifact **out) {
     char **fields[] = {&a->target, &a->triple, &a->cpu, &a->features,
                        &a->shapejit_version, &a->llvm_version, &a->externs, &a->tuning};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (sj_artifact_set_string(a, fields[i], "") != SJ_OK) {
+        if (sj__artifact_set_string(a, fields[i], "") != SJ_OK) {
             sj_artifact_destroy(a);
             return SJ_E_NOMEM;
         }
@@ -23,7 +23,7 @@ sj_status sj_artifact_new(sj_ctx *ctx, sj_artifact **out) {
     return SJ_OK;
 }
 
-sj_status sj_artifact_set_string(sj_artifact *a, char **field, const char *s) {
+sj_status sj__artifact_set_string(sj_artifact *a, char **field, const char *s) {
     char *c = sj_strdup(a->ctx, s);
     if (!c) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
     sj_free(a->ctx, *field);
@@ -31,7 +31,7 @@ sj_status sj_artifact_set_string(sj_artifact *a, char **field, const char *s) {
     return SJ_OK;
 }
 
-sj_status sj_artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *bytes, size_t len) {
+sj_status sj__artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *bytes, size_t len) {
     sj_code_blob *nc = sj_realloc(a->ctx, a->code, (size_t)(a->n_code + 1) * sizeof *nc);
     if (!nc) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
     a->code = nc;
@@ -42,14 +42,14 @@ sj_status sj_artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *b
     return SJ_OK;
 }
 
-const sj_launch_plan *sj_artifact_plan(const sj_artifact *a) { return &a->plan; }
+const sj_launch_plan *sj__artifact_plan(const sj_artifact *a) { return &a->plan; }
 
 sj_status sj_artifact_set_tuning(sj_artifact *a, const char *record) {
     if (!a || !record) return sj_fail(a ? a->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (strlen(record) >= (1u << 16))
         return sj_fail(a->ctx, SJ_E_INVALID_ARG, "artifact: tuning record of %zu bytes (at most 65535)",
                        strlen(record));
-    return sj_artifact_set_string(a, &a->tuning, record);
+    return sj__artifact_set_string(a, &a->tuning, record);
 }
 
 void sj_artifact_destroy(sj_artifact *a) {
@@ -60,7 +60,7 @@ void sj_artifact_destroy(sj_artifact *a) {
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) sj_free(ctx, fields[i]);
     for (int i = 0; i < a->n_code; i++) sj_free(ctx, a->code[i].bytes);
     sj_free(ctx, a->code);
-    sj_plan_free(ctx, &a->plan);
+    sj__plan_free(ctx, &a->plan);
     sj_free(ctx, a);
 }
 
@@ -74,7 +74,7 @@ void sj_artifact_get_info(const sj_artifact *a, sj_artifact_info *out) {
         .n_launches = a->plan.n_launches, .n_code = a->n_code};
     memcpy(out->graph_hash, a->graph_hash, sizeof a->graph_hash);
     sj_plan_memory m;
-    sj_plan_memory_get(&a->plan, &m);
+    sj__plan_memory_get(&a->plan, &m);
     out->arena_bytes = m.arena_bytes;
     out->io_bytes = m.io_bytes;
     out->run_bytes = m.arena_bytes > INT64_MAX - m.io_bytes - m.table_bytes

@@ -35,12 +35,12 @@ struct sj_artifact {
 };
 
 /* An empty artifact (every string ""), for the compiler to fill. */
-sj_status sj_artifact_new(sj_ctx *ctx, sj_artifact **out);
+sj_status sj__artifact_new(sj_ctx *ctx, sj_artifact **out);
 /* Replaces *field with a copy of s. */
-sj_status sj_artifact_set_string(sj_artifact *a, char **field, const char *s);
+sj_status sj__artifact_set_string(sj_artifact *a, char **field, const char *s);
 /* Appends a copy of the bytes as a code blob. */
-sj_status sj_artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *bytes, size_t len);
+sj_status sj__artifact_add_code(sj_artifact *a, sj_code_format fmt, const void *bytes, size_t len);
 /* The launch plan (borrowed). */
-const sj_launch_plan *sj_artifact_plan(const sj_artifact *a);
+const sj_launch_plan *sj__artifact_plan(const sj_artifact *a);
 
 #endif

@@ -91,7 +91,7 @@ sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len
     put_u32(&w, 0);
     put_u64(&w, sizing.pos);
     put_body(&w, a);
-    put_u64(&w, sj_fnv1a(SJ_FNV_OFFSET, w.buf, w.pos));
+    put_u64(&w, sj__fnv1a(SJ_FNV_OFFSET, w.buf, w.pos));
     *out = w.buf;
     *len = w.pos;
     return SJ_OK;
@@ -215,7 +215,7 @@ static void get_plan(reader *r, sj_launch_plan *p) {
     p->n_words = get_count(r, 8, "word");
     p->words = get_array(r, p->n_words, sizeof *p->words);
     for (int i = 0; i < p->n_words && r->st == SJ_OK; i++) p->words[i] = get_i64(r, "word");
-    if (r->st == SJ_OK) r->st = sj_plan_validate(r->ctx, p);
+    if (r->st == SJ_OK) r->st = sj__plan_validate(r->ctx, p);
 }
 
 static void get_body(reader *r, sj_artifact *a) {
@@ -238,7 +238,7 @@ static void get_body(reader *r, sj_artifact *a) {
         else if (r->st == SJ_OK && len > r->len - r->pos)
             bad(r, "artifact: %s %llu exceeds the bytes that remain", "code length", len);
         else if (r->st == SJ_OK) {
-            r->st = sj_artifact_add_code(a, (sj_code_format)fmt, r->p + r->pos, (size_t)len);
+            r->st = sj__artifact_add_code(a, (sj_code_format)fmt, r->p + r->pos, (size_t)len);
             r->pos += (size_t)len;
         }
     }
@@ -259,13 +259,13 @@ sj_status sj_artifact_deserialize(sj_ctx *ctx, const void *bytes, size_t len, sj
         return sj_fail(ctx, SJ_E_CORRUPT, "artifact: body of %llu bytes in %zu bytes (truncated?)",
                        (unsigned long long)body, len);
     reader t = {ctx, p, len - TRAILER_BYTES, len, SJ_OK};
-    if ((uint64_t)get_i64(&t, "checksum") != sj_fnv1a(SJ_FNV_OFFSET, p, len - TRAILER_BYTES))
+    if ((uint64_t)get_i64(&t, "checksum") != sj__fnv1a(SJ_FNV_OFFSET, p, len - TRAILER_BYTES))
         return sj_fail(ctx, SJ_E_CORRUPT, "artifact: checksum mismatch (altered bytes)");
     if (version != SJ_ARTIFACT_FORMAT_VERSION)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "artifact: format version %u, this build reads %u",
                        version, SJ_ARTIFACT_FORMAT_VERSION);
     sj_artifact *a;
-    SJ_TRY(sj_artifact_new(ctx, &a));
+    SJ_TRY(sj__artifact_new(ctx, &a));
     a->format_version = version;
     reader r = {ctx, p, HEADER_BYTES, len - TRAILER_BYTES, SJ_OK};
     get_body(&r, a);

@@ -5,7 +5,7 @@
 #include "core/core_impl.h"
 #include "plan/plan.h"
 
-void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p) {
+void sj__plan_free(sj_ctx *ctx, sj_launch_plan *p) {
     if (!p) return;
     sj_free(ctx, p->kernels);
     sj_free(ctx, p->slots);
@@ -22,7 +22,7 @@ static int64_t add_sat(int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_
  * executable of it holds (a plan that repeats a slot, which no compile
  * makes, is counted as it says). One pass: artifacts are read on every
  * load and list. */
-void sj_plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out) {
+void sj__plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out) {
     memset(out, 0, sizeof *out);
     out->arena_bytes = p->arena_bytes;
     out->table_bytes = (int64_t)p->n_launch_slots * (int64_t)sizeof(void *);
@@ -37,7 +37,7 @@ static bool range_ok(int64_t first, int64_t count, int64_t total) {
     return first >= 0 && count >= 0 && first <= total && count <= total - first;
 }
 
-sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p) {
+sj_status sj__plan_validate(sj_ctx *ctx, const sj_launch_plan *p) {
     if (p->extent < 1 || p->extent > SJ_MAX_EXTENT)
         return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: extent %lld out of range",
                        (long long)p->extent);

@@ -87,10 +87,10 @@ typedef struct sj_launch_plan {
 } sj_launch_plan;
 
 /* Launch plan helpers shared by lowering, artifacts, the runtime and tests. */
-void sj_plan_free(sj_ctx *ctx, sj_launch_plan *p);
+void sj__plan_free(sj_ctx *ctx, sj_launch_plan *p);
 /* Every index and size in range: launches name kernels and slots that exist,
  * word ranges lie inside words, arena slots inside the arena. */
-sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p);
+sj_status sj__plan_validate(sj_ctx *ctx, const sj_launch_plan *p);
 /* What an executable of p holds, read from the plan alone (a store lists it
  * without the graph): weights, the arena, the padded inputs and outputs its
  * kernels address, and the slot-pointer table; sums held at INT64_MAX. An
@@ -99,6 +99,6 @@ sj_status sj_plan_validate(sj_ctx *ctx, const sj_launch_plan *p);
 typedef struct sj_plan_memory {
     int64_t weight_bytes, arena_bytes, io_bytes, table_bytes;
 } sj_plan_memory;
-void sj_plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out);
+void sj__plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out);
 
 #endif

@@ -19,7 +19,7 @@ sj_status sj_artifact_check_host(const sj_artifact *a) {
     if (strcmp(a->target, "host"))
         return sj_fail(ctx, SJ_E_MISMATCH, "artifact: built for target '%s', not the host", a->target);
     char *triple, *cpu, *features;
-    SJ_TRY(sj_llvm_host_info(ctx, &triple, &cpu, &features));
+    SJ_TRY(sj__llvm_host_info(ctx, &triple, &cpu, &features));
     sj_status st = SJ_OK;
     size_t al = arch_len(a->triple);
     if (al != arch_len(triple) || memcmp(a->triple, triple, al)) {
@@ -33,7 +33,7 @@ sj_status sj_artifact_check_host(const sj_artifact *a) {
     } else {
         /* Name every missing feature, so the message says what to rebuild for. */
         char missing[512];
-        int n_missing = sj_cpu_features_missing(a->features, features, missing, sizeof missing);
+        int n_missing = sj__cpu_features_missing(a->features, features, missing, sizeof missing);
         if (n_missing)
             st = sj_fail(ctx, SJ_E_MISMATCH,
                          "artifact: built for CPU %s with %d feature(s) this %s lacks: %s", a->cpu,

@@ -14,7 +14,7 @@ static sj_status check_externs(const sj_artifact *a) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
         snprintf(name, sizeof name, "%.*s", (int)n, p);
-        if (!sj_host_extern_symbol(name))
+        if (!sj__host_extern_symbol(name))
             return sj_fail(a->ctx, SJ_E_UNSUPPORTED,
                            "artifact: code calls extern '%s', which this build does not provide", name);
         if (!end) break;
@@ -42,12 +42,12 @@ sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph 
         /* GPUs: SASS when the device runs its arch, else PTX the driver can
          * JIT (the device refuses a cubin of another arch with SJ_E_MISMATCH). */
         if (sj_artifact_find_code(a, SJ_CODE_CUBIN, &code, &len) == SJ_OK) {
-            sj_status st = sj_executable_create(dev, &a->plan, SJ_CODE_CUBIN, code, len, g, out);
+            sj_status st = sj__executable_create(dev, &a->plan, SJ_CODE_CUBIN, code, len, g, out);
             if (st != SJ_E_MISMATCH || sj_artifact_find_code(a, SJ_CODE_PTX, &code, &len) != SJ_OK)
                 return st;
         }
         fmt = SJ_CODE_PTX;
         SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
     }
-    return sj_executable_create(dev, &a->plan, fmt, code, len, g, out);
+    return sj__executable_create(dev, &a->plan, fmt, code, len, g, out);
 }

@@ -18,7 +18,7 @@ static bool enables(const char *list, const char *feat, size_t n) {
     return false;
 }
 
-int sj_cpu_features_missing(const char *need, const char *have, char *missing, size_t cap) {
+int sj__cpu_features_missing(const char *need, const char *have, char *missing, size_t cap) {
     size_t used = 0;
     int n = 0;
     if (missing && cap) missing[0] = '\0';

@@ -9,6 +9,6 @@
 /* The number of features `need` enables ('+') that `have` does not; their
  * names, space-separated, go to missing (cap bytes, truncated to fit) when
  * missing is not NULL. */
-int sj_cpu_features_missing(const char *need, const char *have, char *missing, size_t cap);
+int sj__cpu_features_missing(const char *need, const char *have, char *missing, size_t cap);
 
 #endif

@@ -90,7 +90,7 @@ static bool list_remove(ptr_list *l, void *p) {
 #define CU_CALL(d, call, what)                                                                     \
     do {                                                                                           \
         CUresult cu_r_ = (call);                                                                   \
-        if (cu_r_ != CUDA_SUCCESS) return sj_cu_fail((d)->ctx, &(d)->api, cu_r_, what);            \
+        if (cu_r_ != CUDA_SUCCESS) return sj__cu_fail((d)->ctx, &(d)->api, cu_r_, what);            \
     } while (0)
 
 static sj_status push(cu_device *d) {
@@ -128,7 +128,7 @@ static sj_status do_alloc(cu_device *d, size_t bytes, void **out) {
     }
     if (r != CUDA_SUCCESS) {
         d->api.cuMemFree(p);
-        return sj_cu_fail(d->ctx, &d->api, r, "zero-fill of a new allocation");
+        return sj__cu_fail(d->ctx, &d->api, r, "zero-fill of a new allocation");
     }
     sj_status st = list_add(d->ctx, &d->allocs, (void *)(uintptr_t)p);
     if (st != SJ_OK) {
@@ -215,7 +215,7 @@ static sj_status load_ptx(cu_device *d, const char *ptx, size_t len, CUmodule *m
     CUresult r = d->api.cuModuleLoadDataEx(m, ptx, 2, opts, vals);
     sj_free(d->ctx, owned);
     if (r == CUDA_SUCCESS) return SJ_OK;
-    if (log[0] == '\0') return sj_cu_fail(d->ctx, &d->api, r, "load PTX");
+    if (log[0] == '\0') return sj__cu_fail(d->ctx, &d->api, r, "load PTX");
     log[sizeof log - 1] = '\0';
     return sj_fail(d->ctx, r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ? SJ_E_MISMATCH : SJ_E_COMPILE,
                    "cuda: the driver's PTX JIT for sm_%d rejected the module: %.700s", d->info.sm,
@@ -274,7 +274,7 @@ static sj_status do_resolve(cu_device *d, void *module, const char *name, sj_ker
     CUresult r = d->api.cuModuleGetFunction(&f, module, name);
     if (r == CUDA_ERROR_NOT_FOUND)
         return sj_fail(d->ctx, SJ_E_NOT_FOUND, "cuda: module has no kernel %s", name);
-    if (r != CUDA_SUCCESS) return sj_cu_fail(d->ctx, &d->api, r, "cuModuleGetFunction");
+    if (r != CUDA_SUCCESS) return sj__cu_fail(d->ctx, &d->api, r, "cuModuleGetFunction");
     if (attrs) {
         memset(attrs, 0, sizeof *attrs);
         int v = 0;
@@ -361,12 +361,12 @@ static sj_status collect_kernel_nodes(cu_device *d, cu_graph *g) {
     }
     sj_status st = SJ_OK;
     CUresult r = d->api.cuGraphGetNodes(g->graph, all, &n);
-    if (r != CUDA_SUCCESS) st = sj_cu_fail(d->ctx, &d->api, r, "cuGraphGetNodes");
+    if (r != CUDA_SUCCESS) st = sj__cu_fail(d->ctx, &d->api, r, "cuGraphGetNodes");
     for (size_t i = 0; st == SJ_OK && i < n; i++) {
         CUgraphNodeType type;
         r = d->api.cuGraphNodeGetType(all[i], &type);
         if (r != CUDA_SUCCESS) {
-            st = sj_cu_fail(d->ctx, &d->api, r, "cuGraphNodeGetType");
+            st = sj__cu_fail(d->ctx, &d->api, r, "cuGraphNodeGetType");
             break;
         }
         if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
@@ -374,7 +374,7 @@ static sj_status collect_kernel_nodes(cu_device *d, cu_graph *g) {
         node->node = all[i];
         r = d->api.cuGraphKernelNodeGetParams(all[i], &node->params);
         if (r != CUDA_SUCCESS) {
-            st = sj_cu_fail(d->ctx, &d->api, r, "cuGraphKernelNodeGetParams");
+            st = sj__cu_fail(d->ctx, &d->api, r, "cuGraphKernelNodeGetParams");
             break;
         }
         void **kp = node->params.kernelParams;
@@ -404,10 +404,10 @@ static sj_status do_end_capture(cu_device *d, sj_graph_handle *out) {
     }
     g->graph = graph;
     sj_status st = SJ_OK;
-    if (r != CUDA_SUCCESS) st = sj_cu_fail(d->ctx, &d->api, r, "cuStreamEndCapture");
+    if (r != CUDA_SUCCESS) st = sj__cu_fail(d->ctx, &d->api, r, "cuStreamEndCapture");
     if (st == SJ_OK) st = collect_kernel_nodes(d, g);
     if (st == SJ_OK && (r = d->api.cuGraphInstantiate(&g->exec, g->graph, 0)) != CUDA_SUCCESS)
-        st = sj_cu_fail(d->ctx, &d->api, r, "cuGraphInstantiate");
+        st = sj__cu_fail(d->ctx, &d->api, r, "cuGraphInstantiate");
     if (st == SJ_OK) st = list_add(d->ctx, &d->graphs, g);
     if (st != SJ_OK) {
         graph_free(d, g);
@@ -500,7 +500,7 @@ static void release(cu_device *d) {
     sj_free(d->ctx, d->graphs.items);
     sj_free(d->ctx, d->modules.items);
     sj_free(d->ctx, d->allocs.items);
-    sj_cu_api_close(&d->api);
+    sj__cu_api_close(&d->api);
     sj_free(d->ctx, d);
 }
 
@@ -512,7 +512,7 @@ static sj_status make_stream(cu_device *d) {
     pop(d);
     if (r == CUDA_SUCCESS) return SJ_OK;
     d->stream = NULL;
-    return sj_cu_fail(d->ctx, &d->api, r, "cuStreamCreate");
+    return sj__cu_fail(d->ctx, &d->api, r, "cuStreamCreate");
 }
 
 /* After a sticky error the context answers every call with it, so nothing
@@ -568,7 +568,7 @@ static sj_status describe(sj_ctx *ctx, const sj_cu_api *api, int ordinal, CUdevi
                           sj_cuda_device_info *info) {
     int count = 0;
     CUresult r = api->cuDeviceGetCount(&count);
-    if (r != CUDA_SUCCESS) return sj_cu_fail(ctx, api, r, "cuDeviceGetCount");
+    if (r != CUDA_SUCCESS) return sj__cu_fail(ctx, api, r, "cuDeviceGetCount");
     if (ordinal < 0 || ordinal >= count)
         return sj_fail(ctx, SJ_E_NO_DEVICE, "cuda: no GPU %d (the driver sees %d)", ordinal, count);
     memset(info, 0, sizeof *info);
@@ -583,7 +583,7 @@ static sj_status describe(sj_ctx *ctx, const sj_cu_api *api, int ordinal, CUdevi
         (r = api->cuDeviceGetName(info->name, (int)sizeof info->name, *dev)) != CUDA_SUCCESS ||
         (r = api->cuDeviceTotalMem(&info->total_memory, *dev)) != CUDA_SUCCESS ||
         (r = api->cuDriverGetVersion(&info->driver_version)) != CUDA_SUCCESS)
-        return sj_cu_fail(ctx, api, r, "describe the GPU");
+        return sj__cu_fail(ctx, api, r, "describe the GPU");
     info->ordinal = ordinal;
     info->sm = major * 10 + minor;
     info->multiprocessors = sms;
@@ -598,10 +598,10 @@ sj_status sj_cuda_probe(sj_ctx *ctx, const sj_cuda_device_config *cfg, sj_cuda_d
     }
     if (!out) return sj_fail(ctx, SJ_E_INVALID_ARG, "cuda: probe without an output");
     sj_cu_api api;
-    SJ_TRY(sj_cu_api_open(ctx, cfg->driver_path, &api));
+    SJ_TRY(sj__cu_api_open(ctx, cfg->driver_path, &api));
     CUdevice dev;
     sj_status st = describe(ctx, &api, cfg->ordinal, &dev, out);
-    sj_cu_api_close(&api);
+    sj__cu_api_close(&api);
     return st;
 }
 
@@ -624,7 +624,7 @@ sj_status sj_cuda_device_create(sj_ctx *ctx, const sj_cuda_device_config *cfg,
     cu_device *d = sj_calloc(ctx, 1, sizeof *d);
     if (!d) return sj_fail(ctx, SJ_E_NOMEM, "cuda: device state");
     d->ctx = ctx;
-    sj_status st = sj_cu_api_open(ctx, cfg->driver_path, &d->api);
+    sj_status st = sj__cu_api_open(ctx, cfg->driver_path, &d->api);
     if (st == SJ_OK) st = open_gpu(d, cfg->ordinal);
     if (st != SJ_OK) {
         release(d);

@@ -9,7 +9,7 @@
 #define SJ_STR_(x) #x
 #define SJ_SYM(x) SJ_STR_(x)
 
-sj_status sj_cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api) {
+sj_status sj__cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api) {
     memset(api, 0, sizeof *api);
     if (!path) path = "libcuda.so.1";
     /* NODELETE: the driver keeps threads of its own after cuInit; unmapping
@@ -27,7 +27,7 @@ sj_status sj_cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api) {
         memcpy(&api->fn, &sym, sizeof sym);                                                        \
     }                                                                                              \
     if (!api->fn) {                                                                                \
-        sj_cu_api_close(api);                                                                      \
+        sj__cu_api_close(api);                                                                      \
         return sj_fail(ctx, SJ_E_NO_DEVICE, "cuda: driver %s lacks %s (driver too old for CUDA %d)", \
                        path, SJ_SYM(fn), CUDA_VERSION / 1000);                                     \
     }
@@ -35,20 +35,20 @@ sj_status sj_cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api) {
 #undef SJ_CU_RESOLVE
     CUresult r = api->cuInit(0);
     if (r != CUDA_SUCCESS) {
-        sj_cu_fail(ctx, api, r, "cuInit");
-        sj_error_prefix(ctx, "no usable GPU");
-        sj_cu_api_close(api);
+        sj__cu_fail(ctx, api, r, "cuInit");
+        sj__error_prefix(ctx, "no usable GPU");
+        sj__cu_api_close(api);
         return SJ_E_NO_DEVICE;
     }
     return SJ_OK;
 }
 
-void sj_cu_api_close(sj_cu_api *api) {
+void sj__cu_api_close(sj_cu_api *api) {
     if (api->lib) dlclose(api->lib);
     memset(api, 0, sizeof *api);
 }
 
-bool sj_cu_sticky(CUresult r) {
+bool sj__cu_sticky(CUresult r) {
     switch (r) {
     /* a kernel faulted: every later call on the context returns the error */
     case CUDA_ERROR_ILLEGAL_ADDRESS:
@@ -72,11 +72,11 @@ bool sj_cu_sticky(CUresult r) {
     }
 }
 
-sj_status sj_cu_fail(sj_ctx *ctx, const sj_cu_api *api, CUresult r, const char *what) {
+sj_status sj__cu_fail(sj_ctx *ctx, const sj_cu_api *api, CUresult r, const char *what) {
     const char *name = NULL, *text = NULL;
     if (api->cuGetErrorName) api->cuGetErrorName(r, &name);
     if (api->cuGetErrorString) api->cuGetErrorString(r, &text);
-    if (sj_cu_sticky(r))
+    if (sj__cu_sticky(r))
         return sj_fail(ctx, SJ_E_DEVICE_LOST, "cuda: %s: %s: %s (the CUDA context is lost)", what,
                        name ? name : "CUDA_ERROR_?", text ? text : "unknown error");
     sj_status st;

@@ -73,20 +73,20 @@ typedef struct sj_cu_api {
 /* Opens `path` (NULL = "libcuda.so.1") and resolves every entry point, then
  * cuInit. SJ_E_NO_DEVICE naming the library, the missing symbol or the
  * driver's error. On failure nothing stays open. */
-sj_status sj_cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api);
-void sj_cu_api_close(sj_cu_api *api);
+sj_status sj__cu_api_open(sj_ctx *ctx, const char *path, sj_cu_api *api);
+void sj__cu_api_close(sj_cu_api *api);
 
 /* Whether `r` poisons the context: a kernel fault (illegal address, trap,
  * timeout, ...) or a hardware error, after which every call on the context
  * returns it until the context is reset. Launch errors the driver reports
  * at the launch itself (bad geometry, out of resources) are not sticky. */
-bool sj_cu_sticky(CUresult r);
+bool sj__cu_sticky(CUresult r);
 
 /* Records "cuda: <what>: <error name>: <error text>" and returns the status
  * matching `r` (sticky -> SJ_E_DEVICE_LOST, out of memory -> SJ_E_NOMEM, no
  * binary for the GPU -> SJ_E_MISMATCH, not found -> SJ_E_NOT_FOUND, else
  * SJ_E_DEVICE). */
-sj_status sj_cu_fail(sj_ctx *ctx, const sj_cu_api *api, CUresult r, const char *what);
+sj_status sj__cu_fail(sj_ctx *ctx, const sj_cu_api *api, CUresult r, const char *what);
 
 #endif
 #endif

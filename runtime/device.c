@@ -17,8 +17,8 @@ static void mdcache_release_buffer(void *user, void *buffer) {
 static sj_status weight_make(void *user, const void *src, size_t bytes, void **out) {
     sj_weight_gen *wg = user;
     sj_device *dev = wg->dev;
-    sj_device_lock(dev);
-    sj_status st = sj_device_check_usable_locked(dev, "upload weights");
+    sj__device_lock(dev);
+    sj_status st = sj__device_check_usable_locked(dev, "upload weights");
     if (st == SJ_OK && wg->gen != atomic_load(&dev->generation))
         st = sj_fail(dev->ctx, SJ_E_STATE, "upload weights: device '%s' was reset meanwhile",
                      dev->ops->name);
@@ -27,23 +27,23 @@ static sj_status weight_make(void *user, const void *src, size_t bytes, void **o
         st = dev->ops->copy(dev->impl, *out, src, bytes, SJ_COPY_H2D);
         if (st != SJ_OK) dev->ops->free(dev->impl, *out);
     }
-    sj_device_recover_locked(dev, st);
-    sj_device_unlock(dev);
+    sj__device_recover_locked(dev, st);
+    sj__device_unlock(dev);
     return st;
 }
 
 static void weight_free(void *user, void *buf) {
     sj_weight_gen *wg = user;
-    sj_device_free_gen(wg->dev, buf, wg->gen);
+    sj__device_free_gen(wg->dev, buf, wg->gen);
 }
 
-sj_weight_pool *sj_device_weight_pool(sj_device *dev, const sj_weight_backing **backing) {
-    sj_device_lock(dev);
+sj_weight_pool *sj__device_weight_pool(sj_device *dev, const sj_weight_backing **backing) {
+    sj__device_lock(dev);
     uint64_t gen = atomic_load(&dev->generation);
     sj_weight_gen *wg = dev->weight_gens;
     if (!wg || wg->gen != gen) {
         wg = sj_calloc(dev->ctx, 1, sizeof *wg);
-        if (wg && sj_weight_pool_create(dev->ctx, &wg->pool) != SJ_OK) {
+        if (wg && sj__weight_pool_create(dev->ctx, &wg->pool) != SJ_OK) {
             sj_free(dev->ctx, wg);
             wg = NULL;
         }
@@ -56,7 +56,7 @@ sj_weight_pool *sj_device_weight_pool(sj_device *dev, const sj_weight_backing **
             dev->weights = wg->pool;
         }
     }
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
     *backing = wg ? &wg->backing : NULL;
     return wg ? wg->pool : NULL;
 }
@@ -108,16 +108,16 @@ sj_status sj_device_create(sj_ctx *ctx, const sj_device_ops *ops, void *impl,
     return SJ_OK;
 }
 
-void sj_device_lock(sj_device *dev) { pthread_mutex_lock(&dev->lock); }
-void sj_device_unlock(sj_device *dev) { pthread_mutex_unlock(&dev->lock); }
+void sj__device_lock(sj_device *dev) { pthread_mutex_lock(&dev->lock); }
+void sj__device_unlock(sj_device *dev) { pthread_mutex_unlock(&dev->lock); }
 
-void sj_device_retain(sj_device *dev) { atomic_fetch_add(&dev->refs, 1); }
+void sj__device_retain(sj_device *dev) { atomic_fetch_add(&dev->refs, 1); }
 
-void sj_device_unref(sj_device *dev) {
+void sj__device_unref(sj_device *dev) {
     if (atomic_fetch_sub(&dev->refs, 1) != 1) return;
     for (sj_weight_gen *wg = dev->weight_gens, *older; wg; wg = older) {
         older = wg->older;
-        sj_weight_pool_destroy(wg->pool);
+        sj__weight_pool_destroy(wg->pool);
         sj_free(dev->ctx, wg);
     }
     pthread_mutex_destroy(&dev->lock);
@@ -126,7 +126,7 @@ void sj_device_unref(sj_device *dev) {
 
 void sj_device_destroy(sj_device *dev) {
     if (!dev) return;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     if (atomic_load(&dev->alive)) {
         /* The cache first: its buffers go back through the backend, which must
          * still be there; the backend then frees whatever is left. (NULL while
@@ -137,11 +137,11 @@ void sj_device_destroy(sj_device *dev) {
         dev->impl = NULL;
         atomic_store(&dev->alive, false);
     }
-    sj_device_unlock(dev);
-    sj_device_unref(dev);
+    sj__device_unlock(dev);
+    sj__device_unref(dev);
 }
 
-sj_status sj_device_check_alive(sj_device *dev, const char *what) {
+sj_status sj__device_check_alive(sj_device *dev, const char *what) {
     if (atomic_load(&dev->alive)) return SJ_OK;
     return sj_fail(dev->ctx, SJ_E_STATE, "%s: device '%s' was released", what, dev->ops->name);
 }
@@ -176,7 +176,7 @@ static sj_status revive_locked(sj_device *dev) {
     return SJ_OK;
 }
 
-sj_status sj_device_recover_locked(sj_device *dev, sj_status st) {
+sj_status sj__device_recover_locked(sj_device *dev, sj_status st) {
     if (st != SJ_E_DEVICE_LOST || !dev->ops->reset || !atomic_load(&dev->alive)) return st;
     char why[512];
     snprintf(why, sizeof why, "%s", sj_ctx_last_error(dev->ctx));
@@ -191,11 +191,11 @@ sj_status sj_device_recover_locked(sj_device *dev, sj_status st) {
     return st;
 }
 
-sj_status sj_device_check_usable_locked(sj_device *dev, const char *what) {
-    SJ_TRY(sj_device_check_alive(dev, what));
+sj_status sj__device_check_usable_locked(sj_device *dev, const char *what) {
+    SJ_TRY(sj__device_check_alive(dev, what));
     if (!dev->lost) return SJ_OK;
     if (revive_locked(dev) == SJ_OK) return SJ_OK;
-    sj_error_prefix(dev->ctx, "%s: device '%s' lost its context and cannot be reset", what,
+    sj__error_prefix(dev->ctx, "%s: device '%s' lost its context and cannot be reset", what,
                     dev->ops->name);
     return SJ_E_DEVICE_LOST;
 }
@@ -218,10 +218,10 @@ sj_mdcache *sj_device_metadata_cache(sj_device *dev) { return dev->mdcache; }
  * lost context, unlock. */
 #define LOCKED_CALL(dev, what, call)                                                               \
     do {                                                                                           \
-        sj_device_lock(dev);                                                                       \
-        sj_status st_ = sj_device_check_usable_locked(dev, what);                                  \
-        if (st_ == SJ_OK) st_ = sj_device_recover_locked(dev, (call));                             \
-        sj_device_unlock(dev);                                                                     \
+        sj__device_lock(dev);                                                                       \
+        sj_status st_ = sj__device_check_usable_locked(dev, what);                                  \
+        if (st_ == SJ_OK) st_ = sj__device_recover_locked(dev, (call));                             \
+        sj__device_unlock(dev);                                                                     \
         return st_;                                                                                \
     } while (0)
 
@@ -234,17 +234,17 @@ sj_status sj_device_alloc(sj_device *dev, size_t bytes, void **out) {
 
 void sj_device_free(sj_device *dev, void *ptr) {
     if (!dev || !ptr) return;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     if (atomic_load(&dev->alive) && !dev->lost) dev->ops->free(dev->impl, ptr);
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
 }
 
-void sj_device_free_gen(sj_device *dev, void *ptr, uint64_t gen) {
+void sj__device_free_gen(sj_device *dev, void *ptr, uint64_t gen) {
     if (!dev || !ptr) return;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     if (atomic_load(&dev->alive) && !dev->lost && atomic_load(&dev->generation) == gen)
         dev->ops->free(dev->impl, ptr);
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
 }
 
 sj_status sj_device_copy(sj_device *dev, void *dst, const void *src, size_t bytes,
@@ -263,19 +263,19 @@ sj_status sj_device_sync(sj_device *dev) {
 
 sj_status sj_device_set_timing(sj_device *dev, bool on) {
     if (!dev) return SJ_E_INVALID_ARG;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     dev->timing = on;
     memset(&dev->timed, 0, sizeof dev->timed);
     dev->timed.kernel_measured = dev->ops->kernel_timer != NULL;
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
     return SJ_OK;
 }
 
 sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out) {
     if (!dev || !out) return SJ_E_INVALID_ARG;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     *out = dev->timed;
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
     return SJ_OK;
 }
 
@@ -288,7 +288,7 @@ sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_d
                 dev->ops->launch(dev->impl, k, dims, buffers, info, active_extent));
 }
 
-sj_status sj_device_begin_capture_locked(sj_device *dev) {
+sj_status sj__device_begin_capture_locked(sj_device *dev) {
     if (dev->capturing)
         return sj_fail(dev->ctx, SJ_E_STATE, "device '%s': a capture is already recording",
                        dev->ops->name);
@@ -297,7 +297,7 @@ sj_status sj_device_begin_capture_locked(sj_device *dev) {
     return st;
 }
 
-sj_status sj_device_end_capture_locked(sj_device *dev, sj_graph_handle *out) {
+sj_status sj__device_end_capture_locked(sj_device *dev, sj_graph_handle *out) {
     if (!dev->capturing)
         return sj_fail(dev->ctx, SJ_E_STATE, "device '%s': end of capture with none recording",
                        dev->ops->name);
@@ -307,14 +307,14 @@ sj_status sj_device_end_capture_locked(sj_device *dev, sj_graph_handle *out) {
 
 sj_status sj_device_begin_capture(sj_device *dev) {
     if (!dev) return SJ_E_INVALID_ARG;
-    LOCKED_CALL(dev, "begin capture", sj_device_begin_capture_locked(dev));
+    LOCKED_CALL(dev, "begin capture", sj__device_begin_capture_locked(dev));
 }
 
 sj_status sj_device_end_capture(sj_device *dev, sj_graph_handle *out) {
     if (!dev || !out)
         return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
-    LOCKED_CALL(dev, "end capture", sj_device_end_capture_locked(dev, out));
+    LOCKED_CALL(dev, "end capture", sj__device_end_capture_locked(dev, out));
 }
 
 sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_extent) {
@@ -325,15 +325,15 @@ sj_status sj_device_replay(sj_device *dev, sj_graph_handle g, int64_t active_ext
 
 void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g) {
     if (!dev || !g) return;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     if (atomic_load(&dev->alive) && !dev->lost) dev->ops->destroy_graph(dev->impl, g);
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
 }
 
 static sj_status load_locked(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                              sj_module *m) {
     m->gen = atomic_load(&dev->generation);
-    return sj_device_recover_locked(dev,
+    return sj__device_recover_locked(dev,
                                     dev->ops->load_module(dev->impl, fmt, code, len, &m->impl));
 }
 
@@ -347,15 +347,15 @@ sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *
     sj_module *m = sj_calloc(dev->ctx, 1, sizeof *m);
     if (!m) return sj_fail(dev->ctx, SJ_E_NOMEM, "load module: out of memory");
     m->dev = dev;
-    sj_device_lock(dev);
-    sj_status st = sj_device_check_usable_locked(dev, "load module");
+    sj__device_lock(dev);
+    sj_status st = sj__device_check_usable_locked(dev, "load module");
     if (st == SJ_OK) st = load_locked(dev, fmt, code, len, m);
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
     if (st != SJ_OK) {
         sj_free(dev->ctx, m);
         return st;
     }
-    sj_device_retain(dev);
+    sj__device_retain(dev);
     *out = m;
     return SJ_OK;
 }
@@ -363,13 +363,13 @@ sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *
 void sj_module_destroy(sj_module *m) {
     if (!m) return;
     sj_device *dev = m->dev;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     /* a module of an older generation went with its context */
     if (atomic_load(&dev->alive) && !dev->lost && m->gen == atomic_load(&dev->generation))
         dev->ops->unload_module(dev->impl, m->impl);
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
     sj_free(dev->ctx, m);
-    sj_device_unref(dev);
+    sj__device_unref(dev);
 }
 
 sj_device *sj_module_device(const sj_module *m) { return m->dev; }

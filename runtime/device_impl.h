@@ -35,7 +35,7 @@ struct sj_device {
     struct sj_weight_gen *weight_gens; /* newest first */
     bool timing;             /* sj_device_set_timing */
     sj_device_timing timed;  /* its counters */
-    /* Resets (sj_device_recover_locked): a backend call failed with
+    /* Resets (sj__device_recover_locked): a backend call failed with
      * SJ_E_DEVICE_LOST, so every handle made on the device so far (memory,
      * modules, graphs, info buffers, weights) went with its context. The
      * generation counts those losses: a holder compares the generation its
@@ -65,29 +65,29 @@ struct sj_module {
     uint64_t gen; /* the device generation it was loaded in */
 };
 
-void sj_device_lock(sj_device *dev);
-void sj_device_unlock(sj_device *dev);
-void sj_device_retain(sj_device *dev);
+void sj__device_lock(sj_device *dev);
+void sj__device_unlock(sj_device *dev);
+void sj__device_retain(sj_device *dev);
 /* Drops a reference; the last one frees the struct. */
-void sj_device_unref(sj_device *dev);
+void sj__device_unref(sj_device *dev);
 /* SJ_E_STATE with a message when the device was released. */
-sj_status sj_device_check_alive(sj_device *dev, const char *what);
+sj_status sj__device_check_alive(sj_device *dev, const char *what);
 /* With the lock held: check_alive, and for a lost device one more try at
  * its reset (SJ_E_DEVICE_LOST naming why it still fails). */
-sj_status sj_device_check_usable_locked(sj_device *dev, const char *what);
+sj_status sj__device_check_usable_locked(sj_device *dev, const char *what);
 /* With the lock held, after a backend call returned `st`: SJ_E_DEVICE_LOST
  * starts a new generation and resets the backend (keeping the call's
  * message, with the reset's failure appended). Returns st. */
-sj_status sj_device_recover_locked(sj_device *dev, sj_status st);
+sj_status sj__device_recover_locked(sj_device *dev, sj_status st);
 /* Frees ptr when it was allocated in generation `gen` and the device is
  * alive; a pointer of an older generation went with its context. */
-void sj_device_free_gen(sj_device *dev, void *ptr, uint64_t gen);
+void sj__device_free_gen(sj_device *dev, void *ptr, uint64_t gen);
 /* The current generation's weight pool and its backing (made at the first
  * call of a generation), or NULL for lack of memory. */
-sj_weight_pool *sj_device_weight_pool(sj_device *dev, const sj_weight_backing **backing);
+sj_weight_pool *sj__device_weight_pool(sj_device *dev, const sj_weight_backing **backing);
 
 /* Capture with the lock already held (the executor's capture). */
-sj_status sj_device_begin_capture_locked(sj_device *dev);
-sj_status sj_device_end_capture_locked(sj_device *dev, sj_graph_handle *out);
+sj_status sj__device_begin_capture_locked(sj_device *dev);
+sj_status sj__device_end_capture_locked(sj_device *dev, sj_graph_handle *out);
 
 #endif

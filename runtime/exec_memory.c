@@ -14,10 +14,10 @@
  * context's, so every host device (workers, engines) shares one copy. */
 static sj_weight_pool *pool_for(sj_device *dev, const sj_weight_backing **backing) {
     if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
-        *backing = sj_ctx_host_weight_backing(dev->ctx);
-        return sj_ctx_weight_pool(dev->ctx);
+        *backing = sj__ctx_host_weight_backing(dev->ctx);
+        return sj__ctx_weight_pool(dev->ctx);
     }
-    return sj_device_weight_pool(dev, backing);
+    return sj__device_weight_pool(dev, backing);
 }
 
 static exe_param *find_param(sj_executable *e, sj_value v) {
@@ -32,29 +32,29 @@ static sj_status acquire_param(sj_executable *e, const sj_graph *g, const sj_buf
                                const sj_weight_backing *backing, void **out) {
     uint8_t hash[32];
     sj_precision storage = (sj_precision)sj_slot_storage(s);
-    sj_graph_param_hash_stored(g, s->index, storage, hash);
+    sj__graph_param_hash_stored(g, s->index, storage, hash);
     const sj_node *nd = &g->nodes[s->index];
     /* Bytes already as the kernels read them, in a file mapping, on a
      * device that reads host memory: lent in place, not copied. */
     if (storage == SJ_PRECISION_FP32 && nd->map && (e->dev->ops->flags & SJ_DEVICE_HOST_VISIBLE))
-        return sj_weight_pool_acquire_mapped(e->weights, hash, nd->data, (size_t)s->bytes, backing,
+        return sj__weight_pool_acquire_mapped(e->weights, hash, nd->data, (size_t)s->bytes, backing,
                                              nd->map, out);
     if (storage == SJ_PRECISION_FP32)
-        return sj_weight_pool_acquire(e->weights, hash, nd->data, (size_t)s->bytes, backing, out);
-    if (sj_weight_pool_acquire_held(e->weights, hash, (size_t)s->bytes, backing, out)) return SJ_OK;
+        return sj__weight_pool_acquire(e->weights, hash, nd->data, (size_t)s->bytes, backing, out);
+    if (sj__weight_pool_acquire_held(e->weights, hash, (size_t)s->bytes, backing, out)) return SJ_OK;
     void *narrow = sj_alloc(e->ctx, (size_t)s->bytes ? (size_t)s->bytes : 1);
     if (!narrow)
         return sj_fail(e->ctx, SJ_E_NOMEM, "out of memory for %lld bytes of %s weights",
                        (long long)s->bytes, sj_precision_name(storage));
-    sj_precision_round(storage, nd->data, narrow, s->bytes / 2);
-    sj_status st = sj_weight_pool_acquire(e->weights, hash, narrow, (size_t)s->bytes, backing, out);
+    sj__precision_round(storage, nd->data, narrow, s->bytes / 2);
+    sj_status st = sj__weight_pool_acquire(e->weights, hash, narrow, (size_t)s->bytes, backing, out);
     sj_free(e->ctx, narrow);
     return st;
 }
 
 /* Notes the mapping x's buffer lies in, once per mapping. */
 static sj_status note_map(sj_executable *e, exe_param *x) {
-    sj_weight_map *m = sj_weight_pool_buffer_map(e->weights, x->buffer);
+    sj_weight_map *m = sj__weight_pool_buffer_map(e->weights, x->buffer);
     x->mapped = m != NULL;
     if (!m) return SJ_OK;
     for (int i = 0; i < e->n_maps; i++)
@@ -66,12 +66,12 @@ static sj_status note_map(sj_executable *e, exe_param *x) {
     return SJ_OK;
 }
 
-sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
+sj_status sj__exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
     e->params = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->params);
     if (!e->params) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");
     /* A bucket load copies or lends the mapped bytes: they must still be
      * the ones the graph was loaded (and hashed) with. */
-    SJ_TRY(sj_graph_check_mapped(g, e->ctx));
+    SJ_TRY(sj__graph_check_mapped(g, e->ctx));
     const sj_weight_backing *backing;
     e->weights = pool_for(e->dev, &backing);
     if (!e->weights) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory for the weight pool");
@@ -81,7 +81,7 @@ sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const
         exe_param *x = &e->params[e->n_params];
         sj_status st = acquire_param(e, g, s, backing, &x->buffer);
         if (st != SJ_OK) {
-            sj_error_prefix(e->ctx, "executable: param '%s'",
+            sj__error_prefix(e->ctx, "executable: param '%s'",
                             g->nodes[s->index].name ? g->nodes[s->index].name : "?");
             return st;
         }
@@ -93,16 +93,16 @@ sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const
     return SJ_OK;
 }
 
-void sj_exe_release_params(sj_executable *e) {
-    for (int i = 0; i < e->n_params; i++) sj_weight_pool_release(e->weights, e->params[i].buffer);
+void sj__exe_release_params(sj_executable *e) {
+    for (int i = 0; i < e->n_params; i++) sj__weight_pool_release(e->weights, e->params[i].buffer);
     e->n_params = 0;
     sj_free(e->ctx, e->maps);
     e->maps = NULL;
     e->n_maps = 0;
 }
 
-sj_status sj_exe_check_mapped(sj_executable *e) {
-    for (int i = 0; i < e->n_maps; i++) SJ_TRY(sj_weight_map_check(e->maps[i], e->ctx));
+sj_status sj__exe_check_mapped(sj_executable *e) {
+    for (int i = 0; i < e->n_maps; i++) SJ_TRY(sj__weight_map_check(e->maps[i], e->ctx));
     return SJ_OK;
 }
 
@@ -213,13 +213,13 @@ static sj_status check_fits(sj_executable *e) {
                    e->extent, need, e->arena_bytes, io_bytes(e), cap, ops->name);
 }
 
-sj_status sj_exe_make_resident(sj_executable *e) {
+sj_status sj__exe_make_resident(sj_executable *e) {
     if (e->resident) return SJ_OK;
     SJ_TRY(check_fits(e));
     sj_status st = make_run_memory(e);
     if (st != SJ_OK) {
         free_run_memory(e);
-        sj_error_prefix(e->ctx,
+        sj__error_prefix(e->ctx,
                         "bucket %" PRId64 ": run memory (arena %" PRId64 " bytes, inputs and "
                         "outputs %zu bytes)",
                         e->extent, e->arena_bytes, io_bytes(e));
@@ -234,17 +234,17 @@ void sj_executable_trim(sj_executable *e) {
     if (!e) return;
     /* A capture recorded the run memory's pointers: it goes with them. */
     sj_executable_release_capture(e);
-    sj_device_lock(e->dev);
+    sj__device_lock(e->dev);
     if (e->resident) e->trimmed++;
     free_run_memory(e);
-    sj_device_unlock(e->dev);
+    sj__device_unlock(e->dev);
 }
 
 void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out) {
     memset(out, 0, sizeof *out);
     if (!e) return;
     sj_executable *m = (sj_executable *)e; /* the lock is not part of the logical state */
-    sj_device_lock(m->dev);
+    sj__device_lock(m->dev);
     for (int i = 0; i < e->n_params; i++) {
         out->weight_bytes += e->params[i].bytes;
         if (e->params[i].mapped) out->weight_mapped_bytes += e->params[i].bytes;
@@ -258,5 +258,5 @@ void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out
     out->runs = e->runs;
     out->rows_requested = e->rows_requested;
     out->rows_computed = e->rows_computed;
-    sj_device_unlock(m->dev);
+    sj__device_unlock(m->dev);
 }

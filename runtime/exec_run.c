@@ -89,13 +89,13 @@ static sj_status copy_in(sj_executable *e, const exe_io *io, const sj_tensor *t,
     int64_t numel = sj_tensor_numel(t);
     if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
         copy_job j = {(char *)t->data, io->buffer, (int64_t)io->esize};
-        sj_pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
+        sj__pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
         return SJ_OK;
     }
-    if (sj_pad_chunk_count(&io->shape, active) <= 1)
+    if (sj__pad_chunk_count(&io->shape, active) <= 1)
         return dev->ops->copy(dev->impl, io->buffer, t->data, (size_t)numel * io->esize, SJ_COPY_H2D);
     copy_job j = {(char *)t->data, (char *)e->staging, (int64_t)io->esize};
-    sj_pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
+    sj__pad_chunks(&io->shape, active, e->extent, chunk_in, &j);
     return dev->ops->copy(dev->impl, io->buffer, e->staging, io->bytes, SJ_COPY_H2D);
 }
 
@@ -104,14 +104,14 @@ static sj_status copy_out(sj_executable *e, const exe_io *io, sj_tensor *t, int6
     int64_t numel = sj_tensor_numel(t);
     if (dev->ops->flags & SJ_DEVICE_HOST_VISIBLE) {
         copy_job j = {(char *)t->data, io->buffer, (int64_t)io->esize};
-        sj_pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
+        sj__pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
         return SJ_OK;
     }
-    if (sj_pad_chunk_count(&io->shape, active) <= 1)
+    if (sj__pad_chunk_count(&io->shape, active) <= 1)
         return dev->ops->copy(dev->impl, t->data, io->buffer, (size_t)numel * io->esize, SJ_COPY_D2H);
     SJ_TRY(dev->ops->copy(dev->impl, e->staging, io->buffer, io->bytes, SJ_COPY_D2H));
     copy_job j = {(char *)t->data, (char *)e->staging, (int64_t)io->esize};
-    sj_pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
+    sj__pad_chunks(&io->shape, active, e->extent, chunk_out, &j);
     return SJ_OK;
 }
 
@@ -147,7 +147,7 @@ static const int64_t *info_for(sj_executable *e, const exe_launch *l) {
  * waits after each launch, names the one: the cache reruns a request that
  * lost the device that way once to say which kernel faulted. */
 static sj_status name_launch(sj_executable *e, sj_status st, int32_t i) {
-    sj_error_prefix(e->ctx, "kernel %s (launch #%d of bucket %lld)",
+    sj__error_prefix(e->ctx, "kernel %s (launch #%d of bucket %lld)",
                     e->kernels[e->launches[i].kernel].name, i, (long long)e->extent);
     return st;
 }
@@ -165,7 +165,7 @@ static sj_status name_in_flight(sj_executable *e, sj_status st, int32_t count) {
         }
         used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", k);
     }
-    sj_error_prefix(e->ctx, "bucket %lld: %d launches in flight (%s)", (long long)e->extent, count,
+    sj__error_prefix(e->ctx, "bucket %lld: %d launches in flight (%s)", (long long)e->extent, count,
                     names);
     return st;
 }
@@ -196,7 +196,7 @@ static sj_status dispatch(sj_executable *e, run_kind kind, int64_t n) {
     sj_status st = dev->ops->replay(dev->impl, e->graph, n);
     if (st == SJ_E_DEVICE_LOST) return name_in_flight(e, st, e->n_launches);
     if (st != SJ_OK)
-        sj_error_prefix(e->ctx, "bucket %lld: replay of its %d captured launches",
+        sj__error_prefix(e->ctx, "bucket %lld: replay of its %d captured launches",
                         (long long)e->extent, e->n_launches);
     return st;
 }
@@ -226,7 +226,7 @@ static sj_status timed_dispatch(sj_executable *e, run_kind kind, int64_t n) {
 
 /* SJ_E_STATE for an executable whose handles went with a lost context. */
 static sj_status check_current(sj_executable *e, const char *what) {
-    SJ_TRY(sj_device_check_usable_locked(e->dev, what));
+    SJ_TRY(sj__device_check_usable_locked(e->dev, what));
     if (sj_exe_current(e)) return SJ_OK;
     return sj_fail(e->ctx, SJ_E_STATE,
                    "%s: bucket %lld was loaded before device '%s' lost its context; load it again",
@@ -246,8 +246,8 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
     /* Params read in place from files: checked before the kernels touch a
      * page (a truncated file would fault them) and again after they ran, so
      * a file rewritten during the run fails it instead of answering. */
-    SJ_TRY(sj_exe_check_mapped(e));
-    SJ_TRY(sj_exe_make_resident(e));
+    SJ_TRY(sj__exe_check_mapped(e));
+    SJ_TRY(sj__exe_make_resident(e));
     int64_t n = e->has_sym ? active : e->extent;
     SJ_TRY(alloc_outputs(e, n, outputs, allocated));
     for (int i = 0; i < e->n_inputs; i++) SJ_TRY(copy_in(e, &e->inputs[i], &inputs[i], n));
@@ -258,7 +258,7 @@ static sj_status run_locked(sj_executable *e, run_kind kind, int64_t active,
         if (kind != RUN_STEPWISE)
             SJ_TRY(name_in_flight(e, dev->ops->sync(dev->impl), e->n_launches));
     }
-    SJ_TRY(sj_exe_check_mapped(e));
+    SJ_TRY(sj__exe_check_mapped(e));
     for (int i = 0; i < e->n_outputs; i++) SJ_TRY(copy_out(e, &e->outputs[i], &outputs[i], n));
     /* What ran: every launch above was given n, and a kernel touches the
      * first n rows only, so n rows were computed for the request's active. */
@@ -284,10 +284,10 @@ static sj_status run(sj_executable *e, run_kind kind, int64_t active, const sj_t
     } else {
         memset(local, 0, sizeof local);
     }
-    sj_device_lock(e->dev);
-    sj_status st = sj_device_recover_locked(e->dev, run_locked(e, kind, active, inputs, outputs,
+    sj__device_lock(e->dev);
+    sj_status st = sj__device_recover_locked(e->dev, run_locked(e, kind, active, inputs, outputs,
                                                                 allocated));
-    sj_device_unlock(e->dev);
+    sj__device_unlock(e->dev);
     if (st != SJ_OK && outputs)
         for (int i = 0; i < e->n_outputs; i++)
             if (allocated[i]) sj_tensor_free(e->ctx, &outputs[i]);
@@ -321,10 +321,10 @@ static sj_status capture_locked(sj_executable *e) {
     sj_device *dev = e->dev;
     SJ_TRY(check_current(e, "capture"));
     if (e->graph) return sj_fail(e->ctx, SJ_E_STATE, "capture: the executable already has one");
-    SJ_TRY(sj_exe_check_mapped(e)); /* the capture's launches run the kernels */
-    SJ_TRY(sj_exe_make_resident(e));
+    SJ_TRY(sj__exe_check_mapped(e)); /* the capture's launches run the kernels */
+    SJ_TRY(sj__exe_make_resident(e));
     SJ_TRY(sj_mdcache_capture_begin(dev->mdcache));
-    sj_status st = sj_device_begin_capture_locked(dev);
+    sj_status st = sj__device_begin_capture_locked(dev);
     if (st != SJ_OK) {
         sj_mdcache_capture_discard(dev->mdcache);
         return st;
@@ -332,7 +332,7 @@ static sj_status capture_locked(sj_executable *e) {
     /* The extent recorded here is never used: replay passes its own. */
     sj_status launched = launch_all(e, e->extent, false);
     sj_graph_handle g = NULL;
-    st = sj_device_end_capture_locked(dev, &g);
+    st = sj__device_end_capture_locked(dev, &g);
     if (launched != SJ_OK || st != SJ_OK) {
         if (g) dev->ops->destroy_graph(dev->impl, g);
         sj_mdcache_capture_discard(dev->mdcache);
@@ -352,20 +352,20 @@ static sj_status capture_locked(sj_executable *e) {
 
 sj_status sj_executable_capture(sj_executable *e) {
     if (!e) return SJ_E_INVALID_ARG;
-    sj_device_lock(e->dev);
-    sj_status st = sj_device_recover_locked(e->dev, capture_locked(e));
-    sj_device_unlock(e->dev);
+    sj__device_lock(e->dev);
+    sj_status st = sj__device_recover_locked(e->dev, capture_locked(e));
+    sj__device_unlock(e->dev);
     return st;
 }
 
 void sj_executable_release_capture(sj_executable *e) {
     if (!e || !e->graph) return;
     sj_device *dev = e->dev;
-    sj_device_lock(dev);
+    sj__device_lock(dev);
     if (sj_exe_current(e)) { /* else the graph and its pins went with the context */
         dev->ops->destroy_graph(dev->impl, e->graph);
         sj_mdcache_graph_release(dev->mdcache, e->graph_id);
     }
-    sj_device_unlock(dev);
+    sj__device_unlock(dev);
     e->graph = NULL;
 }

@@ -162,7 +162,7 @@ static sj_status describe_io(sj_executable *e, const sj_graph *g, bool inputs) {
         io[i].shape = d.shape;
         io[i].dtype = d.dtype;
         io[i].esize = sj_dtype_size(d.dtype);
-        io[i].chunks_max = sj_pad_chunk_count(&d.shape, e->extent);
+        io[i].chunks_max = sj__pad_chunk_count(&d.shape, e->extent);
         int64_t bytes = shape_bytes(&d.shape, d.dtype, e->extent);
         if (bytes < 0)
             return sj_fail(e->ctx, SJ_E_SHAPE, "executable: %s '%s' is too large at extent %lld",
@@ -207,7 +207,7 @@ static sj_status resolve_kernels(sj_executable *e) {
     for (int32_t i = 0; i < e->n_kernels; i++) {
         sj_status st = sj_module_kernel(e->module, e->kernels[i].name, &e->handles[i], NULL);
         if (st != SJ_OK) {
-            sj_error_prefix(e->ctx, "executable: kernel #%d '%s'", i, e->kernels[i].name);
+            sj__error_prefix(e->ctx, "executable: kernel #%d '%s'", i, e->kernels[i].name);
             return st;
         }
     }
@@ -215,7 +215,7 @@ static sj_status resolve_kernels(sj_executable *e) {
 }
 
 static sj_status build(sj_executable *e, const sj_launch_plan *p, const sj_graph *g) {
-    SJ_TRY(sj_device_check_alive(e->dev, "executable"));
+    SJ_TRY(sj__device_check_alive(e->dev, "executable"));
     SJ_TRY(check_plan(e->ctx, p, g));
     SJ_TRY(copy_plan(e, p));
     e->has_sym = sj_graph_symbol(g) != NULL;
@@ -223,7 +223,7 @@ static sj_status build(sj_executable *e, const sj_launch_plan *p, const sj_graph
     SJ_TRY(describe_io(e, g, true));
     SJ_TRY(describe_io(e, g, false));
     SJ_TRY(keep_slots(e, p));
-    SJ_TRY(sj_exe_acquire_params(e, p, g));
+    SJ_TRY(sj__exe_acquire_params(e, p, g));
     return upload_words(e, p);
 }
 
@@ -241,7 +241,7 @@ static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *m
     e->gen = sj_device_generation(dev);
     e->module = module;
     e->owns_module = owns_module;
-    sj_device_retain(dev);
+    sj__device_retain(dev);
     sj_status st = build(e, plan, g);
     if (st != SJ_OK) {
         sj_executable_destroy(e);
@@ -251,7 +251,7 @@ static sj_status create(sj_device *dev, const sj_launch_plan *plan, sj_module *m
     return SJ_OK;
 }
 
-sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
+sj_status sj__executable_create(sj_device *dev, const sj_launch_plan *plan, sj_code_format fmt,
                                const void *code, size_t code_len, const sj_graph *g,
                                sj_executable **out) {
     if (!dev || !out)
@@ -264,7 +264,7 @@ sj_status sj_executable_create(sj_device *dev, const sj_launch_plan *plan, sj_co
     return create(dev, plan, m, true, g, out);
 }
 
-sj_status sj_executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
+sj_status sj__executable_create_from_module(sj_device *dev, const sj_launch_plan *plan,
                                            sj_module *module, const sj_graph *g,
                                            sj_executable **out) {
     if (!dev || !out)
@@ -284,8 +284,8 @@ void sj_executable_destroy(sj_executable *e) {
     sj_executable_trim(e);
     for (int i = 0; i < e->n_inputs; i++) sj_free(e->ctx, e->inputs[i].name);
     for (int i = 0; i < e->n_outputs; i++) sj_free(e->ctx, e->outputs[i].name);
-    sj_exe_release_params(e);
-    sj_device_free_gen(dev, e->info_owned, e->gen);
+    sj__exe_release_params(e);
+    sj__device_free_gen(dev, e->info_owned, e->gen);
     if (e->owns_module) sj_module_destroy(e->module);
     sj_free(e->ctx, e->inputs);
     sj_free(e->ctx, e->outputs);
@@ -297,7 +297,7 @@ void sj_executable_destroy(sj_executable *e) {
     sj_free(e->ctx, e->launches);
     sj_free(e->ctx, e->words);
     sj_free(e->ctx, e);
-    sj_device_unref(dev);
+    sj__device_unref(dev);
 }
 
 int64_t sj_executable_extent(const sj_executable *e) { return e->extent; }

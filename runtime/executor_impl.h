@@ -89,13 +89,13 @@ static inline bool sj_exe_current(const sj_executable *e) {
 /* Makes the run memory when it is not there; caller holds the device lock.
  * A failure (SJ_E_NOMEM) fails this request only and leaves nothing half
  * made: a later run tries again. */
-sj_status sj_exe_make_resident(sj_executable *e);
+sj_status sj__exe_make_resident(sj_executable *e);
 
 /* Params from the weight pool, and back (exec_memory.c). */
-sj_status sj_exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g);
-void sj_exe_release_params(sj_executable *e);
+sj_status sj__exe_acquire_params(sj_executable *e, const sj_launch_plan *p, const sj_graph *g);
+void sj__exe_release_params(sj_executable *e);
 /* Whether every file mapping e's params lie in still holds what was
- * mapped (sj_weight_map_check); SJ_E_CORRUPT naming the file otherwise. */
-sj_status sj_exe_check_mapped(sj_executable *e);
+ * mapped (sj__weight_map_check); SJ_E_CORRUPT naming the file otherwise. */
+sj_status sj__exe_check_mapped(sj_executable *e);
 
 #endif

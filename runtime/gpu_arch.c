@@ -4,7 +4,7 @@
 
 #include "runtime/gpu_arch.h"
 
-sj_status sj_gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm) {
+sj_status sj__gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm) {
     if (!arch || strcmp(arch, "sm_90") == 0) {
         *sm = 90;
         return SJ_OK;

@@ -14,6 +14,6 @@
 static inline bool sj_gpu_arch_supported(int sm) { return sm == 80 || sm == 90; }
 
 /* Parses "sm_80" / "sm_90" (NULL = 90); SJ_E_UNSUPPORTED names the others. */
-sj_status sj_gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm);
+sj_status sj__gpu_parse_arch(sj_ctx *ctx, const char *arch, int *sm);
 
 #endif

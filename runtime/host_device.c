@@ -160,7 +160,7 @@ static void free_module(host_device *h, host_module *m) {
         sj_free(h->ctx, k);
         k = next;
     }
-    if (m->jit) sj_host_jit_remove(h->jit, m->jit);
+    if (m->jit) sj__host_jit_remove(h->jit, m->jit);
     sj_free(h->ctx, m);
 }
 
@@ -212,8 +212,8 @@ static sj_status host_load_module(void *impl, sj_code_format fmt, const void *co
     if (fmt == SJ_CODE_HOST_NATIVE) {
         st = load_native(h, m, code, len);
     } else {
-        st = h->jit ? SJ_OK : sj_host_jit_create(h->ctx, &h->jit);
-        if (st == SJ_OK) st = sj_host_jit_add_object(h->jit, code, len, &m->jit);
+        st = h->jit ? SJ_OK : sj__host_jit_create(h->ctx, &h->jit);
+        if (st == SJ_OK) st = sj__host_jit_add_object(h->jit, code, len, &m->jit);
     }
     if (st != SJ_OK) {
         free_module(h, m);
@@ -237,17 +237,17 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     char sym[96];
     snprintf(sym, sizeof sym, "%s_attrs", k->name);
     uint64_t addr;
-    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (addr) {
         const uint32_t *v = (const uint32_t *)(uintptr_t)addr;
         k->attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3], 0};
     }
     snprintf(sym, sizeof sym, "%s_rows", k->name);
-    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (!addr) return SJ_OK;
     k->rows = (sj_host_rows_fn)(uintptr_t)addr;
     snprintf(sym, sizeof sym, "%s_rows_work", k->name);
-    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     uint64_t work = 0;
     if (addr) memcpy(&work, (const void *)(uintptr_t)addr, sizeof work);
     if (!work)
@@ -270,7 +270,7 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
         }
     if (!m->jit) return sj_fail(h->ctx, SJ_E_NOT_FOUND, "host device: no kernel '%s'", name);
     uint64_t addr;
-    SJ_TRY(sj_host_jit_lookup(h->jit, m->jit, name, 1, &addr));
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, name, 1, &addr));
     host_kernel *k = new_kernel(h->ctx, name, (sj_host_kernel_fn)(uintptr_t)addr);
     if (!k) return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory");
     sj_status st = object_attrs(h, m, k);
@@ -297,7 +297,7 @@ static uint64_t launch_work(const host_kernel *k, int64_t n) {
 static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t *bounds) {
     if (!h->pool || !k->rows || n < 2 * SJ_HOST_MIN_SPLIT_ROWS) return 1;
     int64_t blocks = n / SJ_HOST_MIN_SPLIT_ROWS;
-    int64_t parts = (int64_t)sj_host_pool_threads(h->pool) * PARTS_PER_THREAD;
+    int64_t parts = (int64_t)sj__host_pool_threads(h->pool) * PARTS_PER_THREAD;
     if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
     if (parts > blocks) parts = blocks;
     uint64_t work = launch_work(k, n);
@@ -333,13 +333,13 @@ static double learn(host_device *h, host_kernel *k, int64_t n, const sj_host_poo
         else average(&k->ns_per_work, pace, 8);
     }
     double share = (double)n * (double)k->attrs.row_work * k->ns_per_work /
-                   sj_host_pool_threads(h->pool);
+                   sj__host_pool_threads(h->pool);
     return (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
 }
 
 /* A thread's share of a launch of k at n: its work, and its time at k's pace. */
 static uint64_t share_work(const host_device *h, const host_kernel *k, int64_t n) {
-    return launch_work(k, n) / (uint64_t)sj_host_pool_threads(h->pool);
+    return launch_work(k, n) / (uint64_t)sj__host_pool_threads(h->pool);
 }
 static double share_ns(const host_device *h, const host_kernel *k, int64_t n) {
     return (double)share_work(h, k, n) * (k->ns_per_work ? k->ns_per_work : PRIOR_NS_PER_WORK);
@@ -361,7 +361,7 @@ static bool worth_waking(host_device *h, uint64_t work, double ns) {
  * the replay this launch is part of woke them at its start, so a worker
  * that fell asleep since is woken again. */
 static bool wake_for(host_device *h, const host_kernel *k, int64_t n, bool run_wakes) {
-    if (sj_host_pool_awake(h->pool) == sj_host_pool_threads(h->pool) - 1) return false;
+    if (sj__host_pool_awake(h->pool) == sj__host_pool_threads(h->pool) - 1) return false;
     return run_wakes || worth_waking(h, share_work(h, k, n), share_ns(h, k, n));
 }
 
@@ -376,7 +376,7 @@ static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
     if (parts > 1) {
         bool wake = wake_for(h, k, n, run_wakes);
         sj_host_pool_timing t;
-        sj_host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, &t);
+        sj__host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, &t);
         double cost = learn(h, k, n, &t);
         if (run_wakes) *run_cost += cost;
         else if (t.woke) learn_wake(h, cost);
@@ -400,7 +400,7 @@ static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_la
         run_kernel(h, k, buffers, info, active_extent, false, NULL);
         return SJ_OK;
     }
-    if (!sj_array_reserve(h->ctx, (void **)&g->launches, &g->cap, g->n + 1, sizeof *g->launches))
+    if (!sj__array_reserve(h->ctx, (void **)&g->launches, &g->cap, g->n + 1, sizeof *g->launches))
         return sj_fail(h->ctx, SJ_E_NOMEM, "host device: out of memory while capturing");
     g->launches[g->n++] = (host_launch){k, buffers, info};
     return SJ_OK;
@@ -433,7 +433,7 @@ static sj_status host_end_capture(void *impl, sj_graph_handle *out) {
  * helped is in flight, and SPIN_NS after), where a launch too small to repay
  * one alone would leave the sleepers asleep through the whole run. */
 static bool replay_wakes(host_device *h, const host_graph *g, int64_t n) {
-    if (!h->pool || sj_host_pool_awake(h->pool) == sj_host_pool_threads(h->pool) - 1) return false;
+    if (!h->pool || sj__host_pool_awake(h->pool) == sj__host_pool_threads(h->pool) - 1) return false;
     uint64_t work = 0;
     double ns = 0;
     int64_t bounds[SJ_HOST_MAX_THREADS + 1];
@@ -451,7 +451,7 @@ static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_exte
     host_device *h = impl;
     const host_graph *g = gh;
     bool wakes = replay_wakes(h, g, active_extent);
-    if (wakes) sj_host_pool_wake(h->pool);
+    if (wakes) sj__host_pool_wake(h->pool);
     double run_cost = 0;
     for (size_t i = 0; i < g->n; i++)
         run_kernel(h, g->launches[i].k, g->launches[i].buffers, g->launches[i].info,
@@ -473,11 +473,11 @@ static void host_destroy_graph(void *impl, sj_graph_handle gh) {
 
 static void host_destroy(void *impl) {
     host_device *h = impl;
-    sj_host_pool_destroy(h->pool);
+    sj__host_pool_destroy(h->pool);
     if (h->recording) free_graph(h, h->recording);
     while (h->graphs.next != &h->graphs) host_destroy_graph(h, h->graphs.next);
     while (h->modules.next != &h->modules) host_unload_module(h, h->modules.next);
-    sj_host_jit_destroy(h->jit);
+    sj__host_jit_destroy(h->jit);
     while (h->memory.next != &h->memory) host_free(h, h->memory.next + 1);
     sj_free(h->ctx, h);
 }
@@ -534,7 +534,7 @@ sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config 
     LIST_INIT(&h->modules);
     LIST_INIT(&h->graphs);
     if (cfg->threads > 1) {
-        sj_status st = sj_host_pool_create(ctx, cfg->threads, &h->pool);
+        sj_status st = sj__host_pool_create(ctx, cfg->threads, &h->pool);
         if (st != SJ_OK) {
             sj_free(ctx, h);
             return st;

@@ -65,7 +65,7 @@ struct sj_host_pool {
      * against `posted`, a Dekker pair (both sequentially consistent), so
      * a post that reads 0 here is seen by the worker before it waits. */
     atomic_int asleep;
-    uint32_t nudges; /* wake-ups without a launch (sj_host_pool_wake), under mu */
+    uint32_t nudges; /* wake-ups without a launch (sj__host_pool_wake), under mu */
 };
 
 static uint64_t now_ns(void) {
@@ -129,7 +129,7 @@ static uint32_t wait_launch(sj_host_pool *p, uint32_t seen) {
         atomic_fetch_sub(&p->asleep, 1);
         pthread_mutex_unlock(&p->mu);
         if (g != seen) return g;
-        /* nudged (sj_host_pool_wake): spin again for the run's launches */
+        /* nudged (sj__host_pool_wake): spin again for the run's launches */
     }
 }
 
@@ -189,7 +189,7 @@ static void wait_done(sj_host_pool *p, int parts) {
     pthread_mutex_unlock(&p->mu);
 }
 
-void sj_host_pool_wake(sj_host_pool *p) {
+void sj__host_pool_wake(sj_host_pool *p) {
     if (atomic_load(&p->asleep) == 0) return;
     pthread_mutex_lock(&p->mu);
     p->nudges++;
@@ -197,7 +197,7 @@ void sj_host_pool_wake(sj_host_pool *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
-void sj_host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
+void sj__host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
                       const int64_t *info, int64_t active_extent, const int64_t *bounds,
                       int parts, bool wake, sj_host_pool_timing *t) {
     *t = (sj_host_pool_timing){0};
@@ -232,7 +232,7 @@ static void teardown(sj_host_pool *p, int started) {
     sj_free(p->ctx, p);
 }
 
-sj_status sj_host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out) {
+sj_status sj__host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out) {
     *out = NULL;
     if (threads < 2 || threads > SJ_HOST_MAX_THREADS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host threads: %d outside 2..%d", threads,
@@ -265,13 +265,13 @@ sj_status sj_host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out) {
     return SJ_OK;
 }
 
-void sj_host_pool_destroy(sj_host_pool *p) {
+void sj__host_pool_destroy(sj_host_pool *p) {
     if (p) teardown(p, p->threads - 1);
 }
 
-int sj_host_pool_threads(const sj_host_pool *p) { return p ? p->threads : 1; }
+int sj__host_pool_threads(const sj_host_pool *p) { return p ? p->threads : 1; }
 
-int sj_host_pool_awake(const sj_host_pool *p) {
+int sj__host_pool_awake(const sj_host_pool *p) {
     if (!p) return 0;
     int asleep = atomic_load_explicit(&p->asleep, memory_order_relaxed);
     return p->threads - 1 - asleep;

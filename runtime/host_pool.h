@@ -17,17 +17,17 @@ typedef struct sj_host_pool sj_host_pool;
 
 /* `threads` counts the caller: threads - 1 workers are started (2..
  * SJ_HOST_MAX_THREADS). SJ_E_NOMEM when memory or a thread cannot be had. */
-sj_status sj_host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out);
+sj_status sj__host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out);
 /* Stops and joins the workers. NULL is a no-op. */
-void sj_host_pool_destroy(sj_host_pool *p);
-int sj_host_pool_threads(const sj_host_pool *p);
+void sj__host_pool_destroy(sj_host_pool *p);
+int sj__host_pool_threads(const sj_host_pool *p);
 /* Workers not asleep now (spinning after a launch, or running parts): a
  * hint, as a worker may fall asleep or wake right after. 0 for NULL. */
-int sj_host_pool_awake(const sj_host_pool *p);
+int sj__host_pool_awake(const sj_host_pool *p);
 
 /* Wakes the sleeping workers without a launch, to spin for the launches of
  * a run about to start (its first kernels hide the wake-up's latency). */
-void sj_host_pool_wake(sj_host_pool *p);
+void sj__host_pool_wake(sj_host_pool *p);
 
 /* What a launch cost, for the caller's estimate of what waking is worth. */
 typedef struct sj_host_pool_timing {
@@ -41,7 +41,7 @@ typedef struct sj_host_pool_timing {
  * parts <= SJ_HOST_MAX_THREADS), on the caller and any worker that is
  * awake (wake: the sleeping ones woken too), and returns when all are
  * done, with *t filled. */
-void sj_host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
+void sj__host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
                       const int64_t *info, int64_t active_extent, const int64_t *bounds,
                       int parts, bool wake, sj_host_pool_timing *t);
 

@@ -343,7 +343,7 @@ sj_status sj_mdcache_capture_commit(sj_mdcache *c, uint64_t graph) {
     if (find_graph(c, graph))
         return sj_fail(c->ctx, SJ_E_INVALID_ARG, "metadata cache: graph %llu is already live",
                        (unsigned long long)graph);
-    if (!sj_array_reserve(c->ctx, (void **)&c->graphs, &c->cap_graphs, c->n_graphs + 1,
+    if (!sj__array_reserve(c->ctx, (void **)&c->graphs, &c->cap_graphs, c->n_graphs + 1,
                           sizeof *c->graphs))
         return sj_fail(c->ctx, SJ_E_NOMEM, "metadata cache: out of memory");
     md_entry **entries = sj_calloc(c->ctx, c->n_pending, sizeof *entries);

@@ -78,7 +78,7 @@ static void follow_generation(sj_op_cache *oc) {
 }
 
 static uint64_t kernel_hash(const sj_module *m, const char *name) {
-    return sj_fnv1a_str(SJ_FNV_OFFSET ^ ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull), name);
+    return sj__fnv1a_str(SJ_FNV_OFFSET ^ ((uint64_t)(uintptr_t)m * 0x9E3779B97F4A7C15ull), name);
 }
 
 sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) {
@@ -91,7 +91,7 @@ sj_status sj_op_cache_create(sj_device *dev, sj_op_cache **out) {
     pthread_mutex_init(&oc->lock, NULL);
     atomic_init(&oc->fell_back, false);
     oc->gen = sj_device_generation(dev);
-    sj_device_retain(dev);
+    sj__device_retain(dev);
     *out = oc;
     return SJ_OK;
 }
@@ -116,7 +116,7 @@ void sj_op_cache_destroy(sj_op_cache *oc) {
     pthread_mutex_destroy(&oc->lock);
     sj_device *dev = oc->dev;
     sj_free(ctx, oc);
-    sj_device_unref(dev);
+    sj__device_unref(dev);
 }
 
 static kernel_entry *find_kernel(sj_op_cache *oc, const sj_module *m, const char *name,
@@ -236,9 +236,9 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     }
     /* Room for the bookkeeping first, so a device buffer is never orphaned. */
     char *tag_copy = s ? NULL : sj_strdup(ctx, tag);
-    bool room = s ? sj_array_reserve(ctx, (void **)&oc->retired, &oc->cap_retired,
+    bool room = s ? sj__array_reserve(ctx, (void **)&oc->retired, &oc->cap_retired,
                                      oc->n_retired + 1, sizeof *oc->retired)
-                  : tag_copy && sj_array_reserve(ctx, (void **)&oc->scratch, &oc->cap_scratch,
+                  : tag_copy && sj__array_reserve(ctx, (void **)&oc->scratch, &oc->cap_scratch,
                                                  oc->n_scratch + 1, sizeof *oc->scratch);
     if (!room) {
         sj_free(ctx, tag_copy);
@@ -250,7 +250,7 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     if (st != SJ_OK) {
         sj_free(ctx, tag_copy);
         pthread_mutex_unlock(&oc->lock);
-        sj_error_prefix(ctx, "op cache: scratch '%s' (%zu bytes)", tag, bytes);
+        sj__error_prefix(ctx, "op cache: scratch '%s' (%zu bytes)", tag, bytes);
         return st;
     }
     if (s) {
@@ -281,10 +281,10 @@ sj_status sj_op_cache_release(sj_op_cache *oc) {
     /* Emptied before freeing, so the call is idempotent and no later request
      * can get a pointer into freed memory. */
     for (size_t i = 0; i < oc->n_scratch; i++) {
-        sj_device_free_gen(oc->dev, oc->scratch[i].ptr, oc->gen);
+        sj__device_free_gen(oc->dev, oc->scratch[i].ptr, oc->gen);
         sj_free(ctx, oc->scratch[i].tag);
     }
-    for (size_t i = 0; i < oc->n_retired; i++) sj_device_free_gen(oc->dev, oc->retired[i], oc->gen);
+    for (size_t i = 0; i < oc->n_retired; i++) sj__device_free_gen(oc->dev, oc->retired[i], oc->gen);
     oc->n_scratch = 0;
     oc->n_retired = 0;
     pthread_mutex_unlock(&oc->lock);
@@ -300,7 +300,7 @@ bool sj_op_cache_alloc_fell_back(sj_op_cache *oc) { return atomic_load(&oc->fell
 bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint32_t n,
                              uint32_t k) {
     if (!oc || !name) return false;
-    shape_key key = {sj_hash_str(name), m, n, k};
+    shape_key key = {sj__hash_str(name), m, n, k};
     pthread_mutex_lock(&oc->lock);
     bool fresh = true;
     for (size_t i = 0; i < oc->n_shapes && fresh; i++) {
@@ -308,7 +308,7 @@ bool sj_op_cache_first_shape(sj_op_cache *oc, const char *name, uint32_t m, uint
         fresh = !(s->name_hash == key.name_hash && s->m == m && s->n == n && s->k == k);
     }
     if (fresh) {
-        if (sj_array_reserve(oc->dev->ctx, (void **)&oc->shapes, &oc->cap_shapes,
+        if (sj__array_reserve(oc->dev->ctx, (void **)&oc->shapes, &oc->cap_shapes,
                              oc->n_shapes + 1, sizeof *oc->shapes))
             oc->shapes[oc->n_shapes++] = key;
         else
@@ -330,7 +330,7 @@ bool sj_op_cache_first_n(sj_op_cache *oc, const char *key, uint32_t n) {
         if (strcmp(oc->counters[i].key, key) == 0) c = &oc->counters[i];
     if (!c) {
         char *copy = sj_strdup(oc->dev->ctx, key);
-        if (!copy || !sj_array_reserve(oc->dev->ctx, (void **)&oc->counters, &oc->cap_counters,
+        if (!copy || !sj__array_reserve(oc->dev->ctx, (void **)&oc->counters, &oc->cap_counters,
                                        oc->n_counters + 1, sizeof *oc->counters)) {
             sj_free(oc->dev->ctx, copy);
             pthread_mutex_unlock(&oc->lock);

@@ -13,13 +13,13 @@ static int64_t dim_at(const sj_shape *s, int i, int64_t extent) {
     return s->dims[i] == SJ_DIM_SYM ? extent : s->dims[i];
 }
 
-int64_t sj_pad_chunk_count(const sj_shape *s, int64_t active) {
+int64_t sj__pad_chunk_count(const sj_shape *s, int64_t active) {
     int64_t n = 1;
     for (int i = 0; i < last_sym_axis(s); i++) n *= dim_at(s, i, active);
     return n;
 }
 
-int64_t sj_pad_chunks(const sj_shape *s, int64_t active, int64_t extent, sj_pad_chunk_fn fn,
+int64_t sj__pad_chunks(const sj_shape *s, int64_t active, int64_t extent, sj_pad_chunk_fn fn,
                       void *user) {
     int k = last_sym_axis(s);
     int64_t run = 1;

@@ -13,9 +13,9 @@ typedef void (*sj_pad_chunk_fn)(void *user, int64_t dense, int64_t padded, int64
 
 /* Calls fn for every chunk, in increasing offset order; returns how many.
  * Chunks cover the active tensor exactly; padding is never touched. */
-int64_t sj_pad_chunks(const sj_shape *s, int64_t active, int64_t extent, sj_pad_chunk_fn fn,
+int64_t sj__pad_chunks(const sj_shape *s, int64_t active, int64_t extent, sj_pad_chunk_fn fn,
                       void *user);
-/* How many chunks sj_pad_chunks makes (no calls). */
-int64_t sj_pad_chunk_count(const sj_shape *s, int64_t active);
+/* How many chunks sj__pad_chunks makes (no calls). */
+int64_t sj__pad_chunk_count(const sj_shape *s, int64_t active);
 
 #endif

@@ -46,7 +46,7 @@ static void host_free(void *user, void *buf) {
     if (buf) sj_free(user, ((void **)buf)[-1]);
 }
 
-sj_status sj_weight_pool_create(sj_ctx *ctx, sj_weight_pool **out) {
+sj_status sj__weight_pool_create(sj_ctx *ctx, sj_weight_pool **out) {
     sj_weight_pool *p = sj_calloc(ctx, 1, sizeof *p);
     if (!p) return SJ_E_NOMEM;
     p->ctx = ctx;
@@ -59,12 +59,12 @@ sj_status sj_weight_pool_create(sj_ctx *ctx, sj_weight_pool **out) {
 /* Gives back what entry e holds: its mapping's reference, or its buffer. */
 static void drop_entry(const weight_entry *e) {
     if (e->map)
-        sj_weight_map_release(e->map);
+        sj__weight_map_release(e->map);
     else
         e->backing.free(e->backing.user, e->buf);
 }
 
-void sj_weight_pool_destroy(sj_weight_pool *p) {
+void sj__weight_pool_destroy(sj_weight_pool *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n; i++) drop_entry(&p->entries[i]);
     sj_free(p->ctx, p->entries);
@@ -121,7 +121,7 @@ static sj_status add_locked(sj_weight_pool *p, const uint8_t hash[32], const voi
     e->backing = *backing;
     e->map = map;
     if (map) {
-        sj_weight_map_retain(map);
+        sj__weight_map_retain(map);
         p->mapped++;
     }
     *out = buf;
@@ -141,18 +141,18 @@ static sj_status acquire(sj_weight_pool *p, const uint8_t hash[32], const void *
     return st;
 }
 
-sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
+sj_status sj__weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
                                  size_t bytes, const sj_weight_backing *backing, void **out) {
     return acquire(p, hash, src, bytes, backing, NULL, out);
 }
 
-sj_status sj_weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
+sj_status sj__weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
                                         size_t bytes, const sj_weight_backing *backing,
                                         sj_weight_map *map, void **out) {
     return acquire(p, hash, data, bytes, backing, map, out);
 }
 
-bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+bool sj__weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
                                  const sj_weight_backing *backing, void **out) {
     pthread_mutex_lock(&p->mu);
     bool shared = share_locked(p, hash, bytes, backing, out);
@@ -160,7 +160,7 @@ bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size
     return shared;
 }
 
-void sj_weight_pool_release(sj_weight_pool *p, void *buf) {
+void sj__weight_pool_release(sj_weight_pool *p, void *buf) {
     if (!p || !buf) return;
     weight_entry gone = {0};
     pthread_mutex_lock(&p->mu);
@@ -179,7 +179,7 @@ void sj_weight_pool_release(sj_weight_pool *p, void *buf) {
     if (gone.buf) drop_entry(&gone);
 }
 
-void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out) {
+void sj__weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out) {
     memset(out, 0, sizeof *out);
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -198,7 +198,7 @@ void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out) {
     pthread_mutex_unlock(&p->mu);
 }
 
-sj_weight_map *sj_weight_pool_buffer_map(sj_weight_pool *p, const void *buf) {
+sj_weight_map *sj__weight_pool_buffer_map(sj_weight_pool *p, const void *buf) {
     sj_weight_map *m = NULL;
     pthread_mutex_lock(&p->mu);
     for (size_t i = 0; i < p->n && !m; i++)
@@ -207,18 +207,18 @@ sj_weight_map *sj_weight_pool_buffer_map(sj_weight_pool *p, const void *buf) {
     return m;
 }
 
-const sj_weight_backing *sj_ctx_host_weight_backing(sj_ctx *ctx) {
-    sj_weight_pool *p = sj_ctx_weight_pool(ctx);
+const sj_weight_backing *sj__ctx_host_weight_backing(sj_ctx *ctx) {
+    sj_weight_pool *p = sj__ctx_weight_pool(ctx);
     return p ? &p->host : NULL;
 }
 
 static void pool_destroy(void *p) {
-    sj_weight_pool_destroy(p);
+    sj__weight_pool_destroy(p);
 }
 
-sj_weight_pool *sj_ctx_weight_pool(sj_ctx *ctx) {
-    sj_weight_pool *p = sj_ctx_slot(ctx);
+sj_weight_pool *sj__ctx_weight_pool(sj_ctx *ctx) {
+    sj_weight_pool *p = sj__ctx_slot(ctx);
     if (p) return p;
-    if (sj_weight_pool_create(ctx, &p) != SJ_OK) return NULL;
-    return sj_ctx_slot_install(ctx, p, pool_destroy);
+    if (sj__weight_pool_create(ctx, &p) != SJ_OK) return NULL;
+    return sj__ctx_slot_install(ctx, p, pool_destroy);
 }

@@ -3,9 +3,9 @@
  * use it. Not installed.
  *
  *   void *buf;
- *   sj_weight_pool_acquire(pool, hash, host_data, bytes, &backing, &buf);
+ *   sj__weight_pool_acquire(pool, hash, host_data, bytes, &backing, &buf);
  *   ...                                   // every bucket with that hash gets buf
- *   sj_weight_pool_release(pool, buf);    // the last release frees it
+ *   sj__weight_pool_release(pool, buf);    // the last release frees it
  *
  * Two pools exist: the context's, for memory the host addresses directly
  * (every host device of a context shares it, so engines on one context hold
@@ -46,38 +46,38 @@ typedef struct sj_weight_pool_stats {
     uint64_t mapped;  /* entries ever made from a mapping instead of a copy */
 } sj_weight_pool_stats;
 
-sj_status sj_weight_pool_create(sj_ctx *ctx, sj_weight_pool **out);
+sj_status sj__weight_pool_create(sj_ctx *ctx, sj_weight_pool **out);
 /* Frees what is still held, through each entry's backing. */
-void sj_weight_pool_destroy(sj_weight_pool *p);
+void sj__weight_pool_destroy(sj_weight_pool *p);
 
 /* The buffer for `hash` (a content hash of the weight's bytes) and `bytes`:
  * the held one, with one more reference, or a fresh one made by `backing`
  * from `src`. */
-sj_status sj_weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
+sj_status sj__weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], const void *src,
                                  size_t bytes, const sj_weight_backing *backing, void **out);
 /* As acquire, but a fresh entry is `data` itself, which lies in map (the
  * entry takes a reference on it) rather than a copy: for the host domain,
  * whose kernels read params in place. data must stay valid and unchanged
- * while map lives (sj_weight_map_check says whether it did). */
-sj_status sj_weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
+ * while map lives (sj__weight_map_check says whether it did). */
+sj_status sj__weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
                                         size_t bytes, const sj_weight_backing *backing,
                                         sj_weight_map *map, void **out);
 /* The held buffer for (hash, bytes, backing) with one more reference, or
  * false (nothing acquired): lets a caller that must first make the source
  * bytes (a narrowed weight) skip that when they are already held. */
-bool sj_weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+bool sj__weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
                                  const sj_weight_backing *backing, void **out);
 /* Drops one reference to buf (a pointer acquire returned); NULL is a no-op. */
-void sj_weight_pool_release(sj_weight_pool *p, void *buf);
-void sj_weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out);
+void sj__weight_pool_release(sj_weight_pool *p, void *buf);
+void sj__weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out);
 /* The mapping buf (a held buffer) lies in, NULL for a copy: valid while
  * the caller holds its reference on buf. */
-sj_weight_map *sj_weight_pool_buffer_map(sj_weight_pool *p, const void *buf);
+sj_weight_map *sj__weight_pool_buffer_map(sj_weight_pool *p, const void *buf);
 
 /* The context's pool of host-addressable weights. */
-sj_weight_pool *sj_ctx_weight_pool(sj_ctx *ctx);
+sj_weight_pool *sj__ctx_weight_pool(sj_ctx *ctx);
 /* The backing for that pool: 64-byte aligned memory from the context's
  * allocator, which outlives any one device. */
-const sj_weight_backing *sj_ctx_host_weight_backing(sj_ctx *ctx);
+const sj_weight_backing *sj__ctx_host_weight_backing(sj_ctx *ctx);
 
 #endif

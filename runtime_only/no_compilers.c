@@ -22,31 +22,31 @@ static sj_status refuse_host(sj_ctx *ctx) {
                    "precompiled into the store) or --backend interp");
 }
 
-bool sj_llvm_init(void) {
+bool sj__llvm_init(void) {
     return false;
 }
 
-sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
+sj_status sj__llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
     *triple = *cpu = *features = NULL;
     return refuse_host(ctx);
 }
 
-sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
+sj_status sj__llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
     (void)features;
     *out = NULL;
     return refuse_host(ctx);
 }
 
-sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
+sj_status sj__llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
     (void)cpu;
     return refuse_host(ctx);
 }
 
-bool sj_llvm_host_is_native(const char *cpu) {
+bool sj__llvm_host_is_native(const char *cpu) {
     return !cpu || !strcmp(cpu, "native");
 }
 
-sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
+sj_status sj__llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
                               char **features_out) {
     (void)cpu;
     (void)features;
@@ -55,18 +55,18 @@ sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features
 }
 
 /* No host code is compiled or loaded here, so no CPU level is either. */
-int sj_llvm_host_num_levels(void) {
+int sj__llvm_host_num_levels(void) {
     return 0;
 }
 
-const char *sj_llvm_host_level(int i, const char **features) {
+const char *sj__llvm_host_level(int i, const char **features) {
     (void)i;
     if (features) *features = NULL;
     return NULL;
 }
 
 /* No host code runs here, so no extern is provided to it. */
-void *sj_host_extern_symbol(const char *name) {
+void *sj__host_extern_symbol(const char *name) {
     (void)name;
     return NULL;
 }
@@ -75,29 +75,29 @@ struct sj_host_jit {
     char unused;
 };
 
-sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
+sj_status sj__host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
     *out = NULL;
     return refuse_host(ctx);
 }
 
-/* The calls below only ever see a JIT that sj_host_jit_create made, and it
+/* The calls below only ever see a JIT that sj__host_jit_create made, and it
  * makes none here; they keep the host device's contract all the same. */
-void sj_host_jit_destroy(sj_host_jit *j) {
+void sj__host_jit_destroy(sj_host_jit *j) {
     (void)j;
 }
 
-sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
+sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
                                  sj_host_jit_module **out) {
     (void)j, (void)obj, (void)len;
     *out = NULL;
     return SJ_E_UNSUPPORTED;
 }
 
-void sj_host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
+void sj__host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
     (void)j, (void)m;
 }
 
-sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name, int required,
+sj_status sj__host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name, int required,
                              uint64_t *addr) {
     (void)j, (void)m, (void)name, (void)required;
     *addr = 0;
@@ -130,14 +130,14 @@ static sj_status refuse_compile(sj_ctx *ctx, const char *target, const sj_compil
     }                                                                                              \
     const sj_emitter var = {name, var##_build, var##_text, 0, NULL};
 
-REFUSING_EMITTER(sj_host_emitter, "host")
-REFUSING_EMITTER(sj_nvptx_emitter, "nvptx")
-REFUSING_EMITTER(sj_nvrtc_emitter, "nvrtc")
+REFUSING_EMITTER(sj__host_emitter, "host")
+REFUSING_EMITTER(sj__nvptx_emitter, "nvptx")
+REFUSING_EMITTER(sj__nvrtc_emitter, "nvrtc")
 
 /* The toolchains whose artifacts this build looks up: the build machine's,
  * recorded when it was configured (see cmake/runtime_only.cmake), so a
  * store precompiled there is found here. */
-sj_status sj_gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {
+sj_status sj__gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {
     const char *t =
         path == SJ_GPU_PATH_NVRTC ? SJ_RUNTIME_TOOLCHAIN_NVRTC : SJ_RUNTIME_TOOLCHAIN_NVPTX;
     if (snprintf(buf, len, "%s", t) >= (int)len)

@@ -127,7 +127,7 @@ sj_status sj_engine_warm_latency(sj_engine *e, int64_t rows, double budget_ns, d
         st = sj_engine_run(e, in, n_in, out, n_out, &info);
         double dt = wall_ns() - t0;
         if (st != SJ_OK) {
-            sj_error_prefix(ctx, "a request of %lld rows", (long long)rows);
+            sj__error_prefix(ctx, "a request of %lld rows", (long long)rows);
             break;
         }
         for (int i = 0; i < n_out; i++) sj_tensor_free(ctx, &out[i].tensor);
@@ -184,7 +184,7 @@ static sj_status measure(sj_ctx *ctx, int64_t lo, int64_t hi, sj_ladder_open_fn 
         }
         sj_engine_close(e);
         if (st != SJ_OK) {
-            sj_error_prefix(ctx, "cost model at extent %lld", (long long)E);
+            sj__error_prefix(ctx, "cost model at extent %lld", (long long)E);
             return st;
         }
     }

@@ -97,7 +97,7 @@ sj_status srv_open_fitting(srv_server *s, const char *name, const char *path, sj
         fprintf(stderr, "shapejit serve: model '%s': warning: %s\n", name, sj_engine_warning(e));
     if (st == SJ_OK) st = srv_add_model(s, name, e); /* takes e */
     if (st != SJ_OK) {
-        if (is_fit) sj_error_prefix(s->ctx, "ladder fit:%d on provisional %s", k, provisional);
+        if (is_fit) sj__error_prefix(s->ctx, "ladder fit:%d on provisional %s", k, provisional);
         fit_free(f);
         return st;
     }

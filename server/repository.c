@@ -57,11 +57,11 @@ typedef struct model_config {
 
 static sj_status read_config(srv_server *s, const char *path, model_config *mc) {
     json_error_t err;
-    /* read by sj_read_file, not json_load_file: a FIFO there would block
+    /* read by sj__read_file, not json_load_file: a FIFO there would block
      * the open until a writer came, and the server would never start */
     char *text;
     size_t len;
-    SJ_TRY(sj_read_file(s->ctx, path, &text, &len));
+    SJ_TRY(sj__read_file(s->ctx, path, &text, &len));
     mc->root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     sj_free(s->ctx, text);
     if (!mc->root)
@@ -174,7 +174,7 @@ sj_status srv_open_repository(srv_server *s, const char *dir, const sj_engine_co
         if (st == SJ_OK && stat(cfg_path, &sb) == 0) st = read_config(s, cfg_path, &mc);
         if (st == SJ_OK) {
             st = srv_open_fitting(s, names[i], file, NULL, &mc.cfg, &mc.fit);
-            if (st != SJ_OK) sj_error_prefix(s->ctx, "model '%s'", names[i]);
+            if (st != SJ_OK) sj__error_prefix(s->ctx, "model '%s'", names[i]);
         }
         json_decref(mc.root);
     }

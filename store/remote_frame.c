@@ -11,7 +11,7 @@
  * asks: the same secret used elsewhere yields an unrelated key here. */
 static const char MAC_KEY_CONTEXT[] = "shapejit 2026-11 remote tier value MAC v1";
 
-void sj_remote_trust_init(sj_remote_trust *t, const char *secret) {
+void sj__remote_trust_init(sj_remote_trust *t, const char *secret) {
     memset(t, 0, sizeof *t);
     if (!secret || !secret[0]) return;
     llvm_blake3_hasher h;
@@ -42,7 +42,7 @@ static void compute_tag(const sj_remote_trust *t, const uint8_t *frame, size_t c
     llvm_blake3_hasher_finalize(&h, tag, 32);
 }
 
-void sj_remote_frame_seal(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
+void sj__remote_frame_seal(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
                           uint8_t *frame, size_t content_size) {
     memcpy(frame, "SJRT", 4);
     frame[4] = SJ_REMOTE_FRAME_VERSION;
@@ -59,7 +59,7 @@ static const char NO_MAC[] = "value carries no MAC but this tier requires one";
 static const char UNEXPECTED_MAC[] = "value carries a MAC but this tier has no secret to check it";
 static const char BAD_MAC[] = "MAC does not verify (tampered, or another secret)";
 
-bool sj_remote_frame_foreign(const char *why) {
+bool sj__remote_frame_foreign(const char *why) {
     return why == NO_MAC || why == UNEXPECTED_MAC || why == BAD_MAC;
 }
 
@@ -71,7 +71,7 @@ static bool tags_equal(const uint8_t *a, const uint8_t *b) {
     return diff == 0;
 }
 
-const char *sj_remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
+const char *sj__remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
                                   const uint8_t *frame, size_t size, size_t *content_off,
                                   size_t *content_size) {
     if (size < SJ_REMOTE_FRAME_OVERHEAD) return "shorter than a frame header";

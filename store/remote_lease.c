@@ -69,25 +69,25 @@ static sj_remote_io lease_cmd(sj_remote *r, sj_remote_lease_op op, const sj_remo
     sj_remote_io io = r->tp->lease(r->tp_impl, op, l->name, l->name_len, l->token, r->lease_ms,
                                    why, sizeof why);
     if (io == SJ_REMOTE_IO_OK || io == SJ_REMOTE_IO_ABSENT) return io;
-    sj_remote_bump(&r->n.lease_errors);
-    sj_remote_enter_backoff(r, io, why);
+    sj__remote_bump(&r->n.lease_errors);
+    sj__remote_enter_backoff(r, io, why);
     return io;
 }
 
-void sj_remote_lease_drop(sj_remote_lease *l) {
+void sj__remote_lease_drop(sj_remote_lease *l) {
     sj_remote *r = l->r;
     list_remove(r, l);
     /* Backing off: the server just failed; the lease expires by itself. A
      * drop that finds the lease not ours (it expired, another took it over)
      * leaves it alone: the renewer counted the loss already. */
-    if (sj_remote_backoff_left_ms(r) == 0) lease_cmd(r, SJ_REMOTE_LEASE_DROP, l);
+    if (sj__remote_backoff_left_ms(r) == 0) lease_cmd(r, SJ_REMOTE_LEASE_DROP, l);
     sj_free(r->ctx, l);
 }
 
 void sj_remote_lease_end(sj_remote_lease *l, bool published) {
     if (!l) return;
-    if (published && sj_remote_queue_release(l->r, l)) return;
-    sj_remote_lease_drop(l);
+    if (published && sj__remote_queue_release(l->r, l)) return;
+    sj__remote_lease_drop(l);
 }
 
 /* ---- The renewer: every lease_ms / 3, each held lease is renewed. */
@@ -112,7 +112,7 @@ static void renew_all(sj_remote *r) {
         memcpy(copies[k].token, l->token, sizeof l->token);
     }
     pthread_mutex_unlock(&r->lease_lock);
-    for (size_t i = 0; i < k && sj_remote_backoff_left_ms(r) == 0; i++) {
+    for (size_t i = 0; i < k && sj__remote_backoff_left_ms(r) == 0; i++) {
         sj_remote_lease tmp = {.r = r, .name_len = copies[i].name_len};
         memcpy(tmp.name, copies[i].name, copies[i].name_len + 1);
         memcpy(tmp.token, copies[i].token, sizeof tmp.token);
@@ -125,7 +125,7 @@ static void renew_all(sj_remote *r) {
             for (sj_remote_lease *l = r->leases; l && !listed; l = l->next)
                 listed = !strcmp(l->token, tmp.token);
             pthread_mutex_unlock(&r->lease_lock);
-            if (listed) sj_remote_bump(&r->n.lease_errors);
+            if (listed) sj__remote_bump(&r->n.lease_errors);
         }
     }
     sj_free(r->ctx, copies);
@@ -137,7 +137,7 @@ static void *renewer_main(void *arg) {
     pthread_mutex_lock(&r->lease_lock);
     while (!r->lease_stopping) {
         struct timespec until;
-        sj_remote_deadline_after_ms(&until, period);
+        sj__remote_deadline_after_ms(&until, period);
         while (!r->lease_stopping &&
                pthread_cond_timedwait(&r->lease_wake, &r->lease_lock, &until) != ETIMEDOUT) {
         }
@@ -150,7 +150,7 @@ static void *renewer_main(void *arg) {
     return NULL;
 }
 
-sj_status sj_remote_leases_start(sj_remote *r, int lease_ms) {
+sj_status sj__remote_leases_start(sj_remote *r, int lease_ms) {
     r->lease_ms = lease_ms;
     pthread_mutex_init(&r->lease_lock, NULL);
     pthread_condattr_t ca;
@@ -180,7 +180,7 @@ sj_status sj_remote_leases_start(sj_remote *r, int lease_ms) {
     return SJ_OK;
 }
 
-void sj_remote_leases_stop(sj_remote *r) {
+void sj__remote_leases_stop(sj_remote *r) {
     if (!r->lease_inited) return;
     if (r->renewer_started) {
         pthread_mutex_lock(&r->lease_lock);
@@ -191,7 +191,7 @@ void sj_remote_leases_stop(sj_remote *r) {
     }
     /* Claims never ended by their caller: given back rather than left to
      * expire, so the fleet does not wait for them. */
-    while (r->leases) sj_remote_lease_drop(r->leases);
+    while (r->leases) sj__remote_lease_drop(r->leases);
     pthread_cond_destroy(&r->lease_wake);
     pthread_mutex_destroy(&r->lease_lock);
 }
@@ -218,8 +218,8 @@ static sj_remote_io owner_of(sj_remote *r, const sj_remote_lease *l, char *owner
     owner[0] = 0;
     sj_remote_io io = r->tp->lease_owner(r->tp_impl, l->name, l->name_len, owner, cap, why, sizeof why);
     if (io == SJ_REMOTE_IO_OK || io == SJ_REMOTE_IO_ABSENT) return io;
-    sj_remote_bump(&r->n.lease_errors);
-    sj_remote_enter_backoff(r, io, why);
+    sj__remote_bump(&r->n.lease_errors);
+    sj__remote_enter_backoff(r, io, why);
     return io;
 }
 
@@ -229,7 +229,7 @@ typedef enum fetched { GOT_VALUE, NO_VALUE, SERVER_FAILED } fetched;
  * backs off) is told apart from an absent or refused value. */
 static fetched poll_value(sj_remote *r, const uint8_t *key, void **data, size_t *size,
                           sj_status *fatal) {
-    sj_status st = sj_remote_fetch(r, key, data, size, false);
+    sj_status st = sj__remote_fetch(r, key, data, size, false);
     if (st == SJ_OK) return GOT_VALUE;
     if (st == SJ_E_NOMEM) *fatal = st;
     sj_ctx_clear_error(r->ctx);
@@ -245,7 +245,7 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
     *lease = NULL;
     *data = NULL;
     *size = 0;
-    if (r->lease_ms == 0 || sj_remote_backoff_left_ms(r) > 0) return SJ_OK;
+    if (r->lease_ms == 0 || sj__remote_backoff_left_ms(r) > 0) return SJ_OK;
     sj_remote_lease *l = lease_new(r, key);
     if (!l) return sj_fail(r->ctx, SJ_E_NOMEM, "remote tier: out of memory for a lease");
     sj_status fatal = SJ_OK;
@@ -253,19 +253,19 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
     bool waited = false;
     if (io == SJ_REMOTE_IO_ABSENT) {
         waited = true;
-        sj_remote_bump(&r->n.lease_waits);
-        int64_t lease_ns = (int64_t)r->lease_ms * 1000000, start = sj_remote_now_ns();
+        sj__remote_bump(&r->n.lease_waits);
+        int64_t lease_ns = (int64_t)r->lease_ms * 1000000, start = sj__remote_now_ns();
         int64_t deadline = start + lease_ns, pause = POLL_FIRST_MS;
         char seen[sizeof l->token] = "";
         if (owner_of(r, l, seen, sizeof seen) == SJ_REMOTE_IO_ABSENT) seen[0] = 0;
         for (;;) {
-            int64_t left_ms = (deadline - sj_remote_now_ns()) / 1000000;
+            int64_t left_ms = (deadline - sj__remote_now_ns()) / 1000000;
             if (left_ms <= 0) break; /* the wait ran out: compile alone */
             sleep_ms(pause < left_ms ? pause : left_ms);
             pause = pause * 2 < POLL_MAX_MS ? pause * 2 : POLL_MAX_MS;
             fetched f = poll_value(r, key, data, size, &fatal);
             if (f == GOT_VALUE) {
-                sj_remote_bump(&r->n.lease_waited_hits);
+                sj__remote_bump(&r->n.lease_waited_hits);
                 *how = SJ_REMOTE_CLAIM_FETCHED;
                 sj_free(r->ctx, l);
                 return SJ_OK;
@@ -282,7 +282,7 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
             if (o != SJ_REMOTE_IO_OK && o != SJ_REMOTE_IO_ABSENT) break;
             if (o == SJ_REMOTE_IO_OK && strcmp(now_owner, seen) != 0) {
                 if (seen[0]) {
-                    int64_t renewed = sj_remote_now_ns() + lease_ns;
+                    int64_t renewed = sj__remote_now_ns() + lease_ns;
                     deadline = renewed < start + 2 * lease_ns ? renewed : start + 2 * lease_ns;
                 }
                 snprintf(seen, sizeof seen, "%s", now_owner);
@@ -291,7 +291,7 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
         if (io == SJ_REMOTE_IO_ABSENT) io = SJ_REMOTE_IO_TIMEOUT; /* not taken */
     }
     if (io != SJ_REMOTE_IO_OK) {
-        if (waited) sj_remote_bump(&r->n.lease_waited_compiles);
+        if (waited) sj__remote_bump(&r->n.lease_waited_compiles);
         sj_free(r->ctx, l);
         if (fatal != SJ_OK) return sj_fail(r->ctx, fatal, "remote tier: out of memory while waiting");
         return SJ_OK;
@@ -300,7 +300,7 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
      * between the caller's miss (or the last poll) and this take: look once
      * more, so that value is not compiled a second time. */
     if (poll_value(r, key, data, size, &fatal) == GOT_VALUE) {
-        if (waited) sj_remote_bump(&r->n.lease_waited_hits);
+        if (waited) sj__remote_bump(&r->n.lease_waited_hits);
         sj_remote_lease_end(l, false);
         *how = SJ_REMOTE_CLAIM_FETCHED;
         return SJ_OK;
@@ -309,8 +309,8 @@ sj_status sj_remote_lease_claim(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SI
         sj_remote_lease_end(l, false);
         return sj_fail(r->ctx, fatal, "remote tier: out of memory");
     }
-    if (waited) sj_remote_bump(&r->n.lease_waited_compiles);
-    sj_remote_bump(&r->n.leases_won);
+    if (waited) sj__remote_bump(&r->n.lease_waited_compiles);
+    sj__remote_bump(&r->n.leases_won);
     *how = SJ_REMOTE_CLAIM_OWNED;
     *lease = l;
     return SJ_OK;

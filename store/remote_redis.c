@@ -375,7 +375,7 @@ static sj_remote_io connect_one(redis_transport *t, redisContext **out, char *wh
     return SJ_REMOTE_IO_OK;
 }
 
-void sj_remote_deadline_after_ms(struct timespec *ts, int ms) {
+void sj__remote_deadline_after_ms(struct timespec *ts, int ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += ms / 1000;
     ts->tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -390,7 +390,7 @@ void sj_remote_deadline_after_ms(struct timespec *ts, int ms) {
  * behind a stalled server is bounded like the caller that is stalled. */
 static sj_remote_io acquire(redis_transport *t, redisContext **out, char *why, size_t cap) {
     struct timespec deadline;
-    sj_remote_deadline_after_ms(&deadline, t->command_timeout_ms);
+    sj__remote_deadline_after_ms(&deadline, t->command_timeout_ms);
     pthread_mutex_lock(&t->lock);
     while (t->n_idle == 0 && t->n_open >= t->pool_size) {
         if (pthread_cond_timedwait(&t->returned, &t->lock, &deadline) == ETIMEDOUT &&
@@ -668,7 +668,7 @@ static struct timeval ms_to_tv(int ms) {
     return tv;
 }
 
-sj_status sj_remote_redis_open(sj_ctx *ctx, const sj_remote_config *cfg,
+sj_status sj__remote_redis_open(sj_ctx *ctx, const sj_remote_config *cfg,
                                const sj_remote_transport **ops, void **impl, char **safe_url) {
     redis_url u;
     SJ_TRY(parse_url(ctx, cfg->url, &u));

@@ -30,7 +30,7 @@ typedef struct scheme_entry {
 } scheme_entry;
 
 static const scheme_entry SCHEMES[] = {
-    {"redis://", sj_remote_redis_open},
+    {"redis://", sj__remote_redis_open},
 };
 
 void sj_remote_config_init(sj_remote_config *cfg) {
@@ -45,26 +45,26 @@ void sj_remote_config_init(sj_remote_config *cfg) {
     cfg->lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
 }
 
-int64_t sj_remote_now_ns(void) {
+int64_t sj__remote_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void sj_remote_bump(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+void sj__remote_bump(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
-void sj_remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why) {
-    sj_remote_bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
+void sj__remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why) {
+    sj__remote_bump(io == SJ_REMOTE_IO_TIMEOUT ? &r->n.timeouts : &r->n.errors);
     pthread_mutex_lock(&r->why_lock);
     snprintf(r->last_failure, sizeof r->last_failure, "%s", why);
     pthread_mutex_unlock(&r->why_lock);
-    atomic_store(&r->off_until_ns, sj_remote_now_ns() + (int64_t)r->backoff_ms * 1000000);
+    atomic_store(&r->off_until_ns, sj__remote_now_ns() + (int64_t)r->backoff_ms * 1000000);
 }
 
-int64_t sj_remote_backoff_left_ms(sj_remote *r) {
+int64_t sj__remote_backoff_left_ms(sj_remote *r) {
     int64_t until = atomic_load_explicit(&r->off_until_ns, memory_order_relaxed);
     if (until == 0) return 0;
-    int64_t left = until - sj_remote_now_ns();
+    int64_t left = until - sj__remote_now_ns();
     return left > 0 ? (left + 999999) / 1000000 : 0;
 }
 
@@ -94,7 +94,7 @@ sj_ctx *sj_remote_ctx(const sj_remote *r) { return r->ctx; }
 
 /* A whole frame whose tag is not ours: counted, and the first one told. */
 static void note_foreign(sj_remote *r, const char *name, const char *why) {
-    sj_remote_bump(&r->n.foreign);
+    sj__remote_bump(&r->n.foreign);
     if (!r->on_warning || atomic_exchange(&r->warned, true)) return;
     char msg[512];
     snprintf(msg, sizeof msg,
@@ -109,10 +109,10 @@ static void note_foreign(sj_remote *r, const char *name, const char *why) {
 
 sj_status sj_remote_get(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
                         size_t *size) {
-    return sj_remote_fetch(r, key, data, size, true);
+    return sj__remote_fetch(r, key, data, size, true);
 }
 
-sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
+sj_status sj__remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
                           size_t *size, bool count_absent) {
     if (!r || !key || !data || !size)
         return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
@@ -120,10 +120,10 @@ sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], v
     *size = 0;
     char name[SJ_REMOTE_NAME_MAX];
     size_t name_len = key_name(r->prefix, r->prefix_len, key, name, sizeof name);
-    int64_t left = sj_remote_backoff_left_ms(r);
+    int64_t left = sj__remote_backoff_left_ms(r);
     if (left > 0) {
-        sj_remote_bump(&r->n.backoff_skips);
-        sj_remote_bump(&r->n.misses);
+        sj__remote_bump(&r->n.backoff_skips);
+        sj__remote_bump(&r->n.misses);
         char why[WHY_MAX];
         pthread_mutex_lock(&r->why_lock);
         snprintf(why, sizeof why, "%s", r->last_failure);
@@ -136,46 +136,46 @@ sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], v
     sj_remote_io io = r->tp->fetch(r->tp_impl, name, name_len, r->max_value_size, &blob, why,
                                    sizeof why);
     if (io != SJ_REMOTE_IO_OK) {
-        if (io != SJ_REMOTE_IO_ABSENT || count_absent) sj_remote_bump(&r->n.misses);
+        if (io != SJ_REMOTE_IO_ABSENT || count_absent) sj__remote_bump(&r->n.misses);
         switch (io) {
         case SJ_REMOTE_IO_ABSENT:
             return sj_fail(r->ctx, SJ_E_NOT_FOUND, "remote %s: %s", name, why);
         case SJ_REMOTE_IO_OVERSIZE:
         case SJ_REMOTE_IO_INVALID:
-            sj_remote_bump(&r->n.rejected);
+            sj__remote_bump(&r->n.rejected);
             return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, why);
         case SJ_REMOTE_IO_PROTOCOL:
             /* not a value gone bad but a server that does not speak Redis
              * (another service on the port): a failure of the tier, like
              * a lost connection, and a distinct status so a caller asking
              * "is it up" can tell the two apart */
-            sj_remote_enter_backoff(r, io, why);
+            sj__remote_enter_backoff(r, io, why);
             return sj_fail(r->ctx, SJ_E_PARSE, "remote tier %s: %s; off for %d ms", r->safe_url, why,
                            r->backoff_ms);
         default:
-            sj_remote_enter_backoff(r, io, why);
+            sj__remote_enter_backoff(r, io, why);
             return sj_fail(r->ctx, SJ_E_IO, "remote tier %s: %s%s; off for %d ms", r->safe_url,
                            io == SJ_REMOTE_IO_TIMEOUT ? "timed out: " : "", why, r->backoff_ms);
         }
     }
     size_t off = 0, n = 0;
-    const char *bad = sj_remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
+    const char *bad = sj__remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
     if (bad) {
         r->tp->release(r->tp_impl, &blob);
-        sj_remote_bump(&r->n.rejected);
-        sj_remote_bump(&r->n.misses);
-        if (sj_remote_frame_foreign(bad)) note_foreign(r, name, bad);
+        sj__remote_bump(&r->n.rejected);
+        sj__remote_bump(&r->n.misses);
+        if (sj__remote_frame_foreign(bad)) note_foreign(r, name, bad);
         return sj_fail(r->ctx, SJ_E_CORRUPT, "remote %s: rejected: %s", name, bad);
     }
     void *copy = sj_alloc(r->ctx, n);
     if (!copy) {
         r->tp->release(r->tp_impl, &blob);
-        sj_remote_bump(&r->n.misses);
+        sj__remote_bump(&r->n.misses);
         return sj_fail(r->ctx, SJ_E_NOMEM, "remote %s: out of memory for %zu bytes", name, n);
     }
     memcpy(copy, blob.data + off, n);
     r->tp->release(r->tp_impl, &blob);
-    sj_remote_bump(&r->n.hits);
+    sj__remote_bump(&r->n.hits);
     *data = copy;
     *size = n;
     return SJ_OK;
@@ -193,32 +193,32 @@ static bool holds_foreign(sj_remote *r, const uint8_t *key, const char *name, si
         SJ_REMOTE_IO_OK)
         return false;
     size_t off, n;
-    const char *bad = sj_remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
+    const char *bad = sj__remote_frame_check(&r->trust, key, blob.data, blob.size, &off, &n);
     r->tp->release(r->tp_impl, &blob);
-    if (!bad || !sj_remote_frame_foreign(bad)) return false;
+    if (!bad || !sj__remote_frame_foreign(bad)) return false;
     note_foreign(r, name, bad);
     return true;
 }
 
 static void publish(sj_remote *r, put_item *it) {
-    if (sj_remote_backoff_left_ms(r) > 0) {
-        sj_remote_bump(&r->n.dropped_puts);
+    if (sj__remote_backoff_left_ms(r) > 0) {
+        sj__remote_bump(&r->n.dropped_puts);
         return;
     }
     char name[SJ_REMOTE_NAME_MAX];
     size_t name_len = key_name(r->prefix, r->prefix_len, it->key, name, sizeof name);
     if (holds_foreign(r, it->key, name, name_len)) {
-        sj_remote_bump(&r->n.kept_foreign);
+        sj__remote_bump(&r->n.kept_foreign);
         return;
     }
-    sj_remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
+    sj__remote_frame_seal(&r->trust, it->key, it->frame, it->content_size);
     char why[WHY_MAX];
     sj_remote_io io = r->tp->store(r->tp_impl, name, name_len, it->frame,
                                    SJ_REMOTE_FRAME_OVERHEAD + it->content_size, why, sizeof why);
     if (io == SJ_REMOTE_IO_OK)
-        sj_remote_bump(&r->n.puts);
+        sj__remote_bump(&r->n.puts);
     else
-        sj_remote_enter_backoff(r, io, why);
+        sj__remote_enter_backoff(r, io, why);
 }
 
 static void *writer_main(void *arg) {
@@ -234,7 +234,7 @@ static void *writer_main(void *arg) {
         r->q_busy = true;
         pthread_mutex_unlock(&r->q_lock);
         if (it->release)
-            sj_remote_lease_drop(it->release);
+            sj__remote_lease_drop(it->release);
         else
             publish(r, it);
         sj_free(r->ctx, it);
@@ -262,14 +262,14 @@ sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], con
         return sj_fail(r ? r->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (r->read_only) return SJ_OK;
     if (size > r->max_value_size - SJ_REMOTE_FRAME_OVERHEAD) {
-        sj_remote_bump(&r->n.dropped_puts);
+        sj__remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_OUT_OF_RANGE,
                        "remote put: %zu bytes framed exceed max_value_size %zu", size,
                        r->max_value_size);
     }
     put_item *it = sj_alloc(r->ctx, sizeof *it + SJ_REMOTE_FRAME_OVERHEAD + size);
     if (!it) {
-        sj_remote_bump(&r->n.dropped_puts);
+        sj__remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_NOMEM, "remote put: out of memory for %zu bytes", size);
     }
     it->next = NULL;
@@ -281,7 +281,7 @@ sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], con
     if (r->q_len >= r->queue_capacity) {
         pthread_mutex_unlock(&r->q_lock);
         sj_free(r->ctx, it);
-        sj_remote_bump(&r->n.dropped_puts);
+        sj__remote_bump(&r->n.dropped_puts);
         return sj_fail(r->ctx, SJ_E_BUSY, "remote put: write-behind queue full (%zu puts)",
                        r->queue_capacity);
     }
@@ -293,7 +293,7 @@ sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], con
 
 /* A release is not bounded by queue_capacity: it is tiny, one per lease
  * held, and dropping it would leave the lease to expire. */
-bool sj_remote_queue_release(sj_remote *r, sj_remote_lease *l) {
+bool sj__remote_queue_release(sj_remote *r, sj_remote_lease *l) {
     if (!r->writer_started) return false;
     put_item *it = sj_calloc(r->ctx, 1, sizeof *it);
     if (!it) return false;
@@ -393,7 +393,7 @@ sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote *
         return st;
     }
     r->prefix_len = strlen(r->prefix);
-    sj_remote_trust_init(&r->trust, cfg->secret);
+    sj__remote_trust_init(&r->trust, cfg->secret);
     r->read_only = cfg->read_only;
     r->backoff_ms = cfg->backoff_ms;
     r->max_value_size = cfg->max_value_size;
@@ -413,7 +413,7 @@ sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote *
         }
         r->writer_started = true;
     }
-    if ((st = sj_remote_leases_start(r, r->read_only ? 0 : cfg->lease_ms)) != SJ_OK) {
+    if ((st = sj__remote_leases_start(r, r->read_only ? 0 : cfg->lease_ms)) != SJ_OK) {
         sj_remote_destroy(r);
         return st;
     }
@@ -430,7 +430,7 @@ void sj_remote_destroy(sj_remote *r) {
         pthread_mutex_unlock(&r->q_lock);
         pthread_join(r->writer, NULL);
     }
-    sj_remote_leases_stop(r); /* after the writer: its queued releases are done */
+    sj__remote_leases_stop(r); /* after the writer: its queued releases are done */
     pthread_cond_destroy(&r->q_idle);
     pthread_cond_destroy(&r->q_work);
     pthread_mutex_destroy(&r->q_lock);

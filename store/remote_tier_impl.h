@@ -31,23 +31,23 @@ typedef struct sj_remote_trust {
     uint8_t key[32];  /* derived from the secret; unused when !keyed */
 } sj_remote_trust;
 
-void sj_remote_trust_init(sj_remote_trust *t, const char *secret);
+void sj__remote_trust_init(sj_remote_trust *t, const char *secret);
 
 /* Fills the header of frame (SJ_REMOTE_FRAME_OVERHEAD + content_size bytes
  * whose content is already in place after the header). */
-void sj_remote_frame_seal(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
+void sj__remote_frame_seal(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
                           uint8_t *frame, size_t content_size);
 
 /* NULL when frame is a value this tier may trust under key, with
  * *content_off / *content_size locating the content; otherwise why not. */
-const char *sj_remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
+const char *sj__remote_frame_check(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE_KEY_SIZE],
                                   const uint8_t *frame, size_t size, size_t *content_off,
                                   size_t *content_size);
 
-/* True when why (from sj_remote_frame_check) says the frame is whole but
+/* True when why (from sj__remote_frame_check) says the frame is whole but
  * its tag is not this tier's kind or does not verify with this tier's
  * secret: a fleet member with another secret wrote it. */
-bool sj_remote_frame_foreign(const char *why);
+bool sj__remote_frame_foreign(const char *why);
 
 /* ---- Transport. */
 #define SJ_REMOTE_MAX_POOL 256
@@ -105,7 +105,7 @@ typedef sj_status (*sj_remote_transport_open_fn)(sj_ctx *ctx, const sj_remote_co
                                                  const sj_remote_transport **ops, void **impl,
                                                  char **safe_url);
 
-sj_status sj_remote_redis_open(sj_ctx *ctx, const sj_remote_config *cfg,
+sj_status sj__remote_redis_open(sj_ctx *ctx, const sj_remote_config *cfg,
                                const sj_remote_transport **ops, void **impl, char **safe_url);
 
 /* ---- The tier itself, shared by remote_tier.c (get, put, back-off) and
@@ -174,28 +174,28 @@ struct sj_remote {
     char token_base[40]; /* random per tier; each lease adds its sequence number */
 };
 
-int64_t sj_remote_now_ns(void);
-void sj_remote_bump(atomic_uint_fast64_t *c);
+int64_t sj__remote_now_ns(void);
+void sj__remote_bump(atomic_uint_fast64_t *c);
 /* *ts = CLOCK_MONOTONIC now + ms (for pthread_cond_timedwait on a
  * monotonic condition variable). remote_redis.c. */
-void sj_remote_deadline_after_ms(struct timespec *ts, int ms);
+void sj__remote_deadline_after_ms(struct timespec *ts, int ms);
 /* After an error or timeout: the tier goes off for backoff_ms. */
-void sj_remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why);
+void sj__remote_enter_backoff(sj_remote *r, sj_remote_io io, const char *why);
 /* Remaining back-off in ms (rounded up), 0 when the tier is on. */
-int64_t sj_remote_backoff_left_ms(sj_remote *r);
+int64_t sj__remote_backoff_left_ms(sj_remote *r);
 /* sj_remote_get; an absent value is counted a miss only when count_absent
  * (a waiter polling for a value does not count each poll). */
-sj_status sj_remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
+sj_status sj__remote_fetch(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZE], void **data,
                           size_t *size, bool count_absent);
 /* Queues the drop of l behind every put queued before it, so the value is
  * published before the lease goes; false when there is no writer. */
-bool sj_remote_queue_release(sj_remote *r, sj_remote_lease *l);
+bool sj__remote_queue_release(sj_remote *r, sj_remote_lease *l);
 /* Compare-and-delete of l on the server (unless backing off); unlists and
  * frees l. */
-void sj_remote_lease_drop(sj_remote_lease *l);
+void sj__remote_lease_drop(sj_remote_lease *l);
 /* Lease machinery at create (random token base, renewer thread) and
  * destroy (after the writer: drops what is still held). */
-sj_status sj_remote_leases_start(sj_remote *r, int lease_ms);
-void sj_remote_leases_stop(sj_remote *r);
+sj_status sj__remote_leases_start(sj_remote *r, int lease_ms);
+void sj__remote_leases_stop(sj_remote *r);
 
 #endif

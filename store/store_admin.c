@@ -27,15 +27,15 @@ sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user) {
     sj_status st = SJ_OK;
     if (sqlite3_prepare_v2(s->db, "SELECT " SJ_STORE_ENTRY_COLS " FROM artifacts ORDER BY graph_hash, extent, id",
                            -1, &q, NULL) != SQLITE_OK) {
-        st = sj_store_sql_fail(s, "ls");
+        st = sj__store_sql_fail(s, "ls");
     } else {
         int rc;
         while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
             sj_store_entry e;
-            sj_store_read_entry(q, 0, &e);
+            sj__store_read_entry(q, 0, &e);
             if (fn(user, &e)) break;
         }
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = sj_store_sql_fail(s, "ls");
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = sj__store_sql_fail(s, "ls");
         sqlite3_finalize(q);
     }
     pthread_mutex_unlock(&s->mu);
@@ -52,16 +52,16 @@ static sj_status check_all(sj_store *s, sj_store_row_fn good, sj_store_problem_f
     if (sqlite3_prepare_v2(s->db,
                            "SELECT " SJ_STORE_ENTRY_COLS ", digest, blob, id FROM artifacts ORDER BY graph_hash, extent, id",
                            -1, &q, NULL) != SQLITE_OK)
-        return sj_store_sql_fail(s, "verify");
+        return sj__store_sql_fail(s, "verify");
     sj_status st = SJ_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         sj_store_entry e;
-        sj_store_read_entry(q, 0, &e);
+        sj__store_read_entry(q, 0, &e);
         void *raw;
         char why[160];
         checked++;
-        sj_status u = sj_store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &e.key,
+        sj_status u = sj__store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &e.key,
                                       sqlite3_column_blob(q, 14), (size_t)sqlite3_column_bytes(q, 14),
                                       e.raw_bytes, sqlite3_column_blob(q, 13),
                                       (size_t)sqlite3_column_bytes(q, 13), &raw, why, sizeof why);
@@ -90,7 +90,7 @@ static sj_status check_all(sj_store *s, sj_store_row_fn good, sj_store_problem_f
             (*ids)[nbad - 1] = sqlite3_column_int64(q, 15);
         }
     }
-    if (st == SJ_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) st = sj_store_sql_fail(s, "verify");
+    if (st == SJ_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) st = sj__store_sql_fail(s, "verify");
     sqlite3_finalize(q);
     if (n_checked) *n_checked = checked;
     if (n_bad) *n_bad = nbad;
@@ -119,7 +119,7 @@ sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_st
     if (!s) return SJ_E_INVALID_ARG;
     sj_store_gc_result r = {0, 0, 0};
     pthread_mutex_lock(&s->mu);
-    sj_status st = sj_store_write_begin(s, false);
+    sj_status st = sj__store_write_begin(s, false);
     if (st == SJ_OK) {
         int64_t *ids = NULL, nbad = 0;
         if (remove_corrupt) st = check_all(s, NULL, NULL, NULL, NULL, &nbad, &ids);
@@ -127,7 +127,7 @@ sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_st
         if (st == SJ_OK && nbad > 0 &&
             sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id=?1 RETURNING stored_size", -1, &d, NULL) !=
                 SQLITE_OK)
-            st = sj_store_sql_fail(s, "gc");
+            st = sj__store_sql_fail(s, "gc");
         for (int64_t i = 0; st == SJ_OK && i < nbad; i++) {
             sqlite3_reset(d);
             sqlite3_bind_int64(d, 1, ids[i]);
@@ -147,7 +147,7 @@ sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_st
                                    "OVER (ORDER BY last_used_ms DESC, id DESC) AS kept FROM artifacts) "
                                    "WHERE kept > ?1) RETURNING stored_size",
                                    -1, &q, NULL) != SQLITE_OK) {
-                st = sj_store_sql_fail(s, "gc");
+                st = sj__store_sql_fail(s, "gc");
             } else {
                 sqlite3_bind_int64(q, 1, max_bytes);
                 int rc;
@@ -155,11 +155,11 @@ sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_st
                     r.evicted++;
                     r.bytes_freed += sqlite3_column_int64(q, 0);
                 }
-                if (rc != SQLITE_DONE) st = sj_store_sql_fail(s, "gc");
+                if (rc != SQLITE_DONE) st = sj__store_sql_fail(s, "gc");
                 sqlite3_finalize(q);
             }
         }
-        sj_status end = sj_store_write_end(s, st == SJ_OK);
+        sj_status end = sj__store_write_end(s, st == SJ_OK);
         if (st == SJ_OK) st = end;
         if (st == SJ_OK) s->counters.evictions += (uint64_t)r.evicted;
     }
@@ -175,12 +175,12 @@ static unsigned key_diff(const sj_store_key *a, const sj_store_key *b) {
     if (memcmp(a->graph_hash, b->graph_hash, 32)) d |= SJ_KEY_GRAPH;
     if (a->extent != b->extent) d |= SJ_KEY_EXTENT;
     if (memcmp(a->options_hash, b->options_hash, 32)) d |= SJ_KEY_OPTIONS;
-    if (strcmp(sj_store_str(a->target_triple), sj_store_str(b->target_triple))) d |= SJ_KEY_TRIPLE;
-    if (strcmp(sj_store_str(a->target_cpu), sj_store_str(b->target_cpu))) d |= SJ_KEY_CPU;
-    if (strcmp(sj_store_str(a->target_features), sj_store_str(b->target_features))) d |= SJ_KEY_FEATURES;
+    if (strcmp(sj__store_str(a->target_triple), sj__store_str(b->target_triple))) d |= SJ_KEY_TRIPLE;
+    if (strcmp(sj__store_str(a->target_cpu), sj__store_str(b->target_cpu))) d |= SJ_KEY_CPU;
+    if (strcmp(sj__store_str(a->target_features), sj__store_str(b->target_features))) d |= SJ_KEY_FEATURES;
     if (a->artifact_version != b->artifact_version) d |= SJ_KEY_ARTIFACT_VERSION;
-    if (strcmp(sj_store_str(a->shapejit_version), sj_store_str(b->shapejit_version))) d |= SJ_KEY_SHAPEJIT_VERSION;
-    if (strcmp(sj_store_str(a->compiler_version), sj_store_str(b->compiler_version))) d |= SJ_KEY_COMPILER_VERSION;
+    if (strcmp(sj__store_str(a->shapejit_version), sj__store_str(b->shapejit_version))) d |= SJ_KEY_SHAPEJIT_VERSION;
+    if (strcmp(sj__store_str(a->compiler_version), sj__store_str(b->compiler_version))) d |= SJ_KEY_COMPILER_VERSION;
     return d;
 }
 
@@ -213,13 +213,13 @@ sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results
     if (sqlite3_prepare_v2(s->db, "SELECT " SJ_STORE_ENTRY_COLS ", id FROM artifacts", -1, &q, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(s->db, "SELECT " SJ_STORE_ENTRY_COLS " FROM artifacts WHERE id=?1", -1, &one, NULL) !=
             SQLITE_OK) {
-        st = sj_store_sql_fail(s, "explain");
+        st = sj__store_sql_fail(s, "explain");
         goto done;
     }
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         sj_store_entry e;
-        sj_store_read_entry(q, 0, &e);
+        sj__store_read_entry(q, 0, &e);
         near_row r = {sqlite3_column_int64(q, 13), 0, key_diff(key, &e.key)};
         r.dist = distance(key, &e.key, r.diff);
         /* insertion into the sorted top list */
@@ -232,7 +232,7 @@ sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results
         if (n < max_results) n++;
     }
     if (rc != SQLITE_DONE) {
-        st = sj_store_sql_fail(s, "explain");
+        st = sj__store_sql_fail(s, "explain");
         goto done;
     }
     for (int i = 0; i < n; i++) {
@@ -240,7 +240,7 @@ sj_status sj_store_explain(sj_store *s, const sj_store_key *key, int max_results
         sqlite3_bind_int64(one, 1, best[i].id);
         if (sqlite3_step(one) != SQLITE_ROW) continue;
         sj_store_entry e;
-        sj_store_read_entry(one, 0, &e);
+        sj__store_read_entry(one, 0, &e);
         fn(user, &e, best[i].diff);
     }
 done:

@@ -7,15 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *sj_store_str(const char *s) { return s ? s : ""; }
+const char *sj__store_str(const char *s) { return s ? s : ""; }
 
-sj_status sj_store_key_check(sj_ctx *ctx, const sj_store_key *k) {
+sj_status sj__store_key_check(sj_ctx *ctx, const sj_store_key *k) {
     const char *names[] = {"target triple", "target cpu", "target features", "shapejit version",
                            "compiler version"};
     const char *vals[] = {k->target_triple, k->target_cpu, k->target_features, k->shapejit_version,
                           k->compiler_version};
     for (int i = 0; i < 5; i++)
-        if (strlen(sj_store_str(vals[i])) >= SJ_STORE_FIELD_MAX)
+        if (strlen(sj__store_str(vals[i])) >= SJ_STORE_FIELD_MAX)
             return sj_fail(ctx, SJ_E_INVALID_ARG, "store key: %s is longer than %d bytes", names[i],
                            SJ_STORE_FIELD_MAX - 1);
     if (k->extent < 1) return sj_fail(ctx, SJ_E_INVALID_ARG, "store key: extent %lld must be >= 1", (long long)k->extent);
@@ -29,13 +29,13 @@ static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
 }
 
 static void put_str(llvm_blake3_hasher *h, const char *s) {
-    s = sj_store_str(s);
+    s = sj__store_str(s);
     size_t n = strlen(s);
     put_u64(h, n);
     llvm_blake3_hasher_update(h, s, n);
 }
 
-void sj_store_key_digest(const sj_store_key *k, uint8_t out[32]) {
+void sj__store_key_digest(const sj_store_key *k, uint8_t out[32]) {
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     llvm_blake3_hasher_update(&h, "shapejit store key 1", 20);
@@ -51,7 +51,7 @@ void sj_store_key_digest(const sj_store_key *k, uint8_t out[32]) {
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
 
-void sj_store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
+void sj__store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
                              uint8_t out[32]) {
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
@@ -60,7 +60,7 @@ void sj_store_content_digest(const uint8_t key_digest[32], const void *raw, size
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
 
-sj_status sj_store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
+sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
                             size_t *frame_len) {
     *frame = NULL;
     size_t cap = ZSTD_compressBound(len);
@@ -85,7 +85,7 @@ sj_status sj_store_compress(sj_ctx *ctx, int level, const void *raw, size_t len,
     return SJ_OK;
 }
 
-sj_status sj_store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
+sj_status sj__store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
                           const void *frame, size_t frame_len, int64_t raw_size,
                           const void *digest, size_t digest_len, void **raw, char *why,
                           size_t why_len) {
@@ -130,8 +130,8 @@ sj_status sj_store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_st
         return SJ_E_CORRUPT;
     }
     uint8_t kd[32], got[32];
-    sj_store_key_digest(key, kd);
-    sj_store_content_digest(kd, dst, n, got);
+    sj__store_key_digest(key, kd);
+    sj__store_content_digest(kd, dst, n, got);
     if (memcmp(got, digest, 32) != 0) {
         snprintf(why, why_len, "BLAKE3 digest mismatch (bytes changed or belong to another key)");
         sj_free(ctx, dst);

@@ -35,8 +35,8 @@ static bool put_int(FILE *f, uint64_t v, int n) {
     return fwrite(b, 1, (size_t)n, f) == (size_t)n;
 }
 static bool put_str(FILE *f, const char *s) {
-    size_t n = strlen(sj_store_str(s));
-    return put_int(f, n, 4) && fwrite(sj_store_str(s), 1, n, f) == n;
+    size_t n = strlen(sj__store_str(s));
+    return put_int(f, n, 4) && fwrite(sj__store_str(s), 1, n, f) == n;
 }
 
 sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written) {
@@ -44,7 +44,7 @@ sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix,
     if (!s || !path)
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     /* The file is replaced by rename: only a regular file or nothing may be there. */
-    SJ_TRY(sj_check_replaceable(s->ctx, "store export", path));
+    SJ_TRY(sj__check_replaceable(s->ctx, "store export", path));
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store export: path too long");
@@ -69,13 +69,13 @@ sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix,
                            "WHERE ?1 IS NULL OR substr(graph_hash, 1, length(?1)) = lower(?1) "
                            "ORDER BY graph_hash, extent, id",
                            -1, &q, NULL) != SQLITE_OK) {
-        st = sj_store_sql_fail(s, "export");
+        st = sj__store_sql_fail(s, "export");
     } else {
         if (hex_prefix) sqlite3_bind_text(q, 1, hex_prefix, -1, SQLITE_STATIC);
         int rc;
         while (ok && (rc = sqlite3_step(q)) == SQLITE_ROW) {
             sj_store_entry e;
-            sj_store_read_entry(q, 0, &e);
+            sj__store_read_entry(q, 0, &e);
             size_t dlen = (size_t)sqlite3_column_bytes(q, 13), flen = (size_t)sqlite3_column_bytes(q, 14);
             const void *digest = sqlite3_column_blob(q, 13), *frame = sqlite3_column_blob(q, 14);
             uint8_t zero[32] = {0};
@@ -89,7 +89,7 @@ sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix,
                  (flen == 0 || fwrite(frame, 1, flen, f) == flen);
             n++;
         }
-        if (ok && rc != SQLITE_DONE) st = sj_store_sql_fail(s, "export");
+        if (ok && rc != SQLITE_DONE) st = sj__store_sql_fail(s, "export");
         sqlite3_finalize(q);
     }
     pthread_mutex_unlock(&s->mu);
@@ -185,7 +185,7 @@ sj_status sj_store_import_report(sj_store *s, const char *path, sj_store_problem
         sj_status u = SJ_E_CORRUPT;
         if (k.extent >= 1) {
             pthread_mutex_lock(&s->mu); /* the shared decompression context */
-            u = sj_store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &k, frame, (size_t)flen,
+            u = sj__store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &k, frame, (size_t)flen,
                                 (int64_t)raw_size, digest, 32, &raw, why, sizeof why);
             pthread_mutex_unlock(&s->mu);
         }

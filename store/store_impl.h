@@ -43,45 +43,45 @@ struct sj_store {
 /* --- store_open.c --- */
 /* Takes the cross-process write lock (waiting up to busy_timeout_ms unless
  * `try_only`), then BEGIN IMMEDIATE. Caller holds s->mu. */
-sj_status sj_store_write_begin(sj_store *s, bool try_only);
+sj_status sj__store_write_begin(sj_store *s, bool try_only);
 /* COMMIT (ok) or ROLLBACK, checkpoint when the WAL is long, release the
  * lock. Returns the COMMIT's failure, if any. */
-sj_status sj_store_write_end(sj_store *s, bool ok);
-sj_status sj_store_sql_fail(sj_store *s, const char *what);
-int64_t sj_store_now_ms(void);
+sj_status sj__store_write_end(sj_store *s, bool ok);
+sj_status sj__store_sql_fail(sj_store *s, const char *what);
+int64_t sj__store_now_ms(void);
 
 /* The in-memory counters of sj_store_stats (no SQL, cannot fail): for
  * callers that only want evictions and hits. */
-void sj_store_counters(sj_store *s, sj_store_stats *out);
+void sj__store_counters(sj_store *s, sj_store_stats *out);
 
 /* A decompression context for use outside mu (NULL: out of memory), and
  * back to the pool (freed when the pool is full). */
-ZSTD_DCtx *sj_store_dctx_take(sj_store *s);
-void sj_store_dctx_give(sj_store *s, ZSTD_DCtx *d);
+ZSTD_DCtx *sj__store_dctx_take(sj_store *s);
+void sj__store_dctx_give(sj_store *s, ZSTD_DCtx *d);
 
 /* --- store_blob.c --- */
 /* BLAKE3 over the key's canonical encoding. */
-void sj_store_key_digest(const sj_store_key *k, uint8_t out[32]);
+void sj__store_key_digest(const sj_store_key *k, uint8_t out[32]);
 /* BLAKE3(key digest || raw): what a row's digest column holds. */
-void sj_store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
+void sj__store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
                              uint8_t out[32]);
 /* zstd frame with checksum and content size; *frame from sj_alloc. */
-sj_status sj_store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
+sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
                             size_t *frame_len);
 /* Checks and decompresses one stored blob. On SJ_E_CORRUPT `why` says
  * which check failed; *raw is then NULL. */
-sj_status sj_store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
+sj_status sj__store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
                           const void *frame, size_t frame_len, int64_t raw_size,
                           const void *digest, size_t digest_len, void **raw, char *why,
                           size_t why_len);
 /* Validates a key's strings (length, NULL -> ""). */
-sj_status sj_store_key_check(sj_ctx *ctx, const sj_store_key *k);
-const char *sj_store_str(const char *s);
+sj_status sj__store_key_check(sj_ctx *ctx, const sj_store_key *k);
+const char *sj__store_str(const char *s);
 
 /* --- store_rw.c --- */
 /* Reads the key + size columns (in the order of SJ_STORE_ENTRY_COLS)
  * starting at column `first`; strings point into the statement's row. */
-void sj_store_read_entry(sqlite3_stmt *st, int first, sj_store_entry *e);
+void sj__store_read_entry(sqlite3_stmt *st, int first, sj_store_entry *e);
 
 #define SJ_STORE_KEY_COLS                                                                          \
     "graph_hash, extent, options_hash, target_triple, target_cpu, target_features, "              \

@@ -48,13 +48,13 @@ void sj_store_config_init(sj_store_config *cfg) {
     cfg->touch_interval_ms = 60000;
 }
 
-int64_t sj_store_now_ms(void) {
+int64_t sj__store_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-sj_status sj_store_sql_fail(sj_store *s, const char *what) {
+sj_status sj__store_sql_fail(sj_store *s, const char *what) {
     int code = sqlite3_errcode(s->db);
     sj_status st = SJ_E_IO;
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED) st = SJ_E_BUSY;
@@ -72,7 +72,7 @@ sj_status sj_store_sql_fail(sj_store *s, const char *what) {
 
 /* Runs one SQL statement with no result rows; the message names `what`. */
 static sj_status exec_sql(sj_store *s, const char *sql, const char *what) {
-    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sj_store_sql_fail(s, what);
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sj__store_sql_fail(s, what);
     return SJ_OK;
 }
 
@@ -99,7 +99,7 @@ static void lock_release(sj_store *s) {
     if (s->lock_fd >= 0) flock(s->lock_fd, LOCK_UN);
 }
 
-sj_status sj_store_write_begin(sj_store *s, bool try_only) {
+sj_status sj__store_write_begin(sj_store *s, bool try_only) {
     if (s->read_only)
         return sj_fail(s->ctx, SJ_E_IO, "store %s is read-only (%s): nothing is written to it", s->path,
                        s->ro_why);
@@ -109,7 +109,7 @@ sj_status sj_store_write_begin(sj_store *s, bool try_only) {
     return st;
 }
 
-sj_status sj_store_write_end(sj_store *s, bool ok) {
+sj_status sj__store_write_end(sj_store *s, bool ok) {
     sj_status st = SJ_OK;
     if (ok) {
         st = exec_sql(s, "COMMIT", "commit");
@@ -253,10 +253,10 @@ static sj_status query_int(sj_store *s, const char *sql, const char *what, int64
                            int64_t *out) {
     sqlite3_stmt *q;
     *out = dflt;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return sj_store_sql_fail(s, what);
+    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return sj__store_sql_fail(s, what);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) *out = sqlite3_column_int64(q, 0);
-    sj_status st = rc == SQLITE_ROW || rc == SQLITE_DONE ? SJ_OK : sj_store_sql_fail(s, what);
+    sj_status st = rc == SQLITE_ROW || rc == SQLITE_DONE ? SJ_OK : sj__store_sql_fail(s, what);
     sqlite3_finalize(q);
     return st;
 }
@@ -272,7 +272,7 @@ static sj_status schema_version(sj_store *s, const char *where, int64_t *v) {
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(s->db, "SELECT version, typeof(version), quote(version) FROM sj_schema", -1,
                            &q, NULL) != SQLITE_OK)
-        return sj_store_sql_fail(s, "reading the schema version");
+        return sj__store_sql_fail(s, "reading the schema version");
     int rows = 0, rc;
     char type[16] = "", shown[64] = "";
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -282,7 +282,7 @@ static sj_status schema_version(sj_store *s, const char *where, int64_t *v) {
         snprintf(shown, sizeof shown, "%s", (const char *)sqlite3_column_text(q, 2));
     }
     sqlite3_finalize(q);
-    if (rc != SQLITE_DONE) return sj_store_sql_fail(s, "reading the schema version");
+    if (rc != SQLITE_DONE) return sj__store_sql_fail(s, "reading the schema version");
     const char *fix = "refusing to touch it (shapejit rebuilds no store on its own: move the file "
                       "aside to start a new one)";
     if (rows == 0)
@@ -388,7 +388,7 @@ static sj_status open_read_only(sj_store *s, const char *sqlite_path, bool immut
     int rc = sqlite3_open_v2(uri, &s->db, flags, NULL);
     sj_free(s->ctx, uri);
     if (rc != SQLITE_OK)
-        return s->db ? sj_store_sql_fail(s, "opening read-only")
+        return s->db ? sj__store_sql_fail(s, "opening read-only")
                      : sj_fail(s->ctx, SJ_E_NOMEM, "store %s: out of memory", s->path);
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, s->cfg.busy_timeout_ms);
@@ -415,7 +415,7 @@ static sj_status prepare_statements(sj_store *s) {
     if (sqlite3_prepare_v3(s->db, get_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_get, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db, put_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_put, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db, touch_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_touch, NULL) != SQLITE_OK)
-        return sj_store_sql_fail(s, "preparing statements");
+        return sj__store_sql_fail(s, "preparing statements");
     return SJ_OK;
 }
 
@@ -457,7 +457,7 @@ static sj_status open_resolved(sj_store *s, const char *sqlite_path) {
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
     if (sqlite3_open_v2(sqlite_path, &s->db, flags, NULL) != SQLITE_OK) {
-        sj_status st = s->db ? sj_store_sql_fail(s, "open")
+        sj_status st = s->db ? sj__store_sql_fail(s, "open")
                              : sj_fail(s->ctx, SJ_E_NOMEM, "store %s: out of memory", path);
         return st;
     }
@@ -470,14 +470,14 @@ static sj_status open_resolved(sj_store *s, const char *sqlite_path) {
     if (s->path) {
         sqlite3_stmt *q;
         if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &q, NULL) != SQLITE_OK) {
-            st = sj_store_sql_fail(s, "setting WAL mode");
+            st = sj__store_sql_fail(s, "setting WAL mode");
         } else {
             int rc = sqlite3_step(q);
             const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : NULL;
             if (!mode || strcmp(mode, "wal") != 0)
                 st = rc == SQLITE_ROW ? sj_fail(s->ctx, SJ_E_IO, "store %s: cannot use WAL mode (got %s)", path,
                                                 mode ? mode : "?")
-                                      : sj_store_sql_fail(s, "setting WAL mode");
+                                      : sj__store_sql_fail(s, "setting WAL mode");
             sqlite3_finalize(q);
         }
     }
@@ -575,14 +575,14 @@ sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out)
     return SJ_OK;
 }
 
-ZSTD_DCtx *sj_store_dctx_take(sj_store *s) {
+ZSTD_DCtx *sj__store_dctx_take(sj_store *s) {
     pthread_mutex_lock(&s->pool_mu);
     ZSTD_DCtx *d = s->n_pool ? s->pool[--s->n_pool] : NULL;
     pthread_mutex_unlock(&s->pool_mu);
     return d ? d : ZSTD_createDCtx();
 }
 
-void sj_store_dctx_give(sj_store *s, ZSTD_DCtx *d) {
+void sj__store_dctx_give(sj_store *s, ZSTD_DCtx *d) {
     pthread_mutex_lock(&s->pool_mu);
     if (s->n_pool < (int)(sizeof s->pool / sizeof s->pool[0])) {
         s->pool[s->n_pool++] = d;

@@ -22,20 +22,20 @@ static void unhex(const unsigned char *hex, uint8_t out[32]) {
 /* Binds the 9 key columns to parameters first..first+8 of st; gh and oh
  * hold the hex hashes until the statement has run. */
 static void bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
-    sj_hex_encode(k->graph_hash, 32, gh);
-    sj_hex_encode(k->options_hash, 32, oh);
+    sj__hex_encode(k->graph_hash, 32, gh);
+    sj__hex_encode(k->options_hash, 32, oh);
     sqlite3_bind_text(st, first, gh, 64, SQLITE_STATIC);
     sqlite3_bind_int64(st, first + 1, k->extent);
     sqlite3_bind_text(st, first + 2, oh, 64, SQLITE_STATIC);
-    sqlite3_bind_text(st, first + 3, sj_store_str(k->target_triple), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, first + 4, sj_store_str(k->target_cpu), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, first + 5, sj_store_str(k->target_features), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 3, sj__store_str(k->target_triple), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 4, sj__store_str(k->target_cpu), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 5, sj__store_str(k->target_features), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, first + 6, k->artifact_version);
-    sqlite3_bind_text(st, first + 7, sj_store_str(k->shapejit_version), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, first + 8, sj_store_str(k->compiler_version), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 7, sj__store_str(k->shapejit_version), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 8, sj__store_str(k->compiler_version), -1, SQLITE_STATIC);
 }
 
-void sj_store_read_entry(sqlite3_stmt *st, int c, sj_store_entry *e) {
+void sj__store_read_entry(sqlite3_stmt *st, int c, sj_store_entry *e) {
     memset(e, 0, sizeof *e);
     unhex(sqlite3_column_text(st, c), e->key.graph_hash);
     e->key.extent = sqlite3_column_int64(st, c + 1);
@@ -64,11 +64,11 @@ static sj_status evict_to(sj_store *s, int64_t max_bytes, int64_t keep_id, int64
                            "ORDER BY last_used_ms, id LIMIT 1",
                            -1, &old, NULL) ||
         sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id=?1", -1, &del, NULL)) {
-        st = sj_store_sql_fail(s, "eviction");
+        st = sj__store_sql_fail(s, "eviction");
         goto done;
     }
     if (sqlite3_step(sum) != SQLITE_ROW) {
-        st = sj_store_sql_fail(s, "eviction");
+        st = sj__store_sql_fail(s, "eviction");
         goto done;
     }
     int64_t total = sqlite3_column_int64(sum, 0);
@@ -78,14 +78,14 @@ static sj_status evict_to(sj_store *s, int64_t max_bytes, int64_t keep_id, int64
         int rc = sqlite3_step(old);
         if (rc == SQLITE_DONE) break;
         if (rc != SQLITE_ROW) {
-            st = sj_store_sql_fail(s, "eviction");
+            st = sj__store_sql_fail(s, "eviction");
             goto done;
         }
         int64_t id = sqlite3_column_int64(old, 0), size = sqlite3_column_int64(old, 1);
         sqlite3_reset(del);
         sqlite3_bind_int64(del, 1, id);
         if (sqlite3_step(del) != SQLITE_DONE) {
-            st = sj_store_sql_fail(s, "eviction");
+            st = sj__store_sql_fail(s, "eviction");
             goto done;
         }
         total -= size;
@@ -102,21 +102,21 @@ done:
 sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len) {
     if (!s || !key || (!bytes && len))
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
-    SJ_TRY(sj_store_key_check(s->ctx, key));
+    SJ_TRY(sj__store_key_check(s->ctx, key));
     if ((uint64_t)len > (uint64_t)s->cfg.max_artifact_bytes)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store put: artifact of %zu bytes exceeds the %lld-byte cap",
                        len, (long long)s->cfg.max_artifact_bytes);
     /* Compress and hash before taking any lock: the slow part stays
      * parallel. */
     uint8_t kd[32], digest[32];
-    sj_store_key_digest(key, kd);
-    sj_store_content_digest(kd, bytes, len, digest);
+    sj__store_key_digest(key, kd);
+    sj__store_content_digest(kd, bytes, len, digest);
     void *frame;
     size_t frame_len;
-    SJ_TRY(sj_store_compress(s->ctx, s->cfg.compression_level, bytes, len, &frame, &frame_len));
+    SJ_TRY(sj__store_compress(s->ctx, s->cfg.compression_level, bytes, len, &frame, &frame_len));
 
     pthread_mutex_lock(&s->mu);
-    sj_status st = sj_store_write_begin(s, false);
+    sj_status st = sj__store_write_begin(s, false);
     if (st == SJ_OK) {
         char gh[65], oh[65];
         sqlite3_stmt *p = s->st_put;
@@ -125,9 +125,9 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
         sqlite3_bind_int64(p, 10, (int64_t)len);
         sqlite3_bind_int64(p, 11, (int64_t)frame_len);
         sqlite3_bind_blob(p, 12, digest, 32, SQLITE_STATIC);
-        sqlite3_bind_int64(p, 13, sj_store_now_ms());
+        sqlite3_bind_int64(p, 13, sj__store_now_ms());
         sqlite3_bind_blob64(p, 14, frame, (sqlite3_uint64)frame_len, SQLITE_STATIC);
-        if (sqlite3_step(p) != SQLITE_DONE) st = sj_store_sql_fail(s, "put");
+        if (sqlite3_step(p) != SQLITE_DONE) st = sj__store_sql_fail(s, "put");
         sqlite3_reset(p);
         sqlite3_clear_bindings(p);
         if (st == SJ_OK && s->cfg.max_bytes > 0) {
@@ -142,7 +142,7 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
             st = evict_to(s, s->cfg.max_bytes, id, &evicted, &freed);
             if (st == SJ_OK) s->counters.evictions += (uint64_t)evicted;
         }
-        sj_status end = sj_store_write_end(s, st == SJ_OK);
+        sj_status end = sj__store_write_end(s, st == SJ_OK);
         if (st == SJ_OK) st = end;
     }
     if (st == SJ_OK) {
@@ -157,9 +157,9 @@ sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, 
 /* Best effort: a hit refreshes last_used at most once per touch interval,
  * and skips it rather than wait when another process is writing. */
 static void touch(sj_store *s, int64_t id, int64_t last_used) {
-    int64_t now = sj_store_now_ms();
+    int64_t now = sj__store_now_ms();
     if (s->read_only || now - last_used < s->cfg.touch_interval_ms) return;
-    if (sj_store_write_begin(s, true) != SJ_OK) {
+    if (sj__store_write_begin(s, true) != SJ_OK) {
         sj_ctx_clear_error(s->ctx);
         return;
     }
@@ -168,7 +168,7 @@ static void touch(sj_store *s, int64_t id, int64_t last_used) {
     sqlite3_bind_int64(s->st_touch, 2, id);
     bool ok = sqlite3_step(s->st_touch) == SQLITE_DONE;
     sqlite3_reset(s->st_touch);
-    if (sj_store_write_end(s, ok) != SJ_OK) sj_ctx_clear_error(s->ctx);
+    if (sj__store_write_end(s, ok) != SJ_OK) sj_ctx_clear_error(s->ctx);
 }
 
 sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len) {
@@ -176,7 +176,7 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *bytes = NULL;
     *len = 0;
-    SJ_TRY(sj_store_key_check(s->ctx, key));
+    SJ_TRY(sj__store_key_check(s->ctx, key));
     char gh[65], oh[65], why[160];
     pthread_mutex_lock(&s->mu);
     sqlite3_stmt *q = s->st_get;
@@ -189,7 +189,7 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
         st = sj_fail(s->ctx, SJ_E_NOT_FOUND, "store: no artifact for graph %.16s... at extent %lld", gh,
                      (long long)key->extent);
     } else if (rc != SQLITE_ROW) {
-        st = sj_store_sql_fail(s, "get");
+        st = sj__store_sql_fail(s, "get");
     } else {
         /* The row is copied out under the lock; decompression and the
          * digest check, the slow part, run outside it so gets on several
@@ -204,14 +204,14 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
         if (frame && frame_len) memcpy(frame, sqlite3_column_blob(q, 3), frame_len);
         sqlite3_reset(q);
         pthread_mutex_unlock(&s->mu);
-        ZSTD_DCtx *d = frame ? sj_store_dctx_take(s) : NULL;
+        ZSTD_DCtx *d = frame ? sj__store_dctx_take(s) : NULL;
         void *raw = NULL;
         if (!d)
             st = sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a %zu-byte row", frame_len);
         else
-            st = sj_store_unpack(s->ctx, d, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
+            st = sj__store_unpack(s->ctx, d, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
                                  digest, digest_len, &raw, why, sizeof why);
-        if (d) sj_store_dctx_give(s, d);
+        if (d) sj__store_dctx_give(s, d);
         sj_free(s->ctx, frame);
         pthread_mutex_lock(&s->mu);
         if (st == SJ_OK) {
@@ -235,21 +235,21 @@ sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_
 static sj_status rm_where(sj_store *s, const char *sql, const sj_store_key *key, const char *prefix,
                           int64_t *removed) {
     pthread_mutex_lock(&s->mu);
-    sj_status st = sj_store_write_begin(s, false);
+    sj_status st = sj__store_write_begin(s, false);
     int64_t n = 0;
     if (st == SJ_OK) {
         sqlite3_stmt *d;
         char gh[65], oh[65];
         if (sqlite3_prepare_v2(s->db, sql, -1, &d, NULL) != SQLITE_OK) {
-            st = sj_store_sql_fail(s, "rm");
+            st = sj__store_sql_fail(s, "rm");
         } else {
             if (key) bind_key(d, 1, key, gh, oh);
             else sqlite3_bind_text(d, 1, prefix, -1, SQLITE_STATIC);
-            if (sqlite3_step(d) != SQLITE_DONE) st = sj_store_sql_fail(s, "rm");
+            if (sqlite3_step(d) != SQLITE_DONE) st = sj__store_sql_fail(s, "rm");
             else n = sqlite3_changes(s->db);
             sqlite3_finalize(d);
         }
-        sj_status end = sj_store_write_end(s, st == SJ_OK);
+        sj_status end = sj__store_write_end(s, st == SJ_OK);
         if (st == SJ_OK) st = end;
     }
     pthread_mutex_unlock(&s->mu);
@@ -281,7 +281,7 @@ sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t *remov
 sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed) {
     if (!s || !key)
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
-    SJ_TRY(sj_store_key_check(s->ctx, key));
+    SJ_TRY(sj__store_key_check(s->ctx, key));
     return rm_where(s,
                     "DELETE FROM artifacts WHERE graph_hash=?1 AND extent=?2 AND options_hash=?3 AND "
                     "target_triple=?4 AND target_cpu=?5 AND target_features=?6 AND artifact_version=?7 "
@@ -289,7 +289,7 @@ sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed) {
                     key, NULL, removed);
 }
 
-void sj_store_counters(sj_store *s, sj_store_stats *out) {
+void sj__store_counters(sj_store *s, sj_store_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->counters;
     pthread_mutex_unlock(&s->mu);
@@ -306,14 +306,14 @@ sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out) {
                            "SELECT count(*), coalesce(sum(stored_size),0), coalesce(sum(raw_size),0) "
                            "FROM artifacts",
                            -1, &q, NULL) != SQLITE_OK) {
-        st = sj_store_sql_fail(s, "stats");
+        st = sj__store_sql_fail(s, "stats");
     } else {
         if (sqlite3_step(q) == SQLITE_ROW) {
             out->entries = sqlite3_column_int64(q, 0);
             out->stored_bytes = sqlite3_column_int64(q, 1);
             out->raw_bytes = sqlite3_column_int64(q, 2);
         } else {
-            st = sj_store_sql_fail(s, "stats");
+            st = sj__store_sql_fail(s, "stats");
         }
         sqlite3_finalize(q);
     }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 void sj_tiered_key_digest(const sj_store_key *key, uint8_t out[SJ_REMOTE_KEY_SIZE]) {
-    sj_store_key_digest(key, out);
+    sj__store_key_digest(key, out);
 }
 
 static sj_ctx *tiers_ctx(sj_store *local, sj_remote *remote) {
@@ -22,7 +22,7 @@ static sj_status check_tiers(sj_store *local, sj_remote *remote, const sj_store_
         return sj_fail(ctx, SJ_E_INVALID_ARG,
                        "tiered store: the local store and the remote tier belong to different "
                        "contexts");
-    return sj_store_key_check(ctx, key);
+    return sj__store_key_check(ctx, key);
 }
 
 sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *key, void **bytes,
@@ -43,11 +43,11 @@ sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *
         snprintf(local_why, sizeof local_why, "%s", sj_ctx_last_error(ctx));
     }
     uint8_t digest[SJ_REMOTE_KEY_SIZE];
-    sj_store_key_digest(key, digest);
+    sj__store_key_digest(key, digest);
     sj_status st = sj_remote_get(remote, digest, bytes, len);
     if (st == SJ_E_INVALID_ARG || st == SJ_E_NOMEM) return st;
     if (st != SJ_OK) {
-        sj_error_prefix(ctx, "%s; ", local_why);
+        sj__error_prefix(ctx, "%s; ", local_why);
         return local_st;
     }
     if (local && sj_store_put(local, key, *bytes, *len) != SJ_OK) sj_ctx_clear_error(ctx);
@@ -66,14 +66,14 @@ sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *
     char local_why[512] = "";
     if (st != SJ_OK) snprintf(local_why, sizeof local_why, "%s", sj_ctx_last_error(ctx));
     uint8_t digest[SJ_REMOTE_KEY_SIZE];
-    sj_store_key_digest(key, digest);
+    sj__store_key_digest(key, digest);
     /* A remote put that is dropped (queue full, too large) is counted in the
      * remote stats; the caller hears about the local store only. */
     if (sj_remote_put(remote, digest, bytes, len) != SJ_OK) {
         if (st == SJ_OK)
             sj_ctx_clear_error(ctx);
         else
-            sj_set_error(ctx, "%s", local_why);
+            sj__set_error(ctx, "%s", local_why);
     }
     return st;
 }
@@ -89,7 +89,7 @@ sj_status sj_tiered_claim(sj_store *local, sj_remote *remote, const sj_store_key
     SJ_TRY(check_tiers(local, remote, key));
     if (!remote) return SJ_OK;
     uint8_t digest[SJ_REMOTE_KEY_SIZE];
-    sj_store_key_digest(key, digest);
+    sj__store_key_digest(key, digest);
     SJ_TRY(sj_remote_lease_claim(remote, digest, how, lease, bytes, len));
     /* Kept locally like any remote hit; a failed local write still serves. */
     if (*how == SJ_REMOTE_CLAIM_FETCHED && local && sj_store_put(local, key, *bytes, *len) != SJ_OK)

@@ -98,7 +98,7 @@ static inline void emu_run_and_compare(sj_ctx *ctx, const sj_graph *g, const sj_
         if (s->kind == SJ_SLOT_INPUT)
             emu_copy_padded(&g->nodes[g->inputs[s->index]].shape, n, E, slot[i], in[s->index].data, 1);
         else if (s->kind == SJ_SLOT_PARAM && sj_slot_storage(s) != SJ_PRECISION_FP32)
-            sj_precision_round((sj_precision)sj_slot_storage(s), g->nodes[s->index].data, slot[i],
+            sj__precision_round((sj_precision)sj_slot_storage(s), g->nodes[s->index].data, slot[i],
                                s->bytes / 2);
         else if (s->kind == SJ_SLOT_PARAM)
             memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);

@@ -70,7 +70,7 @@ static sj_status h_check_request(const sj_graph *g, int64_t E, int64_t n, const 
 static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, int64_t n,
                        const sj_tensor *inputs, sj_tensor *outputs) {
     sj_ctx *ctx = g->ctx;
-    const sj_launch_plan *p = sj_artifact_plan(a);
+    const sj_launch_plan *p = sj__artifact_plan(a);
     int64_t E = p->extent;
     const uint8_t *code;
     size_t len;
@@ -97,7 +97,7 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
         } else if (s->kind == SJ_SLOT_PARAM) {
             sj_precision storage = (sj_precision)sj_slot_storage(s);
             if (storage != SJ_PRECISION_FP32) /* narrowed as the runtime narrows it */
-                sj_precision_round(storage, g->nodes[s->index].data, slot[i], s->bytes / 2);
+                sj__precision_round(storage, g->nodes[s->index].data, slot[i], s->bytes / 2);
             else
                 memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
         }

@@ -10,3 +10,7 @@ set_tests_properties(layers PROPERTIES LABELS headers)
 # The same rules over the includes: a header edge leaves no symbol to see.
 add_test(NAME layer_headers COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_headers.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(layer_headers PROPERTIES LABELS headers)
+# Names: a library symbol is exported (sj_) or internal (sj__), nothing between.
+add_test(NAME internal_names COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_internal_names.sh ${CMAKE_NM}
+  ${PROJECT_BINARY_DIR}/layers_objects.txt $<TARGET_FILE:shapejit>)
+set_tests_properties(internal_names PROPERTIES LABELS headers)

@@ -32,10 +32,10 @@ static sj_value scalar(fixture *f, const char *name, float value) {
 static int fused(fixture *f, int64_t E) {
     sj_lowered *l;
     sj_lower_options o = {.fusion = true, .attention = true, .prefix = "t_"};
-    assert_int_equal(sj_lower(f->g, E, &o, &l), SJ_OK);
+    assert_int_equal(sj__lower(f->g, E, &o, &l), SJ_OK);
     int n = 0;
     for (int i = 0; i < l->n_kernels; i++) n += l->kernels[i].kind == SJ_KK_ATTENTION;
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     return n;
 }
 
@@ -235,7 +235,7 @@ static void test_exp_ulp(void **state) {
     for (uint32_t u = 0x80000000u; u <= hi; u += 97) {
         float x;
         memcpy(&x, &u, 4);
-        float got = sj_host_attention_exp(x), want = expf(x);
+        float got = sj__host_attention_exp(x), want = expf(x);
         int32_t gi, wi;
         memcpy(&gi, &got, 4);
         memcpy(&wi, &want, 4);
@@ -246,10 +246,10 @@ static void test_exp_ulp(void **state) {
     assert_true(worst <= 2);
     /* Below -87.3 the true value is under FLT_MIN: within FLT_MIN of it. */
     for (float x = -87.3f; x > -100.0f; x -= 0.001f)
-        assert_true(fabs((double)sj_host_attention_exp(x) - exp((double)x)) < FLT_MIN);
-    assert_true(isnan(sj_host_attention_exp(NAN)));
-    assert_true(sj_host_attention_exp(-INFINITY) == 0.0f);
-    assert_true(sj_host_attention_exp(-100.0f) == 0.0f);
+        assert_true(fabs((double)sj__host_attention_exp(x) - exp((double)x)) < FLT_MIN);
+    assert_true(isnan(sj__host_attention_exp(NAN)));
+    assert_true(sj__host_attention_exp(-INFINITY) == 0.0f);
+    assert_true(sj__host_attention_exp(-100.0f) == 0.0f);
 }
 
 /* The kernel itself, called directly, against a double-precision reference:
@@ -281,19 +281,19 @@ static double kernel_case(const kcase *c, int level) {
     assert_non_null(q && k && v && o && o2 && mask);
     uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(H * 131 + N * 7 + D);
     for (size_t i = 0; i < sz; i++) {
-        q[i] = (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) * 4 - 2;
-        k[i] = (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) * 4 - 2;
-        v[i] = (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) - 0.5f;
+        q[i] = (float)(sj__splitmix64(&seed) >> 40) / (1 << 24) * 4 - 2;
+        k[i] = (float)(sj__splitmix64(&seed) >> 40) / (1 << 24) * 4 - 2;
+        v[i] = (float)(sj__splitmix64(&seed) >> 40) / (1 << 24) - 0.5f;
     }
     for (int i = 0; i < N; i++)
         for (int j = 0; j < N; j++)
             mask[i * N + j] = c->mask == 1   ? (j > i ? -INFINITY : 0.0f)
                               : c->mask == 3 ? (j % 5 == 4 ? -INFINITY : 0.0f)
-                                             : (float)(sj_splitmix64(&seed) >> 40) / (1 << 24) - 0.5f;
+                                             : (float)(sj__splitmix64(&seed) >> 40) / (1 << 24) - 0.5f;
     const float *mk = c->mask ? mask : NULL;
-    sj_host_attention_rows(w, q, k, v, mk, o, N, 0, N);
+    sj__host_attention_rows(w, q, k, v, mk, o, N, 0, N);
     int64_t cut[] = {0, 16 < N ? 16 : N, 48 < N ? 48 : N, N};
-    for (int i = 0; i < 3; i++) sj_host_attention_rows(w, q, k, v, mk, o2, N, cut[i], cut[i + 1]);
+    for (int i = 0; i < 3; i++) sj__host_attention_rows(w, q, k, v, mk, o2, N, cut[i], cut[i + 1]);
     assert_memory_equal(o, o2, sz * 4);
     double worst = 0, *s = malloc((size_t)N * sizeof *s);
     assert_non_null(s);

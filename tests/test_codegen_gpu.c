@@ -85,7 +85,7 @@ static void compile_everything(fixture *f, const sj_graph *g, int64_t E, bool fu
             if (!((arches >> a) & 1)) continue;
             sj_lowered *l;
             sj_lower_options o = {.fusion = fusion, .prefix = "sj_"};
-            sj_status st = sj_lower(g, E, &o, &l);
+            sj_status st = sj__lower(g, E, &o, &l);
             if (st != SJ_OK) fail_msg("%s: lower at %lld: %s", name, (long long)E, sj_ctx_last_error(f->ctx));
             char what[160];
             snprintf(what, sizeof what, "%s at E=%lld, %s, sm_%d%s", name, (long long)E,
@@ -93,14 +93,14 @@ static void compile_everything(fixture *f, const sj_graph *g, int64_t E, bool fu
                      fusion ? "" : ", unfused");
             sj_gpu_code code;
             char *source;
-            st = sj_gpu_schedule_plan(f->ctx, l->kernels, l->n_kernels, &l->plan);
-            if (st == SJ_OK) st = sj_gpu_compile_lowered(f->ctx, l, paths[p], sms[a], true, &code, &source);
+            st = sj__gpu_schedule_plan(f->ctx, l->kernels, l->n_kernels, &l->plan);
+            if (st == SJ_OK) st = sj__gpu_compile_lowered(f->ctx, l, paths[p], sms[a], true, &code, &source);
             if (st != SJ_OK) fail_msg("%s: %s", what, sj_ctx_last_error(f->ctx));
             assert_non_null(source);
             check_code(f, l, &code, paths[p], what);
             sj_free(f->ctx, source);
-            sj_gpu_code_free(f->ctx, &code);
-            sj_lowered_destroy(l);
+            sj__gpu_code_free(f->ctx, &code);
+            sj__lowered_destroy(l);
         }
     }
 }
@@ -145,7 +145,7 @@ static void test_compile_error_names_kernel_source(void **state) {
     sj_gpu_code code;
     const char *src = "extern \"C\" __global__ void sj_k0(void *const *b, const long long *i, long long n) "
                       "{ ((float *)b[0])[0] = undefined_value; }\n";
-    assert_int_equal(sj_nvrtc_compile(f->ctx, src, "shapejit_kernels.cu", 90, &code), SJ_E_COMPILE);
+    assert_int_equal(sj__nvrtc_compile(f->ctx, src, "shapejit_kernels.cu", 90, &code), SJ_E_COMPILE);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "undefined_value"));
 #endif
 }
@@ -153,11 +153,11 @@ static void test_compile_error_names_kernel_source(void **state) {
 static void test_bad_arch_is_refused(void **state) {
     fixture *f = *state;
     int sm;
-    assert_int_equal(sj_gpu_parse_arch(f->ctx, "sm_90", &sm), SJ_OK);
+    assert_int_equal(sj__gpu_parse_arch(f->ctx, "sm_90", &sm), SJ_OK);
     assert_int_equal(sm, 90);
-    assert_int_equal(sj_gpu_parse_arch(f->ctx, "sm_80", &sm), SJ_OK);
+    assert_int_equal(sj__gpu_parse_arch(f->ctx, "sm_80", &sm), SJ_OK);
     assert_int_equal(sm, 80);
-    assert_int_equal(sj_gpu_parse_arch(f->ctx, "sm_75", &sm), SJ_E_UNSUPPORTED);
+    assert_int_equal(sj__gpu_parse_arch(f->ctx, "sm_75", &sm), SJ_E_UNSUPPORTED);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "sm_75"));
 }
 

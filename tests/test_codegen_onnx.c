@@ -67,11 +67,11 @@ static sj_status codegen_run(void *user, const sj_graph *g, int64_t extent, cons
         int sm = (which + p) % 2 ? 90 : 80;
         sj_lowered *l;
         sj_lower_options lo = {.fusion = true, .prefix = "sj_"};
-        SJ_TRY(sj_lower(g, E, &lo, &l));
+        SJ_TRY(sj__lower(g, E, &lo, &l));
         sj_gpu_code code;
-        sj_status st = sj_gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &l->plan);
-        if (st == SJ_OK) st = sj_gpu_compile_lowered(ctx, l, path, sm, true, &code, NULL);
-        sj_lowered_destroy(l);
+        sj_status st = sj__gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &l->plan);
+        if (st == SJ_OK) st = sj__gpu_compile_lowered(ctx, l, path, sm, true, &code, NULL);
+        sj__lowered_destroy(l);
         SJ_TRY(st);
         /* nvJitLink has assembled the PTX for its own arch already (the
          * cubin); sm_80 PTX must also assemble for sm_90 */
@@ -79,7 +79,7 @@ static sj_status codegen_run(void *user, const sj_graph *g, int64_t extent, cons
         int rc = 0;
         if (path == SJ_GPU_PATH_NVPTX && sm == 80 && sj_test_have_ptxas())
             rc = sj_test_ptxas(code.ptx, 90, log, sizeof log);
-        sj_gpu_code_free(ctx, &code);
+        sj__gpu_code_free(ctx, &code);
         if (rc != 0) return sj_fail(ctx, SJ_E_COMPILE, "ptxas rejected the PTX: %s", log);
     }
     return sj_interp_run(g, extent, inputs, outputs);

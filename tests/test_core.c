@@ -32,7 +32,7 @@ static void test_error_message(void **state) {
     assert_string_equal(sj_ctx_last_error(ctx), "");
     assert_int_equal(sj_fail(ctx, SJ_E_SHAPE, "add: [%d] vs [%d]", 3, 4), SJ_E_SHAPE);
     assert_string_equal(sj_ctx_last_error(ctx), "add: [3] vs [4]");
-    sj_error_prefix(ctx, "model.sjg");
+    sj__error_prefix(ctx, "model.sjg");
     assert_string_equal(sj_ctx_last_error(ctx), "model.sjg: add: [3] vs [4]");
     sj_ctx_clear_error(ctx);
     assert_string_equal(sj_ctx_last_error(ctx), "");
@@ -42,7 +42,7 @@ static void test_error_message(void **state) {
 
 static void *other_thread_fails(void *arg) {
     sj_ctx *ctx = arg;
-    sj_set_error(ctx, "other thread");
+    sj__set_error(ctx, "other thread");
     return NULL;
 }
 
@@ -50,7 +50,7 @@ static void test_error_per_thread(void **state) {
     (void)state;
     sj_ctx *ctx;
     assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
-    sj_set_error(ctx, "main thread");
+    sj__set_error(ctx, "main thread");
     pthread_t t;
     pthread_create(&t, NULL, other_thread_fails, ctx);
     pthread_join(t, NULL);
@@ -73,7 +73,7 @@ static void test_error_slots_freed_with_threads(void **state) {
     }
     assert_int_equal(atomic_load(&a.live), base);
     /* the main thread's own slot lives on, and is freed with the context */
-    sj_set_error(ctx, "main");
+    sj__set_error(ctx, "main");
     assert_int_equal(atomic_load(&a.live), base + 1);
     assert_string_equal(sj_ctx_last_error(ctx), "main");
     sj_ctx_destroy(ctx);

@@ -172,8 +172,8 @@ static void add_graph_case(fixture *f, emu_case *c, int *n, sj_graph *g, const c
     char prefix[32];
     snprintf(prefix, sizeof prefix, "sj_c%d_", *n - 1);
     sj_lower_options o = {.fusion = fusion, .prefix = prefix};
-    if (sj_lower(k->g, E, &o, &k->l) != SJ_OK) fail_msg("%s: lower: %s", k->what, sj_ctx_last_error(f->ctx));
-    assert_int_equal(sj_gpu_schedule_plan(f->ctx, k->l->kernels, k->l->n_kernels, &k->l->plan), SJ_OK);
+    if (sj__lower(k->g, E, &o, &k->l) != SJ_OK) fail_msg("%s: lower: %s", k->what, sj_ctx_last_error(f->ctx));
+    assert_int_equal(sj__gpu_schedule_plan(f->ctx, k->l->kernels, k->l->n_kernels, &k->l->plan), SJ_OK);
 }
 
 static void add_case(fixture *f, emu_case *c, int *n, int model, uint64_t seed, int64_t E, bool fusion) {
@@ -217,7 +217,7 @@ static void run_cases(fixture *f, emu_case *c, int n) {
     for (int i = 0; i < n; i++) {
         char *src;
         size_t slen;
-        if (sj_cuda_c_emit(f->ctx, c[i].l, &src, &slen) != SJ_OK)
+        if (sj__cuda_c_emit(f->ctx, c[i].l, &src, &slen) != SJ_OK)
             fail_msg("%s: emit: %s", c[i].what, sj_ctx_last_error(f->ctx));
         while (len + slen + 64 >= cap) all = realloc(all, cap *= 2);
         len += (size_t)sprintf(all + len, "namespace case%d {\n%s}\n", i, src);
@@ -233,7 +233,7 @@ static void run_cases(fixture *f, emu_case *c, int n) {
         int64_t E = c[i].l->plan.extent, ns[3] = {E, E / 2 + 1, 1};
         for (int j = 0; j < (E > 1 ? 3 : 1); j++)
             emu_run_and_compare(f->ctx, c[i].g, c[i].l, &be, ns[j], c[i].seed + (uint64_t)j, c[i].what);
-        sj_lowered_destroy(c[i].l);
+        sj__lowered_destroy(c[i].l);
         sj_graph_destroy(c[i].g);
     }
     dlclose(so);

@@ -119,11 +119,11 @@ static void test_cuda_c_compiles_with_nvrtc(void **state) {
         char *src = emit(f, models[m], "cuda-c", NULL, NULL, "k.cu", &len);
         assert_non_null(strstr(src, "extern \"C\" __global__"));
         sj_gpu_code code;
-        if (sj_nvrtc_compile(f->ctx, src, "emitted.cu", 90, &code) != SJ_OK)
+        if (sj__nvrtc_compile(f->ctx, src, "emitted.cu", 90, &code) != SJ_OK)
             fail_msg("NVRTC rejected the emitted CUDA C of %s: %s", models[m],
                      sj_ctx_last_error(f->ctx));
         if (sj_test_have_ptxas()) assemble(code.ptx, 90, models[m]);
-        sj_gpu_code_free(f->ctx, &code);
+        sj__gpu_code_free(f->ctx, &code);
         free(src);
     }
 #endif

@@ -31,7 +31,7 @@ static int n_checked;
 
 #define EXPECT_FRESH(call)                                                                         \
     do {                                                                                           \
-        sj_set_error(ctx, SENTINEL);                                                               \
+        sj__set_error(ctx, SENTINEL);                                                               \
         sj_status st_ = (call);                                                                    \
         const char *m_ = sj_ctx_last_error(ctx);                                                   \
         if (st_ == SJ_OK) fail_msg("%s succeeded", #call);                                         \

@@ -221,7 +221,7 @@ static void test_module_from_cubin_and_ptx(void **state) {
     fixture *f = *state;
     NEED_GPU(f);
     sj_gpu_code code;
-    assert_int_equal(sj_nvrtc_compile(f->ctx, twice_src, "twice.cu", f->sm, &code), SJ_OK);
+    assert_int_equal(sj__nvrtc_compile(f->ctx, twice_src, "twice.cu", f->sm, &code), SJ_OK);
     sj_module *m;
     if (f->info.sm == f->sm) {
         assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_CUBIN, code.cubin, code.cubin_len, &m), SJ_OK);
@@ -234,7 +234,7 @@ static void test_module_from_cubin_and_ptx(void **state) {
     /* garbage PTX: the driver's JIT log comes back as a compile error */
     const char *bad = ".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry twice() { bogus; }\n";
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_PTX, bad, strlen(bad), &m), SJ_E_COMPILE);
-    sj_gpu_code_free(f->ctx, &code);
+    sj__gpu_code_free(f->ctx, &code);
 }
 
 /* A cubin for the other supported arch is refused by the device and the
@@ -244,22 +244,22 @@ static void test_arch_mismatch_falls_back_to_ptx(void **state) {
     NEED_GPU(f);
     int other = f->info.sm == 90 ? 80 : 90;
     sj_gpu_code code;
-    assert_int_equal(sj_nvrtc_compile(f->ctx, twice_src, "twice.cu", other, &code), SJ_OK);
+    assert_int_equal(sj__nvrtc_compile(f->ctx, twice_src, "twice.cu", other, &code), SJ_OK);
     sj_module *m;
     assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_CUBIN, code.cubin, code.cubin_len, &m),
                      SJ_E_MISMATCH);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "PTX"));
     assert_int_equal(sj_cuda_load_code(f->dev, code.cubin, code.cubin_len, NULL, 0, &m), SJ_E_MISMATCH);
-    sj_gpu_code_free(f->ctx, &code);
+    sj__gpu_code_free(f->ctx, &code);
     /* PTX for sm_80 JITs on any newer GPU */
-    assert_int_equal(sj_nvrtc_compile(f->ctx, twice_src, "twice.cu", 80, &code), SJ_OK);
+    assert_int_equal(sj__nvrtc_compile(f->ctx, twice_src, "twice.cu", 80, &code), SJ_OK);
     if (f->info.sm != 80) {
         assert_int_equal(sj_cuda_load_code(f->dev, code.cubin, code.cubin_len, code.ptx, code.ptx_len, &m),
                          SJ_OK);
         launch_twice(f, m);
         sj_module_destroy(m);
     }
-    sj_gpu_code_free(f->ctx, &code);
+    sj__gpu_code_free(f->ctx, &code);
 }
 
 static void test_host_code_is_refused(void **state) {

@@ -294,7 +294,7 @@ static void test_cpu_feature_mismatch_refused(void **state) {
     char *end = strchr(minus + 1, ',');
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)(end ? end - minus - 2 : (long)strlen(minus + 2)), minus + 2);
-    assert_int_equal(sj_artifact_set_string(a, &a->features, feat), SJ_OK);
+    assert_int_equal(sj__artifact_set_string(a, &a->features, feat), SJ_OK);
     free(feat);
     assert_int_equal(sj_artifact_check_host(a), SJ_E_MISMATCH);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), name));
@@ -324,10 +324,10 @@ static void test_graph_mismatch_refused(void **state) {
     sj_executable *exe = NULL;
     assert_int_equal(sj_artifact_load(a, f->dev, other, &exe), SJ_E_MISMATCH);
     /* An extern kernel this build lacks is named, not left to the linker. */
-    assert_int_equal(sj_artifact_set_string(a, &a->externs, "cblas_sgemm,sj_no_such_kernel"), SJ_OK);
+    assert_int_equal(sj__artifact_set_string(a, &a->externs, "cblas_sgemm,sj_no_such_kernel"), SJ_OK);
     assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_UNSUPPORTED);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "sj_no_such_kernel"));
-    assert_int_equal(sj_artifact_set_string(a, &a->externs, ""), SJ_OK);
+    assert_int_equal(sj__artifact_set_string(a, &a->externs, ""), SJ_OK);
     assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
     sj_executable_destroy(exe);
     sj_graph_destroy(other);

@@ -21,7 +21,7 @@ static int setup(void **state) { return h_fixture_setup(state, 0x243f6a8885a308d
 
 /* The levels this CPU runs natively (a higher one asked for runs the
  * highest it has, which the qemu runs of this program cover). */
-static int max_level(void) { return sj_host_kernel_level(4); }
+static int max_level(void) { return sj__host_kernel_level(4); }
 
 typedef struct gemm_case {
     int64_t m, n, k;
@@ -59,11 +59,11 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
         bh[i] = c->prec == SJ_PRECISION_BF16 ? sj_f32_to_bf16(bf[i]) : sj_f32_to_f16(bf[i]);
     const void *b = c->prec == SJ_PRECISION_FP32 ? (const void *)bf : (const void *)bh;
     for (int64_t i = 0; i < (m + 1) * ldc; i++) cc[i] = split[i] = SENTINEL;
-    sj_host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc);
+    sj__host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc);
     /* The same rows in two launches, as a row split runs them. */
     int64_t r = m / 3 + 1 > m ? m : m / 3 + 1;
-    sj_host_gemm(level, c->prec, r, n, k, a, a_rs, a_cs, b, b_rs, b_cs, split, ldc);
-    sj_host_gemm(level, c->prec, m - r, n, k, a + r * a_rs, a_rs, a_cs, b, b_rs, b_cs, split + r * ldc, ldc);
+    sj__host_gemm(level, c->prec, r, n, k, a, a_rs, a_cs, b, b_rs, b_cs, split, ldc);
+    sj__host_gemm(level, c->prec, m - r, n, k, a + r * a_rs, a_rs, a_cs, b, b_rs, b_cs, split + r * ldc, ldc);
     for (int64_t i = 0; i < m + 1; i++)
         for (int64_t j = 0; j < ldc; j++) {
             float got = cc[i * ldc + j];
@@ -152,7 +152,7 @@ static void test_kernel_empty_k(void **state) {
     float c[3 * 4];
     for (int i = 0; i < 12; i++) c[i] = SENTINEL;
     float a = NAN, b = NAN;
-    sj_host_gemm(4, SJ_PRECISION_FP32, 2, 3, 0, &a, 1, 1, &b, 1, 1, c, 4);
+    sj__host_gemm(4, SJ_PRECISION_FP32, 2, 3, 0, &a, 1, 1, &b, 1, 1, c, 4);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++) assert_true(c[i * 4 + j] == (i < 2 && j < 3 ? 0.0f : SENTINEL));
 }
@@ -163,7 +163,7 @@ static bool calls_gemm(const sj_graph *g, int64_t E, const sj_compile_options *o
     assert_int_equal(sj_compile(g, E, o, &a), SJ_OK);
     sj_artifact_info info;
     sj_artifact_get_info(a, &info);
-    bool yes = strstr(info.externs, "sj_host_gemm") != NULL;
+    bool yes = strstr(info.externs, "sj__host_gemm") != NULL;
     sj_artifact_destroy(a);
     return yes;
 }

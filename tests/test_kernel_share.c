@@ -23,8 +23,8 @@ static int setup(void **state) { return h_fixture_setup(state, 0x5a17e33u); }
 static sj_lowered *lower(fixture *f, int64_t E) {
     sj_lowered *l;
     sj_lower_options o = {.fusion = true, .prefix = "t_"};
-    assert_int_equal(sj_lower(f->g, E, &o, &l), SJ_OK);
-    assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_OK);
+    assert_int_equal(sj__lower(f->g, E, &o, &l), SJ_OK);
+    assert_int_equal(sj__plan_validate(f->ctx, &l->plan), SJ_OK);
     assert_int_equal(l->plan.n_kernels, l->n_kernels);
     return l;
 }
@@ -55,7 +55,7 @@ static void test_identical_layers_share_kernels(void **state) {
     assert_int_equal(sj_graph_output(f->g, y, "one"), SJ_OK);
     sj_lowered *l = lower(f, 64);
     int one_kernels = l->n_kernels, one_launches = l->plan.n_launches;
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     sj_graph_destroy(f->g);
     assert_int_equal(sj_graph_create(f->ctx, "N", &f->g), SJ_OK);
     x = input(f, "x", 2, (int64_t[]){S, HID});
@@ -68,7 +68,7 @@ static void test_identical_layers_share_kernels(void **state) {
     assert_int_equal(l->n_kernels, one_kernels);
     for (int i = 0; i < l->plan.n_launches; i++)
         assert_int_equal(l->plan.launches[i].kernel, l->plan.launches[i % one_launches].kernel);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     /* The kernel count reports (and the tuner compares) is launches. */
     int counted, matmuls;
     assert_int_equal(sj_compile_kernel_counts(f->g, 64, NULL, &counted, &matmuls), SJ_OK);
@@ -110,7 +110,7 @@ static void check_pair(fixture *f, int want_kernels, const char *what) {
     sj_lowered *l = lower(f, 32);
     assert_int_equal(l->plan.n_launches, 2);
     assert_int_equal(l->n_kernels, want_kernels);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     const int64_t ns[] = {1, 5, 32};
     sj_compile_options o;
     sj_compile_options_init(&o);
@@ -188,14 +188,14 @@ static int share_mutated(fixture *f, void (*mutate)(sj_kernel *)) {
     l->plan.n_kernels = 2;
     l->plan.launches[1].kernel = 1;
     if (mutate) mutate(&ks[1]);
-    assert_int_equal(sj_lowered_share_kernels(l), SJ_OK);
-    assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_OK);
+    assert_int_equal(sj__lowered_share_kernels(l), SJ_OK);
+    assert_int_equal(sj__plan_validate(f->ctx, &l->plan), SJ_OK);
     int n = l->n_kernels;
     /* Launch 0 keeps the first kernel; launch 1 names the copy iff kept. */
     assert_int_equal(l->plan.launches[0].kernel, 0);
     assert_int_equal(l->plan.launches[1].kernel, n - 1);
     assert_string_equal(l->plan.kernels[0].name, l->kernels[0].name);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     return n;
 }
 
@@ -250,14 +250,14 @@ static void test_describe_ignores_name(void **state) {
     sj_kernel k = l->kernels[0];
     uint8_t *d0, *d1;
     size_t n0, n1;
-    assert_int_equal(sj_kernel_describe(f->ctx, &k, &d0, &n0), SJ_OK);
+    assert_int_equal(sj__kernel_describe(f->ctx, &k, &d0, &n0), SJ_OK);
     snprintf(k.name, sizeof k.name, "another_name");
-    assert_int_equal(sj_kernel_describe(f->ctx, &k, &d1, &n1), SJ_OK);
+    assert_int_equal(sj__kernel_describe(f->ctx, &k, &d1, &n1), SJ_OK);
     assert_int_equal(n0, n1);
     assert_memory_equal(d0, d1, n0);
     sj_free(f->ctx, d0);
     sj_free(f->ctx, d1);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
 }
 
 /* The host compiler's stage figures: distinct kernels and launches per
@@ -270,7 +270,7 @@ static void test_compile_stages_reported(void **state) {
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
     sj_lowered *l = lower(f, 16);
     int kernels = l->n_kernels, launches = l->plan.n_launches;
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     assert_true(kernels < launches);
     sj_host_compiler *hc;
     assert_int_equal(sj_host_compiler_create(f->ctx, NULL, &hc), SJ_OK);

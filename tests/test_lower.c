@@ -78,8 +78,8 @@ static void check_no_live_overlap(const sj_launch_plan *p) {
 static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
     sj_lowered *l;
     sj_lower_options o = {.fusion = fusion, .prefix = "t_"};
-    assert_int_equal(sj_lower(f->g, E, &o, &l), SJ_OK);
-    assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_OK);
+    assert_int_equal(sj__lower(f->g, E, &o, &l), SJ_OK);
+    assert_int_equal(sj__plan_validate(f->ctx, &l->plan), SJ_OK);
     /* The plan's kernel table is the distinct kernels, each used. */
     assert_int_equal(l->plan.n_kernels, l->n_kernels);
     assert_true(l->n_kernels <= l->plan.n_launches);
@@ -98,7 +98,7 @@ static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
     }
     int n = l->plan.n_launches;
     if (keep) *keep = l;
-    else sj_lowered_destroy(l);
+    else sj__lowered_destroy(l);
     return n;
 }
 
@@ -114,7 +114,7 @@ static void test_elementwise_chain_is_one_kernel(void **state) {
     assert_int_equal(kernels(f, 32, true, &l), 1);
     assert_int_equal(l->kernels[0].kind, SJ_KK_MAP);
     assert_int_equal(l->plan.arena_bytes, 0);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     assert_int_equal(kernels(f, 32, false, NULL), 4);
 }
 
@@ -129,7 +129,7 @@ static void test_matmul_bias_activation_epilogue(void **state) {
     sj_lowered *l;
     assert_int_equal(kernels(f, 64, true, &l), 1);
     assert_int_equal(l->kernels[0].kind, SJ_KK_MATMUL);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     assert_int_equal(kernels(f, 64, false, NULL), 3);
 }
 
@@ -171,14 +171,14 @@ static void test_attention_kernels(void **state) {
     assert_int_equal(k0->loads[k0->b].strides[4], 1);
     /* p @ v contracts over N: k is symbolic. */
     assert_true(l->kernels[2].sym[4]);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     /* Many rows: k^T is copied once so the scores matmul reads n contiguously. */
     assert_int_equal(kernels(f, 64, true, &l), 4);
     k0 = &l->kernels[1];
     assert_int_equal(k0->kind, SJ_KK_MATMUL);
     assert_int_equal(k0->loads[k0->b].strides[3], 1);
     assert_int_equal(k0->loads[k0->b].strides[4], 64);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     assert_int_equal(kernels(f, 64, false, NULL), 5);
 }
 
@@ -210,7 +210,7 @@ static void test_arena_reuse(void **state) {
     int64_t one = 256 * 64 * 4;
     assert_int_equal(l->arena_bytes_no_reuse, 5 * one);
     assert_int_equal(l->plan.arena_bytes, 2 * one);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
 }
 
 static void test_words_and_bad_extent(void **state) {
@@ -224,9 +224,9 @@ static void test_words_and_bad_extent(void **state) {
     assert_int_equal(la->n_words, 3);
     assert_int_equal(l->plan.words[la->first_word + 1], 8);
     assert_int_equal(l->plan.words[la->first_word + 2], 3);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     sj_lower_options o = {.fusion = true};
-    assert_int_equal(sj_lower(f->g, 0, &o, &l), SJ_E_OUT_OF_RANGE);
+    assert_int_equal(sj__lower(f->g, 0, &o, &l), SJ_E_OUT_OF_RANGE);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "extent"));
 }
 
@@ -241,20 +241,20 @@ static void test_plan_validate_rejects(void **state) {
     sj_launch_plan *p = &l->plan;
     int32_t k1 = p->launches[1].kernel;
     p->launches[1].kernel = 7;
-    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    assert_int_equal(sj__plan_validate(f->ctx, p), SJ_E_CORRUPT);
     p->launches[1].kernel = k1;
     p->launch_slots[0] = p->n_slots;
-    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    assert_int_equal(sj__plan_validate(f->ctx, p), SJ_E_CORRUPT);
     p->launch_slots[0] = 0;
     int64_t arena = p->arena_bytes;
     p->arena_bytes = 8 * 3 * 4 - 1; /* one byte short of the intermediate */
-    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    assert_int_equal(sj__plan_validate(f->ctx, p), SJ_E_CORRUPT);
     p->arena_bytes = arena;
     p->launches[0].n_words = INT32_MAX;
-    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_E_CORRUPT);
+    assert_int_equal(sj__plan_validate(f->ctx, p), SJ_E_CORRUPT);
     p->launches[0].n_words = 3;
-    assert_int_equal(sj_plan_validate(f->ctx, p), SJ_OK);
-    sj_lowered_destroy(l);
+    assert_int_equal(sj__plan_validate(f->ctx, p), SJ_OK);
+    sj__lowered_destroy(l);
 }
 
 int main(void) {

@@ -158,7 +158,7 @@ static void test_buckets_share_weights(void **state) {
         assert_ptr_equal(a->params[i].buffer, b->params[i].buffer);
     }
     sj_weight_pool_stats ps;
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.bytes, sizeof w1 + sizeof w2);
     assert_int_equal(ps.refs, 4);
@@ -169,7 +169,7 @@ static void test_buckets_share_weights(void **state) {
     assert_int_equal(run_rows(e, ctx, 40), SJ_OK);
     sj_engine_close(e);
     /* The last user gone, the weights are gone. */
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 0);
     assert_int_equal(ps.bytes, 0);
     sj_ctx_destroy(ctx);
@@ -187,12 +187,12 @@ static void test_engines_share_weights(void **state) {
         assert_int_equal(run_rows(es[i], ctx, 5 + 9 * i), SJ_OK);
     }
     sj_weight_pool_stats ps;
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.bytes, sizeof w1 + sizeof w2);
     assert_int_equal(ps.refs, 8);
     for (int i = 0; i < 3; i++) sj_engine_close(es[i]);
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.refs, 2);
     assert_int_equal(run_rows(es[3], ctx, 31), SJ_OK);
@@ -383,11 +383,11 @@ static void check_device_pool(sj_ctx *ctx, sj_graph *g) {
     }
     for (int i = 0; i < 2; i++) assert_ptr_equal(exe[0]->params[i].buffer, exe[1]->params[i].buffer);
     sj_weight_pool_stats ps;
-    sj_weight_pool_stats_get(dev->weights, &ps);
+    sj__weight_pool_stats_get(dev->weights, &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.refs, 4);
     assert_int_equal(ps.mapped_buffers, 0);
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 0); /* not the host pool: this memory is the device's */
     for (int i = 0; i < 2; i++) {
         int64_t n = extents[i] - 3;
@@ -402,11 +402,11 @@ static void check_device_pool(sj_ctx *ctx, sj_graph *g) {
         free(x);
     }
     sj_executable_destroy(exe[0]);
-    sj_weight_pool_stats_get(dev->weights, &ps);
+    sj__weight_pool_stats_get(dev->weights, &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.refs, 2);
     sj_executable_destroy(exe[1]);
-    sj_weight_pool_stats_get(dev->weights, &ps);
+    sj__weight_pool_stats_get(dev->weights, &ps);
     assert_int_equal(ps.buffers, 0);
     sj_graph_destroy(g);
     sj_device_destroy(dev);
@@ -531,8 +531,8 @@ static void test_mapped_weights(void **state) {
 
     sj_executable *a = bucket_exe(e, 3), *b = bucket_exe(e, 40);
     assert_int_equal(a->n_maps, 1);
-    const uint8_t *base = sj_weight_map_data(a->maps[0]);
-    assert_string_equal(sj_weight_map_path(a->maps[0]) + strlen(sj_weight_map_path(a->maps[0])) - 11,
+    const uint8_t *base = sj__weight_map_data(a->maps[0]);
+    assert_string_equal(sj__weight_map_path(a->maps[0]) + strlen(sj__weight_map_path(a->maps[0])) - 11,
                         "weights.bin");
     for (int i = 0; i < 2; i++) {
         assert_true(a->params[i].mapped);
@@ -542,7 +542,7 @@ static void test_mapped_weights(void **state) {
     }
     assert_memory_equal(base, w1, sizeof w1);
     sj_weight_pool_stats ps;
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.mapped_buffers, 2);
     assert_int_equal(ps.mapped_bytes, sizeof w1 + sizeof w2);
@@ -571,7 +571,7 @@ static void test_mapped_weights(void **state) {
         assert_memory_equal(ym, yc, (size_t)sizes[i] * OUT * sizeof(float));
     }
     assert_int_equal(run_rows(e, ctx, 40), SJ_OK); /* and right, against plain loops */
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx2), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx2), &ps);
     assert_int_equal(ps.mapped_buffers, 0);
     assert_int_equal(mappings_of(m.weights), 1);
     sj_engine_close(c);
@@ -606,7 +606,7 @@ static void test_mapped_weights_outlive_graph(void **state) {
     sj_engine_close(e2);
     assert_int_equal(mappings_of(m.weights), 0);
     sj_weight_pool_stats ps;
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 0);
     sj_ctx_destroy(ctx);
     remove_ext(&m);
@@ -629,7 +629,7 @@ static void test_mapped_weights_misaligned(void **state) {
     assert_int_equal(gw.external_copied_bytes, sizeof w1);
     assert_int_equal(run_rows(e, ctx, 5), SJ_OK);
     sj_weight_pool_stats ps;
-    sj_weight_pool_stats_get(sj_ctx_weight_pool(ctx), &ps);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
     assert_int_equal(ps.buffers, 2);
     assert_int_equal(ps.mapped_buffers, 1);
     assert_int_equal(ps.mapped_bytes, sizeof w2);
@@ -680,15 +680,15 @@ static void test_mapped_weights_file_changed(void **state) {
     sj_executable *x = bucket_exe(e, 3);
     sj_weight_map *wm = x->maps[0];
     /* Clearing the flag moved ctime: the first run re-hashed once, equal. */
-    assert_int_equal(sj_weight_map_rehashes(wm), 1);
+    assert_int_equal(sj__weight_map_rehashes(wm), 1);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
-    assert_int_equal(sj_weight_map_rehashes(wm), 1); /* fstat only while nothing moved */
+    assert_int_equal(sj__weight_map_rehashes(wm), 1); /* fstat only while nothing moved */
 
     set_mtime(m.weights, 1000000000);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
-    assert_int_equal(sj_weight_map_rehashes(wm), 2);
+    assert_int_equal(sj__weight_map_rehashes(wm), 2);
     assert_int_equal(run_rows(e, ctx, 4), SJ_OK);
-    assert_int_equal(sj_weight_map_rehashes(wm), 2);
+    assert_int_equal(sj__weight_map_rehashes(wm), 2);
 
     float changed[IN * HID];
     memcpy(changed, w1, sizeof changed);
@@ -699,9 +699,9 @@ static void test_mapped_weights_file_changed(void **state) {
     assert_int_equal(run_into(e, ctx, 3, y), SJ_E_CORRUPT);
     assert_non_null(strstr(sj_ctx_last_error(ctx), m.weights));
     assert_non_null(strstr(sj_ctx_last_error(ctx), "changed"));
-    uint64_t rehashes = sj_weight_map_rehashes(wm);
+    uint64_t rehashes = sj__weight_map_rehashes(wm);
     assert_int_equal(run_into(e, ctx, 2, y), SJ_E_CORRUPT);
-    assert_int_equal(sj_weight_map_rehashes(wm), rehashes);
+    assert_int_equal(sj__weight_map_rehashes(wm), rehashes);
     /* A bucket not loaded yet refuses to load from it too. */
     assert_int_equal(run_into(e, ctx, 12, y), SJ_E_CORRUPT);
     assert_non_null(strstr(sj_ctx_last_error(ctx), m.weights));
@@ -711,9 +711,9 @@ static void test_mapped_weights_file_changed(void **state) {
     rewrite(m.weights, 0, w1, sizeof w1);
     assert_int_equal(run_rows(e, ctx, 3), SJ_OK);
     assert_int_equal(run_rows(e, ctx, 12), SJ_OK);
-    rehashes = sj_weight_map_rehashes(wm);
+    rehashes = sj__weight_map_rehashes(wm);
     assert_int_equal(sj_graph_weights_verify(sj_engine_graph(e)), SJ_OK);
-    assert_true(sj_weight_map_rehashes(wm) > rehashes);
+    assert_true(sj__weight_map_rehashes(wm) > rehashes);
     sj_engine_stats st;
     sj_engine_stats_get(e, &st);
     assert_true(st.run_failures >= 3);
@@ -768,17 +768,17 @@ static void test_copied_weights_file_rewritten(void **state) {
 
     /* The map itself: every byte readable after the file is emptied. */
     sj_weight_map *wm;
-    assert_int_equal(sj_weight_map_open(ctx, m.weights, &wm), SJ_OK);
+    assert_int_equal(sj__weight_map_open(ctx, m.weights, &wm), SJ_OK);
     assert_int_equal(truncate(m.weights, 0), 0);
-    const volatile uint8_t *p = sj_weight_map_data(wm);
+    const volatile uint8_t *p = sj__weight_map_data(wm);
     uint32_t sum = 0;
-    for (size_t i = 0; i < sj_weight_map_size(wm); i++) sum += p[i]; /* SIGBUS when mapped in place */
+    for (size_t i = 0; i < sj__weight_map_size(wm); i++) sum += p[i]; /* SIGBUS when mapped in place */
     (void)sum;
     assert_int_equal(maps_naming(m.weights, true), 1);
-    assert_memory_equal(sj_weight_map_data(wm), w1, sizeof w1);
-    assert_int_equal(sj_weight_map_check(wm, ctx), SJ_OK);
-    assert_int_equal(sj_weight_map_verify(wm, ctx), SJ_OK);
-    sj_weight_map_release(wm);
+    assert_memory_equal(sj__weight_map_data(wm), w1, sizeof w1);
+    assert_int_equal(sj__weight_map_check(wm, ctx), SJ_OK);
+    assert_int_equal(sj__weight_map_verify(wm, ctx), SJ_OK);
+    sj__weight_map_release(wm);
     assert_int_equal(mappings_of(m.weights), 0);
     remove_ext(&m);
 

@@ -51,8 +51,8 @@ static LLVMValueRef build_row_sum_exp(kb *k) {
     LLVMTypeRef params[3] = {k->ptr, k->ptr, k->i64};
     LLVMValueRef fn = LLVMAddFunction(k->m, "row_sum_exp",
                                       LLVMFunctionType(LLVMVoidTypeInContext(k->lc), params, 3, 0));
-    sj_nvptx_mark_kernel(k->m, fn);
-    LLVMValueRef shared = sj_nvptx_shared_f32(k->m, "partial", BLOCK);
+    sj__nvptx_mark_kernel(k->m, fn);
+    LLVMValueRef shared = sj__nvptx_shared_f32(k->m, "partial", BLOCK);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(k->lc, fn, "entry"),
                       body = LLVMAppendBasicBlockInContext(k->lc, fn, "body"),
                       loop = LLVMAppendBasicBlockInContext(k->lc, fn, "loop"),
@@ -70,9 +70,9 @@ static LLVMValueRef build_row_sum_exp(kb *k) {
     LLVMValueRef bufs = LLVMGetParam(fn, 0), info = LLVMGetParam(fn, 1), n = LLVMGetParam(fn, 2);
     LLVMValueRef x = load_ptr(k, bufs, 0), y = load_ptr(k, bufs, 1);
     LLVMValueRef cols = LLVMBuildLoad2(b, k->i64, info, "cols");
-    LLVMValueRef row = LLVMBuildZExt(b, sj_nvptx_sreg(k->m, b, "ctaid.x"), k->i64, "row");
-    LLVMValueRef tid32 = sj_nvptx_sreg(k->m, b, "tid.x");
-    LLVMValueRef ntid32 = sj_nvptx_sreg(k->m, b, "ntid.x");
+    LLVMValueRef row = LLVMBuildZExt(b, sj__nvptx_sreg(k->m, b, "ctaid.x"), k->i64, "row");
+    LLVMValueRef tid32 = sj__nvptx_sreg(k->m, b, "tid.x");
+    LLVMValueRef ntid32 = sj__nvptx_sreg(k->m, b, "ntid.x");
     LLVMValueRef tid = LLVMBuildZExt(b, tid32, k->i64, "tid");
     LLVMValueRef ntid = LLVMBuildZExt(b, ntid32, k->i64, "ntid");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, row, n, ""), body, exit);
@@ -88,7 +88,7 @@ static LLVMValueRef build_row_sum_exp(kb *k) {
     LLVMPositionBuilderAtEnd(b, step);
     LLVMValueRef at = LLVMBuildAdd(b, row_base, j, "");
     LLVMValueRef v = LLVMBuildLoad2(b, k->f32, LLVMBuildGEP2(b, k->f32, x, &at, 1, ""), "v");
-    LLVMValueRef e = sj_nvptx_libdevice_f32(k->m, b, "__nv_expf", &v, 1);
+    LLVMValueRef e = sj__nvptx_libdevice_f32(k->m, b, "__nv_expf", &v, 1);
     LLVMValueRef acc2 = LLVMBuildFAdd(b, acc, e, "acc2");
     LLVMValueRef j2 = LLVMBuildAdd(b, j, ntid, "j2");
     LLVMBuildBr(b, loop);
@@ -101,7 +101,7 @@ static LLVMValueRef build_row_sum_exp(kb *k) {
     LLVMValueRef z64 = LLVMConstInt(k->i64, 0, 0);
     LLVMValueRef mine = LLVMBuildGEP2(b, arr, shared, (LLVMValueRef[]){z64, tid}, 2, "mine");
     LLVMBuildStore(b, acc, mine);
-    sj_nvptx_barrier(k->m, b);
+    sj__nvptx_barrier(k->m, b);
     LLVMValueRef half0 = LLVMBuildLShr(b, ntid, LLVMConstInt(k->i64, 1, 0), "");
     LLVMBuildBr(b, tree);
 
@@ -121,7 +121,7 @@ static LLVMValueRef build_row_sum_exp(kb *k) {
     LLVMBuildBr(b, tree_sync);
 
     LLVMPositionBuilderAtEnd(b, tree_sync);
-    sj_nvptx_barrier(k->m, b);
+    sj__nvptx_barrier(k->m, b);
     LLVMValueRef s2 = LLVMBuildLShr(b, s, LLVMConstInt(k->i64, 1, 0), "s2");
     LLVMBuildBr(b, tree);
     LLVMAddIncoming(s, (LLVMValueRef[]){half0, s2}, (LLVMBasicBlockRef[]){reduce, tree_sync}, 2);
@@ -163,7 +163,7 @@ static void test_reduction_kernel_assembles(void **state) {
         build_row_sum_exp(&k);
         char *ptx;
         size_t n;
-        sj_status st = sj_nvptx_compile(ctx, k.m, arches[i], NULL, &ptx, &n);
+        sj_status st = sj__nvptx_compile(ctx, k.m, arches[i], NULL, &ptx, &n);
         if (st != SJ_OK) fail_msg("sm_%d: %s", arches[i], sj_ctx_last_error(ctx));
         kb_free(&k);
         assert_int_equal(strlen(ptx), n);
@@ -188,7 +188,7 @@ static void test_reduction_kernel_assembles(void **state) {
 #ifdef SJ_HAVE_NVJITLINK
         void *cubin;
         size_t cubin_len;
-        st = sj_ptx_to_cubin(ctx, ptx, n, arches[i], &cubin, &cubin_len);
+        st = sj__ptx_to_cubin(ctx, ptx, n, arches[i], &cubin, &cubin_len);
         if (st != SJ_OK) fail_msg("nvjitlink sm_%d: %s", arches[i], sj_ctx_last_error(ctx));
         assert_true(cubin_len > 4 && memcmp(cubin, "\x7f" "ELF", 4) == 0);
         sj_free(ctx, cubin);
@@ -202,12 +202,12 @@ static void test_invalid_ir_is_compile_error(void **state) {
     kb k;
     kb_init(&k, "bad");
     LLVMValueRef fn = LLVMAddFunction(k.m, "bad", LLVMFunctionType(LLVMVoidTypeInContext(k.lc), NULL, 0, 0));
-    sj_nvptx_mark_kernel(k.m, fn);
+    sj__nvptx_mark_kernel(k.m, fn);
     LLVMPositionBuilderAtEnd(k.b, LLVMAppendBasicBlockInContext(k.lc, fn, "entry"));
     LLVMBuildRet(k.b, LLVMConstInt(k.i32, 1, 0)); /* void function returning i32 */
     char *ptx = (char *)1;
     size_t n = 1;
-    assert_int_equal(sj_nvptx_compile(ctx, k.m, 80, NULL, &ptx, &n), SJ_E_COMPILE);
+    assert_int_equal(sj__nvptx_compile(ctx, k.m, 80, NULL, &ptx, &n), SJ_E_COMPILE);
     assert_null(ptx);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "invalid kernel IR"));
     kb_free(&k);
@@ -220,7 +220,7 @@ static void test_missing_libdevice_is_reported(void **state) {
     build_row_sum_exp(&k);
     char *ptx;
     size_t n;
-    assert_int_equal(sj_nvptx_compile(ctx, k.m, 90, "/nonexistent/libdevice.10.bc", &ptx, &n),
+    assert_int_equal(sj__nvptx_compile(ctx, k.m, 90, "/nonexistent/libdevice.10.bc", &ptx, &n),
                      SJ_E_IO);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "/nonexistent/libdevice.10.bc"));
     kb_free(&k);
@@ -229,7 +229,7 @@ static void test_missing_libdevice_is_reported(void **state) {
 static void test_unsupported_arch(void **state) {
     sj_ctx *ctx = *state;
     LLVMTargetMachineRef tm;
-    assert_int_equal(sj_nvptx_target_machine(ctx, 75, &tm), SJ_E_UNSUPPORTED);
+    assert_int_equal(sj__nvptx_target_machine(ctx, 75, &tm), SJ_E_UNSUPPORTED);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "sm_75"));
 }
 

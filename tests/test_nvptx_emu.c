@@ -173,7 +173,7 @@ static void jit_add(jit *j, sj_ctx *ctx, const sj_lowered *l, const char *what) 
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMContextRef lc = LLVMOrcThreadSafeContextGetContext(tsc);
     LLVMModuleRef m = LLVMModuleCreateWithNameInContext("emu", lc);
-    if (sj_nvptx_emit_kernels(ctx, m, l) != SJ_OK) fail_msg("%s: emit: %s", what, sj_ctx_last_error(ctx));
+    if (sj__nvptx_emit_kernels(ctx, m, l) != SJ_OK) fail_msg("%s: emit: %s", what, sj_ctx_last_error(ctx));
     bind_module(m);
     char *triple = LLVMGetDefaultTargetTriple();
     LLVMSetTarget(m, triple);
@@ -213,14 +213,14 @@ static void check_lowered_at(fixture *f, jit *j, sj_graph *g, const char *name, 
     snprintf(prefix, sizeof prefix, "sj_c%d_", id);
     sj_lowered *l;
     sj_lower_options o = {.fusion = fusion, .prefix = prefix, .precision = precision};
-    if (sj_lower(g, E, &o, &l) != SJ_OK) fail_msg("%s: lower: %s", what, sj_ctx_last_error(f->ctx));
-    assert_int_equal(sj_gpu_schedule_plan(f->ctx, l->kernels, l->n_kernels, &l->plan), SJ_OK);
+    if (sj__lower(g, E, &o, &l) != SJ_OK) fail_msg("%s: lower: %s", what, sj_ctx_last_error(f->ctx));
+    assert_int_equal(sj__gpu_schedule_plan(f->ctx, l->kernels, l->n_kernels, &l->plan), SJ_OK);
     jit_add(j, f->ctx, l, what);
     emu_backend be = {.resolve = resolve_in_jit, .launch = emu_launch, .user = j};
     int64_t ns[3] = {E, E / 2 + 1, 1};
     for (int i = 0; i < (E > 1 ? 3 : 1); i++)
         emu_run_and_compare(f->ctx, g, l, &be, ns[i], seed * 31 + (uint64_t)(id + i), what);
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
     sj_graph_destroy(g);
 }
 

@@ -47,7 +47,7 @@ static void test_compile_both_arches(void **state) {
     const int arches[] = {80, 90};
     for (int i = 0; i < 2; i++) {
         sj_gpu_code code;
-        sj_status st = sj_nvrtc_compile(ctx, scale_kernel, "scale.cu", arches[i], &code);
+        sj_status st = sj__nvrtc_compile(ctx, scale_kernel, "scale.cu", arches[i], &code);
         if (st != SJ_OK) fail_msg("sm_%d: %s", arches[i], sj_ctx_last_error(ctx));
         assert_int_equal(code.sm, arches[i]);
         assert_non_null(strstr(code.ptx, ".entry scale"));
@@ -56,8 +56,8 @@ static void test_compile_both_arches(void **state) {
         assert_non_null(strstr(code.ptx, target));
         assert_int_equal(strlen(code.ptx), code.ptx_len);
         assert_true(is_elf(code.cubin, code.cubin_len));
-        sj_gpu_code_free(ctx, &code);
-        sj_gpu_code_free(ctx, NULL);
+        sj__gpu_code_free(ctx, &code);
+        sj__gpu_code_free(ctx, NULL);
     }
 }
 
@@ -65,7 +65,7 @@ static void test_syntax_error_carries_log(void **state) {
     sj_ctx *ctx = *state;
     sj_gpu_code code;
     const char *bad = "extern \"C\" __global__ void broken(float *x) { x[0] = undeclared_name + ; }\n";
-    assert_int_equal(sj_nvrtc_compile(ctx, bad, "broken.cu", 80, &code), SJ_E_COMPILE);
+    assert_int_equal(sj__nvrtc_compile(ctx, bad, "broken.cu", 80, &code), SJ_E_COMPILE);
     const char *msg = sj_ctx_last_error(ctx);
     assert_non_null(strstr(msg, "broken.cu"));
     assert_non_null(strstr(msg, "sm_80"));
@@ -84,7 +84,7 @@ static void test_huge_log_is_truncated(void **state) {
         strcat(src, line);
     }
     sj_gpu_code code;
-    assert_int_equal(sj_nvrtc_compile(ctx, src, "many.cu", 90, &code), SJ_E_COMPILE);
+    assert_int_equal(sj__nvrtc_compile(ctx, src, "many.cu", 90, &code), SJ_E_COMPILE);
     const char *msg = sj_ctx_last_error(ctx);
     assert_non_null(strstr(msg, "missing_0"));
     assert_non_null(strstr(msg, "[log truncated]"));
@@ -93,17 +93,17 @@ static void test_huge_log_is_truncated(void **state) {
 static void test_unsupported_arch(void **state) {
     sj_ctx *ctx = *state;
     sj_gpu_code code;
-    assert_int_equal(sj_nvrtc_compile(ctx, scale_kernel, "scale.cu", 70, &code), SJ_E_UNSUPPORTED);
+    assert_int_equal(sj__nvrtc_compile(ctx, scale_kernel, "scale.cu", 70, &code), SJ_E_UNSUPPORTED);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "sm_70"));
 }
 
 static void test_toolchain_names(void **state) {
     sj_ctx *ctx = *state;
     char name[64];
-    assert_int_equal(sj_nvrtc_toolchain(ctx, name, sizeof name), SJ_OK);
+    assert_int_equal(sj__nvrtc_toolchain(ctx, name, sizeof name), SJ_OK);
     assert_int_equal(strncmp(name, "nvrtc-", 6), 0);
 #ifdef SJ_HAVE_NVJITLINK
-    assert_int_equal(sj_nvjitlink_toolchain(ctx, name, sizeof name), SJ_OK);
+    assert_int_equal(sj__nvjitlink_toolchain(ctx, name, sizeof name), SJ_OK);
     assert_int_equal(strncmp(name, "nvjitlink-", 10), 0);
 #endif
 }
@@ -115,17 +115,17 @@ static void test_ptx_links_to_cubin(void **state) {
     sj_ctx *ctx = *state;
     for (int sm = 80; sm <= 90; sm += 10) {
         sj_gpu_code code;
-        assert_int_equal(sj_nvrtc_compile(ctx, scale_kernel, "scale.cu", sm, &code), SJ_OK);
+        assert_int_equal(sj__nvrtc_compile(ctx, scale_kernel, "scale.cu", sm, &code), SJ_OK);
         void *cubin;
         size_t n;
-        sj_status st = sj_ptx_to_cubin(ctx, code.ptx, code.ptx_len, sm, &cubin, &n);
+        sj_status st = sj__ptx_to_cubin(ctx, code.ptx, code.ptx_len, sm, &cubin, &n);
         if (st != SJ_OK) fail_msg("sm_%d: %s", sm, sj_ctx_last_error(ctx));
         assert_true(is_elf(cubin, n));
         sj_free(ctx, cubin);
         char log[4096];
         int rc = sj_test_ptxas(code.ptx, sm, log, sizeof log);
         if (rc > 0) fail_msg("ptxas sm_%d: %s", sm, log);
-        sj_gpu_code_free(ctx, &code);
+        sj__gpu_code_free(ctx, &code);
     }
 #endif
 }
@@ -135,13 +135,13 @@ static void test_cubin_arch_is_read(void **state) {
     sj_ctx *ctx = *state;
     for (int sm = 80; sm <= 90; sm += 10) {
         sj_gpu_code code;
-        assert_int_equal(sj_nvrtc_compile(ctx, scale_kernel, "scale.cu", sm, &code), SJ_OK);
+        assert_int_equal(sj__nvrtc_compile(ctx, scale_kernel, "scale.cu", sm, &code), SJ_OK);
         int arch = 0;
         assert_int_equal(sj_cubin_arch(ctx, code.cubin, code.cubin_len, &arch), SJ_OK);
         assert_int_equal(arch, sm);
         assert_int_equal(sj_cubin_arch(ctx, code.ptx, code.ptx_len, &arch), SJ_E_PARSE);
         assert_int_equal(sj_cubin_arch(ctx, code.cubin, 10, &arch), SJ_E_PARSE);
-        sj_gpu_code_free(ctx, &code);
+        sj__gpu_code_free(ctx, &code);
     }
 }
 
@@ -154,7 +154,7 @@ static void test_bad_ptx_carries_linker_log(void **state) {
                       ".visible .entry k() {\n  mov.u32 %r1, 1;\n  ret;\n}\n";
     void *cubin = (void *)1;
     size_t n = 1;
-    assert_int_equal(sj_ptx_to_cubin(ctx, ptx, strlen(ptx), 80, &cubin, &n), SJ_E_COMPILE);
+    assert_int_equal(sj__ptx_to_cubin(ctx, ptx, strlen(ptx), 80, &cubin, &n), SJ_E_COMPILE);
     assert_null(cubin);
     assert_int_equal(n, 0);
     const char *msg = sj_ctx_last_error(ctx);
@@ -167,10 +167,10 @@ static void test_bad_ptx_carries_linker_log(void **state) {
 static void test_log_head(void **state) {
     (void)state;
     char buf[16];
-    sj_gpu_log_head("\n short log\n\n", buf, sizeof buf);
+    sj__gpu_log_head("\n short log\n\n", buf, sizeof buf);
     assert_string_equal(buf, "short log");
     char big[40];
-    sj_gpu_log_head("0123456789012345678901234567890123456789012345678901234567890", big,
+    sj__gpu_log_head("0123456789012345678901234567890123456789012345678901234567890", big,
                     sizeof big);
     assert_int_equal(strlen(big), sizeof big - 1);
     assert_non_null(strstr(big, "[log truncated]"));
@@ -181,7 +181,7 @@ static void test_log_head(void **state) {
 static void test_without_toolkit(void **state) {
     sj_ctx *ctx = *state;
     sj_gpu_code code;
-    assert_int_equal(sj_nvrtc_compile(ctx, scale_kernel, "scale.cu", 80, &code), SJ_E_UNSUPPORTED);
+    assert_int_equal(sj__nvrtc_compile(ctx, scale_kernel, "scale.cu", 80, &code), SJ_E_UNSUPPORTED);
     assert_non_null(strstr(sj_ctx_last_error(ctx), "CUDA toolkit"));
 }
 #endif

@@ -17,7 +17,7 @@
 #include "shapejit/engine.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
-#include "cache/bucketed_cache_impl.h" /* sj_cache_run: a run without inputs */
+#include "cache/bucketed_cache_impl.h" /* sj__cache_run: a run without inputs */
 #include "core/core_impl.h"
 #include "tests/test_util.h"
 
@@ -169,7 +169,7 @@ static void run_cache(bool with_memory, int64_t want_computed_8, int64_t want_co
     assert_int_equal(sj_ladder_parse(ctx, "list:8,16", &l), SJ_OK);
     assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
     for (size_t i = 0; i < N_SIZES; i++)
-        assert_int_equal(sj_cache_run(c, SIZES[i], SIZES[i], NULL, NULL, NULL, NULL), SJ_OK);
+        assert_int_equal(sj__cache_run(c, SIZES[i], SIZES[i], NULL, NULL, NULL, NULL), SJ_OK);
     sj_bucket_padding p;
     assert_int_equal(sj_bucketed_cache_bucket_padding(c, 0, &p), SJ_OK);
     assert_int_equal(p.padded_rows_allocated, 15);

@@ -135,7 +135,7 @@ static void test_rule(void **state) {
     bool narrow[64];
     assert_true(g->n_nodes <= 64);
     sj_value first;
-    assert_int_equal(sj_precision_mark(g, SJ_PRECISION_BF16, narrow, &first), 2);
+    assert_int_equal(sj__precision_mark(g, SJ_PRECISION_BF16, narrow, &first), 2);
     assert_true(narrow[w] && narrow[emb]);
     assert_false(narrow[c] || narrow[sc] || narrow[mul] || narrow[ids] || narrow[x]);
     assert_int_equal(first, mm); /* the first contraction a narrowed param feeds */
@@ -323,7 +323,7 @@ static void test_weight_buffers(void **state) {
         sj_artifact *a8, *a16;
         assert_int_equal(sj_compile(f->g, 8, &o, &a8), SJ_OK);
         assert_int_equal(sj_compile(f->g, 16, &o, &a16), SJ_OK);
-        const sj_launch_plan *pl = sj_artifact_plan(a8);
+        const sj_launch_plan *pl = sj__artifact_plan(a8);
         for (int i = 0; i < pl->n_slots; i++)
             if (pl->slots[i].kind == SJ_SLOT_PARAM) assert_int_equal(sj_slot_storage(&pl->slots[i]), p);
         sj_executable *e8, *e16;
@@ -335,7 +335,7 @@ static void test_weight_buffers(void **state) {
         bytes[p] = m8.weight_bytes;
         assert_int_equal(m16.weight_bytes, m8.weight_bytes);
         sj_weight_pool_stats ws;
-        sj_weight_pool_stats_get(sj_ctx_weight_pool(f->ctx), &ws);
+        sj__weight_pool_stats_get(sj__ctx_weight_pool(f->ctx), &ws);
         assert_int_equal(ws.buffers, 1); /* both buckets share the one buffer */
         assert_int_equal(ws.bytes, bytes[p]);
         sj_executable_destroy(e8);
@@ -358,16 +358,16 @@ static void test_plan_checks_storage(void **state) {
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
     sj_lowered *l;
     sj_lower_options lo = {.fusion = true, .prefix = "t_", .precision = SJ_PRECISION_BF16};
-    assert_int_equal(sj_lower(f->g, 4, &lo, &l), SJ_OK);
-    assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_OK);
+    assert_int_equal(sj__lower(f->g, 4, &lo, &l), SJ_OK);
+    assert_int_equal(sj__plan_validate(f->ctx, &l->plan), SJ_OK);
     for (int i = 0; i < l->plan.n_slots; i++)
         if (l->plan.slots[i].kind == SJ_SLOT_PARAM) {
             assert_int_equal(l->plan.slots[i].bytes, 8 * 8 * 2);
             l->plan.slots[i].offset = 3;
         }
-    assert_int_equal(sj_plan_validate(f->ctx, &l->plan), SJ_E_CORRUPT);
+    assert_int_equal(sj__plan_validate(f->ctx, &l->plan), SJ_E_CORRUPT);
     assert_error_contains(f->ctx, "unknown storage 3");
-    sj_lowered_destroy(l);
+    sj__lowered_destroy(l);
 }
 
 /* ---- options, keys, targets ---- */

@@ -241,33 +241,33 @@ static void test_url_forms(void **state) {
 static void test_frame(void **state) {
     (void)state;
     sj_remote_trust mac, mac2, plain;
-    sj_remote_trust_init(&mac, "fleet secret");
-    sj_remote_trust_init(&mac2, "other secret");
-    sj_remote_trust_init(&plain, NULL);
+    sj__remote_trust_init(&mac, "fleet secret");
+    sj__remote_trust_init(&mac2, "other secret");
+    sj__remote_trust_init(&plain, NULL);
     uint8_t key[32], other[32], frame[SJ_REMOTE_FRAME_OVERHEAD + 100];
     make_key(key, 1);
     make_key(other, 2);
     make_value(frame + SJ_REMOTE_FRAME_OVERHEAD, 100, 3);
-    sj_remote_frame_seal(&mac, key, frame, 100);
+    sj__remote_frame_seal(&mac, key, frame, 100);
     size_t off, n;
-    assert_null(sj_remote_frame_check(&mac, key, frame, sizeof frame, &off, &n));
+    assert_null(sj__remote_frame_check(&mac, key, frame, sizeof frame, &off, &n));
     assert_int_equal(off, SJ_REMOTE_FRAME_OVERHEAD);
     assert_int_equal(n, 100);
-    assert_non_null(strstr(sj_remote_frame_check(&mac, other, frame, sizeof frame, &off, &n),
+    assert_non_null(strstr(sj__remote_frame_check(&mac, other, frame, sizeof frame, &off, &n),
                            "another key"));
-    assert_non_null(strstr(sj_remote_frame_check(&mac2, key, frame, sizeof frame, &off, &n), "MAC"));
-    assert_non_null(strstr(sj_remote_frame_check(&plain, key, frame, sizeof frame, &off, &n),
+    assert_non_null(strstr(sj__remote_frame_check(&mac2, key, frame, sizeof frame, &off, &n), "MAC"));
+    assert_non_null(strstr(sj__remote_frame_check(&plain, key, frame, sizeof frame, &off, &n),
                            "no secret"));
-    assert_non_null(sj_remote_frame_check(&mac, key, frame, sizeof frame - 1, &off, &n));
-    assert_non_null(sj_remote_frame_check(&mac, key, frame, 10, &off, &n));
+    assert_non_null(sj__remote_frame_check(&mac, key, frame, sizeof frame - 1, &off, &n));
+    assert_non_null(sj__remote_frame_check(&mac, key, frame, 10, &off, &n));
     for (size_t i = 0; i < sizeof frame; i += 7) { /* any flipped bit is caught */
         frame[i] ^= 0x10;
-        assert_non_null(sj_remote_frame_check(&mac, key, frame, sizeof frame, &off, &n));
+        assert_non_null(sj__remote_frame_check(&mac, key, frame, sizeof frame, &off, &n));
         frame[i] ^= 0x10;
     }
-    sj_remote_frame_seal(&plain, key, frame, 100);
-    assert_null(sj_remote_frame_check(&plain, key, frame, sizeof frame, &off, &n));
-    assert_non_null(strstr(sj_remote_frame_check(&mac, key, frame, sizeof frame, &off, &n),
+    sj__remote_frame_seal(&plain, key, frame, 100);
+    assert_null(sj__remote_frame_check(&plain, key, frame, sizeof frame, &off, &n));
+    assert_non_null(strstr(sj__remote_frame_check(&mac, key, frame, sizeof frame, &off, &n),
                            "no MAC"));
 }
 

@@ -176,7 +176,7 @@ static void model_a_init(sj_ctx *ctx, int64_t extent, float bias_base, model_a *
 
 static sj_executable *model_a_load(fixture *f, model_a *m) {
     sj_executable *exe;
-    sj_status st = sj_executable_create(f->dev, &m->plan, SJ_CODE_HOST_NATIVE, kernels_a,
+    sj_status st = sj__executable_create(f->dev, &m->plan, SJ_CODE_HOST_NATIVE, kernels_a,
                                         sizeof kernels_a, m->g, &exe);
     if (st != SJ_OK) fail_msg("create: %s", sj_ctx_last_error(f->ctx));
     return exe;
@@ -315,7 +315,7 @@ static void test_symbolic_inner_and_double_axes(void **state) {
     model_b b;
     model_b_init(f->ctx, 8, &b);
     sj_executable *exe;
-    assert_int_equal(sj_executable_create(f->dev, &b.plan, SJ_CODE_HOST_NATIVE, kernels_b,
+    assert_int_equal(sj__executable_create(f->dev, &b.plan, SJ_CODE_HOST_NATIVE, kernels_b,
                                           sizeof kernels_b, b.g, &exe),
                      SJ_OK);
     int64_t extents[] = {8, 3, 1, 7};
@@ -654,7 +654,7 @@ static void test_bad_requests(void **state) {
 
 static void expect_corrupt(fixture *f, model_a *m, sj_status want, const char *needle) {
     sj_executable *exe = NULL;
-    sj_status st = sj_executable_create(f->dev, &m->plan, SJ_CODE_HOST_NATIVE, kernels_a,
+    sj_status st = sj__executable_create(f->dev, &m->plan, SJ_CODE_HOST_NATIVE, kernels_a,
                                         sizeof kernels_a, m->g, &exe);
     assert_int_equal(st, want);
     assert_null(exe);
@@ -731,7 +731,7 @@ static void test_device_release_then_use(void **state) {
                                            sizeof kernels_b, &m2),
                      SJ_E_STATE);
     sj_executable *e2;
-    assert_int_equal(sj_executable_create_from_module(dev, &a.plan, m, a.g, &e2), SJ_E_STATE);
+    assert_int_equal(sj__executable_create_from_module(dev, &a.plan, m, a.g, &e2), SJ_E_STATE);
     sj_module_destroy(m);
     sj_executable_destroy(exe); /* frees host memory only; the last reference */
     free_tensors(f->ctx, in, 1);
@@ -940,7 +940,7 @@ static void test_host_object_modules(void **state) {
                            .n_launch_slots = 2, .launch_slots = ls, .n_words = 1,
                            .words = words};
     sj_executable *exe;
-    assert_int_equal(sj_executable_create(f->dev, &plan, SJ_CODE_HOST_OBJECT,
+    assert_int_equal(sj__executable_create(f->dev, &plan, SJ_CODE_HOST_OBJECT,
                                           LLVMGetBufferStart(o2), LLVMGetBufferSize(o2), g, &exe),
                      SJ_OK);
     check_against_interp(f, exe, g, 8, 0, sj_executable_run);

@@ -340,7 +340,7 @@ static void test_previous_format_refused(void **state) {
     back = NULL;
     uint32_t old = SJ_ARTIFACT_FORMAT_VERSION - 1;
     memcpy(bytes + 8, &old, sizeof old); /* after the magic, little-endian */
-    uint64_t sum = sj_fnv1a(SJ_FNV_OFFSET, bytes, len - 8);
+    uint64_t sum = sj__fnv1a(SJ_FNV_OFFSET, bytes, len - 8);
     memcpy(bytes + len - 8, &sum, sizeof sum);
     assert_int_equal(sj_artifact_deserialize(ctx, bytes, len, &back), SJ_E_UNSUPPORTED);
     assert_null(back);
@@ -385,7 +385,7 @@ static void count_kernels(sj_device *dev, const sj_artifact *a, int *rows, int *
     assert_int_equal(sj_artifact_find_code(a, SJ_CODE_HOST_OBJECT, &code, &len), SJ_OK);
     sj_module *m;
     assert_int_equal(sj_device_load_module(dev, SJ_CODE_HOST_OBJECT, code, len, &m), SJ_OK);
-    const sj_launch_plan *p = sj_artifact_plan(a);
+    const sj_launch_plan *p = sj__artifact_plan(a);
     *rows = *single = 0;
     for (int i = 0; i < p->n_kernels; i++) {
         sj_kernel_handle k;

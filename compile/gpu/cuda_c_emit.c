@@ -416,7 +416,7 @@ static sj_status emit_matmul(src *s) {
 
 static sj_status emit_kernel(src *s, const sj_kernel *k) {
     sj_gpu_schedule sch;
-    SJ_TRY(sj_gpu_schedule_kernel(s->ctx, k, &sch));
+    SJ_TRY(sj__gpu_schedule_kernel(s->ctx, k, &sch));
     s->k = k;
     s->temp = 0;
     bool reads_out = false;
@@ -443,7 +443,7 @@ static sj_status emit_kernel(src *s, const sj_kernel *k) {
     return SJ_OK;
 }
 
-sj_status sj_cuda_c_emit(sj_ctx *ctx, const sj_lowered *l, char **out, size_t *len) {
+sj_status sj__cuda_c_emit(sj_ctx *ctx, const sj_lowered *l, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
     src s = {.ctx = ctx};

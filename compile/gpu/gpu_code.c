@@ -3,7 +3,7 @@
 
 #include "compile/gpu/nvrtc_impl.h"
 
-void sj_gpu_code_free(sj_ctx *ctx, sj_gpu_code *code) {
+void sj__gpu_code_free(sj_ctx *ctx, sj_gpu_code *code) {
     if (!code) return;
     sj_free(ctx, code->ptx);
     sj_free(ctx, code->cubin);
@@ -12,7 +12,7 @@ void sj_gpu_code_free(sj_ctx *ctx, sj_gpu_code *code) {
 
 /* Error messages hold about 1 KiB; the first diagnostics are the ones that
  * explain a failure, so the head of the log is kept and the cut is marked. */
-void sj_gpu_log_head(const char *log, char *buf, size_t len) {
+void sj__gpu_log_head(const char *log, char *buf, size_t len) {
     if (len == 0) return;
     if (!log) log = "";
     while (*log == '\n' || *log == ' ') log++;

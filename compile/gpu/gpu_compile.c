@@ -11,8 +11,8 @@
 static sj_status nvrtc_path(sj_ctx *ctx, const sj_lowered *l, int sm, sj_gpu_code *out, char **source) {
     char *src;
     size_t len;
-    SJ_TRY(sj_cuda_c_emit(ctx, l, &src, &len));
-    sj_status st = sj_nvrtc_compile(ctx, src, "shapejit_kernels.cu", sm, out);
+    SJ_TRY(sj__cuda_c_emit(ctx, l, &src, &len));
+    sj_status st = sj__nvrtc_compile(ctx, src, "shapejit_kernels.cu", sm, out);
     if (st == SJ_OK && source)
         *source = src;
     else
@@ -30,25 +30,25 @@ static char *ir_text(sj_ctx *ctx, LLVMModuleRef m) {
 static sj_status nvptx_path(sj_ctx *ctx, const sj_lowered *l, int sm, bool want_cubin,
                            sj_gpu_code *out, char **source) {
     LLVMTargetMachineRef tm;
-    SJ_TRY(sj_nvptx_target_machine(ctx, sm, &tm));
+    SJ_TRY(sj__nvptx_target_machine(ctx, sm, &tm));
     LLVMContextRef lc = LLVMContextCreate();
     LLVMModuleRef m = LLVMModuleCreateWithNameInContext("shapejit_kernels", lc);
-    sj_nvptx_prepare_module(m, tm);
+    sj__nvptx_prepare_module(m, tm);
     LLVMDisposeTargetMachine(tm);
-    sj_status st = sj_nvptx_emit_kernels(ctx, m, l);
+    sj_status st = sj__nvptx_emit_kernels(ctx, m, l);
     if (st == SJ_OK && source && !(*source = ir_text(ctx, m)))
         st = sj_fail(ctx, SJ_E_NOMEM, "nvptx: IR text");
-    if (st == SJ_OK) st = sj_nvptx_compile(ctx, m, sm, NULL, &out->ptx, &out->ptx_len);
+    if (st == SJ_OK) st = sj__nvptx_compile(ctx, m, sm, NULL, &out->ptx, &out->ptx_len);
     LLVMDisposeModule(m);
     LLVMContextDispose(lc);
     if (st == SJ_OK) out->sm = sm;
     if (st == SJ_OK && want_cubin) {
-        st = sj_ptx_to_cubin(ctx, out->ptx, out->ptx_len, sm, &out->cubin, &out->cubin_len);
+        st = sj__ptx_to_cubin(ctx, out->ptx, out->ptx_len, sm, &out->cubin, &out->cubin_len);
         /* Without nvJitLink the artifact keeps PTX only; the driver JITs it. */
         if (st == SJ_E_UNSUPPORTED) st = SJ_OK;
     }
     if (st != SJ_OK) {
-        sj_gpu_code_free(ctx, out);
+        sj__gpu_code_free(ctx, out);
         if (source) {
             sj_free(ctx, *source);
             *source = NULL;
@@ -89,7 +89,7 @@ static sj_status check_float_only(sj_ctx *ctx, sj_gpu_path path, const sj_lowere
     return SJ_OK;
 }
 
-sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path path, int sm,
+sj_status sj__gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path path, int sm,
                                  bool want_cubin, sj_gpu_code *out, char **source) {
     memset(out, 0, sizeof *out);
     if (source) *source = NULL;
@@ -101,10 +101,10 @@ sj_status sj_gpu_compile_lowered(sj_ctx *ctx, const sj_lowered *l, sj_gpu_path p
                                      : nvptx_path(ctx, l, sm, want_cubin, out, source);
 }
 
-sj_status sj_gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {
-    if (path == SJ_GPU_PATH_NVRTC) return sj_nvrtc_toolchain(ctx, buf, len);
+sj_status sj__gpu_toolchain(sj_ctx *ctx, sj_gpu_path path, char *buf, size_t len) {
+    if (path == SJ_GPU_PATH_NVRTC) return sj__nvrtc_toolchain(ctx, buf, len);
     char link[48];
-    if (sj_nvjitlink_toolchain(ctx, link, sizeof link) != SJ_OK) snprintf(link, sizeof link, "ptx-only");
+    if (sj__nvjitlink_toolchain(ctx, link, sizeof link) != SJ_OK) snprintf(link, sizeof link, "ptx-only");
     unsigned major, minor, patch;
     LLVMGetVersion(&major, &minor, &patch);
     snprintf(buf, len, "llvm-%u.%u.%u+%s", major, minor, patch, link);

@@ -14,10 +14,10 @@
 
 /* CUDA C source for every kernel of l as one translation unit for NVRTC;
  * *out is NUL-terminated, allocated through ctx, *len excludes the NUL. */
-sj_status sj_cuda_c_emit(sj_ctx *ctx, const sj_lowered *l, char **out, size_t *len);
+sj_status sj__cuda_c_emit(sj_ctx *ctx, const sj_lowered *l, char **out, size_t *len);
 
 /* One NVPTX kernel per kernel of l, added to m (prepared for NVPTX with
- * sj_nvptx_prepare_module); compile it with sj_nvptx_compile. */
-sj_status sj_nvptx_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l);
+ * sj__nvptx_prepare_module); compile it with sj__nvptx_compile. */
+sj_status sj__nvptx_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l);
 
 #endif

@@ -15,23 +15,23 @@ static sj_status gpu_build(sj_gpu_path path, const sj_lowered *l, const sj_compi
                            sj_artifact *a) {
     sj_ctx *ctx = a->ctx;
     int sm;
-    SJ_TRY(sj_gpu_parse_arch(ctx, o->arch, &sm));
-    SJ_TRY(sj_gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &a->plan));
+    SJ_TRY(sj__gpu_parse_arch(ctx, o->arch, &sm));
+    SJ_TRY(sj__gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &a->plan));
     char toolchain[96], cpu[16];
-    SJ_TRY(sj_gpu_toolchain(ctx, path, toolchain, sizeof toolchain));
+    SJ_TRY(sj__gpu_toolchain(ctx, path, toolchain, sizeof toolchain));
     snprintf(cpu, sizeof cpu, "sm_%d", sm);
     sj_gpu_code code;
-    SJ_TRY(sj_gpu_compile_lowered(ctx, l, path, sm, true, &code, NULL));
-    sj_status st = sj_artifact_set_string(a, &a->triple, SJ_NVPTX_TRIPLE);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, cpu);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, "");
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, "");
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->llvm_version, toolchain);
+    SJ_TRY(sj__gpu_compile_lowered(ctx, l, path, sm, true, &code, NULL));
+    sj_status st = sj__artifact_set_string(a, &a->triple, SJ_NVPTX_TRIPLE);
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->cpu, cpu);
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->features, "");
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->externs, "");
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->llvm_version, toolchain);
     if (st == SJ_OK && code.cubin)
-        st = sj_artifact_add_code(a, SJ_CODE_CUBIN, code.cubin, code.cubin_len);
+        st = sj__artifact_add_code(a, SJ_CODE_CUBIN, code.cubin, code.cubin_len);
     /* with the NUL: the driver reads PTX as a C string */
-    if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_PTX, code.ptx, code.ptx_len + 1);
-    sj_gpu_code_free(ctx, &code);
+    if (st == SJ_OK) st = sj__artifact_add_code(a, SJ_CODE_PTX, code.ptx, code.ptx_len + 1);
+    sj__gpu_code_free(ctx, &code);
     return st;
 }
 
@@ -44,19 +44,19 @@ static sj_status gpu_text(sj_gpu_path path, const sj_lowered *l, const sj_compil
                        path == SJ_GPU_PATH_NVRTC ? "nvrtc" : "nvptx",
                        path == SJ_GPU_PATH_NVRTC ? "CUDA C" : "LLVM IR");
     int sm;
-    SJ_TRY(sj_gpu_parse_arch(ctx, o->arch, &sm));
+    SJ_TRY(sj__gpu_parse_arch(ctx, o->arch, &sm));
     sj_gpu_code code;
     char *source = NULL;
-    SJ_TRY(sj_gpu_compile_lowered(ctx, l, path, sm, false, &code, want_source ? &source : NULL));
+    SJ_TRY(sj__gpu_compile_lowered(ctx, l, path, sm, false, &code, want_source ? &source : NULL));
     if (want_source) {
-        sj_gpu_code_free(ctx, &code);
+        sj__gpu_code_free(ctx, &code);
         *out = source;
         *len = strlen(source);
     } else {
         *out = code.ptx;
         *len = code.ptx_len;
         code.ptx = NULL;
-        sj_gpu_code_free(ctx, &code);
+        sj__gpu_code_free(ctx, &code);
     }
     return SJ_OK;
 }
@@ -81,6 +81,6 @@ static sj_status nvrtc_text(const sj_lowered *l, const sj_compile_options *o, sj
  * policy for it naming the op (compile.c), rather than store float32 code
  * under its key. */
 /* No fused attention kernel on the GPU targets. */
-const sj_emitter sj_nvptx_emitter = {"nvptx", nvptx_build, nvptx_text,
+const sj_emitter sj__nvptx_emitter = {"nvptx", nvptx_build, nvptx_text,
                                      1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16, NULL};
-const sj_emitter sj_nvrtc_emitter = {"nvrtc", nvrtc_build, nvrtc_text, 0, NULL};
+const sj_emitter sj__nvrtc_emitter = {"nvrtc", nvrtc_build, nvrtc_text, 0, NULL};

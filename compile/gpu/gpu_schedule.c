@@ -22,7 +22,7 @@ static int64_t span(const sj_kernel *k, uint32_t mask) {
     return p;
 }
 
-sj_status sj_gpu_schedule_kernel(sj_ctx *ctx, const sj_kernel *k, sj_gpu_schedule *out) {
+sj_status sj__gpu_schedule_kernel(sj_ctx *ctx, const sj_kernel *k, sj_gpu_schedule *out) {
     memset(out, 0, sizeof *out);
     if (k->rank < 0 || k->rank > SJ_KSPACE_MAX)
         return sj_fail(ctx, SJ_E_INTERNAL, "gpu schedule: kernel %s has rank %d", k->name, k->rank);
@@ -65,7 +65,7 @@ sj_status sj_gpu_schedule_kernel(sj_ctx *ctx, const sj_kernel *k, sj_gpu_schedul
     return SJ_OK;
 }
 
-sj_status sj_gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
+sj_status sj__gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
                                sj_launch_plan *plan) {
     for (int i = 0; i < plan->n_launches; i++) {
         sj_launch *la = &plan->launches[i];
@@ -73,7 +73,7 @@ sj_status sj_gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_kern
             return sj_fail(ctx, SJ_E_INTERNAL, "gpu schedule: launch %d names kernel %d of %d", i,
                            la->kernel, n_kernels);
         sj_gpu_schedule s;
-        SJ_TRY(sj_gpu_schedule_kernel(ctx, &kernels[la->kernel], &s));
+        SJ_TRY(sj__gpu_schedule_kernel(ctx, &kernels[la->kernel], &s));
         memcpy(la->grid, s.grid, sizeof la->grid);
         memcpy(la->block, s.block, sizeof la->block);
         la->shared_bytes = 0;

@@ -44,12 +44,12 @@ typedef struct sj_gpu_schedule {
 } sj_gpu_schedule;
 
 /* The schedule of kernel k (its dims at the bucket extent). */
-sj_status sj_gpu_schedule_kernel(sj_ctx *ctx, const sj_kernel *k, sj_gpu_schedule *out);
+sj_status sj__gpu_schedule_kernel(sj_ctx *ctx, const sj_kernel *k, sj_gpu_schedule *out);
 
 /* Writes every launch's grid and block into the plan, from the kernel the
  * launch names (launches may share one); the kernels use static shared
  * memory only, so shared_bytes is 0. */
-sj_status sj_gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
+sj_status sj__gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
                                sj_launch_plan *plan);
 
 #endif

@@ -44,7 +44,7 @@ static LLVMValueRef cf(pe *e, double v) { return LLVMConstReal(e->f32, v); }
 static LLVMValueRef ci(pe *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
 
 static LLVMValueRef sreg64(pe *e, const char *reg) {
-    return LLVMBuildZExt(e->B, sj_nvptx_sreg(e->M, e->B, reg), e->i64, reg);
+    return LLVMBuildZExt(e->B, sj__nvptx_sreg(e->M, e->B, reg), e->i64, reg);
 }
 
 /* for (phi = start; phi < end; phi += step): open at the body. */
@@ -166,12 +166,12 @@ static LLVMValueRef load_f32(pe *e, LLVMValueRef p) {
 
 /* Load ld's element at the current point as float32: a narrowed weight
  * is read as a 16-bit word and widened with integer ops and one exact
- * multiply (sj_llvm_widen_16), the same widening the host uses. */
+ * multiply (sj__llvm_widen_16), the same widening the host uses. */
 static LLVMValueRef load_ld(pe *e, const sj_kload *ld) {
     if (ld->storage == SJ_PRECISION_FP32) return load_f32(e, ld_addr(e, ld));
     LLVMValueRef v = LLVMBuildLoad2(e->B, LLVMInt16TypeInContext(e->C), ld_addr(e, ld), "");
     LLVMSetAlignment(v, 2);
-    return sj_llvm_widen_16(e->B, ld->storage, v);
+    return sj__llvm_widen_16(e->B, ld->storage, v);
 }
 
 static LLVMValueRef alloca_f32(pe *e, const char *name) {
@@ -183,12 +183,12 @@ static LLVMValueRef alloca_f32(pe *e, const char *name) {
 }
 
 static LLVMValueRef intrinsic_f32(pe *e, const char *name, LLVMValueRef x, LLVMValueRef y) {
-    return sj_llvm_intrinsic_f32(e->M, e->B, name, x, y);
+    return sj__llvm_intrinsic_f32(e->M, e->B, name, x, y);
 }
 
 static LLVMValueRef libdevice(pe *e, const char *fn, LLVMValueRef x, LLVMValueRef y) {
     LLVMValueRef args[2] = {x, y};
-    return sj_nvptx_libdevice_f32(e->M, e->B, fn, args, y ? 2 : 1);
+    return sj__nvptx_libdevice_f32(e->M, e->B, fn, args, y ? 2 : 1);
 }
 
 static LLVMValueRef fmax_nan(pe *e, LLVMValueRef a, LLVMValueRef b) {
@@ -211,11 +211,11 @@ static LLVMValueRef nv_libm(void *e, const char *name, LLVMValueRef x) {
 static const sj_llvm_math nvptx_math = {nv_exp, nv_log, nv_tanh, nv_erf, nv_pow, nv_libm};
 
 static LLVMValueRef unary(pe *e, sj_op op, LLVMValueRef x, float alpha) {
-    return sj_llvm_unary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, x, alpha);
+    return sj__llvm_unary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, x, alpha);
 }
 
 static LLVMValueRef binary(pe *e, sj_op op, LLVMValueRef a, LLVMValueRef b) {
-    return sj_llvm_binary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, a, b);
+    return sj__llvm_binary(&(sj_llvm_scalar){e->M, e->B, &nvptx_math, e}, op, a, b);
 }
 
 static LLVMValueRef eval(pe *e, int32_t x) {
@@ -284,7 +284,7 @@ static LLVMValueRef block_combine(pe *e, LLVMValueRef shared, LLVMValueRef v, bo
     LLVMValueRef z = ci(e, 0);
     LLVMValueRef mine = LLVMBuildInBoundsGEP2(e->B, arr, shared, (LLVMValueRef[]){z, e->tid}, 2, "");
     LLVMBuildStore(e->B, v, mine);
-    sj_nvptx_barrier(e->M, e->B);
+    sj__nvptx_barrier(e->M, e->B);
     /* for (s = ntid / 2; s > 0; s /= 2): while-loop over s >= 1 as 0 < s */
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
     LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->C, e->fn, "tree");
@@ -303,7 +303,7 @@ static LLVMValueRef block_combine(pe *e, LLVMValueRef shared, LLVMValueRef v, bo
     LLVMValueRef a = load_f32(e, mine), b = load_f32(e, other);
     LLVMBuildStore(e->B, is_max ? fmax_nan(e, a, b) : LLVMBuildFAdd(e->B, a, b, ""), mine);
     if_close(e, join);
-    sj_nvptx_barrier(e->M, e->B);
+    sj__nvptx_barrier(e->M, e->B);
     LLVMValueRef s2 = LLVMBuildLShr(e->B, s, ci(e, 1), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
     LLVMBuildBr(e->B, head);
@@ -311,7 +311,7 @@ static LLVMValueRef block_combine(pe *e, LLVMValueRef shared, LLVMValueRef v, bo
     LLVMPositionBuilderAtEnd(e->B, done);
     LLVMValueRef first = LLVMBuildInBoundsGEP2(e->B, arr, shared, (LLVMValueRef[]){z, z}, 2, "");
     LLVMValueRef r = load_f32(e, first);
-    sj_nvptx_barrier(e->M, e->B);
+    sj__nvptx_barrier(e->M, e->B);
     return r;
 }
 
@@ -349,7 +349,7 @@ static sj_status emit_row(pe *e) {
     uint32_t all = (1u << k->rank) - 1, red = k->reduced & all, outer = all & ~red;
     char name[SJ_KERNEL_NAME_MAX + 8];
     snprintf(name, sizeof name, "%s.sh", k->name);
-    LLVMValueRef sh = sj_nvptx_shared_f32(e->M, name, e->sch.threads);
+    LLVMValueRef sh = sj__nvptx_shared_f32(e->M, name, e->sch.threads);
     LLVMValueRef rows = count_of(e, outer), cols = count_of(e, red);
     LLVMValueRef fcols = LLVMBuildSIToFP(B, cols, e->f32, "");
     LLVMValueRef s1 = alloca_f32(e, "s1"), s2 = alloca_f32(e, "s2");
@@ -442,9 +442,9 @@ static sj_status emit_matmul(pe *e) {
     const int64_t T = SJ_GPU_TILE;
     char name[SJ_KERNEL_NAME_MAX + 8];
     snprintf(name, sizeof name, "%s.as", k->name);
-    LLVMValueRef as = sj_nvptx_shared_f32(e->M, name, (unsigned)(T * (T + 1)));
+    LLVMValueRef as = sj__nvptx_shared_f32(e->M, name, (unsigned)(T * (T + 1)));
     snprintf(name, sizeof name, "%s.bs", k->name);
-    LLVMValueRef bs = sj_nvptx_shared_f32(e->M, name, (unsigned)(T * (T + 1)));
+    LLVMValueRef bs = sj__nvptx_shared_f32(e->M, name, (unsigned)(T * (T + 1)));
     LLVMValueRef tx = e->tid, ty = sreg64(e, "tid.y");
     LLVMValueRef B1 = bound_of(e, 1), M = bound_of(e, 2), N = bound_of(e, 3), K = bound_of(e, 4);
     LLVMValueRef batches = count_of(e, 3u);
@@ -468,7 +468,7 @@ static sj_status emit_matmul(pe *e) {
     stage(e, bs, ty, tx,
           LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, kb, K, ""), LLVMBuildICmp(B, LLVMIntSLT, n, N, ""), ""),
           &k->loads[k->b]);
-    sj_nvptx_barrier(e->M, B);
+    sj__nvptx_barrier(e->M, B);
     LLVMValueRef sum = load_f32(e, acc);
     for (int64_t kk = 0; kk < T; kk++) {
         LLVMValueRef p = LLVMBuildFMul(B, load_f32(e, tile_at(e, as, ty, ci(e, kk))),
@@ -478,7 +478,7 @@ static sj_status emit_matmul(pe *e) {
         LLVMSetFastMathFlags(sum, LLVMFastMathAllowContract);
     }
     LLVMBuildStore(B, sum, acc);
-    sj_nvptx_barrier(e->M, B);
+    sj__nvptx_barrier(e->M, B);
     wloop_close(e, &kl, tile);
     e->acc = load_f32(e, acc);
     if (k->alpha != 1.0f) e->acc = LLVMBuildFMul(B, e->acc, cf(e, k->alpha), "");
@@ -537,7 +537,7 @@ static sj_status emit_kernel_with(pe *e, const sj_kernel *k, LLVMTypeRef *bp, LL
     e->k = k;
     e->acc = NULL;
     e->bad = false;
-    SJ_TRY(sj_gpu_schedule_kernel(e->ctx, k, &e->sch));
+    SJ_TRY(sj__gpu_schedule_kernel(e->ctx, k, &e->sch));
     bool reads_out = false;
     for (int i = 0; i < k->n_loads; i++) reads_out |= k->loads[i].buffer == 0;
 
@@ -569,9 +569,9 @@ static sj_status emit_kernel_with(pe *e, const sj_kernel *k, LLVMTypeRef *bp, LL
     LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
     LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
     add_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
-    sj_nvptx_mark_kernel(e->M, fn);
-    sj_nvptx_annotate(e->M, fn, "maxntidx", (int)e->sch.block[0]);
-    if (e->sch.block[1] > 1) sj_nvptx_annotate(e->M, fn, "maxntidy", (int)e->sch.block[1]);
+    sj__nvptx_mark_kernel(e->M, fn);
+    sj__nvptx_annotate(e->M, fn, "maxntidx", (int)e->sch.block[0]);
+    if (e->sch.block[1] > 1) sj__nvptx_annotate(e->M, fn, "maxntidy", (int)e->sch.block[1]);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
     for (int i = 0; i < k->n_buffers; i++) {
         LLVMValueRef ix = ci(e, i);
@@ -588,7 +588,7 @@ static sj_status emit_kernel_with(pe *e, const sj_kernel *k, LLVMTypeRef *bp, LL
     return SJ_OK;
 }
 
-sj_status sj_nvptx_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l) {
+sj_status sj__nvptx_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l) {
     pe e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m)};
     e.B = LLVMCreateBuilderInContext(e.C);
     e.f32 = LLVMFloatTypeInContext(e.C);

@@ -16,10 +16,10 @@
  * CUDA 11.8 on (CUDA 13's included), so one ISA level serves both arches. */
 #define SJ_NVPTX_FEATURES "+ptx78"
 
-sj_status sj_nvptx_target_machine(sj_ctx *ctx, int sm, LLVMTargetMachineRef *out) {
+sj_status sj__nvptx_target_machine(sj_ctx *ctx, int sm, LLVMTargetMachineRef *out) {
     if (sm != 80 && sm != 90)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "nvptx: arch sm_%d not supported (sm_80, sm_90)", sm);
-    sj_llvm_init();
+    sj__llvm_init();
     LLVMTargetRef target;
     char *err = NULL;
     if (LLVMGetTargetFromTriple(SJ_NVPTX_TRIPLE, &target, &err)) {
@@ -37,14 +37,14 @@ sj_status sj_nvptx_target_machine(sj_ctx *ctx, int sm, LLVMTargetMachineRef *out
     return SJ_OK;
 }
 
-void sj_nvptx_prepare_module(LLVMModuleRef m, LLVMTargetMachineRef tm) {
+void sj__nvptx_prepare_module(LLVMModuleRef m, LLVMTargetMachineRef tm) {
     LLVMSetTarget(m, SJ_NVPTX_TRIPLE);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(m, dl);
     LLVMDisposeTargetData(dl);
 }
 
-void sj_nvptx_annotate(LLVMModuleRef m, LLVMValueRef fn, const char *key, int value) {
+void sj__nvptx_annotate(LLVMModuleRef m, LLVMValueRef fn, const char *key, int value) {
     LLVMContextRef lc = LLVMGetModuleContext(m);
     LLVMValueRef v = LLVMConstInt(LLVMInt32TypeInContext(lc), (unsigned long long)value, 0);
     LLVMMetadataRef md[3] = {LLVMValueAsMetadata(fn), LLVMMDStringInContext2(lc, key, strlen(key)),
@@ -53,14 +53,14 @@ void sj_nvptx_annotate(LLVMModuleRef m, LLVMValueRef fn, const char *key, int va
     LLVMAddNamedMetadataOperand(m, "nvvm.annotations", node);
 }
 
-void sj_nvptx_mark_kernel(LLVMModuleRef m, LLVMValueRef fn) { sj_nvptx_annotate(m, fn, "kernel", 1); }
+void sj__nvptx_mark_kernel(LLVMModuleRef m, LLVMValueRef fn) { sj__nvptx_annotate(m, fn, "kernel", 1); }
 
 static LLVMValueRef get_or_declare(LLVMModuleRef m, const char *name, LLVMTypeRef fnty) {
     LLVMValueRef fn = LLVMGetNamedFunction(m, name);
     return fn ? fn : LLVMAddFunction(m, name, fnty);
 }
 
-LLVMValueRef sj_nvptx_sreg(LLVMModuleRef m, LLVMBuilderRef b, const char *reg) {
+LLVMValueRef sj__nvptx_sreg(LLVMModuleRef m, LLVMBuilderRef b, const char *reg) {
     LLVMContextRef lc = LLVMGetModuleContext(m);
     char name[64];
     snprintf(name, sizeof name, "llvm.nvvm.read.ptx.sreg.%s", reg);
@@ -68,13 +68,13 @@ LLVMValueRef sj_nvptx_sreg(LLVMModuleRef m, LLVMBuilderRef b, const char *reg) {
     return LLVMBuildCall2(b, fnty, get_or_declare(m, name, fnty), NULL, 0, reg);
 }
 
-void sj_nvptx_barrier(LLVMModuleRef m, LLVMBuilderRef b) {
+void sj__nvptx_barrier(LLVMModuleRef m, LLVMBuilderRef b) {
     LLVMContextRef lc = LLVMGetModuleContext(m);
     LLVMTypeRef fnty = LLVMFunctionType(LLVMVoidTypeInContext(lc), NULL, 0, 0);
     LLVMBuildCall2(b, fnty, get_or_declare(m, "llvm.nvvm.barrier0", fnty), NULL, 0, "");
 }
 
-LLVMValueRef sj_nvptx_shared_f32(LLVMModuleRef m, const char *name, unsigned n) {
+LLVMValueRef sj__nvptx_shared_f32(LLVMModuleRef m, const char *name, unsigned n) {
     LLVMContextRef lc = LLVMGetModuleContext(m);
     LLVMTypeRef ty = LLVMArrayType2(LLVMFloatTypeInContext(lc), n);
     LLVMValueRef g = LLVMAddGlobalInAddressSpace(m, ty, name, SJ_NVPTX_AS_SHARED);
@@ -84,7 +84,7 @@ LLVMValueRef sj_nvptx_shared_f32(LLVMModuleRef m, const char *name, unsigned n) 
     return g;
 }
 
-LLVMValueRef sj_nvptx_libdevice_f32(LLVMModuleRef m, LLVMBuilderRef b, const char *fn,
+LLVMValueRef sj__nvptx_libdevice_f32(LLVMModuleRef m, LLVMBuilderRef b, const char *fn,
                                     LLVMValueRef *args, unsigned n_args) {
     LLVMContextRef lc = LLVMGetModuleContext(m);
     LLVMTypeRef f32 = LLVMFloatTypeInContext(lc);
@@ -179,7 +179,7 @@ static sj_status emit(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm, cha
     return SJ_OK;
 }
 
-sj_status sj_nvptx_compile(sj_ctx *ctx, LLVMModuleRef m, int sm, const char *libdevice_path,
+sj_status sj__nvptx_compile(sj_ctx *ctx, LLVMModuleRef m, int sm, const char *libdevice_path,
                            char **ptx, size_t *ptx_len) {
     if (!m || !ptx || !ptx_len) return sj_fail(ctx, SJ_E_INVALID_ARG, "nvptx: NULL module or output");
     *ptx = NULL;
@@ -188,8 +188,8 @@ sj_status sj_nvptx_compile(sj_ctx *ctx, LLVMModuleRef m, int sm, const char *lib
     if (!libdevice_path) libdevice_path = SJ_CUDA_LIBDEVICE;
 #endif
     LLVMTargetMachineRef tm;
-    SJ_TRY(sj_nvptx_target_machine(ctx, sm, &tm));
-    sj_nvptx_prepare_module(m, tm);
+    SJ_TRY(sj__nvptx_target_machine(ctx, sm, &tm));
+    sj__nvptx_prepare_module(m, tm);
     sj_status st = verify(ctx, m);
     if (st == SJ_OK && calls_libdevice(m)) st = link_libdevice(ctx, m, libdevice_path);
     if (st == SJ_OK) st = optimise(ctx, m, tm);

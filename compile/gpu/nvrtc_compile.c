@@ -25,7 +25,7 @@ static sj_status compile_log_error(sj_ctx *ctx, nvrtcProgram prog, const char *n
         if (log) {
             if (nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS) {
                 log[n] = '\0';
-                sj_gpu_log_head(log, head, sizeof head);
+                sj__gpu_log_head(log, head, sizeof head);
             }
             sj_free(ctx, log);
         }
@@ -56,7 +56,7 @@ static sj_status fetch_outputs(sj_ctx *ctx, nvrtcProgram prog, sj_gpu_code *out)
     return SJ_OK;
 }
 
-sj_status sj_nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, int sm,
+sj_status sj__nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, int sm,
                            sj_gpu_code *out) {
     if (!source || !out) return sj_fail(ctx, SJ_E_INVALID_ARG, "nvrtc: NULL source or output");
     if (!sj_gpu_arch_supported(sm))
@@ -81,14 +81,14 @@ sj_status sj_nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, in
         st = fetch_outputs(ctx, prog, out);
     nvrtcDestroyProgram(&prog);
     if (st != SJ_OK) {
-        sj_gpu_code_free(ctx, out);
+        sj__gpu_code_free(ctx, out);
         return st;
     }
     out->sm = sm;
     return SJ_OK;
 }
 
-sj_status sj_nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len) {
+sj_status sj__nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len) {
     int major = 0, minor = 0;
     nvrtcResult r = nvrtcVersion(&major, &minor);
     if (r != NVRTC_SUCCESS) return nvrtc_failed(ctx, r, "version");
@@ -98,14 +98,14 @@ sj_status sj_nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len) {
 
 #else
 
-sj_status sj_nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, int sm,
+sj_status sj__nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, int sm,
                            sj_gpu_code *out) {
     if (out) memset(out, 0, sizeof *out);
     return sj_fail(ctx, SJ_E_UNSUPPORTED,
                    "nvrtc: shapejit was built without the CUDA toolkit (SJ_HAVE_CUDA off)");
 }
 
-sj_status sj_nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len) {
+sj_status sj__nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len) {
     return sj_fail(ctx, SJ_E_UNSUPPORTED,
                    "nvrtc: shapejit was built without the CUDA toolkit (SJ_HAVE_CUDA off)");
 }

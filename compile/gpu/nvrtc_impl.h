@@ -25,26 +25,26 @@ typedef struct sj_gpu_code {
     size_t cubin_len;
 } sj_gpu_code;
 
-void sj_gpu_code_free(sj_ctx *ctx, sj_gpu_code *code);
+void sj__gpu_code_free(sj_ctx *ctx, sj_gpu_code *code);
 
 /* Compiles CUDA C `source` (file name `name` appears in the log) for sm_<sm>:
  * PTX and cubin from one NVRTC run. A rejected source is SJ_E_COMPILE whose
  * message carries the head of NVRTC's program log. */
-sj_status sj_nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, int sm,
+sj_status sj__nvrtc_compile(sj_ctx *ctx, const char *source, const char *name, int sm,
                            sj_gpu_code *out);
 
 /* Assembles and links PTX into a cubin for sm_<sm> with nvJitLink. Failure is
  * SJ_E_COMPILE with the head of the linker's error log. */
-sj_status sj_ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, void **cubin,
+sj_status sj__ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, void **cubin,
                           size_t *cubin_len);
 
 /* Toolchain names for artifact keys, e.g. "nvrtc-13.0" and
  * "nvjitlink-13.0"; SJ_E_UNSUPPORTED without the toolkit. */
-sj_status sj_nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len);
-sj_status sj_nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len);
+sj_status sj__nvrtc_toolchain(sj_ctx *ctx, char *buf, size_t len);
+sj_status sj__nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len);
 
 /* Copies the head of a compiler log into `buf` as one line-preserving chunk
  * short enough to sit inside an error message, marking a cut. */
-void sj_gpu_log_head(const char *log, char *buf, size_t len);
+void sj__gpu_log_head(const char *log, char *buf, size_t len);
 
 #endif

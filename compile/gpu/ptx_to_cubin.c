@@ -19,7 +19,7 @@ static sj_status link_error(sj_ctx *ctx, nvJitLinkHandle h, nvJitLinkResult r, i
         if (log) {
             if (nvJitLinkGetErrorLog(h, log) == NVJITLINK_SUCCESS) {
                 log[n] = '\0';
-                sj_gpu_log_head(log, head, sizeof head);
+                sj__gpu_log_head(log, head, sizeof head);
             }
             sj_free(ctx, log);
         }
@@ -28,7 +28,7 @@ static sj_status link_error(sj_ctx *ctx, nvJitLinkHandle h, nvJitLinkResult r, i
                    (int)r, head[0] ? head : "(no log)");
 }
 
-sj_status sj_ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, void **cubin,
+sj_status sj__ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, void **cubin,
                           size_t *cubin_len) {
     if (!ptx || !cubin || !cubin_len)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "nvjitlink: NULL PTX or output");
@@ -68,7 +68,7 @@ sj_status sj_ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, 
     return st;
 }
 
-sj_status sj_nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len) {
+sj_status sj__nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len) {
     unsigned major = 0, minor = 0;
     nvJitLinkResult r = nvJitLinkVersion(&major, &minor);
     if (r != NVJITLINK_SUCCESS)
@@ -79,7 +79,7 @@ sj_status sj_nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len) {
 
 #else
 
-sj_status sj_ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, void **cubin,
+sj_status sj__ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, void **cubin,
                           size_t *cubin_len) {
     if (cubin) *cubin = NULL;
     if (cubin_len) *cubin_len = 0;
@@ -87,7 +87,7 @@ sj_status sj_ptx_to_cubin(sj_ctx *ctx, const char *ptx, size_t ptx_len, int sm, 
                    "nvjitlink: shapejit was built without libnvJitLink (CUDA toolkit absent)");
 }
 
-sj_status sj_nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len) {
+sj_status sj__nvjitlink_toolchain(sj_ctx *ctx, char *buf, size_t len) {
     return sj_fail(ctx, SJ_E_UNSUPPORTED,
                    "nvjitlink: shapejit was built without libnvJitLink (CUDA toolkit absent)");
 }

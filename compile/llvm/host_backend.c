@@ -17,29 +17,29 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     uint8_t *obj;
     size_t len;
     unsigned externs;
-    SJ_TRY(sj_llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &externs, &a->times));
+    SJ_TRY(sj__llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &externs, &a->times));
     char *triple = NULL, *cpu = NULL, *features = NULL, *host_cpu = NULL, *host_features = NULL;
-    sj_status st = sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features);
+    sj_status st = sj__llvm_host_info(ctx, &triple, &host_cpu, &host_features);
     /* The artifact records the CPU and every feature the code may use
      * (implied ones and a level's included), which the load check asks the
      * host for. */
-    if (st == SJ_OK) st = sj_llvm_host_target(ctx, o->cpu, o->features, &cpu, &features);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->triple, triple);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->cpu, cpu);
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->features, features);
+    if (st == SJ_OK) st = sj__llvm_host_target(ctx, o->cpu, o->features, &cpu, &features);
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->triple, triple);
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->cpu, cpu);
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->features, features);
     /* The externs the code calls, which the load check asks the process for. */
     char names[96] = "";
     static const struct { unsigned bit; const char *name; } ext[] = {
         {SJ_LLVM_EXTERN_BLAS, "cblas_sgemm"},
-        {SJ_LLVM_EXTERN_ATTENTION, "sj_host_attention_rows"},
-        {SJ_LLVM_EXTERN_GEMM, "sj_host_gemm"}};
+        {SJ_LLVM_EXTERN_ATTENTION, "sj__host_attention_rows"},
+        {SJ_LLVM_EXTERN_GEMM, "sj__host_gemm"}};
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
         if (externs & ext[i].bit) {
             if (names[0]) strcat(names, ",");
             strcat(names, ext[i].name);
         }
-    if (st == SJ_OK) st = sj_artifact_set_string(a, &a->externs, names);
-    if (st == SJ_OK) st = sj_artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
+    if (st == SJ_OK) st = sj__artifact_set_string(a, &a->externs, names);
+    if (st == SJ_OK) st = sj__artifact_add_code(a, SJ_CODE_HOST_OBJECT, obj, len);
     sj_free(ctx, triple);
     sj_free(ctx, cpu);
     sj_free(ctx, features);
@@ -57,7 +57,7 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
     uint8_t *text;
     size_t n;
     unsigned externs;
-    SJ_TRY(sj_llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
+    SJ_TRY(sj__llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
                            &n, &externs, NULL));
     char *s = sj_realloc(l->ctx, text, n + 1);
     if (!s) {
@@ -81,14 +81,14 @@ static sj_status host_fuses_attention(sj_ctx *ctx, const sj_compile_options *o, 
         return SJ_OK;
     }
     char *cpu = NULL, *features = NULL;
-    SJ_TRY(sj_llvm_host_target(ctx, o->cpu, o->features, &cpu, &features));
-    *out = sj_llvm_gemm_level(features) >= 4;
+    SJ_TRY(sj__llvm_host_target(ctx, o->cpu, o->features, &cpu, &features));
+    *out = sj__llvm_gemm_level(features) >= 4;
     sj_free(ctx, cpu);
     sj_free(ctx, features);
     return SJ_OK;
 }
 
 /* bf16 and fp16 weights: loads widen them to float32 (host_emit.c). */
-const sj_emitter sj_host_emitter = {"host", host_build, host_text,
+const sj_emitter sj__host_emitter = {"host", host_build, host_text,
                                     1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16,
                                     host_fuses_attention};

@@ -11,11 +11,11 @@
 
 static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMTargetMachineRef *tm) {
     char *triple, *host_cpu, *host_features, *cpu = NULL, *features = NULL;
-    SJ_TRY(sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features));
+    SJ_TRY(sj__llvm_host_info(ctx, &triple, &host_cpu, &host_features));
     const char *tr = t->triple ? t->triple : triple;
     LLVMTargetRef target;
     char *err = NULL;
-    sj_status st = sj_llvm_host_target(ctx, t->cpu, t->features, &cpu, &features);
+    sj_status st = sj__llvm_host_target(ctx, t->cpu, t->features, &cpu, &features);
     if (st == SJ_OK && LLVMGetTargetFromTriple(tr, &target, &err)) {
         st = sj_fail(ctx, SJ_E_UNSUPPORTED, "host target: triple %s: %s", tr, err ? err : "unknown");
         LLVMDisposeMessage(err);
@@ -95,14 +95,14 @@ static bool enables(const char *list, const char *name) {
     return false;
 }
 
-int sj_llvm_gemm_level(const char *fs) {
+int sj__llvm_gemm_level(const char *fs) {
     if (enables(fs, "avx512f") && enables(fs, "avx512vl") && enables(fs, "avx512dq") &&
         enables(fs, "avx512bw"))
         return 4;
     return enables(fs, "avx2") && enables(fs, "fma") ? 3 : 2;
 }
 
-sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
+sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
                           sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
                           sj_compile_times *times) {
     if (t->opt_level < 0 || t->opt_level > 3)
@@ -121,18 +121,18 @@ sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target
     LLVMDisposeTargetData(td);
     char *fs = LLVMGetTargetMachineFeatureString(tm);
     int vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
-    int gemm_level = sj_llvm_gemm_level(fs);
+    int gemm_level = sj__llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
-    uint64_t t0 = sj_now_ns();
-    sj_status st = sj_llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, externs);
-    uint64_t t1 = sj_now_ns();
+    uint64_t t0 = sj__now_ns();
+    sj_status st = sj__llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, externs);
+    uint64_t t1 = sj__now_ns();
     if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
-    uint64_t t2 = sj_now_ns();
+    uint64_t t2 = sj__now_ns();
     if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
     if (times) {
         times->emit_ns = t1 - t0;
         times->optimise_ns = t2 - t1;
-        times->codegen_ns = sj_now_ns() - t2;
+        times->codegen_ns = sj__now_ns() - t2;
     }
     LLVMDisposeModule(m);
     LLVMContextDispose(C);

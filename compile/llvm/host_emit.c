@@ -42,7 +42,7 @@ typedef struct emitter {
     LLVMValueRef acc;
     unsigned externs;  /* SJ_LLVM_EXTERN_* bits of the calls emitted */
     int vector_floats; /* register width in floats, for explicit vector code */
-    int gemm_level;    /* the sj_host_gemm code level the target runs (llvm_impl.h) */
+    int gemm_level;    /* the sj__host_gemm code level the target runs (llvm_impl.h) */
 } emitter;
 
 typedef struct loop {
@@ -119,7 +119,7 @@ static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, i
  * narrowed, else its dtype's. */
 static LLVMTypeRef ld_elt(emitter *e, const sj_kload *ld) {
     return ld->storage != SJ_PRECISION_FP32 ? LLVMInt16TypeInContext(e->C)
-                                            : sj_llvm_dtype_mem_type(e->C, ld->dtype);
+                                            : sj__llvm_dtype_mem_type(e->C, ld->dtype);
 }
 
 static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
@@ -129,7 +129,7 @@ static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
 }
 
 static LLVMValueRef out_addr(emitter *e) {
-    LLVMTypeRef elt = sj_llvm_dtype_mem_type(e->C, e->k->out_dtype);
+    LLVMTypeRef elt = sj__llvm_dtype_mem_type(e->C, e->k->out_dtype);
     return address_t(e, offset_base(e, e->bufs[0], e->k->out_offset, 0, elt), e->k->out_strides,
                      elt);
 }
@@ -160,26 +160,26 @@ static LLVMValueRef alloca_vec(emitter *e, LLVMTypeRef vt) {
 }
 
 static LLVMValueRef call_f32(emitter *e, const char *intrinsic, LLVMValueRef x, LLVMValueRef y) {
-    return sj_llvm_intrinsic_f32(e->M, e->B, intrinsic, x, y);
+    return sj__llvm_intrinsic_f32(e->M, e->B, intrinsic, x, y);
 }
 
 /* The host's transcendental functions: exp, log, erf, tanh and pow inline so
- * loops vectorise (sj_llvm_exp and friends, host_math.c). */
+ * loops vectorise (sj__llvm_exp and friends, host_math.c). */
 static LLVMValueRef host_exp(void *c, LLVMValueRef x) {
     emitter *e = c;
-    return sj_llvm_exp(e->B, e->M, x);
+    return sj__llvm_exp(e->B, e->M, x);
 }
 static LLVMValueRef host_log(void *c, LLVMValueRef x) {
     emitter *e = c;
-    return sj_llvm_log(e->B, e->M, x);
+    return sj__llvm_log(e->B, e->M, x);
 }
 static LLVMValueRef host_tanh(void *c, LLVMValueRef x) {
     emitter *e = c;
-    return sj_llvm_tanh(e->B, e->M, x);
+    return sj__llvm_tanh(e->B, e->M, x);
 }
 static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
     emitter *e = c;
-    return sj_llvm_erf(e->B, e->M, x);
+    return sj__llvm_erf(e->B, e->M, x);
 }
 /* pow works in double: with 4-float registers (no AVX) that is two lanes
  * and more instructions per element than libm's scalar powf, so there it
@@ -188,7 +188,7 @@ static LLVMValueRef host_erf(void *c, LLVMValueRef x) {
 static LLVMValueRef host_pow(void *c, LLVMValueRef x, LLVMValueRef y) {
     emitter *e = c;
     if (e->vector_floats < 8) return call_f32(c, "llvm.pow", x, y);
-    return sj_llvm_pow(e->B, e->M, x, y);
+    return sj__llvm_pow(e->B, e->M, x, y);
 }
 /* A call to the process's libm (the ORC loader resolves it there). */
 static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
@@ -201,14 +201,14 @@ static LLVMValueRef host_libm(void *c, const char *name, LLVMValueRef x) {
 static const sj_llvm_math host_math = {host_exp, host_log, host_tanh, host_erf, host_pow, host_libm};
 
 static LLVMValueRef load_typed(emitter *e, sj_dtype t, LLVMValueRef p) {
-    LLVMValueRef v = LLVMBuildLoad2(e->B, sj_llvm_dtype_mem_type(e->C, t), p, "");
+    LLVMValueRef v = LLVMBuildLoad2(e->B, sj__llvm_dtype_mem_type(e->C, t), p, "");
     LLVMSetAlignment(v, (unsigned)sj_dtype_size(t));
-    return sj_llvm_from_mem(e->B, t, v);
+    return sj__llvm_from_mem(e->B, t, v);
 }
 
 /* 16-bit elements v (i16 or a vector of them) as float32, exactly. */
 static LLVMValueRef widen(emitter *e, sj_precision storage, LLVMValueRef v) {
-    return sj_llvm_widen_16(e->B, storage, v);
+    return sj__llvm_widen_16(e->B, storage, v);
 }
 
 /* The element of ld at p as the kernel computes with it. */
@@ -261,15 +261,15 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
     case SJ_KX_LOAD: return load_ld(e, &e->k->loads[ex->load], ld_addr(e, &e->k->loads[ex->load]));
     case SJ_KX_CONST:
         if (ex->dtype == SJ_F32) return cf(e, ex->value);
-        return LLVMConstInt(sj_llvm_dtype_type(e->C, ex->dtype), (unsigned long long)ex->ivalue, 1);
+        return LLVMConstInt(sj__llvm_dtype_type(e->C, ex->dtype), (unsigned long long)ex->ivalue, 1);
     case SJ_KX_ACC: return e->acc;
     case SJ_KX_UNARY: {
         sj_dtype at = e->k->exprs[ex->a].dtype;
-        if (ex->op == SJ_OP_CAST) return sj_llvm_cast(e->B, at, ex->dtype, eval(e, ex->a));
-        return sj_llvm_typed_unary(&sc, ex->op, at, eval(e, ex->a), ex->value);
+        if (ex->op == SJ_OP_CAST) return sj__llvm_cast(e->B, at, ex->dtype, eval(e, ex->a));
+        return sj__llvm_typed_unary(&sc, ex->op, at, eval(e, ex->a), ex->value);
     }
     case SJ_KX_BINARY:
-        return sj_llvm_typed_binary(&sc, ex->op, e->k->exprs[ex->a].dtype, eval(e, ex->a),
+        return sj__llvm_typed_binary(&sc, ex->op, e->k->exprs[ex->a].dtype, eval(e, ex->a),
                                     eval(e, ex->b));
     case SJ_KX_WHERE:
         return LLVMBuildSelect(e->B, eval(e, ex->a), eval(e, ex->b), eval(e, ex->c), "");
@@ -284,7 +284,7 @@ static LLVMValueRef eval(emitter *e, int32_t x) {
 }
 
 static void store_out(emitter *e, LLVMValueRef v) {
-    LLVMValueRef s = LLVMBuildStore(e->B, sj_llvm_to_mem(e->B, e->k->out_dtype, v), out_addr(e));
+    LLVMValueRef s = LLVMBuildStore(e->B, sj__llvm_to_mem(e->B, e->k->out_dtype, v), out_addr(e));
     LLVMSetAlignment(s, (unsigned)sj_dtype_size(e->k->out_dtype));
 }
 
@@ -412,7 +412,7 @@ static void emit_row(emitter *e) {
         center = load_f32(e, s1);
         LLVMBuildStore(B, cf(e, 0.0), s2);
         loops_open(e, ls, row);
-        LLVMValueRef ex = sj_llvm_exp(B, e->M, LLVMBuildFSub(B, eval(e, k->prologue), center, ""));
+        LLVMValueRef ex = sj__llvm_exp(B, e->M, LLVMBuildFSub(B, eval(e, k->prologue), center, ""));
         accumulate(e, s2, ex, false);
         /* The output holds exp(x - max) until the last pass scales it: one exp per element. */
         if (k->kind == SJ_KK_SOFTMAX) store_out(e, ex);
@@ -514,7 +514,7 @@ static void emit_row_by_columns(emitter *e) {
     loops_open(e, ls, row);
     chunk_open(e, &lj, j0, j1);
     LLVMValueRef dx = LLVMBuildFSub(B, eval(e, k->prologue), load_f32(e, column(e, mx, j0)), "");
-    LLVMValueRef ex = sj_llvm_exp(B, e->M, dx);
+    LLVMValueRef ex = sj__llvm_exp(B, e->M, dx);
     p = column(e, sum, j0);
     LLVMBuildStore(B, LLVMBuildFAdd(B, load_f32(e, p), ex, ""), p);
     /* As in emit_row: the output holds exp(x - max) until the last pass. */
@@ -524,7 +524,7 @@ static void emit_row_by_columns(emitter *e) {
     chunk_open(e, &lj, j0, j1); /* the sum becomes the scale (softmax) or log(sum) */
     p = column(e, sum, j0);
     LLVMValueRef s = load_f32(e, p);
-    s = k->kind == SJ_KK_SOFTMAX ? LLVMBuildFDiv(B, cf(e, 1.0), s, "") : sj_llvm_log(B, e->M, s);
+    s = k->kind == SJ_KK_SOFTMAX ? LLVMBuildFDiv(B, cf(e, 1.0), s, "") : sj__llvm_log(B, e->M, s);
     LLVMBuildStore(B, s, p);
     chunk_close(e, &lj);
     loops_open(e, ls, row);
@@ -1081,7 +1081,7 @@ static bool gemm_fits(const sj_kernel *k) {
            k->dims[2] * k->dims[3] * k->dims[4] >= SJ_HOST_GEMM_MIN_WORK;
 }
 
-/* sj_host_gemm on the slice at the current batch indexes, over the row range
+/* sj__host_gemm on the slice at the current batch indexes, over the row range
  * [M0, M): the rows are this launch's, so a row split runs each range alike. */
 static void emit_gemm_call(emitter *e) {
     const sj_kernel *k = e->k;
@@ -1095,8 +1095,8 @@ static void emit_gemm_call(emitter *e) {
     LLVMTypeRef i64 = e->i64, p = e->ptr;
     LLVMTypeRef ps[13] = {i64, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, i64};
     LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 13, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_gemm");
-    if (!f) f = LLVMAddFunction(e->M, "sj_host_gemm", ft);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_gemm");
+    if (!f) f = LLVMAddFunction(e->M, "sj__host_gemm", ft);
     LLVMValueRef args[13] = {ci(e, e->gemm_level), ci(e, b->storage), LLVMBuildSub(B, M, M0, ""),
                              bound_of(e, 3), bound_of(e, 4), pa, ci(e, a->strides[2]),
                              ci(e, a->strides[4]), pb, ci(e, b->strides[4]), ci(e, b->strides[3]),
@@ -1165,7 +1165,7 @@ static void emit_matmul(emitter *e) {
     loops_close(e, ls, 3u);
 }
 
-/* SJ_KK_ATTENTION: one call to sj_host_attention_rows (host_attention.c) with
+/* SJ_KK_ATTENTION: one call to sj__host_attention_rows (host_attention.c) with
  * the kernel's shape and strides as a constant table. */
 static void emit_attention(emitter *e) {
     const sj_kernel *k = e->k;
@@ -1194,8 +1194,8 @@ static void emit_attention(emitter *e) {
     LLVMSetLinkage(g, LLVMPrivateLinkage);
     LLVMTypeRef ps[9] = {e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->ptr, e->i64, e->i64, e->i64};
     LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 9, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj_host_attention_rows");
-    if (!f) f = LLVMAddFunction(e->M, "sj_host_attention_rows", ft);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_attention_rows");
+    if (!f) f = LLVMAddFunction(e->M, "sj__host_attention_rows", ft);
     /* Each operand's element 0 is its load's offset into its buffer (a view:
      * a slice or a picked head of a packed projection); the table gives the
      * strides from there. */
@@ -1234,7 +1234,7 @@ static void load_buffers(emitter *e, LLVMValueRef buffers, LLVMValueRef *args) {
 /* The dim a launch may split (row_split.h), where this emitter's code for
  * the kernel computes each row alike whatever the range; -1 otherwise. */
 static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work) {
-    int d = sj_kernel_row_dim(k, row_work);
+    int d = sj__kernel_row_dim(k, row_work);
     if (d >= 0 && k->kind == SJ_KK_MATMUL && !matmul_rows_split(e)) d = -1;
     return d;
 }
@@ -1347,7 +1347,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     return SJ_OK;
 }
 
-sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
+sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
                                unsigned *externs) {
     emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats,

@@ -99,14 +99,14 @@ static LLVMValueRef exp_impl(mctx *m, LLVMValueRef x) {
     return LLVMBuildSelect(B, nan, x, res, "");
 }
 
-LLVMValueRef sj_llvm_exp(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
+LLVMValueRef sj__llvm_exp(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     mctx m = make(B, M);
     return exp_impl(&m, x);
 }
 
 /* A rational approximation on [-4, 4] (erf is +-1 in float beyond): odd
  * numerator over even denominator in x^2, one division and no exp. */
-LLVMValueRef sj_llvm_erf(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
+LLVMValueRef sj__llvm_erf(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     mctx m = make(B, M);
     LLVMValueRef xc = intrinsic2(&m, "llvm.minnum", intrinsic2(&m, "llvm.maxnum", x, k(&m, -4.0)), k(&m, 4.0));
     LLVMValueRef x2 = LLVMBuildFMul(B, xc, xc, "");
@@ -127,7 +127,7 @@ LLVMValueRef sj_llvm_erf(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
 }
 
 /* Cephes tanhf: a polynomial near 0, 1 - 2 / (exp(2|x|) + 1) elsewhere. */
-LLVMValueRef sj_llvm_tanh(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
+LLVMValueRef sj__llvm_tanh(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     mctx m = make(B, M);
     LLVMValueRef ax = intrinsic1(&m, "llvm.fabs", x);
     LLVMValueRef z = LLVMBuildFMul(B, x, x, "");
@@ -164,7 +164,7 @@ static void split(mctx *m, LLVMValueRef x, LLVMValueRef *mant, LLVMValueRef *e) 
 
 /* Cephes logf: log(1 + f) = f - f^2/2 + f^3 P(f), e * ln2 added in two parts
  * (0.693359375 is exact in 9 bits) so the sum loses nothing for large e. */
-LLVMValueRef sj_llvm_log(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
+LLVMValueRef sj__llvm_log(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x) {
     mctx m = make(B, M);
     LLVMValueRef mant, e;
     split(&m, x, &mant, &e);
@@ -238,7 +238,7 @@ static LLVMValueRef exp2_narrow(mctx *m, LLVMValueRef t) {
  * NaN, an odd integral y keeps x's sign (-0 and -inf included); 0 and inf
  * in x or y come out of the double arithmetic (log2 0 = -inf, log2 inf =
  * inf). */
-LLVMValueRef sj_llvm_pow(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x, LLVMValueRef y) {
+LLVMValueRef sj__llvm_pow(LLVMBuilderRef B, LLVMModuleRef M, LLVMValueRef x, LLVMValueRef y) {
     mctx m = make(B, M);
     LLVMValueRef ax = intrinsic1(&m, "llvm.fabs", x);
     LLVMValueRef l = log2_wide(&m, ax);

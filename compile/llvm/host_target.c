@@ -29,7 +29,7 @@ static bool implies_evex512(const char *name, size_t len) {
            (len > 6 && !memcmp(name, "avx10.", 6) && !memcmp(name + len - 4, "-512", 4));
 }
 
-sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
+sj_status sj__llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
     *out = NULL;
     size_t n = strlen(features);
     bool wants_evex512 = false, names_evex512 = false;
@@ -63,7 +63,7 @@ sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out) {
     return SJ_OK;
 }
 
-sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
+sj_status sj__llvm_host_cpu_check(sj_ctx *ctx, const char *cpu) {
     size_t len = strlen(cpu);
     /* LLVM knows the 32-bit x86 CPUs too, and aborts the process when asked
      * for 64-bit code for one (module.cmake found which). */
@@ -96,9 +96,9 @@ static const struct {
                   "+avx512bw,+avx512cd,+avx512dq,+avx512vl,+evex512"},
 };
 
-int sj_llvm_host_num_levels(void) { return (int)COUNT(levels); }
+int sj__llvm_host_num_levels(void) { return (int)COUNT(levels); }
 
-const char *sj_llvm_host_level(int i, const char **features) {
+const char *sj__llvm_host_level(int i, const char **features) {
     if (i < 0 || i >= (int)COUNT(levels)) return NULL;
     if (features) *features = levels[i].features;
     return levels[i].name;
@@ -110,27 +110,27 @@ static const char *level_features(const char *cpu) {
     return NULL;
 }
 
-bool sj_llvm_host_is_native(const char *cpu) { return !cpu || !strcmp(cpu, "native"); }
+bool sj__llvm_host_is_native(const char *cpu) { return !cpu || !strcmp(cpu, "native"); }
 
-sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
+sj_status sj__llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
                               char **features_out) {
     *cpu_out = *features_out = NULL;
     char *triple, *host_cpu, *host_features, *checked = NULL;
-    SJ_TRY(sj_llvm_host_info(ctx, &triple, &host_cpu, &host_features));
+    SJ_TRY(sj__llvm_host_info(ctx, &triple, &host_cpu, &host_features));
     sj_free(ctx, triple);
     sj_status st = SJ_OK;
     const char *level = level_features(cpu);
-    if (!sj_llvm_host_is_native(cpu) && !level) st = sj_llvm_host_cpu_check(ctx, cpu);
-    if (st == SJ_OK && features) st = sj_llvm_host_features(ctx, features, &checked);
-    const char *base = sj_llvm_host_is_native(cpu) ? host_features : level ? level : "";
+    if (!sj__llvm_host_is_native(cpu) && !level) st = sj__llvm_host_cpu_check(ctx, cpu);
+    if (st == SJ_OK && features) st = sj__llvm_host_features(ctx, features, &checked);
+    const char *base = sj__llvm_host_is_native(cpu) ? host_features : level ? level : "";
     if (st == SJ_OK) {
         /* The user's features replace the host's (they are its own full
          * set) but add to a level's or a named CPU's. */
         const char *with = checked;
-        if (checked && sj_llvm_host_is_native(cpu)) base = "";
+        if (checked && sj__llvm_host_is_native(cpu)) base = "";
         size_t nb = strlen(base), nw = with ? strlen(with) : 0;
         *features_out = sj_alloc(ctx, nb + nw + 2);
-        *cpu_out = sj_strdup(ctx, sj_llvm_host_is_native(cpu) ? host_cpu : cpu);
+        *cpu_out = sj_strdup(ctx, sj__llvm_host_is_native(cpu) ? host_cpu : cpu);
         if (!*features_out || !*cpu_out) {
             sj_free(ctx, *features_out);
             sj_free(ctx, *cpu_out);

@@ -23,8 +23,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * take narrow column tails as a masked vector; matmul schedules. 3: large
  * matmuls call the packed GEMM (host_gemm.c); the attention kernel runs
  * the artifact's level. 4: one function per distinct kernel, shared by
- * every launch of it (compile/lower/kernel_share.h). */
-#define SJ_HOST_CODEGEN_REVISION 4
+ * every launch of it (compile/lower/kernel_share.h). 5: the kernels host
+ * code calls are named as internals (sj__host_gemm, sj__host_attention_rows),
+ * so an older artifact's extern names are not this library's. */
+#define SJ_HOST_CODEGEN_REVISION 5
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
@@ -42,9 +44,9 @@ typedef struct sj_llvm_target {
  * the linked LLVM knows, with the features LLVM needs implied added
  * (+evex512 beside AVX-512 ones): *out, sj_alloc'ed, is what LLVM, the
  * artifact and the store key get. SJ_E_INVALID_ARG names a bad item. */
-sj_status sj_llvm_host_features(sj_ctx *ctx, const char *features, char **out);
+sj_status sj__llvm_host_features(sj_ctx *ctx, const char *features, char **out);
 /* SJ_E_INVALID_ARG unless the linked LLVM knows cpu for this host. */
-sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu);
+sj_status sj__llvm_host_cpu_check(sj_ctx *ctx, const char *cpu);
 
 /* The CPU and full feature string code is built for, from a user's cpu and
  * features (either NULL): cpu NULL or "native" is this machine, with its
@@ -52,37 +54,37 @@ sj_status sj_llvm_host_cpu_check(sj_ctx *ctx, const char *cpu);
  * ("x86-64-v3") is that level's features, plus any features given; another
  * LLVM CPU name is its own features ("" recorded), plus any given. Both
  * results are sj_alloc'ed; every name is checked first. */
-sj_status sj_llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
+sj_status sj__llvm_host_target(sj_ctx *ctx, const char *cpu, const char *features, char **cpu_out,
                               char **features_out);
-bool sj_llvm_host_is_native(const char *cpu);
+bool sj__llvm_host_is_native(const char *cpu);
 /* The x86-64 levels, lowest first: name of level i and its features; NULL
  * past the last. */
-int sj_llvm_host_num_levels(void);
-const char *sj_llvm_host_level(int i, const char **features);
+int sj__llvm_host_num_levels(void);
+const char *sj__llvm_host_level(int i, const char **features);
 
 
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
  * module m, and for a row-parallel one (compile/lower/row_split.h) its row entry
  * `name_rows` (sj_host_rows_fn) with its row work, the uint64 `name_rows_work`.
  * vector_floats: the target's vector register width in floats; gemm_level:
- * the sj_host_gemm level its features run (sj_llvm_gemm_level). *externs
+ * the sj__host_gemm level its features run (sj__llvm_gemm_level). *externs
  * gets the SJ_LLVM_EXTERN_* bits of the extern kernels the code calls. */
-sj_status sj_llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
+sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
                                unsigned *externs);
 
 
 /* Vectorisable float math emitted inline at the builder's position. */
-LLVMValueRef sj_llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
-LLVMValueRef sj_llvm_erf(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
-LLVMValueRef sj_llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
-LLVMValueRef sj_llvm_log(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
-LLVMValueRef sj_llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef sj__llvm_exp(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj__llvm_erf(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj__llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj__llvm_log(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
+LLVMValueRef sj__llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVMValueRef y);
 
 /* Builds, optimises and prints the module for l. *out is sj_alloc'ed.
  * times (NULL: not wanted) gets the emit, optimise and codegen ns (the
  * last is printing, for IR text). */
-sj_status sj_llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
+sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
                           sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
                           sj_compile_times *times);
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-LLVMValueRef sj_llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char *name,
+LLVMValueRef sj__llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char *name,
                                    LLVMValueRef x, LLVMValueRef y) {
     LLVMContextRef C = LLVMGetModuleContext(M);
     LLVMTypeRef f32 = LLVMFloatTypeInContext(C);
@@ -21,7 +21,7 @@ static LLVMValueRef cf(const sj_llvm_scalar *s, double v) {
 
 static LLVMValueRef intrinsic(const sj_llvm_scalar *s, const char *name, LLVMValueRef x,
                               LLVMValueRef y) {
-    return sj_llvm_intrinsic_f32(s->M, s->B, name, x, y);
+    return sj__llvm_intrinsic_f32(s->M, s->B, name, x, y);
 }
 
 /* select(a <p> b, t, f) */
@@ -38,7 +38,7 @@ static LLVMValueRef sigmoid(const sj_llvm_scalar *s, LLVMValueRef x) {
     return LLVMBuildFDiv(s->B, num, LLVMBuildFAdd(s->B, cf(s, 1.0), ex, ""), "");
 }
 
-LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha) {
+LLVMValueRef sj__llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha) {
     LLVMBuilderRef B = s->B;
     const sj_llvm_math *m = s->math;
     switch (op) {
@@ -84,7 +84,7 @@ LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, fl
     }
 }
 
-LLVMValueRef sj_llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b) {
+LLVMValueRef sj__llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b) {
     LLVMBuilderRef B = s->B;
     switch (op) {
     case SJ_OP_ADD: return LLVMBuildFAdd(B, a, b, "");

@@ -30,13 +30,13 @@ typedef struct sj_llvm_scalar {
 } sj_llvm_scalar;
 
 /* An llvm.* float intrinsic with one operand (y NULL) or two. */
-LLVMValueRef sj_llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char *name,
+LLVMValueRef sj__llvm_intrinsic_f32(LLVMModuleRef M, LLVMBuilderRef B, const char *name,
                                    LLVMValueRef x, LLVMValueRef y);
 
 /* One unary (alpha: leaky_relu's slope) or binary elementwise op on f32
  * scalars; NULL for an op that is not elementwise. */
-LLVMValueRef sj_llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha);
-LLVMValueRef sj_llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef sj__llvm_unary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef x, float alpha);
+LLVMValueRef sj__llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, LLVMValueRef b);
 
 /* ---- typed values (llvm_typed.c): float32 as float, int64 / int32 as i64 /
  * i32, bool as i1 (i8 in memory). Semantics as the interpreter's
@@ -44,25 +44,25 @@ LLVMValueRef sj_llvm_binary(const sj_llvm_scalar *s, sj_op op, LLVMValueRef a, L
  * float->int truncates with NaN and out-of-range values giving the minimum. */
 
 /* The register type of t. */
-LLVMTypeRef sj_llvm_dtype_type(LLVMContextRef C, sj_dtype t);
+LLVMTypeRef sj__llvm_dtype_type(LLVMContextRef C, sj_dtype t);
 /* The in-memory type of t (bool: i8). */
-LLVMTypeRef sj_llvm_dtype_mem_type(LLVMContextRef C, sj_dtype t);
+LLVMTypeRef sj__llvm_dtype_mem_type(LLVMContextRef C, sj_dtype t);
 /* A value of register type from memory type, and back. */
-LLVMValueRef sj_llvm_from_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
-LLVMValueRef sj_llvm_to_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
+LLVMValueRef sj__llvm_from_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
+LLVMValueRef sj__llvm_to_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v);
 /* v: i16 or a vector of i16 holding weights the precision policy stored
  * as `storage` (bf16 or fp16), widened exactly to float32 (or a vector of
  * them) with integer ops and one exact multiply, so no target needs a
  * half-precision unit or a conversion library call. */
-LLVMValueRef sj_llvm_widen_16(LLVMBuilderRef B, sj_precision storage, LLVMValueRef v);
+LLVMValueRef sj__llvm_widen_16(LLVMBuilderRef B, sj_precision storage, LLVMValueRef v);
 /* x (of type from) converted to `to`. */
-LLVMValueRef sj_llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValueRef x);
+LLVMValueRef sj__llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValueRef x);
 /* A unary op on an operand of type t: cast excluded; neg/abs on ints, not,
- * isnan, isinf; float ops go to sj_llvm_unary. */
-LLVMValueRef sj_llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef x,
+ * isnan, isinf; float ops go to sj__llvm_unary. */
+LLVMValueRef sj__llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef x,
                                  float alpha);
 /* A binary op on operands of type t (comparisons give i1). */
-LLVMValueRef sj_llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef a,
+LLVMValueRef sj__llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef a,
                                   LLVMValueRef b);
 
 #endif

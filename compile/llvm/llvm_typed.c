@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-LLVMTypeRef sj_llvm_dtype_type(LLVMContextRef C, sj_dtype t) {
+LLVMTypeRef sj__llvm_dtype_type(LLVMContextRef C, sj_dtype t) {
     switch (t) {
     case SJ_I64: return LLVMInt64TypeInContext(C);
     case SJ_I32: return LLVMInt32TypeInContext(C);
@@ -14,18 +14,18 @@ LLVMTypeRef sj_llvm_dtype_type(LLVMContextRef C, sj_dtype t) {
     }
 }
 
-LLVMTypeRef sj_llvm_dtype_mem_type(LLVMContextRef C, sj_dtype t) {
-    return t == SJ_BOOL ? LLVMInt8TypeInContext(C) : sj_llvm_dtype_type(C, t);
+LLVMTypeRef sj__llvm_dtype_mem_type(LLVMContextRef C, sj_dtype t) {
+    return t == SJ_BOOL ? LLVMInt8TypeInContext(C) : sj__llvm_dtype_type(C, t);
 }
 
 static LLVMContextRef ctx_of(LLVMValueRef v) { return LLVMGetTypeContext(LLVMTypeOf(v)); }
 
-LLVMValueRef sj_llvm_from_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v) {
+LLVMValueRef sj__llvm_from_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v) {
     if (t != SJ_BOOL) return v;
     return LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
 }
 
-LLVMValueRef sj_llvm_to_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v) {
+LLVMValueRef sj__llvm_to_mem(LLVMBuilderRef B, sj_dtype t, LLVMValueRef v) {
     if (t != SJ_BOOL) return v;
     return LLVMBuildZExt(B, v, LLVMInt8TypeInContext(ctx_of(v)), "");
 }
@@ -46,9 +46,9 @@ static LLVMValueRef float_to_int(LLVMBuilderRef B, LLVMValueRef x, LLVMTypeRef i
     return LLVMBuildSelect(B, in, t, LLVMConstInt(it, min, 0), "");
 }
 
-LLVMValueRef sj_llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValueRef x) {
+LLVMValueRef sj__llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValueRef x) {
     LLVMContextRef C = ctx_of(x);
-    LLVMTypeRef tt = sj_llvm_dtype_type(C, to);
+    LLVMTypeRef tt = sj__llvm_dtype_type(C, to);
     if (from == to) return x;
     if (to == SJ_BOOL) {
         if (from == SJ_F32) return LLVMBuildFCmp(B, LLVMRealUNE, x, LLVMConstReal(LLVMTypeOf(x), 0), "");
@@ -63,7 +63,7 @@ LLVMValueRef sj_llvm_cast(LLVMBuilderRef B, sj_dtype from, sj_dtype to, LLVMValu
     return to == SJ_I64 ? LLVMBuildSExt(B, x, tt, "") : LLVMBuildTrunc(B, x, tt, "");
 }
 
-LLVMValueRef sj_llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef x,
+LLVMValueRef sj__llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef x,
                                  float alpha) {
     LLVMBuilderRef B = s->B;
     LLVMTypeRef ty = LLVMTypeOf(x);
@@ -71,7 +71,7 @@ LLVMValueRef sj_llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, 
     case SJ_OP_NOT: return LLVMBuildXor(B, x, LLVMConstInt(ty, 1, 0), "");
     case SJ_OP_ISNAN: return LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
     case SJ_OP_ISINF: {
-        LLVMValueRef ax = sj_llvm_intrinsic_f32(s->M, B, "llvm.fabs", x, NULL);
+        LLVMValueRef ax = sj__llvm_intrinsic_f32(s->M, B, "llvm.fabs", x, NULL);
         return LLVMBuildFCmp(B, LLVMRealOEQ, ax, LLVMConstReal(ty, INFINITY), "");
     }
     case SJ_OP_NEG:
@@ -85,7 +85,7 @@ LLVMValueRef sj_llvm_typed_unary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, 
         break;
     default: break;
     }
-    return sj_llvm_unary(s, op, x, alpha);
+    return sj__llvm_unary(s, op, x, alpha);
 }
 
 /* a / b and a mod b (sign of the divisor) with b = 0 giving 0 and
@@ -112,7 +112,7 @@ static LLVMValueRef int_div(LLVMBuilderRef B, bool mod, LLVMValueRef a, LLVMValu
     return LLVMBuildSelect(B, LLVMBuildOr(B, bz, bm1, ""), zero, r, "");
 }
 
-LLVMValueRef sj_llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef a,
+LLVMValueRef sj__llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t, LLVMValueRef a,
                                   LLVMValueRef b) {
     LLVMBuilderRef B = s->B;
     if (t == SJ_F32) {
@@ -123,7 +123,7 @@ LLVMValueRef sj_llvm_typed_binary(const sj_llvm_scalar *s, sj_op op, sj_dtype t,
         case SJ_OP_GREATER: return LLVMBuildFCmp(B, LLVMRealOGT, a, b, "");
         case SJ_OP_GREATER_EQUAL: return LLVMBuildFCmp(B, LLVMRealOGE, a, b, "");
         case SJ_OP_MOD: return LLVMBuildFRem(B, a, b, "");
-        default: return sj_llvm_binary(s, op, a, b);
+        default: return sj__llvm_binary(s, op, a, b);
         }
     }
     switch (op) {
@@ -162,7 +162,7 @@ static LLVMTypeRef same_shape(LLVMTypeRef elt, LLVMTypeRef shape_of) {
                                                            : elt;
 }
 
-LLVMValueRef sj_llvm_widen_16(LLVMBuilderRef B, sj_precision storage, LLVMValueRef v) {
+LLVMValueRef sj__llvm_widen_16(LLVMBuilderRef B, sj_precision storage, LLVMValueRef v) {
     LLVMTypeRef vt = LLVMTypeOf(v);
     LLVMContextRef C = LLVMGetTypeContext(vt);
     LLVMTypeRef i32 = LLVMInt32TypeInContext(C), f32 = LLVMFloatTypeInContext(C);

@@ -37,7 +37,7 @@ file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/generated)
 # aborting the process in codegen ("64-bit code requested on a subtarget
 # that doesn't support it!"), so the LLVM we link is asked here, once: llc
 # compiles an empty function for each CPU, and those it refuses with that
-# message are listed for sj_llvm_host_cpu_check to refuse with a message.
+# message are listed for sj__llvm_host_cpu_check to refuse with a message.
 file(WRITE ${PROJECT_BINARY_DIR}/generated/cpu_probe.ll "define void @f() {\n  ret void\n}\n")
 set(SJ_HOST_CPU_NO_MODE_NAMES "")
 set(SJ_SAVED_SYMBOLIZATION "$ENV{LLVM_DISABLE_SYMBOLIZATION}")

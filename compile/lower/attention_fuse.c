@@ -106,7 +106,7 @@ static bool match(const sj_graph *g, const int *uses, int64_t extent, int64_t mi
     return true;
 }
 
-sj_status sj_attention_find(const sj_graph *g, int64_t extent, int64_t min_scores, sj_attention_match **out) {
+sj_status sj__attention_find(const sj_graph *g, int64_t extent, int64_t min_scores, sj_attention_match **out) {
     *out = NULL;
     int n = g->n_nodes;
     sj_attention_match *m = sj_calloc(g->ctx, (size_t)n, sizeof *m);

@@ -3,7 +3,7 @@
  * the [M, L] scores. Not installed.
  *
  *   sj_attention_match *m;                  // one entry per node, root >= 0 where fused
- *   SJ_TRY(sj_attention_find(g, extent, SJ_ATTENTION_MIN_SCORES, &m));   // extent: the bucket's
+ *   SJ_TRY(sj__attention_find(g, extent, SJ_ATTENTION_MIN_SCORES, &m));   // extent: the bucket's
  *   if (m[n].root == n) ... lower node n from m[n].q, .kt, .v, .mask, .scale
  *   sj_free(g->ctx, m);
  *
@@ -41,6 +41,6 @@ typedef struct sj_attention_match {
 /* out: n_nodes entries (sj_calloc'd on g->ctx; the caller frees). The
  * scores, scaled scores, masked scores and softmax nodes of a match get the
  * root too, so lowering can tell them apart from live values. */
-sj_status sj_attention_find(const sj_graph *g, int64_t extent, int64_t min_scores, sj_attention_match **out);
+sj_status sj__attention_find(const sj_graph *g, int64_t extent, int64_t min_scores, sj_attention_match **out);
 
 #endif

@@ -27,8 +27,8 @@ typedef struct sj_emitter {
     sj_status (*fuses_attention)(sj_ctx *ctx, const sj_compile_options *o, bool *out);
 } sj_emitter;
 
-extern const sj_emitter sj_host_emitter;
-extern const sj_emitter sj_nvptx_emitter; /* compile/gpu/gpu_emitters.c */
-extern const sj_emitter sj_nvrtc_emitter;
+extern const sj_emitter sj__host_emitter;
+extern const sj_emitter sj__nvptx_emitter; /* compile/gpu/gpu_emitters.c */
+extern const sj_emitter sj__nvrtc_emitter;
 
 #endif

@@ -16,7 +16,7 @@ typedef struct desc_buf {
 
 static void put_bytes(desc_buf *d, const void *p, size_t n) {
     if (d->oom) return;
-    if (!sj_array_reserve(d->ctx, (void **)&d->p, &d->cap, d->n + n, 1)) {
+    if (!sj__array_reserve(d->ctx, (void **)&d->p, &d->cap, d->n + n, 1)) {
         d->oom = true;
         return;
     }
@@ -76,7 +76,7 @@ static void put_load(desc_buf *d, const sj_kload *ld) {
     put_i64(d, ld->offset_n);
 }
 
-sj_status sj_kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, size_t *len) {
+sj_status sj__kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, size_t *len) {
     desc_buf d = {.ctx = ctx};
     static const char tag[] = "sj-kernel-desc-1";
     put_bytes(&d, tag, sizeof tag - 1);
@@ -126,7 +126,7 @@ static void free_kernel_arrays(sj_ctx *ctx, sj_kernel *k) {
     k->loads = NULL;
 }
 
-sj_status sj_lowered_share_kernels(sj_lowered *l) {
+sj_status sj__lowered_share_kernels(sj_lowered *l) {
     sj_ctx *ctx = l->ctx;
     sj_launch_plan *p = &l->plan;
     int n = l->n_kernels;
@@ -155,7 +155,7 @@ sj_status sj_lowered_share_kernels(sj_lowered *l) {
                          k, p->kernels[k].name, kk->name);
         kept c;
         memset(&c, 0, sizeof c);
-        if (st == SJ_OK) st = sj_kernel_describe(ctx, kk, &c.desc, &c.len);
+        if (st == SJ_OK) st = sj__kernel_describe(ctx, kk, &c.desc, &c.len);
         if (st != SJ_OK) break;
         llvm_blake3_hasher h;
         llvm_blake3_hasher_init(&h);

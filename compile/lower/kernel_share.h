@@ -21,7 +21,7 @@
 /* k's canonical description: a tagged little-endian serialisation of every
  * field that decides its code (floats as bit patterns, so -0.0 and 0.0
  * differ), the name left out. *out is sj_alloc'ed. */
-sj_status sj_kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, size_t *len);
+sj_status sj__kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, size_t *len);
 
 /* Merges l's kernels with equal descriptions: the first of each keeps its
  * name and place, the later copies are dropped, and every launch names the
@@ -30,6 +30,6 @@ sj_status sj_kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, siz
  * and merged only when the descriptions compare equal byte for byte, so a
  * hash collision can never merge different code. Expects the plan lowering
  * made (kernel table parallel to l->kernels). */
-sj_status sj_lowered_share_kernels(sj_lowered *l);
+sj_status sj__lowered_share_kernels(sj_lowered *l);
 
 #endif

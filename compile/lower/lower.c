@@ -81,7 +81,7 @@ typedef struct lowering {
 } lowering;
 
 static sj_status grow(sj_ctx *ctx, void **p, size_t *cap, int need, size_t elem) {
-    if (!sj_array_reserve(ctx, p, cap, (size_t)need, elem))
+    if (!sj__array_reserve(ctx, p, cap, (size_t)need, elem))
         return sj_fail(ctx, SJ_E_NOMEM, "lowering: out of memory");
     return SJ_OK;
 }
@@ -958,20 +958,20 @@ static void free_lowering(lowering *L) {
     sj_free(L->ctx, L->kb);
 }
 
-void sj_lowered_destroy(sj_lowered *l) {
+void sj__lowered_destroy(sj_lowered *l) {
     if (!l) return;
     for (int k = 0; k < l->n_kernels; k++) {
         sj_free(l->ctx, l->kernels[k].exprs);
         sj_free(l->ctx, l->kernels[k].loads);
     }
     sj_free(l->ctx, l->kernels);
-    sj_plan_free(l->ctx, &l->plan);
+    sj__plan_free(l->ctx, &l->plan);
     sj_free(l->ctx, l);
 }
 
 static sj_status mark_narrow(lowering *L) {
     L->narrow = sj_calloc(L->ctx, (size_t)(L->g->n_nodes ? L->g->n_nodes : 1), sizeof *L->narrow);
-    if (!L->narrow || sj_precision_mark(L->g, L->o->precision, L->narrow, NULL) < 0)
+    if (!L->narrow || sj__precision_mark(L->g, L->o->precision, L->narrow, NULL) < 0)
         return sj_fail(L->ctx, SJ_E_NOMEM, "lowering: out of memory");
     return SJ_OK;
 }
@@ -1006,7 +1006,7 @@ static void drop_narrow_attention(lowering *L) {
     }
 }
 
-sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o, sj_lowered **out) {
+sj_status sj__lower(const sj_graph *g, int64_t extent, const sj_lower_options *o, sj_lowered **out) {
     sj_ctx *ctx = g->ctx;
     *out = NULL;
     if (g->sym_name && (extent < 1 || extent > SJ_MAX_EXTENT))
@@ -1019,12 +1019,12 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
             return sj_fail(ctx, SJ_E_OUT_OF_RANGE, "lowering: value %d too large at extent %lld", n,
                            (long long)extent);
         const sj_node *nd = &g->nodes[n];
-        if (nd->op == SJ_OP_SLICE && g->sym_name && L.E > sj_slice_extent_limit(g, nd))
+        if (nd->op == SJ_OP_SLICE && g->sym_name && L.E > sj__slice_extent_limit(g, nd))
             return sj_fail(ctx, SJ_E_OUT_OF_RANGE,
                            "lowering: value %d (slice%s%s) reads past its operand at extent %lld "
                            "(it fits up to %lld)",
                            n, nd->name ? " " : "", nd->name ? nd->name : "", (long long)extent,
-                           (long long)sj_slice_extent_limit(g, nd));
+                           (long long)sj__slice_extent_limit(g, nd));
     }
     sj_lowered *l = sj_calloc(ctx, 1, sizeof *l);
     L.v = sj_calloc(ctx, (size_t)g->n_nodes, sizeof *L.v);
@@ -1037,7 +1037,7 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     sj_status st = SJ_OK;
     if (o->precision != SJ_PRECISION_FP32) st = mark_narrow(&L);
     if (st == SJ_OK && o->fusion && o->attention)
-        st = sj_attention_find(g, L.E, o->attention_min_scores > 0 ? o->attention_min_scores : SJ_ATTENTION_MIN_SCORES,
+        st = sj__attention_find(g, L.E, o->attention_min_scores > 0 ? o->attention_min_scores : SJ_ATTENTION_MIN_SCORES,
                                &L.att);
     if (st == SJ_OK && L.att && L.narrow) drop_narrow_attention(&L);
     if (st != SJ_OK) {
@@ -1057,9 +1057,9 @@ sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o,
     if (st == SJ_OK) st = make_plan(&L, l);
     free_lowering(&L);
     /* Repeated layers lower to the same kernels: each is emitted once. */
-    if (st == SJ_OK) st = sj_lowered_share_kernels(l);
+    if (st == SJ_OK) st = sj__lowered_share_kernels(l);
     if (st != SJ_OK) {
-        sj_lowered_destroy(l);
+        sj__lowered_destroy(l);
         return st;
     }
     *out = l;

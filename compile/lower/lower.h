@@ -2,10 +2,10 @@
  * kernel.h) and a launch plan (plan.h). Not installed.
  *
  *   sj_lowered *l;
- *   SJ_TRY(sj_lower(g, 64, &(sj_lower_options){.fusion = true, .prefix = "sj_ab12_"}, &l));
+ *   SJ_TRY(sj__lower(g, 64, &(sj_lower_options){.fusion = true, .prefix = "sj_ab12_"}, &l));
  *   for (int i = 0; i < l->n_kernels; i++) emit(&l->kernels[i]);  // each distinct kernel once
  *   ... l->plan ...  // launch i runs kernel l->plan.launches[i].kernel
- *   sj_lowered_destroy(l);
+ *   sj__lowered_destroy(l);
  */
 #ifndef SJ_LOWER_LOWER_H
 #define SJ_LOWER_LOWER_H
@@ -17,7 +17,7 @@ typedef struct sj_lower_options {
     bool fusion;        /* false: one kernel per op (a baseline and a debugging aid) */
     const char *prefix; /* prepended to every kernel name (keeps symbols unique) */
     bool attention;     /* with fusion: SJ_KK_ATTENTION kernels (emitters that have them) */
-    /* Params the policy narrows (sj_precision_mark) get slots of that
+    /* Params the policy narrows (sj__precision_mark) get slots of that
      * storage and loads that widen them (kernel.h `storage`). */
     sj_precision precision;
     /* fused where the scores have at least this many elements; 0 = SJ_ATTENTION_MIN_SCORES */
@@ -36,7 +36,7 @@ typedef struct sj_lowered {
     int64_t arena_bytes_no_reuse; /* what the arena would take without reuse */
 } sj_lowered;
 
-sj_status sj_lower(const sj_graph *g, int64_t extent, const sj_lower_options *o, sj_lowered **out);
-void sj_lowered_destroy(sj_lowered *l);
+sj_status sj__lower(const sj_graph *g, int64_t extent, const sj_lower_options *o, sj_lowered **out);
+void sj__lowered_destroy(sj_lowered *l);
 
 #endif

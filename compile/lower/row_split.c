@@ -27,7 +27,7 @@ static bool output_injective(const sj_kernel *k, uint32_t mask) {
     return true;
 }
 
-int sj_kernel_row_dim(const sj_kernel *k, uint64_t *row_work) {
+int sj__kernel_row_dim(const sj_kernel *k, uint64_t *row_work) {
     *row_work = 0;
     uint32_t all = (1u << k->rank) - 1, outputs = all & ~k->reduced;
     int d = -1;

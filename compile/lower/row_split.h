@@ -15,6 +15,6 @@
  * outputs that overlap (a broadcast store), kernels without one. *row_work
  * is one row's work at the bucket extent (the product of the other dims),
  * 0 with -1. */
-int sj_kernel_row_dim(const sj_kernel *k, uint64_t *row_work);
+int sj__kernel_row_dim(const sj_kernel *k, uint64_t *row_work);
 
 #endif

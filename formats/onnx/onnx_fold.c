@@ -56,7 +56,7 @@ static sj_status fold_alloc(sj_onnx_loader *L, fold *f, int32_t dtype, int rank,
 
 static bool whole(float x) { return isfinite(x) && x == floorf(x) && fabsf(x) < 9.0e15f; }
 
-bool sj_onnx_foldable(const sj_onnx_val *v) {
+bool sj__onnx_foldable(const sj_onnx_val *v) {
     if (v->has_sym) return true;
     if (!v->has_const || v->c.numel > FOLD_MAX_ELEMENTS) return false;
     if (!v->c.f) return true;
@@ -65,7 +65,7 @@ bool sj_onnx_foldable(const sj_onnx_val *v) {
     return true;
 }
 
-sj_onnx_sym sj_onnx_sym_at(const sj_onnx_val *v, int64_t k) {
+sj_onnx_sym sj__onnx_sym_at(const sj_onnx_val *v, int64_t k) {
     if (v->has_sym) return (sj_onnx_sym){v->c.i[k], v->symn[k]};
     return (sj_onnx_sym){v->c.f ? (int64_t)v->c.f[k] : v->c.i[k], 0};
 }
@@ -73,7 +73,7 @@ sj_onnx_sym sj_onnx_sym_at(const sj_onnx_val *v, int64_t k) {
 static sj_status get_fold(sj_onnx_loader *L, const sj_onnx_val *v, fold *f) {
     sj_status st = fold_alloc(L, f, v->c.dtype, v->c.rank, v->c.dims);
     if (st != SJ_OK) return st;
-    for (int64_t k = 0; k < f->numel; k++) f->e[k] = sj_onnx_sym_at(v, k);
+    for (int64_t k = 0; k < f->numel; k++) f->e[k] = sj__onnx_sym_at(v, k);
     return SJ_OK;
 }
 
@@ -88,13 +88,13 @@ static sj_status put_fold(sj_onnx_loader *L, fold *f) {
     node_t *n = L->node;
     if (n->n_output < 1 || !n->output[0] || !n->output[0][0]) {
         fold_free(L->ctx, f);
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "has no output");
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "has no output");
     }
     sj_onnx_val *o;
-    sj_status st = sj_onnx_define(L, n->output[0], &o);
+    sj_status st = sj__onnx_define(L, n->output[0], &o);
     bool sym = false;
     for (int64_t k = 0; k < f->numel; k++) sym |= f->e[k].n != 0;
-    bool is_f = sj_onnx_dtype_is_float(f->dtype);
+    bool is_f = sj__onnx_dtype_is_float(f->dtype);
     void *c = st == SJ_OK ? sj_alloc(L->ctx, (size_t)(f->numel ? f->numel : 1) *
                                                  (is_f && !sym ? sizeof(float) : sizeof(int64_t)))
                           : NULL;
@@ -128,7 +128,7 @@ static sj_status put_fold(sj_onnx_loader *L, fold *f) {
 /* ---- attributes ---- */
 
 static int64_t attr_i(const sj_onnx_loader *L, const char *name, int64_t def) {
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, name);
     return a && (a->has_i || (a->has_type && a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
                ? a->i
                : def;
@@ -171,7 +171,7 @@ static sj_status bin_elem(sj_onnx_loader *L, bin_kind k, bool is_float, sj_onnx_
     case K_SUB: *r = d; return SJ_OK;
     case K_MUL:
         if (a.n && b.n)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "cannot fold %s * %s: a product of two values that grow "
                                      "with %s is not of the form a*%s+b",
                                      sym_str(L, a, sa, 64), sym_str(L, b, sb, 64), sym_name(L),
@@ -181,14 +181,14 @@ static sj_status bin_elem(sj_onnx_loader *L, bin_kind k, bool is_float, sj_onnx_
     case K_DIV:
     case K_MOD:
         if (b.n || b.c == 0)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "cannot fold %s %s %s: %s",
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "cannot fold %s %s %s: %s",
                                      sym_str(L, a, sa, 64), k == K_DIV ? "/" : "%",
                                      sym_str(L, b, sb, 64),
                                      b.n ? "the divisor depends on the symbolic dim"
                                          : "division by zero");
         if (k == K_MOD) {
             if (a.n && a.n % b.c)
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "cannot fold %s mod %lld: the remainder depends on %s",
                                          sym_str(L, a, sa, 64), (long long)b.c, sym_name(L));
             /* fmod=1 (and floats): the sign of the dividend, as C; else the divisor's */
@@ -199,7 +199,7 @@ static sj_status bin_elem(sj_onnx_loader *L, bin_kind k, bool is_float, sj_onnx_
             return SJ_OK;
         }
         if (a.n % b.c || (a.n && a.c % b.c) || (is_float && a.c % b.c))
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "cannot fold %s / %lld: the division is not exact for every "
                                      "%s",
                                      sym_str(L, a, sa, 64), (long long)b.c, sym_name(L));
@@ -208,7 +208,7 @@ static sj_status bin_elem(sj_onnx_loader *L, bin_kind k, bool is_float, sj_onnx_
     case K_MAX:
     case K_MIN:
         if (s == 2)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "cannot fold %s(%s, %s): which is larger depends on %s",
                                      k == K_MAX ? "max" : "min", sym_str(L, a, sa, 64),
                                      sym_str(L, b, sb, 64), sym_name(L));
@@ -220,7 +220,7 @@ static sj_status bin_elem(sj_onnx_loader *L, bin_kind k, bool is_float, sj_onnx_
     case K_GT:
     case K_GE: {
         if (s == 2)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "cannot fold the comparison of %s and %s: its answer "
                                      "depends on %s",
                                      sym_str(L, a, sa, 64), sym_str(L, b, sb, 64), sym_name(L));
@@ -269,11 +269,11 @@ static sj_status fold_binary(sj_onnx_loader *L, bin_kind k, fold *in, fold *out)
     int rank;
     int64_t dims[SJ_ONNX_MAX_RANK];
     if (!bcast_shape(&in[0], &in[1], &rank, dims))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "operand shapes do not broadcast");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "operand shapes do not broadcast");
     bool cmp = k >= K_EQ && k <= K_GE;
     int32_t dt = cmp ? ONNX__TENSOR_PROTO__DATA_TYPE__BOOL : in[0].dtype;
     SJ_TRY(fold_alloc(L, out, dt, rank, dims));
-    bool is_f = sj_onnx_dtype_is_float(in[0].dtype);
+    bool is_f = sj__onnx_dtype_is_float(in[0].dtype);
     for (int64_t i = 0; i < out->numel; i++)
         SJ_TRY(bin_elem(L, k, is_f, in[0].e[bcast_index(&in[0], rank, dims, i)],
                         in[1].e[bcast_index(&in[1], rank, dims, i)], &out->e[i]));
@@ -284,11 +284,11 @@ static sj_status fold_where(sj_onnx_loader *L, fold *in, fold *out) {
     int r1, rank;
     int64_t d1[SJ_ONNX_MAX_RANK], dims[SJ_ONNX_MAX_RANK];
     if (!bcast_shape(&in[1], &in[2], &r1, d1))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "operand shapes do not broadcast");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "operand shapes do not broadcast");
     fold ab = {.rank = r1};
     memcpy(ab.dims, d1, sizeof d1);
     if (!bcast_shape(&in[0], &ab, &rank, dims))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "operand shapes do not broadcast");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "operand shapes do not broadcast");
     SJ_TRY(fold_alloc(L, out, in[1].dtype, rank, dims));
     for (int64_t i = 0; i < out->numel; i++) {
         sj_onnx_sym c = in[0].e[bcast_index(&in[0], rank, dims, i)];
@@ -306,7 +306,7 @@ static sj_status fold_cast(sj_onnx_loader *L, int32_t to, fold *in, fold *out) {
             int s = sign_over_n(x);
             if (s == 2) {
                 char b[64];
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "cannot fold the cast of %s to bool: it depends on %s",
                                          sym_str(L, x, b, 64), sym_name(L));
             }
@@ -322,7 +322,7 @@ static sj_status fold_cast(sj_onnx_loader *L, int32_t to, fold *in, fold *out) {
 
 /* Axes of Squeeze/Unsqueeze: attribute (opset < 13) or constant input 1. */
 static sj_status fold_axes(sj_onnx_loader *L, int64_t *axes, int *n) {
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "axes");
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, "axes");
     *n = 0;
     if (a) {
         for (size_t i = 0; i < a->n_ints && i < SJ_ONNX_MAX_RANK; i++) axes[(*n)++] = a->ints[i];
@@ -330,9 +330,9 @@ static sj_status fold_axes(sj_onnx_loader *L, int64_t *axes, int *n) {
     }
     const char *nm = in_name(L, 1);
     if (!nm) return SJ_OK;
-    const sj_onnx_val *v = sj_onnx_lookup(L, nm);
+    const sj_onnx_val *v = sj__onnx_lookup(L, nm);
     if (!v || !v->has_const || v->c.f || v->c.numel > SJ_ONNX_MAX_RANK)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "axes input '%s' is not a constant", nm);
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "axes input '%s' is not a constant", nm);
     for (int64_t i = 0; i < v->c.numel; i++) axes[(*n)++] = v->c.i[i];
     return SJ_OK;
 }
@@ -340,7 +340,7 @@ static sj_status fold_axes(sj_onnx_loader *L, int64_t *axes, int *n) {
 static sj_status fold_copy(sj_onnx_loader *L, fold *in, int rank, const int64_t *dims, fold *out) {
     SJ_TRY(fold_alloc(L, out, in->dtype, rank, dims));
     if (out->numel != in->numel)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "%lld elements do not fit the new shape (%lld)",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "%lld elements do not fit the new shape (%lld)",
                                  (long long)in->numel, (long long)out->numel);
     memcpy(out->e, in->e, (size_t)in->numel * sizeof *in->e);
     return SJ_OK;
@@ -351,11 +351,11 @@ static sj_status fold_squeeze(sj_onnx_loader *L, bool un, fold *in, fold *out) {
     int n, rank = 0;
     SJ_TRY(fold_axes(L, axes, &n));
     int out_rank = un ? in->rank + n : in->rank;
-    if (out_rank > SJ_ONNX_MAX_RANK) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "rank too large");
+    if (out_rank > SJ_ONNX_MAX_RANK) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "rank too large");
     bool mark[SJ_ONNX_MAX_RANK] = {false};
     for (int i = 0; i < n; i++) {
         int64_t a = axes[i] < 0 ? axes[i] + out_rank : axes[i];
-        if (a < 0 || a >= out_rank) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
+        if (a < 0 || a >= out_rank) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
         mark[a] = true;
     }
     for (int i = 0, k = 0; i < out_rank; i++) {
@@ -369,19 +369,19 @@ static sj_status fold_reshape(sj_onnx_loader *L, fold *in, fold *out) {
     const fold *t = &in[1];
     int64_t dims[SJ_ONNX_MAX_RANK], known = 1;
     int infer = -1;
-    if (t->numel > SJ_ONNX_MAX_RANK) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank too large");
+    if (t->numel > SJ_ONNX_MAX_RANK) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank too large");
     for (int64_t i = 0; i < t->numel; i++) {
         if (t->e[i].n) return NOT_FOLDED; /* a symbolic target: a graph reshape */
         int64_t d = t->e[i].c;
         if (d == 0 && !attr_i(L, "allowzero", 0)) d = i < in[0].rank ? in[0].dims[i] : 0;
         if (d == -1) infer = (int)i, d = 1;
-        if (d < 0) return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape entry %lld", (long long)d);
+        if (d < 0) return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape entry %lld", (long long)d);
         dims[i] = d;
         known *= d;
     }
     if (infer >= 0) {
         if (!known || in[0].numel % known)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "cannot infer the -1 of the shape");
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "cannot infer the -1 of the shape");
         dims[infer] = in[0].numel / known;
     }
     return fold_copy(L, &in[0], (int)t->numel, dims, out);
@@ -391,12 +391,12 @@ static sj_status fold_concat(sj_onnx_loader *L, fold *in, int n, fold *out) {
     int64_t axis = attr_i(L, "axis", 0);
     int rank = in[0].rank;
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
+    if (axis < 0 || axis >= rank) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
     int64_t dims[SJ_ONNX_MAX_RANK];
     memcpy(dims, in[0].dims, sizeof dims);
     dims[axis] = 0;
     for (int i = 0; i < n; i++) {
-        if (in[i].rank != rank) return sj_onnx_node_fail(L, SJ_E_SHAPE, "operand ranks differ");
+        if (in[i].rank != rank) return sj__onnx_node_fail(L, SJ_E_SHAPE, "operand ranks differ");
         dims[axis] += in[i].dims[axis];
     }
     SJ_TRY(fold_alloc(L, out, in[0].dtype, rank, dims));
@@ -418,7 +418,7 @@ static sj_status fold_gather(sj_onnx_loader *L, fold *in, fold *out) {
     int64_t axis = attr_i(L, "axis", 0);
     if (axis < 0) axis += d->rank;
     if (axis < 0 || axis >= d->rank || d->rank - 1 + ix->rank > SJ_ONNX_MAX_RANK)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
     int64_t dims[SJ_ONNX_MAX_RANK];
     int rank = 0;
     for (int i = 0; i < axis; i++) dims[rank++] = d->dims[i];
@@ -433,7 +433,7 @@ static sj_status fold_gather(sj_onnx_loader *L, fold *in, fold *out) {
             if (ix->e[j].n) return NOT_FOLDED; /* an index that grows with N */
             int64_t k = ix->e[j].c < 0 ? ix->e[j].c + len : ix->e[j].c;
             if (k < 0 || k >= len)
-                return sj_onnx_node_fail(L, SJ_E_SHAPE, "index %lld is out of range for %lld",
+                return sj__onnx_node_fail(L, SJ_E_SHAPE, "index %lld is out of range for %lld",
                                          (long long)ix->e[j].c, (long long)len);
             memcpy(out->e + (p * ix->numel + j) * post, d->e + (p * len + k) * post,
                    (size_t)post * sizeof *out->e);
@@ -448,15 +448,15 @@ static sj_status fold_slice(sj_onnx_loader *L, fold *in, int n_in, fold *out) {
     for (int i = 0; i < x->rank; i++) st[i] = 0, step[i] = 1, dims[i] = x->dims[i];
     int64_t n = n_in > 1 ? in[1].numel : 0;
     if (n_in < 3 || in[2].numel != n || (n_in > 3 && in[3].numel != n) || (n_in > 4 && in[4].numel != n))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "starts, ends, axes and steps differ in length");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "starts, ends, axes and steps differ in length");
     for (int64_t i = 0; i < n; i++) {
         for (int k = 1; k < n_in; k++)
             if (in[k].e[i].n) return NOT_FOLDED; /* bounds in N: a graph slice */
         int64_t a = n_in > 3 ? in[3].e[i].c : i;
         if (a < 0) a += x->rank;
-        if (a < 0 || a >= x->rank) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
+        if (a < 0 || a >= x->rank) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis out of range");
         int64_t d = x->dims[a], s = in[1].e[i].c, e = in[2].e[i].c, sp = n_in > 4 ? in[4].e[i].c : 1;
-        if (sp == 0) return sj_onnx_node_fail(L, SJ_E_SHAPE, "step 0");
+        if (sp == 0) return sj__onnx_node_fail(L, SJ_E_SHAPE, "step 0");
         if (s < 0) s += d;
         if (e < 0) e += d;
         if (sp > 0) {
@@ -487,7 +487,7 @@ static sj_status fold_slice(sj_onnx_loader *L, fold *in, int n_in, fold *out) {
 
 static sj_status fold_expand(sj_onnx_loader *L, fold *in, fold *out) {
     fold t = {.rank = (int)in[1].numel};
-    if (t.rank > SJ_ONNX_MAX_RANK) return sj_onnx_node_fail(L, SJ_E_SHAPE, "rank too large");
+    if (t.rank > SJ_ONNX_MAX_RANK) return sj__onnx_node_fail(L, SJ_E_SHAPE, "rank too large");
     for (int i = 0; i < t.rank; i++) {
         if (in[1].e[i].n) return NOT_FOLDED; /* to a symbolic shape: a graph expand */
         t.dims[i] = in[1].e[i].c;
@@ -495,7 +495,7 @@ static sj_status fold_expand(sj_onnx_loader *L, fold *in, fold *out) {
     int rank;
     int64_t dims[SJ_ONNX_MAX_RANK];
     if (!bcast_shape(&in[0], &t, &rank, dims))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape does not broadcast");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape does not broadcast");
     SJ_TRY(fold_alloc(L, out, in[0].dtype, rank, dims));
     for (int64_t i = 0; i < out->numel; i++) out->e[i] = in[0].e[bcast_index(&in[0], rank, dims, i)];
     return SJ_OK;
@@ -505,27 +505,27 @@ static sj_status fold_expand(sj_onnx_loader *L, fold *in, fold *out) {
 static sj_status fill_value(sj_onnx_loader *L, int32_t *dtype, double *value) {
     *dtype = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     *value = 0;
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "value");
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, "value");
     if (!a) return SJ_OK;
-    if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
+    if (!a->t) return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
     sj_onnx_tensor t;
     char what[64];
     snprintf(what, sizeof what, "%s: node #%d: value", L->file, L->node_index);
-    SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, &L->ext, &t));
+    SJ_TRY(sj__onnx_tensor_decode(L->ctx, a->t, what, &L->ext, &t));
     if (t.numel != 1) {
-        sj_onnx_tensor_release(L->ctx, &t);
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' has %lld elements, not 1",
+        sj__onnx_tensor_release(L->ctx, &t);
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' has %lld elements, not 1",
                                  (long long)t.numel);
     }
     *dtype = t.dtype;
     *value = t.f ? (double)t.f[0] : (double)t.i[0];
-    sj_onnx_tensor_release(L->ctx, &t);
+    sj__onnx_tensor_release(L->ctx, &t);
     return SJ_OK;
 }
 
 static sj_status fold_const_of_shape(sj_onnx_loader *L, fold *in, fold *out) {
     int64_t dims[SJ_ONNX_MAX_RANK];
-    if (in->numel > SJ_ONNX_MAX_RANK) return sj_onnx_node_fail(L, SJ_E_SHAPE, "rank too large");
+    if (in->numel > SJ_ONNX_MAX_RANK) return sj__onnx_node_fail(L, SJ_E_SHAPE, "rank too large");
     for (int64_t i = 0; i < in->numel; i++) {
         if (in->e[i].n) return NOT_FOLDED; /* a symbolic shape: a graph fill */
         dims[i] = in->e[i].c;
@@ -533,7 +533,7 @@ static sj_status fold_const_of_shape(sj_onnx_loader *L, fold *in, fold *out) {
     int32_t dt;
     double v;
     SJ_TRY(fill_value(L, &dt, &v));
-    if (sj_onnx_dtype_is_float(dt) && !whole((float)v)) return NOT_FOLDED;
+    if (sj__onnx_dtype_is_float(dt) && !whole((float)v)) return NOT_FOLDED;
     SJ_TRY(fold_alloc(L, out, dt, (int)in->numel, dims));
     for (int64_t i = 0; i < out->numel; i++) out->e[i] = (sj_onnx_sym){(int64_t)v, 0};
     return SJ_OK;
@@ -543,7 +543,7 @@ static sj_status fold_range(sj_onnx_loader *L, fold *in, fold *out) {
     for (int k = 0; k < 3; k++)
         if (in[k].numel != 1 || in[k].e[0].n) return NOT_FOLDED; /* symbolic: a graph range */
     int64_t s = in[0].e[0].c, l = in[1].e[0].c, d = in[2].e[0].c;
-    if (d == 0) return sj_onnx_node_fail(L, SJ_E_SHAPE, "delta is 0");
+    if (d == 0) return sj__onnx_node_fail(L, SJ_E_SHAPE, "delta is 0");
     int64_t n = d > 0 ? (l - s + d - 1) / d : (s - l - d - 1) / -d;
     if (n < 0) n = 0;
     int64_t dims[1] = {n};
@@ -555,8 +555,8 @@ static sj_status fold_range(sj_onnx_loader *L, fold *in, fold *out) {
 /* Shape and Size read only the input's (static or symbolic) shape. */
 static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, bool *sym) {
     const char *nm = in_name(L, 0);
-    const sj_onnx_val *v = nm ? sj_onnx_lookup(L, nm) : NULL;
-    if (!v) return sj_onnx_node_fail(L, SJ_E_PARSE, "input 0 is missing or undefined");
+    const sj_onnx_val *v = nm ? sj__onnx_lookup(L, nm) : NULL;
+    if (!v) return sj__onnx_node_fail(L, SJ_E_PARSE, "input 0 is missing or undefined");
     if (v->v != SJ_NO_VALUE) {
         sj_value_desc d;
         SJ_TRY(sj_graph_value_desc(L->g, v->v, &d));
@@ -568,7 +568,7 @@ static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, bool *
         return SJ_OK;
     }
     if (!v->has_const && !v->has_sym)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "input '%s' has no shape shapejit knows", nm);
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "input '%s' has no shape shapejit knows", nm);
     *rank = v->c.rank;
     for (int i = 0; i < v->c.rank; i++) sym[i] = false, dims[i] = v->c.dims[i];
     return SJ_OK;
@@ -587,7 +587,7 @@ static sj_status fold_shape(sj_onnx_loader *L, bool size, fold *out) {
             else p.c *= dims[i];
         }
         if (n_sym > 1)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "cannot fold Size: the element count grows with %s^%d", sym_name(L),
                                      n_sym);
         if (n_sym) p = (sj_onnx_sym){0, p.c};
@@ -661,7 +661,7 @@ static sj_status fold_node(sj_onnx_loader *L, const char *op, int kind, fold *in
     return NOT_FOLDED;
 }
 
-sj_status sj_onnx_try_fold(sj_onnx_loader *L, bool *done) {
+sj_status sj__onnx_try_fold(sj_onnx_loader *L, bool *done) {
     *done = false;
     node_t *node = L->node;
     const char *op = node->op_type;
@@ -682,9 +682,9 @@ sj_status sj_onnx_try_fold(sj_onnx_loader *L, bool *done) {
     bool any_sym = false; /* float constants fold only beside a value in N */
     for (int i = 0; i < n_read; i++) {
         const char *nm = in_name(L, i);
-        const sj_onnx_val *v = nm ? sj_onnx_lookup(L, nm) : NULL;
+        const sj_onnx_val *v = nm ? sj__onnx_lookup(L, nm) : NULL;
         if (!nm && !strcmp(op, "Slice")) return SJ_OK; /* an axes/steps gap: the graph mapper */
-        if (!v || !sj_onnx_foldable(v)) return SJ_OK;
+        if (!v || !sj__onnx_foldable(v)) return SJ_OK;
         any_sym |= v->has_sym;
     }
     /* Constants only: leave float arithmetic to the graph unless a
@@ -694,10 +694,10 @@ sj_status sj_onnx_try_fold(sj_onnx_loader *L, bool *done) {
     sj_status st = SJ_OK;
     int got = 0;
     for (; got < n_read && st == SJ_OK; got++)
-        st = get_fold(L, sj_onnx_lookup(L, in_name(L, got)), &in[got]);
+        st = get_fold(L, sj__onnx_lookup(L, in_name(L, got)), &in[got]);
     if (st == SJ_OK) {
         bool floats = false;
-        for (int i = 0; i < n_read; i++) floats |= sj_onnx_dtype_is_float(in[i].dtype);
+        for (int i = 0; i < n_read; i++) floats |= sj__onnx_dtype_is_float(in[i].dtype);
         if (floats && !any_sym && strcmp(op, "Cast")) st = NOT_FOLDED;
     }
     if (st == SJ_OK) st = fold_node(L, op, fo->kind, in, n_read, &out);

@@ -28,7 +28,7 @@
 /* SJ_E_PARSE "<what>: nesting too deep ..." when the wire bytes nest
  * messages of `desc` deeper than SJ_ONNX_MAX_NESTING; SJ_OK otherwise,
  * malformed bytes included (unpack reports those). Iterative. */
-sj_status sj_onnx_check_nesting(sj_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+sj_status sj__onnx_check_nesting(sj_ctx *ctx, const ProtobufCMessageDescriptor *desc,
                                 const void *bytes, size_t len, const char *what);
 
 /* A decoded TensorProto, owned (sj_alloc): FLOAT and DOUBLE values as
@@ -59,17 +59,17 @@ typedef struct sj_onnx_external {
     uint64_t copied_bytes;
 } sj_onnx_external;
 /* Drops the load's references on the files (tensors and graphs hold their own). */
-void sj_onnx_external_free(sj_ctx *ctx, sj_onnx_external *x);
+void sj__onnx_external_free(sj_ctx *ctx, sj_onnx_external *x);
 
-bool sj_onnx_dtype_is_float(int32_t dtype);
+bool sj__onnx_dtype_is_float(int32_t dtype);
 /* The IR element type of an ONNX dtype; false when the IR has none. */
-bool sj_onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out);
+bool sj__onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out);
 /* A host tensor of t's IR dtype (SJ_E_UNSUPPORTED for another). */
-sj_status sj_onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const char *what,
+sj_status sj__onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const char *what,
                                  sj_tensor *out);
 
 /* Name of an ONNX TensorProto.DataType value ("FLOAT16", "INT64", ...). */
-const char *sj_onnx_dtype_name(int32_t dtype);
+const char *sj__onnx_dtype_name(int32_t dtype);
 
 /* Decodes t (float, double, the integer dtypes and bool; raw_data, typed
  * fields or external data). External data (location, offset, length) is
@@ -79,9 +79,9 @@ const char *sj_onnx_dtype_name(int32_t dtype);
  * size disagrees with dims, a missing or truncated file) is
  * SJ_E_UNSUPPORTED / SJ_E_PARSE / SJ_E_IO with a message naming `what`
  * and the file. */
-sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
                                 sj_onnx_external *ext, sj_onnx_tensor *out);
-void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t);
+void sj__onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t);
 
 /* protobuf-c allocations routed through the context's allocator hook. It
  * remembers a failed allocation, because protobuf-c reports out of memory
@@ -92,19 +92,19 @@ typedef struct sj_onnx_pb_alloc {
     bool failed;
 } sj_onnx_pb_alloc;
 
-void sj_onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx);
+void sj__onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx);
 /* The status for a NULL from protobuf-c's unpack: SJ_E_NOMEM or SJ_E_PARSE,
  * with "<what>: not a valid <kind> (truncated or corrupt)". */
-sj_status sj_onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind);
+sj_status sj__onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind);
 
 /* Unpacks a serialized ModelProto after the nesting check; SJ_E_PARSE when
  * the bytes are not one. Free with onnx__model_proto__free_unpacked. */
-sj_status sj_onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+sj_status sj__onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
                                const char *what, Onnx__ModelProto **out);
 
 /* Unpacks a serialized TensorProto; SJ_E_PARSE when the bytes are not one.
  * Free with onnx__tensor_proto__free_unpacked(*out, &a->base). */
-sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+sj_status sj__onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
                                 const char *what, Onnx__TensorProto **out);
 
 /* A graph input given a value at load time: the loader treats it as an
@@ -114,7 +114,7 @@ typedef struct sj_onnx_binding {
     const sj_onnx_tensor *tensor; /* borrowed */
 } sj_onnx_binding;
 
-sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
+sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
                              const sj_model_options *o, int n_bound, const sj_onnx_binding *bound,
                              sj_graph **out);
 

@@ -12,13 +12,13 @@ static const char *val_name(const void *L, int32_t i) {
     return ((const sj_onnx_loader *)L)->vals[i].name;
 }
 
-sj_onnx_val *sj_onnx_lookup(sj_onnx_loader *L, const char *name) {
-    int32_t i = sj_name_index_find(&L->by_name, name);
+sj_onnx_val *sj__onnx_lookup(sj_onnx_loader *L, const char *name) {
+    int32_t i = sj__name_index_find(&L->by_name, name);
     return i >= 0 ? &L->vals[i] : NULL;
 }
 
-sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out) {
-    if (sj_onnx_lookup(L, name))
+sj_status sj__onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out) {
+    if (sj__onnx_lookup(L, name))
         return sj_fail(L->ctx, SJ_E_PARSE, "%s: value '%s' is defined more than once", L->file, name);
     /* cap_vals is the model's total count of names, sized up front with the
      * index, so neither fills */
@@ -28,12 +28,12 @@ sj_status sj_onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out)
     memset(v, 0, sizeof *v);
     v->name = name;
     v->v = SJ_NO_VALUE;
-    sj_name_index_add(&L->by_name, L->n_vals++);
+    sj__name_index_add(&L->by_name, L->n_vals++);
     *out = v;
     return SJ_OK;
 }
 
-void sj_onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len) {
+void sj__onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len) {
     const Onnx__NodeProto *n = L->node;
     const char *op = n->op_type ? n->op_type : "?";
     if (n->name && n->name[0])
@@ -42,43 +42,43 @@ void sj_onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len) {
         snprintf(buf, len, "node #%d (%s)", L->node_index, op);
 }
 
-sj_status sj_onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ...) {
+sj_status sj__onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ...) {
     char msg[512], where[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sj_onnx_node_where(L, where, sizeof where);
+    sj__onnx_node_where(L, where, sizeof where);
     return sj_fail(L->ctx, st, "%s: %s: %s", L->file, where, msg);
 }
 
-sj_status sj_onnx_node_prefix(sj_onnx_loader *L, sj_status st) {
+sj_status sj__onnx_node_prefix(sj_onnx_loader *L, sj_status st) {
     if (st != SJ_OK) {
         char where[256];
-        sj_onnx_node_where(L, where, sizeof where);
-        sj_error_prefix(L->ctx, "%s: %s", L->file, where);
+        sj__onnx_node_where(L, where, sizeof where);
+        sj__error_prefix(L->ctx, "%s: %s", L->file, where);
     }
     return st;
 }
 
-const Onnx__AttributeProto *sj_onnx_node_attr(const sj_onnx_loader *L, const char *name) {
+const Onnx__AttributeProto *sj__onnx_node_attr(const sj_onnx_loader *L, const char *name) {
     const Onnx__NodeProto *n = L->node;
     for (size_t i = 0; i < n->n_attribute; i++)
         if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
     return NULL;
 }
 
-sj_status sj_onnx_def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new) {
+sj_status sj__onnx_def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new) {
     const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
     if (!name || !name[0]) return SJ_OK;
     sj_onnx_val *o;
-    SJ_TRY(sj_onnx_define(L, name, &o));
+    SJ_TRY(sj__onnx_define(L, name, &o));
     o->v = v;
-    if (v >= first_new) SJ_TRY(sj_onnx_node_prefix(L, sj_graph_set_name(L->g, v, name)));
+    if (v >= first_new) SJ_TRY(sj__onnx_node_prefix(L, sj_graph_set_name(L->g, v, name)));
     return SJ_OK;
 }
 
-sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
+sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->v != SJ_NO_VALUE) {
         *out = v->v;
         return SJ_OK;
@@ -88,10 +88,10 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
                        "input '%s' has dtype %s; float32, int64, int32 and bool tensors are "
                        "supported",
                        v->name,
-                       v->runtime_dtype > 0 ? sj_onnx_dtype_name(v->runtime_dtype) : "(none)");
+                       v->runtime_dtype > 0 ? sj__onnx_dtype_name(v->runtime_dtype) : "(none)");
     if (v->has_sym) {
         char e[64];
-        sj_onnx_sym x = sj_onnx_sym_at(v, 0);
+        sj_onnx_sym x = sj__onnx_sym_at(v, 0);
         snprintf(e, sizeof e, "%lld*%s%+lld", (long long)x.n, sj_graph_symbol(L->g), (long long)x.c);
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "'%s' is computed from the symbolic dim (element 0 is %s) and used as "
@@ -101,11 +101,11 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     }
     if (!v->has_const) return sj_fail(L->ctx, SJ_E_INTERNAL, "value '%s' has no data", v->name);
     sj_dtype dt;
-    if (!sj_onnx_dtype_to_sj(v->c.dtype, &dt))
+    if (!sj__onnx_dtype_to_sj(v->c.dtype, &dt))
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "'%s' has dtype %s but is used as data; float32, int64, int32 and bool "
                        "tensors are supported",
-                       v->name, sj_onnx_dtype_name(v->c.dtype));
+                       v->name, sj__onnx_dtype_name(v->c.dtype));
     if (v->c.rank > SJ_MAX_RANK)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "constant '%s' has rank %d (at most %d)", v->name,
                        v->c.rank, SJ_MAX_RANK);
@@ -114,17 +114,17 @@ sj_status sj_onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
                        "constant '%s' is empty; zero-size tensors are not supported", v->name);
     sj_status st;
     if (v->c.map) { /* float32 in place in its file: the graph reads the mapping */
-        st = sj_graph_param_mapped(L->g, v->name, dt, v->c.rank, v->c.dims, v->c.f, v->c.map, &v->v);
+        st = sj__graph_param_mapped(L->g, v->name, dt, v->c.rank, v->c.dims, v->c.f, v->c.map, &v->v);
     } else {
         sj_tensor host;
-        st = sj_onnx_tensor_to_host(L->ctx, &v->c, v->name, &host);
+        st = sj__onnx_tensor_to_host(L->ctx, &v->c, v->name, &host);
         if (st == SJ_OK) {
             st = sj_graph_param_typed(L->g, v->name, dt, v->c.rank, v->c.dims, host.bytes, &v->v);
             sj_tensor_free(L->ctx, &host);
         }
     }
     if (st != SJ_OK) {
-        sj_error_prefix(L->ctx, "constant '%s'", v->name);
+        sj__error_prefix(L->ctx, "constant '%s'", v->name);
         return st;
     }
     *out = v->v;
@@ -327,7 +327,7 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
 static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi, int index,
                                const sym_choice *sc) {
     sj_onnx_val *v;
-    SJ_TRY(sj_onnx_define(L, vi->name, &v));
+    SJ_TRY(sj__onnx_define(L, vi->name, &v));
     if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
         !vi->type->tensor_type)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: input '%s' is not a tensor", L->file,
@@ -335,7 +335,7 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
     const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
     int32_t dtype = tt->has_elem_type ? tt->elem_type : 0;
     sj_dtype sdt;
-    if (!sj_onnx_dtype_to_sj(dtype, &sdt)) {
+    if (!sj__onnx_dtype_to_sj(dtype, &sdt)) {
         /* Reported when something uses it (or at the end, if nothing does). */
         v->runtime_dtype = dtype ? dtype : -1;
         return SJ_OK;
@@ -380,23 +380,23 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
         }
     }
     sj_status st = sj_graph_input_typed(L->g, vi->name, sdt, (int)sh->n_dim, dims, &v->v);
-    if (st != SJ_OK) sj_error_prefix(L->ctx, "%s: input '%s'", L->file, vi->name);
+    if (st != SJ_OK) sj__error_prefix(L->ctx, "%s: input '%s'", L->file, vi->name);
     return st;
 }
 
 static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__TensorProto *t) {
     sj_onnx_val *v;
-    SJ_TRY(sj_onnx_define(L, name, &v));
+    SJ_TRY(sj__onnx_define(L, name, &v));
     char what[320];
     snprintf(what, sizeof what, "%s: initialiser '%s'", L->file, name);
-    SJ_TRY(sj_onnx_tensor_decode(L->ctx, t, what, &L->ext, &v->c));
+    SJ_TRY(sj__onnx_tensor_decode(L->ctx, t, what, &L->ext, &v->c));
     v->has_const = true;
     return SJ_OK;
 }
 
 static sj_status define_bound(sj_onnx_loader *L, const sj_onnx_binding *b) {
     sj_onnx_val *v;
-    SJ_TRY(sj_onnx_define(L, b->name, &v));
+    SJ_TRY(sj__onnx_define(L, b->name, &v));
     const sj_onnx_tensor *t = b->tensor;
     size_t esize = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? sizeof(float) : sizeof(int64_t);
     void *data = sj_alloc(L->ctx, (size_t)t->numel * esize);
@@ -424,9 +424,9 @@ static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *v
     SJ_TRY(sj_graph_value_desc(L->g, v, &d));
     sj_dtype want;
     if (tt->has_elem_type && tt->elem_type &&
-        (!sj_onnx_dtype_to_sj(tt->elem_type, &want) || want != d.dtype))
+        (!sj__onnx_dtype_to_sj(tt->elem_type, &want) || want != d.dtype))
         return sj_fail(L->ctx, SJ_E_SHAPE, "%s: %s '%s' is declared %s but computes %s", L->file,
-                       what, vi->name, sj_onnx_dtype_name(tt->elem_type), sj_dtype_name(d.dtype));
+                       what, vi->name, sj__onnx_dtype_name(tt->elem_type), sj_dtype_name(d.dtype));
     const Onnx__TensorShapeProto *sh = tt->shape;
     if (!sh) return SJ_OK;
     char got[96];
@@ -476,7 +476,7 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED, "%s: the graph is too large", L->file);
     L->cap_vals = (int)n_names;
     L->vals = sj_calloc(L->ctx, n_names, sizeof *L->vals);
-    if (!L->vals || !sj_name_index_reserve(L->ctx, &L->by_name, n_names))
+    if (!L->vals || !sj__name_index_reserve(L->ctx, &L->by_name, n_names))
         return sj_fail(L->ctx, SJ_E_NOMEM, "%s: out of memory", L->file);
 
     for (size_t i = 0; i < gp->n_input; i++)
@@ -494,7 +494,7 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         bool is_bound = false;
         for (int b = 0; b < n_bound; b++) is_bound |= !strcmp(bound[b].name, t->name);
         if (is_bound) continue; /* a bound input overrides it */
-        if (sj_onnx_lookup(L, t->name))
+        if (sj__onnx_lookup(L, t->name))
             return sj_fail(L->ctx, SJ_E_PARSE, "%s: initialiser '%s' is defined more than once",
                            L->file, t->name);
         SJ_TRY(define_const(L, t->name, t));
@@ -506,13 +506,13 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
     for (size_t i = 0; i < gp->n_node; i++) {
         L->node = gp->node[i];
         L->node_index = (int)i;
-        SJ_TRY(sj_onnx_map_node(L));
+        SJ_TRY(sj__onnx_map_node(L));
     }
     L->node = NULL;
 
     for (size_t i = 0; i < gp->n_value_info; i++) {
         const Onnx__ValueInfoProto *vi = gp->value_info[i];
-        const sj_onnx_val *v = vi->name ? sj_onnx_lookup(L, vi->name) : NULL;
+        const sj_onnx_val *v = vi->name ? sj__onnx_lookup(L, vi->name) : NULL;
         if (v && v->v != SJ_NO_VALUE) SJ_TRY(check_declared(L, vi, v->v, &sc, "value"));
     }
     if (gp->n_output == 0) return sj_fail(L->ctx, SJ_E_PARSE, "%s: the graph has no outputs", L->file);
@@ -520,20 +520,20 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         const Onnx__ValueInfoProto *vi = gp->output[i];
         if (!vi->name || !vi->name[0])
             return sj_fail(L->ctx, SJ_E_PARSE, "%s: graph output %zu has no name", L->file, i);
-        sj_onnx_val *v = sj_onnx_lookup(L, vi->name);
+        sj_onnx_val *v = sj__onnx_lookup(L, vi->name);
         if (!v)
             return sj_fail(L->ctx, SJ_E_PARSE, "%s: graph output '%s' is not defined by any node, "
                            "input or initialiser", L->file, vi->name);
         sj_value gv;
-        sj_status st = sj_onnx_as_value(L, v, &gv);
+        sj_status st = sj__onnx_as_value(L, v, &gv);
         if (st != SJ_OK) {
-            sj_error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
+            sj__error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
             return st;
         }
         SJ_TRY(check_declared(L, vi, gv, &sc, "output"));
         st = sj_graph_output(L->g, gv, vi->name);
         if (st != SJ_OK) {
-            sj_error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
+            sj__error_prefix(L->ctx, "%s: output '%s'", L->file, vi->name);
             return st;
         }
     }
@@ -541,23 +541,23 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
      * otherwise vanish from the graph's inputs. */
     for (int i = 0; i < L->n_vals; i++)
         if (L->vals[i].runtime_dtype) {
-            sj_status st = sj_onnx_as_value(L, &L->vals[i], &(sj_value){0});
-            sj_error_prefix(L->ctx, "%s", L->file);
+            sj_status st = sj__onnx_as_value(L, &L->vals[i], &(sj_value){0});
+            sj__error_prefix(L->ctx, "%s", L->file);
             return st;
         }
     return SJ_OK;
 }
 
-sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
+sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
                              const sj_model_options *o, int n_bound, const sj_onnx_binding *bound,
                              sj_graph **out) {
     *out = NULL;
     if (!filename) filename = "<onnx>";
     if (!bytes && len) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: no bytes", filename);
     sj_onnx_pb_alloc pa;
-    sj_onnx_pb_alloc_init(&pa, ctx);
+    sj__onnx_pb_alloc_init(&pa, ctx);
     Onnx__ModelProto *m;
-    SJ_TRY(sj_onnx_model_unpack(&pa, bytes, len, filename, &m));
+    SJ_TRY(sj__onnx_model_unpack(&pa, bytes, len, filename, &m));
     /* the folder of filename ("." for a bare name) */
     const char *slash = strrchr(filename, '/');
     /* "/m.onnx" lives in "/" */
@@ -572,20 +572,20 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
     sj_onnx_loader L = {.ctx = ctx, .file = filename};
     L.ext.base_dir = dir;
     L.ext.copy = o && o->copy_external_data;
-    sj_name_index_init(&L.by_name, val_name, &L);
+    sj__name_index_init(&L.by_name, val_name, &L);
     sj_status st = load_graph(&L, m, o, n_bound, bound);
     if (st == SJ_OK) {
         L.g->external_copied = L.ext.copied;
         L.g->external_copied_bytes = L.ext.copied_bytes;
     }
-    sj_onnx_external_free(ctx, &L.ext);
+    sj__onnx_external_free(ctx, &L.ext);
     sj_free(ctx, dir);
     for (int i = 0; i < L.n_vals; i++) {
-        if (L.vals[i].has_const || L.vals[i].has_sym) sj_onnx_tensor_release(ctx, &L.vals[i].c);
+        if (L.vals[i].has_const || L.vals[i].has_sym) sj__onnx_tensor_release(ctx, &L.vals[i].c);
         sj_free(ctx, L.vals[i].symn);
     }
     sj_free(ctx, L.vals);
-    sj_name_index_free(ctx, &L.by_name);
+    sj__name_index_free(ctx, &L.by_name);
     onnx__model_proto__free_unpacked(m, &pa.base);
     if (st != SJ_OK) {
         sj_graph_destroy(L.g);
@@ -597,5 +597,5 @@ sj_status sj_onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const c
 
 sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
                            const sj_model_options *o, sj_graph **out) {
-    return sj_onnx_load_bound(ctx, bytes, len, filename, o, 0, NULL, out);
+    return sj__onnx_load_bound(ctx, bytes, len, filename, o, 0, NULL, out);
 }

@@ -18,7 +18,7 @@ static bool read_varint(const uint8_t *p, size_t end, size_t *pos, uint64_t *out
     return false;
 }
 
-sj_status sj_onnx_check_nesting(sj_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+sj_status sj__onnx_check_nesting(sj_ctx *ctx, const ProtobufCMessageDescriptor *desc,
                                 const void *bytes, size_t len, const char *what) {
     struct level {
         const ProtobufCMessageDescriptor *desc;

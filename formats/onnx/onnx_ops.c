@@ -25,21 +25,21 @@ static bool attr_is(const Onnx__AttributeProto *a, Onnx__AttributeProto__Attribu
 }
 
 static sj_status attr_int(sj_onnx_loader *L, const char *name, int64_t def, int64_t *out) {
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, name);
     *out = def;
     if (!a) return SJ_OK;
     if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not an int", name);
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not an int", name);
     *out = a->i;
     return SJ_OK;
 }
 
 static sj_status attr_float(sj_onnx_loader *L, const char *name, float def, float *out) {
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, name);
     *out = def;
     if (!a) return SJ_OK;
     if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not a float", name);
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not a float", name);
     *out = a->f;
     return SJ_OK;
 }
@@ -47,13 +47,13 @@ static sj_status attr_float(sj_onnx_loader *L, const char *name, float def, floa
 /* *present is false when the attribute is absent. */
 static sj_status attr_ints(sj_onnx_loader *L, const char *name, const int64_t **vals, size_t *n,
                            bool *present) {
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, name);
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, name);
     *vals = NULL;
     *n = 0;
     *present = a != NULL;
     if (!a) return SJ_OK;
     if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not a list of ints", name);
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute '%s' is not a list of ints", name);
     *vals = a->ints;
     *n = a->n_ints;
     return SJ_OK;
@@ -67,10 +67,10 @@ static const char *input_name(node_t *n, int i) {
 
 static sj_status in_val(sj_onnx_loader *L, int i, sj_onnx_val **out) {
     const char *name = input_name(L->node, i);
-    if (!name) return sj_onnx_node_fail(L, SJ_E_PARSE, "input %d is missing", i);
-    *out = sj_onnx_lookup(L, name);
+    if (!name) return sj__onnx_node_fail(L, SJ_E_PARSE, "input %d is missing", i);
+    *out = sj__onnx_lookup(L, name);
     if (!*out)
-        return sj_onnx_node_fail(L, SJ_E_PARSE,
+        return sj__onnx_node_fail(L, SJ_E_PARSE,
                                  "input '%s' is not defined (no graph input, initialiser or "
                                  "earlier node produces it)",
                                  name);
@@ -80,7 +80,7 @@ static sj_status in_val(sj_onnx_loader *L, int i, sj_onnx_val **out) {
 static sj_status in_float(sj_onnx_loader *L, int i, sj_value *out) {
     sj_onnx_val *v;
     SJ_TRY(in_val(L, i, &v));
-    return sj_onnx_node_prefix(L, sj_onnx_as_value(L, v, out));
+    return sj__onnx_node_prefix(L, sj__onnx_as_value(L, v, out));
 }
 
 /* Optional float input: SJ_NO_VALUE when absent. */
@@ -94,15 +94,15 @@ static sj_status in_ints(sj_onnx_loader *L, int i, const char *what, const sj_on
     sj_onnx_val *v;
     SJ_TRY(in_val(L, i, &v));
     if (!v->has_const)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "%s input '%s' is not a constant (it is computed at run time); "
                                  "shapejit needs it known when the model loads",
                                  what, v->name);
     if (v->c.dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "%s input '%s' has dtype %s, not INT64", what,
-                                 v->name, sj_onnx_dtype_name(v->c.dtype));
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "%s input '%s' has dtype %s, not INT64", what,
+                                 v->name, sj__onnx_dtype_name(v->c.dtype));
     if (v->c.rank > 1)
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "%s input '%s' has rank %d, not 1", what, v->name,
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "%s input '%s' has rank %d, not 1", what, v->name,
                                  v->c.rank);
     *out = &v->c;
     return SJ_OK;
@@ -120,7 +120,7 @@ static sj_status alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
     const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
     if (!name || !name[0]) return SJ_OK;
     sj_onnx_val *o;
-    SJ_TRY(sj_onnx_define(L, name, &o));
+    SJ_TRY(sj__onnx_define(L, name, &o));
     o->v = src->v;
     o->runtime_dtype = src->runtime_dtype;
     if (src->has_const) {
@@ -143,7 +143,7 @@ static sj_status alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
  * it was (a Clip without bounds, a Tile by ones): aliased, so a constant
  * input stays a constant. */
 static sj_status def_or_alias(sj_onnx_loader *L, sj_value x, sj_value y, sj_value first) {
-    if (y != x) return sj_onnx_def_out(L, 0, y, first);
+    if (y != x) return sj__onnx_def_out(L, 0, y, first);
     sj_onnx_val *xv;
     SJ_TRY(in_val(L, 0, &xv));
     return alias_out(L, 0, xv);
@@ -154,8 +154,8 @@ static sj_status def_or_alias(sj_onnx_loader *L, sj_value x, sj_value y, sj_valu
 static sj_status scalar_const(sj_onnx_loader *L, float x, sj_value *out) {
     char name[64];
     do snprintf(name, sizeof name, "onnx_const_%d", L->n_synth++);
-    while (sj_onnx_lookup(L, name) || sj_graph_find_input(L->g, name) >= 0);
-    return sj_onnx_node_prefix(L, sj_graph_param(L->g, name, 0, NULL, &x, out));
+    while (sj__onnx_lookup(L, name) || sj_graph_find_input(L->g, name) >= 0);
+    return sj__onnx_node_prefix(L, sj_graph_param(L->g, name, 0, NULL, &x, out));
 }
 
 static sj_status check_inputs(sj_onnx_loader *L, int min, int max) {
@@ -163,8 +163,8 @@ static sj_status check_inputs(sj_onnx_loader *L, int min, int max) {
     while (n > 0 && !input_name(L->node, n - 1)) n--; /* trailing optional inputs left empty */
     if (n < min || n > max) {
         if (min == max)
-            return sj_onnx_node_fail(L, SJ_E_PARSE, "has %d inputs, expected %d", n, min);
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "has %d inputs, expected %d to %d", n, min, max);
+            return sj__onnx_node_fail(L, SJ_E_PARSE, "has %d inputs, expected %d", n, min);
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "has %d inputs, expected %d to %d", n, min, max);
     }
     return SJ_OK;
 }
@@ -173,21 +173,21 @@ static sj_status check_inputs(sj_onnx_loader *L, int min, int max) {
 static sj_status check_outputs(sj_onnx_loader *L, int n) {
     node_t *node = L->node;
     if (node->n_output < 1 || !node->output[0] || !node->output[0][0])
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "has no output");
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "has no output");
     for (size_t i = (size_t)n; i < node->n_output; i++)
         if (node->output[i] && node->output[i][0])
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "output %zu ('%s') is not supported", i,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "output %zu ('%s') is not supported", i,
                                      node->output[i]);
     return SJ_OK;
 }
 
 static sj_status int_axes(sj_onnx_loader *L, const int64_t *v, size_t n, int *out) {
     if (n > SJ_MAX_RANK)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "%zu axes given; tensors have rank at most %d", n,
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "%zu axes given; tensors have rank at most %d", n,
                                  SJ_MAX_RANK);
     for (size_t i = 0; i < n; i++) {
         if (v[i] < -SJ_MAX_RANK || v[i] >= SJ_MAX_RANK)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range", (long long)v[i]);
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range", (long long)v[i]);
         out[i] = (int)v[i];
     }
     return SJ_OK;
@@ -211,11 +211,11 @@ static sj_status map_unary(sj_onnx_loader *L, const op_entry *e) {
     if (e->op == SJ_OP_LEAKY_RELU) {
         float alpha;
         SJ_TRY(attr_float(L, "alpha", 0.01f, &alpha));
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_leaky_relu(L->g, x, alpha, &y)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_leaky_relu(L->g, x, alpha, &y)));
     } else {
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_unary(L->g, e->op, x, &y)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_unary(L->g, e->op, x, &y)));
     }
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_binary(sj_onnx_loader *L, const op_entry *e) {
@@ -223,31 +223,31 @@ static sj_status map_binary(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_outputs(L, 1));
     /* Before opset 7, broadcast=1 with `axis` aligned B at that axis of A
      * instead of at the end. */
-    if (L->opset < 7 && sj_onnx_node_attr(L, "axis"))
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+    if (L->opset < 7 && sj__onnx_node_attr(L, "axis"))
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "legacy broadcasting with an 'axis' attribute (opset %lld) is not "
                                  "supported",
                                  (long long)L->opset);
     sj_value a, b, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &a));
     SJ_TRY(in_float(L, 1, &b));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, e->op, a, b, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_binary(L->g, e->op, a, b, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* Max and Min take any number of inputs: fold left. */
 static sj_status map_variadic(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_outputs(L, 1));
     int n = (int)L->node->n_input;
-    if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
+    if (n < 1) return sj__onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
     sj_value acc, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &acc));
     for (int i = 1; i < n; i++) {
         sj_value b;
         SJ_TRY(in_float(L, i, &b));
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(L->g, e->op, acc, b, &acc)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_binary(L->g, e->op, acc, b, &acc)));
     }
-    return sj_onnx_def_out(L, 0, acc, first);
+    return sj__onnx_def_out(L, 0, acc, first);
 }
 
 /* ---- contractions ---- */
@@ -259,8 +259,8 @@ static sj_status map_matmul(sj_onnx_loader *L, const op_entry *e) {
     sj_value a, b, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &a));
     SJ_TRY(in_float(L, 1, &b));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_matmul(L->g, a, b, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(L->g, a, b, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_gemm(sj_onnx_loader *L, const op_entry *e) {
@@ -279,8 +279,8 @@ static sj_status map_gemm(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_float(L, 0, &a));
     SJ_TRY(in_float(L, 1, &b));
     SJ_TRY(in_float_opt(L, 2, &c));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gemm(L->g, a, b, c, alpha, beta, ta != 0, tb != 0, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gemm(L->g, a, b, c, alpha, beta, ta != 0, tb != 0, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* ---- row ops ---- */
@@ -351,14 +351,14 @@ static sj_status map_softmax(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (axis < -s.rank || axis >= (s.rank ? s.rank : 1))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                  (long long)axis, s.rank);
     int ax = (int)(axis < 0 ? axis + s.rank : axis);
     if (legacy && s.rank > 0)
-        SJ_TRY(sj_onnx_node_prefix(L, softmax_coerced(L, e->op, x, &s, ax, &y)));
+        SJ_TRY(sj__onnx_node_prefix(L, softmax_coerced(L, e->op, x, &s, ax, &y)));
     else
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_softmax(L->g, e->op, x, ax, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_softmax(L->g, e->op, x, ax, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
@@ -376,11 +376,11 @@ static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (axis < -s.rank || axis >= s.rank)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                  (long long)axis, s.rank);
     int ax = (int)(axis < 0 ? axis + s.rank : axis);
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_layernorm(L->g, x, scale, bias, ax, eps, &y)));
-    SJ_TRY(sj_onnx_def_out(L, 0, y, first));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_layernorm(L->g, x, scale, bias, ax, eps, &y)));
+    SJ_TRY(sj__onnx_def_out(L, 0, y, first));
 
     /* optional outputs: Mean and InvStdDev over the normalised axes, kept */
     node_t *n = L->node;
@@ -392,17 +392,17 @@ static sj_status map_layernorm(sj_onnx_loader *L, const op_entry *e) {
     sj_graph *g = L->g;
     sj_value mean, d, sq, var, ep, ve, inv;
     first = sj_graph_num_values(g);
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
-    SJ_TRY(sj_onnx_def_out(L, 1, mean, first));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
+    SJ_TRY(sj__onnx_def_out(L, 1, mean, first));
     if (!want_inv) return SJ_OK;
     SJ_TRY(scalar_const(L, eps, &ep));
     first = sj_graph_num_values(g);
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_SUB, x, mean, &d)));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_MUL, d, d, &sq)));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_ADD, var, ep, &ve)));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_unary(g, SJ_OP_RSQRT, ve, &inv)));
-    return sj_onnx_def_out(L, 2, inv, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_SUB, x, mean, &d)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_MUL, d, d, &sq)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_binary(g, SJ_OP_ADD, var, ep, &ve)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_unary(g, SJ_OP_RSQRT, ve, &inv)));
+    return sj__onnx_def_out(L, 2, inv, first);
 }
 
 /* ---- reductions ---- */
@@ -420,7 +420,7 @@ static sj_status reduce_axes(sj_onnx_loader *L, int *axes, int *n_axes, bool *ke
     SJ_TRY(attr_ints(L, "axes", &av, &an, &present));
     if (input_name(L->node, 1)) {
         if (present)
-            return sj_onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
+            return sj__onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
         const sj_onnx_tensor *t;
         SJ_TRY(in_ints(L, 1, "axes", &t));
         av = t->i;
@@ -443,8 +443,8 @@ static sj_status map_reduce(sj_onnx_loader *L, const op_entry *e) {
     if (noop) return alias_out(L, 0, xv);
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, na, axes, keep, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, na, axes, keep, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* ---- layout ---- */
@@ -464,13 +464,13 @@ static sj_status map_transpose(sj_onnx_loader *L, const op_entry *e) {
     int perm[SJ_MAX_RANK];
     if (present) {
         if ((int)pn != s.rank)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "perm has %zu entries for rank %d", pn, s.rank);
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "perm has %zu entries for rank %d", pn, s.rank);
         SJ_TRY(int_axes(L, pv, pn, perm));
     } else {
         for (int i = 0; i < s.rank; i++) perm[i] = s.rank - 1 - i;
     }
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_transpose(L->g, x, perm, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_transpose(L->g, x, perm, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). The
@@ -485,25 +485,25 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
     for (int i = 0; i < n; i++) {
         if (t[i] == 0 && !allowzero) {
             if (i >= in->rank)
-                return sj_onnx_node_fail(L, SJ_E_SHAPE,
+                return sj__onnx_node_fail(L, SJ_E_SHAPE,
                                          "shape entry %d is 0 (copy the input dim) but the input "
                                          "has rank %d",
                                          i, in->rank);
             out[i] = in->dims[i];
         } else if (t[i] == 0) {
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "shape entry %d is 0 with allowzero=1; zero-size tensors are "
                                      "not supported",
                                      i);
         } else if (t[i] == -1) {
             if (infer >= 0)
-                return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape has more than one -1");
+                return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape has more than one -1");
             infer = i;
             out[i] = 1;
         } else if (t[i] == TARGET_SYM) {
             out[i] = SJ_DIM_SYM;
         } else if (t[i] < -1) {
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape entry %d is %lld", i, (long long)t[i]);
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape entry %d is %lld", i, (long long)t[i]);
         } else {
             out[i] = t[i];
         }
@@ -521,11 +521,11 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
         if (out[i] == SJ_DIM_SYM)
             out_sym++;
         else if (i != infer && sj_mul_overflow_i64(out_const, out[i], &out_const))
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "shape is too large");
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape is too large");
     }
     if (in_sym == out_sym + 1) {
         if (in_const != out_const)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "-1 would merge the symbolic dim with other dims (%lld "
                                      "elements per symbolic index in, %lld out)",
                                      (long long)in_const, (long long)out_const);
@@ -533,7 +533,7 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
         return SJ_OK;
     }
     if (in_sym != out_sym || in_const % out_const != 0)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "cannot infer the -1 of the shape");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "cannot infer the -1 of the shape");
     out[infer] = in_const / out_const;
     return SJ_OK;
 }
@@ -556,14 +556,14 @@ static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(in_val(L, 1, &tvv));
         if (tvv->has_sym) { /* dims computed from the symbolic dim: each must be N or constant */
             if (tvv->c.numel > SJ_MAX_RANK)
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %lld exceeds %d",
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %lld exceeds %d",
                                          (long long)tvv->c.numel, SJ_MAX_RANK);
             for (int64_t k = 0; k < tvv->c.numel; k++) {
-                sj_onnx_sym x = sj_onnx_sym_at(tvv, k);
+                sj_onnx_sym x = sj__onnx_sym_at(tvv, k);
                 if (x.n == 1 && x.c == 0) sym_target[k] = TARGET_SYM;
                 else if (x.n == 0) sym_target[k] = x.c;
                 else
-                    return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                    return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                              "shape entry %lld is %lld*%s%+lld: a dim must be "
                                              "constant or the symbolic dim itself",
                                              (long long)k, (long long)x.n, sj_graph_symbol(L->g),
@@ -579,23 +579,23 @@ static sj_status map_reshape(sj_onnx_loader *L, const op_entry *e) {
         }
     }
     if (tn > SJ_MAX_RANK)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %zu exceeds %d", tn, SJ_MAX_RANK);
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "target rank %zu exceeds %d", tn, SJ_MAX_RANK);
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     int64_t dims[SJ_MAX_RANK];
     SJ_TRY(reshape_dims(L, &s, tv, (int)tn, allowzero != 0, dims));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* Flatten, Squeeze and Unsqueeze are reshapes to `dims`. */
 static sj_status reshape_out(sj_onnx_loader *L, sj_value x, int rank, const int64_t *dims,
                              sj_value first) {
     sj_value y;
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, x, rank, dims, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, x, rank, dims, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* [prod(dims[:axis]), prod(dims[axis:])]. The symbolic dim can only be one
@@ -612,7 +612,7 @@ static sj_status map_flatten(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (axis < -s.rank || axis > s.rank)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                  (long long)axis, s.rank);
     int ax = (int)(axis < 0 ? axis + s.rank : axis);
     int64_t out[2] = {1, 1};
@@ -622,14 +622,14 @@ static sj_status map_flatten(sj_onnx_loader *L, const op_entry *e) {
         if (s.dims[i] == SJ_DIM_SYM)
             sym[side] = true;
         else if (sj_mul_overflow_i64(out[side], s.dims[i], &out[side]))
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
     }
     for (int side = 0; side < 2; side++) {
         if (!sym[side]) continue;
         if (out[side] != 1) {
             char shape[96];
             sj_shape_format(&s, sj_graph_symbol(L->g), shape, sizeof shape);
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "flattening %s at axis %d would merge the symbolic dim with "
                                      "other dims into one; shapejit keeps the symbolic dim an axis "
                                      "of its own (padded buffers must stay valid views)",
@@ -646,7 +646,7 @@ static sj_status map_flatten(sj_onnx_loader *L, const op_entry *e) {
 static sj_status squeeze_axes(sj_onnx_loader *L, const int64_t **av, size_t *an, bool *present) {
     SJ_TRY(attr_ints(L, "axes", av, an, present));
     if (!input_name(L->node, 1)) return SJ_OK;
-    if (*present) return sj_onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
+    if (*present) return sj__onnx_node_fail(L, SJ_E_PARSE, "axes given both as attribute and as input");
     const sj_onnx_tensor *t;
     SJ_TRY(in_ints(L, 1, "axes", &t));
     *av = t->i;
@@ -660,10 +660,10 @@ static sj_status norm_axes(sj_onnx_loader *L, const int64_t *av, size_t an, int 
     for (int i = 0; i < rank; i++) is_axis[i] = false;
     for (size_t i = 0; i < an; i++) {
         if (av[i] < -rank || av[i] >= rank)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                      (long long)av[i], rank);
         int a = (int)(av[i] < 0 ? av[i] + rank : av[i]);
-        if (is_axis[a]) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", a);
+        if (is_axis[a]) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", a);
         is_axis[a] = true;
     }
     return SJ_OK;
@@ -687,9 +687,9 @@ static sj_status map_squeeze(sj_onnx_loader *L, const op_entry *e) {
         for (int i = 0; i < s.rank; i++) {
             if (!drop[i] || s.dims[i] == 1) continue;
             if (s.dims[i] == SJ_DIM_SYM)
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "axis %d is the symbolic dim, which is not always 1", i);
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d has size %lld, not 1", i,
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d has size %lld, not 1", i,
                                      (long long)s.dims[i]);
         }
     } else {
@@ -711,13 +711,13 @@ static sj_status map_unsqueeze(sj_onnx_loader *L, const op_entry *e) {
     size_t an;
     bool present;
     SJ_TRY(squeeze_axes(L, &av, &an, &present));
-    if (!present || !an) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no axes");
+    if (!present || !an) return sj__onnx_node_fail(L, SJ_E_PARSE, "has no axes");
     sj_value x, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if ((size_t)s.rank + an > SJ_MAX_RANK)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "the result has rank %zu (at most %d)",
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "the result has rank %zu (at most %d)",
                                  (size_t)s.rank + an, SJ_MAX_RANK);
     int rank = s.rank + (int)an;
     bool insert[SJ_MAX_RANK];
@@ -734,7 +734,7 @@ static sj_status map_dropout(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_inputs(L, 1, 3));
     node_t *n = L->node;
     if (n->n_output > 1 && n->output[1] && n->output[1][0])
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "the mask output ('%s') is not supported: it is a bool tensor, "
                                  "and shapejit computes float32 only (use Dropout without it)",
                                  n->output[1]);
@@ -742,7 +742,7 @@ static sj_status map_dropout(sj_onnx_loader *L, const op_entry *e) {
     int64_t is_test;
     SJ_TRY(attr_int(L, "is_test", 1, &is_test)); /* opset < 7 */
     if (L->opset < 7 && !is_test)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "is_test=0 asks for training-mode dropout; only inference "
                                  "(identity) is supported");
     const char *mode = input_name(n, 2);
@@ -752,7 +752,7 @@ static sj_status map_dropout(sj_onnx_loader *L, const op_entry *e) {
         bool is_false = m->has_const && m->c.numel == 1 &&
                         (m->c.f ? m->c.f[0] == 0.0f : m->c.i[0] == 0);
         if (!is_false)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "training_mode input '%s' is not a constant false; only "
                                      "inference (identity) is supported",
                                      mode);
@@ -778,19 +778,19 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_outputs(L, 1));
     node_t *n = L->node;
     if (n->n_attribute != 1)
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "needs exactly one attribute, has %zu",
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "needs exactly one attribute, has %zu",
                                  n->n_attribute);
     const Onnx__AttributeProto *a = n->attribute[0];
     const char *an = a->name ? a->name : "";
     sj_onnx_val *o;
-    SJ_TRY(sj_onnx_define(L, n->output[0], &o));
+    SJ_TRY(sj__onnx_define(L, n->output[0], &o));
     sj_onnx_tensor *c = &o->c;
     memset(c, 0, sizeof *c);
     if (!strcmp(an, "value") && attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)) {
-        if (!a->t) return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
+        if (!a->t) return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute 'value' holds no tensor");
         char what[320];
         snprintf(what, sizeof what, "%s: node #%d: Constant value", L->file, L->node_index);
-        SJ_TRY(sj_onnx_tensor_decode(L->ctx, a->t, what, &L->ext, c));
+        SJ_TRY(sj__onnx_tensor_decode(L->ctx, a->t, what, &L->ext, c));
         o->has_const = true;
         return SJ_OK;
     }
@@ -798,7 +798,7 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
     bool is_int = !strcmp(an, "value_int") || !strcmp(an, "value_ints");
     bool list = !strcmp(an, "value_floats") || !strcmp(an, "value_ints");
     if (!is_float && !is_int)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "attribute '%s' is not supported", an);
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "attribute '%s' is not supported", an);
     size_t count = list ? (is_float ? a->n_floats : a->n_ints) : 1;
     c->dtype = is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     c->rank = list ? 1 : 0;
@@ -826,10 +826,10 @@ static sj_status map_constant(sj_onnx_loader *L, const op_entry *e) {
 /* ---- realops: float ops spelled with the graph's ops ---- */
 
 static sj_status bin(sj_onnx_loader *L, sj_op op, sj_value a, sj_value b, sj_value *out) {
-    return sj_onnx_node_prefix(L, sj_graph_binary(L->g, op, a, b, out));
+    return sj__onnx_node_prefix(L, sj_graph_binary(L->g, op, a, b, out));
 }
 static sj_status un(sj_onnx_loader *L, sj_op op, sj_value a, sj_value *out) {
-    return sj_onnx_node_prefix(L, sj_graph_unary(L->g, op, a, out));
+    return sj__onnx_node_prefix(L, sj_graph_unary(L->g, op, a, out));
 }
 /* x op c for a scalar constant c. */
 static sj_status bin_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj_value *out) {
@@ -842,7 +842,7 @@ static sj_status bin_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj_valu
 static sj_status map_sum_mean(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_outputs(L, 1));
     int n = (int)L->node->n_input;
-    if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
+    if (n < 1) return sj__onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
     sj_value acc, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &acc));
     for (int i = 1; i < n; i++) {
@@ -856,7 +856,7 @@ static sj_status map_sum_mean(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(in_val(L, 0, &x));
         return alias_out(L, 0, x);
     }
-    return sj_onnx_def_out(L, 0, acc, first);
+    return sj__onnx_def_out(L, 0, acc, first);
 }
 
 /* min(max(x, lo), hi): bounds are attributes before opset 11, optional
@@ -871,8 +871,8 @@ static sj_status map_clip(sj_onnx_loader *L, const op_entry *e) {
         float fl, fh;
         SJ_TRY(attr_float(L, "min", -INFINITY, &fl));
         SJ_TRY(attr_float(L, "max", INFINITY, &fh));
-        if (sj_onnx_node_attr(L, "min")) SJ_TRY(scalar_const(L, fl, &lo));
-        if (sj_onnx_node_attr(L, "max")) SJ_TRY(scalar_const(L, fh, &hi));
+        if (sj__onnx_node_attr(L, "min")) SJ_TRY(scalar_const(L, fl, &lo));
+        if (sj__onnx_node_attr(L, "max")) SJ_TRY(scalar_const(L, fh, &hi));
     } else {
         SJ_TRY(check_inputs(L, 1, 3));
         SJ_TRY(in_float(L, 0, &x));
@@ -884,7 +884,7 @@ static sj_status map_clip(sj_onnx_loader *L, const op_entry *e) {
             if (b == SJ_NO_VALUE) continue;
             SJ_TRY(shape_of(L, b, &s));
             if (sj_shape_numel(&s, 1) != 1 || sj_shape_sym_count(&s))
-                return sj_onnx_node_fail(L, SJ_E_SHAPE, "%s must be a scalar", i == 1 ? "min" : "max");
+                return sj__onnx_node_fail(L, SJ_E_SHAPE, "%s must be a scalar", i == 1 ? "min" : "max");
         }
     }
     y = x;
@@ -899,17 +899,17 @@ static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
     (void)e;
     SJ_TRY(check_inputs(L, 1, 1));
     SJ_TRY(check_outputs(L, 1));
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "approximate");
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, "approximate");
     bool tanh_form = false;
     if (a) {
         if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
-            return sj_onnx_node_fail(L, SJ_E_PARSE, "attribute 'approximate' is not a string");
+            return sj__onnx_node_fail(L, SJ_E_PARSE, "attribute 'approximate' is not a string");
         size_t len = a->s.len;
         const char *v = (const char *)a->s.data;
         if (len == 4 && !memcmp(v, "tanh", 4))
             tanh_form = true;
         else if (!(len == 4 && !memcmp(v, "none", 4)))
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "approximate='%.*s' is not one of 'none', 'tanh'",
                                      (int)(len > 32 ? 32 : len), v);
     }
@@ -917,7 +917,7 @@ static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_float(L, 0, &x));
     if (!tanh_form) {
         SJ_TRY(un(L, SJ_OP_GELU, x, &y));
-        return sj_onnx_def_out(L, 0, y, first);
+        return sj__onnx_def_out(L, 0, y, first);
     }
     sj_value x3, inner, t, h;
     SJ_TRY(bin(L, SJ_OP_MUL, x, x, &x3));
@@ -929,7 +929,7 @@ static sj_status map_gelu(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(bin_c(L, SJ_OP_ADD, t, 1.0f, &t));
     SJ_TRY(bin_c(L, SJ_OP_MUL, x, 0.5f, &h));
     SJ_TRY(bin(L, SJ_OP_MUL, h, t, &y));
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* Activations with attributes, as max/min/exp chains that keep NaN. */
@@ -982,9 +982,9 @@ static sj_status map_activation(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(bin_c(L, SJ_OP_ADD, t, 1.0f, &t));
         SJ_TRY(bin(L, SJ_OP_DIV, x, t, &y));
     } else {
-        return sj_onnx_node_fail(L, SJ_E_INTERNAL, "no activation mapper for '%s'", op);
+        return sj__onnx_node_fail(L, SJ_E_INTERNAL, "no activation mapper for '%s'", op);
     }
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* PRelu: max(x, 0) + slope * min(x, 0), slope broadcast to x. */
@@ -1003,8 +1003,8 @@ static sj_status map_prelu(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(shape_of(L, x, &xs));
     SJ_TRY(shape_of(L, y, &ys));
     if (xs.rank != ys.rank || memcmp(xs.dims, ys.dims, sizeof(int64_t) * (size_t)xs.rank))
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "slope does not broadcast to the shape of x");
-    return sj_onnx_def_out(L, 0, y, first);
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "slope does not broadcast to the shape of x");
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* ReduceL1, L2, SumSquare, LogSum, LogSumExp and Min over sum and max:
@@ -1041,15 +1041,15 @@ static sj_status map_reduce_composed(sj_onnx_loader *L, const op_entry *e) {
         pre = post = SJ_OP_NEG;
         red = SJ_OP_REDUCE_MAX;
     } else {
-        return sj_onnx_node_fail(L, SJ_E_INTERNAL, "no reduction mapper for '%s'", op);
+        return sj__onnx_node_fail(L, SJ_E_INTERNAL, "no reduction mapper for '%s'", op);
     }
     p = x;
     if (pre == SJ_OP_MUL) SJ_TRY(bin(L, SJ_OP_MUL, x, x, &p));
     else if (pre != SJ_OP_COUNT_) SJ_TRY(un(L, pre, x, &p));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, red, p, na, axes, keep, &r)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, red, p, na, axes, keep, &r)));
     y = r;
     if (post != SJ_OP_COUNT_) SJ_TRY(un(L, post, r, &y));
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* GlobalAveragePool / GlobalMaxPool: a kept reduction over the spatial axes. */
@@ -1061,12 +1061,12 @@ static sj_status map_global_pool(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (s.rank < 3)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "input has rank %d; [N, C, spatial...] is needed",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "input has rank %d; [N, C, spatial...] is needed",
                                  s.rank);
     int axes[SJ_MAX_RANK], na = 0;
     for (int i = 2; i < s.rank; i++) axes[na++] = i;
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, na, axes, true, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, e->op, x, na, axes, true, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* A per-channel vector [C] as [C, 1, ...] against x of rank `rank` (channel axis 1). */
@@ -1075,12 +1075,12 @@ static sj_status channel_view(sj_onnx_loader *L, sj_value v, int rank, const cha
     sj_shape s;
     SJ_TRY(shape_of(L, v, &s));
     if (s.rank != 1 || s.dims[0] != channels)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "%s must have shape [%lld]", what,
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "%s must have shape [%lld]", what,
                                  (long long)channels);
     int64_t dims[SJ_MAX_RANK];
     dims[0] = channels;
     for (int i = 1; i < rank - 1; i++) dims[i] = 1;
-    return sj_onnx_node_prefix(L, sj_graph_reshape(L->g, v, rank - 1, dims, out));
+    return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, v, rank - 1, dims, out));
 }
 
 /* BatchNormalization (inference): (x - mean) / sqrt(var + eps) * scale + B. */
@@ -1091,7 +1091,7 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const op_entry *e) {
     int64_t training;
     SJ_TRY(attr_int(L, "training_mode", 0, &training));
     if (training)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "training_mode=1 (batch statistics) is not supported; only "
                                  "inference");
     float eps;
@@ -1101,7 +1101,7 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (s.rank < 2 || s.dims[1] == SJ_DIM_SYM)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, ...] with a fixed C");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, ...] with a fixed C");
     static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
     for (int i = 0; i < 4; i++) {
         sj_value v;
@@ -1115,7 +1115,7 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(bin(L, SJ_OP_DIV, d, ve, &y));
     SJ_TRY(bin(L, SJ_OP_MUL, y, p[0], &y));
     SJ_TRY(bin(L, SJ_OP_ADD, y, p[1], &y));
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* InstanceNormalization: per (n, c), normalise over the spatial axes. */
@@ -1130,7 +1130,7 @@ static sj_status map_instancenorm(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (s.rank < 3 || s.dims[1] == SJ_DIM_SYM)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, spatial...] with a fixed C");
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, spatial...] with a fixed C");
     SJ_TRY(in_float(L, 1, &sc));
     SJ_TRY(in_float(L, 2, &b));
     SJ_TRY(channel_view(L, sc, s.rank, "scale", s.dims[1], &sc));
@@ -1138,16 +1138,16 @@ static sj_status map_instancenorm(sj_onnx_loader *L, const op_entry *e) {
     int axes[SJ_MAX_RANK], na = 0;
     for (int i = 2; i < s.rank; i++) axes[na++] = i;
     sj_value mean, d, sq, var;
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, na, axes, true, &mean)));
     SJ_TRY(bin(L, SJ_OP_SUB, x, mean, &d));
     SJ_TRY(bin(L, SJ_OP_MUL, d, d, &sq));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, na, axes, true, &var)));
     SJ_TRY(bin_c(L, SJ_OP_ADD, var, eps, &var));
     SJ_TRY(un(L, SJ_OP_SQRT, var, &var));
     SJ_TRY(bin(L, SJ_OP_DIV, d, var, &y));
     SJ_TRY(bin(L, SJ_OP_MUL, y, sc, &y));
     SJ_TRY(bin(L, SJ_OP_ADD, y, b, &y));
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9). */
@@ -1168,16 +1168,16 @@ static sj_status map_mvn(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(int_axes(L, av, an, axes));
     sj_value x, mean, m2, sq, msq, sd, d, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, (int)an, axes, true, &mean)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, x, (int)an, axes, true, &mean)));
     SJ_TRY(bin(L, SJ_OP_MUL, mean, mean, &m2));
     SJ_TRY(bin(L, SJ_OP_MUL, x, x, &sq));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, (int)an, axes, true, &msq)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MEAN, sq, (int)an, axes, true, &msq)));
     SJ_TRY(bin(L, SJ_OP_SUB, msq, m2, &sd));
     SJ_TRY(un(L, SJ_OP_SQRT, sd, &sd));
     SJ_TRY(bin_c(L, SJ_OP_ADD, sd, 1e-9f, &sd));
     SJ_TRY(bin(L, SJ_OP_SUB, x, mean, &d));
     SJ_TRY(bin(L, SJ_OP_DIV, d, sd, &y));
-    return sj_onnx_def_out(L, 0, y, first);
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* ---- end of realops float ops ---- */
@@ -1201,10 +1201,10 @@ static sj_status in_sym_ints(sj_onnx_loader *L, int i, const char *what, sym_int
         SJ_TRY(in_ints(L, i, what, &t));
     }
     if (v->c.numel > SJ_MAX_RANK || v->c.rank > 1)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "%s has %lld entries (at most %d)", what,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "%s has %lld entries (at most %d)", what,
                                  (long long)v->c.numel, SJ_MAX_RANK);
     for (int k = 0; k < v->c.numel; k++) {
-        sj_onnx_sym x = sj_onnx_sym_at(v, k);
+        sj_onnx_sym x = sj__onnx_sym_at(v, k);
         out[k] = (sym_int){x.c, x.n};
     }
     *count = (int)v->c.numel;
@@ -1220,7 +1220,7 @@ static sj_status in_sym_ints(sj_onnx_loader *L, int i, const char *what, sym_int
  * every extent or an error naming the axis. */
 static sj_status slice_axis(sj_onnx_loader *L, int axis, int64_t dim, sym_int s, sym_int e,
                             int64_t step, sj_slice_axis *out) {
-    if (step == 0) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d has step 0", axis);
+    if (step == 0) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d has step 0", axis);
     const char *sym = sj_graph_symbol(L->g);
     if (dim != SJ_DIM_SYM) {
         if (s.n || e.n) {
@@ -1229,7 +1229,7 @@ static sj_status slice_axis(sj_onnx_loader *L, int axis, int64_t dim, sym_int s,
                 *out = (sj_slice_axis){s.c, 0, 1, SJ_DIM_SYM};
                 return SJ_OK;
             }
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "axis %d (size %lld): bounds %lld%+lld*%s .. %lld%+lld*%s step "
                                      "%lld give no fixed or %s-long result",
                                      axis, (long long)dim, (long long)s.c, (long long)s.n, sym,
@@ -1247,7 +1247,7 @@ static sj_status slice_axis(sj_onnx_loader *L, int axis, int64_t dim, sym_int s,
         }
         int64_t len = step > 0 ? (en - st + step - 1) / step : (st - en + (-step) - 1) / (-step);
         if (len <= 0)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "axis %d is sliced to nothing; zero-size tensors are not "
                                      "supported",
                                      axis);
@@ -1277,7 +1277,7 @@ static sj_status slice_axis(sj_onnx_loader *L, int axis, int64_t dim, sym_int s,
         *out = (sj_slice_axis){s.c, s.n, step, (span.c + as - 1) / as};
         return SJ_OK;
     }
-    return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+    return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                              "axis %d is the symbolic dim %s: bounds %lld%+lld*%s .. %lld%+lld*%s "
                              "step %lld give a length that is neither constant nor %s",
                              axis, sym, (long long)s.c, (long long)s.n, sym, (long long)e.c,
@@ -1304,9 +1304,9 @@ static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(attr_ints(L, "starts", &sv, &sn, &sp));
         SJ_TRY(attr_ints(L, "ends", &ev, &en, &ep));
         SJ_TRY(attr_ints(L, "axes", &av, &an, &ap));
-        if (!sp || !ep) return sj_onnx_node_fail(L, SJ_E_PARSE, "needs starts and ends");
+        if (!sp || !ep) return sj__onnx_node_fail(L, SJ_E_PARSE, "needs starts and ends");
         if (sn > SJ_MAX_RANK || en != sn || (ap && an != sn))
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "starts, ends and axes differ in length");
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "starts, ends and axes differ in length");
         n = ne = (int)sn;
         for (int i = 0; i < n; i++) {
             starts[i] = (sym_int){sv[i], 0};
@@ -1322,7 +1322,7 @@ static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
             sym_int a[SJ_MAX_RANK];
             SJ_TRY(in_sym_ints(L, 3, "axes", a, &n_axes));
             for (int i = 0; i < n_axes; i++) {
-                if (a[i].n) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "axes depend on the symbolic dim");
+                if (a[i].n) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "axes depend on the symbolic dim");
                 axes_v[i] = a[i].c;
             }
         }
@@ -1330,12 +1330,12 @@ static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
             sym_int st[SJ_MAX_RANK];
             SJ_TRY(in_sym_ints(L, 4, "steps", st, &n_steps));
             for (int i = 0; i < n_steps; i++) {
-                if (st[i].n) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "steps depend on the symbolic dim");
+                if (st[i].n) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "steps depend on the symbolic dim");
                 steps[i] = st[i].c;
             }
         }
         if (ne != n || (n_axes >= 0 && n_axes != n) || (n_steps >= 0 && n_steps != n))
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "starts, ends, axes and steps differ in length");
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "starts, ends, axes and steps differ in length");
     }
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
@@ -1347,10 +1347,10 @@ static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
     for (int i = 0; i < n; i++) {
         int64_t a = n_axes >= 0 ? axes_v[i] : i;
         if (a < -s.rank || a >= s.rank)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                      (long long)a, s.rank);
         int ax = (int)(a < 0 ? a + s.rank : a);
-        if (seen[ax]) return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", ax);
+        if (seen[ax]) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", ax);
         seen[ax] = true;
         SJ_TRY(slice_axis(L, ax, s.dims[ax], starts[i], ends[i], n_steps >= 0 ? steps[i] : 1,
                           &axes[ax]));
@@ -1364,8 +1364,8 @@ static sj_status map_slice(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(in_val(L, 0, &xv));
         return alias_out(L, 0, xv);
     }
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_slice(L->g, x, axes, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_slice(L->g, x, axes, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* Split: consecutive slices of one axis, sized by the `split` input
@@ -1376,7 +1376,7 @@ static sj_status map_split(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(check_inputs(L, 1, 2));
     node_t *node = L->node;
     int n_out = (int)node->n_output;
-    if (n_out < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no outputs");
+    if (n_out < 1) return sj__onnx_node_fail(L, SJ_E_PARSE, "has no outputs");
     int64_t axis, num;
     SJ_TRY(attr_int(L, "axis", 0, &axis));
     SJ_TRY(attr_int(L, "num_outputs", 0, &num));
@@ -1385,12 +1385,12 @@ static sj_status map_split(sj_onnx_loader *L, const op_entry *e) {
     sj_shape s;
     SJ_TRY(shape_of(L, x, &s));
     if (axis < -s.rank || axis >= s.rank)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
                                  (long long)axis, s.rank);
     int ax = (int)(axis < 0 ? axis + s.rank : axis);
     int64_t dim = s.dims[ax];
     if (dim == SJ_DIM_SYM)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "splitting the symbolic dim %s (axis %d) gives parts whose "
                                  "lengths depend on it",
                                  sj_graph_symbol(L->g), ax);
@@ -1406,34 +1406,34 @@ static sj_status map_split(sj_onnx_loader *L, const op_entry *e) {
         sp = true;
     }
     int64_t sizes[64];
-    if (n_out > 64) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "more than 64 outputs");
+    if (n_out > 64) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "more than 64 outputs");
     if (sp) {
         if ((int)sn != n_out)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "split has %zu sizes for %d outputs", sn, n_out);
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "split has %zu sizes for %d outputs", sn, n_out);
         int64_t total = 0;
         for (int i = 0; i < n_out; i++) {
             sizes[i] = sv[i];
             if (sizes[i] < 1)
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "part %d has size %lld; zero-size tensors are not supported",
                                          i, (long long)sizes[i]);
             total += sizes[i];
         }
         if (total != dim)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "split sizes add up to %lld, axis %d has %lld",
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "split sizes add up to %lld, axis %d has %lld",
                                      (long long)total, ax, (long long)dim);
     } else {
         if (num && num != n_out)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "num_outputs is %lld but the node has %d outputs",
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "num_outputs is %lld but the node has %d outputs",
                                      (long long)num, n_out);
         int64_t part = num ? (dim + n_out - 1) / n_out : dim / n_out;
         if (!num && dim % n_out)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "axis %d (%lld) does not split into %d equal parts",
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d (%lld) does not split into %d equal parts",
                                      ax, (long long)dim, n_out);
         for (int i = 0; i < n_out; i++) {
             sizes[i] = i < n_out - 1 ? part : dim - part * (n_out - 1);
             if (sizes[i] < 1)
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "part %d would be empty; zero-size tensors are not supported", i);
         }
     }
@@ -1450,8 +1450,8 @@ static sj_status map_split(sj_onnx_loader *L, const op_entry *e) {
             SJ_TRY(in_val(L, 0, &xv));
             return alias_out(L, 0, xv);
         }
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_slice(L->g, x, axes, &y)));
-        SJ_TRY(sj_onnx_def_out(L, i, y, first));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_slice(L->g, x, axes, &y)));
+        SJ_TRY(sj__onnx_def_out(L, i, y, first));
     }
     return SJ_OK;
 }
@@ -1461,10 +1461,10 @@ static sj_status map_concat(sj_onnx_loader *L, const op_entry *e) {
     (void)e;
     SJ_TRY(check_outputs(L, 1));
     int n = (int)L->node->n_input;
-    if (n < 1) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
+    if (n < 1) return sj__onnx_node_fail(L, SJ_E_PARSE, "has no inputs");
     int64_t axis;
-    if (!sj_onnx_node_attr(L, "axis") && L->opset >= 4)
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the attribute 'axis'");
+    if (!sj__onnx_node_attr(L, "axis") && L->opset >= 4)
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "needs the attribute 'axis'");
     SJ_TRY(attr_int(L, "axis", 1, &axis));
     sj_value acc, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &acc));
@@ -1476,9 +1476,9 @@ static sj_status map_concat(sj_onnx_loader *L, const op_entry *e) {
     for (int i = 1; i < n; i++) {
         sj_value b;
         SJ_TRY(in_float(L, i, &b));
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_concat(L->g, acc, b, (int)axis, &acc)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_concat(L->g, acc, b, (int)axis, &acc)));
     }
-    return sj_onnx_def_out(L, 0, acc, first);
+    return sj__onnx_def_out(L, 0, acc, first);
 }
 
 /* A shape input (Expand's, Tile's repeats) as dims; an entry that is the
@@ -1490,7 +1490,7 @@ static sj_status in_dims(sj_onnx_loader *L, int i, const char *what, int64_t *di
         if (v[k].n == 1 && v[k].c == 0) dims[k] = SJ_DIM_SYM;
         else if (v[k].n == 0 && v[k].c >= 1) dims[k] = v[k].c;
         else
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "%s entry %d (%lld%+lld*N) is no dim (zero-size and "
                                      "computed lengths are not supported)",
                                      what, k, (long long)v[k].c, (long long)v[k].n);
@@ -1507,8 +1507,8 @@ static sj_status map_expand(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_dims(L, 1, "shape", dims, &rank));
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_expand(L->g, x, rank, dims, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_expand(L->g, x, rank, dims, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* Tile: per repeated axis a, [.., d, ..] -> [.., 1, d, ..] -> expand to
@@ -1524,23 +1524,23 @@ static sj_status map_tile(sj_onnx_loader *L, const op_entry *e) {
     const sj_onnx_tensor *t;
     SJ_TRY(in_ints(L, 1, "repeats", &t));
     if (t->numel != s.rank)
-        return sj_onnx_node_fail(L, SJ_E_SHAPE, "repeats has %lld entries for rank %d",
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "repeats has %lld entries for rank %d",
                                  (long long)t->numel, s.rank);
     sj_value y = x;
     for (int a = 0; a < s.rank; a++) {
         int64_t r = t->i[a];
         if (r < 1)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "repeat %lld on axis %d (zero-size tensors are not supported)",
                                      (long long)r, a);
         if (r == 1) continue;
         if (s.dims[a] == SJ_DIM_SYM)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "tiling the symbolic dim (axis %d) %lld times gives a length "
                                      "no shape here holds",
                                      a, (long long)r);
         if (s.rank + 1 > SJ_MAX_RANK)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "tiling rank %d needs rank %d (at most %d)",
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "tiling rank %d needs rank %d (at most %d)",
                                      s.rank, s.rank + 1, SJ_MAX_RANK);
         int64_t up[SJ_MAX_RANK], wide[SJ_MAX_RANK];
         for (int i = 0, k = 0; i <= s.rank; i++) {
@@ -1548,10 +1548,10 @@ static sj_status map_tile(sj_onnx_loader *L, const op_entry *e) {
             wide[i] = i == a ? r : up[i];
         }
         sj_value u, w;
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, y, s.rank + 1, up, &u)));
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_expand(L->g, u, s.rank + 1, wide, &w)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, y, s.rank + 1, up, &u)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_expand(L->g, u, s.rank + 1, wide, &w)));
         s.dims[a] *= r;
-        SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reshape(L->g, w, s.rank, s.dims, &y)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, w, s.rank, s.dims, &y)));
     }
     return def_or_alias(L, x, y, first);
 }
@@ -1568,13 +1568,13 @@ static sj_status map_trilu(sj_onnx_loader *L, const op_entry *e) {
         int n;
         SJ_TRY(in_sym_ints(L, 1, "k", v, &n));
         if (n != 1 || v[0].n)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "k must be one constant integer");
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "k must be one constant integer");
         k = v[0].c;
     }
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(in_float(L, 0, &x));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_trilu(L->g, x, upper != 0, k, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_trilu(L->g, x, upper != 0, k, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* GatherElements: data and indices as graph values of their own dtypes. */
@@ -1588,10 +1588,10 @@ static sj_status map_gather_elements(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(in_val(L, 0, &dv));
     SJ_TRY(in_val(L, 1, &iv));
     sj_value d, ix, y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj_onnx_node_prefix(L, sj_onnx_as_value(L, dv, &d)));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_onnx_as_value(L, iv, &ix)));
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_gather_elements(L->g, d, ix, (int)axis, &y)));
-    return sj_onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, dv, &d)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, iv, &ix)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather_elements(L->g, d, ix, (int)axis, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
 }
 
 /* ---- end of realops layout ops ---- */
@@ -1624,7 +1624,7 @@ static sj_status ein_transpose(sj_onnx_loader *L, ein_op *o, const char *order) 
     }
     if (identity) return SJ_OK;
     ein_op t = *o;
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_transpose(L->g, o->v, perm, &t.v)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_transpose(L->g, o->v, perm, &t.v)));
     for (int i = 0; i < o->rank; i++) {
         t.lab[i] = order[i];
         t.dim[i] = o->dim[perm[i]];
@@ -1647,7 +1647,7 @@ static sj_status ein_sum_out(sj_onnx_loader *L, ein_op *o, const char *keep) {
         }
     }
     if (!na) return SJ_OK;
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_SUM, o->v, na, axes, false, &r.v)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_SUM, o->v, na, axes, false, &r.v)));
     *o = r;
     return SJ_OK;
 }
@@ -1659,7 +1659,7 @@ static sj_status ein_group(sj_onnx_loader *L, const int64_t *dims, int n, int64_
     for (int i = 0; i < n; i++) {
         if (dims[i] == SJ_DIM_SYM) {
             if (n > 1)
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "the equation merges the symbolic dim with other axes");
             *out = SJ_DIM_SYM;
             return SJ_OK;
@@ -1673,7 +1673,7 @@ static sj_status ein_reshape(sj_onnx_loader *L, sj_value *v, int rank, const int
     sj_shape s;
     SJ_TRY(shape_of(L, *v, &s));
     if (s.rank == rank && !memcmp(s.dims, dims, sizeof(int64_t) * (size_t)rank)) return SJ_OK;
-    return sj_onnx_node_prefix(L, sj_graph_reshape(L->g, *v, rank, dims, v));
+    return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, *v, rank, dims, v));
 }
 
 /* Einsum of one or two operands without ellipsis or repeated labels in an
@@ -1683,20 +1683,20 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     (void)e;
     SJ_TRY(check_inputs(L, 1, 2));
     SJ_TRY(check_outputs(L, 1));
-    const Onnx__AttributeProto *a = sj_onnx_node_attr(L, "equation");
+    const Onnx__AttributeProto *a = sj__onnx_node_attr(L, "equation");
     if (!a || !attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "needs the string attribute 'equation'");
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "needs the string attribute 'equation'");
     char eq[64];
     size_t len = 0;
     for (size_t i = 0; i < a->s.len; i++) {
         char c = (char)a->s.data[i];
         if (c == ' ') continue;
-        if (len + 1 >= sizeof eq) return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation too long");
+        if (len + 1 >= sizeof eq) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation too long");
         eq[len++] = c;
     }
     eq[len] = '\0';
     if (strstr(eq, "..."))
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation '%s': ellipsis is not supported", eq);
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation '%s': ellipsis is not supported", eq);
     int n_in = (int)L->node->n_input;
     ein_op ops_[2];
     char out[SJ_MAX_RANK + 1] = "";
@@ -1709,9 +1709,9 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
         SJ_TRY(shape_of(L, o->v, &s));
         while (*p && *p != ',' && *p != '-') {
             if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
-                return sj_onnx_node_fail(L, SJ_E_PARSE, "equation '%s': bad label '%c'", eq, *p);
+                return sj__onnx_node_fail(L, SJ_E_PARSE, "equation '%s': bad label '%c'", eq, *p);
             if (o->rank == SJ_MAX_RANK || memchr(o->lab, *p, (size_t)o->rank))
-                return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "equation '%s': operand %d repeats a label or has more "
                                          "than %d",
                                          eq, k, SJ_MAX_RANK);
@@ -1719,22 +1719,22 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
             o->lab[o->rank] = '\0';
         }
         if (o->rank != s.rank)
-            return sj_onnx_node_fail(L, SJ_E_SHAPE, "equation '%s': operand %d has rank %d, not %d",
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "equation '%s': operand %d has rank %d, not %d",
                                      eq, k, s.rank, o->rank);
         memcpy(o->dim, s.dims, sizeof(int64_t) * (size_t)s.rank);
         if (k + 1 < n_in) {
             if (*p != ',')
-                return sj_onnx_node_fail(L, SJ_E_PARSE, "equation '%s' names %d operands, not %d",
+                return sj__onnx_node_fail(L, SJ_E_PARSE, "equation '%s' names %d operands, not %d",
                                          eq, k + 1, n_in);
             p++;
         }
     }
-    if (*p == ',') return sj_onnx_node_fail(L, SJ_E_PARSE, "equation '%s' has too many operands", eq);
+    if (*p == ',') return sj__onnx_node_fail(L, SJ_E_PARSE, "equation '%s' has too many operands", eq);
     if (*p == '-') {
-        if (p[1] != '>') return sj_onnx_node_fail(L, SJ_E_PARSE, "equation '%s': expected '->'", eq);
+        if (p[1] != '>') return sj__onnx_node_fail(L, SJ_E_PARSE, "equation '%s': expected '->'", eq);
         p += 2;
         if (strlen(p) > SJ_MAX_RANK)
-            return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation '%s': output rank too large", eq);
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation '%s': output rank too large", eq);
         strcpy(out, p);
     } else {
         /* implicit output: the labels seen once, in alphabetical order */
@@ -1753,14 +1753,14 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
             if (f) odim[i] = ops_[k].dim[f - ops_[k].lab];
         }
         if (!odim[i] || strchr(out + i + 1, out[i]))
-            return sj_onnx_node_fail(L, SJ_E_PARSE, "equation '%s': output label '%c' is unknown or repeated",
+            return sj__onnx_node_fail(L, SJ_E_PARSE, "equation '%s': output label '%c' is unknown or repeated",
                                      eq, out[i]);
     }
     if (n_in == 2)
         for (int i = 0; i < ops_[0].rank; i++) {
             const char *f = memchr(ops_[1].lab, ops_[0].lab[i], (size_t)ops_[1].rank);
             if (f && ops_[1].dim[f - ops_[1].lab] != ops_[0].dim[i])
-                return sj_onnx_node_fail(L, SJ_E_SHAPE, "equation '%s': label '%c' has two sizes", eq,
+                return sj__onnx_node_fail(L, SJ_E_SHAPE, "equation '%s': label '%c' has two sizes", eq,
                                          ops_[0].lab[i]);
         }
     sj_value first = sj_graph_num_values(L->g);
@@ -1778,7 +1778,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
             SJ_TRY(in_val(L, 0, &xv));
             return alias_out(L, 0, xv);
         }
-        return sj_onnx_def_out(L, 0, A->v, first);
+        return sj__onnx_def_out(L, 0, A->v, first);
     }
     ein_op *B = &ops_[1];
     /* Labels: bat in both and the output; A's free labels (all but the last
@@ -1803,7 +1803,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     int nbat = (int)strlen(bat), nma = (int)strlen(ma), nnb = (int)strlen(nb_), nk = (int)strlen(kk);
     int lead = nbat + nma + nnb;
     if (lead + 2 > SJ_MAX_RANK)
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED,
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "equation '%s' needs a matmul of rank %d (at most %d)", eq, lead + 2,
                                  SJ_MAX_RANK);
     char order[SJ_MAX_RANK + 1] = "";
@@ -1837,7 +1837,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     SJ_TRY(ein_reshape(L, &A->v, lead + 2, ad));
     SJ_TRY(ein_reshape(L, &B->v, lead + 2, bd));
     sj_value c;
-    SJ_TRY(sj_onnx_node_prefix(L, sj_graph_matmul(L->g, A->v, B->v, &c)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(L->g, A->v, B->v, &c)));
     /* [bat, ma, nb, M, N] without the M or N that no label names, then the
      * output's order */
     ein_op C = {.v = c};
@@ -1850,7 +1850,7 @@ static sj_status map_einsum(sj_onnx_loader *L, const op_entry *e) {
     for (int i = 0; i < C.rank; i++) C.dim[i] = odim[strchr(out, C.lab[i]) - out];
     SJ_TRY(ein_reshape(L, &C.v, C.rank, C.dim));
     SJ_TRY(ein_transpose(L, &C, out));
-    return sj_onnx_def_out(L, 0, C.v, first);
+    return sj__onnx_def_out(L, 0, C.v, first);
 }
 
 /* ---- end of realops Einsum ---- */
@@ -1939,19 +1939,19 @@ static const op_entry ops[] = {
     {"Einsum", map_einsum, SJ_OP_MATMUL},
 };
 
-sj_status sj_onnx_map_node(sj_onnx_loader *L) {
+sj_status sj__onnx_map_node(sj_onnx_loader *L) {
     node_t *n = L->node;
-    if (!n->op_type || !n->op_type[0]) return sj_onnx_node_fail(L, SJ_E_PARSE, "has no op_type");
+    if (!n->op_type || !n->op_type[0]) return sj__onnx_node_fail(L, SJ_E_PARSE, "has no op_type");
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx"))
-        return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' of domain '%s' is not supported",
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' of domain '%s' is not supported",
                                  n->op_type, n->domain);
     if (L->opset < 0)
-        return sj_onnx_node_fail(L, SJ_E_PARSE, "the model imports no version of the default opset");
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "the model imports no version of the default opset");
     bool done;
-    SJ_TRY(sj_onnx_try_fold(L, &done)); /* shape computation known at load time */
-    if (!done) SJ_TRY(sj_onnx_map_typed(L, &done));
+    SJ_TRY(sj__onnx_try_fold(L, &done)); /* shape computation known at load time */
+    if (!done) SJ_TRY(sj__onnx_map_typed(L, &done));
     if (done) return SJ_OK;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (!strcmp(ops[i].name, n->op_type)) return ops[i].fn(L, &ops[i]);
-    return sj_onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' is not supported", n->op_type);
+    return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' is not supported", n->op_type);
 }

@@ -11,7 +11,7 @@
 
 #include "core/file_read.h"
 
-const char *sj_onnx_dtype_name(int32_t dtype) {
+const char *sj__onnx_dtype_name(int32_t dtype) {
     static const char *const names[] = {
         "UNDEFINED", "FLOAT",  "UINT8",  "INT8",      "UINT16",     "INT16",
         "INT32",     "INT64",  "STRING", "BOOL",      "FLOAT16",    "DOUBLE",
@@ -34,22 +34,22 @@ static void pb_free(void *user, void *ptr) {
     sj_free(a->ctx, ptr);
 }
 
-void sj_onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx) {
+void sj__onnx_pb_alloc_init(sj_onnx_pb_alloc *a, sj_ctx *ctx) {
     a->base = (ProtobufCAllocator){pb_alloc, pb_free, a};
     a->ctx = ctx;
     a->failed = false;
 }
 
-sj_status sj_onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind) {
+sj_status sj__onnx_unpack_failed(const sj_onnx_pb_alloc *a, const char *what, const char *kind) {
     if (a->failed) return sj_fail(a->ctx, SJ_E_NOMEM, "%s: out of memory reading the protobuf", what);
     return sj_fail(a->ctx, SJ_E_PARSE, "%s: not a valid %s (truncated or corrupt protobuf)", what,
                    kind);
 }
 
-void sj_onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t) {
+void sj__onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t) {
     if (!t) return;
     if (t->map)
-        sj_weight_map_release(t->map);
+        sj__weight_map_release(t->map);
     else
         sj_free(ctx, t->f);
     sj_free(ctx, t->i);
@@ -83,7 +83,7 @@ static size_t elem_bytes(int32_t dtype, typed_field *field) {
     }
 }
 
-bool sj_onnx_dtype_is_float(int32_t dtype) {
+bool sj__onnx_dtype_is_float(int32_t dtype) {
     return dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dtype == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
 }
 
@@ -103,7 +103,7 @@ static int64_t raw_int(int32_t dtype, const uint8_t *p) {
 
 static sj_status fill_from_raw(sj_ctx *ctx, sj_onnx_tensor *out, const uint8_t *src) {
     int64_t n = out->numel;
-    if (sj_onnx_dtype_is_float(out->dtype)) {
+    if (sj__onnx_dtype_is_float(out->dtype)) {
         for (int64_t k = 0; k < n; k++) {
             if (out->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
                 memcpy(&out->f[k], src + 4 * k, 4);
@@ -219,7 +219,7 @@ static sj_status truncated(sj_ctx *ctx, const char *what, const char *path, size
 
 /* out's value array (f or i), allocated for out->numel elements. */
 static sj_status alloc_values(sj_ctx *ctx, const char *what, sj_onnx_tensor *out) {
-    bool is_f = sj_onnx_dtype_is_float(out->dtype);
+    bool is_f = sj__onnx_dtype_is_float(out->dtype);
     void *dst = sj_alloc(ctx, (size_t)(out->numel ? out->numel : 1) *
                                   (is_f ? sizeof(float) : sizeof(int64_t)));
     if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", what);
@@ -237,7 +237,7 @@ static sj_status read_copy(sj_ctx *ctx, const char *what, const char *path, uint
     snprintf(prefix, sizeof prefix, "%s: external data file ", what);
     int fd;
     /* never a plain fopen: on a FIFO it would wait for a writer forever */
-    SJ_TRY(sj_open_regular(ctx, prefix, path, &fd, &sb));
+    SJ_TRY(sj__open_regular(ctx, prefix, path, &fd, &sb));
     sj_status st = SJ_OK;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
@@ -262,9 +262,9 @@ struct sj_onnx_mapped_file {
     sj_weight_map *map; /* NULL: it could not be mapped, so its tensors are read */
 };
 
-void sj_onnx_external_free(sj_ctx *ctx, sj_onnx_external *x) {
+void sj__onnx_external_free(sj_ctx *ctx, sj_onnx_external *x) {
     for (int i = 0; i < x->n_files; i++) {
-        sj_weight_map_release(x->files[i].map);
+        sj__weight_map_release(x->files[i].map);
         sj_free(ctx, x->files[i].path);
     }
     sj_free(ctx, x->files);
@@ -287,7 +287,7 @@ static sj_weight_map *file_map(sj_ctx *ctx, sj_onnx_external *x, const char *pat
     char *copy = sj_strdup(ctx, path);
     if (!copy) return NULL;
     sj_weight_map *m = NULL;
-    if (sj_weight_map_open(ctx, path, &m) != SJ_OK) m = NULL; /* read instead: its errors are the ones to report */
+    if (sj__weight_map_open(ctx, path, &m) != SJ_OK) m = NULL; /* read instead: its errors are the ones to report */
     x->files[x->n_files++] = (struct sj_onnx_mapped_file){copy, m};
     return m;
 }
@@ -309,13 +309,13 @@ static sj_status decode_external(sj_ctx *ctx, const Onnx__TensorProto *t, const 
         m = file_map(ctx, x, path);
     sj_status st = SJ_OK;
     if (m) {
-        size_t size = sj_weight_map_size(m);
+        size_t size = sj__weight_map_size(m);
         if (offset > size || need > size - offset) {
             st = truncated(ctx, what, path, need, offset, size);
         } else {
-            out->f = (float *)(uintptr_t)(sj_weight_map_data(m) + offset);
+            out->f = (float *)(uintptr_t)(sj__weight_map_data(m) + offset);
             out->map = m;
-            sj_weight_map_retain(m);
+            sj__weight_map_retain(m);
         }
     } else {
         st = read_copy(ctx, what, path, offset, need, out);
@@ -328,7 +328,7 @@ static sj_status decode_external(sj_ctx *ctx, const Onnx__TensorProto *t, const 
     return st;
 }
 
-sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
                                 sj_onnx_external *ext, sj_onnx_tensor *out) {
     memset(out, 0, sizeof *out);
     if (is_external(t) && (!ext || !ext->base_dir))
@@ -343,7 +343,7 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
     size_t esize = elem_bytes(dtype, &field);
     if (!esize)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: dtype %s is not supported", what,
-                       sj_onnx_dtype_name(dtype));
+                       sj__onnx_dtype_name(dtype));
     if (t->n_dims > SJ_ONNX_MAX_RANK)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: rank %zu is too large (at most %d)", what,
                        t->n_dims, SJ_ONNX_MAX_RANK);
@@ -362,7 +362,7 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
     size_t need = (size_t)numel * esize;
     if (is_external(t)) {
         sj_status st = decode_external(ctx, t, what, ext, need, out);
-        if (st != SJ_OK) sj_onnx_tensor_release(ctx, out);
+        if (st != SJ_OK) sj__onnx_tensor_release(ctx, out);
         return st;
     }
     SJ_TRY(alloc_values(ctx, what, out));
@@ -373,15 +373,15 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
                                          : t->n_uint64_data;
     if (t->has_raw_data && (t->raw_data.len > 0 || typed_n == 0)) {
         if (t->raw_data.len != need) {
-            sj_onnx_tensor_release(ctx, out);
+            sj__onnx_tensor_release(ctx, out);
             return sj_fail(ctx, SJ_E_PARSE,
                            "%s: raw_data holds %zu bytes but the dims need %lld %s values", what,
-                           t->raw_data.len, (long long)numel, sj_onnx_dtype_name(dtype));
+                           t->raw_data.len, (long long)numel, sj__onnx_dtype_name(dtype));
         }
         return fill_from_raw(ctx, out, t->raw_data.data); /* little-endian hosts only */
     }
     if (typed_n != (size_t)numel) {
-        sj_onnx_tensor_release(ctx, out);
+        sj__onnx_tensor_release(ctx, out);
         return sj_fail(ctx, SJ_E_PARSE, "%s: %zu values stored but the dims need %lld", what,
                        typed_n, (long long)numel);
     }
@@ -400,15 +400,15 @@ sj_status sj_onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const c
     return SJ_OK;
 }
 
-sj_status sj_onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+sj_status sj__onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
                                 const char *what, Onnx__TensorProto **out) {
     *out = NULL;
-    SJ_TRY(sj_onnx_check_nesting(a->ctx, &onnx__tensor_proto__descriptor, bytes, len, what));
+    SJ_TRY(sj__onnx_check_nesting(a->ctx, &onnx__tensor_proto__descriptor, bytes, len, what));
     *out = onnx__tensor_proto__unpack(&a->base, len, bytes);
-    return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "onnx.TensorProto");
+    return *out ? SJ_OK : sj__onnx_unpack_failed(a, what, "onnx.TensorProto");
 }
 
-bool sj_onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out) {
+bool sj__onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out) {
     switch (onnx_dtype) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = SJ_F32; return true;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = SJ_I64; return true;
@@ -418,14 +418,14 @@ bool sj_onnx_dtype_to_sj(int32_t onnx_dtype, sj_dtype *out) {
     }
 }
 
-sj_status sj_onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const char *what,
+sj_status sj__onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const char *what,
                                  sj_tensor *out) {
     memset(out, 0, sizeof *out);
     sj_dtype dt;
-    if (!sj_onnx_dtype_to_sj(t->dtype, &dt))
+    if (!sj__onnx_dtype_to_sj(t->dtype, &dt))
         return sj_fail(ctx, SJ_E_UNSUPPORTED,
                        "%s: dtype %s is not supported (float32, int64, int32 and bool are)", what,
-                       sj_onnx_dtype_name(t->dtype));
+                       sj__onnx_dtype_name(t->dtype));
     if (t->rank > SJ_MAX_RANK)
         return sj_fail(ctx, SJ_E_UNSUPPORTED, "%s: rank %d is too large (at most %d)", what,
                        t->rank, SJ_MAX_RANK);
@@ -441,12 +441,12 @@ sj_status sj_onnx_tensor_to_host(sj_ctx *ctx, const sj_onnx_tensor *t, const cha
     return SJ_OK;
 }
 
-sj_status sj_onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
+sj_status sj__onnx_model_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,
                                const char *what, Onnx__ModelProto **out) {
     *out = NULL;
-    SJ_TRY(sj_onnx_check_nesting(a->ctx, &onnx__model_proto__descriptor, bytes, len, what));
+    SJ_TRY(sj__onnx_check_nesting(a->ctx, &onnx__model_proto__descriptor, bytes, len, what));
     *out = onnx__model_proto__unpack(&a->base, len, bytes);
-    return *out ? SJ_OK : sj_onnx_unpack_failed(a, what, "ONNX model");
+    return *out ? SJ_OK : sj__onnx_unpack_failed(a, what, "ONNX model");
 }
 
 sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *what,
@@ -454,14 +454,14 @@ sj_status sj_onnx_tensor_read_mem(sj_ctx *ctx, const void *bytes, size_t len, co
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp;
     sj_onnx_pb_alloc pa;
-    sj_onnx_pb_alloc_init(&pa, ctx);
-    SJ_TRY(sj_onnx_tensor_unpack(&pa, bytes, len, what, &tp));
+    sj__onnx_pb_alloc_init(&pa, ctx);
+    SJ_TRY(sj__onnx_tensor_unpack(&pa, bytes, len, what, &tp));
     sj_onnx_tensor t;
-    sj_status st = sj_onnx_tensor_decode(ctx, tp, what, NULL, &t);
+    sj_status st = sj__onnx_tensor_decode(ctx, tp, what, NULL, &t);
     onnx__tensor_proto__free_unpacked(tp, &pa.base);
     if (st != SJ_OK) return st;
-    st = sj_onnx_tensor_to_host(ctx, &t, what, out);
-    sj_onnx_tensor_release(ctx, &t);
+    st = sj__onnx_tensor_to_host(ctx, &t, what, out);
+    sj__onnx_tensor_release(ctx, &t);
     return st;
 }
 
@@ -469,7 +469,7 @@ sj_status sj_onnx_tensor_read(sj_ctx *ctx, const char *path, sj_tensor *out) {
     memset(out, 0, sizeof *out);
     char *bytes;
     size_t len;
-    SJ_TRY(sj_read_file(ctx, path, &bytes, &len));
+    SJ_TRY(sj__read_file(ctx, path, &bytes, &len));
     sj_status st = sj_onnx_tensor_read_mem(ctx, bytes, len, path, out);
     sj_free(ctx, bytes);
     return st;

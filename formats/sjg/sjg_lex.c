@@ -35,7 +35,7 @@ sj_status sjg_fail_at(sj_ctx *ctx, sjg_where w, sj_status st, const char *fmt, .
 }
 
 sj_status sjg_located(sj_ctx *ctx, sjg_where w, sj_status st) {
-    if (st != SJ_OK) sj_error_prefix(ctx, "%s:%d:%d", w.file, w.line, w.col);
+    if (st != SJ_OK) sj__error_prefix(ctx, "%s:%d:%d", w.file, w.line, w.col);
     return st;
 }
 
@@ -52,7 +52,7 @@ typedef struct lexer {
 
 static sj_status push(lexer *lx, sjg_token t) {
     if (lx->n == INT32_MAX ||
-        !sj_array_reserve(lx->ctx, (void **)&lx->toks, &lx->cap, (size_t)lx->n + 1, sizeof t))
+        !sj__array_reserve(lx->ctx, (void **)&lx->toks, &lx->cap, (size_t)lx->n + 1, sizeof t))
         return sj_fail(lx->ctx, SJ_E_NOMEM, "%s: out of memory while reading", lx->file);
     lx->toks[lx->n++] = t;
     return SJ_OK;

@@ -193,7 +193,7 @@ static sj_status check_new_name(sjg_parser *p, const sjg_token *t, const char *n
 }
 
 static sj_status define(sjg_parser *p, const sjg_token *t, const char *name, sj_value v) {
-    if (!sj_array_reserve(p->ctx, (void **)&p->defs, &p->cap_defs, (size_t)p->n_defs + 1,
+    if (!sj__array_reserve(p->ctx, (void **)&p->defs, &p->cap_defs, (size_t)p->n_defs + 1,
                           sizeof *p->defs))
         return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
     p->defs[p->n_defs] = (sjg_def){v, t->line, t->col};

@@ -17,7 +17,7 @@ typedef struct out_buf {
 
 static void put_n(out_buf *b, const char *s, size_t n) {
     if (b->failed) return;
-    if (!sj_array_reserve(b->ctx, (void **)&b->s, &b->cap, b->len + n + 1, 1)) {
+    if (!sj__array_reserve(b->ctx, (void **)&b->s, &b->cap, b->len + n + 1, 1)) {
         b->failed = true;
         return;
     }

@@ -12,7 +12,7 @@
 static void random_fill(uint64_t seed, double scale, float *out, int64_t n) {
     uint64_t state = seed;
     for (int64_t i = 0; i < n; i++) {
-        double u = (double)(sj_splitmix64(&state) >> 40) / 16777216.0;
+        double u = (double)(sj__splitmix64(&state) >> 40) / 16777216.0;
         out[i] = (float)(scale * (2.0 * u - 1.0));
     }
 }
@@ -147,7 +147,7 @@ static sj_status parse_npy(sjg_parser *p, const char *param, const sj_shape *sha
     memset(&t, 0, sizeof t);
     if (st == SJ_OK) {
         st = sj_npy_read(p->ctx, path, &t);
-        if (st != SJ_OK) sj_error_prefix(p->ctx, "%s:%d:%d: weights of param %s", p->file, at->line, at->col, param);
+        if (st != SJ_OK) sj__error_prefix(p->ctx, "%s:%d:%d: weights of param %s", p->file, at->line, at->col, param);
     }
     if (st == SJ_OK && t.dtype != want)
         st = sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE, "%s holds %s elements but param %s is %s",

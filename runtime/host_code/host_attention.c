@@ -68,7 +68,7 @@ static inline float exp_nonpos(float x) {
     return y * s;
 }
 
-float sj_host_attention_exp(float x) { return exp_nonpos(x); }
+float sj__host_attention_exp(float x) { return exp_nonpos(x); }
 
 typedef struct desc {
     int64_t dims[5], sym, dk, has_mask;
@@ -140,7 +140,7 @@ SJ_ATT_TILES(base)
  * lowered to what the CPU has: wide and narrow tiles and the lanes of a
  * vector (a tile is two vectors of rows, a narrow one one). */
 static int pick_tiles(int64_t level, tile_fn **wide, tile_fn **narrow) {
-    switch (sj_host_kernel_level(level)) {
+    switch (sj__host_kernel_level(level)) {
 #ifdef SJ_ATT_X86
     case 4: *wide = attend_wide_v4, *narrow = attend_narrow_v4; return 16;
     case 3: *wide = attend_wide_v3, *narrow = attend_narrow_v3; return 8;
@@ -153,7 +153,7 @@ static int pick_tiles(int64_t level, tile_fn **wide, tile_fn **narrow) {
  * a launch's queries over its threads this way. A row's result does not
  * depend on the tile it shares (each row keeps its own scores, max, sum
  * and accumulator), so any split gives the same bits. */
-void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
+void sj__host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
                             const float *mask, float *out, int64_t n, int64_t row_begin,
                             int64_t row_end) {
     desc d;

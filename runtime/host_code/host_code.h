@@ -12,33 +12,33 @@
 
 /* Registers the native and NVPTX targets once per process (llvm_init.c says
  * why); false when LLVM has no native target. Every LLVM user calls it first. */
-bool sj_llvm_init(void);
+bool sj__llvm_init(void);
 
 /* The host's triple, CPU name and feature string, each allocated with sj_alloc. */
-sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features);
+sj_status sj__llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features);
 
 /* The extern kernels a module's code calls, as bits. */
 enum {
     SJ_LLVM_EXTERN_BLAS = 1u << 0,      /* cblas_sgemm */
-    SJ_LLVM_EXTERN_ATTENTION = 1u << 1, /* sj_host_attention_rows */
-    SJ_LLVM_EXTERN_GEMM = 1u << 2       /* sj_host_gemm */
+    SJ_LLVM_EXTERN_ATTENTION = 1u << 1, /* sj__host_attention_rows */
+    SJ_LLVM_EXTERN_GEMM = 1u << 2       /* sj__host_gemm */
 };
 
 /* Address of an extern kernel emitted code may call ("cblas_sgemm"), NULL
  * for a name this build does not provide. */
-void *sj_host_extern_symbol(const char *name);
+void *sj__host_extern_symbol(const char *name);
 
 /* The fused attention kernel (host_attention.c) for query rows [row_begin,
  * row_end) at active extent n: w holds the kernel's words
  * (SJ_HOST_ATTENTION_WORDS: dims[5], sym bits, dk, has_mask, scale's bits,
  * strides of q, kt, v, mask, out over the space, and last the code level
- * to run, as sj_host_gemm's); mask may be NULL. */
+ * to run, as sj__host_gemm's); mask may be NULL. */
 #define SJ_HOST_ATTENTION_WORDS 35
-void sj_host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
+void sj__host_attention_rows(const int64_t *w, const float *q, const float *kt, const float *v,
                             const float *mask, float *out, int64_t n, int64_t row_begin,
                             int64_t row_end);
 /* Its exp, for the accuracy test: x <= 0 or NaN. */
-float sj_host_attention_exp(float x);
+float sj__host_attention_exp(float x);
 
 /* The packed GEMM (host_gemm.c): C = A B over one slice, m x n of C (row
  * stride ldc, unit column stride), contraction k; A(i, p) at a + i*a_rs +
@@ -46,14 +46,14 @@ float sj_host_attention_exp(float x);
  * (sj_precision: float32, or 16-bit widened exactly). level: the code to
  * run, 4 AVX-512, 3 AVX2+FMA, anything lower the baseline x86-64 code, never
  * more than the running CPU has. Uses about 420 KiB of stack. */
-void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
+void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
                   int64_t ldc);
-/* The level (4, 3 or 2, as sj_host_gemm's) the CPU runs of `wanted`: the
+/* The level (4, 3 or 2, as sj__host_gemm's) the CPU runs of `wanted`: the
  * highest it has, never more than wanted (host_level.c). */
-int sj_host_kernel_level(int64_t wanted);
-/* The level sj_host_gemm runs for code with LLVM feature string fs. */
-int sj_llvm_gemm_level(const char *fs);
+int sj__host_kernel_level(int64_t wanted);
+/* The level sj__host_gemm runs for code with LLVM feature string fs. */
+int sj__llvm_gemm_level(const char *fs);
 /* Matmuls of at least this much work (m * n * k at the bucket extent) take
  * the packed GEMM; host_emit.c says where else it applies. */
 #define SJ_HOST_GEMM_MIN_WORK ((int64_t)64 * 64 * 64)

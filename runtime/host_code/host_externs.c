@@ -6,9 +6,9 @@
 
 #include "runtime/host_code/host_code.h"
 
-void *sj_host_extern_symbol(const char *name) {
+void *sj__host_extern_symbol(const char *name) {
     if (!strcmp(name, "cblas_sgemm")) return (void *)cblas_sgemm;
-    if (!strcmp(name, "sj_host_attention_rows")) return (void *)sj_host_attention_rows;
-    if (!strcmp(name, "sj_host_gemm")) return (void *)sj_host_gemm;
+    if (!strcmp(name, "sj__host_attention_rows")) return (void *)sj__host_attention_rows;
+    if (!strcmp(name, "sj__host_gemm")) return (void *)sj__host_gemm;
     return NULL;
 }

@@ -188,7 +188,7 @@ SJ_GEMM_LEVEL(v3, __attribute__((target("avx2,fma"))), vf8, 8, 6, 2)
 #endif
 SJ_GEMM_LEVEL(base, , vf4, 4, 4, 2)
 
-void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
+void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
                   int64_t ldc) {
     gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, c, ldc};
@@ -199,7 +199,7 @@ void sj_host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_
     }
     /* The artifact's level, never more than this CPU has (a load check
      * refuses code built for more; this keeps the extern safe alone). */
-    switch (sj_host_kernel_level(level)) {
+    switch (sj__host_kernel_level(level)) {
 #ifdef SJ_GEMM_X86
     case 4: gemm_v4(&g); return;
     case 3: gemm_v3(&g); return;

@@ -45,9 +45,9 @@ static void keep_report(void *ctx, LLVMErrorRef err) {
     LLVMDisposeErrorMessage(msg);
 }
 
-sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
+sj_status sj__host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
     *out = NULL;
-    if (!sj_llvm_init())
+    if (!sj__llvm_init())
         return sj_fail(ctx, SJ_E_NO_DEVICE, "host JIT: LLVM has no native target in this build");
     sj_host_jit *j = sj_calloc(ctx, 1, sizeof *j);
     if (!j) return sj_fail(ctx, SJ_E_NOMEM, "host JIT: out of memory");
@@ -64,14 +64,14 @@ sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
     return SJ_OK;
 }
 
-void sj_host_jit_destroy(sj_host_jit *j) {
+void sj__host_jit_destroy(sj_host_jit *j) {
     if (!j) return;
     LLVMErrorRef err = LLVMOrcDisposeLLJIT(j->jit);
     if (err) LLVMConsumeError(err);
     sj_free(j->ctx, j);
 }
 
-sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
+sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
                                  sj_host_jit_module **out) {
     *out = NULL;
     sj_host_jit_module *m = sj_calloc(j->ctx, 1, sizeof *m);
@@ -94,13 +94,13 @@ sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
     LLVMOrcJITDylibAddGenerator(m->dylib, gen);
     /* shapejit's own extern kernels by address: a program that links the
      * library statically does not export them for the process generator. */
-    static const char *const own_names[] = {"sj_host_attention_rows", "sj_host_gemm"};
+    static const char *const own_names[] = {"sj__host_attention_rows", "sj__host_gemm"};
     enum { N_OWN = sizeof own_names / sizeof own_names[0] };
     LLVMOrcCSymbolMapPair own[N_OWN];
     for (int i = 0; i < N_OWN; i++)
         own[i] = (LLVMOrcCSymbolMapPair){
             LLVMOrcLLJITMangleAndIntern(j->jit, own_names[i]),
-            {(LLVMOrcExecutorAddress)(uintptr_t)sj_host_extern_symbol(own_names[i]),
+            {(LLVMOrcExecutorAddress)(uintptr_t)sj__host_extern_symbol(own_names[i]),
              {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
     err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(own, N_OWN));
     if (err) {
@@ -113,14 +113,14 @@ sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
         LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "shapejit-host-object");
     err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, m->tracker, buf);
     if (err) {
-        sj_host_jit_remove(j, m);
+        sj__host_jit_remove(j, m);
         return fail_llvm(j->ctx, SJ_E_PARSE, err, "host JIT: cannot load the object file");
     }
     *out = m;
     return SJ_OK;
 }
 
-void sj_host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
+void sj__host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
     if (!m) return;
     LLVMErrorRef err = LLVMOrcResourceTrackerRemove(m->tracker);
     if (err) LLVMConsumeError(err);
@@ -147,7 +147,7 @@ static void lookup_done(LLVMErrorRef err, LLVMOrcCSymbolMapPairs result, size_t 
     pthread_mutex_unlock(&w->lock);
 }
 
-sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name,
+sj_status sj__host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name,
                              int required, uint64_t *addr) {
     *addr = 0;
     LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);

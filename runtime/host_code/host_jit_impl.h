@@ -12,20 +12,20 @@
 typedef struct sj_host_jit sj_host_jit;
 typedef struct sj_host_jit_module sj_host_jit_module;
 
-sj_status sj_host_jit_create(sj_ctx *ctx, sj_host_jit **out);
+sj_status sj__host_jit_create(sj_ctx *ctx, sj_host_jit **out);
 /* Frees every module's code still loaded. */
-void sj_host_jit_destroy(sj_host_jit *j);
+void sj__host_jit_destroy(sj_host_jit *j);
 
 /* Copies the object bytes; SJ_E_PARSE when LLVM cannot read them. */
-sj_status sj_host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
+sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
                                  sj_host_jit_module **out);
 /* Frees the module's code (its JITDylib stays, empty, until the JIT goes: the
  * LLVM C API cannot remove a JITDylib). */
-void sj_host_jit_remove(sj_host_jit *j, sj_host_jit_module *m);
+void sj__host_jit_remove(sj_host_jit *j, sj_host_jit_module *m);
 /* Address of `name` in module m (links the module on first use).
  * required: SJ_E_NOT_FOUND when absent; optional: *addr = 0 when absent.
  * SJ_E_COMPILE when linking fails (e.g. an unresolved external). */
-sj_status sj_host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name,
+sj_status sj__host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char *name,
                              int required, uint64_t *addr);
 
 #endif

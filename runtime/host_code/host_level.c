@@ -4,7 +4,7 @@
  * here to what the CPU has. */
 #include "runtime/host_code/host_code.h"
 
-int sj_host_kernel_level(int64_t wanted) {
+int sj__host_kernel_level(int64_t wanted) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (wanted >= 4 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))

@@ -52,13 +52,13 @@ static void llvm_init_once(void) {
     copy_llvm_message(host_features, sizeof host_features, LLVMGetHostCPUFeatures());
 }
 
-bool sj_llvm_init(void) {
+bool sj__llvm_init(void) {
     pthread_once(&llvm_once, llvm_init_once);
     return llvm_native_ok;
 }
 
-sj_status sj_llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
-    sj_llvm_init();
+sj_status sj__llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **features) {
+    sj__llvm_init();
     *triple = sj_strdup(ctx, host_triple);
     *cpu = sj_strdup(ctx, host_cpu);
     *features = sj_strdup(ctx, host_features);

@@ -74,11 +74,11 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
         if (!join(path, sizeof path, set, file) || !file_exists(path)) return SJ_OK;
         char *bytes;
         size_t len;
-        SJ_TRY(sj_read_file(ctx, path, &bytes, &len));
+        SJ_TRY(sj__read_file(ctx, path, &bytes, &len));
         Onnx__TensorProto *tp;
         sj_onnx_pb_alloc pa;
-        sj_onnx_pb_alloc_init(&pa, ctx);
-        sj_status st = sj_onnx_tensor_unpack(&pa, bytes, len, path, &tp);
+        sj__onnx_pb_alloc_init(&pa, ctx);
+        sj_status st = sj__onnx_tensor_unpack(&pa, bytes, len, path, &tp);
         sj_free(ctx, bytes);
         if (st != SJ_OK) return st;
         if (*n_out == cap) {
@@ -90,7 +90,7 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
                 cap = nc;
             }
         }
-        if (st == SJ_OK) st = sj_onnx_tensor_decode(ctx, tp, path, NULL, &(*out)[*n_out]);
+        if (st == SJ_OK) st = sj__onnx_tensor_decode(ctx, tp, path, NULL, &(*out)[*n_out]);
         onnx__tensor_proto__free_unpacked(tp, &pa.base);
         if (st != SJ_OK) return st;
         (*n_out)++;
@@ -98,7 +98,7 @@ static sj_status read_tensors(test_run *t, const char *set, const char *prefix,
 }
 
 static void free_tensors(sj_ctx *ctx, sj_onnx_tensor *ts, int n) {
-    for (int i = 0; i < n; i++) sj_onnx_tensor_release(ctx, &ts[i]);
+    for (int i = 0; i < n; i++) sj__onnx_tensor_release(ctx, &ts[i]);
     sj_free(ctx, ts);
 }
 
@@ -124,9 +124,9 @@ static bool compare(test_run *t, const char *set, const char *name, const sj_ten
         return false;
     }
     sj_dtype wt;
-    if (!sj_onnx_dtype_to_sj(want->dtype, &wt) || wt != got->dtype) {
+    if (!sj__onnx_dtype_to_sj(want->dtype, &wt) || wt != got->dtype) {
         snprintf(m, sizeof m, "%s: output '%s' is %s, expected %s", set, name,
-                 sj_dtype_name(got->dtype), sj_onnx_dtype_name(want->dtype));
+                 sj_dtype_name(got->dtype), sj__onnx_dtype_name(want->dtype));
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s", m);
         return false;
     }
@@ -222,7 +222,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
             bound[n_bound++] = (sj_onnx_binding){names[i], &ins[i]};
     /* node tests have no dim_param: no symbolic dim, a single bucket */
     sj_model_options mo = {.dynamic_name = NULL, .dynamic_input = NULL};
-    st = sj_onnx_load_bound(ctx, bytes, len, model_path, &mo, n_bound, bound, &g);
+    st = sj__onnx_load_bound(ctx, bytes, len, model_path, &mo, n_bound, bound, &g);
     if (st != SJ_OK) {
         from_status(t, st, "");
         goto done;
@@ -251,7 +251,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
             n_outs = 0;
             goto done;
         }
-        st = sj_onnx_tensor_to_host(ctx, &ins[k], names[k], &feeds[j]);
+        st = sj__onnx_tensor_to_host(ctx, &ins[k], names[k], &feeds[j]);
         if (st != SJ_OK) {
             from_status(t, st, "");
             n_outs = 0;
@@ -282,9 +282,9 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
     }
     for (int j = 0; j < n_outs; j++) {
         sj_dtype wt;
-        if (!sj_onnx_dtype_to_sj(wants[j].dtype, &wt)) {
+        if (!sj__onnx_dtype_to_sj(wants[j].dtype, &wt)) {
             set_outcome(t, SJ_ONNX_TEST_UNSUPPORTED, "expected output of dtype %s",
-                        sj_onnx_dtype_name(wants[j].dtype));
+                        sj__onnx_dtype_name(wants[j].dtype));
             goto done;
         }
         sj_value_desc d;
@@ -310,15 +310,15 @@ static void run_test(test_run *t) {
     }
     char *bytes = NULL;
     size_t len = 0;
-    sj_status st = sj_read_file(ctx, model_path, &bytes, &len);
+    sj_status st = sj__read_file(ctx, model_path, &bytes, &len);
     if (st != SJ_OK) {
         from_status(t, st, "");
         return;
     }
     sj_onnx_pb_alloc pa;
-    sj_onnx_pb_alloc_init(&pa, ctx);
+    sj__onnx_pb_alloc_init(&pa, ctx);
     Onnx__ModelProto *m;
-    st = sj_onnx_model_unpack(&pa, bytes, len, model_path, &m);
+    st = sj__onnx_model_unpack(&pa, bytes, len, model_path, &m);
     struct dirent **sets = NULL;
     int n_sets = m ? scandir(t->dir, &sets, is_data_set, alphasort) : 0;
     t->outcome = SJ_ONNX_TEST_PASSED;
