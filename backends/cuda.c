@@ -4,8 +4,12 @@
 #include "shapejit/ext/backends.h"
 
 #include "backends/artifact_exe.h"
+#include "backends/backend_registry.h"
 #include "core/core_impl.h"
+#ifndef SJ_RUNTIME_ONLY
 #include "compile/gpu/gpu_compile.h"
+#endif
+#include "runtime/gpu_arch.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -45,6 +49,21 @@ void sj_gpu_compiler_destroy(sj_gpu_compiler *gc) {
     sj_free(gc->ctx, gc);
 }
 
+/* The toolchain a store key names. A runtime-only build has none and looks
+ * up the build machine's, recorded when it was configured
+ * (cmake/runtime_only.cmake), so a store precompiled there is found here. */
+static sj_status gpu_toolchain(sj_ctx *ctx, sj_target t, char *buf, size_t len) {
+#ifdef SJ_RUNTIME_ONLY
+    const char *name = t == SJ_TARGET_NVRTC ? SJ_RUNTIME_TOOLCHAIN_NVRTC : SJ_RUNTIME_TOOLCHAIN_NVPTX;
+    if (snprintf(buf, len, "%s", name) >= (int)len)
+        return sj_fail(ctx, SJ_E_INTERNAL, "gpu toolchain name '%s' too long", name);
+    return SJ_OK;
+#else
+    return sj__gpu_toolchain(ctx, t == SJ_TARGET_NVRTC ? SJ_GPU_PATH_NVRTC : SJ_GPU_PATH_NVPTX, buf,
+                             len);
+#endif
+}
+
 sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
                                  sj_gpu_compiler **out) {
     if (!ctx || !out)
@@ -81,8 +100,7 @@ sj_status sj_gpu_compiler_create(sj_ctx *ctx, const sj_gpu_compiler_config *cfg,
     gc->device_cfg.driver_path = gc->driver_path;
     /* Fails where the target's toolchain is not built in (NVRTC without
      * the CUDA toolkit): better at creation than at every compile. */
-    sj_status st = sj__gpu_toolchain(ctx, t == SJ_TARGET_NVRTC ? SJ_GPU_PATH_NVRTC : SJ_GPU_PATH_NVPTX,
-                                    gc->toolchain, sizeof gc->toolchain);
+    sj_status st = gpu_toolchain(ctx, t, gc->toolchain, sizeof gc->toolchain);
     if (st != SJ_OK) {
         sj_gpu_compiler_destroy(gc);
         return st;
@@ -189,7 +207,7 @@ static sj_status gpu_run_stepwise(void *self, void *exe, int64_t active, const s
     return sj_executable_run_stepwise(exe, active, inputs, outputs);
 }
 
-uint64_t sj__gpu_compiler_resets(sj_gpu_compiler *gc) {
+static uint64_t gpu_compiler_resets(sj_gpu_compiler *gc) {
     pthread_mutex_lock(&gc->mu);
     uint64_t n = gc->device ? sj_device_resets(gc->device) : 0;
     pthread_mutex_unlock(&gc->mu);
@@ -215,3 +233,51 @@ void sj_gpu_compiler_table(sj_gpu_compiler *gc, sj_compiler *out) {
 }
 
 const char *sj_gpu_compiler_arch(const sj_gpu_compiler *gc) { return gc->arch; }
+
+static void cuda_close(void *owner) { sj_gpu_compiler_destroy(owner); }
+static uint64_t cuda_resets(void *owner) { return gpu_compiler_resets(owner); }
+
+static bool one_of(const char *s, const char *a, const char *b) {
+    return !strcmp(s, a) || !strcmp(s, b);
+}
+
+/* The registry's cuda row: names first, so a typo is reported before
+ * anything is made; then the compiler, and the GPU unless only a store is
+ * being filled. */
+sj_status sj__backend_cuda_open(sj_ctx *ctx, const sj__backend_params *p, sj__backend *out) {
+    if (p->gpu_emit && !one_of(p->gpu_emit, "llvm", "nvrtc"))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "gpu_emit '%s' is not llvm or nvrtc", p->gpu_emit);
+    if (p->arch && !one_of(p->arch, "sm_80", "sm_90"))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "arch '%s' is not sm_80 or sm_90", p->arch);
+    sj_gpu_compiler_config gcfg;
+    sj_gpu_compiler_config_init(&gcfg);
+    bool nvrtc = p->gpu_emit && !strcmp(p->gpu_emit, "nvrtc");
+    gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
+    gcfg.options.arch = p->arch;
+    gcfg.options.precision = p->precision;
+    gcfg.device.driver_path = p->cuda_driver;
+    sj_gpu_compiler *gc;
+    sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &gc);
+    if (st != SJ_OK) {
+        sj__error_prefix(ctx, "backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
+        return st;
+    }
+    /* A server without its GPU fails here, before a compile is spent; a
+     * build machine filling a store for a fleet needs none. */
+    if (!p->store_only) {
+        sj_device *dev;
+        st = sj_gpu_compiler_device(gc, &dev);
+        if (st != SJ_OK) {
+            sj__error_prefix(ctx, "backend cuda needs a GPU (%s)", sj_status_str(st));
+            sj_gpu_compiler_destroy(gc);
+            return st;
+        }
+    }
+    sj_gpu_compiler_table(gc, &out->comp);
+    out->owner = gc;
+    out->close = cuda_close;
+    out->resets = cuda_resets;
+    snprintf(out->target, sizeof out->target, "%s %s", nvrtc ? "nvrtc" : "nvptx",
+             sj_gpu_compiler_arch(gc));
+    return SJ_OK;
+}

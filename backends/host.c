@@ -3,6 +3,7 @@
 #include "shapejit/ext/backends.h"
 
 #include "backends/artifact_exe.h"
+#include "backends/backend_registry.h"
 #include "backends/host_tune.h"
 #include "core/clock.h"
 #include "core/core_impl.h"
@@ -312,4 +313,39 @@ int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n
 
 sj_device *sj_host_compiler_device(sj_host_compiler *hc, int i) {
     return hc && i >= 0 && i < hc->n_devices ? hc->devices[i] : NULL;
+}
+
+static void host_close(void *owner) { sj_host_compiler_destroy(owner); }
+
+/* The registry's host row. Recompiling for this CPU is what a native host
+ * compiler does on a miss; a chosen CPU (a level) compiles every bucket for
+ * that one, so native_after with one makes no sense. */
+sj_status sj__backend_host_open(sj_ctx *ctx, const sj__backend_params *p, sj__backend *out) {
+    if (p->native_after > 0 && p->cpu && strcmp(p->cpu, "native") != 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "native_after %d recompiles for this CPU, but cpu '%s' compiles for that "
+                       "one; leave cpu native (it loads stored levels first)",
+                       p->native_after, p->cpu);
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.devices = p->workers > 0 ? p->workers : 1;
+    hcfg.threads = p->threads > 0 ? p->threads : 1;
+    hcfg.options.cpu = p->cpu;
+    hcfg.options.precision = p->precision;
+    hcfg.tune = p->tune;
+    hcfg.tune_budget_ms = p->tune_budget_ms;
+    sj_host_compiler *hc;
+    sj_status st = sj_host_compiler_create(ctx, &hcfg, &hc);
+    if (st != SJ_OK) {
+        sj__error_prefix(ctx, "backend host");
+        return st;
+    }
+    sj_host_compiler_table(hc, &out->comp);
+    out->owner = hc;
+    out->close = host_close;
+    /* A chosen CPU (a level a fleet shares) is part of what messages and
+     * summaries call the target. */
+    if (p->cpu && strcmp(p->cpu, "native") != 0)
+        snprintf(out->target, sizeof out->target, "host %s", out->comp.target_cpu);
+    return SJ_OK;
 }

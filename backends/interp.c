@@ -4,6 +4,7 @@
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/ext/interp.h"
 
+#include "backends/backend_registry.h"
 #include "core/core_impl.h"
 
 #include <stdatomic.h>
@@ -129,5 +130,13 @@ sj_status sj_interp_compiler_precision(sj_precision p, sj_compiler *out) {
     out->ctx = (void *)&policies[p];
     out->options = policy_options[p];
     out->options_len = strlen(policy_options[p]);
+    return SJ_OK;
+}
+
+/* The registry's interp row: no state, nothing to close. */
+sj_status sj__backend_interp_open(sj_ctx *ctx, const sj__backend_params *p, sj__backend *out) {
+    if (sj_interp_compiler_precision(p->precision, &out->comp) != SJ_OK)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "backend interp: precision %d unknown",
+                       (int)p->precision);
     return SJ_OK;
 }

@@ -65,6 +65,24 @@ static int parse_target(const char *cmd, const char *target, const char *path, c
     return CLI_EXIT_OK;
 }
 
+#ifdef SJ_RUNTIME_ONLY
+/* This build has no compiler (compile/ is left out): say where the code is
+ * made instead, with the flags that make it. */
+static int emit_bucket(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
+                       const sj_compile_options *o, const emit_request *req, const char *out) {
+    (void)ctx, (void)g, (void)extent, (void)req, (void)out;
+    const char *target = o->target == SJ_TARGET_HOST    ? "host"
+                         : o->target == SJ_TARGET_NVRTC ? "nvrtc"
+                                                        : "nvptx";
+    bool gpu = o->target != SJ_TARGET_HOST;
+    return cli_fail(cmd,
+                    "compile (%s%s%s): this runtime-only build (SJ_COMPILERS=OFF) compiles "
+                    "nothing; run `shapejit precompile MODEL --ladder SPEC --target %s%s%s` on a "
+                    "build machine",
+                    target, gpu ? " " : "", gpu ? o->arch : "", target, gpu ? " --arch " : "",
+                    gpu ? o->arch : "");
+}
+#else
 /* The cubin of the bucket: compiled as a precompile would, then its blob.
  * Returns a CLI exit status, the message printed. */
 static int emit_cubin(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
@@ -90,6 +108,48 @@ static int emit_cubin(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t e
     sj_artifact_destroy(a);
     return rc;
 }
+
+/* Compiles the bucket's code (text, or the cubin's bytes) and writes it to
+ * out (NULL: stdout). Returns a CLI exit status, the message printed. */
+static int emit_bucket(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
+                       const sj_compile_options *o, const emit_request *req, const char *out) {
+    char *text = NULL;
+    size_t len = 0;
+    int rc = CLI_EXIT_OK;
+    if (req->cubin) {
+        rc = emit_cubin(cmd, ctx, g, extent, o, &text, &len);
+    } else {
+        sj_status st = sj_emit_text(g, extent, o, req->kind, &text, &len);
+        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
+    }
+    if (rc == CLI_EXIT_OK) {
+        /* A temporary file renamed into place: no partial FILE on failure. */
+        char tmp[4096];
+        FILE *f = stdout;
+        sj_status st = SJ_OK;
+        if (out && snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
+            rc = cli_fail(cmd, "--out path too long");
+        else if (out && (st = sj__check_replaceable(ctx, "--out", out)) != SJ_OK)
+            rc = cli_fail_status(cmd, ctx, st);
+        else if (out && !(f = fopen(tmp, "wb")))
+            rc = cli_fail(cmd, "cannot write %s", tmp);
+        if (rc == CLI_EXIT_OK) {
+            bool ok = fwrite(text, 1, len, f) == len;
+            if (out) {
+                ok = fclose(f) == 0 && ok;
+                if (!ok || rename(tmp, out) != 0) {
+                    remove(tmp);
+                    rc = cli_fail(cmd, "cannot write %s", out);
+                }
+            } else {
+                rc = cli_stdout_done(cmd, rc);
+            }
+        }
+    }
+    sj_free(ctx, text);
+    return rc;
+}
+#endif
 
 int cli_cmd_emit(int argc, char **argv) {
     const char *cmd = "emit";
@@ -129,8 +189,6 @@ int cli_cmd_emit(int argc, char **argv) {
     if (!ctx) return CLI_EXIT_FAIL;
     sj_graph *g = NULL;
     sj_ladder *ladder = NULL;
-    char *text = NULL;
-    size_t len = 0;
     int rc = cli_load_model(cmd, ctx, pos[0], &model, &g);
     if (rc == CLI_EXIT_OK && sj_ladder_parse(ctx, spec, &ladder) != SJ_OK)
         rc = cli_usage_error(cmd, "--ladder: %s", sj_ctx_last_error(ctx));
@@ -144,39 +202,8 @@ int cli_cmd_emit(int argc, char **argv) {
         if (req.target != SJ_TARGET_HOST) o.arch = arch ? arch : "sm_90";
         o.cpu = cpu;
         o.precision = policy;
-        int64_t extent = sj_ladder_extent(ladder, bucket);
-        if (req.cubin) {
-            rc = emit_cubin(cmd, ctx, g, extent, &o, &text, &len);
-        } else {
-            sj_status st = sj_emit_text(g, extent, &o, req.kind, &text, &len);
-            if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
-        }
+        rc = emit_bucket(cmd, ctx, g, sj_ladder_extent(ladder, bucket), &o, &req, out);
     }
-    if (rc == CLI_EXIT_OK) {
-        /* A temporary file renamed into place: no partial FILE on failure. */
-        char tmp[4096];
-        FILE *f = stdout;
-        sj_status st = SJ_OK;
-        if (out && snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
-            rc = cli_fail(cmd, "--out path too long");
-        else if (out && (st = sj__check_replaceable(ctx, "--out", out)) != SJ_OK)
-            rc = cli_fail_status(cmd, ctx, st);
-        else if (out && !(f = fopen(tmp, "wb")))
-            rc = cli_fail(cmd, "cannot write %s", tmp);
-        if (rc == CLI_EXIT_OK) {
-            bool ok = fwrite(text, 1, len, f) == len;
-            if (out) {
-                ok = fclose(f) == 0 && ok;
-                if (!ok || rename(tmp, out) != 0) {
-                    remove(tmp);
-                    rc = cli_fail(cmd, "cannot write %s", out);
-                }
-            } else {
-                rc = cli_stdout_done(cmd, rc);
-            }
-        }
-    }
-    sj_free(ctx, text);
     sj_ladder_destroy(ladder);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);

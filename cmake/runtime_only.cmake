@@ -6,10 +6,13 @@
 # only glibc and, at run time, the NVIDIA driver (dlopen("libcuda.so.1")).
 # Included by the top-level CMakeLists.txt before the library is defined.
 
-# Sources that compile code (or load host object code through LLVM's ORC);
-# runtime_only/ takes their place.
+# Sources left out: the compilers (compile/, whole), the host code that runs
+# through LLVM's ORC (runtime/host_code/) and the host backend that makes it
+# (backends/host*.c). Nothing stands in for them: the backend registry keeps
+# the host's row with the reason it is absent, and the few places that would
+# load host code refuse under SJ_RUNTIME_ONLY.
 set(SJ_COMPILER_SOURCES_REGEX
-  "/compile/(llvm|gpu)/|/runtime/host_code/")
+  "/compile/|/runtime/host_code/|/backends/host(_tune)?\\.c$")
 # The tests that hold without compilers: the store, the interpreter, the
 # runtime-only behaviour, and the GPU programs that run precompiled stores.
 set(SJ_RUNTIME_ONLY_TESTS_REGEX "/tests/(test_(store|interp|npy|ladder|metadata_cache|runtime_only)\\.c|runtime_only\\.cmake)$")

@@ -45,7 +45,7 @@ void sj_engine_close(sj_engine *e) {
      * tier publishes what is still queued before the store closes. */
     sj_bucketed_cache_destroy(e->cache);
     sj_remote_destroy(e->remote);
-    sj__engine_backend_close(&e->backend);
+    sj__backend_close(&e->backend);
     sj_store_close(e->store);
     sj_ladder_destroy(e->ladder);
     sj_free(ctx, e->inputs);
@@ -288,7 +288,7 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->optimise_ms = s.stages.optimise_ms;
     out->codegen_ms = s.stages.codegen_ms;
     out->load_ms = s.stages.load_ms;
-    out->device_resets = e->backend.gpu ? sj__gpu_compiler_resets(e->backend.gpu) : 0;
+    out->device_resets = e->backend.resets ? e->backend.resets(e->backend.owner) : 0;
     /* Buckets share weights, so the largest bucket's weights are the
      * engine's (every bucket uses every param). */
     for (int i = 0; i < out->buckets; i++) {

@@ -5,24 +5,14 @@
 #include "shapejit/ext/backends.h"
 #include "shapejit/engine.h"
 
+#include "backends/backend_registry.h"
 #include "cache/bucketed_cache_impl.h"
 
-/* A backend by name: the compiler table and whatever object owns it. */
-typedef struct sj_engine_backend {
-    sj_host_compiler *host; /* backend "host", else NULL */
-    sj_gpu_compiler *gpu;   /* backend "cuda", else NULL */
-    sj_compiler comp;
-    char target[48]; /* "host", "interp", "nvptx sm_90", ... */
-} sj_engine_backend;
-
-/* Makes the compiler cfg names (backend, gpu_emit, arch, cpu, workers,
- * threads). Errors name the field and its value; nothing stays open. */
-sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_backend *out);
-void sj__engine_backend_close(sj_engine_backend *b);
-
-/* The context resets of gc's device so far (0 before it is made);
- * gpu_compiler.c. */
-uint64_t sj__gpu_compiler_resets(sj_gpu_compiler *gc);
+/* Opens cfg's backend through the registry (backends/backend_registry.h),
+ * after the checks that are the engine's own (precision, workers, threads,
+ * native_after). Errors start "engine: " and name the field and its value;
+ * nothing stays open. */
+sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__backend *out);
 
 struct sj_engine {
     sj_ctx *ctx;
@@ -30,7 +20,7 @@ struct sj_engine {
     sj_ladder *ladder;
     sj_store *store;   /* NULL: nothing persists */
     sj_remote *remote; /* the fleet tier, or NULL */
-    sj_engine_backend backend;
+    sj__backend backend;
     sj_bucketed_cache *cache;
     bool store_only;
     char *warning; /* why the store fell back to memory, or NULL */

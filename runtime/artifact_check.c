@@ -8,16 +8,23 @@
 #include "plan/artifact_impl.h"
 #include "runtime/host_code/host_code.h"
 #include "runtime/cpu_features.h"
+#include "runtime/runtime_only.h"
 
+#ifndef SJ_RUNTIME_ONLY
 static size_t arch_len(const char *triple) {
     const char *dash = strchr(triple, '-');
     return dash ? (size_t)(dash - triple) : strlen(triple);
 }
+#endif
 
 sj_status sj_artifact_check_host(const sj_artifact *a) {
     sj_ctx *ctx = a->ctx;
     if (strcmp(a->target, "host"))
         return sj_fail(ctx, SJ_E_MISMATCH, "artifact: built for target '%s', not the host", a->target);
+#ifdef SJ_RUNTIME_ONLY
+    /* No host code loads here, so no host artifact fits this machine. */
+    return sj_fail(ctx, SJ_E_UNSUPPORTED, "artifact: %s", SJ_RUNTIME_ONLY_NO_HOST_CODE);
+#else
     char *triple, *cpu, *features;
     SJ_TRY(sj__llvm_host_info(ctx, &triple, &cpu, &features));
     sj_status st = SJ_OK;
@@ -43,4 +50,5 @@ sj_status sj_artifact_check_host(const sj_artifact *a) {
     sj_free(ctx, cpu);
     sj_free(ctx, features);
     return st;
+#endif
 }

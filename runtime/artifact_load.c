@@ -7,6 +7,7 @@
 #include "runtime/host_code/host_code.h"
 #include "runtime/executable_create.h"
 
+#ifndef SJ_RUNTIME_ONLY
 /* Every extern the host code calls must be one this build links. */
 static sj_status check_externs(const sj_artifact *a) {
     char name[128];
@@ -22,6 +23,7 @@ static sj_status check_externs(const sj_artifact *a) {
     }
     return SJ_OK;
 }
+#endif
 
 sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph *g,
                            sj_executable **out) {
@@ -34,8 +36,11 @@ sj_status sj_artifact_load(const sj_artifact *a, sj_device *dev, const sj_graph 
     size_t len = 0;
     sj_code_format fmt;
     if (!strcmp(sj_device_name(dev), "host")) {
+        /* A runtime-only build refuses every host artifact here. */
         SJ_TRY(sj_artifact_check_host(a));
+#ifndef SJ_RUNTIME_ONLY
         SJ_TRY(check_externs(a));
+#endif
         fmt = SJ_CODE_HOST_OBJECT;
         SJ_TRY(sj_artifact_find_code(a, fmt, &code, &len));
     } else {

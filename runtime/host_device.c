@@ -6,6 +6,7 @@
 #include "runtime/device_impl.h"
 #include "runtime/host_code/host_jit_impl.h"
 #include "runtime/host_pool.h"
+#include "runtime/runtime_only.h"
 #include "core/array.h"
 
 #include <stdio.h>
@@ -160,7 +161,9 @@ static void free_module(host_device *h, host_module *m) {
         sj_free(h->ctx, k);
         k = next;
     }
+#ifndef SJ_RUNTIME_ONLY
     if (m->jit) sj__host_jit_remove(h->jit, m->jit);
+#endif
     sj_free(h->ctx, m);
 }
 
@@ -212,8 +215,13 @@ static sj_status host_load_module(void *impl, sj_code_format fmt, const void *co
     if (fmt == SJ_CODE_HOST_NATIVE) {
         st = load_native(h, m, code, len);
     } else {
+#ifdef SJ_RUNTIME_ONLY
+        /* Object code needs LLVM's ORC to link; kernel tables need nothing. */
+        st = sj_fail(h->ctx, SJ_E_UNSUPPORTED, "host device: %s", SJ_RUNTIME_ONLY_NO_HOST_CODE);
+#else
         st = h->jit ? SJ_OK : sj__host_jit_create(h->ctx, &h->jit);
         if (st == SJ_OK) st = sj__host_jit_add_object(h->jit, code, len, &m->jit);
+#endif
     }
     if (st != SJ_OK) {
         free_module(h, m);
@@ -230,6 +238,7 @@ static void host_unload_module(void *impl, void *module) {
     free_module(impl, m);
 }
 
+#ifndef SJ_RUNTIME_ONLY
 /* Attributes an object module publishes for kernel K: an optional data symbol
  * `K_attrs`, four uint32 {max_threads, tile_m, tile_n, tile_k}; and, for a
  * row-parallel kernel, its row entry `K_rows` with the uint64 `K_rows_work`. */
@@ -258,17 +267,10 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     return SJ_OK;
 }
 
-static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
-                                     sj_kernel_handle *out, sj_kernel_attrs *attrs) {
-    host_device *h = impl;
-    host_module *m = module;
-    for (host_kernel *k = m->kernels; k; k = k->next)
-        if (strcmp(k->name, name) == 0) {
-            *out = k;
-            *attrs = k->attrs;
-            return SJ_OK;
-        }
-    if (!m->jit) return sj_fail(h->ctx, SJ_E_NOT_FOUND, "host device: no kernel '%s'", name);
+/* A kernel of an object module, found by its symbol and cached on the
+ * module's list. */
+static sj_status resolve_object(host_device *h, host_module *m, const char *name,
+                                sj_kernel_handle *out, sj_kernel_attrs *attrs) {
     uint64_t addr;
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, name, 1, &addr));
     host_kernel *k = new_kernel(h->ctx, name, (sj_host_kernel_fn)(uintptr_t)addr);
@@ -283,6 +285,23 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
     *out = k;
     *attrs = k->attrs;
     return SJ_OK;
+}
+#endif
+
+static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
+                                     sj_kernel_handle *out, sj_kernel_attrs *attrs) {
+    host_device *h = impl;
+    host_module *m = module;
+    for (host_kernel *k = m->kernels; k; k = k->next)
+        if (strcmp(k->name, name) == 0) {
+            *out = k;
+            *attrs = k->attrs;
+            return SJ_OK;
+        }
+#ifndef SJ_RUNTIME_ONLY
+    if (m->jit) return resolve_object(h, m, name, out, attrs);
+#endif
+    return sj_fail(h->ctx, SJ_E_NOT_FOUND, "host device: no kernel '%s'", name);
 }
 
 static uint64_t launch_work(const host_kernel *k, int64_t n) {
@@ -477,7 +496,9 @@ static void host_destroy(void *impl) {
     if (h->recording) free_graph(h, h->recording);
     while (h->graphs.next != &h->graphs) host_destroy_graph(h, h->graphs.next);
     while (h->modules.next != &h->modules) host_unload_module(h, h->modules.next);
+#ifndef SJ_RUNTIME_ONLY
     sj__host_jit_destroy(h->jit);
+#endif
     while (h->memory.next != &h->memory) host_free(h, h->memory.next + 1);
     sj_free(h->ctx, h);
 }

@@ -28,6 +28,16 @@ if(CMAKE_SCRIPT_MODE_FILE)
       message(FATAL_ERROR "${BIN} carries a compiler symbol: ${s}")
     endif()
   endforeach()
+  # compile/ is left out whole: no compile entry point is in the binary
+  # (the CLI refuses emit itself), and nothing stands in for one.
+  string(REGEX MATCHALL "[^\n]* [Tt] (sj_compile|sj_emit_text|sj_compile_kernel_counts?|sj__[a-z_]*emitter[a-z_]*|sj__lower[a-z_]*)\n"
+    compile_syms "${syms}\n")
+  if(compile_syms)
+    message(FATAL_ERROR "${BIN} carries compile code: ${compile_syms}")
+  endif()
+  if(NOT syms MATCHES " T sj_compile_options_hash\n")
+    message(FATAL_ERROR "${BIN}: nm found no sj_compile_options_hash (store keys need it): the compile-symbol check saw nothing")
+  endif()
   if(NOT syms MATCHES "llvm_blake3_hasher_init")
     message(FATAL_ERROR "${BIN}: nm found no BLAKE3: the symbol check saw nothing")
   endif()
@@ -74,6 +84,12 @@ rt_cli_test(host_refused RC 1 ARGS run ${rt_models}/ffn.sjg --rows 5 --backend h
   NO_FILES ${rt_dir}/host/y.npy)
 rt_cli_test(emit_refused RC 1 ARGS emit ${rt_models}/ffn.sjg --rows 5 --target nvptx
   ERR "compiles nothing; run `shapejit precompile MODEL --ladder SPEC --target nvptx --arch sm_90` on a build machine")
+rt_cli_test(emit_host_refused RC 1 ARGS emit ${rt_models}/ffn.sjg --rows 5 --target llvm-ir
+  ERR "compile \\(host\\): this runtime-only build \\(SJ_COMPILERS=OFF\\) compiles nothing; run `shapejit precompile MODEL --ladder SPEC --target host` on a build machine")
+rt_cli_test(emit_nvrtc_refused RC 1 ARGS emit ${rt_models}/ffn.sjg --rows 5 --target cuda-c --arch sm_80
+  ERR "compiles nothing; run `shapejit precompile MODEL --ladder SPEC --target nvrtc --arch sm_80` on a build machine")
+rt_cli_test(bench_refused RC 1 ARGS bench ${rt_models}/ffn.sjg
+  ERR "has no host backend to time")
 rt_cli_test(precompile_refused RC 1 ARGS precompile ${rt_models}/ffn.sjg --ladder list:8 --target nvrtc
   --store ${rt_dir}/p.db ERR "not precompiled for sm_90|compiles nothing")
 rt_cli_test(cuda_no_driver RC 1 ARGS run ${rt_models}/ffn.sjg --rows 5 --backend cuda --store none

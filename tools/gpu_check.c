@@ -294,8 +294,10 @@ static sj_status backend_open(checker *k, int t) {
 }
 
 static void backend_close(checker *k) {
-    sj_gpu_compiler_destroy(k->gc);
+#ifdef GPU_CHECK_ON_HOST
     sj_host_compiler_destroy(k->hc);
+#endif
+    sj_gpu_compiler_destroy(k->gc);
     k->gc = NULL;
     k->hc = NULL;
     k->dev = NULL;

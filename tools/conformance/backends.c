@@ -1,5 +1,6 @@
 /* Backends for the conformance runner: the reference interpreter and the
- * LLVM host compiler + host device. */
+ * LLVM host compiler + host device (a runtime-only build has no compiler,
+ * so there the host backend refuses and the interpreter runs alone). */
 #include "formats/onnx/onnx_impl.h"
 #include "tools/conformance/conformance.h"
 #include "shapejit/ext/artifact.h"
@@ -18,6 +19,14 @@ sj_onnx_backend sj_onnx_backend_interp(void) {
     return b;
 }
 
+#ifdef SJ_RUNTIME_ONLY
+sj_status sj_onnx_backend_host_create(sj_ctx *ctx, sj_onnx_backend *out) {
+    *out = (sj_onnx_backend){0};
+    return sj_fail(ctx, SJ_E_UNSUPPORTED,
+                   "host backend: this runtime-only build (SJ_COMPILERS=OFF) compiles nothing; "
+                   "run the node tests on the interpreter (--backend interp) or on a full build");
+}
+#else
 typedef struct host_backend {
     sj_ctx *ctx;
     sj_device *dev;
@@ -68,6 +77,7 @@ sj_status sj_onnx_backend_host_create(sj_ctx *ctx, sj_onnx_backend *out) {
     *out = (sj_onnx_backend){"host", host_run, host_destroy, h};
     return SJ_OK;
 }
+#endif
 
 void sj_onnx_backend_destroy(sj_onnx_backend *b) {
     if (b && b->destroy) b->destroy(b->user);

@@ -14,6 +14,11 @@
  * laid out for E) and the code runs at any active extent 1..E. A graph
  * without a symbolic dim ignores `extent`.
  *
+ * A runtime-only library (built with -DSJ_COMPILERS=OFF) has no compiler:
+ * sj_compile, sj_emit_text and sj_compile_kernel_count(s) are not in it;
+ * sj_compile_options_init and sj_compile_options_hash are, since store keys
+ * carry the hash.
+ *
  * Extension tier (include/shapejit/ext/): for backends, tools and tests
  * that work below sj_engine; it may change between minor versions.
  */
