@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compile/llvm/llvm_point.h"
 #include "compile/llvm/llvm_scalar.h"
 #include "compile/gpu/nvptx_impl.h"
 #include "compile/gpu/gpu_emit.h"
@@ -111,25 +112,18 @@ static void zero_dims(pe *e, uint32_t mask) {
         if ((mask >> d) & 1) e->idx[d] = ci(e, 0);
 }
 
+/* Where the body stands, for the shared addressing (llvm_point.h). */
+static sj_llvm_point here(pe *e) { return (sj_llvm_point){e->B, e->i64, e->k->rank, e->idx, e->n}; }
+
 static LLVMValueRef address_t(pe *e, LLVMValueRef base, const int64_t *strides, LLVMTypeRef elt) {
-    LLVMValueRef off = NULL;
-    for (int d = 0; d < e->k->rank; d++) {
-        if (!strides[d]) continue;
-        LLVMValueRef term = strides[d] == 1 ? e->idx[d] : LLVMBuildNSWMul(e->B, e->idx[d], ci(e, strides[d]), "");
-        off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
-    }
-    if (!off) return base;
-    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+    sj_llvm_point p = here(e);
+    return sj__llvm_point_address(&p, base, strides, elt);
 }
 
-/* base + offset + offset_n * n elements */
 static LLVMValueRef offset_base_t(pe *e, LLVMValueRef base, int64_t offset, int64_t offset_n,
                                   LLVMTypeRef elt) {
-    if (!offset && !offset_n) return base;
-    LLVMValueRef off = ci(e, offset);
-    if (offset_n)
-        off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
-    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+    sj_llvm_point p = here(e);
+    return sj__llvm_offset_base(&p, base, offset, offset_n, elt);
 }
 
 /* A load's element in memory: 16 bits for a param the precision policy
@@ -149,13 +143,9 @@ static LLVMValueRef out_addr(pe *e) {
                      e->k->out_strides, e->f32);
 }
 
-/* bias + sum_d coef[d] * i_d >= 0 */
 static LLVMValueRef index_test(pe *e, const sj_kexpr *ex) {
-    LLVMValueRef v = ci(e, ex->bias);
-    for (int d = 0; d < e->k->rank; d++)
-        if (ex->coef[d])
-            v = LLVMBuildNSWAdd(e->B, v, LLVMBuildNSWMul(e->B, e->idx[d], ci(e, ex->coef[d]), ""), "");
-    return LLVMBuildICmp(e->B, LLVMIntSGE, v, ci(e, 0), "");
+    sj_llvm_point p = here(e);
+    return sj__llvm_point_test(&p, ex);
 }
 
 static LLVMValueRef load_f32(pe *e, LLVMValueRef p) {
@@ -175,11 +165,7 @@ static LLVMValueRef load_ld(pe *e, const sj_kload *ld) {
 }
 
 static LLVMValueRef alloca_f32(pe *e, const char *name) {
-    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
-    LLVMPositionBuilderBefore(b, e->alloca_point);
-    LLVMValueRef a = LLVMBuildAlloca(b, e->f32, name);
-    LLVMDisposeBuilder(b);
-    return a;
+    return sj__llvm_entry_alloca(e->C, e->alloca_point, e->f32, name);
 }
 
 static LLVMValueRef intrinsic_f32(pe *e, const char *name, LLVMValueRef x, LLVMValueRef y) {

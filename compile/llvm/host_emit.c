@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "compile/llvm/llvm_impl.h"
+#include "compile/llvm/llvm_point.h"
 #include "compile/llvm/llvm_scalar.h"
 #include "compile/lower/row_split.h"
 #include "shapejit/ext/compile.h"
@@ -94,25 +95,18 @@ static void loops_close(emitter *e, loop *ls, uint32_t mask) {
         if ((mask >> d) & 1) loop_close(e, &ls[d], d);
 }
 
+/* Where the body stands, for the shared addressing (llvm_point.h). */
+static sj_llvm_point here(emitter *e) { return (sj_llvm_point){e->B, e->i64, e->k->rank, e->idx, e->n}; }
+
 static LLVMValueRef address_t(emitter *e, LLVMValueRef base, const int64_t *strides, LLVMTypeRef elt) {
-    LLVMValueRef off = NULL;
-    for (int d = 0; d < e->k->rank; d++) {
-        if (!strides[d]) continue;
-        LLVMValueRef term = strides[d] == 1 ? e->idx[d] : LLVMBuildNSWMul(e->B, e->idx[d], ci(e, strides[d]), "");
-        off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
-    }
-    if (!off) return base;
-    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+    sj_llvm_point p = here(e);
+    return sj__llvm_point_address(&p, base, strides, elt);
 }
 
-/* base + offset + offset_n * n elements */
 static LLVMValueRef offset_base(emitter *e, LLVMValueRef base, int64_t offset, int64_t offset_n,
                                 LLVMTypeRef elt) {
-    if (!offset && !offset_n) return base;
-    LLVMValueRef off = ci(e, offset);
-    if (offset_n)
-        off = LLVMBuildNSWAdd(e->B, off, LLVMBuildNSWMul(e->B, e->n, ci(e, offset_n), ""), "");
-    return LLVMBuildInBoundsGEP2(e->B, elt, base, &off, 1, "");
+    sj_llvm_point p = here(e);
+    return sj__llvm_offset_base(&p, base, offset, offset_n, elt);
 }
 
 /* A load's element in memory: 16 bits for a param the precision policy
@@ -134,29 +128,17 @@ static LLVMValueRef out_addr(emitter *e) {
                      elt);
 }
 
-/* bias + sum_d coef[d] * i_d >= 0 */
 static LLVMValueRef index_test(emitter *e, const sj_kexpr *ex) {
-    LLVMValueRef v = ci(e, ex->bias);
-    for (int d = 0; d < e->k->rank; d++)
-        if (ex->coef[d])
-            v = LLVMBuildNSWAdd(e->B, v, LLVMBuildNSWMul(e->B, e->idx[d], ci(e, ex->coef[d]), ""), "");
-    return LLVMBuildICmp(e->B, LLVMIntSGE, v, ci(e, 0), "");
+    sj_llvm_point p = here(e);
+    return sj__llvm_point_test(&p, ex);
 }
 
 static LLVMValueRef alloca_f32(emitter *e, const char *name) {
-    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
-    LLVMPositionBuilderBefore(b, e->entry_alloca_point);
-    LLVMValueRef a = LLVMBuildAlloca(b, e->f32, name);
-    LLVMDisposeBuilder(b);
-    return a;
+    return sj__llvm_entry_alloca(e->C, e->entry_alloca_point, e->f32, name);
 }
 
 static LLVMValueRef alloca_vec(emitter *e, LLVMTypeRef vt) {
-    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
-    LLVMPositionBuilderBefore(b, e->entry_alloca_point);
-    LLVMValueRef a = LLVMBuildAlloca(b, vt, "tile");
-    LLVMDisposeBuilder(b);
-    return a;
+    return sj__llvm_entry_alloca(e->C, e->entry_alloca_point, vt, "tile");
 }
 
 static LLVMValueRef call_f32(emitter *e, const char *intrinsic, LLVMValueRef x, LLVMValueRef y) {
