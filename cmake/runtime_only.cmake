@@ -62,11 +62,12 @@ message(STATUS "shapejit: runtime-only build (SJ_COMPILERS=OFF); loads artifacts
 # The driver API's header is all the CUDA device needs at build time.
 if(SJ_WITH_CUDA AND CUDAToolkit_FOUND)
   set(SJ_HAVE_CUDA ON)
-  add_compile_definitions(SJ_HAVE_CUDA=1)
 else()
   set(SJ_HAVE_CUDA OFF)
 endif()
-add_compile_definitions(SJ_RUNTIME_ONLY=1)
+# The library, the CLI, the tools and the tests that link it all see it
+# (SJ_BUILD_DEFINITIONS travels with shapejit_static).
+list(APPEND SJ_BUILD_DEFINITIONS SJ_RUNTIME_ONLY=1)
 set(SJ_RUNTIME_ONLY_DEFS
   SJ_RUNTIME_TOOLCHAIN_NVPTX="${SJ_RUNTIME_TOOLCHAIN_NVPTX}"
   SJ_RUNTIME_TOOLCHAIN_NVRTC="${SJ_RUNTIME_TOOLCHAIN_NVRTC}")
