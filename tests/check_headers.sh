@@ -12,13 +12,13 @@
 # Exit 0 when every include is allowed, 1 listing the wrong ones.
 set -eu
 SRC=$1
-RULES=$(grep -v '^#' "$SRC/tests/layer_rules.txt")
-known=$(printf '%s\n' "$RULES" | awk -F: 'NF > 1 { printf "%s ", $1 }')
+. "$SRC/tests/layer_rules.sh"
+layer_rules_load "$SRC/tests"
 
 cd "$SRC"
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-for m in $known; do
+for m in $KNOWN; do
     # A module is its folder's own files; its subfolders are modules of their own.
     for f in "$m"/*.c "$m"/*.h; do
         [ -f "$f" ] || continue
@@ -30,13 +30,7 @@ if [ ! -s "$list" ]; then
     echo "check_headers: no includes found under $SRC" >&2
     exit 2
 fi
-printf '%s\n' "$RULES" | awk -v known="$known" '
-    FILENAME == "-" {
-        if (split($0, kv, ":") < 2) next
-        n = split(kv[2], to, " ")
-        for (i = 1; i <= n; i++) ok[kv[1] SUBSEP to[i]] = 1
-        next
-    }
+printf '%s\n' "$RULES" | awk "$RULES_AWK"'
     {
         m = $1; f = $2; inc = $3; nu++
         if (inc ~ /^shapejit[\/.]/) next                 # the public headers

@@ -16,7 +16,8 @@ NM=$1
 LIST=$2
 
 # The rules: tests/layer_rules.txt, which tests/check_headers.sh reads too.
-RULES=$(grep -v '^#' "$(dirname "$0")/layer_rules.txt")
+. "$(dirname "$0")/layer_rules.sh"
+layer_rules_load "$(dirname "$0")"
 
 syms=$(mktemp)
 trap 'rm -f "$syms"' EXIT
@@ -41,14 +42,7 @@ if [ "$n" -eq 0 ]; then
     echo "check_layers: no object files listed in $LIST" >&2
     exit 2
 fi
-known=$(printf '%s\n' "$RULES" | awk -F: 'NF > 1 { printf "%s ", $1 }')
-printf '%s\n' "$RULES" | awk -v known="$known" '
-    FILENAME == "-" {
-        if (split($0, kv, ":") < 2) next
-        n = split(kv[2], to, " ")
-        for (i = 1; i <= n; i++) ok[kv[1] SUBSEP to[i]] = 1
-        next
-    }
+printf '%s\n' "$RULES" | awk -v known="$KNOWN" "$RULES_AWK"'
     $1 == "D" { def[$2] = $3; deffile[$2] = $4; next }
     $1 == "U" { nu++; us[nu] = $2; um[nu] = $3; uf[nu] = $4 }
     END {
@@ -64,7 +58,7 @@ printf '%s\n' "$RULES" | awk -v known="$known" '
         }
         for (m in unknown) {
             bad++
-            printf "module %s (%s) is in no layer: add it to the rules in tests/check_layers.sh\n", m, unknown[m]
+            printf "module %s (%s) is in no layer: add it to the rules in tests/layer_rules.txt\n", m, unknown[m]
         }
         if (bad) exit 1
         printf "layers: %d uses across the library, every edge points down\n", nu
