@@ -401,9 +401,10 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     }
     printf("  buckets used     %d of %d\n", st.buckets_ready, st.buckets);
     printf("  memory           weights %.1f MiB (shared by every bucket; %.1f MiB of them mapped "
-           "from the model's files), run memory %.1f MiB in "
+           "from the model's files, %.1f MiB packed for the GEMM), run memory %.1f MiB in "
            "%d resident buckets (%llu trimmed), peak RSS %.1f MiB\n",
            (double)st.weight_bytes / 1048576.0, (double)st.weight_mapped_bytes / 1048576.0,
+           (double)st.weight_packed_bytes / 1048576.0,
            (double)st.run_bytes / 1048576.0,
            st.buckets_resident, (unsigned long long)st.resident_evictions,
            (double)cli_peak_rss_bytes() / 1048576.0);

@@ -241,11 +241,12 @@ void cli_stats_members(FILE *f, sj_engine *e) {
             (unsigned long long)(s.launches > s.kernels ? s.launches - s.kernels : 0), s.lower_ms,
             s.emit_ms, s.optimise_ms, s.codegen_ms, s.load_ms);
     fprintf(f,
-            ", \"weight_bytes\": %llu, \"weight_mapped_bytes\": %llu, \"run_bytes\": %llu, "
+            ", \"weight_bytes\": %llu, \"weight_mapped_bytes\": %llu, \"weight_packed_bytes\": %llu, "
+            "\"run_bytes\": %llu, "
             "\"resident_buckets\": %d, "
             "\"resident_evictions\": %llu, \"peak_rss_bytes\": %llu, \"bucket_memory\": [",
             (unsigned long long)s.weight_bytes, (unsigned long long)s.weight_mapped_bytes,
-            (unsigned long long)s.run_bytes, s.buckets_resident,
+            (unsigned long long)s.weight_packed_bytes, (unsigned long long)s.run_bytes, s.buckets_resident,
             (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
     bool first = true;
     for (int i = 0; i < s.buckets; i++) {

@@ -248,6 +248,7 @@ sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *o
                               .io_bytes = m.io_bytes,
                               .weight_bytes = m.weight_bytes,
                               .weight_mapped_bytes = m.weight_mapped_bytes,
+                              .weight_packed_bytes = m.weight_packed_bytes,
                               /* a backend that holds no run memory (the
                                * interpreter) reports none: not a figure */
                               .known = m.estimated || (loaded && m.run_bytes > 0),
@@ -289,20 +290,25 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->codegen_ms = s.stages.codegen_ms;
     out->load_ms = s.stages.load_ms;
     out->device_resets = e->backend.resets ? e->backend.resets(e->backend.owner) : 0;
-    /* Buckets share weights, so the largest bucket's weights are the
-     * engine's (every bucket uses every param). */
+    /* Buckets share weights (every bucket uses every param), and those
+     * that pack a weight share its packed copy: the engine's weights are
+     * the largest bucket's unpacked ones beside the largest packed set. */
+    uint64_t plain = 0;
     for (int i = 0; i < out->buckets; i++) {
         sj_executable_memory_info m;
         if (sj_bucketed_cache_bucket_memory(e->cache, i, &m) != SJ_OK || m.estimated) continue;
-        if (m.weight_bytes > out->weight_bytes) {
-            out->weight_bytes = m.weight_bytes;
+        if (m.weight_bytes - m.weight_packed_bytes > plain) {
+            plain = m.weight_bytes - m.weight_packed_bytes;
             out->weight_mapped_bytes = m.weight_mapped_bytes;
         }
+        if (m.weight_packed_bytes > out->weight_packed_bytes)
+            out->weight_packed_bytes = m.weight_packed_bytes;
         if (m.resident) {
             out->buckets_resident++;
             out->run_bytes += m.run_bytes;
         }
     }
+    out->weight_bytes = plain + out->weight_packed_bytes;
 }
 
 const char *sj_engine_target(const sj_engine *e) { return e ? e->backend.target : ""; }

@@ -189,7 +189,7 @@ static void get_plan(reader *r, sj_launch_plan *p) {
     p->slots = get_array(r, p->n_slots, sizeof *p->slots);
     for (int i = 0; i < p->n_slots && r->st == SJ_OK; i++) {
         uint32_t kind = get_u32(r, "slot kind");
-        if (kind > SJ_SLOT_ARENA) bad(r, "artifact: %s %llu unknown", "slot kind", kind);
+        if (kind > SJ_SLOT_PACKED) bad(r, "artifact: %s %llu unknown", "slot kind", kind);
         p->slots[i].kind = (sj_slot_kind)kind;
         p->slots[i].index = get_i32(r, "slot index");
         p->slots[i].offset = get_i64(r, "slot offset");

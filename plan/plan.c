@@ -28,7 +28,8 @@ void sj__plan_memory_get(const sj_launch_plan *p, sj_plan_memory *out) {
     out->table_bytes = (int64_t)p->n_launch_slots * (int64_t)sizeof(void *);
     for (int i = 0; i < p->n_slots; i++) {
         const sj_buffer_slot *s = &p->slots[i];
-        if (s->kind == SJ_SLOT_PARAM) out->weight_bytes = add_sat(out->weight_bytes, s->bytes);
+        if (s->kind == SJ_SLOT_PARAM || s->kind == SJ_SLOT_PACKED)
+            out->weight_bytes = add_sat(out->weight_bytes, s->bytes);
         else if (s->kind != SJ_SLOT_ARENA) out->io_bytes = add_sat(out->io_bytes, s->bytes);
     }
 }
@@ -65,6 +66,23 @@ sj_status sj__plan_validate(sj_ctx *ctx, const sj_launch_plan *p) {
                 return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: param slot %d has unknown storage %lld",
                                i, (long long)sj_slot_storage(s));
             break;
+        case SJ_SLOT_PACKED: {
+            if (!range_ok(s->offset, SJ_PACK_WORDS, p->n_words))
+                return sj_fail(ctx, SJ_E_CORRUPT,
+                               "launch plan: packed slot %d's words at %lld outside the %d words",
+                               i, (long long)s->offset, p->n_words);
+            const int64_t *w = p->words + s->offset;
+            if (w[SJ_PACK_OFFSET] < 0 || w[SJ_PACK_K] < 1 || w[SJ_PACK_N] < 1 ||
+                w[SJ_PACK_ROW_STRIDE] < 0 || w[SJ_PACK_COL_STRIDE] < 0 || w[SJ_PACK_LEVEL] < 2 ||
+                w[SJ_PACK_LEVEL] > 4)
+                return sj_fail(ctx, SJ_E_CORRUPT,
+                               "launch plan: packed slot %d describes no valid layout (offset %lld, "
+                               "%lld x %lld, strides %lld/%lld, level %lld)",
+                               i, (long long)w[SJ_PACK_OFFSET], (long long)w[SJ_PACK_K],
+                               (long long)w[SJ_PACK_N], (long long)w[SJ_PACK_ROW_STRIDE],
+                               (long long)w[SJ_PACK_COL_STRIDE], (long long)w[SJ_PACK_LEVEL]);
+            break;
+        }
         case SJ_SLOT_ARENA:
             if (!range_ok(s->offset, s->bytes, p->arena_bytes))
                 return sj_fail(ctx, SJ_E_CORRUPT,

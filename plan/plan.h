@@ -32,8 +32,27 @@ typedef enum sj_slot_kind {
     SJ_SLOT_INPUT,  /* graph input `index`, padded to E by the executor */
     SJ_SLOT_OUTPUT, /* graph output `index`, laid out at E, sliced by the executor */
     SJ_SLOT_PARAM,  /* graph param: `index` is the param's value id in the graph */
-    SJ_SLOT_ARENA   /* intermediate: `offset` bytes into the shared arena */
+    SJ_SLOT_ARENA,  /* intermediate: `offset` bytes into the shared arena */
+    /* A float32 weight (graph param `index`) in a GEMM's packed panel layout,
+     * made once per weight and layout when a bucket loads and shared by every
+     * bucket that packs it alike (runtime/host_code/host_gemm.c): `offset`
+     * is the first of SJ_PACK_WORDS words of the plan describing the packed
+     * [k, n] view (sj_pack_word), `bytes` the packed copy's size. */
+    SJ_SLOT_PACKED
 } sj_slot_kind;
+
+/* The words of a packed slot, in order: the view of the param that is
+ * packed (element offset, rows k, columns n, row and column strides in
+ * elements) and the GEMM level whose panel width it is packed for. */
+enum sj_pack_word {
+    SJ_PACK_OFFSET,
+    SJ_PACK_K,
+    SJ_PACK_N,
+    SJ_PACK_ROW_STRIDE,
+    SJ_PACK_COL_STRIDE,
+    SJ_PACK_LEVEL,
+    SJ_PACK_WORDS
+};
 
 typedef struct sj_buffer_slot {
     sj_slot_kind kind;

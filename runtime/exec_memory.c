@@ -6,6 +6,10 @@
 #include "runtime/executor_impl.h"
 
 #include "ir/graph_impl.h"
+#include "runtime/host_code/host_code.h"
+#include "runtime/runtime_only.h"
+
+#include <llvm-c/blake3.h>
 
 #include <inttypes.h>
 #include <string.h>
@@ -20,10 +24,65 @@ static sj_weight_pool *pool_for(sj_device *dev, const sj_weight_backing **backin
     return sj__device_weight_pool(dev, backing);
 }
 
-static exe_param *find_param(sj_executable *e, sj_value v) {
-    for (int i = 0; i < e->n_params; i++)
-        if (e->params[i].value == v) return &e->params[i];
+/* The executable's copy of what slot s reads: the param as stored, or (a
+ * packed slot) its panels in the slot's layout. */
+static exe_param *find_param(sj_executable *e, const sj_buffer_slot *s, const int64_t *pack) {
+    bool packed = s->kind == SJ_SLOT_PACKED;
+    for (int i = 0; i < e->n_params; i++) {
+        const exe_param *x = &e->params[i];
+        if (x->value == s->index && x->packed == packed &&
+            (!packed || !memcmp(x->pack, pack, sizeof x->pack)))
+            return &e->params[i];
+    }
     return NULL;
+}
+
+#ifndef SJ_RUNTIME_ONLY
+typedef struct pack_job {
+    const float *weight;
+    const int64_t *w; /* the slot's words */
+} pack_job;
+
+static void fill_packed(void *user, void *buf) {
+    const pack_job *j = user;
+    const int64_t *w = j->w;
+    sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N], j->weight + w[SJ_PACK_OFFSET],
+                       w[SJ_PACK_ROW_STRIDE], w[SJ_PACK_COL_STRIDE], buf);
+}
+#endif
+
+/* A weight in a GEMM's panels (check_packed in executor.c vetted the
+ * layout against the param), made once per pool and layout: its key hashes
+ * the weight's content hash with the layout words, so buckets and engines
+ * that pack a weight alike share one copy, and another layout (a level, a
+ * view) is another entry. */
+static sj_status acquire_packed(sj_executable *e, const sj_graph *g, const sj_buffer_slot *s,
+                                const int64_t *w, const sj_weight_backing *backing, void **out) {
+#ifdef SJ_RUNTIME_ONLY
+    (void)g, (void)w, (void)backing, (void)out;
+    return sj_fail(e->ctx, SJ_E_UNSUPPORTED, "%s", SJ_RUNTIME_ONLY_NO_HOST_CODE);
+#else
+    if (!(e->dev->ops->flags & SJ_DEVICE_HOST_VISIBLE))
+        return sj_fail(e->ctx, SJ_E_MISMATCH,
+                       "a packed weight is host GEMM panels; device %s cannot read it",
+                       sj_device_name(e->dev));
+    uint8_t weight_hash[32], hash[32];
+    sj__graph_param_hash_stored(g, s->index, SJ_PRECISION_FP32, weight_hash);
+    static const char tag[] = "shapejit-packed-weight-1";
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, tag, sizeof tag - 1);
+    llvm_blake3_hasher_update(&h, weight_hash, sizeof weight_hash);
+    for (int i = 0; i < SJ_PACK_WORDS; i++) {
+        uint8_t b[8];
+        for (int j = 0; j < 8; j++) b[j] = (uint8_t)((uint64_t)w[i] >> (8 * j));
+        llvm_blake3_hasher_update(&h, b, sizeof b);
+    }
+    llvm_blake3_hasher_finalize(&h, hash, sizeof hash);
+    pack_job job = {g->nodes[s->index].data, w};
+    return sj__weight_pool_acquire_filled(e->weights, hash, (size_t)s->bytes, backing, fill_packed,
+                                          &job, out);
+#endif
 }
 
 /* A param as its slot stores it: the graph's bytes, or (a param the
@@ -77,16 +136,21 @@ sj_status sj__exe_acquire_params(sj_executable *e, const sj_launch_plan *p, cons
     if (!e->weights) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory for the weight pool");
     for (int32_t i = 0; i < p->n_slots; i++) {
         const sj_buffer_slot *s = &p->slots[i];
-        if (s->kind != SJ_SLOT_PARAM || find_param(e, s->index)) continue;
+        bool packed = s->kind == SJ_SLOT_PACKED;
+        const int64_t *w = packed ? p->words + s->offset : NULL;
+        if ((s->kind != SJ_SLOT_PARAM && !packed) || find_param(e, s, w)) continue;
         exe_param *x = &e->params[e->n_params];
-        sj_status st = acquire_param(e, g, s, backing, &x->buffer);
+        sj_status st = packed ? acquire_packed(e, g, s, w, backing, &x->buffer)
+                              : acquire_param(e, g, s, backing, &x->buffer);
         if (st != SJ_OK) {
-            sj__error_prefix(e->ctx, "executable: param '%s'",
+            sj__error_prefix(e->ctx, "executable: %sparam '%s'", packed ? "packed " : "",
                             g->nodes[s->index].name ? g->nodes[s->index].name : "?");
             return st;
         }
         x->value = s->index;
         x->bytes = (size_t)s->bytes;
+        x->packed = packed;
+        if (packed) memcpy(x->pack, w, sizeof x->pack);
         e->n_params++;
         SJ_TRY(note_map(e, x));
     }
@@ -110,8 +174,9 @@ static void *slot_pointer(sj_executable *e, const sj_buffer_slot *s) {
     switch (s->kind) {
     case SJ_SLOT_INPUT: return e->inputs[s->index].buffer;
     case SJ_SLOT_OUTPUT: return e->outputs[s->index].buffer;
-    case SJ_SLOT_PARAM: {
-        exe_param *x = find_param(e, s->index);
+    case SJ_SLOT_PARAM:
+    case SJ_SLOT_PACKED: {
+        exe_param *x = find_param(e, s, s->kind == SJ_SLOT_PACKED ? e->words + s->offset : NULL);
         return x ? x->buffer : NULL;
     }
     case SJ_SLOT_ARENA: return (char *)e->arena + s->offset;
@@ -248,6 +313,7 @@ void sj_executable_memory(const sj_executable *e, sj_executable_memory_info *out
     for (int i = 0; i < e->n_params; i++) {
         out->weight_bytes += e->params[i].bytes;
         if (e->params[i].mapped) out->weight_mapped_bytes += e->params[i].bytes;
+        if (e->params[i].packed) out->weight_packed_bytes += e->params[i].bytes;
     }
     out->arena_bytes = (uint64_t)e->arena_bytes;
     out->io_bytes = io_bytes(e);

@@ -6,6 +6,8 @@
 #include "runtime/padding_impl.h"
 
 #include "ir/graph_impl.h"
+#include "runtime/host_code/host_code.h"
+#include "runtime/runtime_only.h"
 
 #include <string.h>
 
@@ -21,6 +23,59 @@ static sj_status check_kernels(sj_ctx *ctx, const sj_launch_plan *p) {
         if (!memchr(p->kernels[i].name, '\0', SJ_KERNEL_NAME_MAX) || !p->kernels[i].name[0])
             return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: kernel #%d has no valid name", i);
     return SJ_OK;
+}
+
+/* A packed weight: a float32 param, a view inside it, and the bytes its
+ * panels take at the level the GEMM runs on this CPU. */
+static sj_status check_packed(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph *g, int32_t i) {
+    const sj_buffer_slot *s = &p->slots[i];
+    if (s->index < 0 || s->index >= g->n_nodes || g->nodes[s->index].op != SJ_OP_PARAM ||
+        g->nodes[s->index].dtype != SJ_F32)
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: packed slot #%d: value %d is not a float32 param",
+                       i, s->index);
+    if (s->offset < 0 || s->offset > (int64_t)p->n_words - SJ_PACK_WORDS)
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: packed slot #%d's words lie outside the plan", i);
+    const int64_t *w = p->words + s->offset;
+    int64_t k = w[SJ_PACK_K], n = w[SJ_PACK_N], rs = w[SJ_PACK_ROW_STRIDE], cs = w[SJ_PACK_COL_STRIDE];
+    int64_t numel = sj_shape_numel(&g->nodes[s->index].shape, p->extent);
+    /* The view's last element, each step checked against the param's size. */
+    bool fits = k >= 1 && n >= 1 && rs >= 0 && cs >= 0 && w[SJ_PACK_OFFSET] >= 0 && numel > 0;
+    int64_t last = w[SJ_PACK_OFFSET];
+    if (fits && last >= numel) fits = false;
+    if (fits && rs > 0) {
+        fits = k - 1 <= (numel - 1 - last) / rs;
+        if (fits) last += (k - 1) * rs;
+    }
+    if (fits && cs > 0) {
+        fits = n - 1 <= (numel - 1 - last) / cs;
+        if (fits) last += (n - 1) * cs;
+    }
+    if (!fits)
+        return sj_fail(ctx, SJ_E_CORRUPT,
+                       "launch plan: packed slot #%d's %lld x %lld view (offset %lld, strides "
+                       "%lld/%lld) reads past param %d's %lld elements",
+                       i, (long long)k, (long long)n, (long long)w[SJ_PACK_OFFSET], (long long)rs,
+                       (long long)cs, s->index, (long long)numel);
+#ifdef SJ_RUNTIME_ONLY
+    return sj_fail(ctx, SJ_E_UNSUPPORTED, "launch plan: packed slot #%d: %s", i,
+                   SJ_RUNTIME_ONLY_NO_HOST_CODE);
+#else
+    /* Panels are the width of the GEMM this CPU runs: a level the CPU
+     * lowers (an artifact for more than it has) would read them wrong. */
+    int level = sj__host_kernel_level(w[SJ_PACK_LEVEL]);
+    if (level != w[SJ_PACK_LEVEL])
+        return sj_fail(ctx, SJ_E_MISMATCH,
+                       "launch plan: packed slot #%d is packed for GEMM level %lld; this CPU runs "
+                       "level %d",
+                       i, (long long)w[SJ_PACK_LEVEL], level);
+    int64_t want = sj__host_gemm_pack_bytes(level, k, n);
+    if (want != s->bytes)
+        return sj_fail(ctx, SJ_E_CORRUPT,
+                       "launch plan: packed slot #%d holds %lld bytes, %lld x %lld packed at level "
+                       "%d takes %lld",
+                       i, (long long)s->bytes, (long long)k, (long long)n, level, (long long)want);
+    return SJ_OK;
+#endif
 }
 
 static sj_status check_slot(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph *g, int32_t i) {
@@ -54,6 +109,7 @@ static sj_status check_slot(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph
         want = shape_bytes(&g->nodes[s->index].shape, g->nodes[s->index].dtype, p->extent);
         if (sj_slot_storage(s) != SJ_PRECISION_FP32) want /= 2; /* 16-bit elements */
         break;
+    case SJ_SLOT_PACKED: return check_packed(ctx, p, g, i);
     case SJ_SLOT_ARENA:
         if (s->offset < 0 || s->bytes < 0 || s->offset > p->arena_bytes ||
             s->bytes > p->arena_bytes - s->offset)

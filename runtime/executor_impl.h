@@ -35,6 +35,10 @@ typedef struct exe_param {
     void *buffer; /* from the weight pool: shared with every executable of the same bytes */
     size_t bytes;
     bool mapped;  /* buffer lies in a file mapping (the pool entry holds it) */
+    /* An SJ_SLOT_PACKED's copy of the weight in a GEMM's panels: its
+     * layout words (plan.h); a plain param has packed false. */
+    bool packed;
+    int64_t pack[SJ_PACK_WORDS];
 } exe_param;
 
 struct sj_executable {

@@ -37,7 +37,7 @@ static sj_status host_make(void *user, const void *src, size_t bytes, void **out
     if (!raw) return sj_fail(ctx, SJ_E_NOMEM, "weights: out of memory for %zu bytes", bytes);
     uintptr_t start = ((uintptr_t)raw + sizeof(void *) + WEIGHT_ALIGN - 1) & ~(uintptr_t)(WEIGHT_ALIGN - 1);
     ((void **)start)[-1] = raw;
-    if (bytes) memcpy((void *)start, src, bytes);
+    if (bytes && src) memcpy((void *)start, src, bytes);
     *out = (void *)start;
     return SJ_OK;
 }
@@ -150,6 +150,22 @@ sj_status sj__weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[3
                                         size_t bytes, const sj_weight_backing *backing,
                                         sj_weight_map *map, void **out) {
     return acquire(p, hash, data, bytes, backing, map, out);
+}
+
+sj_status sj__weight_pool_acquire_filled(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+                                        const sj_weight_backing *backing,
+                                        void (*fill)(void *user, void *buf), void *user,
+                                        void **out) {
+    *out = NULL;
+    pthread_mutex_lock(&p->mu);
+    sj_status st = SJ_OK;
+    if (!share_locked(p, hash, bytes, backing, out)) {
+        /* Under the lock, as acquire: concurrent loads make it once. */
+        st = add_locked(p, hash, NULL, bytes, backing, NULL, out);
+        if (st == SJ_OK) fill(user, *out);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
 }
 
 bool sj__weight_pool_acquire_held(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,

@@ -31,7 +31,8 @@ typedef struct sj_weight_pool sj_weight_pool;
 
 typedef struct sj_weight_backing {
     void *user;
-    /* A buffer of `bytes` holding a copy of `src`. */
+    /* A buffer of `bytes` holding a copy of `src`; src NULL (the host
+     * backings only): its bytes left for the caller to write. */
     sj_status (*make)(void *user, const void *src, size_t bytes, void **out);
     void (*free)(void *user, void *buf);
 } sj_weight_backing;
@@ -62,6 +63,14 @@ sj_status sj__weight_pool_acquire(sj_weight_pool *p, const uint8_t hash[32], con
 sj_status sj__weight_pool_acquire_mapped(sj_weight_pool *p, const uint8_t hash[32], const void *data,
                                         size_t bytes, const sj_weight_backing *backing,
                                         sj_weight_map *map, void **out);
+/* As acquire, but a fresh entry's bytes are written by fill(user, buf) into
+ * memory the backing makes: for a host-domain buffer derived from a weight
+ * (a GEMM's packed panels), made once under the pool's lock however many
+ * loads ask for it at once. hash names the derived bytes, not the weight. */
+sj_status sj__weight_pool_acquire_filled(sj_weight_pool *p, const uint8_t hash[32], size_t bytes,
+                                        const sj_weight_backing *backing,
+                                        void (*fill)(void *user, void *buf), void *user,
+                                        void **out);
 /* The held buffer for (hash, bytes, backing) with one more reference, or
  * false (nothing acquired): lets a caller that must first make the source
  * bytes (a narrowed weight) skip that when they are already held. */

@@ -18,6 +18,7 @@
 #include "shapejit/ext/runtime.h"
 #include "shapejit/model.h"
 #include "plan/artifact_impl.h"
+#include "runtime/host_code/host_code.h"
 #include "ir/graph_impl.h"
 
 /* All-ones bytes: NaN as float32, -1 as int64/int32, 0xff (true) as bool. */
@@ -100,6 +101,11 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
                 sj__precision_round(storage, g->nodes[s->index].data, slot[i], s->bytes / 2);
             else
                 memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
+        } else if (s->kind == SJ_SLOT_PACKED) { /* packed as the runtime packs it */
+            const int64_t *w = p->words + s->offset;
+            sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N],
+                               (const float *)g->nodes[s->index].data + w[SJ_PACK_OFFSET],
+                               w[SJ_PACK_ROW_STRIDE], w[SJ_PACK_COL_STRIDE], slot[i]);
         }
     }
     sj_status st = SJ_OK;

@@ -12,11 +12,17 @@ sj_cli_test(serve_resident_not_a_count RC 2
   ERR "--max-resident-buckets must be a count of at least 1, got '2x'")
 sj_cli_test(run_memory_stats RC 0
   ARGS run ${SJ_MEM_FFN} --rows 5 --store none --backend host --stats --out ${SJ_CLI_DIR}/mem_run
-  ERR "\"weight_bytes\": [1-9][0-9]*, \"weight_mapped_bytes\": 0, \"run_bytes\": [1-9][0-9]*, \"resident_buckets\": 1, .*\"peak_rss_bytes\": [1-9][0-9]*, \"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": [1-9][0-9]*, \"weights_mapped\": 0, \"arena_bytes\": [0-9]+, \"io_bytes\": [1-9][0-9]*, \"peak_bytes\": [1-9][0-9]*, \"resident\": true, \"estimated\": false}\\]")
+  ERR "\"weight_bytes\": [1-9][0-9]*, \"weight_mapped_bytes\": 0, \"weight_packed_bytes\": 0, \"run_bytes\": [1-9][0-9]*, \"resident_buckets\": 1, .*\"peak_rss_bytes\": [1-9][0-9]*, \"bucket_memory\": \\[{\"extent\": 8, \"weights_shared\": [1-9][0-9]*, \"weights_mapped\": 0, \"arena_bytes\": [0-9]+, \"io_bytes\": [1-9][0-9]*, \"peak_bytes\": [1-9][0-9]*, \"resident\": true, \"estimated\": false}\\]")
+# A bucket of 64 rows runs ffn's matmuls through the packed GEMM, which
+# reads both weights packed once at load (the bias and layernorm params
+# stay as they are); at 5 rows above they are read in place.
+sj_cli_test(run_memory_packed RC 0
+  ARGS run ${SJ_MEM_FFN} --rows 40 --store none --backend host --stats --out ${SJ_CLI_DIR}/mem_run_packed
+  ERR "\"weight_bytes\": [1-9][0-9]*, \"weight_mapped_bytes\": 0, \"weight_packed_bytes\": 131072, ")
 sj_cli_test(serve_resident_bound RC 0
   ARGS serve ${SJ_MEM_FFN} --store none --synthetic uniform:1:40:60:3 --workers 2 --ladder pow2:1:64
        --max-resident-buckets 1 --stats
-  OUT "memory           weights [0-9.]+ MiB \\(shared by every bucket; [0-9.]+ MiB of them mapped from the model's files\\), run memory [0-9.]+ MiB in 1 resident buckets \\([1-9][0-9]* trimmed\\), peak RSS [1-9][0-9.]* MiB"
+  OUT "memory           weights [0-9.]+ MiB \\(shared by every bucket; [0-9.]+ MiB of them mapped from the model's files, [0-9.]+ MiB packed for the GEMM\\), run memory [0-9.]+ MiB in 1 resident buckets \\([1-9][0-9]* trimmed\\), peak RSS [1-9][0-9.]* MiB"
   ERR "\"resident_buckets\": 1, \"resident_evictions\": [1-9][0-9]*, \"peak_rss_bytes\": [1-9]")
 # A precompile says what each bucket will need once it serves (issue 13
 # item 9; a store-only GPU precompile reads it from the artifacts, see

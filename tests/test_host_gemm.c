@@ -2,7 +2,8 @@
  * level against a double-precision reference, with every element outside
  * the slice poisoned (NaN in A's and B's padding, a sentinel around C), odd
  * sizes across the MR/NR/KC/MC block edges, transposed operands, 16-bit
- * weights, row splits that must give the same bits; then matmuls that
+ * weights, row splits that must give the same bits, B packed once at load
+ * (bitwise the per-call packing's result); then matmuls that
  * compile to it, against the interpreter through the poisoning harness, at
  * extents 1, bucket-min, bucket-max and between, for x86-64-v2, v3 (where
  * this CPU runs it) and native code, fp32 and bf16 weights. */
@@ -30,6 +31,37 @@ typedef struct gemm_case {
 } gemm_case;
 
 static const float SENTINEL = 12345.0f;
+
+/* A float32 B packed once (sj__host_gemm_pack, at the level the CPU runs)
+ * and read by sj__host_gemm_packed: the pack writes exactly its bytes, and
+ * the product is bitwise the per-call packing's (same panels, same order of
+ * summation), sentinel around C untouched. */
+static void check_packed(const gemm_case *c, int level, const float *a, int64_t a_rs, int64_t a_cs,
+                         const float *b, int64_t b_rs, int64_t b_cs, const float *want, int64_t ldc) {
+    int64_t m = c->m, n = c->n, k = c->k;
+    int eff = sj__host_kernel_level(level);
+    int64_t bytes = sj__host_gemm_pack_bytes(eff, k, n);
+    assert_true(bytes >= n * k * 4);
+    int64_t floats = bytes / 4, guard = 17;
+    float *packed = malloc((size_t)(floats + guard) * sizeof *packed);
+    for (int64_t i = 0; i < floats + guard; i++) packed[i] = SENTINEL;
+    sj__host_gemm_pack(eff, k, n, b, b_rs, b_cs, packed);
+    for (int64_t i = floats; i < floats + guard; i++)
+        if (packed[i] != SENTINEL)
+            fail_msg("level %d k=%lld n=%lld: the pack wrote past its %lld bytes", eff, (long long)k,
+                     (long long)n, (long long)bytes);
+    float *got = malloc((size_t)((m + 1) * ldc) * sizeof *got);
+    for (int64_t i = 0; i < (m + 1) * ldc; i++) got[i] = SENTINEL;
+    sj__host_gemm_packed(eff, m, n, k, a, a_rs, a_cs, packed, got, ldc);
+    for (int64_t i = 0; i < (m + 1) * ldc; i++)
+        if (memcmp(&got[i], &want[i], sizeof got[i]))
+            fail_msg("level %d m=%lld n=%lld k=%lld ta=%d tb=%d: packed B gives C[%lld] = %.9g, "
+                     "per-call packing %.9g",
+                     eff, (long long)m, (long long)n, (long long)k, c->ta, c->tb, (long long)i,
+                     got[i], want[i]);
+    free(packed);
+    free(got);
+}
 
 /* Runs one case at one level; returns the largest error over the bound. */
 static void run_case(const gemm_case *c, int level, uint64_t seed) {
@@ -60,6 +92,7 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
     const void *b = c->prec == SJ_PRECISION_FP32 ? (const void *)bf : (const void *)bh;
     for (int64_t i = 0; i < (m + 1) * ldc; i++) cc[i] = split[i] = SENTINEL;
     sj__host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc);
+    if (c->prec == SJ_PRECISION_FP32 && k > 0) check_packed(c, level, a, a_rs, a_cs, bf, b_rs, b_cs, cc, ldc);
     /* The same rows in two launches, as a row split runs them. */
     int64_t r = m / 3 + 1 > m ? m : m / 3 + 1;
     sj__host_gemm(level, c->prec, r, n, k, a, a_rs, a_cs, b, b_rs, b_cs, split, ldc);

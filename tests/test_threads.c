@@ -344,7 +344,7 @@ static void test_previous_format_refused(void **state) {
     memcpy(bytes + len - 8, &sum, sizeof sum);
     assert_int_equal(sj_artifact_deserialize(ctx, bytes, len, &back), SJ_E_UNSUPPORTED);
     assert_null(back);
-    assert_non_null(strstr(sj_ctx_last_error(ctx), "format version 2, this build reads 3"));
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "format version 3, this build reads 4"));
     sj_free(ctx, bytes);
     sj_artifact_destroy(a);
     sj_graph_destroy(g);

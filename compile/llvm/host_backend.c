@@ -16,10 +16,17 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     sj_llvm_target t = target_of(o);
     uint8_t *obj;
     size_t len;
-    unsigned externs;
-    SJ_TRY(sj__llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &externs, &a->times));
+    sj_llvm_emitted emitted;
+    SJ_TRY(sj__llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &emitted, &a->times));
+    unsigned externs = emitted.externs;
+    sj_status st = sj__host_plan_packs(ctx, &a->plan, &emitted);
+    sj__llvm_emitted_free(ctx, &emitted);
+    if (st != SJ_OK) {
+        sj_free(ctx, obj);
+        return st;
+    }
     char *triple = NULL, *cpu = NULL, *features = NULL, *host_cpu = NULL, *host_features = NULL;
-    sj_status st = sj__llvm_host_info(ctx, &triple, &host_cpu, &host_features);
+    st = sj__llvm_host_info(ctx, &triple, &host_cpu, &host_features);
     /* The artifact records the CPU and every feature the code may use
      * (implied ones and a level's included), which the load check asks the
      * host for. */
@@ -28,11 +35,12 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     if (st == SJ_OK) st = sj__artifact_set_string(a, &a->cpu, cpu);
     if (st == SJ_OK) st = sj__artifact_set_string(a, &a->features, features);
     /* The externs the code calls, which the load check asks the process for. */
-    char names[96] = "";
+    char names[128] = "";
     static const struct { unsigned bit; const char *name; } ext[] = {
         {SJ_LLVM_EXTERN_BLAS, "cblas_sgemm"},
         {SJ_LLVM_EXTERN_ATTENTION, "sj__host_attention_rows"},
-        {SJ_LLVM_EXTERN_GEMM, "sj__host_gemm"}};
+        {SJ_LLVM_EXTERN_GEMM, "sj__host_gemm"},
+        {SJ_LLVM_EXTERN_GEMM_PACKED, "sj__host_gemm_packed"}};
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
         if (externs & ext[i].bit) {
             if (names[0]) strcat(names, ",");
@@ -56,9 +64,10 @@ static sj_status host_text(const sj_lowered *l, const sj_compile_options *o, sj_
     sj_llvm_target t = target_of(o);
     uint8_t *text;
     size_t n;
-    unsigned externs;
+    sj_llvm_emitted emitted;
     SJ_TRY(sj__llvm_compile(l->ctx, l, &t, kind == SJ_EMIT_LLVM_IR ? SJ_LLVM_IR : SJ_LLVM_ASM, &text,
-                           &n, &externs, NULL));
+                           &n, &emitted, NULL));
+    sj__llvm_emitted_free(l->ctx, &emitted); /* text shows the code; no plan to give slots */
     char *s = sj_realloc(l->ctx, text, n + 1);
     if (!s) {
         sj_free(l->ctx, text);

@@ -103,8 +103,9 @@ int sj__llvm_gemm_level(const char *fs) {
 }
 
 sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
+                          sj_llvm_output what, uint8_t **out, size_t *len, sj_llvm_emitted *emitted,
                           sj_compile_times *times) {
+    memset(emitted, 0, sizeof *emitted);
     if (t->opt_level < 0 || t->opt_level > 3)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: opt level %d not in 0..3", t->opt_level);
     LLVMTargetMachineRef tm = NULL;
@@ -124,7 +125,7 @@ sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_targe
     int gemm_level = sj__llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
     uint64_t t0 = sj__now_ns();
-    sj_status st = sj__llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, externs);
+    sj_status st = sj__llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, emitted);
     uint64_t t1 = sj__now_ns();
     if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
     uint64_t t2 = sj__now_ns();
@@ -137,5 +138,6 @@ sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_targe
     LLVMDisposeModule(m);
     LLVMContextDispose(C);
     LLVMDisposeTargetMachine(tm);
+    if (st != SJ_OK) sj__llvm_emitted_free(ctx, emitted);
     return st;
 }

@@ -41,7 +41,9 @@ typedef struct emitter {
     LLVMValueRef rb, re;
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
-    unsigned externs;  /* SJ_LLVM_EXTERN_* bits of the calls emitted */
+    sj_llvm_emitted *emitted; /* externs called, weights read packed */
+    int kernel_index;         /* of e->k in the lowered kernels */
+    sj_status failed;         /* a failure inside a void emit step (out of memory) */
     int vector_floats; /* register width in floats, for explicit vector code */
     int gemm_level;    /* the sj__host_gemm code level the target runs (llvm_impl.h) */
 } emitter;
@@ -1048,7 +1050,7 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
         ld_addr(e, &k->loads[k->b]), to_i32(e, lb),
         cf(e, 0.0), out_addr(e), to_i32(e, lc)};
     LLVMBuildCall2(B, ft, f, args, 14, "");
-    e->externs |= SJ_LLVM_EXTERN_BLAS;
+    e->emitted->externs |= SJ_LLVM_EXTERN_BLAS;
 }
 
 /* Whether the packed GEMM (host_gemm.c) takes the matmul: output contiguous
@@ -1061,6 +1063,62 @@ static bool gemm_fits(const sj_kernel *k) {
     if (k->loads[k->a].storage != SJ_PRECISION_FP32) return false;
     return k->dims[2] >= 16 && k->dims[3] >= 32 && k->dims[4] >= 16 &&
            k->dims[2] * k->dims[3] * k->dims[4] >= SJ_HOST_GEMM_MIN_WORK;
+}
+
+/* Whether the GEMM reads B packed once at load: a float32 weight, one
+ * matrix for every batch index (a Linear layer's), of constant extents. */
+static bool gemm_packs_b(const sj_kernel *k) {
+    const sj_kload *b = &k->loads[k->b];
+    return b->weight && b->storage == SJ_PRECISION_FP32 && b->dtype == SJ_F32 && !b->strides[0] &&
+           !b->strides[1] && !b->strides[2] && !b->offset_n && !k->sym[3] && !k->sym[4];
+}
+
+/* Notes that every launch of this kernel reads B's buffer packed, for the
+ * backend to give those launches an SJ_SLOT_PACKED of the weight. */
+static sj_status note_pack(emitter *e) {
+    const sj_kernel *k = e->k;
+    const sj_kload *b = &k->loads[k->b];
+    sj_llvm_emitted *em = e->emitted;
+    if (em->n_packs == em->cap_packs) {
+        int cap = em->cap_packs ? 2 * em->cap_packs : 8;
+        sj_llvm_pack *grown = sj_realloc(e->ctx, em->packs, (size_t)cap * sizeof *grown);
+        if (!grown) return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
+        em->packs = grown;
+        em->cap_packs = cap;
+    }
+    sj_llvm_pack *p = &em->packs[em->n_packs++];
+    *p = (sj_llvm_pack){.kernel = e->kernel_index, .buffer = b->buffer};
+    p->words[SJ_PACK_OFFSET] = b->offset;
+    p->words[SJ_PACK_K] = k->dims[4];
+    p->words[SJ_PACK_N] = k->dims[3];
+    p->words[SJ_PACK_ROW_STRIDE] = b->strides[4];
+    p->words[SJ_PACK_COL_STRIDE] = b->strides[3];
+    p->words[SJ_PACK_LEVEL] = e->gemm_level;
+    return SJ_OK;
+}
+
+/* sj__host_gemm_packed on a weight packed at load (the buffer is its panels,
+ * which the backend's SJ_SLOT_PACKED makes), for the rows [M0, M). */
+static sj_status emit_gemm_packed_call(emitter *e) {
+    const sj_kernel *k = e->k;
+    LLVMBuilderRef B = e->B;
+    const sj_kload *a = &k->loads[k->a];
+    LLVMValueRef M0 = range_lo(e, 2), M = range_hi(e, 2);
+    e->idx[2] = M0;
+    e->idx[3] = e->idx[4] = ci(e, 0);
+    LLVMValueRef pa = ld_addr(e, a), pc = out_addr(e);
+    e->idx[2] = ci(e, 0);
+    LLVMTypeRef i64 = e->i64, p = e->ptr;
+    LLVMTypeRef ps[10] = {i64, i64, i64, i64, p, i64, i64, p, p, i64};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 10, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_gemm_packed");
+    if (!f) f = LLVMAddFunction(e->M, "sj__host_gemm_packed", ft);
+    LLVMValueRef args[10] = {ci(e, e->gemm_level), LLVMBuildSub(B, M, M0, ""), bound_of(e, 3),
+                             bound_of(e, 4), pa, ci(e, a->strides[2]), ci(e, a->strides[4]),
+                             e->bufs[k->loads[k->b].buffer], pc, ci(e, k->out_strides[2])};
+    LLVMBuildCall2(B, ft, f, args, 10, "");
+    e->emitted->externs |= SJ_LLVM_EXTERN_GEMM_PACKED;
+    return note_pack(e);
 }
 
 /* sj__host_gemm on the slice at the current batch indexes, over the row range
@@ -1084,7 +1142,7 @@ static void emit_gemm_call(emitter *e) {
                              ci(e, a->strides[4]), pb, ci(e, b->strides[4]), ci(e, b->strides[3]),
                              pc, ci(e, k->out_strides[2])};
     LLVMBuildCall2(B, ft, f, args, 13, "");
-    e->externs |= SJ_LLVM_EXTERN_GEMM;
+    e->emitted->externs |= SJ_LLVM_EXTERN_GEMM;
 }
 
 typedef enum matmul_path { MM_BLAS, MM_FEW_ROWS, MM_GEMM, MM_TILED, MM_DOT, MM_IKJ } matmul_path;
@@ -1126,6 +1184,9 @@ static void emit_matmul(emitter *e) {
     loops_open(e, ls, 3u);
     if (path == MM_BLAS) {
         emit_blas_call(e, ta, lda, tb, ldb);
+    } else if (path == MM_GEMM && gemm_packs_b(e->k)) {
+        sj_status st = emit_gemm_packed_call(e);
+        if (st != SJ_OK) e->failed = st;
     } else if (path == MM_GEMM) {
         emit_gemm_call(e);
     } else if (path == MM_FEW_ROWS) {
@@ -1190,7 +1251,7 @@ static void emit_attention(emitter *e) {
             args[1 + j] = offset_base(e, e->bufs[ld->buffer], ld->offset, ld->offset_n, e->f32);
         }
     LLVMBuildCall2(e->B, ft, f, args, 9, "");
-    e->externs |= SJ_LLVM_EXTERN_ATTENTION;
+    e->emitted->externs |= SJ_LLVM_EXTERN_ATTENTION;
 }
 
 static void add_attr(emitter *e, LLVMValueRef f, LLVMAttributeIndex i, const char *name) {
@@ -1303,6 +1364,13 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     case SJ_KK_ATTENTION: emit_attention(e); break;
     }
     LLVMBuildRetVoid(e->B);
+    if (e->failed != SJ_OK) {
+        sj_free(e->ctx, bp);
+        sj_free(e->ctx, args);
+        sj_free(e->ctx, e->bufs);
+        e->bufs = NULL;
+        return e->failed;
+    }
 
     LLVMValueRef rows = e->row_dim >= 0 ? emit_rows_entry(e, bt, body, args, row_work) : NULL;
     /* The ABI entry point. */
@@ -1331,9 +1399,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
 
 sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
-                               unsigned *externs) {
+                               sj_llvm_emitted *out) {
+    memset(out, 0, sizeof *out);
     emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats,
-                 .gemm_level = gemm_level, .row_dim = -1};
+                 .gemm_level = gemm_level, .row_dim = -1, .emitted = out};
     e.B = LLVMCreateBuilderInContext(e.C);
     e.f32 = LLVMFloatTypeInContext(e.C);
     e.i64 = LLVMInt64TypeInContext(e.C);
@@ -1341,8 +1410,16 @@ sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *
     e.ptr = LLVMPointerTypeInContext(e.C, 0);
     e.voidt = LLVMVoidTypeInContext(e.C);
     sj_status st = SJ_OK;
-    for (int i = 0; i < l->n_kernels && st == SJ_OK; i++) st = emit_kernel(&e, &l->kernels[i]);
+    for (int i = 0; i < l->n_kernels && st == SJ_OK; i++) {
+        e.kernel_index = i;
+        st = emit_kernel(&e, &l->kernels[i]);
+    }
     LLVMDisposeBuilder(e.B);
-    *externs = e.externs;
+    if (st != SJ_OK) sj__llvm_emitted_free(ctx, out);
     return st;
+}
+
+void sj__llvm_emitted_free(sj_ctx *ctx, sj_llvm_emitted *em) {
+    sj_free(ctx, em->packs);
+    memset(em, 0, sizeof *em);
 }

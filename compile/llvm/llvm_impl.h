@@ -25,8 +25,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * the artifact's level. 4: one function per distinct kernel, shared by
  * every launch of it (compile/lower/kernel_share.h). 5: the kernels host
  * code calls are named as internals (sj__host_gemm, sj__host_attention_rows),
- * so an older artifact's extern names are not this library's. */
-#define SJ_HOST_CODEGEN_REVISION 5
+ * so an older artifact's extern names are not this library's. 6: GEMMs
+ * read float32 weights packed once at load (SJ_SLOT_PACKED,
+ * sj__host_gemm_packed). */
+#define SJ_HOST_CODEGEN_REVISION 6
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
@@ -63,15 +65,36 @@ int sj__llvm_host_num_levels(void);
 const char *sj__llvm_host_level(int i, const char **features);
 
 
+/* A weight one kernel's GEMM reads packed: the kernel (an index into the
+ * lowered kernels), the launch buffer it reads it from, and the packed
+ * slot's words (plan.h, SJ_PACK_WORDS). Every launch of the kernel then
+ * needs that buffer as an SJ_SLOT_PACKED of its param. */
+typedef struct sj_llvm_pack {
+    int32_t kernel, buffer;
+    int64_t words[SJ_PACK_WORDS];
+} sj_llvm_pack;
+
+/* What emitting a module reports besides its code. */
+typedef struct sj_llvm_emitted {
+    unsigned externs; /* SJ_LLVM_EXTERN_* bits of the extern kernels the code calls */
+    int n_packs, cap_packs;
+    sj_llvm_pack *packs; /* sj_alloc'ed; sj__llvm_emitted_free */
+} sj_llvm_emitted;
+void sj__llvm_emitted_free(sj_ctx *ctx, sj_llvm_emitted *em);
+/* Gives every launch of a kernel in em's packs an SJ_SLOT_PACKED of its
+ * weight instead of the param slot, and drops param slots no launch reads
+ * any more (host_packs.c). */
+sj_status sj__host_plan_packs(sj_ctx *ctx, sj_launch_plan *p, const sj_llvm_emitted *em);
+
 /* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
  * module m, and for a row-parallel one (compile/lower/row_split.h) its row entry
  * `name_rows` (sj_host_rows_fn) with its row work, the uint64 `name_rows_work`.
  * vector_floats: the target's vector register width in floats; gemm_level:
- * the sj__host_gemm level its features run (sj__llvm_gemm_level). *externs
- * gets the SJ_LLVM_EXTERN_* bits of the extern kernels the code calls. */
+ * the sj__host_gemm level its features run (sj__llvm_gemm_level). *out
+ * (zeroed first) gets the externs called and the weights read packed. */
 sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
-                               unsigned *externs);
+                               sj_llvm_emitted *out);
 
 
 /* Vectorisable float math emitted inline at the builder's position. */
@@ -85,7 +108,7 @@ LLVMValueRef sj__llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLV
  * times (NULL: not wanted) gets the emit, optimise and codegen ns (the
  * last is printing, for IR text). */
 sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
-                          sj_llvm_output what, uint8_t **out, size_t *len, unsigned *externs,
+                          sj_llvm_output what, uint8_t **out, size_t *len, sj_llvm_emitted *emitted,
                           sj_compile_times *times);
 
 #endif

@@ -93,6 +93,9 @@ typedef struct sj_kload {
      * float32 param, 16-bit elements the load widens to float32 (strides
      * and offsets count elements either way). */
     sj_precision storage;
+    /* The buffer is a graph param (a weight): its bytes are known when a
+     * bucket loads, so a host GEMM may read it packed once (SJ_SLOT_PACKED). */
+    bool weight;
     int64_t strides[SJ_KSPACE_MAX]; /* elements, at the bucket extent */
     int64_t offset, offset_n;       /* elements: offset + offset_n * active extent */
 } sj_kload;

@@ -71,6 +71,7 @@ static void put_load(desc_buf *d, const sj_kload *ld) {
     put_i64(d, ld->buffer);
     put_i64(d, ld->dtype);
     put_i64(d, ld->storage);
+    put_i64(d, ld->weight);
     put_i64s(d, ld->strides, SJ_KSPACE_MAX);
     put_i64(d, ld->offset);
     put_i64(d, ld->offset_n);

@@ -435,6 +435,7 @@ static sj_status add_load_raw(lowering *L, int ki, int buf, const sj_shape *s,
     sj_kload ld = {0};
     ld.dtype = L->bufs[buf].dtype;
     ld.storage = L->bufs[buf].storage;
+    ld.weight = L->bufs[buf].kind == SJ_SLOT_PARAM;
     SJ_TRY(kernel_buffer(L, ki, buf, &ld.buffer));
     ld.offset = offset;
     ld.offset_n = offset_n;

@@ -231,6 +231,8 @@ typedef struct sj_engine_memory {
     /* Of weight_bytes, those read in place from the model's external-data
      * file (mapped read-only, not allocated). */
     uint64_t weight_mapped_bytes;
+    /* Of weight_bytes, weights packed once into the GEMM's panels. */
+    uint64_t weight_packed_bytes;
 } sj_engine_memory;
 SJ_API sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out);
 
@@ -249,6 +251,11 @@ typedef struct sj_engine_stats {
     uint64_t specialised;         /* level buckets swapped to code for this CPU (native_after) */
     uint64_t specialise_failures; /* such recompiles that failed */
     uint64_t weight_mapped_bytes; /* of weight_bytes, mapped from the model's files, not allocated */
+    /* Of weight_bytes, weights packed once into the host GEMM's panels. A
+     * bucket whose GEMMs read a weight packed holds the packed copy instead
+     * of the weight; buckets of few rows read the weight itself, so with
+     * both kinds loaded both are held. */
+    uint64_t weight_packed_bytes;
     /* A kernel that fails on the GPU loses the device's context with
      * everything on it: the run fails with SJ_E_DEVICE_LOST naming the
      * kernel, the device resets, and every bucket loads again from its

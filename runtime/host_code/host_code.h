@@ -21,7 +21,8 @@ sj_status sj__llvm_host_info(sj_ctx *ctx, char **triple, char **cpu, char **feat
 enum {
     SJ_LLVM_EXTERN_BLAS = 1u << 0,      /* cblas_sgemm */
     SJ_LLVM_EXTERN_ATTENTION = 1u << 1, /* sj__host_attention_rows */
-    SJ_LLVM_EXTERN_GEMM = 1u << 2       /* sj__host_gemm */
+    SJ_LLVM_EXTERN_GEMM = 1u << 2,      /* sj__host_gemm */
+    SJ_LLVM_EXTERN_GEMM_PACKED = 1u << 3 /* sj__host_gemm_packed */
 };
 
 /* Address of an extern kernel emitted code may call ("cblas_sgemm"), NULL
@@ -49,6 +50,22 @@ float sj__host_attention_exp(float x);
 void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
                   int64_t ldc);
+/* Weights packed once (a plan's SJ_SLOT_PACKED): B's [k, n] view as column
+ * panels of SJ_HOST_GEMM_PANEL(level) floats, panel j (columns from j * NR)
+ * at j * NR * k floats, row p of it at p * NR, columns past n zero. The
+ * level is the one the GEMM will run (sj__host_kernel_level of the
+ * artifact's, which a load checks the CPU runs as it is), so a panel is
+ * the width its microkernel reads; pack and pack_bytes take the level as
+ * given.
+ * sj__host_gemm_packed is sj__host_gemm with B so packed (float32), which
+ * then packs nothing per call; sj__host_gemm_pack_bytes is the packed size,
+ * -1 when it overflows. */
+#define SJ_HOST_GEMM_PANEL(level) ((level) >= 4 ? 32 : (level) == 3 ? 16 : 8)
+void sj__host_gemm_packed(int64_t level, int64_t m, int64_t n, int64_t k, const float *a,
+                         int64_t a_rs, int64_t a_cs, const float *b_packed, float *c, int64_t ldc);
+int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t k, int64_t n);
+void sj__host_gemm_pack(int64_t level, int64_t k, int64_t n, const float *b, int64_t b_rs,
+                       int64_t b_cs, float *dst);
 /* The level (4, 3 or 2, as sj__host_gemm's) the CPU runs of `wanted`: the
  * highest it has, never more than wanted (host_level.c). */
 int sj__host_kernel_level(int64_t wanted);

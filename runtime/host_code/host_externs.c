@@ -10,5 +10,6 @@ void *sj__host_extern_symbol(const char *name) {
     if (!strcmp(name, "cblas_sgemm")) return (void *)cblas_sgemm;
     if (!strcmp(name, "sj__host_attention_rows")) return (void *)sj__host_attention_rows;
     if (!strcmp(name, "sj__host_gemm")) return (void *)sj__host_gemm;
+    if (!strcmp(name, "sj__host_gemm_packed")) return (void *)sj__host_gemm_packed;
     return NULL;
 }

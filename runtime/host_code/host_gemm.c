@@ -7,7 +7,8 @@
  *       MR x kc strip, read in order by the microkernel)
  *     for each NR-wide column panel: pack the B panel ([p][j], widened to
  *       float32 from 16-bit weights; read in place instead for a call of at
- *       most two tiles of rows), then run the MR x NR microkernel over
+ *       most two tiles of rows; a float32 weight packed once at load,
+ *       sj__host_gemm_pack, is read as it lies), then run the MR x NR microkernel over
  *       every tile of the A block against it (the panel stays in L1, the A
  *       block in L2)
  *
@@ -57,6 +58,9 @@ typedef struct gemm_args {
     const void *b;
     int64_t b_rs, b_cs;
     sj_precision b_storage;
+    /* B already in panels (sj__host_gemm_pack, at this call's level), or
+     * NULL: each call packs the panels it needs. */
+    const float *b_packed;
     float *c;
     int64_t ldc;
 } gemm_args;
@@ -142,7 +146,8 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
          * repay its packing: float32 B with unit column stride is read in                           \
          * place (measured at [16, 4096] x [4096, 11008], AVX-512: 42.6 ->                           \
          * 35.4 ms; no gain from 40 rows up). */                                                     \
-        const int direct = g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 && g->m <= 2 * MR;     \
+        const int direct = !g->b_packed && g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 &&     \
+                           g->m <= 2 * MR;                                                            \
         for (int64_t ic = 0; ic < g->m; ic += MC) {                                                   \
             int64_t mc = min64(MC, g->m - ic);                                                        \
             for (int64_t pc = 0; pc < g->k; pc += KC) {                                               \
@@ -153,7 +158,9 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
                     int64_t nr = min64(NR, g->n - jr);                                                \
                     const float *panel = bp;                                                          \
                     int64_t ldb = NR;                                                                 \
-                    if (direct && nr == NR) {                                                         \
+                    if (g->b_packed) {                                                                \
+                        panel = g->b_packed + jr * g->k + pc * NR;                                    \
+                    } else if (direct && nr == NR) {                                                  \
                         panel = (const float *)g->b + pc * g->b_rs + jr;                              \
                         ldb = g->b_rs;                                                                \
                     } else {                                                                          \
@@ -188,22 +195,63 @@ SJ_GEMM_LEVEL(v3, __attribute__((target("avx2,fma"))), vf8, 8, 6, 2)
 #endif
 SJ_GEMM_LEVEL(base, , vf4, 4, 4, 2)
 
-void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
-                  int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
-                  int64_t ldc) {
-    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, c, ldc};
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) { /* an empty contraction: the sums are zero */
-        for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+/* The level's panel width: the NR of its instance above. */
+_Static_assert(SJ_HOST_GEMM_PANEL(4) == 2 * 16 && SJ_HOST_GEMM_PANEL(3) == 2 * 8 &&
+                   SJ_HOST_GEMM_PANEL(2) == 2 * 4,
+               "sj__host_gemm_pack's panels must be the microkernels' NR");
+
+static void run(int64_t level, gemm_args *g) {
+    if (g->m <= 0 || g->n <= 0) return;
+    if (g->k <= 0) { /* an empty contraction: the sums are zero */
+        for (int64_t i = 0; i < g->m; i++) memset(g->c + i * g->ldc, 0, (size_t)g->n * sizeof(float));
         return;
     }
     /* The artifact's level, never more than this CPU has (a load check
      * refuses code built for more; this keeps the extern safe alone). */
     switch (sj__host_kernel_level(level)) {
 #ifdef SJ_GEMM_X86
-    case 4: gemm_v4(&g); return;
-    case 3: gemm_v3(&g); return;
+    case 4: gemm_v4(g); return;
+    case 3: gemm_v3(g); return;
 #endif
-    default: gemm_base(&g);
+    default: gemm_base(g);
+    }
+}
+
+void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
+                  int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
+                  int64_t ldc) {
+    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, NULL, c, ldc};
+    run(level, &g);
+}
+
+void sj__host_gemm_packed(int64_t level, int64_t m, int64_t n, int64_t k, const float *a,
+                         int64_t a_rs, int64_t a_cs, const float *b_packed, float *c, int64_t ldc) {
+    gemm_args g = {m, n, k, a, a_rs, a_cs, NULL, 0, 0, SJ_PRECISION_FP32, b_packed, c, ldc};
+    run(level, &g);
+}
+
+int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t k, int64_t n) {
+    int64_t nr = SJ_HOST_GEMM_PANEL(level);
+    if (k < 1 || n < 1 || n > INT64_MAX - nr) return -1;
+    int64_t cols = (n + nr - 1) / nr * nr;
+    if (cols > INT64_MAX / 4 / k) return -1;
+    return cols * k * 4;
+}
+
+void sj__host_gemm_pack(int64_t level, int64_t k, int64_t n, const float *b, int64_t b_rs,
+                       int64_t b_cs, float *dst) {
+    int64_t nr = SJ_HOST_GEMM_PANEL(level);
+    for (int64_t jr = 0; jr < n; jr += nr) {
+        float *panel = dst + jr * k;
+        int64_t w = min64(nr, n - jr);
+        for (int64_t p = 0; p < k; p++) {
+            float *row = panel + p * nr;
+            const float *src = b + p * b_rs + jr * b_cs;
+            if (b_cs == 1)
+                memcpy(row, src, (size_t)w * sizeof(float));
+            else
+                for (int64_t j = 0; j < w; j++) row[j] = src[j * b_cs];
+            for (int64_t j = w; j < nr; j++) row[j] = 0.0f;
+        }
     }
 }

@@ -94,7 +94,8 @@ sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
     LLVMOrcJITDylibAddGenerator(m->dylib, gen);
     /* shapejit's own extern kernels by address: a program that links the
      * library statically does not export them for the process generator. */
-    static const char *const own_names[] = {"sj__host_attention_rows", "sj__host_gemm"};
+    static const char *const own_names[] = {"sj__host_attention_rows", "sj__host_gemm",
+                                            "sj__host_gemm_packed"};
     enum { N_OWN = sizeof own_names / sizeof own_names[0] };
     LLVMOrcCSymbolMapPair own[N_OWN];
     for (int i = 0; i < N_OWN; i++)

@@ -39,7 +39,7 @@
 extern "C" {
 #endif
 
-#define SJ_ARTIFACT_FORMAT_VERSION 3u /* 2: the tuning record; 3: host kernels with row entries */
+#define SJ_ARTIFACT_FORMAT_VERSION 4u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots */
 
 typedef struct sj_artifact sj_artifact;
 

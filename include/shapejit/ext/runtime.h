@@ -123,6 +123,9 @@ typedef struct sj_executable_memory_info {
     /* Of weight_bytes, those read in place from a file mapping (ONNX
      * external data): file pages, not allocated memory. */
     uint64_t weight_mapped_bytes;
+    /* Of weight_bytes, weights held in a GEMM's packed panels (made once at
+     * load, shared like the weights themselves). */
+    uint64_t weight_packed_bytes;
 } sj_executable_memory_info;
 SJ_API void sj_executable_memory(const sj_executable *exe, sj_executable_memory_info *out);
 
