@@ -8,7 +8,8 @@ prints the same text.
     python3 tools/onnx_op_inventory.py path/to/model.onnx ...   # your own models: prints only
 
 Needs only the `onnx` package. The `importer` column marks the ops that the
-C importer's op tables (formats/onnx/*.c) already name. A chain starts at a Shape (or Size) node and
+C importer's op registry already has a row for (`{"Op", ...}` rows of the
+family files formats/onnx/onnx_op_*.c). A chain starts at a Shape (or Size) node and
 follows its consumers while they compute a small value (rank <= 1, at most
 MAX_SMALL elements, after ONNX shape inference): Gather, Unsqueeze, Concat,
 arithmetic, Cast... It ends at the first consumer whose output is a full
@@ -154,12 +155,12 @@ def shape_label(node):
 
 
 def importer_ops(src_root):
-    """Op names in the C importer's tables: `{"Name", ...}` entries in formats/onnx/*.c."""
+    """Op names in the C importer's registry: `{"Name", ...}` rows in formats/onnx/onnx_op_*.c."""
     d = os.path.join(src_root, "formats", "onnx")
     found = set()
     if os.path.isdir(d):
         for f in sorted(os.listdir(d)):
-            if f.endswith(".c"):
+            if f.startswith("onnx_op_") and f.endswith(".c"):
                 with open(os.path.join(d, f)) as fh:
                     found.update(re.findall(r'\{\s*"([A-Z][A-Za-z0-9]*)"\s*,', fh.read()))
     return found
@@ -301,8 +302,8 @@ def render(models, src_root):
     w("")
     w("## Ops: count per model")
     w("")
-    w("Column `importer`: whether the op is named in the C importer's tables (`{\"Op\", ...}`")
-    w("entries in formats/onnx/*.c) when this file was generated; `no` = still to implement.")
+    w("Column `importer`: whether the C importer's op registry has a row for the op (`{\"Op\", ...}`")
+    w("in formats/onnx/onnx_op_*.c) when this file was generated; `no` = still to implement.")
     w("")
     w("| op | importer | " + " | ".join(short(n) for n in names) + " |")
     w("| --- | --- |" + " --- |" * len(names))

@@ -1,8 +1,9 @@
 /* ONNX model import: unpack the ModelProto, pick the symbolic dim, declare
- * inputs and initialisers, map every node, then mark the outputs. */
+ * inputs and initialisers, map every node (onnx_registry.c), then mark the
+ * outputs. */
 #include "formats/onnx/onnx_loader.h"
+#include "formats/onnx/onnx_op.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,51 +31,6 @@ sj_status sj__onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out
     v->v = SJ_NO_VALUE;
     sj__name_index_add(&L->by_name, L->n_vals++);
     *out = v;
-    return SJ_OK;
-}
-
-void sj__onnx_node_where(const sj_onnx_loader *L, char *buf, size_t len) {
-    const Onnx__NodeProto *n = L->node;
-    const char *op = n->op_type ? n->op_type : "?";
-    if (n->name && n->name[0])
-        snprintf(buf, len, "node #%d '%s' (%s)", L->node_index, n->name, op);
-    else
-        snprintf(buf, len, "node #%d (%s)", L->node_index, op);
-}
-
-sj_status sj__onnx_node_fail(sj_onnx_loader *L, sj_status st, const char *fmt, ...) {
-    char msg[512], where[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    sj__onnx_node_where(L, where, sizeof where);
-    return sj_fail(L->ctx, st, "%s: %s: %s", L->file, where, msg);
-}
-
-sj_status sj__onnx_node_prefix(sj_onnx_loader *L, sj_status st) {
-    if (st != SJ_OK) {
-        char where[256];
-        sj__onnx_node_where(L, where, sizeof where);
-        sj__error_prefix(L->ctx, "%s: %s", L->file, where);
-    }
-    return st;
-}
-
-const Onnx__AttributeProto *sj__onnx_node_attr(const sj_onnx_loader *L, const char *name) {
-    const Onnx__NodeProto *n = L->node;
-    for (size_t i = 0; i < n->n_attribute; i++)
-        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
-    return NULL;
-}
-
-sj_status sj__onnx_def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_new) {
-    const char *name = i < (int)L->node->n_output ? L->node->output[i] : NULL;
-    if (!name || !name[0]) return SJ_OK;
-    sj_onnx_val *o;
-    SJ_TRY(sj__onnx_define(L, name, &o));
-    o->v = v;
-    if (v >= first_new) SJ_TRY(sj__onnx_node_prefix(L, sj_graph_set_name(L->g, v, name)));
     return SJ_OK;
 }
 
@@ -503,6 +459,7 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
         if (is_runtime_input(gp, n_bound, bound, i))
             SJ_TRY(declare_input(L, gp->input[i], (int)i, &sc));
 
+    SJ_TRY(sj__onnx_registry_index(L));
     for (size_t i = 0; i < gp->n_node; i++) {
         L->node = gp->node[i];
         L->node_index = (int)i;
@@ -585,6 +542,7 @@ sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const 
         sj_free(ctx, L.vals[i].symn);
     }
     sj_free(ctx, L.vals);
+    sj_free(ctx, L.ops);
     sj__name_index_free(ctx, &L.by_name);
     onnx__model_proto__free_unpacked(m, &pa.base);
     if (st != SJ_OK) {
