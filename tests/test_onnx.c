@@ -1019,6 +1019,20 @@ static void test_realops_errors(void **state) {
         mb_output(&b, "y", NULL);
         EXPECT_LOAD_ERROR(ctx, &b, NULL, i == 2 ? SJ_E_SHAPE : SJ_E_UNSUPPORTED, "'es'", eqs[i][1]);
     }
+    /* A trailing empty input is no operand: the node loads as ij,jk->ik
+     * (it once wrote a third operand past a two-entry array, then failed). */
+    {
+        mb_init(&b, 13);
+        mb_input(&b, "x", "seq,4");
+        mb_input(&b, "w", "4,4");
+        mb_attr_s(&b, mb_node(&b, "Einsum", "es", "x,w,", "y"), "equation", "ij,jk->ik");
+        mb_output(&b, "y", NULL);
+        sj_graph *g = NULL;
+        assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+        assert_int_equal(sj_graph_num_inputs(g), 2);
+        sj_graph_destroy(g);
+        mb_free(&b);
+    }
     /* Gelu's approximate, BatchNormalization in training mode, Trilu's k
      * computed at run time */
     mb_init(&b, 20);

@@ -130,8 +130,12 @@ static sj_status map_einsum(sj_onnx_loader *L, const sj_onnx_op *op) {
     eq[len] = '\0';
     if (strstr(eq, "..."))
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "equation '%s': ellipsis is not supported", eq);
-    int n_in = (int)L->node->n_input;
+    /* Trailing empty inputs are not operands (the registry's arity does
+     * not count them); ops_ holds the at most two the row allows. */
+    int n_in = sj__onnx_n_inputs(L);
     ein_op ops_[2];
+    if (n_in < 1 || n_in > 2)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "%d operands; 1 or 2 are supported", n_in);
     char out[SJ_MAX_RANK + 1] = "";
     const char *p = eq;
     for (int k = 0; k < n_in; k++) {
