@@ -249,7 +249,7 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (addr) {
         const uint32_t *v = (const uint32_t *)(uintptr_t)addr;
-        k->attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3], 0};
+        k->attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3], 0, 0};
     }
     snprintf(sym, sizeof sym, "%s_rows", k->name);
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
@@ -264,6 +264,10 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
                        "host device: kernel '%s' has a row entry but no row work (%s_rows_work)",
                        k->name, k->name);
     k->attrs.row_work = work;
+    /* Optional: the entry splits a constant range (columns), not the rows. */
+    snprintf(sym, sizeof sym, "%s_rows_extent", k->name);
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    if (addr) memcpy(&k->attrs.split_extent, (const void *)(uintptr_t)addr, sizeof(uint64_t));
     return SJ_OK;
 }
 
@@ -304,8 +308,19 @@ static sj_status host_resolve_kernel(void *impl, void *module, const char *name,
     return sj_fail(h->ctx, SJ_E_NOT_FOUND, "host device: no kernel '%s'", name);
 }
 
-static uint64_t launch_work(const host_kernel *k, int64_t n) {
+/* What a split launch of k at n divides: n rows, or (split_extent) that
+ * constant range of units, each of them then worth row_work per active row. */
+static int64_t split_units(const host_kernel *k, int64_t n) {
+    return k->attrs.split_extent ? (int64_t)k->attrs.split_extent : n;
+}
+static uint64_t unit_work(const host_kernel *k, int64_t n) {
+    if (!k->attrs.split_extent) return k->attrs.row_work;
     return k->attrs.row_work > UINT64_MAX / (uint64_t)n ? UINT64_MAX : k->attrs.row_work * (uint64_t)n;
+}
+
+static uint64_t launch_work(const host_kernel *k, int64_t n) {
+    uint64_t w = unit_work(k, n), u = (uint64_t)split_units(k, n);
+    return w > UINT64_MAX / u ? UINT64_MAX : w * u;
 }
 
 /* Parts a launch of k at extent n splits into (1: the caller alone) and
@@ -314,8 +329,9 @@ static uint64_t launch_work(const host_kernel *k, int64_t n) {
  * row tile and vector width the emitters use) and a part has at least
  * min_part_work of work. */
 static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t *bounds) {
-    if (!h->pool || !k->rows || n < 2 * SJ_HOST_MIN_SPLIT_ROWS) return 1;
-    int64_t blocks = n / SJ_HOST_MIN_SPLIT_ROWS;
+    int64_t units = split_units(k, n);
+    if (!h->pool || !k->rows || units < 2 * SJ_HOST_MIN_SPLIT_ROWS) return 1;
+    int64_t blocks = units / SJ_HOST_MIN_SPLIT_ROWS;
     int64_t parts = (int64_t)sj__host_pool_threads(h->pool) * PARTS_PER_THREAD;
     if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
     if (parts > blocks) parts = blocks;
@@ -323,7 +339,7 @@ static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t 
     if ((uint64_t)parts > work / h->min_part_work) parts = (int64_t)(work / h->min_part_work);
     if (parts < 2) return 1;
     for (int64_t p = 0; p < parts; p++) bounds[p] = SJ_HOST_MIN_SPLIT_ROWS * (blocks * p / parts);
-    bounds[parts] = n;
+    bounds[parts] = units;
     return (int)parts;
 }
 
@@ -347,12 +363,11 @@ static void learn_wake(host_device *h, double cost) {
  * the threads' sharing cost it, 0 for a perfect split). */
 static double learn(host_device *h, host_kernel *k, int64_t n, const sj_host_pool_timing *t) {
     if (t->caller_rows > 0) {
-        double pace = (double)t->caller_ns / ((double)t->caller_rows * (double)k->attrs.row_work);
+        double pace = (double)t->caller_ns / ((double)t->caller_rows * (double)unit_work(k, n));
         if (k->ns_per_work == 0) k->ns_per_work = pace;
         else average(&k->ns_per_work, pace, 8);
     }
-    double share = (double)n * (double)k->attrs.row_work * k->ns_per_work /
-                   sj__host_pool_threads(h->pool);
+    double share = (double)launch_work(k, n) * k->ns_per_work / sj__host_pool_threads(h->pool);
     return (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
 }
 
@@ -399,10 +414,11 @@ static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
         double cost = learn(h, k, n, &t);
         if (run_wakes) *run_cost += cost;
         else if (t.woke) learn_wake(h, cost);
-    } else if (h->pool && k->rows && n >= 2 * SJ_HOST_MIN_SPLIT_ROWS) {
+    } else if (h->pool && k->rows && split_units(k, n) >= 2 * SJ_HOST_MIN_SPLIT_ROWS) {
         uint64_t t0 = clock_ns(); /* a kernel the caller ran alone: its pace all the same */
         k->fn(buffers, info, n);
-        learn(h, k, n, &(sj_host_pool_timing){.caller_ns = clock_ns() - t0, .caller_rows = n});
+        learn(h, k, n,
+              &(sj_host_pool_timing){.caller_ns = clock_ns() - t0, .caller_rows = split_units(k, n)});
     } else {
         k->fn(buffers, info, n);
     }

@@ -812,7 +812,10 @@ static bool rows_reg_masked_tail(const emitter *e) {
     return !e->k->sym[3] && e->k->loads[e->k->b].storage == SJ_PRECISION_FP32;
 }
 
-static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_end) {
+/* Rows [i0, i0 + m) over columns [j0, nv_end) in whole row steps, then
+ * (rows_reg_masked_tail) the columns [nv_end, n_end) as one masked vector. */
+static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef j0, LLVMValueRef nv_end,
+                          LLVMValueRef n_end) {
     const sj_kernel *k = e->k;
     LLVMBuilderRef B = e->B;
     const sj_kload *b = &k->loads[k->b];
@@ -825,14 +828,14 @@ static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_en
     r.fma_t = LLVMIntrinsicGetType(e->C, fma_id, &r.vt, 1);
     for (int i = 0; i < m; i++)
         for (int v = 0; v < r.nvec; v++) r.acc[i][v] = alloca_vec(e, r.vt);
-    LLVMValueRef K = bound_of(e, 4), N = bound_of(e, 3);
+    LLVMValueRef K = bound_of(e, 4), N = n_end;
     for (int i = 0; i < m; i++) r.rows[i] = LLVMBuildNSWAdd(B, i0, ci(e, i), "");
     rloop lkb, lj;
     r.kb = rloop_open(e, &lkb, ci(e, 0), K, KIJ_K);
     LLVMValueRef kb_end = LLVMBuildNSWAdd(B, r.kb, ci(e, KIJ_K), "");
     r.kb_end = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, kb_end, K, ""), kb_end, K, "");
     r.first = LLVMBuildICmp(B, LLVMIntEQ, r.kb, ci(e, 0), "");
-    LLVMValueRef j = rloop_open(e, &lj, ci(e, 0), nv_end, r.nvec * vw);
+    LLVMValueRef j = rloop_open(e, &lj, j0, nv_end, r.nvec * vw);
     rows_reg_step(e, &r, j, NULL);
     rloop_close(e, &lj);
     rloop_close(e, &lkb);
@@ -866,19 +869,20 @@ static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef nv_en
 /* Rows [i0, i0 + count), count at most max_rows (a run-time value): one
  * emit_rows_reg per possible count, the right one chosen at run time; the
  * columns past the last whole vector there too, masked (float32 weights),
- * or by emit_kij. */
+ * or by emit_kij. The columns are the launch's range of them: all, or a
+ * part when the launch splits its columns (row_dim 3). */
 static void emit_few_rows(emitter *e, LLVMValueRef i0, LLVMValueRef count, int max_rows) {
     LLVMBuilderRef B = e->B;
-    LLVMValueRef N = bound_of(e, 3);
+    LLVMValueRef N0 = range_lo(e, 3), N = range_hi(e, 3);
     int step = row_step(e, &e->k->loads[e->k->b]);
-    LLVMValueRef Nv = LLVMBuildSub(B, N, LLVMBuildURem(B, N, ci(e, step), ""), "");
+    LLVMValueRef Nv = LLVMBuildSub(B, N, LLVMBuildURem(B, LLVMBuildSub(B, N, N0, ""), ci(e, step), ""), "");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows.done");
     LLVMValueRef sw = LLVMBuildSwitch(B, count, done, (unsigned)max_rows);
     for (int m = 1; m <= max_rows; m++) {
         LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows");
         LLVMAddCase(sw, ci(e, m), bb);
         LLVMPositionBuilderAtEnd(B, bb);
-        emit_rows_reg(e, i0, m, Nv);
+        emit_rows_reg(e, i0, m, N0, Nv, N);
         LLVMBuildBr(B, done);
     }
     LLVMPositionBuilderAtEnd(B, done);
@@ -1274,9 +1278,31 @@ static void load_buffers(emitter *e, LLVMValueRef buffers, LLVMValueRef *args) {
     }
 }
 
+/* A matmul of few rows (the whole bucket in registers, each weight read
+ * once) splits its columns instead: a decode step's launch is one weight
+ * pass, which two threads stream at up to twice the rate. Its split unit is
+ * a column, worth the batch and contraction per active row. */
+static bool columns_split(const emitter *e, const sj_kernel *k, uint64_t *unit_work) {
+    int64_t lda, ldb;
+    int ta, tb;
+    if (k->kind != SJ_KK_MATMUL || matmul_path_of(e, &lda, &ta, &ldb, &tb) != MM_FEW_ROWS)
+        return false;
+    if (k->sym[0] || k->sym[1] || k->sym[3] || k->sym[4] || k->dims[3] < 2 * SJ_HOST_MIN_SPLIT_ROWS)
+        return false;
+    *unit_work = (uint64_t)(k->dims[0] * k->dims[1] * k->dims[4]);
+    return *unit_work > 0;
+}
+
 /* The dim a launch may split (row_split.h), where this emitter's code for
- * the kernel computes each row alike whatever the range; -1 otherwise. */
-static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work) {
+ * the kernel computes each row alike whatever the range; -1 otherwise.
+ * *split_extent: 0 for the rows of the active extent, else the constant
+ * range split (a few-row matmul's columns). */
+static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work, uint64_t *split_extent) {
+    *split_extent = 0;
+    if (columns_split(e, k, row_work)) {
+        *split_extent = (uint64_t)k->dims[3];
+        return 3;
+    }
     int d = sj__kernel_row_dim(k, row_work);
     if (d >= 0 && k->kind == SJ_KK_MATMUL && !matmul_rows_split(e)) d = -1;
     return d;
@@ -1285,7 +1311,7 @@ static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work) {
 /* `name_rows(buffers, info, n, begin, end)` calling the body, and
  * `name_rows_work`, the row work the host device weighs a split by. */
 static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef body, LLVMValueRef *args,
-                                    uint64_t row_work) {
+                                    uint64_t row_work, uint64_t split_extent) {
     const sj_kernel *k = e->k;
     char name[SJ_KERNEL_NAME_MAX + 16];
     snprintf(name, sizeof name, "%s_rows", k->name);
@@ -1306,6 +1332,12 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
     LLVMValueRef work = LLVMAddGlobal(e->M, e->i64, name);
     LLVMSetInitializer(work, LLVMConstInt(e->i64, row_work, 0));
     LLVMSetGlobalConstant(work, 1);
+    if (split_extent) {
+        snprintf(name, sizeof name, "%s_rows_extent", k->name);
+        LLVMValueRef ext = LLVMAddGlobal(e->M, e->i64, name);
+        LLVMSetInitializer(ext, LLVMConstInt(e->i64, split_extent, 0));
+        LLVMSetGlobalConstant(ext, 1);
+    }
     return rows;
 }
 
@@ -1321,8 +1353,8 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
     }
     e->k = k;
-    uint64_t row_work;
-    e->row_dim = row_dim_of(e, k, &row_work);
+    uint64_t row_work, split_extent;
+    e->row_dim = row_dim_of(e, k, &row_work, &split_extent);
     unsigned extra = e->row_dim >= 0 ? 3 : 1; /* n, and the row range */
     /* Body with noalias buffer parameters. */
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
@@ -1372,7 +1404,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         return e->failed;
     }
 
-    LLVMValueRef rows = e->row_dim >= 0 ? emit_rows_entry(e, bt, body, args, row_work) : NULL;
+    LLVMValueRef rows = e->row_dim >= 0 ? emit_rows_entry(e, bt, body, args, row_work, split_extent) : NULL;
     /* The ABI entry point. */
     LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
     LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
@@ -1380,8 +1412,10 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     prefer_full_width(e, fn);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
     if (rows) {
+        /* the whole range: every row, or every unit of a constant split */
         LLVMValueRef n = LLVMGetParam(fn, 2);
-        LLVMValueRef rargs[5] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), n, ci(e, 0), n};
+        LLVMValueRef whole = split_extent ? ci(e, (int64_t)split_extent) : n;
+        LLVMValueRef rargs[5] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), n, ci(e, 0), whole};
         LLVMBuildCall2(e->B, LLVMGlobalGetValueType(rows), rows, rargs, 5, "");
     } else {
         load_buffers(e, LLVMGetParam(fn, 0), args);

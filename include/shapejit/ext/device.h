@@ -99,6 +99,11 @@ typedef struct sj_kernel_attrs {
      * in host object code the symbol `K_rows`, its row work the uint64
      * `K_rows_work`); 0 = the kernel runs on one thread. */
     uint64_t row_work;
+    /* Host: 0 = the range entry splits the active extent's rows; > 0 = it
+     * splits this constant range instead (the columns of a matmul of few
+     * rows: symbol `K_rows_extent`), and row_work is then the work of one
+     * unit of it per active row. */
+    uint64_t split_extent;
 } sj_kernel_attrs;
 
 /* Launch geometry at the bucket extent (GPU); the host ignores it. */
