@@ -16,7 +16,7 @@
 #include "cli/request_stream.h"
 #include "cli/serving.h"
 #include "shapejit/ext/backends.h"
-#include "core/file_read.h"
+#include "client_util/files.h"
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
@@ -597,7 +597,7 @@ int cli_cmd_bench(int argc, char **argv) {
     /* The JSON is put in place by rename, which would replace a FIFO, a
      * symlink or a device node there: refused now, not after the bench. */
     sj_status jst = SJ_OK;
-    if (rc == CLI_EXIT_OK && json && (jst = sj__check_replaceable(b->ctx, "--json", json)) != SJ_OK)
+    if (rc == CLI_EXIT_OK && json && (jst = cu_check_replaceable(b->ctx, "--json", json)) != SJ_OK)
         rc = cli_fail_status(cmd, b->ctx, jst);
     session warm = {0};
     bool have_warm = false;

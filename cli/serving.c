@@ -4,7 +4,6 @@
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
 #include "serve/ladder_cost.h" /* sj_engine_warm_latency */
-#include "core/hash.h"
 
 #include <stdint.h>
 

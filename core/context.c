@@ -167,26 +167,18 @@ void sj_ctx_clear_error(sj_ctx *ctx) {
     if (s) s->msg[0] = '\0';
 }
 
-void sj__set_error(sj_ctx *ctx, const char *fmt, ...) {
+static void set_error_v(sj_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx) return;
     error_slot *s = slot_for_thread(ctx, true);
-    if (s) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->msg, sizeof s->msg, fmt, ap);
-        va_end(ap);
-    }
+    if (s) vsnprintf(s->msg, sizeof s->msg, fmt, ap);
 }
 
-void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
+static void error_prefix_v(sj_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx) return;
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
         char prefix[256];
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(prefix, sizeof prefix, fmt, ap);
-        va_end(ap);
         /* Shift the old message right and write the prefix in front; a
          * message that no longer fits is cut at its end. */
         size_t plen = strlen(prefix), olen = strlen(s->msg);
@@ -198,6 +190,35 @@ void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
         s->msg[plen] = ':';
         s->msg[plen + 1] = ' ';
     }
+}
+
+void sj__set_error(sj_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(ctx, fmt, ap);
+    va_end(ap);
+}
+
+void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_prefix_v(ctx, fmt, ap);
+    va_end(ap);
+}
+
+sj_status sj_ctx_set_error(sj_ctx *ctx, sj_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(ctx, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void sj_ctx_prefix_error(sj_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_prefix_v(ctx, fmt, ap);
+    va_end(ap);
 }
 
 void *sj__ctx_slot(sj_ctx *ctx) {

@@ -308,6 +308,7 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
 const char *sj_engine_target(const sj_engine *e) { return e ? e->backend.target : ""; }
 const sj_ladder *sj_engine_ladder(const sj_engine *e) { return e ? e->ladder : NULL; }
 sj_remote *sj_engine_remote(sj_engine *e) { return e ? e->remote : NULL; }
+sj_ctx *sj_engine_ctx(const sj_engine *e) { return e ? e->ctx : NULL; }
 const char *sj_engine_warning(const sj_engine *e) { return e && e->warning ? e->warning : ""; }
 sj_bucketed_cache *sj_engine_cache(sj_engine *e) { return e ? e->cache : NULL; }
 

@@ -98,6 +98,21 @@ SJ_API void sj_ctx_destroy(sj_ctx *ctx);
 SJ_API const char *sj_ctx_last_error(const sj_ctx *ctx);
 SJ_API void sj_ctx_clear_error(sj_ctx *ctx);
 
+/* For code built on shapejit that reports its own failures the same way
+ * (a serving layer, a tool): sj_ctx_set_error records a printf-style message
+ * as the calling thread's last error on ctx and returns st, so an error path
+ * reads `return sj_ctx_set_error(ctx, SJ_E_INVALID_ARG, "window %d", w);`.
+ * sj_ctx_prefix_error puts "<prefix>: " in front of the current message, as
+ * an error crosses a layer that knows more (a file name, a request size).
+ * A NULL ctx records nothing. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SJ_PRINTF_FORMAT(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SJ_PRINTF_FORMAT(a, b)
+#endif
+SJ_API sj_status sj_ctx_set_error(sj_ctx *ctx, sj_status st, const char *fmt, ...) SJ_PRINTF_FORMAT(3, 4);
+SJ_API void sj_ctx_prefix_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF_FORMAT(2, 3);
+
 /* Allocation through the context's hook (for code embedding shapejit and for
  * tests that want the same accounting). Never returns NULL for size 0. */
 SJ_API void *sj_alloc(sj_ctx *ctx, size_t size);

@@ -189,6 +189,10 @@ SJ_API sj_status sj_engine_check_inputs(sj_engine *e, const sj_named_tensor *inp
 typedef void (*sj_engine_progress_fn)(void *user, int done, int total, int64_t extent);
 SJ_API sj_status sj_engine_precompile(sj_engine *e, int jobs, sj_engine_progress_fn progress, void *user);
 
+/* The context the engine was opened on: its errors are this context's
+ * (sj_ctx_last_error), its outputs are allocated on it. NULL for NULL. */
+SJ_API sj_ctx *sj_engine_ctx(const sj_engine *e);
+
 /* The model as loaded, borrowed from the engine. */
 SJ_API const sj_graph *sj_engine_graph(const sj_engine *e);
 SJ_API int sj_engine_num_inputs(const sj_engine *e);
