@@ -256,6 +256,29 @@ sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *o
     return SJ_OK;
 }
 
+sj_status sj_engine_bucket_stats_get(const sj_engine *e, int i, sj_engine_bucket_stats *out) {
+    if (!e || !out) return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    memset(out, 0, sizeof *out);
+    sj_engine_bucket_stats b = {0};
+    SJ_TRY(sj_bucketed_cache_bucket(e->cache, i, &b.lo, &b.hi, &b.ready));
+    SJ_TRY(sj_engine_bucket_memory(e, i, &b.memory));
+    sj_bucket_padding p;
+    SJ_TRY(sj_bucketed_cache_bucket_padding(e->cache, i, &p));
+    b.runs = p.runs;
+    b.rows = p.rows;
+    b.padded_rows_allocated = p.padded_rows_allocated;
+    b.padded_rows_computed = p.padded_rows_computed;
+    b.cpu = sj_bucketed_cache_bucket_target(e->cache, i);
+    switch (sj_bucketed_cache_bucket_specialise(e->cache, i)) {
+    case SJ_SPECIALISE_NONE: b.native = SJ_ENGINE_NATIVE_NONE; break;
+    case SJ_SPECIALISE_PENDING: b.native = SJ_ENGINE_NATIVE_PENDING; break;
+    case SJ_SPECIALISE_DONE: b.native = SJ_ENGINE_NATIVE_DONE; break;
+    case SJ_SPECIALISE_FAILED: b.native = SJ_ENGINE_NATIVE_FAILED; break;
+    }
+    *out = b;
+    return SJ_OK;
+}
+
 void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     memset(out, 0, sizeof *out);
     if (!e) return;

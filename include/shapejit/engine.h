@@ -238,6 +238,49 @@ typedef struct sj_engine_memory {
 } sj_engine_memory;
 SJ_API sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out);
 
+/* Where bucket i stands with native_after: never asked (not serving a
+ * stored CPU level), queued or compiling, swapped to code for this CPU, or
+ * the recompile failed (the level keeps serving). */
+typedef enum sj_engine_native_state {
+    SJ_ENGINE_NATIVE_NONE = 0,
+    SJ_ENGINE_NATIVE_PENDING,
+    SJ_ENGINE_NATIVE_DONE,
+    SJ_ENGINE_NATIVE_FAILED
+} sj_engine_native_state;
+
+/* Everything the engine knows of bucket i, in one call, for a caller that
+ * reports on its buckets or fits a ladder (serving policy above the engine
+ * needs nothing below it):
+ *
+ *   for (int i = 0; i < sj_engine_num_buckets(e); i++) {
+ *       sj_engine_bucket_stats b;
+ *       if (sj_engine_bucket_stats_get(e, i, &b) == SJ_OK && b.ready)
+ *           printf("[%lld, %lld] %s: %llu runs, %llu rows padded\n", (long long)b.lo,
+ *                  (long long)b.hi, b.cpu, (unsigned long long)b.runs,
+ *                  (unsigned long long)b.padded_rows_allocated);
+ *   }
+ *
+ * Padding comes in two figures that are not the same thing: rows ALLOCATED
+ * (each run's buffers hold the bucket's extent: runs x hi - rows) and rows
+ * COMPUTED (what the kernels ran over beyond the rows asked for, as the
+ * backend reports it; kernels bounded by the active extent keep it 0). */
+typedef struct sj_engine_bucket_stats {
+    int64_t lo, hi; /* the sizes it holds; compiled at hi */
+    bool ready;     /* its executable is in memory */
+    /* The CPU its code was built for (the compiler's own, or the stored
+     * level it was loaded from; "" for a backend without one); NULL while
+     * not ready. Borrowed from the engine. */
+    const char *cpu;
+    sj_engine_native_state native;
+    uint64_t runs;                  /* runs it served (a batch is one run) */
+    uint64_t rows;                  /* the rows those runs asked for */
+    uint64_t padded_rows_allocated; /* runs x hi - rows */
+    int64_t padded_rows_computed;   /* -1 when the backend does not report its work */
+    sj_engine_memory memory;        /* as sj_engine_bucket_memory */
+} sj_engine_bucket_stats;
+/* SJ_E_OUT_OF_RANGE for i outside 0..sj_engine_num_buckets - 1. */
+SJ_API sj_status sj_engine_bucket_stats_get(const sj_engine *e, int i, sj_engine_bucket_stats *out);
+
 typedef struct sj_engine_stats {
     uint64_t runs, run_failures;
     uint64_t memory_hits, store_hits, remote_hits, compiles, corrupt, store_errors, one_offs;
