@@ -22,6 +22,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
+#include "shapejit/ext/remote_tier.h"
 #include "shapejit/remote.h"
 #include "core/core_impl.h"
 #include "tests/redis_fixture.h"

@@ -17,6 +17,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
+#include "shapejit/ext/remote_tier.h"
 #include "shapejit/remote.h"
 #include "core/core_impl.h"
 #include "store/remote_tier_impl.h"

@@ -154,7 +154,8 @@ typedef struct sj_bucketed_cache_config {
     int one_off_capacity;
     /* The fleet tier under the store (NULL: none), borrowed like the store
      * and on the graph's context: a store miss asks it, a fresh compile is
-     * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
+     * published to it without waiting (see sj_tiered_get / sj_tiered_put,
+     * shapejit/ext/remote_tier.h). */
     sj_remote *remote;
     /* Buckets holding run memory (arena, padded inputs and outputs) at
      * most: a run of another bucket first trims the least recently run one
