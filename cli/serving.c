@@ -86,7 +86,7 @@ void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->arch = a->arch;
     cfg->cuda_driver = a->cuda_driver;
     cfg->cpu = a->cpu;
-    cfg->precision = a->precision;
+    if (a->precision) sj_precision_from_name(a->precision, &cfg->precision); /* checked */
     cfg->tune = a->tune;
     if (a->tune_budget_ms) cfg->tune_budget_ms = (int)strtol(a->tune_budget_ms, NULL, 10);
     cfg->workers = a->devices;

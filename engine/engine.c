@@ -13,6 +13,7 @@
 
 void sj_engine_config_init(sj_engine_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
     sj_model_options_init(&cfg->model);
     cfg->remote_lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
     cfg->tune_budget_ms = 200;
@@ -124,7 +125,16 @@ static sj_status describe_values(sj_engine *e) {
     return SJ_OK;
 }
 
-sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
+/* The caller's config as this library reads it (see "Config structs" in
+ * shapejit/common.h); NULL = the defaults. */
+static sj_status read_config(sj_ctx *ctx, const sj_engine_config *in, sj_engine_config *out) {
+    sj_engine_config_init(out);
+    if (!in) return SJ_OK;
+    return sj__config_read(ctx, "sj_engine_config", in, SJ_CONFIG_SIZE(sj_engine_config, cuda_driver),
+                           sizeof *out, out);
+}
+
+sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg_in,
                                sj_engine **out) {
     if (out) *out = NULL;
     if (!ctx || !g || !out) {
@@ -136,9 +146,12 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
         sj_graph_destroy(g);
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: the graph belongs to another context");
     }
-    sj_engine_config dflt;
-    sj_engine_config_init(&dflt);
-    if (!cfg) cfg = &dflt;
+    sj_engine_config c;
+    if (read_config(ctx, cfg_in, &c) != SJ_OK) {
+        sj_graph_destroy(g);
+        return SJ_E_INVALID_ARG;
+    }
+    const sj_engine_config *cfg = &c;
     sj_engine *e = sj_calloc(ctx, 1, sizeof *e);
     if (!e) {
         sj_graph_destroy(g);
@@ -172,15 +185,15 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
     return SJ_OK;
 }
 
-sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
+sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg_in,
                          sj_engine **out) {
     if (out) *out = NULL;
     if (!ctx || !out) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (!model_path || !model_path[0])
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: no model path");
-    sj_engine_config dflt;
-    sj_engine_config_init(&dflt);
-    if (!cfg) cfg = &dflt;
+    sj_engine_config c;
+    SJ_TRY(read_config(ctx, cfg_in, &c));
+    const sj_engine_config *cfg = &c;
     sj_graph *g;
     sj_status st = sj_model_load(ctx, model_path, &cfg->model, &g);
     if (st != SJ_OK) {

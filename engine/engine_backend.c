@@ -32,10 +32,9 @@ static sj_status check_names(sj_ctx *ctx, const sj_engine_config *cfg, const cha
     if (cfg->cpu && strcmp(name, "host") != 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: cpu '%s' is for backend host, not %s",
                        cfg->cpu, name);
-    sj_precision p;
-    if (cfg->precision && sj_precision_from_name(cfg->precision, &p) != SJ_OK)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision '%s' is not fp32, bf16 or fp16",
-                       cfg->precision);
+    if (!sj_precision_name(cfg->precision))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision %d is not fp32, bf16 or fp16",
+                       (int)cfg->precision);
     /* Recompiling for this CPU is what a native host compiler does on a
      * miss; a chosen CPU (a level) compiles every bucket for that one. */
     if (cfg->native_after < 0)
@@ -72,7 +71,7 @@ static sj_status gpu_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_engine_ba
     gcfg.options.target = nvrtc ? SJ_TARGET_NVRTC : SJ_TARGET_NVPTX;
     gcfg.options.arch = cfg->arch;
     gcfg.device.driver_path = cfg->cuda_driver;
-    sj_precision_from_name(cfg->precision ? cfg->precision : "fp32", &gcfg.options.precision);
+    gcfg.options.precision = cfg->precision;
     sj_status st = sj_gpu_compiler_create(ctx, &gcfg, &b->gpu);
     if (st != SJ_OK) {
         sj__error_prefix(ctx, "engine: backend cuda (%s)", nvrtc ? "nvrtc" : "llvm");
@@ -97,8 +96,7 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj_e
     const char *name = cfg->backend ? cfg->backend : "host";
     SJ_TRY(check_names(ctx, cfg, name));
     snprintf(b->target, sizeof b->target, "%s", name);
-    sj_precision precision = SJ_PRECISION_FP32;
-    if (cfg->precision) sj_precision_from_name(cfg->precision, &precision); /* checked above */
+    sj_precision precision = cfg->precision; /* checked above */
     if (!strcmp(name, "interp")) return sj_interp_compiler_precision(precision, &b->comp);
     sj_status st;
     if (!strcmp(name, "cuda")) {

@@ -57,11 +57,11 @@ static sj_status fit_new(srv_server *s, const sj_engine_config *cfg, int k, cons
     f->cfg = *cfg;
     /* The fitted engine opens a copy of the provisional's graph: the model
      * file's options are spent. */
-    memset(&f->cfg.model, 0, sizeof f->cfg.model);
+    sj_model_options_init(&f->cfg.model);
     f->cfg.ladder = NULL;
     bool ok = own_str(f, &f->cfg.store_path) && own_str(f, &f->cfg.backend) && own_str(f, &f->cfg.gpu_emit) &&
               own_str(f, &f->cfg.arch) && own_str(f, &f->cfg.cpu) && own_str(f, &f->cfg.remote_url) &&
-              own_str(f, &f->cfg.precision) && own_str(f, &f->cfg.cuda_driver) &&
+              own_str(f, &f->cfg.cuda_driver) &&
               own(f, &f->cfg.remote_secret, f->cfg.remote_secret_len);
     if (!ok) {
         fit_free(f);

@@ -80,7 +80,20 @@ typedef struct sj_allocator {
     void *user;
 } sj_allocator;
 
+/* Config structs (sj_ctx_config, sj_store_config, sj_remote_config,
+ * sj_model_options, sj_engine_config) start with `size_t size`, which
+ * their _init sets to sizeof the struct the caller was compiled with: a
+ * later shapejit appends fields and reads only those within size (the
+ * others keep their defaults), so a program keeps working with a newer
+ * library of the same major version without a rebuild. A size larger than
+ * the library knows (a program built against a newer shapejit) or smaller
+ * than any (a struct not filled by its _init) is refused with
+ * SJ_E_INVALID_ARG and a message naming the struct. Always call the _init,
+ * then set fields by name. */
 typedef struct sj_ctx_config {
+    /* Set by sj_ctx_config_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     sj_allocator allocator; /* zero-filled = libc malloc/realloc/free */
 } sj_ctx_config;
 

@@ -4,6 +4,7 @@
  *   sj_engine_config cfg;
  *   sj_engine_config_init(&cfg);                  // host backend, pow2:1:65536, no store
  *   cfg.store_path = "/srv/shapejit/store.db";    // NULL: nothing persists
+ *   sj_precision_from_name("bf16", &cfg.precision);   // SJ_PRECISION_FP32 by default
  *   sj_engine *e;
  *   if (sj_engine_open(ctx, "model.onnx", &cfg, &e) != SJ_OK)
  *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));   // names the component and value
@@ -34,6 +35,7 @@
 #include "shapejit/graph.h"
 #include "shapejit/ladder.h"
 #include "shapejit/model.h"
+#include "shapejit/precision.h"
 #include "shapejit/remote.h"
 #include "shapejit/tensor.h"
 
@@ -42,6 +44,9 @@ extern "C" {
 #endif
 
 typedef struct sj_engine_config {
+    /* Set by sj_engine_config_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     /* Buckets, as a ladder spec ("pow2:1:65536", "geo:1:1000:1.25",
      * "list:16,48,128"); NULL = "pow2:1:65536". */
     const char *ladder;
@@ -78,7 +83,10 @@ typedef struct sj_engine_config {
      * sj_remote_config.on_warning); NULL = not told. */
     void (*on_warning)(void *user, const char *message);
     void *warning_user;
-    /* How the model file is read: the dynamic dim, fixed dims (see model.h). */
+    /* How the model file is read: the dynamic dim, fixed dims (see model.h).
+     * Embedded by value, so the layout of sj_model_options is frozen (a
+     * field added inside it would move every field below): a later loading
+     * option is appended to this struct instead. */
     sj_model_options model;
     /* A size outside every bucket compiles a one-off at its exact extent
      * instead of failing with SJ_E_OUT_OF_RANGE. */
@@ -95,10 +103,12 @@ typedef struct sj_engine_config {
      * most; the least recently run is trimmed for another (its code and the
      * shared weights stay loaded). 0 = no bound; negative is refused. */
     int max_resident_buckets;
-    /* The precision policy (shapejit/precision.h): "fp32" (NULL, default),
-     * "bf16" or "fp16"; part of every bucket's store key. A backend that
-     * cannot lower it fails naming the op and the policy. */
-    const char *precision;
+    /* The precision policy (shapejit/precision.h): SJ_PRECISION_FP32 (the
+     * default), _BF16 or _FP16 (sj_precision_from_name converts "fp32",
+     * "bf16", "fp16"); part of every bucket's store key. A backend that
+     * cannot lower it fails naming the op and the policy; a value outside
+     * the enum is SJ_E_INVALID_ARG. */
+    sj_precision precision;
     /* host, cpu native: a bucket served from a stored CPU level (portable
      * code a build machine stored, not code for this CPU) is recompiled for
      * this CPU by one background thread once it has served this many runs,

@@ -84,6 +84,9 @@ extern "C" {
 #define SJ_REMOTE_MAX_PREFIX 200
 
 typedef struct sj_remote_config {
+    /* Set by sj_remote_config_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     /* redis://[[user]:password@]host[:port][/db]; host may be [ipv6];
      * userinfo may be %-encoded; port defaults to 6379, db to 0. */
     const char *url;
