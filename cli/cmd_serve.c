@@ -386,7 +386,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            (unsigned long long)st.store_hits, f->load_stalls);
     if (remote) {
         sj_remote_stats rs;
-        sj_remote_get_stats(remote, &rs);
+        sj_remote_stats_get(remote, &rs);
         printf("  remote           %s: %llu hits, %llu misses, %llu errors, %llu timeouts, "
                "%llu rejected\n",
                sj_remote_url(remote), (unsigned long long)st.remote_hits,

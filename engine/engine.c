@@ -240,7 +240,7 @@ sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out) {
 }
 
 int sj_engine_num_buckets(const sj_engine *e) {
-    return e ? sj_bucketed_cache_total_buckets(e->cache) : 0;
+    return e ? sj_bucketed_cache_num_buckets(e->cache) : 0;
 }
 
 sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready) {
@@ -310,8 +310,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->evictions = s.evictions;
     out->not_stored = s.not_stored;
     out->one_off_evictions = s.one_off_evictions;
-    out->buckets = sj_bucketed_cache_total_buckets(e->cache);
-    out->buckets_ready = sj_bucketed_cache_compiled_count(e->cache);
+    out->buckets = sj_bucketed_cache_num_buckets(e->cache);
+    out->buckets_ready = sj_bucketed_cache_num_ready(e->cache);
     out->resident_evictions = s.resident_evictions;
     out->specialised = s.specialised;
     out->specialise_failures = s.specialise_failures;

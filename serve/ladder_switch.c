@@ -96,7 +96,7 @@ static void *fit_thread(void *arg) {
         give_up(ls, "the fit failed", sj_ctx_last_error(ctx));
         return NULL;
     }
-    size_t cap = 8 + 21 * (size_t)sj_ladder_count(l);
+    size_t cap = 8 + 21 * (size_t)sj_ladder_num_buckets(l);
     ls->spec = malloc(cap);
     if (ls->spec) sj_ladder_format(l, ls->spec, cap);
     sj_ladder_destroy(l);

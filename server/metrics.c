@@ -174,7 +174,7 @@ static void remote_metrics(buf *b, srv_server *s) {
         sj_remote *r = sj_engine_remote(s->models[i]->e);
         if (!r) continue;
         sj_remote_stats rs;
-        sj_remote_get_stats(r, &rs);
+        sj_remote_stats_get(r, &rs);
         const struct {
             const char *kind;
             uint64_t n;

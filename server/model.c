@@ -269,7 +269,7 @@ void srv_model_tell_trouble(srv_model *m) {
     sj_remote *r = sj_engine_remote(m->e);
     if (r && !atomic_load(&m->told_remote)) {
         sj_remote_stats rs;
-        sj_remote_get_stats(r, &rs);
+        sj_remote_stats_get(r, &rs);
         uint64_t n = rs.errors + rs.timeouts + rs.rejected + rs.dropped_puts + rs.lease_errors;
         if (n && !atomic_exchange(&m->told_remote, true))
             fprintf(stderr, "shapejit serve: model '%s': the remote tier %s failed (%llu errors, %llu "

@@ -312,7 +312,7 @@ void sj_remote_flush(sj_remote *r) {
     pthread_mutex_unlock(&r->q_lock);
 }
 
-void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out) {
+void sj_remote_stats_get(const sj_remote *r, sj_remote_stats *out) {
     memset(out, 0, sizeof *out);
     if (!r) return;
     sj_remote *m = (sj_remote *)r; /* atomics are read, never changed */

@@ -57,7 +57,7 @@ static void check_engine(const char *backend, bool has_arena) {
     assert_int_equal(sj_engine_open(ctx, SJ_SOURCE_DIR "/examples/models/ffn.sjg", &cfg, &e), SJ_OK);
     run_engine_stream(ctx, e);
     sj_bucketed_cache *c = sj_engine_cache(e);
-    assert_int_equal(sj_bucketed_cache_total_buckets(c), 2);
+    assert_int_equal(sj_bucketed_cache_num_buckets(c), 2);
     for (int b = 0; b < 2; b++) {
         sj_bucket_padding p;
         assert_int_equal(sj_bucketed_cache_bucket_padding(c, b, &p), SJ_OK);

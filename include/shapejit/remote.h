@@ -161,7 +161,8 @@ SJ_API sj_status sj_remote_put(sj_remote *r, const uint8_t key[SJ_REMOTE_KEY_SIZ
  * dropped. For tests, shutdown and precompile steps; serving never needs it. */
 SJ_API void sj_remote_flush(sj_remote *r);
 
-SJ_API void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out);
+/* The counters so far (any thread). */
+SJ_API void sj_remote_stats_get(const sj_remote *r, sj_remote_stats *out);
 
 /* The server-side key name of a key digest (prefix + 64 lowercase hex
  * digits), for tools and diagnostics. Writes at most cap bytes including the

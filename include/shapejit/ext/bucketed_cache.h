@@ -239,8 +239,9 @@ SJ_API sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_
 
 /* Bucket index for key, -1 when out of range. */
 SJ_API int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
-SJ_API int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
-SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
+/* Buckets in all, and those whose executable is ready. */
+SJ_API int sj_bucketed_cache_num_buckets(const sj_bucketed_cache *c);
+SJ_API int sj_bucketed_cache_num_ready(const sj_bucketed_cache *c);
 /* The target CPU bucket i's executable was made for: the compiler's own, or
  * the fallback target its stored artifact had; NULL while not ready. */
 SJ_API const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i);
