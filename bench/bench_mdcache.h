@@ -76,7 +76,7 @@ static inline int bench_mdcache_evict_insert(sj_ctx *ctx, size_t entries, double
         t[b] = (bench_cpu_ns() - t0) / CALLS;
     }
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(c, &s);
+    sj_mdcache_stats_get(c, &s);
     sj_mdcache_destroy(c);
     if (s.entries != entries || s.evictions == 0) return 1;
     *out_ns = bench_median(t, BENCH_BATCHES);

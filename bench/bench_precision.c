@@ -70,7 +70,10 @@ static int open_policy(const char *policy, policy_engine *pe) {
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.ladder = "pow2:1:8";
-    cfg.precision = policy;
+    if (sj_precision_from_name(policy, &cfg.precision) != SJ_OK) {
+        fprintf(stderr, "bench_precision: unknown policy %s\n", policy);
+        return 1;
+    }
     if (!g || sj_engine_open_graph(pe->ctx, g, &cfg, &pe->e) != SJ_OK) {
         fprintf(stderr, "bench_precision: %s: %s\n", policy, sj_ctx_last_error(pe->ctx));
         return 1;

@@ -72,7 +72,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     c->remote = cfg->remote;
     c->one_off_out_of_range = cfg->one_off_out_of_range;
     c->one_off_capacity = cfg->one_off_capacity > 0 ? cfg->one_off_capacity : 16;
-    c->n_buckets = sj_ladder_count(ladder);
+    c->n_buckets = sj_ladder_num_buckets(ladder);
     c->options_len = comp->options_len;
     c->options = sj_alloc(ctx, comp->options_len);
     /* Over-allocate to place the 64-byte aligned buckets by hand. */
@@ -537,8 +537,8 @@ sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, in
 int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key) {
     return sj_ladder_find(c->ladder, key);
 }
-int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c) { return c->n_buckets; }
-int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c) {
+int sj_bucketed_cache_num_buckets(const sj_bucketed_cache *c) { return c->n_buckets; }
+int sj_bucketed_cache_num_ready(const sj_bucketed_cache *c) {
     return atomic_load_explicit(&c->compiled, memory_order_relaxed);
 }
 

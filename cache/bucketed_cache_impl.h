@@ -3,6 +3,7 @@
 #define SJ_BUCKETED_CACHE_IMPL_H
 
 #include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ext/remote_tier.h"
 
 #include "core/core_impl.h"
 

@@ -16,7 +16,7 @@
 #include "cli/request_stream.h"
 #include "cli/serving.h"
 #include "shapejit/ext/backends.h"
-#include "core/file_read.h"
+#include "client_util/files.h"
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
@@ -122,7 +122,7 @@ static int ready_run(bench *b, const char *store_path, double *ready_ms, double 
                      bool keep) {
     double t0 = bench_wall_ns(), c0 = bench_cpu_ns();
     int rc = session_open(b, store_path, LADDER, s);
-    int n = rc == CLI_EXIT_OK ? sj_ladder_count(s->ladder) : 0;
+    int n = rc == CLI_EXIT_OK ? sj_ladder_num_buckets(s->ladder) : 0;
     if (n > MAX_BUCKETS) rc = cli_fail("bench", "%s has more than %d buckets", LADDER, MAX_BUCKETS);
     for (int i = 0; rc == CLI_EXIT_OK && i < n; i++) {
         int64_t extent;
@@ -313,7 +313,7 @@ static int bench_padding(bench *b) {
         }
         b->f.waste[l] = (double)padded / (double)real;
         b->f.max_waste[l] = sj_ladder_max_waste(ladder);
-        b->f.waste_buckets[l] = sj_ladder_count(ladder);
+        b->f.waste_buckets[l] = sj_ladder_num_buckets(ladder);
         sj_ladder_destroy(ladder);
     }
     cli_stream_free(&s);
@@ -348,7 +348,7 @@ static const sj_target gpu_targets[2] = {SJ_TARGET_NVPTX, SJ_TARGET_NVRTC};
 static void bench_gpu_compile(bench *b) {
     sj_ladder *l;
     if (sj_ladder_parse(b->ctx, LADDER, &l) != SJ_OK) return;
-    int n = sj_ladder_count(l);
+    int n = sj_ladder_num_buckets(l);
     for (int t = 0; t < 2; t++) {
         sj_compile_options o;
         sj_compile_options_init(&o);
@@ -597,7 +597,7 @@ int cli_cmd_bench(int argc, char **argv) {
     /* The JSON is put in place by rename, which would replace a FIFO, a
      * symlink or a device node there: refused now, not after the bench. */
     sj_status jst = SJ_OK;
-    if (rc == CLI_EXIT_OK && json && (jst = sj__check_replaceable(b->ctx, "--json", json)) != SJ_OK)
+    if (rc == CLI_EXIT_OK && json && (jst = cu_check_replaceable(b->ctx, "--json", json)) != SJ_OK)
         rc = cli_fail_status(cmd, b->ctx, jst);
     session warm = {0};
     bool have_warm = false;

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli/serving.h"
-#include "core/file_read.h"
+#include "client_util/files.h"
 #include "shapejit/ext/compile.h"
 
 static const char usage[] =
@@ -129,7 +129,7 @@ static int emit_bucket(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t 
         sj_status st = SJ_OK;
         if (out && snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
             rc = cli_fail(cmd, "--out path too long");
-        else if (out && (st = sj__check_replaceable(ctx, "--out", out)) != SJ_OK)
+        else if (out && (st = cu_check_replaceable(ctx, "--out", out)) != SJ_OK)
             rc = cli_fail_status(cmd, ctx, st);
         else if (out && !(f = fopen(tmp, "wb")))
             rc = cli_fail(cmd, "cannot write %s", tmp);

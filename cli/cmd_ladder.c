@@ -51,7 +51,7 @@ static sj_status pow2_like(sj_ctx *ctx, int64_t max, int k, sj_ladder **out) {
 static int print_result(const char *label, const sj_ladder *l, const sj_ladder_fit_result *r,
                         const char *unit, bool memory) {
     /* "list:" and up to 11 bytes per extent (10 digits and a comma) */
-    size_t cap = 8 + 11 * (size_t)sj_ladder_count(l);
+    size_t cap = 8 + 11 * (size_t)sj_ladder_num_buckets(l);
     char *spec = malloc(cap), mem[32];
     if (!spec) return cli_fail("ladder", "out of memory");
     sj_ladder_format(l, spec, cap);

@@ -118,7 +118,7 @@ static int precompile_target(const char *cmd, sj_ctx *ctx, sj_graph *g, const cl
         printf("; store %s", store_path[0] ? store_path : "none");
         if (remote) {
             sj_remote_stats rs;
-            sj_remote_get_stats(remote, &rs);
+            sj_remote_stats_get(remote, &rs);
             printf("; remote %s: %llu fetched, %llu published, %llu not published", sj_remote_url(remote),
                    (unsigned long long)s.remote_hits, (unsigned long long)rs.puts,
                    (unsigned long long)rs.dropped_puts);

@@ -207,12 +207,11 @@ static int summarise(serve_state *s, figures *f) {
     sj_engine *e[2];
     const char *label[2];
     for (int k = 0, n_e = engines_used(s, e, label); k < n_e; k++) {
-        sj_bucketed_cache *c = sj_engine_cache(e[k]);
-        for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
-            sj_bucket_padding p;
-            if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK) continue;
+        for (int b = 0; b < sj_engine_num_buckets(e[k]); b++) {
+            sj_engine_bucket_stats p;
+            if (sj_engine_bucket_stats_get(e[k], b, &p) != SJ_OK) continue;
             f->padded_allocated += p.padded_rows_allocated;
-            f->bucket_rows += p.runs * (uint64_t)p.extent;
+            f->bucket_rows += p.runs * (uint64_t)p.hi;
             if (p.padded_rows_computed < 0 || f->padded_computed < 0)
                 f->padded_computed = -1;
             else
@@ -256,15 +255,14 @@ static void print_padding(serve_state *s, const figures *f) {
     sj_engine *e[2];
     const char *label[2];
     for (int k = 0, n_e = engines_used(s, e, label); k < n_e; k++) {
-        sj_bucketed_cache *c = sj_engine_cache(e[k]);
-        for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
-            sj_bucket_padding p;
-            if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
+        for (int b = 0; b < sj_engine_num_buckets(e[k]); b++) {
+            sj_engine_bucket_stats p;
+            if (sj_engine_bucket_stats_get(e[k], b, &p) != SJ_OK || !p.runs) continue;
             printf("    bucket %-8lld%s%s %llu runs, %llu rows: %llu padded rows allocated, ",
-                   (long long)p.extent, *label[k] ? " " : "", label[k], (unsigned long long)p.runs,
+                   (long long)p.hi, *label[k] ? " " : "", label[k], (unsigned long long)p.runs,
                    (unsigned long long)p.rows, (unsigned long long)p.padded_rows_allocated);
             print_computed(p.padded_rows_computed);
-            printf(" computed; arena %.1f KiB\n", (double)p.arena_bytes / 1024.0);
+            printf(" computed; arena %.1f KiB\n", (double)p.memory.arena_bytes / 1024.0);
         }
     }
 }
@@ -281,22 +279,21 @@ static void json_padding(FILE *j, serve_state *s, const figures *f) {
     const char *label[2];
     bool first = true;
     for (int k = 0, n_e = engines_used(s, e, label); k < n_e; k++) {
-        sj_bucketed_cache *c = sj_engine_cache(e[k]);
-        for (int b = 0; b < sj_bucketed_cache_total_buckets(c); b++) {
-            sj_bucket_padding p;
-            if (sj_bucketed_cache_bucket_padding(c, b, &p) != SJ_OK || !p.runs) continue;
+        for (int b = 0; b < sj_engine_num_buckets(e[k]); b++) {
+            sj_engine_bucket_stats p;
+            if (sj_engine_bucket_stats_get(e[k], b, &p) != SJ_OK || !p.runs) continue;
             fprintf(j, "%s{", first ? "" : ", ");
             if (*label[k]) fprintf(j, "\"ladder\": \"%s\", ", label[k]);
             fprintf(j,
                     "\"extent\": %lld, \"runs\": %llu, \"rows\": %llu, \"padded_rows_allocated\": %llu, "
                     "\"padded_rows_computed\": ",
-                    (long long)p.extent, (unsigned long long)p.runs, (unsigned long long)p.rows,
+                    (long long)p.hi, (unsigned long long)p.runs, (unsigned long long)p.rows,
                     (unsigned long long)p.padded_rows_allocated);
             if (p.padded_rows_computed < 0)
                 fprintf(j, "null");
             else
                 fprintf(j, "%lld", (long long)p.padded_rows_computed);
-            fprintf(j, ", \"arena_bytes\": %llu}", (unsigned long long)p.arena_bytes);
+            fprintf(j, ", \"arena_bytes\": %llu}", (unsigned long long)p.memory.arena_bytes);
             first = false;
         }
     }
@@ -389,7 +386,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
            (unsigned long long)st.store_hits, f->load_stalls);
     if (remote) {
         sj_remote_stats rs;
-        sj_remote_get_stats(remote, &rs);
+        sj_remote_stats_get(remote, &rs);
         printf("  remote           %s: %llu hits, %llu misses, %llu errors, %llu timeouts, "
                "%llu rejected\n",
                sj_remote_url(remote), (unsigned long long)st.remote_hits,

@@ -238,7 +238,7 @@ static int remote_ping(const char *cmd, sj_ctx *ctx, const store_args *a) {
     char why[512];
     snprintf(why, sizeof why, "%s", up ? "" : sj_ctx_last_error(ctx));
     sj_remote_stats rs;
-    sj_remote_get_stats(r, &rs);
+    sj_remote_stats_get(r, &rs);
     if (a->json) { /* a member of the stats object */
         printf(", \"remote\": {\"url\": ");
         json_str(sj_remote_url(r));

@@ -1,6 +1,6 @@
 /* All-or-nothing output files for commands that write tensors. */
 #include "cli/cli.h"
-#include "core/file_read.h"
+#include "client_util/files.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -50,7 +50,7 @@ int cli_write_outputs(const char *cmd, sj_ctx *ctx, const char *dir, int n,
             rc = cli_fail(cmd, "output path for '%s' in %s is too long", names[i], dir);
         /* each is put in place by rename, which would replace a FIFO, a
          * device node or a symlink there rather than write to it */
-        sj_status st = rc == CLI_EXIT_OK ? sj__check_replaceable(ctx, "--out", final[i]) : SJ_OK;
+        sj_status st = rc == CLI_EXIT_OK ? cu_check_replaceable(ctx, "--out", final[i]) : SJ_OK;
         if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
         for (int k = 0; rc == CLI_EXIT_OK && k < i; k++)
             if (!strcmp(final[k], final[i]))

@@ -120,7 +120,7 @@ int cli_remote_open(const char *cmd, sj_ctx *ctx, const cli_remote_flags *f, sj_
 
 void cli_remote_stats_members(FILE *f, const sj_remote *r) {
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     fprintf(f,
             "\"remote_misses\": %llu, \"remote_errors\": %llu, \"remote_timeouts\": %llu, "
             "\"remote_rejected\": %llu, \"remote_backoff_skips\": %llu, \"remote_puts\": %llu, "

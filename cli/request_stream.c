@@ -8,14 +8,23 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/hash.h"
 
 #define DEFAULT_COUNT 1000
 #define MAX_COUNT 10000000
 
+/* splitmix64 (Steele, Lea, Flood): the stream generator; advances *state.
+ * A seed's stream must stay the same from release to release, so that
+ * --synthetic SPEC names one stream. */
+static uint64_t next_u64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 /* Uniform in (0, 1): never 0, so log() is finite. */
 static double unit(uint64_t *state) {
-    return ((double)(sj__splitmix64(state) >> 11) + 0.5) / 9007199254740992.0;
+    return ((double)(next_u64(state) >> 11) + 0.5) / 9007199254740992.0;
 }
 
 void cli_stream_free(cli_stream *s) {
@@ -103,7 +112,7 @@ int cli_stream_synthetic(const char *cmd, const char *spec, cli_stream *out) {
             double x = round(median * exp(sigma * z));
             v = x < 1 ? 1 : x > (double)hi ? hi : (int64_t)x;
         } else {
-            v = lo + (int64_t)(sj__splitmix64(&state) % (uint64_t)(hi - lo + 1));
+            v = lo + (int64_t)(next_u64(&state) % (uint64_t)(hi - lo + 1));
         }
         out->sizes[i] = v;
         if (v > out->max) out->max = v;

@@ -4,7 +4,6 @@
 #include "shapejit/ext/bucketed_cache.h"
 #include "cli/request_stream.h"
 #include "serve/ladder_cost.h" /* sj_engine_warm_latency */
-#include "core/hash.h"
 
 #include <stdint.h>
 
@@ -87,7 +86,7 @@ void cli_backend_config(const cli_backend_args *a, sj_engine_config *cfg) {
     cfg->arch = a->arch;
     cfg->cuda_driver = a->cuda_driver;
     cfg->cpu = a->cpu;
-    cfg->precision = a->precision;
+    if (a->precision) sj_precision_from_name(a->precision, &cfg->precision); /* checked */
     cfg->tune = a->tune;
     if (a->tune_budget_ms) cfg->tune_budget_ms = (int)strtol(a->tune_budget_ms, NULL, 10);
     cfg->workers = a->devices;
@@ -183,24 +182,20 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
  * portable levels a build machine stored or code compiled for itself; then
  * per ready bucket the CPU it serves from and where --native-after stands. */
 static void cli_bucket_targets_member(FILE *f, sj_engine *e) {
-    sj_bucketed_cache *c = sj_engine_cache(e);
     sj_bucketed_cache_stats cs;
-    sj_bucketed_cache_stats_get(c, &cs);
+    sj_bucketed_cache_stats_get(sj_engine_cache(e), &cs);
     fprintf(f, ", \"level_hits\": %llu, \"bucket_cpus\": {", (unsigned long long)cs.fallback_hits);
-    int n = sj_bucketed_cache_total_buckets(c), listed = 0;
-    for (int i = 0; i < n; i++) {
-        const char *t = sj_bucketed_cache_bucket_target(c, i);
+    int n = sj_engine_num_buckets(e), listed = 0;
+    sj_engine_bucket_stats *b = calloc((size_t)n + 1, sizeof *b);
+    for (int i = 0; b && i < n; i++)
+        if (sj_engine_bucket_stats_get(e, i, &b[i]) != SJ_OK) b[i].cpu = NULL;
+    for (int i = 0; b && i < n; i++) {
+        const char *t = b[i].cpu;
         bool seen = !t;
-        for (int j = 0; j < i && !seen; j++) {
-            const char *u = sj_bucketed_cache_bucket_target(c, j);
-            seen = u && !strcmp(u, t);
-        }
+        for (int j = 0; j < i && !seen; j++) seen = b[j].cpu && !strcmp(b[j].cpu, t);
         if (seen) continue;
         int count = 0;
-        for (int j = i; j < n; j++) {
-            const char *u = sj_bucketed_cache_bucket_target(c, j);
-            count += u && !strcmp(u, t);
-        }
+        for (int j = i; j < n; j++) count += b[j].cpu && !strcmp(b[j].cpu, t);
         fprintf(f, "%s", listed++ ? ", " : "");
         cli_json_str(f, t);
         fprintf(f, ": %d", count);
@@ -209,15 +204,14 @@ static void cli_bucket_targets_member(FILE *f, sj_engine *e) {
     fprintf(f, "}, \"specialised\": %llu, \"specialise_failures\": %llu, \"bucket_levels\": [",
             (unsigned long long)cs.specialised, (unsigned long long)cs.specialise_failures);
     listed = 0;
-    for (int i = 0; i < n; i++) {
-        const char *t = sj_bucketed_cache_bucket_target(c, i);
-        int64_t hi;
-        if (!t || sj_bucketed_cache_bucket(c, i, NULL, &hi, NULL) != SJ_OK) continue;
-        fprintf(f, "%s{\"extent\": %lld, \"cpu\": ", listed++ ? ", " : "", (long long)hi);
-        cli_json_str(f, t);
-        fprintf(f, ", \"native_after\": \"%s\"}", spec[sj_bucketed_cache_bucket_specialise(c, i)]);
+    for (int i = 0; b && i < n; i++) {
+        if (!b[i].cpu) continue;
+        fprintf(f, "%s{\"extent\": %lld, \"cpu\": ", listed++ ? ", " : "", (long long)b[i].hi);
+        cli_json_str(f, b[i].cpu);
+        fprintf(f, ", \"native_after\": \"%s\"}", spec[b[i].native]);
     }
     fputc(']', f);
+    free(b);
 }
 
 void cli_stats_members(FILE *f, sj_engine *e) {
@@ -250,11 +244,11 @@ void cli_stats_members(FILE *f, sj_engine *e) {
             (unsigned long long)s.resident_evictions, (unsigned long long)cli_peak_rss_bytes());
     bool first = true;
     for (int i = 0; i < s.buckets; i++) {
-        sj_executable_memory_info m;
-        int64_t hi;
-        if (sj_bucketed_cache_bucket_memory(sj_engine_cache(e), i, &m) != SJ_OK ||
-            sj_engine_bucket(e, i, NULL, &hi, NULL) != SJ_OK || (!m.weight_bytes && !m.run_bytes))
-            continue;
+        sj_engine_bucket_stats b;
+        if (sj_engine_bucket_stats_get(e, i, &b) != SJ_OK) continue;
+        const sj_engine_memory m = b.memory;
+        const int64_t hi = b.hi;
+        if (!m.weight_bytes && !m.run_bytes) continue;
         /* peak: what a run of the bucket holds, its weights being shared;
          * estimated: read from the artifact of a bucket not loaded. */
         fprintf(f,
@@ -265,7 +259,7 @@ void cli_stats_members(FILE *f, sj_engine *e) {
                 (unsigned long long)m.weight_mapped_bytes,
                 (unsigned long long)m.arena_bytes, (unsigned long long)m.io_bytes,
                 (unsigned long long)(m.weight_bytes + m.run_bytes), m.resident ? "true" : "false",
-                m.estimated ? "true" : "false");
+                m.known && !m.loaded ? "true" : "false");
         first = false;
     }
     fputc(']', f);

@@ -89,11 +89,19 @@ const char *sj_status_str(sj_status st) {
 
 void sj_ctx_config_init(sj_ctx_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
 }
 
-sj_status sj_ctx_create(const sj_ctx_config *cfg, sj_ctx **out) {
+sj_status sj_ctx_create(const sj_ctx_config *cfg_in, sj_ctx **out) {
     if (!out) return SJ_E_INVALID_ARG;
     *out = NULL;
+    /* the caller's config as this library reads it; no context yet, so a
+     * wrong size is the status alone */
+    sj_ctx_config c;
+    sj_ctx_config_init(&c);
+    if (cfg_in) SJ_TRY(sj__config_read(NULL, "sj_ctx_config", cfg_in, SJ_CONFIG_SIZE(sj_ctx_config, allocator),
+                                       sizeof c, &c));
+    const sj_ctx_config *cfg = &c;
     sj_allocator a = {libc_alloc, libc_realloc, libc_free, NULL};
     if (cfg && cfg->allocator.alloc_fn) {
         if (!cfg->allocator.realloc_fn || !cfg->allocator.free_fn) return SJ_E_INVALID_ARG;
@@ -167,26 +175,18 @@ void sj_ctx_clear_error(sj_ctx *ctx) {
     if (s) s->msg[0] = '\0';
 }
 
-void sj__set_error(sj_ctx *ctx, const char *fmt, ...) {
+static void set_error_v(sj_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx) return;
     error_slot *s = slot_for_thread(ctx, true);
-    if (s) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->msg, sizeof s->msg, fmt, ap);
-        va_end(ap);
-    }
+    if (s) vsnprintf(s->msg, sizeof s->msg, fmt, ap);
 }
 
-void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
+static void error_prefix_v(sj_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx) return;
     error_slot *s = slot_for_thread(ctx, true);
     if (s) {
         char prefix[256];
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(prefix, sizeof prefix, fmt, ap);
-        va_end(ap);
         /* Shift the old message right and write the prefix in front; a
          * message that no longer fits is cut at its end. */
         size_t plen = strlen(prefix), olen = strlen(s->msg);
@@ -198,6 +198,54 @@ void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
         s->msg[plen] = ':';
         s->msg[plen + 1] = ' ';
     }
+}
+
+void sj__set_error(sj_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(ctx, fmt, ap);
+    va_end(ap);
+}
+
+void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_prefix_v(ctx, fmt, ap);
+    va_end(ap);
+}
+
+sj_status sj_ctx_set_error(sj_ctx *ctx, sj_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(ctx, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void sj_ctx_prefix_error(sj_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_prefix_v(ctx, fmt, ap);
+    va_end(ap);
+}
+
+sj_status sj__config_read(sj_ctx *ctx, const char *what, const void *in, size_t min_size, size_t known_size,
+                          void *out) {
+    size_t size;
+    memcpy(&size, in, sizeof size);
+    if (size < min_size)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "%s: size %zu is smaller than any shapejit's (at least %zu): fill it with %s_init "
+                       "first",
+                       what, size, min_size, what);
+    if (size > known_size)
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "%s: size %zu is larger than this library's (%zu, shapejit %s): the program was "
+                       "built against a newer shapejit",
+                       what, size, known_size, SJ_VERSION_STRING);
+    memcpy(out, in, size);
+    memcpy(out, &known_size, sizeof known_size);
+    return SJ_OK;
 }
 
 void *sj__ctx_slot(sj_ctx *ctx) {

@@ -6,6 +6,7 @@
 #include "shapejit/common.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__GNUC__)
@@ -28,6 +29,21 @@ void sj__set_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
 /* Prefixes the calling thread's current message with "<prefix>: " (used when
  * an error crosses a layer that knows more context, e.g. a file name). */
 void sj__error_prefix(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF(2, 3);
+
+/* Reads a public config struct whose first field is `size_t size` (set by
+ * its _init to the size the caller was built with). *out holds the
+ * library's defaults; the caller's bytes within its size replace them, so a
+ * program built against an older shapejit (a shorter struct) gets the
+ * defaults of the fields it never knew, and out->size becomes known_size.
+ * SJ_E_INVALID_ARG naming `what` (the type) when the size is below
+ * min_size (the struct's first versioned layout: _init was not called) or
+ * above known_size (built against a newer shapejit: fields this library
+ * would ignore). ctx may be NULL (no message). */
+sj_status sj__config_read(sj_ctx *ctx, const char *what, const void *in, size_t min_size, size_t known_size,
+                          void *out);
+/* The first versioned size of a config struct: up to and including its
+ * last field as of shapejit 0.1. */
+#define SJ_CONFIG_SIZE(type, last_field) (offsetof(type, last_field) + sizeof(((type *)0)->last_field))
 
 /* The context's one slot for the layer above core (the runtime keeps its
  * weight pool there), so core holds no runtime concept. sj__ctx_slot: what

@@ -13,6 +13,7 @@
 
 void sj_engine_config_init(sj_engine_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
     sj_model_options_init(&cfg->model);
     cfg->remote_lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
     cfg->tune_budget_ms = 200;
@@ -124,7 +125,16 @@ static sj_status describe_values(sj_engine *e) {
     return SJ_OK;
 }
 
-sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg,
+/* The caller's config as this library reads it (see "Config structs" in
+ * shapejit/common.h); NULL = the defaults. */
+static sj_status read_config(sj_ctx *ctx, const sj_engine_config *in, sj_engine_config *out) {
+    sj_engine_config_init(out);
+    if (!in) return SJ_OK;
+    return sj__config_read(ctx, "sj_engine_config", in, SJ_CONFIG_SIZE(sj_engine_config, cuda_driver),
+                           sizeof *out, out);
+}
+
+sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg_in,
                                sj_engine **out) {
     if (out) *out = NULL;
     if (!ctx || !g || !out) {
@@ -136,9 +146,12 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
         sj_graph_destroy(g);
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: the graph belongs to another context");
     }
-    sj_engine_config dflt;
-    sj_engine_config_init(&dflt);
-    if (!cfg) cfg = &dflt;
+    sj_engine_config c;
+    if (read_config(ctx, cfg_in, &c) != SJ_OK) {
+        sj_graph_destroy(g);
+        return SJ_E_INVALID_ARG;
+    }
+    const sj_engine_config *cfg = &c;
     sj_engine *e = sj_calloc(ctx, 1, sizeof *e);
     if (!e) {
         sj_graph_destroy(g);
@@ -172,15 +185,15 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
     return SJ_OK;
 }
 
-sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg,
+sj_status sj_engine_open(sj_ctx *ctx, const char *model_path, const sj_engine_config *cfg_in,
                          sj_engine **out) {
     if (out) *out = NULL;
     if (!ctx || !out) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     if (!model_path || !model_path[0])
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: no model path");
-    sj_engine_config dflt;
-    sj_engine_config_init(&dflt);
-    if (!cfg) cfg = &dflt;
+    sj_engine_config c;
+    SJ_TRY(read_config(ctx, cfg_in, &c));
+    const sj_engine_config *cfg = &c;
     sj_graph *g;
     sj_status st = sj_model_load(ctx, model_path, &cfg->model, &g);
     if (st != SJ_OK) {
@@ -227,7 +240,7 @@ sj_status sj_engine_output(const sj_engine *e, int i, sj_value_desc *out) {
 }
 
 int sj_engine_num_buckets(const sj_engine *e) {
-    return e ? sj_bucketed_cache_total_buckets(e->cache) : 0;
+    return e ? sj_bucketed_cache_num_buckets(e->cache) : 0;
 }
 
 sj_status sj_engine_bucket(const sj_engine *e, int i, int64_t *lo, int64_t *hi, bool *ready) {
@@ -257,6 +270,29 @@ sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *o
     return SJ_OK;
 }
 
+sj_status sj_engine_bucket_stats_get(const sj_engine *e, int i, sj_engine_bucket_stats *out) {
+    if (!e || !out) return sj_fail(e ? e->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    memset(out, 0, sizeof *out);
+    sj_engine_bucket_stats b = {0};
+    SJ_TRY(sj_bucketed_cache_bucket(e->cache, i, &b.lo, &b.hi, &b.ready));
+    SJ_TRY(sj_engine_bucket_memory(e, i, &b.memory));
+    sj_bucket_padding p;
+    SJ_TRY(sj_bucketed_cache_bucket_padding(e->cache, i, &p));
+    b.runs = p.runs;
+    b.rows = p.rows;
+    b.padded_rows_allocated = p.padded_rows_allocated;
+    b.padded_rows_computed = p.padded_rows_computed;
+    b.cpu = sj_bucketed_cache_bucket_target(e->cache, i);
+    switch (sj_bucketed_cache_bucket_specialise(e->cache, i)) {
+    case SJ_SPECIALISE_NONE: b.native = SJ_ENGINE_NATIVE_NONE; break;
+    case SJ_SPECIALISE_PENDING: b.native = SJ_ENGINE_NATIVE_PENDING; break;
+    case SJ_SPECIALISE_DONE: b.native = SJ_ENGINE_NATIVE_DONE; break;
+    case SJ_SPECIALISE_FAILED: b.native = SJ_ENGINE_NATIVE_FAILED; break;
+    }
+    *out = b;
+    return SJ_OK;
+}
+
 void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     memset(out, 0, sizeof *out);
     if (!e) return;
@@ -275,8 +311,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->evictions = s.evictions;
     out->not_stored = s.not_stored;
     out->one_off_evictions = s.one_off_evictions;
-    out->buckets = sj_bucketed_cache_total_buckets(e->cache);
-    out->buckets_ready = sj_bucketed_cache_compiled_count(e->cache);
+    out->buckets = sj_bucketed_cache_num_buckets(e->cache);
+    out->buckets_ready = sj_bucketed_cache_num_ready(e->cache);
     out->resident_evictions = s.resident_evictions;
     out->specialised = s.specialised;
     out->specialise_failures = s.specialise_failures;
@@ -314,6 +350,7 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
 const char *sj_engine_target(const sj_engine *e) { return e ? e->backend.target : ""; }
 const sj_ladder *sj_engine_ladder(const sj_engine *e) { return e ? e->ladder : NULL; }
 sj_remote *sj_engine_remote(sj_engine *e) { return e ? e->remote : NULL; }
+sj_ctx *sj_engine_ctx(const sj_engine *e) { return e ? e->ctx : NULL; }
 const char *sj_engine_warning(const sj_engine *e) { return e && e->warning ? e->warning : ""; }
 sj_bucketed_cache *sj_engine_cache(sj_engine *e) { return e ? e->cache : NULL; }
 

@@ -10,10 +10,9 @@
 
 sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__backend *b) {
     memset(b, 0, sizeof *b);
-    sj_precision precision = SJ_PRECISION_FP32;
-    if (cfg->precision && sj_precision_from_name(cfg->precision, &precision) != SJ_OK)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision '%s' is not fp32, bf16 or fp16",
-                       cfg->precision);
+    if (!sj_precision_name(cfg->precision))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: precision %d is not fp32, bf16 or fp16",
+                       (int)cfg->precision);
     if (cfg->native_after < 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: native_after %d is negative (0 = never)",
                        cfg->native_after);
@@ -26,7 +25,7 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__
     sj__backend_params p = {
         .workers = cfg->workers > 0 ? cfg->workers : 1,
         .threads = cfg->threads > 0 ? cfg->threads : 1,
-        .precision = precision,
+        .precision = cfg->precision,
         .cpu = cfg->cpu,
         .tune = cfg->tune,
         .tune_budget_ms = cfg->tune_budget_ms,

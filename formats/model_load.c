@@ -60,17 +60,19 @@ static const struct {
 
 void sj_model_options_init(sj_model_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->dynamic_axis = -1;
 }
 
 sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o, sj_graph **out) {
     if (!ctx || !path || !out) return sj_fail(ctx, SJ_E_INVALID_ARG, "sj_model_load: NULL argument");
     *out = NULL;
-    sj_model_options defaults;
-    if (!o) {
-        sj_model_options_init(&defaults);
-        o = &defaults;
-    }
+    sj_model_options c; /* the caller's options as this library reads them */
+    sj_model_options_init(&c);
+    if (o)
+        SJ_TRY(sj__config_read(ctx, "sj_model_options", o, SJ_CONFIG_SIZE(sj_model_options, copy_external_data),
+                               sizeof c, &c));
+    o = &c;
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
     if (dot && slash && dot < slash) dot = NULL;

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_check_message(st);
     free(spec);
     if (st != SJ_OK) return 0;
-    int n = sj_ladder_count(l);
+    int n = sj_ladder_num_buckets(l);
     if (n < 1 || n > SJ_LADDER_MAX_BUCKETS) abort();
     for (int i = 0; i < n; i++) {
         int64_t e = sj_ladder_extent(l, i);
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char canon[SJ_LADDER_MAX_BUCKETS * 12 + 64];
     sj_ladder_format(l, canon, sizeof canon);
     sj_ladder *again = NULL;
-    if (sj_ladder_parse(ctx, canon, &again) != SJ_OK || sj_ladder_count(again) != n) abort();
+    if (sj_ladder_parse(ctx, canon, &again) != SJ_OK || sj_ladder_num_buckets(again) != n) abort();
     for (int i = 0; i < n; i++)
         if (sj_ladder_extent(again, i) != sj_ladder_extent(l, i)) abort();
     sj_ladder_destroy(again);

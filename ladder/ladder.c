@@ -305,7 +305,7 @@ sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out) {
 /* --- queries --- */
 
 sj_ladder_kind sj_ladder_get_kind(const sj_ladder *l) { return l->kind; }
-int sj_ladder_count(const sj_ladder *l) { return l->n; }
+int sj_ladder_num_buckets(const sj_ladder *l) { return l->n; }
 int64_t sj_ladder_extent(const sj_ladder *l, int i) { return i >= 0 && i < l->n ? l->extents[i] : -1; }
 int64_t sj_ladder_lower(const sj_ladder *l, int i) {
     if (i < 0 || i >= l->n) return -1;

@@ -49,8 +49,8 @@ sj_status sj_ladder_expected(sj_ctx *ctx, const sj_ladder *l, const int64_t *siz
         total += sj_ladder_cost_at(m, sizes[i], sj_ladder_extent(l, b));
     }
     out->expected_cost = total / (double)n;
-    for (int b = 0; b < sj_ladder_count(l); b++) out->memory_bytes += sj_ladder_memory_at(m, sj_ladder_extent(l, b));
-    out->buckets = sj_ladder_count(l);
+    for (int b = 0; b < sj_ladder_num_buckets(l); b++) out->memory_bytes += sj_ladder_memory_at(m, sj_ladder_extent(l, b));
+    out->buckets = sj_ladder_num_buckets(l);
     return SJ_OK;
 }
 

@@ -418,7 +418,7 @@ sj_cache_mode sj_mdcache_mode(const sj_mdcache *c) { return c->policy.mode; }
 
 const sj_mdcache_policy *sj_mdcache_policy_of(const sj_mdcache *c) { return &c->policy; }
 
-void sj_mdcache_get_stats(const sj_mdcache *c, sj_mdcache_stats *out) {
+void sj_mdcache_stats_get(const sj_mdcache *c, sj_mdcache_stats *out) {
     out->entries = c->n_entries;
     out->pinned = c->n_entries - c->lru_len;
     out->lru_length = c->lru_len;

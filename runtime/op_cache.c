@@ -211,7 +211,7 @@ void sj_op_cache_forget_module(sj_op_cache *oc, const sj_module *module) {
     pthread_mutex_unlock(&oc->lock);
 }
 
-size_t sj_op_cache_kernel_count(sj_op_cache *oc) {
+size_t sj_op_cache_num_kernels(sj_op_cache *oc) {
     pthread_mutex_lock(&oc->lock);
     follow_generation(oc);
     size_t n = oc->n_kernels;
@@ -265,7 +265,7 @@ sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, vo
     return SJ_OK;
 }
 
-size_t sj_op_cache_scratch_count(sj_op_cache *oc) {
+size_t sj_op_cache_num_scratch(sj_op_cache *oc) {
     pthread_mutex_lock(&oc->lock);
     follow_generation(oc);
     size_t n = oc->n_scratch + oc->n_retired;

@@ -9,8 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/engine_impl.h" /* the engine's context, for its errors */
-#include "core/core_impl.h"
 
 enum { MAX_GRID = SJ_LADDER_COST_MAX_GRID, N_SIZES = 4, MAX_POINTS = MAX_GRID * N_SIZES, MAX_TERMS = 5 };
 
@@ -98,16 +96,16 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 sj_status sj_engine_warm_latency(sj_engine *e, int64_t rows, double budget_ns, double *us, int64_t *extent) {
-    sj_ctx *ctx = e->ctx;
+    sj_ctx *ctx = sj_engine_ctx(e);
     const sj_graph *g = sj_engine_graph(e);
     int n_in = sj_graph_num_inputs(g), n_out = sj_graph_num_outputs(g);
     sj_named_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *out = calloc((size_t)n_out + 1, sizeof *out);
-    sj_status st = in && out ? SJ_OK : sj_fail(ctx, SJ_E_NOMEM, "timing %lld rows: out of memory", (long long)rows);
+    sj_status st = in && out ? SJ_OK : sj_ctx_set_error(ctx, SJ_E_NOMEM, "timing %lld rows: out of memory", (long long)rows);
     for (int i = 0; st == SJ_OK && i < n_in; i++) {
         sj_value_desc d;
         sj_engine_input(e, i, &d);
         if (sj_shape_numel(&d.shape, rows) < 0) {
-            st = sj_fail(ctx, SJ_E_OUT_OF_RANGE, "input %s at %s = %lld has more than 2^40 elements", d.name,
+            st = sj_ctx_set_error(ctx, SJ_E_OUT_OF_RANGE, "input %s at %s = %lld has more than 2^40 elements", d.name,
                          sj_graph_symbol(g), (long long)rows);
             break;
         }
@@ -127,7 +125,7 @@ sj_status sj_engine_warm_latency(sj_engine *e, int64_t rows, double budget_ns, d
         st = sj_engine_run(e, in, n_in, out, n_out, &info);
         double dt = wall_ns() - t0;
         if (st != SJ_OK) {
-            sj__error_prefix(ctx, "a request of %lld rows", (long long)rows);
+            sj_ctx_prefix_error(ctx, "a request of %lld rows", (long long)rows);
             break;
         }
         for (int i = 0; i < n_out; i++) sj_tensor_free(ctx, &out[i].tensor);
@@ -161,7 +159,7 @@ static sj_status measure(sj_ctx *ctx, int64_t lo, int64_t hi, sj_ladder_open_fn 
         sj_engine *e = NULL;
         sj_status st = open(user, spec, &e, why, sizeof why);
         if (st != SJ_OK)
-            return sj_fail(ctx, st, "cost model: opening a bucket at extent %lld: %s", (long long)E,
+            return sj_ctx_set_error(ctx, st, "cost model: opening a bucket at extent %lld: %s", (long long)E,
                            why[0] ? why : "unknown error");
         const int64_t sizes[N_SIZES] = {1, (E + 3) / 4, (E + 1) / 2, E};
         for (int s = 0; s < N_SIZES && st == SJ_OK; s++) {
@@ -184,7 +182,7 @@ static sj_status measure(sj_ctx *ctx, int64_t lo, int64_t hi, sj_ladder_open_fn 
         }
         sj_engine_close(e);
         if (st != SJ_OK) {
-            sj__error_prefix(ctx, "cost model at extent %lld", (long long)E);
+            sj_ctx_prefix_error(ctx, "cost model at extent %lld", (long long)E);
             return st;
         }
     }
@@ -194,10 +192,11 @@ static sj_status measure(sj_ctx *ctx, int64_t lo, int64_t hi, sj_ladder_open_fn 
 sj_status sj_ladder_cost_measure(sj_ctx *ctx, int64_t lo, int64_t hi, sj_ladder_open_fn open, void *user,
                                  sj_ladder_cost_fit *out) {
     if (lo < 1 || hi < lo || hi > SJ_MAX_EXTENT || !open)
-        return sj_fail(ctx, SJ_E_INVALID_ARG, "cost model: sizes %lld..%lld are not a range in 1..%lld",
+        return sj_ctx_set_error(ctx, SJ_E_INVALID_ARG, "cost model: sizes %lld..%lld are not a range in 1..%lld",
                        (long long)lo, (long long)hi, (long long)SJ_MAX_EXTENT);
     measured m;
-    SJ_TRY(measure(ctx, lo, hi, open, user, &m));
+    sj_status st = measure(ctx, lo, hi, open, user, &m);
+    if (st != SJ_OK) return st;
     double c[MAX_TERMS], mc[MAX_TERMS] = {0};
     fit_nonnegative(m.x, m.us, m.n_points, 5, c);
     fit_nonnegative(m.mx, m.bytes, m.n_memory, 3, mc);

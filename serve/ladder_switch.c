@@ -13,8 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/core_impl.h" /* sj_fail */
-
 struct sj_ladder_switch {
     sj_ladder_switch_config cfg;
     int64_t *sizes;           /* the window, cfg.window entries */
@@ -98,7 +96,7 @@ static void *fit_thread(void *arg) {
         give_up(ls, "the fit failed", sj_ctx_last_error(ctx));
         return NULL;
     }
-    size_t cap = 8 + 21 * (size_t)sj_ladder_count(l);
+    size_t cap = 8 + 21 * (size_t)sj_ladder_num_buckets(l);
     ls->spec = malloc(cap);
     if (ls->spec) sj_ladder_format(l, ls->spec, cap);
     sj_ladder_destroy(l);
@@ -138,18 +136,18 @@ sj_status sj_ladder_switch_create(const sj_ladder_switch_config *cfg, sj_ladder_
     *out = NULL;
     if (!cfg || !cfg->ctx || !cfg->provisional || !cfg->open || cfg->k < 1 ||
         cfg->k > SJ_LADDER_MAX_BUCKETS || cfg->window < 1 || cfg->window > SJ_LADDER_SWITCH_MAX_WINDOW)
-        return cfg && cfg->ctx ? sj_fail(cfg->ctx, SJ_E_INVALID_ARG,
+        return cfg && cfg->ctx ? sj_ctx_set_error(cfg->ctx, SJ_E_INVALID_ARG,
                                          "ladder fit: needs a provisional engine, an opener, K in 1..%d "
                                          "and a window in 1..%d requests (got K %d, window %zu)",
                                          SJ_LADDER_MAX_BUCKETS, SJ_LADDER_SWITCH_MAX_WINDOW,
                                          cfg->k, cfg->window)
                                : SJ_E_INVALID_ARG;
     sj_ladder_switch *ls = calloc(1, sizeof *ls);
-    if (!ls) return sj_fail(cfg->ctx, SJ_E_NOMEM, "ladder fit: out of memory");
+    if (!ls) return sj_ctx_set_error(cfg->ctx, SJ_E_NOMEM, "ladder fit: out of memory");
     ls->sizes = malloc(cfg->window * sizeof *ls->sizes);
     if (!ls->sizes) {
         free(ls);
-        return sj_fail(cfg->ctx, SJ_E_NOMEM, "ladder fit: out of memory for a window of %zu requests",
+        return sj_ctx_set_error(cfg->ctx, SJ_E_NOMEM, "ladder fit: out of memory for a window of %zu requests",
                        cfg->window);
     }
     ls->cfg = *cfg;

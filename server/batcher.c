@@ -75,7 +75,7 @@ static void run_batch(srv_batcher *b, slot **s, int n, int64_t total) {
         size_t rb = row_bytes(&s[0]->in[i], s[0]->rows);
         in[i].bytes = malloc(rb * (size_t)total + 1);
         if (!in[i].bytes) {
-            st = sj_fail(ctx, SJ_E_NOMEM, "batch: out of memory");
+            st = sj_ctx_set_error(ctx, SJ_E_NOMEM, "batch: out of memory");
             break;
         }
         size_t at = 0;
@@ -97,7 +97,7 @@ static void run_batch(srv_batcher *b, slot **s, int n, int64_t total) {
             t.bytes = sj_alloc(ctx, rb * (size_t)q->rows + 1);
             if (!t.bytes) {
                 for (int j = 0; j < o; j++) sj_tensor_free(ctx, &q->out[j]);
-                q->st = sj_fail(ctx, SJ_E_NOMEM, "batch: out of memory");
+                q->st = sj_ctx_set_error(ctx, SJ_E_NOMEM, "batch: out of memory");
                 break;
             }
             memcpy(t.bytes, (char *)out[o].bytes + rb * (size_t)first, rb * (size_t)q->rows);
@@ -172,14 +172,14 @@ sj_status srv_batcher_run(srv_batcher *b, int64_t rows, const sj_tensor *in, sj_
     while (!q.done) pthread_cond_wait(&q.cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
     pthread_cond_destroy(&q.cv);
-    if (q.st != SJ_OK) return sj_fail(b->m->srv->ctx, q.st, "%s", q.error);
+    if (q.st != SJ_OK) return sj_ctx_set_error(b->m->srv->ctx, q.st, "%s", q.error);
     return SJ_OK;
 }
 
 sj_status srv_batcher_create(srv_model *m, int64_t delay_us, int64_t max_rows, srv_batcher **out) {
     *out = NULL;
     srv_batcher *b = calloc(1, sizeof *b);
-    if (!b) return sj_fail(m->srv->ctx, SJ_E_NOMEM, "batch: out of memory");
+    if (!b) return sj_ctx_set_error(m->srv->ctx, SJ_E_NOMEM, "batch: out of memory");
     b->m = m;
     b->delay_s = (double)delay_us * 1e-6;
     b->max_rows = max_rows;
@@ -192,7 +192,7 @@ sj_status srv_batcher_create(srv_model *m, int64_t delay_us, int64_t max_rows, s
     for (int i = 0; i < BATCH_WORKERS; i++) {
         if (pthread_create(&b->workers[i], NULL, worker, b) != 0) {
             srv_batcher_destroy(b);
-            return sj_fail(m->srv->ctx, SJ_E_INTERNAL, "batch: cannot start a thread");
+            return sj_ctx_set_error(m->srv->ctx, SJ_E_INTERNAL, "batch: cannot start a thread");
         }
         b->n_workers++;
     }

@@ -476,7 +476,7 @@ void srv_config_init(srv_config *cfg) {
 sj_status srv_create(sj_ctx *ctx, const srv_config *cfg, srv_server **out) {
     *out = NULL;
     srv_server *s = calloc(1, sizeof *s);
-    if (!s) return sj_fail(ctx, SJ_E_NOMEM, "serve: out of memory");
+    if (!s) return sj_ctx_set_error(ctx, SJ_E_NOMEM, "serve: out of memory");
     s->ctx = ctx;
     if (cfg)
         s->cfg = *cfg;
@@ -510,20 +510,20 @@ static bool valid_name(const char *n) {
 sj_status srv_add_model(srv_server *s, const char *name, sj_engine *e) {
     if (!valid_name(name)) {
         sj_engine_close(e);
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG,
+        return sj_ctx_set_error(s->ctx, SJ_E_INVALID_ARG,
                        "model name '%s': use letters, digits, '_', '.' and '-' (1..%d)", name,
                        SRV_NAME_MAX - 1);
     }
     if (srv_find_model(s, name)) {
         sj_engine_close(e);
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "two models named '%s'", name);
+        return sj_ctx_set_error(s->ctx, SJ_E_INVALID_ARG, "two models named '%s'", name);
     }
     if (s->n_models == SRV_MAX_MODELS) {
         sj_engine_close(e);
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "more than %d models", SRV_MAX_MODELS);
+        return sj_ctx_set_error(s->ctx, SJ_E_INVALID_ARG, "more than %d models", SRV_MAX_MODELS);
     }
     srv_model *m;
-    SJ_TRY(srv_model_create(s, name, e, &m));
+    SRV_TRY(srv_model_create(s, name, e, &m));
     s->models[s->n_models++] = m;
     return SJ_OK;
 }
@@ -550,7 +550,7 @@ static sj_status resolve(srv_server *s, struct sockaddr_storage *sa, socklen_t *
     snprintf(port, sizeof port, "%u", (unsigned)s->cfg.port);
     int rc = getaddrinfo(s->host, port, &hints, &res);
     if (rc != 0 || !res)
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "--listen %s: %s", s->host, gai_strerror(rc));
+        return sj_ctx_set_error(s->ctx, SJ_E_INVALID_ARG, "--listen %s: %s", s->host, gai_strerror(rc));
     memcpy(sa, res->ai_addr, res->ai_addrlen);
     *len = res->ai_addrlen;
     freeaddrinfo(res);
@@ -558,11 +558,11 @@ static sj_status resolve(srv_server *s, struct sockaddr_storage *sa, socklen_t *
 }
 
 sj_status srv_start(srv_server *s) {
-    if (!s->n_models) return sj_fail(s->ctx, SJ_E_STATE, "serve: no model to serve");
+    if (!s->n_models) return sj_ctx_set_error(s->ctx, SJ_E_STATE, "serve: no model to serve");
     struct sockaddr_storage sa;
     socklen_t salen;
-    SJ_TRY(resolve(s, &sa, &salen));
-    for (int i = 0; i < s->n_models; i++) SJ_TRY(srv_model_start(s->models[i]));
+    SRV_TRY(resolve(s, &sa, &salen));
+    for (int i = 0; i < s->n_models; i++) SRV_TRY(srv_model_start(s->models[i]));
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (sa.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -573,10 +573,10 @@ sj_status srv_start(srv_server *s) {
         MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         s->cfg.idle_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
     if (!s->daemon)
-        return sj_fail(s->ctx, SJ_E_IO, "--listen %s:%u: cannot listen (address in use, or not "
+        return sj_ctx_set_error(s->ctx, SJ_E_IO, "--listen %s:%u: cannot listen (address in use, or not "
                        "an address of this machine)", s->host, (unsigned)s->cfg.port);
     if (pthread_create(&s->watchdog, NULL, watchdog, s) != 0)
-        return sj_fail(s->ctx, SJ_E_INTERNAL, "serve: cannot start the connection deadline thread");
+        return sj_ctx_set_error(s->ctx, SJ_E_INTERNAL, "serve: cannot start the connection deadline thread");
     s->watchdog_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : s->cfg.port;

@@ -97,18 +97,18 @@ static void padding_metrics(buf *b, srv_server *s) {
             srv_model *sm = s->models[i];
             sj_engine *fitted = sm->fit && sm->fit->ls ? sj_ladder_switch_fitted(sm->fit->ls) : NULL;
             for (int e = 0; e < (fitted ? 2 : 1); e++) {
-                sj_bucketed_cache *c = sj_engine_cache(e ? fitted : sm->e);
+                sj_engine *en = e ? fitted : sm->e;
                 const char *ladder = !sm->fit ? "" : e ? ",ladder=\"fitted\"" : ",ladder=\"provisional\"";
-                for (int j = 0; j < sj_bucketed_cache_total_buckets(c); j++) {
-                    sj_bucket_padding p;
-                    if (sj_bucketed_cache_bucket_padding(c, j, &p) != SJ_OK) continue;
+                for (int j = 0; j < sj_engine_num_buckets(en); j++) {
+                    sj_engine_bucket_stats p;
+                    if (sj_engine_bucket_stats_get(en, j, &p) != SJ_OK) continue;
                     long long v = k == 0 ? (long long)p.runs
                                   : k == 1 ? (long long)p.padded_rows_allocated
                                   : k == 2 ? p.padded_rows_computed
-                                           : (long long)p.arena_bytes;
+                                           : (long long)p.memory.arena_bytes;
                     if (v < 0) continue;
                     put(b, "%s{model=\"%s\",extent=\"%lld\"%s} %lld\n", m[k].name, sm->name,
-                        (long long)p.extent, ladder, v);
+                        (long long)p.hi, ladder, v);
                 }
             }
         }
@@ -174,7 +174,7 @@ static void remote_metrics(buf *b, srv_server *s) {
         sj_remote *r = sj_engine_remote(s->models[i]->e);
         if (!r) continue;
         sj_remote_stats rs;
-        sj_remote_get_stats(r, &rs);
+        sj_remote_stats_get(r, &rs);
         const struct {
             const char *kind;
             uint64_t n;
@@ -265,13 +265,12 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
               U(es->reloads));
     head(&b, "shapejit_bucket_cpu", "gauge", "1 per ready bucket, labelled with the CPU its code was built for.");
     for (int i = 0; i < s->n_models; i++) {
-        sj_bucketed_cache *c = sj_engine_cache(s->models[i]->e);
-        for (int k = 0; k < sj_bucketed_cache_total_buckets(c); k++) {
-            const char *cpu = sj_bucketed_cache_bucket_target(c, k);
-            int64_t hi;
-            if (!cpu || sj_bucketed_cache_bucket(c, k, NULL, &hi, NULL) != SJ_OK) continue;
+        sj_engine *e = s->models[i]->e;
+        for (int k = 0; k < sj_engine_num_buckets(e); k++) {
+            sj_engine_bucket_stats bs;
+            if (sj_engine_bucket_stats_get(e, k, &bs) != SJ_OK || !bs.cpu) continue;
             put(&b, "shapejit_bucket_cpu{model=\"%s\",extent=\"%lld\",cpu=\"%s\"} 1\n",
-                s->models[i]->name, (long long)hi, cpu[0] ? cpu : "none");
+                s->models[i]->name, (long long)bs.hi, bs.cpu[0] ? bs.cpu : "none");
         }
     }
     head(&b, "shapejit_http_responses_total", "counter", "HTTP responses by status class.");

@@ -26,7 +26,7 @@ sj_status srv_model_create(srv_server *s, const char *name, sj_engine *e, srv_mo
     srv_model *m = calloc(1, sizeof *m);
     if (!m) {
         sj_engine_close(e);
-        return sj_fail(s->ctx, SJ_E_NOMEM, "serve: out of memory");
+        return sj_ctx_set_error(s->ctx, SJ_E_NOMEM, "serve: out of memory");
     }
     m->srv = s;
     m->e = e;
@@ -35,7 +35,7 @@ sj_status srv_model_create(srv_server *s, const char *name, sj_engine *e, srv_mo
     m->n_out = sj_engine_num_outputs(e);
     sj_status st = SJ_OK;
     if (m->n_in > SRV_MAX_IO || m->n_out > SRV_MAX_IO)
-        st = sj_fail(s->ctx, SJ_E_UNSUPPORTED, "model '%s': %d inputs and %d outputs; the server "
+        st = sj_ctx_set_error(s->ctx, SJ_E_UNSUPPORTED, "model '%s': %d inputs and %d outputs; the server "
                      "takes at most %d of each", name, m->n_in, m->n_out, SRV_MAX_IO);
     for (int i = 0; st == SJ_OK && i < m->n_in; i++) {
         st = sj_engine_input(e, i, &m->in[i]);
@@ -58,7 +58,7 @@ sj_status srv_model_create(srv_server *s, const char *name, sj_engine *e, srv_mo
     m->bg_queued = st == SJ_OK ? calloc((size_t)nb + 1, sizeof *m->bg_queued) : NULL;
     m->bg_queue = st == SJ_OK ? calloc((size_t)nb + 1, sizeof *m->bg_queue) : NULL;
     if (st == SJ_OK && (!m->bg_queued || !m->bg_queue))
-        st = sj_fail(s->ctx, SJ_E_NOMEM, "serve: out of memory");
+        st = sj_ctx_set_error(s->ctx, SJ_E_NOMEM, "serve: out of memory");
     pthread_mutex_init(&m->bg_mu, NULL);
     pthread_cond_init(&m->bg_cv, NULL);
     if (st != SJ_OK) {
@@ -165,16 +165,16 @@ static void queue_background(srv_model *m, int b) {
 
 sj_status srv_model_start(srv_model *m) {
     srv_server *s = m->srv;
-    if (m->fit) SJ_TRY(srv_fit_start(m));
+    if (m->fit) SRV_TRY(srv_fit_start(m));
     if (s->cfg.max_batch_delay_us > 0) {
         char why[256];
         bool independent = false;
-        SJ_TRY(sj_graph_rows_independent(sj_engine_graph(m->e), &independent, why, sizeof why));
+        SRV_TRY(sj_graph_rows_independent(sj_engine_graph(m->e), &independent, why, sizeof why));
         if (independent) {
             int64_t cap = s->cfg.max_batch_rows > 0 && s->cfg.max_batch_rows < m->top
                 ? s->cfg.max_batch_rows
                 : m->top;
-            SJ_TRY(srv_batcher_create(m, s->cfg.max_batch_delay_us, cap, &m->batcher));
+            SRV_TRY(srv_batcher_create(m, s->cfg.max_batch_delay_us, cap, &m->batcher));
         } else {
             snprintf(m->batch_why, sizeof m->batch_why, "%s", why);
             fprintf(stderr, "shapejit serve: model '%s': batching off: %s\n", m->name, why);
@@ -182,7 +182,7 @@ sj_status srv_model_start(srv_model *m) {
     }
     if (s->cfg.promote) {
         if (pthread_create(&m->bg_thread, NULL, background, m) != 0)
-            return sj_fail(s->ctx, SJ_E_INTERNAL, "model '%s': cannot start a thread", m->name);
+            return sj_ctx_set_error(s->ctx, SJ_E_INTERNAL, "model '%s': cannot start a thread", m->name);
         m->bg_started = true;
     }
     if (s->cfg.ready_when == SRV_READY_NOW) {
@@ -190,7 +190,7 @@ sj_status srv_model_start(srv_model *m) {
         return SJ_OK;
     }
     if (pthread_create(&m->warm_thread, NULL, warm, m) != 0)
-        return sj_fail(s->ctx, SJ_E_INTERNAL, "model '%s': cannot start a thread", m->name);
+        return sj_ctx_set_error(s->ctx, SJ_E_INTERNAL, "model '%s': cannot start a thread", m->name);
     m->warm_started = true;
     return SJ_OK;
 }
@@ -269,7 +269,7 @@ void srv_model_tell_trouble(srv_model *m) {
     sj_remote *r = sj_engine_remote(m->e);
     if (r && !atomic_load(&m->told_remote)) {
         sj_remote_stats rs;
-        sj_remote_get_stats(r, &rs);
+        sj_remote_stats_get(r, &rs);
         uint64_t n = rs.errors + rs.timeouts + rs.rejected + rs.dropped_puts + rs.lease_errors;
         if (n && !atomic_exchange(&m->told_remote, true))
             fprintf(stderr, "shapejit serve: model '%s': the remote tier %s failed (%llu errors, %llu "

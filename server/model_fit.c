@@ -46,10 +46,10 @@ static sj_status fit_new(srv_server *s, const sj_engine_config *cfg, int k, cons
                          const char *provisional, srv_fit **out) {
     int64_t window = fo->window ? fo->window : SJ_LADDER_SWITCH_DEFAULT_WINDOW;
     if (window < 1 || window > SJ_LADDER_SWITCH_MAX_WINDOW)
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "ladder fit: the window must be 1..%d requests, got %lld",
+        return sj_ctx_set_error(s->ctx, SJ_E_INVALID_ARG, "ladder fit: the window must be 1..%d requests, got %lld",
                        SJ_LADDER_SWITCH_MAX_WINDOW, (long long)window);
     srv_fit *f = calloc(1, sizeof *f);
-    if (!f) return sj_fail(s->ctx, SJ_E_NOMEM, "serve: out of memory");
+    if (!f) return sj_ctx_set_error(s->ctx, SJ_E_NOMEM, "serve: out of memory");
     f->k = k;
     f->window = window;
     f->cost_rows = fo->cost_rows;
@@ -57,15 +57,15 @@ static sj_status fit_new(srv_server *s, const sj_engine_config *cfg, int k, cons
     f->cfg = *cfg;
     /* The fitted engine opens a copy of the provisional's graph: the model
      * file's options are spent. */
-    memset(&f->cfg.model, 0, sizeof f->cfg.model);
+    sj_model_options_init(&f->cfg.model);
     f->cfg.ladder = NULL;
     bool ok = own_str(f, &f->cfg.store_path) && own_str(f, &f->cfg.backend) && own_str(f, &f->cfg.gpu_emit) &&
               own_str(f, &f->cfg.arch) && own_str(f, &f->cfg.cpu) && own_str(f, &f->cfg.remote_url) &&
-              own_str(f, &f->cfg.precision) && own_str(f, &f->cfg.cuda_driver) &&
+              own_str(f, &f->cfg.cuda_driver) &&
               own(f, &f->cfg.remote_secret, f->cfg.remote_secret_len);
     if (!ok) {
         fit_free(f);
-        return sj_fail(s->ctx, SJ_E_NOMEM, "serve: out of memory");
+        return sj_ctx_set_error(s->ctx, SJ_E_NOMEM, "serve: out of memory");
     }
     *out = f;
     return SJ_OK;
@@ -77,7 +77,7 @@ sj_status srv_open_fitting(srv_server *s, const char *name, const char *path, sj
     int is_fit = sj_ladder_switch_parse(cfg->ladder, &k);
     if (is_fit < 0) {
         sj_graph_destroy(g);
-        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "ladder '%s': fit:K needs K, a bucket count in 1..%d",
+        return sj_ctx_set_error(s->ctx, SJ_E_INVALID_ARG, "ladder '%s': fit:K needs K, a bucket count in 1..%d",
                        cfg->ladder, SJ_LADDER_MAX_BUCKETS);
     }
     sj_engine_config c = *cfg;
@@ -97,7 +97,7 @@ sj_status srv_open_fitting(srv_server *s, const char *name, const char *path, sj
         fprintf(stderr, "shapejit serve: model '%s': warning: %s\n", name, sj_engine_warning(e));
     if (st == SJ_OK) st = srv_add_model(s, name, e); /* takes e */
     if (st != SJ_OK) {
-        if (is_fit) sj__error_prefix(s->ctx, "ladder fit:%d on provisional %s", k, provisional);
+        if (is_fit) sj_ctx_prefix_error(s->ctx, "ladder fit:%d on provisional %s", k, provisional);
         fit_free(f);
         return st;
     }
@@ -182,7 +182,7 @@ sj_status srv_fit_start(srv_model *m) {
         .on_event = tell,
         .event_user = m,
     };
-    SJ_TRY(sj_ladder_switch_create(&c, &f->ls));
+    SRV_TRY(sj_ladder_switch_create(&c, &f->ls));
     fprintf(stderr,
             "shapejit serve: model '%s': ladder fit:%d: serving on %s, fitting to the first %lld requests "
             "(cost %s)\n",

@@ -6,8 +6,15 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "core/core_impl.h" /* sj_fail, SJ_TRY: errors travel through the context */
 #include "server/server.h"
+
+/* Errors travel through the context: sj_ctx_set_error records the message
+ * and returns the status; SRV_TRY passes a failed status up unchanged. */
+#define SRV_TRY(expr)                                                                              \
+    do {                                                                                           \
+        sj_status srv_try_st_ = (expr);                                                            \
+        if (srv_try_st_ != SJ_OK) return srv_try_st_;                                              \
+    } while (0)
 
 #define SRV_MAX_MODELS 64
 #define SRV_MAX_IO 64     /* inputs or outputs of a model the server takes */

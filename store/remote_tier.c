@@ -35,6 +35,7 @@ static const scheme_entry SCHEMES[] = {
 
 void sj_remote_config_init(sj_remote_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
     cfg->key_prefix = "shapejit:";
     cfg->connect_timeout_ms = 100;
     cfg->command_timeout_ms = 500;
@@ -311,7 +312,7 @@ void sj_remote_flush(sj_remote *r) {
     pthread_mutex_unlock(&r->q_lock);
 }
 
-void sj_remote_get_stats(const sj_remote *r, sj_remote_stats *out) {
+void sj_remote_stats_get(const sj_remote *r, sj_remote_stats *out) {
     memset(out, 0, sizeof *out);
     if (!r) return;
     sj_remote *m = (sj_remote *)r; /* atomics are read, never changed */
@@ -363,10 +364,15 @@ static sj_status check_config(sj_ctx *ctx, const sj_remote_config *c) {
     return SJ_OK;
 }
 
-sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg, sj_remote **out) {
-    if (!ctx || !cfg || !out)
+sj_status sj_remote_create(sj_ctx *ctx, const sj_remote_config *cfg_in, sj_remote **out) {
+    if (!ctx || !cfg_in || !out)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
+    sj_remote_config c; /* the caller's config as this library reads it */
+    sj_remote_config_init(&c);
+    SJ_TRY(sj__config_read(ctx, "sj_remote_config", cfg_in, SJ_CONFIG_SIZE(sj_remote_config, warning_user),
+                           sizeof c, &c));
+    const sj_remote_config *cfg = &c;
     SJ_TRY(check_config(ctx, cfg));
     const scheme_entry *scheme = NULL;
     for (size_t i = 0; i < sizeof SCHEMES / sizeof SCHEMES[0]; i++)

@@ -5,7 +5,7 @@
 #ifndef SJ_REMOTE_TIER_IMPL_H
 #define SJ_REMOTE_TIER_IMPL_H
 
-#include "shapejit/remote.h"
+#include "shapejit/ext/remote_tier.h"
 
 #include <pthread.h>
 #include <time.h>

@@ -42,6 +42,7 @@
 
 void sj_store_config_init(sj_store_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
     cfg->max_artifact_bytes = (int64_t)1 << 30;
     cfg->busy_timeout_ms = 5000;
     cfg->compression_level = -1;
@@ -527,10 +528,15 @@ static void close_db(sj_store *s) {
     s->lock_fd = -1;
 }
 
-sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg, sj_store **out) {
-    if (!ctx || !cfg || !out)
+sj_status sj_store_open(sj_ctx *ctx, const sj_store_config *cfg_in, sj_store **out) {
+    if (!ctx || !cfg_in || !out)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *out = NULL;
+    sj_store_config c; /* the caller's config as this library reads it */
+    sj_store_config_init(&c);
+    SJ_TRY(sj__config_read(ctx, "sj_store_config", cfg_in, SJ_CONFIG_SIZE(sj_store_config, fallback_to_memory),
+                           sizeof c, &c));
+    const sj_store_config *cfg = &c;
     if (cfg->max_artifact_bytes < 1 || cfg->busy_timeout_ms < 0 || cfg->max_bytes < 0 ||
         cfg->touch_interval_ms < 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "store config: negative or zero limit");

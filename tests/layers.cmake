@@ -14,3 +14,6 @@ set_tests_properties(layer_headers PROPERTIES LABELS headers)
 add_test(NAME internal_names COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_internal_names.sh ${CMAKE_NM}
   ${PROJECT_BINARY_DIR}/layers_objects.txt $<TARGET_FILE:shapejit>)
 set_tests_properties(internal_names PROPERTIES LABELS headers)
+# The clients (cli/, server/, python/src/, serve/) include public headers only.
+add_test(NAME client_headers COMMAND sh ${PROJECT_SOURCE_DIR}/tests/check_client_headers.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(client_headers PROPERTIES LABELS headers)

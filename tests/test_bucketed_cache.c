@@ -189,8 +189,8 @@ static void test_threads_one_compile_per_bucket(void **state) {
     assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
     sj_bucketed_cache *c;
     assert_int_equal(sj_bucketed_cache_create(g, l, &comp, NULL, NULL, &c), SJ_OK);
-    assert_int_equal(sj_bucketed_cache_total_buckets(c), 7);
-    assert_int_equal(sj_bucketed_cache_compiled_count(c), 0);
+    assert_int_equal(sj_bucketed_cache_num_buckets(c), 7);
+    assert_int_equal(sj_bucketed_cache_num_ready(c), 0);
     pthread_t th[8];
     hammer h[8];
     for (int i = 0; i < 8; i++) {
@@ -198,7 +198,7 @@ static void test_threads_one_compile_per_bucket(void **state) {
         assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
     }
     for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
-    assert_int_equal(sj_bucketed_cache_compiled_count(c), 7);
+    assert_int_equal(sj_bucketed_cache_num_ready(c), 7);
     for (int64_t e = 1; e <= 64; e *= 2) assert_int_equal(atomic_load(&cc.compiles[e]), 1);
     assert_int_equal(atomic_load(&cc.total), 7);
     sj_bucketed_cache_stats st;
@@ -370,7 +370,7 @@ static void test_out_of_range(void **state) {
     sj_bucketed_cache_stats_get(c, &st);
     assert_int_equal(st.one_offs, 1);
     assert_int_equal(st.compiles, 1);
-    assert_int_equal(sj_bucketed_cache_compiled_count(c), 0);
+    assert_int_equal(sj_bucketed_cache_num_ready(c), 0);
     sj_bucketed_cache_destroy(c);
     sj_ladder_destroy(l);
 }

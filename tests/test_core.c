@@ -40,6 +40,20 @@ static void test_error_message(void **state) {
     sj_ctx_destroy(NULL);
 }
 
+/* The public pair a client reports its own failures with. */
+static void test_error_public_setters(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    assert_int_equal(sj_ctx_set_error(ctx, SJ_E_INVALID_ARG, "window %d", 0), SJ_E_INVALID_ARG);
+    assert_string_equal(sj_ctx_last_error(ctx), "window 0");
+    sj_ctx_prefix_error(ctx, "ladder fit:%d", 4);
+    assert_string_equal(sj_ctx_last_error(ctx), "ladder fit:4: window 0");
+    assert_int_equal(sj_ctx_set_error(NULL, SJ_E_NOMEM, "nothing recorded"), SJ_E_NOMEM);
+    sj_ctx_prefix_error(NULL, "nothing");
+    sj_ctx_destroy(ctx);
+}
+
 static void *other_thread_fails(void *arg) {
     sj_ctx *ctx = arg;
     sj__set_error(ctx, "other thread");
@@ -119,6 +133,7 @@ int main(void) {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_error_message),
+        cmocka_unit_test(test_error_public_setters),
         cmocka_unit_test(test_error_per_thread),
         cmocka_unit_test(test_error_slots_freed_with_threads),
         cmocka_unit_test(test_allocator_hook),

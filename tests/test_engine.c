@@ -282,6 +282,64 @@ static void test_open_from_file(void **state) {
     sj_engine_close(e);
 }
 
+/* Config structs carry their size: a program built against a newer
+ * shapejit (a larger struct) or a struct _init never filled is refused with
+ * a message naming the struct, and nothing opens. */
+static void test_config_sizes(void **state) {
+    (void)state;
+    const char *model = SJ_SOURCE_DIR "/examples/models/ffn.sjg";
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    assert_int_equal(cfg.size, sizeof cfg);
+    cfg.backend = "interp";
+    sj_engine *e = (sj_engine *)&cfg;
+    cfg.size = sizeof cfg + 8;
+    assert_int_equal(sj_engine_open(ctx, model, &cfg, &e), SJ_E_INVALID_ARG);
+    assert_null(e);
+    assert_error_contains(ctx, "sj_engine_config: size ");
+    assert_error_contains(ctx, "built against a newer shapejit");
+    cfg.size = 0;
+    assert_int_equal(sj_engine_open(ctx, model, &cfg, &e), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "fill it with sj_engine_config_init first");
+    sj_graph *g;
+    assert_int_equal(sj_model_load(ctx, model, NULL, &g), SJ_OK);
+    assert_int_equal(sj_engine_open_graph(ctx, g, &cfg, &e), SJ_E_INVALID_ARG); /* g is freed */
+    assert_null(e);
+    /* the embedded model options are checked where they are read */
+    sj_engine_config_init(&cfg);
+    cfg.backend = "interp";
+    cfg.model.size = 1;
+    assert_int_equal(sj_engine_open(ctx, model, &cfg, &e), SJ_E_INVALID_ARG);
+    assert_error_contains(ctx, "sj_model_options: size 1 is smaller");
+    /* the other stable-tier configs alike */
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.size += sizeof(void *);
+    sj_store *st = NULL;
+    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_E_INVALID_ARG);
+    assert_null(st);
+    assert_error_contains(ctx, "sj_store_config: size ");
+    sj_remote_config rc;
+    sj_remote_config_init(&rc);
+    rc.url = "redis://127.0.0.1:1";
+    rc.size = 0;
+    sj_remote *r = NULL;
+    assert_int_equal(sj_remote_create(ctx, &rc, &r), SJ_E_INVALID_ARG);
+    assert_null(r);
+    assert_error_contains(ctx, "sj_remote_config: size 0 is smaller");
+    sj_ctx_config xc;
+    sj_ctx_config_init(&xc);
+    xc.size = 3;
+    sj_ctx *other = NULL;
+    assert_int_equal(sj_ctx_create(&xc, &other), SJ_E_INVALID_ARG);
+    assert_null(other);
+    /* and a config filled by its _init opens */
+    sj_engine_config_init(&cfg);
+    cfg.backend = "interp";
+    assert_int_equal(sj_engine_open(ctx, model, &cfg, &e), SJ_OK);
+    sj_engine_close(e);
+}
+
 /* Wrong names, dtypes and shapes: the status, a message naming the input,
  * and no output touched. */
 static void expect_run_fails(sj_engine *e, sj_named_tensor *in, int n_in, int n_out, sj_status want,
@@ -706,6 +764,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backends_run),       cmocka_unit_test(test_warm_start),
         cmocka_unit_test(test_bad_open),           cmocka_unit_test(test_open_from_file),
+        cmocka_unit_test(test_config_sizes),
         cmocka_unit_test(test_run_checks),         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_default_store_path), cmocka_unit_test(test_ownership),
         cmocka_unit_test(test_native_after),       cmocka_unit_test(test_native_after_threads),

@@ -19,6 +19,7 @@
 #include "shapejit/ladder.h"
 #include "shapejit/model.h"
 #include "shapejit/ext/onnx.h"
+#include "shapejit/ext/remote_tier.h"
 #include "shapejit/remote.h"
 #include "shapejit/store.h"
 #include "shapejit/tensor.h"

@@ -22,6 +22,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
+#include "shapejit/ext/remote_tier.h"
 #include "shapejit/remote.h"
 #include "core/core_impl.h"
 #include "tests/redis_fixture.h"
@@ -91,7 +92,7 @@ static void raw_ok(int port, const char *fmt, const char *a, const char *b) {
 
 static sj_remote_stats stats_of(sj_remote *r) {
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     return s;
 }
 
@@ -493,7 +494,7 @@ static int run_member(member *m) {
     if (c) sj_bucketed_cache_stats_get(c, &m->cache);
     sj_bucketed_cache_destroy(c);
     if (remote) sj_remote_flush(remote);
-    sj_remote_get_stats(remote, &m->remote);
+    sj_remote_stats_get(remote, &m->remote);
     sj_remote_destroy(remote);
     sj_ladder_destroy(l);
     sj_graph_destroy(g);

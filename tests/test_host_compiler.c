@@ -129,7 +129,7 @@ static void compare_with_interp(bool replay) {
     sj_bucketed_cache *host = host_cache(hc, NULL);
     assert_equals_interp(host);
     /* Each bucket's executable was made once and captured only when asked. */
-    assert_int_equal(sj_bucketed_cache_compiled_count(host), 3);
+    assert_int_equal(sj_bucketed_cache_num_ready(host), 3);
     int64_t extent;
     void *exe;
     assert_int_equal(sj_bucketed_cache_get_or_compile(host, 20, &extent, &exe), SJ_OK);
@@ -669,7 +669,7 @@ static void test_workers_over_devices(void **state) {
     assert_int_equal(s.compiles, 3);
     /* the three executables went to the three devices, one each */
     int on_device[3] = {0, 0, 0}, ready = 0;
-    for (int i = 0; i < sj_bucketed_cache_total_buckets(c); i++) {
+    for (int i = 0; i < sj_bucketed_cache_num_buckets(c); i++) {
         int64_t hi;
         bool is_ready;
         assert_int_equal(sj_bucketed_cache_bucket(c, i, NULL, &hi, &is_ready), SJ_OK);

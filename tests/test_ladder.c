@@ -26,7 +26,7 @@ static int teardown(void **state) {
 }
 
 static void expect_extents(const sj_ladder *l, const int64_t *want, int n) {
-    assert_int_equal(sj_ladder_count(l), n);
+    assert_int_equal(sj_ladder_num_buckets(l), n);
     for (int i = 0; i < n; i++) assert_int_equal(sj_ladder_extent(l, i), want[i]);
 }
 
@@ -80,7 +80,7 @@ static void test_pow2_edges(void **state) {
     assert_true(sj_ladder_max_waste(l) == 1.0);
     sj_ladder_destroy(l);
     assert_int_equal(sj_ladder_pow2(ctx, 1, SJ_MAX_EXTENT, &l), SJ_OK);
-    assert_int_equal(sj_ladder_count(l), 31);
+    assert_int_equal(sj_ladder_num_buckets(l), 31);
     assert_int_equal(sj_ladder_find(l, SJ_MAX_EXTENT), 30);
     assert_int_equal(sj_ladder_find(l, 3), 2);
     sj_ladder_destroy(l);
@@ -102,7 +102,7 @@ static void test_geo(void **state) {
     (void)state;
     sj_ladder *l;
     assert_int_equal(sj_ladder_geo(ctx, 1, 1000, 1.5, &l), SJ_OK);
-    int n = sj_ladder_count(l);
+    int n = sj_ladder_num_buckets(l);
     assert_int_equal(sj_ladder_extent(l, 0), 1);
     assert_int_equal(sj_ladder_extent(l, n - 1), 1000);
     for (int i = 1; i < n; i++) {
@@ -122,8 +122,8 @@ static void test_geo(void **state) {
     sj_ladder_format(l, buf, sizeof buf);
     sj_ladder *again;
     assert_int_equal(sj_ladder_parse(ctx, buf, &again), SJ_OK);
-    assert_int_equal(sj_ladder_count(again), sj_ladder_count(l));
-    for (int i = 0; i < sj_ladder_count(l); i++)
+    assert_int_equal(sj_ladder_num_buckets(again), sj_ladder_num_buckets(l));
+    for (int i = 0; i < sj_ladder_num_buckets(l); i++)
         assert_int_equal(sj_ladder_extent(again, i), sj_ladder_extent(l, i));
     sj_ladder_destroy(again);
     sj_ladder_destroy(l);

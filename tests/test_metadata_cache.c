@@ -77,7 +77,7 @@ static void touch(sj_mdcache *c, int64_t k, int v) {
 
 static size_t entries(sj_mdcache *c) {
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(c, &s);
+    sj_mdcache_stats_get(c, &s);
     return s.entries;
 }
 
@@ -151,7 +151,7 @@ static void test_hit_returns_value_and_borrowed_key(void **state) {
     /* A prefix or a longer key is another key. */
     assert_int_equal(sj_mdcache_lookup(f->c, again, 2, &buf), SJ_MDCACHE_BUILD_STORE);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(f->c, &s);
+    sj_mdcache_stats_get(f->c, &s);
     assert_int_equal(s.hits, 1);
     assert_int_equal(s.misses, 2);
     teardown_cache(f);
@@ -263,7 +263,7 @@ static void test_pins_refcounted_across_graphs(void **state) {
     put(f->c, 2, 2);
     assert_int_equal(sj_mdcache_capture_commit(f->c, 2), SJ_OK);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(f->c, &s);
+    sj_mdcache_stats_get(f->c, &s);
     assert_int_equal(s.live_graphs, 2);
     assert_int_equal(s.pinned, 3);
 
@@ -288,7 +288,7 @@ static void test_capture_discard_unpins_without_removing(void **state) {
     sj_mdcache_capture_discard(f->c);
     assert_int_equal(get(f->c, 0), 0);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(f->c, &s);
+    sj_mdcache_stats_get(f->c, &s);
     assert_int_equal(s.pinned, 0);
     assert_int_equal(s.live_graphs, 0);
     for (int i = 1; i < 20; i++) touch(f->c, i, i);
@@ -355,7 +355,7 @@ static void test_eviction_is_constant_time(void **state) {
     assert_int_equal(sj_mdcache_capture_commit(f->c, 1), SJ_OK);
     for (int i = 1000; i < 11000; i++) touch(f->c, i, i);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(f->c, &s);
+    sj_mdcache_stats_get(f->c, &s);
     assert_int_equal(s.entries, 1100);
     assert_int_equal(s.pinned, 1000);
     assert_int_equal(s.lru_length, 100);
@@ -408,7 +408,7 @@ static void test_clear_drops_everything_and_retires_pins(void **state) {
     put(f->c, 11, 11); /* pinned by the capture in progress */
     sj_mdcache_clear(f->c);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(f->c, &s);
+    sj_mdcache_stats_get(f->c, &s);
     assert_int_equal(s.entries, 0);
     assert_int_equal(s.retired, 3); /* 1 and 10 (graph 7), 11 (the capture) */
     assert_int_equal(f->t.released, 2); /* 0 and 2 */
@@ -421,7 +421,7 @@ static void test_clear_drops_everything_and_retires_pins(void **state) {
     assert_int_equal(get(f->c, 10), 100);
     assert_int_equal(sj_mdcache_graph_release(f->c, 7), SJ_OK);
     assert_int_equal(f->t.released, 5);
-    sj_mdcache_get_stats(f->c, &s);
+    sj_mdcache_stats_get(f->c, &s);
     assert_int_equal(s.retired, 0);
     assert_int_equal(s.entries, 1);
     assert_int_equal(get(f->c, 10), 100);

@@ -279,7 +279,10 @@ static sj_status load(sj_ctx *ctx, mb *b, const sj_model_options *o, sj_graph **
     return sj_onnx_load_mem(ctx, bytes, len, "test.onnx", o, g);
 }
 
-static void no_options(sj_model_options *o) { memset(o, 0, sizeof *o); }
+static void no_options(sj_model_options *o) {
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+}
 
 /* Loading b (with options o, NULL = none) fails with `want`, leaves no
  * graph, and says every fragment of the NULL-terminated list; frees b. */

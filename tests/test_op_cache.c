@@ -165,7 +165,7 @@ static void test_kernel_resolved_once_and_reused(void **state) {
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "k_gemm", &b, NULL), SJ_OK);
     assert_ptr_equal(a, b);
     assert_int_equal(f->m.resolves, 1);
-    assert_int_equal(sj_op_cache_kernel_count(oc), 1);
+    assert_int_equal(sj_op_cache_num_kernels(oc), 1);
     /* Attributes are recorded per handle at resolve time. */
     memset(&attrs, 0, sizeof attrs);
     assert_int_equal(sj_op_cache_kernel_attrs(oc, a, &attrs), SJ_OK);
@@ -189,7 +189,7 @@ static void test_same_name_in_two_modules_is_two_kernels(void **state) {
      * module that happens to reuse the address resolves afresh. */
     sj_op_cache_forget_module(oc, other);
     sj_module_destroy(other);
-    assert_int_equal(sj_op_cache_kernel_count(oc), 1);
+    assert_int_equal(sj_op_cache_num_kernels(oc), 1);
 }
 
 static void test_missing_kernel_is_not_memoised(void **state) {
@@ -199,7 +199,7 @@ static void test_missing_kernel_is_not_memoised(void **state) {
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "nope", &k, NULL), SJ_E_NOT_FOUND);
     assert_int_equal(sj_op_cache_kernel(oc, f->mod, "nope", &k, NULL), SJ_E_NOT_FOUND);
     assert_int_equal(f->m.resolves, 2);
-    assert_int_equal(sj_op_cache_kernel_count(oc), 0);
+    assert_int_equal(sj_op_cache_num_kernels(oc), 0);
 }
 
 static void test_memoised_hit_allocates_nothing(void **state) {
@@ -226,11 +226,11 @@ static void test_two_caches_share_nothing(void **state) {
     assert_int_equal(sj_op_cache_create(f->dev, &b), SJ_OK);
     void *p;
     assert_int_equal(sj_op_cache_scratch(a, "fp8_activation", 1024, &p), SJ_OK);
-    assert_int_equal(sj_op_cache_scratch_count(a), 1);
-    assert_int_equal(sj_op_cache_scratch_count(b), 0);
+    assert_int_equal(sj_op_cache_num_scratch(a), 1);
+    assert_int_equal(sj_op_cache_num_scratch(b), 0);
     sj_kernel_handle k;
     assert_int_equal(sj_op_cache_kernel(a, f->mod, "k1", &k, NULL), SJ_OK);
-    assert_int_equal(sj_op_cache_kernel_count(b), 0);
+    assert_int_equal(sj_op_cache_num_kernels(b), 0);
     sj_op_cache_note_alloc_fallback(a);
     assert_true(sj_op_cache_alloc_fell_back(a));
     assert_false(sj_op_cache_alloc_fell_back(b));
@@ -251,7 +251,7 @@ static void test_scratch_grows_never_shrinks(void **state) {
     assert_int_equal(sj_op_cache_scratch(oc, "act", 100, &again), SJ_OK);
     assert_ptr_equal(bigger, again);
     /* The outgrown buffer waits for release (a graph may still use it). */
-    assert_int_equal(sj_op_cache_scratch_count(oc), 2);
+    assert_int_equal(sj_op_cache_num_scratch(oc), 2);
     assert_int_equal(f->m.live, 2);
     void *other;
     assert_int_equal(sj_op_cache_scratch(oc, "other", 8, &other), SJ_OK);
@@ -268,7 +268,7 @@ static void test_release_frees_every_scratch_and_is_idempotent(void **state) {
     assert_int_equal(f->m.live, 3);
     assert_int_equal(sj_op_cache_release(oc), SJ_OK);
     assert_int_equal(f->m.live, 0);
-    assert_int_equal(sj_op_cache_scratch_count(oc), 0);
+    assert_int_equal(sj_op_cache_num_scratch(oc), 0);
     assert_int_equal(sj_op_cache_release(oc), SJ_OK);
     assert_int_equal(f->m.frees, 3);
     /* Still usable: a later request allocates afresh. */

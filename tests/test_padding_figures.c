@@ -57,7 +57,7 @@ static void check_engine(const char *backend, bool has_arena) {
     assert_int_equal(sj_engine_open(ctx, SJ_SOURCE_DIR "/examples/models/ffn.sjg", &cfg, &e), SJ_OK);
     run_engine_stream(ctx, e);
     sj_bucketed_cache *c = sj_engine_cache(e);
-    assert_int_equal(sj_bucketed_cache_total_buckets(c), 2);
+    assert_int_equal(sj_bucketed_cache_num_buckets(c), 2);
     for (int b = 0; b < 2; b++) {
         sj_bucket_padding p;
         assert_int_equal(sj_bucketed_cache_bucket_padding(c, b, &p), SJ_OK);
@@ -82,6 +82,27 @@ static void check_engine(const char *backend, bool has_arena) {
     sj_bucket_padding p;
     assert_int_equal(sj_bucketed_cache_bucket_padding(c, 2, &p), SJ_E_OUT_OF_RANGE);
     assert_int_equal(sj_bucketed_cache_bucket_padding(c, 0, NULL), SJ_E_INVALID_ARG);
+    /* The engine's own report says the same, without the cache. */
+    assert_int_equal(sj_engine_num_buckets(e), 2);
+    for (int b = 0; b < 2; b++) {
+        sj_engine_bucket_stats bs;
+        assert_int_equal(sj_engine_bucket_stats_get(e, b, &bs), SJ_OK);
+        assert_int_equal(bs.hi, WANT[b].extent);
+        assert_int_equal(bs.lo, b == 0 ? 1 : 9);
+        assert_true(bs.ready);
+        assert_non_null(bs.cpu);
+        assert_int_equal(bs.native, SJ_ENGINE_NATIVE_NONE);
+        assert_int_equal(bs.runs, WANT[b].runs);
+        assert_int_equal(bs.rows, WANT[b].rows);
+        assert_int_equal(bs.padded_rows_allocated, WANT[b].allocated);
+        assert_int_equal(bs.padded_rows_computed, 0);
+        assert_int_equal(sj_bucketed_cache_bucket_padding(c, b, &p), SJ_OK);
+        assert_int_equal(bs.memory.arena_bytes, p.arena_bytes);
+        assert_true(bs.memory.loaded);
+    }
+    sj_engine_bucket_stats bs;
+    assert_int_equal(sj_engine_bucket_stats_get(e, 2, &bs), SJ_E_OUT_OF_RANGE);
+    assert_int_equal(sj_engine_bucket_stats_get(e, 0, NULL), SJ_E_INVALID_ARG);
     sj_engine_close(e);
     sj_ctx_destroy(ctx);
 }

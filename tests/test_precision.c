@@ -430,7 +430,7 @@ typedef struct engine_run {
 } engine_run;
 
 static sj_status run_engine(sj_ctx *ctx, const char *model, const char *store, const char *backend,
-                            const char *precision, engine_run *out) {
+                            sj_precision precision, engine_run *out) {
     sj_engine_config cfg;
     sj_engine_config_init(&cfg);
     cfg.ladder = "list:8";
@@ -460,31 +460,36 @@ static void test_engine(void **state) {
     snprintf(store, sizeof store, "%s/s.db", dir);
     write_text_file(model, sjg);
     engine_run *r = calloc(6, sizeof *r);
-    assert_int_equal(run_engine(f->ctx, model, store, "host", NULL, &r[0]), SJ_OK);
+    assert_int_equal(run_engine(f->ctx, model, store, "host", SJ_PRECISION_FP32, &r[0]), SJ_OK);
     assert_int_equal(r[0].stats.compiles, 1);
     /* bf16 misses the fp32 row: another options hash, another key */
-    assert_int_equal(run_engine(f->ctx, model, store, "host", "bf16", &r[1]), SJ_OK);
+    assert_int_equal(run_engine(f->ctx, model, store, "host", SJ_PRECISION_BF16, &r[1]), SJ_OK);
     assert_int_equal(r[1].stats.compiles, 1);
     assert_int_equal(r[1].stats.store_hits, 0);
     assert_int_equal(r[1].stats.weight_bytes, 32 * 64 * 2);
     /* and both are then found */
-    assert_int_equal(run_engine(f->ctx, model, store, "host", "bf16", &r[2]), SJ_OK);
+    assert_int_equal(run_engine(f->ctx, model, store, "host", SJ_PRECISION_BF16, &r[2]), SJ_OK);
     assert_int_equal(r[2].stats.store_hits, 1);
-    assert_int_equal(run_engine(f->ctx, model, store, "host", "fp32", &r[3]), SJ_OK);
+    assert_int_equal(run_engine(f->ctx, model, store, "host", SJ_PRECISION_FP32, &r[3]), SJ_OK);
     assert_int_equal(r[3].stats.store_hits, 1);
     assert_int_equal(r[3].stats.weight_bytes, 32 * 64 * 4);
     assert_memory_equal(r[0].y, r[3].y, sizeof r[0].y);
     assert_memory_equal(r[1].y, r[2].y, sizeof r[1].y);
     assert_memory_not_equal(r[0].y, r[1].y, sizeof r[0].y);
     /* the interpreter under the same policy agrees with the host */
-    assert_int_equal(run_engine(f->ctx, model, NULL, "interp", "bf16", &r[4]), SJ_OK);
+    assert_int_equal(run_engine(f->ctx, model, NULL, "interp", SJ_PRECISION_BF16, &r[4]), SJ_OK);
     for (int i = 0; i < 5 * 64; i++) assert_true(h_close(r[1].y[i], r[4].y[i], TOL));
-    assert_int_equal(run_engine(f->ctx, model, NULL, "interp", NULL, &r[5]), SJ_OK);
+    assert_int_equal(run_engine(f->ctx, model, NULL, "interp", SJ_PRECISION_FP32, &r[5]), SJ_OK);
     for (int i = 0; i < 5 * 64; i++) assert_true(h_close(r[0].y[i], r[5].y[i], TOL));
-    /* bad names are refused at open, naming the value */
-    assert_int_equal(run_engine(f->ctx, model, NULL, "host", "bfloat16", &r[0]), SJ_E_INVALID_ARG);
-    assert_error_contains(f->ctx, "engine: precision 'bfloat16' is not fp32, bf16 or fp16");
-    assert_int_equal(run_engine(f->ctx, model, NULL, "interp", "", &r[0]), SJ_E_INVALID_ARG);
+    /* bad names are refused (by the name conversion the caller makes), and
+     * a value outside the enum at open, naming the value */
+    sj_precision p = SJ_PRECISION_FP16;
+    assert_int_equal(sj_precision_from_name("bfloat16", &p), SJ_E_NOT_FOUND);
+    assert_int_equal(sj_precision_from_name("", &p), SJ_E_NOT_FOUND);
+    assert_int_equal(p, SJ_PRECISION_FP16);
+    assert_int_equal(run_engine(f->ctx, model, NULL, "host", (sj_precision)7, &r[0]), SJ_E_INVALID_ARG);
+    assert_error_contains(f->ctx, "engine: precision 7 is not fp32, bf16 or fp16");
+    assert_int_equal(run_engine(f->ctx, model, NULL, "interp", (sj_precision)-1, &r[0]), SJ_E_INVALID_ARG);
     free(r);
     remove_tree(dir);
 }

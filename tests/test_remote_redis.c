@@ -17,6 +17,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/graph.h"
+#include "shapejit/ext/remote_tier.h"
 #include "shapejit/remote.h"
 #include "core/core_impl.h"
 #include "store/remote_tier_impl.h"
@@ -289,7 +290,7 @@ static void test_put_get(void **state) {
     publish(r, empty_key, NULL, 0);
     expect_hit(f->ctx, r, empty_key, v, 0);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.hits, 2);
     assert_int_equal(s.misses, 1);
     assert_int_equal(s.puts, 2);
@@ -323,7 +324,7 @@ static int publish_one_value(sj_ctx *ctx, sj_store *local, sj_remote *w, void *a
     int bad = sj_remote_put(w, ov->key, ov->v, ov->n) != SJ_OK;
     sj_remote_flush(w);
     sj_remote_stats s;
-    sj_remote_get_stats(w, &s);
+    sj_remote_stats_get(w, &s);
     return bad || s.puts != 1;
 }
 
@@ -355,7 +356,7 @@ static void test_down_from_start(void **state) {
     assert_error_contains(f->ctx, "off for");
     publish(r, key, v, sizeof v);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.errors, 1);
     assert_int_equal(s.timeouts, 0);
     assert_int_equal(s.backoff_skips, 3);
@@ -365,7 +366,7 @@ static void test_down_from_start(void **state) {
     /* After the back-off the tier tries again (and fails again, at once). */
     sj_test_sleep_ms(BACKOFF_MS + 50);
     assert_true(timed_miss(r, key, SJ_E_IO) < CALL_BUDGET_MS);
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.errors, 2);
     sj_remote_destroy(r);
 }
@@ -384,7 +385,7 @@ static void test_killed_mid_run(void **state) {
     assert_true(timed_miss(r, key, SJ_E_IO) < CALL_BUDGET_MS);
     assert_true(timed_miss(r, key, SJ_E_BUSY) < SKIP_BUDGET_MS);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.errors, 1);
     assert_int_equal(s.backoff_skips, 1);
     /* A new server on the same port: the dead connection was dropped, a new
@@ -394,7 +395,7 @@ static void test_killed_mid_run(void **state) {
     timed_miss(r, key, SJ_E_NOT_FOUND);
     publish(r, key, v, sizeof v);
     expect_hit(f->ctx, r, key, v, sizeof v);
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.errors, 1);
     assert_int_equal(s.puts, 2);
     sj_remote_destroy(r);
@@ -421,7 +422,7 @@ static void test_stalled(void **state) {
     assert_true(sj_test_now_ms() - t0 < SKIP_BUDGET_MS);
     sj_remote_flush(r);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.timeouts, 1);
     assert_int_equal(s.errors, 0);
     assert_int_equal(s.backoff_skips, 5);
@@ -460,7 +461,7 @@ static void test_connect_timeout(void **state) {
     make_key(key, 1);
     double ms = timed_miss(r, key, SJ_E_IO);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.timeouts, 1);
     assert_true(ms >= CONNECT_MS * 0.8);
     assert_true(ms < CALL_BUDGET_MS);
@@ -548,7 +549,7 @@ static void test_trickling_server(void **state) {
     assert_true(ms >= COMMAND_MS * 0.8);
     assert_true(ms < CALL_BUDGET_MS);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.timeouts, 1);
     sj_remote_destroy(r);
     fake_stop(&fr);
@@ -568,7 +569,7 @@ static void test_huge_reply_refused(void **state) {
     assert_error_contains(f->ctx, "announces 4000000000 bytes");
     assert_true(ms < CALL_BUDGET_MS);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.rejected, 1);
     sj_remote_destroy(r);
     fake_stop(&fr);
@@ -616,7 +617,7 @@ static void test_stalled_many_threads(void **state) {
     }
     kill(f->srv.pid, SIGCONT);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.misses, THREADS + 1);
     assert_true(s.timeouts >= 1);
     sj_remote_destroy(r);
@@ -648,7 +649,7 @@ static void test_queue_full(void **state) {
     assert_int_equal(busy, 2);
     sj_remote_flush(r);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.timeouts, 1);
     assert_int_equal(s.dropped_puts, 4); /* 2 on a full queue, 2 while backing off */
     assert_int_equal(s.puts, 0);
@@ -672,7 +673,7 @@ static void expect_rejected(fixture *f, sj_remote *r, const uint8_t *key, const 
     timed_miss(r, key, SJ_E_CORRUPT);
     assert_error_contains(f->ctx, why);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.rejected, rejected_before + 1);
     assert_int_equal(s.hits, 0);
     assert_int_equal(s.errors + s.timeouts + s.backoff_skips, 0); /* the server is fine */
@@ -759,7 +760,7 @@ static void test_oversized(void **state) {
     publish(r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD);
     expect_hit(f->ctx, r, key, v, SMALL_MAX - SJ_REMOTE_FRAME_OVERHEAD);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.dropped_puts, 1);
     sj_remote_destroy(r);
     sj_remote_destroy(w);
@@ -799,7 +800,7 @@ static void test_read_only(void **state) {
     assert_int_equal(rep->type, REDIS_REPLY_NIL);
     freeReplyObject(rep);
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.puts + s.dropped_puts, 0);
     timed_miss(r, key, SJ_E_NOT_FOUND);
     sj_remote_destroy(r);
@@ -847,7 +848,7 @@ static void test_concurrent_gets(void **state) {
         assert_int_equal(a[i].hits, 50);
     }
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.hits, THREADS * 50);
     sj_remote_destroy(r);
 }
@@ -890,7 +891,7 @@ static void test_auth_and_db(void **state) {
     assert_error_contains(f->ctx, "AUTH refused");
     assert_null(strstr(sj_ctx_last_error(f->ctx), "n0t-th1s"));
     sj_remote_stats s;
-    sj_remote_get_stats(r, &s);
+    sj_remote_stats_get(r, &s);
     assert_int_equal(s.errors, 1);
     sj_remote_destroy(r);
 }
@@ -973,7 +974,7 @@ static void test_tiered_two_processes(void **state) {
     assert_int_equal(compiles, 0);
     assert_int_equal(from[SJ_TIER_LOCAL], BUCKETS);
     sj_remote_stats rs;
-    sj_remote_get_stats(remote, &rs);
+    sj_remote_stats_get(remote, &rs);
     assert_int_equal(rs.hits, BUCKETS);
     assert_int_equal(rs.misses + rs.rejected + rs.errors, 0);
     sj_remote_destroy(remote);
@@ -1000,7 +1001,7 @@ static void test_tiered_remote_down(void **state) {
     assert_int_equal(from[SJ_TIER_LOCAL], BUCKETS);
     sj_remote_flush(remote);
     sj_remote_stats rs;
-    sj_remote_get_stats(remote, &rs);
+    sj_remote_stats_get(remote, &rs);
     assert_int_equal(rs.errors, 1);
     assert_int_equal(rs.backoff_skips, BUCKETS - 1);
     assert_int_equal(rs.dropped_puts, BUCKETS);
@@ -1036,7 +1037,7 @@ static void test_tiered_tampered(void **state) {
     assert_int_equal(compiles, 1);
     assert_int_equal(from[SJ_TIER_REMOTE], BUCKETS - 1);
     sj_remote_stats rs;
-    sj_remote_get_stats(remote, &rs);
+    sj_remote_stats_get(remote, &rs);
     assert_int_equal(rs.rejected, 1);
     sj_store_stats ls;
     assert_int_equal(sj_store_stats_get(second, &ls), SJ_OK);

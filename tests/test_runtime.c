@@ -352,12 +352,12 @@ static void test_replay_equals_eager(void **state) {
     }
     /* The capture pinned the two distinct infos (launches 0 and 1 share one). */
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(sj_device_metadata_cache(f->dev), &s);
+    sj_mdcache_stats_get(sj_device_metadata_cache(f->dev), &s);
     assert_int_equal(s.live_graphs, 1);
     assert_int_equal(s.pinned, 2);
     sj_executable_release_capture(exe);
     sj_executable_release_capture(exe); /* no capture: no-op */
-    sj_mdcache_get_stats(sj_device_metadata_cache(f->dev), &s);
+    sj_mdcache_stats_get(sj_device_metadata_cache(f->dev), &s);
     assert_int_equal(s.live_graphs, 0);
     assert_int_equal(s.pinned, 0);
     sj_executable_destroy(exe);
@@ -430,14 +430,14 @@ static void test_capture_state_errors(void **state) {
     sj_mdcache *mc = sj_device_metadata_cache(f->dev);
     assert_int_equal(sj_mdcache_mode(mc), SJ_CACHE_NORMAL);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(mc, &s);
+    sj_mdcache_stats_get(mc, &s);
     assert_int_equal(s.live_graphs, 1);
     /* A metadata capture opened by someone else also refuses cleanly. */
     assert_int_equal(sj_mdcache_capture_begin(mc), SJ_OK);
     assert_int_equal(sj_executable_capture(other), SJ_E_STATE);
     sj_mdcache_capture_discard(mc);
     assert_int_equal(sj_executable_capture(other), SJ_OK);
-    sj_mdcache_get_stats(mc, &s);
+    sj_mdcache_stats_get(mc, &s);
     assert_int_equal(s.live_graphs, 2);
 
     free_tensors(f->ctx, in, 1);
@@ -478,7 +478,7 @@ static void test_replay_survives_eviction_pressure(void **state) {
     }
     sj_mdcache_clear_unpinned(mc);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(mc, &s);
+    sj_mdcache_stats_get(mc, &s);
     assert_true(s.evictions > 4000);
     assert_int_equal(s.entries, 2);
     assert_int_equal(s.pinned, 2);
@@ -504,7 +504,7 @@ static void test_pins_across_two_graphs(void **state) {
     assert_int_equal(sj_executable_capture(e2), SJ_OK);
     sj_mdcache *mc = sj_device_metadata_cache(f->dev);
     sj_mdcache_stats s;
-    sj_mdcache_get_stats(mc, &s);
+    sj_mdcache_stats_get(mc, &s);
     assert_int_equal(s.live_graphs, 2);
     assert_int_equal(s.entries, 2);
     assert_int_equal(s.pinned, 2);
@@ -518,12 +518,12 @@ static void test_pins_across_two_graphs(void **state) {
         assert_int_equal(sj_device_alloc(f->dev, 8, &buf), SJ_OK);
         assert_int_equal(sj_mdcache_store(mc, &w, 1, buf), SJ_OK);
     }
-    sj_mdcache_get_stats(mc, &s);
+    sj_mdcache_stats_get(mc, &s);
     assert_int_equal(s.pinned, 2);
     check_against_interp(f, e2, a2.g, 5, 1, sj_executable_replay);
 
     sj_executable_release_capture(e2);
-    sj_mdcache_get_stats(mc, &s);
+    sj_mdcache_stats_get(mc, &s);
     assert_int_equal(s.pinned, 0);
     assert_int_equal(s.live_graphs, 0);
     assert_int_equal(s.entries, 2); /* only the two newest flood entries are left */
@@ -1060,7 +1060,7 @@ static void test_compiled_attention_replay(void **state) {
     }
     sj_mdcache_clear_unpinned(mc);
     sj_mdcache_stats st;
-    sj_mdcache_get_stats(mc, &st);
+    sj_mdcache_stats_get(mc, &st);
     assert_true(st.pinned > 0); /* the emitted kernels' infos, held by the capture */
     assert_int_equal(st.entries, st.pinned);
     for (int i = 0; i < 4; i++)

@@ -555,5 +555,14 @@ sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const 
 
 sj_status sj_onnx_load_mem(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
                            const sj_model_options *o, sj_graph **out) {
+    sj_model_options c; /* the caller's options as this library reads them */
+    if (o) {
+        memset(&c, 0, sizeof c); /* sj_model_options_init's defaults (formats/model_load.c) */
+        c.dynamic_axis = -1;
+        if (out) *out = NULL;
+        SJ_TRY(sj__config_read(ctx, "sj_model_options", o, SJ_CONFIG_SIZE(sj_model_options, copy_external_data),
+                               sizeof c, &c));
+        o = &c;
+    }
     return sj__onnx_load_bound(ctx, bytes, len, filename, o, 0, NULL, out);
 }

@@ -80,7 +80,20 @@ typedef struct sj_allocator {
     void *user;
 } sj_allocator;
 
+/* Config structs (sj_ctx_config, sj_store_config, sj_remote_config,
+ * sj_model_options, sj_engine_config) start with `size_t size`, which
+ * their _init sets to sizeof the struct the caller was compiled with: a
+ * later shapejit appends fields and reads only those within size (the
+ * others keep their defaults), so a program keeps working with a newer
+ * library of the same major version without a rebuild. A size larger than
+ * the library knows (a program built against a newer shapejit) or smaller
+ * than any (a struct not filled by its _init) is refused with
+ * SJ_E_INVALID_ARG and a message naming the struct. Always call the _init,
+ * then set fields by name. */
 typedef struct sj_ctx_config {
+    /* Set by sj_ctx_config_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     sj_allocator allocator; /* zero-filled = libc malloc/realloc/free */
 } sj_ctx_config;
 
@@ -97,6 +110,21 @@ SJ_API void sj_ctx_destroy(sj_ctx *ctx);
  * when there is none. Valid until this thread's next call into the context. */
 SJ_API const char *sj_ctx_last_error(const sj_ctx *ctx);
 SJ_API void sj_ctx_clear_error(sj_ctx *ctx);
+
+/* For code built on shapejit that reports its own failures the same way
+ * (a serving layer, a tool): sj_ctx_set_error records a printf-style message
+ * as the calling thread's last error on ctx and returns st, so an error path
+ * reads `return sj_ctx_set_error(ctx, SJ_E_INVALID_ARG, "window %d", w);`.
+ * sj_ctx_prefix_error puts "<prefix>: " in front of the current message, as
+ * an error crosses a layer that knows more (a file name, a request size).
+ * A NULL ctx records nothing. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SJ_PRINTF_FORMAT(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SJ_PRINTF_FORMAT(a, b)
+#endif
+SJ_API sj_status sj_ctx_set_error(sj_ctx *ctx, sj_status st, const char *fmt, ...) SJ_PRINTF_FORMAT(3, 4);
+SJ_API void sj_ctx_prefix_error(sj_ctx *ctx, const char *fmt, ...) SJ_PRINTF_FORMAT(2, 3);
 
 /* Allocation through the context's hook (for code embedding shapejit and for
  * tests that want the same accounting). Never returns NULL for size 0. */

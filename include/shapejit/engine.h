@@ -4,6 +4,7 @@
  *   sj_engine_config cfg;
  *   sj_engine_config_init(&cfg);                  // host backend, pow2:1:65536, no store
  *   cfg.store_path = "/srv/shapejit/store.db";    // NULL: nothing persists
+ *   sj_precision_from_name("bf16", &cfg.precision);   // SJ_PRECISION_FP32 by default
  *   sj_engine *e;
  *   if (sj_engine_open(ctx, "model.onnx", &cfg, &e) != SJ_OK)
  *       fprintf(stderr, "%s\n", sj_ctx_last_error(ctx));   // names the component and value
@@ -34,6 +35,7 @@
 #include "shapejit/graph.h"
 #include "shapejit/ladder.h"
 #include "shapejit/model.h"
+#include "shapejit/precision.h"
 #include "shapejit/remote.h"
 #include "shapejit/tensor.h"
 
@@ -42,6 +44,9 @@ extern "C" {
 #endif
 
 typedef struct sj_engine_config {
+    /* Set by sj_engine_config_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     /* Buckets, as a ladder spec ("pow2:1:65536", "geo:1:1000:1.25",
      * "list:16,48,128"); NULL = "pow2:1:65536". */
     const char *ladder;
@@ -78,7 +83,10 @@ typedef struct sj_engine_config {
      * sj_remote_config.on_warning); NULL = not told. */
     void (*on_warning)(void *user, const char *message);
     void *warning_user;
-    /* How the model file is read: the dynamic dim, fixed dims (see model.h). */
+    /* How the model file is read: the dynamic dim, fixed dims (see model.h).
+     * Embedded by value, so the layout of sj_model_options is frozen (a
+     * field added inside it would move every field below): a later loading
+     * option is appended to this struct instead. */
     sj_model_options model;
     /* A size outside every bucket compiles a one-off at its exact extent
      * instead of failing with SJ_E_OUT_OF_RANGE. */
@@ -95,10 +103,12 @@ typedef struct sj_engine_config {
      * most; the least recently run is trimmed for another (its code and the
      * shared weights stay loaded). 0 = no bound; negative is refused. */
     int max_resident_buckets;
-    /* The precision policy (shapejit/precision.h): "fp32" (NULL, default),
-     * "bf16" or "fp16"; part of every bucket's store key. A backend that
-     * cannot lower it fails naming the op and the policy. */
-    const char *precision;
+    /* The precision policy (shapejit/precision.h): SJ_PRECISION_FP32 (the
+     * default), _BF16 or _FP16 (sj_precision_from_name converts "fp32",
+     * "bf16", "fp16"); part of every bucket's store key. A backend that
+     * cannot lower it fails naming the op and the policy; a value outside
+     * the enum is SJ_E_INVALID_ARG. */
+    sj_precision precision;
     /* host, cpu native: a bucket served from a stored CPU level (portable
      * code a build machine stored, not code for this CPU) is recompiled for
      * this CPU by one background thread once it has served this many runs,
@@ -189,6 +199,10 @@ SJ_API sj_status sj_engine_check_inputs(sj_engine *e, const sj_named_tensor *inp
 typedef void (*sj_engine_progress_fn)(void *user, int done, int total, int64_t extent);
 SJ_API sj_status sj_engine_precompile(sj_engine *e, int jobs, sj_engine_progress_fn progress, void *user);
 
+/* The context the engine was opened on: its errors are this context's
+ * (sj_ctx_last_error), its outputs are allocated on it. NULL for NULL. */
+SJ_API sj_ctx *sj_engine_ctx(const sj_engine *e);
+
 /* The model as loaded, borrowed from the engine. */
 SJ_API const sj_graph *sj_engine_graph(const sj_engine *e);
 SJ_API int sj_engine_num_inputs(const sj_engine *e);
@@ -235,6 +249,49 @@ typedef struct sj_engine_memory {
     uint64_t weight_packed_bytes;
 } sj_engine_memory;
 SJ_API sj_status sj_engine_bucket_memory(const sj_engine *e, int i, sj_engine_memory *out);
+
+/* Where bucket i stands with native_after: never asked (not serving a
+ * stored CPU level), queued or compiling, swapped to code for this CPU, or
+ * the recompile failed (the level keeps serving). */
+typedef enum sj_engine_native_state {
+    SJ_ENGINE_NATIVE_NONE = 0,
+    SJ_ENGINE_NATIVE_PENDING,
+    SJ_ENGINE_NATIVE_DONE,
+    SJ_ENGINE_NATIVE_FAILED
+} sj_engine_native_state;
+
+/* Everything the engine knows of bucket i, in one call, for a caller that
+ * reports on its buckets or fits a ladder (serving policy above the engine
+ * needs nothing below it):
+ *
+ *   for (int i = 0; i < sj_engine_num_buckets(e); i++) {
+ *       sj_engine_bucket_stats b;
+ *       if (sj_engine_bucket_stats_get(e, i, &b) == SJ_OK && b.ready)
+ *           printf("[%lld, %lld] %s: %llu runs, %llu rows padded\n", (long long)b.lo,
+ *                  (long long)b.hi, b.cpu, (unsigned long long)b.runs,
+ *                  (unsigned long long)b.padded_rows_allocated);
+ *   }
+ *
+ * Padding comes in two figures that are not the same thing: rows ALLOCATED
+ * (each run's buffers hold the bucket's extent: runs x hi - rows) and rows
+ * COMPUTED (what the kernels ran over beyond the rows asked for, as the
+ * backend reports it; kernels bounded by the active extent keep it 0). */
+typedef struct sj_engine_bucket_stats {
+    int64_t lo, hi; /* the sizes it holds; compiled at hi */
+    bool ready;     /* its executable is in memory */
+    /* The CPU its code was built for (the compiler's own, or the stored
+     * level it was loaded from; "" for a backend without one); NULL while
+     * not ready. Borrowed from the engine. */
+    const char *cpu;
+    sj_engine_native_state native;
+    uint64_t runs;                  /* runs it served (a batch is one run) */
+    uint64_t rows;                  /* the rows those runs asked for */
+    uint64_t padded_rows_allocated; /* runs x hi - rows */
+    int64_t padded_rows_computed;   /* -1 when the backend does not report its work */
+    sj_engine_memory memory;        /* as sj_engine_bucket_memory */
+} sj_engine_bucket_stats;
+/* SJ_E_OUT_OF_RANGE for i outside 0..sj_engine_num_buckets - 1. */
+SJ_API sj_status sj_engine_bucket_stats_get(const sj_engine *e, int i, sj_engine_bucket_stats *out);
 
 typedef struct sj_engine_stats {
     uint64_t runs, run_failures;

@@ -62,7 +62,7 @@ SJ_API sj_status sj_ladder_parse(sj_ctx *ctx, const char *spec, sj_ladder **out)
 SJ_API void sj_ladder_destroy(sj_ladder *l);
 
 SJ_API sj_ladder_kind sj_ladder_get_kind(const sj_ladder *l);
-SJ_API int sj_ladder_count(const sj_ladder *l);
+SJ_API int sj_ladder_num_buckets(const sj_ladder *l);
 /* Upper bound (the compile extent) and first key of bucket i. */
 SJ_API int64_t sj_ladder_extent(const sj_ladder *l, int i);
 SJ_API int64_t sj_ladder_lower(const sj_ladder *l, int i);

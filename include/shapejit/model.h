@@ -38,6 +38,9 @@ typedef struct sj_dim_value {
 /* Set fields after sj_model_options_init; pointers are borrowed for the
  * duration of the load. */
 typedef struct sj_model_options {
+    /* Set by sj_model_options_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     /* ONNX: which dim_param is the symbolic dim when there are several. */
     const char *dynamic_name;
     /* ONNX: declare input `dynamic_input`'s axis `dynamic_axis` symbolic

@@ -69,6 +69,9 @@ enum {
 SJ_API const char *sj_store_key_component_name(unsigned bit);
 
 typedef struct sj_store_config {
+    /* Set by sj_store_config_init to the size of this struct the caller is built with;
+     * leave it (see "Config structs" in shapejit/common.h). */
+    size_t size;
     /* The database file. NULL = keep everything in memory (nothing persists). */
     const char *path;
     /* Bound on the stored (compressed) bytes; above it the least recently

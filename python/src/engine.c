@@ -445,7 +445,7 @@ static PyObject *remote_stats(sj_remote *r) {
     if (!r)
         Py_RETURN_NONE;
     sj_remote_stats rs;
-    sj_remote_get_stats(r, &rs);
+    sj_remote_stats_get(r, &rs);
     return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsK}", "url", sj_remote_url(r), "hits",
                          (unsigned long long)rs.hits, "misses", (unsigned long long)rs.misses,
                          "errors", (unsigned long long)rs.errors, "timeouts",

@@ -221,7 +221,7 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
             ins[i].numel <= 8)
             bound[n_bound++] = (sj_onnx_binding){names[i], &ins[i]};
     /* node tests have no dim_param: no symbolic dim, a single bucket */
-    sj_model_options mo = {.dynamic_name = NULL, .dynamic_input = NULL};
+    sj_model_options mo = {.size = sizeof mo, .dynamic_name = NULL, .dynamic_input = NULL};
     st = sj__onnx_load_bound(ctx, bytes, len, model_path, &mo, n_bound, bound, &g);
     if (st != SJ_OK) {
         from_status(t, st, "");

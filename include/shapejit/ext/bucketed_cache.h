@@ -154,7 +154,8 @@ typedef struct sj_bucketed_cache_config {
     int one_off_capacity;
     /* The fleet tier under the store (NULL: none), borrowed like the store
      * and on the graph's context: a store miss asks it, a fresh compile is
-     * published to it without waiting (see sj_tiered_get / sj_tiered_put). */
+     * published to it without waiting (see sj_tiered_get / sj_tiered_put,
+     * shapejit/ext/remote_tier.h). */
     sj_remote *remote;
     /* Buckets holding run memory (arena, padded inputs and outputs) at
      * most: a run of another bucket first trims the least recently run one
@@ -238,8 +239,9 @@ SJ_API sj_status sj_bucketed_cache_run_padded_mixed(sj_bucketed_cache *c, int64_
 
 /* Bucket index for key, -1 when out of range. */
 SJ_API int sj_bucketed_cache_bucket_for(const sj_bucketed_cache *c, int64_t key);
-SJ_API int sj_bucketed_cache_total_buckets(const sj_bucketed_cache *c);
-SJ_API int sj_bucketed_cache_compiled_count(const sj_bucketed_cache *c);
+/* Buckets in all, and those whose executable is ready. */
+SJ_API int sj_bucketed_cache_num_buckets(const sj_bucketed_cache *c);
+SJ_API int sj_bucketed_cache_num_ready(const sj_bucketed_cache *c);
 /* The target CPU bucket i's executable was made for: the compiler's own, or
  * the fallback target its stored artifact had; NULL while not ready. */
 SJ_API const char *sj_bucketed_cache_bucket_target(const sj_bucketed_cache *c, int i);

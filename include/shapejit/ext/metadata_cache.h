@@ -140,7 +140,7 @@ typedef struct sj_mdcache_stats {
     uint64_t eviction_probes;
 } sj_mdcache_stats;
 
-SJ_API void sj_mdcache_get_stats(const sj_mdcache *c, sj_mdcache_stats *out);
+SJ_API void sj_mdcache_stats_get(const sj_mdcache *c, sj_mdcache_stats *out);
 
 #ifdef __cplusplus
 }

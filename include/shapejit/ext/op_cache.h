@@ -57,12 +57,12 @@ SJ_API sj_status sj_op_cache_kernel(sj_op_cache *oc, sj_module *module, const ch
 SJ_API sj_status sj_op_cache_kernel_attrs(sj_op_cache *oc, sj_kernel_handle k, sj_kernel_attrs *out);
 /* Forgets every handle of `module` (called when a module is unloaded). */
 SJ_API void sj_op_cache_forget_module(sj_op_cache *oc, const sj_module *module);
-SJ_API size_t sj_op_cache_kernel_count(sj_op_cache *oc);
+SJ_API size_t sj_op_cache_num_kernels(sj_op_cache *oc);
 
 /* A device buffer of at least `bytes` under `tag` (tag copied). */
 SJ_API sj_status sj_op_cache_scratch(sj_op_cache *oc, const char *tag, size_t bytes, void **out);
 /* Buffers held: current ones plus outgrown ones awaiting release. */
-SJ_API size_t sj_op_cache_scratch_count(sj_op_cache *oc);
+SJ_API size_t sj_op_cache_num_scratch(sj_op_cache *oc);
 /* Frees every scratch buffer (after the device's release there is nothing
  * left to free and the buffers are only dropped). SJ_OK, also when repeated. */
 SJ_API sj_status sj_op_cache_release(sj_op_cache *oc);
