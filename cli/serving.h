@@ -12,7 +12,7 @@
 #include "shapejit/ext/device.h" /* SJ_HOST_MAX_THREADS */
 #include "shapejit/remote.h"
 
-#define CLI_DEFAULT_LADDER "pow2:1:65536"
+#define CLI_DEFAULT_LADDER SJ_ENGINE_DEFAULT_LADDER
 /* The backend of run and serve without --backend: host (LLVM, this CPU),
  * what a user of the tool wants, wherever the build has it; a runtime-only
  * build neither compiles nor loads host code, so the interpreter there. */

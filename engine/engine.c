@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ENGINE_DEFAULT_LADDER "pow2:1:65536"
 /* A secret longer than this is a mistake (a wrong file), not a key. */
 #define ENGINE_SECRET_MAX 4096
 
@@ -160,7 +159,7 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
     e->ctx = ctx;
     e->g = g;
     e->store_only = cfg->store_only;
-    const char *spec = cfg->ladder ? cfg->ladder : ENGINE_DEFAULT_LADDER;
+    const char *spec = cfg->ladder ? cfg->ladder : SJ_ENGINE_DEFAULT_LADDER;
     /* Cheap checks (names, the ladder) before the store and the compiler. */
     sj_status st = sj_ladder_parse(ctx, spec, &e->ladder);
     if (st != SJ_OK) sj__error_prefix(ctx, "engine: ladder '%s'", spec);

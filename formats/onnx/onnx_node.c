@@ -309,3 +309,11 @@ sj_status sj__onnx_binary_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj
     SJ_TRY(sj__onnx_scalar_const(L, c, &k));
     return sj__onnx_binary(L, op, a, k, out);
 }
+
+sj_status sj__onnx_axis(sj_onnx_loader *L, int64_t axis, int rank, int limit, int *out) {
+    if (axis < -rank || axis >= limit)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
+                                  (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return SJ_OK;
+}

@@ -100,4 +100,10 @@ sj_status sj__onnx_binary(sj_onnx_loader *L, sj_op op, sj_value a, sj_value b, s
 /* a op c for a scalar float32 constant c. */
 sj_status sj__onnx_binary_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj_value *out);
 
+/* An axis attribute or input, counted from the end when negative, into
+ * *out: SJ_E_SHAPE "axis A is out of range for rank R" unless -rank <= axis
+ * < limit (rank for most ops; rank + 1 where the axis may be one past the
+ * last dim, as Flatten's). */
+sj_status sj__onnx_axis(sj_onnx_loader *L, int64_t axis, int rank, int limit, int *out);
+
 #endif

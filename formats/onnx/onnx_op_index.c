@@ -223,10 +223,8 @@ static sj_status map_slice(sj_onnx_loader *L, const sj_onnx_op *op) {
     bool seen[SJ_MAX_RANK] = {false};
     for (int i = 0; i < n; i++) {
         int64_t a = n_axes >= 0 ? axes_v[i] : i;
-        if (a < -s.rank || a >= s.rank)
-            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
-                                     (long long)a, s.rank);
-        int ax = (int)(a < 0 ? a + s.rank : a);
+        int ax;
+        SJ_TRY(sj__onnx_axis(L, a, s.rank, s.rank, &ax));
         if (seen[ax]) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", ax);
         seen[ax] = true;
         SJ_TRY(slice_axis(L, ax, s.dims[ax], starts[i], ends[i], n_steps >= 0 ? steps[i] : 1,
@@ -256,10 +254,8 @@ static sj_status map_split(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_in_value(L, 0, &x));
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
-    if (axis < -s.rank || axis >= s.rank)
-        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
-                                 (long long)axis, s.rank);
-    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    int ax;
+    SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank, &ax));
     int64_t dim = s.dims[ax];
     if (dim == SJ_DIM_SYM)
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,

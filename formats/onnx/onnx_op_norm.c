@@ -68,10 +68,8 @@ static sj_status map_softmax(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_in_value(L, 0, &x));
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
-    if (axis < -s.rank || axis >= (s.rank ? s.rank : 1))
-        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
-                                  (long long)axis, s.rank);
-    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    int ax; /* a scalar's softmax takes axis 0 */
+    SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank ? s.rank : 1, &ax));
     if (legacy && s.rank > 0)
         SJ_TRY(sj__onnx_node_prefix(L, softmax_coerced(L, op->op, x, &s, ax, &y)));
     else
@@ -91,10 +89,8 @@ static sj_status map_layernorm(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_in_value_opt(L, 2, &bias));
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
-    if (axis < -s.rank || axis >= s.rank)
-        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
-                                  (long long)axis, s.rank);
-    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    int ax;
+    SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank, &ax));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_layernorm(L->g, x, scale, bias, ax, eps, &y)));
     SJ_TRY(sj__onnx_def_out(L, 0, y, first));
 

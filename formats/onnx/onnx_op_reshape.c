@@ -222,10 +222,8 @@ static sj_status map_flatten(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_in_value(L, 0, &x));
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
-    if (axis < -s.rank || axis > s.rank)
-        return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
-                                 (long long)axis, s.rank);
-    int ax = (int)(axis < 0 ? axis + s.rank : axis);
+    int ax;
+    SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank + 1, &ax));
     int64_t out[2] = {1, 1};
     bool sym[2] = {false, false};
     for (int i = 0; i < s.rank; i++) {
@@ -270,10 +268,8 @@ static sj_status squeeze_axes(sj_onnx_loader *L, const int64_t **av, size_t *an,
 static sj_status norm_axes(sj_onnx_loader *L, const int64_t *av, size_t an, int rank, bool *is_axis) {
     for (int i = 0; i < rank; i++) is_axis[i] = false;
     for (size_t i = 0; i < an; i++) {
-        if (av[i] < -rank || av[i] >= rank)
-            return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",
-                                     (long long)av[i], rank);
-        int a = (int)(av[i] < 0 ? av[i] + rank : av[i]);
+        int a;
+        SJ_TRY(sj__onnx_axis(L, av[i], rank, rank, &a));
         if (is_axis[a]) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", a);
         is_axis[a] = true;
     }

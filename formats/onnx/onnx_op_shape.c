@@ -157,9 +157,11 @@ static sj_status in_scalar(sj_onnx_loader *L, int i, const char *what, sj_onnx_s
  * constant or exactly the symbolic dim (positions 0..N-1 and the like). */
 static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
-    sj_onnx_sym s, l, d;
-    bool fs, fl, fd;
-    double vs, vl, vd;
+    /* Set by in_scalar on success; initialised for the compiler, which at
+     * -O3 cannot see that every path past a failure returns. */
+    sj_onnx_sym s = {0, 0}, l = {0, 0}, d = {0, 0};
+    bool fs = false, fl = false, fd = false;
+    double vs = 0, vl = 0, vd = 0;
     SJ_TRY(in_scalar(L, 0, "start", &s, &fs, &vs));
     SJ_TRY(in_scalar(L, 1, "limit", &l, &fl, &vl));
     SJ_TRY(in_scalar(L, 2, "delta", &d, &fd, &vd));

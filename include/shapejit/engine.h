@@ -43,12 +43,17 @@
 extern "C" {
 #endif
 
+/* The ladder an engine uses when its config names none: one bucket per
+ * power of two up to the largest extent. The CLI's and Python's defaults
+ * are this one. */
+#define SJ_ENGINE_DEFAULT_LADDER "pow2:1:65536"
+
 typedef struct sj_engine_config {
     /* Set by sj_engine_config_init to the size of this struct the caller is built with;
      * leave it (see "Config structs" in shapejit/common.h). */
     size_t size;
     /* Buckets, as a ladder spec ("pow2:1:65536", "geo:1:1000:1.25",
-     * "list:16,48,128"); NULL = "pow2:1:65536". */
+     * "list:16,48,128"); NULL = SJ_ENGINE_DEFAULT_LADDER. */
     const char *ladder;
     /* The store file; NULL = none (nothing persists). */
     const char *store_path;

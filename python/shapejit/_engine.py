@@ -61,13 +61,15 @@ def _count(name, value):
 class Engine(_shapejit._Engine):
     """A model, its bucket ladder, a store and a backend behind run().
 
-    Engine(model, ladder="pow2:1:65536", store=<default>, backend="host",
+    Engine(model, ladder=None, store=<default>, backend="host",
            dynamic=None, dims=None, threads=None, remote=None, *, workers=None,
            remote_secret=None, remote_read_only=False,
            one_off_out_of_range=False, cpu=None, gpu_emit=None, arch=None,
            tune=False, tune_budget_ms=None)
 
-    model: a .onnx or .sjg file. store: omitted = default_store_path() (folders
+    model: a .onnx or .sjg file. ladder: a spec ("pow2:1:1024",
+    "geo:1:1000:1.25", "list:16,48,128"); None = the library's default
+    (SJ_ENGINE_DEFAULT_LADDER, pow2:1:65536). store: omitted = default_store_path() (folders
     are created; if the file cannot be used the engine warns and keeps
     its artifacts in memory), None = nothing persists, or a path (which must
     be usable: StoreError otherwise). backend: "host",
@@ -86,7 +88,7 @@ class Engine(_shapejit._Engine):
     compiling and running, and one engine may be used from many threads.
     """
 
-    def __init__(self, model, ladder="pow2:1:65536", store=_DEFAULT_STORE, backend="host",
+    def __init__(self, model, ladder=None, store=_DEFAULT_STORE, backend="host",
                  dynamic=None, dims=None, threads=None, remote=None, *, workers=None,
                  remote_secret=None, remote_read_only=False, one_off_out_of_range=False,
                  cpu=None, gpu_emit=None, arch=None, tune=False, tune_budget_ms=None):
