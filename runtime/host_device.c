@@ -323,22 +323,28 @@ static uint64_t launch_work(const host_kernel *k, int64_t n) {
     return w > UINT64_MAX / u ? UINT64_MAX : w * u;
 }
 
+/* The split points' step: SJ_HOST_MIN_SPLIT_ROWS rows, or one unit of a
+ * constant range (the kernel sized its units: whole panels, vectors). */
+static int64_t split_step(const host_kernel *k) {
+    return k->attrs.split_extent ? 1 : SJ_HOST_MIN_SPLIT_ROWS;
+}
+
 /* Parts a launch of k at extent n splits into (1: the caller alone) and
- * their row bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS rows, the last
- * part taking the rest, so every split point is a multiple of it (of every
- * row tile and vector width the emitters use) and a part has at least
- * min_part_work of work. */
+ * their bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS rows (or units of a
+ * constant range), the last part taking the rest, so every split point is a
+ * multiple of it (of every row tile and vector width the emitters use) and
+ * a part has at least min_part_work of work. */
 static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t *bounds) {
-    int64_t units = split_units(k, n);
-    if (!h->pool || !k->rows || units < 2 * SJ_HOST_MIN_SPLIT_ROWS) return 1;
-    int64_t blocks = units / SJ_HOST_MIN_SPLIT_ROWS;
+    int64_t units = split_units(k, n), step = split_step(k);
+    if (!h->pool || !k->rows || units < 2 * step) return 1;
+    int64_t blocks = units / step;
     int64_t parts = (int64_t)sj__host_pool_threads(h->pool) * PARTS_PER_THREAD;
     if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
     if (parts > blocks) parts = blocks;
     uint64_t work = launch_work(k, n);
     if ((uint64_t)parts > work / h->min_part_work) parts = (int64_t)(work / h->min_part_work);
     if (parts < 2) return 1;
-    for (int64_t p = 0; p < parts; p++) bounds[p] = SJ_HOST_MIN_SPLIT_ROWS * (blocks * p / parts);
+    for (int64_t p = 0; p < parts; p++) bounds[p] = step * (blocks * p / parts);
     bounds[parts] = units;
     return (int)parts;
 }
@@ -414,7 +420,7 @@ static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
         double cost = learn(h, k, n, &t);
         if (run_wakes) *run_cost += cost;
         else if (t.woke) learn_wake(h, cost);
-    } else if (h->pool && k->rows && split_units(k, n) >= 2 * SJ_HOST_MIN_SPLIT_ROWS) {
+    } else if (h->pool && k->rows && split_units(k, n) >= 2 * split_step(k)) {
         uint64_t t0 = clock_ns(); /* a kernel the caller ran alone: its pace all the same */
         k->fn(buffers, info, n);
         learn(h, k, n,

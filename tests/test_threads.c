@@ -364,6 +364,11 @@ typedef struct model_case {
 static const model_case MODELS[] = {
     {EXAMPLES_DIR "/mlp.sjg", 1024, true, false, false},
     {EXAMPLES_DIR "/ffn.sjg", 1024, true, false, false},
+    /* Buckets too small to split rows split columns: of few-row matmuls
+     * (8), of GEMMs reading packed weights (16, 24). */
+    {EXAMPLES_DIR "/ffn.sjg", 8, true, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 16, true, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 24, true, false, false},
     {EXAMPLES_DIR "/attention.sjg", 1024, true, false, false}, /* fused attention at 1024 */
     {EXAMPLES_DIR "/attention.sjg", 256, true, false, false},  /* unfused: scores, softmax over keys */
     {MODELS_DIR "/attention_batch1_op17.onnx", 1024, true, false, false}, /* multi-head */

@@ -44,6 +44,9 @@ typedef struct emitter {
     sj_llvm_emitted *emitted; /* externs called, weights read packed */
     int kernel_index;         /* of e->k in the lowered kernels */
     sj_status failed;         /* a failure inside a void emit step (out of memory) */
+    /* A column split's unit in columns (0: rows are split, or nothing):
+     * the body turns the unit range it is given into columns [rb, re). */
+    int64_t split_cols;
     int vector_floats; /* register width in floats, for explicit vector code */
     int gemm_level;    /* the sj__host_gemm code level the target runs (llvm_impl.h) */
 } emitter;
@@ -1108,18 +1111,26 @@ static sj_status emit_gemm_packed_call(emitter *e) {
     LLVMBuilderRef B = e->B;
     const sj_kload *a = &k->loads[k->a];
     LLVMValueRef M0 = range_lo(e, 2), M = range_hi(e, 2);
+    /* The launch's columns: all, or a range of whole panels (column_unit),
+     * whose panels start at c0 * k floats into the packed weight. */
+    LLVMValueRef c0 = range_lo(e, 3), c1 = range_hi(e, 3);
     e->idx[2] = M0;
-    e->idx[3] = e->idx[4] = ci(e, 0);
-    LLVMValueRef pa = ld_addr(e, a), pc = out_addr(e);
-    e->idx[2] = ci(e, 0);
+    e->idx[4] = ci(e, 0);
+    LLVMValueRef pa = ld_addr(e, a);
+    e->idx[3] = c0;
+    LLVMValueRef pc = out_addr(e);
+    e->idx[2] = e->idx[3] = ci(e, 0);
+    LLVMValueRef off = LLVMBuildNSWMul(B, c0, bound_of(e, 4), "");
+    LLVMValueRef pb = LLVMBuildInBoundsGEP2(B, e->f32, e->bufs[k->loads[k->b].buffer], &off, 1, "");
     LLVMTypeRef i64 = e->i64, p = e->ptr;
     LLVMTypeRef ps[10] = {i64, i64, i64, i64, p, i64, i64, p, p, i64};
     LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 10, 0);
     LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_gemm_packed");
     if (!f) f = LLVMAddFunction(e->M, "sj__host_gemm_packed", ft);
-    LLVMValueRef args[10] = {ci(e, e->gemm_level), LLVMBuildSub(B, M, M0, ""), bound_of(e, 3),
-                             bound_of(e, 4), pa, ci(e, a->strides[2]), ci(e, a->strides[4]),
-                             e->bufs[k->loads[k->b].buffer], pc, ci(e, k->out_strides[2])};
+    LLVMValueRef args[10] = {ci(e, e->gemm_level), LLVMBuildSub(B, M, M0, ""),
+                             LLVMBuildSub(B, c1, c0, ""), bound_of(e, 4), pa,
+                             ci(e, a->strides[2]), ci(e, a->strides[4]), pb, pc,
+                             ci(e, k->out_strides[2])};
     LLVMBuildCall2(B, ft, f, args, 10, "");
     e->emitted->externs |= SJ_LLVM_EXTERN_GEMM_PACKED;
     return note_pack(e);
@@ -1278,19 +1289,22 @@ static void load_buffers(emitter *e, LLVMValueRef buffers, LLVMValueRef *args) {
     }
 }
 
-/* A matmul of few rows (the whole bucket in registers, each weight read
- * once) splits its columns instead: a decode step's launch is one weight
- * pass, which two threads stream at up to twice the rate. Its split unit is
- * a column, worth the batch and contraction per active row. */
-static bool columns_split(const emitter *e, const sj_kernel *k, uint64_t *unit_work) {
+/* The columns a unit of a column split covers, or 0 where the matmul splits
+ * its rows (or nothing). Rows split only from 2 * SJ_HOST_MIN_SPLIT_ROWS of
+ * them, so a bucket of fewer splits its columns: a matmul of few rows (the
+ * whole bucket in registers, each weight read once; a decode step's launch
+ * is one weight pass, which two threads stream at up to twice the rate) in
+ * units of 16 columns, a GEMM of a packed weight in its panels. */
+static int64_t column_unit(const emitter *e, const sj_kernel *k) {
     int64_t lda, ldb;
     int ta, tb;
-    if (k->kind != SJ_KK_MATMUL || matmul_path_of(e, &lda, &ta, &ldb, &tb) != MM_FEW_ROWS)
-        return false;
-    if (k->sym[0] || k->sym[1] || k->sym[3] || k->sym[4] || k->dims[3] < 2 * SJ_HOST_MIN_SPLIT_ROWS)
-        return false;
-    *unit_work = (uint64_t)(k->dims[0] * k->dims[1] * k->dims[4]);
-    return *unit_work > 0;
+    if (k->kind != SJ_KK_MATMUL || k->sym[0] || k->sym[1] || k->sym[3] || k->sym[4]) return 0;
+    matmul_path path = matmul_path_of(e, &lda, &ta, &ldb, &tb);
+    int64_t unit = path == MM_FEW_ROWS ? SJ_HOST_MIN_SPLIT_ROWS
+                   : path == MM_GEMM && gemm_packs_b(k) && k->dims[2] < 2 * SJ_HOST_MIN_SPLIT_ROWS
+                       ? SJ_HOST_GEMM_PANEL(e->gemm_level)
+                       : 0;
+    return unit && k->dims[3] >= 2 * unit ? unit : 0;
 }
 
 /* The dim a launch may split (row_split.h), where this emitter's code for
@@ -1299,8 +1313,11 @@ static bool columns_split(const emitter *e, const sj_kernel *k, uint64_t *unit_w
  * range split (a few-row matmul's columns). */
 static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work, uint64_t *split_extent) {
     *split_extent = 0;
-    if (columns_split(e, k, row_work)) {
-        *split_extent = (uint64_t)k->dims[3];
+    e->split_cols = column_unit(e, k);
+    if (e->split_cols) {
+        /* a unit's work per active row: its columns' batch and contraction */
+        *row_work = (uint64_t)(k->dims[0] * k->dims[1] * k->dims[4] * e->split_cols);
+        *split_extent = (uint64_t)((k->dims[3] + e->split_cols - 1) / e->split_cols);
         return 3;
     }
     int d = sj__kernel_row_dim(k, row_work);
@@ -1382,6 +1399,12 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     e->fn = body;
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, body, "entry");
     LLVMPositionBuilderAtEnd(e->B, entry);
+    if (e->split_cols) { /* units to columns, the last unit cut at n */
+        LLVMValueRef u = ci(e, e->split_cols), N = ci(e, k->dims[3]);
+        e->rb = LLVMBuildNSWMul(e->B, e->rb, u, "cb");
+        LLVMValueRef ce = LLVMBuildNSWMul(e->B, e->re, u, "");
+        e->re = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, ce, N, ""), ce, N, "ce");
+    }
     /* Allocas go in front of this marker so they stay in the entry block. */
     e->entry_alloca_point = LLVMBuildFreeze(e->B, e->n, "n");
     e->n = e->entry_alloca_point;
@@ -1424,6 +1447,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     }
     LLVMBuildRetVoid(e->B);
     e->row_dim = -1;
+    e->split_cols = 0;
     sj_free(e->ctx, bp);
     sj_free(e->ctx, args);
     sj_free(e->ctx, e->bufs);
