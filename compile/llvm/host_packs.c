@@ -35,9 +35,10 @@ static sj_status packed_slot(sj_ctx *ctx, sj_launch_plan *p, int32_t param, cons
     return SJ_OK;
 }
 
-/* Drops the param slots in `orphan` that no launch reads, renumbering the
- * launches' slot ids. */
-static sj_status drop_orphans(sj_ctx *ctx, sj_launch_plan *p, const bool *orphan) {
+/* Drops the param slots in `orphan` (of the first n_orphan slots: those
+ * the plan had before packed ones were appended) that no launch reads,
+ * renumbering the launches' slot ids. */
+static sj_status drop_orphans(sj_ctx *ctx, sj_launch_plan *p, const bool *orphan, int32_t n_orphan) {
     int32_t *refs = sj_calloc(ctx, (size_t)p->n_slots + 1, sizeof *refs);
     int32_t *remap = sj_alloc(ctx, ((size_t)p->n_slots + 1) * sizeof *remap);
     if (!refs || !remap) {
@@ -48,7 +49,7 @@ static sj_status drop_orphans(sj_ctx *ctx, sj_launch_plan *p, const bool *orphan
     for (int32_t i = 0; i < p->n_launch_slots; i++) refs[p->launch_slots[i]]++;
     int32_t kept = 0;
     for (int32_t i = 0; i < p->n_slots; i++) {
-        if (orphan[i] && refs[i] == 0) {
+        if (i < n_orphan && orphan[i] && refs[i] == 0) {
             remap[i] = -1;
             continue;
         }
@@ -64,7 +65,8 @@ static sj_status drop_orphans(sj_ctx *ctx, sj_launch_plan *p, const bool *orphan
 
 sj_status sj__host_plan_packs(sj_ctx *ctx, sj_launch_plan *p, const sj_llvm_emitted *em) {
     if (em->n_packs == 0) return SJ_OK;
-    bool *orphan = sj_calloc(ctx, (size_t)p->n_slots + 1, sizeof *orphan);
+    int32_t n_before = p->n_slots;
+    bool *orphan = sj_calloc(ctx, (size_t)n_before + 1, sizeof *orphan);
     if (!orphan) return sj_fail(ctx, SJ_E_NOMEM, "host emitter: out of memory");
     sj_status st = SJ_OK;
     for (int i = 0; i < em->n_packs && st == SJ_OK; i++) {
@@ -93,7 +95,7 @@ sj_status sj__host_plan_packs(sj_ctx *ctx, sj_launch_plan *p, const sj_llvm_emit
             orphan[param_slot] = true;
         }
     }
-    if (st == SJ_OK) st = drop_orphans(ctx, p, orphan);
+    if (st == SJ_OK) st = drop_orphans(ctx, p, orphan, n_before);
     sj_free(ctx, orphan);
     return st;
 }
