@@ -1310,14 +1310,15 @@ static int64_t column_unit(const emitter *e, const sj_kernel *k) {
 /* The dim a launch may split (row_split.h), where this emitter's code for
  * the kernel computes each row alike whatever the range; -1 otherwise.
  * *split_extent: 0 for the rows of the active extent, else the constant
- * range split (a few-row matmul's columns). */
-static int row_dim_of(emitter *e, const sj_kernel *k, uint64_t *row_work, uint64_t *split_extent) {
+ * range split, in units of *split_cols columns (column_unit). */
+static int row_dim_of(const emitter *e, const sj_kernel *k, uint64_t *row_work,
+                      uint64_t *split_extent, int64_t *split_cols) {
     *split_extent = 0;
-    e->split_cols = column_unit(e, k);
-    if (e->split_cols) {
+    *split_cols = column_unit(e, k);
+    if (*split_cols) {
         /* a unit's work per active row: its columns' batch and contraction */
-        *row_work = (uint64_t)(k->dims[0] * k->dims[1] * k->dims[4] * e->split_cols);
-        *split_extent = (uint64_t)((k->dims[3] + e->split_cols - 1) / e->split_cols);
+        *row_work = (uint64_t)(k->dims[0] * k->dims[1] * k->dims[4] * *split_cols);
+        *split_extent = (uint64_t)((k->dims[3] + *split_cols - 1) / *split_cols);
         return 3;
     }
     int d = sj__kernel_row_dim(k, row_work);
@@ -1371,7 +1372,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     }
     e->k = k;
     uint64_t row_work, split_extent;
-    e->row_dim = row_dim_of(e, k, &row_work, &split_extent);
+    e->row_dim = row_dim_of(e, k, &row_work, &split_extent, &e->split_cols);
     unsigned extra = e->row_dim >= 0 ? 3 : 1; /* n, and the row range */
     /* Body with noalias buffer parameters. */
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
