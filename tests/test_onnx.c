@@ -1157,9 +1157,143 @@ static void test_unsupported_op(void **state) {
     mb_init(&b, 13);
     mb_input(&b, "x", "n,4");
     mb_node(&b, "Relu", "act", "x", "r");
-    mb_node(&b, "Conv", "conv1", "r", "y");
+    mb_node(&b, "TfIdfVectorizer", "tfidf", "r", "y");
     mb_output(&b, "y", NULL);
-    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'Conv'", "conv1", "node #1");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'TfIdfVectorizer'", "tfidf", "node #1");
+}
+
+/* A strided, padded, grouped Conv and a ceil-mode MaxPool over a dynamic
+ * batch, on the interpreter at several batch sizes against loops in C. */
+static void test_conv_pool_dynamic_batch(void **state) {
+    sj_ctx *ctx = *state;
+    enum { C = 4, M = 6, G = 2, H = 7, W = 6, K = 3, OH = 4, OW = 3, PH = 2, PW = 2 };
+    float w[M * (C / G) * K * K], bias[M];
+    fill(w, sizeof w / sizeof w[0], 31);
+    fill(bias, M, 32);
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4,7,6");
+    mb_init_f(&b, "w", 4, (int64_t[]){M, C / G, K, K}, w);
+    mb_init_f(&b, "b", 1, (int64_t[]){M}, bias);
+    Onnx__NodeProto *conv = mb_node(&b, "Conv", "conv", "x,w,b", "c");
+    mb_attr_i(&b, conv, "group", G);
+    mb_attr_ints(&b, conv, "strides", 2, (int64_t[]){2, 2});
+    mb_attr_ints(&b, conv, "pads", 4, (int64_t[]){1, 0, 1, 1});
+    Onnx__NodeProto *mp = mb_node(&b, "MaxPool", "pool", "c", "y");
+    mb_attr_ints(&b, mp, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_attr_ints(&b, mp, "strides", 2, (int64_t[]){2, 2});
+    mb_attr_i(&b, mp, "ceil_mode", 1);
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    for (int64_t n = 1; n <= 5; n += 2) {
+        size_t nx = (size_t)n * C * H * W, ny = (size_t)n * M * PH * PW;
+        float *x = malloc(nx * sizeof *x);
+        double *conv_out = malloc((size_t)n * M * OH * OW * sizeof *conv_out);
+        double *want = malloc(ny * sizeof *want);
+        fill(x, nx, 40 + (uint32_t)n);
+        for (int64_t i = 0; i < n; i++)
+            for (int m = 0; m < M; m++)
+                for (int oh = 0; oh < OH; oh++)
+                    for (int ow = 0; ow < OW; ow++) {
+                        double acc = bias[m];
+                        int grp = m / (M / G);
+                        for (int c = 0; c < C / G; c++)
+                            for (int kh = 0; kh < K; kh++)
+                                for (int kw = 0; kw < K; kw++) {
+                                    int ih = oh * 2 - 1 + kh, iw = ow * 2 + kw;
+                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                    acc += (double)x[((i * C + grp * (C / G) + c) * H + ih) * W + iw] *
+                                           w[((m * (C / G) + c) * K + kh) * K + kw];
+                                }
+                        conv_out[((i * M + m) * OH + oh) * OW + ow] = acc;
+                    }
+        /* ceil mode: the last pooled column starts inside the 3 columns */
+        for (int64_t i = 0; i < n; i++)
+            for (int m = 0; m < M; m++)
+                for (int ph = 0; ph < PH; ph++)
+                    for (int pw = 0; pw < PW; pw++) {
+                        double mx = -INFINITY;
+                        for (int a = 0; a < 2; a++)
+                            for (int c = 0; c < 2; c++) {
+                                int h = ph * 2 + a, ww = pw * 2 + c;
+                                if (h < OH && ww < OW && conv_out[((i * M + m) * OH + h) * OW + ww] > mx)
+                                    mx = conv_out[((i * M + m) * OH + h) * OW + ww];
+                            }
+                        want[((i * M + m) * PH + ph) * PW + pw] = mx;
+                    }
+        sj_tensor in = {.rank = 4, .dims = {n, C, H, W}, .data = x}, out;
+        assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
+        assert_int_equal(out.rank, 4);
+        assert_int_equal(out.dims[0], n);
+        assert_int_equal(out.dims[2], PH);
+        assert_int_equal(out.dims[3], PW);
+        assert_close(out.data, want, ny, 1e-5);
+        sj_tensor_free(ctx, &out);
+        free(x);
+        free(conv_out);
+        free(want);
+    }
+    sj_graph_destroy(g);
+}
+
+/* Windows, pads and resizes that cannot be built say which node and which
+ * numbers, at load. */
+static void test_vision_errors(void **state) {
+    sj_ctx *ctx = *state;
+    float w[4 * 3 * 3 * 3] = {0};
+    mb b;
+    /* groups that do not divide the channels */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,3,8,8");
+    mb_init_f(&b, "w", 4, (int64_t[]){4, 1, 3, 3}, w);
+    mb_attr_i(&b, mb_node(&b, "Conv", "c1", "x,w", "y"), "group", 2);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'c1'", "group 2 does not divide the 3 input");
+    /* a kernel larger than the padded input */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,3,2,2");
+    mb_init_f(&b, "w", 4, (int64_t[]){4, 3, 3, 3}, w);
+    mb_node(&b, "Conv", "c2", "x,w", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'c2'", "window spans 3", "padded input has 2");
+    /* an auto_pad that does not exist */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,3,8,8");
+    Onnx__NodeProto *p = mb_node(&b, "MaxPool", "p1", "x", "y");
+    mb_attr_ints(&b, p, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_attr_s(&b, p, "auto_pad", "SAME_MIDDLE");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'p1'", "auto_pad 'SAME_MIDDLE'");
+    /* a stride of 0 */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,3,8,8");
+    p = mb_node(&b, "AveragePool", "p2", "x", "y");
+    mb_attr_ints(&b, p, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_attr_ints(&b, p, "strides", 2, (int64_t[]){1, 0});
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'p2'", "'strides' entry 1 is 0");
+    /* a window over the symbolic dim */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "1,3,n");
+    p = mb_node(&b, "MaxPool", "p3", "x", "y");
+    mb_attr_ints(&b, p, "kernel_shape", 1, (int64_t[]){2});
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'p3'", "spatial axis 2", "symbolic dim");
+    /* a pad that leaves nothing */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,3,4");
+    mb_init_i64(&b, "pads", 6, (int64_t[]){0, 0, -2, 0, 0, -2});
+    mb_node(&b, "Pad", "pd", "x,pads", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'pd'", "axis 2 of 4 padded by -2 and -2");
+    /* Resize given neither scales nor sizes */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,3,4,4");
+    mb_node(&b, "Resize", "rs", "x", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'rs'", "exactly one of scales and sizes");
 }
 
 /* A MatMul model whose weight w [4, 4] is stored at `location` (offset 8,
@@ -1732,6 +1866,8 @@ int main(void) {
         cmocka_unit_test(test_corrupt_bytes),
         cmocka_unit_test(test_undefined_value),
         cmocka_unit_test(test_unsupported_op),
+        cmocka_unit_test(test_conv_pool_dynamic_batch),
+        cmocka_unit_test(test_vision_errors),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),

@@ -65,6 +65,14 @@ extern const sj_onnx_op sj__onnx_ops_index[];      /* onnx_op_index.c */
 extern const size_t sj__onnx_ops_index_n;
 extern const sj_onnx_op sj__onnx_ops_shape[];      /* onnx_op_shape.c */
 extern const size_t sj__onnx_ops_shape_n;
+extern const sj_onnx_op sj__onnx_ops_conv[];       /* onnx_op_conv.c */
+extern const size_t sj__onnx_ops_conv_n;
+extern const sj_onnx_op sj__onnx_ops_pool[];       /* onnx_op_pool.c */
+extern const size_t sj__onnx_ops_pool_n;
+extern const sj_onnx_op sj__onnx_ops_pad[];        /* onnx_op_pad.c */
+extern const size_t sj__onnx_ops_pad_n;
+extern const sj_onnx_op sj__onnx_ops_resize[];     /* onnx_op_resize.c */
+extern const size_t sj__onnx_ops_resize_n;
 
 /* The loader's index of every row, sorted by name (L->ops); SJ_E_INTERNAL
  * naming the op when two rows register one name. */

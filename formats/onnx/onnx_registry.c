@@ -30,6 +30,10 @@ static const family families[] = {
     {sj__onnx_ops_layout, &sj__onnx_ops_layout_n},
     {sj__onnx_ops_index, &sj__onnx_ops_index_n},
     {sj__onnx_ops_shape, &sj__onnx_ops_shape_n},
+    {sj__onnx_ops_conv, &sj__onnx_ops_conv_n},
+    {sj__onnx_ops_pool, &sj__onnx_ops_pool_n},
+    {sj__onnx_ops_pad, &sj__onnx_ops_pad_n},
+    {sj__onnx_ops_resize, &sj__onnx_ops_resize_n},
 };
 
 static int by_name(const void *a, const void *b) {

@@ -188,6 +188,26 @@ static int runtime_inputs(const Onnx__ModelProto *m, const char **names, int max
 
 #define MAX_IO 64
 
+/* Whether every node reading graph input `name` reads it as an operator
+ * parameter that a model would hold as a constant (Resize's roi, scales
+ * and sizes, Upsample's scales), and some node does. Node tests feed such
+ * parameters as inputs; a served model has them in its initialisers. */
+static bool only_parameter_input(const Onnx__ModelProto *m, const char *name) {
+    const Onnx__GraphProto *gp = m->graph;
+    bool used = false;
+    for (size_t i = 0; gp && i < gp->n_node; i++) {
+        const Onnx__NodeProto *nd = gp->node[i];
+        for (size_t k = 0; k < nd->n_input; k++) {
+            if (!nd->input[k] || strcmp(nd->input[k], name)) continue;
+            bool param = (!strcmp(nd->op_type, "Resize") && k >= 1) ||
+                         (!strcmp(nd->op_type, "Upsample") && k == 1);
+            if (!param) return false;
+            used = true;
+        }
+    }
+    return used;
+}
+
 /* Runs one data set; returns false once the test's outcome is settled. */
 static bool run_set(test_run *t, const char *model_path, const void *bytes, size_t len,
                     const Onnx__ModelProto *m, const char *set_dir, const char *set_name) {
@@ -212,13 +232,15 @@ static bool run_set(test_run *t, const char *model_path, const void *bytes, size
         set_outcome(t, SJ_ONNX_TEST_FAILED, "%s", m_);
         goto done;
     }
-    /* small int64 vectors are shapes, axes and bounds: bind them as
-     * constants; other tensors (int and bool data) are fed at run time */
+    /* small int64 vectors are shapes, axes and bounds, and an op's
+     * parameter inputs are parameters: bind them as constants; other
+     * tensors (int and bool data) are fed at run time */
     sj_onnx_binding bound[MAX_IO];
     int n_bound = 0;
     for (int i = 0; i < n_in; i++)
-        if (ins[i].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && ins[i].rank <= 1 &&
-            ins[i].numel <= 8)
+        if ((ins[i].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && ins[i].rank <= 1 &&
+             ins[i].numel <= 8) ||
+            (ins[i].rank <= 1 && only_parameter_input(m, names[i])))
             bound[n_bound++] = (sj_onnx_binding){names[i], &ins[i]};
     /* node tests have no dim_param: no symbolic dim, a single bucket */
     sj_model_options mo = {.size = sizeof mo, .dynamic_name = NULL, .dynamic_input = NULL};

@@ -1,0 +1,236 @@
+/* Convolutions onto the graph: Conv and ConvTranspose over 1 to 4 spatial
+ * axes, with strides, dilations, pads (auto_pad too), groups and bias.
+ * Each is the window's taps (onnx_window.h: one Gather through a table made
+ * at load) contracted with the weight: a matmul per group, or, where each
+ * group makes one output channel (depthwise), a multiply and a sum over the
+ * taps, which fuses with the gather into one kernel. */
+#include "formats/onnx/onnx_node.h"
+#include "formats/onnx/onnx_op.h"
+#include "formats/onnx/onnx_window.h"
+
+#include <string.h>
+
+/* A conv's channel bookkeeping: C in, M out, in G groups. */
+typedef struct conv_groups {
+    int64_t c, m, g;
+} conv_groups;
+
+static sj_status check_groups(sj_onnx_loader *L, const conv_groups *cg, int64_t w_channels,
+                              const char *w_axis) {
+    if (cg->g < 1 || cg->c % cg->g || cg->m % cg->g)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                  "group %lld does not divide the %lld input and %lld output "
+                                  "channels",
+                                  (long long)cg->g, (long long)cg->c, (long long)cg->m);
+    if (w_channels != cg->c / cg->g)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                  "the weight's %s is %lld; %lld input channels in %lld groups "
+                                  "need %lld",
+                                  w_axis, (long long)w_channels, (long long)cg->c, (long long)cg->g,
+                                  (long long)(cg->c / cg->g));
+    return SJ_OK;
+}
+
+/* cols [N, C, K, P] with the weight as wg [G, M/G, C/G * K]: [N, M, P]. */
+static sj_status contract(sj_onnx_loader *L, sj_value cols, sj_value wg, const conv_groups *cg,
+                          const sj_onnx_window *w, sj_value *out) {
+    sj_graph *g = L->g;
+    sj_shape s;
+    SJ_TRY(sj__onnx_shape_of(L, cols, &s));
+    int64_t n = s.dims[0], cgk = cg->c / cg->g * w->taps, mg = cg->m / cg->g;
+    sj_value c4, y;
+    if (mg == 1) {
+        /* one output channel per group: sum over the group's taps of
+         * cols * w, [N, G, CgK, P] * [G, CgK, 1] */
+        int64_t cd[4] = {n, cg->g, cgk, w->positions}, wd[3] = {cg->g, cgk, 1};
+        sj_value w3, prod;
+        int axis = 2;
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, wg, 3, wd, &w3)));
+        SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, c4, w3, &prod));
+        return sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, out));
+    }
+    if (cg->g == 1) {
+        int64_t cd[3] = {n, cgk, w->positions}, wd[2] = {cg->m, cgk};
+        sj_value w2;
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 3, cd, &c4)));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, wg, 2, wd, &w2)));
+        return sj__onnx_node_prefix(L, sj_graph_matmul(g, w2, c4, out));
+    }
+    int64_t cd[4] = {n, cg->g, cgk, w->positions}, yd[3] = {n, cg->m, w->positions};
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(g, wg, c4, &y)));
+    return sj__onnx_node_prefix(L, sj_graph_reshape(g, y, 3, yd, out));
+}
+
+/* y [N, M, P] + B (input 2, [M] when given), then [N, M, out...] as output 0. */
+static sj_status finish(sj_onnx_loader *L, sj_value y, const conv_groups *cg,
+                        const sj_onnx_window *w, sj_value first) {
+    sj_value b;
+    SJ_TRY(sj__onnx_in_value_opt(L, 2, &b));
+    if (b != SJ_NO_VALUE) {
+        sj_shape bs;
+        SJ_TRY(sj__onnx_shape_of(L, b, &bs));
+        if (bs.rank != 1 || bs.dims[0] != cg->m)
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "bias B must have shape [%lld]",
+                                      (long long)cg->m);
+        int64_t bd[2] = {cg->m, 1};
+        sj_value b2;
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 2, bd, &b2)));
+        SJ_TRY(sj__onnx_binary(L, SJ_OP_ADD, y, b2, &y));
+    }
+    sj_value out;
+    SJ_TRY(sj__onnx_window_unflatten(L, y, w, &out));
+    return sj__onnx_def_out(L, 0, out, first);
+}
+
+/* Inputs X and W with their shapes, both float32, X [N, C, D...] and W of
+ * the same rank. */
+static sj_status conv_inputs(sj_onnx_loader *L, sj_value *x, sj_value *wt, sj_shape *xs,
+                             sj_shape *ws) {
+    SJ_TRY(sj__onnx_in_value(L, 0, x));
+    SJ_TRY(sj__onnx_in_value(L, 1, wt));
+    SJ_TRY(sj__onnx_shape_of(L, *x, xs));
+    SJ_TRY(sj__onnx_shape_of(L, *wt, ws));
+    if (sj__onnx_dtype_of(L, *x) != SJ_F32 || sj__onnx_dtype_of(L, *wt) != SJ_F32)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "X and W must be float32");
+    if (xs->rank < 3 || ws->rank != xs->rank)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                  "X has rank %d and W rank %d; a conv needs both [N, C, D...] of "
+                                  "one rank, at least 3",
+                                  xs->rank, ws->rank);
+    for (int i = 1; i < xs->rank; i++)
+        if (xs->dims[i] == SJ_DIM_SYM || ws->dims[i - 1] == SJ_DIM_SYM)
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                      "the symbolic dim may be only X's batch axis (axis 0)");
+    return SJ_OK;
+}
+
+static sj_status map_conv(sj_onnx_loader *L, const sj_onnx_op *op) {
+    (void)op;
+    sj_value x, wt, first = sj_graph_num_values(L->g);
+    sj_shape xs, ws;
+    SJ_TRY(conv_inputs(L, &x, &wt, &xs, &ws));
+    conv_groups cg = {.c = xs.dims[1], .m = ws.dims[0]};
+    SJ_TRY(sj__onnx_attr_int(L, "group", 1, &cg.g));
+    SJ_TRY(check_groups(L, &cg, ws.dims[1], "axis 1"));
+    sj_onnx_window w;
+    SJ_TRY(sj__onnx_window_read(L, &xs, ws.dims + 2, false, &w));
+    sj_value cols, y;
+    SJ_TRY(sj__onnx_window_taps(L, x, &w, 0.0, &cols));
+    /* W [M, C/G, k...] is already [G, M/G, C/G * K] in row-major order */
+    int64_t wd[3] = {cg.g, cg.m / cg.g, cg.c / cg.g * w.taps};
+    sj_value wg;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 3, wd, &wg)));
+    SJ_TRY(contract(L, cols, wg, &cg, &w, &y));
+    return finish(L, y, &cg, &w, first);
+}
+
+/* ConvTranspose: output o takes input i through tap k where
+ * o = i * stride - pad + k * dilation, so tap k of output o reads
+ * i = (o + pad - k * dilation) / stride when that divides and lies inside. */
+static bool transposed_tap(const sj_onnx_window *w, const int64_t *kpos, const int64_t *opos,
+                           int64_t *coord) {
+    bool inside = true;
+    for (int d = 0; d < w->n; d++) {
+        int64_t t = opos[d] + w->pad_begin[d] - kpos[d] * w->dilation[d];
+        coord[d] = t >= 0 ? t / w->stride[d] : -1;
+        inside = inside && t >= 0 && t % w->stride[d] == 0 && coord[d] < w->in[d];
+    }
+    return inside;
+}
+
+/* The transposed window: strides, dilations and kernel as a conv reads
+ * them; pads and the output size from pads, output_padding, output_shape
+ * and auto_pad as the ONNX operator's text gives them. */
+static sj_status transposed_window(sj_onnx_loader *L, const sj_shape *xs, const sj_shape *ws,
+                                   sj_onnx_window *w) {
+    SJ_TRY(sj__onnx_window_attrs(L, xs, ws->dims + 2, w));
+    sj_onnx_auto_pad ap;
+    SJ_TRY(sj__onnx_window_auto_pad(L, &ap));
+    bool same = ap == SJ_ONNX_PAD_SAME_UPPER || ap == SJ_ONNX_PAD_SAME_LOWER;
+    int n = w->n;
+    int64_t opad[SJ_ONNX_WINDOW_MAX] = {0}, oshape[SJ_ONNX_WINDOW_MAX] = {0};
+    const int64_t *v;
+    size_t len;
+    bool present, have_shape;
+    SJ_TRY(sj__onnx_attr_ints(L, "output_padding", &v, &len, &present));
+    if (present) {
+        if (len != (size_t)n)
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "output_padding has %zu entries, expected %d",
+                                      len, n);
+        for (int d = 0; d < n; d++) {
+            int64_t lim = w->stride[d] > w->dilation[d] ? w->stride[d] : w->dilation[d];
+            if (v[d] < 0 || v[d] >= lim)
+                return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                          "output_padding[%d] is %lld; it must be at least 0 and "
+                                          "less than the stride or the dilation",
+                                          d, (long long)v[d]);
+            opad[d] = v[d];
+        }
+    }
+    SJ_TRY(sj__onnx_attr_ints(L, "output_shape", &v, &len, &have_shape));
+    if (have_shape) {
+        /* spatial extents, or the whole shape [N, M, D...] */
+        if (len != (size_t)n && len != (size_t)n + 2)
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "output_shape has %zu entries, expected %d",
+                                      len, n);
+        for (int d = 0; d < n; d++) oshape[d] = v[len - (size_t)n + (size_t)d];
+    }
+    for (int d = 0; d < n; d++) {
+        int64_t span = (w->kernel[d] - 1) * w->dilation[d] + 1;
+        int64_t full = w->stride[d] * (w->in[d] - 1) + opad[d] + span;
+        if (ap == SJ_ONNX_PAD_VALID) w->pad_begin[d] = w->pad_end[d] = 0;
+        if (same) {
+            /* the pads that make the output the size asked for (the input's
+             * times the stride by default), the odd one at the end for
+             * SAME_UPPER; rounded down as the reference rounds, also when
+             * the output asked for is larger than this input makes */
+            int64_t want = have_shape ? oshape[d] : w->in[d] * w->stride[d];
+            int64_t total = full - want, half = total >= 0 ? total / 2 : -((1 - total) / 2);
+            w->pad_begin[d] = ap == SJ_ONNX_PAD_SAME_UPPER ? half : total - half;
+            w->pad_end[d] = total - w->pad_begin[d];
+        }
+        /* an output_shape without SAME keeps the pads: outputs past what
+         * the input reaches are the bias alone */
+        w->out[d] = have_shape ? oshape[d] : full - w->pad_begin[d] - w->pad_end[d];
+    }
+    return sj__onnx_window_size(L, w);
+}
+
+static sj_status map_conv_transpose(sj_onnx_loader *L, const sj_onnx_op *op) {
+    (void)op;
+    sj_value x, wt, first = sj_graph_num_values(L->g);
+    sj_shape xs, ws;
+    SJ_TRY(conv_inputs(L, &x, &wt, &xs, &ws));
+    conv_groups cg = {.c = xs.dims[1]};
+    SJ_TRY(sj__onnx_attr_int(L, "group", 1, &cg.g));
+    if (cg.g < 1)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "group %lld is below 1", (long long)cg.g);
+    cg.m = ws.dims[1] * cg.g;
+    if (ws.dims[0] != cg.c)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                  "the weight's axis 0 is %lld but X has %lld channels",
+                                  (long long)ws.dims[0], (long long)cg.c);
+    SJ_TRY(check_groups(L, &cg, cg.c / cg.g, "axis 0 per group"));
+    sj_onnx_window w;
+    SJ_TRY(transposed_window(L, &xs, &ws, &w));
+    sj_value cols, y;
+    SJ_TRY(sj__onnx_window_gather(L, x, &w, transposed_tap, 0.0, &cols));
+    /* W [C, M/G, k...] = [G, C/G, M/G, K] -> [G, M/G, C/G, K] -> [G, M/G, C/G * K] */
+    int64_t cgr = cg.c / cg.g, mg = cg.m / cg.g;
+    int64_t w4[4] = {cg.g, cgr, mg, w.taps}, w3[3] = {cg.g, mg, cgr * w.taps};
+    int perm[4] = {0, 2, 1, 3};
+    sj_value a, b, wg;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 4, w4, &a)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_transpose(L->g, a, perm, &b)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 3, w3, &wg)));
+    SJ_TRY(contract(L, cols, wg, &cg, &w, &y));
+    return finish(L, y, &cg, &w, first);
+}
+
+const sj_onnx_op sj__onnx_ops_conv[] = {
+    {"Conv", 2, 3, 1, 1, NULL, map_conv, SJ_OP_COUNT_, 0},
+    {"ConvTranspose", 2, 3, 1, 1, NULL, map_conv_transpose, SJ_OP_COUNT_, 0},
+};
+const size_t sj__onnx_ops_conv_n = sizeof sj__onnx_ops_conv / sizeof sj__onnx_ops_conv[0];
