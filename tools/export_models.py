@@ -139,7 +139,52 @@ def randomise(module):
     return module
 
 
+class ConvNet(torch.nn.Module):
+    """A small conv net as a user writes one: Conv, BatchNorm, ReLU, MaxPool,
+    a strided conv, AdaptiveAvgPool and a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        n = torch.nn
+        self.body = n.Sequential(
+            n.Conv2d(3, 8, 3, padding=1), n.BatchNorm2d(8), n.ReLU(), n.MaxPool2d(2),
+            n.Conv2d(8, 16, 3, stride=2, padding=1, groups=2), n.BatchNorm2d(16), n.ReLU(),
+            n.Conv2d(16, 16, 3, padding=1, groups=16), n.ReLU6(),
+            n.AdaptiveAvgPool2d(1), n.Flatten(), n.Linear(16, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def timm_model(kind):
+    """timm's architectures at a narrow width (the topology as published,
+    random weights, nothing downloaded)."""
+    import timm
+    from timm.models import efficientnet, mobilenetv3
+    if kind == "resnet18":
+        return timm.create_model("resnet18", pretrained=False, num_classes=10,
+                                 channels=(8, 16, 32, 64), stem_width=8)
+    if kind == "mobilenetv3_small":
+        return mobilenetv3._gen_mobilenet_v3("mobilenetv3_small_100", 0.25, pretrained=False,
+                                             num_classes=10)
+    if kind == "efficientnet_b0":
+        return efficientnet._gen_efficientnet("efficientnet_b0", channel_multiplier=0.25,
+                                              depth_multiplier=0.25, pretrained=False,
+                                              num_classes=10)
+    if kind == "convnext_tiny":
+        return timm.create_model("convnext_atto", pretrained=False, num_classes=10,
+                                 dims=(8, 16, 32, 64), depths=(1, 1, 2, 1))
+    raise ValueError(kind)
+
+
 TOKENS = ["input_ids", "attention_mask"]
+IMAGE = ["pixel_values"]
+IMAGE_SIZE = 32
+# Vision models bucket their batch: these batch sizes cross buckets (3 runs
+# in the 4 bucket, 5 in the 8 one).
+BATCHES = [1, 3, 5]
+# Exported by the dynamo exporter only, as timm's users export them.
+DYNAMO_ONLY = {"resnet18", "mobilenetv3_small", "efficientnet_b0", "convnext_tiny"}
 FLOAT = ["src"]
 # name: (seed, factory, input names, output names, description)
 MODELS = {
@@ -158,6 +203,17 @@ MODELS = {
     "llama": (24, llama, TOKENS, ["last_hidden_state"],
               "transformers LlamaModel (RMSNorm, rotary, causal mask, GQA; use_cache=False)"
               " with attention_mask"),
+    "convnet": (31, ConvNet, IMAGE, ["logits"],
+                "a small conv net (Conv, BatchNorm, ReLU, MaxPool, grouped and depthwise conv,"
+                " AdaptiveAvgPool, Linear), batch dynamic"),
+    "resnet18": (32, lambda: timm_model("resnet18"), IMAGE, ["logits"],
+                 "timm resnet18 topology at width 8-64, batch dynamic"),
+    "mobilenetv3_small": (33, lambda: timm_model("mobilenetv3_small"), IMAGE, ["logits"],
+                          "timm mobilenetv3_small_100 at channel multiplier 0.25, batch dynamic"),
+    "efficientnet_b0": (34, lambda: timm_model("efficientnet_b0"), IMAGE, ["logits"],
+                        "timm efficientnet_b0 at channel and depth multiplier 0.25, batch dynamic"),
+    "convnext_tiny": (35, lambda: timm_model("convnext_tiny"), IMAGE, ["logits"],
+                      "timm ConvNeXt (convnext_atto blocks) at width 8-64, batch dynamic"),
 }
 
 
@@ -176,9 +232,15 @@ def make_inputs(names, seed, batch, length):
             if pad:
                 m[:, length - pad:] = 0
             out[n] = m
+        elif n in IMAGE:  # `length` is the batch: images have no sequence
+            out[n] = rng.standard_normal((length, 3, IMAGE_SIZE, IMAGE_SIZE)).astype(np.float32)
         else:
             out[n] = rng.standard_normal((batch, length, HIDDEN)).astype(np.float32)
     return out
+
+
+def is_vision(in_names):
+    return in_names == IMAGE
 
 
 def torch_outputs(module, inputs):
@@ -196,6 +258,12 @@ def dynamic_dims(name):
         else {0: "batch"}
 
 
+def example_of(in_names, seed):
+    """The example the exporters trace: batch 2 (not 0/1, so no size
+    specialisation), images at batch 2 as well."""
+    return make_inputs(in_names, seed, EXPORT_BATCH, EXPORT_BATCH if is_vision(in_names) else EXPORT_SEQ)
+
+
 def export_torchscript(module, example, in_names, out_names, path):
     torch.onnx.export(
         module, tuple(torch.from_numpy(v) for v in example.values()), path,
@@ -207,10 +275,11 @@ def export_torchscript(module, example, in_names, out_names, path):
 def export_dynamo(module, example, in_names, out_names, path):
     batch = torch.export.Dim("batch", min=1, max=64)
     seq = torch.export.Dim("seq", min=1, max=MAX_POS)
+    dims = {0: batch} if is_vision(in_names) else {0: batch, 1: seq}
     prog = torch.onnx.export(
         module, tuple(torch.from_numpy(v) for v in example.values()),
         input_names=in_names, output_names=out_names,
-        dynamic_shapes=tuple({0: batch, 1: seq} for _ in in_names),
+        dynamic_shapes=tuple(dims for _ in in_names),
         dynamo=True, verbose=False)
     prog.save(path)
 
@@ -269,7 +338,9 @@ def build(name, exporter, out_root, failures):
     tag = f"{name}_{exporter}"
     torch.manual_seed(seed)
     module = randomise(factory()).eval()
-    example = make_inputs(in_names, seed, EXPORT_BATCH, EXPORT_SEQ)
+    example = example_of(in_names, seed)
+    vision = is_vision(in_names)
+    lengths = BATCHES if vision else LENGTHS
     tmp = tempfile.mkdtemp(prefix="sj_export_")
     try:
         try:
@@ -296,7 +367,7 @@ def build(name, exporter, out_root, failures):
     if ort_out_names != out_names:
         raise SystemExit(f"{tag}: outputs are {ort_out_names}, want {out_names}")
     worst = 0.0
-    for length in LENGTHS:
+    for length in lengths:
         inputs = make_inputs(in_names, seed, 1, length)
         want = torch_outputs(module, inputs)
         # An export that is wrong at another length (a traced size frozen
@@ -308,7 +379,8 @@ def build(name, exporter, out_root, failures):
             got, bad = None, [f"onnxruntime fails: {str(e).strip().splitlines()[0][:300]}"]
         if bad:
             failures.append((tag, f"exported, but the graph is wrong at length {length} "
-                                  f"(exported at {EXPORT_SEQ}): {', '.join(bad)}"))
+                                  f"(exported at {EXPORT_BATCH if vision else EXPORT_SEQ}): "
+                                  f"{', '.join(bad)}"))
             print(f"{tag}: {failures[-1][1]}", file=sys.stderr)
             shutil.rmtree(dst)
             return None
@@ -333,9 +405,9 @@ def build(name, exporter, out_root, failures):
         "outputs": [{"name": o.name, "dtype": DTYPES[o.type.tensor_type.elem_type],
                      "shape": dims_of(o)} for o in model.graph.output],
         "compare": out_names,
-        "dynamic": "seq",
-        "dims": {"batch": 1},
-        "lengths": LENGTHS,
+        "dynamic": "batch" if vision else "seq",
+        "dims": {} if vision else {"batch": 1},
+        "lengths": lengths,
         "atol": ATOL,
         "rtol": RTOL,
         "onnxruntime_max_abs_diff": float(f"{worst:.3g}"),
@@ -399,6 +471,8 @@ def main():
     failures, made = [], []
     for name in MODELS:
         for exporter in EXPORTERS:
+            if name in DYNAMO_ONLY and exporter != "dynamo":
+                continue
             if re.search(args.only, f"{name}_{exporter}"):
                 tag = build(name, exporter, args.out, failures)
                 if tag:
