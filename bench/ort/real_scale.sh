@@ -7,16 +7,16 @@
 #      with single-thread OpenBLAS beside them;
 #   2. bench/ort/side_by_side.py on the generated real-scale models
 #      (bench/ort/real_scale_models.py: BERT-base, MiniLM, a Llama-7B MLP
-#      block), median latency beside ORT at 1 and 2 threads, outputs
-#      compared, peak memory.
+#      block, timm's ResNet-18 and MobileNetV3-small at 224x224), median
+#      latency beside ORT at 1 and 2 threads, outputs compared, peak memory.
 # Writes gemm.md and the side-by-side table.md, chart.png and raw.json to
 # --out (default build-python/bench-real-scale).
-#   bench/ort/real_scale.sh [--out DIR] [--models bert_base,minilm,llama_mlp] [--threads 1,2]
+#   bench/ort/real_scale.sh [--out DIR] [--models bert_base,minilm,llama_mlp,resnet18,mobilenetv3] [--threads 1,2]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 out=$root/build-python/bench-real-scale
-models=bert_base,minilm,llama_mlp
+models=bert_base,minilm,llama_mlp,resnet18,mobilenetv3
 threads=1,2
 while [ $# -gt 0 ]; do
   case $1 in
@@ -33,7 +33,10 @@ cmake -S . -B "$build" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target bench_gemm >/dev/null
 lscpu | sed -n 's/^Model name: *//p' | head -1 | sed 's/^/# CPU: /' | tee "$out/gemm.md"
 "$build/bench_gemm" | tee -a "$out/gemm.md"
-venv=$(bench/ort/venv.sh matplotlib scikit-build-core)
+# the vision models are made by timm (torch's exporter) in the venv
+extra=()
+case ",$models," in *,resnet18,*|*,mobilenetv3,*) extra=(torch timm) ;; esac
+venv=$(bench/ort/venv.sh matplotlib scikit-build-core "${extra[@]}")
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
     -C build-dir=build-python/bench-wheel .
 cd build-python

@@ -7,8 +7,13 @@ generated with random weights rather than committed (hundreds of MB):
   llama_mlp   one Llama-7B gated MLP block: x [N, 4096] -> silu(x Wg) * (x Wu)
               -> Wd back to 4096 (11008 wide, 135 M parameters)
 
+  resnet18    timm's ResNet-18 (11.7 M parameters), x [N, 3, 224, 224]
+  mobilenetv3 timm's mobilenetv3_small_100 (2.5 M parameters), x [N, 3, 224, 224]
+
 The encoders come from bench/bert_encoder_gen.py (post-norm layers, erf
-GELU, LayerNormalization at opset 17)."""
+GELU, LayerNormalization at opset 17); the vision models from timm with
+random weights (nothing downloaded; torch and timm must be in the venv),
+exported by torch's TorchScript exporter at opset 17 with N dynamic."""
 import pathlib
 import sys
 
@@ -40,12 +45,27 @@ def llama_mlp(hidden=4096, inner=11008, seed=5):
     return m
 
 
+def timm_vision(name, seed):
+    def make(path):
+        import timm
+        import torch
+        torch.manual_seed(seed)
+        m = timm.create_model(name, pretrained=False).eval()
+        torch.onnx.export(m, torch.randn(2, 3, 224, 224), str(path), input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}},
+                          opset_version=17, dynamo=False)
+    return make
+
+
 SPECS = {
     "bert_base": dict(x=("1", "N", 768), sizes="1,8,64,256",
                       make=lambda: bert_encoder_gen.build(12, 768, 12, 3072, 33)),
     "minilm": dict(x=("1", "N", 384), sizes="1,8,64,256",
                    make=lambda: bert_encoder_gen.build(12, 384, 12, 1536, 34)),
     "llama_mlp": dict(x=("N", 4096), sizes="1,16,128,512", make=llama_mlp),
+    "resnet18": dict(x=("N", 3, 224, 224), sizes="1,8,32", writes=timm_vision("resnet18", 6)),
+    "mobilenetv3": dict(x=("N", 3, 224, 224), sizes="1,8,32",
+                        writes=timm_vision("mobilenetv3_small_100", 7)),
 }
 
 
@@ -57,7 +77,10 @@ def generate(names, folder):
         spec = SPECS[name]
         path = pathlib.Path(folder) / f"{name}.onnx"
         if not path.exists():
-            onnx.save(spec["make"](), str(path))
+            if "writes" in spec:
+                spec["writes"](path)
+            else:
+                onnx.save(spec["make"](), str(path))
         out[name] = {"name": name, "path": str(path), "kind": "generated", "x": spec["x"],
                      "sizes": spec["sizes"], "dynamic": None, "dims": None}
     return out

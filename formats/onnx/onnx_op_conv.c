@@ -8,6 +8,7 @@
 #include "formats/onnx/onnx_op.h"
 #include "formats/onnx/onnx_window.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A conv's channel bookkeeping: C in, M out, in G groups. */
@@ -31,36 +32,127 @@ static sj_status check_groups(sj_onnx_loader *L, const conv_groups *cg, int64_t 
     return SJ_OK;
 }
 
-/* cols [N, C, K, P] with the weight as wg [G, M/G, C/G * K]: [N, M, P]. */
-static sj_status contract(sj_onnx_loader *L, sj_value cols, sj_value wg, const conv_groups *cg,
-                          const sj_onnx_window *w, sj_value *out) {
+/* The weight as the GEMM's [K * C, M] (rows ordered tap-major, as the
+ * taps by position lay a row out) from wg's [M, C * K]: transposed at load
+ * in tiles when W is known then (a param, which the host backend packs
+ * once), else in the graph. */
+static sj_status weight_columns(sj_onnx_loader *L, sj_value wg, const float *host, int64_t m,
+                                int64_t c, int64_t k, sj_value *out) {
+    int64_t ck = c * k;
+    if (host) {
+        float *t = malloc((size_t)(m * ck) * sizeof *t);
+        if (!t) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a conv weight");
+        enum { TILE = 32 };
+        for (int64_t i0 = 0; i0 < m; i0 += TILE)
+            for (int64_t j0 = 0; j0 < ck; j0 += TILE)
+                for (int64_t i = i0; i < m && i < i0 + TILE; i++)
+                    for (int64_t j = j0; j < ck && j < j0 + TILE; j++) /* j = ci * k + ki */
+                        t[((j % k) * c + j / k) * m + i] = host[i * ck + j];
+        char name[64];
+        sj__onnx_synth_name(L, name, sizeof name);
+        int64_t d[2] = {ck, m};
+        sj_status st = sj__onnx_node_prefix(L, sj_graph_param(L->g, name, 2, d, t, out));
+        free(t);
+        return st;
+    }
+    int64_t d3[3] = {m, c, k}, d2[2] = {ck, m};
+    int perm[3] = {2, 1, 0};
+    sj_value w3, wt;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wg, 3, d3, &w3)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_transpose(L->g, w3, perm, &wt)));
+    return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 2, d2, out));
+}
+
+/* x's window (tap rule `tap`) contracted with the weight wg [G, M/G, C/G * K]
+ * (host: its data when known at load, or NULL): [N, M, P]. One group: the
+ * taps by position [N, P, K * C] times the weight [K * C, M], a GEMM over
+ * every output position whose weight is a param, then back to channels
+ * first (a transpose the following elementwise ops fuse with, and that
+ * cancels against the next conv's channels-last read).
+ * One output channel per group (depthwise): a multiply and a sum over the
+ * group's taps, which fuse with the gather. Otherwise a matmul per group. */
+static sj_status contract(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
+                          sj_onnx_tap_fn tap, sj_value wg, const float *host,
+                          const conv_groups *cg, sj_value *out) {
     sj_graph *g = L->g;
     sj_shape s;
-    SJ_TRY(sj__onnx_shape_of(L, cols, &s));
+    SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int64_t n = s.dims[0], cgk = cg->c / cg->g * w->taps, mg = cg->m / cg->g;
-    sj_value c4, y;
+    sj_value cols, c4, y;
     if (mg == 1) {
-        /* one output channel per group: sum over the group's taps of
-         * cols * w, [N, G, CgK, P] * [G, CgK, 1] */
+        /* [N, G, CgK, P] * [G, CgK, 1], summed over the taps */
         int64_t cd[4] = {n, cg->g, cgk, w->positions}, wd[3] = {cg->g, cgk, 1};
         sj_value w3, prod;
         int axis = 2;
+        SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, false, &cols));
         SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
         SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, wg, 3, wd, &w3)));
         SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, c4, w3, &prod));
         return sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, out));
     }
     if (cg->g == 1) {
-        int64_t cd[3] = {n, cgk, w->positions}, wd[2] = {cg->m, cgk};
-        sj_value w2;
-        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 3, cd, &c4)));
-        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, wg, 2, wd, &w2)));
-        return sj__onnx_node_prefix(L, sj_graph_matmul(g, w2, c4, out));
+        int64_t rd[3] = {n, w->positions, cgk};
+        int perm3[3] = {0, 2, 1};
+        sj_value rows, wc;
+        SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, true, &cols));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 3, rd, &rows)));
+        SJ_TRY(weight_columns(L, wg, host, cg->m, cg->c, w->taps, &wc));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(g, rows, wc, &y)));
+        return sj__onnx_node_prefix(L, sj_graph_transpose(g, y, perm3, out));
     }
     int64_t cd[4] = {n, cg->g, cgk, w->positions}, yd[3] = {n, cg->m, w->positions};
+    SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, false, &cols));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(g, wg, c4, &y)));
     return sj__onnx_node_prefix(L, sj_graph_reshape(g, y, 3, yd, out));
+}
+
+/* The weight (input 1) as [G, M/G, C/G * K]: Conv's W [M, C/G, k...] is
+ * that already; ConvTranspose's [C, M/G, k...] is [G, C/G, M/G, K] with
+ * its middle axes swapped. *host: the rearranged data when W is a float
+ * constant known at load (the caller frees it), else NULL. */
+static sj_status weight_groups(sj_onnx_loader *L, sj_value wt, bool transposed,
+                               const conv_groups *cg, int64_t taps, float **host, sj_value *wg) {
+    int64_t cgr = cg->c / cg->g, mg = cg->m / cg->g;
+    int64_t w3[3] = {cg->g, mg, cgr * taps};
+    *host = NULL;
+    sj_onnx_val *v;
+    SJ_TRY(sj__onnx_in_val(L, 1, &v));
+    const float *src = v->has_const ? v->c.f : NULL;
+    if (src) {
+        size_t numel = (size_t)(cg->g * mg * cgr * taps);
+        float *d = malloc(numel * sizeof *d);
+        if (!d) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a conv weight");
+        if (!transposed) {
+            memcpy(d, src, numel * sizeof *d);
+        } else {
+            for (int64_t gi = 0; gi < cg->g; gi++)
+                for (int64_t c = 0; c < cgr; c++)
+                    for (int64_t m = 0; m < mg; m++)
+                        memcpy(d + ((gi * mg + m) * cgr + c) * taps,
+                               src + ((gi * cgr + c) * mg + m) * taps, (size_t)taps * sizeof *d);
+        }
+        *host = d;
+    }
+    if (!transposed) return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 3, w3, wg));
+    int64_t w4[4] = {cg->g, cgr, mg, taps};
+    int perm[4] = {0, 2, 1, 3};
+    sj_value a, b;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 4, w4, &a)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_transpose(L->g, a, perm, &b)));
+    return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 3, w3, wg));
+}
+
+/* Conv or ConvTranspose of x over window w: [N, M, P]. */
+static sj_status conv_of(sj_onnx_loader *L, sj_value x, sj_value wt, bool transposed,
+                         const sj_onnx_window *w, sj_onnx_tap_fn tap, const conv_groups *cg,
+                         sj_value *out) {
+    float *host;
+    sj_value wg;
+    SJ_TRY(weight_groups(L, wt, transposed, cg, w->taps, &host, &wg));
+    sj_status st = contract(L, x, w, tap, wg, host, cg, out);
+    free(host);
+    return st;
 }
 
 /* y [N, M, P] + B (input 2, [M] when given), then [N, M, out...] as output 0. */
@@ -116,13 +208,8 @@ static sj_status map_conv(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(check_groups(L, &cg, ws.dims[1], "axis 1"));
     sj_onnx_window w;
     SJ_TRY(sj__onnx_window_read(L, &xs, ws.dims + 2, false, &w));
-    sj_value cols, y;
-    SJ_TRY(sj__onnx_window_taps(L, x, &w, 0.0, &cols));
-    /* W [M, C/G, k...] is already [G, M/G, C/G * K] in row-major order */
-    int64_t wd[3] = {cg.g, cg.m / cg.g, cg.c / cg.g * w.taps};
-    sj_value wg;
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 3, wd, &wg)));
-    SJ_TRY(contract(L, cols, wg, &cg, &w, &y));
+    sj_value y;
+    SJ_TRY(conv_of(L, x, wt, false, &w, sj__onnx_forward_tap, &cg, &y));
     return finish(L, y, &cg, &w, first);
 }
 
@@ -215,17 +302,8 @@ static sj_status map_conv_transpose(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(check_groups(L, &cg, cg.c / cg.g, "axis 0 per group"));
     sj_onnx_window w;
     SJ_TRY(transposed_window(L, &xs, &ws, &w));
-    sj_value cols, y;
-    SJ_TRY(sj__onnx_window_gather(L, x, &w, transposed_tap, 0.0, &cols));
-    /* W [C, M/G, k...] = [G, C/G, M/G, K] -> [G, M/G, C/G, K] -> [G, M/G, C/G * K] */
-    int64_t cgr = cg.c / cg.g, mg = cg.m / cg.g;
-    int64_t w4[4] = {cg.g, cgr, mg, w.taps}, w3[3] = {cg.g, mg, cgr * w.taps};
-    int perm[4] = {0, 2, 1, 3};
-    sj_value a, b, wg;
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 4, w4, &a)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_transpose(L->g, a, perm, &b)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 3, w3, &wg)));
-    SJ_TRY(contract(L, cols, wg, &cg, &w, &y));
+    sj_value y;
+    SJ_TRY(conv_of(L, x, wt, true, &w, transposed_tap, &cg, &y));
     return finish(L, y, &cg, &w, first);
 }
 

@@ -23,7 +23,7 @@ static sj_status pool(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w, sj
                       double fill, sj_value *out) {
     sj_value cols, r;
     int axis = 2;
-    SJ_TRY(sj__onnx_window_taps(L, x, w, fill, &cols));
+    SJ_TRY(sj__onnx_window_taps(L, x, w, fill, false, &cols));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, reduce, cols, 1, &axis, false, &r)));
     *out = r;
     return SJ_OK;

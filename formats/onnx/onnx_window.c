@@ -151,8 +151,8 @@ sj_status sj__onnx_window_read(sj_onnx_loader *L, const sj_shape *x, const int64
 }
 
 /* Conv's and the pools' rule: tap k of output o reads o * stride - pad + k * dilation. */
-static bool forward_tap(const sj_onnx_window *w, const int64_t *kpos, const int64_t *opos,
-                        int64_t *coord) {
+bool sj__onnx_forward_tap(const sj_onnx_window *w, const int64_t *kpos, const int64_t *opos,
+                          int64_t *coord) {
     bool inside = true;
     for (int d = 0; d < w->n; d++) {
         coord[d] = opos[d] * w->stride[d] - w->pad_begin[d] + kpos[d] * w->dilation[d];
@@ -162,8 +162,8 @@ static bool forward_tap(const sj_onnx_window *w, const int64_t *kpos, const int6
 }
 
 sj_status sj__onnx_window_taps(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                               double fill, sj_value *out) {
-    return sj__onnx_window_gather(L, x, w, forward_tap, fill, out);
+                               double fill, bool by_position, sj_value *out) {
+    return sj__onnx_window_gather(L, x, w, sj__onnx_forward_tap, fill, by_position, out);
 }
 
 /* Steps a row-major multi-index over extents ext[0..n). */
@@ -175,7 +175,8 @@ static void step_index(int64_t *pos, const int64_t *ext, int n) {
 }
 
 sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                                 sj_onnx_tap_fn tap, double fill, sj_value *out) {
+                                 sj_onnx_tap_fn tap, double fill, bool by_position,
+                                 sj_value *out) {
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int64_t flat = 1;
@@ -198,33 +199,42 @@ sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, const sj_onnx_wi
             }
             padded = padded || at == flat;
             identity = identity && at == p;
-            idx[k * w->positions + p] = (int32_t)at;
+            idx[by_position ? p * w->taps + k : k * w->positions + p] = (int32_t)at;
         }
     }
     sj_graph *g = L->g;
+    /* taps: x as [N, C, L], gathered on L by a [K, P] table; rows: x as
+     * [N, L, C] (channels last, so each tap copies a run of C), gathered by
+     * a [P, K] table */
+    int ax = by_position ? 1 : 2;
     int64_t dims[4] = {s.dims[0], s.dims[1], flat, 0};
     sj_value xf, tab, cols;
     sj_status st = sj__onnx_node_prefix(L, sj_graph_reshape(g, x, 3, dims, &xf));
+    if (st == SJ_OK && by_position) {
+        int perm[3] = {0, 2, 1};
+        st = sj__onnx_node_prefix(L, sj_graph_transpose(g, xf, perm, &xf));
+        dims[1] = flat;
+        dims[2] = s.dims[1];
+    }
     if (st == SJ_OK && identity) { /* 1x1, stride 1, no padding: the input is its own taps */
         free(idx);
-        dims[2] = 1;
-        dims[3] = flat;
-        return sj__onnx_node_prefix(L, sj_graph_reshape(g, xf, 4, dims, out));
+        int64_t d4[4] = {dims[0], by_position ? flat : dims[1], 1, by_position ? dims[2] : flat};
+        return sj__onnx_node_prefix(L, sj_graph_reshape(g, xf, 4, d4, out));
     }
     if (st == SJ_OK && padded) {
         sj_value pad;
-        dims[2] = 1;
+        dims[ax] = 1;
         st = sj__onnx_node_prefix(L, sj_graph_fill(g, sj__onnx_dtype_of(L, x), fill, 3, dims, &pad));
-        if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_concat(g, xf, pad, 2, &xf));
+        if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_concat(g, xf, pad, ax, &xf));
     }
     if (st == SJ_OK) {
         char name[64];
         sj__onnx_synth_name(L, name, sizeof name);
-        int64_t td[2] = {w->taps, w->positions};
+        int64_t td[2] = {by_position ? w->positions : w->taps, by_position ? w->taps : w->positions};
         st = sj__onnx_node_prefix(L, sj_graph_param_typed(g, name, SJ_I32, 2, td, idx, &tab));
     }
     free(idx);
-    if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_gather(g, xf, tab, 2, &cols));
+    if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_gather(g, xf, tab, ax, &cols));
     if (st == SJ_OK) *out = cols;
     return st;
 }

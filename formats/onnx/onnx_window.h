@@ -6,7 +6,7 @@
  *
  *   sj_onnx_window w;
  *   SJ_TRY(sj__onnx_window_read(L, &xshape, kernel, true, &w));
- *   SJ_TRY(sj__onnx_window_taps(L, x, &w, 0.0, &cols));  // [N, C, K, P]
+ *   SJ_TRY(sj__onnx_window_taps(L, x, &w, 0.0, false, &cols));  // [N, C, K, P]
  *
  * The taps are one ONNX Gather through an index table made at load time:
  * a tap that falls in padding reads one element appended past the data,
@@ -63,18 +63,24 @@ sj_status sj__onnx_window_read(sj_onnx_loader *L, const sj_shape *x, const int64
 sj_status sj__onnx_window_size(sj_onnx_loader *L, sj_onnx_window *w);
 
 /* x [N, C, D...] -> [N, C, K, P]: entry (k, p) is the input at output
- * position p's tap k, or fill where that tap lies outside the input. */
+ * position p's tap k, or fill where that tap lies outside the input.
+ * by_position: [N, P, K, C] instead, a conv's taps as the rows of a GEMM
+ * (channels last inside a row, so a tap reads a run of C values). */
 sj_status sj__onnx_window_taps(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                               double fill, sj_value *out);
+                               double fill, bool by_position, sj_value *out);
 
 /* Where the tap (k, p) of a window reads: its coordinate along each spatial
  * axis, and whether every one of them lies inside the input. */
 typedef bool (*sj_onnx_tap_fn)(const sj_onnx_window *w, const int64_t *kpos, const int64_t *opos,
                                int64_t *coord);
+/* Conv's and the pools' rule: tap k of output o reads o * stride - pad + k * dilation. */
+bool sj__onnx_forward_tap(const sj_onnx_window *w, const int64_t *kpos, const int64_t *opos,
+                          int64_t *coord);
 /* The same gather with another tap rule (ConvTranspose's), over in-extents
  * w->in and a [K, P] grid of w->taps x w->positions. */
 sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                                 sj_onnx_tap_fn tap, double fill, sj_value *out);
+                                 sj_onnx_tap_fn tap, double fill, bool by_position,
+                                 sj_value *out);
 
 /* A [N, C, P] value as [N, C, out...]. */
 sj_status sj__onnx_window_unflatten(sj_onnx_loader *L, sj_value v, const sj_onnx_window *w,
