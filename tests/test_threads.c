@@ -381,6 +381,11 @@ static const model_case MODELS[] = {
     {REAL_DIR "/gpt2_dynamo/model.onnx", 64, true, false, true},  /* causal */
     {REAL_DIR "/llama_dynamo/model.onnx", 64, true, false, true}, /* RMSNorm, rotary */
     {REAL_DIR "/tel_prenorm_gelu_dynamo/model.onnx", 512, true, true, true},
+    /* Convs over a dynamic batch: each image a GEMM of constant rows, split
+     * by columns (output channels) in panels at any batch; the narrow
+     * layers' GEMMs (8 or 16 channels, under two panels) run on one thread. */
+    {REAL_DIR "/resnet18_dynamo/model.onnx", 8, true, true, false},
+    {REAL_DIR "/mobilenetv3_small_dynamo/model.onnx", 4, true, true, false},
 };
 
 /* Kernels of a's code with a row entry, and without. */

@@ -1294,14 +1294,18 @@ static void load_buffers(emitter *e, LLVMValueRef buffers, LLVMValueRef *args) {
  * them, so a bucket of fewer splits its columns: a matmul of few rows (the
  * whole bucket in registers, each weight read once; a decode step's launch
  * is one weight pass, which two threads stream at up to twice the rate) in
- * units of 16 columns, a GEMM of a packed weight in its panels. */
+ * units of 16 columns, a GEMM of a packed weight in its panels. A packed
+ * GEMM whose symbolic dim is a batch dim (a conv's images, each a GEMM of
+ * constant rows) never splits rows, so it splits its columns at any size. */
 static int64_t column_unit(const emitter *e, const sj_kernel *k) {
     int64_t lda, ldb;
     int ta, tb;
-    if (k->kind != SJ_KK_MATMUL || k->sym[0] || k->sym[1] || k->sym[3] || k->sym[4]) return 0;
+    if (k->kind != SJ_KK_MATMUL || k->sym[3] || k->sym[4]) return 0;
+    bool sym_batch = k->sym[0] || k->sym[1];
     matmul_path path = matmul_path_of(e, &lda, &ta, &ldb, &tb);
-    int64_t unit = path == MM_FEW_ROWS ? SJ_HOST_MIN_SPLIT_ROWS
-                   : path == MM_GEMM && gemm_packs_b(k) && k->dims[2] < 2 * SJ_HOST_MIN_SPLIT_ROWS
+    bool packed = path == MM_GEMM && gemm_packs_b(k);
+    int64_t unit = path == MM_FEW_ROWS && !sym_batch ? SJ_HOST_MIN_SPLIT_ROWS
+                   : packed && (sym_batch || k->dims[2] < 2 * SJ_HOST_MIN_SPLIT_ROWS)
                        ? SJ_HOST_GEMM_PANEL(e->gemm_level)
                        : 0;
     return unit && k->dims[3] >= 2 * unit ? unit : 0;
@@ -1316,8 +1320,12 @@ static int row_dim_of(const emitter *e, const sj_kernel *k, uint64_t *row_work,
     *split_extent = 0;
     *split_cols = column_unit(e, k);
     if (*split_cols) {
-        /* a unit's work per active row: its columns' batch and contraction */
-        *row_work = (uint64_t)(k->dims[0] * k->dims[1] * k->dims[4] * *split_cols);
+        /* a unit's work per active row: its columns' contraction over the
+         * batch and rows the active extent does not count */
+        uint64_t w = (uint64_t)(k->dims[4] * *split_cols);
+        for (int i = 0; i < 3; i++)
+            if (!k->sym[i]) w *= (uint64_t)k->dims[i];
+        *row_work = w;
         *split_extent = (uint64_t)((k->dims[3] + *split_cols - 1) / *split_cols);
         return 3;
     }

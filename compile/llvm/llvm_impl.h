@@ -27,8 +27,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * code calls are named as internals (sj__host_gemm, sj__host_attention_rows),
  * so an older artifact's extern names are not this library's. 6: GEMMs
  * read float32 weights packed once at load (SJ_SLOT_PACKED,
- * sj__host_gemm_packed). */
-#define SJ_HOST_CODEGEN_REVISION 6
+ * sj__host_gemm_packed). 7: packed GEMMs whose symbolic dim is a batch dim
+ * (convs over images) split their columns over threads. */
+#define SJ_HOST_CODEGEN_REVISION 7
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
