@@ -29,18 +29,94 @@ static sj_status pool(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w, sj
     return SJ_OK;
 }
 
+/* Float positions are exact to 2^24: the largest spatial index Indices
+ * computes in float before it becomes int64. */
+#define EXACT_FLOAT_INDEX ((int64_t)1 << 24)
+
+/* MaxPool's Indices: for each output, the flattened index into X (row-major
+ * over N, C and the spatial axes) of the first tap holding the maximum.
+ * Taps run in row-major kernel order, so the first maximum is the one of
+ * smallest spatial index: the minimum, over the taps equal to the max, of
+ * a load-time table of their spatial indices (padding taps far past any),
+ * then (n * C + c) * L added in int64. */
+static sj_status max_indices(sj_onnx_loader *L, sj_value cols, sj_value max, const sj_shape *xs,
+                             const sj_onnx_window *w, sj_value *out) {
+    int64_t flat = 1;
+    for (int d = 0; d < w->n; d++) flat *= w->in[d];
+    if (flat >= EXACT_FLOAT_INDEX)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "Indices over %lld spatial positions (at most %lld)",
+                                  (long long)flat, (long long)EXACT_FLOAT_INDEX - 1);
+    float *tab = malloc((size_t)(w->taps * w->positions) * sizeof *tab);
+    if (!tab) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a pool's indices");
+    int64_t kpos[SJ_ONNX_WINDOW_MAX] = {0}, coord[SJ_ONNX_WINDOW_MAX];
+    for (int64_t k = 0; k < w->taps; k++) {
+        int64_t opos[SJ_ONNX_WINDOW_MAX] = {0};
+        for (int64_t p = 0; p < w->positions; p++) {
+            int64_t at = EXACT_FLOAT_INDEX;
+            if (sj__onnx_forward_tap(w, kpos, opos, coord)) {
+                at = 0;
+                for (int d = 0; d < w->n; d++) at = at * w->in[d] + coord[d];
+            }
+            tab[k * w->positions + p] = (float)at;
+            for (int d = w->n - 1; d >= 0 && ++opos[d] == w->out[d]; d--) opos[d] = 0;
+        }
+        for (int d = w->n - 1; d >= 0 && ++kpos[d] == w->kernel[d]; d--) kpos[d] = 0;
+    }
+    sj_graph *g = L->g;
+    char name[64];
+    sj__onnx_synth_name(L, name, sizeof name);
+    int64_t td[2] = {w->taps, w->positions};
+    sj_value tv, far, eq, sel, neg, nmin, mn, idx;
+    sj_status st = sj__onnx_node_prefix(L, sj_graph_param(g, name, 2, td, tab, &tv));
+    free(tab);
+    SJ_TRY(st);
+    int axis = 2;
+    SJ_TRY(sj__onnx_scalar_const(L, (float)EXACT_FLOAT_INDEX, &far));
+    SJ_TRY(sj__onnx_binary(L, SJ_OP_EQUAL, cols, max, &eq));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_where(g, eq, tv, far, &sel)));
+    SJ_TRY(sj__onnx_unary(L, SJ_OP_NEG, sel, &neg));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MAX, neg, 1, &axis, false, &nmin)));
+    SJ_TRY(sj__onnx_unary(L, SJ_OP_NEG, nmin, &mn));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_cast(g, mn, SJ_I64, &idx)));
+    /* + (n * C + c) * L */
+    int64_t c = xs->dims[1], nd[3] = {xs->dims[0], 1, 1}, cd[2] = {c, 1};
+    sj_value rn, rn3, rc, rc2;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_range(g, SJ_I64, 0, (double)(c * flat), xs->dims[0], &rn)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, rn, 3, nd, &rn3)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_range(g, SJ_I64, 0, (double)flat, c, &rc)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, rc, 2, cd, &rc2)));
+    SJ_TRY(sj__onnx_binary(L, SJ_OP_ADD, idx, rn3, &idx));
+    SJ_TRY(sj__onnx_binary(L, SJ_OP_ADD, idx, rc2, &idx));
+    return sj__onnx_window_unflatten(L, idx, w, out);
+}
+
 static sj_status map_max_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
-    /* the Indices output (argmax positions) is not computed */
-    SJ_TRY(sj__onnx_check_outputs(L, 1));
-    sj_value x, r, y, first = sj_graph_num_values(L->g);
+    const Onnx__NodeProto *nd = L->node;
+    bool want_indices = nd->n_output > 1 && nd->output[1][0];
+    int64_t order;
+    SJ_TRY(sj__onnx_attr_int(L, "storage_order", 0, &order));
+    if (want_indices && order != 0)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "Indices in column-major order (storage_order 1) are not computed");
+    sj_value x, cols, m, r, y, first = sj_graph_num_values(L->g);
     sj_shape xs;
     SJ_TRY(pool_input(L, &x, &xs));
     sj_onnx_window w;
     SJ_TRY(sj__onnx_window_read(L, &xs, NULL, true, &w));
-    SJ_TRY(pool(L, x, &w, SJ_OP_REDUCE_MAX, -INFINITY, &r));
+    int axis = 2;
+    SJ_TRY(sj__onnx_window_taps(L, x, &w, -INFINITY, false, &cols));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MAX, cols, 1, &axis, true, &m)));
+    int64_t rd[3] = {xs.dims[0], xs.dims[1], w.positions};
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, m, 3, rd, &r)));
     SJ_TRY(sj__onnx_window_unflatten(L, r, &w, &y));
-    return sj__onnx_def_out(L, 0, y, first);
+    SJ_TRY(sj__onnx_def_out(L, 0, y, first));
+    if (!want_indices) return SJ_OK;
+    sj_value ix;
+    first = sj_graph_num_values(L->g);
+    SJ_TRY(max_indices(L, cols, m, &xs, &w, &ix));
+    return sj__onnx_def_out(L, 1, ix, first);
 }
 
 /* How many of output position p's taps an average counts: those inside
