@@ -317,3 +317,25 @@ sj_status sj__onnx_axis(sj_onnx_loader *L, int64_t axis, int rank, int limit, in
     *out = (int)(axis < 0 ? axis + rank : axis);
     return SJ_OK;
 }
+
+sj_status sj__onnx_attr_choice(sj_onnx_loader *L, const char *name, const char *const *names,
+                               int n, int def, int *out) {
+    const char *v;
+    size_t len;
+    bool present;
+    SJ_TRY(sj__onnx_attr_string(L, name, &v, &len, &present));
+    *out = def;
+    if (!present) return SJ_OK;
+    for (int i = 0; i < n; i++)
+        if (len == strlen(names[i]) && !memcmp(v, names[i], len)) {
+            *out = i;
+            return SJ_OK;
+        }
+    char list[256] = "";
+    for (int i = 0; i < n; i++) {
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                 names[i]);
+    }
+    return sj__onnx_node_fail(L, SJ_E_PARSE, "%s '%.*s' is not %s", name, (int)len, v, list);
+}

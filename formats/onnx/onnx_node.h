@@ -75,6 +75,10 @@ sj_status sj__onnx_attr_ints(sj_onnx_loader *L, const char *name, const int64_t 
 /* The bytes of a string attribute (not NUL-terminated). */
 sj_status sj__onnx_attr_string(sj_onnx_loader *L, const char *name, const char **s, size_t *len,
                                bool *present);
+/* A string attribute that must be one of names[0..n): its index in *out,
+ * def when absent; SJ_E_PARSE "NAME 'VALUE' is not A, B or C" otherwise. */
+sj_status sj__onnx_attr_choice(sj_onnx_loader *L, const char *name, const char *const *names,
+                               int n, int def, int *out);
 /* A tensor attribute, decoded (release it with sj__onnx_tensor_release);
  * SJ_E_PARSE "attribute 'NAME' holds no tensor" when it holds none.
  * Decoding errors name "FILE: node #I: label". */

@@ -12,19 +12,10 @@ typedef enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } pad_mode
 
 static sj_status read_mode(sj_onnx_loader *L, pad_mode *out) {
     static const char *const names[] = {"constant", "reflect", "edge", "wrap"};
-    const char *m;
-    size_t len;
-    bool present;
-    SJ_TRY(sj__onnx_attr_string(L, "mode", &m, &len, &present));
-    *out = PAD_CONSTANT;
-    if (!present) return SJ_OK;
-    for (int i = 0; i < 4; i++)
-        if (len == strlen(names[i]) && !memcmp(m, names[i], len)) {
-            *out = (pad_mode)i;
-            return SJ_OK;
-        }
-    return sj__onnx_node_fail(L, SJ_E_PARSE, "mode '%.*s' is not constant, reflect, edge or wrap",
-                              (int)len, m);
+    int m;
+    SJ_TRY(sj__onnx_attr_choice(L, "mode", names, 4, PAD_CONSTANT, &m));
+    *out = (pad_mode)m;
+    return SJ_OK;
 }
 
 /* Where entry j of an axis padded by b in front reads, in an input of len

@@ -39,24 +39,6 @@ typedef struct resize_attrs {
     bool exclude_outside, antialias;
 } resize_attrs;
 
-/* A string attribute that must be one of names[] (index into *out), or def. */
-static sj_status read_choice(sj_onnx_loader *L, const char *attr, const char *const *names, int n,
-                             int def, int *out) {
-    const char *s;
-    size_t len;
-    bool present;
-    SJ_TRY(sj__onnx_attr_string(L, attr, &s, &len, &present));
-    *out = def;
-    if (!present) return SJ_OK;
-    for (int i = 0; i < n; i++)
-        if (len == strlen(names[i]) && !memcmp(s, names[i], len)) {
-            *out = i;
-            return SJ_OK;
-        }
-    return sj__onnx_node_fail(L, SJ_E_PARSE, "%s '%.*s' is not one the operator defines", attr,
-                              (int)len, s);
-}
-
 static sj_status read_attrs(sj_onnx_loader *L, bool upsample, resize_attrs *a) {
     static const char *const modes[] = {"nearest", "linear", "cubic"};
     static const char *const coords[] = {"half_pixel",           "pytorch_half_pixel",
@@ -71,7 +53,7 @@ static sj_status read_attrs(sj_onnx_loader *L, bool upsample, resize_attrs *a) {
     /* Upsample and Resize-10 map outputs to inputs as x / scale and take
      * the nearest as its floor (the later modes asymmetric and floor) */
     bool legacy = upsample || L->opset < 11;
-    SJ_TRY(read_choice(L, "mode", modes, upsample ? 2 : 3, RS_NEAREST, &v));
+    SJ_TRY(sj__onnx_attr_choice(L, "mode", modes, upsample ? 2 : 3, RS_NEAREST, &v));
     a->mode = (rs_mode)v;
     if (legacy) {
         a->coord = CT_ASYMMETRIC;
@@ -79,11 +61,11 @@ static sj_status read_attrs(sj_onnx_loader *L, bool upsample, resize_attrs *a) {
         a->cubic_a = -0.75;
         return SJ_OK;
     }
-    SJ_TRY(read_choice(L, "coordinate_transformation_mode", coords, 7, CT_HALF_PIXEL, &v));
+    SJ_TRY(sj__onnx_attr_choice(L, "coordinate_transformation_mode", coords, 7, CT_HALF_PIXEL, &v));
     a->coord = (coord_mode)v;
-    SJ_TRY(read_choice(L, "nearest_mode", nearests, 4, NM_ROUND_PREFER_FLOOR, &v));
+    SJ_TRY(sj__onnx_attr_choice(L, "nearest_mode", nearests, 4, NM_ROUND_PREFER_FLOOR, &v));
     a->nearest = (nearest_mode)v;
-    SJ_TRY(read_choice(L, "keep_aspect_ratio_policy", aspects, 3, KA_STRETCH, &v));
+    SJ_TRY(sj__onnx_attr_choice(L, "keep_aspect_ratio_policy", aspects, 3, KA_STRETCH, &v));
     a->aspect = (aspect_policy)v;
     float f;
     int64_t i;

@@ -42,20 +42,10 @@ static int64_t div_up(int64_t a, int64_t b) {
 
 sj_status sj__onnx_window_auto_pad(sj_onnx_loader *L, sj_onnx_auto_pad *out) {
     static const char *const names[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
-    const char *ap;
-    size_t len;
-    bool present;
-    SJ_TRY(sj__onnx_attr_string(L, "auto_pad", &ap, &len, &present));
-    *out = SJ_ONNX_PAD_NOTSET;
-    if (!present) return SJ_OK;
-    for (int i = 0; i < 4; i++)
-        if (len == strlen(names[i]) && !memcmp(ap, names[i], len)) {
-            *out = (sj_onnx_auto_pad)i;
-            return SJ_OK;
-        }
-    return sj__onnx_node_fail(L, SJ_E_PARSE,
-                              "auto_pad '%.*s' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID",
-                              (int)len, ap);
+    int m;
+    SJ_TRY(sj__onnx_attr_choice(L, "auto_pad", names, 4, SJ_ONNX_PAD_NOTSET, &m));
+    *out = (sj_onnx_auto_pad)m;
+    return SJ_OK;
 }
 
 sj_status sj__onnx_window_attrs(sj_onnx_loader *L, const sj_shape *x, const int64_t *kernel,
