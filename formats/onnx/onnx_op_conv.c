@@ -118,7 +118,9 @@ static sj_status weight_groups(sj_onnx_loader *L, sj_value wt, bool transposed,
     *host = NULL;
     sj_onnx_val *v;
     SJ_TRY(sj__onnx_in_val(L, 1, &v));
-    const float *src = v->has_const ? v->c.f : NULL;
+    /* only the one-group GEMM reads the weight's data (weight_columns) */
+    bool gemm = cg->g == 1 && mg > 1;
+    const float *src = gemm && v->has_const ? v->c.f : NULL;
     if (src) {
         size_t numel = (size_t)(cg->g * mg * cgr * taps);
         float *d = malloc(numel * sizeof *d);
