@@ -21,233 +21,9 @@
 #include "tools/conformance/conformance.h"
 #include "tests/test_util.h"
 
-#include "onnx.pb-c.h"
+#include "tests/onnx_builder.h"
 
 #define NODE_DIR "/usr/share/libonnx-testdata/data/node"
-
-/* ---- building ONNX models in C (one arena per model, freed by mb_free) ---- */
-
-
-
-#define MB_MAX 64
-
-typedef struct mb {
-    void **blocks;
-    int n_blocks, cap_blocks;
-    Onnx__ModelProto m;
-    Onnx__GraphProto g;
-    Onnx__OperatorSetIdProto opset;
-    Onnx__OperatorSetIdProto *opsets[1];
-    Onnx__NodeProto *nodes[MB_MAX];
-    Onnx__ValueInfoProto *ins[MB_MAX], *outs[MB_MAX];
-    Onnx__TensorProto *inits[MB_MAX];
-} mb;
-
-static void *mb_alloc(mb *b, size_t size) {
-    if (b->n_blocks == b->cap_blocks) {
-        b->cap_blocks = b->cap_blocks ? 2 * b->cap_blocks : 64;
-        b->blocks = realloc(b->blocks, (size_t)b->cap_blocks * sizeof *b->blocks);
-        if (!b->blocks) abort();
-    }
-    void *p = calloc(1, size ? size : 1);
-    if (!p) abort();
-    b->blocks[b->n_blocks++] = p;
-    return p;
-}
-
-static char *mb_str(mb *b, const char *s) {
-    char *c = mb_alloc(b, strlen(s) + 1);
-    strcpy(c, s);
-    return c;
-}
-
-static void mb_free(mb *b) {
-    for (int i = 0; i < b->n_blocks; i++) free(b->blocks[i]);
-    free(b->blocks);
-    memset(b, 0, sizeof *b);
-}
-
-static void mb_init(mb *b, int64_t opset) {
-    memset(b, 0, sizeof *b);
-    onnx__model_proto__init(&b->m);
-    onnx__graph_proto__init(&b->g);
-    onnx__operator_set_id_proto__init(&b->opset);
-    b->opset.domain = mb_str(b, "");
-    b->opset.has_version = 1;
-    b->opset.version = opset;
-    b->opsets[0] = &b->opset;
-    b->m.has_ir_version = 1;
-    b->m.ir_version = 8;
-    b->m.n_opset_import = 1;
-    b->m.opset_import = b->opsets;
-    b->m.graph = &b->g;
-    b->g.name = mb_str(b, "test");
-    b->g.node = b->nodes;
-    b->g.input = b->ins;
-    b->g.output = b->outs;
-    b->g.initializer = b->inits;
-}
-
-/* Splits "a,b,,c" into a NULL-free array of strings (empty entries kept). */
-static char **mb_split(mb *b, const char *list, size_t *n) {
-    *n = 0;
-    if (!list || !list[0]) return NULL;
-    size_t count = 1;
-    for (const char *p = list; *p; p++) count += *p == ',';
-    char **out = mb_alloc(b, count * sizeof *out);
-    const char *start = list;
-    for (size_t i = 0; i < count; i++) {
-        const char *end = strchr(start, ',');
-        size_t len = end ? (size_t)(end - start) : strlen(start);
-        out[i] = mb_alloc(b, len + 1);
-        memcpy(out[i], start, len);
-        start = end ? end + 1 : start + len;
-    }
-    *n = count;
-    return out;
-}
-
-/* dims: "batch,8" (numbers are dim_values, names dim_params, "?" unknown);
- * NULL = no shape at all. */
-static Onnx__ValueInfoProto *mb_vi(mb *b, const char *name, int32_t elem, const char *dims) {
-    Onnx__ValueInfoProto *vi = mb_alloc(b, sizeof *vi);
-    onnx__value_info_proto__init(vi);
-    vi->name = mb_str(b, name);
-    Onnx__TypeProto *tp = mb_alloc(b, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = mb_alloc(b, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tt->has_elem_type = 1;
-    tt->elem_type = elem;
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    vi->type = tp;
-    if (!dims) return vi;
-    Onnx__TensorShapeProto *sh = mb_alloc(b, sizeof *sh);
-    onnx__tensor_shape_proto__init(sh);
-    tt->shape = sh;
-    size_t n;
-    char **parts = mb_split(b, dims, &n);
-    sh->n_dim = n;
-    sh->dim = mb_alloc(b, (n ? n : 1) * sizeof *sh->dim);
-    for (size_t i = 0; i < n; i++) {
-        Onnx__TensorShapeProto__Dimension *d = mb_alloc(b, sizeof *d);
-        onnx__tensor_shape_proto__dimension__init(d);
-        if (parts[i][0] >= '0' && parts[i][0] <= '9') {
-            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-            d->dim_value = strtoll(parts[i], NULL, 10);
-        } else if (strcmp(parts[i], "?") != 0) {
-            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-            d->dim_param = parts[i];
-        }
-        sh->dim[i] = d;
-    }
-    return vi;
-}
-
-static void mb_input(mb *b, const char *name, const char *dims) {
-    b->ins[b->g.n_input++] = mb_vi(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims);
-}
-
-static void mb_input_typed(mb *b, const char *name, int32_t elem, const char *dims) {
-    b->ins[b->g.n_input++] = mb_vi(b, name, elem, dims);
-}
-
-static void mb_output(mb *b, const char *name, const char *dims) {
-    b->outs[b->g.n_output++] = mb_vi(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims);
-}
-
-static Onnx__NodeProto *mb_node(mb *b, const char *op, const char *name, const char *ins,
-                                const char *outs) {
-    Onnx__NodeProto *n = mb_alloc(b, sizeof *n);
-    onnx__node_proto__init(n);
-    n->op_type = mb_str(b, op);
-    n->name = mb_str(b, name);
-    n->input = mb_split(b, ins, &n->n_input);
-    n->output = mb_split(b, outs, &n->n_output);
-    n->attribute = mb_alloc(b, 8 * sizeof *n->attribute);
-    b->nodes[b->g.n_node++] = n;
-    return n;
-}
-
-static Onnx__AttributeProto *mb_attr(mb *b, Onnx__NodeProto *n, const char *name,
-                                     Onnx__AttributeProto__AttributeType type) {
-    Onnx__AttributeProto *a = mb_alloc(b, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = mb_str(b, name);
-    a->has_type = 1;
-    a->type = type;
-    n->attribute[n->n_attribute++] = a;
-    return a;
-}
-
-static void mb_attr_i(mb *b, Onnx__NodeProto *n, const char *name, int64_t v) {
-    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
-    a->has_i = 1;
-    a->i = v;
-}
-
-static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v) {
-    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
-    a->has_f = 1;
-    a->f = v;
-}
-
-static void mb_attr_ints(mb *b, Onnx__NodeProto *n, const char *name, size_t count,
-                         const int64_t *v) {
-    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-    a->n_ints = count;
-    a->ints = mb_alloc(b, (count ? count : 1) * sizeof *v);
-    memcpy(a->ints, v, count * sizeof *v);
-}
-
-static Onnx__TensorProto *mb_tensor_f(mb *b, const char *name, int rank, const int64_t *dims,
-                                      const float *data) {
-    Onnx__TensorProto *t = mb_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = mb_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    t->n_dims = (size_t)rank;
-    t->dims = mb_alloc(b, (rank ? (size_t)rank : 1) * sizeof *dims);
-    size_t numel = 1;
-    for (int i = 0; i < rank; i++) {
-        t->dims[i] = dims[i];
-        numel *= (size_t)dims[i];
-    }
-    t->has_raw_data = 1;
-    t->raw_data.len = numel * sizeof(float);
-    t->raw_data.data = mb_alloc(b, t->raw_data.len);
-    memcpy(t->raw_data.data, data, t->raw_data.len);
-    return t;
-}
-
-static void mb_init_f(mb *b, const char *name, int rank, const int64_t *dims, const float *data) {
-    b->inits[b->g.n_initializer++] = mb_tensor_f(b, name, rank, dims, data);
-}
-
-static void mb_init_i64(mb *b, const char *name, size_t n, const int64_t *v) {
-    Onnx__TensorProto *t = mb_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = mb_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    t->n_dims = 1;
-    t->dims = mb_alloc(b, sizeof *t->dims);
-    t->dims[0] = (int64_t)n;
-    t->n_int64_data = n;
-    t->int64_data = mb_alloc(b, (n ? n : 1) * sizeof *v);
-    memcpy(t->int64_data, v, n * sizeof *v);
-    b->inits[b->g.n_initializer++] = t;
-}
-
-static uint8_t *mb_pack(mb *b, size_t *len) {
-    *len = onnx__model_proto__get_packed_size(&b->m);
-    uint8_t *buf = mb_alloc(b, *len);
-    onnx__model_proto__pack(&b->m, buf);
-    return buf;
-}
-
 
 /* ---- helpers ---- */
 
@@ -273,29 +49,10 @@ static void assert_close(const float *got, const double *want, size_t n, double 
     }
 }
 
-static sj_status load(sj_ctx *ctx, mb *b, const sj_model_options *o, sj_graph **g) {
-    size_t len;
-    uint8_t *bytes = mb_pack(b, &len);
-    return sj_onnx_load_mem(ctx, bytes, len, "test.onnx", o, g);
-}
-
 static void no_options(sj_model_options *o) {
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
 }
-
-/* Loading b (with options o, NULL = none) fails with `want`, leaves no
- * graph, and says every fragment of the NULL-terminated list; frees b. */
-static void expect_load_error(sj_ctx *ctx, mb *b, const sj_model_options *o, sj_status want,
-                              const char *const *fragments) {
-    sj_graph *g = NULL;
-    assert_int_equal(load(ctx, b, o, &g), want);
-    assert_null(g);
-    for (; *fragments; fragments++) assert_error_contains(ctx, *fragments);
-    mb_free(b);
-}
-#define EXPECT_LOAD_ERROR(ctx, b, o, want, ...)                                                    \
-    expect_load_error((ctx), (b), (o), (want), (const char *const[]){__VA_ARGS__, NULL})
 
 static void softmax_row(double *v, int n) {
     double m = v[0], s = 0;
@@ -947,12 +704,7 @@ static void test_layout_ops_errors(void **state) {
     mb_node(&b, "Unsqueeze", "unsq", "x,ax", "y");
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "axis 1 is given twice");
-    /* Dropout: the mask output, training mode from a runtime input */
-    mb_init(&b, 13);
-    mb_input(&b, "x", "batch,3");
-    mb_node(&b, "Dropout", "drop", "x", "y,mask");
-    mb_output(&b, "y", NULL);
-    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "mask output ('mask') is not supported");
+    /* Dropout: training mode from a runtime input */
     mb_init(&b, 13);
     mb_input(&b, "x", "batch,3");
     mb_input_typed(&b, "train", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "");
@@ -960,14 +712,6 @@ static void test_layout_ops_errors(void **state) {
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "training_mode input 'train' is not a "
                       "constant false");
-}
-
-/* String attributes (Einsum's equation, Gelu's approximate). */
-static void mb_attr_s(mb *b, Onnx__NodeProto *n, const char *name, const char *v) {
-    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
-    a->has_s = 1;
-    a->s.data = (uint8_t *)mb_str(b, v);
-    a->s.len = strlen(v);
 }
 
 /* The float and layout ops' refusals: each names the node and says why. */
@@ -1294,6 +1038,131 @@ static void test_vision_errors(void **state) {
     mb_node(&b, "Resize", "rs", "x", "y");
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'rs'", "exactly one of scales and sizes");
+}
+
+/* The scan, selection, generator, block and loss ops refuse what they
+ * cannot build, naming the node and the numbers, at load. */
+static void test_select_scan_errors(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    /* an axis past the rank */
+    mb_init(&b, 14);
+    mb_input(&b, "x", "n,4");
+    mb_init_i64(&b, "axis", 1, (int64_t[]){2});
+    mb_node(&b, "CumSum", "cs", "x,axis", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'cs'", "axis 2 is out of range for rank 2");
+    /* an axis computed at run time */
+    mb_init(&b, 14);
+    mb_input(&b, "x", "n,4");
+    mb_input_typed(&b, "axis", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "1");
+    mb_node(&b, "CumSum", "cs2", "x,axis", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'cs2'", "axis 'axis'", "computed at run time");
+    /* an ArgMax axis below -rank */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_attr_i(&b, mb_node(&b, "ArgMax", "am", "x", "y"), "axis", -3);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'am'", "axis -3");
+    /* OneHot of depth 0 */
+    mb_init(&b, 13);
+    mb_input_typed(&b, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "n");
+    mb_init_i64(&b, "depth", 1, (int64_t[]){0});
+    mb_init_f(&b, "values", 1, (int64_t[]){2}, (float[]){0, 1});
+    mb_node(&b, "OneHot", "oh", "ids,depth,values", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'oh'", "depth is 0");
+    /* OneHot values that are not [off, on] */
+    mb_init(&b, 13);
+    mb_input_typed(&b, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "n");
+    mb_init_i64(&b, "depth", 1, (int64_t[]){4});
+    mb_init_f(&b, "values", 1, (int64_t[]){3}, (float[]){0, 1, 2});
+    mb_node(&b, "OneHot", "oh2", "ids,depth,values", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'oh2'", "values must be [2]");
+    /* a loss reduction that does not exist */
+    mb_init(&b, 13);
+    mb_input(&b, "scores", "n,5");
+    mb_input_typed(&b, "t", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "n");
+    mb_attr_s(&b, mb_node(&b, "NegativeLogLikelihoodLoss", "nll", "scores,t", "y"), "reduction",
+              "average");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'nll'", "reduction 'average' is not none, sum or mean");
+    /* a target that does not fit the scores */
+    mb_init(&b, 13);
+    mb_input(&b, "scores", "n,5,3");
+    mb_input_typed(&b, "t", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "n,4");
+    mb_node(&b, "SoftmaxCrossEntropyLoss", "sce", "scores,t", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'sce'", "does not fit scores");
+    /* channels that do not split into blocks, and a mode that does not exist */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,6,2,2");
+    mb_attr_i(&b, mb_node(&b, "DepthToSpace", "d2s", "x", "y"), "blocksize", 2);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'d2s'", "6 channels do not split into blocks of 2 x 2");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,8,2,2");
+    Onnx__NodeProto *d = mb_node(&b, "DepthToSpace", "d2s2", "x", "y");
+    mb_attr_i(&b, d, "blocksize", 2);
+    mb_attr_s(&b, d, "mode", "RCD");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'d2s2'", "mode 'RCD' is not DCR or CRD");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,2,3,4");
+    mb_attr_i(&b, mb_node(&b, "SpaceToDepth", "s2d", "x", "y"), "blocksize", 0);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'s2d'", "blocksize is 0");
+    /* EyeLike of a 3-D tensor */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,2,2");
+    mb_node(&b, "EyeLike", "eye", "x", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'eye'", "rank 3");
+}
+
+/* CumSum along the symbolic dim on the interpreter, every flavour, at
+ * several extents, against a loop in C (the host path is checked against
+ * the interpreter, padding poisoned, in tests/test_onnx_host_ops.c). */
+static void test_cumsum_dynamic(void **state) {
+    sj_ctx *ctx = *state;
+    for (int flav = 0; flav < 4; flav++) {
+        int exclusive = flav & 1, reverse = flav >> 1;
+        mb b;
+        mb_init(&b, 14);
+        mb_input(&b, "x", "2,n");
+        mb_init_i64(&b, "axis", 1, (int64_t[]){1});
+        Onnx__NodeProto *c = mb_node(&b, "CumSum", "cs", "x,axis", "y");
+        mb_attr_i(&b, c, "exclusive", exclusive);
+        mb_attr_i(&b, c, "reverse", reverse);
+        mb_output(&b, "y", NULL);
+        sj_graph *g;
+        assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+        mb_free(&b);
+        for (int64_t n = 1; n <= 40; n += 13) {
+            float *x = malloc((size_t)(2 * n) * sizeof *x);
+            double *want = malloc((size_t)(2 * n) * sizeof *want);
+            fill(x, (size_t)(2 * n), 70 + (uint32_t)n);
+            for (int r = 0; r < 2; r++) {
+                double acc = 0;
+                for (int64_t k = 0; k < n; k++) {
+                    int64_t i = reverse ? n - 1 - k : k;
+                    if (!exclusive) acc += x[r * n + i];
+                    want[r * n + i] = acc;
+                    if (exclusive) acc += x[r * n + i];
+                }
+            }
+            sj_tensor in = {.rank = 2, .dims = {2, n}, .data = x}, out;
+            assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
+            assert_int_equal(out.dims[1], n);
+            assert_close(out.data, want, (size_t)(2 * n), 1e-5);
+            sj_tensor_free(ctx, &out);
+            free(x);
+            free(want);
+        }
+        sj_graph_destroy(g);
+    }
 }
 
 /* A MatMul model whose weight w [4, 4] is stored at `location` (offset 8,
@@ -1868,6 +1737,8 @@ int main(void) {
         cmocka_unit_test(test_unsupported_op),
         cmocka_unit_test(test_conv_pool_dynamic_batch),
         cmocka_unit_test(test_vision_errors),
+        cmocka_unit_test(test_select_scan_errors),
+        cmocka_unit_test(test_cumsum_dynamic),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),

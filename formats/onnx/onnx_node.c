@@ -310,6 +310,24 @@ sj_status sj__onnx_binary_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj
     return sj__onnx_binary(L, op, a, k, out);
 }
 
+sj_status sj__onnx_fill_scalar(sj_onnx_loader *L, sj_dtype dtype, double x, sj_value *out) {
+    return sj__onnx_node_prefix(L, sj_graph_fill(L->g, dtype, x, 0, NULL, out));
+}
+
+sj_status sj__onnx_axis_positions(sj_onnx_loader *L, sj_dtype dtype, double start, int64_t len,
+                                  int tail, sj_value *out) {
+    sj_value r;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_range(L->g, dtype, start, 1, len, &r)));
+    if (tail <= 1) {
+        *out = r;
+        return SJ_OK;
+    }
+    int64_t dims[SJ_MAX_RANK];
+    dims[0] = len;
+    for (int i = 1; i < tail; i++) dims[i] = 1;
+    return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, r, tail, dims, out));
+}
+
 sj_status sj__onnx_axis(sj_onnx_loader *L, int64_t axis, int rank, int limit, int *out) {
     if (axis < -rank || axis >= limit)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %lld is out of range for rank %d",

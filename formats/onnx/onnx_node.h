@@ -103,6 +103,13 @@ sj_status sj__onnx_unary(sj_onnx_loader *L, sj_op op, sj_value a, sj_value *out)
 sj_status sj__onnx_binary(sj_onnx_loader *L, sj_op op, sj_value a, sj_value b, sj_value *out);
 /* a op c for a scalar float32 constant c. */
 sj_status sj__onnx_binary_c(sj_onnx_loader *L, sj_op op, sj_value a, float c, sj_value *out);
+/* A scalar of dtype holding x (a graph fill: no param, any dtype). */
+sj_status sj__onnx_fill_scalar(sj_onnx_loader *L, sj_dtype dtype, double x, sj_value *out);
+/* start + i for i over an axis of length len (constant or SJ_DIM_SYM), as
+ * dtype, shaped [len, 1, ...] with `tail` dims in all, so that it
+ * broadcasts against a tensor whose last `tail` axes begin at that axis. */
+sj_status sj__onnx_axis_positions(sj_onnx_loader *L, sj_dtype dtype, double start, int64_t len,
+                                  int tail, sj_value *out);
 
 /* An axis attribute or input, counted from the end when negative, into
  * *out: SJ_E_SHAPE "axis A is out of range for rank R" unless -rank <= axis

@@ -73,6 +73,16 @@ extern const sj_onnx_op sj__onnx_ops_pad[];        /* onnx_op_pad.c */
 extern const size_t sj__onnx_ops_pad_n;
 extern const sj_onnx_op sj__onnx_ops_resize[];     /* onnx_op_resize.c */
 extern const size_t sj__onnx_ops_resize_n;
+extern const sj_onnx_op sj__onnx_ops_select[];     /* onnx_op_select.c */
+extern const size_t sj__onnx_ops_select_n;
+extern const sj_onnx_op sj__onnx_ops_loss[];       /* onnx_op_loss.c */
+extern const size_t sj__onnx_ops_loss_n;
+extern const sj_onnx_op sj__onnx_ops_scan[];       /* onnx_op_scan.c */
+extern const size_t sj__onnx_ops_scan_n;
+extern const sj_onnx_op sj__onnx_ops_generate[];   /* onnx_op_generate.c */
+extern const size_t sj__onnx_ops_generate_n;
+extern const sj_onnx_op sj__onnx_ops_blocks[];     /* onnx_op_blocks.c */
+extern const size_t sj__onnx_ops_blocks_n;
 
 /* The loader's index of every row, sorted by name (L->ops); SJ_E_INTERNAL
  * naming the op when two rows register one name. */
@@ -83,6 +93,14 @@ const sj_onnx_op *sj__onnx_op_find(const sj_onnx_loader *L, const char *name);
 /* The map of a binary elementwise row: op->op of inputs 0 and 1, of any
  * dtypes the graph accepts for it (onnx_op_logic.c). */
 sj_status sj__onnx_map_binary(sj_onnx_loader *L, const sj_onnx_op *op);
+
+/* Before opset 13, Softmax, LogSoftmax and Hardmax flattened x to 2-D at
+ * `axis` and worked on each row: on axes [axis, rank) together. *single is
+ * the one axis to work on instead when at most one of those is longer than
+ * 1 (the same thing), else -1; *sym_inside says whether the symbolic dim is
+ * among them, *rows is the product of their constant dims (onnx_op_norm.c). */
+void sj__onnx_legacy_rows(const sj_shape *s, int axis, int *single, bool *sym_inside,
+                          int64_t *rows);
 
 /* Folds L->node by its row when its inputs are known at load time; *done
  * says whether it did (onnx_fold.c). */

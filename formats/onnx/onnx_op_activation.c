@@ -1,6 +1,6 @@
 /* Activations with attributes, spelled with the graph's elementwise ops:
  * Gelu (erf or tanh form), Elu, Selu, Celu, HardSigmoid, HardSwish,
- * Softplus, Softsign and PRelu. The chains use max/min/exp, which keep NaN. */
+ * Softplus, Softsign and PRelu; ThresholdedRelu and Shrink as selects. The chains use max/min/exp, which keep NaN. */
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 
@@ -112,7 +112,36 @@ static sj_status map_prelu(sj_onnx_loader *L, const sj_onnx_op *op) {
     return sj__onnx_def_out(L, 0, y, first);
 }
 
+/* ThresholdedRelu: x where x > alpha, else 0. Shrink: x + bias below
+ * -lambd, x - bias above lambd, else 0. Selects, so NaN compares false
+ * and gives 0, as the reference's masks do. */
+static sj_status map_threshold(sj_onnx_loader *L, const sj_onnx_op *row) {
+    sj_value x, zero, above, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(sj__onnx_in_value(L, 0, &x));
+    SJ_TRY(sj__onnx_fill_scalar(L, SJ_F32, 0, &zero));
+    if (!strcmp(row->name, "ThresholdedRelu")) {
+        float alpha;
+        SJ_TRY(sj__onnx_attr_float(L, "alpha", 1.0f, &alpha));
+        SJ_TRY(sj__onnx_binary_c(L, SJ_OP_GREATER, x, alpha, &above));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_where(L->g, above, x, zero, &y)));
+        return sj__onnx_def_out(L, 0, y, first);
+    }
+    float lambd, bias;
+    SJ_TRY(sj__onnx_attr_float(L, "lambd", 0.5f, &lambd));
+    SJ_TRY(sj__onnx_attr_float(L, "bias", 0.0f, &bias));
+    sj_value below, lo, hi;
+    SJ_TRY(sj__onnx_binary_c(L, SJ_OP_LESS, x, -lambd, &below));
+    SJ_TRY(sj__onnx_binary_c(L, SJ_OP_GREATER, x, lambd, &above));
+    SJ_TRY(sj__onnx_binary_c(L, SJ_OP_ADD, x, bias, &lo));
+    SJ_TRY(sj__onnx_binary_c(L, SJ_OP_SUB, x, bias, &hi));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_where(L->g, above, hi, zero, &y)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_where(L->g, below, lo, y, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
+}
+
 const sj_onnx_op sj__onnx_ops_activation[] = {
+    {"ThresholdedRelu", 1, 1, 1, 1, NULL, map_threshold, SJ_OP_COUNT_, 0},
+    {"Shrink", 1, 1, 1, 1, NULL, map_threshold, SJ_OP_COUNT_, 0},
     {"Gelu", 1, 1, 1, 1, NULL, map_gelu, SJ_OP_GELU, 0},
     {"Elu", 1, 1, 1, 1, NULL, map_activation, SJ_OP_COUNT_, 0},
     {"Selu", 1, 1, 1, 1, NULL, map_activation, SJ_OP_COUNT_, 0},

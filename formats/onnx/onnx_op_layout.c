@@ -188,16 +188,12 @@ static sj_status map_trilu(sj_onnx_loader *L, const sj_onnx_op *op) {
     return sj__onnx_def_out(L, 0, y, first);
 }
 
-/* Inference: the identity. Training (dropping at random) and the mask
- * output (a bool tensor) are outside what shapejit computes. */
+/* Inference: the identity, and a mask output all true. Training (dropping
+ * at random) is outside what shapejit computes. */
 static sj_status map_dropout(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     const Onnx__NodeProto *n = L->node;
-    if (n->n_output > 1 && n->output[1] && n->output[1][0])
-        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                 "the mask output ('%s') is not supported: it is a bool tensor, "
-                                 "and shapejit computes float32 only (use Dropout without it)",
-                                 n->output[1]);
+    const char *mask = n->n_output > 1 && n->output[1] && n->output[1][0] ? n->output[1] : NULL;
     int64_t is_test;
     SJ_TRY(sj__onnx_attr_int(L, "is_test", 1, &is_test)); /* opset < 7 */
     if (L->opset < 7 && !is_test)
@@ -217,7 +213,15 @@ static sj_status map_dropout(sj_onnx_loader *L, const sj_onnx_op *op) {
                                      mode);
     }
     /* ratio (attribute or input 1) only matters in training */
-    return sj__onnx_alias_input(L);
+    SJ_TRY(sj__onnx_alias_input(L));
+    if (!mask) return SJ_OK;
+    /* inference keeps every element: the mask is all true */
+    sj_value x, m, first = sj_graph_num_values(L->g);
+    SJ_TRY(sj__onnx_in_value(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(sj__onnx_shape_of(L, x, &s));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_fill(L->g, SJ_BOOL, 1, s.rank, s.dims, &m)));
+    return sj__onnx_def_out(L, 1, m, first);
 }
 
 static sj_status map_identity(sj_onnx_loader *L, const sj_onnx_op *op) {
@@ -232,7 +236,7 @@ const sj_onnx_op sj__onnx_ops_layout[] = {
     {"Tile", 2, 2, 1, 1, NULL, map_tile, SJ_OP_EXPAND, 0},
     {"Trilu", 1, 2, 1, 1, NULL, map_trilu, SJ_OP_TRILU, 0},
     {"Identity", 1, 1, 1, 1, sj__onnx_fold_unary, map_identity, SJ_OP_COUNT_, 0},
-    /* inputs ratio and training_mode; the mask output is refused by name */
+    /* inputs ratio and training_mode; output 1 is the mask */
     {"Dropout", 1, 3, 1, 2, NULL, map_dropout, SJ_OP_COUNT_, 0},
 };
 const size_t sj__onnx_ops_layout_n = sizeof sj__onnx_ops_layout / sizeof sj__onnx_ops_layout[0];

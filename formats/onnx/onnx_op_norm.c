@@ -28,26 +28,32 @@ static sj_status softmax_decomposed(sj_onnx_loader *L, sj_op op, sj_value x, int
     return SJ_OK;
 }
 
-/* Before opset 13, (Log)Softmax flattened x to 2-D at `axis` and normalised
- * each row: over all of axes [axis, rank) together. */
-static sj_status softmax_coerced(sj_onnx_loader *L, sj_op op, sj_value x, const sj_shape *s,
-                                 int axis, sj_value *out) {
-    int rank = s->rank, n_big = 0, last_big = rank - 1;
-    bool sym_inside = false;
-    int64_t rows = 1;
-    for (int i = axis; i < rank; i++) {
+void sj__onnx_legacy_rows(const sj_shape *s, int axis, int *single, bool *sym_inside,
+                          int64_t *rows) {
+    int n_big = 0, last_big = s->rank - 1;
+    *sym_inside = false;
+    *rows = 1;
+    for (int i = axis; i < s->rank; i++) {
         if (s->dims[i] != 1) {
             n_big++;
             last_big = i;
         }
         if (s->dims[i] == SJ_DIM_SYM)
-            sym_inside = true;
+            *sym_inside = true;
         else
-            rows *= s->dims[i];
+            *rows *= s->dims[i];
     }
-    /* at most one axis of the row is longer than 1: normalising over it
-     * alone is the same */
-    if (n_big <= 1) return sj_graph_softmax(L->g, op, x, last_big, out);
+    *single = n_big <= 1 ? last_big : -1;
+}
+
+/* (Log)Softmax before opset 13: over axes [axis, rank) together. */
+static sj_status softmax_coerced(sj_onnx_loader *L, sj_op op, sj_value x, const sj_shape *s,
+                                 int axis, sj_value *out) {
+    int rank = s->rank, single;
+    bool sym_inside;
+    int64_t rows;
+    sj__onnx_legacy_rows(s, axis, &single, &sym_inside, &rows);
+    if (single >= 0) return sj_graph_softmax(L->g, op, x, single, out);
     if (sym_inside) return softmax_decomposed(L, op, x, axis, rank, out);
     /* keep the leading axes as they are (the symbolic dim may be among them)
      * and flatten the row into one axis */

@@ -1,6 +1,7 @@
 /* Reductions onto the graph: ReduceSum, ReduceMean and ReduceMax as they
  * are, ReduceL1, L2, SumSquare, LogSum, LogSumExp and Min composed over
- * sum and max, and the global pools as kept reductions. */
+ * sum and max, ReduceProd as halving products, and the global pools as
+ * kept reductions. */
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 
@@ -80,6 +81,80 @@ static sj_status map_reduce_composed(sj_onnx_loader *L, const sj_onnx_op *row) {
     return sj__onnx_def_out(L, 0, y, first);
 }
 
+/* Longest axis ReduceProd multiplies out: log2 of it in graph steps. */
+#define PROD_MAX_LEN 4096
+
+/* ReduceProd as real float32 products (no exp of a log sum, which would
+ * lose sign and exactness): each reduced axis is halved, even entries
+ * times odd ones, until it has length 1; an odd last entry waits in a
+ * concat for the next round. The products are paired in a tree order
+ * rather than left to right, within rounding of a sequential product.
+ * The symbolic dim cannot be multiplied out this way (its length is only
+ * known per request). */
+static sj_status map_reduce_prod(sj_onnx_loader *L, const sj_onnx_op *op) {
+    (void)op;
+    int axes[SJ_MAX_RANK], na = 0;
+    bool keep = true, noop = false;
+    SJ_TRY(reduce_axes(L, axes, &na, &keep, &noop));
+    if (noop) return sj__onnx_alias_input(L);
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(sj__onnx_in_value(L, 0, &x));
+    sj_shape s;
+    SJ_TRY(sj__onnx_shape_of(L, x, &s));
+    if (sj__onnx_dtype_of(L, x) != SJ_F32)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "input has dtype %s; only float32 is supported",
+                                  sj_dtype_name(sj__onnx_dtype_of(L, x)));
+    bool reduced[SJ_MAX_RANK] = {false};
+    if (na == 0)
+        for (int i = 0; i < s.rank; i++) reduced[i] = true;
+    for (int i = 0; i < na; i++) {
+        int a;
+        SJ_TRY(sj__onnx_axis(L, axes[i], s.rank, s.rank, &a));
+        if (reduced[a]) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d is given twice", a);
+        reduced[a] = true;
+    }
+    y = x;
+    int64_t out[SJ_MAX_RANK];
+    int out_rank = 0;
+    for (int a = 0; a < s.rank; a++) {
+        if (!reduced[a]) {
+            out[out_rank++] = s.dims[a];
+            continue;
+        }
+        if (keep) out[out_rank++] = 1;
+        if (s.dims[a] == SJ_DIM_SYM || s.dims[a] > PROD_MAX_LEN)
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                      "axis %d %s; ReduceProd multiplies out constant axes of at "
+                                      "most %d",
+                                      a, s.dims[a] == SJ_DIM_SYM ? "is the symbolic dim" : "is too long",
+                                      PROD_MAX_LEN);
+        for (int64_t len = s.dims[a]; len > 1; len = (len + 1) / 2) {
+            sj_slice_axis ax[SJ_MAX_RANK];
+            sj_shape cur;
+            SJ_TRY(sj__onnx_shape_of(L, y, &cur));
+            for (int i = 0; i < cur.rank; i++) ax[i] = (sj_slice_axis){0, 0, 1, cur.dims[i]};
+            sj_value even, odd, prod;
+            ax[a] = (sj_slice_axis){0, 0, 2, len / 2};
+            SJ_TRY(sj__onnx_node_prefix(L, sj_graph_slice(L->g, y, ax, &even)));
+            ax[a] = (sj_slice_axis){1, 0, 2, len / 2};
+            SJ_TRY(sj__onnx_node_prefix(L, sj_graph_slice(L->g, y, ax, &odd)));
+            SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, even, odd, &prod));
+            if (len % 2) {
+                sj_value rest;
+                ax[a] = (sj_slice_axis){len - 1, 0, 1, 1};
+                SJ_TRY(sj__onnx_node_prefix(L, sj_graph_slice(L->g, y, ax, &rest)));
+                SJ_TRY(sj__onnx_node_prefix(L, sj_graph_concat(L->g, prod, rest, a, &prod)));
+            }
+            y = prod;
+        }
+    }
+    if (!keep && y != x)
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, y, out_rank, out, &y)));
+    if (!keep && y == x && out_rank != s.rank)
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, x, out_rank, out, &y)));
+    return sj__onnx_def_or_alias(L, x, y, first);
+}
+
 /* GlobalAveragePool / GlobalMaxPool: a kept reduction over the spatial axes. */
 static sj_status map_global_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_value x, y, first = sj_graph_num_values(L->g);
@@ -105,6 +180,7 @@ const sj_onnx_op sj__onnx_ops_reduce[] = {
     {"ReduceLogSum", 1, 2, 1, 1, NULL, map_reduce_composed, SJ_OP_COUNT_, 0},
     {"ReduceLogSumExp", 1, 2, 1, 1, NULL, map_reduce_composed, SJ_OP_COUNT_, 0},
     {"ReduceMin", 1, 2, 1, 1, NULL, map_reduce_composed, SJ_OP_COUNT_, 0},
+    {"ReduceProd", 1, 2, 1, 1, NULL, map_reduce_prod, SJ_OP_COUNT_, 0},
     {"GlobalAveragePool", 1, 1, 1, 1, NULL, map_global_pool, SJ_OP_REDUCE_MEAN, 0},
     {"GlobalMaxPool", 1, 1, 1, 1, NULL, map_global_pool, SJ_OP_REDUCE_MAX, 0},
 };

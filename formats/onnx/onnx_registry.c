@@ -34,6 +34,11 @@ static const family families[] = {
     {sj__onnx_ops_pool, &sj__onnx_ops_pool_n},
     {sj__onnx_ops_pad, &sj__onnx_ops_pad_n},
     {sj__onnx_ops_resize, &sj__onnx_ops_resize_n},
+    {sj__onnx_ops_select, &sj__onnx_ops_select_n},
+    {sj__onnx_ops_loss, &sj__onnx_ops_loss_n},
+    {sj__onnx_ops_scan, &sj__onnx_ops_scan_n},
+    {sj__onnx_ops_generate, &sj__onnx_ops_generate_n},
+    {sj__onnx_ops_blocks, &sj__onnx_ops_blocks_n},
 };
 
 static int by_name(const void *a, const void *b) {

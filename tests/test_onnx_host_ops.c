@@ -1,0 +1,144 @@
+/* ONNX ops that read along the symbolic dim, imported and run on the host
+ * backend against the interpreter with every padded element poisoned
+ * (tests/host_harness.h): CumSum (the running sum RoBERTa's position ids
+ * and BLOOM's ALiBi take over the mask), ArgMax and Hardmax over the
+ * symbolic dim, OneHot and the losses over a dynamic batch. A host kernel
+ * that read past the active extent, or a scan step that wrapped into
+ * padding, shows as a NaN or -1 in a result. The interpreter's own answers
+ * are checked against C loops in tests/test_onnx.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "tests/test_util.h"
+#include "tests/onnx_builder.h"
+#include "tests/host_harness.h"
+
+#define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+#define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+
+static int setup(void **state) { return h_fixture_setup(state, 0xc0ffee); }
+static int teardown(void **state) { return h_fixture_teardown(state); }
+
+/* Loads b (freed here) and checks host == interpreter at bucket 16 and
+ * extents 1, in between and the bucket's. */
+static void check_host(fixture *f, mb *b, const char *what) {
+    sj_graph *g = NULL;
+    sj_status st = load(f->ctx, b, NULL, &g);
+    mb_free(b);
+    if (st != SJ_OK) fail_msg("%s: %s", what, sj_ctx_last_error(f->ctx));
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    const int64_t ns[] = {1, 2, 7, 16};
+    int ok = h_check(f->dev, g, 16, ns, 4, &o, f->seed, 1e-5, what);
+    sj_graph_destroy(g);
+    assert_true(ok);
+}
+
+/* RoBERTa's position ids: cumsum(mask != pad, seq) * mask + pad, as the
+ * transformers export writes them, then an embedding lookup. */
+static void test_cumsum_position_ids(void **state) {
+    fixture *f = *state;
+    float table[24 * 4];
+    for (int i = 0; i < 24 * 4; i++) table[i] = (float)i * 0.25f - 3.0f;
+    mb b;
+    mb_init(&b, 14);
+    mb_input_typed(&b, "ids", I64, "1,seq");
+    mb_init_i64(&b, "pad", 1, (int64_t[]){1});
+    mb_init_i64(&b, "axis", 1, (int64_t[]){1});
+    mb_init_f(&b, "embed", 2, (int64_t[]){24, 4}, table);
+    mb_node(&b, "Equal", "eq", "ids,pad", "is_pad");
+    mb_node(&b, "Not", "not", "is_pad", "keep");
+    mb_attr_i(&b, mb_node(&b, "Cast", "cast", "keep", "mask"), "to", I64);
+    mb_node(&b, "CumSum", "cumsum", "mask,axis", "run");
+    mb_node(&b, "Mul", "mul", "run,mask", "kept");
+    mb_node(&b, "Add", "add", "kept,pad", "pos");
+    mb_node(&b, "Gather", "lookup", "embed,pos", "y");
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "RoBERTa position ids");
+}
+
+/* Every CumSum flavour along the symbolic dim of a float input: plain,
+ * exclusive, reverse, both, with a negative axis. */
+static void test_cumsum_flavours(void **state) {
+    fixture *f = *state;
+    for (int flav = 0; flav < 4; flav++) {
+        mb b;
+        mb_init(&b, 14);
+        mb_input(&b, "x", "3,seq,2");
+        mb_init_i64(&b, "axis", 1, (int64_t[]){-2});
+        Onnx__NodeProto *c = mb_node(&b, "CumSum", "cumsum", "x,axis", "y");
+        mb_attr_i(&b, c, "exclusive", flav & 1);
+        mb_attr_i(&b, c, "reverse", flav >> 1);
+        mb_output(&b, "y", NULL);
+        char what[64];
+        snprintf(what, sizeof what, "CumSum exclusive=%d reverse=%d", flav & 1, flav >> 1);
+        check_host(f, &b, what);
+    }
+}
+
+/* ArgMax (first and last index) and Hardmax over the symbolic dim, where a
+ * padded maximum would win if a kernel read it. */
+static void test_argmax_hardmax_over_seq(void **state) {
+    fixture *f = *state;
+    for (int last = 0; last <= 1; last++) {
+        mb b;
+        mb_init(&b, 13);
+        mb_input(&b, "x", "2,seq");
+        Onnx__NodeProto *a = mb_node(&b, "ArgMax", "argmax", "x", "i");
+        mb_attr_i(&b, a, "axis", 1);
+        mb_attr_i(&b, a, "select_last_index", last);
+        mb_attr_i(&b, mb_node(&b, "Cast", "cast", "i", "y"), "to", F32);
+        mb_output(&b, "y", NULL);
+        check_host(f, &b, last ? "ArgMax select_last_index" : "ArgMax");
+    }
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,5");
+    mb_attr_i(&b, mb_node(&b, "Hardmax", "hardmax", "x", "y"), "axis", 0);
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "Hardmax over seq");
+}
+
+/* OneHot of a dynamic batch of ids (some negative, some past depth), and
+ * SoftmaxCrossEntropyLoss over it with an ignore_index, summed. */
+static void test_onehot_and_loss_dynamic_batch(void **state) {
+    fixture *f = *state;
+    mb b;
+    mb_init(&b, 13);
+    mb_input_typed(&b, "ids", I64, "batch,3");
+    mb_init_i64(&b, "depth", 1, (int64_t[]){5});
+    float vals[2] = {-0.5f, 2.0f};
+    mb_init_f(&b, "values", 1, (int64_t[]){2}, vals);
+    mb_node(&b, "OneHot", "onehot", "ids,depth,values", "y");
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "OneHot");
+
+    for (int red = 0; red < 3; red++) {
+        static const char *const names[] = {"none", "sum", "mean"};
+        mb_init(&b, 13);
+        mb_input(&b, "scores", "batch,9,2");
+        mb_input_typed(&b, "raw", I64, "batch,2");
+        mb_init_i64(&b, "zero", 1, (int64_t[]){0});
+        mb_node(&b, "Max", "clamp", "raw,zero", "target"); /* the harness's ids start at -3 */
+        Onnx__NodeProto *l = mb_node(&b, "SoftmaxCrossEntropyLoss", "loss", "scores,target", "y");
+        mb_attr_s(&b, l, "reduction", names[red]);
+        mb_attr_i(&b, l, "ignore_index", 2);
+        mb_output(&b, "y", NULL);
+        char what[64];
+        snprintf(what, sizeof what, "SoftmaxCrossEntropyLoss reduction=%s", names[red]);
+        check_host(f, &b, what);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cumsum_position_ids),
+        cmocka_unit_test(test_cumsum_flavours),
+        cmocka_unit_test(test_argmax_hardmax_over_seq),
+        cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
