@@ -343,46 +343,44 @@ static int64_t dims_product(const sj_shape *s, int from, int to) {
     return sj_shape_numel(&part, 1);
 }
 
-static int sym_position(const sj_shape *s) {
+/* The axis of s's k-th symbolic dim (k from 0), or s->rank past the last. */
+static int sym_axis(const sj_shape *s, int k) {
     for (int i = 0; i < s->rank; i++)
-        if (s->dims[i] == SJ_DIM_SYM) return i;
-    return -1;
+        if (s->dims[i] == SJ_DIM_SYM && k-- == 0) return i;
+    return s->rank;
 }
 
-/* The reshape rule from graph.h: with the symbolic dim involved, it keeps
- * its own axis, so the dims in front of it and the dims behind it each keep
- * their product. */
+/* The reshape rule from graph.h: each symbolic dim keeps its own axis, so
+ * the runs of constant dims around them each keep their product. */
 static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape *to) {
     int fs = sj_shape_sym_count(from), ts = sj_shape_sym_count(to);
-    if (ts > 1)
-        return sj_fail(g->ctx, SJ_E_SHAPE, "reshape: target %s has the symbolic dim more than once",
-                       STR(to));
-    if (fs > 1)
-        return sj_fail(g->ctx, SJ_E_SHAPE,
-                       "reshape: %s to %s: an input with the symbolic dim more than once cannot "
-                       "be reshaped",
-                       STR(from), STR(to));
     if (fs != ts)
         return sj_fail(g->ctx, SJ_E_SHAPE,
-                       "reshape: %s to %s: the symbolic dim must be in both shapes or neither",
-                       STR(from), STR(to));
+                       "reshape: %s to %s: the symbolic dim must appear as often in both shapes "
+                       "(%d vs %d)",
+                       STR(from), STR(to), fs, ts);
     if (fs == 0) {
         if (sj_shape_numel(from, 1) == sj_shape_numel(to, 1)) return SJ_OK;
         return sj_fail(g->ctx, SJ_E_SHAPE, "reshape: %s to %s: element counts differ", STR(from),
                        STR(to));
     }
-    int fp = sym_position(from), tp = sym_position(to);
-    int64_t front_from = dims_product(from, 0, fp), front_to = dims_product(to, 0, tp);
-    if (front_from != front_to)
-        return sj_fail(g->ctx, SJ_E_SHAPE,
-                       "reshape: %s to %s: the dims in front of the symbolic dim differ in "
-                       "product (%lld vs %lld)",
-                       STR(from), STR(to), (long long)front_from, (long long)front_to);
-    int64_t back_from = dims_product(from, fp + 1, from->rank);
-    int64_t back_to = dims_product(to, tp + 1, to->rank);
-    if (back_from != back_to)
-        return sj_fail(g->ctx, SJ_E_SHAPE, "reshape: %s to %s: element counts differ", STR(from),
-                       STR(to));
+    int fa = 0, ta = 0; /* where run k starts in each shape */
+    for (int k = 0; k <= fs; k++) {
+        int fe = sym_axis(from, k), te = sym_axis(to, k);
+        int64_t pf = dims_product(from, fa, fe), pt = dims_product(to, ta, te);
+        if (pf != pt) {
+            if (k == fs)
+                return sj_fail(g->ctx, SJ_E_SHAPE, "reshape: %s to %s: element counts differ",
+                               STR(from), STR(to));
+            return sj_fail(g->ctx, SJ_E_SHAPE,
+                           "reshape: %s to %s: the dims in front of the symbolic dim%s differ in "
+                           "product (%lld vs %lld)",
+                           STR(from), STR(to), k ? " (its next occurrence)" : "", (long long)pf,
+                           (long long)pt);
+        }
+        fa = fe + 1;
+        ta = te + 1;
+    }
     return SJ_OK;
 }
 

@@ -196,6 +196,12 @@ static void test_layout_ops(void **state) {
     ASSERT_SHAPE(g, y, 2, S, 12);
     assert_int_equal(sj_graph_reshape(g, x, 4, DIMS(1, 2, S, 12), &y), SJ_OK);
     assert_int_equal(sj_graph_reshape(g, x, 4, DIMS(2, S, 6, 2), &y), SJ_OK);
+    /* the symbolic dim twice (attention scores per head): each keeps its axis */
+    sj_value hss = INPUT(g, "hss", 4, S, S);
+    assert_int_equal(sj_graph_reshape(g, hss, 4, DIMS(1, 4, S, S), &y), SJ_OK);
+    ASSERT_SHAPE(g, y, 1, 4, S, S);
+    assert_int_equal(sj_graph_reshape(g, hss, 5, DIMS(2, 2, S, 1, S), &y), SJ_OK);
+    ASSERT_SHAPE(g, y, 2, 2, S, 1, S);
     sj_value c = INPUT(g, "c", 4, 6);
     assert_int_equal(sj_graph_reshape(g, c, 3, DIMS(2, 3, 4), &y), SJ_OK);
     ASSERT_SHAPE(g, y, 2, 3, 4);
@@ -251,7 +257,13 @@ static void test_shape_errors(void **state) {
                 "scale [3, 64]", "[64]");
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_layernorm(g, x, SJ_NO_VALUE, w, 0, 0, &y), "layernorm",
                 "bias [32, 16]", "[N, 64]");
-    /* Reshape rules: SYM at most once, same place in the product, counts equal. */
+    /* Reshape rules: SYM as often in both, each run of constant dims around
+     * it keeps its product, counts equal. */
+    sj_value hss = INPUT(g, "hss", 4, S, S);
+    EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, hss, 4, DIMS(4, S, 2, S), &y), "reshape",
+                "[4, N, N] to [4, N, 2, N]", "in front of the symbolic dim (its next occurrence)");
+    EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, hss, 3, DIMS(S, 4, S), &y), "reshape",
+                "[N, 4, N]", "(4 vs 1)");
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, x, 2, DIMS(S, 32), &y), "reshape", "[N, 64]",
                 "[N, 32]");
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, r3, 2, DIMS(S, 16), &y), "reshape",

@@ -122,6 +122,25 @@ def llama():
     return HFWrapper(transformers.LlamaModel(cfg), ["last_hidden_state"])
 
 
+def roberta():
+    # position ids come from the ids themselves: padding_idx + the running
+    # count (CumSum) of non-padding tokens, so a pad token (id 1) among the
+    # ids keeps its position at padding_idx
+    cfg = transformers.RobertaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=FFN, max_position_embeddings=MAX_POS + 2,
+        pad_token_id=1)
+    return HFWrapper(transformers.RobertaModel(cfg, add_pooling_layer=False), ["last_hidden_state"])
+
+
+def bloom():
+    # ALiBi: per-head slopes times the position of each key, the position a
+    # running sum (CumSum) of the attention mask
+    cfg = transformers.BloomConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS, use_cache=False)
+    return HFWrapper(transformers.BloomModel(cfg), ["last_hidden_state"])
+
+
 def randomise(module):
     """Draws every parameter anew (under the caller's seed). Default inits
     leave biases at 0, norm gains at 1 and, in transformers, weights at std
@@ -202,6 +221,12 @@ MODELS = {
                    "transformers DistilBertModel with attention_mask"),
     "llama": (24, llama, TOKENS, ["last_hidden_state"],
               "transformers LlamaModel (RMSNorm, rotary, causal mask, GQA; use_cache=False)"
+              " with attention_mask"),
+    "roberta": (25, roberta, TOKENS, ["last_hidden_state"],
+                "transformers RobertaModel (position ids by CumSum over non-padding ids)"
+                " with attention_mask"),
+    "bloom": (26, bloom, TOKENS, ["last_hidden_state"],
+              "transformers BloomModel (ALiBi from a CumSum over the mask; use_cache=False)"
               " with attention_mask"),
     "convnet": (31, ConvNet, IMAGE, ["logits"],
                 "a small conv net (Conv, BatchNorm, ReLU, MaxPool, grouped and depthwise conv,"

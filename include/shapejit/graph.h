@@ -252,10 +252,12 @@ SJ_API sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_
 
 /* perm lists rank distinct axes. */
 SJ_API sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out);
-/* dims: the result shape, constants or SJ_DIM_SYM (at most once). When the
- * symbolic dim is involved, the product of the dims in front of it must be
- * the same before and after, so the symbolic dim is never merged with or
- * split into others (keeps padded buffers valid views). */
+/* dims: the result shape, constants or SJ_DIM_SYM. x and the result have
+ * the symbolic dim equally often ([heads, seq, seq] to [1, heads, seq,
+ * seq] is fine), each occurrence on an axis of its own, and the constant
+ * dims between two occurrences (and in front of the first, and behind the
+ * last) keep their product: the symbolic dim is never merged with or split
+ * into others, so a padded buffer stays a valid view. */
 SJ_API sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
 
 /* One axis of a slice. Entry j of the result's axis reads the operand at
