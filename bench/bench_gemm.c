@@ -276,6 +276,11 @@ int main(int argc, char **argv) {
         {"BERT-base attention out", 64, 768, 768, false},
         {"Llama-7B MLP up", 128, 4096, 11008, false},
         {"Llama-7B MLP up (large)", 512, 4096, 11008, true},
+        /* a conv as its GEMM: one 56 x 56 image's positions by 3 x 3 x 64
+         * taps, 64 channels out (ResNet-18's layer 1): few columns, so the
+         * A packing weighs as much as the products */
+        {"ResNet-18 3x3 conv, 64 -> 64", 3136, 576, 64, false},
+        {"ResNet-18 3x3 conv, 128 -> 128", 784, 1152, 128, false},
     };
     printf("| level | product | ms | GFLOP/s | of peak | OpenBLAS 1 thread GFLOP/s |\n|---|---|---|---|---|---|\n");
     for (int li = 0; li < n_levels; li++)

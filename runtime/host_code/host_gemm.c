@@ -96,18 +96,28 @@ static inline void pack_b(float *restrict dst, int NR, const gemm_args *g, int64
 
 /* The A block's rows [ic, ic + mc) x [pc, pc + kc) as MR-row tiles: tile t
  * at dst + t * MR * kc holds A(ic + t*MR + r, pc + p) at [p * MR + r], rows
- * past mc as zeros. */
+ * past mc as zeros. A full tile of rows with unit column stride is copied p
+ * outermost: MR read streams and one write stream in order, instead of a
+ * store every MR floats per element (at ResNet-18's [3136, 576] x [576, 64]
+ * the row-at-a-time copy was a fifth of the GEMM's time). */
 static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64_t ic, int64_t mc,
                           int64_t pc, int64_t kc) {
     for (int64_t t = 0; t * MR < mc; t++) {
         float *tile = dst + t * MR * kc;
+        const float *base = g->a + (ic + t * MR) * g->a_rs + pc * g->a_cs;
+        if (g->a_cs == 1 && (t + 1) * MR <= mc) {
+            for (int64_t p = 0; p < kc; p++)
+                _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)
+                    tile[p * MR + r] = base[r * g->a_rs + p];
+            continue;
+        }
         for (int r = 0; r < MR; r++) {
             int64_t i = t * MR + r;
             if (i >= mc) {
                 for (int64_t p = 0; p < kc; p++) tile[p * MR + r] = 0.0f;
                 continue;
             }
-            const float *src = g->a + (ic + i) * g->a_rs + pc * g->a_cs;
+            const float *src = base + r * g->a_rs;
             for (int64_t p = 0; p < kc; p++) tile[p * MR + r] = src[p * g->a_cs];
         }
     }
