@@ -140,7 +140,6 @@ sj_status sj__onnx_window_read(sj_onnx_loader *L, const sj_shape *x, const int64
     return sj__onnx_window_size(L, w);
 }
 
-/* Conv's and the pools' rule: tap k of output o reads o * stride - pad + k * dilation. */
 bool sj__onnx_forward_tap(const sj_onnx_window *w, const int64_t *kpos, const int64_t *opos,
                           int64_t *coord) {
     bool inside = true;
