@@ -1122,6 +1122,56 @@ static void test_select_scan_errors(void **state) {
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'eye'", "rank 3");
 }
 
+/* MaxPool's Indices with storage_order 1: the first maximum in row-major
+ * kernel order (ties broken as in row-major), its index written
+ * column-major, plus (n * C + c) * H * W; a storage_order of 2 is refused. */
+static void test_maxpool_column_major_indices(void **state) {
+    sj_ctx *ctx = *state;
+    enum { H = 3, W = 4 };
+    mb b;
+    mb_init(&b, 12);
+    mb_input(&b, "x", "n,2,3,4");
+    Onnx__NodeProto *p = mb_node(&b, "MaxPool", "mp", "x", "y,i");
+    mb_attr_ints(&b, p, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_attr_i(&b, p, "storage_order", 1);
+    mb_output(&b, "y", NULL);
+    b.outs[b.g.n_output++] = mb_vi(&b, "i", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    const int64_t n = 2;
+    float x[2 * 2 * H * W];
+    for (int i = 0; i < 2 * 2 * H * W; i++) x[i] = (float)((i * 7) % 5); /* many ties */
+    sj_tensor in = {.rank = 4, .dims = {n, 2, H, W}, .data = x}, out[2];
+    assert_int_equal(sj_interp_run(g, n, &in, out), SJ_OK);
+    for (int nc = 0; nc < 2 * 2; nc++)
+        for (int oh = 0; oh < H - 1; oh++)
+            for (int ow = 0; ow < W - 1; ow++) {
+                const float *img = x + nc * H * W;
+                int bh = oh, bw = ow;
+                for (int kh = 0; kh < 2; kh++)
+                    for (int kw = 0; kw < 2; kw++)
+                        if (img[(oh + kh) * W + ow + kw] > img[bh * W + bw]) {
+                            bh = oh + kh;
+                            bw = ow + kw;
+                        }
+                int o = (nc * (H - 1) + oh) * (W - 1) + ow;
+                assert_float_equal(out[0].data[o], img[bh * W + bw], 0);
+                assert_int_equal(out[1].i64[o], (int64_t)nc * H * W + bw * H + bh);
+            }
+    sj_tensor_free(ctx, &out[0]);
+    sj_tensor_free(ctx, &out[1]);
+    sj_graph_destroy(g);
+
+    mb_init(&b, 12);
+    mb_input(&b, "x", "n,2,3,4");
+    p = mb_node(&b, "MaxPool", "mp2", "x", "y");
+    mb_attr_ints(&b, p, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_attr_i(&b, p, "storage_order", 2);
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_PARSE, "'mp2'", "storage_order is 2");
+}
+
 /* CumSum along the symbolic dim on the interpreter, every flavour, at
  * several extents, against a loop in C (the host path is checked against
  * the interpreter, padding poisoned, in tests/test_onnx_host_ops.c). */
@@ -1739,6 +1789,7 @@ int main(void) {
         cmocka_unit_test(test_vision_errors),
         cmocka_unit_test(test_select_scan_errors),
         cmocka_unit_test(test_cumsum_dynamic),
+        cmocka_unit_test(test_maxpool_column_major_indices),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_reshape_shape_not_constant),
         cmocka_unit_test(test_conflicting_dims),

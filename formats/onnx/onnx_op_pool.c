@@ -33,6 +33,36 @@ static sj_status pool(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w, sj
  * computes in float before it becomes int64. */
 #define EXACT_FLOAT_INDEX ((int64_t)1 << 24)
 
+/* storage_order 1: the first maximum is still the first in row-major kernel
+ * order, only its index is written column-major (the first spatial axis
+ * fastest): idx, a row-major spatial index, looked up in a load-time table
+ * of the column-major index of each. */
+static sj_status to_column_major(sj_onnx_loader *L, const sj_onnx_window *w, int64_t flat,
+                                 sj_value *idx) {
+    int64_t *cm = malloc((size_t)flat * sizeof *cm);
+    if (!cm) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a pool's indices");
+    for (int64_t r = 0; r < flat; r++) {
+        int64_t rest = r, at = 0, step = 1;
+        int64_t coord[SJ_ONNX_WINDOW_MAX];
+        for (int d = w->n - 1; d >= 0; d--) {
+            coord[d] = rest % w->in[d];
+            rest /= w->in[d];
+        }
+        for (int d = 0; d < w->n; d++) {
+            at += coord[d] * step;
+            step *= w->in[d];
+        }
+        cm[r] = at;
+    }
+    char name[64];
+    sj__onnx_synth_name(L, name, sizeof name);
+    sj_value tab;
+    sj_status st = sj__onnx_node_prefix(L, sj_graph_param_typed(L->g, name, SJ_I64, 1, &flat, cm, &tab));
+    free(cm);
+    SJ_TRY(st);
+    return sj__onnx_node_prefix(L, sj_graph_gather(L->g, tab, *idx, 0, idx));
+}
+
 /* MaxPool's Indices: for each output, the flattened index into X (row-major
  * over N, C and the spatial axes) of the first tap holding the maximum.
  * Taps run in row-major kernel order, so the first maximum is the one of
@@ -40,7 +70,7 @@ static sj_status pool(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w, sj
  * a load-time table of their spatial indices (padding taps far past any),
  * then (n * C + c) * L added in int64. */
 static sj_status max_indices(sj_onnx_loader *L, sj_value cols, sj_value max, const sj_shape *xs,
-                             const sj_onnx_window *w, sj_value *out) {
+                             const sj_onnx_window *w, bool column_major, sj_value *out) {
     int64_t flat = 1;
     for (int d = 0; d < w->n; d++) flat *= w->in[d];
     if (flat >= EXACT_FLOAT_INDEX)
@@ -79,6 +109,7 @@ static sj_status max_indices(sj_onnx_loader *L, sj_value cols, sj_value max, con
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_MAX, neg, 1, &axis, false, &nmin)));
     SJ_TRY(sj__onnx_unary(L, SJ_OP_NEG, nmin, &mn));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_cast(g, mn, SJ_I64, &idx)));
+    if (column_major) SJ_TRY(to_column_major(L, w, flat, &idx));
     /* + (n * C + c) * L */
     int64_t c = xs->dims[1], nd[3] = {xs->dims[0], 1, 1}, cd[2] = {c, 1};
     sj_value rn, rn3, rc, rc2;
@@ -97,9 +128,9 @@ static sj_status map_max_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     bool want_indices = nd->n_output > 1 && nd->output[1][0];
     int64_t order;
     SJ_TRY(sj__onnx_attr_int(L, "storage_order", 0, &order));
-    if (want_indices && order != 0)
-        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                  "Indices in column-major order (storage_order 1) are not computed");
+    if (order != 0 && order != 1)
+        return sj__onnx_node_fail(L, SJ_E_PARSE, "storage_order is %lld, not 0 (row-major) or 1 (column-major)",
+                                  (long long)order);
     sj_value x, cols, m, r, y, first = sj_graph_num_values(L->g);
     sj_shape xs;
     SJ_TRY(pool_input(L, &x, &xs));
@@ -115,7 +146,7 @@ static sj_status map_max_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     if (!want_indices) return SJ_OK;
     sj_value ix;
     first = sj_graph_num_values(L->g);
-    SJ_TRY(max_indices(L, cols, m, &xs, &w, &ix));
+    SJ_TRY(max_indices(L, cols, m, &xs, &w, order == 1, &ix));
     return sj__onnx_def_out(L, 1, ix, first);
 }
 
