@@ -1,7 +1,8 @@
 /* A weights file held read-only: mapped in place when the file is
  * immutable, else copied into a sealed memfd at open (weight_map.h says
  * why), with the state that says whether a mapped file still holds the
- * bytes hashed when it was mapped. */
+ * bytes hashed when it was mapped; or a block of decoded weights handed
+ * over by an importer, shared the same way. */
 #include "core/weight_map.h"
 
 #include "core/file_read.h"
@@ -29,6 +30,7 @@ struct sj_weight_map {
     sj_ctx *ctx; /* allocated on it */
     _Atomic uint64_t refs;
     bool copied; /* base is a sealed copy: nothing the file does reaches it */
+    bool adopted; /* base is an sj_alloc'ed block (sj__weight_map_adopt): no file at all */
     int fd; /* mapped in place: kept open, fstat sees the very file the pages come from */
     char *path;
     const uint8_t *base;
@@ -223,13 +225,32 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
     return SJ_OK;
 }
 
+sj_status sj__weight_map_adopt(sj_ctx *ctx, void *buf, size_t size, sj_weight_map **out) {
+    *out = NULL;
+    sj_weight_map *m = sj_calloc(ctx, 1, sizeof *m);
+    if (!m) return sj_fail(ctx, SJ_E_NOMEM, "out of memory for a weights block");
+    m->ctx = ctx;
+    atomic_init(&m->refs, 1);
+    atomic_init(&m->rehashes, 0);
+    m->copied = m->adopted = true; /* nothing outside can change it: never checked */
+    m->fd = -1;
+    m->base = buf;
+    m->size = size;
+    pthread_mutex_init(&m->mu, NULL);
+    *out = m;
+    return SJ_OK;
+}
+
 void sj__weight_map_retain(sj_weight_map *m) {
     atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
 }
 
 void sj__weight_map_release(sj_weight_map *m) {
     if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
-    munmap((void *)m->base, m->size);
+    if (m->adopted)
+        sj_free(m->ctx, (void *)m->base);
+    else
+        munmap((void *)m->base, m->size);
     if (m->fd >= 0) close(m->fd);
     pthread_mutex_destroy(&m->mu);
     sj_free(m->ctx, m->path);
@@ -239,6 +260,7 @@ void sj__weight_map_release(sj_weight_map *m) {
 const uint8_t *sj__weight_map_data(const sj_weight_map *m) { return m->base; }
 size_t sj__weight_map_size(const sj_weight_map *m) { return m->size; }
 const char *sj__weight_map_path(const sj_weight_map *m) { return m->path; }
+bool sj__weight_map_is_file(const sj_weight_map *m) { return !m->adopted; }
 uint64_t sj__weight_map_rehashes(const sj_weight_map *m) {
     return atomic_load_explicit(&((sj_weight_map *)m)->rehashes, memory_order_relaxed);
 }

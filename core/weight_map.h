@@ -9,6 +9,8 @@
  *   sj__weight_map_check(m, ctx);    // before (and after) kernels read w
  *   sj__weight_map_release(m);       // the last reference unmaps
  *
+ * sj__weight_map_adopt holds a block of memory the same way (no file).
+ *
  * Reference counted: each holder (a graph, a pool entry) takes one, so the
  * bytes live exactly as long as something may read them, whichever of
  * graph, engine or executable goes last.
@@ -44,13 +46,21 @@ typedef struct sj_weight_map sj_weight_map;
  * it instead); SJ_E_CORRUPT when it kept changing while it was copied.
  * One reference, the caller's. */
 sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out);
+/* Holds buf (size bytes, sj_alloc'ed on ctx, never written again) the
+ * same way: a model's weights decoded into memory (an ONNX file's
+ * raw_data) are shared by graph, pool and executables in place instead of
+ * copied into each. The last reference sj_frees buf. SJ_E_NOMEM (buf is
+ * still the caller's) when the holder cannot be made. */
+sj_status sj__weight_map_adopt(sj_ctx *ctx, void *buf, size_t size, sj_weight_map **out);
 void sj__weight_map_retain(sj_weight_map *m);
 /* Drops a reference; the last unmaps and closes. NULL is a no-op. */
 void sj__weight_map_release(sj_weight_map *m);
 
 const uint8_t *sj__weight_map_data(const sj_weight_map *m);
 size_t sj__weight_map_size(const sj_weight_map *m);
-const char *sj__weight_map_path(const sj_weight_map *m);
+const char *sj__weight_map_path(const sj_weight_map *m); /* NULL when adopted */
+/* Whether the bytes come from a file (mapped or sealed copy), not adopted. */
+bool sj__weight_map_is_file(const sj_weight_map *m);
 
 /* SJ_OK when the bytes held are still the file's (always, for a copy):
  * fstat, and a re-hash only when its size or timestamps differ from the

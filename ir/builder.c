@@ -344,10 +344,11 @@ int sj_graph_find_input(const sj_graph *g, const char *name) {
 static sj_status clone_node(sj_ctx *ctx, const sj_node *src, sj_node *dst) {
     *dst = *src;
     dst->name = NULL;
-    dst->data = NULL;
-    dst->map = NULL; /* a clone owns a copy: it may be changed (precision rounds it) */
+    /* Bytes in a map are read-only: shared, the clone holding the map
+     * (clone_into); owned bytes are copied. */
+    if (!src->map) dst->data = NULL;
     if (src->name && !(dst->name = sj_strdup(ctx, src->name))) return SJ_E_NOMEM;
-    if (src->data) {
+    if (!src->map && src->data) {
         size_t bytes = (size_t)sj_shape_numel(&src->shape, 1) * sj_dtype_size(src->dtype);
         if (!(dst->bytes = sj_alloc(ctx, bytes))) return SJ_E_NOMEM;
         memcpy(dst->bytes, src->bytes, bytes);
@@ -367,6 +368,12 @@ static sj_status clone_into(const sj_graph *g, sj_graph *c) {
         sj_status st = clone_node(ctx, &g->nodes[i], &c->nodes[i]);
         c->n_nodes = i + 1; /* counted even on failure so destroy frees the partial copy */
         if (st != SJ_OK) return st;
+    }
+    if (g->n_maps && !reserve(ctx, (void **)&c->maps, &c->cap_maps, g->n_maps, sizeof *c->maps))
+        return SJ_E_NOMEM;
+    for (int i = 0; i < g->n_maps; i++) {
+        sj__weight_map_retain(g->maps[i]);
+        c->maps[c->n_maps++] = g->maps[i];
     }
     /* Same node ids, so the copy's index holds the same slots. */
     if (!sj__name_index_copy(ctx, &c->names, &g->names)) return SJ_E_NOMEM;

@@ -46,7 +46,7 @@ typedef struct sj_node {
         void *bytes;
     };
     sj_weight_map *map; /* SJ_OP_PARAM lying in a file mapping: one of the graph's maps */
-    /* SJ_OP_PARAM: the content hash of its data (sj__graph_param_hash), made on
+    /* SJ_OP_PARAM: the content digest of its data (sj__graph_param_digest_locked), made on
      * first need under the graph's hash_lock; a clone copies it with data. */
     bool param_hashed;
     uint8_t param_hash[32];
@@ -94,11 +94,13 @@ sj_status sj__graph_param_mapped(sj_graph *g, const char *name, sj_dtype dtype, 
  * file on ctx when one changed. SJ_OK at once for a graph with none. */
 sj_status sj__graph_check_mapped(const sj_graph *g, sj_ctx *ctx);
 
-/* The content hash of param v's `bytes` bytes of data (BLAKE3), what the
- * weight pools share buffers by: computed once per graph and param. */
-void sj__graph_param_hash(const sj_graph *g, sj_value v, size_t bytes, uint8_t out[32]);
-/* The hash of param v as stored: its whole float32 data for fp32, else a
- * hash of that and the narrow type (a bf16 copy is another buffer). */
+/* The content digest of param v's data (BLAKE3 of its little-endian
+ * bytes), what the weight pools share buffers by and the graph hash takes
+ * in place of the bytes: computed once per graph and param. The caller
+ * holds g's hash_lock. */
+void sj__graph_param_digest_locked(const sj_graph *g, sj_value v, uint8_t out[32]);
+/* The hash of param v as stored: its digest for fp32, else a hash of that
+ * and the narrow type (a bf16 copy is another buffer). Takes hash_lock. */
 void sj__graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]);
 
 /* The precision rule (shapejit/precision.h) over g: narrow[n] (n_nodes

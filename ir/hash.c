@@ -1,12 +1,13 @@
 /* The graph's content hash: BLAKE3 over a canonical serialisation.
  *
  * Canonical form (all integers little-endian, int64 unless noted):
- *   tag "sjg-hash-2", has-symbol (u8), input count, each input's shape and dtype,
+ *   tag "sjg-hash-3", has-symbol (u8), input count, each input's shape and dtype,
  *   the nodes reachable from the outputs in DFS post-order (outputs in
  *   order, operands left to right), then the output references in order.
  * A reference is the operand's canonical number: inputs are 0..n_inputs-1
  * by declaration position (callers pass inputs positionally, so unused ones
  * count too), reached nodes follow in post-order; absent operands are -1.
+ * A param's data enters as its 32-byte content digest (ir/param_hash.c).
  * Names and unreachable nodes never enter the stream, and nothing depends
  * on the order in which independent nodes were appended. */
 #include "ir/graph_impl.h"
@@ -40,38 +41,13 @@ static void put_f32(llvm_blake3_hasher *h, float f) {
     put_u32(h, bits);
 }
 
-/* Weights go through a little-endian staging buffer in chunks, so the hash
- * is the same on any host without one hasher update per float. */
-static void put_f32_array(llvm_blake3_hasher *h, const float *data, int64_t count) {
-    uint8_t buf[1024];
-    size_t used = 0;
-    for (int64_t i = 0; i < count; i++) {
-        uint32_t bits;
-        memcpy(&bits, &data[i], sizeof bits);
-        for (int k = 0; k < 4; k++) buf[used++] = (uint8_t)(bits >> (8 * k));
-        if (used == sizeof buf) {
-            put_bytes(h, buf, used);
-            used = 0;
-        }
-    }
-    put_bytes(h, buf, used);
-}
-
-/* Typed weights: ints little-endian through the same staging, bools as
- * their (canonical 0/1) bytes. */
-static void put_param_data(llvm_blake3_hasher *h, const sj_node *n) {
-    int64_t count = sj_shape_numel(&n->shape, 1);
-    switch (n->dtype) {
-    case SJ_F32: put_f32_array(h, n->data, count); return;
-    case SJ_I64:
-        for (int64_t i = 0; i < count; i++) put_i64(h, ((const int64_t *)n->bytes)[i]);
-        return;
-    case SJ_I32:
-        for (int64_t i = 0; i < count; i++) put_u32(h, (uint32_t)((const int32_t *)n->bytes)[i]);
-        return;
-    case SJ_BOOL: put_bytes(h, n->bytes, (size_t)count); return;
-    default: return;
-    }
+/* A weight enters as its own content digest (sj__graph_param_digest, the
+ * one the weight pool shares device copies by), so its bytes are hashed
+ * once per process, not once for the graph and again for the pool. */
+static void put_param_data(llvm_blake3_hasher *h, const sj_graph *g, sj_value v) {
+    uint8_t digest[32];
+    sj__graph_param_digest_locked(g, v, digest);
+    put_bytes(h, digest, sizeof digest);
 }
 
 static void put_f64(llvm_blake3_hasher *h, double d) {
@@ -142,14 +118,15 @@ static int64_t ref(const int *canon, sj_value v) {
     return canon ? canon[v] : v;
 }
 
-static void put_node(llvm_blake3_hasher *h, const sj_node *n, const int *canon) {
+static void put_node(llvm_blake3_hasher *h, const sj_graph *g, sj_value v, const int *canon) {
+    const sj_node *n = &g->nodes[v];
     put_i64(h, n->op);
     put_shape(h, &n->shape);
     put_i64(h, n->dtype);
     put_i64(h, n->n_inputs);
     for (int i = 0; i < n->n_inputs; i++) put_i64(h, ref(canon, n->inputs[i]));
     put_attrs(h, n);
-    if (n->op == SJ_OP_PARAM) put_param_data(h, n);
+    if (n->op == SJ_OP_PARAM) put_param_data(h, g, v);
 }
 
 static void put_header(llvm_blake3_hasher *h, const sj_graph *g, const char *tag) {
@@ -190,7 +167,7 @@ static void emit_reachable(llvm_blake3_hasher *h, const sj_graph *g, sj_value ro
             continue;
         }
         canon[top[0]] = (*next_id)++;
-        put_node(h, n, canon);
+        put_node(h, g, top[0], canon);
         depth--;
     }
 }
@@ -200,7 +177,7 @@ static void hash_canonical(llvm_blake3_hasher *h, const sj_graph *g, int *scratc
     for (int v = 0; v < g->n_nodes; v++) canon[v] = -1;
     for (int i = 0; i < g->n_inputs; i++) canon[g->inputs[i]] = i;
     int next_id = g->n_inputs;
-    put_header(h, g, "sjg-hash-2");
+    put_header(h, g, "sjg-hash-3");
     for (int i = 0; i < g->n_outputs; i++)
         emit_reachable(h, g, g->outputs[i].value, canon, &next_id, stack);
     put_outputs(h, g, canon);
@@ -211,9 +188,9 @@ static void hash_canonical(llvm_blake3_hasher *h, const sj_graph *g, int *scratc
  * exactly, under a different tag, so the worst outcome is a cache miss for
  * a graph that was built in another order, never a false hit. */
 static void hash_in_index_order(llvm_blake3_hasher *h, const sj_graph *g) {
-    put_header(h, g, "sjg-hash-2-index-order");
+    put_header(h, g, "sjg-hash-3-index-order");
     put_i64(h, g->n_nodes);
-    for (int v = 0; v < g->n_nodes; v++) put_node(h, &g->nodes[v], NULL);
+    for (int v = 0; v < g->n_nodes; v++) put_node(h, g, v, NULL);
     put_outputs(h, g, NULL);
 }
 

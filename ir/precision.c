@@ -97,7 +97,18 @@ sj_status sj_graph_apply_precision(const sj_graph *g, sj_precision p, sj_graph *
             if (!narrow[n]) continue;
             sj_node *nd = &c->nodes[n];
             int64_t count = sj_shape_numel(&nd->shape, 1);
-            for (int64_t i = 0; i < count; i++) nd->data[i] = round_trip(p, nd->data[i]);
+            const float *src = nd->data;
+            if (nd->map) { /* shared read-only with g: the rounding gets a buffer of its own */
+                float *own = sj_alloc(c->ctx, (size_t)count * sizeof *own);
+                if (!own) {
+                    sj_graph_destroy(c);
+                    sj_free(g->ctx, narrow);
+                    return sj_fail(g->ctx, SJ_E_NOMEM, "precision: out of memory");
+                }
+                nd->data = own;
+                nd->map = NULL; /* c->maps still holds the map until c goes */
+            }
+            for (int64_t i = 0; i < count; i++) nd->data[i] = round_trip(p, src[i]);
             nd->param_hashed = false; /* the clone copied the unrounded data's hash */
         }
         c->hash_valid = false;

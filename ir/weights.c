@@ -1,5 +1,6 @@
-/* Where a graph's params live (owned or in file mappings), and the checks
- * that a mapped file still holds what was loaded. */
+/* Where a graph's params live (owned, in file mappings, or in blocks an
+ * importer handed over), and the checks that a mapped file still holds
+ * what was loaded. */
 #include "ir/graph_impl.h"
 
 #include <string.h>
@@ -13,12 +14,12 @@ void sj_graph_weights_get(const sj_graph *g, sj_graph_weights *out) {
         uint64_t bytes = (uint64_t)sj_shape_numel(&n->shape, 1) * sj_dtype_size(n->dtype);
         out->params++;
         out->bytes += bytes;
-        if (n->map) {
+        if (n->map && sj__weight_map_is_file(n->map)) {
             out->mapped_params++;
             out->mapped_bytes += bytes;
         }
     }
-    out->mapped_files = g->n_maps;
+    for (int i = 0; i < g->n_maps; i++) out->mapped_files += sj__weight_map_is_file(g->maps[i]);
     out->external_copied = g->external_copied;
     out->external_copied_bytes = g->external_copied_bytes;
 }

@@ -111,11 +111,12 @@ static sj_status acquire_param(sj_executable *e, const sj_graph *g, const sj_buf
     return st;
 }
 
-/* Notes the mapping x's buffer lies in, once per mapping. */
+/* Notes the file mapping x's buffer lies in, once per mapping (an
+ * adopted block of decoded weights has no file to check). */
 static sj_status note_map(sj_executable *e, exe_param *x) {
     sj_weight_map *m = sj__weight_pool_buffer_map(e->weights, x->buffer);
-    x->mapped = m != NULL;
-    if (!m) return SJ_OK;
+    x->mapped = m && sj__weight_map_is_file(m);
+    if (!x->mapped) return SJ_OK;
     for (int i = 0; i < e->n_maps; i++)
         if (e->maps[i] == m) return SJ_OK;
     sj_weight_map **grown = sj_realloc(e->ctx, e->maps, (size_t)(e->n_maps + 1) * sizeof *grown);

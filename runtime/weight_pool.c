@@ -122,7 +122,7 @@ static sj_status add_locked(sj_weight_pool *p, const uint8_t hash[32], const voi
     e->map = map;
     if (map) {
         sj__weight_map_retain(map);
-        p->mapped++;
+        if (sj__weight_map_is_file(map)) p->mapped++;
     }
     *out = buf;
     return SJ_OK;
@@ -204,7 +204,7 @@ void sj__weight_pool_stats_get(sj_weight_pool *p, sj_weight_pool_stats *out) {
         const weight_entry *e = &p->entries[i];
         out->bytes += e->bytes;
         out->refs += e->refs;
-        if (e->map) {
+        if (e->map && sj__weight_map_is_file(e->map)) {
             out->mapped_buffers++;
             out->mapped_bytes += e->bytes;
         }

@@ -7,7 +7,8 @@
  *
  * The model is y = relu(x @ w1) @ w2, x [N, in], w1 [in, hid], w2 [hid,
  * out], both weights FLOAT in weights.bin at off1 and off2 (zeros between
- * and around them). Returns false (errno set) when a file cannot be written. */
+ * and around them), or (embedded) as raw_data inside model.onnx, with no
+ * weights.bin. Returns false (errno set) when a file cannot be written. */
 #ifndef SJ_TESTS_ONNX_EXTERNAL_H
 #define SJ_TESTS_ONNX_EXTERNAL_H
 
@@ -25,6 +26,7 @@ typedef struct sj_test_mlp {
     int64_t in, hid, out;
     const float *w1, *w2;
     uint64_t off1, off2; /* byte offsets in weights.bin; off2 >= off1 + sizeof w1 */
+    bool embedded;       /* raw_data in the model instead (off1, off2 unused) */
 } sj_test_mlp;
 
 typedef struct sj_test_ext_tensor {
@@ -35,8 +37,9 @@ typedef struct sj_test_ext_tensor {
     char offset[24], length[24];
 } sj_test_ext_tensor;
 
+/* data: the tensor's floats as raw_data; NULL: external at offset. */
 static void sj_test_ext_tensor_init(sj_test_ext_tensor *x, const char *name, int64_t rows,
-                                    int64_t cols, uint64_t offset) {
+                                    int64_t cols, uint64_t offset, const float *data) {
     onnx__tensor_proto__init(&x->t);
     x->t.name = (char *)name;
     x->t.has_data_type = 1;
@@ -45,6 +48,12 @@ static void sj_test_ext_tensor_init(sj_test_ext_tensor *x, const char *name, int
     x->dims[1] = cols;
     x->t.n_dims = 2;
     x->t.dims = x->dims;
+    if (data) {
+        x->t.has_raw_data = 1;
+        x->t.raw_data.len = (size_t)(rows * cols) * 4u;
+        x->t.raw_data.data = (uint8_t *)data; /* little-endian hosts, as the loader */
+        return;
+    }
     x->t.has_data_location = 1;
     x->t.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     snprintf(x->offset, sizeof x->offset, "%" PRIu64, offset);
@@ -69,23 +78,26 @@ static bool sj_test_write_bytes(const char *path, const void *bytes, size_t len)
 }
 
 static bool sj_test_write_external_mlp(const sj_test_mlp *m) {
+    char path[512];
+    bool ok = true;
     /* weights.bin */
     size_t b1 = (size_t)(m->in * m->hid) * 4, b2 = (size_t)(m->hid * m->out) * 4;
     size_t size = (size_t)m->off2 + b2 + 64;
-    uint8_t *file = calloc(1, size);
-    if (!file) return false;
-    memcpy(file + m->off1, m->w1, b1);
-    memcpy(file + m->off2, m->w2, b2);
-    char path[512];
-    snprintf(path, sizeof path, "%s/weights.bin", m->dir);
-    bool ok = sj_test_write_bytes(path, file, size);
-    free(file);
-    if (!ok) return false;
+    if (!m->embedded) {
+        uint8_t *file = calloc(1, size);
+        if (!file) return false;
+        memcpy(file + m->off1, m->w1, b1);
+        memcpy(file + m->off2, m->w2, b2);
+        snprintf(path, sizeof path, "%s/weights.bin", m->dir);
+        ok = sj_test_write_bytes(path, file, size);
+        free(file);
+        if (!ok) return false;
+    }
 
     /* model.onnx */
     sj_test_ext_tensor w1, w2;
-    sj_test_ext_tensor_init(&w1, "w1", m->in, m->hid, m->off1);
-    sj_test_ext_tensor_init(&w2, "w2", m->hid, m->out, m->off2);
+    sj_test_ext_tensor_init(&w1, "w1", m->in, m->hid, m->off1, m->embedded ? m->w1 : NULL);
+    sj_test_ext_tensor_init(&w2, "w2", m->hid, m->out, m->off2, m->embedded ? m->w2 : NULL);
     Onnx__TensorProto *inits[2] = {&w1.t, &w2.t};
 
     Onnx__TensorShapeProto__Dimension d0, d1;

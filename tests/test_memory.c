@@ -31,6 +31,7 @@
 #include "shapejit/ext/interp.h"
 
 #include "core/weight_map.h"
+#include "ir/graph_impl.h"
 #include "runtime/weight_pool.h"
 #include "runtime/executor_impl.h"
 #include "tests/onnx_external.h"
@@ -612,6 +613,84 @@ static void test_mapped_weights_outlive_graph(void **state) {
     remove_ext(&m);
 }
 
+/* Whether p is the data of one of g's params. */
+static bool is_param_data(const sj_graph *g, const void *p) {
+    for (int v = 0; v < g->n_nodes; v++)
+        if (g->nodes[v].op == SJ_OP_PARAM && g->nodes[v].bytes == p) return true;
+    return false;
+}
+
+/* Weights embedded in the model (raw_data) are decoded once, into blocks
+ * that the graph, the host's pool and every bucket's executable share: the
+ * executables' param buffers are the graph's own data, not copies, and
+ * nothing counts as mapped from a file. A second engine of the file shares
+ * the first's blocks by hash and keeps them after the first closes; the
+ * results equal a graph built with sj_graph_param (copied weights) bit for
+ * bit; the last user gone, the pool is empty (and ASan sees no leak). */
+static void test_embedded_weights_lent(void **state) {
+    (void)state;
+    ext_model m;
+    snprintf(m.dir, sizeof m.dir, "/tmp/sj_embedded_XXXXXX");
+    assert_non_null(mkdtemp(m.dir));
+    snprintf(m.model, sizeof m.model, "%s/model.onnx", m.dir);
+    snprintf(m.weights, sizeof m.weights, "%s/weights.bin", m.dir);
+    sj_test_mlp spec = {.dir = m.dir, .in = IN, .hid = HID, .out = OUT, .w1 = w1, .w2 = w2,
+                        .embedded = true};
+    assert_true(sj_test_write_external_mlp(&spec));
+    sj_ctx *ctx, *ctx2;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    assert_int_equal(sj_ctx_create(NULL, &ctx2), SJ_OK);
+    sj_engine *e1 = open_file(ctx, m.model, "list:4,64", false);
+    const sj_graph *g1 = sj_engine_graph(e1);
+    sj_graph_weights gw;
+    sj_graph_weights_get(g1, &gw);
+    assert_int_equal(gw.params, 2);
+    assert_int_equal(gw.bytes, sizeof w1 + sizeof w2);
+    assert_int_equal(gw.mapped_params, 0);
+    assert_int_equal(gw.mapped_files, 0);
+
+    sj_executable *a = bucket_exe(e1, 3), *b = bucket_exe(e1, 40);
+    assert_int_equal(a->n_maps, 0); /* no file to check before runs */
+    for (int i = 0; i < 2; i++) {
+        assert_false(a->params[i].mapped);
+        assert_ptr_equal(a->params[i].buffer, b->params[i].buffer);
+        assert_true(is_param_data(g1, a->params[i].buffer)); /* no copy */
+    }
+    sj_weight_pool_stats ps;
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
+    assert_int_equal(ps.buffers, 2);
+    assert_int_equal(ps.bytes, sizeof w1 + sizeof w2);
+    assert_int_equal(ps.mapped_buffers, 0);
+    assert_int_equal(ps.mapped, 0);
+    sj_engine_stats st;
+    sj_engine_stats_get(e1, &st);
+    assert_int_equal(st.weight_mapped_bytes, 0);
+
+    sj_engine *c = open_engine(ctx2, "list:4,64", 0); /* sj_graph_param: copied weights */
+    float ye[64 * OUT], yc[64 * OUT];
+    int64_t sizes[] = {1, 3, 17, 64};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(run_into(e1, ctx, sizes[i], ye), SJ_OK);
+        assert_int_equal(run_into(c, ctx2, sizes[i], yc), SJ_OK);
+        assert_memory_equal(ye, yc, (size_t)sizes[i] * OUT * sizeof(float));
+    }
+    sj_engine *e2 = open_file(ctx, m.model, "list:4,64", false);
+    sj_executable *x = bucket_exe(e2, 3);
+    assert_ptr_equal(x->params[0].buffer, a->params[0].buffer); /* e1's block, by hash */
+    sj_engine_close(e1); /* its graph goes; the pool entry keeps the block */
+    assert_int_equal(run_into(e2, ctx, 3, ye), SJ_OK);
+    assert_int_equal(run_into(c, ctx2, 3, yc), SJ_OK);
+    assert_memory_equal(ye, yc, 3 * OUT * sizeof(float));
+    sj_engine_close(e2);
+    sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx), &ps);
+    assert_int_equal(ps.buffers, 0);
+    sj_engine_close(c);
+    sj_ctx_destroy(ctx2);
+    sj_ctx_destroy(ctx);
+    unlink(m.model);
+    rmdir(m.dir);
+}
+
 /* A tensor at an offset not aligned to its element is copied (and counted
  * so); the aligned one beside it is still mapped; results stay right. */
 static void test_mapped_weights_misaligned(void **state) {
@@ -847,6 +926,7 @@ int main(void) {
         cmocka_unit_test(test_mapped_weights_truncated),
         cmocka_unit_test(test_copied_weights_file_rewritten),
         cmocka_unit_test(test_mapped_weights_device_copy),
+        cmocka_unit_test(test_embedded_weights_lent),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -40,8 +40,9 @@ typedef struct sj_onnx_tensor {
     int64_t numel;
     float *f;   /* FLOAT, DOUBLE */
     int64_t *i; /* the integer dtypes and BOOL */
-    /* f lies read-only in this mapping of its external-data file (one
-     * reference, not f, is owned); NULL when f or i are allocations. */
+    /* f lies read-only in this mapping of its external-data file, or in
+     * this adopted block of raw_data (sj__onnx_tensor_take): one
+     * reference, not f, is owned; NULL when f or i are allocations. */
     sj_weight_map *map;
 } sj_onnx_tensor;
 
@@ -81,7 +82,15 @@ const char *sj__onnx_dtype_name(int32_t dtype);
  * and the file. */
 sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
                                 sj_onnx_external *ext, sj_onnx_tensor *out);
+/* As decode, but FLOAT raw_data (the bulk of a model's bytes) moves into
+ * a weights block (out->map, out->f in it) instead of being copied,
+ * leaving t without it: for a message decoded once and freed by this load
+ * (the top graph's initialisers). */
+sj_status sj__onnx_tensor_take(sj_ctx *ctx, Onnx__TensorProto *t, const char *what,
+                              sj_onnx_external *ext, sj_onnx_tensor *out);
 void sj__onnx_tensor_release(sj_ctx *ctx, sj_onnx_tensor *t);
+/* out: src's values in an allocation of its own (src may be mapped or lent). */
+sj_status sj__onnx_tensor_clone(sj_ctx *ctx, const sj_onnx_tensor *src, sj_onnx_tensor *out);
 
 /* protobuf-c allocations routed through the context's allocator hook. It
  * remembers a failed allocation, because protobuf-c reports out of memory

@@ -69,7 +69,7 @@ sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "constant '%s' is empty; zero-size tensors are not supported", v->name);
     sj_status st;
-    if (v->c.map) { /* float32 in place in its file: the graph reads the mapping */
+    if (v->c.map) { /* float32 in place in its file or raw_data block: the graph reads it there */
         st = sj__graph_param_mapped(L->g, v->name, dt, v->c.rank, v->c.dims, v->c.f, v->c.map, &v->v);
     } else {
         sj_tensor host;
@@ -340,12 +340,12 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
     return st;
 }
 
-static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__TensorProto *t) {
+static sj_status define_const(sj_onnx_loader *L, const char *name, Onnx__TensorProto *t) {
     sj_onnx_val *v;
     SJ_TRY(sj__onnx_define(L, name, &v));
     char what[320];
     snprintf(what, sizeof what, "%s: initialiser '%s'", L->file, name);
-    SJ_TRY(sj__onnx_tensor_decode(L->ctx, t, what, &L->ext, &v->c));
+    SJ_TRY(sj__onnx_tensor_take(L->ctx, t, what, &L->ext, &v->c));
     v->has_const = true;
     return SJ_OK;
 }
@@ -353,15 +353,7 @@ static sj_status define_const(sj_onnx_loader *L, const char *name, const Onnx__T
 static sj_status define_bound(sj_onnx_loader *L, const sj_onnx_binding *b) {
     sj_onnx_val *v;
     SJ_TRY(sj__onnx_define(L, b->name, &v));
-    const sj_onnx_tensor *t = b->tensor;
-    size_t esize = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? sizeof(float) : sizeof(int64_t);
-    void *data = sj_alloc(L->ctx, (size_t)t->numel * esize);
-    if (!data) return sj_fail(L->ctx, SJ_E_NOMEM, "out of memory");
-    if (t->numel) memcpy(data, t->f ? (const void *)t->f : (const void *)t->i, (size_t)t->numel * esize);
-    v->c = *t;
-    v->c.map = NULL; /* data is this value's own copy */
-    v->c.f = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? data : NULL;
-    v->c.i = t->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? NULL : data;
+    SJ_TRY(sj__onnx_tensor_clone(L->ctx, b->tensor, &v->c));
     v->has_const = true;
     return SJ_OK;
 }
@@ -444,7 +436,7 @@ static sj_status load_graph(sj_onnx_loader *L, const Onnx__ModelProto *m, const 
 
     for (int i = 0; i < n_bound; i++) SJ_TRY(define_bound(L, &bound[i]));
     for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *t = gp->initializer[i];
+        Onnx__TensorProto *t = gp->initializer[i];
         if (!t->name || !t->name[0])
             return sj_fail(L->ctx, SJ_E_PARSE, "%s: initialiser %zu has no name", L->file, i);
         bool is_bound = false;

@@ -146,16 +146,7 @@ sj_status sj__onnx_alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
     o->v = src->v;
     o->runtime_dtype = src->runtime_dtype;
     if (src->has_const) {
-        size_t esize = src->c.f ? sizeof(float) : sizeof(int64_t);
-        void *data = sj_alloc(L->ctx, (size_t)src->c.numel * esize);
-        if (!data) return sj_fail(L->ctx, SJ_E_NOMEM, "out of memory");
-        if (src->c.numel)
-            memcpy(data, src->c.f ? (const void *)src->c.f : (const void *)src->c.i,
-                   (size_t)src->c.numel * esize);
-        o->c = src->c;
-        o->c.map = NULL; /* the copy is o's own */
-        o->c.f = src->c.f ? data : NULL;
-        o->c.i = src->c.f ? NULL : data;
+        SJ_TRY(sj__onnx_tensor_clone(L->ctx, &src->c, &o->c));
         o->has_const = true;
     }
     return SJ_OK;

@@ -328,8 +328,9 @@ static sj_status decode_external(sj_ctx *ctx, const Onnx__TensorProto *t, const 
     return st;
 }
 
-sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
-                                sj_onnx_external *ext, sj_onnx_tensor *out) {
+/* owned: t itself, when its FLOAT raw_data may move into out (see take). */
+static sj_status decode(sj_ctx *ctx, const Onnx__TensorProto *t, Onnx__TensorProto *owned,
+                        const char *what, sj_onnx_external *ext, sj_onnx_tensor *out) {
     memset(out, 0, sizeof *out);
     if (is_external(t) && (!ext || !ext->base_dir))
         return sj_fail(ctx, SJ_E_UNSUPPORTED,
@@ -365,7 +366,6 @@ sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const 
         if (st != SJ_OK) sj__onnx_tensor_release(ctx, out);
         return st;
     }
-    SJ_TRY(alloc_values(ctx, what, out));
     size_t typed_n = field == F_FLOAT    ? t->n_float_data
                      : field == F_DOUBLE ? t->n_double_data
                      : field == F_INT64  ? t->n_int64_data
@@ -378,13 +378,24 @@ sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const 
                            "%s: raw_data holds %zu bytes but the dims need %lld %s values", what,
                            t->raw_data.len, (long long)numel, sj__onnx_dtype_name(dtype));
         }
-        return fill_from_raw(ctx, out, t->raw_data.data); /* little-endian hosts only */
+        /* little-endian hosts only, here and in fill_from_raw */
+        if (owned && dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && need > 0 &&
+            (uintptr_t)t->raw_data.data % sizeof(float) == 0) {
+            /* sj_alloc'ed by sj__onnx_pb_alloc: held as a weights block, the
+             * graph and the host's weight pool read it in place */
+            SJ_TRY(sj__weight_map_adopt(ctx, owned->raw_data.data, need, &out->map));
+            out->f = (float *)owned->raw_data.data;
+            owned->raw_data = (ProtobufCBinaryData){0, NULL};
+            owned->has_raw_data = 0;
+            return SJ_OK;
+        }
+        SJ_TRY(alloc_values(ctx, what, out));
+        return fill_from_raw(ctx, out, t->raw_data.data);
     }
-    if (typed_n != (size_t)numel) {
-        sj__onnx_tensor_release(ctx, out);
+    if (typed_n != (size_t)numel)
         return sj_fail(ctx, SJ_E_PARSE, "%s: %zu values stored but the dims need %lld", what,
                        typed_n, (long long)numel);
-    }
+    SJ_TRY(alloc_values(ctx, what, out));
     for (int64_t k = 0; k < numel; k++) {
         switch (field) {
         case F_FLOAT: out->f[k] = t->float_data[k]; break;
@@ -398,6 +409,29 @@ sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const 
         }
     }
     return SJ_OK;
+}
+
+sj_status sj__onnx_tensor_clone(sj_ctx *ctx, const sj_onnx_tensor *src, sj_onnx_tensor *out) {
+    bool is_f = sj__onnx_dtype_is_float(src->dtype);
+    size_t esize = is_f ? sizeof(float) : sizeof(int64_t);
+    void *data = sj_alloc(ctx, (size_t)(src->numel ? src->numel : 1) * esize);
+    if (!data) return sj_fail(ctx, SJ_E_NOMEM, "out of memory");
+    if (src->numel) memcpy(data, is_f ? (const void *)src->f : (const void *)src->i, (size_t)src->numel * esize);
+    *out = *src;
+    out->map = NULL;
+    out->f = is_f ? data : NULL;
+    out->i = is_f ? NULL : data;
+    return SJ_OK;
+}
+
+sj_status sj__onnx_tensor_decode(sj_ctx *ctx, const Onnx__TensorProto *t, const char *what,
+                                sj_onnx_external *ext, sj_onnx_tensor *out) {
+    return decode(ctx, t, NULL, what, ext, out);
+}
+
+sj_status sj__onnx_tensor_take(sj_ctx *ctx, Onnx__TensorProto *t, const char *what,
+                              sj_onnx_external *ext, sj_onnx_tensor *out) {
+    return decode(ctx, t, t, what, ext, out);
 }
 
 sj_status sj__onnx_tensor_unpack(sj_onnx_pb_alloc *a, const void *bytes, size_t len,

@@ -331,7 +331,9 @@ SJ_API void sj_hash_hex(const uint8_t hash[32], char out[65]);
  * in why (may be NULL). */
 SJ_API sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, size_t why_cap);
 
-/* Deep copy (same ctx). Mapped weights are copied: the clone owns them. */
+/* Deep copy (same ctx). Weights held read-only (mapped from external
+ * data, or decoded from the model file) are shared, not copied: neither
+ * graph can change them, and either may be destroyed first. */
 SJ_API sj_status sj_graph_clone(const sj_graph *g, sj_graph **out);
 
 /* Where the params' bytes live. */
