@@ -108,6 +108,7 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
         return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
     }
 
+    sj__cache_hash_graph(c);
     sj_bucketed_cache_key(g, &c->comp, 0, &c->key);
     for (int i = 0; i < comp->n_fallbacks; i++) {
         const sj_compiler_target *t = &comp->fallbacks[i];
@@ -587,6 +588,8 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->specialise_failures = atomic_load(&c->specialise_failures);
     out->device_lost = atomic_load(&c->device_lost);
     out->reloads = atomic_load(&c->reloads);
+    out->hash_ms = c->hash_ms;
+    out->digests_from_store = c->digests_from_store;
     if (c->comp.stages) c->comp.stages(c->comp.ctx, &out->stages);
     for (int i = 0; i < c->n_buckets; i++)
         out->not_stored += atomic_load_explicit(&c->buckets[i].not_stored, memory_order_relaxed);

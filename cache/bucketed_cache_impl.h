@@ -88,6 +88,10 @@ struct sj_bucketed_cache {
     _Atomic uint64_t memory_hits, store_hits, remote_hits, compiles, compile_ns, corrupt, store_errors,
         n_one_offs, one_off_evictions, fallback_hits, device_lost, reloads;
     _Atomic int compiled;
+    /* The graph's first hash (model_digests.c): how long it took, and
+     * whether the weights' digests came from the store. */
+    double hash_ms;
+    bool digests_from_store;
     /* Caches for other compilers, asked for per call (variants.c). */
     sj_bucketed_cache_config cfg;
     pthread_mutex_t variants_mu;
@@ -158,5 +162,10 @@ void sj__cache_specialise_destroy(sj_bucketed_cache *c);
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */
 sj_status sj__cache_store_bucket(sj_bucketed_cache *c, int64_t extent);
+
+/* model_digests.c: hashes c->g (sj_graph_hash) once, taking the weights'
+ * digests from the store when the files it was read from are unchanged,
+ * and keeping them there when they were hashed. */
+void sj__cache_hash_graph(sj_bucketed_cache *c);
 
 #endif

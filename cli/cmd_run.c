@@ -49,8 +49,11 @@ static const char usage[] =
     CLI_RESIDENT_USAGE
     "  --stats            print one JSON object of counters on stderr: extent (rows),\n"
     "                     bucket_extent, memory_hits, store_hits, compiles, compile_ms,\n"
-    "                     corrupt, evictions, ... and load_ms, run_ms; with a remote\n"
-    "                     tier remote_hits, remote_misses, remote_errors,\n"
+    "                     corrupt, evictions, ...; load_ms (reading the model), ready_ms\n"
+    "                     (opening the engine and store; hash_ms of it hashing the model,\n"
+    "                     weight_digests \"store\" when its unchanged files' digests were\n"
+    "                     kept), run_ms (the request, a bucket's load or compile); with\n"
+    "                     a remote tier remote_hits, remote_misses, remote_errors,\n"
     "                     remote_timeouts, remote_rejected, remote_puts, ...\n";
 
 typedef struct run_args {

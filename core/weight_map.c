@@ -41,6 +41,7 @@ struct sj_weight_map {
     file_state bad; /* the last state whose bytes did not (valid when has_bad) */
     bool has_bad;
     _Atomic uint64_t rehashes;
+    sj_file_identity opened; /* the file's identity when its bytes were taken (not for adopted) */
 };
 
 static file_state state_of(const struct stat *sb) {
@@ -201,11 +202,13 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
     m->size = (size_t)sb.st_size;
     pthread_mutex_init(&m->mu, NULL);
     m->ok = state_of(&sb);
+    sj__file_identity_of(&sb, &m->opened);
     if (copied) {
-        /* The copy is the weights from now on: the file is not needed. */
+        /* The copy is the weights from now on: the file is not needed, and
+         * nothing is ever compared with it (check is SJ_OK for a copy), so
+         * it is not hashed: the graph hashes each weight once, later. */
         close(fd);
         m->fd = -1;
-        hash_bytes(m->base, m->size, m->hash);
         *out = m;
         return SJ_OK;
     }
@@ -261,6 +264,9 @@ const uint8_t *sj__weight_map_data(const sj_weight_map *m) { return m->base; }
 size_t sj__weight_map_size(const sj_weight_map *m) { return m->size; }
 const char *sj__weight_map_path(const sj_weight_map *m) { return m->path; }
 bool sj__weight_map_is_file(const sj_weight_map *m) { return !m->adopted; }
+const sj_file_identity *sj__weight_map_identity(const sj_weight_map *m) {
+    return m->adopted ? NULL : &m->opened;
+}
 uint64_t sj__weight_map_rehashes(const sj_weight_map *m) {
     return atomic_load_explicit(&((sj_weight_map *)m)->rehashes, memory_order_relaxed);
 }

@@ -3,7 +3,7 @@
  * to executables in place of a copy. Not installed.
  *
  *   sj_weight_map *m;
- *   sj__weight_map_open(ctx, "/models/bert/model.onnx.data", &m);  // hold + BLAKE3
+ *   sj__weight_map_open(ctx, "/models/bert/model.onnx.data", &m);  // hold (+ BLAKE3 in place)
  *   const float *w = (const float *)(sj__weight_map_data(m) + offset);
  *   ...
  *   sj__weight_map_check(m, ctx);    // before (and after) kernels read w
@@ -34,6 +34,7 @@
 #define SJ_CORE_WEIGHT_MAP_H
 
 #include "core/core_impl.h"
+#include "core/file_identity.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +42,7 @@
 typedef struct sj_weight_map sj_weight_map;
 
 /* Holds all of the regular file at path read-only (mapped in place when
- * immutable, else a sealed copy) and hashes it. SJ_E_IO naming the file
+ * immutable, and then hashed for the checks; else a sealed copy). SJ_E_IO naming the file
  * when it cannot be opened, is empty or cannot be held (callers then read
  * it instead); SJ_E_CORRUPT when it kept changing while it was copied.
  * One reference, the caller's. */
@@ -61,6 +62,9 @@ size_t sj__weight_map_size(const sj_weight_map *m);
 const char *sj__weight_map_path(const sj_weight_map *m); /* NULL when adopted */
 /* Whether the bytes come from a file (mapped or sealed copy), not adopted. */
 bool sj__weight_map_is_file(const sj_weight_map *m);
+/* The file's identity when its bytes were taken (a copy's, checked equal
+ * before and after the copy); NULL when adopted. */
+const sj_file_identity *sj__weight_map_identity(const sj_weight_map *m);
 
 /* SJ_OK when the bytes held are still the file's (always, for a copy):
  * fstat, and a re-hash only when its size or timestamps differ from the

@@ -2,9 +2,13 @@
  * extension names. A new format is one row in `loaders`. */
 #include "ir/graph_impl.h"
 #include "shapejit/model.h"
+#include "core/file_identity.h"
 #include "core/file_read.h"
 
+#include <limits.h>
+#include <llvm-c/blake3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -50,13 +54,81 @@ static sj_status load_onnx(sj_ctx *ctx, const char *path, const char *bytes, siz
     return sj_onnx_load_mem(ctx, bytes, len, path, o, out);
 }
 
+/* keyed: whether the format's graph holds only bytes of the model file
+ * and the files its weight maps name, so that note_source can key it. A
+ * .sjg graph reads .npy files beside it that nothing tracks. */
 static const struct {
     const char *ext;
     model_loader_fn load;
+    bool keyed;
 } loaders[] = {
-    {".sjg", load_sjg},
-    {".onnx", load_onnx},
+    {".sjg", load_sjg, false},
+    {".onnx", load_onnx, true},
 };
+
+static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    llvm_blake3_hasher_update(h, b, sizeof b);
+}
+
+static void put_str(llvm_blake3_hasher *h, const char *s) {
+    put_u64(h, s ? strlen(s) : UINT64_MAX);
+    if (s) llvm_blake3_hasher_update(h, s, strlen(s));
+}
+
+static void put_identity(llvm_blake3_hasher *h, const sj_file_identity *id) {
+    uint8_t b[SJ_FILE_IDENTITY_BYTES];
+    sj__file_identity_bytes(id, b);
+    llvm_blake3_hasher_update(h, b, sizeof b);
+}
+
+/* Gives g its source key (ir/graph_impl.h) when every byte it was made of
+ * came from files the key names, each settled and unchanged across the
+ * read (before: path's identity taken before it was read): the model file,
+ * the external-data files its params are mapped from (a tensor read into
+ * memory instead is from a file the key would not name), with the options
+ * that shaped the import and this library's own file (another build may
+ * import the same file into other params). Else g gets none, and is
+ * hashed whole, as always. */
+static void note_source(sj_ctx *ctx, const char *path, const sj_file_identity *before,
+                        const sj_model_options *o, sj_graph *g) {
+    sj_file_identity after, lib;
+    if (g->external_copied > 0 || !sj__file_identity_settled(before) ||
+        !sj__file_identity_get(path, &after) || !sj__file_identity_equal(before, &after) ||
+        !sj__library_identity(&lib))
+        return;
+    for (int i = 0; i < g->n_maps; i++) {
+        const sj_file_identity *id = sj__weight_map_identity(g->maps[i]);
+        if (id && !sj__file_identity_settled(id)) return;
+    }
+    char *real = realpath(path, NULL);
+    if (!real) return;
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    put_str(&h, "sj-model-source-1");
+    put_identity(&h, &lib);
+    put_str(&h, real);
+    put_identity(&h, before);
+    put_str(&h, o->dynamic_name);
+    put_str(&h, o->dynamic_input);
+    put_u64(&h, (uint64_t)(int64_t)o->dynamic_axis);
+    put_u64(&h, (uint64_t)o->n_fixed_dims);
+    for (int i = 0; i < o->n_fixed_dims; i++) {
+        put_str(&h, o->fixed_dims[i].name);
+        put_u64(&h, (uint64_t)o->fixed_dims[i].value);
+    }
+    put_u64(&h, o->copy_external_data);
+    for (int i = 0; i < g->n_maps; i++) {
+        const sj_file_identity *id = sj__weight_map_identity(g->maps[i]);
+        if (!id) continue;
+        put_str(&h, sj__weight_map_path(g->maps[i]));
+        put_identity(&h, id);
+    }
+    llvm_blake3_hasher_finalize(&h, g->source_key, sizeof g->source_key);
+    g->source_path = sj_strdup(ctx, real); /* NULL (no source) when out of memory */
+    free(real);
+}
 
 void sj_model_options_init(sj_model_options *o) {
     memset(o, 0, sizeof *o);
@@ -81,9 +153,12 @@ sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o
         if (strcasecmp(dot, loaders[i].ext) != 0) continue;
         char *bytes;
         size_t len;
+        sj_file_identity before;
+        bool known = loaders[i].keyed && sj__file_identity_get(path, &before);
         SJ_TRY(sj__read_file(ctx, path, &bytes, &len));
         sj_status st = loaders[i].load(ctx, path, bytes, len, o, out);
         sj_free(ctx, bytes);
+        if (st == SJ_OK && known) note_source(ctx, path, &before, o, *out);
         return st;
     }
     char known[128] = "";

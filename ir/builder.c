@@ -44,6 +44,7 @@ void sj_graph_destroy(sj_graph *g) {
     sj_free(ctx, g->inputs);
     sj_free(ctx, g->outputs);
     sj_free(ctx, g->sym_name);
+    sj_free(ctx, g->source_path);
     sj__name_index_free(ctx, &g->names);
     pthread_mutex_destroy(&g->hash_lock);
     sj_free(ctx, g);

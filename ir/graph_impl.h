@@ -81,6 +81,14 @@ struct sj_graph {
      * layout or dtype needed a copy, or mapping was off or refused. */
     int64_t external_copied;
     uint64_t external_copied_bytes;
+    /* Who the graph was read from, when a loader could tell (formats/
+     * model_load.c): a key over the files' identities (path, inode, size,
+     * timestamps), the import options and this library's own file, and
+     * the model's path. A store keeps the weights' digests under the key,
+     * so a warm start with unchanged files hashes no weight byte
+     * (cache/model_digests.c). Absent (NULL path) for built graphs. */
+    uint8_t source_key[32];
+    char *source_path;
 };
 
 /* A param whose data (numel(dims) elements of dtype, aligned to it, in the
@@ -99,6 +107,14 @@ sj_status sj__graph_check_mapped(const sj_graph *g, sj_ctx *ctx);
  * in place of the bytes: computed once per graph and param. The caller
  * holds g's hash_lock. */
 void sj__graph_param_digest_locked(const sj_graph *g, sj_value v, uint8_t out[32]);
+/* The params' digests as bytes to keep (sj_graph_hash made them):
+ * *out sj_alloc'ed, *len its size; SJ_E_NOMEM. */
+sj_status sj__graph_digests_export(const sj_graph *g, uint8_t **out, size_t *len);
+/* Takes digests export wrote for this graph's params as theirs instead of
+ * hashing their bytes: false (nothing taken) unless every param is named,
+ * in node order, with its dtype and size. The caller vouches that the
+ * bytes are the ones exported from (the same files, unchanged). */
+bool sj__graph_digests_seed(const sj_graph *g, const uint8_t *blob, size_t len);
 /* The hash of param v as stored: its digest for fp32, else a hash of that
  * and the narrow type (a bf16 copy is another buffer). Takes hash_lock. */
 void sj__graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision storage, uint8_t out[32]);

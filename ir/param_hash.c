@@ -60,3 +60,77 @@ void sj__graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision sto
     llvm_blake3_hasher_update(&h, out, 32);
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
+
+/* export's bytes: "sjdg1", the param count (u32), then per param its node
+ * index (u32), dtype (u8), byte size (u64) and digest, little-endian. */
+#define DIGEST_RECORD (4 + 1 + 8 + 32)
+
+static void put_le(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t param_bytes(const sj_node *n) {
+    return (uint64_t)sj_shape_numel(&n->shape, 1) * sj_dtype_size(n->dtype);
+}
+
+sj_status sj__graph_digests_export(const sj_graph *g, uint8_t **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    uint32_t n = 0;
+    for (int v = 0; v < g->n_nodes; v++) n += g->nodes[v].op == SJ_OP_PARAM;
+    size_t size = 5 + 4 + (size_t)n * DIGEST_RECORD;
+    uint8_t *b = sj_alloc(g->ctx, size);
+    if (!b) return sj_fail(g->ctx, SJ_E_NOMEM, "out of memory for the weights' digests");
+    memcpy(b, "sjdg1", 5);
+    put_le(b + 5, n, 4);
+    uint8_t *p = b + 9;
+    sj_graph *m = (sj_graph *)g;
+    pthread_mutex_lock(&m->hash_lock);
+    for (int v = 0; v < g->n_nodes; v++) {
+        const sj_node *nd = &g->nodes[v];
+        if (nd->op != SJ_OP_PARAM) continue;
+        put_le(p, (uint64_t)v, 4);
+        p[4] = (uint8_t)nd->dtype;
+        put_le(p + 5, param_bytes(nd), 8);
+        sj__graph_param_digest_locked(g, v, p + 13);
+        p += DIGEST_RECORD;
+    }
+    pthread_mutex_unlock(&m->hash_lock);
+    *out = b;
+    *len = size;
+    return SJ_OK;
+}
+
+bool sj__graph_digests_seed(const sj_graph *g, const uint8_t *blob, size_t len) {
+    uint32_t n = 0;
+    for (int v = 0; v < g->n_nodes; v++) n += g->nodes[v].op == SJ_OP_PARAM;
+    if (!blob || len != 5 + 4 + (size_t)n * DIGEST_RECORD || memcmp(blob, "sjdg1", 5) != 0 ||
+        get_le(blob + 5, 4) != n)
+        return false;
+    /* All checked before any is taken: a record that does not fit leaves
+     * every param to be hashed. */
+    const uint8_t *p = blob + 9;
+    int v = -1;
+    for (uint32_t i = 0; i < n; i++, p += DIGEST_RECORD) {
+        for (v++; v < g->n_nodes && g->nodes[v].op != SJ_OP_PARAM; v++) {}
+        if (get_le(p, 4) != (uint64_t)v || p[4] != (uint8_t)g->nodes[v].dtype ||
+            get_le(p + 5, 8) != param_bytes(&g->nodes[v]))
+            return false;
+    }
+    sj_graph *m = (sj_graph *)g; /* the memo is not part of the graph's value */
+    pthread_mutex_lock(&m->hash_lock);
+    p = blob + 9;
+    for (uint32_t i = 0; i < n; i++, p += DIGEST_RECORD) {
+        sj_node *nd = &m->nodes[get_le(p, 4)];
+        memcpy(nd->param_hash, p + 13, 32);
+        nd->param_hashed = true;
+    }
+    pthread_mutex_unlock(&m->hash_lock);
+    return true;
+}

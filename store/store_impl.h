@@ -59,6 +59,14 @@ void sj__store_counters(sj_store *s, sj_store_stats *out);
 ZSTD_DCtx *sj__store_dctx_take(sj_store *s);
 void sj__store_dctx_give(sj_store *s, ZSTD_DCtx *d);
 
+/* --- store_digests.c --- */
+/* The weights' digests kept for a model file's source key (*blob
+ * sj_alloc'ed); SJ_E_NOT_FOUND when none is kept or the row is damaged. */
+sj_status sj__store_digests_get(sj_store *s, const uint8_t key[32], void **blob, size_t *len);
+/* Keeps them (replacing path's older rows); fails on a read-only store. */
+sj_status sj__store_digests_put(sj_store *s, const uint8_t key[32], const char *path, const void *blob,
+                               size_t len);
+
 /* --- store_blob.c --- */
 /* BLAKE3 over the key's canonical encoding. */
 void sj__store_key_digest(const sj_store_key *k, uint8_t out[32]);

@@ -330,6 +330,11 @@ typedef struct sj_engine_stats {
      * (shapejit/ext/bucketed_cache.h, sj_compile_stages). */
     uint64_t kernels, launches;
     double lower_ms, emit_ms, optimise_ms, codegen_ms, load_ms;
+    /* The model's content hash at open: its ms, and whether the weights'
+     * digests came from the store (its files unchanged since a process
+     * hashed them) instead of from reading every weight byte. */
+    double hash_ms;
+    bool digests_from_store;
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

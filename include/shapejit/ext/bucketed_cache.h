@@ -313,6 +313,11 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t device_lost; /* runs that failed with SJ_E_DEVICE_LOST (a kernel fault) */
     uint64_t reloads;     /* stale executables loaded again after their device was reset */
     sj_compile_stages stages; /* the compiler's (sj_compiler.stages) */
+    /* The graph's content hash, made once at create: its time, and whether
+     * the weights' digests came from the store (the model's files were
+     * unchanged since they were hashed) instead of from reading the bytes. */
+    double hash_ms;
+    bool digests_from_store;
 } sj_bucketed_cache_stats;
 
 /* What bucket i's executable holds; for a bucket not loaded, what it will
