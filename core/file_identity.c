@@ -1,6 +1,7 @@
 #include "core/file_identity.h"
 
 #include <dlfcn.h>
+#include <errno.h> /* program_invocation_name */
 #include <string.h>
 #include <time.h>
 
@@ -36,8 +37,15 @@ void sj__file_identity_bytes(const sj_file_identity *id, uint8_t out[SJ_FILE_IDE
 }
 
 bool sj__library_identity(sj_file_identity *out) {
+    /* Linked into the program itself, the loader names the program by its
+     * argv[0] (or, in a static program, nothing): the program's file is
+     * the code's. A shared library is named by the path it was loaded
+     * from; a relative one (a dlopen of "./lib.so") may mean another file
+     * now: no identity rather than a wrong one. */
     Dl_info info;
-    if (!dladdr((void *)(uintptr_t)&sj__library_identity, &info) || !info.dli_fname || !info.dli_fname[0])
-        return false;
-    return sj__file_identity_get(info.dli_fname, out);
+    const char *file = "/proc/self/exe";
+    if (dladdr((void *)(uintptr_t)&sj__library_identity, &info) && info.dli_fname && info.dli_fname[0] &&
+        strcmp(info.dli_fname, program_invocation_name) != 0)
+        file = info.dli_fname;
+    return file[0] == '/' && sj__file_identity_get(file, out);
 }

@@ -14,11 +14,12 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 # kserve and PyYAML: test_kserve_manifests loads deploy/kserve into KServe's API models.
-"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest kserve pyyaml
+# pytest-xdist: the suite runs on every core (-n auto below), as ctest does.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest pytest-xdist kserve pyyaml
 start=$(date +%s)
 "$venv/bin/python" -m pip install -q --disable-pip-version-check .
 echo "test-python: pip install . took $(( $(date +%s) - start )) s"
 # From inside python/tests: `import shapejit` is the installed package,
 # never python/shapejit (not on sys.path; it has no compiled module).
 cd python/tests
-exec "../../$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+exec "../../$venv/bin/python" -m pytest -q -p no:cacheprovider -n auto "$@"

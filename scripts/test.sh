@@ -11,7 +11,10 @@ flags=()
 # tree, so no test may find its files from the working directory).
 if [ "${1:-}" = "--asan" ]; then
   build=build-asan
-  flags=(-DSJ_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
+  # -O1, as the sanitizers' authors advise: every check stays, and the
+  # instrumented library runs about 1.5-2x faster than at -O0 (test_threads
+  # 116 -> 81 s, test_attention_fuse 84 -> 41 s on a 2-core VM).
+  flags=(-DSJ_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O1")
   # allocator_may_return_null: out-of-memory paths are tested (huge --rows);
   # the library must see NULL from malloc there, as it would without ASan.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}

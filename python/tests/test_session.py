@@ -19,17 +19,17 @@ OPTIONS = {"mlp_static": {"dynamic": ("x", 0)}}
 ORT_TYPES = {"tensor(float)", "tensor(int64)", "tensor(int32)", "tensor(bool)"}
 
 
-def _cases(folder):
+def _cases(folder, first=None):
     sizes = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
-    for n in sizes:
+    for n in sizes[:first]:
         feed = {p.stem: np.load(p) for p in sorted((folder / str(n) / "in").glob("*.npy"))}
         want = {p.stem: np.load(p) for p in sorted((folder / str(n) / "out").glob("*.npy"))}
         yield n, feed, want
 
 
-def _check_session(sess, folder, rtol, atol, compare=None):
+def _check_session(sess, folder, rtol, atol, compare=None, first=None):
     names = [o.name for o in sess.get_outputs()]
-    for n, feed, want in _cases(folder):
+    for n, feed, want in _cases(folder, first):
         outs = sess.run(None, feed)
         assert len(outs) == len(names)
         for name, got in zip(names, outs):
@@ -75,7 +75,10 @@ def test_transformer_exports_match_torch(model, tmp_path):
         assert got.type == {"float32": "tensor(float)", "int64": "tensor(int64)",
                             "int32": "tensor(int32)", "bool": "tensor(bool)"}[want["dtype"]]
         assert m["dynamic"] in got.shape
-    _check_session(sess, folder, rtol=m["rtol"], atol=m["atol"], compare=m.get("compare"))
+    # The binding's part (names, dtypes, int64 ids and masks, two sizes in
+    # two buckets of one session): the C suite's real_models tests run
+    # every length on the host and the interpreter, each bucket compiled.
+    _check_session(sess, folder, rtol=m["rtol"], atol=m["atol"], compare=m.get("compare"), first=2)
 
 
 def test_node_args_as_onnxruntime_spells_them():
