@@ -511,6 +511,18 @@ static sj_status run_into(sj_engine *e, sj_ctx *ctx, int64_t n, float *y) {
     return st;
 }
 
+/* a and b (engines of the same model on their own contexts) give the same
+ * bits at 1, 3, 17 and 64 rows. */
+static void assert_same_results(sj_engine *a, sj_ctx *ca, sj_engine *b, sj_ctx *cb) {
+    float ya[64 * OUT], yb[64 * OUT];
+    int64_t sizes[] = {1, 3, 17, 64};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(run_into(a, ca, sizes[i], ya), SJ_OK);
+        assert_int_equal(run_into(b, cb, sizes[i], yb), SJ_OK);
+        assert_memory_equal(ya, yb, (size_t)sizes[i] * OUT * sizeof(float));
+    }
+}
+
 /* An aligned float32 tensor is read in place: the executables' param
  * buffers are the file's pages at the tensors' offsets, the pool and the
  * stats say mapped, and the results equal the copied path's bit for bit. */
@@ -564,13 +576,7 @@ static void test_mapped_weights(void **state) {
     assert_int_equal(gw.mapped_params, 0);
     assert_int_equal(gw.external_copied, 2);
     assert_int_equal(gw.external_copied_bytes, sizeof w1 + sizeof w2);
-    float ym[64 * OUT], yc[64 * OUT];
-    int64_t sizes[] = {1, 3, 17, 64};
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(run_into(e, ctx, sizes[i], ym), SJ_OK);
-        assert_int_equal(run_into(c, ctx2, sizes[i], yc), SJ_OK);
-        assert_memory_equal(ym, yc, (size_t)sizes[i] * OUT * sizeof(float));
-    }
+    assert_same_results(e, ctx, c, ctx2);
     assert_int_equal(run_rows(e, ctx, 40), SJ_OK); /* and right, against plain loops */
     sj__weight_pool_stats_get(sj__ctx_weight_pool(ctx2), &ps);
     assert_int_equal(ps.mapped_buffers, 0);
@@ -667,13 +673,8 @@ static void test_embedded_weights_lent(void **state) {
     assert_int_equal(st.weight_mapped_bytes, 0);
 
     sj_engine *c = open_engine(ctx2, "list:4,64", 0); /* sj_graph_param: copied weights */
+    assert_same_results(e1, ctx, c, ctx2);
     float ye[64 * OUT], yc[64 * OUT];
-    int64_t sizes[] = {1, 3, 17, 64};
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(run_into(e1, ctx, sizes[i], ye), SJ_OK);
-        assert_int_equal(run_into(c, ctx2, sizes[i], yc), SJ_OK);
-        assert_memory_equal(ye, yc, (size_t)sizes[i] * OUT * sizeof(float));
-    }
     sj_engine *e2 = open_file(ctx, m.model, "list:4,64", false);
     sj_executable *x = bucket_exe(e2, 3);
     assert_ptr_equal(x->params[0].buffer, a->params[0].buffer); /* e1's block, by hash */
