@@ -1,4 +1,5 @@
 #include "core/file_identity.h"
+#include "core/hash.h"
 
 #include <dlfcn.h>
 #include <errno.h> /* program_invocation_name */
@@ -32,8 +33,7 @@ bool sj__file_identity_settled(const sj_file_identity *id) {
 
 void sj__file_identity_bytes(const sj_file_identity *id, uint8_t out[SJ_FILE_IDENTITY_BYTES]) {
     uint64_t v[5] = {id->dev, id->ino, id->size, (uint64_t)id->mtime_ns, (uint64_t)id->ctime_ns};
-    for (int k = 0; k < 5; k++)
-        for (int i = 0; i < 8; i++) out[8 * k + i] = (uint8_t)(v[k] >> (8 * i));
+    for (int k = 0; k < 5; k++) sj__put_le(out + 8 * k, v[k], 8);
 }
 
 bool sj__library_identity(sj_file_identity *out) {

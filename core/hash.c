@@ -21,6 +21,16 @@ uint64_t sj__splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
+void sj__put_le(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint64_t sj__get_le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 void sj__hex_encode(const uint8_t *bytes, size_t n, char *out) {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {

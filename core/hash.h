@@ -7,6 +7,7 @@
  *   uint64_t h = sj__fnv1a(SJ_FNV_OFFSET, bytes, n);   // checksum of a buffer
  *   uint64_t s = seed;  double u = (double)(sj__splitmix64(&s) >> 11) * 0x1p-53;
  *   char hex[65];  sj__hex_encode(digest, 32, hex);
+ *   uint8_t b[8];  sj__put_le(b, size, 8);  ...  size = sj__get_le(b, 8);
  */
 #ifndef SJ_CORE_HASH_H
 #define SJ_CORE_HASH_H
@@ -26,6 +27,11 @@ uint64_t sj__hash_str(const char *s);
 /* splitmix64: a seeded generator; advances *state. Its sequence is part of
  * the .sjg format (random(seed=...), docs/sjg.md), so it must never change. */
 uint64_t sj__splitmix64(uint64_t *state);
+
+/* v's low n bytes (n <= 8) at p, little-endian, and back: the byte order
+ * of every stored and hashed format, whatever the host's. */
+void sj__put_le(uint8_t *p, uint64_t v, int n);
+uint64_t sj__get_le(const uint8_t *p, int n);
 
 /* Lower-case hex of n bytes into out[2n + 1], NUL-terminated. */
 void sj__hex_encode(const uint8_t *bytes, size_t n, char *out);

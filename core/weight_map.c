@@ -20,12 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* What fstat says about the file, as far as a change shows in it. */
-typedef struct file_state {
-    uint64_t size;
-    int64_t mtime_ns, ctime_ns;
-} file_state;
-
 struct sj_weight_map {
     sj_ctx *ctx; /* allocated on it */
     _Atomic uint64_t refs;
@@ -37,22 +31,12 @@ struct sj_weight_map {
     size_t size; /* bytes mapped: the whole file when it was mapped */
     uint8_t hash[32];
     pthread_mutex_t mu;
-    file_state ok;  /* the last state whose bytes hashed equal */
-    file_state bad; /* the last state whose bytes did not (valid when has_bad) */
+    sj_file_identity ok;  /* the last state whose bytes hashed equal */
+    sj_file_identity bad; /* the last state whose bytes did not (valid when has_bad) */
     bool has_bad;
     _Atomic uint64_t rehashes;
     sj_file_identity opened; /* the file's identity when its bytes were taken (not for adopted) */
 };
-
-static file_state state_of(const struct stat *sb) {
-    return (file_state){(uint64_t)sb->st_size,
-                        (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
-                        (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec};
-}
-
-static bool same_state(const file_state *a, const file_state *b) {
-    return a->size == b->size && a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
-}
 
 static void hash_bytes(const uint8_t *p, size_t n, uint8_t out[32]) {
     llvm_blake3_hasher h;
@@ -163,11 +147,10 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
             bool raced = false;
             base = copy_sealed(fd, (size_t)sb.st_size, path, &why, &raced);
             struct stat after;
-            bool same = fstat(fd, &after) == 0 && after.st_size == sb.st_size &&
-                        after.st_mtim.tv_sec == sb.st_mtim.tv_sec &&
-                        after.st_mtim.tv_nsec == sb.st_mtim.tv_nsec &&
-                        after.st_ctim.tv_sec == sb.st_ctim.tv_sec &&
-                        after.st_ctim.tv_nsec == sb.st_ctim.tv_nsec;
+            sj_file_identity was, now;
+            sj__file_identity_of(&sb, &was);
+            bool same = fstat(fd, &after) == 0 &&
+                        (sj__file_identity_of(&after, &now), sj__file_identity_equal(&was, &now));
             if (base != MAP_FAILED && same) break;
             if (base != MAP_FAILED) munmap(base, (size_t)sb.st_size);
             base = MAP_FAILED;
@@ -201,8 +184,8 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
     m->base = base;
     m->size = (size_t)sb.st_size;
     pthread_mutex_init(&m->mu, NULL);
-    m->ok = state_of(&sb);
     sj__file_identity_of(&sb, &m->opened);
+    m->ok = m->opened;
     if (copied) {
         /* The copy is the weights from now on: the file is not needed, and
          * nothing is ever compared with it (check is SJ_OK for a copy), so
@@ -218,8 +201,9 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
      * the file's state is read before and compared after. */
     hash_bytes(m->base, m->size, m->hash);
     struct stat after;
-    file_state now = fstat(fd, &after) == 0 ? state_of(&after) : (file_state){0};
-    if (!same_state(&m->ok, &now)) {
+    sj_file_identity now = {0};
+    if (fstat(fd, &after) == 0) sj__file_identity_of(&after, &now);
+    if (!sj__file_identity_equal(&m->ok, &now)) {
         sj__weight_map_release(m);
         return sj_fail(ctx, SJ_E_CORRUPT, "weights file %s changed while it was being mapped",
                        path);
@@ -271,7 +255,7 @@ uint64_t sj__weight_map_rehashes(const sj_weight_map *m) {
     return atomic_load_explicit(&((sj_weight_map *)m)->rehashes, memory_order_relaxed);
 }
 
-static sj_status changed(sj_weight_map *m, sj_ctx *ctx, const file_state *now) {
+static sj_status changed(sj_weight_map *m, sj_ctx *ctx, const sj_file_identity *now) {
     m->bad = *now;
     m->has_bad = true;
     return sj_fail(ctx, SJ_E_CORRUPT,
@@ -287,8 +271,9 @@ static sj_status check_locked(sj_weight_map *m, sj_ctx *ctx, bool force) {
     struct stat sb;
     if (fstat(m->fd, &sb) != 0)
         return sj_fail(ctx, SJ_E_IO, "weights file %s: fstat: %s", m->path, strerror(errno));
-    file_state now = state_of(&sb);
-    if (!force && same_state(&now, &m->ok)) return SJ_OK;
+    sj_file_identity now;
+    sj__file_identity_of(&sb, &now);
+    if (!force && sj__file_identity_equal(&now, &m->ok)) return SJ_OK;
     if (now.size < m->size) {
         /* Pages past the new end would raise SIGBUS: never touched. */
         m->bad = now;
@@ -298,7 +283,7 @@ static sj_status check_locked(sj_weight_map *m, sj_ctx *ctx, bool force) {
                        "bytes): reload the model",
                        m->path, (unsigned long long)now.size, m->size);
     }
-    if (!force && m->has_bad && same_state(&now, &m->bad)) return changed(m, ctx, &now);
+    if (!force && m->has_bad && sj__file_identity_equal(&now, &m->bad)) return changed(m, ctx, &now);
     /* The file's bytes, read, not the mapping's pages: a truncation racing
      * this hash reads short instead of raising SIGBUS here (the fault the
      * campaign found on an HTTP thread). Untouched private pages show the

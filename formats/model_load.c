@@ -3,6 +3,7 @@
 #include "ir/graph_impl.h"
 #include "shapejit/model.h"
 #include "core/file_identity.h"
+#include "core/hash.h"
 #include "core/file_read.h"
 
 #include <limits.h>
@@ -68,7 +69,7 @@ static const struct {
 
 static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    sj__put_le(b, v, 8);
     llvm_blake3_hasher_update(h, b, sizeof b);
 }
 

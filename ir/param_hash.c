@@ -5,6 +5,7 @@
  * a weight is hashed once per process. The graph hash is stored, so the
  * digest is of the little-endian bytes on any host. */
 #include "ir/graph_impl.h"
+#include "core/hash.h"
 
 #include <llvm-c/blake3.h>
 #include <string.h>
@@ -33,7 +34,7 @@ void sj__graph_param_digest_locked(const sj_graph *g, sj_value v, uint8_t out[32
         size_t elem = sj_dtype_size(n->dtype);
         uint64_t len = (uint64_t)sj_shape_numel(&n->shape, 1) * elem;
         uint8_t len_le[8];
-        for (int i = 0; i < 8; i++) len_le[i] = (uint8_t)(len >> (8 * i));
+        sj__put_le(len_le, len, 8);
         llvm_blake3_hasher h;
         llvm_blake3_hasher_init(&h);
         llvm_blake3_hasher_update(&h, "sj-weight-2", 11);
@@ -63,16 +64,13 @@ void sj__graph_param_hash_stored(const sj_graph *g, sj_value v, sj_precision sto
 
 /* export's bytes: "sjdg1", the param count (u32), then per param its node
  * index (u32), dtype (u8), byte size (u64) and digest, little-endian. */
+#define DIGEST_HEAD (5 + 4)
 #define DIGEST_RECORD (4 + 1 + 8 + 32)
 
-static void put_le(uint8_t *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
+static uint32_t count_params(const sj_graph *g) {
+    uint32_t n = 0;
+    for (int v = 0; v < g->n_nodes; v++) n += g->nodes[v].op == SJ_OP_PARAM;
+    return n;
 }
 
 static uint64_t param_bytes(const sj_node *n) {
@@ -82,22 +80,21 @@ static uint64_t param_bytes(const sj_node *n) {
 sj_status sj__graph_digests_export(const sj_graph *g, uint8_t **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    uint32_t n = 0;
-    for (int v = 0; v < g->n_nodes; v++) n += g->nodes[v].op == SJ_OP_PARAM;
-    size_t size = 5 + 4 + (size_t)n * DIGEST_RECORD;
+    uint32_t n = count_params(g);
+    size_t size = DIGEST_HEAD + (size_t)n * DIGEST_RECORD;
     uint8_t *b = sj_alloc(g->ctx, size);
     if (!b) return sj_fail(g->ctx, SJ_E_NOMEM, "out of memory for the weights' digests");
     memcpy(b, "sjdg1", 5);
-    put_le(b + 5, n, 4);
-    uint8_t *p = b + 9;
+    sj__put_le(b + 5, n, 4);
+    uint8_t *p = b + DIGEST_HEAD;
     sj_graph *m = (sj_graph *)g;
     pthread_mutex_lock(&m->hash_lock);
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_node *nd = &g->nodes[v];
         if (nd->op != SJ_OP_PARAM) continue;
-        put_le(p, (uint64_t)v, 4);
+        sj__put_le(p, (uint64_t)v, 4);
         p[4] = (uint8_t)nd->dtype;
-        put_le(p + 5, param_bytes(nd), 8);
+        sj__put_le(p + 5, param_bytes(nd), 8);
         sj__graph_param_digest_locked(g, v, p + 13);
         p += DIGEST_RECORD;
     }
@@ -108,26 +105,25 @@ sj_status sj__graph_digests_export(const sj_graph *g, uint8_t **out, size_t *len
 }
 
 bool sj__graph_digests_seed(const sj_graph *g, const uint8_t *blob, size_t len) {
-    uint32_t n = 0;
-    for (int v = 0; v < g->n_nodes; v++) n += g->nodes[v].op == SJ_OP_PARAM;
-    if (!blob || len != 5 + 4 + (size_t)n * DIGEST_RECORD || memcmp(blob, "sjdg1", 5) != 0 ||
-        get_le(blob + 5, 4) != n)
+    uint32_t n = count_params(g);
+    if (!blob || len != DIGEST_HEAD + (size_t)n * DIGEST_RECORD || memcmp(blob, "sjdg1", 5) != 0 ||
+        sj__get_le(blob + 5, 4) != n)
         return false;
     /* All checked before any is taken: a record that does not fit leaves
      * every param to be hashed. */
-    const uint8_t *p = blob + 9;
+    const uint8_t *p = blob + DIGEST_HEAD;
     int v = -1;
     for (uint32_t i = 0; i < n; i++, p += DIGEST_RECORD) {
         for (v++; v < g->n_nodes && g->nodes[v].op != SJ_OP_PARAM; v++) {}
-        if (get_le(p, 4) != (uint64_t)v || p[4] != (uint8_t)g->nodes[v].dtype ||
-            get_le(p + 5, 8) != param_bytes(&g->nodes[v]))
+        if (sj__get_le(p, 4) != (uint64_t)v || p[4] != (uint8_t)g->nodes[v].dtype ||
+            sj__get_le(p + 5, 8) != param_bytes(&g->nodes[v]))
             return false;
     }
     sj_graph *m = (sj_graph *)g; /* the memo is not part of the graph's value */
     pthread_mutex_lock(&m->hash_lock);
-    p = blob + 9;
+    p = blob + DIGEST_HEAD;
     for (uint32_t i = 0; i < n; i++, p += DIGEST_RECORD) {
-        sj_node *nd = &m->nodes[get_le(p, 4)];
+        sj_node *nd = &m->nodes[sj__get_le(p, 4)];
         memcpy(nd->param_hash, p + 13, 32);
         nd->param_hashed = true;
     }

@@ -7,6 +7,7 @@
  * little-endian. The frame and digest are the row's own, so an import
  * checks exactly what a get would. */
 #include "store/store_impl.h"
+#include "core/hash.h"
 
 #include "core/file_read.h"
 
@@ -20,18 +21,10 @@
 static const char file_magic[8] = {'S', 'J', 'S', 'T', 'O', 'R', 'E', '1'};
 static const char rec_magic[4] = {'S', 'J', 'R', '1'};
 
-static void le(uint8_t *b, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) b[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t unle(const uint8_t *b, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v |= (uint64_t)b[i] << (8 * i);
-    return v;
-}
 
 static bool put_int(FILE *f, uint64_t v, int n) {
     uint8_t b[8];
-    le(b, v, n);
+    sj__put_le(b, v, n);
     return fwrite(b, 1, (size_t)n, f) == (size_t)n;
 }
 static bool put_str(FILE *f, const char *s) {
@@ -113,7 +106,7 @@ static bool get_bytes(reader *r, void *dst, size_t n) { return fread(dst, 1, n, 
 static bool get_int(reader *r, int n, uint64_t *v) {
     uint8_t b[8];
     if (!get_bytes(r, b, (size_t)n)) return false;
-    *v = unle(b, n);
+    *v = sj__get_le(b, n);
     return true;
 }
 static bool get_str(reader *r, char out[SJ_STORE_FIELD_MAX]) {
