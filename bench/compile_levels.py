@@ -38,6 +38,7 @@ DEFAULT_MODELS = [
      ["--dim", "batch=1", "--dynamic", "seq"]),
     (os.path.join(REAL, "resnet18_dynamo", "model.onnx"), [1, 4], []),
     (os.path.join(ROOT, "examples", "models", "ffn.sjg"), [8, 256], []),
+    (os.path.join(ROOT, "examples", "models", "mlp.sjg"), [8, 64, 1024], []),
 ]
 # x86-64 levels and the CPU flags each needs (psABI), highest first.
 LEVELS = [

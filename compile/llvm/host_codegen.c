@@ -1,5 +1,4 @@
 /* Target machine, new-pass-manager pipeline and output for the host emitter. */
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,21 +34,7 @@ static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMT
     return st;
 }
 
-/* Whether the pipeline unrolls loops. LLVM's unrollers copy out every short
- * loop of constant trip count, and a graph of small dims is made of them:
- * in a hidden-32 BERT bucket, a matmul kernel became 4,000 lines of IR and
- * the bucket's optimise + codegen 1.7 s. Measured on the test models, the
- * host GEMM examples and a 2 x 64 encoder (bench: serve, one thread): with
- * 16-float vectors (AVX-512) every loop is a few iterations already and
- * unrolling bought nothing: compiles 2-8x faster without it, and requests as
- * fast or faster (a hidden-48 encoder layer at 64 rows 59 -> 40 us, ResNet-18
- * at batch 4 783 -> 661 us, no cell slower beyond noise). With 8- or 4-float
- * vectors the unrolled copies are the register blocking some kernels rely
- * on (attention + layernorm at 64 rows 44 -> 64 us on x86-64-v3, an FFN at 8
- * rows 21 -> 30 us on x86-64-v2 without it), so those targets keep it. */
-static bool unrolls_loops(int vector_floats) { return vector_floats < 16; }
-
-static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm, int level, bool unroll) {
+static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm, int level) {
     char *msg = NULL;
     if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
         sj_status st = sj_fail(ctx, SJ_E_COMPILE, "host emitter produced invalid IR: %s", msg);
@@ -62,7 +47,6 @@ static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm,
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(po, level >= 2);
     LLVMPassBuilderOptionsSetSLPVectorization(po, level >= 2);
-    LLVMPassBuilderOptionsSetLoopUnrolling(po, unroll);
     LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, po);
     LLVMDisposePassBuilderOptions(po);
     if (err) {
@@ -143,7 +127,7 @@ sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_targe
     uint64_t t0 = sj__now_ns();
     sj_status st = sj__llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, emitted);
     uint64_t t1 = sj__now_ns();
-    if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level, unrolls_loops(vector_floats));
+    if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
     uint64_t t2 = sj__now_ns();
     if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
     if (times) {
