@@ -40,12 +40,12 @@ DEFAULT_MODELS = [
     (os.path.join(ROOT, "examples", "models", "ffn.sjg"), [8, 256], []),
     (os.path.join(ROOT, "examples", "models", "mlp.sjg"), [8, 64, 1024], []),
 ]
-# x86-64 levels and the CPU flags each needs (psABI), highest first.
-LEVELS = [
-    ("x86-64-v4", {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}),
-    ("x86-64-v3", {"avx2", "fma", "bmi2", "f16c", "movbe"}),
-    ("x86-64-v2", {"sse4_2", "popcnt", "ssse3"}),
-]
+# x86-64 levels and the /proc/cpuinfo flags each needs (the psABI's lists,
+# each level needing the ones below it too), highest first.
+V2 = {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"}
+V3 = V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+V4 = V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+LEVELS = [("x86-64-v4", V4), ("x86-64-v3", V3), ("x86-64-v2", V2)]
 
 
 def cpu_flags():
@@ -57,6 +57,17 @@ def cpu_flags():
     except OSError:
         pass
     return set()
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
 
 
 def parse_model(spec):
@@ -105,8 +116,7 @@ def main():
         missing = [n for n, need in LEVELS if not need <= flags]
         if missing:
             print("levels this CPU cannot run, not timed: %s" % ", ".join(missing))
-    model_name = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                       if l.startswith("model name")), "unknown CPU")
+    model_name = cpu_model()
     head = "| model | N | level | " + " | ".join(
         "%s compile ms | %s p50 us" % (n, n) for n, _ in builds)
     if len(builds) > 1:
