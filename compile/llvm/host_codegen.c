@@ -1,4 +1,5 @@
 /* Target machine, new-pass-manager pipeline and output for the host emitter. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +35,23 @@ static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMT
     return st;
 }
 
-static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm, int level) {
+/* Whether the pipeline unrolls loops. LLVM's unrollers copy out every short
+ * loop of constant trip count, and a graph of small dims is made of them:
+ * in a hidden-32 BERT bucket, a matmul kernel became 4,000 lines of IR and
+ * the bucket's optimise + codegen 1.4-1.9 s. With 16-float vectors
+ * (AVX-512) the loops are a few iterations already: without the unrollers
+ * the test models' buckets compile in 0.13-0.52x the time and their
+ * requests run as fast or faster (bench/compile_levels.py: a hidden-48
+ * encoder layer at 64 rows 82 -> 44 us, ResNet-18 at batch 4 815 -> 683 us).
+ * The one kernel that needed the copies, emit_ikj's narrow columns, asks
+ * for them itself (host_emit.c, rloop_close_unrolled). With 8- or 4-float
+ * vectors the unrolled copies are the register blocking more kernels rely
+ * on (attention + layernorm at 64 rows 44 -> 64 us on x86-64-v3, an FFN at
+ * 8 rows 21 -> 30 us on x86-64-v2 without them), so those targets keep
+ * them. */
+static bool unrolls_loops(int vector_floats) { return vector_floats < 16; }
+
+static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm, int level, bool unroll) {
     char *msg = NULL;
     if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
         sj_status st = sj_fail(ctx, SJ_E_COMPILE, "host emitter produced invalid IR: %s", msg);
@@ -47,6 +64,7 @@ static sj_status optimise(sj_ctx *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm,
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(po, level >= 2);
     LLVMPassBuilderOptionsSetSLPVectorization(po, level >= 2);
+    LLVMPassBuilderOptionsSetLoopUnrolling(po, unroll);
     LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, po);
     LLVMDisposePassBuilderOptions(po);
     if (err) {
@@ -127,7 +145,7 @@ sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_targe
     uint64_t t0 = sj__now_ns();
     sj_status st = sj__llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, emitted);
     uint64_t t1 = sj__now_ns();
-    if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level);
+    if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level, unrolls_loops(vector_floats));
     uint64_t t2 = sj__now_ns();
     if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
     if (times) {

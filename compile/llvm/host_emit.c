@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
+
 #include "compile/llvm/llvm_impl.h"
 #include "compile/llvm/llvm_point.h"
 #include "compile/llvm/llvm_scalar.h"
@@ -427,7 +429,7 @@ static void emit_row(emitter *e) {
 /* A loop lo, lo+step, ... < hi that runs zero times when lo >= hi. */
 typedef struct rloop {
     LLVMBasicBlockRef body, exit;
-    LLVMValueRef phi, hi;
+    LLVMValueRef phi, lo, hi;
     int64_t step;
 } rloop;
 
@@ -435,6 +437,7 @@ static LLVMValueRef rloop_open(emitter *e, rloop *l, LLVMValueRef lo, LLVMValueR
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
     l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "tile");
     l->exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "tile.after");
+    l->lo = lo;
     l->hi = hi;
     l->step = step;
     LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, lo, hi, ""), l->body, l->exit);
@@ -444,12 +447,35 @@ static LLVMValueRef rloop_open(emitter *e, rloop *l, LLVMValueRef lo, LLVMValueR
     return l->phi;
 }
 
-static void rloop_close(emitter *e, rloop *l) {
+static LLVMValueRef rloop_close(emitter *e, rloop *l) {
     LLVMValueRef next = LLVMBuildNSWAdd(e->B, l->phi, ci(e, l->step), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
-    LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, next, l->hi, ""), l->body, l->exit);
+    LLVMValueRef br = LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, next, l->hi, ""), l->body, l->exit);
     LLVMAddIncoming(l->phi, &next, &latch, 1);
     LLVMPositionBuilderAtEnd(e->B, l->exit);
+    return br;
+}
+
+/* Loops of at most this many iterations that a kernel needs copied out. */
+enum { SHORT_LOOP_TRIPS = 16 };
+
+/* Closes l, asking LLVM to unroll it whole when its bounds are constants
+ * at most SHORT_LOOP_TRIPS steps apart: the host pipeline leaves AVX-512
+ * code's loops rolled (host_codegen.c), and a few loops need the copies,
+ * as the narrow columns of emit_ikj, whose outputs only stay in registers
+ * across k once each column is its own straight-line code. For innermost
+ * loops only: forced on nested loops, the copies multiply. */
+static void rloop_close_unrolled(emitter *e, rloop *l) {
+    LLVMValueRef br = rloop_close(e, l);
+    if (!LLVMIsAConstantInt(l->lo) || !LLVMIsAConstantInt(l->hi)) return;
+    int64_t span = LLVMConstIntGetSExtValue(l->hi) - LLVMConstIntGetSExtValue(l->lo);
+    if (span <= l->step || (span + l->step - 1) / l->step > SHORT_LOOP_TRIPS) return;
+    LLVMMetadataRef self = LLVMTemporaryMDNode(e->C, NULL, 0);
+    LLVMMetadataRef full = LLVMMDStringInContext2(e->C, "llvm.loop.unroll.full", 21);
+    LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(e->C, &full, 1)};
+    LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(self, node);
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
 }
 
 /* Softmax by columns: a row loop per innermost position would walk memory a
@@ -572,7 +598,7 @@ static void ikj_rows(emitter *e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef 
         e->idx[2] = LLVMBuildNSWAdd(e->B, i, ci(e, r), "");
         accumulate_out(e, av[r], b);
     }
-    rloop_close(e, &lj);
+    rloop_close_unrolled(e, &lj);
     rloop_close(e, &lk);
     rloop_close(e, &li);
 }
