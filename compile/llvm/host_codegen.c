@@ -41,8 +41,8 @@ static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMT
  * the bucket's optimise + codegen 1.4-1.9 s. With 16-float vectors
  * (AVX-512) the loops are a few iterations already: without the unrollers
  * the test models' buckets compile in 0.13-0.52x the time and their
- * requests run as fast or faster (bench/compile_levels.py: a hidden-48
- * encoder layer at 64 rows 82 -> 44 us, ResNet-18 at batch 4 815 -> 683 us).
+ * requests run as fast or faster (bench/compile_levels.py: a hidden-32
+ * encoder layer at 64 rows 82 -> 44 us, a reduced ResNet-18 at batch 4 815 -> 683 us).
  * The one kernel that needed the copies, emit_ikj's narrow columns, asks
  * for them itself (host_emit.c, rloop_close_unrolled). With 8- or 4-float
  * vectors the unrolled copies are the register blocking more kernels rely
