@@ -120,16 +120,20 @@ def real_models():
     out = {}
     for manifest in sorted((REPO / "tests" / "data" / "real_models").glob("*/manifest.json")):
         m = json.loads(manifest.read_text())
+        # Each input's axis of the dynamic dim: seq for the encoders, batch
+        # (axis 0) for the vision models.
+        axes = {i["name"]: i["shape"].index(m["dynamic"]) for i in m["inputs"]
+                if m.get("dynamic") in i["shape"]}
         out[m["name"]] = {"name": m["name"], "kind": "real", "path": str(manifest.parent / m["model"]),
-                          "dynamic": m.get("dynamic"), "dims": m.get("dims"),
+                          "dynamic": m.get("dynamic"), "dims": m.get("dims"), "axes": axes,
                           "sample": str(manifest.parent / str(max(m["lengths"])) / "in")}
     return out
 
 
 def feed_for(model, n, sess_inputs):
     """Inputs at length n: examples get normal floats; real models their own
-    committed inputs' values tiled along the sequence (token ids stay in the
-    vocabulary, masks stay masks)."""
+    committed inputs' values tiled along the dynamic dim (token ids stay in
+    the vocabulary, masks stay masks, images stay images)."""
     rng = np.random.default_rng(n)
     if model["kind"] == "example":
         return {"x": rng.standard_normal((n, sess_inputs[0][1])).astype(np.float32)}
@@ -139,8 +143,9 @@ def feed_for(model, n, sess_inputs):
     feed = {}
     for p in pathlib.Path(model["sample"]).glob("*.npy"):
         a = np.load(p)
-        reps = -(-n // a.shape[1])
-        tiled = np.concatenate([a] * reps, axis=1)[:, :n]
+        axis = model["axes"].get(p.stem, 1)
+        reps = -(-n // a.shape[axis])
+        tiled = np.take(np.concatenate([a] * reps, axis=axis), np.arange(n), axis=axis)
         feed[p.stem] = np.ascontiguousarray(tiled)
     return feed
 
