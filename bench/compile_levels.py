@@ -29,14 +29,23 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL = os.path.join(ROOT, "tests", "data", "real_models")
+
+
+def real_model(name, sizes):
+    """A model of tests/data/real_models, run as its manifest says: its
+    dims fixed, its dynamic dim the ladder's."""
+    with open(os.path.join(REAL, name, "manifest.json")) as f:
+        m = json.load(f)
+    args = [a for k, v in (m.get("dims") or {}).items() for a in ("--dim", "%s=%s" % (k, v))]
+    return os.path.join(REAL, name, m["model"]), sizes, args + ["--dynamic", m["dynamic"]]
+
+
 DEFAULT_MODELS = [
-    (os.path.join(REAL, "bert_dynamo", "model.onnx"), [8, 64], ["--dim", "batch=1"]),
-    (os.path.join(REAL, "llama_dynamo", "model.onnx"), [8, 64], ["--dim", "batch=1"]),
-    (os.path.join(REAL, "tel_prenorm_gelu_dynamo", "model.onnx"), [8, 64, 256],
-     ["--dim", "batch=1", "--dynamic", "seq"]),
-    (os.path.join(REAL, "mha_residual_ln_dynamo", "model.onnx"), [8, 64, 256],
-     ["--dim", "batch=1", "--dynamic", "seq"]),
-    (os.path.join(REAL, "resnet18_dynamo", "model.onnx"), [1, 4], []),
+    real_model("bert_dynamo", [8, 64]),
+    real_model("llama_dynamo", [8, 64]),
+    real_model("tel_prenorm_gelu_dynamo", [8, 64, 256]),
+    real_model("mha_residual_ln_dynamo", [8, 64, 256]),
+    real_model("resnet18_dynamo", [1, 4]),
     (os.path.join(ROOT, "examples", "models", "ffn.sjg"), [8, 256], []),
     (os.path.join(ROOT, "examples", "models", "mlp.sjg"), [8, 64, 1024], []),
 ]
@@ -48,26 +57,16 @@ V4 = V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
 LEVELS = [("x86-64-v4", V4), ("x86-64-v3", V3), ("x86-64-v2", V2)]
 
 
-def cpu_flags():
+def cpuinfo(field):
+    """The first /proc/cpuinfo line's value for field, or None."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == field:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return "unknown CPU"
+    return None
 
 
 def parse_model(spec):
@@ -77,9 +76,7 @@ def parse_model(spec):
     return os.path.abspath(path), sizes, args.split() if args else []
 
 
-def run_once(exe, model, extra, level, size, count, trace):
-    with open(trace, "w") as f:
-        f.write(("%d\n" % size) * count)
+def run_once(exe, model, extra, level, trace):
     cmd = [exe, "serve", model, "--trace", trace, "--store", "none", "--workers", "1",
            "--threads", "1", "--stats", "--cpu", level] + extra
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -108,7 +105,7 @@ def main():
             sys.exit("compile_levels: --shapejit %r: expected NAME=PATH to an executable" % s)
         builds.append((name, path))
     models = [parse_model(m) for m in a.model] if a.model else DEFAULT_MODELS
-    flags = cpu_flags()
+    flags = set((cpuinfo("flags") or "").split())
     if a.levels:
         levels = a.levels.split(",")
     else:
@@ -116,7 +113,7 @@ def main():
         missing = [n for n, need in LEVELS if not need <= flags]
         if missing:
             print("levels this CPU cannot run, not timed: %s" % ", ".join(missing))
-    model_name = cpu_model()
+    model_name = cpuinfo("model name") or "unknown CPU"
     head = "| model | N | level | " + " | ".join(
         "%s compile ms | %s p50 us" % (n, n) for n, _ in builds)
     if len(builds) > 1:
@@ -132,12 +129,13 @@ def main():
             label = os.path.basename(os.path.dirname(model)) if model.endswith("model.onnx") \
                 else os.path.basename(model)
             for size in sizes:
-                count = max(40, min(400, 100000 // (size * size)))
+                with open(trace, "w") as f:
+                    f.write(("%d\n" % size) * max(40, min(400, 100000 // (size * size))))
                 for level in levels:
                     got = {n: ([], []) for n, _ in builds}
                     for _ in range(a.reps):
                         for n, exe in builds:
-                            c, p = run_once(exe, model, extra, level, size, count, trace)
+                            c, p = run_once(exe, model, extra, level, trace)
                             got[n][0].append(c)
                             got[n][1].append(p)
                     med = {n: (statistics.median(c), statistics.median(p)) for n, (c, p) in got.items()}

@@ -144,9 +144,7 @@ def feed_for(model, n, sess_inputs):
     for p in pathlib.Path(model["sample"]).glob("*.npy"):
         a = np.load(p)
         axis = model["axes"].get(p.stem, 1)
-        reps = -(-n // a.shape[axis])
-        tiled = np.take(np.concatenate([a] * reps, axis=axis), np.arange(n), axis=axis)
-        feed[p.stem] = np.ascontiguousarray(tiled)
+        feed[p.stem] = np.ascontiguousarray(np.take(a, np.arange(n) % a.shape[axis], axis=axis))
     return feed
 
 
