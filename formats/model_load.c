@@ -1,10 +1,11 @@
-/* sj_model_load: reads a model file and hands its bytes to the loader its
- * extension names. A new format is one row in `loaders`. */
+/* sj_model_load: hands a model file to the loader its extension names. A
+ * new format is one row in `loaders`. */
 #include "ir/graph_impl.h"
 #include "shapejit/model.h"
 #include "core/file_identity.h"
 #include "core/hash.h"
 #include "core/file_read.h"
+#include "formats/onnx/onnx_file.h"
 
 #include <limits.h>
 #include <llvm-c/blake3.h>
@@ -13,11 +14,10 @@
 #include <string.h>
 #include <strings.h>
 
-typedef sj_status (*model_loader_fn)(sj_ctx *ctx, const char *path, const char *bytes, size_t len,
-                                     const sj_model_options *o, sj_graph **out);
+typedef sj_status (*model_loader_fn)(sj_ctx *ctx, const char *path, const sj_model_options *o,
+                                     sj_graph **out);
 
-static sj_status load_sjg(sj_ctx *ctx, const char *path, const char *bytes, size_t len,
-                          const sj_model_options *o, sj_graph **out) {
+static sj_status load_sjg(sj_ctx *ctx, const char *path, const sj_model_options *o, sj_graph **out) {
     /* A .sjg graph names its symbolic dim and sizes itself: the ONNX dim
      * options would be ignored, and a caller who gave one believes it took
      * effect. The flag and keyword are named (CLI, Python), as the message
@@ -45,14 +45,13 @@ static sj_status load_sjg(sj_ctx *ctx, const char *path, const char *bytes, size
         memcpy(dir, path, n);
         dir[n] = '\0';
     }
-    sj_status st = sj_sjg_parse(ctx, bytes, len, path, dir, out);
+    char *bytes;
+    size_t len;
+    sj_status st = sj__read_file(ctx, path, &bytes, &len);
+    if (st == SJ_OK) st = sj_sjg_parse(ctx, bytes, len, path, dir, out);
+    sj_free(ctx, bytes);
     sj_free(ctx, dir);
     return st;
-}
-
-static sj_status load_onnx(sj_ctx *ctx, const char *path, const char *bytes, size_t len,
-                           const sj_model_options *o, sj_graph **out) {
-    return sj_onnx_load_mem(ctx, bytes, len, path, o, out);
 }
 
 /* keyed: whether the format's graph holds only bytes of the model file
@@ -64,7 +63,7 @@ static const struct {
     bool keyed;
 } loaders[] = {
     {".sjg", load_sjg, false},
-    {".onnx", load_onnx, true},
+    {".onnx", sj__onnx_load_file, true},
 };
 
 static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
@@ -146,19 +145,18 @@ sj_status sj_model_load(sj_ctx *ctx, const char *path, const sj_model_options *o
         SJ_TRY(sj__config_read(ctx, "sj_model_options", o, SJ_CONFIG_SIZE(sj_model_options, copy_external_data),
                                sizeof c, &c));
     o = &c;
+    if (c.load_threads < 0)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: sj_model_options.load_threads %d is negative", path,
+                       c.load_threads);
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
     if (dot && slash && dot < slash) dot = NULL;
     size_t n_loaders = sizeof loaders / sizeof loaders[0];
     for (size_t i = 0; dot && i < n_loaders; i++) {
         if (strcasecmp(dot, loaders[i].ext) != 0) continue;
-        char *bytes;
-        size_t len;
         sj_file_identity before;
         bool known = loaders[i].keyed && sj__file_identity_get(path, &before);
-        SJ_TRY(sj__read_file(ctx, path, &bytes, &len));
-        sj_status st = loaders[i].load(ctx, path, bytes, len, o, out);
-        sj_free(ctx, bytes);
+        sj_status st = loaders[i].load(ctx, path, o, out);
         if (st == SJ_OK && known) note_source(ctx, path, &before, o, *out);
         return st;
     }

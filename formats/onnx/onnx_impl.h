@@ -126,6 +126,9 @@ typedef struct sj_onnx_binding {
 sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const char *filename,
                              const sj_model_options *o, int n_bound, const sj_onnx_binding *bound,
                              sj_graph **out);
-
+/* As sj__onnx_load_bound from m, unpacked with pa; frees m. */
+sj_status sj__onnx_load_unpacked(sj_ctx *ctx, sj_onnx_pb_alloc *pa, Onnx__ModelProto *m,
+                                const char *filename, const sj_model_options *o, int n_bound,
+                                const sj_onnx_binding *bound, sj_graph **out);
 
 #endif

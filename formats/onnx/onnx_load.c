@@ -507,13 +507,20 @@ sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const 
     sj__onnx_pb_alloc_init(&pa, ctx);
     Onnx__ModelProto *m;
     SJ_TRY(sj__onnx_model_unpack(&pa, bytes, len, filename, &m));
+    return sj__onnx_load_unpacked(ctx, &pa, m, filename, o, n_bound, bound, out);
+}
+
+sj_status sj__onnx_load_unpacked(sj_ctx *ctx, sj_onnx_pb_alloc *pa, Onnx__ModelProto *m,
+                                const char *filename, const sj_model_options *o, int n_bound,
+                                const sj_onnx_binding *bound, sj_graph **out) {
+    *out = NULL;
     /* the folder of filename ("." for a bare name) */
     const char *slash = strrchr(filename, '/');
     /* "/m.onnx" lives in "/" */
     size_t dlen = !slash ? 1 : slash == filename ? 1 : (size_t)(slash - filename);
     char *dir = sj_alloc(ctx, dlen + 1);
     if (!dir) {
-        onnx__model_proto__free_unpacked(m, &pa.base);
+        onnx__model_proto__free_unpacked(m, &pa->base);
         return sj_fail(ctx, SJ_E_NOMEM, "%s: out of memory", filename);
     }
     memcpy(dir, !slash ? "." : filename, dlen);
@@ -536,7 +543,7 @@ sj_status sj__onnx_load_bound(sj_ctx *ctx, const void *bytes, size_t len, const 
     sj_free(ctx, L.vals);
     sj_free(ctx, L.ops);
     sj__name_index_free(ctx, &L.by_name);
-    onnx__model_proto__free_unpacked(m, &pa.base);
+    onnx__model_proto__free_unpacked(m, &pa->base);
     if (st != SJ_OK) {
         sj_graph_destroy(L.g);
         return st;

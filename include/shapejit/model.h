@@ -60,6 +60,11 @@ typedef struct sj_model_options {
      * read-only instead (no copy; the pages are the file's, shared with
      * other processes); sj_graph_weights_get says which happened. */
     bool copy_external_data;
+    /* ONNX: threads reading an .onnx file's weights in sj_model_load (a
+     * large model loads that much sooner: most of the time is the kernel
+     * zeroing fresh pages, on the reader's CPU). 0 = one per online CPU,
+     * at most 8; 1 = the calling thread alone. */
+    int load_threads;
 } sj_model_options;
 
 SJ_API void sj_model_options_init(sj_model_options *o);
