@@ -13,6 +13,7 @@
  * (sj__onnx_tensor_take). Every byte is read once, into the memory that
  * keeps it.
  *
+ * A file with no block to strip is loaded from the bytes the pass read.
  * The pass follows only what it must (model > graph > initialiser >
  * raw_data); anything it does not expect (a malformed header, a group, a
  * graph field given twice, which protobuf merges) sends the file down the
@@ -336,8 +337,13 @@ sj_status sj__onnx_load_file(sj_ctx *ctx, const char *path, const sj_model_optio
                 st = sj__onnx_load_unpacked(ctx, &pa, m, path, o, 0, NULL, out);
             else
                 onnx__model_proto__free_unpacked(m, &pa.base);
+        } else if (followed && s->n_blocks == 0 && skel.n == s->size) {
+            /* Nothing was stripped: the pass copied every byte, and a
+             * re-encoded length is never longer, so equal sizes mean the
+             * skeleton is the file itself, already in memory. */
+            st = sj__onnx_load_bound(ctx, skel.p, skel.n, path, o, 0, NULL, out);
         } else {
-            /* nothing to gain, or bytes for protobuf-c to judge: read whole */
+            /* bytes for protobuf-c to judge: read whole */
             char *bytes;
             size_t len;
             st = sj__read_file(ctx, path, &bytes, &len);
