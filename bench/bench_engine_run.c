@@ -2,8 +2,10 @@
  * sj_engine_run (plus freeing its outputs, as a Python caller's arrays are
  * freed) at a given N, so the Python binding's overhead is the difference.
  *
- *   bench_engine_run MODEL N [CALLS]    -> "sj_engine_run N=1: 812.4 ns/call"
+ *   bench_engine_run MODEL N [CALLS [CPU]]    -> "sj_engine_run N=1: 812.4 ns/call"
  *
+ * CPU (x86-64-v2, x86-64-v3, native: the engine's cpu) times one level's
+ * code on this machine; the default is native.
  * Inputs are zero-filled tensors of each model input's dtype and shape at
  * N (zero is a valid token id too); the bucket is compiled before timing.
  * Thread CPU time, median of BENCH_BATCHES batches (bench_timing.h).
@@ -17,10 +19,10 @@
 #define MAX_IO 16
 
 int main(int argc, char **argv) {
-    if (argc < 3 || argc > 4)
-        return fprintf(stderr, "usage: %s MODEL N [CALLS]\n", argv[0]), 2;
+    if (argc < 3 || argc > 5)
+        return fprintf(stderr, "usage: %s MODEL N [CALLS [CPU]]\n", argv[0]), 2;
     int64_t n = atoll(argv[2]);
-    int calls = argc == 4 ? atoi(argv[3]) : 20000;
+    int calls = argc >= 4 ? atoi(argv[3]) : 20000;
     if (n < 1 || calls < 1)
         return fprintf(stderr, "bench_engine_run: N and CALLS must be >= 1\n"), 2;
     sj_ctx *ctx;
@@ -29,7 +31,10 @@ int main(int argc, char **argv) {
     sj_engine *e = NULL;
     sj_named_tensor in[MAX_IO] = {{0}}, out[MAX_IO];
     int n_in = 0, n_out = 0, rc = 1;
-    if (sj_engine_open(ctx, argv[1], NULL, &e) != SJ_OK)
+    sj_engine_config ec;
+    sj_engine_config_init(&ec);
+    if (argc == 5) ec.cpu = argv[4];
+    if (sj_engine_open(ctx, argv[1], &ec, &e) != SJ_OK)
         goto done;
     n_in = sj_engine_num_inputs(e);
     n_out = sj_engine_num_outputs(e);

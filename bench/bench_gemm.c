@@ -12,9 +12,9 @@
  * BERT-base (768 -> 3072, 3072 -> 768), Llama-7B MLP (4096 -> 11008) and
  * one matmul [37, 768] x [768, 3072] sizes: median time per run, GFLOP/s and
  * its share of the level's peak; beside them single-thread OpenBLAS on the
- * same product. The one-row steps (N = 1, a decode step) are weight
- * streaming: their figure is GB/s of weights read, as a share of the
- * measured bandwidth, with fp32 and bf16 weights.
+ * same product. The few-row steps (N = 1, a decode step, and 4 or 8 rows,
+ * a small batch) are weight streaming: their figure is GB/s of weights
+ * read, as a share of the measured bandwidth, with fp32 and bf16 weights.
  *
  * One thread figures use the thread's CPU time (a shared machine's other
  * load is not the code's cost); --threads T > 1 uses wall time. */
@@ -298,18 +298,24 @@ int main(int argc, char **argv) {
                    flop / ns, 100 * flop / ns / (levels[li].peak * threads), bl);
             fflush(stdout);
         }
-    printf("\n| level | decode step (N = 1) | weights | ms | GB/s | of bandwidth |\n|---|---|---|---|---|---|\n");
+    /* Few rows against a weight of 180 MB (far past the last-level cache):
+     * a decode step and small batches, where the weight's stream is the
+     * cost; GB/s of weights read, as a share of the measured bandwidth. */
+    printf("\n| level | few rows (decode, small batch) | weights | ms | GB/s | of bandwidth |\n"
+           "|---|---|---|---|---|---|\n");
+    static const int64_t few_rows[] = {1, 4, 8};
     for (int li = 0; li < n_levels; li++)
-        for (int prec = 0; prec < 2; prec++) {
-            int64_t k = 4096, m = 11008;
-            sj_precision p = prec ? SJ_PRECISION_BF16 : SJ_PRECISION_FP32;
-            double ns = time_linear(ctx, dev, &levels[li], 1, k, m, p, true, 9);
-            double bytes = (double)k * (double)m * (prec ? 2 : 4);
-            printf("| %s | [1, %lld] x [%lld, %lld] | %s | %.2f | %.1f | %.0f%% |\n", levels[li].name,
-                   (long long)k, (long long)k, (long long)m, prec ? "bf16" : "fp32", ns / 1e6, bytes / ns,
-                   100 * bytes / ns / bw);
-            fflush(stdout);
-        }
+        for (int prec = 0; prec < 2; prec++)
+            for (size_t r = 0; r < sizeof few_rows / sizeof few_rows[0]; r++) {
+                int64_t n = few_rows[r], k = 4096, m = 11008;
+                sj_precision p = prec ? SJ_PRECISION_BF16 : SJ_PRECISION_FP32;
+                double ns = time_linear(ctx, dev, &levels[li], n, k, m, p, true, 9);
+                double bytes = (double)k * (double)m * (prec ? 2 : 4);
+                printf("| %s | [%lld, %lld] x [%lld, %lld] | %s | %.2f | %.1f | %.0f%% |\n", levels[li].name,
+                       (long long)n, (long long)k, (long long)k, (long long)m, prec ? "bf16" : "fp32",
+                       ns / 1e6, bytes / ns, 100 * bytes / ns / bw);
+                fflush(stdout);
+            }
     printf("\n| level | attention, head 64 | fused ms | unfused ms | unfused GFLOP/s | default |\n|---|---|---|---|---|---|\n");
     static const int64_t att_shapes[][2] = {{1, 64}, {1, 300}, {1, 1024}, {12, 256}};
     for (int li = 0; li < n_levels; li++)

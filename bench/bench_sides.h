@@ -45,7 +45,9 @@ static inline bool bench_is_onnx(const char *path) {
     return l > 5 && strcmp(path + l - 5, ".onnx") == 0;
 }
 
-/* Opens path with cfg (an exported .onnx as batch 1, seq dynamic). */
+/* Opens path with cfg (an exported .onnx as batch 1, seq dynamic; one whose
+ * batch is already a number, as bench/bert_encoder_gen.py writes, with seq
+ * dynamic alone). */
 static inline sj_status bench_side_open(sj_ctx *ctx, const char *path, const sj_engine_config *cfg,
                                         bench_side *s) {
     sj_engine_config ec = *cfg;
@@ -56,6 +58,10 @@ static inline sj_status bench_side_open(sj_ctx *ctx, const char *path, const sj_
         ec.model.n_fixed_dims = 1;
     }
     memset(s, 0, sizeof *s);
+    sj_status st = sj_engine_open(ctx, path, &ec, &s->e);
+    if (st == SJ_OK || !bench_is_onnx(path)) return st;
+    ec.model.n_fixed_dims = 0;
+    sj_ctx_clear_error(ctx);
     return sj_engine_open(ctx, path, &ec, &s->e);
 }
 

@@ -190,15 +190,23 @@ static void test_kernel_empty_k(void **state) {
         for (int j = 0; j < 4; j++) assert_true(c[i * 4 + j] == (i < 2 && j < 3 ? 0.0f : SENTINEL));
 }
 
-/* Whether the host code for g at E calls the packed GEMM. */
-static bool calls_gemm(const sj_graph *g, int64_t E, const sj_compile_options *o) {
+/* Whether the host code for g at E names the extern kernel `name`. */
+static bool calls_extern(const sj_graph *g, int64_t E, const sj_compile_options *o, const char *name) {
     sj_artifact *a;
     assert_int_equal(sj_compile(g, E, o, &a), SJ_OK);
     sj_artifact_info info;
     sj_artifact_get_info(a, &info);
-    bool yes = strstr(info.externs, "sj__host_gemm") != NULL;
+    bool yes = false;
+    size_t len = strlen(name);
+    for (const char *p = info.externs; p && (p = strstr(p, name)); p += len)
+        if ((p == info.externs || p[-1] == ',') && (p[len] == ',' || p[len] == 0)) yes = true;
     sj_artifact_destroy(a);
     return yes;
+}
+
+/* Whether the host code for g at E calls the packed GEMM. */
+static bool calls_gemm(const sj_graph *g, int64_t E, const sj_compile_options *o) {
+    return calls_extern(g, E, o, "sj__host_gemm") || calls_extern(g, E, o, "sj__host_gemm_packed");
 }
 
 /* x [N, k] @ w [k, n] + bias, gelu: a linear layer of a model. */
@@ -250,6 +258,44 @@ static void test_compiled_linear(void **state) {
     }
 }
 
+/* Linear layers of few rows against a weight large enough to read packed:
+ * float32 weights at x86-64-v3 and native take the packed GEMM's panels
+ * (exact row counts, each panel streamed whole), x86-64-v2 and 16-bit
+ * weights the in-place few-rows kernel; every extent of buckets 1, 2, 5
+ * and 8 against the interpreter. The widths sit off every panel and k-block
+ * edge (NR 8/16/32, KC 256). */
+static void test_compiled_linear_few_rows(void **state) {
+    fixture *f = *state;
+    static const int64_t shapes[][2] = {{640, 520}, {300, 1001}};
+    static const int64_t buckets[] = {1, 2, 5, 8};
+    static const char *const cpus[] = {"x86-64-v2", "x86-64-v3", NULL};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        build_linear(f, shapes[i][0], shapes[i][1]);
+        for (size_t bi = 0; bi < sizeof buckets / sizeof buckets[0]; bi++) {
+            int64_t E = buckets[bi], ns[8];
+            for (int64_t n = 1; n <= E; n++) ns[n - 1] = n;
+            for (size_t ci = 0; ci < sizeof cpus / sizeof cpus[0]; ci++) {
+                int level = !cpus[ci] ? max_level() : !strcmp(cpus[ci], "x86-64-v3") ? 3 : 2;
+                if (level > max_level()) continue;
+                for (int prec = 0; prec < 2; prec++) {
+                    sj_compile_options o;
+                    sj_compile_options_init(&o);
+                    o.cpu = cpus[ci];
+                    o.precision = prec ? SJ_PRECISION_BF16 : SJ_PRECISION_FP32;
+                    char msg[160];
+                    snprintf(msg, sizeof msg, "[N, %lld] @ [%lld, %lld], bucket %lld, cpu %s, %s",
+                             (long long)shapes[i][0], (long long)shapes[i][0], (long long)shapes[i][1],
+                             (long long)E, cpus[ci] ? cpus[ci] : "native", prec ? "bf16" : "fp32");
+                    bool want = !prec && level >= 3;
+                    if (calls_extern(f->g, E, &o, "sj__host_gemm_packed") != want)
+                        fail_msg("%s: %s the packed GEMM", msg, want ? "does not call" : "calls");
+                    assert_true(h_check(f->dev, f->g, E, ns, (int)E, &o, f->seed + ci, 1e-4, msg));
+                }
+            }
+        }
+    }
+}
+
 /* Attention, unfused: scores x xT over the symbolic dim (B transposed, its
  * width the active extent) and softmax(scores) @ x (the contraction the
  * active extent). Padding keys must never enter a sum. */
@@ -273,6 +319,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kernel_layouts),
         cmocka_unit_test(test_kernel_empty_k),
         cmocka_unit_test_setup_teardown(test_compiled_linear, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_compiled_linear_few_rows, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_compiled_attention_unfused, setup, h_fixture_teardown),
     };
     if (argc > 1) cmocka_set_test_filter(argv[1]);

@@ -369,6 +369,11 @@ static const model_case MODELS[] = {
     {EXAMPLES_DIR "/ffn.sjg", 8, true, false, false},
     {EXAMPLES_DIR "/ffn.sjg", 16, true, false, false},
     {EXAMPLES_DIR "/ffn.sjg", 24, true, false, false},
+    /* Few rows against weights large enough to read packed: the GEMM's
+     * panels split over the threads, whole panels each, at 1 to 8 rows. */
+    {MODELS_DIR "/wide_linear.sjg", 1, true, false, false},
+    {MODELS_DIR "/wide_linear.sjg", 5, true, false, false},
+    {MODELS_DIR "/wide_linear.sjg", 8, true, false, false},
     {EXAMPLES_DIR "/attention.sjg", 1024, true, false, false}, /* fused attention at 1024 */
     {EXAMPLES_DIR "/attention.sjg", 256, true, false, false},  /* unfused: scores, softmax over keys */
     {MODELS_DIR "/attention_batch1_op17.onnx", 1024, true, false, false}, /* multi-head */
@@ -439,7 +444,7 @@ static void check_model(sj_ctx *ctx, const model_case *mc, sj_device **devs) {
     const int64_t ns[] = {1, 7, 16, 17, 33, 64, 300, mc->extent - 1, mc->extent};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
         int64_t n = ns[i];
-        if (n > mc->extent) continue;
+        if (n < 1 || n > mc->extent) continue; /* extent 1 has no extent - 1 */
         char what[400];
         snprintf(what, sizeof what, "%s at E=%lld, n=%lld", mc->path, (long long)mc->extent,
                  (long long)n);

@@ -1186,6 +1186,22 @@ static void emit_gemm_call(emitter *e) {
     e->emitted->externs |= SJ_LLVM_EXTERN_GEMM;
 }
 
+/* Whether a matmul of few rows reads its weight packed (the GEMM's panels,
+ * made once at load) instead of in place: a float32 weight of at least
+ * FEW_ROWS_PACKED_MIN_WEIGHT elements, from FEW_ROWS_PACKED_MIN_ROWS rows.
+ * The panels are one stream in address order, where the in-place kernel
+ * follows KIJ_K rows of the weight at once; from DRAM (BERT-base's 340 MB)
+ * the stream wins once the rows' multiply-adds are work enough to overlap
+ * with it. Smaller weights sit in cache, where the in-place kernel's fewer
+ * instructions per launch win (the examples' 64-wide layers). */
+enum { FEW_ROWS_PACKED_MIN_ROWS = 1, FEW_ROWS_PACKED_MIN_WEIGHT = 256 * 1024 };
+static bool few_rows_packed(const emitter *e) {
+    const sj_kernel *k = e->k;
+    return e->gemm_level >= 3 && k->dims[2] >= FEW_ROWS_PACKED_MIN_ROWS && k->out_strides[3] == 1 &&
+           k->loads[k->a].storage == SJ_PRECISION_FP32 && k->dims[3] >= 32 && k->dims[4] >= 16 &&
+           k->dims[3] * k->dims[4] >= FEW_ROWS_PACKED_MIN_WEIGHT && gemm_packs_b(k);
+}
+
 typedef enum matmul_path { MM_BLAS, MM_FEW_ROWS, MM_GEMM, MM_TILED, MM_DOT, MM_IKJ } matmul_path;
 
 static matmul_path matmul_path_of(const emitter *e, int64_t *lda, int *ta, int64_t *ldb, int *tb) {
@@ -1198,7 +1214,8 @@ static matmul_path matmul_path_of(const emitter *e, int64_t *lda, int *ta, int64
     bool contiguous_n = b->strides[3] == 1 && k->out_strides[3] == 1;
     /* Few rows at the bucket extent: weight-bound, every weight read once
      * (unless the schedule says tiles: sj_matmul_schedule). */
-    if (contiguous_n && k->dims[2] <= e->t->few_rows_max) return MM_FEW_ROWS;
+    if (contiguous_n && k->dims[2] <= e->t->few_rows_max)
+        return few_rows_packed(e) ? MM_GEMM : MM_FEW_ROWS;
     if (gemm_fits(k)) return MM_GEMM;
     if (contiguous_n && (k->sym[3] || k->dims[3] >= (int64_t)e->vector_floats * tile_nv(e)) &&
         (k->sym[2] || k->dims[2] >= TILE_M))

@@ -28,8 +28,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * so an older artifact's extern names are not this library's. 6: GEMMs
  * read float32 weights packed once at load (SJ_SLOT_PACKED,
  * sj__host_gemm_packed). 7: packed GEMMs whose symbolic dim is a batch dim
- * (convs over images) split their columns over threads. */
-#define SJ_HOST_CODEGEN_REVISION 7
+ * (convs over images) split their columns over threads. 8: matmuls of few
+ * rows against a large float32 weight read it packed too, from x86-64-v3
+ * (host_emit.c's few_rows_packed). */
+#define SJ_HOST_CODEGEN_REVISION 8
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
@@ -37,8 +39,10 @@ typedef struct sj_llvm_target {
     int opt_level; /* 0..3 */
     /* Matmuls with k*n at least this large call cblas_sgemm (0 = never). */
     int64_t blas_min_work;
-    /* Matmuls in a bucket of at most this many rows hold every row in
-     * registers (the few-rows schedule); 0 = register tiles at every size. */
+    /* Matmuls in a bucket of at most this many rows take the few-rows
+     * schedule (every row's outputs in registers while the weight streams
+     * past once: in place, or its packed panels for a large float32 weight
+     * from x86-64-v3); 0 = register tiles at every size. */
     int few_rows_max;
 } sj_llvm_target;
 

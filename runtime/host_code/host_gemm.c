@@ -124,12 +124,28 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
 }
 
 /* One instance of the kernel per ISA level: VT vectors of VW floats, an
- * MR x (NV * VW) register block. */
+ * MR x (NV * VW) register block.
+ *
+ * ukr_rows computes the first mx rows of a tile (the A tile is MR rows
+ * wide either way); always inlined with mx a constant, it is one fully
+ * unrolled kernel per row count. A tile of rows past the last whole one
+ * (the few rows of a decode step or a small batch, the rest of 37 rows)
+ * then runs exactly its rows: with the padded tile alone, 8 rows on the
+ * AVX-512 level did 12 rows of multiply-adds. Each element is summed the
+ * same way in either (k in order, the block added onto C), so the bits do
+ * not depend on which kernel a row met.
+ *
+ * A call of at most two tiles of rows whose A fits the A block whole reads
+ * each B panel from end to end (gemm_few_tiles): panel by panel, its
+ * blocks of k in order, so the weight streams past once in address order
+ * (a packed weight's panels lie one after the other), where the blocked
+ * order reads a KC-row piece of every panel in turn. */
 #define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
-    ATTR static void ukr_##SFX(int64_t kc, const float *restrict ap, const float *restrict bp,        \
-                               int64_t ldb, float *restrict c, int64_t ldc, int first) {              \
+    ATTR static inline __attribute__((always_inline)) void ukr_rows_##SFX(                            \
+        int mx, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,          \
+        float *restrict c, int64_t ldc, int first) {                                                  \
         VT acc[MR][NV];                                                                               \
-        _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                         \
+        _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
             if (first) acc[r][v] = (VT){0};                                                           \
             else memcpy(&acc[r][v], c + r * ldc + v * VW, sizeof(VT));                                \
@@ -138,65 +154,107 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
             VT bv[NV];                                                                                \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
                 memcpy(&bv[v], bp + p * ldb + v * VW, sizeof(VT));                                    \
-            _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                   \
+            _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++) {                                   \
                 VT av = ap[p * MR + r] - (VT){0};                                                     \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] += av * bv[v];         \
             }                                                                                         \
         }                                                                                             \
-        _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                         \
+        _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
                 memcpy(c + r * ldc + v * VW, &acc[r][v], sizeof(VT));                                 \
+    }                                                                                                 \
+    /* rows [0, mr) of a tile, 1 <= mr <= MR: the kernel of exactly mr rows */                        \
+    ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap,                      \
+                               const float *restrict bp, int64_t ldb, float *restrict c, int64_t ldc, \
+                               int first) {                                                           \
+        switch (mr) {                                                                                 \
+        SJ_GEMM_ROW_CASES_##MR(SFX)                                                                   \
+        default: ukr_rows_##SFX(MR, kc, ap, bp, ldb, c, ldc, first);                                  \
+        }                                                                                             \
+    }                                                                                                 \
+    /* C's rows [0, mr) x columns [jr, jr + nr) of the block k [pc, pc + kc): in                      \
+     * place for a whole panel, else through a zero-padded tile, so nothing                           \
+     * past column n is written */                                                                    \
+    ATTR static void block_##SFX(const gemm_args *g, int64_t mr, int64_t nr, int64_t kc,              \
+                                 const float *at, const float *panel, int64_t ldb, float *cc,         \
+                                 int first) {                                                         \
+        enum { NR = NV * VW };                                                                        \
+        if (nr == NR) {                                                                               \
+            ukr_##SFX(mr, kc, at, panel, ldb, cc, g->ldc, first);                                     \
+            return;                                                                                   \
+        }                                                                                             \
+        float tile[MR * NR] __attribute__((aligned(64)));                                             \
+        if (!first)                                                                                   \
+            for (int64_t r = 0; r < mr; r++)                                                          \
+                memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));                   \
+        else                                                                                          \
+            memset(tile, 0, sizeof tile);                                                             \
+        ukr_##SFX(mr, kc, at, panel, ldb, tile, NR, first);                                           \
+        for (int64_t r = 0; r < mr; r++)                                                              \
+            memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));                      \
+    }                                                                                                 \
+    /* B's panel jr, k [pc, pc + kc), as the microkernel reads it (ldb: its row                       \
+     * stride): packed at load, read in place, or packed now into bp */                               \
+    ATTR static const float *panel_##SFX(const gemm_args *g, int direct, float *bp, int64_t pc,       \
+                                         int64_t kc, int64_t jr, int64_t nr, int64_t *ldb) {          \
+        enum { NR = NV * VW };                                                                        \
+        *ldb = NR;                                                                                    \
+        if (g->b_packed) return g->b_packed + jr * g->k + pc * NR;                                    \
+        if (direct && nr == NR) {                                                                     \
+            *ldb = g->b_rs;                                                                           \
+            return (const float *)g->b + pc * g->b_rs + jr;                                           \
+        }                                                                                             \
+        pack_b(bp, NR, g, pc, kc, jr, nr);                                                            \
+        return bp;                                                                                    \
     }                                                                                                 \
     ATTR static void gemm_##SFX(const gemm_args *g) {                                                 \
         enum { NR = NV * VW };                                                                        \
         float ap[MC * KC] __attribute__((aligned(64)));                                               \
         float bp[KC * NR] __attribute__((aligned(64)));                                               \
-        float tile[MR * NR] __attribute__((aligned(64)));                                             \
         /* At most two tiles of rows, a packed panel is read too few times to                        \
          * repay its packing: float32 B with unit column stride is read in                           \
          * place (measured at [16, 4096] x [4096, 11008], AVX-512: 42.6 ->                           \
          * 35.4 ms; no gain from 40 rows up). */                                                     \
         const int direct = !g->b_packed && g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 &&     \
                            g->m <= 2 * MR;                                                            \
+        int64_t tiles = (g->m + MR - 1) / MR;                                                         \
+        if (tiles <= 2 && tiles * MR * g->k <= MC * KC) { /* gemm_few_tiles */                        \
+            pack_a(ap, MR, g, 0, g->m, 0, g->k);                                                      \
+            for (int64_t jr = 0; jr < g->n; jr += NR) {                                               \
+                int64_t nr = min64(NR, g->n - jr);                                                    \
+                for (int64_t pc = 0; pc < g->k; pc += KC) {                                           \
+                    int64_t kc = min64(KC, g->k - pc), ldb;                                           \
+                    const float *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb);            \
+                    for (int64_t t = 0; t < tiles; t++)                                               \
+                        block_##SFX(g, min64(MR, g->m - t * MR), nr, kc, ap + t * MR * g->k + pc * MR, \
+                                    panel, ldb, g->c + t * MR * g->ldc + jr, pc == 0);                \
+                }                                                                                     \
+            }                                                                                         \
+            return;                                                                                   \
+        }                                                                                             \
         for (int64_t ic = 0; ic < g->m; ic += MC) {                                                   \
             int64_t mc = min64(MC, g->m - ic);                                                        \
             for (int64_t pc = 0; pc < g->k; pc += KC) {                                               \
                 int64_t kc = min64(KC, g->k - pc);                                                    \
-                int first = pc == 0;                                                                  \
                 pack_a(ap, MR, g, ic, mc, pc, kc);                                                    \
                 for (int64_t jr = 0; jr < g->n; jr += NR) {                                           \
-                    int64_t nr = min64(NR, g->n - jr);                                                \
-                    const float *panel = bp;                                                          \
-                    int64_t ldb = NR;                                                                 \
-                    if (g->b_packed) {                                                                \
-                        panel = g->b_packed + jr * g->k + pc * NR;                                    \
-                    } else if (direct && nr == NR) {                                                  \
-                        panel = (const float *)g->b + pc * g->b_rs + jr;                              \
-                        ldb = g->b_rs;                                                                \
-                    } else {                                                                          \
-                        pack_b(bp, NR, g, pc, kc, jr, nr);                                            \
-                    }                                                                                 \
-                    for (int64_t ir = 0; ir < mc; ir += MR) {                                         \
-                        int64_t mr = min64(MR, mc - ir);                                              \
-                        float *cc = g->c + (ic + ir) * g->ldc + jr;                                   \
-                        const float *at = ap + ir * kc;                                               \
-                        if (mr == MR && nr == NR) {                                                   \
-                            ukr_##SFX(kc, at, panel, ldb, cc, g->ldc, first);                         \
-                            continue;                                                                 \
-                        }                                                                             \
-                        /* an edge: through the zero-padded tile */                                   \
-                        memset(tile, 0, sizeof tile);                                                 \
-                        if (!first)                                                                   \
-                            for (int64_t r = 0; r < mr; r++)                                          \
-                                memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));   \
-                        ukr_##SFX(kc, at, panel, ldb, tile, NR, first);                               \
-                        for (int64_t r = 0; r < mr; r++)                                              \
-                            memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));       \
-                    }                                                                                 \
+                    int64_t nr = min64(NR, g->n - jr), ldb;                                           \
+                    const float *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb);            \
+                    for (int64_t ir = 0; ir < mc; ir += MR)                                           \
+                        block_##SFX(g, min64(MR, mc - ir), nr, kc, ap + ir * kc, panel, ldb,          \
+                                    g->c + (ic + ir) * g->ldc + jr, pc == 0);                         \
                 }                                                                                     \
             }                                                                                         \
         }                                                                                             \
     }
+
+/* The switch cases of ukr_##SFX for the row counts below MR. */
+#define SJ_GEMM_ROW_CASE(SFX, R) case R: ukr_rows_##SFX(R, kc, ap, bp, ldb, c, ldc, first); return;
+#define SJ_GEMM_ROW_CASES_4(SFX) SJ_GEMM_ROW_CASE(SFX, 1) SJ_GEMM_ROW_CASE(SFX, 2) SJ_GEMM_ROW_CASE(SFX, 3)
+#define SJ_GEMM_ROW_CASES_6(SFX) SJ_GEMM_ROW_CASES_4(SFX) SJ_GEMM_ROW_CASE(SFX, 4) SJ_GEMM_ROW_CASE(SFX, 5)
+#define SJ_GEMM_ROW_CASES_12(SFX)                                                                  \
+    SJ_GEMM_ROW_CASES_6(SFX) SJ_GEMM_ROW_CASE(SFX, 6) SJ_GEMM_ROW_CASE(SFX, 7)                      \
+    SJ_GEMM_ROW_CASE(SFX, 8) SJ_GEMM_ROW_CASE(SFX, 9) SJ_GEMM_ROW_CASE(SFX, 10) SJ_GEMM_ROW_CASE(SFX, 11)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SJ_GEMM_X86 1

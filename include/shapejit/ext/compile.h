@@ -54,7 +54,8 @@ typedef enum sj_attention_schedule {
 /* Host: how a matmul runs in a bucket of at most SJ_MATMUL_ROWS_MAX rows.
  * AUTO holds every row's outputs in registers while the weights stream
  * past once (the few-rows schedule: weight-bound sizes read each weight
- * once); TILED uses the register tiles of larger buckets (4 rows at a time,
+ * once; a float32 weight of 256 Ki elements or more, from x86-64-v3, as
+ * the panels the GEMM packs at load, one stream in address order); TILED uses the register tiles of larger buckets (4 rows at a time,
  * more multiply-adds per load: better once the rows fill a tile and the
  * weights sit in cache). Buckets above SJ_MATMUL_ROWS_MAX rows are tiled
  * either way. `precompile --tune` times both where they differ. */
