@@ -183,12 +183,12 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
             ukr_##SFX(mr, kc, at, panel, ldb, cc, g->ldc, first);                                     \
             return;                                                                                   \
         }                                                                                             \
+        /* zeros past nr too: the kernel adds into every lane it holds */                            \
         float tile[MR * NR] __attribute__((aligned(64)));                                             \
+        memset(tile, 0, sizeof tile);                                                                 \
         if (!first)                                                                                   \
             for (int64_t r = 0; r < mr; r++)                                                          \
                 memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));                   \
-        else                                                                                          \
-            memset(tile, 0, sizeof tile);                                                             \
         ukr_##SFX(mr, kc, at, panel, ldb, tile, NR, first);                                           \
         for (int64_t r = 0; r < mr; r++)                                                              \
             memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));                      \
