@@ -1086,15 +1086,20 @@ static void emit_blas_call(emitter *e, int ta, int64_t lda, int tb, int64_t ldb)
     e->emitted->externs |= SJ_LLVM_EXTERN_BLAS;
 }
 
-/* Whether the packed GEMM (host_gemm.c) takes the matmul: output contiguous
- * along n (the kernel's C has unit column stride), A in float32, and sizes
- * at the bucket extent where a packed panel pays for itself. Below them the
- * register tiles win (no packing, and the whole product is a few
- * microseconds): at [64, 64] x [64, 64] the two measure alike. */
+/* Whether the packed GEMM (host_gemm.c) can take the matmul: output
+ * contiguous along n (the kernel's C has unit column stride), A in float32,
+ * at least 32 columns and 16 of k. */
+static bool gemm_operands_fit(const sj_kernel *k) {
+    return k->out_strides[3] == 1 && k->loads[k->a].storage == SJ_PRECISION_FP32 && k->dims[3] >= 32 &&
+           k->dims[4] >= 16;
+}
+
+/* Whether the packed GEMM takes the matmul: it can, at sizes at the bucket
+ * extent where a packed panel pays for itself. Below them the register
+ * tiles win (no packing, and the whole product is a few microseconds): at
+ * [64, 64] x [64, 64] the two measure alike. */
 static bool gemm_fits(const sj_kernel *k) {
-    if (k->out_strides[3] != 1 && k->dims[3] > 1) return false;
-    if (k->loads[k->a].storage != SJ_PRECISION_FP32) return false;
-    return k->dims[2] >= 16 && k->dims[3] >= 32 && k->dims[4] >= 16 &&
+    return gemm_operands_fit(k) && k->dims[2] >= 16 &&
            k->dims[2] * k->dims[3] * k->dims[4] >= SJ_HOST_GEMM_MIN_WORK;
 }
 
@@ -1198,8 +1203,7 @@ static void emit_gemm_call(emitter *e) {
 enum { FEW_ROWS_PACKED_MIN_WEIGHT = 256 * 1024 };
 static bool few_rows_packed(const emitter *e) {
     const sj_kernel *k = e->k;
-    return e->gemm_level >= 3 && k->out_strides[3] == 1 && k->loads[k->a].storage == SJ_PRECISION_FP32 &&
-           k->dims[3] >= 32 && k->dims[4] >= 16 && k->dims[3] * k->dims[4] >= FEW_ROWS_PACKED_MIN_WEIGHT &&
+    return e->gemm_level >= 3 && gemm_operands_fit(k) && k->dims[3] * k->dims[4] >= FEW_ROWS_PACKED_MIN_WEIGHT &&
            gemm_packs_b(k);
 }
 

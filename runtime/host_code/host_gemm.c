@@ -215,10 +215,10 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
          * repay its packing: float32 B with unit column stride is read in                           \
          * place (measured at [16, 4096] x [4096, 11008], AVX-512: 42.6 ->                           \
          * 35.4 ms; no gain from 40 rows up). */                                                     \
-        const int direct = !g->b_packed && g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 &&     \
-                           g->m <= 2 * MR;                                                            \
+        const int two_tiles = g->m <= 2 * MR;                                                         \
+        const int direct = !g->b_packed && g->b_storage == SJ_PRECISION_FP32 && g->b_cs == 1 && two_tiles; \
         int64_t tiles = (g->m + MR - 1) / MR;                                                         \
-        if (tiles <= 2 && tiles * MR * g->k <= MC * KC) { /* gemm_few_tiles */                        \
+        if (two_tiles && tiles * MR * g->k <= MC * KC) { /* gemm_few_tiles */                         \
             pack_a(ap, MR, g, 0, g->m, 0, g->k);                                                      \
             for (int64_t jr = 0; jr < g->n; jr += NR) {                                               \
                 int64_t nr = min64(NR, g->n - jr);                                                    \
