@@ -9,6 +9,16 @@
 
 #include "core/core_impl.h"
 
+int sj__pread_all(int fd, void *dst, size_t n, uint64_t at) {
+    for (size_t done = 0; done < n;) {
+        ssize_t got = pread(fd, (uint8_t *)dst + done, n - done, (off_t)(at + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return got < 0 ? -1 : 0;
+        done += (size_t)got;
+    }
+    return 1;
+}
+
 const char *sj__file_kind(mode_t mode) {
     return S_ISREG(mode)    ? "a regular file"
            : S_ISLNK(mode)  ? "a symlink"

@@ -19,6 +19,12 @@
  * is NULL and the message starts with the path. */
 sj_status sj__read_file(sj_ctx *ctx, const char *path, char **bytes, size_t *len);
 
+/* Reads exactly n bytes of fd at offset `at` with pread, retrying short
+ * reads and EINTR: 1 when all were read, 0 when the file ended first (it
+ * is shorter than the caller thought: truncated or being rewritten), -1 on
+ * a read error (errno says which). */
+int sj__pread_all(int fd, void *dst, size_t n, uint64_t at);
+
 /* What a file of this mode is, for messages: "a FIFO", "a symlink", ... */
 const char *sj__file_kind(mode_t mode);
 

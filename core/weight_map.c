@@ -62,11 +62,9 @@ static bool hash_fd(int fd, size_t n, uint8_t out[32]) {
     uint8_t buf[1 << 16];
     for (size_t at = 0; at < n;) {
         size_t want = n - at < sizeof buf ? n - at : sizeof buf;
-        ssize_t got = pread(fd, buf, want, (off_t)at);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return false;
-        llvm_blake3_hasher_update(&h, buf, (size_t)got);
-        at += (size_t)got;
+        if (sj__pread_all(fd, buf, want, at) != 1) return false;
+        llvm_blake3_hasher_update(&h, buf, want);
+        at += want;
     }
     llvm_blake3_hasher_finalize(&h, out, 32);
     return true;
@@ -100,16 +98,12 @@ static void *copy_sealed(int fd, size_t n, const char *path, const char **why, b
         *why = "memfd mmap";
         goto out;
     }
-    for (size_t at = 0; at < n;) {
-        ssize_t got = pread(fd, w + at, n - at, (off_t)at);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) {
-            *why = got < 0 ? "read" : "read short";
-            *raced = got == 0;
-            munmap(w, n);
-            goto out;
-        }
-        at += (size_t)got;
+    int got = sj__pread_all(fd, w, n, 0);
+    if (got != 1) {
+        *why = got < 0 ? "read" : "read short";
+        *raced = got == 0;
+        munmap(w, n);
+        goto out;
     }
     munmap(w, n); /* F_SEAL_WRITE needs no writable mapping left */
     if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {

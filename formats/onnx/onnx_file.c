@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "core/array.h"
+#include "core/file_read.h"
 
 /* raw_data blocks smaller than this stay in the skeleton: their own read
  * would cost more than the copy. */
@@ -68,23 +69,13 @@ typedef struct out_bytes {
     size_t n, cap;
 } out_bytes;
 
-static bool pread_all(int fd, void *dst, size_t n, uint64_t at) {
-    for (size_t done = 0; done < n;) {
-        ssize_t got = pread(fd, (uint8_t *)dst + done, n - done, (off_t)(at + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return false;
-        done += (size_t)got;
-    }
-    return true;
-}
-
 /* Makes the window hold s->pos; false at the end of the file or on a read error. */
 static bool fill(skeleton *s) {
     if (s->pos >= s->window_at && s->pos < s->window_at + s->window_len) return true;
     if (s->pos >= s->size) return false;
     uint64_t left = s->size - s->pos;
     size_t want = left < WINDOW_BYTES ? (size_t)left : WINDOW_BYTES;
-    if (!pread_all(s->fd, s->window, want, s->pos)) return false;
+    if (sj__pread_all(s->fd, s->window, want, s->pos) != 1) return false;
     s->window_at = s->pos;
     s->window_len = want;
     return true;
@@ -235,7 +226,8 @@ static void *read_some(void *arg) {
     for (size_t i; (i = atomic_fetch_add(&r->next, 1)) < r->s->n_blocks;) {
         const block *b = &r->s->blocks[i];
         errno = 0;
-        if (pread_all(r->s->fd, r->tensors[i]->raw_data.data, (size_t)b->len, b->offset)) continue;
+        if (sj__pread_all(r->s->fd, r->tensors[i]->raw_data.data, (size_t)b->len, b->offset) == 1)
+            continue;
         size_t none = 0;
         if (atomic_compare_exchange_strong(&r->failed, &none, i + 1)) atomic_store(&r->error, errno);
         atomic_store(&r->next, r->s->n_blocks); /* the others stop too */
