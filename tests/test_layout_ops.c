@@ -170,6 +170,40 @@ static void test_sliced_projection(void **state) {
     check_buckets(f, f->g, "sliced projection");
 }
 
+/* Transposes wide enough to run in tiles (host_emit.c's transposed_dim):
+ * the innermost output dim the symbolic one or a constant, edges of tiles
+ * at both dims (20 = 16 + 4 along the read-in-order dim, 130 = 2 x 64 + 2
+ * across), a bias fused in, an outer dim beside them, on one thread and
+ * split over three, at extents that end inside a tile. */
+static void test_wide_transposes(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 130, 20}), y = input(f, "y", 2, (int64_t[]){S, 24});
+    sj_value z = input(f, "z", 4, (int64_t[]){S, 3, 130, 17});
+    sj_value b = iota_param(f, "b", 1, (int64_t[]){130}), xt, xb, yt, zt;
+    assert_int_equal(sj_graph_transpose(f->g, x, (int[]){0, 2, 1}, &xt), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, xt, b, &xb), SJ_OK);
+    assert_int_equal(sj_graph_transpose(f->g, y, (int[]){1, 0}, &yt), SJ_OK);
+    assert_int_equal(sj_graph_transpose(f->g, z, (int[]){0, 1, 3, 2}, &zt), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, xb, "xb"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, yt, "yt"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, zt, "zt"), SJ_OK);
+    sj_host_device_config cfg;
+    sj_host_device_config_init(&cfg);
+    cfg.threads = 3;
+    cfg.wake_share_work = 1; /* split every launch that can be */
+    sj_device *split;
+    assert_int_equal(sj_host_device_create_config(f->ctx, &cfg, &split), SJ_OK);
+    static const int64_t ns[] = {1, 129, 256, 200, 17};
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    for (int fused = 0; fused < 2; fused++) {
+        o.fusion = fused;
+        assert_true(h_check(f->dev, f->g, 256, ns, 5, &o, 7 + fused, TOL, "wide transposes"));
+        assert_true(h_check(split, f->g, 256, ns, 5, &o, 9 + fused, TOL, "wide transposes, split"));
+    }
+    sj_device_destroy(split);
+}
+
 /* Concat of three (a chain), of computed values, along a leading axis of a
  * rank-3 value with the symbolic dim inside; trilu of batched matrices. */
 static void test_concat_and_trilu_shapes(void **state) {
@@ -277,6 +311,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_gather_elements, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_models, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sliced_projection, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_wide_transposes, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_concat_and_trilu_shapes, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_slice_extent_ceiling, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_builder_errors, setup, h_fixture_teardown),

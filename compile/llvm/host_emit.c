@@ -304,14 +304,6 @@ static LLVMValueRef active_count(emitter *e, uint32_t mask) {
     return LLVMBuildSIToFP(e->B, c, e->f32, "");
 }
 
-static void emit_map(emitter *e) {
-    loop ls[SJ_KSPACE_MAX];
-    uint32_t all = (1u << e->k->rank) - 1;
-    loops_open(e, ls, all);
-    store_out(e, eval(e, e->k->epilogue));
-    loops_close(e, ls, all);
-}
-
 /* The innermost dim is kept (a reduction over rows, e.g. a sum over N of
  * [N, 64]): the output is the accumulator and every loop runs in memory
  * order, so the inner loop is contiguous for input and output alike. */
@@ -476,6 +468,68 @@ static void rloop_close_unrolled(emitter *e, rloop *l) {
     LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 2);
     LLVMMetadataReplaceAllUsesWith(self, node);
     LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
+}
+
+/* A transpose's tile: TRANSPOSE_TILE_T points along the dim the load reads
+ * in order (one 64-byte line of float32) by TRANSPOSE_TILE_I along the
+ * innermost dim. */
+enum { TRANSPOSE_TILE_T = 16, TRANSPOSE_TILE_I = 64 };
+
+/* The dim t a MAP kernel's load reads in order while the output runs in
+ * order along the innermost dim, which that load strides across: a
+ * transpose ([P, M] -> [M, P], a conv's GEMM output back to channels
+ * first). -1 when there is none, or it is too small to tile. */
+static int transposed_dim(const sj_kernel *k) {
+    int in = k->rank - 1;
+    if (in < 1 || k->out_strides[in] != 1 || k->dims[in] < 2 * TRANSPOSE_TILE_I) return -1;
+    for (int l = 0; l < k->n_loads; l++) {
+        const int64_t *st = k->loads[l].strides;
+        if (st[in] == 0 || st[in] == 1) continue;
+        for (int t = in - 1; t >= 0; t--)
+            if (st[t] == 1 && k->dims[t] >= TRANSPOSE_TILE_T) return t;
+    }
+    return -1;
+}
+
+/* min(a + step, hi) */
+static LLVMValueRef tile_end(emitter *e, LLVMValueRef a, int64_t step, LLVMValueRef hi) {
+    LLVMValueRef end = LLVMBuildNSWAdd(e->B, a, ci(e, step), "");
+    return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, end, hi, ""), end, hi, "");
+}
+
+/* Every point, in order, except a transpose (transposed_dim), which runs
+ * in tiles over (t, innermost): one row of the tile reads a line of the
+ * source per point, and the tile's other rows read those lines again from
+ * L1. In order, each row of the output swept the whole source: at
+ * ResNet-18's first conv ([12544, 64] -> [64, 12544], 3.2 MB) every line
+ * came from L3 sixteen times, 4.1 ms of a 55 ms run. The points are
+ * independent, so the order changes no value. */
+static void emit_map(emitter *e) {
+    const sj_kernel *k = e->k;
+    loop ls[SJ_KSPACE_MAX];
+    uint32_t all = (1u << k->rank) - 1;
+    int t = transposed_dim(k), in = k->rank - 1;
+    if (t < 0) {
+        loops_open(e, ls, all);
+        store_out(e, eval(e, k->epilogue));
+        loops_close(e, ls, all);
+        return;
+    }
+    uint32_t rest = all & ~(1u << t) & ~(1u << in);
+    loops_open(e, ls, rest);
+    rloop tb, ib, tl, il;
+    LLVMValueRef t_hi = range_hi(e, t), i_hi = range_hi(e, in);
+    LLVMValueRef t0 = rloop_open(e, &tb, range_lo(e, t), t_hi, TRANSPOSE_TILE_T);
+    LLVMValueRef i0 = rloop_open(e, &ib, range_lo(e, in), i_hi, TRANSPOSE_TILE_I);
+    e->idx[t] = rloop_open(e, &tl, t0, tile_end(e, t0, TRANSPOSE_TILE_T, t_hi), 1);
+    e->idx[in] = rloop_open(e, &il, i0, tile_end(e, i0, TRANSPOSE_TILE_I, i_hi), 1);
+    store_out(e, eval(e, k->epilogue));
+    rloop_close(e, &il);
+    rloop_close(e, &tl);
+    rloop_close(e, &ib);
+    rloop_close(e, &tb);
+    e->idx[t] = e->idx[in] = ci(e, 0);
+    loops_close(e, ls, rest);
 }
 
 /* Softmax by columns: a row loop per innermost position would walk memory a
