@@ -93,6 +93,20 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
     for (int64_t i = 0; i < (m + 1) * ldc; i++) cc[i] = split[i] = SENTINEL;
     sj__host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc);
     if (c->prec == SJ_PRECISION_FP32 && k > 0) check_packed(c, level, a, a_rs, a_cs, bf, b_rs, b_cs, cc, ldc);
+    /* A stored transposed is always packed; stored by rows, a product a few
+     * panels wide reads it in place: either way the same bits. */
+    if (!c->ta && m > 0 && k > 0) {
+        float *at = malloc((size_t)(k * m) * sizeof *at), *ct = malloc((size_t)((m + 1) * ldc) * sizeof *ct);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = 0; p < k; p++) at[p * m + i] = a[i * a_rs + p];
+        for (int64_t i = 0; i < (m + 1) * ldc; i++) ct[i] = SENTINEL;
+        sj__host_gemm(level, c->prec, m, n, k, at, 1, m, b, b_rs, b_cs, ct, ldc);
+        if (memcmp(ct, cc, (size_t)((m + 1) * ldc) * sizeof *ct))
+            fail_msg("level %d m=%lld n=%lld k=%lld: A read in place and A packed give different bits",
+                     level, (long long)m, (long long)n, (long long)k);
+        free(at);
+        free(ct);
+    }
     /* The same rows in two launches, as a row split runs them. */
     int64_t r = m / 3 + 1 > m ? m : m / 3 + 1;
     sj__host_gemm(level, c->prec, r, n, k, a, a_rs, a_cs, b, b_rs, b_cs, split, ldc);

@@ -4,7 +4,8 @@
  *
  *   for each block of MC rows, each block of KC of the contraction:
  *     pack the A block into MR-row tiles ([p][r]: one tile is a contiguous
- *       MR x kc strip, read in order by the microkernel)
+ *       MR x kc strip, read in order by the microkernel), unless n is a few
+ *       panels wide (A_DIRECT_PANELS): then A's rows are read in place
  *     for each NR-wide column panel: pack the B panel ([p][j], widened to
  *       float32 from 16-bit weights; read in place instead for a call of at
  *       most two tiles of rows; a float32 weight packed once at load,
@@ -45,6 +46,15 @@
  * 256 x 384 (82 GFLOP/s of CPU time, single-thread OpenBLAS 89-91); MC 192
  * lost 5-9% to B panels packed twice as often. */
 enum { KC = 256, MC = 384 };
+
+/* Up to this many NR-wide panels, the blocked loop reads A's rows where
+ * they lie (unit column stride) instead of packing an A block that so few
+ * panels would read: a packed element costs a load and a store, and each
+ * panel then spends only NV multiply-adds on it. Measured on a Zen 3 core
+ * (x86-64-v3, one thread, best of 3) on conv-shaped GEMMs: [3136, 576] x
+ * [576, 64] 55.6 -> 64.3 GFLOP/s, [12544, 147] x [147, 64] 63.5 -> 70.3,
+ * [784, 1152] x [1152, 128] 75.4 -> 86.1; x86-64-v2 level within noise. */
+enum { A_DIRECT_PANELS = 8 };
 
 /* Vector types: the width is the type's, the registers the target's. */
 typedef float vf16 __attribute__((vector_size(64)));
@@ -142,8 +152,8 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
  * order reads a KC-row piece of every panel in turn. */
 #define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
     ATTR static inline __attribute__((always_inline)) void ukr_rows_##SFX(                            \
-        int mx, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,          \
-        float *restrict c, int64_t ldc, int first) {                                                  \
+        int mx, int64_t kc, const float *restrict ap, int64_t a_ps, int64_t a_rs,                     \
+        const float *restrict bp, int64_t ldb, float *restrict c, int64_t ldc, int first) {           \
         VT acc[MR][NV];                                                                               \
         _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
@@ -155,7 +165,7 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
                 memcpy(&bv[v], bp + p * ldb + v * VW, sizeof(VT));                                    \
             _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++) {                                   \
-                VT av = ap[p * MR + r] - (VT){0};                                                     \
+                VT av = ap[p * a_ps + r * a_rs] - (VT){0};                                            \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] += av * bv[v];         \
             }                                                                                         \
         }                                                                                             \
@@ -163,24 +173,34 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
                 memcpy(c + r * ldc + v * VW, &acc[r][v], sizeof(VT));                                 \
     }                                                                                                 \
-    /* rows [0, mr) of a tile, 1 <= mr <= MR: the kernel of exactly mr rows */                        \
-    ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap,                      \
+    /* rows [0, mr) of a tile, 1 <= mr <= MR: the kernel of exactly mr rows.                          \
+     * a_rs 0: the tile is packed ([p][r]); else A's rows read in place, a_rs                         \
+     * apart with unit column stride (the two cases are separate loops, so                            \
+     * the packed one keeps its constant offsets) */                                                  \
+    ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs,        \
                                const float *restrict bp, int64_t ldb, float *restrict c, int64_t ldc, \
                                int first) {                                                           \
+        if (a_rs) {                                                                                   \
+            switch (mr) {                                                                             \
+            SJ_GEMM_ROW_CASES_##MR(SFX, 1, a_rs)                                                      \
+            default: ukr_rows_##SFX(MR, kc, ap, 1, a_rs, bp, ldb, c, ldc, first);                     \
+            }                                                                                         \
+            return;                                                                                   \
+        }                                                                                             \
         switch (mr) {                                                                                 \
-        SJ_GEMM_ROW_CASES_##MR(SFX)                                                                   \
-        default: ukr_rows_##SFX(MR, kc, ap, bp, ldb, c, ldc, first);                                  \
+        SJ_GEMM_ROW_CASES_##MR(SFX, MR, 1)                                                            \
+        default: ukr_rows_##SFX(MR, kc, ap, MR, 1, bp, ldb, c, ldc, first);                           \
         }                                                                                             \
     }                                                                                                 \
     /* C's rows [0, mr) x columns [jr, jr + nr) of the block k [pc, pc + kc): in                      \
      * place for a whole panel, else through a zero-padded tile, so nothing                           \
      * past column n is written */                                                                    \
     ATTR static void block_##SFX(const gemm_args *g, int64_t mr, int64_t nr, int64_t kc,              \
-                                 const float *at, const float *panel, int64_t ldb, float *cc,         \
-                                 int first) {                                                         \
+                                 const float *at, int64_t a_rs, const float *panel, int64_t ldb,      \
+                                 float *cc, int first) {                                              \
         enum { NR = NV * VW };                                                                        \
         if (nr == NR) {                                                                               \
-            ukr_##SFX(mr, kc, at, panel, ldb, cc, g->ldc, first);                                     \
+            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, cc, g->ldc, first);                               \
             return;                                                                                   \
         }                                                                                             \
         /* zeros past nr too: the kernel adds into every lane it holds */                            \
@@ -189,7 +209,7 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
         if (!first)                                                                                   \
             for (int64_t r = 0; r < mr; r++)                                                          \
                 memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));                   \
-        ukr_##SFX(mr, kc, at, panel, ldb, tile, NR, first);                                           \
+        ukr_##SFX(mr, kc, at, a_rs, panel, ldb, tile, NR, first);                                     \
         for (int64_t r = 0; r < mr; r++)                                                              \
             memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));                      \
     }                                                                                                 \
@@ -227,21 +247,25 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
                     const float *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb);            \
                     for (int64_t t = 0; t < tiles; t++)                                               \
                         block_##SFX(g, min64(MR, g->m - t * MR), nr, kc, ap + t * MR * g->k + pc * MR, \
-                                    panel, ldb, g->c + t * MR * g->ldc + jr, pc == 0);                \
+                                    0, panel, ldb, g->c + t * MR * g->ldc + jr, pc == 0);             \
                 }                                                                                     \
             }                                                                                         \
             return;                                                                                   \
         }                                                                                             \
+        /* A read in place where too few panels would repay its packing */                          \
+        const int a_direct = g->a_cs == 1 && g->n <= A_DIRECT_PANELS * NR;                            \
         for (int64_t ic = 0; ic < g->m; ic += MC) {                                                   \
             int64_t mc = min64(MC, g->m - ic);                                                        \
             for (int64_t pc = 0; pc < g->k; pc += KC) {                                               \
                 int64_t kc = min64(KC, g->k - pc);                                                    \
-                pack_a(ap, MR, g, ic, mc, pc, kc);                                                    \
+                if (!a_direct) pack_a(ap, MR, g, ic, mc, pc, kc);                                     \
                 for (int64_t jr = 0; jr < g->n; jr += NR) {                                           \
                     int64_t nr = min64(NR, g->n - jr), ldb;                                           \
                     const float *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb);            \
                     for (int64_t ir = 0; ir < mc; ir += MR)                                           \
-                        block_##SFX(g, min64(MR, mc - ir), nr, kc, ap + ir * kc, panel, ldb,          \
+                        block_##SFX(g, min64(MR, mc - ir), nr, kc,                                    \
+                                    a_direct ? g->a + (ic + ir) * g->a_rs + pc : ap + ir * kc,        \
+                                    a_direct ? g->a_rs : 0, panel, ldb,                               \
                                     g->c + (ic + ir) * g->ldc + jr, pc == 0);                         \
                 }                                                                                     \
             }                                                                                         \
@@ -249,12 +273,17 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
     }
 
 /* The switch cases of ukr_##SFX for the row counts below MR. */
-#define SJ_GEMM_ROW_CASE(SFX, R) case R: ukr_rows_##SFX(R, kc, ap, bp, ldb, c, ldc, first); return;
-#define SJ_GEMM_ROW_CASES_4(SFX) SJ_GEMM_ROW_CASE(SFX, 1) SJ_GEMM_ROW_CASE(SFX, 2) SJ_GEMM_ROW_CASE(SFX, 3)
-#define SJ_GEMM_ROW_CASES_6(SFX) SJ_GEMM_ROW_CASES_4(SFX) SJ_GEMM_ROW_CASE(SFX, 4) SJ_GEMM_ROW_CASE(SFX, 5)
-#define SJ_GEMM_ROW_CASES_12(SFX)                                                                  \
-    SJ_GEMM_ROW_CASES_6(SFX) SJ_GEMM_ROW_CASE(SFX, 6) SJ_GEMM_ROW_CASE(SFX, 7)                      \
-    SJ_GEMM_ROW_CASE(SFX, 8) SJ_GEMM_ROW_CASE(SFX, 9) SJ_GEMM_ROW_CASE(SFX, 10) SJ_GEMM_ROW_CASE(SFX, 11)
+#define SJ_GEMM_ROW_CASE(SFX, R, PS, RS)                                                           \
+    case R: ukr_rows_##SFX(R, kc, ap, PS, RS, bp, ldb, c, ldc, first); return;
+#define SJ_GEMM_ROW_CASES_4(SFX, PS, RS)                                                           \
+    SJ_GEMM_ROW_CASE(SFX, 1, PS, RS) SJ_GEMM_ROW_CASE(SFX, 2, PS, RS) SJ_GEMM_ROW_CASE(SFX, 3, PS, RS)
+#define SJ_GEMM_ROW_CASES_6(SFX, PS, RS)                                                           \
+    SJ_GEMM_ROW_CASES_4(SFX, PS, RS) SJ_GEMM_ROW_CASE(SFX, 4, PS, RS) SJ_GEMM_ROW_CASE(SFX, 5, PS, RS)
+#define SJ_GEMM_ROW_CASES_12(SFX, PS, RS)                                                          \
+    SJ_GEMM_ROW_CASES_6(SFX, PS, RS) SJ_GEMM_ROW_CASE(SFX, 6, PS, RS)                               \
+    SJ_GEMM_ROW_CASE(SFX, 7, PS, RS) SJ_GEMM_ROW_CASE(SFX, 8, PS, RS)                               \
+    SJ_GEMM_ROW_CASE(SFX, 9, PS, RS) SJ_GEMM_ROW_CASE(SFX, 10, PS, RS)                              \
+    SJ_GEMM_ROW_CASE(SFX, 11, PS, RS)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SJ_GEMM_X86 1
