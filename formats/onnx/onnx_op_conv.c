@@ -85,7 +85,12 @@ static sj_status contract(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w
         sj_value w3, prod;
         int axis = 2;
         SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, false, &cols));
-        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
+        /* Depthwise (one input channel per group), the taps are [N, G, K, P]
+         * already: no reshape, which would make them a buffer of K times
+         * the input instead of loads inside the sum. */
+        c4 = cols;
+        if (cgk != w->taps)
+            SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
         SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, wg, 3, wd, &w3)));
         SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, c4, w3, &prod));
         return sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, out));
