@@ -7,6 +7,7 @@
 #include "core/hash.h"
 #include "ir/graph_impl.h"
 #include "compile/lower/emitter.h"
+#include "compile/lower/kernel_share.h"
 
 static const sj_emitter *const emitters[] = {[SJ_TARGET_HOST] = &sj__host_emitter,
                                              [SJ_TARGET_NVPTX] = &sj__nvptx_emitter,
@@ -38,6 +39,9 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: opt level %d not in 0..3", o->opt_level);
     if (o->blas_min_work < 0)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: negative blas_min_work");
+    if (o->threads < 0)
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: threads %d is negative (0 = one per CPU)",
+                       o->threads);
     if (!sj_precision_name(o->precision))
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "compile: precision %d is not fp32, bf16 or fp16",
                        (int)o->precision);
@@ -55,19 +59,24 @@ static sj_status pick(const sj_graph *g, const sj_compile_options *o, const sj_e
 static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
                        const sj_compile_options *o, uint8_t hash[32], sj_lowered **out) {
     sj_graph_hash(g, hash);
-    /* Symbols name graph and bucket, so modules of several buckets never clash. */
-    char prefix[48], hex[65];
-    sj_hash_hex(hash, hex);
-    snprintf(prefix, sizeof prefix, "sj_%.16s_e%lld_", hex, (long long)(g->sym_name ? extent : 1));
     bool attention = false;
     if (em->fuses_attention) SJ_TRY(em->fuses_attention(g->ctx, o, &attention));
     sj_lower_options lo = {
         .fusion = o->fusion,
-        .prefix = prefix,
         .attention = attention,
         .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
         .precision = o->precision};
-    return sj__lower(g, extent, &lo, out);
+    SJ_TRY(sj__lower(g, extent, &lo, out));
+    /* Kernels are named by their code, not by graph or bucket: each
+     * module's symbols are its own (a JITDylib on the host, a CUDA module),
+     * and identical code then stays identical bytes across buckets and
+     * models, which the store keeps once. */
+    sj_status st = sj__lowered_name_kernels(*out);
+    if (st != SJ_OK) {
+        sj__lowered_destroy(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 sj_status sj_compile(const sj_graph *g, int64_t extent, const sj_compile_options *o,

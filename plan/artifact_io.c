@@ -2,7 +2,10 @@
  * size against what remains before it allocates or copies anything. */
 #include <string.h>
 
+#include <llvm-c/blake3.h>
+
 #include "core/hash.h"
+#include "plan/code_bundle.h"
 #include "plan/artifact_impl.h"
 #include "plan/plan.h"
 
@@ -38,7 +41,8 @@ static void put_str(writer *w, const char *s) {
     put(w, s, n);
 }
 
-static void put_body(writer *w, const sj_artifact *a) {
+/* code_at (NULL: not wanted) gets where each code blob's bytes start. */
+static void put_body(writer *w, const sj_artifact *a, size_t *code_at) {
     const char *strs[] = {a->target, a->triple, a->cpu, a->features,
                           a->shapejit_version, a->llvm_version, a->externs, a->tuning};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) put_str(w, strs[i]);
@@ -76,13 +80,14 @@ static void put_body(writer *w, const sj_artifact *a) {
     for (int i = 0; i < a->n_code; i++) {
         put_u32(w, (uint32_t)a->code[i].format);
         put_u64(w, a->code[i].len);
+        if (code_at) code_at[i] = w->pos;
         put(w, a->code[i].bytes, a->code[i].len);
     }
 }
 
-sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len) {
+static sj_status serialize(const sj_artifact *a, uint8_t **out, size_t *len, size_t *code_at) {
     writer sizing = {0};
-    put_body(&sizing, a);
+    put_body(&sizing, a, NULL);
     size_t total = HEADER_BYTES + sizing.pos + TRAILER_BYTES;
     writer w = {sj_alloc(a->ctx, total), 0};
     if (!w.buf) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory for %zu bytes", total);
@@ -90,10 +95,69 @@ sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len
     put_u32(&w, a->format_version);
     put_u32(&w, 0);
     put_u64(&w, sizing.pos);
-    put_body(&w, a);
+    put_body(&w, a, code_at);
     put_u64(&w, sj__fnv1a(SJ_FNV_OFFSET, w.buf, w.pos));
     *out = w.buf;
     *len = w.pos;
+    return SJ_OK;
+}
+
+sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len) {
+    return serialize(a, out, len, NULL);
+}
+
+static void add_part(sj_artifact_part *p, const uint8_t *bytes, size_t at, size_t len) {
+    p->offset = at;
+    p->len = len;
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, bytes + at, len);
+    llvm_blake3_hasher_finalize(&h, p->key, sizeof p->key);
+}
+
+static sj_status serialize_parts(const sj_artifact *a, uint8_t **out, size_t *len,
+                                 sj_artifact_part **parts, int *n_parts) {
+    *out = NULL;
+    *len = 0;
+    *parts = NULL;
+    *n_parts = 0;
+    size_t *code_at = sj_calloc(a->ctx, (size_t)a->n_code + 1, sizeof *code_at);
+    if (!code_at) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
+    sj_status st = serialize(a, out, len, code_at);
+    /* a bundle's objects one part each, any other blob whole */
+    int n = 0;
+    sj_code_piece **pieces = st == SJ_OK ? sj_calloc(a->ctx, (size_t)a->n_code + 1, sizeof *pieces) : NULL;
+    int *n_pieces = st == SJ_OK ? sj_calloc(a->ctx, (size_t)a->n_code + 1, sizeof *n_pieces) : NULL;
+    if (st == SJ_OK && (!pieces || !n_pieces)) st = sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
+    for (int i = 0; i < a->n_code && st == SJ_OK; i++) {
+        const sj_code_blob *c = &a->code[i];
+        if (c->format == SJ_CODE_HOST_OBJECT && sj__code_bundle_is(c->bytes, c->len))
+            st = sj__code_bundle_parse(a->ctx, c->bytes, c->len, &pieces[i], &n_pieces[i]);
+        else
+            n_pieces[i] = c->len > 0;
+        n += n_pieces[i];
+    }
+    sj_artifact_part *p = st == SJ_OK && n ? sj_alloc(a->ctx, (size_t)n * sizeof *p) : NULL;
+    if (st == SJ_OK && n && !p) st = sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
+    int k = 0;
+    for (int i = 0; i < a->n_code && st == SJ_OK; i++) {
+        if (!pieces[i] && n_pieces[i]) add_part(&p[k++], *out, code_at[i], a->code[i].len);
+        for (int j = 0; pieces[i] && j < n_pieces[i]; j++)
+            add_part(&p[k++], *out, code_at[i] + pieces[i][j].offset, pieces[i][j].len);
+    }
+    for (int i = 0; pieces && i < a->n_code; i++) sj_free(a->ctx, pieces[i]);
+    sj_free(a->ctx, pieces);
+    sj_free(a->ctx, n_pieces);
+    sj_free(a->ctx, code_at);
+    if (st != SJ_OK) {
+        sj_free(a->ctx, p);
+        sj_free(a->ctx, *out);
+        *out = NULL;
+        *len = 0;
+        return st;
+    }
+    *parts = p;
+    *n_parts = n;
     return SJ_OK;
 }
 
@@ -275,4 +339,30 @@ sj_status sj_artifact_deserialize(sj_ctx *ctx, const void *bytes, size_t len, sj
     }
     *out = a;
     return SJ_OK;
+}
+
+sj_status sj_artifact_code_parts(sj_ctx *ctx, const void *bytes, size_t len, sj_artifact_part **parts,
+                                 int *n_parts) {
+    if (!parts || !n_parts) return sj_fail(ctx, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    *parts = NULL;
+    *n_parts = 0;
+    sj_artifact *a;
+    SJ_TRY(sj_artifact_deserialize(ctx, bytes, len, &a));
+    /* Writing is deterministic, so the offsets of the bytes written again
+     * are those of the bytes given; a difference is refused, not guessed. */
+    uint8_t *again;
+    size_t again_len;
+    sj_status st = serialize_parts(a, &again, &again_len, parts, n_parts);
+    sj_artifact_destroy(a);
+    if (st != SJ_OK) return st;
+    if (again_len != len || memcmp(again, bytes, len) != 0) {
+        sj_free(ctx, *parts);
+        *parts = NULL;
+        *n_parts = 0;
+        st = sj_fail(ctx, SJ_E_CORRUPT,
+                     "artifact: %zu bytes that this library writes differently (%zu bytes): not its format",
+                     len, again_len);
+    }
+    sj_free(ctx, again);
+    return st;
 }

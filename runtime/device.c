@@ -279,6 +279,16 @@ sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out) {
     return SJ_OK;
 }
 
+sj_status sj_device_code_stats_get(sj_device *dev, sj_device_code_stats *out) {
+    if (!dev || !out) return sj_fail(dev ? dev->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
+    memset(out, 0, sizeof *out);
+    sj__device_lock(dev);
+    sj_status st = sj__device_check_alive(dev, "device code stats");
+    if (st == SJ_OK && dev->ops->code_stats) dev->ops->code_stats(dev->impl, out);
+    sj__device_unlock(dev);
+    return st;
+}
+
 sj_status sj_device_launch(sj_device *dev, sj_kernel_handle k, const sj_launch_dims *dims,
                            void *const *buffers, const int64_t *info, int64_t active_extent) {
     if (!dev) return SJ_E_INVALID_ARG;

@@ -83,7 +83,7 @@ sj_cli_test(serve_above_ladder RC 1 ARGS serve ${SJ_FFN} --synthetic uniform:1:1
   --store none ERR "size [0-9]+, above the ladder's largest bucket 16")
 
 # emit
-sj_cli_test(emit_ir RC 0 ARGS emit ${SJ_FFN} --rows 5 --target llvm-ir OUT "define .*@sj_")
+sj_cli_test(emit_ir RC 0 ARGS emit ${SJ_FFN} --rows 5 --target llvm-ir OUT "define .*@sjk_[0-9a-f]+")
 sj_cli_test(emit_asm RC 0 CLEAN ${SJ_SERVE_DIR}/emit
   ARGS emit ${SJ_FFN} --rows 5 --target host-asm --out ${SJ_SERVE_DIR}/emit.s FILES ${SJ_SERVE_DIR}/emit.s)
 sj_cli_test(emit_bad_target RC 2 ARGS emit ${SJ_FFN} --rows 5 --target wasm ERR "unknown target 'wasm'")

@@ -82,9 +82,57 @@ static void test_round_trip(void **state) {
     const uint8_t *code;
     size_t code_len;
     assert_int_equal(sj_artifact_find_code(b, SJ_CODE_HOST_OBJECT, &code, &code_len), SJ_OK);
-    assert_memory_equal(code, "\x7f" "ELF", 4);
+    /* a bundle of one object file per kernel */
+    assert_memory_equal(code, "SJOBJS01\x02\0\0\0", 12);
+    assert_memory_equal(code + 12 + 8, "\x7f" "ELF", 4);
     assert_int_equal(sj_artifact_find_code(b, SJ_CODE_PTX, &code, &code_len), SJ_E_NOT_FOUND);
     sj_artifact_destroy(b);
+}
+
+/* The code parts are the objects, where the bytes hold them; a kernel
+ * whose code does not depend on the bucket is the same part (the same
+ * bytes, the same key) in another bucket's artifact, which is what lets a
+ * store keep it once. */
+static void test_code_parts(void **state) {
+    fixture *f = *state;
+    sj_artifact_part *p;
+    int n;
+    assert_int_equal(sj_artifact_code_parts(f->ctx, f->bytes, f->len, &p, &n), SJ_OK);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < n; i++) {
+        assert_true(p[i].offset + p[i].len <= f->len);
+        assert_memory_equal(f->bytes + p[i].offset, "\x7f" "ELF", 4);
+        if (i) assert_true(p[i].offset >= p[i - 1].offset + p[i - 1].len);
+    }
+    assert_memory_not_equal(p[0].key, p[1].key, 32);
+    sj_artifact *a64;
+    uint8_t *b64;
+    size_t len64;
+    sj_artifact_part *p64;
+    int n64;
+    assert_int_equal(sj_compile(f->g, 64, NULL, &a64), SJ_OK);
+    assert_int_equal(sj_artifact_serialize(a64, &b64, &len64), SJ_OK);
+    assert_int_equal(sj_artifact_code_parts(f->ctx, b64, len64, &p64, &n64), SJ_OK);
+    int same = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n64; j++)
+            if (!memcmp(p[i].key, p64[j].key, 32)) {
+                assert_int_equal(p[i].len, p64[j].len);
+                assert_memory_equal(f->bytes + p[i].offset, b64 + p64[j].offset, p[i].len);
+                same++;
+            }
+    assert_true(same >= 1);
+    /* bytes that are not an artifact are refused, not cut up */
+    b64[len64 / 2] ^= 0x40;
+    sj_artifact_part *bad = (sj_artifact_part *)1;
+    int n_bad = 7;
+    assert_int_equal(sj_artifact_code_parts(f->ctx, b64, len64, &bad, &n_bad), SJ_E_CORRUPT);
+    assert_null(bad);
+    assert_int_equal(n_bad, 0);
+    sj_free(f->ctx, p);
+    sj_free(f->ctx, p64);
+    sj_free(f->ctx, b64);
+    sj_artifact_destroy(a64);
 }
 
 static void test_every_truncation_rejected(void **state) {
@@ -172,9 +220,9 @@ static void test_emit_text(void **state) {
     size_t n;
     assert_int_equal(sj_emit_text(f->g, 32, NULL, SJ_EMIT_LLVM_IR, &ir, &n), SJ_OK);
     assert_int_equal(strlen(ir), n);
-    assert_non_null(strstr(ir, "define void @sj_"));
+    assert_non_null(strstr(ir, "define void @sjk_"));
     assert_int_equal(sj_emit_text(f->g, 32, NULL, SJ_EMIT_HOST_ASM, &as, &n), SJ_OK);
-    assert_non_null(strstr(as, "sj_"));
+    assert_non_null(strstr(as, "sjk_"));
     sj_free(f->ctx, ir);
     sj_free(f->ctx, as);
     sj_compile_options o;
@@ -268,6 +316,7 @@ static void test_allocation_failures(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_code_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_truncation_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flipped_bytes_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lying_contents_rejected, setup, teardown),

@@ -1,7 +1,10 @@
 /* Target machine, new-pass-manager pipeline and output for the host emitter. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
@@ -9,6 +12,7 @@
 
 #include "core/clock.h"
 #include "compile/llvm/llvm_impl.h"
+#include "plan/code_bundle.h"
 
 static sj_status make_target_machine(sj_ctx *ctx, const sj_llvm_target *t, LLVMTargetMachineRef *tm) {
     char *triple, *host_cpu, *host_features, *cpu = NULL, *features = NULL;
@@ -120,42 +124,177 @@ int sj__llvm_gemm_level(const char *fs) {
     return enables(fs, "avx2") && enables(fs, "fma") ? 3 : 2;
 }
 
+/* What every module of one compile shares. */
+typedef struct module_build {
+    sj_ctx *ctx;
+    const sj_lowered *l;
+    const sj_llvm_target *t;
+    LLVMTargetMachineRef tm;
+    LLVMContextRef C;
+    int vector_floats, gemm_level;
+    sj_llvm_emitted *emitted;
+    uint64_t emit_ns, optimise_ns, codegen_ns;
+} module_build;
+
+/* Kernels first..last-1 as one module, optimised and printed. */
+static sj_status build_module(module_build *mb, int first, int last, sj_llvm_output what, uint8_t **out,
+                              size_t *len) {
+    LLVMModuleRef m = LLVMModuleCreateWithNameInContext("shapejit", mb->C);
+    char *triple = LLVMGetTargetMachineTriple(mb->tm);
+    LLVMSetTarget(m, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(mb->tm);
+    char *dl = LLVMCopyStringRepOfTargetData(td);
+    LLVMSetDataLayout(m, dl);
+    LLVMDisposeMessage(dl);
+    LLVMDisposeTargetData(td);
+    uint64_t t0 = sj__now_ns();
+    sj_status st = sj__llvm_emit_kernels(mb->ctx, m, mb->l, first, last, mb->t, mb->vector_floats,
+                                        mb->gemm_level, mb->emitted);
+    uint64_t t1 = sj__now_ns();
+    if (st == SJ_OK)
+        st = optimise(mb->ctx, m, mb->tm, mb->t->opt_level, unrolls_loops(mb->vector_floats));
+    uint64_t t2 = sj__now_ns();
+    if (st == SJ_OK) st = print_module(mb->ctx, m, mb->tm, what, out, len);
+    mb->emit_ns += t1 - t0;
+    mb->optimise_ns += t2 - t1;
+    mb->codegen_ns += sj__now_ns() - t2;
+    LLVMDisposeModule(m);
+    return st;
+}
+
+/* Kernels compiled at once: past a few, the objects are small and the
+ * threads' LLVM set-up outweighs what they share. */
+#define MAX_COMPILE_THREADS 8
+
+/* One compile thread's share of build_objects: kernels taken one at a time
+ * from *next, each in its own module, on the thread's own LLVM context and
+ * target machine (LLVM's are not shared across threads). */
+typedef struct object_worker {
+    module_build mb;
+    atomic_int *next;
+    uint8_t **objs;
+    size_t *lens;
+    sj_status st;
+    char why[512]; /* the message of st, which lives in the thread's error slot */
+    pthread_t thread;
+} object_worker;
+
+static void *object_worker_run(void *arg) {
+    object_worker *w = arg;
+    w->st = make_target_machine(w->mb.ctx, w->mb.t, &w->mb.tm);
+    if (w->st == SJ_OK) w->mb.C = LLVMContextCreate();
+    for (int i; w->st == SJ_OK && (i = atomic_fetch_add(w->next, 1)) < w->mb.l->n_kernels;)
+        w->st = build_module(&w->mb, i, i + 1, SJ_LLVM_OBJECT, &w->objs[i], &w->lens[i]);
+    if (w->st != SJ_OK) snprintf(w->why, sizeof w->why, "%s", sj_ctx_last_error(w->mb.ctx));
+    if (w->mb.C) LLVMContextDispose(w->mb.C);
+    if (w->mb.tm) LLVMDisposeTargetMachine(w->mb.tm);
+    return NULL;
+}
+
+static int compile_threads(int wanted, int kernels) {
+    int n = wanted;
+    if (n <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus > 0 ? (int)(cpus < MAX_COMPILE_THREADS ? cpus : MAX_COMPILE_THREADS) : 1;
+    }
+    if (n > MAX_COMPILE_THREADS) n = MAX_COMPILE_THREADS;
+    return n < kernels ? n : kernels;
+}
+
+/* The packs the workers found, in kernel order whatever thread found them,
+ * so the plan (and the artifact's bytes) do not depend on the threads. */
+static sj_status merge_emitted(sj_ctx *ctx, object_worker *w, int n, sj_llvm_emitted *out) {
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        out->externs |= w[i].mb.emitted->externs;
+        total += w[i].mb.emitted->n_packs;
+    }
+    if (!total) return SJ_OK;
+    out->packs = sj_alloc(ctx, (size_t)total * sizeof *out->packs);
+    if (!out->packs) return sj_fail(ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    out->cap_packs = total;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w[i].mb.emitted->n_packs; j++) {
+            sj_llvm_pack p = w[i].mb.emitted->packs[j];
+            int k = out->n_packs++;
+            while (k > 0 && out->packs[k - 1].kernel > p.kernel) {
+                out->packs[k] = out->packs[k - 1];
+                k--;
+            }
+            out->packs[k] = p;
+        }
+    return SJ_OK;
+}
+
+/* One object file per kernel, bundled; the kernels compiled on up to
+ * t->threads threads. Each object is the same bytes on any number of
+ * threads: a kernel is its own module either way. */
+static sj_status build_objects(module_build *mb, uint8_t **out, size_t *len) {
+    sj_ctx *ctx = mb->ctx;
+    int n = mb->l->n_kernels;
+    int threads = compile_threads(mb->t->threads, n);
+    uint8_t **objs = sj_calloc(ctx, (size_t)n + 1, sizeof *objs);
+    size_t *lens = sj_calloc(ctx, (size_t)n + 1, sizeof *lens);
+    object_worker *w = sj_calloc(ctx, (size_t)threads, sizeof *w);
+    sj_llvm_emitted *em = sj_calloc(ctx, (size_t)threads, sizeof *em);
+    sj_status st = objs && lens && w && em ? SJ_OK : sj_fail(ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    atomic_int next;
+    atomic_init(&next, 0);
+    int used = 0; /* workers that ran: the threads started, then this one */
+    if (st == SJ_OK) {
+        for (int i = 0; i < threads; i++)
+            w[i] = (object_worker){.mb = {.ctx = ctx, .l = mb->l, .t = mb->t, .vector_floats = mb->vector_floats,
+                                          .gemm_level = mb->gemm_level, .emitted = &em[i]},
+                                   .next = &next, .objs = objs, .lens = lens};
+        while (used < threads - 1 && pthread_create(&w[used].thread, NULL, object_worker_run, &w[used]) == 0)
+            used++;
+        int started = used;
+        object_worker_run(&w[used++]);
+        for (int i = 0; i < started; i++) pthread_join(w[i].thread, NULL);
+    }
+    for (int i = 0; i < used && st == SJ_OK; i++)
+        if (w[i].st != SJ_OK) st = sj_fail(ctx, w[i].st, "%s", w[i].why);
+    for (int i = 0; i < used; i++) {
+        mb->emit_ns += w[i].mb.emit_ns;
+        mb->optimise_ns += w[i].mb.optimise_ns;
+        mb->codegen_ns += w[i].mb.codegen_ns;
+    }
+    if (st == SJ_OK) st = merge_emitted(ctx, w, used, mb->emitted);
+    if (st == SJ_OK) st = sj__code_bundle_pack(ctx, (const uint8_t *const *)objs, lens, n, out, len);
+    for (int i = 0; em && i < threads; i++) sj__llvm_emitted_free(ctx, &em[i]);
+    for (int i = 0; objs && i < n; i++) sj_free(ctx, objs[i]);
+    sj_free(ctx, objs);
+    sj_free(ctx, lens);
+    sj_free(ctx, w);
+    sj_free(ctx, em);
+    return st;
+}
+
 sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
                           sj_llvm_output what, uint8_t **out, size_t *len, sj_llvm_emitted *emitted,
                           sj_compile_times *times) {
     memset(emitted, 0, sizeof *emitted);
     if (t->opt_level < 0 || t->opt_level > 3)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: opt level %d not in 0..3", t->opt_level);
-    LLVMTargetMachineRef tm = NULL;
-    SJ_TRY(make_target_machine(ctx, t, &tm));
-    LLVMContextRef C = LLVMContextCreate();
-    LLVMModuleRef m = LLVMModuleCreateWithNameInContext("shapejit", C);
-    char *triple = LLVMGetTargetMachineTriple(tm);
-    LLVMSetTarget(m, triple);
-    LLVMDisposeMessage(triple);
-    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
-    char *dl = LLVMCopyStringRepOfTargetData(td);
-    LLVMSetDataLayout(m, dl);
-    LLVMDisposeMessage(dl);
-    LLVMDisposeTargetData(td);
-    char *fs = LLVMGetTargetMachineFeatureString(tm);
-    int vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
-    int gemm_level = sj__llvm_gemm_level(fs);
+    if (what == SJ_LLVM_OBJECT && l->n_kernels < 1)
+        return sj_fail(ctx, SJ_E_INTERNAL, "host emitter: a plan without kernels");
+    module_build mb = {.ctx = ctx, .l = l, .t = t, .emitted = emitted};
+    SJ_TRY(make_target_machine(ctx, t, &mb.tm));
+    mb.C = LLVMContextCreate();
+    char *fs = LLVMGetTargetMachineFeatureString(mb.tm);
+    mb.vector_floats = enables(fs, "avx512f") ? 16 : enables(fs, "avx") ? 8 : 4;
+    mb.gemm_level = sj__llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
-    uint64_t t0 = sj__now_ns();
-    sj_status st = sj__llvm_emit_kernels(ctx, m, l, t, vector_floats, gemm_level, emitted);
-    uint64_t t1 = sj__now_ns();
-    if (st == SJ_OK) st = optimise(ctx, m, tm, t->opt_level, unrolls_loops(vector_floats));
-    uint64_t t2 = sj__now_ns();
-    if (st == SJ_OK) st = print_module(ctx, m, tm, what, out, len);
+    sj_status st = what == SJ_LLVM_OBJECT ? build_objects(&mb, out, len)
+                                          : build_module(&mb, 0, l->n_kernels, what, out, len);
     if (times) {
-        times->emit_ns = t1 - t0;
-        times->optimise_ns = t2 - t1;
-        times->codegen_ns = sj__now_ns() - t2;
+        times->emit_ns = mb.emit_ns;
+        times->optimise_ns = mb.optimise_ns;
+        times->codegen_ns = mb.codegen_ns;
     }
-    LLVMDisposeModule(m);
-    LLVMContextDispose(C);
-    LLVMDisposeTargetMachine(tm);
+    LLVMContextDispose(mb.C);
+    LLVMDisposeTargetMachine(mb.tm);
     if (st != SJ_OK) sj__llvm_emitted_free(ctx, emitted);
     return st;
 }

@@ -1566,10 +1566,9 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     return SJ_OK;
 }
 
-sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
+sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l, int first, int last,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
                                sj_llvm_emitted *out) {
-    memset(out, 0, sizeof *out);
     emitter e = {.ctx = ctx, .M = m, .C = LLVMGetModuleContext(m), .t = t, .vector_floats = vector_floats,
                  .gemm_level = gemm_level, .row_dim = -1, .emitted = out};
     e.B = LLVMCreateBuilderInContext(e.C);
@@ -1579,12 +1578,11 @@ sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *
     e.ptr = LLVMPointerTypeInContext(e.C, 0);
     e.voidt = LLVMVoidTypeInContext(e.C);
     sj_status st = SJ_OK;
-    for (int i = 0; i < l->n_kernels && st == SJ_OK; i++) {
+    for (int i = first; i < last && st == SJ_OK; i++) {
         e.kernel_index = i;
         st = emit_kernel(&e, &l->kernels[i]);
     }
     LLVMDisposeBuilder(e.B);
-    if (st != SJ_OK) sj__llvm_emitted_free(ctx, out);
     return st;
 }
 

@@ -30,8 +30,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * sj__host_gemm_packed). 7: packed GEMMs whose symbolic dim is a batch dim
  * (convs over images) split their columns over threads. 8: matmuls of few
  * rows against a large float32 weight read it packed too, from x86-64-v3
- * (host_emit.c's few_rows_packed). */
-#define SJ_HOST_CODEGEN_REVISION 8
+ * (host_emit.c's few_rows_packed). 9: one object file per kernel, named by
+ * its code (plan/code_bundle.h, kernel_share.h's sj__lowered_name_kernels). */
+#define SJ_HOST_CODEGEN_REVISION 9
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {
@@ -44,6 +45,8 @@ typedef struct sj_llvm_target {
      * past once: in place, or its packed panels for a large float32 weight
      * from x86-64-v3); 0 = register tiles at every size. */
     int few_rows_max;
+    /* Object code: kernels compiled at once (0 = one per CPU, at most 8). */
+    int threads;
 } sj_llvm_target;
 
 
@@ -91,13 +94,15 @@ void sj__llvm_emitted_free(sj_ctx *ctx, sj_llvm_emitted *em);
  * any more (host_packs.c). */
 sj_status sj__host_plan_packs(sj_ctx *ctx, sj_launch_plan *p, const sj_llvm_emitted *em);
 
-/* Adds one function per kernel (named kernel->name, kernel ABI of plan.h) to
- * module m, and for a row-parallel one (compile/lower/row_split.h) its row entry
- * `name_rows` (sj_host_rows_fn) with its row work, the uint64 `name_rows_work`.
- * vector_floats: the target's vector register width in floats; gemm_level:
- * the sj__host_gemm level its features run (sj__llvm_gemm_level). *out
- * (zeroed first) gets the externs called and the weights read packed. */
-sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l,
+/* Adds one function per kernel first..last-1 of l (named kernel->name,
+ * kernel ABI of plan.h) to module m, and for a row-parallel one
+ * (compile/lower/row_split.h) its row entry `name_rows` (sj_host_rows_fn)
+ * with its row work, the uint64 `name_rows_work`. vector_floats: the
+ * target's vector register width in floats; gemm_level: the sj__host_gemm
+ * level its features run (sj__llvm_gemm_level). *out (which the caller
+ * zeroes once, and frees with sj__llvm_emitted_free) gains the externs
+ * called and the weights read packed. */
+sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l, int first, int last,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
                                sj_llvm_emitted *out);
 
@@ -109,9 +114,11 @@ LLVMValueRef sj__llvm_tanh(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj__llvm_log(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 LLVMValueRef sj__llvm_pow(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x, LLVMValueRef y);
 
-/* Builds, optimises and prints the module for l. *out is sj_alloc'ed.
- * times (NULL: not wanted) gets the emit, optimise and codegen ns (the
- * last is printing, for IR text). */
+/* Builds, optimises and prints l's code. *out is sj_alloc'ed: for
+ * SJ_LLVM_OBJECT a bundle of one object file per kernel (plan/code_bundle.h),
+ * so a kernel's bytes do not depend on the others it was compiled with;
+ * for text, one module of every kernel. times (NULL: not wanted) gets the
+ * emit, optimise and codegen ns (the last is printing, for IR text). */
 sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_target *t,
                           sj_llvm_output what, uint8_t **out, size_t *len, sj_llvm_emitted *emitted,
                           sj_compile_times *times);

@@ -2,6 +2,7 @@
 #include "compile/lower/kernel_share.h"
 
 #include <llvm-c/blake3.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/array.h"
@@ -201,4 +202,43 @@ sj_status sj__lowered_share_kernels(sj_lowered *l) {
     sj_free(ctx, table);
     sj_free(ctx, map);
     return st;
+}
+
+/* The name a kernel's code gets: "sjk_" and 32 hex digits of the BLAKE3 of
+ * its description with the symbolic dims' bucket extents left out. So a
+ * kernel whose code does not depend on the extent (most of them: the
+ * active extent n reaches them at run time) is the same bytes in every
+ * bucket, and the store keeps it once (issue #33). Within one lowering the
+ * extents are all the bucket's, so equal names mean equal descriptions,
+ * which sharing has merged already; a repeat is refused, not linked. */
+sj_status sj__lowered_name_kernels(sj_lowered *l) {
+    sj_ctx *ctx = l->ctx;
+    sj_launch_plan *p = &l->plan;
+    if (p->n_kernels != l->n_kernels)
+        return sj_fail(ctx, SJ_E_INTERNAL, "kernel names: plan has %d kernels, lowering %d",
+                       (int)p->n_kernels, l->n_kernels);
+    for (int i = 0; i < l->n_kernels; i++) {
+        sj_kernel masked = l->kernels[i];
+        for (int d = 0; d < masked.rank && d < SJ_KSPACE_MAX; d++)
+            if (masked.sym[d]) masked.dims[d] = -1;
+        uint8_t *desc;
+        size_t len;
+        SJ_TRY(sj__kernel_describe(ctx, &masked, &desc, &len));
+        uint8_t digest[16];
+        llvm_blake3_hasher h;
+        llvm_blake3_hasher_init(&h);
+        llvm_blake3_hasher_update(&h, desc, len);
+        llvm_blake3_hasher_finalize(&h, digest, sizeof digest);
+        sj_free(ctx, desc);
+        char name[SJ_KERNEL_NAME_MAX] = "sjk_";
+        for (size_t b = 0; b < sizeof digest; b++)
+            snprintf(name + 4 + 2 * b, sizeof name - 4 - 2 * b, "%02x", digest[b]);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(p->kernels[j].name, name))
+                return sj_fail(ctx, SJ_E_INTERNAL, "kernel names: kernels %d and %d are both %s", j, i,
+                               name);
+        memcpy(l->kernels[i].name, name, sizeof name);
+        memcpy(p->kernels[i].name, name, sizeof name);
+    }
+    return SJ_OK;
 }

@@ -32,4 +32,10 @@ sj_status sj__kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, si
  * made (kernel table parallel to l->kernels). */
 sj_status sj__lowered_share_kernels(sj_lowered *l);
 
+/* Names every kernel of l (and its plan entry) by its code: "sjk_" and a
+ * hash of its description without the bucket extent, so identical code
+ * compiled for several buckets is identical bytes. Expects shared kernels
+ * (sj__lowered_share_kernels). */
+sj_status sj__lowered_name_kernels(sj_lowered *l);
+
 #endif

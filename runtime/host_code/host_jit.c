@@ -3,31 +3,49 @@
 
 #include "core/core_impl.h"
 #include "runtime/host_code/host_code.h"
+#include "plan/code_bundle.h"
 
 #include <llvm-c/Core.h>
+#include <llvm-c/blake3.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+/* One object file as the device holds it: loaded once however many
+ * modules (buckets, models) carry the same bytes, found by their BLAKE3.
+ * Its JITDylib outlives its code: when the last module lets go, the code
+ * is removed and the empty JITDylib kept for the next load of the same
+ * bytes (the LLVM C API cannot remove a JITDylib). */
+typedef struct jit_object {
+    uint8_t digest[32];
+    LLVMOrcJITDylibRef dylib;
+    LLVMOrcResourceTrackerRef tracker; /* NULL while no module holds it */
+    int refs;
+    struct jit_object *next;
+} jit_object;
 
 struct sj_host_jit {
     sj_ctx *ctx;
     LLVMOrcLLJITRef jit;
-    atomic_uint_fast64_t next_dylib; /* JITDylib names must be unique per session */
+    uint64_t next_dylib; /* JITDylib names must be unique per session */
+    jit_object *objects; /* every object ever loaded (the device's kernel registry) */
+    sj_host_jit_counts counts;
     /* What the session reported while linking (e.g. "Symbols not found"),
      * which the failed lookup itself only summarises; LLVM would otherwise
      * print it to stderr. Written under the device's lock. */
     char report[512];
 };
 
+/* A loaded code blob: the objects it holds, searched in order. */
 struct sj_host_jit_module {
-    LLVMOrcJITDylibRef dylib;
-    LLVMOrcResourceTrackerRef tracker;
+    int n;
+    jit_object **objects;
+    LLVMOrcCJITDylibSearchOrderElement *order;
 };
 
 /* Turns an LLVM error into a message on ctx (consuming it). */
@@ -57,7 +75,6 @@ sj_status sj__host_jit_create(sj_ctx *ctx, sj_host_jit **out) {
         sj_free(ctx, j);
         return fail_llvm(ctx, SJ_E_NO_DEVICE, err, "host JIT: cannot create LLJIT");
     }
-    atomic_init(&j->next_dylib, 0);
     LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->jit), keep_report,
                                             j);
     *out = j;
@@ -68,32 +85,29 @@ void sj__host_jit_destroy(sj_host_jit *j) {
     if (!j) return;
     LLVMErrorRef err = LLVMOrcDisposeLLJIT(j->jit);
     if (err) LLVMConsumeError(err);
+    for (jit_object *o = j->objects, *next; o; o = next) {
+        next = o->next;
+        sj_free(j->ctx, o);
+    }
     sj_free(j->ctx, j);
 }
 
-sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
-                                 sj_host_jit_module **out) {
-    *out = NULL;
-    sj_host_jit_module *m = sj_calloc(j->ctx, 1, sizeof *m);
-    if (!m) return sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
-    char name[48];
-    snprintf(name, sizeof name, "sj_module_%llu",
-             (unsigned long long)atomic_fetch_add(&j->next_dylib, 1));
-    LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);
-    m->dylib = LLVMOrcExecutionSessionCreateBareJITDylib(es, name);
+void sj__host_jit_counts(const sj_host_jit *j, sj_host_jit_counts *out) { *out = j->counts; }
 
-    /* Kernels call libm (expf, tanhf, erff) and the C runtime (memset):
-     * resolve those from the process. */
+/* A JITDylib that resolves what kernels call: libm and the C runtime from
+ * the process, shapejit's own extern kernels by address. */
+static sj_status new_dylib(sj_host_jit *j, LLVMOrcJITDylibRef *out) {
+    char name[48];
+    snprintf(name, sizeof name, "sj_object_%llu", (unsigned long long)j->next_dylib++);
+    LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);
+    LLVMOrcJITDylibRef d = LLVMOrcExecutionSessionCreateBareJITDylib(es, name);
     LLVMOrcDefinitionGeneratorRef gen;
     LLVMErrorRef err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &gen, LLVMOrcLLJITGetGlobalPrefix(j->jit), NULL, NULL);
-    if (err) {
-        sj_free(j->ctx, m);
-        return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: process symbol generator");
-    }
-    LLVMOrcJITDylibAddGenerator(m->dylib, gen);
-    /* shapejit's own extern kernels by address: a program that links the
-     * library statically does not export them for the process generator. */
+    if (err) return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: process symbol generator");
+    LLVMOrcJITDylibAddGenerator(d, gen);
+    /* A program that links the library statically does not export these
+     * for the process generator. */
     static const char *const own_names[] = {"sj__host_attention_rows", "sj__host_gemm",
                                             "sj__host_gemm_packed"};
     enum { N_OWN = sizeof own_names / sizeof own_names[0] };
@@ -103,19 +117,87 @@ sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
             LLVMOrcLLJITMangleAndIntern(j->jit, own_names[i]),
             {(LLVMOrcExecutorAddress)(uintptr_t)sj__host_extern_symbol(own_names[i]),
              {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
-    err = LLVMOrcJITDylibDefine(m->dylib, LLVMOrcAbsoluteSymbols(own, N_OWN));
-    if (err) {
-        sj_free(j->ctx, m);
-        return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: shapejit's extern kernels");
-    }
-    m->tracker = LLVMOrcJITDylibCreateResourceTracker(m->dylib);
+    err = LLVMOrcJITDylibDefine(d, LLVMOrcAbsoluteSymbols(own, N_OWN));
+    if (err) return fail_llvm(j->ctx, SJ_E_NO_DEVICE, err, "host JIT: shapejit's extern kernels");
+    *out = d;
+    return SJ_OK;
+}
 
-    LLVMMemoryBufferRef buf =
-        LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "shapejit-host-object");
-    err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, m->tracker, buf);
+static void release_object(sj_host_jit *j, jit_object *o) {
+    if (--o->refs > 0) return;
+    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(o->tracker);
+    if (err) LLVMConsumeError(err);
+    LLVMOrcReleaseResourceTracker(o->tracker);
+    o->tracker = NULL;
+    j->counts.resident--;
+}
+
+/* The object with these bytes, loaded now unless it is already. */
+static sj_status hold_object(sj_host_jit *j, const uint8_t *bytes, size_t len, jit_object **out) {
+    uint8_t digest[32];
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, bytes, len);
+    llvm_blake3_hasher_finalize(&h, digest, sizeof digest);
+    jit_object *o = j->objects;
+    while (o && memcmp(o->digest, digest, sizeof digest)) o = o->next;
+    if (o && o->refs > 0) {
+        o->refs++;
+        j->counts.shared++;
+        *out = o;
+        return SJ_OK;
+    }
+    if (!o) {
+        o = sj_calloc(j->ctx, 1, sizeof *o);
+        if (!o) return sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
+        sj_status st = new_dylib(j, &o->dylib);
+        if (st != SJ_OK) {
+            sj_free(j->ctx, o);
+            return st;
+        }
+        memcpy(o->digest, digest, sizeof digest);
+        o->next = j->objects;
+        j->objects = o;
+    }
+    o->tracker = LLVMOrcJITDylibCreateResourceTracker(o->dylib);
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)bytes, len,
+                                                                        "shapejit-host-object");
+    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, o->tracker, buf);
     if (err) {
-        sj__host_jit_remove(j, m);
+        LLVMOrcReleaseResourceTracker(o->tracker);
+        o->tracker = NULL;
         return fail_llvm(j->ctx, SJ_E_PARSE, err, "host JIT: cannot load the object file");
+    }
+    o->refs = 1;
+    j->counts.loaded++;
+    j->counts.resident++;
+    *out = o;
+    return SJ_OK;
+}
+
+sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
+                                 sj_host_jit_module **out) {
+    *out = NULL;
+    sj_code_piece whole = {0, len}, *pieces = &whole;
+    int n = 1;
+    if (sj__code_bundle_is(obj, len))
+        SJ_TRY(sj__code_bundle_parse(j->ctx, obj, len, &pieces, &n));
+    sj_host_jit_module *m = sj_calloc(j->ctx, 1, sizeof *m);
+    if (m) m->objects = sj_calloc(j->ctx, (size_t)n, sizeof *m->objects);
+    if (m) m->order = sj_calloc(j->ctx, (size_t)n, sizeof *m->order);
+    sj_status st = m && m->objects && m->order ? SJ_OK : sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
+    for (int i = 0; i < n && st == SJ_OK; i++) {
+        st = hold_object(j, (const uint8_t *)obj + pieces[i].offset, pieces[i].len, &m->objects[i]);
+        if (st != SJ_OK && n > 1) sj__error_prefix(j->ctx, "object %d of %d", i, n);
+        if (st != SJ_OK) break;
+        m->order[i] = (LLVMOrcCJITDylibSearchOrderElement){
+            m->objects[i]->dylib, LLVMOrcJITDylibLookupFlagsMatchExportedSymbolsOnly};
+        m->n = i + 1;
+    }
+    if (pieces != &whole) sj_free(j->ctx, pieces);
+    if (st != SJ_OK) {
+        sj__host_jit_remove(j, m);
+        return st;
     }
     *out = m;
     return SJ_OK;
@@ -123,9 +205,9 @@ sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
 
 void sj__host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
     if (!m) return;
-    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(m->tracker);
-    if (err) LLVMConsumeError(err);
-    LLVMOrcReleaseResourceTracker(m->tracker);
+    for (int i = 0; i < m->n; i++) release_object(j, m->objects[i]);
+    sj_free(j->ctx, m->objects);
+    sj_free(j->ctx, m->order);
     sj_free(j->ctx, m);
 }
 
@@ -152,8 +234,6 @@ sj_status sj__host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char 
                              int required, uint64_t *addr) {
     *addr = 0;
     LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);
-    LLVMOrcCJITDylibSearchOrderElement order = {m->dylib,
-                                                 LLVMOrcJITDylibLookupFlagsMatchExportedSymbolsOnly};
     /* Always weak: an absent symbol is then an empty answer, not an error,
      * and a real error means linking failed. */
     j->report[0] = '\0';
@@ -162,7 +242,7 @@ sj_status sj__host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char 
     lookup_wait w = {.done = false, .err = NULL, .addr = 0};
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.cond, NULL);
-    LLVMOrcExecutionSessionLookup(es, LLVMOrcLookupKindStatic, &order, 1, &sym, 1, lookup_done,
+    LLVMOrcExecutionSessionLookup(es, LLVMOrcLookupKindStatic, m->order, (size_t)m->n, &sym, 1, lookup_done,
                                   &w);
     pthread_mutex_lock(&w.lock);
     while (!w.done) pthread_cond_wait(&w.cond, &w.lock);

@@ -20,7 +20,8 @@
  *   precompile --tune timed and chose; "" when not tuned); the graph hash (32 bytes) and the
  *   options hash (u64); the launch plan (extent, arena bytes, kernel table,
  *   buffer slots, launches, launch slots, words); the code blobs (u32 format,
- *   u64 length, bytes). Every count, offset and size is checked against the
+ *   u64 length, bytes; a host blob is a bundle of one object file per
+ *   kernel: "SJOBJS01", u32 count, count times u64 length + bytes). Every count, offset and size is checked against the
  *   bytes that remain and the plan is validated, so a truncated or altered
  *   artifact is SJ_E_CORRUPT (any single changed byte fails the checksum).
  *
@@ -39,7 +40,7 @@
 extern "C" {
 #endif
 
-#define SJ_ARTIFACT_FORMAT_VERSION 4u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots */
+#define SJ_ARTIFACT_FORMAT_VERSION 5u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots; 5: host code as one object per kernel, kernels named by their code */
 
 typedef struct sj_artifact sj_artifact;
 
@@ -79,6 +80,22 @@ SJ_API sj_status sj_artifact_find_code(const sj_artifact *a, sj_code_format fmt,
 
 /* *out is allocated with sj_alloc (free with sj_free). */
 SJ_API sj_status sj_artifact_serialize(const sj_artifact *a, uint8_t **out, size_t *len);
+
+/* Where compiled code lies in an artifact's bytes, and a key naming it:
+ * the BLAKE3 of those bytes. A host artifact's code is one object file per
+ * kernel, named by the kernel's code rather than its graph or bucket, so
+ * a kernel that compiles alike in several buckets or models is the same
+ * part in each; a store keeps it once (sj_store_put_parts takes these as
+ * they are). */
+typedef struct sj_artifact_part {
+    uint64_t offset, len;
+    uint8_t key[32];
+} sj_artifact_part;
+/* The parts of serialised artifact bytes that are code, in increasing
+ * offset order (*parts sj_alloc'ed; NULL when *n_parts is 0). The bytes
+ * are checked as sj_artifact_deserialize checks them (SJ_E_CORRUPT). */
+SJ_API sj_status sj_artifact_code_parts(sj_ctx *ctx, const void *bytes, size_t len,
+                                        sj_artifact_part **parts, int *n_parts);
 SJ_API sj_status sj_artifact_deserialize(sj_ctx *ctx, const void *bytes, size_t len, sj_artifact **out);
 
 /* SJ_OK when this machine can run a host artifact: same architecture and

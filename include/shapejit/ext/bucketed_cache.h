@@ -64,8 +64,10 @@ typedef struct sj_compiler_target {
  * kernel another launch of the same module already had (repeated layers
  * share code), so never compiled again. The stages, in ms: lower (graph to
  * kernels), emit (kernels to LLVM IR), optimise (the LLVM pipeline),
- * codegen (machine code), load (an artifact's bytes to an executable). A
- * compiler fills what it measures, 0 for the rest. */
+ * codegen (machine code), load (an artifact's bytes to an executable);
+ * where a compile runs its kernels on several threads (the host's
+ * sj_compile_options.threads), emit, optimise and codegen sum the threads'
+ * times. A compiler fills what it measures, 0 for the rest. */
 typedef struct sj_compile_stages {
     uint64_t kernels, launches;
     double lower_ms, emit_ms, optimise_ms, codegen_ms, load_ms;

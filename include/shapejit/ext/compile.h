@@ -83,6 +83,11 @@ typedef struct sj_compile_options {
     sj_precision precision;
     sj_attention_schedule attention; /* host; default AUTO */
     sj_matmul_schedule matmul;       /* host; default AUTO */
+    /* Host: kernels of one bucket compiled at once, each on its own thread
+     * and LLVM context (0, the default: one per CPU, at most 8). Not part of
+     * the key: each kernel is its own module, the same bytes on any number
+     * of threads. */
+    int threads;
 } sj_compile_options;
 
 #define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)

@@ -113,6 +113,15 @@ typedef struct sj_launch_dims {
     uint32_t shared_bytes;
 } sj_launch_dims;
 
+/* What a device's code registry has done (sj_device_code_stats_get): a
+ * backend that shares code loads the same bytes once per device, however
+ * many modules (buckets, layers, models) carry them. */
+typedef struct sj_device_code_stats {
+    uint64_t objects_loaded; /* code objects loaded, each the first of its bytes */
+    uint64_t objects_shared; /* module loads served by an object loaded already */
+    int64_t objects_resident; /* objects some module holds now */
+} sj_device_code_stats;
+
 typedef void *sj_kernel_handle; /* owned by its module */
 typedef void *sj_graph_handle;  /* a captured launch sequence, owned by the device */
 
@@ -169,6 +178,9 @@ typedef struct sj_device_ops {
      * frees them), then make a fresh context for the calls that follow.
      * On failure the device stays lost and the next call tries again. */
     sj_status (*reset)(void *impl);
+    /* Optional (NULL: the backend shares no code; zeros reported). Its code
+     * registry's counts (sj_device_code_stats). */
+    void (*code_stats)(void *impl, sj_device_code_stats *out);
 } sj_device_ops;
 
 enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
@@ -286,6 +298,11 @@ SJ_API sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out);
 SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                                        sj_module **out);
 SJ_API void sj_module_destroy(sj_module *m);
+/* The device's code registry so far: the host device loads each object
+ * file of a host code bundle once, keyed by its BLAKE3, and a module
+ * holding the same bytes holds that object again; the code goes when the
+ * last module holding it does. */
+SJ_API sj_status sj_device_code_stats_get(sj_device *dev, sj_device_code_stats *out);
 SJ_API sj_device *sj_module_device(const sj_module *m);
 /* Resolves kernel `name` of `m` through the backend (no memo: callers keep
  * the handle, as executables do); attrs may be NULL. SJ_E_NOT_FOUND when the

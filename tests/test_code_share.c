@@ -1,0 +1,165 @@
+/* Kernels compiled once per distinct code (issue #33): a host artifact's code
+ * is one object file per kernel, named by its code, so buckets whose kernels
+ * compile alike carry the same bytes; the host device loads each object
+ * once, however many executables hold it, and frees it with the last. */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "shapejit/ext/artifact.h"
+#include "shapejit/ext/compile.h"
+#include "shapejit/ext/interp.h"
+#include "tests/host_harness.h"
+
+#define S SJ_DIM_SYM
+
+
+/* x [N, 24] -> a two-layer MLP and a softmax: kernels over rows, most of
+ * whose code does not depend on the bucket above the few-rows schedule. */
+static int setup(void **state) {
+    if (h_fixture_setup(state, 7) != 0) return -1;
+    fixture *f = *state;
+    float w1[24 * 40], w2[40 * 12];
+    for (int i = 0; i < 24 * 40; i++) w1[i] = (float)((i * 37) % 17 - 8) / 16.0f;
+    for (int i = 0; i < 40 * 12; i++) w2[i] = (float)((i * 11) % 13 - 6) / 12.0f;
+    sj_value x, p1, p2, h, y;
+    if (sj_graph_input(f->g, "x", 2, (int64_t[]){S, 24}, &x) != SJ_OK ||
+        sj_graph_param(f->g, "w1", 2, (int64_t[]){24, 40}, w1, &p1) != SJ_OK ||
+        sj_graph_param(f->g, "w2", 2, (int64_t[]){40, 12}, w2, &p2) != SJ_OK ||
+        sj_graph_matmul(f->g, x, p1, &h) != SJ_OK || sj_graph_unary(f->g, SJ_OP_TANH, h, &h) != SJ_OK ||
+        sj_graph_matmul(f->g, h, p2, &y) != SJ_OK ||
+        sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &y) != SJ_OK || sj_graph_output(f->g, y, "y") != SJ_OK)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state) { return h_fixture_teardown(state); }
+
+/* How many code parts of a and b have the same key (and then the same
+ * bytes). */
+static int shared_parts(sj_ctx *ctx, const sj_artifact *a, const sj_artifact *b, int *n_a) {
+    uint8_t *ba, *bb;
+    size_t la, lb;
+    sj_artifact_part *pa, *pb;
+    int na, nb, same = 0;
+    assert_int_equal(sj_artifact_serialize(a, &ba, &la), SJ_OK);
+    assert_int_equal(sj_artifact_serialize(b, &bb, &lb), SJ_OK);
+    assert_int_equal(sj_artifact_code_parts(ctx, ba, la, &pa, &na), SJ_OK);
+    assert_int_equal(sj_artifact_code_parts(ctx, bb, lb, &pb, &nb), SJ_OK);
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if (!memcmp(pa[i].key, pb[j].key, 32)) {
+                assert_int_equal(pa[i].len, pb[j].len);
+                assert_memory_equal(ba + pa[i].offset, bb + pb[j].offset, pa[i].len);
+                same++;
+            }
+    *n_a = na;
+    sj_free(ctx, pa);
+    sj_free(ctx, pb);
+    sj_free(ctx, ba);
+    sj_free(ctx, bb);
+    return same;
+}
+
+static void run_and_check(fixture *f, sj_executable *exe, int64_t n) {
+    sj_tensor in[1] = {0}, got[1] = {0}, want[1] = {0};
+    h_inputs(f->g, n, &f->seed, in);
+    assert_int_equal(sj_interp_run(f->g, n, in, want), SJ_OK);
+    assert_int_equal(sj_executable_run(exe, n, in, got), SJ_OK);
+    assert_true(h_compare(f->g, got, want, 1e-5, "shared code"));
+    h_free_tensors(f->ctx, in, 1);
+    h_free_tensors(f->ctx, got, 1);
+    h_free_tensors(f->ctx, want, 1);
+}
+
+/* Buckets 32 and 64 share their kernels' objects: the second executable
+ * loads none of its shared ones again, both run right, and the code stays
+ * until the last executable holding it goes. */
+static void test_buckets_share_loaded_code(void **state) {
+    fixture *f = *state;
+    sj_artifact *a32, *a64;
+    assert_int_equal(sj_compile(f->g, 32, NULL, &a32), SJ_OK);
+    assert_int_equal(sj_compile(f->g, 64, NULL, &a64), SJ_OK);
+    int n_parts;
+    int same = shared_parts(f->ctx, a32, a64, &n_parts);
+    assert_true(n_parts >= 2);
+    assert_true(same >= 1);
+
+    sj_device_code_stats s;
+    assert_int_equal(sj_device_code_stats_get(f->dev, &s), SJ_OK);
+    assert_int_equal(s.objects_loaded, 0);
+    sj_executable *e32, *e64;
+    assert_int_equal(sj_artifact_load(a32, f->dev, f->g, &e32), SJ_OK);
+    assert_int_equal(sj_device_code_stats_get(f->dev, &s), SJ_OK);
+    assert_int_equal(s.objects_loaded, (uint64_t)n_parts);
+    assert_int_equal(s.objects_shared, 0);
+    assert_int_equal(s.objects_resident, n_parts);
+
+    assert_int_equal(sj_artifact_load(a64, f->dev, f->g, &e64), SJ_OK);
+    sj_device_code_stats t;
+    assert_int_equal(sj_device_code_stats_get(f->dev, &t), SJ_OK);
+    assert_int_equal(t.objects_shared, (uint64_t)same);
+    assert_true(t.objects_resident < 2 * n_parts);
+    int64_t both = t.objects_resident;
+
+    run_and_check(f, e32, 5);
+    run_and_check(f, e64, 33);
+    /* e64 still holds the shared objects after e32 goes, and runs */
+    sj_executable_destroy(e32);
+    assert_int_equal(sj_device_code_stats_get(f->dev, &t), SJ_OK);
+    assert_int_equal(t.objects_resident, both - (n_parts - same));
+    run_and_check(f, e64, 64);
+    sj_executable_destroy(e64);
+    assert_int_equal(sj_device_code_stats_get(f->dev, &t), SJ_OK);
+    assert_int_equal(t.objects_resident, 0);
+
+    /* loaded again after all went: new loads, right answers */
+    assert_int_equal(sj_artifact_load(a32, f->dev, f->g, &e32), SJ_OK);
+    run_and_check(f, e32, 17);
+    sj_executable_destroy(e32);
+    sj_artifact_destroy(a32);
+    sj_artifact_destroy(a64);
+}
+
+/* Kernels are named by their code, not their graph or bucket. */
+static void test_kernel_names(void **state) {
+    fixture *f = *state;
+    char *ir;
+    size_t n;
+    assert_int_equal(sj_emit_text(f->g, 32, NULL, SJ_EMIT_LLVM_IR, &ir, &n), SJ_OK);
+    assert_non_null(strstr(ir, "define void @sjk_"));
+    assert_null(strstr(ir, "_e32_"));
+    sj_free(f->ctx, ir);
+}
+
+/* A bundle whose lengths lie is refused when it loads, naming the object,
+ * and the device keeps nothing of it. */
+static void test_bad_bundle(void **state) {
+    fixture *f = *state;
+    static const uint8_t short_bundle[] = {'S', 'J', 'O', 'B', 'J', 'S', '0', '1', 1, 0, 0, 0,
+                                           0xff, 0, 0, 0, 0, 0, 0, 0, 0x7f, 'E', 'L', 'F'};
+    sj_module *m = (sj_module *)1;
+    assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_HOST_OBJECT, short_bundle, sizeof short_bundle, &m),
+                     SJ_E_CORRUPT);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "object 0 of 1"));
+    static const uint8_t no_objects[] = {'S', 'J', 'O', 'B', 'J', 'S', '0', '1', 0, 0, 0, 0};
+    assert_int_equal(sj_device_load_module(f->dev, SJ_CODE_HOST_OBJECT, no_objects, sizeof no_objects, &m),
+                     SJ_E_CORRUPT);
+    sj_device_code_stats s;
+    assert_int_equal(sj_device_code_stats_get(f->dev, &s), SJ_OK);
+    assert_int_equal(s.objects_resident, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_buckets_share_loaded_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kernel_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_bundle, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
