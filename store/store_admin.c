@@ -42,9 +42,39 @@ sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user) {
     return st;
 }
 
-/* Checks every row; hands each good one's bytes to good() (may be NULL;
- * nonzero stops), calls bad() for each corrupt one and collects their ids
- * when `ids` is given. Caller holds s->mu. */
+/* Reads row `id` (its blob columns at digest, digest + 1 of q) with its
+ * parts and reassembles it as a get does. Caller holds s->mu. */
+static sj_status check_row(sj_store *s, sqlite3_stmt *q, int digest, int64_t id, const sj_store_entry *e,
+                           void **raw, char *why, size_t why_len) {
+    sj_store_row row;
+    memset(&row, 0, sizeof row);
+    row.id = id;
+    row.raw_size = e->raw_bytes;
+    sj_status st = sj__store_row_read(s, &row, sqlite3_column_blob(q, digest), (size_t)sqlite3_column_bytes(q, digest),
+                                     sqlite3_column_blob(q, digest + 1), (size_t)sqlite3_column_bytes(q, digest + 1));
+    if (st == SJ_OK)
+        st = sj__store_row_assemble(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &e->key, &row, raw, why, why_len);
+    sj__store_row_free(s->ctx, &row);
+    return st;
+}
+
+static sj_status ids_push(sj_ctx *ctx, int64_t **ids, int64_t n, int64_t *cap, int64_t id) {
+    if (n >= *cap) {
+        int64_t grown_cap = *cap ? 2 * *cap : 16;
+        int64_t *grown = sj_realloc(ctx, *ids, (size_t)grown_cap * sizeof **ids);
+        if (!grown) return sj_fail(ctx, SJ_E_NOMEM, "store verify: out of memory");
+        *ids = grown;
+        *cap = grown_cap;
+    }
+    (*ids)[n] = id;
+    return SJ_OK;
+}
+
+/* Checks every row with its parts (a damaged or missing part makes each
+ * row placing it corrupt); hands each good one's bytes to good() (may be
+ * NULL; nonzero stops), calls bad() for each corrupt one and collects
+ * their ids when `ids` is given. Caller holds s->mu; the query's read
+ * transaction makes the rows and their parts one snapshot. */
 static sj_status check_all(sj_store *s, sj_store_row_fn good, sj_store_problem_fn bad, void *user,
                            int64_t *n_checked, int64_t *n_bad, int64_t **ids) {
     sqlite3_stmt *q;
@@ -59,12 +89,9 @@ static sj_status check_all(sj_store *s, sj_store_row_fn good, sj_store_problem_f
         sj_store_entry e;
         sj__store_read_entry(q, 0, &e);
         void *raw;
-        char why[160];
+        char why[SJ_STORE_WHY_MAX];
         checked++;
-        sj_status u = sj__store_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &e.key,
-                                      sqlite3_column_blob(q, 14), (size_t)sqlite3_column_bytes(q, 14),
-                                      e.raw_bytes, sqlite3_column_blob(q, 13),
-                                      (size_t)sqlite3_column_bytes(q, 13), &raw, why, sizeof why);
+        sj_status u = check_row(s, q, 13, sqlite3_column_int64(q, 15), &e, &raw, why, sizeof why);
         if (u == SJ_OK) {
             int stop = good ? good(user, &e, raw, (size_t)e.raw_bytes) : 0;
             sj_free(s->ctx, raw);
@@ -77,18 +104,7 @@ static sj_status check_all(sj_store *s, sj_store_row_fn good, sj_store_problem_f
         }
         nbad++;
         if (bad) bad(user, &e, why);
-        if (ids) {
-            if (nbad > cap) {
-                cap = cap ? 2 * cap : 16;
-                int64_t *grown = sj_realloc(s->ctx, *ids, (size_t)cap * sizeof **ids);
-                if (!grown) {
-                    st = sj_fail(s->ctx, SJ_E_NOMEM, "store verify: out of memory");
-                    break;
-                }
-                *ids = grown;
-            }
-            (*ids)[nbad - 1] = sqlite3_column_int64(q, 15);
-        }
+        if (ids && (st = ids_push(s->ctx, ids, nbad - 1, &cap, sqlite3_column_int64(q, 15))) != SJ_OK) break;
     }
     if (st == SJ_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) st = sj__store_sql_fail(s, "verify");
     sqlite3_finalize(q);
@@ -123,42 +139,14 @@ sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_st
     if (st == SJ_OK) {
         int64_t *ids = NULL, nbad = 0;
         if (remove_corrupt) st = check_all(s, NULL, NULL, NULL, NULL, &nbad, &ids);
-        sqlite3_stmt *d = NULL;
-        if (st == SJ_OK && nbad > 0 &&
-            sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id=?1 RETURNING stored_size", -1, &d, NULL) !=
-                SQLITE_OK)
-            st = sj__store_sql_fail(s, "gc");
+        /* a damaged part goes with the last corrupt row placing it */
         for (int64_t i = 0; st == SJ_OK && i < nbad; i++) {
-            sqlite3_reset(d);
-            sqlite3_bind_int64(d, 1, ids[i]);
-            if (sqlite3_step(d) == SQLITE_ROW) {
-                r.bytes_freed += sqlite3_column_int64(d, 0);
-                r.corrupt_removed++;
-            }
-            sqlite3_reset(d);
+            st = sj__store_drop_row(s, ids[i], &r.bytes_freed);
+            r.corrupt_removed++;
         }
-        sqlite3_finalize(d);
         sj_free(s->ctx, ids);
-        if (st == SJ_OK && max_bytes >= 0) {
-            /* Evict oldest first until the bound holds; no row is exempt. */
-            sqlite3_stmt *q;
-            if (sqlite3_prepare_v2(s->db,
-                                   "DELETE FROM artifacts WHERE id IN (SELECT id FROM (SELECT id, sum(stored_size) "
-                                   "OVER (ORDER BY last_used_ms DESC, id DESC) AS kept FROM artifacts) "
-                                   "WHERE kept > ?1) RETURNING stored_size",
-                                   -1, &q, NULL) != SQLITE_OK) {
-                st = sj__store_sql_fail(s, "gc");
-            } else {
-                sqlite3_bind_int64(q, 1, max_bytes);
-                int rc;
-                while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-                    r.evicted++;
-                    r.bytes_freed += sqlite3_column_int64(q, 0);
-                }
-                if (rc != SQLITE_DONE) st = sj__store_sql_fail(s, "gc");
-                sqlite3_finalize(q);
-            }
-        }
+        /* Evict oldest first until the bound holds; no row is exempt. */
+        if (st == SJ_OK && max_bytes >= 0) st = sj__store_evict(s, max_bytes, 0, &r.evicted, &r.bytes_freed);
         sj_status end = sj__store_write_end(s, st == SJ_OK);
         if (st == SJ_OK) st = end;
         if (st == SJ_OK) s->counters.evictions += (uint64_t)r.evicted;

@@ -1,6 +1,8 @@
 /* What a row's blob is: a zstd frame (checksum and content size on) and a
  * BLAKE3 digest binding the raw bytes to the row's key, so a blob moved to
- * another key's row fails the check even with its own digest beside it. */
+ * another key's row fails the check even with its own digest beside it.
+ * A part's blob is the same kind of frame, its digest bound to the part's
+ * key (store_parts.c). */
 #include "store/store_impl.h"
 
 #include <llvm-c/blake3.h>
@@ -51,11 +53,11 @@ void sj__store_key_digest(const sj_store_key *k, uint8_t out[32]) {
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
 
-void sj__store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
+void sj__store_content_digest(const uint8_t name[32], const void *raw, size_t len,
                              uint8_t out[32]) {
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
-    llvm_blake3_hasher_update(&h, key_digest, 32);
+    llvm_blake3_hasher_update(&h, name, 32);
     llvm_blake3_hasher_update(&h, raw, len);
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
@@ -85,18 +87,11 @@ sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len
     return SJ_OK;
 }
 
-sj_status sj__store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
-                          const void *frame, size_t frame_len, int64_t raw_size,
-                          const void *digest, size_t digest_len, void **raw, char *why,
-                          size_t why_len) {
-    *raw = NULL;
+sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *frame, size_t frame_len,
+                           int64_t raw_size, void *dst, char *why, size_t why_len) {
     ZSTD_frameHeader fh;
     if (!frame || frame_len == 0) {
         snprintf(why, why_len, "empty blob");
-        return SJ_E_CORRUPT;
-    }
-    if (digest_len != 32) {
-        snprintf(why, why_len, "digest is %zu bytes, not 32", digest_len);
         return SJ_E_CORRUPT;
     }
     if (raw_size < 0 || raw_size > cap) {
@@ -121,22 +116,10 @@ sj_status sj__store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_s
         snprintf(why, why_len, "blob is truncated or has trailing bytes (%zu stored)", frame_len);
         return SJ_E_CORRUPT;
     }
-    void *dst = sj_alloc(ctx, (size_t)raw_size);
-    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory for a %lld-byte artifact", (long long)raw_size);
     size_t n = ZSTD_decompressDCtx(dctx, dst, (size_t)raw_size, frame, frame_len);
     if (ZSTD_isError(n) || n != (size_t)raw_size) {
         snprintf(why, why_len, "zstd: %s", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame");
-        sj_free(ctx, dst);
         return SJ_E_CORRUPT;
     }
-    uint8_t kd[32], got[32];
-    sj__store_key_digest(key, kd);
-    sj__store_content_digest(kd, dst, n, got);
-    if (memcmp(got, digest, 32) != 0) {
-        snprintf(why, why_len, "BLAKE3 digest mismatch (bytes changed or belong to another key)");
-        sj_free(ctx, dst);
-        return SJ_E_CORRUPT;
-    }
-    *raw = dst;
     return SJ_OK;
 }

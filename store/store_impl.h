@@ -12,7 +12,8 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
-#define SJ_STORE_SCHEMA_VERSION 1
+/* 2: shared parts (the parts and artifact_parts tables, store_parts.c). */
+#define SJ_STORE_SCHEMA_VERSION 2
 /* Checkpoint once the WAL holds this many frames (SQLite's default
  * autocheckpoint threshold, run by us under the write lock instead). */
 #define SJ_STORE_CHECKPOINT_FRAMES 1000
@@ -30,7 +31,7 @@ struct sj_store {
     char ro_why[256];
     sqlite3 *db;
     pthread_mutex_t mu; /* serialises use of db, the statements and dctx */
-    sqlite3_stmt *st_get, *st_put, *st_touch;
+    sqlite3_stmt *st_get, *st_put, *st_touch, *st_refs;
     ZSTD_DCtx *dctx;
     /* Decompression contexts for gets, which decompress outside mu. */
     pthread_mutex_t pool_mu;
@@ -70,26 +71,113 @@ sj_status sj__store_digests_put(sj_store *s, const uint8_t key[32], const char *
 /* --- store_blob.c --- */
 /* BLAKE3 over the key's canonical encoding. */
 void sj__store_key_digest(const sj_store_key *k, uint8_t out[32]);
-/* BLAKE3(key digest || raw): what a row's digest column holds. */
-void sj__store_content_digest(const uint8_t key_digest[32], const void *raw, size_t len,
+/* BLAKE3(name || raw): what a row's digest column holds (name: the key
+ * digest) and a part's (name: the part's key). */
+void sj__store_content_digest(const uint8_t name[32], const void *raw, size_t len,
                              uint8_t out[32]);
 /* zstd frame with checksum and content size; *frame from sj_alloc. */
 sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
                             size_t *frame_len);
-/* Checks and decompresses one stored blob. On SJ_E_CORRUPT `why` says
- * which check failed; *raw is then NULL. */
-sj_status sj__store_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
-                          const void *frame, size_t frame_len, int64_t raw_size,
-                          const void *digest, size_t digest_len, void **raw, char *why,
-                          size_t why_len);
 /* Validates a key's strings (length, NULL -> ""). */
 sj_status sj__store_key_check(sj_ctx *ctx, const sj_store_key *k);
 const char *sj__store_str(const char *s);
+
+/* Checks a frame and decompresses it into dst, which holds exactly
+ * raw_size bytes. On SJ_E_CORRUPT `why` says which check failed. */
+sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *frame, size_t frame_len,
+                           int64_t raw_size, void *dst, char *why, size_t why_len);
+
+/* --- store_parts.c --- */
+/* Room for a check's reason: a part's key in hex, its place, the check. */
+#define SJ_STORE_WHY_MAX 320
+
+/* A parts row as read for a get, verify or export, copied out so it can
+ * be checked outside the store's lock; found is false when no parts row
+ * holds the key a row places. */
+typedef struct sj_store_part_row {
+    bool found;
+    int64_t raw_size;
+    uint8_t digest[32];
+    size_t digest_len;
+    void *frame;
+    size_t frame_len;
+} sj_store_part_row;
+
+/* A row as read for a get, verify or export: its own blob (the inline
+ * bytes) and the parts it places (parts[i], from artifact_parts, in offset
+ * order) with their parts rows (stored[i]), all copied out. */
+typedef struct sj_store_row {
+    int64_t id, raw_size;
+    uint8_t digest[32];
+    size_t digest_len;
+    void *frame;
+    size_t frame_len;
+    sj_store_part *parts;
+    sj_store_part_row *stored;
+    int n_parts;
+} sj_store_row;
+
+/* Copies the row's digest and blob into row (id and raw_size are the
+ * caller's), then the parts it places, read with s->st_refs. Caller holds
+ * s->mu inside one read transaction (or a statement still stepping), so
+ * the row and its parts are one snapshot. */
+sj_status sj__store_row_read(sj_store *s, sj_store_row *row, const void *digest, size_t digest_len,
+                            const void *frame, size_t frame_len);
+void sj__store_row_free(sj_ctx *ctx, sj_store_row *row);
+/* The row's bytes: its inline bytes with each part spliced back in, every
+ * part checked against BLAKE3(part key || bytes) and the whole against the
+ * row's digest (BLAKE3(key digest || bytes)). On SJ_E_CORRUPT `why`
+ * (SJ_STORE_WHY_MAX bytes) says which check failed, naming a part by its
+ * key in hex; *raw is then NULL. */
+sj_status sj__store_row_assemble(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
+                                const sj_store_row *row, void **raw, char *why, size_t why_len);
+
+/* False when the part list fits `len` bytes as sj_store_put_parts asks;
+ * true with why not (the part index and the numbers) in why. */
+bool sj__store_parts_bad(const sj_store_part *parts, int n_parts, uint64_t len, char *why, size_t why_len);
+
+/* What a put writes, made before the lock: the row's digest and inline
+ * frame, and each part's digest and frame. */
+typedef struct sj_store_packed_part {
+    uint8_t digest[32];
+    void *frame;
+    size_t frame_len;
+} sj_store_packed_part;
+typedef struct sj_store_packed {
+    uint8_t digest[32];
+    void *frame;
+    size_t frame_len;
+    sj_store_packed_part *parts;
+    int n_parts;
+} sj_store_packed;
+sj_status sj__store_pack(sj_store *s, const sj_store_key *key, const uint8_t *bytes, size_t len,
+                        const sj_store_part *parts, int n_parts, sj_store_packed *out);
+void sj__store_packed_free(sj_ctx *ctx, sj_store_packed *pk);
+/* Inside a write transaction: keeps each part whose stored bytes are
+ * sound and equal to the put's, writes (replaces) the others. */
+sj_status sj__store_parts_write(sj_store *s, const uint8_t *bytes, const sj_store_part *parts,
+                               const sj_store_packed *pk);
+/* Inside a write transaction: row `id` places exactly these parts now;
+ * parts no row places any more are deleted. */
+sj_status sj__store_refs_replace(sj_store *s, int64_t id, const sj_store_part *parts, int n_parts);
+
+/* Inside a transaction: the stored bytes of the rows and of the parts,
+ * each part once. */
+sj_status sj__store_stored_total(sj_store *s, int64_t *total);
+/* Inside a write transaction: deletes row `id` and the parts no other row
+ * places; adds the stored bytes that frees to *freed. */
+sj_status sj__store_drop_row(sj_store *s, int64_t id, int64_t *freed);
 
 /* --- store_rw.c --- */
 /* Reads the key + size columns (in the order of SJ_STORE_ENTRY_COLS)
  * starting at column `first`; strings point into the statement's row. */
 void sj__store_read_entry(sqlite3_stmt *st, int first, sj_store_entry *e);
+
+/* Inside a write transaction: drops least recently used rows other than
+ * keep_id (0: none kept) until the stored bytes fit max_bytes; adds to
+ * *evicted and *freed. */
+sj_status sj__store_evict(sj_store *s, int64_t max_bytes, int64_t keep_id, int64_t *evicted,
+                         int64_t *freed);
 
 #define SJ_STORE_KEY_COLS                                                                          \
     "graph_hash, extent, options_hash, target_triple, target_cpu, target_features, "              \

@@ -245,7 +245,21 @@ static const char *const schema_sql =
     " created_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL, blob BLOB NOT NULL,"
     " UNIQUE (graph_hash, extent, options_hash, target_triple, target_cpu, target_features,"
     "   artifact_version, shapejit_version, compiler_version));"
-    "CREATE INDEX artifacts_last_used ON artifacts(last_used_ms, id);";
+    "CREATE INDEX artifacts_last_used ON artifacts(last_used_ms, id);"
+    /* shared parts, and the triggers that keep them referenced: see
+     * store_parts.c */
+    "CREATE TABLE parts ("
+    " key BLOB PRIMARY KEY, raw_size INTEGER NOT NULL, stored_size INTEGER NOT NULL,"
+    " digest BLOB NOT NULL, blob BLOB NOT NULL);"
+    "CREATE TABLE artifact_parts ("
+    " artifact_id INTEGER NOT NULL, seq INTEGER NOT NULL, offset INTEGER NOT NULL, len INTEGER NOT NULL,"
+    " part_key BLOB NOT NULL, PRIMARY KEY (artifact_id, seq)) WITHOUT ROWID;"
+    "CREATE INDEX artifact_parts_key ON artifact_parts(part_key);"
+    "CREATE TRIGGER artifacts_drop_refs AFTER DELETE ON artifacts BEGIN"
+    " DELETE FROM artifact_parts WHERE artifact_id = old.id; END;"
+    "CREATE TRIGGER artifact_parts_drop_unplaced AFTER DELETE ON artifact_parts"
+    " WHEN NOT EXISTS (SELECT 1 FROM artifact_parts WHERE part_key = old.part_key) BEGIN"
+    " DELETE FROM parts WHERE key = old.part_key; END;";
 
 /* The first column of the first row, dflt when NULL; a failed query (a
  * damaged file) is an error naming `what`, never a default that would
@@ -327,9 +341,10 @@ static sj_status ensure_schema(sj_store *s) {
                        where, (long long)v, SJ_STORE_SCHEMA_VERSION);
     /* An older layout holds only compiled artifacts, which a recompile
      * rebuilds, so it is rebuilt rather than migrated column by column. */
-    SJ_TRY(exec_sql(s, "DROP INDEX IF EXISTS artifacts_last_used; DROP TABLE IF EXISTS artifacts; "
-                            "DELETE FROM sj_schema",
-                         "rebuilding an old schema"));
+    SJ_TRY(exec_sql(s, "DROP TABLE IF EXISTS artifact_parts; DROP TABLE IF EXISTS parts; "
+                       "DROP INDEX IF EXISTS artifacts_last_used; DROP TABLE IF EXISTS artifacts; "
+                       "DELETE FROM sj_schema",
+                    "rebuilding an old schema"));
     SJ_TRY(exec_sql(s, schema_sql, "rebuilding an old schema"));
     char sql[64];
     snprintf(sql, sizeof sql, "INSERT INTO sj_schema VALUES(%d)", SJ_STORE_SCHEMA_VERSION);
@@ -411,11 +426,16 @@ static sj_status prepare_statements(sj_store *s) {
         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14) "
         "ON CONFLICT DO UPDATE SET raw_size=excluded.raw_size, stored_size=excluded.stored_size, "
         "digest=excluded.digest, created_ms=excluded.created_ms, last_used_ms=excluded.last_used_ms, "
-        "blob=excluded.blob";
+        "blob=excluded.blob RETURNING id";
+    /* the parts a row places, with their parts rows (NULLs when missing) */
+    static const char *const refs_sql =
+        "SELECT r.offset, r.len, r.part_key, p.key IS NOT NULL, p.raw_size, p.digest, p.blob "
+        "FROM artifact_parts r LEFT JOIN parts p ON p.key = r.part_key WHERE r.artifact_id = ?1 ORDER BY r.seq";
     static const char *const touch_sql = "UPDATE artifacts SET last_used_ms=?1 WHERE id=?2";
     if (sqlite3_prepare_v3(s->db, get_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_get, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db, put_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_put, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(s->db, touch_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_touch, NULL) != SQLITE_OK)
+        sqlite3_prepare_v3(s->db, touch_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_touch, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db, refs_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_refs, NULL) != SQLITE_OK)
         return sj__store_sql_fail(s, "preparing statements");
     return SJ_OK;
 }
@@ -516,7 +536,8 @@ static void close_db(sj_store *s) {
     sqlite3_finalize(s->st_get);
     sqlite3_finalize(s->st_put);
     sqlite3_finalize(s->st_touch);
-    s->st_get = s->st_put = s->st_touch = NULL;
+    sqlite3_finalize(s->st_refs);
+    s->st_get = s->st_put = s->st_touch = s->st_refs = NULL;
     if (s->db) {
         /* Closing may checkpoint and delete the WAL (see the top comment). */
         bool locked = s->path && lock_take(s, false) == SJ_OK;

@@ -52,105 +52,104 @@ void sj__store_read_entry(sqlite3_stmt *st, int c, sj_store_entry *e) {
     e->last_used_ms = sqlite3_column_int64(st, c + 12);
 }
 
-/* Inside a write transaction: evicts least recently used rows other than
- * `keep_id` until the stored bytes fit max_bytes. */
-static sj_status evict_to(sj_store *s, int64_t max_bytes, int64_t keep_id, int64_t *evicted,
-                          int64_t *freed) {
-    sqlite3_stmt *sum = NULL, *old = NULL, *del = NULL;
-    sj_status st = SJ_OK;
-    if (sqlite3_prepare_v2(s->db, "SELECT coalesce(sum(stored_size),0) FROM artifacts", -1, &sum, NULL) ||
-        sqlite3_prepare_v2(s->db,
-                           "SELECT id, stored_size FROM artifacts WHERE id<>?1 "
-                           "ORDER BY last_used_ms, id LIMIT 1",
-                           -1, &old, NULL) ||
-        sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id=?1", -1, &del, NULL)) {
-        st = sj__store_sql_fail(s, "eviction");
-        goto done;
-    }
-    if (sqlite3_step(sum) != SQLITE_ROW) {
-        st = sj__store_sql_fail(s, "eviction");
-        goto done;
-    }
-    int64_t total = sqlite3_column_int64(sum, 0);
+sj_status sj__store_evict(sj_store *s, int64_t max_bytes, int64_t keep_id, int64_t *evicted,
+                         int64_t *freed) {
+    int64_t total;
+    SJ_TRY(sj__store_stored_total(s, &total));
+    sqlite3_stmt *old;
+    if (sqlite3_prepare_v2(s->db, "SELECT id FROM artifacts WHERE id<>?1 ORDER BY last_used_ms, id LIMIT 1", -1,
+                           &old, NULL) != SQLITE_OK)
+        return sj__store_sql_fail(s, "eviction");
     sqlite3_bind_int64(old, 1, keep_id);
-    while (total > max_bytes) {
+    sj_status st = SJ_OK;
+    while (st == SJ_OK && total > max_bytes) {
         sqlite3_reset(old);
         int rc = sqlite3_step(old);
         if (rc == SQLITE_DONE) break;
         if (rc != SQLITE_ROW) {
             st = sj__store_sql_fail(s, "eviction");
-            goto done;
+            break;
         }
-        int64_t id = sqlite3_column_int64(old, 0), size = sqlite3_column_int64(old, 1);
-        sqlite3_reset(del);
-        sqlite3_bind_int64(del, 1, id);
-        if (sqlite3_step(del) != SQLITE_DONE) {
-            st = sj__store_sql_fail(s, "eviction");
-            goto done;
-        }
+        int64_t id = sqlite3_column_int64(old, 0), size = 0;
+        sqlite3_reset(old);
+        st = sj__store_drop_row(s, id, &size);
         total -= size;
         *evicted += 1;
         *freed += size;
     }
-done:
-    sqlite3_finalize(sum);
     sqlite3_finalize(old);
-    sqlite3_finalize(del);
     return st;
 }
 
+/* Inside a write transaction: the row of `key` holds pk's digest and
+ * inline blob now (inserted or overwritten in place); *id is its id. */
+static sj_status row_write(sj_store *s, const sj_store_key *key, size_t len, const sj_store_packed *pk,
+                           int64_t *id) {
+    char gh[65], oh[65];
+    sqlite3_stmt *p = s->st_put;
+    sqlite3_reset(p);
+    bind_key(p, 1, key, gh, oh);
+    sqlite3_bind_int64(p, 10, (int64_t)len);
+    sqlite3_bind_int64(p, 11, (int64_t)pk->frame_len);
+    sqlite3_bind_blob(p, 12, pk->digest, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(p, 13, sj__store_now_ms());
+    sqlite3_bind_blob64(p, 14, pk->frame, (sqlite3_uint64)pk->frame_len, SQLITE_STATIC);
+    sj_status st = SJ_OK;
+    if (sqlite3_step(p) != SQLITE_ROW) st = sj__store_sql_fail(s, "put");
+    else *id = sqlite3_column_int64(p, 0);
+    if (st == SJ_OK && sqlite3_step(p) != SQLITE_DONE) st = sj__store_sql_fail(s, "put");
+    sqlite3_reset(p);
+    sqlite3_clear_bindings(p);
+    return st;
+}
+
+/* Inside a write transaction: the parts, the row, its part list, then
+ * eviction (never of the row just written; *evicted counts it). */
+static sj_status put_locked(sj_store *s, const sj_store_key *key, const uint8_t *bytes, size_t len,
+                            const sj_store_part *parts, const sj_store_packed *pk, int64_t *evicted) {
+    int64_t id = 0, freed = 0;
+    SJ_TRY(sj__store_parts_write(s, bytes, parts, pk));
+    SJ_TRY(row_write(s, key, len, pk, &id));
+    SJ_TRY(sj__store_refs_replace(s, id, parts, pk->n_parts));
+    if (s->cfg.max_bytes > 0) SJ_TRY(sj__store_evict(s, s->cfg.max_bytes, id, evicted, &freed));
+    return SJ_OK;
+}
+
 sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len) {
+    return sj_store_put_parts(s, key, bytes, len, NULL, 0);
+}
+
+sj_status sj_store_put_parts(sj_store *s, const sj_store_key *key, const void *bytes, size_t len,
+                             const sj_store_part *parts, int n_parts) {
     if (!s || !key || (!bytes && len))
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     SJ_TRY(sj__store_key_check(s->ctx, key));
     if ((uint64_t)len > (uint64_t)s->cfg.max_artifact_bytes)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store put: artifact of %zu bytes exceeds the %lld-byte cap",
                        len, (long long)s->cfg.max_artifact_bytes);
+    char why[SJ_STORE_WHY_MAX];
+    if (sj__store_parts_bad(parts, n_parts, len, why, sizeof why))
+        return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store put: %s", why);
     /* Compress and hash before taking any lock: the slow part stays
      * parallel. */
-    uint8_t kd[32], digest[32];
-    sj__store_key_digest(key, kd);
-    sj__store_content_digest(kd, bytes, len, digest);
-    void *frame;
-    size_t frame_len;
-    SJ_TRY(sj__store_compress(s->ctx, s->cfg.compression_level, bytes, len, &frame, &frame_len));
+    sj_store_packed pk;
+    SJ_TRY(sj__store_pack(s, key, bytes, len, parts, n_parts, &pk));
 
     pthread_mutex_lock(&s->mu);
+    int64_t evicted = 0;
     sj_status st = sj__store_write_begin(s, false);
     if (st == SJ_OK) {
-        char gh[65], oh[65];
-        sqlite3_stmt *p = s->st_put;
-        sqlite3_reset(p);
-        bind_key(p, 1, key, gh, oh);
-        sqlite3_bind_int64(p, 10, (int64_t)len);
-        sqlite3_bind_int64(p, 11, (int64_t)frame_len);
-        sqlite3_bind_blob(p, 12, digest, 32, SQLITE_STATIC);
-        sqlite3_bind_int64(p, 13, sj__store_now_ms());
-        sqlite3_bind_blob64(p, 14, frame, (sqlite3_uint64)frame_len, SQLITE_STATIC);
-        if (sqlite3_step(p) != SQLITE_DONE) st = sj__store_sql_fail(s, "put");
-        sqlite3_reset(p);
-        sqlite3_clear_bindings(p);
-        if (st == SJ_OK && s->cfg.max_bytes > 0) {
-            int64_t evicted = 0, freed = 0;
-            /* The row just written is never the one evicted. */
-            int64_t id = 0;
-            sqlite3_stmt *q = s->st_get;
-            sqlite3_reset(q);
-            bind_key(q, 1, key, gh, oh);
-            if (sqlite3_step(q) == SQLITE_ROW) id = sqlite3_column_int64(q, 0);
-            sqlite3_reset(q);
-            st = evict_to(s, s->cfg.max_bytes, id, &evicted, &freed);
-            if (st == SJ_OK) s->counters.evictions += (uint64_t)evicted;
-        }
+        st = put_locked(s, key, bytes, len, parts, &pk, &evicted);
         sj_status end = sj__store_write_end(s, st == SJ_OK);
         if (st == SJ_OK) st = end;
     }
     if (st == SJ_OK) {
         s->counters.puts++;
         s->counters.bytes_written += len;
+        s->counters.evictions += (uint64_t)evicted;
     }
     pthread_mutex_unlock(&s->mu);
-    sj_free(s->ctx, frame);
+    sj__store_packed_free(s->ctx, &pk);
     return st;
 }
 
@@ -171,63 +170,82 @@ static void touch(sj_store *s, int64_t id, int64_t last_used) {
     if (sj__store_write_end(s, ok) != SJ_OK) sj_ctx_clear_error(s->ctx);
 }
 
+/* Copies out the row of `key` and its parts in one read transaction, so
+ * another process's gc, eviction or put cannot show this one a row whose
+ * parts are half gone. SJ_E_NOT_FOUND (no message) when there is no row.
+ * Caller holds s->mu. */
+static sj_status row_fetch(sj_store *s, const sj_store_key *key, char gh[65], char oh[65], sj_store_row *row,
+                           int64_t *last_used) {
+    memset(row, 0, sizeof *row);
+    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return sj__store_sql_fail(s, "get");
+    sqlite3_stmt *q = s->st_get;
+    sqlite3_reset(q);
+    bind_key(q, 1, key, gh, oh);
+    int rc = sqlite3_step(q);
+    sj_status st = rc == SQLITE_DONE ? SJ_E_NOT_FOUND : rc == SQLITE_ROW ? SJ_OK : sj__store_sql_fail(s, "get");
+    if (rc == SQLITE_ROW) {
+        row->id = sqlite3_column_int64(q, 0);
+        row->raw_size = sqlite3_column_int64(q, 1);
+        *last_used = sqlite3_column_int64(q, 4);
+        const void *digest = sqlite3_column_blob(q, 2);
+        size_t digest_len = (size_t)sqlite3_column_bytes(q, 2);
+        const void *frame = sqlite3_column_blob(q, 3);
+        st = sj__store_row_read(s, row, digest, digest_len, frame, (size_t)sqlite3_column_bytes(q, 3));
+    }
+    sqlite3_reset(q);
+    /* a read transaction: COMMIT only ends it */
+    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (st != SJ_OK) sj__store_row_free(s->ctx, row);
+    return st;
+}
+
+/* Reassembles and checks a fetched row outside the lock. */
+static sj_status row_unpack(sj_store *s, const sj_store_key *key, const sj_store_row *row, void **raw, char *why,
+                            size_t why_len) {
+    ZSTD_DCtx *d = sj__store_dctx_take(s);
+    if (!d) return sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a %zu-byte row", row->frame_len);
+    sj_status st = sj__store_row_assemble(s->ctx, d, s->cfg.max_artifact_bytes, key, row, raw, why, why_len);
+    sj__store_dctx_give(s, d);
+    return st;
+}
+
 sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len) {
     if (!s || !key || !bytes || !len)
         return sj_fail(s ? s->ctx : NULL, SJ_E_INVALID_ARG, "%s: NULL argument", __func__);
     *bytes = NULL;
     *len = 0;
     SJ_TRY(sj__store_key_check(s->ctx, key));
-    char gh[65], oh[65], why[160];
+    char gh[65], oh[65], why[SJ_STORE_WHY_MAX];
+    sj_store_row row;
+    int64_t last_used = 0;
     pthread_mutex_lock(&s->mu);
-    sqlite3_stmt *q = s->st_get;
-    sqlite3_reset(q);
-    bind_key(q, 1, key, gh, oh);
-    int rc = sqlite3_step(q);
-    sj_status st;
-    if (rc == SQLITE_DONE) {
+    sj_status st = row_fetch(s, key, gh, oh, &row, &last_used);
+    if (st == SJ_E_NOT_FOUND) {
         s->counters.misses++;
         st = sj_fail(s->ctx, SJ_E_NOT_FOUND, "store: no artifact for graph %.16s... at extent %lld", gh,
                      (long long)key->extent);
-    } else if (rc != SQLITE_ROW) {
-        st = sj__store_sql_fail(s, "get");
-    } else {
-        /* The row is copied out under the lock; decompression and the
-         * digest check, the slow part, run outside it so gets on several
-         * threads (a warm precompile --jobs N) overlap. */
-        int64_t id = sqlite3_column_int64(q, 0), raw_size = sqlite3_column_int64(q, 1);
-        int64_t last_used = sqlite3_column_int64(q, 4);
-        uint8_t digest[32];
-        size_t digest_len = (size_t)sqlite3_column_bytes(q, 2);
-        if (digest_len == sizeof digest) memcpy(digest, sqlite3_column_blob(q, 2), sizeof digest);
-        size_t frame_len = (size_t)sqlite3_column_bytes(q, 3);
-        void *frame = sj_alloc(s->ctx, frame_len ? frame_len : 1);
-        if (frame && frame_len) memcpy(frame, sqlite3_column_blob(q, 3), frame_len);
-        sqlite3_reset(q);
+    } else if (st == SJ_OK) {
+        /* Decompression and the digest checks, the slow part, run outside
+         * the lock so gets on several threads (a warm precompile --jobs N)
+         * overlap. */
         pthread_mutex_unlock(&s->mu);
-        ZSTD_DCtx *d = frame ? sj__store_dctx_take(s) : NULL;
         void *raw = NULL;
-        if (!d)
-            st = sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a %zu-byte row", frame_len);
-        else
-            st = sj__store_unpack(s->ctx, d, s->cfg.max_artifact_bytes, key, frame, frame_len, raw_size,
-                                 digest, digest_len, &raw, why, sizeof why);
-        if (d) sj__store_dctx_give(s, d);
-        sj_free(s->ctx, frame);
+        st = row_unpack(s, key, &row, &raw, why, sizeof why);
         pthread_mutex_lock(&s->mu);
         if (st == SJ_OK) {
             s->counters.hits++;
-            s->counters.bytes_read += (uint64_t)raw_size;
+            s->counters.bytes_read += (uint64_t)row.raw_size;
             *bytes = raw;
-            *len = (size_t)raw_size;
-            touch(s, id, last_used);
+            *len = (size_t)row.raw_size;
+            touch(s, row.id, last_used);
         } else if (st == SJ_E_CORRUPT) {
             s->counters.corrupt++;
             s->counters.misses++;
             st = sj_fail(s->ctx, SJ_E_CORRUPT, "store: artifact for graph %.16s... at extent %lld is corrupt: %s",
                          gh, (long long)key->extent, why);
         }
+        sj__store_row_free(s->ctx, &row);
     }
-    sqlite3_reset(q);
     pthread_mutex_unlock(&s->mu);
     return st;
 }
@@ -302,8 +320,10 @@ sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out) {
     *out = s->counters;
     sqlite3_stmt *q;
     sj_status st = SJ_OK;
+    /* one statement, one snapshot; each part's bytes counted once */
     if (sqlite3_prepare_v2(s->db,
-                           "SELECT count(*), coalesce(sum(stored_size),0), coalesce(sum(raw_size),0) "
+                           "SELECT count(*), coalesce(sum(stored_size),0) + "
+                           "(SELECT coalesce(sum(stored_size),0) FROM parts), coalesce(sum(raw_size),0) "
                            "FROM artifacts",
                            -1, &q, NULL) != SQLITE_OK) {
         st = sj__store_sql_fail(s, "stats");

@@ -11,6 +11,11 @@
  *   sj_status st = sj_store_get(s, &k, &bytes, &len);
  *   if (st == SJ_OK) { use(bytes, len); sj_free(ctx, bytes); }
  *   else if (st == SJ_E_NOT_FOUND || st == SJ_E_CORRUPT) { compile(&bytes, &len); sj_store_put(s, &k, bytes, len); }
+ *   // or, naming the compiled kernels inside the bytes so each is kept once
+ *   // however many buckets and models hold it (key: a hash of what decides it):
+ *   sj_store_part kernels[2] = {{.offset = 256, .len = 4096, .key = {...}},
+ *                               {.offset = 4352, .len = 900, .key = {...}}};
+ *   sj_store_put_parts(s, &k, bytes, len, kernels, 2);   // a get returns the same bytes
  *   sj_store_close(s);
  *
  * One row per artifact, keyed by every component of sj_store_key, each in a
@@ -20,6 +25,11 @@
  * bytes, checked before a byte is handed out: a flipped, truncated, or
  * swapped-in blob (one from another key's row) comes back as SJ_E_CORRUPT,
  * which callers treat as a miss (compile, then put overwrites the row).
+ * The parts a put names are kept once, in a table of their own, each with
+ * a digest of its key and bytes; the row's blob holds the rest, and a get
+ * splices the parts back in and checks the whole as above, so a damaged
+ * part is a miss for every row holding it, and the next put of any of
+ * those rows repairs it for all of them.
  *
  * Several threads may share one sj_store (calls are serialised inside), and
  * several processes may open the same file. The store belongs to the
@@ -74,9 +84,10 @@ typedef struct sj_store_config {
     size_t size;
     /* The database file. NULL = keep everything in memory (nothing persists). */
     const char *path;
-    /* Bound on the stored (compressed) bytes; above it the least recently
-     * used rows are evicted after a put (never the row just written, even
-     * when it alone is larger). 0 = unbounded. */
+    /* Bound on the stored (compressed) bytes, each shared part counted
+     * once; above it the least recently used rows are evicted after a put
+     * (never the row just written, even when it alone is larger), and the
+     * parts no row holds any more with them. 0 = unbounded. */
     int64_t max_bytes;
     /* Largest artifact accepted by put and produced by get (a frame that
      * claims more is corrupt). Default 1 GiB. */
@@ -122,22 +133,53 @@ SJ_API bool sj_store_read_only(const sj_store *s);
 
 /* Inserts or overwrites the row of `key`. */
 SJ_API sj_status sj_store_put(sj_store *s, const sj_store_key *key, const void *bytes, size_t len);
+/* A byte range of a put's bytes that the store keeps once for every row
+ * holding the same part (a compiled kernel that several buckets and models
+ * share). key names the content: the caller guarantees equal keys mean
+ * equal bytes (a cryptographic hash of what decides them); the store still
+ * checks each part's bytes against a digest of (key, bytes) whenever it
+ * reads them. */
+typedef struct sj_store_part {
+    uint64_t offset, len;
+    uint8_t key[32];
+} sj_store_part;
+/* sj_store_put, with parts: ranges of bytes, in increasing offset order,
+ * not overlapping, each len >= 1, inside [0, len). n_parts 0 is
+ * sj_store_put. A part already stored under the same key is kept when its
+ * stored bytes are sound and equal these, and replaced otherwise (which
+ * repairs a damaged part for every row holding it). Refused with
+ * SJ_E_INVALID_ARG, nothing written, naming the part and its numbers: a
+ * range out of bounds, overlapping or out of order, len 0, n_parts < 0,
+ * parts NULL with n_parts > 0, or two parts of this put with one key and
+ * different bytes. */
+SJ_API sj_status sj_store_put_parts(sj_store *s, const sj_store_key *key, const void *bytes, size_t len,
+                                    const sj_store_part *parts, int n_parts);
 /* On SJ_OK *bytes (allocated with sj_alloc on the store's context; caller
- * frees with sj_free) holds the verified artifact. SJ_E_NOT_FOUND: no row.
- * SJ_E_CORRUPT: a row whose blob failed a check (counted; message says
- * which check). Both are misses. */
+ * frees with sj_free) holds the verified artifact: exactly the bytes put,
+ * parts spliced back in. The row and its parts are read in one snapshot,
+ * so another process's put, rm or gc never shows a half-removed row.
+ * SJ_E_NOT_FOUND: no row. SJ_E_CORRUPT: a row whose blob or one of whose
+ * parts failed a check, or a part missing (counted; message says which
+ * check, naming a part by its key in hex). Both are misses. */
 SJ_API sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len);
+/* One part's bytes by its key (*bytes sj_alloc'ed, free with sj_free): for
+ * a compiler that reuses a kernel another artifact already holds.
+ * SJ_E_NOT_FOUND when absent; SJ_E_CORRUPT (with a message) when its bytes
+ * fail their check. Not counted in sj_store_stats. */
+SJ_API sj_status sj_store_get_part(sj_store *s, const uint8_t key[32], void **bytes, size_t *len);
 
 typedef struct sj_store_stats {
     /* This handle's counters since open. */
     uint64_t hits, misses, corrupt, puts, evictions;
     uint64_t bytes_read, bytes_written; /* raw artifact bytes */
-    /* The file's contents now. */
+    /* The file's contents now: stored_bytes counts the rows' blobs and
+     * each part once; raw_bytes the rows' whole artifacts. */
     int64_t entries, stored_bytes, raw_bytes;
 } sj_store_stats;
 SJ_API sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out);
 
-/* A row as listed: key strings borrowed for the duration of the callback. */
+/* A row as listed: key strings borrowed for the duration of the callback.
+ * stored_bytes is the row's own blob, without the parts it shares. */
 typedef struct sj_store_entry {
     sj_store_key key;
     int64_t raw_bytes, stored_bytes;
@@ -150,8 +192,9 @@ typedef int (*sj_store_visit_fn)(void *user, const sj_store_entry *e);
 /* Rows ordered by graph hash, extent. */
 SJ_API sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
 
-/* Decompresses and hash-checks every row; `bad` (may be NULL) hears of
- * each corrupt one with the reason. *n_bad counts them. */
+/* Decompresses and hash-checks every row with its parts; `bad` (may be
+ * NULL) hears of each corrupt one with the reason (a damaged or missing
+ * part: every row holding it, the part's key in hex). *n_bad counts them. */
 typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const char *why);
 SJ_API sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
                                  int64_t *n_bad);
@@ -168,7 +211,9 @@ typedef struct sj_store_gc_result {
     int64_t corrupt_removed, evicted, bytes_freed;
 } sj_store_gc_result;
 /* Removes corrupt rows (when remove_corrupt) then evicts least recently
- * used rows until the stored bytes are <= max_bytes (< 0: no eviction). */
+ * used rows until the stored bytes are <= max_bytes (< 0: no eviction).
+ * Here and in rm, a part goes with the last row holding it (a damaged
+ * one with the corrupt rows); bytes_freed counts the parts too. */
 SJ_API sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_store_gc_result *out);
 
 /* Removes the rows whose graph hash (hex) starts with `hex_prefix` (1..64
@@ -177,8 +222,11 @@ SJ_API sj_status sj_store_rm_prefix(sj_store *s, const char *hex_prefix, int64_t
 SJ_API sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *removed);
 
 /* Writes every row whose graph hash starts with hex_prefix (NULL = all) to
- * `path` (temp file + rename; no partial file on failure). Import checks
- * each record as get does and skips (counts) the corrupt ones. */
+ * `path` (temp file + rename; no partial file on failure), each with its
+ * part list, so an import keeps the parts shared; a row with parts that
+ * fails its check is left out. Import checks each record as get does and
+ * skips (counts) the corrupt ones and those whose part list a put would
+ * refuse; it reads exports written before parts existed too. */
 SJ_API sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written);
 SJ_API sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected);
 /* sj_store_import that tells `bad` (may be NULL) why each rejected record
