@@ -34,6 +34,32 @@ static sj_status exe_estimate(void *self, const sj_graph *g, const void *artifac
     return SJ_OK;
 }
 
+/* The artifact's code parts as the store takes them (the same fields). */
+static sj_status exe_parts(void *self, const sj_graph *g, const void *artifact, size_t len,
+                           sj_store_part **parts, int *n_parts) {
+    (void)self;
+    sj_ctx *ctx = sj_graph_ctx(g);
+    *parts = NULL;
+    *n_parts = 0;
+    sj_artifact_part *ap;
+    int n;
+    SJ_TRY(sj_artifact_code_parts(ctx, artifact, len, &ap, &n));
+    sj_store_part *sp = n ? sj_alloc(ctx, (size_t)n * sizeof *sp) : NULL;
+    if (n && !sp) {
+        sj_free(ctx, ap);
+        return sj_fail(ctx, SJ_E_NOMEM, "artifact parts: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        sp[i].offset = ap[i].offset;
+        sp[i].len = ap[i].len;
+        memcpy(sp[i].key, ap[i].key, sizeof sp[i].key);
+    }
+    sj_free(ctx, ap);
+    *parts = sp;
+    *n_parts = n;
+    return SJ_OK;
+}
+
 static void exe_destroy(void *self, void *exe) {
     (void)self;
     sj_executable_destroy(exe);
@@ -43,5 +69,6 @@ void sj__artifact_exe_ops(sj_compiler *out) {
     out->trim = exe_trim;
     out->memory = exe_memory;
     out->estimate = exe_estimate;
+    out->parts = exe_parts;
     out->destroy = exe_destroy;
 }

@@ -6,7 +6,7 @@
 
 #include "shapejit/ext/bucketed_cache.h"
 
-/* Fills out's trim, memory, estimate and destroy. */
+/* Fills out's trim, memory, estimate, parts and destroy. */
 void sj__artifact_exe_ops(sj_compiler *out);
 
 #endif

@@ -212,9 +212,18 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
     }
     atomic_fetch_add_explicit(&c->compiles, 1, memory_order_relaxed);
     if (!c->store && !c->remote) return SJ_OK;
-    /* sj_tiered_put's status is the local store's; the remote tier's drops
-     * are counted in its own stats */
-    bool stored = sj_tiered_put(c->store, c->remote, key, *art, *art_len) == SJ_OK;
+    /* The code parts let the local store keep each kernel once; bytes the
+     * compiler cannot cut are stored whole. sj_tiered_put_parts' status is
+     * the local store's; the remote tier's drops are counted in its own
+     * stats. */
+    sj_store_part *parts = NULL;
+    int n_parts = 0;
+    if (c->store && c->comp.parts && c->comp.parts(c->comp.ctx, c->g, *art, *art_len, &parts, &n_parts) != SJ_OK) {
+        sj_ctx_clear_error(c->ctx);
+        n_parts = 0;
+    }
+    bool stored = sj_tiered_put_parts(c->store, c->remote, key, *art, *art_len, parts, n_parts) == SJ_OK;
+    sj_free(c->ctx, parts);
     sj_remote_lease_end(lease, true);
     if (!stored) atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);
     if (c->store) note_stored(c, key->extent, stored);

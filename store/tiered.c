@@ -57,10 +57,15 @@ sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_store_key *
 
 sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
                         const void *bytes, size_t len) {
+    return sj_tiered_put_parts(local, remote, key, bytes, len, NULL, 0);
+}
+
+sj_status sj_tiered_put_parts(sj_store *local, sj_remote *remote, const sj_store_key *key,
+                              const void *bytes, size_t len, const sj_store_part *parts, int n_parts) {
     if (!bytes && len)
         return sj_fail(tiers_ctx(local, remote), SJ_E_INVALID_ARG, "tiered put: %zu bytes at NULL", len);
     SJ_TRY(check_tiers(local, remote, key));
-    sj_status st = local ? sj_store_put(local, key, bytes, len) : SJ_OK;
+    sj_status st = local ? sj_store_put_parts(local, key, bytes, len, parts, n_parts) : SJ_OK;
     if (!remote) return st;
     sj_ctx *ctx = tiers_ctx(local, remote);
     char local_why[512] = "";

@@ -11,7 +11,16 @@
 
 #include <string.h>
 
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "shapejit/ext/artifact.h"
+#include "shapejit/ext/backends.h"
+#include "shapejit/ext/bucketed_cache.h"
+#include "shapejit/ladder.h"
+#include "shapejit/store.h"
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
 #include "tests/host_harness.h"
@@ -155,11 +164,80 @@ static void test_bad_bundle(void **state) {
     assert_int_equal(s.objects_resident, 0);
 }
 
+static int64_t count(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return n;
+}
+
+/* A cache over a store: the buckets' shared kernel objects are kept once
+ * (more references than parts), and a second cache on the same file loads
+ * both buckets from it, compiling nothing, and runs them right. */
+static void test_store_keeps_shared_code_once(void **state) {
+    fixture *f = *state;
+    char dir[] = "/tmp/sj_code_share_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    for (int pass = 0; pass < 2; pass++) {
+        sj_store_config scfg;
+        sj_store_config_init(&scfg);
+        scfg.path = path;
+        sj_store *store;
+        assert_int_equal(sj_store_open(f->ctx, &scfg, &store), SJ_OK);
+        sj_host_compiler *hc;
+        assert_int_equal(sj_host_compiler_create(f->ctx, NULL, &hc), SJ_OK);
+        sj_compiler comp;
+        sj_host_compiler_table(hc, &comp);
+        assert_non_null(comp.parts);
+        sj_ladder *ladder;
+        assert_int_equal(sj_ladder_parse(f->ctx, "list:32,64", &ladder), SJ_OK);
+        sj_bucketed_cache *c;
+        assert_int_equal(sj_bucketed_cache_create(f->g, ladder, &comp, store, NULL, &c), SJ_OK);
+        assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
+        sj_bucketed_cache_stats cs;
+        sj_bucketed_cache_stats_get(c, &cs);
+        assert_int_equal(cs.compiles, pass == 0 ? 2 : 0);
+        assert_int_equal(cs.store_hits, pass == 0 ? 0 : 2);
+        static const int64_t rows[] = {3, 64};
+        for (int i = 0; i < 2; i++) {
+            int64_t extent;
+            void *exe;
+            assert_int_equal(sj_bucketed_cache_get_or_compile(c, rows[i], &extent, &exe), SJ_OK);
+            run_and_check(f, exe, rows[i]);
+        }
+        sj_bucketed_cache_destroy(c);
+        sj_ladder_destroy(ladder);
+        sj_host_compiler_destroy(hc);
+        sj_store_close(store);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        int64_t parts = count(db, "SELECT count(*) FROM parts");
+        int64_t refs = count(db, "SELECT count(*) FROM artifact_parts");
+        assert_true(parts >= 2);
+        assert_true(refs > parts);
+        sqlite3_close(db);
+    }
+    unlink(path);
+    char side[160];
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-sjlock", path);
+    unlink(side);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_buckets_share_loaded_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kernel_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_bundle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_keeps_shared_code_once, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

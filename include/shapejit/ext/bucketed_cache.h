@@ -131,6 +131,12 @@ typedef struct sj_compiler {
     /* Optional (NULL: no figures; zeros reported). stages: the compiler's
      * totals so far (sj_compile_stages); callable from any thread. */
     void (*stages)(void *ctx, sj_compile_stages *out);
+    /* Optional (NULL: the store keeps the bytes whole). parts: the ranges
+     * of artifact bytes that are compiled code, keyed by their content
+     * (sj_store_part; *parts sj_alloc'ed on the graph's context), which the
+     * local store keeps once for every artifact holding the same code. */
+    sj_status (*parts)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
+                       sj_store_part **parts, int *n_parts);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact

@@ -116,6 +116,11 @@ SJ_API sj_status sj_tiered_get(sj_store *local, sj_remote *remote, const sj_stor
  * counted in its stats, never an error here). */
 SJ_API sj_status sj_tiered_put(sj_store *local, sj_remote *remote, const sj_store_key *key,
                                const void *bytes, size_t len);
+/* sj_tiered_put, the local store keeping parts of the bytes once
+ * (sj_store_put_parts); the remote tier gets the bytes whole. */
+SJ_API sj_status sj_tiered_put_parts(sj_store *local, sj_remote *remote, const sj_store_key *key,
+                                     const void *bytes, size_t len, const sj_store_part *parts,
+                                     int n_parts);
 
 /* After sj_tiered_get missed: sj_remote_lease_claim for key's digest; a
  * FETCHED value is written to the local store (as a remote hit is) and
