@@ -13,8 +13,6 @@
 
 #include <sqlite3.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "shapejit/ext/artifact.h"
 #include "shapejit/ext/backends.h"
@@ -24,6 +22,7 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
 #include "tests/host_harness.h"
+#include "tests/test_util.h"
 
 #define S SJ_DIM_SYM
 
@@ -178,8 +177,8 @@ static int64_t count(sqlite3 *db, const char *sql) {
  * both buckets from it, compiling nothing, and runs them right. */
 static void test_store_keeps_shared_code_once(void **state) {
     fixture *f = *state;
-    char dir[] = "/tmp/sj_code_share_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_true(scratch_dir_create(dir, sizeof dir, "test_code_share"));
     char path[128];
     snprintf(path, sizeof path, "%s/store.db", dir);
     for (int pass = 0; pass < 2; pass++) {
@@ -221,15 +220,7 @@ static void test_store_keeps_shared_code_once(void **state) {
         assert_true(refs > parts);
         sqlite3_close(db);
     }
-    unlink(path);
-    char side[160];
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-sjlock", path);
-    unlink(side);
-    rmdir(dir);
+    remove_tree(dir);
 }
 
 int main(void) {
