@@ -169,7 +169,9 @@ static sj_status build_module(module_build *mb, int first, int last, sj_llvm_out
 
 /* One compile thread's share of build_objects: kernels taken one at a time
  * from *next, each in its own module, on the thread's own LLVM context and
- * target machine (LLVM's are not shared across threads). */
+ * target machine (LLVM's are not shared across threads). The calling
+ * thread's worker is lent the compile's own (mb.tm and mb.C set), which it
+ * does not dispose of; the others make theirs. */
 typedef struct object_worker {
     module_build mb;
     atomic_int *next;
@@ -182,13 +184,14 @@ typedef struct object_worker {
 
 static void *object_worker_run(void *arg) {
     object_worker *w = arg;
-    w->st = make_target_machine(w->mb.ctx, w->mb.t, &w->mb.tm);
-    if (w->st == SJ_OK) w->mb.C = LLVMContextCreate();
+    bool lent = w->mb.tm != NULL;
+    w->st = lent ? SJ_OK : make_target_machine(w->mb.ctx, w->mb.t, &w->mb.tm);
+    if (w->st == SJ_OK && !lent) w->mb.C = LLVMContextCreate();
     for (int i; w->st == SJ_OK && (i = atomic_fetch_add(w->next, 1)) < w->mb.l->n_kernels;)
         w->st = build_module(&w->mb, i, i + 1, SJ_LLVM_OBJECT, &w->objs[i], &w->lens[i]);
     if (w->st != SJ_OK) snprintf(w->why, sizeof w->why, "%s", sj_ctx_last_error(w->mb.ctx));
-    if (w->mb.C) LLVMContextDispose(w->mb.C);
-    if (w->mb.tm) LLVMDisposeTargetMachine(w->mb.tm);
+    if (!lent && w->mb.C) LLVMContextDispose(w->mb.C);
+    if (!lent && w->mb.tm) LLVMDisposeTargetMachine(w->mb.tm);
     return NULL;
 }
 
@@ -250,6 +253,8 @@ static sj_status build_objects(module_build *mb, uint8_t **out, size_t *len) {
         while (used < threads - 1 && pthread_create(&w[used].thread, NULL, object_worker_run, &w[used]) == 0)
             used++;
         int started = used;
+        w[used].mb.tm = mb->tm;
+        w[used].mb.C = mb->C;
         object_worker_run(&w[used++]);
         for (int i = 0; i < started; i++) pthread_join(w[i].thread, NULL);
     }
