@@ -2,7 +2,8 @@
  * BLAKE3 digest binding the raw bytes to the row's key, so a blob moved to
  * another key's row fails the check even with its own digest beside it.
  * A part's blob is the same kind of frame, its digest bound to the part's
- * key (store_parts.c). */
+ * key (store_parts.c). A row's frame may be compressed against a base, a
+ * raw-content dictionary (store_base.c). */
 #include "store/store_impl.h"
 
 #include <llvm-c/blake3.h>
@@ -62,8 +63,8 @@ void sj__store_content_digest(const uint8_t name[32], const void *raw, size_t le
     llvm_blake3_hasher_finalize(&h, out, 32);
 }
 
-sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
-                            size_t *frame_len) {
+sj_status sj__store_compress(sj_ctx *ctx, int level, const void *dict, size_t dict_len, const void *raw,
+                            size_t len, void **frame, size_t *frame_len) {
     *frame = NULL;
     size_t cap = ZSTD_compressBound(len);
     void *dst = sj_alloc(ctx, cap);
@@ -76,7 +77,12 @@ sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len
     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
     ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
     ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
-    size_t n = ZSTD_compress2(cc, dst, cap, raw, len);
+    /* Loaded as a dictionary rather than referenced as a prefix: at the
+     * store's fast level the rows of a BERT ladder came out 7% smaller.
+     * Raw content whatever its first bytes are, as the decoder's prefix. */
+    size_t n = dict_len ? ZSTD_CCtx_loadDictionary_advanced(cc, dict, dict_len, ZSTD_dlm_byRef, ZSTD_dct_rawContent)
+                        : 0;
+    if (!ZSTD_isError(n)) n = ZSTD_compress2(cc, dst, cap, raw, len);
     ZSTD_freeCCtx(cc);
     if (ZSTD_isError(n)) {
         sj_free(ctx, dst);
@@ -87,8 +93,8 @@ sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len
     return SJ_OK;
 }
 
-sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *frame, size_t frame_len,
-                           int64_t raw_size, void *dst, char *why, size_t why_len) {
+sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *dict, size_t dict_len, const void *frame,
+                           size_t frame_len, int64_t raw_size, void *dst, char *why, size_t why_len) {
     ZSTD_frameHeader fh;
     if (!frame || frame_len == 0) {
         snprintf(why, why_len, "empty blob");
@@ -116,7 +122,10 @@ sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *frame, siz
         snprintf(why, why_len, "blob is truncated or has trailing bytes (%zu stored)", frame_len);
         return SJ_E_CORRUPT;
     }
-    size_t n = ZSTD_decompressDCtx(dctx, dst, (size_t)raw_size, frame, frame_len);
+    /* a prefix is used by the next frame only, so a pooled context never
+     * carries one over to another row */
+    size_t n = dict_len ? ZSTD_DCtx_refPrefix(dctx, dict, dict_len) : 0;
+    if (!ZSTD_isError(n)) n = ZSTD_decompressDCtx(dctx, dst, (size_t)raw_size, frame, frame_len);
     if (ZSTD_isError(n) || n != (size_t)raw_size) {
         snprintf(why, why_len, "zstd: %s", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame");
         return SJ_E_CORRUPT;

@@ -8,9 +8,11 @@
  * of the whole artifact bytes. Integers little-endian. The digest is the
  * row's own, so an import checks what a get would; the part list makes
  * the import keep the parts shared (a put with those parts). A row with
- * no parts is written with its own frame as it is stored; a row with
- * parts is reassembled and checked as a get does and its bytes compressed
- * anew, and one that fails its check is left out (verify names it).
+ * no parts and no base is written with its own frame as it is stored; a
+ * row with parts or a base (store_base.c: its frame means nothing without
+ * it) is reassembled and checked as a get does and its bytes compressed
+ * anew, and one that fails its check is left out (verify names it). The
+ * importing put finds or makes its own bases.
  *
  * "SJR1" records (exports of shapejit before shared parts: the same but
  * with no part count or list) are still read, as rows without parts. */
@@ -59,8 +61,8 @@ static bool write_record(FILE *f, const sj_store_entry *e, const sj_store_row *r
     return ok && put_int(f, flen, 8) && (flen == 0 || fwrite(frame, 1, flen, f) == flen);
 }
 
-/* A row with parts as one record of its reassembled bytes; one that fails
- * its check is left out (*written false). Caller holds s->mu. */
+/* A row with parts or a base as one record of its reassembled bytes; one
+ * that fails its check is left out (*written false). Caller holds s->mu. */
 static sj_status export_assembled(sj_store *s, FILE *f, const sj_store_entry *e, const sj_store_row *row,
                                   bool *ok, bool *written) {
     void *raw, *frame;
@@ -69,7 +71,8 @@ static sj_status export_assembled(sj_store *s, FILE *f, const sj_store_entry *e,
     sj_status u = sj__store_row_assemble(s->ctx, s->dctx, s->cfg.max_artifact_bytes, &e->key, row, &raw, why,
                                         sizeof why);
     if (u != SJ_OK) return u == SJ_E_CORRUPT ? SJ_OK : u;
-    sj_status st = sj__store_compress(s->ctx, s->cfg.compression_level, raw, (size_t)row->raw_size, &frame, &flen);
+    sj_status st =
+        sj__store_compress(s->ctx, s->cfg.compression_level, NULL, 0, raw, (size_t)row->raw_size, &frame, &flen);
     sj_free(s->ctx, raw);
     if (st != SJ_OK) return st;
     *ok = write_record(f, e, row, frame, flen);
@@ -89,7 +92,7 @@ static sj_status export_row(sj_store *s, FILE *f, sqlite3_stmt *q, bool *ok, boo
     *written = false;
     sj_status st = sj__store_row_read(s, &row, sqlite3_column_blob(q, 13), (size_t)sqlite3_column_bytes(q, 13),
                                      sqlite3_column_blob(q, 14), (size_t)sqlite3_column_bytes(q, 14));
-    if (st == SJ_OK && row.n_parts > 0) {
+    if (st == SJ_OK && (row.n_parts > 0 || row.has_base)) {
         st = export_assembled(s, f, &e, &row, ok, written);
     } else if (st == SJ_OK) {
         /* the row's own frame, as stored: the import checks it */

@@ -12,8 +12,9 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
-/* 2: shared parts (the parts and artifact_parts tables, store_parts.c). */
-#define SJ_STORE_SCHEMA_VERSION 2
+/* 2: shared parts (the parts and artifact_parts tables, store_parts.c).
+ * 3: bases (the bases table and artifacts.base_key, store_base.c). */
+#define SJ_STORE_SCHEMA_VERSION 3
 /* Checkpoint once the WAL holds this many frames (SQLite's default
  * autocheckpoint threshold, run by us under the write lock instead). */
 #define SJ_STORE_CHECKPOINT_FRAMES 1000
@@ -31,7 +32,7 @@ struct sj_store {
     char ro_why[256];
     sqlite3 *db;
     pthread_mutex_t mu; /* serialises use of db, the statements and dctx */
-    sqlite3_stmt *st_get, *st_put, *st_touch, *st_refs;
+    sqlite3_stmt *st_get, *st_put, *st_touch, *st_refs, *st_base;
     ZSTD_DCtx *dctx;
     /* Decompression contexts for gets, which decompress outside mu. */
     pthread_mutex_t pool_mu;
@@ -75,17 +76,20 @@ void sj__store_key_digest(const sj_store_key *k, uint8_t out[32]);
  * digest) and a part's (name: the part's key). */
 void sj__store_content_digest(const uint8_t name[32], const void *raw, size_t len,
                              uint8_t out[32]);
-/* zstd frame with checksum and content size; *frame from sj_alloc. */
-sj_status sj__store_compress(sj_ctx *ctx, int level, const void *raw, size_t len, void **frame,
-                            size_t *frame_len);
+/* zstd frame with checksum and content size, compressed against dict (a
+ * raw-content dictionary; dict_len 0: none); *frame from sj_alloc. dict
+ * must not overlap raw (zstd would ignore it). */
+sj_status sj__store_compress(sj_ctx *ctx, int level, const void *dict, size_t dict_len, const void *raw,
+                            size_t len, void **frame, size_t *frame_len);
 /* Validates a key's strings (length, NULL -> ""). */
 sj_status sj__store_key_check(sj_ctx *ctx, const sj_store_key *k);
 const char *sj__store_str(const char *s);
 
 /* Checks a frame and decompresses it into dst, which holds exactly
- * raw_size bytes. On SJ_E_CORRUPT `why` says which check failed. */
-sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *frame, size_t frame_len,
-                           int64_t raw_size, void *dst, char *why, size_t why_len);
+ * raw_size bytes, with the dictionary it was compressed against (dict_len
+ * 0: none). On SJ_E_CORRUPT `why` says which check failed. */
+sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *dict, size_t dict_len, const void *frame,
+                           size_t frame_len, int64_t raw_size, void *dst, char *why, size_t why_len);
 
 /* --- store_parts.c --- */
 /* Room for a check's reason: a part's key in hex, its place, the check. */
@@ -105,7 +109,8 @@ typedef struct sj_store_part_row {
 
 /* A row as read for a get, verify or export: its own blob (the inline
  * bytes) and the parts it places (parts[i], from artifact_parts, in offset
- * order) with their parts rows (stored[i]), all copied out. */
+ * order) with their parts rows (stored[i]), and the base its blob was
+ * compressed against (has_base; base as its bases row), all copied out. */
 typedef struct sj_store_row {
     int64_t id, raw_size;
     uint8_t digest[32];
@@ -115,12 +120,16 @@ typedef struct sj_store_row {
     sj_store_part *parts;
     sj_store_part_row *stored;
     int n_parts;
+    bool has_base;
+    uint8_t base_key[32];
+    sj_store_part_row base;
 } sj_store_row;
 
 /* Copies the row's digest and blob into row (id and raw_size are the
- * caller's), then the parts it places, read with s->st_refs. Caller holds
- * s->mu inside one read transaction (or a statement still stepping), so
- * the row and its parts are one snapshot. */
+ * caller's), then the parts it places, read with s->st_refs, and its base
+ * (store_base.c). Caller holds s->mu inside one read transaction (or a
+ * statement still stepping), so the row, its parts and its base are one
+ * snapshot. */
 sj_status sj__store_row_read(sj_store *s, sj_store_row *row, const void *digest, size_t digest_len,
                             const void *frame, size_t frame_len);
 void sj__store_row_free(sj_ctx *ctx, sj_store_row *row);
@@ -132,12 +141,38 @@ void sj__store_row_free(sj_ctx *ctx, sj_store_row *row);
 sj_status sj__store_row_assemble(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
                                 const sj_store_row *row, void **raw, char *why, size_t why_len);
 
+/* A stored part or base (r) checked against BLAKE3(key || bytes) and
+ * decompressed (*bytes sj_alloc'ed on SJ_OK). SJ_E_CORRUPT: `why` says
+ * which check failed. */
+sj_status sj__store_stored_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const uint8_t key[32],
+                                 const sj_store_part_row *r, void **bytes, char *why, size_t why_len);
+/* Copies raw_size, digest and blob from columns first..first+2 of q into
+ * r (found). */
+sj_status sj__store_stored_copy(sj_ctx *ctx, sqlite3_stmt *q, int first, sj_store_part_row *r);
+/* Inside a write transaction: sel (SELECT raw_size, digest, blob ...
+ * WHERE key = ?1) run for key; *found whether a row is stored, *keep
+ * whether it holds exactly raw under `digest` (so a put keeps it rather
+ * than writing its own). */
+sj_status sj__store_stored_keep(sj_store *s, sqlite3_stmt *sel, const uint8_t key[32], const uint8_t *raw,
+                               uint64_t len, const uint8_t digest[32], bool *found, bool *keep);
+
 /* False when the part list fits `len` bytes as sj_store_put_parts asks;
  * true with why not (the part index and the numbers) in why. */
 bool sj__store_parts_bad(const sj_store_part *parts, int n_parts, uint64_t len, char *why, size_t why_len);
 
+/* The base a put compresses its row against (used), as it writes it:
+ * key BLAKE3(family || raw), digest BLAKE3(key || raw), raw its bytes and
+ * frame their plain frame (both sj_alloc'ed). */
+typedef struct sj_store_base {
+    bool used;
+    uint8_t key[32], family[32], digest[32];
+    int64_t extent; /* of the row whose bytes it was made from */
+    void *raw, *frame;
+    size_t len, frame_len;
+} sj_store_base;
+
 /* What a put writes, made before the lock: the row's digest and inline
- * frame, and each part's digest and frame. */
+ * frame, its base, and each part's digest and frame. */
 typedef struct sj_store_packed_part {
     uint8_t digest[32];
     void *frame;
@@ -147,6 +182,7 @@ typedef struct sj_store_packed {
     uint8_t digest[32];
     void *frame;
     size_t frame_len;
+    sj_store_base base;
     sj_store_packed_part *parts;
     int n_parts;
 } sj_store_packed;
@@ -161,12 +197,33 @@ sj_status sj__store_parts_write(sj_store *s, const uint8_t *bytes, const sj_stor
  * parts no row places any more are deleted. */
 sj_status sj__store_refs_replace(sj_store *s, int64_t id, const sj_store_part *parts, int n_parts);
 
-/* Inside a transaction: the stored bytes of the rows and of the parts,
- * each part once. */
+/* Inside a transaction: the stored bytes of the rows, the parts and the
+ * bases, each part and base once. */
 sj_status sj__store_stored_total(sj_store *s, int64_t *total);
-/* Inside a write transaction: deletes row `id` and the parts no other row
- * places; adds the stored bytes that frees to *freed. */
+/* Inside a write transaction: deletes row `id`, the parts no other row
+ * places and its base when no other row uses it; adds the stored bytes
+ * that frees to *freed. */
 sj_status sj__store_drop_row(sj_store *s, int64_t id, int64_t *freed);
+
+/* --- store_base.c --- */
+/* The row's inline bytes (in, n) compressed, against a base of its
+ * graph when it has enough of them: the nearest stored one that checks
+ * and pays, else one made of these bytes (*base says which; free it with
+ * sj__store_base_free). *frame sj_alloc'ed. Takes s->mu for one lookup;
+ * the caller holds no lock. */
+sj_status sj__store_base_pack(sj_store *s, const sj_store_key *key, const uint8_t *in, size_t n,
+                             sj_store_base *base, void **frame, size_t *frame_len);
+void sj__store_base_free(sj_ctx *ctx, sj_store_base *base);
+/* Inside a write transaction: keeps the stored base when it is sound and
+ * holds base's bytes, writes (replaces) it otherwise. No-op unless used. */
+sj_status sj__store_base_write(sj_store *s, const sj_store_base *base);
+/* Copies row `id`'s base (if any) into row, read with s->st_base. Caller
+ * holds s->mu inside the row's read transaction. */
+sj_status sj__store_base_read(sj_store *s, sj_store_row *row);
+/* The row's base checked and decompressed (*dict sj_alloc'ed; NULL when
+ * the row has none). On SJ_E_CORRUPT `why` names the base by its key. */
+sj_status sj__store_base_load(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_row *row, void **dict,
+                             char *why, size_t why_len);
 
 /* --- store_rw.c --- */
 /* Reads the key + size columns (in the order of SJ_STORE_ENTRY_COLS)

@@ -242,10 +242,11 @@ static const char *const schema_sql =
     " artifact_version INTEGER NOT NULL, shapejit_version TEXT NOT NULL,"
     " compiler_version TEXT NOT NULL,"
     " raw_size INTEGER NOT NULL, stored_size INTEGER NOT NULL, digest BLOB NOT NULL,"
-    " created_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL, blob BLOB NOT NULL,"
+    " created_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL, blob BLOB NOT NULL, base_key BLOB,"
     " UNIQUE (graph_hash, extent, options_hash, target_triple, target_cpu, target_features,"
     "   artifact_version, shapejit_version, compiler_version));"
     "CREATE INDEX artifacts_last_used ON artifacts(last_used_ms, id);"
+    "CREATE INDEX artifacts_base ON artifacts(base_key);"
     /* shared parts, and the triggers that keep them referenced: see
      * store_parts.c */
     "CREATE TABLE parts ("
@@ -259,7 +260,20 @@ static const char *const schema_sql =
     " DELETE FROM artifact_parts WHERE artifact_id = old.id; END;"
     "CREATE TRIGGER artifact_parts_drop_unplaced AFTER DELETE ON artifact_parts"
     " WHEN NOT EXISTS (SELECT 1 FROM artifact_parts WHERE part_key = old.part_key) BEGIN"
-    " DELETE FROM parts WHERE key = old.part_key; END;";
+    " DELETE FROM parts WHERE key = old.part_key; END;"
+    /* bases, and the triggers that drop one with the last row using it:
+     * see store_base.c */
+    "CREATE TABLE bases ("
+    " key BLOB PRIMARY KEY, family BLOB NOT NULL, extent INTEGER NOT NULL, raw_size INTEGER NOT NULL,"
+    " stored_size INTEGER NOT NULL, digest BLOB NOT NULL, blob BLOB NOT NULL);"
+    "CREATE INDEX bases_family ON bases(family);"
+    "CREATE TRIGGER artifacts_drop_base AFTER DELETE ON artifacts"
+    " WHEN NOT EXISTS (SELECT 1 FROM artifacts WHERE base_key = old.base_key) BEGIN"
+    " DELETE FROM bases WHERE key = old.base_key; END;"
+    "CREATE TRIGGER artifacts_rebase AFTER UPDATE OF base_key ON artifacts"
+    " WHEN old.base_key IS NOT new.base_key"
+    " AND NOT EXISTS (SELECT 1 FROM artifacts WHERE base_key = old.base_key) BEGIN"
+    " DELETE FROM bases WHERE key = old.base_key; END;";
 
 /* The first column of the first row, dflt when NULL; a failed query (a
  * damaged file) is an error naming `what`, never a default that would
@@ -341,7 +355,7 @@ static sj_status ensure_schema(sj_store *s) {
                        where, (long long)v, SJ_STORE_SCHEMA_VERSION);
     /* An older layout holds only compiled artifacts, which a recompile
      * rebuilds, so it is rebuilt rather than migrated column by column. */
-    SJ_TRY(exec_sql(s, "DROP TABLE IF EXISTS artifact_parts; DROP TABLE IF EXISTS parts; "
+    SJ_TRY(exec_sql(s, "DROP TABLE IF EXISTS bases; DROP TABLE IF EXISTS artifact_parts; DROP TABLE IF EXISTS parts; "
                        "DROP INDEX IF EXISTS artifacts_last_used; DROP TABLE IF EXISTS artifacts; "
                        "DELETE FROM sj_schema",
                     "rebuilding an old schema"));
@@ -422,20 +436,25 @@ static sj_status prepare_statements(sj_store *s) {
         "artifact_version=?7 AND shapejit_version=?8 AND compiler_version=?9";
     static const char *const put_sql =
         "INSERT INTO artifacts(" SJ_STORE_KEY_COLS
-        ", raw_size, stored_size, digest, created_ms, last_used_ms, blob) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14) "
+        ", raw_size, stored_size, digest, created_ms, last_used_ms, blob, base_key) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14,?15) "
         "ON CONFLICT DO UPDATE SET raw_size=excluded.raw_size, stored_size=excluded.stored_size, "
         "digest=excluded.digest, created_ms=excluded.created_ms, last_used_ms=excluded.last_used_ms, "
-        "blob=excluded.blob RETURNING id";
+        "blob=excluded.blob, base_key=excluded.base_key RETURNING id";
     /* the parts a row places, with their parts rows (NULLs when missing) */
     static const char *const refs_sql =
         "SELECT r.offset, r.len, r.part_key, p.key IS NOT NULL, p.raw_size, p.digest, p.blob "
         "FROM artifact_parts r LEFT JOIN parts p ON p.key = r.part_key WHERE r.artifact_id = ?1 ORDER BY r.seq";
+    /* the base a row's blob was compressed against (no row when none) */
+    static const char *const base_sql =
+        "SELECT a.base_key, b.key IS NOT NULL, b.raw_size, b.digest, b.blob "
+        "FROM artifacts a LEFT JOIN bases b ON b.key = a.base_key WHERE a.id = ?1 AND a.base_key IS NOT NULL";
     static const char *const touch_sql = "UPDATE artifacts SET last_used_ms=?1 WHERE id=?2";
     if (sqlite3_prepare_v3(s->db, get_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_get, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db, put_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_put, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db, touch_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_touch, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(s->db, refs_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_refs, NULL) != SQLITE_OK)
+        sqlite3_prepare_v3(s->db, refs_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_refs, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db, base_sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st_base, NULL) != SQLITE_OK)
         return sj__store_sql_fail(s, "preparing statements");
     return SJ_OK;
 }
@@ -537,7 +556,8 @@ static void close_db(sj_store *s) {
     sqlite3_finalize(s->st_put);
     sqlite3_finalize(s->st_touch);
     sqlite3_finalize(s->st_refs);
-    s->st_get = s->st_put = s->st_touch = s->st_refs = NULL;
+    sqlite3_finalize(s->st_base);
+    s->st_get = s->st_put = s->st_touch = s->st_refs = s->st_base = NULL;
     if (s->db) {
         /* Closing may checkpoint and delete the WAL (see the top comment). */
         bool locked = s->path && lock_take(s, false) == SJ_OK;

@@ -3,7 +3,7 @@
  * opaque: a put names the ranges and gives each a 32-byte key, and equal
  * keys mean equal bytes (the caller's hash of what decides them).
  *
- * Layout (schema version 2, created in store_open.c):
+ * Layout (schema version 2 on, created in store_open.c):
  *   parts(key BLOB PRIMARY KEY, raw_size, stored_size, digest, blob):
  *     one row per part key; blob a zstd frame made as a row's is, digest
  *     BLAKE3(key || raw).
@@ -20,7 +20,7 @@
  * deleted artifacts row deletes its artifact_parts rows, and a deleted
  * artifact_parts row deletes its part when no row places it any more.
  * The stored bytes (sj_store_stats, max_bytes) are the rows' blobs plus
- * the parts', each part once.
+ * the parts' and the bases' (store_base.c), each part and base once.
  *
  * A put keeps a part whose stored bytes decompress and equal the put's,
  * and replaces any other: so a damaged part is repaired for every row that
@@ -82,7 +82,7 @@ static sj_status part_check_into(ZSTD_DCtx *dctx, int64_t cap, const uint8_t key
         snprintf(why, why_len, "its digest is %zu bytes, not 32", r->digest_len);
         return SJ_E_CORRUPT;
     }
-    if (sj__store_inflate(dctx, cap, r->frame, r->frame_len, r->raw_size, dst, why, why_len) != SJ_OK)
+    if (sj__store_inflate(dctx, cap, NULL, 0, r->frame, r->frame_len, r->raw_size, dst, why, why_len) != SJ_OK)
         return SJ_E_CORRUPT;
     uint8_t got[32];
     sj__store_content_digest(key, dst, (size_t)len, got);
@@ -105,6 +105,17 @@ static sj_status copy_blob(sj_ctx *ctx, const void *src, size_t n, void **dst) {
     return SJ_OK;
 }
 
+sj_status sj__store_stored_copy(sj_ctx *ctx, sqlite3_stmt *q, int first, sj_store_part_row *r) {
+    r->found = true;
+    r->raw_size = sqlite3_column_int64(q, first);
+    const void *digest = sqlite3_column_blob(q, first + 1);
+    r->digest_len = (size_t)sqlite3_column_bytes(q, first + 1);
+    if (r->digest_len == 32) memcpy(r->digest, digest, 32);
+    const void *frame = sqlite3_column_blob(q, first + 2);
+    r->frame_len = (size_t)sqlite3_column_bytes(q, first + 2);
+    return copy_blob(ctx, frame, r->frame_len, &r->frame);
+}
+
 /* st_refs's row: offset, len, part_key, found, raw_size, digest, blob. */
 static sj_status ref_copy(sj_ctx *ctx, sqlite3_stmt *q, sj_store_part *p, sj_store_part_row *r) {
     memset(p, 0, sizeof *p);
@@ -114,15 +125,7 @@ static sj_status ref_copy(sj_ctx *ctx, sqlite3_stmt *q, sj_store_part *p, sj_sto
     const void *key = sqlite3_column_blob(q, 2);
     size_t key_len = (size_t)sqlite3_column_bytes(q, 2);
     if (key) memcpy(p->key, key, key_len < 32 ? key_len : 32);
-    r->found = sqlite3_column_int(q, 3) != 0;
-    if (!r->found) return SJ_OK;
-    r->raw_size = sqlite3_column_int64(q, 4);
-    const void *digest = sqlite3_column_blob(q, 5);
-    r->digest_len = (size_t)sqlite3_column_bytes(q, 5);
-    if (r->digest_len == 32) memcpy(r->digest, digest, 32);
-    const void *frame = sqlite3_column_blob(q, 6);
-    r->frame_len = (size_t)sqlite3_column_bytes(q, 6);
-    return copy_blob(ctx, frame, r->frame_len, &r->frame);
+    return sqlite3_column_int(q, 3) ? sj__store_stored_copy(ctx, q, 4, r) : SJ_OK;
 }
 
 static sj_status refs_grow(sj_ctx *ctx, sj_store_row *row, int *cap) {
@@ -158,10 +161,12 @@ sj_status sj__store_row_read(sj_store *s, sj_store_row *row, const void *digest,
     if (digest_len == 32) memcpy(row->digest, digest, 32);
     row->frame_len = frame_len;
     SJ_TRY(copy_blob(s->ctx, frame, frame_len, &row->frame));
-    return refs_read(s, row);
+    SJ_TRY(refs_read(s, row));
+    return sj__store_base_read(s, row);
 }
 
 void sj__store_row_free(sj_ctx *ctx, sj_store_row *row) {
+    part_row_free(ctx, &row->base);
     for (int i = 0; i < row->n_parts; i++) part_row_free(ctx, &row->stored[i]);
     sj_free(ctx, row->parts);
     sj_free(ctx, row->stored);
@@ -183,18 +188,22 @@ static void scatter(const sj_store_row *row, const uint8_t *in, uint8_t *dst) {
     memcpy(dst + at, in, (size_t)((uint64_t)row->raw_size - at));
 }
 
+/* The inline bytes, decompressed with the row's base when it has one. */
 static sj_status inline_into(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_row *row, uint8_t *dst,
                              char *why, size_t why_len) {
-    if (row->n_parts == 0)
-        return sj__store_inflate(dctx, cap, row->frame, row->frame_len, row->raw_size, dst, why, why_len);
     uint64_t placed = 0;
     for (int i = 0; i < row->n_parts; i++) placed += row->parts[i].len;
     size_t n = (size_t)((uint64_t)row->raw_size - placed);
-    uint8_t *in = sj_alloc(ctx, n);
-    if (!in) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory for a row's %zu inline bytes", n);
-    sj_status st = sj__store_inflate(dctx, cap, row->frame, row->frame_len, (int64_t)n, in, why, why_len);
-    if (st == SJ_OK) scatter(row, in, dst);
-    sj_free(ctx, in);
+    void *dict = NULL;
+    SJ_TRY(sj__store_base_load(ctx, dctx, cap, row, &dict, why, why_len));
+    size_t dict_len = dict ? (size_t)row->base.raw_size : 0;
+    uint8_t *in = row->n_parts == 0 ? dst : sj_alloc(ctx, n);
+    sj_status st = in ? sj__store_inflate(dctx, cap, dict, dict_len, row->frame, row->frame_len, (int64_t)n, in, why,
+                                         why_len)
+                      : sj_fail(ctx, SJ_E_NOMEM, "store: out of memory for a row's %zu inline bytes", n);
+    if (st == SJ_OK && in != dst) scatter(row, in, dst);
+    if (in != dst) sj_free(ctx, in);
+    sj_free(ctx, dict);
     return st;
 }
 
@@ -262,16 +271,15 @@ static void gather(const uint8_t *bytes, size_t len, const sj_store_part *parts,
     memcpy(out, bytes + at, len - (size_t)at);
 }
 
-static sj_status inline_pack(sj_store *s, const uint8_t *bytes, size_t len, const sj_store_part *parts,
-                             int n_parts, sj_store_packed *out) {
-    int level = s->cfg.compression_level;
-    if (n_parts == 0) return sj__store_compress(s->ctx, level, bytes, len, &out->frame, &out->frame_len);
+static sj_status inline_pack(sj_store *s, const sj_store_key *key, const uint8_t *bytes, size_t len,
+                             const sj_store_part *parts, int n_parts, sj_store_packed *out) {
+    if (n_parts == 0) return sj__store_base_pack(s, key, bytes, len, &out->base, &out->frame, &out->frame_len);
     size_t n = len;
     for (int i = 0; i < n_parts; i++) n -= (size_t)parts[i].len;
     uint8_t *in = sj_alloc(s->ctx, n);
     if (!in) return sj_fail(s->ctx, SJ_E_NOMEM, "store put: out of memory for %zu inline bytes", n);
     gather(bytes, len, parts, n_parts, in);
-    sj_status st = sj__store_compress(s->ctx, level, in, n, &out->frame, &out->frame_len);
+    sj_status st = sj__store_base_pack(s, key, in, n, &out->base, &out->frame, &out->frame_len);
     sj_free(s->ctx, in);
     return st;
 }
@@ -282,7 +290,7 @@ sj_status sj__store_pack(sj_store *s, const sj_store_key *key, const uint8_t *by
     uint8_t kd[32];
     sj__store_key_digest(key, kd);
     sj__store_content_digest(kd, bytes, len, out->digest);
-    sj_status st = inline_pack(s, bytes, len, parts, n_parts, out);
+    sj_status st = inline_pack(s, key, bytes, len, parts, n_parts, out);
     if (st == SJ_OK && n_parts > 0) {
         out->parts = sj_calloc(s->ctx, (size_t)n_parts, sizeof *out->parts);
         if (!out->parts) st = sj_fail(s->ctx, SJ_E_NOMEM, "store put: out of memory for %d parts", n_parts);
@@ -292,7 +300,7 @@ sj_status sj__store_pack(sj_store *s, const sj_store_key *key, const uint8_t *by
         const uint8_t *at = bytes + parts[i].offset;
         sj_store_packed_part *pp = &out->parts[i];
         sj__store_content_digest(parts[i].key, at, (size_t)parts[i].len, pp->digest);
-        st = sj__store_compress(s->ctx, s->cfg.compression_level, at, (size_t)parts[i].len, &pp->frame,
+        st = sj__store_compress(s->ctx, s->cfg.compression_level, NULL, 0, at, (size_t)parts[i].len, &pp->frame,
                                 &pp->frame_len);
     }
     if (st != SJ_OK) sj__store_packed_free(s->ctx, out);
@@ -303,15 +311,16 @@ void sj__store_packed_free(sj_ctx *ctx, sj_store_packed *pk) {
     for (int i = 0; i < pk->n_parts; i++) sj_free(ctx, pk->parts[i].frame);
     sj_free(ctx, pk->parts);
     sj_free(ctx, pk->frame);
+    sj__store_base_free(ctx, &pk->base);
     memset(pk, 0, sizeof *pk);
 }
 
 /* --- writing --- */
 
-/* Whether the stored part (sel's row: raw_size, digest, blob) holds
- * exactly `raw` under the digest the put computed for it. */
-static sj_status part_sound(sj_store *s, sqlite3_stmt *sel, const uint8_t *raw, uint64_t len,
-                            const uint8_t digest[32], bool *sound) {
+/* Whether the stored row at sel (raw_size, digest, blob) holds exactly
+ * raw under `digest`. */
+static sj_status stored_sound(sj_store *s, sqlite3_stmt *sel, const uint8_t *raw, uint64_t len,
+                              const uint8_t digest[32], bool *sound) {
     *sound = false;
     const void *stored_digest = sqlite3_column_blob(sel, 1);
     if (sqlite3_column_int64(sel, 0) != (int64_t)len || sqlite3_column_bytes(sel, 1) != 32 ||
@@ -323,11 +332,25 @@ static sj_status part_sound(sj_store *s, sqlite3_stmt *sel, const uint8_t *raw, 
     char why[SJ_STORE_WHY_MAX];
     const void *frame = sqlite3_column_blob(sel, 2);
     size_t frame_len = (size_t)sqlite3_column_bytes(sel, 2);
-    *sound = sj__store_inflate(s->dctx, s->cfg.max_artifact_bytes, frame, frame_len, (int64_t)len, got, why,
-                               sizeof why) == SJ_OK &&
+    *sound = sj__store_inflate(s->dctx, s->cfg.max_artifact_bytes, NULL, 0, frame, frame_len, (int64_t)len, got,
+                               why, sizeof why) == SJ_OK &&
              memcmp(got, raw, (size_t)len) == 0;
     sj_free(s->ctx, got);
     return SJ_OK;
+}
+
+sj_status sj__store_stored_keep(sj_store *s, sqlite3_stmt *sel, const uint8_t key[32], const uint8_t *raw,
+                               uint64_t len, const uint8_t digest[32], bool *found, bool *keep) {
+    *keep = false;
+    sqlite3_reset(sel);
+    sqlite3_bind_blob(sel, 1, key, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(sel);
+    *found = rc == SQLITE_ROW;
+    sj_status st = rc == SQLITE_ROW    ? stored_sound(s, sel, raw, len, digest, keep)
+                   : rc == SQLITE_DONE ? SJ_OK
+                                       : sj__store_sql_fail(s, "put: reading what is stored");
+    sqlite3_reset(sel);
+    return st;
 }
 
 /* The index of an earlier part of this put with part i's key, or -1. */
@@ -340,18 +363,12 @@ static int earlier_same_key(const sj_store_part *parts, int i) {
 static sj_status part_write(sj_store *s, sqlite3_stmt *sel, sqlite3_stmt *ins, const uint8_t *bytes,
                             const sj_store_part *parts, int i, const sj_store_packed_part *pp) {
     const sj_store_part *p = &parts[i];
-    sqlite3_reset(sel);
-    sqlite3_bind_blob(sel, 1, p->key, 32, SQLITE_STATIC);
-    int rc = sqlite3_step(sel);
-    bool keep = false;
-    sj_status st = rc == SQLITE_ROW    ? part_sound(s, sel, bytes + p->offset, p->len, pp->digest, &keep)
-                   : rc == SQLITE_DONE ? SJ_OK
-                                       : sj__store_sql_fail(s, "put: reading a part");
-    sqlite3_reset(sel);
+    bool found, keep;
+    sj_status st = sj__store_stored_keep(s, sel, p->key, bytes + p->offset, p->len, pp->digest, &found, &keep);
     if (st != SJ_OK || keep) return st;
     /* A part this put wrote already, with other bytes: equal keys must
      * mean equal bytes, or one of the two places would read back wrong. */
-    int j = rc == SQLITE_ROW ? earlier_same_key(parts, i) : -1;
+    int j = found ? earlier_same_key(parts, i) : -1;
     if (j >= 0)
         return sj_fail(s->ctx, SJ_E_INVALID_ARG,
                        "store put: parts %d and %d have the same key but different bytes (offset %llu, len %llu; "
@@ -447,16 +464,20 @@ static sj_status query_id(sj_store *s, const char *sql, int64_t id, const char *
 sj_status sj__store_stored_total(sj_store *s, int64_t *total) {
     return query_id(s,
                     "SELECT (SELECT coalesce(sum(stored_size), 0) FROM artifacts) + "
-                    "(SELECT coalesce(sum(stored_size), 0) FROM parts)",
+                    "(SELECT coalesce(sum(stored_size), 0) FROM parts) + "
+                    "(SELECT coalesce(sum(stored_size), 0) FROM bases)",
                     0, "summing the stored bytes", total);
 }
 
 sj_status sj__store_drop_row(sj_store *s, int64_t id, int64_t *freed) {
-    /* the row's blob and the parts no other row places */
+    /* the row's blob, the parts no other row places and the base no
+     * other row uses */
     static const char frees_sql[] =
         "SELECT a.stored_size + coalesce((SELECT sum(p.stored_size) FROM parts p "
         "WHERE p.key IN (SELECT part_key FROM artifact_parts WHERE artifact_id = a.id) "
         "AND NOT EXISTS (SELECT 1 FROM artifact_parts r WHERE r.part_key = p.key AND r.artifact_id <> a.id)), 0) "
+        "+ coalesce((SELECT b.stored_size FROM bases b WHERE b.key = a.base_key "
+        "AND NOT EXISTS (SELECT 1 FROM artifacts o WHERE o.base_key = a.base_key AND o.id <> a.id)), 0) "
         "FROM artifacts a WHERE a.id = ?1";
     int64_t f;
     SJ_TRY(query_id(s, frees_sql, id, "dropping a row", &f));
@@ -477,39 +498,34 @@ static sj_status part_row_read(sj_store *s, const uint8_t key[32], sj_store_part
         return sj__store_sql_fail(s, "get part");
     sqlite3_bind_blob(q, 1, key, 32, SQLITE_STATIC);
     int rc = sqlite3_step(q);
-    sj_status st = rc == SQLITE_ROW || rc == SQLITE_DONE ? SJ_OK : sj__store_sql_fail(s, "get part");
-    if (rc == SQLITE_ROW) {
-        r->found = true;
-        r->raw_size = sqlite3_column_int64(q, 0);
-        const void *digest = sqlite3_column_blob(q, 1);
-        r->digest_len = (size_t)sqlite3_column_bytes(q, 1);
-        if (r->digest_len == 32) memcpy(r->digest, digest, 32);
-        const void *frame = sqlite3_column_blob(q, 2);
-        r->frame_len = (size_t)sqlite3_column_bytes(q, 2);
-        st = copy_blob(s->ctx, frame, r->frame_len, &r->frame);
-    }
+    sj_status st = rc == SQLITE_ROW    ? sj__store_stored_copy(s->ctx, q, 0, r)
+                   : rc == SQLITE_DONE ? SJ_OK
+                                       : sj__store_sql_fail(s, "get part");
     sqlite3_finalize(q);
+    return st;
+}
+
+sj_status sj__store_stored_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const uint8_t key[32],
+                                 const sj_store_part_row *r, void **bytes, char *why, size_t why_len) {
+    if (r->raw_size < 0 || r->raw_size > cap) {
+        snprintf(why, why_len, "declared size %lld is outside [0, %lld]", (long long)r->raw_size, (long long)cap);
+        return SJ_E_CORRUPT;
+    }
+    uint8_t *dst = sj_alloc(ctx, r->raw_size ? (size_t)r->raw_size : 1);
+    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory reading %lld stored bytes", (long long)r->raw_size);
+    sj_status st = part_check_into(dctx, cap, key, r, (uint64_t)r->raw_size, dst, why, why_len);
+    if (st != SJ_OK) sj_free(ctx, dst);
+    else *bytes = dst;
     return st;
 }
 
 /* Checks and decompresses a parts row outside the lock; *bytes on SJ_OK. */
 static sj_status part_unpack(sj_store *s, const uint8_t key[32], const sj_store_part_row *r, void **bytes,
                              char *why, size_t why_len) {
-    int64_t cap = s->cfg.max_artifact_bytes;
-    if (r->raw_size < 0 || r->raw_size > cap) {
-        snprintf(why, why_len, "declared size %lld is outside [0, %lld]", (long long)r->raw_size, (long long)cap);
-        return SJ_E_CORRUPT;
-    }
-    uint8_t *dst = sj_alloc(s->ctx, (size_t)r->raw_size);
-    ZSTD_DCtx *d = dst ? sj__store_dctx_take(s) : NULL;
-    if (!d) {
-        sj_free(s->ctx, dst);
-        return sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a %lld-byte part", (long long)r->raw_size);
-    }
-    sj_status st = part_check_into(d, cap, key, r, (uint64_t)r->raw_size, dst, why, why_len);
+    ZSTD_DCtx *d = sj__store_dctx_take(s);
+    if (!d) return sj_fail(s->ctx, SJ_E_NOMEM, "store: out of memory reading a part");
+    sj_status st = sj__store_stored_unpack(s->ctx, d, s->cfg.max_artifact_bytes, key, r, bytes, why, why_len);
     sj__store_dctx_give(s, d);
-    if (st != SJ_OK) sj_free(s->ctx, dst);
-    else *bytes = dst;
     return st;
 }
 

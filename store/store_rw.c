@@ -81,8 +81,8 @@ sj_status sj__store_evict(sj_store *s, int64_t max_bytes, int64_t keep_id, int64
     return st;
 }
 
-/* Inside a write transaction: the row of `key` holds pk's digest and
- * inline blob now (inserted or overwritten in place); *id is its id. */
+/* Inside a write transaction: the row of `key` holds pk's digest, inline
+ * blob and base now (inserted or overwritten in place); *id is its id. */
 static sj_status row_write(sj_store *s, const sj_store_key *key, size_t len, const sj_store_packed *pk,
                            int64_t *id) {
     char gh[65], oh[65];
@@ -94,6 +94,7 @@ static sj_status row_write(sj_store *s, const sj_store_key *key, size_t len, con
     sqlite3_bind_blob(p, 12, pk->digest, 32, SQLITE_STATIC);
     sqlite3_bind_int64(p, 13, sj__store_now_ms());
     sqlite3_bind_blob64(p, 14, pk->frame, (sqlite3_uint64)pk->frame_len, SQLITE_STATIC);
+    if (pk->base.used) sqlite3_bind_blob(p, 15, pk->base.key, 32, SQLITE_STATIC);
     sj_status st = SJ_OK;
     if (sqlite3_step(p) != SQLITE_ROW) st = sj__store_sql_fail(s, "put");
     else *id = sqlite3_column_int64(p, 0);
@@ -103,11 +104,12 @@ static sj_status row_write(sj_store *s, const sj_store_key *key, size_t len, con
     return st;
 }
 
-/* Inside a write transaction: the parts, the row, its part list, then
- * eviction (never of the row just written; *evicted counts it). */
+/* Inside a write transaction: the base, the parts, the row, its part
+ * list, then eviction (never of the row just written; *evicted counts it). */
 static sj_status put_locked(sj_store *s, const sj_store_key *key, const uint8_t *bytes, size_t len,
                             const sj_store_part *parts, const sj_store_packed *pk, int64_t *evicted) {
     int64_t id = 0, freed = 0;
+    SJ_TRY(sj__store_base_write(s, &pk->base));
     SJ_TRY(sj__store_parts_write(s, bytes, parts, pk));
     SJ_TRY(row_write(s, key, len, pk, &id));
     SJ_TRY(sj__store_refs_replace(s, id, parts, pk->n_parts));
@@ -130,8 +132,8 @@ sj_status sj_store_put_parts(sj_store *s, const sj_store_key *key, const void *b
     char why[SJ_STORE_WHY_MAX];
     if (sj__store_parts_bad(parts, n_parts, len, why, sizeof why))
         return sj_fail(s->ctx, SJ_E_INVALID_ARG, "store put: %s", why);
-    /* Compress and hash before taking any lock: the slow part stays
-     * parallel. */
+    /* Compress and hash before taking any lock (finding the base takes
+     * s->mu for one query): the slow part stays parallel. */
     sj_store_packed pk;
     SJ_TRY(sj__store_pack(s, key, bytes, len, parts, n_parts, &pk));
 
@@ -320,10 +322,11 @@ sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out) {
     *out = s->counters;
     sqlite3_stmt *q;
     sj_status st = SJ_OK;
-    /* one statement, one snapshot; each part's bytes counted once */
+    /* one statement, one snapshot; each part's and base's bytes counted once */
     if (sqlite3_prepare_v2(s->db,
                            "SELECT count(*), coalesce(sum(stored_size),0) + "
-                           "(SELECT coalesce(sum(stored_size),0) FROM parts), coalesce(sum(raw_size),0) "
+                           "(SELECT coalesce(sum(stored_size),0) FROM parts) + "
+                           "(SELECT coalesce(sum(stored_size),0) FROM bases), coalesce(sum(raw_size),0) "
                            "FROM artifacts",
                            -1, &q, NULL) != SQLITE_OK) {
         st = sj__store_sql_fail(s, "stats");

@@ -21,32 +21,11 @@
 #include <unistd.h>
 
 #include "shapejit/store.h"
-#include "tests/test_util.h"
-
-static sj_ctx *ctx;
-static char dir[64];
-static char path[128];
+#include "tests/store_fixture.h"
 
 static int setup(void **state) {
     (void)state;
-    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
-    if (!scratch_dir_create(dir, sizeof dir, "test_store")) return -1;
-    snprintf(path, sizeof path, "%s/sub/dir/store.db", dir);
-    return 0;
-}
-static int teardown(void **state) {
-    (void)state;
-    remove_tree(dir);
-    sj_ctx_destroy(ctx);
-    return 0;
-}
-/* Each test starts from no store at all. */
-static int fresh(void **state) {
-    (void)state;
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s/sub", dir);
-    remove_tree(sub);
-    return 0;
+    return store_fixture_setup("test_store", "sub/dir/store.db");
 }
 
 static void sleep_ms(int ms) {
@@ -55,17 +34,9 @@ static void sleep_ms(int ms) {
 }
 
 static sj_store_key make_key(int graph, int64_t extent) {
-    sj_store_key k;
-    memset(&k, 0, sizeof k);
-    for (int i = 0; i < 32; i++) k.graph_hash[i] = (uint8_t)(graph * 31 + i);
-    k.extent = extent;
+    sj_store_key k = store_key(graph, extent);
     k.options_hash[0] = 7;
-    k.target_triple = "x86_64-pc-linux-gnu";
-    k.target_cpu = "znver3";
     k.target_features = "+avx2,+fma";
-    k.artifact_version = 1;
-    k.shapejit_version = "0.1.0";
-    k.compiler_version = "llvm-19.1.7";
     return k;
 }
 
@@ -78,17 +49,7 @@ static void fill(uint8_t *b, size_t n, unsigned seed) {
     }
 }
 
-static sj_store *open_store(int64_t max_bytes) {
-    sj_store_config cfg;
-    sj_store_config_init(&cfg);
-    cfg.path = path;
-    cfg.max_bytes = max_bytes;
-    cfg.touch_interval_ms = 0;
-    sj_store *s = NULL;
-    sj_status st = sj_store_open(ctx, &cfg, &s);
-    if (st != SJ_OK) fail_msg("open %s: %s", path, sj_ctx_last_error(ctx));
-    return s;
-}
+static sj_store *open_store(int64_t max_bytes) { return store_open_at(path, max_bytes); }
 
 static void put_n(sj_store *s, int graph, int64_t extent, size_t len) {
     uint8_t *b = malloc(len);
@@ -120,15 +81,6 @@ static sj_status try_get(sj_store *s, int graph, int64_t extent) {
     if (st == SJ_OK) sj_free(ctx, got);
     else assert_null(got);
     return st;
-}
-
-/* Runs SQL on the store file with a plain connection (tampering). */
-static void raw_sql(const char *sql) {
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    char *err = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail_msg("%s: %s", sql, err);
-    sqlite3_close(db);
 }
 
 static void test_put_get_restart_stats(void **state) {
@@ -220,27 +172,12 @@ static void expect_corrupt(sj_store *s, int graph, int64_t extent, const char *w
     if (!strstr(sj_ctx_last_error(ctx), why)) fail_msg("expected '%s' in '%s'", why, sj_ctx_last_error(ctx));
 }
 
-/* Flips one bit of byte `at` of the blob of the row at `extent`. */
-static void flip_byte(int64_t extent, int at) {
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, "SELECT blob FROM artifacts WHERE extent = ?1", -1, &q, NULL), SQLITE_OK);
-    sqlite3_bind_int64(q, 1, extent);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int n = sqlite3_column_bytes(q, 0);
-    assert_true(at < n);
-    uint8_t *b = malloc((size_t)n);
-    memcpy(b, sqlite3_column_blob(q, 0), (size_t)n);
-    sqlite3_finalize(q);
-    b[at] ^= 0x10;
-    assert_int_equal(sqlite3_prepare_v2(db, "UPDATE artifacts SET blob = ?1 WHERE extent = ?2", -1, &q, NULL), SQLITE_OK);
-    sqlite3_bind_blob(q, 1, b, n, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, extent);
-    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    free(b);
+/* Flips one bit of the middle byte of the blob of the row at `extent`
+ * (a row compressed against its base has a blob of some 20 bytes). */
+static void flip_byte(int64_t extent) {
+    char where[64];
+    snprintf(where, sizeof where, "extent = %lld", (long long)extent);
+    flip_blob("artifacts", where);
 }
 
 static void test_corruption_is_a_miss(void **state) {
@@ -252,14 +189,16 @@ static void test_corruption_is_a_miss(void **state) {
     put_n(s, 1, 64, 5000);
     put_n(s, 1, 128, 5000);
     /* a flipped byte in the middle of the frame */
-    flip_byte(8, 40);
+    flip_byte(8);
     expect_corrupt(s, 1, 8, "corrupt");
     /* truncated */
     raw_sql("UPDATE artifacts SET blob = substr(blob, 1, length(blob) - 7) WHERE extent = 16");
     expect_corrupt(s, 1, 16, "truncated");
-    /* blob, digest and size swapped in from another key's row */
-    raw_sql("UPDATE artifacts SET (blob, digest, raw_size, stored_size) = "
-            "(SELECT blob, digest, raw_size, stored_size FROM artifacts WHERE extent = 64) WHERE extent = 32");
+    /* blob (with the base it was compressed against), digest and size
+     * swapped in from another key's row */
+    raw_sql("UPDATE artifacts SET (blob, base_key, digest, raw_size, stored_size) = "
+            "(SELECT blob, base_key, digest, raw_size, stored_size FROM artifacts WHERE extent = 64) "
+            "WHERE extent = 32");
     expect_corrupt(s, 1, 32, "BLAKE3");
     /* the digest alone changed */
     raw_sql("UPDATE artifacts SET digest = zeroblob(32) WHERE extent = 64");
@@ -439,8 +378,8 @@ static void test_schema_versions(void **state) {
         {"INSERT INTO sj_schema VALUES(1), (1)", "has 3 version rows"},
     };
     for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
-        /* 2: the version this shapejit writes (store/store_impl.h) */
-        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(2)");
+        /* 3: the version this shapejit writes (store/store_impl.h) */
+        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(3)");
         raw_sql(damaged[i].sql);
         s = (sj_store *)&cfg;
         assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_CORRUPT);
@@ -448,7 +387,7 @@ static void test_schema_versions(void **state) {
         assert_error_contains(ctx, path);
         assert_error_contains(ctx, damaged[i].message);
         assert_error_contains(ctx, "refusing to touch it");
-        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(2)");
+        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(3)");
         s = open_store(0);
         expect_get(s, 1, 8, 10); /* the row is still there */
         sj_store_close(s);
@@ -477,7 +416,7 @@ static void test_eviction_by_last_use(void **state) {
     assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
     int64_t row = st.stored_bytes;
     sj_store_close(s);
-    fresh(NULL);
+    store_fixture_fresh(NULL);
     s = open_store(row * 7 / 2);
     put_n(s, 1, 1, 2000);
     sleep_ms(3);
@@ -869,19 +808,19 @@ static void test_sigkill_writers(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_put_get_restart_stats, fresh),
-        cmocka_unit_test_setup(test_files_and_wal, fresh),
-        cmocka_unit_test_setup(test_corruption_is_a_miss, fresh),
-        cmocka_unit_test_setup(test_artifact_cap, fresh),
-        cmocka_unit_test_setup(test_refused_files, fresh),
-        cmocka_unit_test_setup(test_schema_versions, fresh),
-        cmocka_unit_test_setup(test_eviction_by_last_use, fresh),
-        cmocka_unit_test_setup(test_ls_rm_export_import_explain, fresh),
-        cmocka_unit_test_setup(test_export_refuses_special_files, fresh),
-        cmocka_unit_test_setup(test_gets_decompress_in_parallel, fresh),
-        cmocka_unit_test_setup(test_symlinked_folders, fresh),
-        cmocka_unit_test_setup(test_concurrent_processes, fresh),
-        cmocka_unit_test_setup(test_sigkill_writers, fresh),
+        cmocka_unit_test_setup(test_put_get_restart_stats, store_fixture_fresh),
+        cmocka_unit_test_setup(test_files_and_wal, store_fixture_fresh),
+        cmocka_unit_test_setup(test_corruption_is_a_miss, store_fixture_fresh),
+        cmocka_unit_test_setup(test_artifact_cap, store_fixture_fresh),
+        cmocka_unit_test_setup(test_refused_files, store_fixture_fresh),
+        cmocka_unit_test_setup(test_schema_versions, store_fixture_fresh),
+        cmocka_unit_test_setup(test_eviction_by_last_use, store_fixture_fresh),
+        cmocka_unit_test_setup(test_ls_rm_export_import_explain, store_fixture_fresh),
+        cmocka_unit_test_setup(test_export_refuses_special_files, store_fixture_fresh),
+        cmocka_unit_test_setup(test_gets_decompress_in_parallel, store_fixture_fresh),
+        cmocka_unit_test_setup(test_symlinked_folders, store_fixture_fresh),
+        cmocka_unit_test_setup(test_concurrent_processes, store_fixture_fresh),
+        cmocka_unit_test_setup(test_sigkill_writers, store_fixture_fresh),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, store_fixture_teardown);
 }

@@ -20,58 +20,13 @@
 #include <unistd.h>
 
 #include "shapejit/store.h"
-#include "tests/test_util.h"
-
-static sj_ctx *ctx;
-static char dir[64];
-static char path[128];
+#include "tests/store_fixture.h"
 
 static int setup(void **state) {
     (void)state;
-    if (sj_ctx_create(NULL, &ctx) != SJ_OK) return -1;
-    if (!scratch_dir_create(dir, sizeof dir, "test_store_parts")) return -1;
-    snprintf(path, sizeof path, "%s/s/store.db", dir);
-    return 0;
+    return store_fixture_setup("test_store_parts", "s/store.db");
 }
-static int teardown(void **state) {
-    (void)state;
-    remove_tree(dir);
-    sj_ctx_destroy(ctx);
-    return 0;
-}
-/* Each test starts from no store at all. */
-static int fresh(void **state) {
-    (void)state;
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s/s", dir);
-    remove_tree(sub);
-    return 0;
-}
-
-static sj_store_key make_key(int graph, int64_t extent) {
-    sj_store_key k;
-    memset(&k, 0, sizeof k);
-    for (int i = 0; i < 32; i++) k.graph_hash[i] = (uint8_t)(graph * 31 + i);
-    k.extent = extent;
-    k.target_triple = "x86_64-pc-linux-gnu";
-    k.target_cpu = "znver3";
-    k.artifact_version = 1;
-    k.shapejit_version = "0.1.0";
-    k.compiler_version = "llvm-19.1.7";
-    return k;
-}
-
-static sj_store *open_path(const char *p, int64_t max_bytes) {
-    sj_store_config cfg;
-    sj_store_config_init(&cfg);
-    cfg.path = p;
-    cfg.max_bytes = max_bytes;
-    cfg.touch_interval_ms = 0;
-    sj_store *s = NULL;
-    if (sj_store_open(ctx, &cfg, &s) != SJ_OK) fail_msg("open %s: %s", p, sj_ctx_last_error(ctx));
-    return s;
-}
-static sj_store *open_store(int64_t max_bytes) { return open_path(path, max_bytes); }
+static sj_store *open_store(int64_t max_bytes) { return store_open_at(path, max_bytes); }
 
 /* --- artifacts made of kernels --- */
 
@@ -115,13 +70,13 @@ static void make_art(art *a, int graph, const int *kernels, int n) {
 }
 
 static void put_art(sj_store *s, int graph, int64_t extent, const art *a) {
-    sj_store_key k = make_key(graph, extent);
+    sj_store_key k = store_key(graph, extent);
     sj_status st = sj_store_put_parts(s, &k, a->bytes, a->len, a->parts, a->n_parts);
     if (st != SJ_OK) fail_msg("put %d/%lld: %s", graph, (long long)extent, sj_ctx_last_error(ctx));
 }
 
 static void expect_art(sj_store *s, int graph, int64_t extent, const art *a) {
-    sj_store_key k = make_key(graph, extent);
+    sj_store_key k = store_key(graph, extent);
     void *got;
     size_t n;
     sj_status st = sj_store_get(s, &k, &got, &n);
@@ -132,7 +87,7 @@ static void expect_art(sj_store *s, int graph, int64_t extent, const art *a) {
 }
 
 static sj_status try_get(sj_store *s, int graph, int64_t extent) {
-    sj_store_key k = make_key(graph, extent);
+    sj_store_key k = store_key(graph, extent);
     void *got = (void *)&got;
     size_t n;
     sj_status st = sj_store_get(s, &k, &got, &n);
@@ -143,17 +98,6 @@ static sj_status try_get(sj_store *s, int graph, int64_t extent) {
 
 /* --- the file, read and changed with plain SQLite --- */
 
-static int64_t count_sql(const char *db_path, const char *sql) {
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return n;
-}
 static int64_t n_parts_in(const char *db_path) { return count_sql(db_path, "SELECT count(*) FROM parts"); }
 
 /* Runs sql on the store file with ?1 bound to the part key of kernel id. */
@@ -171,35 +115,20 @@ static void part_sql(int id, const char *sql) {
     sqlite3_close(db);
 }
 
-/* Flips one bit in the middle of kernel id's stored frame. */
-static void damage_part(int id) {
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    uint8_t key[32];
-    kernel_key(id, key);
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, "SELECT blob FROM parts WHERE key = ?1", -1, &q, NULL), SQLITE_OK);
-    sqlite3_bind_blob(q, 1, key, 32, SQLITE_STATIC);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int n = sqlite3_column_bytes(q, 0);
-    uint8_t *b = malloc((size_t)n);
-    memcpy(b, sqlite3_column_blob(q, 0), (size_t)n);
-    sqlite3_finalize(q);
-    b[n / 2] ^= 0x10;
-    assert_int_equal(sqlite3_prepare_v2(db, "UPDATE parts SET blob = ?1 WHERE key = ?2", -1, &q, NULL), SQLITE_OK);
-    sqlite3_bind_blob(q, 1, b, n, SQLITE_STATIC);
-    sqlite3_bind_blob(q, 2, key, 32, SQLITE_STATIC);
-    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    free(b);
-}
-
 static void kernel_hex(int id, char hex[65]) {
     uint8_t key[32];
     kernel_key(id, key);
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", key[i]);
 }
+
+/* Flips one bit in the middle of kernel id's stored frame. */
+static void damage_part(int id) {
+    char hex[65], where[80];
+    kernel_hex(id, hex);
+    snprintf(where, sizeof where, "key = x'%s'", hex);
+    flip_blob("parts", where);
+}
+
 
 /* --- tests --- */
 
@@ -232,7 +161,7 @@ static void test_shared_part_kept_once(void **state) {
     assert_int_equal(sj_store_open(ctx, &cfg, &whole), SJ_OK);
     const art *arts[] = {&a, &b, &c};
     for (int i = 0; i < 3; i++) {
-        sj_store_key k = make_key(i + 1, 8);
+        sj_store_key k = store_key(i + 1, 8);
         assert_int_equal(sj_store_put(whole, &k, arts[i]->bytes, arts[i]->len), SJ_OK);
     }
     sj_store_stats ws;
@@ -242,7 +171,7 @@ static void test_shared_part_kept_once(void **state) {
                  (long long)ws.stored_bytes, KERNEL_BYTES(1));
     sj_store_close(whole);
     /* a row put again without parts lets its own parts go */
-    sj_store_key k = make_key(2, 8);
+    sj_store_key k = store_key(2, 8);
     assert_int_equal(sj_store_put(s, &k, b.bytes, b.len), SJ_OK);
     expect_art(s, 2, 8, &b);
     assert_int_equal(n_parts_in(path), 2); /* kernel 3 went, 1 stays for row 1 */
@@ -252,18 +181,6 @@ static void test_shared_part_kept_once(void **state) {
     put_art(s, 1, 8, &a);
     expect_art(s, 1, 8, &a);
     sj_store_close(s);
-}
-
-typedef struct problems {
-    int n;
-    int graphs[8];
-    char why[8][400];
-} problems;
-static void problem(void *user, const sj_store_entry *e, const char *why) {
-    problems *p = user;
-    assert_true(p->n < 8);
-    p->graphs[p->n] = e->key.graph_hash[0] / 31;
-    snprintf(p->why[p->n++], sizeof p->why[0], "%s", why);
 }
 
 static void test_damaged_part_repaired_by_one_put(void **state) {
@@ -362,7 +279,7 @@ static void test_parts_go_with_their_last_row(void **state) {
     put_art(s, 2, 8, &b);
     assert_int_equal(n_parts_in(path), 3);
     /* rm: a's own part goes, the shared one stays for b */
-    sj_store_key k = make_key(1, 8);
+    sj_store_key k = store_key(1, 8);
     int64_t removed;
     assert_int_equal(sj_store_rm(s, &k, &removed), SJ_OK);
     assert_int_equal(removed, 1);
@@ -431,7 +348,7 @@ static void test_export_import_keeps_sharing(void **state) {
     assert_int_equal(sj_store_stats_get(s, &st), SJ_OK);
     sj_store_close(s);
 
-    sj_store *t = open_path(other, 0);
+    sj_store *t = store_open_at(other, 0);
     assert_int_equal(sj_store_import(t, exp, &imported, &rejected), SJ_OK);
     assert_int_equal(imported, 3);
     assert_int_equal(rejected, 0);
@@ -448,7 +365,7 @@ static void test_export_import_keeps_sharing(void **state) {
     /* A record whose part runs past its bytes is rejected naming it; the
      * others are imported. Row 1's record comes first: magic, "SJR2", the
      * key, raw size and digest, the part count, then its first part. */
-    sj_store_key k = make_key(1, 8);
+    sj_store_key k = store_key(1, 8);
     long at = 8 + 4 + 32 + 8 + 32 + 4 + 8 + 32 + 4;
     const char *strs[] = {k.target_triple, k.target_cpu, "", k.shapejit_version, k.compiler_version};
     for (int i = 0; i < 5; i++) at += 4 + (long)strlen(strs[i]);
@@ -459,7 +376,7 @@ static void test_export_import_keeps_sharing(void **state) {
     assert_int_equal(fwrite(far, 1, 8, f), 8);
     fclose(f);
     remove_sqlite_files(other);
-    t = open_path(other, 0);
+    t = store_open_at(other, 0);
     problems p = {0};
     assert_int_equal(sj_store_import_report(t, exp, problem, &p, &imported, &rejected), SJ_OK);
     assert_int_equal(imported, 2);
@@ -531,7 +448,7 @@ static void test_bad_part_lists_refused(void **state) {
     static art a;
     make_art(&a, 1, (int[]){1, 2}, 2);
     sj_store *s = open_store(0);
-    sj_store_key k = make_key(1, 8);
+    sj_store_key k = store_key(1, 8);
     const sj_store_part p0 = a.parts[0], p1 = a.parts[1];
     sj_store_part dup = p1;
     memcpy(dup.key, p0.key, 32);
@@ -580,77 +497,41 @@ static void test_bad_part_lists_refused(void **state) {
 /* --- one process reads while another removes and puts rows --- */
 
 #define READ_ROWS 3
+static art reader_arts[READ_ROWS];
 
-static void fill_reader_arts(art *arts) {
-    for (int g = 0; g < READ_ROWS; g++) make_art(&arts[g], g + 1, (int[]){1, 2 + g, 5}, 3);
+static sj_status put_reader_arts(sj_store *s) {
+    sj_status st = SJ_OK;
+    for (int g = 0; st == SJ_OK && g < READ_ROWS; g++) {
+        sj_store_key k = store_key(g + 1, 8);
+        const art *a = &reader_arts[g];
+        st = sj_store_put_parts(s, &k, a->bytes, a->len, a->parts, a->n_parts);
+    }
+    return st;
 }
 
-/* The child: removes every row (rm, or gc to nothing) and puts them back,
- * `rounds` times. Exits 0, or 1 on a failure it names on stderr. */
-static void churn(int rounds, const art *arts) {
-    sj_ctx *c;
-    if (sj_ctx_create(NULL, &c) != SJ_OK) _exit(2);
-    sj_store_config cfg;
-    sj_store_config_init(&cfg);
-    cfg.path = path;
-    sj_store *s;
-    if (sj_store_open(c, &cfg, &s) != SJ_OK) _exit(3);
-    for (int i = 0; i < rounds; i++) {
-        sj_status st = SJ_OK;
-        sj_store_gc_result r;
-        if (i % 2) st = sj_store_gc(s, 0, i % 4 == 1, &r);
-        for (int g = 0; st == SJ_OK && g < READ_ROWS && i % 2 == 0; g++) {
-            sj_store_key k = make_key(g + 1, 8);
-            st = sj_store_rm(s, &k, NULL);
-        }
-        for (int g = 0; st == SJ_OK && g < READ_ROWS; g++) {
-            sj_store_key k = make_key(g + 1, 8);
-            st = sj_store_put_parts(s, &k, arts[g].bytes, arts[g].len, arts[g].parts, arts[g].n_parts);
-        }
-        if (st != SJ_OK) {
-            fprintf(stderr, "churn round %d: %s\n", i, sj_ctx_last_error(c));
-            _exit(1);
-        }
-    }
-    sj_store_close(s);
-    sj_ctx_destroy(c);
-    _exit(0);
+static bool read_art(sj_store *s, int i) {
+    int g = i % READ_ROWS;
+    sj_store_key k = store_key(g + 1, 8);
+    void *got = NULL;
+    size_t n = 0;
+    sj_status st = sj_store_get(s, &k, &got, &n);
+    /* one snapshot per get: never a row whose parts are half gone */
+    if (st != SJ_OK && st != SJ_E_NOT_FOUND) fail_msg("read %d: %s (%d)", i, sj_ctx_last_error(ctx), (int)st);
+    if (st == SJ_OK && (n != reader_arts[g].len || memcmp(got, reader_arts[g].bytes, n) != 0))
+        fail_msg("read %d: wrong bytes", i);
+    sj_free(ctx, got);
+    return st == SJ_OK;
 }
 
 static void test_reads_while_another_process_removes(void **state) {
     (void)state;
-    static art arts[READ_ROWS];
-    fill_reader_arts(arts);
+    for (int g = 0; g < READ_ROWS; g++) make_art(&reader_arts[g], g + 1, (int[]){1, 2 + g, 5}, 3);
     sj_store *s = open_store(0);
-    for (int g = 0; g < READ_ROWS; g++) put_art(s, g + 1, 8, &arts[g]);
-    pid_t kid = fork();
-    assert_true(kid >= 0);
-    if (kid == 0) churn(150, arts);
-    int64_t hits = 0, misses = 0;
-    int ws = 0;
-    bool done = false;
-    /* read until the child is done, at most a generous number of times */
-    for (int i = 0; i < 200000 && !done; i++) {
-        int g = i % READ_ROWS;
-        sj_store_key k = make_key(g + 1, 8);
-        void *got = NULL;
-        size_t n = 0;
-        sj_status st = sj_store_get(s, &k, &got, &n);
-        if (st == SJ_OK) {
-            if (n != arts[g].len || memcmp(got, arts[g].bytes, n) != 0) fail_msg("read %d: wrong bytes", i);
-            sj_free(ctx, got);
-            hits++;
-        } else if (st == SJ_E_NOT_FOUND) {
-            misses++;
-        } else {
-            /* one snapshot per get: never a row whose parts are half gone */
-            fail_msg("read %d: %s (%d)", i, sj_ctx_last_error(ctx), (int)st);
-        }
-        if (i % 64 == 0) done = waitpid(kid, &ws, WNOHANG) == kid;
-    }
-    if (!done) assert_int_equal(waitpid(kid, &ws, 0), kid);
-    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) fail_msg("the churning process ended with status %d", ws);
-    assert_true(hits + misses > 0);
+    assert_int_equal(put_reader_arts(s), SJ_OK);
+    sj_store_key keys[READ_ROWS];
+    for (int g = 0; g < READ_ROWS; g++) keys[g] = store_key(g + 1, 8);
+    pid_t kid = store_churn(150, true, keys, READ_ROWS, put_reader_arts);
+    assert_true(store_read_while(s, &kid, 1, 200000, read_art) > 0);
     int64_t checked, bad;
     assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
     assert_int_equal(checked, READ_ROWS);
@@ -661,14 +542,14 @@ static void test_reads_while_another_process_removes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_shared_part_kept_once, fresh),
-        cmocka_unit_test_setup(test_damaged_part_repaired_by_one_put, fresh),
-        cmocka_unit_test_setup(test_missing_part, fresh),
-        cmocka_unit_test_setup(test_parts_go_with_their_last_row, fresh),
-        cmocka_unit_test_setup(test_export_import_keeps_sharing, fresh),
-        cmocka_unit_test_setup(test_get_part, fresh),
-        cmocka_unit_test_setup(test_bad_part_lists_refused, fresh),
-        cmocka_unit_test_setup(test_reads_while_another_process_removes, fresh),
+        cmocka_unit_test_setup(test_shared_part_kept_once, store_fixture_fresh),
+        cmocka_unit_test_setup(test_damaged_part_repaired_by_one_put, store_fixture_fresh),
+        cmocka_unit_test_setup(test_missing_part, store_fixture_fresh),
+        cmocka_unit_test_setup(test_parts_go_with_their_last_row, store_fixture_fresh),
+        cmocka_unit_test_setup(test_export_import_keeps_sharing, store_fixture_fresh),
+        cmocka_unit_test_setup(test_get_part, store_fixture_fresh),
+        cmocka_unit_test_setup(test_bad_part_lists_refused, store_fixture_fresh),
+        cmocka_unit_test_setup(test_reads_while_another_process_removes, store_fixture_fresh),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, store_fixture_teardown);
 }

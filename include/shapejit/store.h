@@ -30,6 +30,17 @@
  * splices the parts back in and checks the whole as above, so a damaged
  * part is a miss for every row holding it, and the next put of any of
  * those rows repairs it for all of them.
+ * What a row holds besides its parts (a launch plan: much the same in
+ * every bucket of a graph, differing in extents and strides) is
+ * compressed against a base, inside put and get (nothing to call): those
+ * bytes of an earlier row of the graph (every key component equal but
+ * the extent), kept once like a part and checked by a digest whenever
+ * read. The first row of a graph (or one of another shape than its stored
+ * bases) makes its own bytes a base; the next ones are a fraction of their
+ * size (a BERT ladder's ten plans: 68 KB alone, 22 KB with two bases).
+ * A damaged or missing base is a miss for every row using it; a put of
+ * the bytes it was made of repairs it, any other put writes a fresh base,
+ * and it goes with the last row using it.
  *
  * Several threads may share one sj_store (calls are serialised inside), and
  * several processes may open the same file. The store belongs to the
@@ -84,10 +95,11 @@ typedef struct sj_store_config {
     size_t size;
     /* The database file. NULL = keep everything in memory (nothing persists). */
     const char *path;
-    /* Bound on the stored (compressed) bytes, each shared part counted
-     * once; above it the least recently used rows are evicted after a put
-     * (never the row just written, even when it alone is larger), and the
-     * parts no row holds any more with them. 0 = unbounded. */
+    /* Bound on the stored (compressed) bytes, each shared part and base
+     * counted once; above it the least recently used rows are evicted
+     * after a put (never the row just written, even when it alone is
+     * larger), and the parts and bases no row holds any more with them.
+     * 0 = unbounded. */
     int64_t max_bytes;
     /* Largest artifact accepted by put and produced by get (a frame that
      * claims more is corrupt). Default 1 GiB. */
@@ -156,11 +168,12 @@ SJ_API sj_status sj_store_put_parts(sj_store *s, const sj_store_key *key, const 
                                     const sj_store_part *parts, int n_parts);
 /* On SJ_OK *bytes (allocated with sj_alloc on the store's context; caller
  * frees with sj_free) holds the verified artifact: exactly the bytes put,
- * parts spliced back in. The row and its parts are read in one snapshot,
- * so another process's put, rm or gc never shows a half-removed row.
- * SJ_E_NOT_FOUND: no row. SJ_E_CORRUPT: a row whose blob or one of whose
- * parts failed a check, or a part missing (counted; message says which
- * check, naming a part by its key in hex). Both are misses. */
+ * parts spliced back in. The row, its parts and its base are read in one
+ * snapshot, so another process's put, rm or gc never shows a half-removed
+ * row. SJ_E_NOT_FOUND: no row. SJ_E_CORRUPT: a row whose blob, base or
+ * one of whose parts failed a check, or a part or the base missing
+ * (counted; message says which check, naming a part or base by its key in
+ * hex). Both are misses. */
 SJ_API sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len);
 /* One part's bytes by its key (*bytes sj_alloc'ed, free with sj_free): for
  * a compiler that reuses a kernel another artifact already holds.
@@ -173,13 +186,14 @@ typedef struct sj_store_stats {
     uint64_t hits, misses, corrupt, puts, evictions;
     uint64_t bytes_read, bytes_written; /* raw artifact bytes */
     /* The file's contents now: stored_bytes counts the rows' blobs and
-     * each part once; raw_bytes the rows' whole artifacts. */
+     * each part and base once; raw_bytes the rows' whole artifacts. */
     int64_t entries, stored_bytes, raw_bytes;
 } sj_store_stats;
 SJ_API sj_status sj_store_stats_get(sj_store *s, sj_store_stats *out);
 
 /* A row as listed: key strings borrowed for the duration of the callback.
- * stored_bytes is the row's own blob, without the parts it shares. */
+ * stored_bytes is the row's own blob, without the parts and base it
+ * shares. */
 typedef struct sj_store_entry {
     sj_store_key key;
     int64_t raw_bytes, stored_bytes;
@@ -192,9 +206,10 @@ typedef int (*sj_store_visit_fn)(void *user, const sj_store_entry *e);
 /* Rows ordered by graph hash, extent. */
 SJ_API sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
 
-/* Decompresses and hash-checks every row with its parts; `bad` (may be
- * NULL) hears of each corrupt one with the reason (a damaged or missing
- * part: every row holding it, the part's key in hex). *n_bad counts them. */
+/* Decompresses and hash-checks every row with its parts and base; `bad`
+ * (may be NULL) hears of each corrupt one with the reason (a damaged or
+ * missing part or base: every row holding it, its key in hex). *n_bad
+ * counts them. */
 typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const char *why);
 SJ_API sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
                                  int64_t *n_bad);
@@ -212,8 +227,8 @@ typedef struct sj_store_gc_result {
 } sj_store_gc_result;
 /* Removes corrupt rows (when remove_corrupt) then evicts least recently
  * used rows until the stored bytes are <= max_bytes (< 0: no eviction).
- * Here and in rm, a part goes with the last row holding it (a damaged
- * one with the corrupt rows); bytes_freed counts the parts too. */
+ * Here and in rm, a part or base goes with the last row holding it (a
+ * damaged one with the corrupt rows); bytes_freed counts them too. */
 SJ_API sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_store_gc_result *out);
 
 /* Removes the rows whose graph hash (hex) starts with `hex_prefix` (1..64
@@ -223,10 +238,11 @@ SJ_API sj_status sj_store_rm(sj_store *s, const sj_store_key *key, int64_t *remo
 
 /* Writes every row whose graph hash starts with hex_prefix (NULL = all) to
  * `path` (temp file + rename; no partial file on failure), each with its
- * part list, so an import keeps the parts shared; a row with parts that
- * fails its check is left out. Import checks each record as get does and
- * skips (counts) the corrupt ones and those whose part list a put would
- * refuse; it reads exports written before parts existed too. */
+ * part list, so an import keeps the parts shared (and makes its own
+ * bases); a row with parts or a base that fails its check is left out.
+ * Import checks each record as get does and skips (counts) the corrupt
+ * ones and those whose part list a put would refuse; it reads exports
+ * written before parts existed too. */
 SJ_API sj_status sj_store_export(sj_store *s, const char *path, const char *hex_prefix, int64_t *n_written);
 SJ_API sj_status sj_store_import(sj_store *s, const char *path, int64_t *n_imported, int64_t *n_rejected);
 /* sj_store_import that tells `bad` (may be NULL) why each rejected record
