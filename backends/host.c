@@ -205,6 +205,7 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     sj_host_device_config_init(&dcfg);
     dcfg.policy = cfg->policy;
     dcfg.threads = cfg->threads;
+    dcfg.weight_dir = cfg->weight_dir;
     for (int i = 0; st == SJ_OK && i < cfg->devices; i++) {
         st = sj_host_device_create_config(ctx, &dcfg, &hc->devices[i]);
         if (st == SJ_OK) hc->n_devices++;
@@ -334,6 +335,7 @@ sj_status sj__backend_host_open(sj_ctx *ctx, const sj__backend_params *p, sj__ba
     hcfg.options.precision = p->precision;
     hcfg.tune = p->tune;
     hcfg.tune_budget_ms = p->tune_budget_ms;
+    hcfg.weight_dir = p->weight_dir;
     sj_host_compiler *hc;
     sj_status st = sj_host_compiler_create(ctx, &hcfg, &hc);
     if (st != SJ_OK) {

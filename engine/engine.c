@@ -16,6 +16,7 @@ void sj_engine_config_init(sj_engine_config *cfg) {
     sj_model_options_init(&cfg->model);
     cfg->remote_lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
     cfg->tune_budget_ms = 200;
+    cfg->weight_files = true;
 }
 
 sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
