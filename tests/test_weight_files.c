@@ -34,7 +34,13 @@ static int files_in(const char *dir, char *first, size_t cap) {
     int n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
-        if (n++ == 0 && first) snprintf(first, cap, "%s/%s", dir, e->d_name);
+        size_t dl = strlen(dir), nl = strlen(e->d_name);
+        if (n++ == 0 && first) {
+            assert_true(dl + 1 + nl < cap);
+            memcpy(first, dir, dl);
+            first[dl] = '/';
+            memcpy(first + dl + 1, e->d_name, nl + 1);
+        }
     }
     closedir(d);
     return n;
