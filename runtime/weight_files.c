@@ -103,11 +103,25 @@ static bool write_all(int fd, const void *buf, size_t n) {
     return true;
 }
 
+/* Whether the mode bits of path's folder grant a write: a store made
+ * read-only (chmod a-w) stays unwritten even by root, whom the kernel lets
+ * write anyway, as the store itself honours them (store/store_open.c). */
+static bool folder_writable(const char *path) {
+    char parent[4096];
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 0 && path[n - 1] != '/') n--;
+    if (n == 0) snprintf(parent, sizeof parent, ".");
+    else snprintf(parent, sizeof parent, "%.*s", (int)n, path);
+    struct stat sb;
+    return stat(parent, &sb) == 0 && (sb.st_mode & 0222);
+}
+
 bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], const void *buf,
                          size_t bytes) {
     char path[4096], tmp[4096 + 16];
-    if (!file_path(dir, key, path, sizeof path)) return false;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return false;
+    if (!file_path(dir, key, path, sizeof path) || !folder_writable(dir)) return false;
+    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || !folder_writable(path)) return false;
     snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return false;
