@@ -325,6 +325,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->optimise_ms = s.stages.optimise_ms;
     out->codegen_ms = s.stages.codegen_ms;
     out->load_ms = s.stages.load_ms;
+    out->objects_compiled = s.stages.objects_compiled;
+    out->objects_found = s.stages.objects_found;
     out->hash_ms = s.hash_ms;
     out->digests_from_store = s.digests_from_store;
     out->device_resets = e->backend.resets ? e->backend.resets(e->backend.owner) : 0;

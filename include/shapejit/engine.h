@@ -345,6 +345,10 @@ typedef struct sj_engine_stats {
      * hashed them) instead of from reading every weight byte. */
     double hash_ms;
     bool digests_from_store;
+    /* Of this engine's compiles, kernel objects compiled, and those taken
+     * from the store instead: compiled before, for another bucket or
+     * another model, for this target and these options. */
+    uint64_t objects_compiled, objects_found;
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 
