@@ -32,6 +32,7 @@ typedef struct sj__backend_params {
     const char *arch;     /* cuda: "sm_80", "sm_90" */
     const char *cuda_driver;
     bool store_only;      /* fill a store: no device is needed */
+    const char *weight_dir; /* host: derived weights kept as files there */
 } sj__backend_params;
 
 /* The options a backend takes beyond workers and precision; an option set

@@ -5,6 +5,7 @@
 #include "backends/artifact_exe.h"
 #include "backends/backend_registry.h"
 #include "backends/host_tune.h"
+#include "backends/kernel_objects.h"
 #include "core/clock.h"
 #include "core/core_impl.h"
 #include "core/hash.h"
@@ -43,6 +44,7 @@ struct sj_host_compiler {
     uint8_t fallback_options[SJ_HOST_MAX_LEVELS][HOST_OPTIONS_BYTES];
     /* sj_compile_stages totals (ns), summed by concurrent compiles and loads. */
     _Atomic uint64_t kernels, launches, lower_ns, emit_ns, optimise_ns, codegen_ns, load_ns;
+    _Atomic uint64_t objects_compiled, objects_found;
 };
 
 void sj_host_compiler_config_init(sj_host_compiler_config *cfg) {
@@ -205,6 +207,7 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     sj_host_device_config_init(&dcfg);
     dcfg.policy = cfg->policy;
     dcfg.threads = cfg->threads;
+    dcfg.weight_dir = cfg->weight_dir;
     for (int i = 0; st == SJ_OK && i < cfg->devices; i++) {
         st = sj_host_device_create_config(ctx, &dcfg, &hc->devices[i]);
         if (st == SJ_OK) hc->n_devices++;
@@ -220,25 +223,62 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     return SJ_OK;
 }
 
-static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
-                             size_t *len) {
+/* The cache's find, asked by kernel symbol through the object names. */
+typedef struct object_finder {
+    sj_compiler table;
+    int64_t extent;
+    sj_status (*find)(void *user, const uint8_t name[32], void **bytes, size_t *len);
+    void *user;
+} object_finder;
+
+static sj_status find_object(void *user, const char *symbol, void **bytes, size_t *len) {
+    object_finder *f = user;
+    uint8_t name[32];
+    sj__kernel_object_name(&f->table, symbol, f->extent, name);
+    return f->find(f->user, name, bytes, len);
+}
+
+static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent,
+                                   sj_status (*find)(void *user, const uint8_t name[32], void **bytes,
+                                                     size_t *len),
+                                   void *user, void **artifact, size_t *len) {
     sj_host_compiler *hc = self;
     sj_artifact *a;
+    object_finder finder = {.extent = extent, .find = find, .user = user};
+    sj_host_compiler_table(hc, &finder.table);
+    sj_kernel_objects objects = {&finder, find_object};
+    sj_compile_options o = hc->options;
+    o.objects = find ? &objects : NULL;
     if (hc->tune)
         SJ_TRY(sj__host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
     else
-        SJ_TRY(sj_compile(g, extent, &hc->options, &a));
+        SJ_TRY(sj_compile(g, extent, &o, &a));
     atomic_fetch_add_explicit(&hc->kernels, (uint64_t)a->plan.n_kernels, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->launches, (uint64_t)a->plan.n_launches, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->lower_ns, a->times.lower_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->emit_ns, a->times.emit_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->optimise_ns, a->times.optimise_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->codegen_ns, a->times.codegen_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->objects_compiled, a->times.objects_compiled, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hc->objects_found, a->times.objects_found, memory_order_relaxed);
     uint8_t *bytes;
     sj_status st = sj_artifact_serialize(a, &bytes, len);
     sj_artifact_destroy(a);
     if (st == SJ_OK) *artifact = bytes;
     return st;
+}
+
+static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                             size_t *len) {
+    return host_compile_from(self, g, extent, NULL, NULL, artifact, len);
+}
+
+/* Each kernel object's name, as host_compile_from asks for it. */
+static sj_status host_part_names(void *self, const sj_graph *g, const void *artifact, size_t len,
+                                uint8_t (**names)[32], int *n) {
+    sj_compiler table;
+    sj_host_compiler_table(self, &table);
+    return sj__kernel_object_names(&table, sj_graph_ctx(g), artifact, len, names, n);
 }
 
 static sj_status host_load(void *self, const sj_graph *g, int64_t extent, const void *artifact,
@@ -288,6 +328,8 @@ static void host_stages(void *self, sj_compile_stages *out) {
     out->optimise_ms = (double)atomic_load_explicit(&hc->optimise_ns, memory_order_relaxed) / 1e6;
     out->codegen_ms = (double)atomic_load_explicit(&hc->codegen_ns, memory_order_relaxed) / 1e6;
     out->load_ms = (double)atomic_load_explicit(&hc->load_ns, memory_order_relaxed) / 1e6;
+    out->objects_compiled = atomic_load_explicit(&hc->objects_compiled, memory_order_relaxed);
+    out->objects_found = atomic_load_explicit(&hc->objects_found, memory_order_relaxed);
 }
 
 void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
@@ -307,6 +349,8 @@ void sj_host_compiler_table(sj_host_compiler *hc, sj_compiler *out) {
     out->run = host_run;
     out->stages = host_stages;
     sj__artifact_exe_ops(out);
+    out->part_names = host_part_names;
+    out->compile_from = host_compile_from;
 }
 
 int sj_host_compiler_num_devices(const sj_host_compiler *hc) { return hc ? hc->n_devices : 0; }
@@ -334,6 +378,7 @@ sj_status sj__backend_host_open(sj_ctx *ctx, const sj__backend_params *p, sj__ba
     hcfg.options.precision = p->precision;
     hcfg.tune = p->tune;
     hcfg.tune_budget_ms = p->tune_budget_ms;
+    hcfg.weight_dir = p->weight_dir;
     sj_host_compiler *hc;
     sj_status st = sj_host_compiler_create(ctx, &hcfg, &hc);
     if (st != SJ_OK) {

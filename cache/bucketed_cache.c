@@ -195,6 +195,36 @@ void sj_bucketed_cache_store_error(sj_bucketed_cache *c, char *buf, size_t cap) 
     pthread_mutex_unlock(&c->store_fail_mu);
 }
 
+/* A kernel's code as the local store keeps it under its name (a part
+ * another model or an earlier compile put); a damaged part is a miss: the
+ * kernel is compiled, and the put after it repairs the part. */
+static sj_status find_part(void *cache, const uint8_t name[32], void **bytes, size_t *len) {
+    sj_bucketed_cache *c = cache;
+    sj_status st = sj_store_get_named_part(c->store, name, bytes, len);
+    if (st != SJ_OK) sj_ctx_clear_error(c->ctx);
+    return st;
+}
+
+/* Names the parts just stored for later compiles to find (best effort: a
+ * part not named is compiled again, nothing else). */
+static void name_parts(sj_bucketed_cache *c, const void *art, size_t len, const sj_store_part *parts,
+                       int n_parts) {
+    uint8_t (*names)[32] = NULL;
+    int n = 0;
+    if (!c->comp.part_names || c->comp.part_names(c->comp.ctx, c->g, art, len, &names, &n) != SJ_OK ||
+        n != n_parts) {
+        sj_free(c->ctx, names);
+        sj_ctx_clear_error(c->ctx);
+        return;
+    }
+    uint8_t (*keys)[32] = sj_alloc(c->ctx, (size_t)n * sizeof *keys);
+    for (int i = 0; keys && i < n; i++) memcpy(keys[i], parts[i].key, 32);
+    if (!keys || sj_store_name_parts(c->store, (const uint8_t(*)[32])names, (const uint8_t(*)[32])keys, n) != SJ_OK)
+        sj_ctx_clear_error(c->ctx);
+    sj_free(c->ctx, keys);
+    sj_free(c->ctx, names);
+}
+
 /* Compiles key's extent and hands the bytes to the store tiers (a failed
  * put costs a count, and for the local store a note on the bucket); *art is
  * the caller's to free. Under a fleet lease (lease non-NULL) the lease ends
@@ -204,7 +234,10 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
     *art = NULL;
     *art_len = 0;
     uint64_t t0 = sj__now_ns();
-    sj_status st = c->comp.compile(c->comp.ctx, c->g, key->extent, art, art_len);
+    sj_status st = c->store && c->comp.compile_from
+                       ? c->comp.compile_from(c->comp.ctx, c->g, key->extent, find_part, c, art,
+                                              art_len)
+                       : c->comp.compile(c->comp.ctx, c->g, key->extent, art, art_len);
     atomic_fetch_add_explicit(&c->compile_ns, sj__now_ns() - t0, memory_order_relaxed);
     if (st != SJ_OK) {
         sj_remote_lease_end(lease, false);
@@ -223,6 +256,7 @@ static sj_status compile_and_store(sj_bucketed_cache *c, const sj_store_key *key
         n_parts = 0;
     }
     bool stored = sj_tiered_put_parts(c->store, c->remote, key, *art, *art_len, parts, n_parts) == SJ_OK;
+    if (stored && n_parts) name_parts(c, *art, *art_len, parts, n_parts);
     sj_free(c->ctx, parts);
     sj_remote_lease_end(lease, true);
     if (!stored) atomic_fetch_add_explicit(&c->store_errors, 1, memory_order_relaxed);

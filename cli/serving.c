@@ -234,6 +234,10 @@ void cli_stats_members(FILE *f, sj_engine *e) {
             (unsigned long long)s.kernels, (unsigned long long)s.launches,
             (unsigned long long)(s.launches > s.kernels ? s.launches - s.kernels : 0), s.lower_ms,
             s.emit_ms, s.optimise_ms, s.codegen_ms, s.load_ms);
+    /* Kernel objects compiled, and taken from the store instead (compiled
+     * before for another bucket or model). */
+    fprintf(f, ", \"objects_compiled\": %llu, \"objects_from_store\": %llu",
+            (unsigned long long)s.objects_compiled, (unsigned long long)s.objects_found);
     /* The model's hash at open: "store" when its files were unchanged and
      * the weights' digests were kept, "hashed" when every byte was read. */
     fprintf(f, ", \"hash_ms\": %.3f, \"weight_digests\": \"%s\"", s.hash_ms,

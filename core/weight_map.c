@@ -25,10 +25,12 @@ struct sj_weight_map {
     _Atomic uint64_t refs;
     bool copied; /* base is a sealed copy: nothing the file does reaches it */
     bool adopted; /* base is an sj_alloc'ed block (sj__weight_map_adopt): no file at all */
+    bool owned;   /* a file of ours, never rewritten (sj__weight_map_open_owned): verified, not checked */
     int fd; /* mapped in place: kept open, fstat sees the very file the pages come from */
     char *path;
     const uint8_t *base;
     size_t size; /* bytes mapped: the whole file when it was mapped */
+    size_t hashed_from; /* the checks hash bytes [hashed_from, size) of the file */
     uint8_t hash[32];
     pthread_mutex_t mu;
     sj_file_identity ok;  /* the last state whose bytes hashed equal */
@@ -53,14 +55,13 @@ static bool immutable(int fd) {
     return ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_IMMUTABLE_FL);
 }
 
-/* Hashes n bytes of fd from offset 0 with pread, never touching a mapping:
- * a file truncated meanwhile reads short (false) instead of raising
- * SIGBUS. */
-static bool hash_fd(int fd, size_t n, uint8_t out[32]) {
+/* Hashes bytes [from, n) of fd with pread, never touching a mapping: a
+ * file truncated meanwhile reads short (false) instead of raising SIGBUS. */
+static bool hash_fd(int fd, size_t from, size_t n, uint8_t out[32]) {
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     uint8_t buf[1 << 16];
-    for (size_t at = 0; at < n;) {
+    for (size_t at = from; at < n;) {
         size_t want = n - at < sizeof buf ? n - at : sizeof buf;
         if (sj__pread_all(fd, buf, want, at) != 1) return false;
         llvm_blake3_hasher_update(&h, buf, want);
@@ -222,6 +223,44 @@ sj_status sj__weight_map_adopt(sj_ctx *ctx, void *buf, size_t size, sj_weight_ma
     return SJ_OK;
 }
 
+sj_status sj__weight_map_open_owned(sj_ctx *ctx, const char *path, size_t offset, size_t size,
+                                   const uint8_t hash[32], sj_weight_map **out) {
+    *out = NULL;
+    int fd;
+    struct stat sb;
+    SJ_TRY(sj__open_regular(ctx, "weights file ", path, &fd, &sb));
+    size_t total;
+    if (sj_add_overflow_size(offset, size, &total) || size == 0 || (uint64_t)sb.st_size != total) {
+        close(fd);
+        return sj_fail(ctx, SJ_E_CORRUPT, "weights file %s: %lld bytes, expected %zu + %zu", path,
+                       (long long)sb.st_size, offset, size);
+    }
+    sj_weight_map *m = sj_calloc(ctx, 1, sizeof *m);
+    void *base = mmap(NULL, total, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (!m || base == MAP_FAILED || !(m->path = sj_strdup(ctx, path))) {
+        int e = errno;
+        if (base != MAP_FAILED) munmap(base, total);
+        sj_free(ctx, m);
+        close(fd);
+        return m ? sj_fail(ctx, SJ_E_IO, "weights file %s: mmap: %s", path, strerror(e))
+                 : sj_fail(ctx, SJ_E_NOMEM, "weights file %s: out of memory", path);
+    }
+    m->ctx = ctx;
+    atomic_init(&m->refs, 1);
+    atomic_init(&m->rehashes, 0);
+    m->fd = fd;
+    m->base = base;
+    m->size = total;
+    m->hashed_from = offset;
+    m->owned = true;
+    memcpy(m->hash, hash, 32);
+    pthread_mutex_init(&m->mu, NULL);
+    sj__file_identity_of(&sb, &m->opened);
+    m->ok = m->opened;
+    *out = m;
+    return SJ_OK;
+}
+
 void sj__weight_map_retain(sj_weight_map *m) {
     atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
 }
@@ -260,8 +299,10 @@ static sj_status changed(sj_weight_map *m, sj_ctx *ctx, const sj_file_identity *
 
 /* Caller holds m->mu. */
 static sj_status check_locked(sj_weight_map *m, sj_ctx *ctx, bool force) {
-    /* A copy holds the bytes hashed at open whatever the file does now. */
-    if (m->copied) return SJ_OK;
+    /* A copy holds the bytes hashed at open whatever the file does now;
+     * a file of ours changes only when someone outside breaks its contract,
+     * which an explicit verify looks for, not every run. */
+    if (m->copied || (m->owned && !force)) return SJ_OK;
     struct stat sb;
     if (fstat(m->fd, &sb) != 0)
         return sj_fail(ctx, SJ_E_IO, "weights file %s: fstat: %s", m->path, strerror(errno));
@@ -283,7 +324,7 @@ static sj_status check_locked(sj_weight_map *m, sj_ctx *ctx, bool force) {
      * campaign found on an HTTP thread). Untouched private pages show the
      * file, so the two agree. */
     uint8_t h[32];
-    bool whole = hash_fd(m->fd, m->size, h);
+    bool whole = hash_fd(m->fd, m->hashed_from, m->size, h);
     atomic_fetch_add_explicit(&m->rehashes, 1, memory_order_relaxed);
     if (!whole) {
         m->bad = now;

@@ -19,7 +19,8 @@
  * a reader here is a kernel on a request thread: a file `cp` rewrites in
  * place killed `serve --listen`. So only an immutable file (chattr +i,
  * which no process may write or truncate while it is set) is mapped in
- * place; any other is copied at open into a sealed memfd (no write, shrink
+ * place (and a file this library wrote once and never rewrites,
+ * sj__weight_map_open_owned); any other is copied at open into a sealed memfd (no write, shrink
  * or growth, ours included) and mapped from that: nothing done to the file
  * afterwards reaches the weights, and check is SJ_OK for it.
  *
@@ -53,6 +54,16 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
  * copied into each. The last reference sj_frees buf. SJ_E_NOMEM (buf is
  * still the caller's) when the holder cannot be made. */
 sj_status sj__weight_map_adopt(sj_ctx *ctx, void *buf, size_t size, sj_weight_map **out);
+/* Maps in place, read-only, a file this library wrote and never writes
+ * again (a store's packed weights: written whole under another name, then
+ * renamed into place read-only), whose bytes [offset, offset + size) its
+ * writer recorded as hashing to `hash`. They are trusted without being
+ * read, as a file with an unchanged identity is. Nothing of ours writes
+ * such a file, so check (on every run) trusts it; verify hashes that range
+ * again. SJ_E_CORRUPT when the file is not offset + size bytes,
+ * SJ_E_IO when it cannot be opened or mapped. */
+sj_status sj__weight_map_open_owned(sj_ctx *ctx, const char *path, size_t offset, size_t size,
+                                   const uint8_t hash[32], sj_weight_map **out);
 void sj__weight_map_retain(sj_weight_map *m);
 /* Drops a reference; the last unmaps and closes. NULL is a no-op. */
 void sj__weight_map_release(sj_weight_map *m);

@@ -16,6 +16,7 @@ void sj_engine_config_init(sj_engine_config *cfg) {
     sj_model_options_init(&cfg->model);
     cfg->remote_lease_ms = SJ_REMOTE_DEFAULT_LEASE_MS;
     cfg->tune_budget_ms = 200;
+    cfg->weight_files = true;
 }
 
 sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
@@ -324,6 +325,8 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->optimise_ms = s.stages.optimise_ms;
     out->codegen_ms = s.stages.codegen_ms;
     out->load_ms = s.stages.load_ms;
+    out->objects_compiled = s.stages.objects_compiled;
+    out->objects_found = s.stages.objects_found;
     out->hash_ms = s.hash_ms;
     out->digests_from_store = s.digests_from_store;
     out->device_resets = e->backend.resets ? e->backend.resets(e->backend.owner) : 0;

@@ -22,6 +22,11 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__
     if (cfg->threads < 0 || cfg->threads > SJ_HOST_MAX_THREADS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: threads %d outside 0..%d (0 = 1)",
                        cfg->threads, SJ_HOST_MAX_THREADS);
+    /* Beside the store, as SQLite's -wal and -shm files are. */
+    char weight_dir[4096];
+    bool weight_files = cfg->weight_files && cfg->store_path && cfg->store_path[0] &&
+                        (size_t)snprintf(weight_dir, sizeof weight_dir, "%s-weights",
+                                         cfg->store_path) < sizeof weight_dir;
     sj__backend_params p = {
         .workers = cfg->workers > 0 ? cfg->workers : 1,
         .threads = cfg->threads > 0 ? cfg->threads : 1,
@@ -34,6 +39,7 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__
         .arch = cfg->arch,
         .cuda_driver = cfg->cuda_driver,
         .store_only = cfg->store_only,
+        .weight_dir = weight_files ? weight_dir : NULL,
     };
     sj_status st = sj__backend_open(ctx, cfg->backend, &p, b);
     if (st != SJ_OK) sj__error_prefix(ctx, "engine");

@@ -19,6 +19,8 @@ typedef struct sj_code_blob {
  * another process's. */
 typedef struct sj_compile_times {
     uint64_t lower_ns, emit_ns, optimise_ns, codegen_ns;
+    /* Kernel objects compiled, and taken from sj_compile_options.objects. */
+    uint64_t objects_compiled, objects_found;
 } sj_compile_times;
 
 struct sj_artifact {

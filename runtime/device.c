@@ -121,6 +121,7 @@ void sj__device_unref(sj_device *dev) {
         sj_free(dev->ctx, wg);
     }
     pthread_mutex_destroy(&dev->lock);
+    sj_free(dev->ctx, dev->weight_dir);
     sj_free(dev->ctx, dev);
 }
 

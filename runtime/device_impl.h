@@ -48,6 +48,10 @@ struct sj_device {
     bool reset_backend; /* lost, and the backend's context not yet reset */
     bool forgetting;    /* the metadata cache is dropping buffers the reset freed */
     _Atomic uint64_t resets; /* backend resets that worked */
+    /* Where the weights an executable derives at load (a GEMM's packed
+     * panels) are kept as files for the next process (weight_files.h);
+     * NULL = made in memory each time. Host devices only. */
+    char *weight_dir;
 };
 
 /* The weight pool of one generation; its backing's user. */

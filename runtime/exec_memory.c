@@ -8,6 +8,7 @@
 #include "ir/graph_impl.h"
 #include "runtime/host_code/host_code.h"
 #include "runtime/runtime_only.h"
+#include "runtime/weight_files.h"
 
 #include <llvm-c/blake3.h>
 
@@ -41,10 +42,12 @@ static exe_param *find_param(sj_executable *e, const sj_buffer_slot *s, const in
 typedef struct pack_job {
     const float *weight;
     const int64_t *w; /* the slot's words */
+    bool packed;      /* this call made the panels (no other load had) */
 } pack_job;
 
 static void fill_packed(void *user, void *buf) {
-    const pack_job *j = user;
+    pack_job *j = user;
+    j->packed = true;
     const int64_t *w = j->w;
     sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N], j->weight + w[SJ_PACK_OFFSET],
                        w[SJ_PACK_ROW_STRIDE], w[SJ_PACK_COL_STRIDE], buf);
@@ -79,9 +82,25 @@ static sj_status acquire_packed(sj_executable *e, const sj_graph *g, const sj_bu
         llvm_blake3_hasher_update(&h, b, sizeof b);
     }
     llvm_blake3_hasher_finalize(&h, hash, sizeof hash);
-    pack_job job = {g->nodes[s->index].data, w};
-    return sj__weight_pool_acquire_filled(e->weights, hash, (size_t)s->bytes, backing, fill_packed,
-                                          &job, out);
+    pack_job job = {g->nodes[s->index].data, w, false};
+    size_t bytes = (size_t)s->bytes;
+    const char *dir = e->dev->weight_dir;
+    if (!dir)
+        return sj__weight_pool_acquire_filled(e->weights, hash, bytes, backing, fill_packed, &job,
+                                              out);
+    if (sj__weight_pool_acquire_held(e->weights, hash, bytes, backing, out)) return SJ_OK;
+    /* Kept by an earlier process: mapped, not made. A file that is not
+     * usable (damaged header, unreadable) is made again and replaced. */
+    sj_weight_map *m;
+    const void *data;
+    if (sj__weight_file_map(e->ctx, dir, hash, bytes, &m, &data) == SJ_OK) {
+        sj_status st = sj__weight_pool_acquire_mapped(e->weights, hash, data, bytes, backing, m, out);
+        sj__weight_map_release(m); /* the pool entry holds its own reference */
+        return st;
+    }
+    SJ_TRY(sj__weight_pool_acquire_filled(e->weights, hash, bytes, backing, fill_packed, &job, out));
+    if (job.packed) sj__weight_file_save(e->ctx, dir, hash, *out, bytes);
+    return SJ_OK;
 #endif
 }
 

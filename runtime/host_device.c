@@ -599,7 +599,13 @@ sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config 
             return st;
         }
     }
-    return sj_device_create(ctx, &host_ops, h, cfg->policy, out);
+    SJ_TRY(sj_device_create(ctx, &host_ops, h, cfg->policy, out));
+    if (cfg->weight_dir && !((*out)->weight_dir = sj_strdup(ctx, cfg->weight_dir))) {
+        sj_device_destroy(*out);
+        *out = NULL;
+        return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory");
+    }
+    return SJ_OK;
 }
 
 sj_status sj_host_device_create(sj_ctx *ctx, const sj_mdcache_policy *policy, sj_device **out) {

@@ -27,23 +27,28 @@
 #define S SJ_DIM_SYM
 
 
-/* x [N, 24] -> a two-layer MLP and a softmax: kernels over rows, most of
- * whose code does not depend on the bucket above the few-rows schedule. */
+/* x [N, 24] -> a two-layer MLP and a softmax into g: kernels over rows,
+ * most of whose code does not depend on the bucket above the few-rows
+ * schedule. salt varies the weights; more adds a last op (another kernel,
+ * or another fused epilogue) for a model that shares only some kernels. */
+static bool build_mlp(sj_graph *g, int salt, bool more) {
+    float w1[24 * 40], w2[40 * 12];
+    for (int i = 0; i < 24 * 40; i++) w1[i] = (float)((i * 37 + salt) % 17 - 8) / 16.0f;
+    for (int i = 0; i < 40 * 12; i++) w2[i] = (float)((i * 11 + salt) % 13 - 6) / 12.0f;
+    sj_value x, p1, p2, h, y;
+    return sj_graph_input(g, "x", 2, (int64_t[]){S, 24}, &x) == SJ_OK &&
+           sj_graph_param(g, "w1", 2, (int64_t[]){24, 40}, w1, &p1) == SJ_OK &&
+           sj_graph_param(g, "w2", 2, (int64_t[]){40, 12}, w2, &p2) == SJ_OK &&
+           sj_graph_matmul(g, x, p1, &h) == SJ_OK && sj_graph_unary(g, SJ_OP_TANH, h, &h) == SJ_OK &&
+           sj_graph_matmul(g, h, p2, &y) == SJ_OK &&
+           sj_graph_softmax(g, SJ_OP_SOFTMAX, y, 1, &y) == SJ_OK &&
+           (!more || sj_graph_unary(g, SJ_OP_EXP, y, &y) == SJ_OK) && sj_graph_output(g, y, "y") == SJ_OK;
+}
+
 static int setup(void **state) {
     if (h_fixture_setup(state, 7) != 0) return -1;
     fixture *f = *state;
-    float w1[24 * 40], w2[40 * 12];
-    for (int i = 0; i < 24 * 40; i++) w1[i] = (float)((i * 37) % 17 - 8) / 16.0f;
-    for (int i = 0; i < 40 * 12; i++) w2[i] = (float)((i * 11) % 13 - 6) / 12.0f;
-    sj_value x, p1, p2, h, y;
-    if (sj_graph_input(f->g, "x", 2, (int64_t[]){S, 24}, &x) != SJ_OK ||
-        sj_graph_param(f->g, "w1", 2, (int64_t[]){24, 40}, w1, &p1) != SJ_OK ||
-        sj_graph_param(f->g, "w2", 2, (int64_t[]){40, 12}, w2, &p2) != SJ_OK ||
-        sj_graph_matmul(f->g, x, p1, &h) != SJ_OK || sj_graph_unary(f->g, SJ_OP_TANH, h, &h) != SJ_OK ||
-        sj_graph_matmul(f->g, h, p2, &y) != SJ_OK ||
-        sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &y) != SJ_OK || sj_graph_output(f->g, y, "y") != SJ_OK)
-        return -1;
-    return 0;
+    return build_mlp(f->g, 0, false) ? 0 : -1;
 }
 
 static int teardown(void **state) { return h_fixture_teardown(state); }
@@ -74,16 +79,18 @@ static int shared_parts(sj_ctx *ctx, const sj_artifact *a, const sj_artifact *b,
     return same;
 }
 
-static void run_and_check(fixture *f, sj_executable *exe, int64_t n) {
+static void run_graph_and_check(fixture *f, const sj_graph *g, sj_executable *exe, int64_t n) {
     sj_tensor in[1] = {0}, got[1] = {0}, want[1] = {0};
-    h_inputs(f->g, n, &f->seed, in);
-    assert_int_equal(sj_interp_run(f->g, n, in, want), SJ_OK);
+    h_inputs(g, n, &f->seed, in);
+    assert_int_equal(sj_interp_run(g, n, in, want), SJ_OK);
     assert_int_equal(sj_executable_run(exe, n, in, got), SJ_OK);
-    assert_true(h_compare(f->g, got, want, 1e-5, "shared code"));
+    assert_true(h_compare(g, got, want, 1e-5, "shared code"));
     h_free_tensors(f->ctx, in, 1);
     h_free_tensors(f->ctx, got, 1);
     h_free_tensors(f->ctx, want, 1);
 }
+
+static void run_and_check(fixture *f, sj_executable *exe, int64_t n) { run_graph_and_check(f, f->g, exe, n); }
 
 /* Buckets 32 and 64 share their kernels' objects: the second executable
  * loads none of its shared ones again, both run right, and the code stays
@@ -223,12 +230,142 @@ static void test_store_keeps_shared_code_once(void **state) {
     remove_tree(dir);
 }
 
+/* Model g's buckets through a cache on the store at path: the compile
+ * stages it ends with, each bucket run and checked against the interpreter. */
+static sj_compile_stages precompile_model(fixture *f, const char *path, sj_graph *g) {
+    sj_store_config scfg;
+    sj_store_config_init(&scfg);
+    scfg.path = path;
+    sj_store *store;
+    assert_int_equal(sj_store_open(f->ctx, &scfg, &store), SJ_OK);
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(f->ctx, NULL, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    sj_ladder *ladder;
+    assert_int_equal(sj_ladder_parse(f->ctx, "list:4,32,64", &ladder), SJ_OK);
+    sj_bucketed_cache *c;
+    assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, store, NULL, &c), SJ_OK);
+    assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
+    static const int64_t rows[] = {3, 20, 64};
+    for (int i = 0; i < 3; i++) {
+        int64_t extent;
+        void *exe;
+        assert_int_equal(sj_bucketed_cache_get_or_compile(c, rows[i], &extent, &exe), SJ_OK);
+        run_graph_and_check(f, g, exe, rows[i]);
+    }
+    sj_compile_stages st;
+    comp.stages(comp.ctx, &st);
+    sj_bucketed_cache_destroy(c);
+    sj_ladder_destroy(ladder);
+    sj_host_compiler_destroy(hc);
+    sj_store_close(store);
+    return st;
+}
+
+/* A second model whose kernels the first compiled (the same layers, other
+ * weights) compiles none of them: the store finds each object by its name
+ * (what decides its code). A model that adds an op compiles only what is
+ * new. A damaged part is compiled again and repaired. */
+static void test_second_model_compiles_only_whats_new(void **state) {
+    fixture *f = *state;
+    char dir[64], path[128];
+    assert_true(scratch_dir_create(dir, sizeof dir, "test_code_share"));
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    sj_graph *same, *more;
+    assert_int_equal(sj_graph_create(f->ctx, "N", &same), SJ_OK);
+    assert_int_equal(sj_graph_create(f->ctx, "N", &more), SJ_OK);
+    assert_true(build_mlp(same, 5, false));
+    assert_true(build_mlp(more, 9, true));
+
+    sj_compile_stages first = precompile_model(f, path, f->g);
+    assert_true(first.objects_compiled >= 3);
+    assert_int_equal(first.objects_found, 0);
+    sj_compile_stages again = precompile_model(f, path, same);
+    assert_int_equal(again.objects_compiled, 0);
+    assert_int_equal(again.objects_found, first.objects_compiled);
+    sj_compile_stages grown = precompile_model(f, path, more);
+    assert_true(grown.objects_compiled > 0);
+    assert_true(grown.objects_found > 0);
+
+    /* every part damaged: each is a miss, compiled again, and the put
+     * repairs it (and so finds it for a later bucket whose object has the
+     * same bytes under another name); the model still runs right */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "UPDATE parts SET digest = zeroblob(32)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    sj_graph_destroy(same);
+    assert_int_equal(sj_graph_create(f->ctx, "N", &same), SJ_OK);
+    assert_true(build_mlp(same, 13, false));
+    sj_compile_stages mended = precompile_model(f, path, same);
+    assert_true(mended.objects_compiled > 0);
+    assert_int_equal(mended.objects_compiled + mended.objects_found, first.objects_compiled);
+    sj_graph_destroy(same);
+    assert_int_equal(sj_graph_create(f->ctx, "N", &same), SJ_OK);
+    assert_true(build_mlp(same, 17, false));
+    sj_compile_stages after = precompile_model(f, path, same);
+    assert_int_equal(after.objects_compiled, 0);
+    sj_graph_destroy(same);
+    sj_graph_destroy(more);
+    remove_tree(dir);
+}
+
+/* Names point only to parts the store holds, and a name is re-pointed by
+ * a later one; arguments are checked. */
+static void test_part_names(void **state) {
+    fixture *f = *state;
+    sj_store_config scfg;
+    sj_store_config_init(&scfg); /* in memory */
+    sj_store *s;
+    assert_int_equal(sj_store_open(f->ctx, &scfg, &s), SJ_OK);
+    uint8_t name[1][32], key[1][32], key2[1][32], art[64];
+    memset(name, 1, sizeof name);
+    memset(art, 7, sizeof art);
+    void *bytes;
+    size_t len;
+    assert_int_equal(sj_store_get_named_part(s, name[0], &bytes, &len), SJ_E_NOT_FOUND);
+    assert_int_equal(sj_store_name_parts(s, NULL, NULL, -1), SJ_E_INVALID_ARG);
+    assert_int_equal(sj_store_name_parts(s, NULL, NULL, 1), SJ_E_INVALID_ARG);
+    memset(key, 2, sizeof key);
+    assert_int_equal(sj_store_name_parts(s, (const uint8_t(*)[32])name, (const uint8_t(*)[32])key, 1), SJ_OK);
+    assert_int_equal(sj_store_get_named_part(s, name[0], &bytes, &len), SJ_E_NOT_FOUND); /* no such part */
+    sj_store_key k = {.extent = 4, .target_triple = "t"};
+    sj_store_part p[1] = {{.offset = 8, .len = 16}};
+    memcpy(p[0].key, key[0], 32);
+    assert_int_equal(sj_store_put_parts(s, &k, art, sizeof art, p, 1), SJ_OK);
+    assert_int_equal(sj_store_name_parts(s, (const uint8_t(*)[32])name, (const uint8_t(*)[32])key, 1), SJ_OK);
+    assert_int_equal(sj_store_get_named_part(s, name[0], &bytes, &len), SJ_OK);
+    assert_int_equal(len, 16);
+    assert_memory_equal(bytes, art + 8, 16);
+    sj_free(f->ctx, bytes);
+    /* another row's part under the same name: re-pointed */
+    uint8_t art2[64];
+    memset(art2, 9, sizeof art2);
+    memset(key2, 3, sizeof key2);
+    k.extent = 8;
+    memcpy(p[0].key, key2[0], 32);
+    assert_int_equal(sj_store_put_parts(s, &k, art2, sizeof art2, p, 1), SJ_OK);
+    assert_int_equal(sj_store_name_parts(s, (const uint8_t(*)[32])name, (const uint8_t(*)[32])key2, 1), SJ_OK);
+    assert_int_equal(sj_store_get_named_part(s, name[0], &bytes, &len), SJ_OK);
+    assert_memory_equal(bytes, art2 + 8, 16);
+    sj_free(f->ctx, bytes);
+    /* the row holding it removed: the name finds nothing */
+    int64_t removed = 0;
+    assert_int_equal(sj_store_rm(s, &k, &removed), SJ_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(sj_store_get_named_part(s, name[0], &bytes, &len), SJ_E_NOT_FOUND);
+    sj_store_close(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_buckets_share_loaded_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kernel_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_bundle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_keeps_shared_code_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_model_compiles_only_whats_new, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_part_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,7 +123,8 @@ static inline void remove_tree(const char *path) {
     nftw(path, remove_tree_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Deletes an SQLite database and the -wal and -shm files beside it. */
+/* Deletes an SQLite database and the -wal and -shm files beside it, and
+ * the -weights folder an engine keeps beside its store. */
 static inline void remove_sqlite_files(const char *db_path) {
     char p[4096];
     unlink(db_path);
@@ -131,6 +132,8 @@ static inline void remove_sqlite_files(const char *db_path) {
     unlink(p);
     snprintf(p, sizeof p, "%s-shm", db_path);
     unlink(p);
+    snprintf(p, sizeof p, "%s-weights", db_path);
+    remove_tree(p);
 }
 
 static inline void write_whole_file(const char *path, const void *data, size_t n) {

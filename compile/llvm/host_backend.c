@@ -9,7 +9,7 @@ static sj_llvm_target target_of(const sj_compile_options *o) {
     return (sj_llvm_target){.cpu = o->cpu, .features = o->features, .opt_level = o->opt_level,
                             .blas_min_work = o->blas_min_work,
                             .few_rows_max = o->matmul == SJ_MATMUL_TILED ? 0 : SJ_MATMUL_ROWS_MAX,
-                            .threads = o->threads};
+                            .threads = o->threads, .objects = o->objects};
 }
 
 static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj_artifact *a) {

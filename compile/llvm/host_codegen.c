@@ -134,7 +134,26 @@ typedef struct module_build {
     int vector_floats, gemm_level;
     sj_llvm_emitted *emitted;
     uint64_t emit_ns, optimise_ns, codegen_ns;
+    uint64_t objects_compiled, objects_found;
 } module_build;
+
+/* Kernel i's object as compiled before (t->objects), for an object build
+ * of that kernel alone: the emitted module still notes its packs and
+ * externs for the plan, but is neither optimised nor compiled. */
+static bool found_object(module_build *mb, int first, int last, sj_llvm_output what, uint8_t **out,
+                         size_t *len) {
+    const sj_kernel_objects *o = mb->t->objects;
+    if (!o || what != SJ_LLVM_OBJECT || last != first + 1) return false;
+    void *bytes = NULL;
+    size_t n = 0;
+    if (o->find(o->user, mb->l->kernels[first].name, &bytes, &n) != SJ_OK || !bytes || !n) {
+        sj_free(mb->ctx, bytes);
+        return false;
+    }
+    *out = bytes;
+    *len = n;
+    return true;
+}
 
 /* Kernels first..last-1 as one module, optimised and printed. */
 static sj_status build_module(module_build *mb, int first, int last, sj_llvm_output what, uint8_t **out,
@@ -152,10 +171,12 @@ static sj_status build_module(module_build *mb, int first, int last, sj_llvm_out
     sj_status st = sj__llvm_emit_kernels(mb->ctx, m, mb->l, first, last, mb->t, mb->vector_floats,
                                         mb->gemm_level, mb->emitted);
     uint64_t t1 = sj__now_ns();
-    if (st == SJ_OK)
+    bool found = st == SJ_OK && found_object(mb, first, last, what, out, len);
+    if (st == SJ_OK && !found)
         st = optimise(mb->ctx, m, mb->tm, mb->t->opt_level, unrolls_loops(mb->vector_floats));
     uint64_t t2 = sj__now_ns();
-    if (st == SJ_OK) st = print_module(mb->ctx, m, mb->tm, what, out, len);
+    if (st == SJ_OK && !found) st = print_module(mb->ctx, m, mb->tm, what, out, len);
+    if (st == SJ_OK && what == SJ_LLVM_OBJECT) *(found ? &mb->objects_found : &mb->objects_compiled) += 1;
     mb->emit_ns += t1 - t0;
     mb->optimise_ns += t2 - t1;
     mb->codegen_ns += sj__now_ns() - t2;
@@ -264,6 +285,8 @@ static sj_status build_objects(module_build *mb, uint8_t **out, size_t *len) {
         mb->emit_ns += w[i].mb.emit_ns;
         mb->optimise_ns += w[i].mb.optimise_ns;
         mb->codegen_ns += w[i].mb.codegen_ns;
+        mb->objects_compiled += w[i].mb.objects_compiled;
+        mb->objects_found += w[i].mb.objects_found;
     }
     if (st == SJ_OK) st = merge_emitted(ctx, w, used, mb->emitted);
     if (st == SJ_OK) st = sj__code_bundle_pack(ctx, (const uint8_t *const *)objs, lens, n, out, len);
@@ -297,6 +320,8 @@ sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_targe
         times->emit_ns = mb.emit_ns;
         times->optimise_ns = mb.optimise_ns;
         times->codegen_ns = mb.codegen_ns;
+        times->objects_compiled = mb.objects_compiled;
+        times->objects_found = mb.objects_found;
     }
     LLVMContextDispose(mb.C);
     LLVMDisposeTargetMachine(mb.tm);

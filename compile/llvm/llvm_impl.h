@@ -10,6 +10,7 @@
 #include "core/core_impl.h"
 #include "plan/artifact_impl.h"
 #include "compile/lower/lower.h"
+#include "shapejit/ext/compile.h"
 #include "runtime/host_code/host_code.h"
 
 typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_output;
@@ -47,6 +48,8 @@ typedef struct sj_llvm_target {
     int few_rows_max;
     /* Object code: kernels compiled at once (0 = one per CPU, at most 8). */
     int threads;
+    /* Object code: objects compiled before, taken instead (NULL: none). */
+    const sj_kernel_objects *objects;
 } sj_llvm_target;
 
 

@@ -133,6 +133,16 @@ typedef struct sj_engine_config {
     /* cuda: the driver library to open; NULL = "libcuda.so.1" (tests give
      * a fake driver's path). */
     const char *cuda_driver;
+    /* Host, with a store file: weights derived at load (a GEMM's packed
+     * panels, about as large as the weights) are kept as files in the
+     * folder STORE_PATH-weights, written once by the first process that
+     * makes them (a precompile, or the first run) and mapped by every later
+     * process instead of made again; they are the page cache's pages,
+     * shared by every process on the machine. The folder may be deleted at
+     * any time (the next process makes them again); a file in it must not
+     * be truncated while a process maps it. false = every process makes
+     * them in memory. sj_engine_config_init sets true. */
+    bool weight_files;
 } sj_engine_config;
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);
@@ -335,6 +345,10 @@ typedef struct sj_engine_stats {
      * hashed them) instead of from reading every weight byte. */
     double hash_ms;
     bool digests_from_store;
+    /* Of this engine's compiles, kernel objects compiled, and those taken
+     * from the store instead: compiled before, for another bucket or
+     * another model, for this target and these options. */
+    uint64_t objects_compiled, objects_found;
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

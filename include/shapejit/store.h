@@ -180,6 +180,17 @@ SJ_API sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes
  * SJ_E_NOT_FOUND when absent; SJ_E_CORRUPT (with a message) when its bytes
  * fail their check. Not counted in sj_store_stats. */
 SJ_API sj_status sj_store_get_part(sj_store *s, const uint8_t key[32], void **bytes, size_t *len);
+/* Names for parts the store holds, under which a caller that knows what
+ * decides a part's bytes but not the bytes (a compiler, before it compiles
+ * a kernel) finds it: names[i] points to part keys[i], replacing what the
+ * name pointed to; a key the store does not hold names nothing. Local to
+ * this store (export, import and the fleet tier carry artifacts only).
+ * SJ_E_INVALID_ARG for n < 0 or NULL arrays with n > 0; SJ_E_IO read-only. */
+SJ_API sj_status sj_store_name_parts(sj_store *s, const uint8_t (*names)[32], const uint8_t (*keys)[32],
+                                     int n);
+/* The part a name points to, as sj_store_get_part gives it (checked);
+ * SJ_E_NOT_FOUND when the name, or the part it pointed to, is gone. */
+SJ_API sj_status sj_store_get_named_part(sj_store *s, const uint8_t name[32], void **bytes, size_t *len);
 
 typedef struct sj_store_stats {
     /* This handle's counters since open. */

@@ -71,6 +71,10 @@ typedef struct sj_host_compiler_config {
      * timings, and load like any other: a warm process tunes nothing. */
     bool tune;
     int tune_budget_ms;
+    /* The devices' folder for weights derived at load, kept as files for
+     * the next process (sj_host_device_config.weight_dir); NULL = none.
+     * The engine sets STORE-weights beside a persistent store. */
+    const char *weight_dir;
 } sj_host_compiler_config;
 
 SJ_API void sj_host_compiler_config_init(sj_host_compiler_config *cfg);

@@ -71,6 +71,9 @@ typedef struct sj_compiler_target {
 typedef struct sj_compile_stages {
     uint64_t kernels, launches;
     double lower_ms, emit_ms, optimise_ms, codegen_ms, load_ms;
+    /* Kernel objects compiled, and taken from the store instead
+     * (compile_from): a kernel another bucket or model compiled before. */
+    uint64_t objects_compiled, objects_found;
 } sj_compile_stages;
 
 /* How a graph becomes something runnable: policy the cache does not know.
@@ -137,6 +140,21 @@ typedef struct sj_compiler {
      * local store keeps once for every artifact holding the same code. */
     sj_status (*parts)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
                        sj_store_part **parts, int *n_parts);
+    /* Optional (NULL: no names). part_names: for each part parts() gives,
+     * in its order, a name of what decided its bytes (a kernel's code, the
+     * bucket extent, the target and options), which the local store keeps
+     * beside the part (sj_store_name_parts); *names sj_alloc'ed; *n 0 when
+     * the code cannot be named so. compile_from (NULL: compile is used): as
+     * compile, but a part find(user, name) gives (sj_store_get_named_part)
+     * is taken instead of compiled, so a kernel another model or an earlier
+     * compile made for this bucket, target and options is not compiled
+     * again; find NULL is compile. */
+    sj_status (*part_names)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
+                            uint8_t (**names)[32], int *n);
+    sj_status (*compile_from)(void *ctx, const sj_graph *g, int64_t extent,
+                              sj_status (*find)(void *user, const uint8_t name[32], void **bytes,
+                                                size_t *len),
+                              void *user, void **artifact, size_t *artifact_len);
 } sj_compiler;
 
 /* The reference interpreter as a compiler (backend "interp"): its artifact

@@ -66,6 +66,18 @@ typedef enum sj_matmul_schedule {
 
 #define SJ_MATMUL_ROWS_MAX 8
 
+/* Compiled kernel objects a compile may take instead of compiling them (a
+ * store's parts, from other buckets or models). find gives the object file
+ * compiled before, for the same target and options, of the kernel whose
+ * symbol is `name` (kernels are named by a hash of their code's
+ * description: compile/lower/kernel_share.h); *bytes sj_alloc'ed on the
+ * graph's context, freed by the compile. Any other status than SJ_OK (its
+ * message unused) compiles the kernel. */
+typedef struct sj_kernel_objects {
+    void *user;
+    sj_status (*find)(void *user, const char *name, void **bytes, size_t *len);
+} sj_kernel_objects;
+
 typedef struct sj_compile_options {
     sj_target target;
     int opt_level;     /* 0..3; default 3 */
@@ -88,6 +100,10 @@ typedef struct sj_compile_options {
      * the key: each kernel is its own module, the same bytes on any number
      * of threads. */
     int threads;
+    /* Host: kernel objects to take instead of compiling (NULL: compile
+     * each). Not part of the key: an object found is the bytes compiling
+     * would give. */
+    const sj_kernel_objects *objects;
 } sj_compile_options;
 
 #define SJ_COMPILE_BLAS_DEFAULT ((int64_t)0)

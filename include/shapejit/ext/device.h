@@ -225,6 +225,14 @@ typedef struct sj_host_device_config {
      * work (element operations) a thread's share must have. Tests set 1 to
      * wake them for every split. Results never depend on it. */
     uint64_t wake_share_work;
+    /* A folder where weights the executables derive at load (a GEMM's
+     * packed panels) are kept as files, made there by the first process
+     * and mapped by every later one instead of made again; NULL (the
+     * default) = made in memory each time. Files are written whole and
+     * renamed into place, never rewritten: the folder may be deleted at
+     * any time, but a file in it must not be truncated while a process
+     * maps it. Results never depend on it. */
+    const char *weight_dir;
 } sj_host_device_config;
 
 #define SJ_HOST_MIN_SPLIT_ROWS 16

@@ -1,0 +1,73 @@
+/* Kernel object names (kernel_objects.h). */
+#include "backends/kernel_objects.h"
+
+#include "core/core_impl.h"
+#include "plan/artifact_impl.h"
+#include "plan/code_bundle.h"
+#include "shapejit/ext/artifact.h"
+
+#include <llvm-c/blake3.h>
+#include <string.h>
+
+static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    llvm_blake3_hasher_update(h, b, sizeof b);
+}
+
+/* With its length first, so no two sequences of fields hash alike. */
+static void put_bytes(llvm_blake3_hasher *h, const void *p, size_t n) {
+    put_u64(h, n);
+    if (n) llvm_blake3_hasher_update(h, p, n);
+}
+
+static void put_string(llvm_blake3_hasher *h, const char *s) { put_bytes(h, s, s ? strlen(s) : 0); }
+
+void sj__kernel_object_name(const sj_compiler *comp, const char *symbol, int64_t extent,
+                           uint8_t name[32]) {
+    static const char tag[] = "shapejit-kernel-object-1";
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, tag, sizeof tag - 1);
+    put_string(&h, comp->target_triple);
+    put_string(&h, comp->target_cpu);
+    put_string(&h, comp->target_features);
+    put_string(&h, comp->compiler_version);
+    put_u64(&h, comp->artifact_version);
+    put_bytes(&h, comp->options, comp->options_len);
+    put_string(&h, symbol);
+    put_u64(&h, (uint64_t)extent);
+    llvm_blake3_hasher_finalize(&h, name, 32);
+}
+
+sj_status sj__kernel_object_names(const sj_compiler *comp, sj_ctx *ctx, const void *artifact,
+                                 size_t len, uint8_t (**names)[32], int *n) {
+    *names = NULL;
+    *n = 0;
+    sj_artifact *a;
+    SJ_TRY(sj_artifact_deserialize(ctx, artifact, len, &a));
+    const sj_launch_plan *plan = sj__artifact_plan(a);
+    const sj_code_blob *c = a->n_code == 1 ? &a->code[0] : NULL;
+    int objects = 0;
+    sj_status st = SJ_OK;
+    if (c && c->format == SJ_CODE_HOST_OBJECT && sj__code_bundle_is(c->bytes, c->len)) {
+        sj_code_piece *pieces = NULL;
+        st = sj__code_bundle_parse(ctx, c->bytes, c->len, &pieces, &objects);
+        sj_free(ctx, pieces);
+    }
+    if (st == SJ_OK && objects > 0 && objects == plan->n_kernels) {
+        uint8_t (*out)[32] = sj_alloc(ctx, (size_t)objects * sizeof *out);
+        if (!out) {
+            st = sj_fail(ctx, SJ_E_NOMEM, "kernel object names: out of memory");
+        } else {
+            sj_artifact_info info;
+            sj_artifact_get_info(a, &info);
+            for (int i = 0; i < objects; i++)
+                sj__kernel_object_name(comp, plan->kernels[i].name, info.extent, out[i]);
+            *names = out;
+            *n = objects;
+        }
+    }
+    sj_artifact_destroy(a);
+    return st;
+}

@@ -1,0 +1,150 @@
+/* Derived weights as files: the header, the write-once save, the mapping
+ * (weight_files.h says why each is so). */
+#include "runtime/weight_files.h"
+
+#include "core/file_identity.h"
+#include "core/file_read.h"
+#include "core/hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <llvm-c/blake3.h>
+#include <stdio.h>
+#include <stdlib.h> /* mkostemp */
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER_BYTES 4096 /* the bytes start on a page, so the mapping is as aligned */
+#define MAGIC "SJWPACK1"
+/* magic, u64 bytes, key, hash of the bytes, then a hash of all that */
+#define FIELDS_BYTES (8 + 8 + 32 + 32)
+#define CHECK_BYTES 32
+
+static void header_check(const uint8_t *fields, uint8_t out[CHECK_BYTES]) {
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, fields, FIELDS_BYTES);
+    llvm_blake3_hasher_finalize(&h, out, CHECK_BYTES);
+}
+
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* DIR/<hex>.pack into out; false when it does not fit, or when this
+ * library's file cannot be told. The name hashes the key with that file's
+ * identity: the bytes a key names are this build's packing, and another
+ * build (whose panels may be laid out otherwise) must never map them. */
+static bool file_path(const char *dir, const uint8_t key[32], char *out, size_t cap) {
+    sj_file_identity lib;
+    if (!sj__library_identity(&lib)) return false;
+    uint8_t id[SJ_FILE_IDENTITY_BYTES], name[32];
+    sj__file_identity_bytes(&lib, id);
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, key, 32);
+    llvm_blake3_hasher_update(&h, id, sizeof id);
+    llvm_blake3_hasher_finalize(&h, name, sizeof name);
+    char hex[65];
+    sj__hex_encode(name, 32, hex);
+    int n = snprintf(out, cap, "%s/%s.pack", dir, hex);
+    return n > 0 && (size_t)n < cap;
+}
+
+sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32], size_t bytes,
+                             sj_weight_map **out, const void **data) {
+    *out = NULL;
+    *data = NULL;
+    char path[4096];
+    if (!file_path(dir, key, path, sizeof path))
+        return sj_fail(ctx, SJ_E_IO, "packed weights folder %s: no file name (the path is too long, "
+                       "or this library's own file cannot be found)", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? SJ_E_NOT_FOUND
+                               : sj_fail(ctx, SJ_E_IO, "packed weights %s: %s", path, strerror(errno));
+    uint8_t header[FIELDS_BYTES + CHECK_BYTES], check[CHECK_BYTES];
+    int got = sj__pread_all(fd, header, sizeof header, 0);
+    close(fd);
+    if (got != 1)
+        return sj_fail(ctx, got < 0 ? SJ_E_IO : SJ_E_CORRUPT, "packed weights %s: %s", path,
+                       got < 0 ? strerror(errno) : "shorter than its header");
+    header_check(header, check);
+    const char *wrong = memcmp(header, MAGIC, 8)                       ? "not a packed weights file"
+                        : memcmp(check, header + FIELDS_BYTES, CHECK_BYTES) ? "its header is damaged"
+                        : get_u64(header + 8) != bytes                 ? "it holds another size"
+                        : memcmp(header + 16, key, 32)                 ? "it holds another key"
+                                                                        : NULL;
+    if (wrong) return sj_fail(ctx, SJ_E_CORRUPT, "packed weights %s: %s", path, wrong);
+    /* opened again by name: a file renamed over this one since is mapped
+     * whole, and its own header was just read only if it is the same file;
+     * the size check there catches any other */
+    SJ_TRY(sj__weight_map_open_owned(ctx, path, HEADER_BYTES, bytes, header + 48, out));
+    *data = sj__weight_map_data(*out) + HEADER_BYTES;
+    return SJ_OK;
+}
+
+static bool write_all(int fd, const void *buf, size_t n) {
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Whether the mode bits of path's folder grant a write: a store made
+ * read-only (chmod a-w) stays unwritten even by root, whom the kernel lets
+ * write anyway, as the store itself honours them (store/store_open.c). */
+static bool folder_writable(const char *path) {
+    char parent[4096];
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 0 && path[n - 1] != '/') n--;
+    if (n == 0) snprintf(parent, sizeof parent, ".");
+    else snprintf(parent, sizeof parent, "%.*s", (int)n, path);
+    struct stat sb;
+    return stat(parent, &sb) == 0 && (sb.st_mode & 0222);
+}
+
+bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], const void *buf,
+                         size_t bytes) {
+    char path[4096], tmp[4096 + 16];
+    if (!file_path(dir, key, path, sizeof path) || !folder_writable(dir)) return false;
+    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || !folder_writable(path)) return false;
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) return false;
+    uint8_t *header = sj_calloc(ctx, 1, HEADER_BYTES);
+    bool ok = header != NULL;
+    if (ok) {
+        memcpy(header, MAGIC, 8);
+        put_u64(header + 8, bytes);
+        memcpy(header + 16, key, 32);
+        llvm_blake3_hasher h;
+        llvm_blake3_hasher_init(&h);
+        llvm_blake3_hasher_update(&h, buf, bytes);
+        llvm_blake3_hasher_finalize(&h, header + 48, 32);
+        header_check(header, header + FIELDS_BYTES);
+        /* Not synced: a sync would cost a cold process about as much as
+         * the packing. A crash before write-back leaves at worst a file
+         * shorter than its header says (ext4 and XFS move a file's size
+         * on disk only as its data lands), which the map refuses. */
+        ok = write_all(fd, header, HEADER_BYTES) && write_all(fd, buf, bytes) &&
+             fchmod(fd, 0400) == 0;
+    }
+    sj_free(ctx, header);
+    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    if (!ok) unlink(tmp);
+    return ok;
+}
