@@ -238,6 +238,8 @@ void cli_stats_members(FILE *f, sj_engine *e) {
      * before for another bucket or model). */
     fprintf(f, ", \"objects_compiled\": %llu, \"objects_from_store\": %llu",
             (unsigned long long)s.objects_compiled, (unsigned long long)s.objects_found);
+    fprintf(f, ", \"store_bytes\": %lld, \"store_bytes_added\": %lld", (long long)s.store_bytes,
+            (long long)s.store_bytes_added);
     /* The model's hash at open: "store" when its files were unchanged and
      * the weights' digests were kept, "hashed" when every byte was read. */
     fprintf(f, ", \"hash_ms\": %.3f, \"weight_digests\": \"%s\"", s.hash_ms,

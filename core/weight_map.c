@@ -223,27 +223,34 @@ sj_status sj__weight_map_adopt(sj_ctx *ctx, void *buf, size_t size, sj_weight_ma
     return SJ_OK;
 }
 
-sj_status sj__weight_map_open_owned(sj_ctx *ctx, const char *path, size_t offset, size_t size,
+sj_status sj__weight_map_open_owned(sj_ctx *ctx, int fd, const char *path, size_t offset, size_t size,
                                    const uint8_t hash[32], sj_weight_map **out) {
     *out = NULL;
-    int fd;
     struct stat sb;
-    SJ_TRY(sj__open_regular(ctx, "weights file ", path, &fd, &sb));
     size_t total;
-    if (sj_add_overflow_size(offset, size, &total) || size == 0 || (uint64_t)sb.st_size != total) {
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return sj_fail(ctx, SJ_E_IO, "weights file %s: fstat: %s", path, strerror(e));
+    }
+    if (sj_add_overflow_size(offset, size, &total) || size == 0 || !S_ISREG(sb.st_mode) ||
+        (uint64_t)sb.st_size != total) {
         close(fd);
         return sj_fail(ctx, SJ_E_CORRUPT, "weights file %s: %lld bytes, expected %zu + %zu", path,
                        (long long)sb.st_size, offset, size);
     }
-    sj_weight_map *m = sj_calloc(ctx, 1, sizeof *m);
     void *base = mmap(NULL, total, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (!m || base == MAP_FAILED || !(m->path = sj_strdup(ctx, path))) {
+    if (base == MAP_FAILED) {
         int e = errno;
-        if (base != MAP_FAILED) munmap(base, total);
-        sj_free(ctx, m);
         close(fd);
-        return m ? sj_fail(ctx, SJ_E_IO, "weights file %s: mmap: %s", path, strerror(e))
-                 : sj_fail(ctx, SJ_E_NOMEM, "weights file %s: out of memory", path);
+        return sj_fail(ctx, SJ_E_IO, "weights file %s: mmap: %s", path, strerror(e));
+    }
+    sj_weight_map *m = sj_calloc(ctx, 1, sizeof *m);
+    if (!m || !(m->path = sj_strdup(ctx, path))) {
+        sj_free(ctx, m);
+        munmap(base, total);
+        close(fd);
+        return sj_fail(ctx, SJ_E_NOMEM, "weights file %s: out of memory", path);
     }
     m->ctx = ctx;
     atomic_init(&m->refs, 1);

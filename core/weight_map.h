@@ -54,15 +54,16 @@ sj_status sj__weight_map_open(sj_ctx *ctx, const char *path, sj_weight_map **out
  * copied into each. The last reference sj_frees buf. SJ_E_NOMEM (buf is
  * still the caller's) when the holder cannot be made. */
 sj_status sj__weight_map_adopt(sj_ctx *ctx, void *buf, size_t size, sj_weight_map **out);
-/* Maps in place, read-only, a file this library wrote and never writes
- * again (a store's packed weights: written whole under another name, then
- * renamed into place read-only), whose bytes [offset, offset + size) its
- * writer recorded as hashing to `hash`. They are trusted without being
+/* Maps in place, read-only, the file open as fd (taken: closed with the
+ * map, or on failure), one this library wrote and never writes again (a
+ * store's packed weights: written whole under another name, then renamed
+ * into place read-only), whose bytes [offset, offset + size) its writer
+ * recorded as hashing to `hash`; path names it in messages. They are trusted without being
  * read, as a file with an unchanged identity is. Nothing of ours writes
  * such a file, so check (on every run) trusts it; verify hashes that range
  * again. SJ_E_CORRUPT when the file is not offset + size bytes,
  * SJ_E_IO when it cannot be opened or mapped. */
-sj_status sj__weight_map_open_owned(sj_ctx *ctx, const char *path, size_t offset, size_t size,
+sj_status sj__weight_map_open_owned(sj_ctx *ctx, int fd, const char *path, size_t offset, size_t size,
                                    const uint8_t hash[32], sj_weight_map **out);
 void sj__weight_map_retain(sj_weight_map *m);
 /* Drops a reference; the last unmaps and closes. NULL is a no-op. */

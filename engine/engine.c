@@ -69,6 +69,9 @@ static sj_status open_store(sj_engine *e, const sj_engine_config *cfg) {
         sj__error_prefix(e->ctx, "engine"); /* the store's message names it and the path */
         return st;
     }
+    sj_store_stats ss;
+    if (sj_store_stats_get(e->store, &ss) == SJ_OK) e->store_bytes_at_open = ss.stored_bytes;
+    else sj_ctx_clear_error(e->ctx);
     /* The store's own warning (fallen back to memory, or read-only: new
      * artifacts not saved) names the path and the reason: said once, here. */
     if (sj_store_warning(e->store)[0] && !(e->warning = sj_strdup(e->ctx, sj_store_warning(e->store))))
@@ -327,6 +330,11 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->load_ms = s.stages.load_ms;
     out->objects_compiled = s.stages.objects_compiled;
     out->objects_found = s.stages.objects_found;
+    sj_store_stats ss;
+    if (e->store && sj_store_stats_get(e->store, &ss) == SJ_OK) {
+        out->store_bytes = ss.stored_bytes;
+        out->store_bytes_added = ss.stored_bytes - e->store_bytes_at_open;
+    }
     out->hash_ms = s.hash_ms;
     out->digests_from_store = s.digests_from_store;
     out->device_resets = e->backend.resets ? e->backend.resets(e->backend.owner) : 0;

@@ -19,6 +19,7 @@ struct sj_engine {
     sj_graph *g;
     sj_ladder *ladder;
     sj_store *store;   /* NULL: nothing persists */
+    int64_t store_bytes_at_open; /* its stored bytes when opened (sj_store_stats) */
     sj_remote *remote; /* the fleet tier, or NULL */
     sj__backend backend;
     sj_bucketed_cache *cache;

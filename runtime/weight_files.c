@@ -66,27 +66,31 @@ sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32
     if (!file_path(dir, key, path, sizeof path))
         return sj_fail(ctx, SJ_E_IO, "packed weights folder %s: no file name (the path is too long, "
                        "or this library's own file cannot be found)", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* non-blocking: a FIFO put in its place must not hang the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return errno == ENOENT ? SJ_E_NOT_FOUND
                                : sj_fail(ctx, SJ_E_IO, "packed weights %s: %s", path, strerror(errno));
     uint8_t header[FIELDS_BYTES + CHECK_BYTES], check[CHECK_BYTES];
     int got = sj__pread_all(fd, header, sizeof header, 0);
-    close(fd);
-    if (got != 1)
+    if (got != 1) {
+        int e = errno;
+        close(fd);
         return sj_fail(ctx, got < 0 ? SJ_E_IO : SJ_E_CORRUPT, "packed weights %s: %s", path,
-                       got < 0 ? strerror(errno) : "shorter than its header");
+                       got < 0 ? strerror(e) : "shorter than its header");
+    }
     header_check(header, check);
     const char *wrong = memcmp(header, MAGIC, 8)                       ? "not a packed weights file"
                         : memcmp(check, header + FIELDS_BYTES, CHECK_BYTES) ? "its header is damaged"
                         : get_u64(header + 8) != bytes                 ? "it holds another size"
                         : memcmp(header + 16, key, 32)                 ? "it holds another key"
                                                                         : NULL;
-    if (wrong) return sj_fail(ctx, SJ_E_CORRUPT, "packed weights %s: %s", path, wrong);
-    /* opened again by name: a file renamed over this one since is mapped
-     * whole, and its own header was just read only if it is the same file;
-     * the size check there catches any other */
-    SJ_TRY(sj__weight_map_open_owned(ctx, path, HEADER_BYTES, bytes, header + 48, out));
+    if (wrong) {
+        close(fd);
+        return sj_fail(ctx, SJ_E_CORRUPT, "packed weights %s: %s", path, wrong);
+    }
+    /* the very file whose header was read (the map takes fd) */
+    SJ_TRY(sj__weight_map_open_owned(ctx, fd, path, HEADER_BYTES, bytes, header + 48, out));
     *data = sj__weight_map_data(*out) + HEADER_BYTES;
     return SJ_OK;
 }

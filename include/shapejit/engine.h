@@ -349,6 +349,11 @@ typedef struct sj_engine_stats {
      * from the store instead: compiled before, for another bucket or
      * another model, for this target and these options. */
     uint64_t objects_compiled, objects_found;
+    /* The store's stored (compressed) bytes now, each shared part and base
+     * counted once (sj_store_stats.stored_bytes), and their growth since
+     * the engine opened it (negative when rows were evicted or removed);
+     * 0 without a store. */
+    int64_t store_bytes, store_bytes_added;
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 
