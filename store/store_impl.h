@@ -13,8 +13,9 @@
 #include <zstd.h>
 
 /* 2: shared parts (the parts and artifact_parts tables, store_parts.c).
- * 3: bases (the bases table and artifacts.base_key, store_base.c). */
-#define SJ_STORE_SCHEMA_VERSION 3
+ * 3: bases (the bases table and artifacts.base_key, store_base.c).
+ * 4: parts compressed against parts (parts.dict_key, store_part_delta.c). */
+#define SJ_STORE_SCHEMA_VERSION 4
 /* Checkpoint once the WAL holds this many frames (SQLite's default
  * autocheckpoint threshold, run by us under the write lock instead). */
 #define SJ_STORE_CHECKPOINT_FRAMES 1000
@@ -97,7 +98,11 @@ sj_status sj__store_inflate(ZSTD_DCtx *dctx, int64_t cap, const void *dict, size
 
 /* A parts row as read for a get, verify or export, copied out so it can
  * be checked outside the store's lock; found is false when no parts row
- * holds the key a row places. */
+ * holds the key a row places. A part compressed against another part
+ * (has_ref: its reference, ref_key, store_part_delta.c) comes with that
+ * part's row, ref (sj_alloc'ed; NULL when no parts row holds ref_key;
+ * ref->has_ref when the reference is itself compressed against one, which
+ * a sound store never holds). Bases use found..frame_len only. */
 typedef struct sj_store_part_row {
     bool found;
     int64_t raw_size;
@@ -105,7 +110,17 @@ typedef struct sj_store_part_row {
     size_t digest_len;
     void *frame;
     size_t frame_len;
+    bool has_ref;
+    uint8_t ref_key[32];
+    struct sj_store_part_row *ref;
 } sj_store_part_row;
+
+/* The columns a part is read with (p its parts row, d its reference's,
+ * LEFT JOINed on d.key = p.dict_key), for sj__store_part_copy. */
+#define SJ_STORE_PART_COLS                                                                          \
+    "p.raw_size, p.digest, p.blob, p.dict_key, d.key IS NOT NULL, d.raw_size, d.digest, d.blob, "      \
+    "d.dict_key IS NOT NULL"
+#define SJ_STORE_PART_REF_JOIN " LEFT JOIN parts d ON d.key = p.dict_key"
 
 /* A row as read for a get, verify or export: its own blob (the inline
  * bytes) and the parts it places (parts[i], from artifact_parts, in offset
@@ -142,13 +157,18 @@ sj_status sj__store_row_assemble(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, cons
                                 const sj_store_row *row, void **raw, char *why, size_t why_len);
 
 /* A stored part or base (r) checked against BLAKE3(key || bytes) and
- * decompressed (*bytes sj_alloc'ed on SJ_OK). SJ_E_CORRUPT: `why` says
- * which check failed. */
+ * decompressed (*bytes sj_alloc'ed on SJ_OK), a part with its reference
+ * checked and decompressed first. SJ_E_CORRUPT: `why` says which check
+ * failed. */
 sj_status sj__store_stored_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const uint8_t key[32],
                                  const sj_store_part_row *r, void **bytes, char *why, size_t why_len);
 /* Copies raw_size, digest and blob from columns first..first+2 of q into
  * r (found). */
 sj_status sj__store_stored_copy(sj_ctx *ctx, sqlite3_stmt *q, int first, sj_store_part_row *r);
+/* Copies a part read with SJ_STORE_PART_COLS (from column first) into r:
+ * sj__store_stored_copy and its reference, if any. */
+sj_status sj__store_part_copy(sj_ctx *ctx, sqlite3_stmt *q, int first, sj_store_part_row *r);
+void sj__store_part_row_free(sj_ctx *ctx, sj_store_part_row *r);
 /* Inside a write transaction: sel (SELECT raw_size, digest, blob ...
  * WHERE key = ?1) run for key; *found whether a row is stored, *keep
  * whether it holds exactly raw under `digest` (so a put keeps it rather
@@ -172,12 +192,30 @@ typedef struct sj_store_base {
 } sj_store_base;
 
 /* What a put writes, made before the lock: the row's digest and inline
- * frame, its base, and each part's digest and frame. */
+ * frame, its base, and each part's digest and plain frame, with a frame
+ * compressed against a reference (delta, when ref >= 0: refs[ref]) when
+ * that pays. */
 typedef struct sj_store_packed_part {
     uint8_t digest[32];
     void *frame;
     size_t frame_len;
+    int ref;
+    void *delta;
+    size_t delta_len;
 } sj_store_packed_part;
+/* A part the put compresses others against: a stored one that checked
+ * or one of its own; kept plain with these bytes (store_part_delta.c).
+ * frame is its plain frame: copied from the store (owned) or the put's
+ * own part's (borrowed). */
+typedef struct sj_store_part_ref {
+    uint8_t key[32], digest[32];
+    void *raw;
+    size_t len;
+    void *frame;
+    size_t frame_len;
+    bool owned;
+    int part; /* the put's part it is, or -1 */
+} sj_store_part_ref;
 typedef struct sj_store_packed {
     uint8_t digest[32];
     void *frame;
@@ -185,6 +223,8 @@ typedef struct sj_store_packed {
     sj_store_base base;
     sj_store_packed_part *parts;
     int n_parts;
+    sj_store_part_ref *refs;
+    int n_refs;
 } sj_store_packed;
 sj_status sj__store_pack(sj_store *s, const sj_store_key *key, const uint8_t *bytes, size_t len,
                         const sj_store_part *parts, int n_parts, sj_store_packed *out);
@@ -204,6 +244,27 @@ sj_status sj__store_stored_total(sj_store *s, int64_t *total);
  * places and its base when no other row uses it; adds the stored bytes
  * that frees to *freed. */
 sj_status sj__store_drop_row(sj_store *s, int64_t id, int64_t *freed);
+
+/* --- store_part_delta.c --- */
+/* Each part's digest and plain frame, and a frame against the most
+ * similar part of the graph's stored rows or of this put when that halves
+ * it (pk->parts and pk->refs; pk->n_parts set). Takes s->mu once, for the
+ * lookups; the caller holds no lock. */
+sj_status sj__store_parts_pack(sj_store *s, const sj_store_key *key, const uint8_t *bytes, const sj_store_part *parts,
+                              int n_parts, sj_store_packed *pk);
+void sj__store_part_refs_free(sj_ctx *ctx, sj_store_packed *pk);
+/* The checked bytes of r's reference (*dict sj_alloc'ed; NULL when r has
+ * none). On SJ_E_CORRUPT `why` names the reference by its key. */
+sj_status sj__store_part_ref_load(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_part_row *r,
+                                 void **dict, char *why, size_t why_len);
+/* Inside a write transaction: the put's part i (not kept) written, as its
+ * delta when it has one and no stored part is compressed against it (a
+ * reference stays plain), after making sure its reference is stored plain
+ * and sound (else writing the put's checked copy). */
+sj_status sj__store_part_put(sj_store *s, const sj_store_part *p, const sj_store_packed *pk, int i);
+/* Inside a transaction: whether a stored part is compressed against part
+ * `key` (it is a reference). */
+sj_status sj__store_part_is_reference(sj_store *s, const uint8_t key[32], bool *yes);
 
 /* --- store_base.c --- */
 /* The row's inline bytes (in, n) compressed, against a base of its
@@ -226,6 +287,9 @@ sj_status sj__store_base_load(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const s
                              char *why, size_t why_len);
 
 /* --- store_rw.c --- */
+/* Binds the 9 key columns (SJ_STORE_KEY_COLS' order) to parameters
+ * first..first+8 of st; gh and oh hold the hex hashes until it has run. */
+void sj__store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]);
 /* Reads the key + size columns (in the order of SJ_STORE_ENTRY_COLS)
  * starting at column `first`; strings point into the statement's row. */
 void sj__store_read_entry(sqlite3_stmt *st, int first, sj_store_entry *e);

@@ -251,7 +251,8 @@ static const char *const schema_sql =
      * store_parts.c */
     "CREATE TABLE parts ("
     " key BLOB PRIMARY KEY, raw_size INTEGER NOT NULL, stored_size INTEGER NOT NULL,"
-    " digest BLOB NOT NULL, blob BLOB NOT NULL);"
+    " digest BLOB NOT NULL, blob BLOB NOT NULL, dict_key BLOB);"
+    "CREATE INDEX parts_dict ON parts(dict_key);"
     "CREATE TABLE artifact_parts ("
     " artifact_id INTEGER NOT NULL, seq INTEGER NOT NULL, offset INTEGER NOT NULL, len INTEGER NOT NULL,"
     " part_key BLOB NOT NULL, PRIMARY KEY (artifact_id, seq)) WITHOUT ROWID;"
@@ -259,8 +260,21 @@ static const char *const schema_sql =
     "CREATE TRIGGER artifacts_drop_refs AFTER DELETE ON artifacts BEGIN"
     " DELETE FROM artifact_parts WHERE artifact_id = old.id; END;"
     "CREATE TRIGGER artifact_parts_drop_unplaced AFTER DELETE ON artifact_parts"
-    " WHEN NOT EXISTS (SELECT 1 FROM artifact_parts WHERE part_key = old.part_key) BEGIN"
+    " WHEN NOT EXISTS (SELECT 1 FROM artifact_parts WHERE part_key = old.part_key)"
+    " AND NOT EXISTS (SELECT 1 FROM parts WHERE dict_key = old.part_key) BEGIN"
     " DELETE FROM parts WHERE key = old.part_key; END;"
+    /* a part's reference, kept while a part is compressed against it: see
+     * store_part_delta.c */
+    "CREATE TRIGGER parts_drop_reference AFTER DELETE ON parts"
+    " WHEN old.dict_key IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM artifact_parts WHERE part_key = old.dict_key)"
+    " AND NOT EXISTS (SELECT 1 FROM parts WHERE dict_key = old.dict_key) BEGIN"
+    " DELETE FROM parts WHERE key = old.dict_key; END;"
+    "CREATE TRIGGER parts_rereference AFTER UPDATE OF dict_key ON parts"
+    " WHEN old.dict_key IS NOT NULL AND old.dict_key IS NOT new.dict_key"
+    " AND NOT EXISTS (SELECT 1 FROM artifact_parts WHERE part_key = old.dict_key)"
+    " AND NOT EXISTS (SELECT 1 FROM parts WHERE dict_key = old.dict_key) BEGIN"
+    " DELETE FROM parts WHERE key = old.dict_key; END;"
     /* bases, and the triggers that drop one with the last row using it:
      * see store_base.c */
     "CREATE TABLE bases ("
@@ -441,10 +455,11 @@ static sj_status prepare_statements(sj_store *s) {
         "ON CONFLICT DO UPDATE SET raw_size=excluded.raw_size, stored_size=excluded.stored_size, "
         "digest=excluded.digest, created_ms=excluded.created_ms, last_used_ms=excluded.last_used_ms, "
         "blob=excluded.blob, base_key=excluded.base_key RETURNING id";
-    /* the parts a row places, with their parts rows (NULLs when missing) */
+    /* the parts a row places, with their parts rows and their references'
+     * (NULLs when missing) */
     static const char *const refs_sql =
-        "SELECT r.offset, r.len, r.part_key, p.key IS NOT NULL, p.raw_size, p.digest, p.blob "
-        "FROM artifact_parts r LEFT JOIN parts p ON p.key = r.part_key WHERE r.artifact_id = ?1 ORDER BY r.seq";
+        "SELECT r.offset, r.len, r.part_key, p.key IS NOT NULL, " SJ_STORE_PART_COLS " FROM artifact_parts r "
+        "LEFT JOIN parts p ON p.key = r.part_key" SJ_STORE_PART_REF_JOIN " WHERE r.artifact_id = ?1 ORDER BY r.seq";
     /* the base a row's blob was compressed against (no row when none) */
     static const char *const base_sql =
         "SELECT a.base_key, b.key IS NOT NULL, b.raw_size, b.digest, b.blob "

@@ -4,9 +4,10 @@
  * keys mean equal bytes (the caller's hash of what decides them).
  *
  * Layout (schema version 2 on, created in store_open.c):
- *   parts(key BLOB PRIMARY KEY, raw_size, stored_size, digest, blob):
- *     one row per part key; blob a zstd frame made as a row's is, digest
- *     BLAKE3(key || raw).
+ *   parts(key BLOB PRIMARY KEY, raw_size, stored_size, digest, blob,
+ *         dict_key): one row per part key; blob a zstd frame made as a
+ *     row's is, plain or (version 4) against the bytes of the part
+ *     dict_key (store_part_delta.c), digest BLAKE3(key || raw).
  *   artifact_parts(artifact_id, seq, offset, len, part_key), primary key
  *     (artifact_id, seq), indexed on part_key: where row artifact_id
  *     places each of its parts, in offset order.
@@ -15,10 +16,12 @@
  *     blob's size; raw_size is still the whole artifact and digest still
  *     BLAKE3(key digest || whole raw bytes), checked on the reassembled
  *     bytes, so a damaged part or row reads as SJ_E_CORRUPT.
- * Two triggers keep the references whole in every transaction that drops
- * a row, whoever drops it (rm, gc, eviction, a put's replaced list): a
+ * Triggers keep the references whole in every transaction that drops a
+ * row, whoever drops it (rm, gc, eviction, a put's replaced list): a
  * deleted artifacts row deletes its artifact_parts rows, and a deleted
- * artifact_parts row deletes its part when no row places it any more.
+ * artifact_parts row deletes its part when no row places it any more and
+ * no part is compressed against it (then it goes with the last such part:
+ * store_part_delta.c).
  * The stored bytes (sj_store_stats, max_bytes) are the rows' blobs plus
  * the parts' and the bases' (store_base.c), each part and base once.
  *
@@ -65,9 +68,10 @@ bool sj__store_parts_bad(const sj_store_part *parts, int n_parts, uint64_t len, 
 }
 
 /* Checks one stored part and decompresses it into dst (len bytes, where
- * a row places it). On SJ_E_CORRUPT `why` says which check failed. */
-static sj_status part_check_into(ZSTD_DCtx *dctx, int64_t cap, const uint8_t key[32],
-                                 const sj_store_part_row *r, uint64_t len, uint8_t *dst, char *why,
+ * a row places it) with dict, its reference's bytes (dict_len 0: it has
+ * none). On SJ_E_CORRUPT `why` says which check failed. */
+static sj_status part_check_into(ZSTD_DCtx *dctx, int64_t cap, const uint8_t key[32], const sj_store_part_row *r,
+                                 uint64_t len, const void *dict, size_t dict_len, uint8_t *dst, char *why,
                                  size_t why_len) {
     if (!r->found) {
         snprintf(why, why_len, "missing from the parts table");
@@ -82,7 +86,8 @@ static sj_status part_check_into(ZSTD_DCtx *dctx, int64_t cap, const uint8_t key
         snprintf(why, why_len, "its digest is %zu bytes, not 32", r->digest_len);
         return SJ_E_CORRUPT;
     }
-    if (sj__store_inflate(dctx, cap, NULL, 0, r->frame, r->frame_len, r->raw_size, dst, why, why_len) != SJ_OK)
+    if (sj__store_inflate(dctx, cap, dict, dict_len, r->frame, r->frame_len, r->raw_size, dst, why, why_len) !=
+        SJ_OK)
         return SJ_E_CORRUPT;
     uint8_t got[32];
     sj__store_content_digest(key, dst, (size_t)len, got);
@@ -95,7 +100,13 @@ static sj_status part_check_into(ZSTD_DCtx *dctx, int64_t cap, const uint8_t key
 
 /* --- reading a row --- */
 
-static void part_row_free(sj_ctx *ctx, sj_store_part_row *r) { sj_free(ctx, r->frame); }
+void sj__store_part_row_free(sj_ctx *ctx, sj_store_part_row *r) {
+    if (r->ref) sj__store_part_row_free(ctx, r->ref);
+    sj_free(ctx, r->ref);
+    sj_free(ctx, r->frame);
+    r->ref = NULL;
+    r->frame = NULL;
+}
 
 /* Copies a stored blob (a NULL column as an empty one). */
 static sj_status copy_blob(sj_ctx *ctx, const void *src, size_t n, void **dst) {
@@ -116,7 +127,20 @@ sj_status sj__store_stored_copy(sj_ctx *ctx, sqlite3_stmt *q, int first, sj_stor
     return copy_blob(ctx, frame, r->frame_len, &r->frame);
 }
 
-/* st_refs's row: offset, len, part_key, found, raw_size, digest, blob. */
+sj_status sj__store_part_copy(sj_ctx *ctx, sqlite3_stmt *q, int first, sj_store_part_row *r) {
+    SJ_TRY(sj__store_stored_copy(ctx, q, first, r));
+    if (sqlite3_column_type(q, first + 3) == SQLITE_NULL) return SJ_OK;
+    /* a key of another length matches no part: read as missing */
+    r->has_ref = true;
+    if (sqlite3_column_bytes(q, first + 3) == 32) memcpy(r->ref_key, sqlite3_column_blob(q, first + 3), 32);
+    if (!sqlite3_column_int(q, first + 4)) return SJ_OK;
+    r->ref = sj_calloc(ctx, 1, sizeof *r->ref);
+    if (!r->ref) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory reading a part's reference");
+    r->ref->has_ref = sqlite3_column_int(q, first + 8) != 0;
+    return sj__store_stored_copy(ctx, q, first + 5, r->ref);
+}
+
+/* st_refs's row: offset, len, part_key, found, then SJ_STORE_PART_COLS. */
 static sj_status ref_copy(sj_ctx *ctx, sqlite3_stmt *q, sj_store_part *p, sj_store_part_row *r) {
     memset(p, 0, sizeof *p);
     memset(r, 0, sizeof *r);
@@ -125,7 +149,7 @@ static sj_status ref_copy(sj_ctx *ctx, sqlite3_stmt *q, sj_store_part *p, sj_sto
     const void *key = sqlite3_column_blob(q, 2);
     size_t key_len = (size_t)sqlite3_column_bytes(q, 2);
     if (key) memcpy(p->key, key, key_len < 32 ? key_len : 32);
-    return sqlite3_column_int(q, 3) ? sj__store_stored_copy(ctx, q, 4, r) : SJ_OK;
+    return sqlite3_column_int(q, 3) ? sj__store_part_copy(ctx, q, 4, r) : SJ_OK;
 }
 
 static sj_status refs_grow(sj_ctx *ctx, sj_store_row *row, int *cap) {
@@ -166,8 +190,8 @@ sj_status sj__store_row_read(sj_store *s, sj_store_row *row, const void *digest,
 }
 
 void sj__store_row_free(sj_ctx *ctx, sj_store_row *row) {
-    part_row_free(ctx, &row->base);
-    for (int i = 0; i < row->n_parts; i++) part_row_free(ctx, &row->stored[i]);
+    sj__store_part_row_free(ctx, &row->base);
+    for (int i = 0; i < row->n_parts; i++) sj__store_part_row_free(ctx, &row->stored[i]);
     sj_free(ctx, row->parts);
     sj_free(ctx, row->stored);
     sj_free(ctx, row->frame);
@@ -207,16 +231,74 @@ static sj_status inline_into(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj
     return st;
 }
 
-static sj_status part_into(ZSTD_DCtx *dctx, int64_t cap, const sj_store_row *row, int i, uint8_t *dst,
-                           char *why, size_t why_len) {
+/* The references a row's parts were compressed against that the row
+ * does not place, each checked and decompressed once per assembly. */
+typedef struct ref_cache {
+    const uint8_t *key;
+    void *bytes;
+    size_t len;
+} ref_cache;
+
+/* The bytes of part i's reference (*dict; NULL when it has none), from
+ * the row's plain parts (decompressed first), the cache, or loaded. */
+static sj_status ref_find(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_row *row, int i,
+                          const uint8_t *dst, ref_cache *cache, int *n_cache, const void **dict, size_t *dict_len,
+                          char *why, size_t why_len) {
+    const sj_store_part_row *r = &row->stored[i];
+    *dict = NULL;
+    *dict_len = 0;
+    if (!r->has_ref) return SJ_OK;
+    for (int j = 0; j < row->n_parts; j++)
+        if (!row->stored[j].has_ref && memcmp(row->parts[j].key, r->ref_key, 32) == 0) {
+            *dict = dst + row->parts[j].offset;
+            *dict_len = (size_t)row->parts[j].len;
+            return SJ_OK;
+        }
+    for (int c = 0; c < *n_cache; c++)
+        if (memcmp(cache[c].key, r->ref_key, 32) == 0) {
+            *dict = cache[c].bytes;
+            *dict_len = cache[c].len;
+            return SJ_OK;
+        }
+    void *bytes;
+    SJ_TRY(sj__store_part_ref_load(ctx, dctx, cap, r, &bytes, why, why_len));
+    cache[*n_cache] = (ref_cache){r->ref_key, bytes, (size_t)r->ref->raw_size};
+    *dict = cache[*n_cache].bytes;
+    *dict_len = cache[(*n_cache)++].len;
+    return SJ_OK;
+}
+
+static sj_status part_into(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_row *row, int i, uint8_t *dst,
+                           ref_cache *cache, int *n_cache, char *why, size_t why_len) {
     const sj_store_part *p = &row->parts[i];
     char detail[SJ_STORE_WHY_MAX], hex[65];
-    if (part_check_into(dctx, cap, p->key, &row->stored[i], p->len, dst + p->offset, detail, sizeof detail) ==
-        SJ_OK)
-        return SJ_OK;
+    const void *dict;
+    size_t dict_len;
+    sj_status st = ref_find(ctx, dctx, cap, row, i, dst, cache, n_cache, &dict, &dict_len, detail, sizeof detail);
+    if (st == SJ_OK)
+        st = part_check_into(dctx, cap, p->key, &row->stored[i], p->len, dict, dict_len, dst + p->offset,
+                                      detail, sizeof detail);
+    if (st != SJ_E_CORRUPT) return st;
     sj__hex_encode(p->key, 32, hex);
     snprintf(why, why_len, "part %s at offset %llu: %s", hex, (unsigned long long)p->offset, detail);
     return SJ_E_CORRUPT;
+}
+
+/* The parts into dst: the plain ones first, so that a part compressed
+ * against another part of the row finds its bytes there. */
+static sj_status parts_into(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_row *row, uint8_t *dst,
+                            char *why, size_t why_len) {
+    ref_cache *cache = row->n_parts ? sj_calloc(ctx, (size_t)row->n_parts, sizeof *cache) : NULL;
+    if (row->n_parts && !cache) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory reading a row's parts");
+    int n_cache = 0;
+    sj_status st = SJ_OK;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; st == SJ_OK && i < row->n_parts; i++)
+            if (row->stored[i].has_ref == (pass == 1))
+                st = part_into(ctx, dctx, cap, row, i, dst, cache, &n_cache, why, why_len);
+    for (int c = 0; c < n_cache; c++) sj_free(ctx, cache[c].bytes);
+    sj_free(ctx, cache);
+    return st;
 }
 
 sj_status sj__store_row_assemble(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const sj_store_key *key,
@@ -239,7 +321,7 @@ sj_status sj__store_row_assemble(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, cons
     if (!dst)
         return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory for a %lld-byte artifact", (long long)row->raw_size);
     sj_status st = inline_into(ctx, dctx, cap, row, dst, why, why_len);
-    for (int i = 0; st == SJ_OK && i < row->n_parts; i++) st = part_into(dctx, cap, row, i, dst, why, why_len);
+    if (st == SJ_OK) st = parts_into(ctx, dctx, cap, row, dst, why, why_len);
     uint8_t kd[32], got[32];
     if (st == SJ_OK) {
         sj__store_key_digest(key, kd);
@@ -291,24 +373,17 @@ sj_status sj__store_pack(sj_store *s, const sj_store_key *key, const uint8_t *by
     sj__store_key_digest(key, kd);
     sj__store_content_digest(kd, bytes, len, out->digest);
     sj_status st = inline_pack(s, key, bytes, len, parts, n_parts, out);
-    if (st == SJ_OK && n_parts > 0) {
-        out->parts = sj_calloc(s->ctx, (size_t)n_parts, sizeof *out->parts);
-        if (!out->parts) st = sj_fail(s->ctx, SJ_E_NOMEM, "store put: out of memory for %d parts", n_parts);
-        else out->n_parts = n_parts;
-    }
-    for (int i = 0; st == SJ_OK && i < n_parts; i++) {
-        const uint8_t *at = bytes + parts[i].offset;
-        sj_store_packed_part *pp = &out->parts[i];
-        sj__store_content_digest(parts[i].key, at, (size_t)parts[i].len, pp->digest);
-        st = sj__store_compress(s->ctx, s->cfg.compression_level, NULL, 0, at, (size_t)parts[i].len, &pp->frame,
-                                &pp->frame_len);
-    }
+    if (st == SJ_OK && n_parts > 0) st = sj__store_parts_pack(s, key, bytes, parts, n_parts, out);
     if (st != SJ_OK) sj__store_packed_free(s->ctx, out);
     return st;
 }
 
 void sj__store_packed_free(sj_ctx *ctx, sj_store_packed *pk) {
-    for (int i = 0; i < pk->n_parts; i++) sj_free(ctx, pk->parts[i].frame);
+    sj__store_part_refs_free(ctx, pk);
+    for (int i = 0; i < pk->n_parts; i++) {
+        sj_free(ctx, pk->parts[i].frame);
+        sj_free(ctx, pk->parts[i].delta);
+    }
     sj_free(ctx, pk->parts);
     sj_free(ctx, pk->frame);
     sj__store_base_free(ctx, &pk->base);
@@ -360,12 +435,55 @@ static int earlier_same_key(const sj_store_part *parts, int i) {
     return -1;
 }
 
-static sj_status part_write(sj_store *s, sqlite3_stmt *sel, sqlite3_stmt *ins, const uint8_t *bytes,
-                            const sj_store_part *parts, int i, const sj_store_packed_part *pp) {
+/* Copies the parts row of key with its reference's (one statement: one
+ * snapshot); found false when there is none. Caller holds s->mu. */
+static sj_status part_row_read(sj_store *s, const uint8_t key[32], sj_store_part_row *r) {
+    memset(r, 0, sizeof *r);
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(s->db, "SELECT " SJ_STORE_PART_COLS " FROM parts p" SJ_STORE_PART_REF_JOIN " WHERE p.key = ?1",
+                           -1, &q, NULL) != SQLITE_OK)
+        return sj__store_sql_fail(s, "reading a part");
+    sqlite3_bind_blob(q, 1, key, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sj_status st = rc == SQLITE_ROW    ? sj__store_part_copy(s->ctx, q, 0, r)
+                   : rc == SQLITE_DONE ? SJ_OK
+                                       : sj__store_sql_fail(s, "reading a part");
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* Inside a write transaction: *found whether part `key` is stored, *keep
+ * whether it holds exactly raw under `digest`, its reference (if any)
+ * sound too, so a put keeps it rather than writing its own. A part
+ * compressed against another that is a reference itself (a chain: never
+ * written, so damage) is rewritten, plain. */
+static sj_status part_keep(sj_store *s, const uint8_t key[32], const uint8_t *raw, uint64_t len,
+                           const uint8_t digest[32], bool *found, bool *keep) {
+    sj_store_part_row r;
+    *keep = false;
+    sj_status st = part_row_read(s, key, &r);
+    *found = r.found;
+    if (st == SJ_OK && r.found && r.raw_size == (int64_t)len && r.digest_len == 32 && memcmp(r.digest, digest, 32) == 0) {
+        void *got = NULL;
+        char why[SJ_STORE_WHY_MAX]; /* a damaged part is no error here: the put rewrites it */
+        st = sj__store_stored_unpack(s->ctx, s->dctx, s->cfg.max_artifact_bytes, key, &r, &got, why, sizeof why);
+        if (st == SJ_OK) *keep = memcmp(got, raw, (size_t)len) == 0;
+        else if (st == SJ_E_CORRUPT) st = SJ_OK;
+        sj_free(s->ctx, got);
+        bool chain = false;
+        if (st == SJ_OK && *keep && r.has_ref) st = sj__store_part_is_reference(s, key, &chain);
+        if (chain) *keep = false;
+    }
+    sj__store_part_row_free(s->ctx, &r);
+    return st;
+}
+
+static sj_status part_write(sj_store *s, const uint8_t *bytes, const sj_store_part *parts, int i,
+                            const sj_store_packed *pk) {
     const sj_store_part *p = &parts[i];
     bool found, keep;
-    sj_status st = sj__store_stored_keep(s, sel, p->key, bytes + p->offset, p->len, pp->digest, &found, &keep);
-    if (st != SJ_OK || keep) return st;
+    SJ_TRY(part_keep(s, p->key, bytes + p->offset, p->len, pk->parts[i].digest, &found, &keep));
+    if (keep) return SJ_OK;
     /* A part this put wrote already, with other bytes: equal keys must
      * mean equal bytes, or one of the two places would read back wrong. */
     int j = found ? earlier_same_key(parts, i) : -1;
@@ -375,31 +493,13 @@ static sj_status part_write(sj_store *s, sqlite3_stmt *sel, sqlite3_stmt *ins, c
                        "offset %llu, len %llu)",
                        j, i, (unsigned long long)parts[j].offset, (unsigned long long)parts[j].len,
                        (unsigned long long)p->offset, (unsigned long long)p->len);
-    sqlite3_reset(ins);
-    sqlite3_bind_blob(ins, 1, p->key, 32, SQLITE_STATIC);
-    sqlite3_bind_int64(ins, 2, (int64_t)p->len);
-    sqlite3_bind_int64(ins, 3, (int64_t)pp->frame_len);
-    sqlite3_bind_blob(ins, 4, pp->digest, 32, SQLITE_STATIC);
-    sqlite3_bind_blob64(ins, 5, pp->frame, (sqlite3_uint64)pp->frame_len, SQLITE_STATIC);
-    st = sqlite3_step(ins) == SQLITE_DONE ? SJ_OK : sj__store_sql_fail(s, "put: writing a part");
-    sqlite3_reset(ins);
-    return st;
+    return sj__store_part_put(s, p, pk, i);
 }
 
 sj_status sj__store_parts_write(sj_store *s, const uint8_t *bytes, const sj_store_part *parts,
                                const sj_store_packed *pk) {
-    if (pk->n_parts == 0) return SJ_OK;
-    sqlite3_stmt *sel = NULL, *ins = NULL;
     sj_status st = SJ_OK;
-    if (sqlite3_prepare_v2(s->db, "SELECT raw_size, digest, blob FROM parts WHERE key = ?1", -1, &sel, NULL) ||
-        sqlite3_prepare_v2(s->db,
-                           "INSERT OR REPLACE INTO parts(key, raw_size, stored_size, digest, blob) "
-                           "VALUES(?1, ?2, ?3, ?4, ?5)",
-                           -1, &ins, NULL))
-        st = sj__store_sql_fail(s, "put: preparing the parts");
-    for (int i = 0; st == SJ_OK && i < pk->n_parts; i++) st = part_write(s, sel, ins, bytes, parts, i, &pk->parts[i]);
-    sqlite3_finalize(sel);
-    sqlite3_finalize(ins);
+    for (int i = 0; st == SJ_OK && i < pk->n_parts; i++) st = part_write(s, bytes, parts, i, pk);
     return st;
 }
 
@@ -470,12 +570,20 @@ sj_status sj__store_stored_total(sj_store *s, int64_t *total) {
 }
 
 sj_status sj__store_drop_row(sj_store *s, int64_t id, int64_t *freed) {
-    /* the row's blob, the parts no other row places and the base no
-     * other row uses */
+    /* the row's blob; the parts no other row places (alone), and of
+     * them and their references those no part that stays is compressed
+     * against (what the triggers delete: a part compressed against
+     * another is never a reference itself); the base no other row uses */
     static const char frees_sql[] =
-        "SELECT a.stored_size + coalesce((SELECT sum(p.stored_size) FROM parts p "
-        "WHERE p.key IN (SELECT part_key FROM artifact_parts WHERE artifact_id = a.id) "
-        "AND NOT EXISTS (SELECT 1 FROM artifact_parts r WHERE r.part_key = p.key AND r.artifact_id <> a.id)), 0) "
+        "WITH alone(k) AS (SELECT DISTINCT part_key FROM artifact_parts m WHERE artifact_id = ?1 "
+        "AND NOT EXISTS (SELECT 1 FROM artifact_parts r WHERE r.part_key = m.part_key AND r.artifact_id <> ?1)), "
+        "deltas(k, ref) AS (SELECT p.key, p.dict_key FROM parts p JOIN alone ON p.key = alone.k "
+        "WHERE p.dict_key IS NOT NULL), "
+        "cand(k) AS (SELECT k FROM alone UNION SELECT ref FROM deltas), "
+        "freed(k) AS (SELECT k FROM cand c WHERE "
+        "NOT EXISTS (SELECT 1 FROM artifact_parts r WHERE r.part_key = c.k AND r.artifact_id <> ?1) "
+        "AND NOT EXISTS (SELECT 1 FROM parts d WHERE d.dict_key = c.k AND d.key NOT IN (SELECT k FROM deltas))) "
+        "SELECT a.stored_size + coalesce((SELECT sum(stored_size) FROM parts WHERE key IN (SELECT k FROM freed)), 0) "
         "+ coalesce((SELECT b.stored_size FROM bases b WHERE b.key = a.base_key "
         "AND NOT EXISTS (SELECT 1 FROM artifacts o WHERE o.base_key = a.base_key AND o.id <> a.id)), 0) "
         "FROM artifacts a WHERE a.id = ?1";
@@ -488,32 +596,20 @@ sj_status sj__store_drop_row(sj_store *s, int64_t id, int64_t *freed) {
 
 /* --- get_part --- */
 
-/* Copies the parts row of key; *found false when there is none. Caller
- * holds s->mu. */
-static sj_status part_row_read(sj_store *s, const uint8_t key[32], sj_store_part_row *r) {
-    memset(r, 0, sizeof *r);
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(s->db, "SELECT raw_size, digest, blob FROM parts WHERE key = ?1", -1, &q, NULL) !=
-        SQLITE_OK)
-        return sj__store_sql_fail(s, "get part");
-    sqlite3_bind_blob(q, 1, key, 32, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    sj_status st = rc == SQLITE_ROW    ? sj__store_stored_copy(s->ctx, q, 0, r)
-                   : rc == SQLITE_DONE ? SJ_OK
-                                       : sj__store_sql_fail(s, "get part");
-    sqlite3_finalize(q);
-    return st;
-}
-
 sj_status sj__store_stored_unpack(sj_ctx *ctx, ZSTD_DCtx *dctx, int64_t cap, const uint8_t key[32],
                                  const sj_store_part_row *r, void **bytes, char *why, size_t why_len) {
     if (r->raw_size < 0 || r->raw_size > cap) {
         snprintf(why, why_len, "declared size %lld is outside [0, %lld]", (long long)r->raw_size, (long long)cap);
         return SJ_E_CORRUPT;
     }
+    void *dict;
+    SJ_TRY(sj__store_part_ref_load(ctx, dctx, cap, r, &dict, why, why_len));
     uint8_t *dst = sj_alloc(ctx, r->raw_size ? (size_t)r->raw_size : 1);
-    if (!dst) return sj_fail(ctx, SJ_E_NOMEM, "store: out of memory reading %lld stored bytes", (long long)r->raw_size);
-    sj_status st = part_check_into(dctx, cap, key, r, (uint64_t)r->raw_size, dst, why, why_len);
+    sj_status st = dst ? part_check_into(dctx, cap, key, r, (uint64_t)r->raw_size, dict,
+                                                  dict ? (size_t)r->ref->raw_size : 0, dst, why, why_len)
+                       : sj_fail(ctx, SJ_E_NOMEM, "store: out of memory reading %lld stored bytes",
+                                 (long long)r->raw_size);
+    sj_free(ctx, dict);
     if (st != SJ_OK) sj_free(ctx, dst);
     else *bytes = dst;
     return st;
@@ -544,6 +640,6 @@ sj_status sj_store_get_part(sj_store *s, const uint8_t key[32], void **bytes, si
     else if (st == SJ_OK) st = part_unpack(s, key, &r, bytes, why, sizeof why);
     if (st == SJ_E_CORRUPT) st = sj_fail(s->ctx, SJ_E_CORRUPT, "store: part %s is corrupt: %s", hex, why);
     if (st == SJ_OK) *len = (size_t)r.raw_size;
-    part_row_free(s->ctx, &r);
+    sj__store_part_row_free(s->ctx, &r);
     return st;
 }

@@ -19,9 +19,7 @@ static void unhex(const unsigned char *hex, uint8_t out[32]) {
     }
 }
 
-/* Binds the 9 key columns to parameters first..first+8 of st; gh and oh
- * hold the hex hashes until the statement has run. */
-static void bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
+void sj__store_bind_key(sqlite3_stmt *st, int first, const sj_store_key *k, char gh[65], char oh[65]) {
     sj__hex_encode(k->graph_hash, 32, gh);
     sj__hex_encode(k->options_hash, 32, oh);
     sqlite3_bind_text(st, first, gh, 64, SQLITE_STATIC);
@@ -88,7 +86,7 @@ static sj_status row_write(sj_store *s, const sj_store_key *key, size_t len, con
     char gh[65], oh[65];
     sqlite3_stmt *p = s->st_put;
     sqlite3_reset(p);
-    bind_key(p, 1, key, gh, oh);
+    sj__store_bind_key(p, 1, key, gh, oh);
     sqlite3_bind_int64(p, 10, (int64_t)len);
     sqlite3_bind_int64(p, 11, (int64_t)pk->frame_len);
     sqlite3_bind_blob(p, 12, pk->digest, 32, SQLITE_STATIC);
@@ -182,7 +180,7 @@ static sj_status row_fetch(sj_store *s, const sj_store_key *key, char gh[65], ch
     if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return sj__store_sql_fail(s, "get");
     sqlite3_stmt *q = s->st_get;
     sqlite3_reset(q);
-    bind_key(q, 1, key, gh, oh);
+    sj__store_bind_key(q, 1, key, gh, oh);
     int rc = sqlite3_step(q);
     sj_status st = rc == SQLITE_DONE ? SJ_E_NOT_FOUND : rc == SQLITE_ROW ? SJ_OK : sj__store_sql_fail(s, "get");
     if (rc == SQLITE_ROW) {
@@ -263,7 +261,7 @@ static sj_status rm_where(sj_store *s, const char *sql, const sj_store_key *key,
         if (sqlite3_prepare_v2(s->db, sql, -1, &d, NULL) != SQLITE_OK) {
             st = sj__store_sql_fail(s, "rm");
         } else {
-            if (key) bind_key(d, 1, key, gh, oh);
+            if (key) sj__store_bind_key(d, 1, key, gh, oh);
             else sqlite3_bind_text(d, 1, prefix, -1, SQLITE_STATIC);
             if (sqlite3_step(d) != SQLITE_DONE) st = sj__store_sql_fail(s, "rm");
             else n = sqlite3_changes(s->db);

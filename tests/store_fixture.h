@@ -3,7 +3,8 @@
  * file at `path` (each test starting from no store at all), the key of a
  * graph at an extent, opening the store there, plain SQLite counts and
  * damage on the file, a collector of what verify reports, and gets in this process while
- * child processes remove and put rows. Include after <cmocka.h>.
+ * child processes remove and put rows (store_churn_both_ways: the rows of
+ * one graph, put in both orders). Include after <cmocka.h>.
  *
  *   static int setup(void **state) { return store_fixture_setup("test_x", "s/store.db"); }
  *   cmocka_unit_test_setup(test_y, store_fixture_fresh)   // the group: setup, store_fixture_teardown
@@ -76,6 +77,21 @@ static inline sj_store *store_open_at(const char *p, int64_t max_bytes) {
     return s;
 }
 
+/* sj_store_get of k: its status; on a hit the bytes must be want's len
+ * bytes (else the test stops), on a miss *bytes is left NULL. */
+static inline sj_status store_get_check(sj_store *s, const sj_store_key *k, const void *want, size_t len) {
+    void *got = (void *)&got;
+    size_t n = 0;
+    sj_status st = sj_store_get(s, k, &got, &n);
+    if (st != SJ_OK) {
+        assert_null(got);
+        return st;
+    }
+    if (n != len || memcmp(got, want, n) != 0) fail_msg("get at extent %lld: wrong bytes", (long long)k->extent);
+    sj_free(ctx, got);
+    return SJ_OK;
+}
+
 /* The first column of sql's first row, read with a plain connection. */
 static inline int64_t count_sql(const char *db_path, const char *sql) {
     sqlite3 *db;
@@ -140,6 +156,38 @@ static inline void problem(void *user, const sj_store_entry *e, const char *why)
     snprintf(p->why[p->n++], sizeof p->why[0], "%s", why);
 }
 
+/* Runs sql (what schema version `old` lacked dropped; NULL: nothing) on
+ * the store file and marks it version `old`, then opens it: an older
+ * layout is rebuilt, so it holds no row and version `now` (this
+ * shapejit's). */
+static inline sj_store *store_open_older(int old, const char *sql, int now) {
+    char set[64];
+    if (sql) raw_sql(sql);
+    snprintf(set, sizeof set, "UPDATE sj_schema SET version = %d", old);
+    raw_sql(set);
+    sj_store *s = store_open_at(path, 0);
+    assert_int_equal(count_sql(path, "SELECT count(*) FROM artifacts"), 0);
+    assert_int_equal(count_sql(path, "SELECT version FROM sj_schema"), now);
+    return s;
+}
+
+/* Exports every row of s to `exp` (store_fixture_top/export.sjs), which
+ * must come to n records, closes s, and imports the file into a new store
+ * at path (every record taken), which is returned open. */
+static inline sj_store *store_export_reimport(sj_store *s, int64_t n, char exp[160]) {
+    snprintf(exp, 160, "%s/export.sjs", store_fixture_top);
+    int64_t written, imported, rejected;
+    assert_int_equal(sj_store_export(s, exp, NULL, &written), SJ_OK);
+    assert_int_equal(written, n);
+    sj_store_close(s);
+    remove_sqlite_files(path);
+    s = store_open_at(path, 0);
+    assert_int_equal(sj_store_import(s, exp, &imported, &rejected), SJ_OK);
+    assert_int_equal(imported, n);
+    assert_int_equal(rejected, 0);
+    return s;
+}
+
 /* --- gets in this process while children remove and put rows --- */
 
 /* A child's puts of all its rows (s opened on its own context). */
@@ -200,6 +248,53 @@ static inline int store_read_while(sj_store *s, const pid_t *kids, int n_kids, i
             fail_msg("churning process %d ended with status %d", k, ws[k]);
     }
     return i;
+}
+
+/* --- rows put both ways by two processes while this one reads them --- */
+
+/* Puts the row of graph 1 at `extent` (the test's bytes for it). */
+typedef sj_status (*store_put_row_fn)(sj_store *s, int64_t extent);
+/* Gets it: SJ_OK with its bytes checked, or the status. */
+typedef sj_status (*store_get_row_fn)(sj_store *s, int64_t extent);
+
+static struct {
+    store_put_row_fn put;
+    store_get_row_fn get;
+    int rows;
+} store_both;
+
+static inline sj_status store_both_put(sj_store *s, bool up) {
+    sj_status st = SJ_OK;
+    for (int64_t i = 1; st == SJ_OK && i <= store_both.rows; i++) st = store_both.put(s, up ? i : store_both.rows + 1 - i);
+    return st;
+}
+static inline sj_status store_both_up(sj_store *s) { return store_both_put(s, true); }
+static inline sj_status store_both_down(sj_store *s) { return store_both_put(s, false); }
+static inline bool store_both_read(sj_store *s, int i) {
+    sj_status st = store_both.get(s, 1 + i % store_both.rows);
+    /* one snapshot per get: never a row whose base or parts are half gone */
+    if (st != SJ_OK && st != SJ_E_NOT_FOUND) fail_msg("read %d: %s (%d)", i, sj_ctx_last_error(ctx), (int)st);
+    return st == SJ_OK;
+}
+
+/* Puts the rows of graph 1 at extents 1..n (n <= 8) with put, then forks
+ * two children that take them away and put them back 100 times each
+ * (store_churn), one in rising extent order and one in falling, so each
+ * end's row is put first (it makes the bases, or places the parts others
+ * are compressed against), while this process gets them with get; stops
+ * the test on a get that is neither a hit (its bytes checked) nor a miss,
+ * or on a child that failed. Afterwards every row reads. */
+static inline void store_churn_both_ways(sj_store *s, int n, store_put_row_fn put, store_get_row_fn get) {
+    assert_true(n >= 1 && n <= 8);
+    store_both.put = put;
+    store_both.get = get;
+    store_both.rows = n;
+    assert_int_equal(store_both_up(s), SJ_OK);
+    sj_store_key keys[8];
+    for (int i = 0; i < n; i++) keys[i] = store_key(1, i + 1);
+    pid_t kids[2] = {store_churn(100, true, keys, n, store_both_up), store_churn(100, false, keys, n, store_both_down)};
+    assert_true(store_read_while(s, kids, 2, 100000, store_both_read) > 0);
+    for (int64_t e = 1; e <= n; e++) assert_int_equal(get(s, e), SJ_OK);
 }
 
 #endif

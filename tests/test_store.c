@@ -378,8 +378,8 @@ static void test_schema_versions(void **state) {
         {"INSERT INTO sj_schema VALUES(1), (1)", "has 3 version rows"},
     };
     for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
-        /* 3: the version this shapejit writes (store/store_impl.h) */
-        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(3)");
+        /* 4: the version this shapejit writes (store/store_impl.h) */
+        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(4)");
         raw_sql(damaged[i].sql);
         s = (sj_store *)&cfg;
         assert_int_equal(sj_store_open(ctx, &cfg, &s), SJ_E_CORRUPT);
@@ -387,7 +387,7 @@ static void test_schema_versions(void **state) {
         assert_error_contains(ctx, path);
         assert_error_contains(ctx, damaged[i].message);
         assert_error_contains(ctx, "refusing to touch it");
-        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(3)");
+        raw_sql("DELETE FROM sj_schema; INSERT INTO sj_schema VALUES(4)");
         s = open_store(0);
         expect_get(s, 1, 8, 10); /* the row is still there */
         sj_store_close(s);

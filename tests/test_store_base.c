@@ -74,17 +74,7 @@ static sj_status get_plan(sj_store *s, int graph, int shape, int64_t extent) {
     static plan want;
     make_plan(&want, graph, shape, extent);
     sj_store_key k = key_of(graph, 0, extent);
-    void *got = (void *)&got;
-    size_t n = 0;
-    sj_status st = sj_store_get(s, &k, &got, &n);
-    if (st != SJ_OK) {
-        assert_null(got);
-        return st;
-    }
-    if (n != PLAN_BYTES || memcmp(got, want.bytes, n) != 0)
-        fail_msg("get %d/%lld: wrong bytes", graph, (long long)extent);
-    sj_free(ctx, got);
-    return SJ_OK;
+    return store_get_check(s, &k, want.bytes, PLAN_BYTES);
 }
 
 static void expect_plan(sj_store *s, int graph, int shape, int64_t extent) {
@@ -394,20 +384,10 @@ static void test_export_import_and_old_schema(void **state) {
     sj_store *s = open_max(0);
     for (int64_t e = 1; e <= 4; e++) put_plan(s, 1, 0, e);
     put_plan(s, 2, 0, 1);
-    int64_t total = stored_bytes(s);
+    int64_t total = stored_bytes(s), n;
     char exp[160], hex[65];
-    snprintf(exp, sizeof exp, "%s/s/export.sjs", dir);
-    int64_t n, imported, rejected;
-    assert_int_equal(sj_store_export(s, exp, NULL, &n), SJ_OK);
-    assert_int_equal(n, 5);
-    sj_store_close(s);
-
     /* an import puts the rows again, making their bases anew */
-    remove_sqlite_files(path);
-    s = open_max(0);
-    assert_int_equal(sj_store_import(s, exp, &imported, &rejected), SJ_OK);
-    assert_int_equal(imported, 5);
-    assert_int_equal(rejected, 0);
+    s = store_export_reimport(s, 5, exp);
     for (int64_t e = 1; e <= 4; e++) expect_plan(s, 1, 0, e);
     expect_plan(s, 2, 0, 1);
     assert_int_equal(n_bases(), 2);
@@ -421,17 +401,11 @@ static void test_export_import_and_old_schema(void **state) {
     sj_store_close(s);
 
     /* a version-2 store (before bases) is rebuilt: its rows are gone */
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "DROP TABLE bases; UPDATE sj_schema SET version = 2", NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(db);
-    s = open_max(0);
+    s = store_open_older(2, "DROP TABLE bases", 4);
     assert_int_equal(get_plan(s, 1, 0, 1), SJ_E_NOT_FOUND);
     put_plan(s, 1, 0, 1);
     expect_plan(s, 1, 0, 1);
     assert_int_equal(n_bases(), 1);
-    assert_int_equal(count_sql(path, "SELECT version FROM sj_schema"), 3);
     sj_store_close(s);
 }
 
@@ -439,42 +413,22 @@ static void test_export_import_and_old_schema(void **state) {
 
 #define CHURN_ROWS 4
 
-/* The rows in both orders, so that each end's row makes the base. */
-static sj_status put_rows(sj_store *s, bool up) {
+static sj_status put_row(sj_store *s, int64_t extent) {
     static plan p;
-    sj_status st = SJ_OK;
-    for (int64_t i = 1; st == SJ_OK && i <= CHURN_ROWS; i++) {
-        int64_t e = up ? i : CHURN_ROWS + 1 - i;
-        make_plan(&p, 1, 0, e);
-        sj_store_key k = key_of(1, 0, e);
-        st = sj_store_put(s, &k, p.bytes, PLAN_BYTES);
-    }
-    return st;
+    make_plan(&p, 1, 0, extent);
+    sj_store_key k = key_of(1, 0, extent);
+    return sj_store_put(s, &k, p.bytes, PLAN_BYTES);
 }
-static sj_status put_rows_up(sj_store *s) { return put_rows(s, true); }
-static sj_status put_rows_down(sj_store *s) { return put_rows(s, false); }
-
-static bool read_plan(sj_store *s, int i) {
-    sj_status st = get_plan(s, 1, 0, 1 + i % CHURN_ROWS);
-    /* one snapshot per get: never a row whose base is gone */
-    if (st != SJ_OK && st != SJ_E_NOT_FOUND) fail_msg("read %d: %s (%d)", i, sj_ctx_last_error(ctx), (int)st);
-    return st == SJ_OK;
-}
+static sj_status get_row(sj_store *s, int64_t extent) { return get_plan(s, 1, 0, extent); }
 
 static void test_reads_while_others_put_and_remove(void **state) {
     (void)state;
     sj_store *s = open_max(0);
-    assert_int_equal(put_rows_up(s), SJ_OK);
-    sj_store_key keys[CHURN_ROWS];
-    for (int i = 0; i < CHURN_ROWS; i++) keys[i] = key_of(1, 0, i + 1);
-    pid_t kids[2] = {store_churn(100, true, keys, CHURN_ROWS, put_rows_up),
-                     store_churn(100, false, keys, CHURN_ROWS, put_rows_down)};
-    assert_true(store_read_while(s, kids, 2, 100000, read_plan) > 0);
+    store_churn_both_ways(s, CHURN_ROWS, put_row, get_row);
     int64_t checked, bad;
     assert_int_equal(sj_store_verify(s, NULL, NULL, &checked, &bad), SJ_OK);
     assert_int_equal(checked, CHURN_ROWS);
     assert_int_equal(bad, 0);
-    for (int64_t e = 1; e <= CHURN_ROWS; e++) expect_plan(s, 1, 0, e);
     /* no base is left without a row using it */
     assert_int_equal(count_sql(path, "SELECT count(*) FROM bases WHERE key NOT IN (SELECT base_key FROM artifacts "
                                      "WHERE base_key IS NOT NULL)"),

@@ -41,6 +41,16 @@
  * A damaged or missing base is a miss for every row using it; a put of
  * the bytes it was made of repairs it, any other put writes a fresh base,
  * and it goes with the last row using it.
+ * A part that is nearly the same bytes as another the graph's rows hold
+ * (a kernel compiled at another bucket extent differs in a few immediates)
+ * is kept as a frame against it, likewise inside put and get: against the
+ * stored part nearest its size that halves it, or an earlier part of the
+ * same put, never against one that is itself kept so (a BERT ladder's 56
+ * kernel objects: 91 KB alone, 52 KB so). That part stays as long as one
+ * is kept against it, even when no row holds it any more, and is checked
+ * by its own digest whenever read; a damaged or missing one is a miss for
+ * every part and row kept against it, naming it, until a put of a row
+ * holding it (or of each of those parts) repairs them.
  *
  * Several threads may share one sj_store (calls are serialised inside), and
  * several processes may open the same file. The store belongs to the
@@ -98,7 +108,7 @@ typedef struct sj_store_config {
     /* Bound on the stored (compressed) bytes, each shared part and base
      * counted once; above it the least recently used rows are evicted
      * after a put (never the row just written, even when it alone is
-     * larger), and the parts and bases no row holds any more with them.
+     * larger), and the parts and bases nothing needs any more with them.
      * 0 = unbounded. */
     int64_t max_bytes;
     /* Largest artifact accepted by put and produced by get (a frame that
@@ -168,17 +178,19 @@ SJ_API sj_status sj_store_put_parts(sj_store *s, const sj_store_key *key, const 
                                     const sj_store_part *parts, int n_parts);
 /* On SJ_OK *bytes (allocated with sj_alloc on the store's context; caller
  * frees with sj_free) holds the verified artifact: exactly the bytes put,
- * parts spliced back in. The row, its parts and its base are read in one
- * snapshot, so another process's put, rm or gc never shows a half-removed
- * row. SJ_E_NOT_FOUND: no row. SJ_E_CORRUPT: a row whose blob, base or
- * one of whose parts failed a check, or a part or the base missing
- * (counted; message says which check, naming a part or base by its key in
- * hex). Both are misses. */
+ * parts spliced back in. The row, its parts (with the parts they are kept
+ * against) and its base are read in one snapshot, so another process's
+ * put, rm or gc never shows a half-removed row. SJ_E_NOT_FOUND: no row.
+ * SJ_E_CORRUPT: a row whose blob, base or one of whose parts (or a part
+ * one is kept against) failed a check or is missing (counted; message
+ * says which check, naming a part or base by its key in hex). Both are
+ * misses. */
 SJ_API sj_status sj_store_get(sj_store *s, const sj_store_key *key, void **bytes, size_t *len);
 /* One part's bytes by its key (*bytes sj_alloc'ed, free with sj_free): for
  * a compiler that reuses a kernel another artifact already holds.
- * SJ_E_NOT_FOUND when absent; SJ_E_CORRUPT (with a message) when its bytes
- * fail their check. Not counted in sj_store_stats. */
+ * SJ_E_NOT_FOUND when absent; SJ_E_CORRUPT (with a message) when its bytes,
+ * or those of the part it is kept against, fail their check. Not counted
+ * in sj_store_stats. */
 SJ_API sj_status sj_store_get_part(sj_store *s, const uint8_t key[32], void **bytes, size_t *len);
 /* Names for parts the store holds, under which a caller that knows what
  * decides a part's bytes but not the bytes (a compiler, before it compiles
@@ -219,8 +231,8 @@ SJ_API sj_status sj_store_ls(sj_store *s, sj_store_visit_fn fn, void *user);
 
 /* Decompresses and hash-checks every row with its parts and base; `bad`
  * (may be NULL) hears of each corrupt one with the reason (a damaged or
- * missing part or base: every row holding it, its key in hex). *n_bad
- * counts them. */
+ * missing part or base: every row holding it, or holding a part kept
+ * against it, its key in hex). *n_bad counts them. */
 typedef void (*sj_store_problem_fn)(void *user, const sj_store_entry *e, const char *why);
 SJ_API sj_status sj_store_verify(sj_store *s, sj_store_problem_fn bad, void *user, int64_t *n_checked,
                                  int64_t *n_bad);
@@ -239,7 +251,8 @@ typedef struct sj_store_gc_result {
 /* Removes corrupt rows (when remove_corrupt) then evicts least recently
  * used rows until the stored bytes are <= max_bytes (< 0: no eviction).
  * Here and in rm, a part or base goes with the last row holding it (a
- * damaged one with the corrupt rows); bytes_freed counts them too. */
+ * damaged one with the corrupt rows), a part others are kept against with
+ * the last of them; bytes_freed counts them too. */
 SJ_API sj_status sj_store_gc(sj_store *s, int64_t max_bytes, bool remove_corrupt, sj_store_gc_result *out);
 
 /* Removes the rows whose graph hash (hex) starts with `hex_prefix` (1..64
