@@ -27,8 +27,8 @@
  * each of the nearest of all those and keeps the smallest frame when it is
  * at most half the plain one (else the part stays plain and may serve as
  * a reference itself). On that ladder the parts take 52 KB instead of
- * 91 KB, one bucket's 15 KB instead of 16 KB (two of its own parts against
- * a third). Letting a part compressed against another be a reference too
+ * 91 KB, one bucket's 15 KB instead of 16 KB (three of its own parts
+ * against a fourth). Letting a part compressed against another be a reference too
  * (chains) would save some 4 KB more there, at more decompressions per
  * get and triggers that recurse.
  *
