@@ -2,6 +2,7 @@
 #include "backends/kernel_objects.h"
 
 #include "core/core_impl.h"
+#include "core/hash.h"
 #include "plan/artifact_impl.h"
 #include "plan/code_bundle.h"
 #include "shapejit/ext/artifact.h"
@@ -11,7 +12,7 @@
 
 static void put_u64(llvm_blake3_hasher *h, uint64_t v) {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    sj__put_le(b, v, 8);
     llvm_blake3_hasher_update(h, b, sizeof b);
 }
 

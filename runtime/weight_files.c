@@ -28,16 +28,6 @@ static void header_check(const uint8_t *fields, uint8_t out[CHECK_BYTES]) {
     llvm_blake3_hasher_finalize(&h, out, CHECK_BYTES);
 }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* DIR/<hex>.pack into out; false when it does not fit, or when this
  * library's file cannot be told. The name hashes the key with that file's
  * identity: the bytes a key names are this build's packing, and another
@@ -82,7 +72,7 @@ sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32
     header_check(header, check);
     const char *wrong = memcmp(header, MAGIC, 8)                       ? "not a packed weights file"
                         : memcmp(check, header + FIELDS_BYTES, CHECK_BYTES) ? "its header is damaged"
-                        : get_u64(header + 8) != bytes                 ? "it holds another size"
+                        : sj__get_le(header + 8, 8) != bytes                 ? "it holds another size"
                         : memcmp(header + 16, key, 32)                 ? "it holds another key"
                                                                         : NULL;
     if (wrong) {
@@ -133,7 +123,7 @@ bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], c
     bool ok = header != NULL;
     if (ok) {
         memcpy(header, MAGIC, 8);
-        put_u64(header + 8, bytes);
+        sj__put_le(header + 8, bytes, 8);
         memcpy(header + 16, key, 32);
         llvm_blake3_hasher h;
         llvm_blake3_hasher_init(&h);

@@ -2,6 +2,8 @@
  * stored under and, with a secret, to the fleet that holds the secret. */
 #include "store/remote_tier_impl.h"
 
+#include "core/hash.h"
+
 #include <llvm-c/blake3.h>
 #include <string.h>
 
@@ -21,14 +23,6 @@ void sj__remote_trust_init(sj_remote_trust *t, const char *secret) {
     t->keyed = true;
 }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static void compute_tag(const sj_remote_trust *t, const uint8_t *frame, size_t content_size,
                         uint8_t tag[32]) {
@@ -49,7 +43,7 @@ void sj__remote_frame_seal(const sj_remote_trust *t, const uint8_t key[SJ_REMOTE
     frame[5] = t->keyed ? SJ_REMOTE_TAG_MAC : SJ_REMOTE_TAG_CHECKSUM;
     frame[6] = frame[7] = 0;
     memcpy(frame + 8, key, SJ_REMOTE_KEY_SIZE);
-    put_u64(frame + 40, content_size);
+    sj__put_le(frame + 40, content_size, 8);
     compute_tag(t, frame, content_size, frame + HEADER_TAGGED);
 }
 
@@ -82,7 +76,7 @@ const char *sj__remote_frame_check(const sj_remote_trust *t, const uint8_t key[S
         return "unknown tag kind";
     if (t->keyed && frame[5] != SJ_REMOTE_TAG_MAC) return NO_MAC;
     if (!t->keyed && frame[5] != SJ_REMOTE_TAG_CHECKSUM) return UNEXPECTED_MAC;
-    if (get_u64(frame + 40) != size - SJ_REMOTE_FRAME_OVERHEAD)
+    if (sj__get_le(frame + 40, 8) != size - SJ_REMOTE_FRAME_OVERHEAD)
         return "content length does not match the value's size";
     if (memcmp(frame + 8, key, SJ_REMOTE_KEY_SIZE) != 0) return "value was stored under another key";
     uint8_t tag[32];

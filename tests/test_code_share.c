@@ -179,60 +179,11 @@ static int64_t count(sqlite3 *db, const char *sql) {
     return n;
 }
 
-/* A cache over a store: the buckets' shared kernel objects are kept once
- * (more references than parts), and a second cache on the same file loads
- * both buckets from it, compiling nothing, and runs them right. */
-static void test_store_keeps_shared_code_once(void **state) {
-    fixture *f = *state;
-    char dir[64];
-    assert_true(scratch_dir_create(dir, sizeof dir, "test_code_share"));
-    char path[128];
-    snprintf(path, sizeof path, "%s/store.db", dir);
-    for (int pass = 0; pass < 2; pass++) {
-        sj_store_config scfg;
-        sj_store_config_init(&scfg);
-        scfg.path = path;
-        sj_store *store;
-        assert_int_equal(sj_store_open(f->ctx, &scfg, &store), SJ_OK);
-        sj_host_compiler *hc;
-        assert_int_equal(sj_host_compiler_create(f->ctx, NULL, &hc), SJ_OK);
-        sj_compiler comp;
-        sj_host_compiler_table(hc, &comp);
-        assert_non_null(comp.parts);
-        sj_ladder *ladder;
-        assert_int_equal(sj_ladder_parse(f->ctx, "list:32,64", &ladder), SJ_OK);
-        sj_bucketed_cache *c;
-        assert_int_equal(sj_bucketed_cache_create(f->g, ladder, &comp, store, NULL, &c), SJ_OK);
-        assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
-        sj_bucketed_cache_stats cs;
-        sj_bucketed_cache_stats_get(c, &cs);
-        assert_int_equal(cs.compiles, pass == 0 ? 2 : 0);
-        assert_int_equal(cs.store_hits, pass == 0 ? 0 : 2);
-        static const int64_t rows[] = {3, 64};
-        for (int i = 0; i < 2; i++) {
-            int64_t extent;
-            void *exe;
-            assert_int_equal(sj_bucketed_cache_get_or_compile(c, rows[i], &extent, &exe), SJ_OK);
-            run_and_check(f, exe, rows[i]);
-        }
-        sj_bucketed_cache_destroy(c);
-        sj_ladder_destroy(ladder);
-        sj_host_compiler_destroy(hc);
-        sj_store_close(store);
-        sqlite3 *db;
-        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-        int64_t parts = count(db, "SELECT count(*) FROM parts");
-        int64_t refs = count(db, "SELECT count(*) FROM artifact_parts");
-        assert_true(parts >= 2);
-        assert_true(refs > parts);
-        sqlite3_close(db);
-    }
-    remove_tree(dir);
-}
-
-/* Model g's buckets through a cache on the store at path: the compile
- * stages it ends with, each bucket run and checked against the interpreter. */
-static sj_compile_stages precompile_model(fixture *f, const char *path, sj_graph *g) {
+/* Model g's buckets (ladder spec) through a cache on the store at path,
+ * each of rows[0..n) run and checked against the interpreter: the compile
+ * stages it ends with, and (cs, when not NULL) the cache's counts. */
+static sj_compile_stages precompile_model(fixture *f, const char *path, sj_graph *g, const char *spec,
+                                          const int64_t *rows, int n, sj_bucketed_cache_stats *cs) {
     sj_store_config scfg;
     sj_store_config_init(&scfg);
     scfg.path = path;
@@ -242,13 +193,14 @@ static sj_compile_stages precompile_model(fixture *f, const char *path, sj_graph
     assert_int_equal(sj_host_compiler_create(f->ctx, NULL, &hc), SJ_OK);
     sj_compiler comp;
     sj_host_compiler_table(hc, &comp);
+    assert_non_null(comp.parts);
     sj_ladder *ladder;
-    assert_int_equal(sj_ladder_parse(f->ctx, "list:4,32,64", &ladder), SJ_OK);
+    assert_int_equal(sj_ladder_parse(f->ctx, spec, &ladder), SJ_OK);
     sj_bucketed_cache *c;
     assert_int_equal(sj_bucketed_cache_create(g, ladder, &comp, store, NULL, &c), SJ_OK);
     assert_int_equal(sj_bucketed_cache_precompile(c, 1, NULL, NULL), SJ_OK);
-    static const int64_t rows[] = {3, 20, 64};
-    for (int i = 0; i < 3; i++) {
+    if (cs) sj_bucketed_cache_stats_get(c, cs);
+    for (int i = 0; i < n; i++) {
         int64_t extent;
         void *exe;
         assert_int_equal(sj_bucketed_cache_get_or_compile(c, rows[i], &extent, &exe), SJ_OK);
@@ -263,11 +215,39 @@ static sj_compile_stages precompile_model(fixture *f, const char *path, sj_graph
     return st;
 }
 
+/* A cache over a store: the buckets' shared kernel objects are kept once
+ * (more references than parts), and a second cache on the same file loads
+ * both buckets from it, compiling nothing, and runs them right. */
+static void test_store_keeps_shared_code_once(void **state) {
+    fixture *f = *state;
+    char dir[64];
+    assert_true(scratch_dir_create(dir, sizeof dir, "test_code_share"));
+    char path[128];
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    static const int64_t rows[] = {3, 64};
+    for (int pass = 0; pass < 2; pass++) {
+        sj_bucketed_cache_stats cs;
+        precompile_model(f, path, f->g, "list:32,64", rows, 2, &cs);
+        assert_int_equal(cs.compiles, pass == 0 ? 2 : 0);
+        assert_int_equal(cs.store_hits, pass == 0 ? 0 : 2);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        int64_t parts = count(db, "SELECT count(*) FROM parts");
+        int64_t refs = count(db, "SELECT count(*) FROM artifact_parts");
+        assert_true(parts >= 2);
+        assert_true(refs > parts);
+        sqlite3_close(db);
+    }
+    remove_tree(dir);
+}
+
 /* A second model whose kernels the first compiled (the same layers, other
  * weights) compiles none of them: the store finds each object by its name
  * (what decides its code). A model that adds an op compiles only what is
  * new. A damaged part is compiled again and repaired. */
 static void test_second_model_compiles_only_whats_new(void **state) {
+    static const char LADDER[] = "list:4,32,64";
+    static const int64_t ROWS[] = {3, 20, 64};
     fixture *f = *state;
     char dir[64], path[128];
     assert_true(scratch_dir_create(dir, sizeof dir, "test_code_share"));
@@ -278,33 +258,52 @@ static void test_second_model_compiles_only_whats_new(void **state) {
     assert_true(build_mlp(same, 5, false));
     assert_true(build_mlp(more, 9, true));
 
-    sj_compile_stages first = precompile_model(f, path, f->g);
+    sj_compile_stages first = precompile_model(f, path, f->g, LADDER, ROWS, 3, NULL);
     assert_true(first.objects_compiled >= 3);
     assert_int_equal(first.objects_found, 0);
-    sj_compile_stages again = precompile_model(f, path, same);
+    sj_compile_stages again = precompile_model(f, path, same, LADDER, ROWS, 3, NULL);
     assert_int_equal(again.objects_compiled, 0);
     assert_int_equal(again.objects_found, first.objects_compiled);
-    sj_compile_stages grown = precompile_model(f, path, more);
+    /* one part damaged (one no other part is kept against): only its
+     * kernel is compiled again, once, and the put repairs it for every
+     * bucket and model that holds it */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE parts SET digest = zeroblob(32) WHERE key = (SELECT key FROM parts "
+                                  "WHERE key NOT IN (SELECT dict_key FROM parts WHERE dict_key IS NOT NULL) "
+                                  "ORDER BY key LIMIT 1)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+    sj_graph_destroy(same);
+    assert_int_equal(sj_graph_create(f->ctx, "N", &same), SJ_OK);
+    assert_true(build_mlp(same, 11, false));
+    sj_compile_stages one = precompile_model(f, path, same, LADDER, ROWS, 3, NULL);
+    assert_int_equal(one.objects_compiled, 1);
+    assert_int_equal(one.objects_found + 1, first.objects_compiled);
+
+    sj_compile_stages grown = precompile_model(f, path, more, LADDER, ROWS, 3, NULL);
     assert_true(grown.objects_compiled > 0);
     assert_true(grown.objects_found > 0);
 
     /* every part damaged: each is a miss, compiled again, and the put
      * repairs it (and so finds it for a later bucket whose object has the
      * same bytes under another name); the model still runs right */
-    sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "UPDATE parts SET digest = zeroblob(32)", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     sj_graph_destroy(same);
     assert_int_equal(sj_graph_create(f->ctx, "N", &same), SJ_OK);
     assert_true(build_mlp(same, 13, false));
-    sj_compile_stages mended = precompile_model(f, path, same);
+    sj_compile_stages mended = precompile_model(f, path, same, LADDER, ROWS, 3, NULL);
     assert_true(mended.objects_compiled > 0);
     assert_int_equal(mended.objects_compiled + mended.objects_found, first.objects_compiled);
     sj_graph_destroy(same);
     assert_int_equal(sj_graph_create(f->ctx, "N", &same), SJ_OK);
     assert_true(build_mlp(same, 17, false));
-    sj_compile_stages after = precompile_model(f, path, same);
+    sj_compile_stages after = precompile_model(f, path, same, LADDER, ROWS, 3, NULL);
     assert_int_equal(after.objects_compiled, 0);
     sj_graph_destroy(same);
     sj_graph_destroy(more);
