@@ -23,8 +23,10 @@ static const char usage[] =
     "                              $SHAPEJIT_REMOTE) also whether it answers, how fast,\n"
     "                              and its counters\n"
     "  verify                      decompress and hash-check every row (exit 1 if any is corrupt)\n"
-    "  gc [--max-bytes N] [--keep-corrupt]\n"
-    "                              remove corrupt rows, evict least recently used above N\n"
+    "  gc [--max-bytes N] [--keep-corrupt] [--max-weight-bytes W]\n"
+    "                              remove corrupt rows, evict least recently used above N;\n"
+    "                              bound the packed weights kept beside the store\n"
+    "                              (STORE-weights) to W bytes, least recently used first\n"
     "  rm HASH_PREFIX              remove the rows of every graph whose hash starts so\n"
     "  export FILE [--graph PREFIX] write rows to FILE (all, or one graph's)\n"
     "  import FILE                 add the rows of FILE that pass the checks (each refused\n"
@@ -43,7 +45,7 @@ static const char usage[] =
 
 typedef struct store_args {
     const char *store, *ladder, *backend, *emit, *arch, *graph;
-    int64_t max_bytes, rows, limit;
+    int64_t max_bytes, max_weight_bytes, rows, limit;
     bool json, keep_corrupt;
     cli_model_flags model;
     cli_remote_flags remote;
@@ -362,14 +364,15 @@ static int do_explain(const char *cmd, sj_store *s, sj_ctx *ctx, const char *mod
 int cli_cmd_store(int argc, char **argv) {
     const char *cmd = "store";
     /* INT64_MIN: not given (so a given -1 or 0 can be refused) */
-    store_args a = {.max_bytes = INT64_MIN, .limit = INT64_MIN};
+    store_args a = {.max_bytes = INT64_MIN, .max_weight_bytes = INT64_MIN, .limit = INT64_MIN};
     const cli_opt opts[] = {
         {"--store", CLI_OPT_STRING, &a.store},     {"--json", CLI_OPT_FLAG, &a.json},
         {"--max-bytes", CLI_OPT_INT, &a.max_bytes}, {"--keep-corrupt", CLI_OPT_FLAG, &a.keep_corrupt},
         {"--graph", CLI_OPT_STRING, &a.graph},     {"--rows", CLI_OPT_INT, &a.rows},
         {"--ladder", CLI_OPT_STRING, &a.ladder},   {"--backend", CLI_OPT_STRING, &a.backend},
         {"--emit", CLI_OPT_STRING, &a.emit},       {"--arch", CLI_OPT_STRING, &a.arch},
-        {"--limit", CLI_OPT_INT, &a.limit},        CLI_MODEL_OPTS(a.model),
+        {"--limit", CLI_OPT_INT, &a.limit},        {"--max-weight-bytes", CLI_OPT_INT, &a.max_weight_bytes},
+        CLI_MODEL_OPTS(a.model),
         CLI_REMOTE_OPTS(a.remote),
     };
     const char *pos[2];
@@ -391,6 +394,11 @@ int cli_cmd_store(int argc, char **argv) {
     if (a.max_bytes != INT64_MIN && a.max_bytes < 0)
         return cli_usage_error(cmd, "--max-bytes must be >= 0 (0 empties the store), got %lld",
                                (long long)a.max_bytes);
+    if (a.max_weight_bytes != INT64_MIN && (a.max_weight_bytes < 0 || which != 3))
+        return cli_usage_error(cmd, a.max_weight_bytes < 0
+                                        ? "--max-weight-bytes must be >= 0 (0 removes every packed weight), got %lld"
+                                        : "--max-weight-bytes is an option of 'gc' (got %lld)",
+                               (long long)a.max_weight_bytes);
     if (a.limit != INT64_MIN && (a.limit < 1 || a.limit > 1000))
         return cli_usage_error(cmd, "--limit must be in 1..1000, got %lld", (long long)a.limit);
     if (a.limit == INT64_MIN) a.limit = 3;
@@ -446,13 +454,26 @@ int cli_cmd_store(int argc, char **argv) {
     case 3: { /* gc */
         sj_store_gc_result g;
         st = sj_store_gc(s, a.max_bytes == INT64_MIN ? -1 : a.max_bytes, !a.keep_corrupt, &g);
+        int64_t wfiles = 0, wbytes = 0;
+        if (st == SJ_OK && a.max_weight_bytes != INT64_MIN) {
+            /* a read-only store's folder is left as it is, as the store is */
+            if (sj_store_read_only(s)) {
+                rc = cli_fail(cmd, "%s: its packed weights are not pruned", sj_store_warning(s));
+                break;
+            }
+            st = sj_engine_prune_weight_files(ctx, path, a.max_weight_bytes, &wfiles, &wbytes);
+        }
         if (st != SJ_OK) break;
         if (a.json)
-            printf("{\"corrupt_removed\": %lld, \"evicted\": %lld, \"bytes_freed\": %lld}\n",
-                   (long long)g.corrupt_removed, (long long)g.evicted, (long long)g.bytes_freed);
+            printf("{\"corrupt_removed\": %lld, \"evicted\": %lld, \"bytes_freed\": %lld, "
+                   "\"weight_files_removed\": %lld, \"weight_bytes_freed\": %lld}\n",
+                   (long long)g.corrupt_removed, (long long)g.evicted, (long long)g.bytes_freed,
+                   (long long)wfiles, (long long)wbytes);
         else
-            printf("removed %lld corrupt, evicted %lld, freed %lld bytes\n", (long long)g.corrupt_removed,
-                   (long long)g.evicted, (long long)g.bytes_freed);
+            printf("removed %lld corrupt, evicted %lld, freed %lld bytes; removed %lld packed weight files, "
+                   "freed %lld bytes\n",
+                   (long long)g.corrupt_removed, (long long)g.evicted, (long long)g.bytes_freed,
+                   (long long)wfiles, (long long)wbytes);
         break;
     }
     case 4: { /* rm */

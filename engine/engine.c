@@ -2,6 +2,7 @@
  * bucketed cache opened together in one order and closed in the reverse
  * one, so a failed open leaves nothing behind and a caller has one handle. */
 #include "engine/engine_impl.h"
+#include "runtime/weight_files.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -135,6 +136,18 @@ static sj_status read_config(sj_ctx *ctx, const sj_engine_config *in, sj_engine_
     if (!in) return SJ_OK;
     return sj__config_read(ctx, "sj_engine_config", in, SJ_CONFIG_SIZE(sj_engine_config, cuda_driver),
                            sizeof *out, out);
+}
+
+sj_status sj_engine_prune_weight_files(sj_ctx *ctx, const char *store_path, int64_t max_bytes,
+                                       int64_t *files_removed, int64_t *bytes_removed) {
+    if (files_removed) *files_removed = 0;
+    if (bytes_removed) *bytes_removed = 0;
+    char dir[4096];
+    if (!ctx || !store_path || max_bytes < 0 || !sj__engine_weight_dir(store_path, dir, sizeof dir))
+        return sj_fail(ctx, SJ_E_INVALID_ARG,
+                       "engine: pruning weight files needs a store path and a bound >= 0 (got %lld)",
+                       (long long)max_bytes);
+    return sj__weight_files_prune(ctx, dir, max_bytes, files_removed, bytes_removed);
 }
 
 sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config *cfg_in,

@@ -22,11 +22,9 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__
     if (cfg->threads < 0 || cfg->threads > SJ_HOST_MAX_THREADS)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "engine: threads %d outside 0..%d (0 = 1)",
                        cfg->threads, SJ_HOST_MAX_THREADS);
-    /* Beside the store, as SQLite's -wal and -shm files are. */
     char weight_dir[4096];
-    bool weight_files = cfg->weight_files && cfg->store_path && cfg->store_path[0] &&
-                        (size_t)snprintf(weight_dir, sizeof weight_dir, "%s-weights",
-                                         cfg->store_path) < sizeof weight_dir;
+    bool weight_files = cfg->weight_files && cfg->store_path &&
+                        sj__engine_weight_dir(cfg->store_path, weight_dir, sizeof weight_dir);
     sj__backend_params p = {
         .workers = cfg->workers > 0 ? cfg->workers : 1,
         .threads = cfg->threads > 0 ? cfg->threads : 1,
@@ -44,4 +42,10 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__
     sj_status st = sj__backend_open(ctx, cfg->backend, &p, b);
     if (st != SJ_OK) sj__error_prefix(ctx, "engine");
     return st;
+}
+
+bool sj__engine_weight_dir(const char *store_path, char *out, size_t cap) {
+    /* beside the store, as SQLite's -wal and -shm files are */
+    int n = snprintf(out, cap, "%s-weights", store_path);
+    return store_path[0] && n > 0 && (size_t)n < cap;
 }

@@ -13,6 +13,10 @@
  * native_after). Errors start "engine: " and name the field and its value;
  * nothing stays open. */
 sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__backend *out);
+/* The folder beside store_path where host devices keep packed weights
+ * (STORE_PATH-weights) into out; false when it does not fit or the path is
+ * empty. */
+bool sj__engine_weight_dir(const char *store_path, char *out, size_t cap);
 
 struct sj_engine {
     sj_ctx *ctx;

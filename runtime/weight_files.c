@@ -3,9 +3,11 @@
 #include "runtime/weight_files.h"
 
 #include "core/file_identity.h"
+#include "core/array.h"
 #include "core/file_read.h"
 #include "core/hash.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <llvm-c/blake3.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h> /* mkostemp */
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HEADER_BYTES 4096 /* the bytes start on a page, so the mapping is as aligned */
@@ -48,6 +51,20 @@ static bool file_path(const char *dir, const uint8_t key[32], char *out, size_t 
     return n > 0 && (size_t)n < cap;
 }
 
+/* Whether the mode bits of path's folder grant a write: a store made
+ * read-only (chmod a-w) stays unwritten even by root, whom the kernel lets
+ * write anyway, as the store itself honours them (store/store_open.c). */
+static bool folder_writable(const char *path) {
+    char parent[4096];
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 0 && path[n - 1] != '/') n--;
+    if (n == 0) snprintf(parent, sizeof parent, ".");
+    else snprintf(parent, sizeof parent, "%.*s", (int)n, path);
+    struct stat sb;
+    return stat(parent, &sb) == 0 && (sb.st_mode & 0222);
+}
+
 sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32], size_t bytes,
                              sj_weight_map **out, const void **data) {
     *out = NULL;
@@ -79,6 +96,8 @@ sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32
         close(fd);
         return sj_fail(ctx, SJ_E_CORRUPT, "packed weights %s: %s", path, wrong);
     }
+    /* marks it used, for a prune to keep (not in a folder made read-only) */
+    if (folder_writable(path)) (void)futimens(fd, (const struct timespec[2]){{0, UTIME_OMIT}, {0, UTIME_NOW}});
     /* the very file whose header was read (the map takes fd) */
     SJ_TRY(sj__weight_map_open_owned(ctx, fd, path, HEADER_BYTES, bytes, header + 48, out));
     *data = sj__weight_map_data(*out) + HEADER_BYTES;
@@ -95,20 +114,6 @@ static bool write_all(int fd, const void *buf, size_t n) {
         n -= (size_t)w;
     }
     return true;
-}
-
-/* Whether the mode bits of path's folder grant a write: a store made
- * read-only (chmod a-w) stays unwritten even by root, whom the kernel lets
- * write anyway, as the store itself honours them (store/store_open.c). */
-static bool folder_writable(const char *path) {
-    char parent[4096];
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--;
-    while (n > 0 && path[n - 1] != '/') n--;
-    if (n == 0) snprintf(parent, sizeof parent, ".");
-    else snprintf(parent, sizeof parent, "%.*s", (int)n, path);
-    struct stat sb;
-    return stat(parent, &sb) == 0 && (sb.st_mode & 0222);
 }
 
 bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], const void *buf,
@@ -141,4 +146,87 @@ bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], c
     ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
     if (!ok) unlink(tmp);
     return ok;
+}
+
+/* A file of the folder, for the prune's order. */
+typedef struct listed {
+    char name[256];
+    int64_t bytes;
+    struct timespec used;
+} listed;
+
+static int newest_first(const void *a, const void *b) {
+    const struct timespec *x = &((const listed *)a)->used, *y = &((const listed *)b)->used;
+    if (x->tv_sec != y->tv_sec) return x->tv_sec < y->tv_sec ? 1 : -1;
+    return x->tv_nsec < y->tv_nsec ? 1 : x->tv_nsec > y->tv_nsec ? -1 : 0;
+}
+
+/* Whether name is a packed weights file (hex + ".pack"), or (tmp) the
+ * temporary of one (hex + ".pack." + 6 characters). */
+static bool ours(const char *name, bool *tmp) {
+    size_t n = strlen(name);
+    if (n < 64 + 5 || strspn(name, "0123456789abcdef") != 64 || strncmp(name + 64, ".pack", 5) != 0)
+        return false;
+    *tmp = n == 64 + 5 + 7 && name[69] == '.';
+    return n == 64 + 5 || *tmp;
+}
+
+sj_status sj__weight_files_prune(sj_ctx *ctx, const char *dir, int64_t max_bytes, int64_t *files,
+                                int64_t *bytes) {
+    int64_t gone = 0, freed = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (files) *files = 0;
+        if (bytes) *bytes = 0;
+        return errno == ENOENT ? SJ_OK
+                               : sj_fail(ctx, SJ_E_IO, "packed weights folder %s: %s", dir, strerror(errno));
+    }
+    listed *l = NULL;
+    size_t n = 0, cap = 0;
+    sj_status st = SJ_OK;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (struct dirent *e; st == SJ_OK && (e = readdir(d));) {
+        bool tmp;
+        struct stat sb;
+        if (!ours(e->d_name, &tmp) || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(sb.st_mode))
+            continue;
+        if (tmp) { /* a writer's, unless it is over an hour old */
+            if (now.tv_sec - sb.st_mtim.tv_sec > 3600 && unlinkat(dirfd(d), e->d_name, 0) == 0) {
+                gone++;
+                freed += (int64_t)sb.st_size;
+            }
+            continue;
+        }
+        if (!sj__array_reserve(ctx, (void **)&l, &cap, n + 1, sizeof *l)) {
+            st = sj_fail(ctx, SJ_E_NOMEM, "packed weights folder %s: out of memory", dir);
+            break;
+        }
+        snprintf(l[n].name, sizeof l[n].name, "%s", e->d_name);
+        l[n].bytes = (int64_t)sb.st_size;
+        l[n].used = sb.st_mtim;
+        n++;
+    }
+    if (st == SJ_OK) {
+        qsort(l, n, sizeof *l, newest_first);
+        int64_t kept = 0;
+        for (size_t i = 0; i < n && st == SJ_OK; i++) {
+            if (kept + l[i].bytes <= max_bytes) {
+                kept += l[i].bytes;
+                continue;
+            }
+            if (unlinkat(dirfd(d), l[i].name, 0) == 0) {
+                gone++;
+                freed += l[i].bytes;
+            } else if (errno != ENOENT) { /* ENOENT: another prune took it */
+                st = sj_fail(ctx, SJ_E_IO, "packed weights %s/%s: %s", dir, l[i].name, strerror(errno));
+            }
+        }
+    }
+    sj_free(ctx, l);
+    closedir(d);
+    if (files) *files = gone;
+    if (bytes) *bytes = freed;
+    return st;
 }

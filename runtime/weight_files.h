@@ -50,4 +50,13 @@ sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32
 bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], const void *buf,
                          size_t bytes);
 
+/* Bounds DIR to max_bytes of files, removing the least recently used
+ * first (a map or a save marks a file used: its mtime), and any temporary a
+ * writer left behind over an hour ago (it crashed mid-write). A process
+ * mapping a removed file keeps its pages; the next one packs it again.
+ * A missing folder is SJ_OK with nothing removed; SJ_E_IO names what could
+ * not be read or removed. Counts (may be NULL) what went. */
+sj_status sj__weight_files_prune(sj_ctx *ctx, const char *dir, int64_t max_bytes, int64_t *files,
+                                int64_t *bytes);
+
 #endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MODEL SJ_SOURCE_DIR "/examples/models/ffn.sjg"
@@ -235,11 +236,81 @@ static void test_engines_share_files(void **state) {
     remove_tree(dir);
 }
 
+/* Sets path's mtime (its last use) to t seconds after the epoch. */
+static void used_at(const char *path, time_t t) {
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {t, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* A prune keeps the most recently used files within its bound, removes
+ * old temporaries (never fresh ones, a writer's), leaves other files and a
+ * mapped file's pages alone; a missing folder is no error. */
+static void test_prune(void **state) {
+    (void)state;
+    sj_ctx *ctx;
+    assert_int_equal(sj_ctx_create(NULL, &ctx), SJ_OK);
+    char dir[64], path[3][512], other[256], tmp_old[600], tmp_new[600];
+    assert_true(scratch_dir_create(dir, sizeof dir, "wprune"));
+    int64_t files = -1, bytes = -1;
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/none", dir);
+    assert_int_equal(sj__weight_files_prune(ctx, missing, 0, &files, &bytes), SJ_OK);
+    assert_int_equal(files, 0);
+    uint8_t w[3][4096];
+    sj_weight_map *m[3];
+    const void *data[3];
+    char sub[3][128];
+    for (int i = 0; i < 3; i++) { /* each saved alone, to learn its name */
+        memset(w[i], i + 1, sizeof w[i]);
+        uint8_t key[32];
+        key_of(10 + i, key);
+        snprintf(sub[i], sizeof sub[i], "%s/s%d", dir, i);
+        assert_true(sj__weight_file_save(ctx, sub[i], key, w[i], sizeof w[i]));
+        char first[512];
+        assert_int_equal(files_in(sub[i], first, sizeof first), 1);
+        snprintf(path[i], sizeof path[i], "%s/%s", dir, strrchr(first, '/') + 1);
+        assert_int_equal(rename(first, path[i]), 0);
+        rmdir(sub[i]);
+        used_at(path[i], 1000000 + 1000 * i); /* file 2 used last */
+    }
+    int64_t one = 4096 + (int64_t)sizeof w[0];
+    /* a map marks file 0 used now: it is kept over file 1 */
+    uint8_t key0[32];
+    key_of(10, key0);
+    assert_int_equal(sj__weight_file_map(ctx, dir, key0, sizeof w[0], &m[0], &data[0]), SJ_OK);
+    snprintf(other, sizeof other, "%s/notes.txt", dir);
+    write_text_file(other, "not ours");
+    snprintf(tmp_old, sizeof tmp_old, "%s.Ab3dEf", path[1]);
+    snprintf(tmp_new, sizeof tmp_new, "%s.Gh5jKl", path[2]);
+    write_text_file(tmp_old, "half");
+    write_text_file(tmp_new, "half");
+    used_at(tmp_old, time(NULL) - 7200);
+
+    assert_int_equal(sj__weight_files_prune(ctx, dir, 2 * one, &files, &bytes), SJ_OK);
+    assert_int_equal(files, 2); /* file 1 and the old temporary */
+    assert_int_equal(bytes, one + 4);
+    assert_int_equal(access(path[1], F_OK), -1);
+    assert_int_equal(access(tmp_old, F_OK), -1);
+    assert_int_equal(access(path[0], F_OK), 0);
+    assert_int_equal(access(path[2], F_OK), 0);
+    assert_int_equal(access(tmp_new, F_OK), 0);
+    assert_int_equal(access(other, F_OK), 0);
+
+    assert_int_equal(sj__weight_files_prune(ctx, dir, 0, &files, &bytes), SJ_OK);
+    assert_int_equal(files, 2);
+    assert_int_equal(access(path[0], F_OK), -1);
+    assert_memory_equal(data[0], w[0], sizeof w[0]); /* the mapping keeps its pages */
+    sj__weight_map_release(m[0]);
+    remove_tree(dir);
+    sj_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_unusable_files),
         cmocka_unit_test(test_engines_share_files),
+        cmocka_unit_test(test_prune),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,6 +155,17 @@ SJ_API void sj_engine_config_init(sj_engine_config *cfg);
 SJ_API sj_status sj_engine_default_store_path(const char *shapejit_store, const char *xdg_cache_home,
                                               const char *home, char *out, size_t cap);
 
+/* Bounds the packed weights engines keep beside the store at store_path
+ * (STORE_PATH-weights, sj_engine_config.weight_files) to max_bytes (>= 0),
+ * removing the least recently used files first (a process that maps or
+ * writes one marks it used), and temporaries a crashed writer left over an
+ * hour ago. A process mapping a removed file keeps its pages; the next one
+ * packs the weight again. No folder: SJ_OK, nothing removed. Counts (may be
+ * NULL) what was removed. SJ_E_INVALID_ARG for a negative bound or no path;
+ * SJ_E_IO naming what could not be read or removed. */
+SJ_API sj_status sj_engine_prune_weight_files(sj_ctx *ctx, const char *store_path, int64_t max_bytes,
+                                              int64_t *files_removed, int64_t *bytes_removed);
+
 typedef struct sj_engine sj_engine;
 
 /* Loads the model file (.sjg, .onnx) and opens everything cfg names (cfg
