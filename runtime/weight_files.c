@@ -20,9 +20,9 @@
 
 #define HEADER_BYTES 4096 /* the bytes start on a page, so the mapping is as aligned */
 #define MAGIC "SJWPACK1"
-/* magic, u64 bytes, key, hash of the bytes, then a hash of all that */
-#define FIELDS_BYTES (8 + 8 + 32 + 32)
-#define CHECK_BYTES 32
+/* The header's fields: magic, u64 bytes, key, hash of the bytes, then a
+ * hash of all that. */
+enum { AT_SIZE = 8, AT_KEY = 16, AT_HASH = 48, FIELDS_BYTES = 80, CHECK_BYTES = 32 };
 
 static void header_check(const uint8_t *fields, uint8_t out[CHECK_BYTES]) {
     llvm_blake3_hasher h;
@@ -87,19 +87,20 @@ sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32
                        got < 0 ? strerror(e) : "shorter than its header");
     }
     header_check(header, check);
-    const char *wrong = memcmp(header, MAGIC, 8)                       ? "not a packed weights file"
+    const char *wrong = memcmp(header, MAGIC, 8) ? "not a packed weights file"
                         : memcmp(check, header + FIELDS_BYTES, CHECK_BYTES) ? "its header is damaged"
-                        : sj__get_le(header + 8, 8) != bytes                 ? "it holds another size"
-                        : memcmp(header + 16, key, 32)                 ? "it holds another key"
-                                                                        : NULL;
+                        : sj__get_le(header + AT_SIZE, 8) != bytes ? "it holds another size"
+                        : memcmp(header + AT_KEY, key, 32) ? "it holds another key"
+                        : NULL;
     if (wrong) {
         close(fd);
         return sj_fail(ctx, SJ_E_CORRUPT, "packed weights %s: %s", path, wrong);
     }
     /* marks it used, for a prune to keep (not in a folder made read-only) */
-    if (folder_writable(path)) (void)futimens(fd, (const struct timespec[2]){{0, UTIME_OMIT}, {0, UTIME_NOW}});
+    if (folder_writable(path))
+        (void)futimens(fd, (const struct timespec[2]){{0, UTIME_OMIT}, {0, UTIME_NOW}});
     /* the very file whose header was read (the map takes fd) */
-    SJ_TRY(sj__weight_map_open_owned(ctx, fd, path, HEADER_BYTES, bytes, header + 48, out));
+    SJ_TRY(sj__weight_map_open_owned(ctx, fd, path, HEADER_BYTES, bytes, header + AT_HASH, out));
     *data = sj__weight_map_data(*out) + HEADER_BYTES;
     return SJ_OK;
 }
@@ -128,12 +129,12 @@ bool sj__weight_file_save(sj_ctx *ctx, const char *dir, const uint8_t key[32], c
     bool ok = header != NULL;
     if (ok) {
         memcpy(header, MAGIC, 8);
-        sj__put_le(header + 8, bytes, 8);
-        memcpy(header + 16, key, 32);
+        sj__put_le(header + AT_SIZE, bytes, 8);
+        memcpy(header + AT_KEY, key, 32);
         llvm_blake3_hasher h;
         llvm_blake3_hasher_init(&h);
         llvm_blake3_hasher_update(&h, buf, bytes);
-        llvm_blake3_hasher_finalize(&h, header + 48, 32);
+        llvm_blake3_hasher_finalize(&h, header + AT_HASH, 32);
         header_check(header, header + FIELDS_BYTES);
         /* Not synced: a sync would cost a cold process about as much as
          * the packing. A crash before write-back leaves at worst a file
