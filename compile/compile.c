@@ -65,6 +65,7 @@ static sj_status lower(const sj_graph *g, const sj_emitter *em, int64_t extent,
         .fusion = o->fusion,
         .attention = attention,
         .attention_min_scores = o->attention == SJ_ATTENTION_FUSED ? 1 : 0,
+        .windows = em->windows,
         .precision = o->precision};
     SJ_TRY(sj__lower(g, extent, &lo, out));
     /* Kernels are named by their code, not by graph or bucket: each

@@ -73,12 +73,12 @@ static void check_no_live_overlap(const sj_launch_plan *p) {
     free(last);
 }
 
-/* Lowers and returns the launch count (one per kernel lowering made, before
- * identical ones are shared); checks the plan on the way. */
-static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
+/* Lowers with options o and returns the launch count (one per kernel
+ * lowering made, before identical ones are shared); checks the plan on the
+ * way. */
+static int kernels_with(fixture *f, int64_t E, const sj_lower_options *o, sj_lowered **keep) {
     sj_lowered *l;
-    sj_lower_options o = {.fusion = fusion, .prefix = "t_"};
-    assert_int_equal(sj__lower(f->g, E, &o, &l), SJ_OK);
+    assert_int_equal(sj__lower(f->g, E, o, &l), SJ_OK);
     assert_int_equal(sj__plan_validate(f->ctx, &l->plan), SJ_OK);
     /* The plan's kernel table is the distinct kernels, each used. */
     assert_int_equal(l->plan.n_kernels, l->n_kernels);
@@ -100,6 +100,11 @@ static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
     if (keep) *keep = l;
     else sj__lowered_destroy(l);
     return n;
+}
+
+static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
+    sj_lower_options o = {.fusion = fusion, .prefix = "t_"};
+    return kernels_with(f, E, &o, keep);
 }
 
 static void test_elementwise_chain_is_one_kernel(void **state) {
@@ -182,6 +187,48 @@ static void test_attention_kernels(void **state) {
     assert_int_equal(kernels(f, 64, false, NULL), 5);
 }
 
+/* A window: data [N, 6, 3] (positions, channels) gathered on axis 1 by a
+ * constant [4 positions, 3 taps] table, times a weight, summed over the
+ * taps: [N, 4, 3], a depthwise conv laid out channels last. */
+static sj_value window_graph(fixture *f, sj_value *taps) {
+    static const int32_t table[12] = {0, 1, 2, 1, 2, 3, 2, 3, 4, 3, 4, 5};
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 6, 3}), t, prod, y;
+    assert_int_equal(sj_graph_param_typed(f->g, "table", SJ_I32, 2, (int64_t[]){4, 3}, table, &t),
+                     SJ_OK);
+    assert_int_equal(sj_graph_gather(f->g, x, t, 1, taps), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, *taps, param(f, 2, (int64_t[]){3, 3}), &prod),
+                     SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, prod, 1, (int[]){2}, false, &y), SJ_OK);
+    return y;
+}
+
+static void test_window_taps_are_loads(void **state) {
+    fixture *f = *state;
+    sj_value taps, y = window_graph(f, &taps);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lower_options on = {.fusion = true, .windows = true, .prefix = "t_"};
+    sj_lowered *l;
+    /* the gather is read inside the sum: one kernel, no buffer of taps */
+    assert_int_equal(kernels_with(f, 8, &on, &l), 1);
+    assert_int_equal(l->kernels[0].kind, SJ_KK_REDUCE);
+    bool gathers = false;
+    for (int i = 0; i < l->kernels[0].n_exprs; i++) gathers |= l->kernels[0].exprs[i].kind == SJ_KX_GATHER;
+    assert_true(gathers);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    sj__lowered_destroy(l);
+    /* without the option (the GPU targets) the taps are a buffer */
+    assert_int_equal(kernels(f, 8, true, NULL), 2);
+}
+
+static void test_window_taps_used_twice_stay_a_buffer(void **state) {
+    fixture *f = *state;
+    sj_value taps, y = window_graph(f, &taps);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, taps, "taps"), SJ_OK);
+    sj_lower_options on = {.fusion = true, .windows = true, .prefix = "t_"};
+    assert_int_equal(kernels_with(f, 8, &on, NULL), 2);
+}
+
 static void test_views_and_output_copies(void **state) {
     fixture *f = *state;
     sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), r, t, e;
@@ -262,6 +309,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_elementwise_chain_is_one_kernel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_matmul_bias_activation_epilogue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ffn_block_kernels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_window_taps_are_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_window_taps_used_twice_stay_a_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attention_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_views_and_output_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arena_reuse, setup, teardown),

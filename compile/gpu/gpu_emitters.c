@@ -80,7 +80,9 @@ static sj_status nvrtc_text(const sj_lowered *l, const sj_compile_options *o, sj
  * CUDA C emitter has no narrowed loads: compile refuses a bf16 or fp16
  * policy for it naming the op (compile.c), rather than store float32 code
  * under its key. */
-/* No fused attention kernel on the GPU targets. */
+/* No fused attention kernel on the GPU targets, and window gathers stay
+ * buffers there (their emitters have not been measured or run on a GPU
+ * reading them inside a reduction). */
 const sj_emitter sj__nvptx_emitter = {"nvptx", nvptx_build, nvptx_text,
-                                     1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16, NULL};
-const sj_emitter sj__nvrtc_emitter = {"nvrtc", nvrtc_build, nvrtc_text, 0, NULL};
+                                     1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16, NULL, false};
+const sj_emitter sj__nvrtc_emitter = {"nvrtc", nvrtc_build, nvrtc_text, 0, NULL, false};

@@ -101,4 +101,4 @@ static sj_status host_fuses_attention(sj_ctx *ctx, const sj_compile_options *o, 
 /* bf16 and fp16 weights: loads widen them to float32 (host_emit.c). */
 const sj_emitter sj__host_emitter = {"host", host_build, host_text,
                                     1u << SJ_PRECISION_BF16 | 1u << SJ_PRECISION_FP16,
-                                    host_fuses_attention};
+                                    host_fuses_attention, true};

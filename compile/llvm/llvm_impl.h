@@ -32,8 +32,11 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * (convs over images) split their columns over threads. 8: matmuls of few
  * rows against a large float32 weight read it packed too, from x86-64-v3
  * (host_emit.c's few_rows_packed). 9: one object file per kernel, named by
- * its code (plan/code_bundle.h, kernel_share.h's sj__lowered_name_kernels). */
-#define SJ_HOST_CODEGEN_REVISION 9
+ * its code (plan/code_bundle.h, kernel_share.h's sj__lowered_name_kernels).
+ * 10: window gathers are loads inside the reduction that folds their taps
+ * (pools, depthwise convs; compile/lower/window_fuse.h) instead of a
+ * buffer of taps. */
+#define SJ_HOST_CODEGEN_REVISION 10
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

@@ -25,6 +25,9 @@ typedef struct sj_emitter {
      * rather than pick a schedule the key does not say. NULL: the target
      * has no fused attention kernel. */
     sj_status (*fuses_attention)(sj_ctx *ctx, const sj_compile_options *o, bool *out);
+    /* Lowering inlines window gathers into their reductions (lower.h
+     * `windows`), which the emitter's reductions then read through. */
+    bool windows;
 } sj_emitter;
 
 extern const sj_emitter sj__host_emitter;

@@ -29,6 +29,7 @@
 #include "compile/lower/attention_fuse.h"
 #include "compile/lower/kernel_share.h"
 #include "compile/lower/lower.h"
+#include "compile/lower/window_fuse.h"
 
 /* MATMUL_COPY_B_ROWS: see decide_homes. MAX_INLINE_DEPTH bounds the
  * expression trees (and the emitters' recursion over them). */
@@ -70,6 +71,7 @@ typedef struct lowering {
     const sj_lower_options *o;
     vinfo *v;
     sj_attention_match *att; /* NULL: no fused attention */
+    bool *win;               /* per node: a window gather to inline (window_fuse.h); NULL = none */
     bool *narrow;            /* per node: a param the precision policy narrows; NULL = none */
     lbuf *bufs;
     int n_bufs;
@@ -261,7 +263,7 @@ static void decide_homes(lowering *L) {
             vi->home = HOME_VIEW;
             vi->buffer = -1;
             const_gather_view(L, nd, k, vi->strides, &vi->offset, &vi->offset_n);
-        } else if (nd->op == SJ_OP_TRILU || nd->op == SJ_OP_EXPAND) {
+        } else if (nd->op == SJ_OP_TRILU || nd->op == SJ_OP_EXPAND || (L->win && L->win[n])) {
             vi->home = may_inline(L, n) ? HOME_INLINE : HOME_BUFFER;
         } else if (nd->op == SJ_OP_TRANSPOSE) {
             sj_value s = nd->inputs[0];
@@ -953,6 +955,7 @@ static void free_lowering(lowering *L) {
     sj_free(L->ctx, L->narrow);
     sj_free(L->ctx, L->v);
     sj_free(L->ctx, L->att);
+    sj_free(L->ctx, L->win);
     sj_free(L->ctx, L->bufs);
     if (L->kb)
         for (int k = 0; k < L->n_kernels; k++) sj_free(L->ctx, L->kb[k].ids);
@@ -1041,11 +1044,13 @@ sj_status sj__lower(const sj_graph *g, int64_t extent, const sj_lower_options *o
         st = sj__attention_find(g, L.E, o->attention_min_scores > 0 ? o->attention_min_scores : SJ_ATTENTION_MIN_SCORES,
                                &L.att);
     if (st == SJ_OK && L.att && L.narrow) drop_narrow_attention(&L);
+    if (st == SJ_OK && o->fusion && o->windows) st = sj__window_find(g, &L.win);
     if (st != SJ_OK) {
         sj_free(ctx, l);
         sj_free(ctx, L.v);
         sj_free(ctx, L.narrow);
         sj_free(ctx, L.att);
+        sj_free(ctx, L.win);
         return st;
     }
     count_uses(&L);

@@ -17,6 +17,9 @@ typedef struct sj_lower_options {
     bool fusion;        /* false: one kernel per op (a baseline and a debugging aid) */
     const char *prefix; /* prepended to every kernel name (keeps symbols unique) */
     bool attention;     /* with fusion: SJ_KK_ATTENTION kernels (emitters that have them) */
+    /* with fusion: window gathers inlined into their reductions
+     * (window_fuse.h) */
+    bool windows;
     /* Params the policy narrows (sj__precision_mark) get slots of that
      * storage and loads that widen them (kernel.h `storage`). */
     sj_precision precision;

@@ -2,8 +2,9 @@
  * axes, with strides, dilations, pads (auto_pad too), groups and bias.
  * Each is the window's taps (onnx_window.h: one Gather through a table made
  * at load) contracted with the weight: a matmul per group, or, where each
- * group makes one output channel (depthwise), a multiply and a sum over the
- * taps, which fuses with the gather into one kernel. */
+ * group makes one output channel, a multiply and a sum over the taps, which
+ * the host reads inside one kernel (compile/lower/window_fuse.h); a
+ * depthwise conv (one input channel per group too) runs channels last. */
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 #include "formats/onnx/onnx_window.h"
@@ -63,6 +64,30 @@ static sj_status weight_columns(sj_onnx_loader *L, sj_value wg, const float *hos
     return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wt, 2, d2, out));
 }
 
+/* The depthwise weight wg [C, 1, K] as [K, C] (a tap's weights for every
+ * channel in a row): transposed at load when W is known then (host, its
+ * [C, K] data), else in the graph. */
+static sj_status weight_by_tap(sj_onnx_loader *L, sj_value wg, const float *host, int64_t c,
+                               int64_t k, sj_value *out) {
+    int64_t d[2] = {k, c};
+    if (host) {
+        float *t = malloc((size_t)(k * c) * sizeof *t);
+        if (!t) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a conv weight");
+        for (int64_t ci = 0; ci < c; ci++)
+            for (int64_t ki = 0; ki < k; ki++) t[ki * c + ci] = host[ci * k + ki];
+        char name[64];
+        sj__onnx_synth_name(L, name, sizeof name);
+        sj_status st = sj__onnx_node_prefix(L, sj_graph_param(L->g, name, 2, d, t, out));
+        free(t);
+        return st;
+    }
+    int64_t ck[2] = {c, k};
+    int perm[2] = {1, 0};
+    sj_value w2;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, wg, 2, ck, &w2)));
+    return sj__onnx_node_prefix(L, sj_graph_transpose(L->g, w2, perm, out));
+}
+
 /* x's window (tap rule `tap`) contracted with the weight wg [G, M/G, C/G * K]
  * (host: its data when known at load, or NULL): [N, M, P]. One group: the
  * taps by position [N, P, K * C] times the weight [K * C, M], a GEMM over
@@ -79,6 +104,20 @@ static sj_status contract(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int64_t n = s.dims[0], cgk = cg->c / cg->g * w->taps, mg = cg->m / cg->g;
     sj_value cols, c4, y;
+    if (mg == 1 && cg->c == cg->g) {
+        /* Depthwise, channels last: the taps [N, P, K, C] times the weight
+         * [K, C], summed over the taps, then back to channels first. Each
+         * tap of a position is then one run of C channels (the gather's
+         * index read once for all of them, the weight's row contiguous),
+         * and the taps are loads inside the sum, never a buffer. */
+        int perm3[3] = {0, 2, 1}, axis = 2;
+        sj_value wk, prod, pc;
+        SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, true, &cols));
+        SJ_TRY(weight_by_tap(L, wg, host, cg->c, w->taps, &wk));
+        SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, cols, wk, &prod));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, &pc)));
+        return sj__onnx_node_prefix(L, sj_graph_transpose(g, pc, perm3, out));
+    }
     if (mg == 1) {
         /* [N, G, CgK, P] * [G, CgK, 1], summed over the taps */
         int64_t cd[4] = {n, cg->g, cgk, w->positions}, wd[3] = {cg->g, cgk, 1};
@@ -123,9 +162,10 @@ static sj_status weight_groups(sj_onnx_loader *L, sj_value wt, bool transposed,
     *host = NULL;
     sj_onnx_val *v;
     SJ_TRY(sj__onnx_in_val(L, 1, &v));
-    /* only the one-group GEMM reads the weight's data (weight_columns) */
-    bool gemm = cg->g == 1 && mg > 1;
-    const float *src = gemm && v->has_const ? v->c.f : NULL;
+    /* only the one-group GEMM (weight_columns) and the depthwise conv
+     * (weight_by_tap) read the weight's data */
+    bool reads = (cg->g == 1 && mg > 1) || (mg == 1 && cgr == 1);
+    const float *src = reads && v->has_const ? v->c.f : NULL;
     if (src) {
         size_t numel = (size_t)(cg->g * mg * cgr * taps);
         float *d = malloc(numel * sizeof *d);

@@ -18,15 +18,18 @@ static sj_status pool_input(sj_onnx_loader *L, sj_value *x, sj_shape *xs) {
     return SJ_OK;
 }
 
-/* reduce op over the taps of x's window (fill in the padding), as output 0. */
+/* reduce op over the taps of x's window (fill in the padding): [N, C, P].
+ * Channels last, the taps [N, P, K, C] reduced over K, then back: each
+ * tap of a position is a run of C channels, read inside the reduction
+ * (compile/lower/window_fuse.h) with the table's index read once for all
+ * of them. */
 static sj_status pool(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w, sj_op reduce,
                       double fill, sj_value *out) {
     sj_value cols, r;
-    int axis = 2;
-    SJ_TRY(sj__onnx_window_taps(L, x, w, fill, false, &cols));
+    int axis = 2, perm[3] = {0, 2, 1};
+    SJ_TRY(sj__onnx_window_taps(L, x, w, fill, true, &cols));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, reduce, cols, 1, &axis, false, &r)));
-    *out = r;
-    return SJ_OK;
+    return sj__onnx_node_prefix(L, sj_graph_transpose(L->g, r, perm, out));
 }
 
 /* Float positions are exact to 2^24: the largest spatial index Indices
@@ -136,6 +139,13 @@ static sj_status map_max_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(pool_input(L, &x, &xs));
     sj_onnx_window w;
     SJ_TRY(sj__onnx_window_read(L, &xs, NULL, true, &w));
+    if (!want_indices) {
+        SJ_TRY(pool(L, x, &w, SJ_OP_REDUCE_MAX, -INFINITY, &r));
+        SJ_TRY(sj__onnx_window_unflatten(L, r, &w, &y));
+        return sj__onnx_def_out(L, 0, y, first);
+    }
+    /* the indices compare each tap with the maximum: taps channels first,
+     * the maximum kept beside them */
     int axis = 2;
     SJ_TRY(sj__onnx_window_taps(L, x, &w, -INFINITY, false, &cols));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MAX, cols, 1, &axis, true, &m)));
@@ -143,7 +153,6 @@ static sj_status map_max_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, m, 3, rd, &r)));
     SJ_TRY(sj__onnx_window_unflatten(L, r, &w, &y));
     SJ_TRY(sj__onnx_def_out(L, 0, y, first));
-    if (!want_indices) return SJ_OK;
     sj_value ix;
     first = sj_graph_num_values(L->g);
     SJ_TRY(max_indices(L, cols, m, &xs, &w, order == 1, &ix));

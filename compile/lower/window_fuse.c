@@ -1,0 +1,70 @@
+/* Window gathers (window_fuse.h). */
+#include "compile/lower/window_fuse.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* A constant int table [taps, positions]. */
+static bool const_table(const sj_node *t) {
+    if (t->op != SJ_OP_PARAM || !t->bytes || (t->dtype != SJ_I32 && t->dtype != SJ_I64) ||
+        t->shape.rank != 2)
+        return false;
+    return t->shape.dims[0] >= 1 && t->shape.dims[1] >= 1 && t->shape.dims[0] != SJ_DIM_SYM &&
+           t->shape.dims[1] != SJ_DIM_SYM && t->shape.dims[0] < INT32_MAX &&
+           t->shape.dims[1] < INT32_MAX;
+}
+
+/* A reduction over exactly axis `taps` of its operand (any keepdims). */
+static bool folds_taps(const sj_node *r, int taps, bool max_ok) {
+    if (!sj_op_is_reduce(r->op) || (r->op == SJ_OP_REDUCE_MAX && !max_ok)) return false;
+    return r->attrs.axes == 1u << taps;
+}
+
+static bool is_window(const sj_graph *g, const int *uses, const int *consumer, sj_value v) {
+    const sj_node *nd = &g->nodes[v];
+    if (nd->op != SJ_OP_GATHER || uses[v] != 1) return false;
+    const sj_node *d = &g->nodes[nd->inputs[0]], *t = &g->nodes[nd->inputs[1]];
+    int r = d->shape.rank, ax = nd->attrs.axis;
+    if (!const_table(t) || d->dtype != SJ_F32 || r < 1) return false;
+    int64_t len = d->shape.dims[ax];
+    if (len == SJ_DIM_SYM || len < 1 || len >= INT32_MAX) return false;
+    /* the table's two axes are the result's ax and ax + 1; either may be
+     * the taps */
+    const sj_node *c = &g->nodes[consumer[v]];
+    if (folds_taps(c, ax, true) || folds_taps(c, ax + 1, true)) return true;
+    if (c->op != SJ_OP_MUL || uses[consumer[v]] != 1) return false;
+    sj_value other = c->inputs[0] == v ? c->inputs[1] : c->inputs[0];
+    if (other == v || g->nodes[other].dtype != SJ_F32 || c->shape.rank != nd->shape.rank ||
+        memcmp(c->shape.dims, nd->shape.dims, sizeof(int64_t) * (size_t)c->shape.rank))
+        return false;
+    const sj_node *red = &g->nodes[consumer[consumer[v]]];
+    return folds_taps(red, ax, false) || folds_taps(red, ax + 1, false);
+}
+
+sj_status sj__window_find(const sj_graph *g, bool **out) {
+    *out = NULL;
+    int n = g->n_nodes;
+    bool *win = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *win);
+    int *uses = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *uses);
+    int *consumer = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *consumer);
+    if (!win || !uses || !consumer) {
+        sj_free(g->ctx, win);
+        sj_free(g->ctx, uses);
+        sj_free(g->ctx, consumer);
+        return sj_fail(g->ctx, SJ_E_NOMEM, "lowering: out of memory (windows)");
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            sj_value u = g->nodes[i].inputs[j];
+            if (u == SJ_NO_VALUE) continue;
+            uses[u]++;
+            consumer[u] = i;
+        }
+    /* An output is a use no fused kernel could serve. */
+    for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i].value] += 2;
+    for (int i = 0; i < n; i++) win[i] = is_window(g, uses, consumer, i);
+    sj_free(g->ctx, uses);
+    sj_free(g->ctx, consumer);
+    *out = win;
+    return SJ_OK;
+}

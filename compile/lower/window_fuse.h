@@ -1,0 +1,29 @@
+/* Windows folded over their taps: a gather through a constant index table
+ * [taps, positions] (or [positions, taps]) whose taps a reduction folds,
+ * alone (a max or average pool) or times another value (a depthwise conv's
+ * weight). formats/onnx/onnx_window.h lays Conv and the pools out that way.
+ * Lowering inlines such a gather into its reduction, so the taps are loads
+ * inside the sum and never a buffer (a conv's would be taps times its
+ * input). Not installed.
+ *
+ *   bool *win;                                  // per node: a window gather
+ *   SJ_TRY(sj__window_find(g, &win));
+ *   if (win[v]) ... inline gather v into its reduction
+ *   sj_free(g->ctx, win);
+ */
+#ifndef SJ_LOWER_WINDOW_FUSE_H
+#define SJ_LOWER_WINDOW_FUSE_H
+
+#include "ir/graph_impl.h"
+
+/* *out: n_nodes flags (sj_calloc'd on g->ctx; the caller frees), set on
+ * each gather that is a window folded over its taps:
+ *   - its index is a constant int32/int64 table of two axes (the taps and
+ *     the positions, in either order) and it gathers float32 data along an
+ *     axis of constant length;
+ *   - it has one use and is no output, and that use is a sum, mean or max
+ *     over one of the table's axes alone, or a multiply of the same shape
+ *     (used once, no output) that a sum or mean over such an axis folds. */
+sj_status sj__window_find(const sj_graph *g, bool **out);
+
+#endif
