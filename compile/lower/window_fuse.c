@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* A constant int table [taps, positions]. */
+/* A constant int table of two constant axes (taps and positions, either order). */
 static bool const_table(const sj_node *t) {
     if (t->op != SJ_OP_PARAM || !t->bytes || (t->dtype != SJ_I32 && t->dtype != SJ_I64) ||
         t->shape.rank != 2)
