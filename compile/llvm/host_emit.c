@@ -1398,12 +1398,15 @@ static void load_buffers(emitter *e, LLVMValueRef buffers, LLVMValueRef *args) {
  * is one weight pass, which two threads stream at up to twice the rate) in
  * units of 16 columns, a GEMM of a packed weight in its panels. A packed
  * GEMM whose symbolic dim is a batch dim (a conv's images, each a GEMM of
- * constant rows) never splits rows, so it splits its columns at any size. */
+ * constant rows) splits its images where the bucket holds two or more
+ * (row_split.h: each slice whole, so no thread packs another's A), and its
+ * columns in a bucket of one. */
 static int64_t column_unit(const emitter *e, const sj_kernel *k) {
     int64_t lda, ldb;
     int ta, tb;
     if (k->kind != SJ_KK_MATMUL || k->sym[3] || k->sym[4]) return 0;
     bool sym_batch = k->sym[0] || k->sym[1];
+    if (sym_batch && !k->sym[2] && k->dims[k->sym[0] ? 0 : 1] >= 2) return 0;
     matmul_path path = matmul_path_of(e, &lda, &ta, &ldb, &tb);
     bool packed = path == MM_GEMM && gemm_packs_b(k);
     int64_t unit = path == MM_FEW_ROWS && !sym_batch ? SJ_HOST_MIN_SPLIT_ROWS
@@ -1432,7 +1435,7 @@ static int row_dim_of(const emitter *e, const sj_kernel *k, uint64_t *row_work,
         return 3;
     }
     int d = sj__kernel_row_dim(k, row_work);
-    if (d >= 0 && k->kind == SJ_KK_MATMUL && !matmul_rows_split(e)) d = -1;
+    if (d == 2 && k->kind == SJ_KK_MATMUL && !matmul_rows_split(e)) d = -1;
     return d;
 }
 

@@ -35,8 +35,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * its code (plan/code_bundle.h, kernel_share.h's sj__lowered_name_kernels).
  * 10: window gathers are loads inside the reduction that folds their taps
  * (pools, depthwise convs; compile/lower/window_fuse.h) instead of a
- * buffer of taps. */
-#define SJ_HOST_CODEGEN_REVISION 10
+ * buffer of taps. 11: matmuls whose symbolic dim is a batch dim split
+ * their slices over threads in buckets of two or more (row_split.h). */
+#define SJ_HOST_CODEGEN_REVISION 11
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

@@ -31,8 +31,11 @@ int sj__kernel_row_dim(const sj_kernel *k, uint64_t *row_work) {
     *row_work = 0;
     uint32_t all = (1u << k->rank) - 1, outputs = all & ~k->reduced;
     int d = -1;
-    if (k->kind == SJ_KK_MATMUL || k->kind == SJ_KK_ATTENTION) {
+    if (k->kind == SJ_KK_ATTENTION) {
         d = k->rank > 2 && k->sym[2] ? 2 : -1;
+    } else if (k->kind == SJ_KK_MATMUL) {
+        /* the rows, else a batch dim (a conv's images: each slice whole) */
+        d = k->rank > 2 && k->sym[2] ? 2 : k->sym[0] ? 0 : k->sym[1] ? 1 : -1;
     } else {
         for (int i = 0; i < k->rank && d < 0; i++)
             if (k->sym[i] && ((outputs >> i) & 1)) d = i;

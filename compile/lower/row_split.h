@@ -10,8 +10,9 @@
  * bounded by the active extent (rows of the symbolic dim) such that every
  * row writes its own output elements, which no other row writes, and reads
  * nothing another row writes; so any split of it computes every row with
- * the same code. MATMUL and ATTENTION split only their rows (m, the
- * queries). -1 when no dim qualifies: reductions over the symbolic dim,
+ * the same code. ATTENTION splits only its queries (m); MATMUL its rows
+ * (m) where they are the symbolic dim, else a symbolic batch dim, whose
+ * slices it computes whole. -1 when no dim qualifies: reductions over the symbolic dim,
  * outputs that overlap (a broadcast store), kernels without one. *row_work
  * is one row's work at the bucket extent (the product of the other dims),
  * 0 with -1. */
