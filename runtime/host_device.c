@@ -241,7 +241,8 @@ static void host_unload_module(void *impl, void *module) {
 #ifndef SJ_RUNTIME_ONLY
 /* Attributes an object module publishes for kernel K: an optional data symbol
  * `K_attrs`, four uint32 {max_threads, tile_m, tile_n, tile_k}; and, for a
- * row-parallel kernel, its row entry `K_rows` with the uint64 `K_rows_work`. */
+ * row-parallel kernel, its row entry `K_rows` with the uint64 `K_rows_work`
+ * (and optionally `K_rows_extent`, `K_rows_step`). */
 static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     char sym[96];
     snprintf(sym, sizeof sym, "%s_attrs", k->name);
@@ -249,7 +250,7 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (addr) {
         const uint32_t *v = (const uint32_t *)(uintptr_t)addr;
-        k->attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3], 0, 0};
+        k->attrs = (sj_kernel_attrs){v[0], v[1], v[2], v[3], 0, 0, 0};
     }
     snprintf(sym, sizeof sym, "%s_rows", k->name);
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
@@ -268,6 +269,10 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     snprintf(sym, sizeof sym, "%s_rows_extent", k->name);
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (addr) memcpy(&k->attrs.split_extent, (const void *)(uintptr_t)addr, sizeof(uint64_t));
+    /* Optional: the step of the row split points (rows that are whole slices). */
+    snprintf(sym, sizeof sym, "%s_rows_step", k->name);
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    if (addr) memcpy(&k->attrs.split_step, (const void *)(uintptr_t)addr, sizeof(uint64_t));
     return SJ_OK;
 }
 
@@ -323,10 +328,12 @@ static uint64_t launch_work(const host_kernel *k, int64_t n) {
     return w > UINT64_MAX / u ? UINT64_MAX : w * u;
 }
 
-/* The split points' step: SJ_HOST_MIN_SPLIT_ROWS rows, or one unit of a
- * constant range (the kernel sized its units: whole panels, vectors). */
+/* The split points' step: SJ_HOST_MIN_SPLIT_ROWS rows, or the kernel's own
+ * (rows that are whole slices), or one unit of a constant range (the kernel
+ * sized its units: whole panels, vectors). */
 static int64_t split_step(const host_kernel *k) {
-    return k->attrs.split_extent ? 1 : SJ_HOST_MIN_SPLIT_ROWS;
+    if (k->attrs.split_extent) return 1;
+    return k->attrs.split_step ? (int64_t)k->attrs.split_step : SJ_HOST_MIN_SPLIT_ROWS;
 }
 
 /* Parts a launch of k at extent n splits into (1: the caller alone) and

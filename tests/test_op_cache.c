@@ -71,7 +71,7 @@ static sj_status mock_resolve(void *impl, void *module, const char *name, sj_ker
     int i = m->n_kernels++;
     strncpy(m->kernel_names[i], name, sizeof m->kernel_names[i] - 1);
     *out = m->kernel_names[i];
-    *attrs = (sj_kernel_attrs){256, 16, (uint32_t)strlen(name) * 8, 32, 0, 0};
+    *attrs = (sj_kernel_attrs){256, 16, (uint32_t)strlen(name) * 8, 32, 0, 0, 0};
     return SJ_OK;
 }
 static sj_status mock_launch(void *impl, sj_kernel_handle k, const sj_launch_dims *d,

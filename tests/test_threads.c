@@ -363,57 +363,61 @@ typedef struct model_case {
     bool row_kernels;    /* has row-parallel kernels */
     bool single_kernels; /* has kernels that must run on one thread */
     bool exported;       /* tools/export_models.py: [batch, seq], batch 1 */
+    bool slices;         /* has row-parallel kernels whose rows are whole slices (split_step 1) */
 } model_case;
 
 static const model_case MODELS[] = {
-    {EXAMPLES_DIR "/mlp.sjg", 1024, true, false, false},
-    {EXAMPLES_DIR "/ffn.sjg", 1024, true, false, false},
+    {EXAMPLES_DIR "/mlp.sjg", 1024, true, false, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 1024, true, false, false, false},
     /* Buckets too small to split rows split columns: of few-row matmuls
      * (8), of GEMMs reading packed weights (16, 24). */
-    {EXAMPLES_DIR "/ffn.sjg", 8, true, false, false},
-    {EXAMPLES_DIR "/ffn.sjg", 16, true, false, false},
-    {EXAMPLES_DIR "/ffn.sjg", 24, true, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 8, true, false, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 16, true, false, false, false},
+    {EXAMPLES_DIR "/ffn.sjg", 24, true, false, false, false},
     /* Few rows against weights large enough to read packed: the GEMM's
      * panels split over the threads, whole panels each, at 1 to 8 rows. */
-    {MODELS_DIR "/wide_linear.sjg", 1, true, false, false},
-    {MODELS_DIR "/wide_linear.sjg", 5, true, false, false},
-    {MODELS_DIR "/wide_linear.sjg", 8, true, false, false},
-    {EXAMPLES_DIR "/attention.sjg", 1024, true, false, false}, /* fused attention at 1024 */
-    {EXAMPLES_DIR "/attention.sjg", 256, true, false, false},  /* unfused: scores, softmax over keys */
-    {MODELS_DIR "/attention_batch1_op17.onnx", 1024, true, false, false}, /* multi-head */
-    {MODELS_DIR "/ffn_layernorm_op17.onnx", 512, true, false, false},
-    {MODELS_DIR "/classifier_op13.onnx", 512, true, true, false}, /* pools over N, then a head */
-    {MODELS_DIR "/layernorm_over_seq_op17.onnx", 512, false, true, false}, /* normalises over N */
-    {MODELS_DIR "/seq_pooling.onnx", 512, true, false, false}, /* softmax over N: split by column */
+    {MODELS_DIR "/wide_linear.sjg", 1, true, false, false, false},
+    {MODELS_DIR "/wide_linear.sjg", 5, true, false, false, false},
+    {MODELS_DIR "/wide_linear.sjg", 8, true, false, false, false},
+    {EXAMPLES_DIR "/attention.sjg", 1024, true, false, false, false}, /* fused attention at 1024 */
+    {EXAMPLES_DIR "/attention.sjg", 256, true, false, false, false},  /* unfused: scores, softmax over keys */
+    {MODELS_DIR "/attention_batch1_op17.onnx", 1024, true, false, false, false}, /* multi-head */
+    {MODELS_DIR "/ffn_layernorm_op17.onnx", 512, true, false, false, false},
+    {MODELS_DIR "/classifier_op13.onnx", 512, true, true, false, false}, /* pools over N, then a head */
+    {MODELS_DIR "/layernorm_over_seq_op17.onnx", 512, false, true, false, false}, /* normalises over N */
+    {MODELS_DIR "/seq_pooling.onnx", 512, true, false, false, false}, /* softmax over N: split by column */
     /* Position tables cap these at 64 tokens. */
-    {REAL_DIR "/bert_dynamo/model.onnx", 64, true, true, true},  /* padding mask, pooler */
-    {REAL_DIR "/gpt2_dynamo/model.onnx", 64, true, false, true},  /* causal */
-    {REAL_DIR "/llama_dynamo/model.onnx", 64, true, false, true}, /* RMSNorm, rotary */
-    {REAL_DIR "/tel_prenorm_gelu_dynamo/model.onnx", 512, true, false, true},
+    {REAL_DIR "/bert_dynamo/model.onnx", 64, true, true, true, false},  /* padding mask, pooler */
+    {REAL_DIR "/gpt2_dynamo/model.onnx", 64, true, false, true, false},  /* causal */
+    {REAL_DIR "/llama_dynamo/model.onnx", 64, true, false, true, false}, /* RMSNorm, rotary */
+    {REAL_DIR "/tel_prenorm_gelu_dynamo/model.onnx", 512, true, false, true, false},
     /* Convs over a dynamic batch: each image a GEMM of constant rows, its
      * images split over threads (whole slices), the narrow layers' GEMMs
      * (8 or 16 channels, under two panels) too; in a bucket of one image
      * the GEMMs split their columns (output channels) in panels. */
-    {REAL_DIR "/resnet18_dynamo/model.onnx", 8, true, false, false},
-    {REAL_DIR "/mobilenetv3_small_dynamo/model.onnx", 4, true, false, false},
-    {REAL_DIR "/mobilenetv3_small_dynamo/model.onnx", 1, true, false, false},
+    {REAL_DIR "/resnet18_dynamo/model.onnx", 8, true, false, false, true},
+    {REAL_DIR "/mobilenetv3_small_dynamo/model.onnx", 4, true, false, false, true},
+    {REAL_DIR "/mobilenetv3_small_dynamo/model.onnx", 1, true, false, false, true},
 };
 
-/* Kernels of a's code with a row entry, and without. */
-static void count_kernels(sj_device *dev, const sj_artifact *a, int *rows, int *single) {
+/* Kernels of a's code with a row entry, and without; *slices: those of the
+ * first whose rows are whole slices. */
+static void count_kernels(sj_device *dev, const sj_artifact *a, int *rows, int *single,
+                          int *slices) {
     const uint8_t *code;
     size_t len;
     assert_int_equal(sj_artifact_find_code(a, SJ_CODE_HOST_OBJECT, &code, &len), SJ_OK);
     sj_module *m;
     assert_int_equal(sj_device_load_module(dev, SJ_CODE_HOST_OBJECT, code, len, &m), SJ_OK);
     const sj_launch_plan *p = sj__artifact_plan(a);
-    *rows = *single = 0;
+    *rows = *single = *slices = 0;
     for (int i = 0; i < p->n_kernels; i++) {
         sj_kernel_handle k;
         sj_kernel_attrs at;
         assert_int_equal(sj_module_kernel(m, p->kernels[i].name, &k, &at), SJ_OK);
         if (at.row_work) (*rows)++;
         else (*single)++;
+        if (at.row_work && at.split_step == 1) (*slices)++;
     }
     sj_module_destroy(m);
 }
@@ -437,8 +441,10 @@ static void check_model(sj_ctx *ctx, const model_case *mc, sj_device **devs) {
     sj_compile_options_init(&o);
     sj_artifact *a;
     assert_int_equal(sj_compile(g, mc->extent, &o, &a), SJ_OK);
-    int rows, single;
-    count_kernels(devs[0], a, &rows, &single);
+    int rows, single, slices;
+    count_kernels(devs[0], a, &rows, &single, &slices);
+    /* a batch of images splits at any image, not in blocks of 16 */
+    if (mc->slices) assert_true(slices > 0);
     if ((rows > 0) != mc->row_kernels || (single > 0) != mc->single_kernels)
         printf("%s at %lld: %d row-parallel kernels, %d single\n", mc->path, (long long)mc->extent,
                rows, single);
@@ -497,7 +503,7 @@ static void test_models_bit_identical(void **state) {
         sj_host_device_config cfg;
         sj_host_device_config_init(&cfg);
         cfg.threads = t + 1;
-        cfg.min_part_work = 1;   /* every launch of 32 rows or more splits */
+        cfg.min_part_work = 1;   /* every launch of 32 rows (or 2 slices) or more splits */
         cfg.wake_share_work = 1; /* ... and wakes the workers */
         assert_int_equal(sj_host_device_create_config(ctx, &cfg, &devs[t]), SJ_OK);
     }

@@ -1439,8 +1439,19 @@ static int row_dim_of(const emitter *e, const sj_kernel *k, uint64_t *row_work,
     return d;
 }
 
+/* Whether the split dim's rows are whole slices: no vector runs along it
+ * (it is not the innermost dim) and no row tile spans it (it is not a
+ * matmul's or attention's m), so a split may fall after any row. */
+static bool rows_are_slices(const emitter *e) {
+    const sj_kernel *k = e->k;
+    if (e->row_dim < 0 || e->row_dim == k->rank - 1) return false;
+    return (k->kind != SJ_KK_MATMUL && k->kind != SJ_KK_ATTENTION) || e->row_dim < 2;
+}
+
 /* `name_rows(buffers, info, n, begin, end)` calling the body, and
- * `name_rows_work`, the row work the host device weighs a split by. */
+ * `name_rows_work`, the row work the host device weighs a split by
+ * (`name_rows_extent` for a constant range, `name_rows_step` 1 for rows
+ * that are whole slices). */
 static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef body, LLVMValueRef *args,
                                     uint64_t row_work, uint64_t split_extent) {
     const sj_kernel *k = e->k;
@@ -1468,6 +1479,11 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
         LLVMValueRef ext = LLVMAddGlobal(e->M, e->i64, name);
         LLVMSetInitializer(ext, LLVMConstInt(e->i64, split_extent, 0));
         LLVMSetGlobalConstant(ext, 1);
+    } else if (rows_are_slices(e)) {
+        snprintf(name, sizeof name, "%s_rows_step", k->name);
+        LLVMValueRef step = LLVMAddGlobal(e->M, e->i64, name);
+        LLVMSetInitializer(step, LLVMConstInt(e->i64, 1, 0));
+        LLVMSetGlobalConstant(step, 1);
     }
     return rows;
 }

@@ -36,7 +36,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * 10: window gathers are loads inside the reduction that folds their taps
  * (pools, depthwise convs; compile/lower/window_fuse.h) instead of a
  * buffer of taps. 11: matmuls whose symbolic dim is a batch dim split
- * their slices over threads in buckets of two or more (row_split.h). */
+ * their slices over threads in buckets of two or more (row_split.h), and
+ * kernels whose split rows are whole slices say so (`K_rows_step` 1), so
+ * a batch of fewer than 32 images splits too. */
 #define SJ_HOST_CODEGEN_REVISION 11
 
 /* What the code is built for; NULL fields mean "this host". */

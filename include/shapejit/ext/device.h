@@ -104,6 +104,11 @@ typedef struct sj_kernel_attrs {
      * rows: symbol `K_rows_extent`), and row_work is then the work of one
      * unit of it per active row. */
     uint64_t split_extent;
+    /* Host, rows split (split_extent 0): split points fall on multiples of
+     * this many rows (symbol `K_rows_step`); 0 = SJ_HOST_MIN_SPLIT_ROWS,
+     * which every row tile and vector width of the emitters divides. 1 where
+     * each row is a slice no tile or vector spans (a batch of images). */
+    uint64_t split_step;
 } sj_kernel_attrs;
 
 /* Launch geometry at the bucket extent (GPU); the host ignores it. */
@@ -209,8 +214,8 @@ typedef struct sj_host_device_config {
      * device owns threads - 1 workers, started here and joined when it is
      * released. A launch splits into parts (up to two per thread, claimed
      * by whichever thread is free) of at least SJ_HOST_MIN_SPLIT_ROWS rows
-     * and min_part_work of work; other kernels, and small extents, run on
-     * the caller alone. */
+     * (the kernel's split_step where it publishes one) and min_part_work of
+     * work; other kernels, and small extents, run on the caller alone. */
     int threads;
     /* The work (element operations) each part must have; 0 = the default,
      * 2^19, which repays handing a part to a thread that is awake. Tests set
