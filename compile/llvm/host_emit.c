@@ -1439,12 +1439,18 @@ static int row_dim_of(const emitter *e, const sj_kernel *k, uint64_t *row_work,
     return d;
 }
 
-/* Whether the split dim's rows are whole slices: no vector runs along it
- * (it is not the innermost dim) and no row tile spans it (it is not a
- * matmul's or attention's m), so a split may fall after any row. */
-static bool rows_are_slices(const emitter *e) {
+/* A row worth a split part of its own: a conv's image (ResNet-18's
+ * smallest, 7 x 7 x 512, is 25 Ki) passes, a token's row (768 or 3072
+ * wide) does not, and keeps the 16-row blocks. */
+#define SLICE_MIN_WORK ((uint64_t)1 << 14)
+
+/* Whether the split dim's rows are whole slices worth a part each: no
+ * vector runs along it (it is not the innermost dim), no row tile spans it
+ * (it is not a matmul's or attention's m), and a row's work is at least
+ * SLICE_MIN_WORK; a split may then fall after any row. */
+static bool rows_are_slices(const emitter *e, uint64_t row_work) {
     const sj_kernel *k = e->k;
-    if (e->row_dim < 0 || e->row_dim == k->rank - 1) return false;
+    if (e->row_dim < 0 || e->row_dim == k->rank - 1 || row_work < SLICE_MIN_WORK) return false;
     return (k->kind != SJ_KK_MATMUL && k->kind != SJ_KK_ATTENTION) || e->row_dim < 2;
 }
 
@@ -1479,7 +1485,7 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
         LLVMValueRef ext = LLVMAddGlobal(e->M, e->i64, name);
         LLVMSetInitializer(ext, LLVMConstInt(e->i64, split_extent, 0));
         LLVMSetGlobalConstant(ext, 1);
-    } else if (rows_are_slices(e)) {
+    } else if (rows_are_slices(e, row_work)) {
         snprintf(name, sizeof name, "%s_rows_step", k->name);
         LLVMValueRef step = LLVMAddGlobal(e->M, e->i64, name);
         LLVMSetInitializer(step, LLVMConstInt(e->i64, 1, 0));
