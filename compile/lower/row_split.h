@@ -14,9 +14,8 @@
  * (m) where they are the symbolic dim, else a symbolic batch dim, whose
  * slices it computes whole. -1 when no dim qualifies: reductions over the
  * symbolic dim, outputs that overlap (a broadcast store), kernels without
- * one. *row_work
- * is one row's work at the bucket extent (the product of the other dims),
- * 0 with -1. */
+ * one. *row_work is one row's work at the bucket extent (the product of
+ * the other dims), 0 with -1. */
 int sj__kernel_row_dim(const sj_kernel *k, uint64_t *row_work);
 
 #endif
