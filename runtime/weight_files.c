@@ -6,6 +6,7 @@
 #include "core/array.h"
 #include "core/file_read.h"
 #include "core/hash.h"
+#include "core/path_writable.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,9 +52,9 @@ static bool file_path(const char *dir, const uint8_t key[32], char *out, size_t 
     return n > 0 && (size_t)n < cap;
 }
 
-/* Whether the mode bits of path's folder grant a write: a store made
- * read-only (chmod a-w) stays unwritten even by root, whom the kernel lets
- * write anyway, as the store itself honours them (store/store_open.c). */
+/* Whether path's folder may be written, by the store's own rule
+ * (core/path_writable.h: a folder made read-only stays unwritten even by
+ * root). */
 static bool folder_writable(const char *path) {
     char parent[4096];
     size_t n = strlen(path);
@@ -62,7 +63,7 @@ static bool folder_writable(const char *path) {
     if (n == 0) snprintf(parent, sizeof parent, ".");
     else snprintf(parent, sizeof parent, "%.*s", (int)n, path);
     struct stat sb;
-    return stat(parent, &sb) == 0 && (sb.st_mode & 0222);
+    return stat(parent, &sb) == 0 && sj__path_writable("the folder", parent, &sb, NULL, 0);
 }
 
 sj_status sj__weight_file_map(sj_ctx *ctx, const char *dir, const uint8_t key[32], size_t bytes,

@@ -29,6 +29,7 @@
  * can lose the last commits but never corrupt the file; for a cache that
  * recompiles on a miss that is the right trade. */
 #include "store/store_impl.h"
+#include "core/path_writable.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,24 +157,6 @@ static sj_status make_parents(sj_ctx *ctx, const char *path) {
     return st;
 }
 
-/* Why a write to path (a file or folder, sb its stat) would be refused,
- * into why; false when it would not. The mode bits are honoured even for
- * root, who could write anyway: a store made read-only (chmod -R a-w) was
- * made so on purpose. access(2) adds what the bits do not show, a
- * read-only mount (EROFS, for root too) or another owner's file. */
-static bool not_writable(const char *what, const char *path, const struct stat *sb, char *why,
-                         size_t cap) {
-    if ((sb->st_mode & 0222) == 0) {
-        snprintf(why, cap, "%s %s has mode %04o", what, path, (unsigned)(sb->st_mode & 07777));
-        return true;
-    }
-    if (access(path, W_OK) != 0) {
-        snprintf(why, cap, "%s %s: %s", what, path, strerror(errno));
-        return true;
-    }
-    return false;
-}
-
 /* Creates the file 0600 when absent; refuses one that is not an SQLite
  * database before SQLite gets to touch it. An existing file that cannot
  * be written, or whose folder cannot (SQLite's WAL needs its -wal and -shm
@@ -195,8 +178,8 @@ static sj_status prepare_file(sj_ctx *ctx, const char *path, bool *ro, bool *ro_
         /* both asked: the folder decides whether SQLite may make its -shm
          * and -wal files (else immutable), whatever the file says */
         *ro_folder = stat(folder, &dsb) == 0 &&
-                     not_writable("its folder", folder, &dsb, folder_why, sizeof folder_why);
-        *ro = not_writable("the store file", path, &lsb, ro_why, cap) || *ro_folder;
+                     !sj__path_writable("its folder", folder, &dsb, folder_why, sizeof folder_why);
+        *ro = !sj__path_writable("the store file", path, &lsb, ro_why, cap) || *ro_folder;
         if (*ro_folder && !ro_why[0]) snprintf(ro_why, cap, "%s", folder_why);
         sj_free(ctx, dir);
     }
