@@ -77,19 +77,28 @@ static inline sj_store *store_open_at(const char *p, int64_t max_bytes) {
     return s;
 }
 
-/* sj_store_get of k: its status; on a hit the bytes must be want's len
- * bytes (else the test stops), on a miss *bytes is left NULL. */
-static inline sj_status store_get_check(sj_store *s, const sj_store_key *k, const void *want, size_t len) {
-    void *got = (void *)&got;
-    size_t n = 0;
-    sj_status st = sj_store_get(s, k, &got, &n);
+/* A read's answer st with its bytes (got, n; got was set to non-NULL
+ * before the call): on a hit they must be want's len bytes (else the test
+ * stops, naming what) and are freed; on a miss got must be left NULL. */
+static inline sj_status read_check(sj_status st, void *got, size_t n, const void *want, size_t len,
+                                   const char *what) {
     if (st != SJ_OK) {
         assert_null(got);
         return st;
     }
-    if (n != len || memcmp(got, want, n) != 0) fail_msg("get at extent %lld: wrong bytes", (long long)k->extent);
+    if (n != len || memcmp(got, want, n) != 0) fail_msg("%s: wrong bytes", what);
     sj_free(ctx, got);
     return SJ_OK;
+}
+
+/* sj_store_get of k: its status, the bytes checked (read_check). */
+static inline sj_status store_get_check(sj_store *s, const sj_store_key *k, const void *want, size_t len) {
+    void *got = (void *)&got;
+    size_t n = 0;
+    sj_status st = sj_store_get(s, k, &got, &n);
+    char what[64];
+    snprintf(what, sizeof what, "get at extent %lld", (long long)k->extent);
+    return read_check(st, got, n, want, len, what);
 }
 
 /* The first column of sql's first row, read with a plain connection. */

@@ -123,14 +123,7 @@ static sj_status get_kernel(sj_store *s, int fam, int64_t extent) {
     void *got = (void *)&got;
     size_t n = 0;
     sj_status st = sj_store_get_part(s, key, &got, &n);
-    if (st != SJ_OK) {
-        assert_null(got);
-        return st;
-    }
-    assert_int_equal(n, KERNEL_LEN(fam));
-    assert_memory_equal(got, want, n);
-    sj_free(ctx, got);
-    return SJ_OK;
+    return read_check(st, got, n, want, (size_t)KERNEL_LEN(fam), "get_part");
 }
 
 /* --- the file, read and changed with plain SQLite --- */
