@@ -175,6 +175,41 @@ class ConvNet(torch.nn.Module):
         return self.body(x)
 
 
+class LayoutMix(torch.nn.Module):
+    """Conv-net pieces around activations that shapejit keeps channels last
+    between convs (formats/onnx/onnx_layout.h): a per-channel parameter and
+    a scalar, a residual from the channels-first input, a squeeze-excite
+    gate, a grouped conv and a concat (both read channels first), a max
+    pool, an average pool counting its padding, a mean over everything, a
+    flatten sized by Shape, and an intermediate activation as an output."""
+
+    def __init__(self):
+        super().__init__()
+        n = torch.nn
+        self.c1 = n.Conv2d(3, 8, 3, padding=1)
+        self.scale = n.Parameter(torch.randn(8, 1, 1))
+        self.c2 = n.Conv2d(8, 3, 1)
+        self.c3 = n.Conv2d(3, 8, 3, padding=1)
+        self.se1, self.se2 = n.Conv2d(8, 4, 1), n.Conv2d(4, 8, 1)
+        self.grouped = n.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.dw = n.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.pool = n.AvgPool2d(3, stride=2, padding=1, count_include_pad=True)
+        self.head = n.Linear(16, 10)
+
+    def forward(self, x):
+        f = torch.nn.functional
+        a = torch.relu(self.c1(x) * self.scale + 0.5)
+        b = self.c2(a) + x
+        c = f.hardswish(self.c3(b))
+        gate = torch.sigmoid(self.se2(torch.relu(self.se1(c.mean((2, 3), keepdim=True)))))
+        c = c * gate
+        e = torch.cat([c, self.grouped(c)], 1)
+        e = f.max_pool2d(self.dw(e), 2)
+        feature = self.pool(e) - e.mean()
+        pooled = f.adaptive_avg_pool2d(feature, 1)
+        return self.head(pooled.view(pooled.shape[0], -1)), feature
+
+
 def timm_model(kind):
     """timm's architectures at a narrow width (the topology as published,
     random weights, nothing downloaded)."""
@@ -231,6 +266,10 @@ MODELS = {
     "convnet": (31, ConvNet, IMAGE, ["logits"],
                 "a small conv net (Conv, BatchNorm, ReLU, MaxPool, grouped and depthwise conv,"
                 " AdaptiveAvgPool, Linear), batch dynamic"),
+    "layouts": (36, LayoutMix, IMAGE, ["logits", "feature"],
+                "conv-net ops around channels-last activations: per-channel and scalar"
+                " constants, a residual from the input, squeeze-excite, grouped conv, concat,"
+                " pools, a flatten by Shape, an intermediate output; batch dynamic"),
     "resnet18": (32, lambda: timm_model("resnet18"), IMAGE, ["logits"],
                  "timm resnet18 topology at width 8-64, batch dynamic"),
     "mobilenetv3_small": (33, lambda: timm_model("mobilenetv3_small"), IMAGE, ["logits"],

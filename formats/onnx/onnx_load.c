@@ -2,6 +2,7 @@
  * inputs and initialisers, map every node (onnx_registry.c), then mark the
  * outputs. */
 #include "formats/onnx/onnx_loader.h"
+#include "formats/onnx/onnx_layout.h"
 #include "formats/onnx/onnx_op.h"
 
 #include <stdio.h>
@@ -29,6 +30,7 @@ sj_status sj__onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out
     memset(v, 0, sizeof *v);
     v->name = name;
     v->v = SJ_NO_VALUE;
+    v->cl = SJ_NO_VALUE;
     sj__name_index_add(&L->by_name, L->n_vals++);
     *out = v;
     return SJ_OK;
@@ -39,6 +41,7 @@ sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
         *out = v->v;
         return SJ_OK;
     }
+    if (v->cl != SJ_NO_VALUE) return sj__onnx_channels_first(L, v, out);
     if (v->runtime_dtype)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "input '%s' has dtype %s; float32, int64, int32 and bool tensors are "

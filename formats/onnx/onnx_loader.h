@@ -20,6 +20,12 @@ typedef struct sj_onnx_val {
     int64_t *symn;    /* owned when has_sym */
     sj_onnx_tensor c; /* owned when has_const or has_sym */
     int32_t runtime_dtype; /* a graph input of a dtype the IR lacks; 0 = none */
+    /* An activation a conv or pool left channels last (onnx_layout.h): cl
+     * is [N, P, C], P its spatial positions in order, and cl_shape the
+     * [N, C, D...] shape ONNX gives it; v stays SJ_NO_VALUE until a reader
+     * that wants it channels first asks (sj__onnx_as_value). */
+    sj_value cl;
+    sj_shape cl_shape;
 } sj_onnx_val;
 
 typedef struct sj_onnx_loader {
@@ -39,6 +45,13 @@ typedef struct sj_onnx_loader {
      * no global state (onnx_registry.c) */
     const struct sj_onnx_op **ops;
     int n_ops;
+    /* An elementwise node mapped channels last (onnx_layout.c): its inputs'
+     * values as the mapper reads them (n_subst entries, SJ_NO_VALUE = as
+     * usual), and the shape ONNX gives output 0, which sj__onnx_def_out
+     * then defines channels last. n_subst 0 otherwise. */
+    sj_value subst[8];
+    int n_subst;
+    sj_shape cl_out_shape;
 } sj_onnx_loader;
 
 /* Value table, sized for every name in the model up front so entries never

@@ -2,6 +2,7 @@
  * outputs and attributes, so that "read an int attribute" or "input 1 is
  * missing" means one thing and reads one way whatever the op. */
 #include "formats/onnx/onnx_node.h"
+#include "formats/onnx/onnx_layout.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +72,10 @@ sj_status sj__onnx_in_val(sj_onnx_loader *L, int i, sj_onnx_val **out) {
 }
 
 sj_status sj__onnx_in_value(sj_onnx_loader *L, int i, sj_value *out) {
+    if (i >= 0 && i < L->n_subst && L->subst[i] != SJ_NO_VALUE) { /* channels last (onnx_layout.c) */
+        *out = L->subst[i];
+        return SJ_OK;
+    }
     sj_onnx_val *v;
     SJ_TRY(sj__onnx_in_val(L, i, &v));
     return sj__onnx_node_prefix(L, sj__onnx_as_value(L, v, out));
@@ -133,6 +138,7 @@ sj_status sj__onnx_def_out(sj_onnx_loader *L, int i, sj_value v, sj_value first_
     if (!name || !name[0]) return SJ_OK;
     sj_onnx_val *o;
     SJ_TRY(sj__onnx_define(L, name, &o));
+    if (L->n_subst && i == 0) return sj__onnx_layout_define(L, o, v);
     o->v = v;
     if (v >= first_new) SJ_TRY(sj__onnx_node_prefix(L, sj_graph_set_name(L->g, v, name)));
     return SJ_OK;
@@ -144,6 +150,8 @@ sj_status sj__onnx_alias_out(sj_onnx_loader *L, int i, const sj_onnx_val *src) {
     sj_onnx_val *o;
     SJ_TRY(sj__onnx_define(L, name, &o));
     o->v = src->v;
+    o->cl = src->cl;
+    o->cl_shape = src->cl_shape;
     o->runtime_dtype = src->runtime_dtype;
     if (src->has_const) {
         SJ_TRY(sj__onnx_tensor_clone(L->ctx, &src->c, &o->c));

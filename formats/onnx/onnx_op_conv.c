@@ -4,7 +4,9 @@
  * at load) contracted with the weight: a matmul per group, or, where each
  * group makes one output channel, a multiply and a sum over the taps, which
  * the host reads inside one kernel (compile/lower/window_fuse.h); a
- * depthwise conv (one input channel per group too) runs channels last. */
+ * depthwise conv (one input channel per group too) runs channels last, as
+ * does the GEMM, and both leave their output channels last. */
+#include "formats/onnx/onnx_layout.h"
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 #include "formats/onnx/onnx_window.h"
@@ -16,6 +18,22 @@
 typedef struct conv_groups {
     int64_t c, m, g;
 } conv_groups;
+
+/* A conv's input X, [N, C, D...] as ONNX has it (s), held channels first
+ * or (cl) channels last as [N, P, C] (onnx_layout.h). */
+typedef struct conv_input {
+    sj_value x;
+    bool cl;
+    sj_shape s;
+} conv_input;
+
+/* Whether the conv computes channels last (its taps [N, P, K, C]): a
+ * depthwise conv and a one-group GEMM; the grouped ones read channels
+ * first. */
+static bool reads_channels_last(const conv_groups *cg) {
+    int64_t mg = cg->m / cg->g;
+    return mg == 1 ? cg->c == cg->g : cg->g == 1;
+}
 
 static sj_status check_groups(sj_onnx_loader *L, const conv_groups *cg, int64_t w_channels,
                               const char *w_axis) {
@@ -88,42 +106,44 @@ static sj_status weight_by_tap(sj_onnx_loader *L, sj_value wg, const float *host
     return sj__onnx_node_prefix(L, sj_graph_transpose(L->g, w2, perm, out));
 }
 
-/* x's window (tap rule `tap`) contracted with the weight wg [G, M/G, C/G * K]
- * (host: its data when known at load, or NULL): [N, M, P]. One group: the
- * taps by position [N, P, K * C] times the weight [K * C, M], a GEMM over
- * every output position whose weight is a param, then back to channels
- * first (a transpose the following elementwise ops fuse with, and that
- * cancels against the next conv's channels-last read).
+/* in's window (tap rule `tap`) contracted with the weight wg [G, M/G, C/G * K]
+ * (host: its data when known at load, or NULL). One group: the taps by
+ * position [N, P, K * C] times the weight [K * C, M], a GEMM over every
+ * output position whose weight is a param, left channels last: [N, P, M]
+ * and *laid (onnx_layout.h), so the elementwise ops after it are its
+ * epilogue and the next conv reads it in place.
  * One output channel per group (depthwise): a multiply and a sum over the
- * group's taps, which fuse with the gather. Otherwise a matmul per group. */
-static sj_status contract(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
+ * group's taps, which fuse with the gather. Otherwise a matmul per group,
+ * channels first: [N, M, P]. */
+static sj_status contract(sj_onnx_loader *L, const conv_input *in, const sj_onnx_window *w,
                           sj_onnx_tap_fn tap, sj_value wg, const float *host,
-                          const conv_groups *cg, sj_value *out) {
+                          const conv_groups *cg, sj_value *out, bool *laid) {
     sj_graph *g = L->g;
-    sj_shape s;
-    SJ_TRY(sj__onnx_shape_of(L, x, &s));
-    int64_t n = s.dims[0], cgk = cg->c / cg->g * w->taps, mg = cg->m / cg->g;
+    sj_value x = in->x;
+    int64_t n = in->s.dims[0], cgk = cg->c / cg->g * w->taps, mg = cg->m / cg->g;
     sj_value cols, c4, y;
+    *laid = reads_channels_last(cg);
+    if (in->cl && !*laid)
+        return sj__onnx_node_fail(L, SJ_E_INTERNAL, "a channels-first conv was given a channels-last input");
     if (mg == 1 && cg->c == cg->g) {
         /* Depthwise, channels last: the taps [N, P, K, C] times the weight
-         * [K, C], summed over the taps, then back to channels first. Each
+         * [K, C], summed over the taps into [N, P, C]. Each
          * tap of a position is then one run of C channels (the gather's
          * index read once for all of them, the weight's row contiguous),
          * and the taps are loads inside the sum, never a buffer. */
-        int perm3[3] = {0, 2, 1}, axis = 2;
-        sj_value wk, prod, pc;
-        SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, true, &cols));
+        int axis = 2;
+        sj_value wk, prod;
+        SJ_TRY(sj__onnx_window_gather(L, x, in->cl, w, tap, 0.0, true, &cols));
         SJ_TRY(weight_by_tap(L, wg, host, cg->c, w->taps, &wk));
         SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, cols, wk, &prod));
-        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, &pc)));
-        return sj__onnx_node_prefix(L, sj_graph_transpose(g, pc, perm3, out));
+        return sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, out));
     }
     if (mg == 1) {
         /* [N, G, CgK, P] * [G, CgK, 1], summed over the taps */
         int64_t cd[4] = {n, cg->g, cgk, w->positions}, wd[3] = {cg->g, cgk, 1};
         sj_value w3, prod;
         int axis = 2;
-        SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, false, &cols));
+        SJ_TRY(sj__onnx_window_gather(L, x, false, w, tap, 0.0, false, &cols));
         /* Depthwise (one input channel per group), the taps are [N, G, K, P]
          * already: no reshape, which would make them a buffer of K times
          * the input instead of loads inside the sum. */
@@ -136,16 +156,14 @@ static sj_status contract(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w
     }
     if (cg->g == 1) {
         int64_t rd[3] = {n, w->positions, cgk};
-        int perm3[3] = {0, 2, 1};
         sj_value rows, wc;
-        SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, true, &cols));
+        SJ_TRY(sj__onnx_window_gather(L, x, in->cl, w, tap, 0.0, true, &cols));
         SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 3, rd, &rows)));
         SJ_TRY(weight_columns(L, wg, host, cg->m, cg->c, w->taps, &wc));
-        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(g, rows, wc, &y)));
-        return sj__onnx_node_prefix(L, sj_graph_transpose(g, y, perm3, out));
+        return sj__onnx_node_prefix(L, sj_graph_matmul(g, rows, wc, out));
     }
     int64_t cd[4] = {n, cg->g, cgk, w->positions}, yd[3] = {n, cg->m, w->positions};
-    SJ_TRY(sj__onnx_window_gather(L, x, w, tap, 0.0, false, &cols));
+    SJ_TRY(sj__onnx_window_gather(L, x, false, w, tap, 0.0, false, &cols));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, cols, 4, cd, &c4)));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(g, wg, c4, &y)));
     return sj__onnx_node_prefix(L, sj_graph_reshape(g, y, 3, yd, out));
@@ -190,20 +208,26 @@ static sj_status weight_groups(sj_onnx_loader *L, sj_value wt, bool transposed,
     return sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 3, w3, wg));
 }
 
-/* Conv or ConvTranspose of x over window w: [N, M, P]. */
-static sj_status conv_of(sj_onnx_loader *L, sj_value x, sj_value wt, bool transposed,
+/* Conv or ConvTranspose of in over window w: [N, M, P], or [N, P, M]
+ * when *laid (channels last). */
+static sj_status conv_of(sj_onnx_loader *L, conv_input *in, sj_value wt, bool transposed,
                          const sj_onnx_window *w, sj_onnx_tap_fn tap, const conv_groups *cg,
-                         sj_value *out) {
+                         sj_value *out, bool *laid) {
+    if (in->cl && !reads_channels_last(cg)) { /* the grouped convs read X channels first */
+        SJ_TRY(sj__onnx_in_value(L, 0, &in->x));
+        in->cl = false;
+    }
     float *host;
     sj_value wg;
     SJ_TRY(weight_groups(L, wt, transposed, cg, w->taps, &host, &wg));
-    sj_status st = contract(L, x, w, tap, wg, host, cg, out);
+    sj_status st = contract(L, in, w, tap, wg, host, cg, out, laid);
     free(host);
     return st;
 }
 
-/* y [N, M, P] + B (input 2, [M] when given), then [N, M, out...] as output 0. */
-static sj_status finish(sj_onnx_loader *L, sj_value y, const conv_groups *cg,
+/* y + B (input 2, [M] when given), then [N, M, out...] as output 0: y is
+ * [N, M, P], or [N, P, M] kept channels last when laid. */
+static sj_status finish(sj_onnx_loader *L, sj_value y, bool laid, const conv_groups *cg,
                         const sj_onnx_window *w, sj_value first) {
     sj_value b;
     SJ_TRY(sj__onnx_in_value_opt(L, 2, &b));
@@ -214,9 +238,17 @@ static sj_status finish(sj_onnx_loader *L, sj_value y, const conv_groups *cg,
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "bias B must have shape [%lld]",
                                       (long long)cg->m);
         int64_t bd[2] = {cg->m, 1};
-        sj_value b2;
-        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 2, bd, &b2)));
+        sj_value b2 = b; /* [M] broadcasts over [N, P, M] as it is */
+        if (!laid) SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, b, 2, bd, &b2)));
         SJ_TRY(sj__onnx_binary(L, SJ_OP_ADD, y, b2, &y));
+    }
+    if (laid) {
+        sj_shape nchw;
+        SJ_TRY(sj__onnx_shape_of(L, y, &nchw));
+        nchw.rank = 2 + w->n;
+        nchw.dims[1] = cg->m;
+        for (int d = 0; d < w->n; d++) nchw.dims[2 + d] = w->out[d];
+        return sj__onnx_def_channels_last(L, 0, y, &nchw);
     }
     sj_value out;
     SJ_TRY(sj__onnx_window_unflatten(L, y, w, &out));
@@ -225,13 +257,16 @@ static sj_status finish(sj_onnx_loader *L, sj_value y, const conv_groups *cg,
 
 /* Inputs X and W with their shapes, both float32, X [N, C, D...] and W of
  * the same rank. */
-static sj_status conv_inputs(sj_onnx_loader *L, sj_value *x, sj_value *wt, sj_shape *xs,
-                             sj_shape *ws) {
-    SJ_TRY(sj__onnx_in_value(L, 0, x));
+static sj_status conv_inputs(sj_onnx_loader *L, conv_input *in, sj_value *wt, sj_shape *ws) {
+    sj_shape *xs = &in->s;
+    in->cl = sj__onnx_in_channels_last(L, 0, &in->x, xs);
+    if (!in->cl) {
+        SJ_TRY(sj__onnx_in_value(L, 0, &in->x));
+        SJ_TRY(sj__onnx_shape_of(L, in->x, xs));
+    }
     SJ_TRY(sj__onnx_in_value(L, 1, wt));
-    SJ_TRY(sj__onnx_shape_of(L, *x, xs));
     SJ_TRY(sj__onnx_shape_of(L, *wt, ws));
-    if (sj__onnx_dtype_of(L, *x) != SJ_F32 || sj__onnx_dtype_of(L, *wt) != SJ_F32)
+    if (sj__onnx_dtype_of(L, in->x) != SJ_F32 || sj__onnx_dtype_of(L, *wt) != SJ_F32)
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "X and W must be float32");
     if (xs->rank < 3 || ws->rank != xs->rank)
         return sj__onnx_node_fail(L, SJ_E_SHAPE,
@@ -247,17 +282,20 @@ static sj_status conv_inputs(sj_onnx_loader *L, sj_value *x, sj_value *wt, sj_sh
 
 static sj_status map_conv(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
-    sj_value x, wt, first = sj_graph_num_values(L->g);
-    sj_shape xs, ws;
-    SJ_TRY(conv_inputs(L, &x, &wt, &xs, &ws));
+    sj_value wt, first = sj_graph_num_values(L->g);
+    conv_input in;
+    sj_shape ws;
+    SJ_TRY(conv_inputs(L, &in, &wt, &ws));
+    const sj_shape xs = in.s;
     conv_groups cg = {.c = xs.dims[1], .m = ws.dims[0]};
     SJ_TRY(sj__onnx_attr_int(L, "group", 1, &cg.g));
     SJ_TRY(check_groups(L, &cg, ws.dims[1], "axis 1"));
     sj_onnx_window w;
     SJ_TRY(sj__onnx_window_read(L, &xs, ws.dims + 2, false, &w));
     sj_value y;
-    SJ_TRY(conv_of(L, x, wt, false, &w, sj__onnx_forward_tap, &cg, &y));
-    return finish(L, y, &cg, &w, first);
+    bool laid;
+    SJ_TRY(conv_of(L, &in, wt, false, &w, sj__onnx_forward_tap, &cg, &y, &laid));
+    return finish(L, y, laid, &cg, &w, first);
 }
 
 /* ConvTranspose: output o takes input i through tap k where
@@ -334,9 +372,11 @@ static sj_status transposed_window(sj_onnx_loader *L, const sj_shape *xs, const 
 
 static sj_status map_conv_transpose(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
-    sj_value x, wt, first = sj_graph_num_values(L->g);
-    sj_shape xs, ws;
-    SJ_TRY(conv_inputs(L, &x, &wt, &xs, &ws));
+    sj_value wt, first = sj_graph_num_values(L->g);
+    conv_input in;
+    sj_shape ws;
+    SJ_TRY(conv_inputs(L, &in, &wt, &ws));
+    const sj_shape xs = in.s;
     conv_groups cg = {.c = xs.dims[1]};
     SJ_TRY(sj__onnx_attr_int(L, "group", 1, &cg.g));
     if (cg.g < 1)
@@ -350,8 +390,9 @@ static sj_status map_conv_transpose(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_onnx_window w;
     SJ_TRY(transposed_window(L, &xs, &ws, &w));
     sj_value y;
-    SJ_TRY(conv_of(L, x, wt, true, &w, transposed_tap, &cg, &y));
-    return finish(L, y, &cg, &w, first);
+    bool laid;
+    SJ_TRY(conv_of(L, &in, wt, true, &w, transposed_tap, &cg, &y, &laid));
+    return finish(L, y, laid, &cg, &w, first);
 }
 
 const sj_onnx_op sj__onnx_ops_conv[] = {

@@ -143,7 +143,8 @@ static sj_status map_cast_like(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_onnx_val *t;
     SJ_TRY(sj__onnx_in_val(L, 1, &t));
     sj_dtype to;
-    if (t->v != SJ_NO_VALUE) to = sj__onnx_dtype_of(L, t->v);
+    if (t->cl != SJ_NO_VALUE) to = sj__onnx_dtype_of(L, t->cl);
+    else if (t->v != SJ_NO_VALUE) to = sj__onnx_dtype_of(L, t->v);
     else SJ_TRY(sj__onnx_to_dtype(L, t->c.dtype, "target_type", &to));
     return cast_to(L, x, to);
 }

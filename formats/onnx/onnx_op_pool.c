@@ -2,6 +2,7 @@
  * over a window's taps (onnx_window.h). A max pool's padding reads -inf; an
  * average divides each output by the taps it counts, which differ at the
  * borders (count_include_pad says whether padding counts). */
+#include "formats/onnx/onnx_layout.h"
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 #include "formats/onnx/onnx_window.h"
@@ -9,27 +10,39 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* X as float32 [N, C, D...] with its shape. */
-static sj_status pool_input(sj_onnx_loader *L, sj_value *x, sj_shape *xs) {
-    SJ_TRY(sj__onnx_in_value(L, 0, x));
-    SJ_TRY(sj__onnx_shape_of(L, *x, xs));
+/* X as float32 [N, C, D...] with that shape: channels first, or (*cl) the
+ * [N, P, C] a conv or pool left channels last (onnx_layout.h) when
+ * want_cl; channels first otherwise. */
+static sj_status pool_input(sj_onnx_loader *L, bool want_cl, sj_value *x, bool *cl, sj_shape *xs) {
+    *cl = want_cl && sj__onnx_in_channels_last(L, 0, x, xs);
+    if (!*cl) {
+        SJ_TRY(sj__onnx_in_value(L, 0, x));
+        SJ_TRY(sj__onnx_shape_of(L, *x, xs));
+    }
     if (sj__onnx_dtype_of(L, *x) != SJ_F32)
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "X must be float32");
     return SJ_OK;
 }
 
-/* reduce op over the taps of x's window (fill in the padding): [N, C, P].
- * Channels last, the taps [N, P, K, C] reduced over K, then back: each
- * tap of a position is a run of C channels, read inside the reduction
+/* reduce op over the taps of x's window (fill in the padding): [N, P, C],
+ * channels last. The taps [N, P, K, C] are reduced over K: each tap of a
+ * position is a run of C channels, read inside the reduction
  * (compile/lower/window_fuse.h) with the table's index read once for all
  * of them. */
-static sj_status pool(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w, sj_op reduce,
-                      double fill, sj_value *out) {
-    sj_value cols, r;
-    int axis = 2, perm[3] = {0, 2, 1};
-    SJ_TRY(sj__onnx_window_taps(L, x, w, fill, true, &cols));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, reduce, cols, 1, &axis, false, &r)));
-    return sj__onnx_node_prefix(L, sj_graph_transpose(L->g, r, perm, out));
+static sj_status pool(sj_onnx_loader *L, sj_value x, bool x_cl, const sj_onnx_window *w,
+                      sj_op reduce, double fill, sj_value *out) {
+    sj_value cols;
+    int axis = 2;
+    SJ_TRY(sj__onnx_window_taps(L, x, x_cl, w, fill, true, &cols));
+    return sj__onnx_node_prefix(L, sj_graph_reduce(L->g, reduce, cols, 1, &axis, false, out));
+}
+
+/* The pooled [N, P, C] as output 0, channels last, of ONNX shape
+ * [N, C, out...]. */
+static sj_status def_pooled(sj_onnx_loader *L, sj_value r, const sj_shape *xs, const sj_onnx_window *w) {
+    sj_shape nchw = *xs;
+    for (int d = 0; d < w->n; d++) nchw.dims[2 + d] = w->out[d];
+    return sj__onnx_def_channels_last(L, 0, r, &nchw);
 }
 
 /* Float positions are exact to 2^24: the largest spatial index Indices
@@ -136,18 +149,18 @@ static sj_status map_max_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
                                   (long long)order);
     sj_value x, cols, m, r, y, first = sj_graph_num_values(L->g);
     sj_shape xs;
-    SJ_TRY(pool_input(L, &x, &xs));
+    bool x_cl;
+    SJ_TRY(pool_input(L, !want_indices, &x, &x_cl, &xs));
     sj_onnx_window w;
     SJ_TRY(sj__onnx_window_read(L, &xs, NULL, true, &w));
     if (!want_indices) {
-        SJ_TRY(pool(L, x, &w, SJ_OP_REDUCE_MAX, -INFINITY, &r));
-        SJ_TRY(sj__onnx_window_unflatten(L, r, &w, &y));
-        return sj__onnx_def_out(L, 0, y, first);
+        SJ_TRY(pool(L, x, x_cl, &w, SJ_OP_REDUCE_MAX, -INFINITY, &r));
+        return def_pooled(L, r, &xs, &w);
     }
     /* the indices compare each tap with the maximum: taps channels first,
      * the maximum kept beside them */
     int axis = 2;
-    SJ_TRY(sj__onnx_window_taps(L, x, &w, -INFINITY, false, &cols));
+    SJ_TRY(sj__onnx_window_taps(L, x, false, &w, -INFINITY, false, &cols));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, SJ_OP_REDUCE_MAX, cols, 1, &axis, true, &m)));
     int64_t rd[3] = {xs.dims[0], xs.dims[1], w.positions};
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, m, 3, rd, &r)));
@@ -180,12 +193,13 @@ static sj_status map_average_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     int64_t include;
     SJ_TRY(sj__onnx_attr_int(L, "count_include_pad", 0, &include));
-    sj_value x, sum, y, first = sj_graph_num_values(L->g);
+    sj_value x, sum;
     sj_shape xs;
-    SJ_TRY(pool_input(L, &x, &xs));
+    bool x_cl;
+    SJ_TRY(pool_input(L, true, &x, &x_cl, &xs));
     sj_onnx_window w;
     SJ_TRY(sj__onnx_window_read(L, &xs, NULL, true, &w));
-    SJ_TRY(pool(L, x, &w, SJ_OP_REDUCE_SUM, 0.0, &sum));
+    SJ_TRY(pool(L, x, x_cl, &w, SJ_OP_REDUCE_SUM, 0.0, &sum));
     float *count = malloc((size_t)w.positions * sizeof *count);
     if (!count) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a pool's counts");
     int64_t opos[SJ_ONNX_WINDOW_MAX] = {0};
@@ -197,15 +211,14 @@ static sj_status map_average_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     }
     char name[64];
     sj__onnx_synth_name(L, name, sizeof name);
-    int64_t cd[1] = {w.positions};
+    int64_t cd[2] = {w.positions, 1}; /* a count per position, over [N, P, C] */
     sj_value cv, avg;
     sj_status st = sj__onnx_node_prefix(
-        L, sj_graph_param(L->g, name, uniform ? 0 : 1, cd, count, &cv));
+        L, sj_graph_param(L->g, name, uniform ? 0 : 2, cd, count, &cv));
     free(count);
     SJ_TRY(st);
     SJ_TRY(sj__onnx_binary(L, SJ_OP_DIV, sum, cv, &avg));
-    SJ_TRY(sj__onnx_window_unflatten(L, avg, &w, &y));
-    return sj__onnx_def_out(L, 0, y, first);
+    return def_pooled(L, avg, &xs, &w);
 }
 
 /* LRN: x / (bias + alpha / size * sum of x^2 over the channels c - (size-1)/2
@@ -223,7 +236,8 @@ static sj_status map_lrn(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_attr_int(L, "size", 1, &size));
     sj_value x, first = sj_graph_num_values(L->g);
     sj_shape xs;
-    SJ_TRY(pool_input(L, &x, &xs));
+    bool x_cl;
+    SJ_TRY(pool_input(L, false, &x, &x_cl, &xs));
     if (xs.rank < 2)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "X has rank %d; LRN needs [N, C, ...]", xs.rank);
     int64_t rest = 1;
@@ -243,7 +257,7 @@ static sj_status map_lrn(sj_onnx_loader *L, const sj_onnx_op *op) {
     int64_t d4[4] = {xs.dims[0], 1, xs.dims[1], rest};
     SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, x, x, &sq));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, sq, 4, d4, &sq4)));
-    SJ_TRY(pool(L, sq4, &w, SJ_OP_REDUCE_SUM, 0.0, &ss));
+    SJ_TRY(pool(L, sq4, false, &w, SJ_OP_REDUCE_SUM, 0.0, &ss)); /* [N, P, 1] */
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, ss, xs.rank, xs.dims, &ss)));
     SJ_TRY(sj__onnx_binary_c(L, SJ_OP_MUL, ss, alpha / (float)size, &scaled));
     SJ_TRY(sj__onnx_binary_c(L, SJ_OP_ADD, scaled, bias, &base));

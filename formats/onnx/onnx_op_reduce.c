@@ -2,6 +2,7 @@
  * are, ReduceL1, L2, SumSquare, LogSum, LogSumExp and Min composed over
  * sum and max, ReduceProd as halving products, and the global pools as
  * kept reductions. */
+#include "formats/onnx/onnx_layout.h"
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 
@@ -32,11 +33,45 @@ static sj_status reduce_axes(sj_onnx_loader *L, int *axes, int *n_axes, bool *ke
     return sj__onnx_int_axes(L, av, an, axes);
 }
 
+/* Whether axes (n of them, counted from the end when negative) are the
+ * spatial axes 2.. of a rank-r [N, C, D...] value, each once. */
+static bool spatial_axes(const int *axes, int n, int r) {
+    uint32_t seen = 0;
+    for (int i = 0; i < n; i++) {
+        int a = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (a < 2 || a >= r || (seen >> a & 1u)) return false;
+        seen |= 1u << a;
+    }
+    return n == r - 2;
+}
+
+/* op over the spatial axes of input 0 when a conv or pool left it channels
+ * last (onnx_layout.h): its [N, P, C] reduced over P, and *done. A squeeze-
+ * excite block's mean then reads the activation in place. */
+static sj_status reduce_spatial_laid(sj_onnx_loader *L, sj_op op, const int *axes, int n, bool keep,
+                                     bool *done) {
+    sj_value x, y, first = sj_graph_num_values(L->g);
+    sj_shape s;
+    *done = sj__onnx_in_channels_last(L, 0, &x, &s) && spatial_axes(axes, n, s.rank);
+    if (!*done) return SJ_OK;
+    int axis = 1;
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, op, x, 1, &axis, true, &y)));
+    if (keep) {
+        for (int i = 2; i < s.rank; i++) s.dims[i] = 1;
+        return sj__onnx_def_channels_last(L, 0, y, &s); /* [N, 1, C] */
+    }
+    int64_t nc[2] = {s.dims[0], s.dims[1]};
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, y, 2, nc, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
+}
+
 static sj_status map_reduce(sj_onnx_loader *L, const sj_onnx_op *op) {
     int axes[SJ_MAX_RANK], na = 0;
-    bool keep = true, noop = false;
+    bool keep = true, noop = false, done;
     SJ_TRY(reduce_axes(L, axes, &na, &keep, &noop));
     if (noop) return sj__onnx_alias_input(L);
+    SJ_TRY(reduce_spatial_laid(L, op->op, axes, na, keep, &done));
+    if (done) return SJ_OK;
     sj_value x, y, first = sj_graph_num_values(L->g);
     SJ_TRY(sj__onnx_in_value(L, 0, &x));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reduce(L->g, op->op, x, na, axes, keep, &y)));
@@ -158,8 +193,15 @@ static sj_status map_reduce_prod(sj_onnx_loader *L, const sj_onnx_op *op) {
 /* GlobalAveragePool / GlobalMaxPool: a kept reduction over the spatial axes. */
 static sj_status map_global_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_value x, y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj__onnx_in_value(L, 0, &x));
     sj_shape s;
+    if (sj__onnx_in_channels_last(L, 0, &x, &s)) {
+        int axes[SJ_MAX_RANK];
+        bool done;
+        for (int i = 2; i < s.rank; i++) axes[i - 2] = i;
+        SJ_TRY(reduce_spatial_laid(L, op->op, axes, s.rank - 2, true, &done));
+        if (done) return SJ_OK;
+    }
+    SJ_TRY(sj__onnx_in_value(L, 0, &x));
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     if (s.rank < 3)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "input has rank %d; [N, C, spatial...] is needed",

@@ -68,13 +68,17 @@ static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, bool *
     const char *nm = sj__onnx_in_name(L, 0);
     const sj_onnx_val *v = nm ? sj__onnx_lookup(L, nm) : NULL;
     if (!v) return sj__onnx_node_fail(L, SJ_E_PARSE, "input 0 is missing or undefined");
-    if (v->v != SJ_NO_VALUE) {
-        sj_value_desc d;
-        SJ_TRY(sj_graph_value_desc(L->g, v->v, &d));
-        *rank = d.shape.rank;
-        for (int i = 0; i < d.shape.rank; i++) {
-            sym[i] = d.shape.dims[i] == SJ_DIM_SYM;
-            dims[i] = sym[i] ? 0 : d.shape.dims[i];
+    if (v->v != SJ_NO_VALUE || v->cl != SJ_NO_VALUE) {
+        sj_shape s = v->cl_shape; /* channels last: the shape ONNX gives it */
+        if (v->cl == SJ_NO_VALUE) {
+            sj_value_desc d;
+            SJ_TRY(sj_graph_value_desc(L->g, v->v, &d));
+            s = d.shape;
+        }
+        *rank = s.rank;
+        for (int i = 0; i < s.rank; i++) {
+            sym[i] = s.dims[i] == SJ_DIM_SYM;
+            dims[i] = sym[i] ? 0 : s.dims[i];
         }
         return SJ_OK;
     }

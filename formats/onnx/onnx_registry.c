@@ -9,6 +9,7 @@
  * node's row by binary search; the sort also finds a name registered
  * twice. The index belongs to the loader: no state outlives a load. */
 #include "formats/onnx/onnx_node.h"
+#include "formats/onnx/onnx_layout.h"
 #include "formats/onnx/onnx_op.h"
 
 #include <stdlib.h>
@@ -104,6 +105,8 @@ sj_status sj__onnx_map_node(sj_onnx_loader *L) {
     SJ_TRY(check_arity(L, op));
     bool done = false;
     SJ_TRY(sj__onnx_try_fold(L, op, &done)); /* shape computation known at load time */
+    if (done) return SJ_OK;
+    if (op->map) SJ_TRY(sj__onnx_layout_try(L, op, &done)); /* channels last between convs */
     if (done) return SJ_OK;
     /* A fold-only row whose fold declined: nothing maps it onto the graph. */
     if (!op->map) return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "op '%s' is not supported", n->op_type);

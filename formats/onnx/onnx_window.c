@@ -150,9 +150,11 @@ bool sj__onnx_forward_tap(const sj_onnx_window *w, const int64_t *kpos, const in
     return inside;
 }
 
-sj_status sj__onnx_window_taps(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                               double fill, bool by_position, sj_value *out) {
-    return sj__onnx_window_gather(L, x, w, sj__onnx_forward_tap, fill, by_position, out);
+sj_status sj__onnx_window_taps(sj_onnx_loader *L, sj_value x, bool x_channels_last,
+                               const sj_onnx_window *w, double fill, bool by_position,
+                               sj_value *out) {
+    return sj__onnx_window_gather(L, x, x_channels_last, w, sj__onnx_forward_tap, fill, by_position,
+                                  out);
 }
 
 /* Steps a row-major multi-index over extents ext[0..n). */
@@ -163,9 +165,11 @@ static void step_index(int64_t *pos, const int64_t *ext, int n) {
     }
 }
 
-sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                                 sj_onnx_tap_fn tap, double fill, bool by_position,
-                                 sj_value *out) {
+sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, bool x_channels_last,
+                                 const sj_onnx_window *w, sj_onnx_tap_fn tap, double fill,
+                                 bool by_position, sj_value *out) {
+    if (x_channels_last && !by_position)
+        return sj__onnx_node_fail(L, SJ_E_INTERNAL, "a channels-first window read a channels-last input");
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int64_t flat = 1;
@@ -197,9 +201,15 @@ sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, const sj_onnx_wi
      * a [P, K] table */
     int ax = by_position ? 1 : 2;
     int64_t dims[4] = {s.dims[0], s.dims[1], flat, 0};
-    sj_value xf, tab, cols;
-    sj_status st = sj__onnx_node_prefix(L, sj_graph_reshape(g, x, 3, dims, &xf));
-    if (st == SJ_OK && by_position) {
+    sj_value xf = x, tab, cols;
+    sj_status st = SJ_OK;
+    if (x_channels_last) { /* [N, L, C] already */
+        dims[1] = flat;
+        dims[2] = s.dims[2];
+    } else {
+        st = sj__onnx_node_prefix(L, sj_graph_reshape(g, x, 3, dims, &xf));
+    }
+    if (st == SJ_OK && by_position && !x_channels_last) {
         int perm[3] = {0, 2, 1};
         st = sj__onnx_node_prefix(L, sj_graph_transpose(g, xf, perm, &xf));
         dims[1] = flat;

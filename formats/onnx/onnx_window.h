@@ -6,7 +6,7 @@
  *
  *   sj_onnx_window w;
  *   SJ_TRY(sj__onnx_window_read(L, &xshape, kernel, true, &w));
- *   SJ_TRY(sj__onnx_window_taps(L, x, &w, 0.0, false, &cols));  // [N, C, K, P]
+ *   SJ_TRY(sj__onnx_window_taps(L, x, false, &w, 0.0, false, &cols));  // [N, C, K, P]
  *
  * The taps are one ONNX Gather through an index table made at load time:
  * a tap that falls in padding reads one element appended past the data,
@@ -65,9 +65,12 @@ sj_status sj__onnx_window_size(sj_onnx_loader *L, sj_onnx_window *w);
 /* x [N, C, D...] -> [N, C, K, P]: entry (k, p) is the input at output
  * position p's tap k, or fill where that tap lies outside the input.
  * by_position: [N, P, K, C] instead, a conv's taps as the rows of a GEMM
- * (channels last inside a row, so a tap reads a run of C values). */
-sj_status sj__onnx_window_taps(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                               double fill, bool by_position, sj_value *out);
+ * (channels last inside a row, so a tap reads a run of C values).
+ * x_channels_last: x is [N, L, C] (L the input's positions in order,
+ * onnx_layout.h), which only by_position reads. */
+sj_status sj__onnx_window_taps(sj_onnx_loader *L, sj_value x, bool x_channels_last,
+                               const sj_onnx_window *w, double fill, bool by_position,
+                               sj_value *out);
 
 /* Where the tap (k, p) of a window reads: its coordinate along each spatial
  * axis, and whether every one of them lies inside the input. */
@@ -78,9 +81,9 @@ bool sj__onnx_forward_tap(const sj_onnx_window *w, const int64_t *kpos, const in
                           int64_t *coord);
 /* The same gather with another tap rule (ConvTranspose's), over in-extents
  * w->in and a [K, P] grid of w->taps x w->positions. */
-sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
-                                 sj_onnx_tap_fn tap, double fill, bool by_position,
-                                 sj_value *out);
+sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, bool x_channels_last,
+                                 const sj_onnx_window *w, sj_onnx_tap_fn tap, double fill,
+                                 bool by_position, sj_value *out);
 
 /* A [N, C, P] value as [N, C, out...]. */
 sj_status sj__onnx_window_unflatten(sj_onnx_loader *L, sj_value v, const sj_onnx_window *w,
