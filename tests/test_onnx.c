@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "ir/graph_impl.h"
 #include "shapejit/ext/interp.h"
 #include "tools/conformance/conformance.h"
 #include "tests/test_util.h"
@@ -982,6 +983,56 @@ static void test_conv_pool_dynamic_batch(void **state) {
     sj_graph_destroy(g);
 }
 
+static int count_op(const sj_graph *g, sj_op op) {
+    int n = 0;
+    for (int v = 0; v < g->n_nodes; v++) n += g->nodes[v].op == op;
+    return n;
+}
+
+/* Between two convs the activation stays channels last (formats/onnx/
+ * onnx_layout.h): the per-channel scale, the ReLU and the residual add run
+ * on [N, P, C], and the only transposes are the input's (channels first,
+ * as the model gives it) and the output's. Channels first in between would
+ * add one per conv output and one per conv input. */
+static void test_conv_chain_channels_last(void **state) {
+    sj_ctx *ctx = *state;
+    enum { C = 4, M = 8 };
+    float w1[M * C * 9], b1[M], sc[M], w2[M * M * 9];
+    fill(w1, sizeof w1 / sizeof w1[0], 51);
+    fill(b1, M, 52);
+    fill(sc, M, 53);
+    fill(w2, sizeof w2 / sizeof w2[0], 54);
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4,6,5");
+    mb_init_f(&b, "w1", 4, (int64_t[]){M, C, 3, 3}, w1);
+    mb_init_f(&b, "b1", 1, (int64_t[]){M}, b1);
+    mb_init_f(&b, "s", 3, (int64_t[]){M, 1, 1}, sc);
+    mb_init_f(&b, "w2", 4, (int64_t[]){M, M, 3, 3}, w2);
+    mb_attr_ints(&b, mb_node(&b, "Conv", "c1", "x,w1,b1", "c"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    mb_node(&b, "Mul", "scale", "c,s", "m");
+    mb_node(&b, "Relu", "act", "m", "r");
+    mb_node(&b, "Add", "residual", "r,c", "a");
+    mb_attr_ints(&b, mb_node(&b, "Conv", "c2", "a,w2", "y"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    assert_int_equal(count_op(g, SJ_OP_TRANSPOSE), 2);
+    for (int v = 0; v < g->n_nodes; v++) {
+        if (g->nodes[v].op != SJ_OP_RELU) continue;
+        const sj_shape *s = &g->nodes[v].shape; /* [n, 6 * 5, M] */
+        assert_int_equal(s->rank, 3);
+        assert_int_equal(s->dims[1], 30);
+        assert_int_equal(s->dims[2], M);
+    }
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.rank, 4);
+    assert_int_equal(d.shape.dims[1], M);
+    sj_graph_destroy(g);
+}
+
 /* Windows, pads and resizes that cannot be built say which node and which
  * numbers, at load. */
 static void test_vision_errors(void **state) {
@@ -1786,6 +1837,7 @@ int main(void) {
         cmocka_unit_test(test_undefined_value),
         cmocka_unit_test(test_unsupported_op),
         cmocka_unit_test(test_conv_pool_dynamic_batch),
+        cmocka_unit_test(test_conv_chain_channels_last),
         cmocka_unit_test(test_vision_errors),
         cmocka_unit_test(test_select_scan_errors),
         cmocka_unit_test(test_cumsum_dynamic),

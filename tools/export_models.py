@@ -178,7 +178,7 @@ class ConvNet(torch.nn.Module):
 class LayoutMix(torch.nn.Module):
     """Conv-net pieces around activations that shapejit keeps channels last
     between convs (formats/onnx/onnx_layout.h): a per-channel parameter and
-    a scalar, a residual from the channels-first input, a squeeze-excite
+    a scalar, a BatchNorm no conv absorbs, a residual from the channels-first input, a squeeze-excite
     gate, a grouped conv and a concat (both read channels first), a max
     pool, an average pool counting its padding, a mean over everything, a
     flatten sized by Shape, and an intermediate activation as an output."""
@@ -188,6 +188,10 @@ class LayoutMix(torch.nn.Module):
         n = torch.nn
         self.c1 = n.Conv2d(3, 8, 3, padding=1)
         self.scale = n.Parameter(torch.randn(8, 1, 1))
+        self.bn = n.BatchNorm2d(8)  # after a ReLU: no conv to fold it into
+        with torch.no_grad():
+            self.bn.running_mean.normal_(0.0, 0.3)
+            self.bn.running_var.uniform_(0.5, 1.5)
         self.c2 = n.Conv2d(8, 3, 1)
         self.c3 = n.Conv2d(3, 8, 3, padding=1)
         self.se1, self.se2 = n.Conv2d(8, 4, 1), n.Conv2d(4, 8, 1)
@@ -198,7 +202,7 @@ class LayoutMix(torch.nn.Module):
 
     def forward(self, x):
         f = torch.nn.functional
-        a = torch.relu(self.c1(x) * self.scale + 0.5)
+        a = self.bn(torch.relu(self.c1(x) * self.scale + 0.5))
         b = self.c2(a) + x
         c = f.hardswish(self.c3(b))
         gate = torch.sigmoid(self.se2(torch.relu(self.se1(c.mean((2, 3), keepdim=True)))))
@@ -268,7 +272,7 @@ MODELS = {
                 " AdaptiveAvgPool, Linear), batch dynamic"),
     "layouts": (36, LayoutMix, IMAGE, ["logits", "feature"],
                 "conv-net ops around channels-last activations: per-channel and scalar"
-                " constants, a residual from the input, squeeze-excite, grouped conv, concat,"
+                " constants, BatchNorm after a ReLU, a residual from the input, squeeze-excite, grouped conv, concat,"
                 " pools, a flatten by Shape, an intermediate output; batch dynamic"),
     "resnet18": (32, lambda: timm_model("resnet18"), IMAGE, ["logits"],
                  "timm resnet18 topology at width 8-64, batch dynamic"),

@@ -2,6 +2,7 @@
  * flattening), LayerNormalization and its optional Mean/InvStdDev outputs,
  * and BatchNormalization, InstanceNormalization and
  * MeanVarianceNormalization spelled with reductions. */
+#include "formats/onnx/onnx_layout.h"
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 
@@ -149,16 +150,20 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const sj_onnx_op *op) {
     float eps;
     SJ_TRY(sj__onnx_attr_float(L, "epsilon", 1e-5f, &eps));
     sj_value x, p[4], y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj__onnx_in_value(L, 0, &x));
     sj_shape s;
-    SJ_TRY(sj__onnx_shape_of(L, x, &s));
+    /* channels last (onnx_layout.h): [N, P, C], the parameters as [C] */
+    bool cl = sj__onnx_in_channels_last(L, 0, &x, &s);
+    if (!cl) {
+        SJ_TRY(sj__onnx_in_value(L, 0, &x));
+        SJ_TRY(sj__onnx_shape_of(L, x, &s));
+    }
     if (s.rank < 2 || s.dims[1] == SJ_DIM_SYM)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, ...] with a fixed C");
     static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
     for (int i = 0; i < 4; i++) {
         sj_value v;
         SJ_TRY(sj__onnx_in_value(L, i + 1, &v));
-        SJ_TRY(channel_view(L, v, s.rank, names[i], s.dims[1], &p[i]));
+        SJ_TRY(channel_view(L, v, cl ? 2 : s.rank, names[i], s.dims[1], &p[i]));
     }
     sj_value d, ve;
     SJ_TRY(sj__onnx_binary(L, SJ_OP_SUB, x, p[2], &d));
@@ -167,6 +172,7 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_binary(L, SJ_OP_DIV, d, ve, &y));
     SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, y, p[0], &y));
     SJ_TRY(sj__onnx_binary(L, SJ_OP_ADD, y, p[1], &y));
+    if (cl) return sj__onnx_def_channels_last(L, 0, y, &s);
     return sj__onnx_def_out(L, 0, y, first);
 }
 
