@@ -122,9 +122,7 @@ static sj_status contract(sj_onnx_loader *L, const conv_input *in, const sj_onnx
     sj_value x = in->x;
     int64_t n = in->s.dims[0], cgk = cg->c / cg->g * w->taps, mg = cg->m / cg->g;
     sj_value cols, c4, y;
-    *laid = reads_channels_last(cg);
-    if (in->cl && !*laid)
-        return sj__onnx_node_fail(L, SJ_E_INTERNAL, "a channels-first conv was given a channels-last input");
+    *laid = reads_channels_last(cg); /* and in->cl only then: conv_of */
     if (mg == 1 && cg->c == cg->g) {
         /* Depthwise, channels last: the taps [N, P, K, C] times the weight
          * [K, C], summed over the taps into [N, P, C]. Each
