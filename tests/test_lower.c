@@ -220,6 +220,40 @@ static void test_window_taps_are_loads(void **state) {
     assert_int_equal(kernels(f, 8, true, NULL), 2);
 }
 
+/* A padded window reads its data with a fill appended (a concat with a
+ * one-element fill, the table's index 6 past the 6 positions): lowered
+ * with windows on, the gather reads x in place and selects the fill for
+ * that index, so no kernel copies x into a padded buffer. */
+static void test_padded_window_reads_in_place(void **state) {
+    fixture *f = *state;
+    static const int32_t table[12] = {6, 0, 1, 0, 1, 2, 3, 4, 5, 4, 5, 6};
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 6, 3}), fill, xp, t, taps, prod, y;
+    assert_int_equal(sj_graph_fill(f->g, SJ_F32, -0.5, 3, (int64_t[]){S, 1, 3}, &fill), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, x, fill, 1, &xp), SJ_OK);
+    assert_int_equal(sj_graph_param_typed(f->g, "table", SJ_I32, 2, (int64_t[]){4, 3}, table, &t),
+                     SJ_OK);
+    assert_int_equal(sj_graph_gather(f->g, xp, t, 1, &taps), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, taps, param(f, 2, (int64_t[]){3, 3}), &prod),
+                     SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, prod, 1, (int[]){2}, false, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lower_options on = {.fusion = true, .windows = true, .prefix = "t_"};
+    sj_lowered *l;
+    assert_int_equal(kernels_with(f, 8, &on, &l), 1);
+    const sj_kexpr *g = NULL;
+    for (int i = 0; i < l->kernels[0].n_exprs; i++)
+        if (l->kernels[0].exprs[i].kind == SJ_KX_GATHER) g = &l->kernels[0].exprs[i];
+    assert_non_null(g);
+    assert_true(g->gfill);
+    assert_int_equal(g->glen, 6);
+    assert_true(g->value == -0.5f);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    sj__lowered_destroy(l);
+    /* without the option the padded copy is made: the fill, a concat
+     * kernel per operand, the taps, the sum */
+    assert_int_equal(kernels(f, 8, true, NULL), 5);
+}
+
 static void test_window_taps_used_twice_stay_a_buffer(void **state) {
     fixture *f = *state;
     sj_value taps, y = window_graph(f, &taps);
@@ -310,6 +344,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_matmul_bias_activation_epilogue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ffn_block_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_taps_are_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_padded_window_reads_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_taps_used_twice_stay_a_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attention_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_views_and_output_copies, setup, teardown),

@@ -220,12 +220,15 @@ static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
     LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
     i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
+    /* a padded window's fill: the index one past the data */
+    LLVMValueRef fill = ex->gfill ? LLVMBuildICmp(e->B, LLVMIntEQ, i, len, "") : NULL;
     LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
     LLVMTypeRef elt = ld_elt(e, ld);
     LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
     LLVMValueRef p = LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
-    return load_ld(e, ld, p);
+    LLVMValueRef v = load_ld(e, ld, p);
+    return fill ? LLVMBuildSelect(e->B, fill, cf(e, ex->value), v, "") : v;
 }
 
 /* first + step * i (ints exactly; floats in double, rounded once). */

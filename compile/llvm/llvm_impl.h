@@ -38,8 +38,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * buffer of taps. 11: matmuls whose symbolic dim is a batch dim split
  * their slices over threads in buckets of two or more (row_split.h), and
  * kernels whose split rows are whole slices say so (`K_rows_step` 1), so
- * a batch of fewer than 32 images splits too. */
-#define SJ_HOST_CODEGEN_REVISION 11
+ * a batch of fewer than 32 images splits too. 12: a padded window's
+ * gather reads its data in place, the fill selected for the index one past
+ * it (kernel.h gfill), instead of a padded copy. */
+#define SJ_HOST_CODEGEN_REVISION 12
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

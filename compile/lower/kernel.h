@@ -80,8 +80,11 @@ typedef struct sj_kexpr {
     int32_t c;                   /* WHERE: the value where a is false */
     /* GATHER: the index a (int64/int32) counts from the end when negative,
      * then is clamped to [0, glen) (glen -1: the active extent n), so no
-     * index reads outside the gathered axis or into padding. */
+     * index reads outside the gathered axis or into padding. gfill: an
+     * index equal to glen reads `value` instead (a padded window's fill,
+     * compile/lower/window_fuse.h). */
     int64_t gstride, glen;
+    bool gfill;
     int32_t dim;                 /* RANGE */
     double first, step;          /* RANGE */
 } sj_kexpr;

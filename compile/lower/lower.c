@@ -72,6 +72,7 @@ typedef struct lowering {
     vinfo *v;
     sj_attention_match *att; /* NULL: no fused attention */
     bool *win;               /* per node: a window gather to inline (window_fuse.h); NULL = none */
+    sj_value *pad;           /* per node: the padding concat a gather reads past (window_fuse.h) */
     bool *narrow;            /* per node: a param the precision policy narrows; NULL = none */
     lbuf *bufs;
     int n_bufs;
@@ -127,6 +128,15 @@ static bool addressable(const lowering *L, sj_value v) {
 
 /* ---- use counts and homes ---- */
 
+/* Input i of node n as lowering reads it: a padded window's gather reads
+ * its data past the padding concat (window_fuse.h), the fill standing for
+ * the element the concat appends. */
+static sj_value input_of(const lowering *L, int n, int i) {
+    sj_value u = L->g->nodes[n].inputs[i];
+    if (i == 0 && L->pad && L->pad[n] != SJ_NO_VALUE) return L->g->nodes[L->pad[n]].inputs[0];
+    return u;
+}
+
 static void count_uses(lowering *L) {
     const sj_graph *g = L->g;
     for (int i = 0; i < g->n_outputs; i++) {
@@ -151,7 +161,7 @@ static void count_uses(lowering *L) {
             continue;
         }
         for (int i = 0; i < nd->n_inputs; i++) {
-            sj_value u = nd->inputs[i];
+            sj_value u = input_of(L, n, i);
             if (u == SJ_NO_VALUE) continue;
             L->v[u].uses++;
             L->v[u].consumer = n;
@@ -502,14 +512,20 @@ static sj_status gather_load(lowering *L, int ki, sj_value d, int ax, const int 
  * whose gathered axis moves by the index value. */
 static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int *map, int core,
                               int *out) {
-    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    sj_value self = (sj_value)(nd - L->g->nodes), d = input_of(L, self, 0), ix = nd->inputs[1];
     const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
     int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK], ie;
     for (int i = 0; i < ds->rank; i++)
         dmap[i] = i < ax ? map[i] : i == ax ? -1 : map[i - 1 + is->rank];
     for (int j = 0; j < is->rank; j++) imap[j] = is->dims[j] == 1 ? -1 : map[ax + j];
     SJ_TRY(build_expr(L, ki, ix, imap, core, &ie));
-    return gather_load(L, ki, d, ax, dmap, ie, out);
+    SJ_TRY(gather_load(L, ki, d, ax, dmap, ie, out));
+    if (d != nd->inputs[0]) { /* past the padding concat: its fill's value at index glen */
+        sj_kexpr *g = &L->kernels[ki].exprs[*out];
+        g->gfill = true;
+        g->value = (float)L->g->nodes[L->g->nodes[nd->inputs[0]].inputs[1]].attrs.delta;
+    }
+    return SJ_OK;
 }
 
 /* out[i] = data[i with its axis coordinate clamp(idx[i])]: a load of data
@@ -956,6 +972,7 @@ static void free_lowering(lowering *L) {
     sj_free(L->ctx, L->v);
     sj_free(L->ctx, L->att);
     sj_free(L->ctx, L->win);
+    sj_free(L->ctx, L->pad);
     sj_free(L->ctx, L->bufs);
     if (L->kb)
         for (int k = 0; k < L->n_kernels; k++) sj_free(L->ctx, L->kb[k].ids);
@@ -1044,13 +1061,14 @@ sj_status sj__lower(const sj_graph *g, int64_t extent, const sj_lower_options *o
         st = sj__attention_find(g, L.E, o->attention_min_scores > 0 ? o->attention_min_scores : SJ_ATTENTION_MIN_SCORES,
                                &L.att);
     if (st == SJ_OK && L.att && L.narrow) drop_narrow_attention(&L);
-    if (st == SJ_OK && o->fusion && o->windows) st = sj__window_find(g, &L.win);
+    if (st == SJ_OK && o->fusion && o->windows) st = sj__window_find(g, &L.win, &L.pad);
     if (st != SJ_OK) {
         sj_free(ctx, l);
         sj_free(ctx, L.v);
         sj_free(ctx, L.narrow);
         sj_free(ctx, L.att);
         sj_free(ctx, L.win);
+        sj_free(ctx, L.pad);
         return st;
     }
     count_uses(&L);

@@ -41,14 +41,33 @@ static bool is_window(const sj_graph *g, const int *uses, const int *consumer, s
     return folds_taps(red, ax, false) || folds_taps(red, ax + 1, false);
 }
 
-sj_status sj__window_find(const sj_graph *g, bool **out) {
+/* The concat gather v reads past (window_fuse.h's *pad), or SJ_NO_VALUE. */
+static sj_value padded_data(const sj_graph *g, const int *uses, sj_value v) {
+    const sj_node *nd = &g->nodes[v];
+    if (nd->op != SJ_OP_GATHER || !const_table(&g->nodes[nd->inputs[1]])) return SJ_NO_VALUE;
+    sj_value c = nd->inputs[0];
+    const sj_node *cat = &g->nodes[c];
+    int ax = nd->attrs.axis;
+    if (cat->op != SJ_OP_CONCAT || cat->attrs.axis != ax || uses[c] != 1) return SJ_NO_VALUE;
+    const sj_node *x = &g->nodes[cat->inputs[0]], *fill = &g->nodes[cat->inputs[1]];
+    int64_t len = x->shape.dims[ax];
+    if (x->dtype != SJ_F32 || fill->op != SJ_OP_FILL || fill->shape.dims[ax] != 1 || len == SJ_DIM_SYM ||
+        len < 1 || len >= INT32_MAX)
+        return SJ_NO_VALUE;
+    return c;
+}
+
+sj_status sj__window_find(const sj_graph *g, bool **out, sj_value **pad_out) {
     *out = NULL;
+    *pad_out = NULL;
     int n = g->n_nodes;
     bool *win = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *win);
+    sj_value *pad = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *pad);
     int *uses = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *uses);
     int *consumer = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *consumer);
-    if (!win || !uses || !consumer) {
+    if (!win || !pad || !uses || !consumer) {
         sj_free(g->ctx, win);
+        sj_free(g->ctx, pad);
         sj_free(g->ctx, uses);
         sj_free(g->ctx, consumer);
         return sj_fail(g->ctx, SJ_E_NOMEM, "lowering: out of memory (windows)");
@@ -62,9 +81,13 @@ sj_status sj__window_find(const sj_graph *g, bool **out) {
         }
     /* An output is a use no fused kernel could serve. */
     for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i].value] += 2;
-    for (int i = 0; i < n; i++) win[i] = is_window(g, uses, consumer, i);
+    for (int i = 0; i < n; i++) {
+        win[i] = is_window(g, uses, consumer, i);
+        pad[i] = padded_data(g, uses, i);
+    }
     sj_free(g->ctx, uses);
     sj_free(g->ctx, consumer);
     *out = win;
+    *pad_out = pad;
     return SJ_OK;
 }
