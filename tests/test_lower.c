@@ -254,6 +254,38 @@ static void test_padded_window_reads_in_place(void **state) {
     assert_int_equal(kernels(f, 8, true, NULL), 5);
 }
 
+/* x = a @ w + b read twice by one expression (x * sigmoid(x), SiLU as
+ * exporters write it) is evaluated twice inside the matmul's epilogue:
+ * one kernel, no buffer for x. Read by two outputs instead, x is stored. */
+static void test_value_read_twice_by_one_expression(void **state) {
+    fixture *f = *state;
+    sj_value a = input(f, "a", 2, (int64_t[]){S, 16}), x, s, y;
+    assert_int_equal(sj_graph_matmul(f->g, a, param(f, 2, (int64_t[]){16, 32}), &x), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, x, param(f, 1, (int64_t[]){32}), &x), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_SIGMOID, x, &s), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, x, s, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 8, true, &l), 1);
+    assert_int_equal(l->kernels[0].kind, SJ_KK_MATMUL);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    sj__lowered_destroy(l);
+}
+
+static void test_value_read_by_two_outputs_is_stored(void **state) {
+    fixture *f = *state;
+    sj_value a = input(f, "a", 2, (int64_t[]){S, 16}), x, s, y, z;
+    assert_int_equal(sj_graph_matmul(f->g, a, param(f, 2, (int64_t[]){16, 32}), &x), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_ADD, x, param(f, 1, (int64_t[]){32}), &x), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_SIGMOID, x, &s), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, x, &z), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, x, s, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, z, "z"), SJ_OK);
+    /* x's three uses do not meet: the matmul (+ bias) stores it, two maps read it */
+    assert_int_equal(kernels(f, 8, true, NULL), 3);
+}
+
 static void test_window_taps_used_twice_stay_a_buffer(void **state) {
     fixture *f = *state;
     sj_value taps, y = window_graph(f, &taps);
@@ -346,6 +378,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_window_taps_are_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_padded_window_reads_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_taps_used_twice_stay_a_buffer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_value_read_twice_by_one_expression, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_value_read_by_two_outputs_is_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attention_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_views_and_output_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arena_reuse, setup, teardown),

@@ -47,6 +47,7 @@ typedef struct vinfo {
     int64_t offset, offset_n; /* views: where element 0 lies (see sj_kload) */
     int epi_core; /* kernel root: the core node it absorbs, -1 = none */
     int depth;    /* inlined: longest chain of inlined values ending here */
+    bool twice;   /* inlined at both of its two uses (uses_meet) */
 } vinfo;
 
 typedef struct lbuf {
@@ -185,16 +186,50 @@ static bool expands(const lowering *L, sj_value v) {
     return numel_at(L, &c->shape) > numel_at(L, shape_of(L, v));
 }
 
+/* Whether elementwise v's two uses lie in one expression: both by
+ * elementwise nodes, the first one's chain of single-use elementwise values
+ * leading to the second (x * sigmoid(x), x * hardsigmoid(x), x * x). Then v
+ * inlined at both points stays in one kernel, evaluated twice there instead
+ * of stored and read back: an activation after a GEMM is its epilogue. */
+enum { MEET_STEPS = 16 };
+static bool uses_meet(const lowering *L, sj_value v) {
+    const sj_graph *g = L->g;
+    int first = -1, second = -1;
+    for (int n = v + 1; n < g->n_nodes && second < 0; n++) {
+        if (L->v[n].home == HOME_DEAD) continue;
+        for (int i = 0; i < g->nodes[n].n_inputs && second < 0; i++)
+            if (input_of(L, n, i) == v) {
+                if (first < 0) first = n;
+                else second = n;
+            }
+    }
+    if (second < 0 || !sj_op_is_elementwise(g->nodes[second].op)) return false;
+    int w = first;
+    for (int step = 0; step < MEET_STEPS; step++) {
+        if (w == second) return true;
+        const vinfo *wi = &L->v[w];
+        if (!sj_op_is_elementwise(g->nodes[w].op) || wi->uses != 1 || wi->n_out) return false;
+        w = wi->consumer;
+    }
+    return false;
+}
+
 static bool may_inline(lowering *L, sj_value v) {
     vinfo *vi = &L->v[v];
     const sj_node *nd = &L->g->nodes[v];
     vi->depth = 1;
-    for (int i = 0; i < nd->n_inputs; i++)
-        if (nd->inputs[i] != SJ_NO_VALUE && L->v[nd->inputs[i]].home == HOME_INLINE &&
-            L->v[nd->inputs[i]].depth + 1 > vi->depth)
-            vi->depth = L->v[nd->inputs[i]].depth + 1;
-    return L->o->fusion && vi->uses == 1 && vi->n_out == 0 && !vi->need_load && !vi->need_contig &&
-           vi->depth <= MAX_INLINE_DEPTH && !expands(L, v);
+    bool over_twice = false; /* an operand already evaluated twice: no doubling again */
+    for (int i = 0; i < nd->n_inputs; i++) {
+        if (nd->inputs[i] == SJ_NO_VALUE || L->v[nd->inputs[i]].home != HOME_INLINE) continue;
+        if (L->v[nd->inputs[i]].depth + 1 > vi->depth) vi->depth = L->v[nd->inputs[i]].depth + 1;
+        over_twice |= L->v[nd->inputs[i]].twice;
+    }
+    if (!L->o->fusion || vi->n_out || vi->need_load || vi->need_contig || vi->depth > MAX_INLINE_DEPTH ||
+        expands(L, v))
+        return false;
+    if (vi->uses == 1) return true;
+    vi->twice = vi->uses == 2 && !over_twice && sj_op_is_elementwise(nd->op) && uses_meet(L, v);
+    return vi->twice;
 }
 
 /* A gather whose index is one constant (exporters pick q, k and v out of
