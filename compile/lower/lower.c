@@ -5,7 +5,10 @@
  * Fusion rules (fusion on):
  *  - an elementwise value with one use, that is no output, is inlined into its
  *    consumer unless the consumer needs a buffer (matmul operands, reshape) or
- *    would evaluate it at more points than it has (broadcast expansion);
+ *    would evaluate it at more points than it has (broadcast expansion); so is
+ *    one with two uses in one expression (x * sigmoid(x)), evaluated twice;
+ *  - a padded window's gather reads its data past the padding concat, the
+ *    fill selected for the index one past the data (window_fuse.h);
  *  - a transpose of a buffer is a strided view (an index map in its readers),
  *    except as a matmul's b with n strided and many rows (copied once, so the
  *    register-tiled kernel reads n contiguously); a transpose of an inlined
