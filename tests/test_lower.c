@@ -107,6 +107,15 @@ static int kernels(fixture *f, int64_t E, bool fusion, sj_lowered **keep) {
     return kernels_with(f, E, &o, keep);
 }
 
+/* The graph lowers, fused, to one kernel of that kind with an empty arena. */
+static void assert_one_kernel(fixture *f, int64_t E, sj_kernel_kind kind) {
+    sj_lowered *l;
+    assert_int_equal(kernels(f, E, true, &l), 1);
+    assert_int_equal(l->kernels[0].kind, kind);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    sj__lowered_destroy(l);
+}
+
 static void test_elementwise_chain_is_one_kernel(void **state) {
     fixture *f = *state;
     sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), b = param(f, 1, (int64_t[]){8}), y;
@@ -115,11 +124,7 @@ static void test_elementwise_chain_is_one_kernel(void **state) {
     assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, y, x, &y), SJ_OK);
     assert_int_equal(sj_graph_unary(f->g, SJ_OP_TANH, y, &y), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    sj_lowered *l;
-    assert_int_equal(kernels(f, 32, true, &l), 1);
-    assert_int_equal(l->kernels[0].kind, SJ_KK_MAP);
-    assert_int_equal(l->plan.arena_bytes, 0);
-    sj__lowered_destroy(l);
+    assert_one_kernel(f, 32, SJ_KK_MAP);
     assert_int_equal(kernels(f, 32, false, NULL), 4);
 }
 
@@ -265,11 +270,7 @@ static void test_value_read_twice_by_one_expression(void **state) {
     assert_int_equal(sj_graph_unary(f->g, SJ_OP_SIGMOID, x, &s), SJ_OK);
     assert_int_equal(sj_graph_binary(f->g, SJ_OP_MUL, x, s, &y), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    sj_lowered *l;
-    assert_int_equal(kernels(f, 8, true, &l), 1);
-    assert_int_equal(l->kernels[0].kind, SJ_KK_MATMUL);
-    assert_int_equal(l->plan.arena_bytes, 0);
-    sj__lowered_destroy(l);
+    assert_one_kernel(f, 8, SJ_KK_MATMUL);
 }
 
 static void test_value_read_by_two_outputs_is_stored(void **state) {
