@@ -10,9 +10,8 @@
  * build shape-agnostic elementwise graph ops from them, so they compute the
  * same thing on [N, P, C] as on [N, C, D...]. */
 static const char *const ELEMENTWISE[] = {
-    "Add",  "Sub", "Mul", "Div",  "Max",  "Min",  "Sum",         "Relu",      "LeakyRelu", "Sigmoid",
-    "Tanh", "Erf", "Neg", "Abs",  "Exp",  "Sqrt", "Clip",        "HardSigmoid", "HardSwish", "Elu",
-    "Gelu"};
+    "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Neg", "Abs", "Exp", "Sqrt",
+    "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Clip", "HardSigmoid", "HardSwish", "Elu", "Gelu"};
 
 static bool elementwise(const char *name) {
     for (size_t i = 0; i < sizeof ELEMENTWISE / sizeof ELEMENTWISE[0]; i++)
