@@ -243,6 +243,18 @@ static void host_unload_module(void *impl, void *module) {
  * `K_attrs`, four uint32 {max_threads, tile_m, tile_n, tile_k}; and, for a
  * row-parallel kernel, its row entry `K_rows` with the uint64 `K_rows_work`
  * (and optionally `K_rows_extent`, `K_rows_step`). */
+/* The uint64 at data symbol `K<suffix>` of kernel K, 0 when absent. */
+static sj_status symbol_u64(host_device *h, host_module *m, const host_kernel *k, const char *suffix,
+                            uint64_t *out) {
+    char sym[96];
+    snprintf(sym, sizeof sym, "%s%s", k->name, suffix);
+    uint64_t addr;
+    *out = 0;
+    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
+    if (addr) memcpy(out, (const void *)(uintptr_t)addr, sizeof *out);
+    return SJ_OK;
+}
+
 static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     char sym[96];
     snprintf(sym, sizeof sym, "%s_attrs", k->name);
@@ -256,24 +268,15 @@ static sj_status object_attrs(host_device *h, host_module *m, host_kernel *k) {
     SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
     if (!addr) return SJ_OK;
     k->rows = (sj_host_rows_fn)(uintptr_t)addr;
-    snprintf(sym, sizeof sym, "%s_rows_work", k->name);
-    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
-    uint64_t work = 0;
-    if (addr) memcpy(&work, (const void *)(uintptr_t)addr, sizeof work);
-    if (!work)
+    SJ_TRY(symbol_u64(h, m, k, "_rows_work", &k->attrs.row_work));
+    if (!k->attrs.row_work)
         return sj_fail(h->ctx, SJ_E_CORRUPT,
                        "host device: kernel '%s' has a row entry but no row work (%s_rows_work)",
                        k->name, k->name);
-    k->attrs.row_work = work;
-    /* Optional: the entry splits a constant range (columns), not the rows. */
-    snprintf(sym, sizeof sym, "%s_rows_extent", k->name);
-    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
-    if (addr) memcpy(&k->attrs.split_extent, (const void *)(uintptr_t)addr, sizeof(uint64_t));
-    /* Optional: the step of the row split points (rows that are whole slices). */
-    snprintf(sym, sizeof sym, "%s_rows_step", k->name);
-    SJ_TRY(sj__host_jit_lookup(h->jit, m->jit, sym, 0, &addr));
-    if (addr) memcpy(&k->attrs.split_step, (const void *)(uintptr_t)addr, sizeof(uint64_t));
-    return SJ_OK;
+    /* Optional: the entry splits a constant range (columns), not the rows;
+     * the step of the row split points (rows that are whole slices). */
+    SJ_TRY(symbol_u64(h, m, k, "_rows_extent", &k->attrs.split_extent));
+    return symbol_u64(h, m, k, "_rows_step", &k->attrs.split_step);
 }
 
 /* A kernel of an object module, found by its symbol and cached on the

@@ -1457,6 +1457,15 @@ static bool rows_are_slices(const emitter *e, uint64_t row_work) {
     return (k->kind != SJ_KK_MATMUL && k->kind != SJ_KK_ATTENTION) || e->row_dim < 2;
 }
 
+/* A constant i64 global `<kernel name><suffix>` the host device reads. */
+static void add_const_u64(emitter *e, const char *suffix, uint64_t value) {
+    char name[SJ_KERNEL_NAME_MAX + 16];
+    snprintf(name, sizeof name, "%s%s", e->k->name, suffix);
+    LLVMValueRef g = LLVMAddGlobal(e->M, e->i64, name);
+    LLVMSetInitializer(g, LLVMConstInt(e->i64, value, 0));
+    LLVMSetGlobalConstant(g, 1);
+}
+
 /* `name_rows(buffers, info, n, begin, end)` calling the body, and
  * `name_rows_work`, the row work the host device weighs a split by
  * (`name_rows_extent` for a constant range, `name_rows_step` 1 for rows
@@ -1479,21 +1488,9 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
     for (unsigned i = 0; i < 3; i++) args[k->n_buffers + i] = LLVMGetParam(rows, 2 + i);
     LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 3, "");
     LLVMBuildRetVoid(e->B);
-    snprintf(name, sizeof name, "%s_rows_work", k->name);
-    LLVMValueRef work = LLVMAddGlobal(e->M, e->i64, name);
-    LLVMSetInitializer(work, LLVMConstInt(e->i64, row_work, 0));
-    LLVMSetGlobalConstant(work, 1);
-    if (split_extent) {
-        snprintf(name, sizeof name, "%s_rows_extent", k->name);
-        LLVMValueRef ext = LLVMAddGlobal(e->M, e->i64, name);
-        LLVMSetInitializer(ext, LLVMConstInt(e->i64, split_extent, 0));
-        LLVMSetGlobalConstant(ext, 1);
-    } else if (rows_are_slices(e, row_work)) {
-        snprintf(name, sizeof name, "%s_rows_step", k->name);
-        LLVMValueRef step = LLVMAddGlobal(e->M, e->i64, name);
-        LLVMSetInitializer(step, LLVMConstInt(e->i64, 1, 0));
-        LLVMSetGlobalConstant(step, 1);
-    }
+    add_const_u64(e, "_rows_work", row_work);
+    if (split_extent) add_const_u64(e, "_rows_extent", split_extent);
+    else if (rows_are_slices(e, row_work)) add_const_u64(e, "_rows_step", 1);
     return rows;
 }
 

@@ -41,7 +41,8 @@ enum { MATMUL_COPY_B_ROWS = 16, MAX_INLINE_DEPTH = 64 };
 typedef enum home { HOME_DEAD, HOME_INLINE, HOME_BUFFER, HOME_VIEW, HOME_EPI } home;
 
 typedef struct vinfo {
-    int uses, n_out, consumer;
+    int uses, n_out, consumer; /* consumer: the first node that reads it */
+    int next_consumer;         /* with two uses or more: the second reader (the first again when it reads twice) */
     bool need_load, need_contig;
     int64_t matmul_b_rows; /* most output rows of a matmul reading v as its b */
     home home;
@@ -168,6 +169,7 @@ static void count_uses(lowering *L) {
             sj_value u = input_of(L, n, i);
             if (u == SJ_NO_VALUE) continue;
             L->v[u].uses++;
+            L->v[u].next_consumer = L->v[u].consumer; /* nodes run last to first */
             L->v[u].consumer = n;
             L->v[u].home = HOME_BUFFER;
             if (nd->op == SJ_OP_RESHAPE) L->v[u].need_contig = true;
@@ -197,17 +199,9 @@ static bool expands(const lowering *L, sj_value v) {
 enum { MEET_STEPS = 16 };
 static bool uses_meet(const lowering *L, sj_value v) {
     const sj_graph *g = L->g;
-    int first = -1, second = -1;
-    for (int n = v + 1; n < g->n_nodes && second < 0; n++) {
-        if (L->v[n].home == HOME_DEAD) continue;
-        for (int i = 0; i < g->nodes[n].n_inputs && second < 0; i++)
-            if (input_of(L, n, i) == v) {
-                if (first < 0) first = n;
-                else second = n;
-            }
-    }
-    if (second < 0 || !sj_op_is_elementwise(g->nodes[second].op)) return false;
-    int w = first;
+    int second = L->v[v].next_consumer;
+    if (!sj_op_is_elementwise(g->nodes[second].op)) return false;
+    int w = L->v[v].consumer;
     for (int step = 0; step < MEET_STEPS; step++) {
         if (w == second) return true;
         const vinfo *wi = &L->v[w];
@@ -548,9 +542,9 @@ static sj_status gather_load(lowering *L, int ki, sj_value d, int ax, const int 
 
 /* out[pre, j.., post] = data[pre, clamp(idx[j..]), post]: a load of data
  * whose gathered axis moves by the index value. */
-static sj_status build_gather(lowering *L, int ki, const sj_node *nd, const int *map, int core,
-                              int *out) {
-    sj_value self = (sj_value)(nd - L->g->nodes), d = input_of(L, self, 0), ix = nd->inputs[1];
+static sj_status build_gather(lowering *L, int ki, sj_value v, const int *map, int core, int *out) {
+    const sj_node *nd = &L->g->nodes[v];
+    sj_value d = input_of(L, v, 0), ix = nd->inputs[1];
     const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
     int ax = nd->attrs.axis, dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK], ie;
     for (int i = 0; i < ds->rank; i++)
@@ -645,7 +639,7 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
         return add_load_raw(L, ki, L->v[nd->inputs[0]].buffer, &nd->shape, st, off, off_n, map,
                             out);
     }
-    if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, nd, map, core, out);
+    if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, v, map, core, out);
     if (nd->op == SJ_OP_GATHER_ELEMENTS) return build_gather_elements(L, ki, nd, map, core, out);
     if (sj_op_is_binary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
