@@ -19,7 +19,10 @@
  *    that may grow with the active extent); its operand is kept addressable;
  *  - expand and trilu are inlined like elementwise ops (a broadcast load; a
  *    select on the indices), concat writes each operand, inlined where it
- *    can be, into its part of one buffer;
+ *    can be, into its part of one buffer, and so does a chain of concats
+ *    along one axis (each inner one used once);
+ *  - a gather through a constant table is inlined into the elementwise
+ *    expression that uses it once, like a window's (window_fuse.h);
  *  - a reduction, row op or matmul with one use absorbs the elementwise chain
  *    after it (epilogue) when the chain keeps its shape;
  *  - inlined chains are at most MAX_INLINE_DEPTH deep.
@@ -277,6 +280,19 @@ static void slice_view(const lowering *L, const sj_node *nd, int64_t *strides, i
     }
 }
 
+/* Whether concat v is written by the concat that reads it: its one use,
+ * along the same axis, so its operands go straight to their parts of that
+ * buffer (a chain of two-operand concats stacking many parts). */
+static bool concat_part(const lowering *L, sj_value v) {
+    const sj_node *nd = &L->g->nodes[v];
+    const vinfo *vi = &L->v[v];
+    if (nd->op != SJ_OP_CONCAT || !L->o->fusion || vi->uses != 1 || vi->n_out || vi->need_load ||
+        vi->need_contig)
+        return false;
+    const sj_node *c = &L->g->nodes[vi->consumer];
+    return c->op == SJ_OP_CONCAT && c->attrs.axis == nd->attrs.axis;
+}
+
 static void decide_homes(lowering *L) {
     const sj_graph *g = L->g;
     for (int n = 0; n < g->n_nodes; n++) {
@@ -330,6 +346,8 @@ static void decide_homes(lowering *L) {
             }
         } else if (sj_op_is_elementwise(nd->op)) {
             vi->home = may_inline(L, n) ? HOME_INLINE : HOME_BUFFER;
+        } else if (concat_part(L, n)) {
+            vi->home = HOME_INLINE;
         } else {
             vi->home = HOME_BUFFER;
         }
@@ -866,28 +884,40 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
     return SJ_OK;
 }
 
-/* One kernel per operand of concat v, writing it into its part of v's
- * buffer (the operand inlined where it could be). */
-static sj_status concat_kernels(lowering *L, sj_value v) {
+/* One kernel per operand of concat v, writing it into its part of
+ * `buffer` (strides st, v's part from element `base`), the operand inlined
+ * where it could be; an operand that is a concat part (concat_part) the
+ * same way, into its own part. */
+static sj_status concat_parts(lowering *L, sj_value v, int buffer, const int64_t *st, int64_t base) {
     const sj_node *nd = &L->g->nodes[v];
     int ax = nd->attrs.axis, id[SJ_MAX_RANK];
-    int64_t st[SJ_MAX_RANK], along = 0;
-    contiguous_strides(L, &nd->shape, st);
+    int64_t along = 0;
     for (int i = 0; i < SJ_MAX_RANK; i++) id[i] = i;
     for (int j = 0; j < 2; j++) {
         sj_value u = nd->inputs[j];
         const sj_shape *us = shape_of(L, u);
+        int64_t at = base + along * st[ax];
+        along += us->dims[ax];
+        if (L->g->nodes[u].op == SJ_OP_CONCAT && L->v[u].home == HOME_INLINE) {
+            SJ_TRY(concat_parts(L, u, buffer, st, at));
+            continue;
+        }
         int ki, e;
-        SJ_TRY(new_kernel(L, SJ_KK_MAP, L->v[v].buffer, &ki));
+        SJ_TRY(new_kernel(L, SJ_KK_MAP, buffer, &ki));
         sj_kernel *k = &L->kernels[ki];
         set_space_from_shape(L, k, us);
         for (int i = 0; i < us->rank; i++) k->out_strides[i] = us->dims[i] != 1 ? st[i] : 0;
-        k->out_offset = along * st[ax];
-        along += us->dims[ax];
+        k->out_offset = at;
         SJ_TRY(build_expr(L, ki, u, id, -1, &e));
         L->kernels[ki].epilogue = e;
     }
     return SJ_OK;
+}
+
+static sj_status concat_kernels(lowering *L, sj_value v) {
+    int64_t st[SJ_MAX_RANK];
+    contiguous_strides(L, &L->g->nodes[v].shape, st);
+    return concat_parts(L, v, L->v[v].buffer, st, 0);
 }
 
 static sj_status build_kernels(lowering *L) {

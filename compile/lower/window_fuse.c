@@ -4,14 +4,16 @@
 #include <stdint.h>
 #include <string.h>
 
-/* A constant int table of two constant axes (taps and positions, either order). */
-static bool const_table(const sj_node *t) {
+/* A constant int table of constant axes: two (taps and positions, either
+ * order) for a window, any number from one for a table gather. */
+static bool const_table(const sj_node *t, bool window) {
     if (t->op != SJ_OP_PARAM || !t->bytes || (t->dtype != SJ_I32 && t->dtype != SJ_I64) ||
-        t->shape.rank != 2)
+        t->shape.rank < 1 || (window && t->shape.rank != 2))
         return false;
-    return t->shape.dims[0] >= 1 && t->shape.dims[1] >= 1 && t->shape.dims[0] != SJ_DIM_SYM &&
-           t->shape.dims[1] != SJ_DIM_SYM && t->shape.dims[0] < INT32_MAX &&
-           t->shape.dims[1] < INT32_MAX;
+    for (int i = 0; i < t->shape.rank; i++)
+        if (t->shape.dims[i] == SJ_DIM_SYM || t->shape.dims[i] < 1 || t->shape.dims[i] >= INT32_MAX)
+            return false;
+    return true;
 }
 
 /* A reduction over exactly axis `taps` of its operand (any keepdims). */
@@ -25,12 +27,15 @@ static bool is_window(const sj_graph *g, const int *uses, const int *consumer, s
     if (nd->op != SJ_OP_GATHER || uses[v] != 1) return false;
     const sj_node *d = &g->nodes[nd->inputs[0]], *t = &g->nodes[nd->inputs[1]];
     int r = d->shape.rank, ax = nd->attrs.axis;
-    if (!const_table(t) || d->dtype != SJ_F32 || r < 1) return false;
+    if (!const_table(t, false) || d->dtype != SJ_F32 || r < 1) return false;
     int64_t len = d->shape.dims[ax];
     if (len == SJ_DIM_SYM || len < 1 || len >= INT32_MAX) return false;
+    const sj_node *c = &g->nodes[consumer[v]];
+    /* a table gather: one term of an elementwise expression */
+    if (sj_op_is_elementwise(c->op) && c->dtype == SJ_F32) return true;
+    if (!const_table(t, true)) return false;
     /* the table's two axes are the result's ax and ax + 1; either may be
      * the taps */
-    const sj_node *c = &g->nodes[consumer[v]];
     if (folds_taps(c, ax, true) || folds_taps(c, ax + 1, true)) return true;
     if (c->op != SJ_OP_MUL || uses[consumer[v]] != 1) return false;
     sj_value other = c->inputs[0] == v ? c->inputs[1] : c->inputs[0];
@@ -41,14 +46,21 @@ static bool is_window(const sj_graph *g, const int *uses, const int *consumer, s
     return folds_taps(red, ax, false) || folds_taps(red, ax + 1, false);
 }
 
-/* The concat gather v reads past (window_fuse.h's *pad), or SJ_NO_VALUE. */
-static sj_value padded_data(const sj_graph *g, const int *uses, sj_value v) {
+/* Whether v is a gather through a constant table along `axis` of its data. */
+static bool table_gather(const sj_graph *g, sj_value v, int axis) {
     const sj_node *nd = &g->nodes[v];
-    if (nd->op != SJ_OP_GATHER || !const_table(&g->nodes[nd->inputs[1]])) return SJ_NO_VALUE;
+    return nd->op == SJ_OP_GATHER && nd->attrs.axis == axis && const_table(&g->nodes[nd->inputs[1]], false);
+}
+
+/* The concat gather v reads past (window_fuse.h's *pad), or SJ_NO_VALUE.
+ * gathers[c]: how many of concat c's uses are table gathers along its axis. */
+static sj_value padded_data(const sj_graph *g, const int *uses, const int *gathers, sj_value v) {
+    const sj_node *nd = &g->nodes[v];
+    if (!table_gather(g, v, nd->attrs.axis)) return SJ_NO_VALUE;
     sj_value c = nd->inputs[0];
     const sj_node *cat = &g->nodes[c];
     int ax = nd->attrs.axis;
-    if (cat->op != SJ_OP_CONCAT || cat->attrs.axis != ax || uses[c] != 1) return SJ_NO_VALUE;
+    if (cat->op != SJ_OP_CONCAT || cat->attrs.axis != ax || uses[c] != gathers[c]) return SJ_NO_VALUE;
     const sj_node *x = &g->nodes[cat->inputs[0]], *fill = &g->nodes[cat->inputs[1]];
     int64_t len = x->shape.dims[ax];
     if (x->dtype != SJ_F32 || fill->op != SJ_OP_FILL || fill->shape.dims[ax] != 1 || len == SJ_DIM_SYM ||
@@ -65,11 +77,13 @@ sj_status sj__window_find(const sj_graph *g, bool **out, sj_value **pad_out) {
     sj_value *pad = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *pad);
     int *uses = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *uses);
     int *consumer = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *consumer);
-    if (!win || !pad || !uses || !consumer) {
+    int *gathers = sj_calloc(g->ctx, (size_t)(n ? n : 1), sizeof *gathers);
+    if (!win || !pad || !uses || !consumer || !gathers) {
         sj_free(g->ctx, win);
         sj_free(g->ctx, pad);
         sj_free(g->ctx, uses);
         sj_free(g->ctx, consumer);
+        sj_free(g->ctx, gathers);
         return sj_fail(g->ctx, SJ_E_NOMEM, "lowering: out of memory (windows)");
     }
     for (int i = 0; i < n; i++)
@@ -78,15 +92,17 @@ sj_status sj__window_find(const sj_graph *g, bool **out, sj_value **pad_out) {
             if (u == SJ_NO_VALUE) continue;
             uses[u]++;
             consumer[u] = i;
+            if (j == 0 && table_gather(g, i, g->nodes[u].attrs.axis)) gathers[u]++;
         }
     /* An output is a use no fused kernel could serve. */
     for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i].value] += 2;
     for (int i = 0; i < n; i++) {
         win[i] = is_window(g, uses, consumer, i);
-        pad[i] = padded_data(g, uses, i);
+        pad[i] = padded_data(g, uses, gathers, i);
     }
     sj_free(g->ctx, uses);
     sj_free(g->ctx, consumer);
+    sj_free(g->ctx, gathers);
     *out = win;
     *pad_out = pad;
     return SJ_OK;
