@@ -43,7 +43,10 @@ typedef enum sj_slot_kind {
 
 /* The words of a packed slot, in order: the view of the param that is
  * packed (element offset, rows k, columns n, row and column strides in
- * elements) and the GEMM level whose panel width it is packed for. */
+ * elements), the GEMM level whose panel width it is packed for, and how
+ * many such matrices lie batch-stride elements apart (a batched matmul's
+ * weight, one matrix per batch index: 1 and 0 for one), packed one after
+ * another. */
 enum sj_pack_word {
     SJ_PACK_OFFSET,
     SJ_PACK_K,
@@ -51,6 +54,8 @@ enum sj_pack_word {
     SJ_PACK_ROW_STRIDE,
     SJ_PACK_COL_STRIDE,
     SJ_PACK_LEVEL,
+    SJ_PACK_BATCH,
+    SJ_PACK_BATCH_STRIDE,
     SJ_PACK_WORDS
 };
 

@@ -49,8 +49,7 @@ static void fill_packed(void *user, void *buf) {
     pack_job *j = user;
     j->packed = true;
     const int64_t *w = j->w;
-    sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N], j->weight + w[SJ_PACK_OFFSET],
-                       w[SJ_PACK_ROW_STRIDE], w[SJ_PACK_COL_STRIDE], buf);
+    sj__host_gemm_pack_slot(w, j->weight, buf);
 }
 #endif
 

@@ -37,11 +37,17 @@ static sj_status check_packed(sj_ctx *ctx, const sj_launch_plan *p, const sj_gra
         return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: packed slot #%d's words lie outside the plan", i);
     const int64_t *w = p->words + s->offset;
     int64_t k = w[SJ_PACK_K], n = w[SJ_PACK_N], rs = w[SJ_PACK_ROW_STRIDE], cs = w[SJ_PACK_COL_STRIDE];
+    int64_t batch = w[SJ_PACK_BATCH], bs = w[SJ_PACK_BATCH_STRIDE];
     int64_t numel = sj_shape_numel(&g->nodes[s->index].shape, p->extent);
     /* The view's last element, each step checked against the param's size. */
-    bool fits = k >= 1 && n >= 1 && rs >= 0 && cs >= 0 && w[SJ_PACK_OFFSET] >= 0 && numel > 0;
+    bool fits = k >= 1 && n >= 1 && rs >= 0 && cs >= 0 && batch >= 1 && bs >= 0 &&
+                w[SJ_PACK_OFFSET] >= 0 && numel > 0;
     int64_t last = w[SJ_PACK_OFFSET];
     if (fits && last >= numel) fits = false;
+    if (fits && bs > 0) {
+        fits = batch - 1 <= (numel - 1 - last) / bs;
+        if (fits) last += (batch - 1) * bs;
+    }
     if (fits && rs > 0) {
         fits = k - 1 <= (numel - 1 - last) / rs;
         if (fits) last += (k - 1) * rs;
@@ -52,10 +58,10 @@ static sj_status check_packed(sj_ctx *ctx, const sj_launch_plan *p, const sj_gra
     }
     if (!fits)
         return sj_fail(ctx, SJ_E_CORRUPT,
-                       "launch plan: packed slot #%d's %lld x %lld view (offset %lld, strides "
-                       "%lld/%lld) reads past param %d's %lld elements",
-                       i, (long long)k, (long long)n, (long long)w[SJ_PACK_OFFSET], (long long)rs,
-                       (long long)cs, s->index, (long long)numel);
+                       "launch plan: packed slot #%d's %lld x %lld view x %lld (offset %lld, strides "
+                       "%lld/%lld/%lld) reads past param %d's %lld elements",
+                       i, (long long)k, (long long)n, (long long)batch, (long long)w[SJ_PACK_OFFSET],
+                       (long long)rs, (long long)cs, (long long)bs, s->index, (long long)numel);
 #ifdef SJ_RUNTIME_ONLY
     return sj_fail(ctx, SJ_E_UNSUPPORTED, "launch plan: packed slot #%d: %s", i,
                    SJ_RUNTIME_ONLY_NO_HOST_CODE);
@@ -68,12 +74,13 @@ static sj_status check_packed(sj_ctx *ctx, const sj_launch_plan *p, const sj_gra
                        "launch plan: packed slot #%d is packed for GEMM level %lld; this CPU runs "
                        "level %d",
                        i, (long long)w[SJ_PACK_LEVEL], level);
-    int64_t want = sj__host_gemm_pack_bytes(level, k, n);
+    int64_t want = sj__host_gemm_pack_slot_bytes(w);
     if (want != s->bytes)
         return sj_fail(ctx, SJ_E_CORRUPT,
-                       "launch plan: packed slot #%d holds %lld bytes, %lld x %lld packed at level "
-                       "%d takes %lld",
-                       i, (long long)s->bytes, (long long)k, (long long)n, level, (long long)want);
+                       "launch plan: packed slot #%d holds %lld bytes, %lld x %lld x %lld packed at "
+                       "level %d takes %lld",
+                       i, (long long)s->bytes, (long long)batch, (long long)k, (long long)n, level,
+                       (long long)want);
     return SJ_OK;
 #endif
 }

@@ -103,9 +103,7 @@ static sj_status h_run(sj_device *dev, const sj_artifact *a, const sj_graph *g, 
                 memcpy(slot[i], g->nodes[s->index].data, (size_t)s->bytes);
         } else if (s->kind == SJ_SLOT_PACKED) { /* packed as the runtime packs it */
             const int64_t *w = p->words + s->offset;
-            sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N],
-                               (const float *)g->nodes[s->index].data + w[SJ_PACK_OFFSET],
-                               w[SJ_PACK_ROW_STRIDE], w[SJ_PACK_COL_STRIDE], slot[i]);
+            sj__host_gemm_pack_slot(w, (const float *)g->nodes[s->index].data, slot[i]);
         }
     }
     sj_status st = SJ_OK;

@@ -18,7 +18,7 @@ static sj_status packed_slot(sj_ctx *ctx, sj_launch_plan *p, int32_t param, cons
             return SJ_OK;
         }
     }
-    int64_t bytes = sj__host_gemm_pack_bytes(words[SJ_PACK_LEVEL], words[SJ_PACK_K], words[SJ_PACK_N]);
+    int64_t bytes = sj__host_gemm_pack_slot_bytes(words);
     if (bytes < 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host emitter: a packed %lld x %lld weight overflows",
                        (long long)words[SJ_PACK_K], (long long)words[SJ_PACK_N]);

@@ -40,8 +40,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * kernels whose split rows are whole slices say so (`K_rows_step` 1), so
  * a batch of fewer than 32 images splits too. 12: a padded window's
  * gather reads its data in place, the fill selected for the index one past
- * it (kernel.h gfill), instead of a padded copy. */
-#define SJ_HOST_CODEGEN_REVISION 12
+ * it (kernel.h gfill), instead of a padded copy. 13: a batched matmul's
+ * weight, one matrix per index of a constant batch dim, is read packed. */
+#define SJ_HOST_CODEGEN_REVISION 13
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

@@ -66,6 +66,11 @@ void sj__host_gemm_packed(int64_t level, int64_t m, int64_t n, int64_t k, const 
 int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t k, int64_t n);
 void sj__host_gemm_pack(int64_t level, int64_t k, int64_t n, const float *b, int64_t b_rs,
                        int64_t b_cs, float *dst);
+/* A packed slot's panels (plan.h's words w): its SJ_PACK_BATCH matrices of
+ * param data `param`, each packed as sj__host_gemm_pack packs it, one after
+ * another; and their size in bytes, -1 when it overflows. */
+int64_t sj__host_gemm_pack_slot_bytes(const int64_t *w);
+void sj__host_gemm_pack_slot(const int64_t *w, const float *param, void *dst);
 /* The level (4, 3 or 2, as sj__host_gemm's) the CPU runs of `wanted`: the
  * highest it has, never more than wanted (host_level.c). */
 int sj__host_kernel_level(int64_t wanted);

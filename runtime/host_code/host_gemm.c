@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "plan/plan.h"
 #include "runtime/host_code/host_code.h"
 #include "shapejit/precision.h"
 
@@ -333,6 +334,21 @@ int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t k, int64_t n) {
     int64_t cols = (n + nr - 1) / nr * nr;
     if (cols > INT64_MAX / 4 / k) return -1;
     return cols * k * 4;
+}
+
+int64_t sj__host_gemm_pack_slot_bytes(const int64_t *w) {
+    int64_t one = sj__host_gemm_pack_bytes(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N]);
+    int64_t batch = w[SJ_PACK_BATCH];
+    if (one < 0 || batch < 1 || batch > INT64_MAX / one) return -1;
+    return one * batch;
+}
+
+void sj__host_gemm_pack_slot(const int64_t *w, const float *param, void *dst) {
+    int64_t floats = sj__host_gemm_pack_bytes(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N]) / 4;
+    for (int64_t b = 0; b < w[SJ_PACK_BATCH]; b++)
+        sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N],
+                           param + w[SJ_PACK_OFFSET] + b * w[SJ_PACK_BATCH_STRIDE], w[SJ_PACK_ROW_STRIDE],
+                           w[SJ_PACK_COL_STRIDE], (float *)dst + b * floats);
 }
 
 void sj__host_gemm_pack(int64_t level, int64_t k, int64_t n, const float *b, int64_t b_rs,
