@@ -10,6 +10,7 @@
 #include "formats/onnx/onnx_node.h"
 #include "formats/onnx/onnx_op.h"
 #include "formats/onnx/onnx_window.h"
+#include "formats/onnx/onnx_winograd.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,9 @@ static sj_status weight_by_tap(sj_onnx_loader *L, sj_value wg, const float *host
  * epilogue and the next conv reads it in place.
  * One output channel per group (depthwise): a multiply and a sum over the
  * group's taps, which fuse with the gather. Otherwise a matmul per group,
- * channels first: [N, M, P]. */
+ * channels first: [N, M, P]. A one-group 3x3 conv of stride 1 with its
+ * weight known runs as Winograd's F(2x2, 3x3) (onnx_winograd.h), channels
+ * last too. */
 static sj_status contract(sj_onnx_loader *L, const conv_input *in, const sj_onnx_window *w,
                           sj_onnx_tap_fn tap, sj_value wg, const float *host,
                           const conv_groups *cg, sj_value *out, bool *laid) {
@@ -152,6 +155,8 @@ static sj_status contract(sj_onnx_loader *L, const conv_input *in, const sj_onnx
         SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, c4, w3, &prod));
         return sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, out));
     }
+    if (cg->g == 1 && host && tap == sj__onnx_forward_tap && sj__onnx_winograd_fits(w, cg->c, cg->m))
+        return sj__onnx_winograd_conv(L, x, in->cl, &in->s, w, host, cg->m, out);
     if (cg->g == 1) {
         int64_t rd[3] = {n, w->positions, cgk};
         sj_value rows, wc;
