@@ -259,6 +259,65 @@ static void test_padded_window_reads_in_place(void **state) {
     assert_int_equal(kernels(f, 8, true, NULL), 5);
 }
 
+/* Two table gathers of one padded concat, each a term of one sum (a
+ * Winograd conv's input transform, formats/onnx/onnx_winograd.h): both
+ * are loads inside the sum, both read the data in place past the padding,
+ * so the sum is one kernel and there is no buffer in between. */
+static void test_table_gathers_of_one_padded_concat_are_inlined(void **state) {
+    fixture *f = *state;
+    static const int32_t t1[8] = {6, 0, 1, 2, 3, 4, 5, 6}, t2[8] = {0, 1, 2, 3, 4, 5, 6, 6};
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 6, 3}), fill, xp, a, b, ga, gb, y;
+    assert_int_equal(sj_graph_fill(f->g, SJ_F32, 0.0, 3, (int64_t[]){S, 1, 3}, &fill), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, x, fill, 1, &xp), SJ_OK);
+    assert_int_equal(sj_graph_param_typed(f->g, "t1", SJ_I32, 2, (int64_t[]){2, 4}, t1, &a), SJ_OK);
+    assert_int_equal(sj_graph_param_typed(f->g, "t2", SJ_I32, 2, (int64_t[]){2, 4}, t2, &b), SJ_OK);
+    assert_int_equal(sj_graph_gather(f->g, xp, a, 1, &ga), SJ_OK);
+    assert_int_equal(sj_graph_gather(f->g, xp, b, 1, &gb), SJ_OK);
+    assert_int_equal(sj_graph_binary(f->g, SJ_OP_SUB, ga, gb, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lower_options on = {.fusion = true, .windows = true, .prefix = "t_"};
+    sj_lowered *l;
+    assert_int_equal(kernels_with(f, 8, &on, &l), 1);
+    int gathers = 0;
+    for (int i = 0; i < l->kernels[0].n_exprs; i++) {
+        const sj_kexpr *e = &l->kernels[0].exprs[i];
+        if (e->kind != SJ_KX_GATHER) continue;
+        gathers++;
+        assert_true(e->gfill);
+        assert_int_equal(e->glen, 6);
+    }
+    assert_int_equal(gathers, 2);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    sj__lowered_destroy(l);
+}
+
+/* A chain of two-operand concats along one axis (how a concat of many
+ * parts is built) writes every part straight into the one buffer: a
+ * kernel per part, each at its offset, and no copy of an inner concat. */
+static void test_concat_chain_writes_one_buffer(void **state) {
+    fixture *f = *state;
+    sj_value a = input(f, "a", 2, (int64_t[]){S, 2}), b = input(f, "b", 2, (int64_t[]){S, 3});
+    sj_value c = input(f, "c", 2, (int64_t[]){S, 1}), pa, pc, y;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_EXP, a, &pa), SJ_OK);
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_NEG, c, &pc), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, pa, b, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, y, pc, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    sj_lowered *l;
+    assert_int_equal(kernels(f, 8, true, &l), 3);
+    assert_int_equal(l->plan.arena_bytes, 0);
+    int64_t offsets = 0;
+    for (int k = 0; k < l->plan.n_launches; k++) {
+        const sj_kernel *kk = &l->kernels[l->plan.launches[k].kernel];
+        assert_int_equal(kk->kind, SJ_KK_MAP);
+        offsets |= (int64_t)1 << kk->out_offset;
+    }
+    assert_int_equal(offsets, (1 << 0) | (1 << 2) | (1 << 5)); /* parts at columns 0, 2 and 5 */
+    sj__lowered_destroy(l);
+    /* unfused: the inner concat is a buffer the outer one copies */
+    assert_int_equal(kernels(f, 8, false, NULL), 6);
+}
+
 /* x = a @ w + b read twice by one expression (x * sigmoid(x), SiLU as
  * exporters write it) is evaluated twice inside the matmul's epilogue:
  * one kernel, no buffer for x. Read by two outputs instead, x is stored. */
@@ -379,6 +438,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_window_taps_are_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_padded_window_reads_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_taps_used_twice_stay_a_buffer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_table_gathers_of_one_padded_concat_are_inlined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concat_chain_writes_one_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_value_read_twice_by_one_expression, setup, teardown),
         cmocka_unit_test_setup_teardown(test_value_read_by_two_outputs_is_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attention_kernels, setup, teardown),

@@ -989,6 +989,68 @@ static int count_op(const sj_graph *g, sj_op op) {
     return n;
 }
 
+/* A 3x3 stride-1 conv of 16 input channels runs as Winograd F(2x2, 3x3)
+ * (formats/onnx/onnx_winograd.h): its weight becomes 16 transformed
+ * matrices [16, 1, C, M]. Odd output extents (tiles cut by the edge) and
+ * uneven pads, against C loops. */
+static void test_winograd_conv_matches_direct(void **state) {
+    sj_ctx *ctx = *state;
+    enum { C = 16, M = 18, H = 7, W = 9, OH = 7, OW = 9 };
+    static float w[M * C * 9], bias[M];
+    fill(w, sizeof w / sizeof w[0], 61);
+    fill(bias, M, 62);
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,16,7,9");
+    mb_init_f(&b, "w", 4, (int64_t[]){M, C, 3, 3}, w);
+    mb_init_f(&b, "b", 1, (int64_t[]){M}, bias);
+    Onnx__NodeProto *conv = mb_node(&b, "Conv", "conv", "x,w,b", "y");
+    mb_attr_ints(&b, conv, "pads", 4, (int64_t[]){1, 0, 1, 2}); /* top, left, bottom, right */
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    mb_free(&b);
+    bool transformed = false;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const sj_shape *s = &g->nodes[v].shape;
+        transformed |= g->nodes[v].op == SJ_OP_PARAM && s->rank == 4 && s->dims[0] == 16 &&
+                       s->dims[1] == 1 && s->dims[2] == C && s->dims[3] == M;
+    }
+    assert_true(transformed);
+    for (int64_t n = 1; n <= 3; n += 2) {
+        size_t nx = (size_t)n * C * H * W, ny = (size_t)n * M * OH * OW;
+        float *x = malloc(nx * sizeof *x);
+        double *want = malloc(ny * sizeof *want);
+        fill(x, nx, 63 + (uint32_t)n);
+        for (int64_t i = 0; i < n; i++)
+            for (int m = 0; m < M; m++)
+                for (int oh = 0; oh < OH; oh++)
+                    for (int ow = 0; ow < OW; ow++) {
+                        double acc = bias[m];
+                        for (int c = 0; c < C; c++)
+                            for (int kh = 0; kh < 3; kh++)
+                                for (int kw = 0; kw < 3; kw++) {
+                                    int ih = oh - 1 + kh, iw = ow + kw;
+                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                    acc += (double)x[((i * C + c) * H + ih) * W + iw] *
+                                           w[((m * C + c) * 3 + kh) * 3 + kw];
+                                }
+                        want[((i * M + m) * OH + oh) * OW + ow] = acc;
+                    }
+        sj_tensor in = {.rank = 4, .dims = {n, C, H, W}, .data = x}, out;
+        assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
+        assert_int_equal(out.rank, 4);
+        assert_int_equal(out.dims[1], M);
+        assert_int_equal(out.dims[2], OH);
+        assert_int_equal(out.dims[3], OW);
+        assert_close(out.data, want, ny, 1e-5);
+        sj_tensor_free(ctx, &out);
+        free(x);
+        free(want);
+    }
+    sj_graph_destroy(g);
+}
+
 /* Between two convs the activation stays channels last (formats/onnx/
  * onnx_layout.h): the per-channel scale, the ReLU and the residual add run
  * on [N, P, C], and the only transposes are the input's (channels first,
@@ -1838,6 +1900,7 @@ int main(void) {
         cmocka_unit_test(test_unsupported_op),
         cmocka_unit_test(test_conv_pool_dynamic_batch),
         cmocka_unit_test(test_conv_chain_channels_last),
+        cmocka_unit_test(test_winograd_conv_matches_direct),
         cmocka_unit_test(test_vision_errors),
         cmocka_unit_test(test_select_scan_errors),
         cmocka_unit_test(test_cumsum_dynamic),

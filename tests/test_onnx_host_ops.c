@@ -2,7 +2,9 @@
  * backend against the interpreter with every padded element poisoned
  * (tests/host_harness.h): CumSum (the running sum RoBERTa's position ids
  * and BLOOM's ALiBi take over the mask), ArgMax and Hardmax over the
- * symbolic dim, OneHot and the losses over a dynamic batch. A host kernel
+ * symbolic dim, OneHot and the losses over a dynamic batch, and a conv
+ * run as Winograd F(2x2, 3x3) over a dynamic batch (its 16 weight
+ * matrices packed once, its tiles gathered and scattered). A host kernel
  * that read past the active extent, or a scan step that wrapped into
  * padding, shows as a NaN or -1 in a result. The interpreter's own answers
  * are checked against C loops in tests/test_onnx.c. */
@@ -133,12 +135,34 @@ static void test_onehot_and_loss_dynamic_batch(void **state) {
     }
 }
 
+/* A conv the importer runs as Winograd F(2x2, 3x3), with bias, ReLU and
+ * a residual add after it (its output transform's epilogue), over a
+ * dynamic batch: the batched GEMM reads its weight as 16 packed matrices. */
+static void test_winograd_conv_dynamic_batch(void **state) {
+    fixture *f = *state;
+    enum { C = 128, M = 128 }; /* wide enough for the packed GEMM */
+    static float w[M * C * 9], bias[M];
+    for (int i = 0; i < M * C * 9; i++) w[i] = (float)((i * 37) % 23 - 11) * 0.002f;
+    for (int i = 0; i < M; i++) bias[i] = (float)(i % 5) * 0.1f - 0.2f;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,128,9,8");
+    mb_init_f(&b, "w", 4, (int64_t[]){M, C, 3, 3}, w);
+    mb_init_f(&b, "b", 1, (int64_t[]){M}, bias);
+    mb_attr_ints(&b, mb_node(&b, "Conv", "conv", "x,w,b", "c"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    mb_node(&b, "Relu", "relu", "c", "r");
+    mb_node(&b, "Add", "residual", "r,x", "y");
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "Winograd conv");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cumsum_position_ids),
         cmocka_unit_test(test_cumsum_flavours),
         cmocka_unit_test(test_argmax_hardmax_over_seq),
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
+        cmocka_unit_test(test_winograd_conv_dynamic_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

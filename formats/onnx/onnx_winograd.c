@@ -37,28 +37,47 @@ static sj_status param(sj_onnx_loader *L, sj_dtype dt, int rank, const int64_t *
     return sj__onnx_node_prefix(L, sj_graph_param_typed(L->g, name, dt, rank, dims, data, out));
 }
 
-/* tab[u * 4 + v][t]: the input position tap (u, v) of tile t reads, or
- * H * W (the appended zero) where it lies in the padding. */
-static sj_status tap_tables(sj_onnx_loader *L, const sj_onnx_window *w, const tiles *t, sj_value *tab,
-                            bool *padded) {
+/* The input transform's taps: point (i, j) of a tile is
+ * sum_uv BT[i][u] BT[j][v] d[u][v], four taps of +-1 each. Term q of it
+ * reads tab[q][i * 4 + j][t] (the input position of its tap at tile t, or
+ * H * W, the appended zero, where that lies in the padding) times
+ * sign[q][i * 4 + j]. */
+typedef struct input_terms {
+    int32_t *tab[4];
+    float sign[4][TAPS];
+    bool padded;
+} input_terms;
+
+static sj_status input_terms_make(sj_onnx_loader *L, const sj_onnx_window *w, const tiles *t,
+                                  input_terms *it) {
     int64_t h = w->in[0], wd = w->in[1], flat = h * wd;
-    int32_t *idx = malloc((size_t)t->n * sizeof *idx);
-    if (!idx) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a Winograd table");
-    *padded = false;
-    sj_status st = SJ_OK;
-    for (int k = 0; k < TAPS && st == SJ_OK; k++) {
-        int u = k / 4, v = k % 4;
-        for (int64_t a = 0; a < t->th; a++)
-            for (int64_t b = 0; b < t->tw; b++) {
-                int64_t y = 2 * a - w->pad_begin[0] + u, x = 2 * b - w->pad_begin[1] + v;
-                bool in = y >= 0 && y < h && x >= 0 && x < wd;
-                idx[a * t->tw + b] = (int32_t)(in ? y * wd + x : flat);
-                *padded = *padded || !in;
-            }
-        st = param(L, SJ_I32, 1, &t->n, idx, &tab[k]);
+    it->padded = false;
+    for (int q = 0; q < 4; q++) {
+        it->tab[q] = malloc((size_t)(t->n * TAPS) * sizeof *it->tab[q]);
+        if (!it->tab[q]) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a Winograd table");
     }
-    free(idx);
-    return st;
+    for (int p = 0; p < TAPS; p++) {
+        int i = p / 4, j = p % 4, q = 0;
+        for (int k = 0; k < TAPS; k++) {
+            float cf = BT[i][k / 4] * BT[j][k % 4];
+            if (cf == 0.0f) continue;
+            int u = k / 4, v = k % 4;
+            it->sign[q][p] = cf;
+            for (int64_t a = 0; a < t->th; a++)
+                for (int64_t b = 0; b < t->tw; b++) {
+                    int64_t y = 2 * a - w->pad_begin[0] + u, x = 2 * b - w->pad_begin[1] + v;
+                    bool in = y >= 0 && y < h && x >= 0 && x < wd;
+                    it->tab[q][p * t->n + a * t->tw + b] = (int32_t)(in ? y * wd + x : flat);
+                    it->padded = it->padded || !in;
+                }
+            q++;
+        }
+    }
+    return SJ_OK;
+}
+
+static void input_terms_free(input_terms *it) {
+    for (int q = 0; q < 4; q++) free(it->tab[q]);
 }
 
 /* x as [1, N, H * W (+ 1 zero when padded), C]. */
@@ -81,30 +100,29 @@ static sj_status tiles_source(sj_onnx_loader *L, sj_value x, bool x_cl, const sj
     return sj__onnx_node_prefix(L, sj_graph_concat(g, *out, zero, 2, out));
 }
 
-/* V [16, N, T, C]: point (i, j) of every tile is sum_uv BT[i][u] BT[j][v]
- * d[u][v], four taps of +-1 each; each tap is a gather of its own, so the
- * sum is one kernel reading the input in place. */
-static sj_status input_transform(sj_onnx_loader *L, sj_value src, const sj_value *tab, sj_value *out) {
+/* V [16, N, T, C] (a view of [N, 16, T, C], so each GEMM's rows lie
+ * contiguous): the four terms, each a gather of the input through its
+ * [16, T] table times its signs, summed in one kernel that reads the input
+ * in place; the same code for every conv of these extents, the tables and
+ * signs being params. */
+static sj_status input_transform(sj_onnx_loader *L, sj_value src, const input_terms *it, const tiles *t,
+                                 int64_t n, int64_t c, sj_value *out) {
     sj_graph *g = L->g;
-    sj_value v = SJ_NO_VALUE;
-    for (int p = 0; p < TAPS; p++) {
-        int i = p / 4, j = p % 4;
-        sj_value sum = SJ_NO_VALUE;
-        /* the positive terms first, so no term needs negating */
-        for (int sign = 1; sign >= -1; sign -= 2)
-            for (int k = 0; k < TAPS; k++) {
-                float cf = BT[i][k / 4] * BT[j][k % 4];
-                if (cf != (float)sign) continue;
-                sj_value d;
-                SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(g, src, tab[k], 2, &d)));
-                if (sum == SJ_NO_VALUE) sum = d;
-                else SJ_TRY(sj__onnx_binary(L, sign > 0 ? SJ_OP_ADD : SJ_OP_SUB, sum, d, &sum));
-            }
-        if (v == SJ_NO_VALUE) v = sum;
-        else SJ_TRY(sj__onnx_node_prefix(L, sj_graph_concat(g, v, sum, 0, &v)));
+    sj_value sum = SJ_NO_VALUE;
+    for (int q = 0; q < 4; q++) {
+        int64_t td[2] = {TAPS, t->n}, sd[3] = {TAPS, 1, 1};
+        sj_value tab, sign, d;
+        SJ_TRY(param(L, SJ_I32, 2, td, it->tab[q], &tab));
+        SJ_TRY(param(L, SJ_F32, 3, sd, it->sign[q], &sign));
+        SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(g, src, tab, 2, &d)));
+        SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, d, sign, &d));
+        if (sum == SJ_NO_VALUE) sum = d;
+        else SJ_TRY(sj__onnx_binary(L, SJ_OP_ADD, sum, d, &sum));
     }
-    *out = v;
-    return SJ_OK;
+    int64_t d4[4] = {n, TAPS, t->n, c};
+    int perm[4] = {1, 0, 2, 3};
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(g, sum, 4, d4, &sum)));
+    return sj__onnx_node_prefix(L, sj_graph_transpose(g, sum, perm, out));
 }
 
 /* U [16, 1, C, M]: G g G^T for every (input, output) channel pair of the
@@ -181,11 +199,13 @@ sj_status sj__onnx_winograd_conv(sj_onnx_loader *L, sj_value x, bool x_channels_
                                  int64_t m, sj_value *out) {
     tiles t = {.th = (w->out[0] + 1) / 2, .tw = (w->out[1] + 1) / 2};
     t.n = t.th * t.tw;
-    sj_value tab[TAPS], src, v, u, prod;
-    bool padded = false;
-    SJ_TRY(tap_tables(L, w, &t, tab, &padded));
-    SJ_TRY(tiles_source(L, x, x_channels_last, xs, padded, &src));
-    SJ_TRY(input_transform(L, src, tab, &v));
+    input_terms it = {0};
+    sj_value src, v, u, prod;
+    sj_status st = input_terms_make(L, w, &t, &it);
+    if (st == SJ_OK) st = tiles_source(L, x, x_channels_last, xs, it.padded, &src);
+    if (st == SJ_OK) st = input_transform(L, src, &it, &t, xs->dims[0], xs->dims[1], &v);
+    input_terms_free(&it);
+    SJ_TRY(st);
     SJ_TRY(filter_transform(L, weight, xs->dims[1], m, &u));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_matmul(L->g, v, u, &prod)));
     return output_transform(L, prod, w, &t, out);

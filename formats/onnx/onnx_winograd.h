@@ -3,8 +3,9 @@
  * channel pair instead of 36, so the GEMM that dominates a conv net does
  * 2.25 times less work. Built from ops every backend runs:
  *
- *   V = B^T d B   per tile: 16 sums of four signed taps (table gathers of
- *                 the input, inlined), stacked as [16, N, T, C]
+ *   V = B^T d B   per tile: 16 sums of four signed taps, one kernel whose
+ *                 four terms are table gathers of the input (inlined),
+ *                 [N, 16, T, C] read as [16, N, T, C]
  *   M = V U       16 GEMMs [T, C] x [C, M], U = G g G^T made at load
  *   Y = A^T M A   per output position: its tile's 16 products, each times
  *                 a constant 0 or +-1, summed into [N, P, M] channels last
