@@ -991,7 +991,7 @@ static int count_op(const sj_graph *g, sj_op op) {
 
 /* A 3x3 stride-1 conv of 16 input channels runs as Winograd F(2x2, 3x3)
  * (formats/onnx/onnx_winograd.h): its weight becomes 16 transformed
- * matrices [16, 1, C, M]. Odd output extents (tiles cut by the edge) and
+ * matrices [16, C, M]. Odd output extents (tiles cut by the edge) and
  * uneven pads, against C loops. */
 static void test_winograd_conv_matches_direct(void **state) {
     sj_ctx *ctx = *state;
@@ -1013,8 +1013,8 @@ static void test_winograd_conv_matches_direct(void **state) {
     bool transformed = false;
     for (int v = 0; v < g->n_nodes; v++) {
         const sj_shape *s = &g->nodes[v].shape;
-        transformed |= g->nodes[v].op == SJ_OP_PARAM && s->rank == 4 && s->dims[0] == 16 &&
-                       s->dims[1] == 1 && s->dims[2] == C && s->dims[3] == M;
+        transformed |= g->nodes[v].op == SJ_OP_PARAM && s->rank == 3 && s->dims[0] == 16 &&
+                       s->dims[1] == C && s->dims[2] == M;
     }
     assert_true(transformed);
     for (int64_t n = 1; n <= 3; n += 2) {

@@ -1160,15 +1160,23 @@ static bool gemm_fits(const sj_kernel *k) {
            k->dims[2] * k->dims[3] * k->dims[4] >= SJ_HOST_GEMM_MIN_WORK;
 }
 
+/* The batch dim (0 or 1) whose index picks B's matrix, or -1 when one
+ * matrix serves every batch index. */
+static int b_batch_dim(const sj_kernel *k) {
+    const sj_kload *b = &k->loads[k->b];
+    return b->strides[0] ? 0 : b->strides[1] ? 1 : -1;
+}
+
 /* Whether the GEMM reads B packed once at load: a float32 weight of
  * constant extents, one matrix for every batch index (a Linear layer's) or
- * one per index of a constant first batch dim (a Winograd conv's 16),
- * broadcast over the second. */
+ * one per index of a constant batch dim, broadcast over the other (a
+ * Winograd conv's transformed points, over the images). */
 static bool gemm_packs_b(const sj_kernel *k) {
     const sj_kload *b = &k->loads[k->b];
+    int d = b_batch_dim(k);
     return b->weight && b->storage == SJ_PRECISION_FP32 && b->dtype == SJ_F32 &&
-           (!b->strides[0] || !k->sym[0]) && !b->strides[1] && !b->strides[2] && !b->offset_n &&
-           !k->sym[3] && !k->sym[4];
+           !(b->strides[0] && b->strides[1]) && (d < 0 || !k->sym[d]) && !b->strides[2] &&
+           !b->offset_n && !k->sym[3] && !k->sym[4];
 }
 
 /* Notes that every launch of this kernel reads B's buffer packed, for the
@@ -1192,8 +1200,9 @@ static sj_status note_pack(emitter *e) {
     p->words[SJ_PACK_ROW_STRIDE] = b->strides[4];
     p->words[SJ_PACK_COL_STRIDE] = b->strides[3];
     p->words[SJ_PACK_LEVEL] = e->gemm_level;
-    p->words[SJ_PACK_BATCH] = b->strides[0] ? k->dims[0] : 1;
-    p->words[SJ_PACK_BATCH_STRIDE] = b->strides[0];
+    int d = b_batch_dim(k);
+    p->words[SJ_PACK_BATCH] = d < 0 ? 1 : k->dims[d];
+    p->words[SJ_PACK_BATCH_STRIDE] = d < 0 ? 0 : b->strides[d];
     return SJ_OK;
 }
 
@@ -1214,9 +1223,10 @@ static sj_status emit_gemm_packed_call(emitter *e) {
     LLVMValueRef pc = out_addr(e);
     e->idx[2] = e->idx[3] = ci(e, 0);
     LLVMValueRef off = LLVMBuildNSWMul(B, c0, bound_of(e, 4), "");
-    if (k->loads[k->b].strides[0]) { /* batch index b0's matrix, packed after the ones before it */
+    int d = b_batch_dim(k);
+    if (d >= 0) { /* the batch index's matrix, packed after the ones before it */
         int64_t floats = sj__host_gemm_pack_bytes(e->gemm_level, k->dims[4], k->dims[3]) / 4;
-        off = LLVMBuildNSWAdd(B, off, LLVMBuildNSWMul(B, e->idx[0], ci(e, floats), ""), "");
+        off = LLVMBuildNSWAdd(B, off, LLVMBuildNSWMul(B, e->idx[d], ci(e, floats), ""), "");
     }
     LLVMValueRef pb = LLVMBuildInBoundsGEP2(B, e->f32, e->bufs[k->loads[k->b].buffer], &off, 1, "");
     LLVMTypeRef i64 = e->i64, p = e->ptr;

@@ -1,14 +1,16 @@
 /* A 3x3 stride-1 conv as Winograd's minimal filtering F(2x2, 3x3): each
- * 2x2 block of outputs from a 4x4 tile of the input in 16 multiplies per
+ * 2x2 block of outputs from a 4x4 tile of the input, in 16 multiplies per
  * channel pair instead of 36, so the GEMM that dominates a conv net does
  * 2.25 times less work. Built from ops every backend runs:
  *
- *   V = B^T d B   per tile: 16 sums of four signed taps, one kernel whose
- *                 four terms are table gathers of the input (inlined),
- *                 [N, 16, T, C] read as [16, N, T, C]
- *   M = V U       16 GEMMs [T, C] x [C, M], U = G g G^T made at load
- *   Y = A^T M A   per output position: its tile's 16 products, each times
- *                 a constant 0 or +-1, summed into [N, P, M] channels last
+ *   V = B^T d B   [N, 16, T, C]: each transformed point a sum of four
+ *                 signed taps, one kernel whose terms are table gathers of
+ *                 the input (inlined, reading it in place)
+ *   M = V U       16 GEMMs [T, C] x [C, M] per image, U = G g G^T made at
+ *                 load (packed once by the host backend)
+ *   Y = A^T M A   [N, P, M] channels last: each output position a sum of
+ *                 nine of its tile's products, where the bias and the
+ *                 activations after the conv join the same kernel
  *
  *   if (sj__onnx_winograd_fits(&w, c, m))
  *       SJ_TRY(sj__onnx_winograd_conv(L, x, x_cl, &xs, &w, weight, m, &y));  // [N, P, M]
