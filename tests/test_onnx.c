@@ -907,6 +907,19 @@ static void test_unsupported_op(void **state) {
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'TfIdfVectorizer'", "tfidf", "node #1");
 }
 
+/* Runs g on the interpreter over x ([N, C, H, W] as in4 gives it, N the
+ * extent) and checks the output is [N, out3...] and within 1e-5 of want. */
+static void check_interp_nchw(sj_ctx *ctx, const sj_graph *g, const int64_t *in4, float *x,
+                              const int64_t *out3, const double *want) {
+    sj_tensor in = {.rank = 4, .dims = {in4[0], in4[1], in4[2], in4[3]}, .data = x}, out;
+    assert_int_equal(sj_interp_run(g, in4[0], &in, &out), SJ_OK);
+    assert_int_equal(out.rank, 4);
+    assert_int_equal(out.dims[0], in4[0]);
+    for (int i = 0; i < 3; i++) assert_int_equal(out.dims[1 + i], out3[i]);
+    assert_close(out.data, want, (size_t)(in4[0] * out3[0] * out3[1] * out3[2]), 1e-5);
+    sj_tensor_free(ctx, &out);
+}
+
 /* A strided, padded, grouped Conv and a ceil-mode MaxPool over a dynamic
  * batch, on the interpreter at several batch sizes against loops in C. */
 static void test_conv_pool_dynamic_batch(void **state) {
@@ -968,14 +981,7 @@ static void test_conv_pool_dynamic_batch(void **state) {
                             }
                         want[((i * M + m) * PH + ph) * PW + pw] = mx;
                     }
-        sj_tensor in = {.rank = 4, .dims = {n, C, H, W}, .data = x}, out;
-        assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
-        assert_int_equal(out.rank, 4);
-        assert_int_equal(out.dims[0], n);
-        assert_int_equal(out.dims[2], PH);
-        assert_int_equal(out.dims[3], PW);
-        assert_close(out.data, want, ny, 1e-5);
-        sj_tensor_free(ctx, &out);
+        check_interp_nchw(ctx, g, (int64_t[]){n, C, H, W}, x, (int64_t[]){M, PH, PW}, want);
         free(x);
         free(conv_out);
         free(want);
@@ -1037,14 +1043,7 @@ static void test_winograd_conv_matches_direct(void **state) {
                                 }
                         want[((i * M + m) * OH + oh) * OW + ow] = acc;
                     }
-        sj_tensor in = {.rank = 4, .dims = {n, C, H, W}, .data = x}, out;
-        assert_int_equal(sj_interp_run(g, n, &in, &out), SJ_OK);
-        assert_int_equal(out.rank, 4);
-        assert_int_equal(out.dims[1], M);
-        assert_int_equal(out.dims[2], OH);
-        assert_int_equal(out.dims[3], OW);
-        assert_close(out.data, want, ny, 1e-5);
-        sj_tensor_free(ctx, &out);
+        check_interp_nchw(ctx, g, (int64_t[]){n, C, H, W}, x, (int64_t[]){M, OH, OW}, want);
         free(x);
         free(want);
     }
