@@ -2,7 +2,8 @@
  * backend against the interpreter with every padded element poisoned
  * (tests/host_harness.h): CumSum (the running sum RoBERTa's position ids
  * and BLOOM's ALiBi take over the mask), ArgMax and Hardmax over the
- * symbolic dim, OneHot and the losses over a dynamic batch, and a conv
+ * symbolic dim, OneHot and the losses over a dynamic batch, depthwise
+ * convs and pools (sums over taps by vectors of channels), and a conv
  * run as Winograd F(2x2, 3x3) over a dynamic batch (its 16 weight
  * matrices packed once, its tiles gathered and scattered). A host kernel
  * that read past the active extent, or a scan step that wrapped into
@@ -135,6 +136,40 @@ static void test_onehot_and_loss_dynamic_batch(void **state) {
     }
 }
 
+/* A depthwise conv (of a pointwise conv's channels-last output), a max
+ * pool and an average pool over 40 channels, padded, over a dynamic
+ * batch: reductions over taps that keep the
+ * channels, which the host sums in registers by tiles of vectors of
+ * channels (a full tile and a part tile at x86-64-v3), the padding read as
+ * the fill. */
+static void test_depthwise_and_pools_dynamic_batch(void **state) {
+    fixture *f = *state;
+    enum { C = 40 };
+    static float pw[C * C], w[C * 9], bias[C];
+    for (int i = 0; i < C * C; i++) pw[i] = (float)((i * 13) % 11 - 5) * 0.04f;
+    for (int i = 0; i < C * 9; i++) w[i] = (float)((i * 29) % 17 - 8) * 0.05f;
+    for (int i = 0; i < C; i++) bias[i] = (float)(i % 7) * 0.1f - 0.3f;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,40,7,6");
+    mb_init_f(&b, "pw", 4, (int64_t[]){C, C, 1, 1}, pw);
+    mb_init_f(&b, "w", 4, (int64_t[]){C, 1, 3, 3}, w);
+    mb_init_f(&b, "b", 1, (int64_t[]){C}, bias);
+    mb_node(&b, "Conv", "pointwise", "x,pw", "p"); /* leaves p channels last */
+    Onnx__NodeProto *dw = mb_node(&b, "Conv", "dw", "p,w,b", "c");
+    mb_attr_i(&b, dw, "group", C);
+    mb_attr_ints(&b, dw, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    mb_node(&b, "Relu", "relu", "c", "r");
+    Onnx__NodeProto *mp = mb_node(&b, "MaxPool", "max", "r", "m");
+    mb_attr_ints(&b, mp, "kernel_shape", 2, (int64_t[]){3, 3});
+    mb_attr_ints(&b, mp, "strides", 2, (int64_t[]){2, 2});
+    mb_attr_ints(&b, mp, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    Onnx__NodeProto *ap = mb_node(&b, "AveragePool", "avg", "m", "y");
+    mb_attr_ints(&b, ap, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "depthwise conv and pools");
+}
+
 /* A conv the importer runs as Winograd F(2x2, 3x3), with bias, ReLU and
  * a residual add after it (its output transform's epilogue), over a
  * dynamic batch: the batched GEMM reads its weight as 16 packed matrices. */
@@ -162,6 +197,7 @@ int main(void) {
         cmocka_unit_test(test_cumsum_flavours),
         cmocka_unit_test(test_argmax_hardmax_over_seq),
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
+        cmocka_unit_test(test_depthwise_and_pools_dynamic_batch),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

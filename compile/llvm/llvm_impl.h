@@ -41,7 +41,9 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * a batch of fewer than 32 images splits too. 12: a padded window's
  * gather reads its data in place, the fill selected for the index one past
  * it (kernel.h gfill), instead of a padded copy. 13: a batched matmul's
- * weight, one matrix per index of a constant batch dim, is read packed. */
+ * weight, one matrix per index of a constant batch dim, is read packed; a
+ * reduction keeping a constant innermost dim of whole vectors sums tiles
+ * of them in registers. */
 #define SJ_HOST_CODEGEN_REVISION 13
 
 /* What the code is built for; NULL fields mean "this host". */
