@@ -219,7 +219,6 @@ static LLVMValueRef gather_addr(emitter *e, const sj_kexpr *ex, LLVMValueRef *fi
     LLVMValueRef i = eval(e, ex->a);
     if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
     LLVMValueRef len = ex->glen < 0 ? e->n : ci(e, ex->glen);
-    LLVMTypeRef elt = ld_elt(e, ld);
     LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
     i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
@@ -227,6 +226,7 @@ static LLVMValueRef gather_addr(emitter *e, const sj_kexpr *ex, LLVMValueRef *fi
     LLVMValueRef fill = ex->gfill ? LLVMBuildICmp(e->B, LLVMIntEQ, i, len, "") : NULL;
     LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
+    LLVMTypeRef elt = ld_elt(e, ld);
     LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
     *fill_out = fill;
     return LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
@@ -746,6 +746,13 @@ static LLVMValueRef shuffle(emitter *e, LLVMValueRef x, LLVMValueRef y, const in
     return LLVMBuildShuffleVector(e->B, x, y, LLVMConstVector(mask, (unsigned)n), "");
 }
 
+/* x in every lane of a vector of vt. */
+static LLVMValueRef splat(emitter *e, LLVMTypeRef vt, LLVMValueRef x) {
+    LLVMValueRef v = LLVMBuildInsertElement(e->B, LLVMGetUndef(vt), x, LLVMConstInt(e->i32, 0, 0), "");
+    LLVMTypeRef mt = LLVMVectorType(e->i32, LLVMGetVectorSize(vt));
+    return LLVMBuildShuffleVector(e->B, v, LLVMGetUndef(vt), LLVMConstNull(mt), "");
+}
+
 /* The 2 * vw bf16 values at the current point as two float32 vectors in
  * interleave order. */
 static void load_bf16_pair(emitter *e, const sj_kload *b, LLVMValueRef out[2]) {
@@ -785,14 +792,12 @@ static void prefetch_ahead(emitter *e, const sj_kload *b) {
 
 /* acc[v] += a (at the current indexes, splat to vt) * bv[v] for v < n:
  * one FMA per vector, the register-blocked matmuls' inner step. */
-static void fma_row(emitter *e, const sj_kload *a, LLVMTypeRef vt, int vw, const LLVMValueRef *bv,
+static void fma_row(emitter *e, const sj_kload *a, LLVMTypeRef vt, const LLVMValueRef *bv,
                     const LLVMValueRef *acc, int n, LLVMTypeRef fma_t, LLVMValueRef fma) {
     LLVMBuilderRef B = e->B;
-    LLVMValueRef as = load_ld(e, a, ld_addr(e, a));
-    LLVMValueRef splat = LLVMBuildInsertElement(B, LLVMGetUndef(vt), as, LLVMConstInt(e->i32, 0, 0), "");
-    splat = LLVMBuildShuffleVector(B, splat, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
+    LLVMValueRef as = splat(e, vt, load_ld(e, a, ld_addr(e, a)));
     for (int v = 0; v < n; v++) {
-        LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(B, vt, acc[v], "")};
+        LLVMValueRef args[3] = {as, bv[v], LLVMBuildLoad2(B, vt, acc[v], "")};
         LLVMBuildStore(B, LLVMBuildCall2(B, fma_t, fma, args, 3, ""), acc[v]);
     }
 }
@@ -884,13 +889,6 @@ static bool reduce_vec_fits(const emitter *e) {
     int in = k->rank - 1;
     return !k->sym[in] && e->row_dim != in && k->dims[in] >= e->vector_floats &&
            k->dims[in] % e->vector_floats == 0 && vec_expr(e, k->prologue);
-}
-
-/* x in every lane of a vector of vt. */
-static LLVMValueRef splat(emitter *e, LLVMTypeRef vt, LLVMValueRef x) {
-    LLVMValueRef v = LLVMBuildInsertElement(e->B, LLVMGetUndef(vt), x, LLVMConstInt(e->i32, 0, 0), "");
-    LLVMTypeRef mt = LLVMVectorType(e->i32, LLVMGetVectorSize(vt));
-    return LLVMBuildShuffleVector(e->B, v, LLVMGetUndef(vt), LLVMConstNull(mt), "");
 }
 
 /* x (vec_expr) at the vector of columns from e->idx[in]. */
@@ -1037,7 +1035,7 @@ static void rows_reg_step(emitter *e, const rows_reg *r, LLVMValueRef j, LLVMVal
     else bv[0] = load_b_vector(e, b, vt);
     for (int i = 0; i < r->m; i++) {
         e->idx[2] = r->rows[i];
-        fma_row(e, a, vt, vw, bv, r->acc[i], r->nvec, r->fma_t, r->fma);
+        fma_row(e, a, vt, bv, r->acc[i], r->nvec, r->fma_t, r->fma);
     }
     rloop_close(e, &lk);
     e->idx[4] = ci(e, 0);
@@ -1112,9 +1110,7 @@ static void emit_rows_reg(emitter *e, LLVMValueRef i0, int m, LLVMValueRef j0, L
         LLVMValueRef lanes[64];
         for (int c = 0; c < vw; c++) lanes[c] = ci(e, c);
         LLVMTypeRef it = LLVMVectorType(e->i64, (unsigned)vw);
-        LLVMValueRef left = LLVMBuildInsertElement(B, LLVMGetUndef(it), LLVMBuildNSWSub(B, N, nv_end, ""),
-                                                   LLVMConstInt(e->i32, 0, 0), "");
-        left = LLVMBuildShuffleVector(B, left, LLVMGetUndef(it), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)vw)), "");
+        LLVMValueRef left = splat(e, it, LLVMBuildNSWSub(B, N, nv_end, ""));
         LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, LLVMConstVector(lanes, (unsigned)vw), left, "");
         LLVMBasicBlockRef tail = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows.tail");
         LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(e->C, e->fn, "rows.tail.after");
@@ -1227,7 +1223,7 @@ static void emit_matmul_tiled(emitter *e) {
     }
     for (int r = 0; r < TILE_M; r++) {
         e->idx[2] = LLVMBuildNSWAdd(B, i, ci(e, r), "");
-        fma_row(e, a, vt, vw, bv, acc[r], nv, fma_t, fma);
+        fma_row(e, a, vt, bv, acc[r], nv, fma_t, fma);
     }
     rloop_close(e, &lk);
     e->idx[4] = ci(e, 0);

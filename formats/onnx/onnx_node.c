@@ -252,15 +252,20 @@ sj_status sj__onnx_attr_tensor(sj_onnx_loader *L, const char *name, const char *
 
 /* ---- what the mappers share ---- */
 
-void sj__onnx_synth_name(sj_onnx_loader *L, char *buf, size_t len) {
+static void synth_name(sj_onnx_loader *L, char *buf, size_t len) {
     do snprintf(buf, len, "onnx_const_%d", L->n_synth++);
     while (sj__onnx_lookup(L, buf) || sj_graph_find_input(L->g, buf) >= 0);
 }
 
-sj_status sj__onnx_scalar_const(sj_onnx_loader *L, float x, sj_value *out) {
+sj_status sj__onnx_made_param(sj_onnx_loader *L, sj_dtype dtype, int rank, const int64_t *dims,
+                              const void *data, sj_value *out) {
     char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
-    return sj__onnx_node_prefix(L, sj_graph_param(L->g, name, 0, NULL, &x, out));
+    synth_name(L, name, sizeof name);
+    return sj__onnx_node_prefix(L, sj_graph_param_typed(L->g, name, dtype, rank, dims, data, out));
+}
+
+sj_status sj__onnx_scalar_const(sj_onnx_loader *L, float x, sj_value *out) {
+    return sj__onnx_made_param(L, SJ_F32, 0, NULL, &x, out);
 }
 
 sj_status sj__onnx_shape_of(sj_onnx_loader *L, sj_value v, sj_shape *out) {

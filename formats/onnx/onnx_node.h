@@ -87,8 +87,11 @@ sj_status sj__onnx_attr_tensor(sj_onnx_loader *L, const char *name, const char *
 
 /* ---- what the mappers share ---- */
 
-/* A param name no ONNX value or graph input uses ("onnx_const_K"). */
-void sj__onnx_synth_name(sj_onnx_loader *L, char *buf, size_t len);
+/* A param of `data` (numel elements of dtype, copied) made at load, under
+ * a name no ONNX value or graph input uses ("onnx_const_K"): a transformed
+ * weight, an index table. */
+sj_status sj__onnx_made_param(sj_onnx_loader *L, sj_dtype dtype, int rank, const int64_t *dims,
+                              const void *data, sj_value *out);
 /* A scalar float32 param under such a name (an epsilon, a 1). */
 sj_status sj__onnx_scalar_const(sj_onnx_loader *L, float x, sj_value *out);
 sj_status sj__onnx_shape_of(sj_onnx_loader *L, sj_value v, sj_shape *out);

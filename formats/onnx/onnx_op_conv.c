@@ -68,10 +68,8 @@ static sj_status weight_columns(sj_onnx_loader *L, sj_value wg, const float *hos
                 for (int64_t i = i0; i < m && i < i0 + TILE; i++)
                     for (int64_t j = j0; j < ck && j < j0 + TILE; j++) /* j = ci * k + ki */
                         t[((j % k) * c + j / k) * m + i] = host[i * ck + j];
-        char name[64];
-        sj__onnx_synth_name(L, name, sizeof name);
         int64_t d[2] = {ck, m};
-        sj_status st = sj__onnx_node_prefix(L, sj_graph_param(L->g, name, 2, d, t, out));
+        sj_status st = sj__onnx_made_param(L, SJ_F32, 2, d, t, out);
         free(t);
         return st;
     }
@@ -94,9 +92,7 @@ static sj_status weight_by_tap(sj_onnx_loader *L, sj_value wg, const float *host
         if (!t) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a conv weight");
         for (int64_t ci = 0; ci < c; ci++)
             for (int64_t ki = 0; ki < k; ki++) t[ki * c + ci] = host[ci * k + ki];
-        char name[64];
-        sj__onnx_synth_name(L, name, sizeof name);
-        sj_status st = sj__onnx_node_prefix(L, sj_graph_param(L->g, name, 2, d, t, out));
+        sj_status st = sj__onnx_made_param(L, SJ_F32, 2, d, t, out);
         free(t);
         return st;
     }

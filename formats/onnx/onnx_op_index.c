@@ -366,10 +366,8 @@ static sj_status map_gather_nd(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_value flat;
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, d, rank, dims, &flat)));
     int64_t last = k - 1;
-    char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
     sj_value lastv;
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_param_typed(L->g, name, SJ_I64, 0, NULL, &last, &lastv)));
+    SJ_TRY(sj__onnx_made_param(L, SJ_I64, 0, NULL, &last, &lastv));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(L->g, ix, lastv, id.shape.rank - 1, &col)));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(L->g, flat, col, 0, &y)));
     return sj__onnx_def_out(L, 0, y, first);

@@ -70,10 +70,8 @@ static sj_status to_column_major(sj_onnx_loader *L, const sj_onnx_window *w, int
         }
         cm[r] = at;
     }
-    char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
     sj_value tab;
-    sj_status st = sj__onnx_node_prefix(L, sj_graph_param_typed(L->g, name, SJ_I64, 1, &flat, cm, &tab));
+    sj_status st = sj__onnx_made_param(L, SJ_I64, 1, &flat, cm, &tab);
     free(cm);
     SJ_TRY(st);
     return sj__onnx_node_prefix(L, sj_graph_gather(L->g, tab, *idx, 0, idx));
@@ -110,11 +108,9 @@ static sj_status max_indices(sj_onnx_loader *L, sj_value cols, sj_value max, con
         for (int d = w->n - 1; d >= 0 && ++kpos[d] == w->kernel[d]; d--) kpos[d] = 0;
     }
     sj_graph *g = L->g;
-    char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
     int64_t td[2] = {w->taps, w->positions};
     sj_value tv, far, eq, sel, neg, nmin, mn, idx;
-    sj_status st = sj__onnx_node_prefix(L, sj_graph_param(g, name, 2, td, tab, &tv));
+    sj_status st = sj__onnx_made_param(L, SJ_F32, 2, td, tab, &tv);
     free(tab);
     SJ_TRY(st);
     int axis = 2;
@@ -209,12 +205,9 @@ static sj_status map_average_pool(sj_onnx_loader *L, const sj_onnx_op *op) {
         uniform = uniform && count[p] == count[0];
         for (int d = w.n - 1; d >= 0 && ++opos[d] == w.out[d]; d--) opos[d] = 0;
     }
-    char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
     int64_t cd[2] = {w.positions, 1}; /* a count per position, over [N, P, C] */
     sj_value cv, avg;
-    sj_status st = sj__onnx_node_prefix(
-        L, sj_graph_param(L->g, name, uniform ? 0 : 2, cd, count, &cv));
+    sj_status st = sj__onnx_made_param(L, SJ_F32, uniform ? 0 : 2, cd, count, &cv);
     free(count);
     SJ_TRY(st);
     SJ_TRY(sj__onnx_binary(L, SJ_OP_DIV, sum, cv, &avg));

@@ -239,9 +239,7 @@ static sj_status resize_axis(sj_onnx_loader *L, const resize_attrs *a, sj_value 
         int64_t cd[SJ_MAX_RANK + 1] = {out, n};
         int cr = 2;
         for (int i = axis + 1; i < rank; i++) cd[cr++] = 1;
-        char name[64];
-        sj__onnx_synth_name(L, name, sizeof name);
-        if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_param(L->g, name, cr, cd, coef, &cv));
+        if (st == SJ_OK) st = sj__onnx_made_param(L, SJ_F32, cr, cd, coef, &cv);
         if (st == SJ_OK) st = sj__onnx_binary(L, SJ_OP_MUL, gathered, cv, &prod);
         int tax = axis + 1;
         if (st == SJ_OK)

@@ -227,10 +227,8 @@ sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, bool x_channels_
         if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_concat(g, xf, pad, ax, &xf));
     }
     if (st == SJ_OK) {
-        char name[64];
-        sj__onnx_synth_name(L, name, sizeof name);
         int64_t td[2] = {by_position ? w->positions : w->taps, by_position ? w->taps : w->positions};
-        st = sj__onnx_node_prefix(L, sj_graph_param_typed(g, name, SJ_I32, 2, td, idx, &tab));
+        st = sj__onnx_made_param(L, SJ_I32, 2, td, idx, &tab);
     }
     free(idx);
     if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_gather(g, xf, tab, ax, &cols));
@@ -252,9 +250,7 @@ sj_status sj__onnx_axis_gather(sj_onnx_loader *L, sj_value x, int axis, const in
     sj_graph *g = L->g;
     sj_value data = x, tab;
     if (fill != SJ_NO_VALUE) SJ_TRY(sj__onnx_node_prefix(L, sj_graph_concat(g, x, fill, axis, &data)));
-    char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
     int64_t td[2] = {out_len, taps};
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_param_typed(g, name, SJ_I32, taps > 1 ? 2 : 1, td, idx, &tab)));
+    SJ_TRY(sj__onnx_made_param(L, SJ_I32, taps > 1 ? 2 : 1, td, idx, &tab));
     return sj__onnx_node_prefix(L, sj_graph_gather(g, data, tab, axis, out));
 }

@@ -36,13 +36,6 @@ typedef struct tiles {
     int64_t th, tw, n;
 } tiles;
 
-static sj_status param(sj_onnx_loader *L, sj_dtype dt, int rank, const int64_t *dims, const void *data,
-                       sj_value *out) {
-    char name[64];
-    sj__onnx_synth_name(L, name, sizeof name);
-    return sj__onnx_node_prefix(L, sj_graph_param_typed(L->g, name, dt, rank, dims, data, out));
-}
-
 /* x as [1, N, H * W + 1, C]: channels last, one zero appended past the
  * positions (what taps in the padding read). */
 static sj_status tiles_source(sj_onnx_loader *L, sj_value x, bool x_cl, const sj_shape *xs, sj_value *out) {
@@ -93,8 +86,8 @@ static sj_status terms_sum(sj_onnx_loader *L, sj_value data, int axis, const ter
     sj_value sum = SJ_NO_VALUE;
     for (int j = 0; j < t->q; j++) {
         sj_value tab, coef, d;
-        SJ_TRY(param(L, SJ_I32, trank, td, t->tab + j * t->tab_len, &tab));
-        SJ_TRY(param(L, SJ_F32, crank, cd, t->coef + j * t->coef_len, &coef));
+        SJ_TRY(sj__onnx_made_param(L, SJ_I32, trank, td, t->tab + j * t->tab_len, &tab));
+        SJ_TRY(sj__onnx_made_param(L, SJ_F32, crank, cd, t->coef + j * t->coef_len, &coef));
         SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(L->g, data, tab, axis, &d)));
         SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, d, coef, &d));
         if (sum == SJ_NO_VALUE) sum = d;
@@ -156,7 +149,7 @@ static sj_status filter_transform(sj_onnx_loader *L, const float *wt, int64_t c,
                         (float)(gk[i][0] * G[j * 3] + gk[i][1] * G[j * 3 + 1] + gk[i][2] * G[j * 3 + 2]);
         }
     int64_t d[3] = {POINTS, c, m};
-    sj_status st = param(L, SJ_F32, 3, d, u, out);
+    sj_status st = sj__onnx_made_param(L, SJ_F32, 3, d, u, out);
     free(u);
     return st;
 }
