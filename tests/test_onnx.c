@@ -907,6 +907,34 @@ static void test_unsupported_op(void **state) {
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'TfIdfVectorizer'", "tfidf", "node #1");
 }
 
+/* A 2D conv's geometry for ref_conv: n images of c x h x w, m output
+ * channels in g groups, a k x k kernel at one stride, pad_top and
+ * pad_left before the input, an oh x ow output. */
+typedef struct ref_conv_dims {
+    int64_t n, c, h, w, m, g, k, stride, pad_top, pad_left, oh, ow;
+} ref_conv_dims;
+
+/* out[n, m, oh, ow] = bias[m] + the conv of x with wt, in double, taps
+ * in the padding skipped: the C loops the conv tests check against. */
+static void ref_conv(const ref_conv_dims *d, const float *x, const float *wt, const float *bias, double *out) {
+    int64_t cg = d->c / d->g, mg = d->m / d->g;
+    for (int64_t i = 0; i < d->n; i++)
+        for (int64_t m = 0; m < d->m; m++)
+            for (int64_t oh = 0; oh < d->oh; oh++)
+                for (int64_t ow = 0; ow < d->ow; ow++) {
+                    double acc = bias[m];
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t kh = 0; kh < d->k; kh++)
+                            for (int64_t kw = 0; kw < d->k; kw++) {
+                                int64_t ih = oh * d->stride - d->pad_top + kh, iw = ow * d->stride - d->pad_left + kw;
+                                if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w) continue;
+                                acc += (double)x[((i * d->c + m / mg * cg + c) * d->h + ih) * d->w + iw] *
+                                       wt[((m * cg + c) * d->k + kh) * d->k + kw];
+                            }
+                    out[((i * d->m + m) * d->oh + oh) * d->ow + ow] = acc;
+                }
+}
+
 /* Runs g on the interpreter over x ([N, C, H, W] as in4 gives it, N the
  * extent) and checks the output is [N, out3...] and within 1e-5 of want. */
 static void check_interp_nchw(sj_ctx *ctx, const sj_graph *g, const int64_t *in4, float *x,
@@ -951,22 +979,7 @@ static void test_conv_pool_dynamic_batch(void **state) {
         double *conv_out = malloc((size_t)n * M * OH * OW * sizeof *conv_out);
         double *want = malloc(ny * sizeof *want);
         fill(x, nx, 40 + (uint32_t)n);
-        for (int64_t i = 0; i < n; i++)
-            for (int m = 0; m < M; m++)
-                for (int oh = 0; oh < OH; oh++)
-                    for (int ow = 0; ow < OW; ow++) {
-                        double acc = bias[m];
-                        int grp = m / (M / G);
-                        for (int c = 0; c < C / G; c++)
-                            for (int kh = 0; kh < K; kh++)
-                                for (int kw = 0; kw < K; kw++) {
-                                    int ih = oh * 2 - 1 + kh, iw = ow * 2 + kw;
-                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                                    acc += (double)x[((i * C + grp * (C / G) + c) * H + ih) * W + iw] *
-                                           w[((m * (C / G) + c) * K + kh) * K + kw];
-                                }
-                        conv_out[((i * M + m) * OH + oh) * OW + ow] = acc;
-                    }
+        ref_conv(&(ref_conv_dims){n, C, H, W, M, G, K, 2, 1, 0, OH, OW}, x, w, bias, conv_out);
         /* ceil mode: the last pooled column starts inside the 3 columns */
         for (int64_t i = 0; i < n; i++)
             for (int m = 0; m < M; m++)
@@ -1028,21 +1041,7 @@ static void test_winograd_conv_matches_direct(void **state) {
         float *x = malloc(nx * sizeof *x);
         double *want = malloc(ny * sizeof *want);
         fill(x, nx, 63 + (uint32_t)n);
-        for (int64_t i = 0; i < n; i++)
-            for (int m = 0; m < M; m++)
-                for (int oh = 0; oh < OH; oh++)
-                    for (int ow = 0; ow < OW; ow++) {
-                        double acc = bias[m];
-                        for (int c = 0; c < C; c++)
-                            for (int kh = 0; kh < 3; kh++)
-                                for (int kw = 0; kw < 3; kw++) {
-                                    int ih = oh - 1 + kh, iw = ow + kw;
-                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                                    acc += (double)x[((i * C + c) * H + ih) * W + iw] *
-                                           w[((m * C + c) * 3 + kh) * 3 + kw];
-                                }
-                        want[((i * M + m) * OH + oh) * OW + ow] = acc;
-                    }
+        ref_conv(&(ref_conv_dims){n, C, H, W, M, 1, 3, 1, 1, 0, OH, OW}, x, w, bias, want);
         check_interp_nchw(ctx, g, (int64_t[]){n, C, H, W}, x, (int64_t[]){M, OH, OW}, want);
         free(x);
         free(want);
