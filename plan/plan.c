@@ -74,14 +74,17 @@ sj_status sj__plan_validate(sj_ctx *ctx, const sj_launch_plan *p) {
             const int64_t *w = p->words + s->offset;
             if (w[SJ_PACK_OFFSET] < 0 || w[SJ_PACK_K] < 1 || w[SJ_PACK_N] < 1 ||
                 w[SJ_PACK_ROW_STRIDE] < 0 || w[SJ_PACK_COL_STRIDE] < 0 || w[SJ_PACK_LEVEL] < 2 ||
-                w[SJ_PACK_LEVEL] > 4 || w[SJ_PACK_BATCH] < 1 || w[SJ_PACK_BATCH_STRIDE] < 0)
+                w[SJ_PACK_LEVEL] > 4 || w[SJ_PACK_BATCH] < 1 || w[SJ_PACK_BATCH_STRIDE] < 0 ||
+                !sj_slot_storage_valid(w[SJ_PACK_STORAGE]))
                 return sj_fail(ctx, SJ_E_CORRUPT,
                                "launch plan: packed slot %d describes no valid layout (offset %lld, "
-                               "%lld x %lld, strides %lld/%lld, level %lld, %lld matrices %lld apart)",
+                               "%lld x %lld, strides %lld/%lld, level %lld, %lld matrices %lld apart, "
+                               "storage %lld)",
                                i, (long long)w[SJ_PACK_OFFSET], (long long)w[SJ_PACK_K],
                                (long long)w[SJ_PACK_N], (long long)w[SJ_PACK_ROW_STRIDE],
                                (long long)w[SJ_PACK_COL_STRIDE], (long long)w[SJ_PACK_LEVEL],
-                               (long long)w[SJ_PACK_BATCH], (long long)w[SJ_PACK_BATCH_STRIDE]);
+                               (long long)w[SJ_PACK_BATCH], (long long)w[SJ_PACK_BATCH_STRIDE],
+                               (long long)w[SJ_PACK_STORAGE]);
             break;
         }
         case SJ_SLOT_ARENA:

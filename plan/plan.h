@@ -33,7 +33,8 @@ typedef enum sj_slot_kind {
     SJ_SLOT_OUTPUT, /* graph output `index`, laid out at E, sliced by the executor */
     SJ_SLOT_PARAM,  /* graph param: `index` is the param's value id in the graph */
     SJ_SLOT_ARENA,  /* intermediate: `offset` bytes into the shared arena */
-    /* A float32 weight (graph param `index`) in a GEMM's packed panel layout,
+    /* A float32 weight (graph param `index`) in a GEMM's packed panel layout
+     * (its elements float32 or rounded to 16 bits),
      * made once per weight and layout when a bucket loads and shared by every
      * bucket that packs it alike (runtime/host_code/host_gemm.c): `offset`
      * is the first of SJ_PACK_WORDS words of the plan describing the packed
@@ -43,10 +44,11 @@ typedef enum sj_slot_kind {
 
 /* The words of a packed slot, in order: the view of the param that is
  * packed (element offset, rows k, columns n, row and column strides in
- * elements), the GEMM level whose panel width it is packed for, and how
+ * elements), the GEMM level whose panel width it is packed for, how
  * many such matrices lie batch-stride elements apart (a batched matmul's
  * weight, one matrix per batch index: 1 and 0 for one), packed one after
- * another. */
+ * another, and the precision the panels hold (an sj_precision: float32, or
+ * the weight rounded to 16 bits as the precision policy stores it). */
 enum sj_pack_word {
     SJ_PACK_OFFSET,
     SJ_PACK_K,
@@ -56,6 +58,7 @@ enum sj_pack_word {
     SJ_PACK_LEVEL,
     SJ_PACK_BATCH,
     SJ_PACK_BATCH_STRIDE,
+    SJ_PACK_STORAGE,
     SJ_PACK_WORDS
 };
 

@@ -25,8 +25,9 @@ static sj_status check_kernels(sj_ctx *ctx, const sj_launch_plan *p) {
     return SJ_OK;
 }
 
-/* A packed weight: a float32 param, a view inside it, and the bytes its
- * panels take at the level the GEMM runs on this CPU. */
+/* A packed weight: a float32 param, a view inside it, a precision its
+ * panels hold, and the bytes they take at the level the GEMM runs on this
+ * CPU. */
 static sj_status check_packed(sj_ctx *ctx, const sj_launch_plan *p, const sj_graph *g, int32_t i) {
     const sj_buffer_slot *s = &p->slots[i];
     if (s->index < 0 || s->index >= g->n_nodes || g->nodes[s->index].op != SJ_OP_PARAM ||
@@ -36,6 +37,9 @@ static sj_status check_packed(sj_ctx *ctx, const sj_launch_plan *p, const sj_gra
     if (s->offset < 0 || s->offset > (int64_t)p->n_words - SJ_PACK_WORDS)
         return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: packed slot #%d's words lie outside the plan", i);
     const int64_t *w = p->words + s->offset;
+    if (!sj_slot_storage_valid(w[SJ_PACK_STORAGE]))
+        return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: packed slot #%d has unknown storage %lld", i,
+                       (long long)w[SJ_PACK_STORAGE]);
     int64_t k = w[SJ_PACK_K], n = w[SJ_PACK_N], rs = w[SJ_PACK_ROW_STRIDE], cs = w[SJ_PACK_COL_STRIDE];
     int64_t batch = w[SJ_PACK_BATCH], bs = w[SJ_PACK_BATCH_STRIDE];
     int64_t numel = sj_shape_numel(&g->nodes[s->index].shape, p->extent);

@@ -153,37 +153,51 @@ static void test_batched_matmul_and_views(void **state) {
 
 /* A batched matmul whose weight holds one matrix per index of a constant
  * batch dim ([4, 1, 64, 64], broadcast over the symbolic dim, as a
- * Winograd conv's) is read as one packed slot of 4 matrices. The host
- * matches the interpreter; a plan whose slot claims more matrices than the
- * param holds, or none, is refused at load. */
+ * Winograd conv's) is read as one packed slot of 4 matrices, in the
+ * weight's stored precision. The host matches the interpreter; a plan
+ * whose slot claims more matrices than the param holds, or none, or
+ * another element size or none, is refused at load. */
 static void test_batched_weight_packed(void **state) {
     fixture *f = *state;
     sj_value x = input(f, "x", 4, (int64_t[]){4, S, 64, 64}), y;
     sj_value w = param(f, "w", 4, (int64_t[]){4, 1, 64, 64});
     assert_int_equal(sj_graph_matmul(f->g, x, w, &y), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    sj_compile_options o;
-    sj_compile_options_init(&o);
-    static const int64_t ns[] = {1, 5, 8};
-    assert_true(h_check(f->dev, f->g, 8, ns, 3, &o, f->seed, TOL, "batched weight"));
-    sj_artifact *a;
-    assert_int_equal(sj_compile(f->g, 8, &o, &a), SJ_OK);
-    int64_t *words = NULL;
-    for (int i = 0; i < a->plan.n_slots; i++)
-        if (a->plan.slots[i].kind == SJ_SLOT_PACKED) words = a->plan.words + a->plan.slots[i].offset;
-    assert_non_null(words);
-    assert_int_equal(words[SJ_PACK_BATCH], 4);
-    assert_int_equal(words[SJ_PACK_BATCH_STRIDE], 64 * 64);
-    sj_executable *exe = NULL;
-    words[SJ_PACK_BATCH] = 5;
-    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_CORRUPT);
-    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "reads past"));
-    words[SJ_PACK_BATCH] = 0;
-    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_CORRUPT);
-    words[SJ_PACK_BATCH] = 4;
-    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
-    sj_executable_destroy(exe);
-    sj_artifact_destroy(a);
+    /* float32, and bf16 / fp16 weights packed as 16-bit panels */
+    for (int prec = 0; prec < SJ_PRECISION_COUNT_; prec++) {
+        sj_compile_options o;
+        sj_compile_options_init(&o);
+        o.precision = (sj_precision)prec;
+        static const int64_t ns[] = {1, 5, 8};
+        assert_true(h_check(f->dev, f->g, 8, ns, 3, &o, f->seed, TOL, sj_precision_name(o.precision)));
+        sj_artifact *a;
+        assert_int_equal(sj_compile(f->g, 8, &o, &a), SJ_OK);
+        int64_t *words = NULL;
+        for (int i = 0; i < a->plan.n_slots; i++)
+            if (a->plan.slots[i].kind == SJ_SLOT_PACKED) words = a->plan.words + a->plan.slots[i].offset;
+        assert_non_null(words);
+        assert_int_equal(words[SJ_PACK_BATCH], 4);
+        assert_int_equal(words[SJ_PACK_BATCH_STRIDE], 64 * 64);
+        assert_int_equal(words[SJ_PACK_STORAGE], prec);
+        sj_executable *exe = NULL;
+        words[SJ_PACK_BATCH] = 5;
+        assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_CORRUPT);
+        assert_non_null(strstr(sj_ctx_last_error(f->ctx), "reads past"));
+        words[SJ_PACK_BATCH] = 0;
+        assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_CORRUPT);
+        words[SJ_PACK_BATCH] = 4;
+        /* another element size than the slot's bytes were sized for, and
+         * no precision at all: refused, never read as the wrong panels */
+        words[SJ_PACK_STORAGE] = prec == SJ_PRECISION_FP32 ? SJ_PRECISION_BF16 : SJ_PRECISION_FP32;
+        assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_CORRUPT);
+        assert_non_null(strstr(sj_ctx_last_error(f->ctx), "bytes"));
+        words[SJ_PACK_STORAGE] = SJ_PRECISION_COUNT_;
+        assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_E_CORRUPT);
+        words[SJ_PACK_STORAGE] = prec;
+        assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+        sj_executable_destroy(exe);
+        sj_artifact_destroy(a);
+    }
 }
 
 /* A long chain, each step with its own param: kernels with many buffers, and

@@ -32,32 +32,35 @@ typedef struct gemm_case {
 
 static const float SENTINEL = 12345.0f;
 
-/* A float32 B packed once (sj__host_gemm_pack, at the level the CPU runs)
+/* B packed once (sj__host_gemm_pack, at the level the CPU runs, in the
+ * case's precision: the float32 values rounded as the policy stores them)
  * and read by sj__host_gemm_packed: the pack writes exactly its bytes, and
- * the product is bitwise the per-call packing's (same panels, same order of
- * summation), sentinel around C untouched. */
+ * the product is bitwise the per-call packing's of the same stored weight
+ * (same panels, same order of summation; 16-bit panels widened exactly),
+ * sentinel around C untouched. */
 static void check_packed(const gemm_case *c, int level, const float *a, int64_t a_rs, int64_t a_cs,
                          const float *b, int64_t b_rs, int64_t b_cs, const float *want, int64_t ldc) {
     int64_t m = c->m, n = c->n, k = c->k;
     int eff = sj__host_kernel_level(level);
-    int64_t bytes = sj__host_gemm_pack_bytes(eff, k, n);
-    assert_true(bytes >= n * k * 4);
-    int64_t floats = bytes / 4, guard = 17;
-    float *packed = malloc((size_t)(floats + guard) * sizeof *packed);
-    for (int64_t i = 0; i < floats + guard; i++) packed[i] = SENTINEL;
-    sj__host_gemm_pack(eff, k, n, b, b_rs, b_cs, packed);
-    for (int64_t i = floats; i < floats + guard; i++)
-        if (packed[i] != SENTINEL)
-            fail_msg("level %d k=%lld n=%lld: the pack wrote past its %lld bytes", eff, (long long)k,
-                     (long long)n, (long long)bytes);
+    int64_t size = c->prec == SJ_PRECISION_FP32 ? 4 : 2;
+    int64_t bytes = sj__host_gemm_pack_bytes(eff, c->prec, k, n);
+    assert_true(bytes >= n * k * size);
+    int64_t guard = 67;
+    unsigned char *packed = malloc((size_t)(bytes + guard));
+    memset(packed, 0xA5, (size_t)(bytes + guard));
+    sj__host_gemm_pack(eff, c->prec, k, n, b, b_rs, b_cs, packed);
+    for (int64_t i = bytes; i < bytes + guard; i++)
+        if (packed[i] != 0xA5)
+            fail_msg("level %d k=%lld n=%lld prec=%d: the pack wrote past its %lld bytes", eff,
+                     (long long)k, (long long)n, c->prec, (long long)bytes);
     float *got = malloc((size_t)((m + 1) * ldc) * sizeof *got);
     for (int64_t i = 0; i < (m + 1) * ldc; i++) got[i] = SENTINEL;
-    sj__host_gemm_packed(eff, m, n, k, a, a_rs, a_cs, packed, got, ldc);
+    sj__host_gemm_packed(eff, c->prec, m, n, k, a, a_rs, a_cs, packed, got, ldc);
     for (int64_t i = 0; i < (m + 1) * ldc; i++)
         if (memcmp(&got[i], &want[i], sizeof got[i]))
-            fail_msg("level %d m=%lld n=%lld k=%lld ta=%d tb=%d: packed B gives C[%lld] = %.9g, "
-                     "per-call packing %.9g",
-                     eff, (long long)m, (long long)n, (long long)k, c->ta, c->tb, (long long)i,
+            fail_msg("level %d m=%lld n=%lld k=%lld ta=%d tb=%d prec=%d: packed B gives C[%lld] = "
+                     "%.9g, per-call packing %.9g",
+                     eff, (long long)m, (long long)n, (long long)k, c->ta, c->tb, c->prec, (long long)i,
                      got[i], want[i]);
     free(packed);
     free(got);
@@ -92,7 +95,7 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
     const void *b = c->prec == SJ_PRECISION_FP32 ? (const void *)bf : (const void *)bh;
     for (int64_t i = 0; i < (m + 1) * ldc; i++) cc[i] = split[i] = SENTINEL;
     sj__host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc);
-    if (c->prec == SJ_PRECISION_FP32 && k > 0) check_packed(c, level, a, a_rs, a_cs, bf, b_rs, b_cs, cc, ldc);
+    if (k > 0) check_packed(c, level, a, a_rs, a_cs, bf, b_rs, b_cs, cc, ldc);
     /* A stored transposed is always packed; stored by rows, a product a few
      * panels wide reads it in place: either way the same bits. */
     if (!c->ta && m > 0 && k > 0) {
@@ -167,17 +170,21 @@ static void test_kernel_levels(void **state) {
     }
 }
 
-/* Transposed operands and 16-bit weights, at every level. */
+/* Transposed operands and 16-bit weights, at every level: rows of one
+ * tile, of two (the few-tiles path, each panel streamed whole) and of the
+ * blocked loop. */
 static void test_kernel_layouts(void **state) {
     (void)state;
     uint64_t seed = 99;
+    static const int64_t ms[] = {1, 8, 29};
     for (int level = 2; level <= 4; level++)
-        for (int ta = 0; ta < 2; ta++)
-            for (int tb = 0; tb < 2; tb++)
-                for (int prec = 0; prec < SJ_PRECISION_COUNT_; prec++) {
-                    gemm_case c = {29, 45, 270, ta, tb, (sj_precision)prec};
-                    run_case(&c, level, seed++);
-                }
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++)
+                    for (int prec = 0; prec < SJ_PRECISION_COUNT_; prec++) {
+                        gemm_case c = {ms[mi], 45, 270, ta, tb, (sj_precision)prec};
+                        run_case(&c, level, seed++);
+                    }
 }
 
 /* A few cases at every level, for the runs under qemu's CPUs without
@@ -273,9 +280,9 @@ static void test_compiled_linear(void **state) {
 }
 
 /* Linear layers of few rows against a weight large enough to read packed:
- * float32 weights at x86-64-v3 and native take the packed GEMM's panels
- * (exact row counts, each panel streamed whole), x86-64-v2 and 16-bit
- * weights the in-place few-rows kernel; every extent of buckets 1, 2, 5
+ * float32 and bf16 weights at x86-64-v3 and native take the packed GEMM's
+ * panels (exact row counts, each panel streamed whole; bf16 panels widened
+ * as they are read), x86-64-v2 the in-place few-rows kernel; every extent of buckets 1, 2, 5
  * and 8 against the interpreter. The widths sit off every panel and k-block
  * edge (NR 8/16/32, KC 256). */
 static void test_compiled_linear_few_rows(void **state) {
@@ -300,7 +307,7 @@ static void test_compiled_linear_few_rows(void **state) {
                     snprintf(msg, sizeof msg, "[N, %lld] @ [%lld, %lld], bucket %lld, cpu %s, %s",
                              (long long)shapes[i][0], (long long)shapes[i][0], (long long)shapes[i][1],
                              (long long)E, cpus[ci] ? cpus[ci] : "native", prec ? "bf16" : "fp32");
-                    bool want = !prec && level >= 3;
+                    bool want = level >= 3;
                     if (calls_extern(f->g, E, &o, "sj__host_gemm_packed") != want)
                         fail_msg("%s: %s the packed GEMM", msg, want ? "does not call" : "calls");
                     assert_true(h_check(f->dev, f->g, E, ns, (int)E, &o, f->seed + ci, 1e-4, msg));

@@ -1338,14 +1338,15 @@ static int b_batch_dim(const sj_kernel *k) {
     return b->strides[0] ? 0 : b->strides[1] ? 1 : -1;
 }
 
-/* Whether the GEMM reads B packed once at load: a float32 weight of
- * constant extents, one matrix for every batch index (a Linear layer's) or
- * one per index of a constant batch dim, broadcast over the other (a
- * Winograd conv's transformed points, over the images). */
+/* Whether the GEMM reads B packed once at load: a float32 weight (stored
+ * as float32 or in 16 bits, packed as stored) of constant extents, one
+ * matrix for every batch index (a Linear layer's) or one per index of a
+ * constant batch dim, broadcast over the other (a Winograd conv's
+ * transformed points, over the images). */
 static bool gemm_packs_b(const sj_kernel *k) {
     const sj_kload *b = &k->loads[k->b];
     int d = b_batch_dim(k);
-    return b->weight && b->storage == SJ_PRECISION_FP32 && b->dtype == SJ_F32 &&
+    return b->weight && b->dtype == SJ_F32 &&
            !(b->strides[0] && b->strides[1]) && (d < 0 || !k->sym[d]) && !b->strides[2] &&
            !b->offset_n && !k->sym[3] && !k->sym[4];
 }
@@ -1374,6 +1375,7 @@ static sj_status note_pack(emitter *e) {
     int d = b_batch_dim(k);
     p->words[SJ_PACK_BATCH] = d < 0 ? 1 : k->dims[d];
     p->words[SJ_PACK_BATCH_STRIDE] = d < 0 ? 0 : b->strides[d];
+    p->words[SJ_PACK_STORAGE] = b->storage;
     return SJ_OK;
 }
 
@@ -1393,23 +1395,27 @@ static sj_status emit_gemm_packed_call(emitter *e) {
     e->idx[3] = c0;
     LLVMValueRef pc = out_addr(e);
     e->idx[2] = e->idx[3] = ci(e, 0);
+    /* Offsets in the panels' elements: float32, or 16-bit as stored. */
+    sj_precision storage = k->loads[k->b].storage;
+    LLVMTypeRef et = storage == SJ_PRECISION_FP32 ? e->f32 : LLVMInt16TypeInContext(e->C);
     LLVMValueRef off = LLVMBuildNSWMul(B, c0, bound_of(e, 4), "");
     int d = b_batch_dim(k);
     if (d >= 0) { /* the batch index's matrix, packed after the ones before it */
-        int64_t floats = sj__host_gemm_pack_bytes(e->gemm_level, k->dims[4], k->dims[3]) / 4;
-        off = LLVMBuildNSWAdd(B, off, LLVMBuildNSWMul(B, e->idx[d], ci(e, floats), ""), "");
+        int64_t bytes = sj__host_gemm_pack_bytes(e->gemm_level, storage, k->dims[4], k->dims[3]);
+        int64_t elements = bytes / (storage == SJ_PRECISION_FP32 ? 4 : 2);
+        off = LLVMBuildNSWAdd(B, off, LLVMBuildNSWMul(B, e->idx[d], ci(e, elements), ""), "");
     }
-    LLVMValueRef pb = LLVMBuildInBoundsGEP2(B, e->f32, e->bufs[k->loads[k->b].buffer], &off, 1, "");
+    LLVMValueRef pb = LLVMBuildInBoundsGEP2(B, et, e->bufs[k->loads[k->b].buffer], &off, 1, "");
     LLVMTypeRef i64 = e->i64, p = e->ptr;
-    LLVMTypeRef ps[10] = {i64, i64, i64, i64, p, i64, i64, p, p, i64};
-    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 10, 0);
+    LLVMTypeRef ps[11] = {i64, i64, i64, i64, i64, p, i64, i64, p, p, i64};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 11, 0);
     LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_gemm_packed");
     if (!f) f = LLVMAddFunction(e->M, "sj__host_gemm_packed", ft);
-    LLVMValueRef args[10] = {ci(e, e->gemm_level), LLVMBuildSub(B, M, M0, ""),
+    LLVMValueRef args[11] = {ci(e, e->gemm_level), ci(e, storage), LLVMBuildSub(B, M, M0, ""),
                              LLVMBuildSub(B, c1, c0, ""), bound_of(e, 4), pa,
                              ci(e, a->strides[2]), ci(e, a->strides[4]), pb, pc,
                              ci(e, k->out_strides[2])};
-    LLVMBuildCall2(B, ft, f, args, 10, "");
+    LLVMBuildCall2(B, ft, f, args, 11, "");
     e->emitted->externs |= SJ_LLVM_EXTERN_GEMM_PACKED;
     return note_pack(e);
 }
@@ -1439,8 +1445,9 @@ static void emit_gemm_call(emitter *e) {
 }
 
 /* Whether a matmul of few rows reads its weight packed (the GEMM's panels,
- * made once at load) instead of in place: a float32 weight of at least
- * FEW_ROWS_PACKED_MIN_WEIGHT elements, in code for x86-64-v3 or above.
+ * made once at load) instead of in place: a weight (float32, or 16-bit
+ * panels) of at least FEW_ROWS_PACKED_MIN_WEIGHT elements, in code for
+ * x86-64-v3 or above.
  * The panels are one stream in address order, where the in-place kernel
  * follows KIJ_K rows of the weight at once: from DRAM (a chain of BERT-base
  * FFN weights, 226 MB, Zen 4) 1, 4 and 8 rows took 0.90x, 0.78x and 0.70x

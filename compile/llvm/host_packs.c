@@ -81,9 +81,11 @@ sj_status sj__host_plan_packs(sj_ctx *ctx, sj_launch_plan *p, const sj_llvm_emit
             }
             int32_t *ref = &p->launch_slots[ln->first_slot + pk->buffer];
             const sj_buffer_slot *s = &p->slots[*ref];
-            if (s->kind != SJ_SLOT_PARAM || sj_slot_storage(s) != SJ_PRECISION_FP32) {
+            /* the panels hold the weight as the param slot stores it */
+            if (s->kind != SJ_SLOT_PARAM || sj_slot_storage(s) != pk->words[SJ_PACK_STORAGE]) {
                 st = sj_fail(ctx, SJ_E_INTERNAL,
-                             "host emitter: launch %d's packed weight is not a float32 param slot",
+                             "host emitter: launch %d's packed weight is not a param slot of its "
+                             "storage",
                              l);
                 break;
             }

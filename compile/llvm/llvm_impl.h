@@ -43,8 +43,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * it (kernel.h gfill), instead of a padded copy. 13: a batched matmul's
  * weight, one matrix per index of a constant batch dim, is read packed; a
  * reduction keeping a constant innermost dim of whole vectors sums tiles
- * of them in registers. */
-#define SJ_HOST_CODEGEN_REVISION 13
+ * of them in registers. 14: 16-bit (bf16, fp16) weights are packed too,
+ * as 16-bit panels the GEMM widens (SJ_PACK_STORAGE), so few rows against
+ * them take the packed GEMM. */
+#define SJ_HOST_CODEGEN_REVISION 14
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

@@ -51,21 +51,25 @@ void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
                   int64_t ldc);
 /* Weights packed once (a plan's SJ_SLOT_PACKED): B's [k, n] view as column
- * panels of SJ_HOST_GEMM_PANEL(level) floats, panel j (columns from j * NR)
- * at j * NR * k floats, row p of it at p * NR, columns past n zero. The
- * level is the one the GEMM will run (sj__host_kernel_level of the
- * artifact's, which a load checks the CPU runs as it is), so a panel is
- * the width its microkernel reads; pack and pack_bytes take the level as
- * given.
- * sj__host_gemm_packed is sj__host_gemm with B so packed (float32), which
- * then packs nothing per call; sj__host_gemm_pack_bytes is the packed size,
- * -1 when it overflows. */
+ * panels of SJ_HOST_GEMM_PANEL(level) elements, panel j (columns from
+ * j * NR) at j * NR * k elements, row p of it at p * NR, columns past n
+ * zero. An element is the storage precision's (sj_precision): float32, or
+ * the float32 weight rounded to bf16 / fp16 as the precision policy rounds
+ * it, which the microkernel widens exactly (a bf16 row holds its columns in
+ * pairs, j then NR / 2 + j). The level is the one the GEMM
+ * will run (sj__host_kernel_level of the artifact's, which a load checks
+ * the CPU runs as it is), so a panel is the width its microkernel reads;
+ * pack and pack_bytes take the level as given.
+ * sj__host_gemm_packed is sj__host_gemm with B so packed, which then packs
+ * nothing per call; sj__host_gemm_pack_bytes is the packed size, -1 when it
+ * overflows. */
 #define SJ_HOST_GEMM_PANEL(level) ((level) >= 4 ? 32 : (level) == 3 ? 16 : 8)
-void sj__host_gemm_packed(int64_t level, int64_t m, int64_t n, int64_t k, const float *a,
-                         int64_t a_rs, int64_t a_cs, const float *b_packed, float *c, int64_t ldc);
-int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t k, int64_t n);
-void sj__host_gemm_pack(int64_t level, int64_t k, int64_t n, const float *b, int64_t b_rs,
-                       int64_t b_cs, float *dst);
+void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, int64_t k,
+                         const float *a, int64_t a_rs, int64_t a_cs, const void *b_packed, float *c,
+                         int64_t ldc);
+int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t storage, int64_t k, int64_t n);
+void sj__host_gemm_pack(int64_t level, int64_t storage, int64_t k, int64_t n, const float *b,
+                       int64_t b_rs, int64_t b_cs, void *dst);
 /* A packed slot's panels (plan.h's words w): its SJ_PACK_BATCH matrices of
  * param data `param`, each packed as sj__host_gemm_pack packs it, one after
  * another; and their size in bytes, -1 when it overflows. */

@@ -8,10 +8,19 @@
  *       panels wide (A_DIRECT_PANELS): then A's rows are read in place
  *     for each NR-wide column panel: pack the B panel ([p][j], widened to
  *       float32 from 16-bit weights; read in place instead for a call of at
- *       most two tiles of rows; a float32 weight packed once at load,
- *       sj__host_gemm_pack, is read as it lies), then run the MR x NR microkernel over
- *       every tile of the A block against it (the panel stays in L1, the A
- *       block in L2)
+ *       most two tiles of rows; a weight packed once at load,
+ *       sj__host_gemm_pack, is read as it lies), then run the MR x NR
+ *       microkernel over every tile of the A block against it (the panel
+ *       stays in L1, the A block in L2)
+ *
+ * A weight packed at load keeps the precision it is stored in: float32, or
+ * 16-bit panels (bf16, fp16) that the microkernel widens as it loads them,
+ * so a few-rows call streams half the bytes. A bf16 panel row holds its
+ * columns in pairs (j, NR / 2 + j): one 32-bit lane shifted and masked
+ * gives both, two plain integer operations per row of B where a zero
+ * extension would take cross-lane shuffles (at four rows and more the
+ * shuffles were the bottleneck). Widening is exact, so the product is
+ * bitwise the one a per-call packing of the same 16-bit weight gives.
  *
  * The microkernel keeps an MR x NR block of C in registers across the whole
  * kc loop: AVX-512 12 x 32 (24 of 32 zmm registers), AVX2+FMA 6 x 16 (12 of
@@ -36,6 +45,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "core/half.h"
 #include "plan/plan.h"
 #include "runtime/host_code/host_code.h"
@@ -57,6 +70,14 @@ enum { KC = 256, MC = 384 };
  * [784, 1152] x [1152, 128] 75.4 -> 86.1; x86-64-v2 level within noise. */
 enum { A_DIRECT_PANELS = 8 };
 
+/* The microkernel prefetches B this far ahead of the row it reads: a
+ * few-rows call streams its weight from DRAM, and the hardware prefetchers
+ * alone left [8, 4096] x [4096, 11008] latency-bound (Zen 4, bf16 panels,
+ * AVX-512 level: 10.9 -> 7.1 ms with 128 rows ahead; x86-64-v3 13.8 ->
+ * 10.7). A panel already in L1 (the blocked loop's) costs a prefetch
+ * instruction a row. */
+enum { PREFETCH_BYTES = 8192 };
+
 /* Vector types: the width is the type's, the registers the target's. */
 typedef float vf16 __attribute__((vector_size(64)));
 typedef float vf8 __attribute__((vector_size(32)));
@@ -69,9 +90,11 @@ typedef struct gemm_args {
     const void *b;
     int64_t b_rs, b_cs;
     sj_precision b_storage;
-    /* B already in panels (sj__host_gemm_pack, at this call's level), or
-     * NULL: each call packs the panels it needs. */
-    const float *b_packed;
+    /* B already in panels (sj__host_gemm_pack, at this call's level) of
+     * b_packed_storage elements, or NULL: each call packs the panels it
+     * needs (as float32). */
+    const void *b_packed;
+    sj_precision b_packed_storage;
     float *c;
     int64_t ldc;
 } gemm_args;
@@ -134,6 +157,27 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
     }
 }
 
+/* VW fp16 weights from p as float32, exactly: the F16C / AVX-512
+ * conversion where the level has it, else one element at a time. One per
+ * level, named as the level's kernels are (wide_##SFX). (A bf16 panel is
+ * widened in the kernel itself: its rows are laid out in pairs for it.) */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c"))) static inline vf16
+wide_v4(const uint16_t *p) {
+    __m256i h;
+    memcpy(&h, p, sizeof h);
+    return (vf16)_mm512_cvtph_ps(h);
+}
+__attribute__((target("avx2,fma,f16c"))) static inline vf8 wide_v3(const uint16_t *p) {
+    __m128i h;
+    memcpy(&h, p, sizeof h);
+    return (vf8)_mm256_cvtph_ps(h);
+}
+#endif
+static inline vf4 wide_base(const uint16_t *p) {
+    return (vf4){sj_f16_to_f32(p[0]), sj_f16_to_f32(p[1]), sj_f16_to_f32(p[2]), sj_f16_to_f32(p[3])};
+}
+
 /* One instance of the kernel per ISA level: VT vectors of VW floats, an
  * MR x (NV * VW) register block.
  *
@@ -154,8 +198,10 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
 #define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
     ATTR static inline __attribute__((always_inline)) void ukr_rows_##SFX(                            \
         int mx, int64_t kc, const float *restrict ap, int64_t a_ps, int64_t a_rs,                     \
-        const float *restrict bp, int64_t ldb, float *restrict c, int64_t ldc, int first) {           \
+        const void *restrict bp, int64_t ldb, sj_precision st, float *restrict c, int64_t ldc,        \
+        int first) {                                                                                  \
         VT acc[MR][NV];                                                                               \
+        const int64_t size = st == SJ_PRECISION_FP32 ? 4 : 2, row_bytes = NV * VW * size;             \
         _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
             if (first) acc[r][v] = (VT){0};                                                           \
@@ -163,8 +209,30 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
         }                                                                                             \
         for (int64_t p = 0; p < kc; p++) {                                                            \
             VT bv[NV];                                                                                \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
-                memcpy(&bv[v], bp + p * ldb + v * VW, sizeof(VT));                                    \
+            /* B's row PREFETCH_BYTES of panel ahead, every line of it */                           \
+            const char *ahead = (const char *)bp + (p + PREFETCH_BYTES / row_bytes) * ldb * size;     \
+            _Pragma("GCC unroll 4") for (int64_t l = 0; l < row_bytes; l += 64)                       \
+                __builtin_prefetch(ahead + l);                                                        \
+            if (st == SJ_PRECISION_BF16) {                                                            \
+                _Static_assert(NV == 2, "a bf16 panel row is two vectors of pairs");                  \
+                /* a row of bf16 pairs (column j, column VW + j): each 32-bit                        \
+                 * lane's low half shifted up and its high half masked are                           \
+                 * the two vectors, with no shuffle */                                               \
+                typedef uint32_t vpairs __attribute__((vector_size(sizeof(VT))));                     \
+                vpairs pairs, lo, hi;                                                                 \
+                memcpy(&pairs, (const uint16_t *)bp + p * ldb, sizeof pairs);                         \
+                lo = pairs << 16;                                                                     \
+                hi = pairs & 0xFFFF0000u;                                                             \
+                memcpy(&bv[0], &lo, sizeof(VT));                                                      \
+                memcpy(&bv[1], &hi, sizeof(VT));                                                      \
+            } else {                                                                                  \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                \
+                    if (st == SJ_PRECISION_FP32)                                                      \
+                        memcpy(&bv[v], (const float *)bp + p * ldb + v * VW, sizeof(VT));             \
+                    else                                                                              \
+                        bv[v] = wide_##SFX((const uint16_t *)bp + p * ldb + v * VW);                  \
+                }                                                                                     \
+            }                                                                                         \
             _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++) {                                   \
                 VT av = ap[p * a_ps + r * a_rs] - (VT){0};                                            \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] += av * bv[v];         \
@@ -174,34 +242,48 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
                 memcpy(c + r * ldc + v * VW, &acc[r][v], sizeof(VT));                                 \
     }                                                                                                 \
-    /* rows [0, mr) of a tile, 1 <= mr <= MR: the kernel of exactly mr rows.                          \
+    /* rows [0, mr) of a tile, 1 <= mr <= MR: the kernel of exactly mr rows,                          \
+     * B's panel of st elements (a constant once inlined).                                            \
      * a_rs 0: the tile is packed ([p][r]); else A's rows read in place, a_rs                         \
      * apart with unit column stride (the two cases are separate loops, so                            \
      * the packed one keeps its constant offsets) */                                                  \
-    ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs,        \
-                               const float *restrict bp, int64_t ldb, float *restrict c, int64_t ldc, \
-                               int first) {                                                           \
+    ATTR static inline __attribute__((always_inline)) void ukr_st_##SFX(                              \
+        int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs, const void *restrict bp,      \
+        int64_t ldb, sj_precision st, float *restrict c, int64_t ldc, int first) {                    \
         if (a_rs) {                                                                                   \
             switch (mr) {                                                                             \
             SJ_GEMM_ROW_CASES_##MR(SFX, 1, a_rs)                                                      \
-            default: ukr_rows_##SFX(MR, kc, ap, 1, a_rs, bp, ldb, c, ldc, first);                     \
+            default: ukr_rows_##SFX(MR, kc, ap, 1, a_rs, bp, ldb, st, c, ldc, first);                 \
             }                                                                                         \
             return;                                                                                   \
         }                                                                                             \
         switch (mr) {                                                                                 \
         SJ_GEMM_ROW_CASES_##MR(SFX, MR, 1)                                                            \
-        default: ukr_rows_##SFX(MR, kc, ap, MR, 1, bp, ldb, c, ldc, first);                           \
+        default: ukr_rows_##SFX(MR, kc, ap, MR, 1, bp, ldb, st, c, ldc, first);                       \
+        }                                                                                             \
+    }                                                                                                 \
+    ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs,        \
+                               const void *restrict bp, int64_t ldb, sj_precision st,                 \
+                               float *restrict c, int64_t ldc, int first) {                           \
+        switch (st) {                                                                                 \
+        case SJ_PRECISION_BF16:                                                                       \
+            ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_BF16, c, ldc, first);                \
+            return;                                                                                   \
+        case SJ_PRECISION_FP16:                                                                       \
+            ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP16, c, ldc, first);                \
+            return;                                                                                   \
+        default: ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP32, c, ldc, first);           \
         }                                                                                             \
     }                                                                                                 \
     /* C's rows [0, mr) x columns [jr, jr + nr) of the block k [pc, pc + kc): in                      \
      * place for a whole panel, else through a zero-padded tile, so nothing                           \
      * past column n is written */                                                                    \
     ATTR static void block_##SFX(const gemm_args *g, int64_t mr, int64_t nr, int64_t kc,              \
-                                 const float *at, int64_t a_rs, const float *panel, int64_t ldb,      \
-                                 float *cc, int first) {                                              \
+                                 const float *at, int64_t a_rs, const void *panel, int64_t ldb,       \
+                                 sj_precision st, float *cc, int first) {                             \
         enum { NR = NV * VW };                                                                        \
         if (nr == NR) {                                                                               \
-            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, cc, g->ldc, first);                               \
+            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first);                           \
             return;                                                                                   \
         }                                                                                             \
         /* zeros past nr too: the kernel adds into every lane it holds */                            \
@@ -210,17 +292,24 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
         if (!first)                                                                                   \
             for (int64_t r = 0; r < mr; r++)                                                          \
                 memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));                   \
-        ukr_##SFX(mr, kc, at, a_rs, panel, ldb, tile, NR, first);                                     \
+        ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, tile, NR, first);                                 \
         for (int64_t r = 0; r < mr; r++)                                                              \
             memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));                      \
     }                                                                                                 \
     /* B's panel jr, k [pc, pc + kc), as the microkernel reads it (ldb: its row                       \
-     * stride): packed at load, read in place, or packed now into bp */                               \
-    ATTR static const float *panel_##SFX(const gemm_args *g, int direct, float *bp, int64_t pc,       \
-                                         int64_t kc, int64_t jr, int64_t nr, int64_t *ldb) {          \
+     * stride, st: its elements): packed at load, read in place, or packed                            \
+     * now into bp */                                                                                 \
+    ATTR static const void *panel_##SFX(const gemm_args *g, int direct, float *bp, int64_t pc,        \
+                                        int64_t kc, int64_t jr, int64_t nr, int64_t *ldb,             \
+                                        sj_precision *st) {                                           \
         enum { NR = NV * VW };                                                                        \
         *ldb = NR;                                                                                    \
-        if (g->b_packed) return g->b_packed + jr * g->k + pc * NR;                                    \
+        *st = SJ_PRECISION_FP32;                                                                      \
+        if (g->b_packed) {                                                                            \
+            *st = g->b_packed_storage;                                                                \
+            return (const char *)g->b_packed +                                                        \
+                   (jr * g->k + pc * NR) * (*st == SJ_PRECISION_FP32 ? 4 : 2);                        \
+        }                                                                                             \
         if (direct && nr == NR) {                                                                     \
             *ldb = g->b_rs;                                                                           \
             return (const float *)g->b + pc * g->b_rs + jr;                                           \
@@ -245,10 +334,11 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
                 int64_t nr = min64(NR, g->n - jr);                                                    \
                 for (int64_t pc = 0; pc < g->k; pc += KC) {                                           \
                     int64_t kc = min64(KC, g->k - pc), ldb;                                           \
-                    const float *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb);            \
+                    sj_precision st;                                                                  \
+                    const void *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb, &st);        \
                     for (int64_t t = 0; t < tiles; t++)                                               \
                         block_##SFX(g, min64(MR, g->m - t * MR), nr, kc, ap + t * MR * g->k + pc * MR, \
-                                    0, panel, ldb, g->c + t * MR * g->ldc + jr, pc == 0);             \
+                                    0, panel, ldb, st, g->c + t * MR * g->ldc + jr, pc == 0);         \
                 }                                                                                     \
             }                                                                                         \
             return;                                                                                   \
@@ -262,11 +352,12 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
                 if (!a_direct) pack_a(ap, MR, g, ic, mc, pc, kc);                                     \
                 for (int64_t jr = 0; jr < g->n; jr += NR) {                                           \
                     int64_t nr = min64(NR, g->n - jr), ldb;                                           \
-                    const float *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb);            \
+                    sj_precision st;                                                                  \
+                    const void *panel = panel_##SFX(g, direct, bp, pc, kc, jr, nr, &ldb, &st);        \
                     for (int64_t ir = 0; ir < mc; ir += MR)                                           \
                         block_##SFX(g, min64(MR, mc - ir), nr, kc,                                    \
                                     a_direct ? g->a + (ic + ir) * g->a_rs + pc : ap + ir * kc,        \
-                                    a_direct ? g->a_rs : 0, panel, ldb,                               \
+                                    a_direct ? g->a_rs : 0, panel, ldb, st,                           \
                                     g->c + (ic + ir) * g->ldc + jr, pc == 0);                         \
                 }                                                                                     \
             }                                                                                         \
@@ -275,7 +366,7 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
 
 /* The switch cases of ukr_##SFX for the row counts below MR. */
 #define SJ_GEMM_ROW_CASE(SFX, R, PS, RS)                                                           \
-    case R: ukr_rows_##SFX(R, kc, ap, PS, RS, bp, ldb, c, ldc, first); return;
+    case R: ukr_rows_##SFX(R, kc, ap, PS, RS, bp, ldb, st, c, ldc, first); return;
 #define SJ_GEMM_ROW_CASES_4(SFX, PS, RS)                                                           \
     SJ_GEMM_ROW_CASE(SFX, 1, PS, RS) SJ_GEMM_ROW_CASE(SFX, 2, PS, RS) SJ_GEMM_ROW_CASE(SFX, 3, PS, RS)
 #define SJ_GEMM_ROW_CASES_6(SFX, PS, RS)                                                           \
@@ -288,8 +379,8 @@ static inline void pack_a(float *restrict dst, int MR, const gemm_args *g, int64
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SJ_GEMM_X86 1
-SJ_GEMM_LEVEL(v4, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))), vf16, 16, 12, 2)
-SJ_GEMM_LEVEL(v3, __attribute__((target("avx2,fma"))), vf8, 8, 6, 2)
+SJ_GEMM_LEVEL(v4, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c"))), vf16, 16, 12, 2)
+SJ_GEMM_LEVEL(v3, __attribute__((target("avx2,fma,f16c"))), vf8, 8, 6, 2)
 #endif
 SJ_GEMM_LEVEL(base, , vf4, 4, 4, 2)
 
@@ -318,53 +409,72 @@ static void run(int64_t level, gemm_args *g) {
 void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
                   int64_t ldc) {
-    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, NULL, c, ldc};
+    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, NULL, 0, c, ldc};
     run(level, &g);
 }
 
-void sj__host_gemm_packed(int64_t level, int64_t m, int64_t n, int64_t k, const float *a,
-                         int64_t a_rs, int64_t a_cs, const float *b_packed, float *c, int64_t ldc) {
-    gemm_args g = {m, n, k, a, a_rs, a_cs, NULL, 0, 0, SJ_PRECISION_FP32, b_packed, c, ldc};
+void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, int64_t k,
+                         const float *a, int64_t a_rs, int64_t a_cs, const void *b_packed, float *c,
+                         int64_t ldc) {
+    gemm_args g = {m,    n, k, a, a_rs, a_cs, NULL, 0, 0, SJ_PRECISION_FP32, b_packed, (sj_precision)storage,
+                   c, ldc};
     run(level, &g);
 }
 
-int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t k, int64_t n) {
-    int64_t nr = SJ_HOST_GEMM_PANEL(level);
+/* Bytes of one packed element. */
+static int64_t element_bytes(int64_t storage) { return storage == SJ_PRECISION_FP32 ? 4 : 2; }
+
+int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t storage, int64_t k, int64_t n) {
+    int64_t nr = SJ_HOST_GEMM_PANEL(level), size = element_bytes(storage);
     if (k < 1 || n < 1 || n > INT64_MAX - nr) return -1;
     int64_t cols = (n + nr - 1) / nr * nr;
-    if (cols > INT64_MAX / 4 / k) return -1;
-    return cols * k * 4;
+    if (cols > INT64_MAX / size / k) return -1;
+    return cols * k * size;
 }
 
 int64_t sj__host_gemm_pack_slot_bytes(const int64_t *w) {
-    int64_t one = sj__host_gemm_pack_bytes(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N]);
+    int64_t one = sj__host_gemm_pack_bytes(w[SJ_PACK_LEVEL], w[SJ_PACK_STORAGE], w[SJ_PACK_K], w[SJ_PACK_N]);
     int64_t batch = w[SJ_PACK_BATCH];
     if (one < 0 || batch < 1 || batch > INT64_MAX / one) return -1;
     return one * batch;
 }
 
 void sj__host_gemm_pack_slot(const int64_t *w, const float *param, void *dst) {
-    int64_t floats = sj__host_gemm_pack_bytes(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N]) / 4;
+    int64_t one = sj__host_gemm_pack_bytes(w[SJ_PACK_LEVEL], w[SJ_PACK_STORAGE], w[SJ_PACK_K], w[SJ_PACK_N]);
     for (int64_t b = 0; b < w[SJ_PACK_BATCH]; b++)
-        sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_K], w[SJ_PACK_N],
+        sj__host_gemm_pack(w[SJ_PACK_LEVEL], w[SJ_PACK_STORAGE], w[SJ_PACK_K], w[SJ_PACK_N],
                            param + w[SJ_PACK_OFFSET] + b * w[SJ_PACK_BATCH_STRIDE], w[SJ_PACK_ROW_STRIDE],
-                           w[SJ_PACK_COL_STRIDE], (float *)dst + b * floats);
+                           w[SJ_PACK_COL_STRIDE], (char *)dst + b * one);
 }
 
-void sj__host_gemm_pack(int64_t level, int64_t k, int64_t n, const float *b, int64_t b_rs,
-                       int64_t b_cs, float *dst) {
+void sj__host_gemm_pack(int64_t level, int64_t storage, int64_t k, int64_t n, const float *b,
+                       int64_t b_rs, int64_t b_cs, void *dst) {
     int64_t nr = SJ_HOST_GEMM_PANEL(level);
     for (int64_t jr = 0; jr < n; jr += nr) {
-        float *panel = dst + jr * k;
         int64_t w = min64(nr, n - jr);
         for (int64_t p = 0; p < k; p++) {
-            float *row = panel + p * nr;
+            int64_t at = jr * k + p * nr; /* the element offset of panel row p */
             const float *src = b + p * b_rs + jr * b_cs;
-            if (b_cs == 1)
-                memcpy(row, src, (size_t)w * sizeof(float));
-            else
-                for (int64_t j = 0; j < w; j++) row[j] = src[j * b_cs];
-            for (int64_t j = w; j < nr; j++) row[j] = 0.0f;
+            if (storage == SJ_PRECISION_FP32) {
+                float *row = (float *)dst + at;
+                if (b_cs == 1)
+                    memcpy(row, src, (size_t)w * sizeof(float));
+                else
+                    for (int64_t j = 0; j < w; j++) row[j] = src[j * b_cs];
+                for (int64_t j = w; j < nr; j++) row[j] = 0.0f;
+                continue;
+            }
+            /* rounded as the precision policy stores the weight
+             * (sj__precision_round), zeros past n; bf16 in pairs of
+             * columns (j, nr / 2 + j), as the microkernel widens them */
+            uint16_t *row = (uint16_t *)dst + at;
+            for (int64_t j = 0; j < nr; j++) {
+                float v = j < w ? src[j * b_cs] : 0.0f;
+                if (storage == SJ_PRECISION_BF16)
+                    row[j < nr / 2 ? 2 * j : 2 * (j - nr / 2) + 1] = sj_f32_to_bf16(v);
+                else
+                    row[j] = sj_f32_to_f16(v);
+            }
         }
     }
 }

@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define SJ_ARTIFACT_FORMAT_VERSION 6u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots; 5: host code as one object per kernel, kernels named by their code; 6: a packed weight slot holds a batch of matrices */
+#define SJ_ARTIFACT_FORMAT_VERSION 7u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots; 5: host code as one object per kernel, kernels named by their code; 6: a packed weight slot holds a batch of matrices; 7: packed weight panels of 16-bit elements (a storage word) */
 
 typedef struct sj_artifact sj_artifact;
 
