@@ -137,21 +137,23 @@ static void test_onehot_and_loss_dynamic_batch(void **state) {
 }
 
 /* A depthwise conv (of a pointwise conv's channels-last output), a max
- * pool and an average pool over 40 channels, padded, over a dynamic
- * batch: reductions over taps that keep the
- * channels, which the host sums in registers by tiles of vectors of
- * channels (a full tile and a part tile at x86-64-v3), the padding read as
- * the fill. */
-static void test_depthwise_and_pools_dynamic_batch(void **state) {
-    fixture *f = *state;
-    enum { C = 40 };
-    static float pw[C * C], w[C * 9], bias[C];
+ * pool and an average pool over C channels, padded, over a dynamic
+ * batch: reductions over taps that keep the channels, which the host sums
+ * in registers by tiles of vectors of channels, the padding read as the
+ * fill. */
+static void check_depthwise_and_pools(fixture *f, int C) {
+    enum { C_MAX = 40 };
+    assert_true(C <= C_MAX);
+    static float pw[C_MAX * C_MAX], w[C_MAX * 9], bias[C_MAX];
     for (int i = 0; i < C * C; i++) pw[i] = (float)((i * 13) % 11 - 5) * 0.04f;
     for (int i = 0; i < C * 9; i++) w[i] = (float)((i * 29) % 17 - 8) * 0.05f;
     for (int i = 0; i < C; i++) bias[i] = (float)(i % 7) * 0.1f - 0.3f;
+    char shape[32], what[64];
+    snprintf(shape, sizeof shape, "n,%d,7,6", C);
+    snprintf(what, sizeof what, "depthwise conv and pools over %d channels", C);
     mb b;
     mb_init(&b, 13);
-    mb_input(&b, "x", "n,40,7,6");
+    mb_input(&b, "x", shape);
     mb_init_f(&b, "pw", 4, (int64_t[]){C, C, 1, 1}, pw);
     mb_init_f(&b, "w", 4, (int64_t[]){C, 1, 3, 3}, w);
     mb_init_f(&b, "b", 1, (int64_t[]){C}, bias);
@@ -167,7 +169,15 @@ static void test_depthwise_and_pools_dynamic_batch(void **state) {
     Onnx__NodeProto *ap = mb_node(&b, "AveragePool", "avg", "m", "y");
     mb_attr_ints(&b, ap, "kernel_shape", 2, (int64_t[]){2, 2});
     mb_output(&b, "y", NULL);
-    check_host(f, &b, "depthwise conv and pools");
+    check_host(f, &b, what);
+}
+
+/* 40 channels: a full tile of 8 vectors and a part tile at x86-64-v3, two
+ * vectors and a half-width one at AVX-512; 20: whole vectors and a 4-float
+ * vector at both. */
+static void test_depthwise_and_pools_dynamic_batch(void **state) {
+    check_depthwise_and_pools(*state, 40);
+    check_depthwise_and_pools(*state, 20);
 }
 
 /* A conv the importer runs as Winograd F(2x2, 3x3), with bias, ReLU and

@@ -195,7 +195,7 @@ static inline vf4 wide_base(const uint16_t *p) {
  * blocks of k in order, so the weight streams past once in address order
  * (a packed weight's panels lie one after the other), where the blocked
  * order reads a KC-row piece of every panel in turn. */
-#define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
+#define SJ_GEMM_UKR(SFX, ATTR, VT, VW, MR, NV, WIDE)                                                  \
     ATTR static inline __attribute__((always_inline)) void ukr_rows_##SFX(                            \
         int mx, int64_t kc, const float *restrict ap, int64_t a_ps, int64_t a_rs,                     \
         const void *restrict bp, int64_t ldb, sj_precision st, float *restrict c, int64_t ldc,        \
@@ -214,7 +214,7 @@ static inline vf4 wide_base(const uint16_t *p) {
             _Pragma("GCC unroll 4") for (int64_t l = 0; l < row_bytes; l += 64)                       \
                 __builtin_prefetch(ahead + l);                                                        \
             if (st == SJ_PRECISION_BF16) {                                                            \
-                _Static_assert(NV == 2, "a bf16 panel row is two vectors of pairs");                  \
+                _Static_assert(NV <= 2, "a bf16 panel row is two vectors of pairs");                  \
                 /* a row of bf16 pairs (column j, column VW + j): each 32-bit                        \
                  * lane's low half shifted up and its high half masked are                           \
                  * the two vectors, with no shuffle */                                               \
@@ -222,15 +222,17 @@ static inline vf4 wide_base(const uint16_t *p) {
                 vpairs pairs, lo, hi;                                                                 \
                 memcpy(&pairs, (const uint16_t *)bp + p * ldb, sizeof pairs);                         \
                 lo = pairs << 16;                                                                     \
-                hi = pairs & 0xFFFF0000u;                                                             \
                 memcpy(&bv[0], &lo, sizeof(VT));                                                      \
-                memcpy(&bv[1], &hi, sizeof(VT));                                                      \
+                if (NV > 1) {                                                                         \
+                    hi = pairs & 0xFFFF0000u;                                                         \
+                    memcpy(&bv[NV - 1], &hi, sizeof(VT));                                             \
+                }                                                                                     \
             } else {                                                                                  \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                \
                     if (st == SJ_PRECISION_FP32)                                                      \
                         memcpy(&bv[v], (const float *)bp + p * ldb + v * VW, sizeof(VT));             \
                     else                                                                              \
-                        bv[v] = wide_##SFX((const uint16_t *)bp + p * ldb + v * VW);                  \
+                        bv[v] = WIDE((const uint16_t *)bp + p * ldb + v * VW);                        \
                 }                                                                                     \
             }                                                                                         \
             _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++) {                                   \
@@ -274,7 +276,17 @@ static inline vf4 wide_base(const uint16_t *p) {
             return;                                                                                   \
         default: ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP32, c, ldc, first);           \
         }                                                                                             \
-    }                                                                                                 \
+    }
+
+/* A level's kernels: the MR x (NV * VW) microkernel, and the same at one
+ * vector wide (the _half instance, NV 1) for a last panel of at most VW
+ * columns, which reads the first VW columns of the same packed panel
+ * (a bf16 row's low halves): MobileNetV3's pointwise convs to 16, 40, 48
+ * and 72 channels spent up to half their multiply-adds on the zero
+ * columns of a full-width last panel at the AVX-512 level. */
+#define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
+    SJ_GEMM_UKR(SFX, ATTR, VT, VW, MR, NV, wide_##SFX)                                                \
+    SJ_GEMM_UKR(SFX##_half, ATTR, VT, VW, MR, 1, wide_##SFX)                                          \
     /* C's rows [0, mr) x columns [jr, jr + nr) of the block k [pc, pc + kc): in                      \
      * place for a whole panel, else through a zero-padded tile, so nothing                           \
      * past column n is written */                                                                    \
@@ -286,15 +298,24 @@ static inline vf4 wide_base(const uint16_t *p) {
             ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first);                           \
             return;                                                                                   \
         }                                                                                             \
+        if (nr == VW) {                                                                               \
+            ukr_##SFX##_half(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first);                    \
+            return;                                                                                   \
+        }                                                                                             \
         /* zeros past nr too: the kernel adds into every lane it holds */                            \
+        const int half = nr < VW;                                                                     \
+        const int64_t w = half ? VW : NR;                                                             \
         float tile[MR * NR] __attribute__((aligned(64)));                                             \
         memset(tile, 0, sizeof tile);                                                                 \
         if (!first)                                                                                   \
             for (int64_t r = 0; r < mr; r++)                                                          \
-                memcpy(tile + r * NR, cc + r * g->ldc, (size_t)nr * sizeof(float));                   \
-        ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, tile, NR, first);                                 \
+                memcpy(tile + r * w, cc + r * g->ldc, (size_t)nr * sizeof(float));                    \
+        if (half)                                                                                     \
+            ukr_##SFX##_half(mr, kc, at, a_rs, panel, ldb, st, tile, w, first);                       \
+        else                                                                                          \
+            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, tile, w, first);                              \
         for (int64_t r = 0; r < mr; r++)                                                              \
-            memcpy(cc + r * g->ldc, tile + r * NR, (size_t)nr * sizeof(float));                      \
+            memcpy(cc + r * g->ldc, tile + r * w, (size_t)nr * sizeof(float));                       \
     }                                                                                                 \
     /* B's panel jr, k [pc, pc + kc), as the microkernel reads it (ldb: its row                       \
      * stride, st: its elements): packed at load, read in place, or packed                            \
