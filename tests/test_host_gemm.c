@@ -231,19 +231,28 @@ static bool calls_gemm(const sj_graph *g, int64_t E, const sj_compile_options *o
     return calls_extern(g, E, o, "sj__host_gemm") || calls_extern(g, E, o, "sj__host_gemm_packed");
 }
 
-/* x [N, k] @ w [k, n] + bias, gelu: a linear layer of a model. */
-static void build_linear(fixture *f, int64_t k, int64_t n) {
+/* x [N, k] @ w [k, n] + bias, gelu: a linear layer of a model; with
+ * transposed, w is stored [n, k] and transposed (an ONNX Gemm's transB). */
+static void build_linear_as(fixture *f, int64_t k, int64_t n, bool transposed) {
     sj_graph *g;
     assert_int_equal(sj_graph_create(f->ctx, "N", &g), SJ_OK);
     sj_graph_destroy(f->g);
     f->g = g;
-    sj_value x = input(f, "x", 2, (int64_t[]){S, k}), w = param(f, "w", 2, (int64_t[]){k, n});
+    sj_value x = input(f, "x", 2, (int64_t[]){S, k}), w;
+    if (transposed) {
+        assert_int_equal(sj_graph_transpose(g, param(f, "w", 2, (int64_t[]){n, k}), (int[]){1, 0}, &w),
+                         SJ_OK);
+    } else {
+        w = param(f, "w", 2, (int64_t[]){k, n});
+    }
     sj_value b = param(f, "b", 1, (int64_t[]){n}), y;
     assert_int_equal(sj_graph_matmul(g, x, w, &y), SJ_OK);
     assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, y, b, &y), SJ_OK);
     assert_int_equal(sj_graph_unary(g, SJ_OP_GELU, y, &y), SJ_OK);
     assert_int_equal(sj_graph_output(g, y, "y"), SJ_OK);
 }
+
+static void build_linear(fixture *f, int64_t k, int64_t n) { build_linear_as(f, k, n, false); }
 
 static void check_levels(fixture *f, int64_t E, const int64_t *ns, int n_ns, const char *what,
                          sj_attention_schedule attention) {
@@ -280,10 +289,11 @@ static void test_compiled_linear(void **state) {
     }
 }
 
-/* Linear layers of few rows against a weight large enough to read packed:
- * float32 and bf16 weights at x86-64-v3 and native take the packed GEMM's
- * panels (exact row counts, each panel streamed whole; bf16 panels widened
- * as they are read), x86-64-v2 the in-place few-rows kernel; every extent of buckets 1, 2, 5
+/* Linear layers of few rows against a weight large enough to read packed,
+ * stored as used or transposed: float32 and bf16 weights at x86-64-v3 and
+ * native take the packed GEMM's panels (exact row counts, each panel
+ * streamed whole; bf16 panels widened as they are read), x86-64-v2 the
+ * in-place few-rows kernel or, transposed, dot products; every extent of buckets 1, 2, 5
  * and 8 against the interpreter. The widths sit off every panel and k-block
  * edge (NR 8/16/32, KC 256). */
 static void test_compiled_linear_few_rows(void **state) {
@@ -291,8 +301,10 @@ static void test_compiled_linear_few_rows(void **state) {
     static const int64_t shapes[][2] = {{640, 520}, {300, 1001}};
     static const int64_t buckets[] = {1, 2, 5, 8};
     static const char *const cpus[] = {"x86-64-v2", "x86-64-v3", NULL};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        build_linear(f, shapes[i][0], shapes[i][1]);
+    for (size_t i = 0; i < 2 * sizeof shapes / sizeof shapes[0]; i++) {
+        bool transposed = i % 2;
+        const int64_t *shape = shapes[i / 2];
+        build_linear_as(f, shape[0], shape[1], transposed);
         for (size_t bi = 0; bi < sizeof buckets / sizeof buckets[0]; bi++) {
             int64_t E = buckets[bi], ns[8];
             for (int64_t n = 1; n <= E; n++) ns[n - 1] = n;
@@ -305,9 +317,10 @@ static void test_compiled_linear_few_rows(void **state) {
                     o.cpu = cpus[ci];
                     o.precision = prec ? SJ_PRECISION_BF16 : SJ_PRECISION_FP32;
                     char msg[160];
-                    snprintf(msg, sizeof msg, "[N, %lld] @ [%lld, %lld], bucket %lld, cpu %s, %s",
-                             (long long)shapes[i][0], (long long)shapes[i][0], (long long)shapes[i][1],
-                             (long long)E, cpus[ci] ? cpus[ci] : "native", prec ? "bf16" : "fp32");
+                    snprintf(msg, sizeof msg, "[N, %lld] @ [%lld, %lld]%s, bucket %lld, cpu %s, %s",
+                             (long long)shape[0], (long long)shape[0], (long long)shape[1],
+                             transposed ? " (stored transposed)" : "", (long long)E,
+                             cpus[ci] ? cpus[ci] : "native", prec ? "bf16" : "fp32");
                     bool want = level >= 3;
                     if (calls_extern(f->g, E, &o, "sj__host_gemm_packed") != want)
                         fail_msg("%s: %s the packed GEMM", msg, want ? "does not call" : "calls");

@@ -45,7 +45,8 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * reduction keeping a constant innermost dim of whole vectors sums tiles
  * of them in registers. 14: 16-bit (bf16, fp16) weights are packed too,
  * as 16-bit panels the GEMM widens (SJ_PACK_STORAGE), so few rows against
- * them take the packed GEMM; such reductions take a last vector narrower
+ * them, or against a weight stored transposed, take the packed GEMM;
+ * register-tile reductions take a last vector narrower
  * than the level's (72 channels at AVX-512); innermost loops of fewer than
  * four steps are unrolled whole, not made masked vector gathers. */
 #define SJ_HOST_CODEGEN_REVISION 14
