@@ -201,6 +201,48 @@ static void test_kernel_any_cpu(void **state) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], level, seed++);
 }
 
+/* A's rows all one row (row stride 0, as a broadcast or a size-1 dim
+ * gives): every level, B packed per call and packed once, rows of one
+ * tile, two and the blocked loop. The kernel's row stride 0 means a packed
+ * tile, so such an A must be packed or read with a stride of its own. */
+static void test_kernel_broadcast_rows(void **state) {
+    (void)state;
+    enum { K = 70, N_MAX = 100, M_MAX = 30 };
+    static const int64_t ms[] = {1, 5, 30}, ns[] = {17, 100};
+    float a[K], b[K * N_MAX], c[M_MAX * N_MAX];
+    uint64_t seed = 11;
+    for (int p = 0; p < K; p++) a[p] = h_uniform(&seed, -1, 1);
+    for (int i = 0; i < K * N_MAX; i++) b[i] = h_uniform(&seed, -1, 1);
+    for (int level = 2; level <= 4; level++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (int packed = 0; packed < 2; packed++) {
+                    int64_t m = ms[mi], n = ns[ni];
+                    int eff = sj__host_kernel_level(level);
+                    void *panels = NULL;
+                    if (packed) {
+                        panels = malloc((size_t)sj__host_gemm_pack_bytes(eff, SJ_PRECISION_FP32, K, n));
+                        sj__host_gemm_pack(eff, SJ_PRECISION_FP32, K, n, b, n, 1, panels);
+                        sj__host_gemm_packed(eff, SJ_PRECISION_FP32, m, n, K, a, 0, 1, panels, c, n);
+                    } else {
+                        sj__host_gemm(level, SJ_PRECISION_FP32, m, n, K, a, 0, 1, b, n, 1, c, n);
+                    }
+                    free(panels);
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double want = 0, mag = 0;
+                            for (int p = 0; p < K; p++) {
+                                want += (double)a[p] * b[p * n + j];
+                                mag += fabs((double)a[p] * b[p * n + j]);
+                            }
+                            if (!(fabs(c[i * n + j] - want) <= 1e-5 * mag + 1e-6))
+                                fail_msg("level %d m=%lld n=%lld packed=%d: C(%lld, %lld) = %.9g, want %.9g",
+                                         level, (long long)m, (long long)n, packed, (long long)i,
+                                         (long long)j, c[i * n + j], want);
+                        }
+                }
+}
+
 /* An empty contraction: zeros, and nothing outside the slice. */
 static void test_kernel_empty_k(void **state) {
     (void)state;
@@ -353,6 +395,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kernel_any_cpu),
         cmocka_unit_test(test_kernel_layouts),
         cmocka_unit_test(test_kernel_empty_k),
+        cmocka_unit_test(test_kernel_broadcast_rows),
         cmocka_unit_test_setup_teardown(test_compiled_linear, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_compiled_linear_few_rows, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_compiled_attention_unfused, setup, h_fixture_teardown),

@@ -180,6 +180,29 @@ static void test_depthwise_and_pools_dynamic_batch(void **state) {
     check_depthwise_and_pools(*state, 20);
 }
 
+/* A vision model's head: a global average pool, then a 1x1 conv on the
+ * pooled [N, C, 1, 1] (MobileNetV3's conv_head), each image one row of
+ * the conv's matmul, whose weight is large enough to read as packed
+ * panels. The pooled row's stride along its size-1 dim is 0, which the
+ * GEMM must not take for its packed-tile layout (it once did: MobileNetV3
+ * differed from ORT by the size of its logits). */
+static void test_pooled_conv_head_dynamic_batch(void **state) {
+    fixture *f = *state;
+    enum { C = 512, M = 512 };
+    static float w[M * C], bias[M];
+    for (int i = 0; i < M * C; i++) w[i] = (float)((i * 41) % 29 - 14) * 0.003f;
+    for (int i = 0; i < M; i++) bias[i] = (float)(i % 9) * 0.05f - 0.2f;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,512,3,3");
+    mb_init_f(&b, "w", 4, (int64_t[]){M, C, 1, 1}, w);
+    mb_init_f(&b, "b", 1, (int64_t[]){M}, bias);
+    mb_node(&b, "GlobalAveragePool", "pool", "x", "p");
+    mb_node(&b, "Conv", "head", "p,w,b", "y");
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "pooled 1x1 conv head");
+}
+
 /* A conv the importer runs as Winograd F(2x2, 3x3), with bias, ReLU and
  * a residual add after it (its output transform's epilogue), over a
  * dynamic batch: the batched GEMM reads its weight as 16 packed matrices. */
@@ -209,6 +232,7 @@ int main(void) {
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
         cmocka_unit_test(test_depthwise_and_pools_dynamic_batch),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),
+        cmocka_unit_test(test_pooled_conv_head_dynamic_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -178,6 +178,13 @@ static inline vf4 wide_base(const uint16_t *p) {
     return (vf4){sj_f16_to_f32(p[0]), sj_f16_to_f32(p[1]), sj_f16_to_f32(p[2]), sj_f16_to_f32(p[3])};
 }
 
+/* Whether the microkernel can read A's rows where they lie: unit column
+ * stride, and rows apart (the kernel takes a row stride of 0 for a packed
+ * tile) unless there is one row, whose stride nothing reads (a pooled
+ * image's [1, C] row, broadcast along its size-1 dim, has stride 0). */
+static inline int a_reads_in_place(const gemm_args *g) { return g->a_cs == 1 && (g->a_rs != 0 || g->m == 1); }
+static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_rs : 1; }
+
 /* One instance of the kernel per ISA level: VT vectors of VW floats, an
  * MR x (NV * VW) register block.
  *
@@ -209,10 +216,11 @@ static inline vf4 wide_base(const uint16_t *p) {
         }                                                                                             \
         for (int64_t p = 0; p < kc; p++) {                                                            \
             VT bv[NV];                                                                                \
-            /* B's row PREFETCH_BYTES of panel ahead, every line of it */                           \
-            const char *ahead = (const char *)bp + (p + PREFETCH_BYTES / row_bytes) * ldb * size;     \
+            /* B's row PREFETCH_BYTES of panel ahead, every line of it (an                          \
+             * address, possibly past B's end: a prefetch never faults) */                          \
+            uintptr_t ahead = (uintptr_t)bp + (uintptr_t)((p + PREFETCH_BYTES / row_bytes) * ldb * size); \
             _Pragma("GCC unroll 4") for (int64_t l = 0; l < row_bytes; l += 64)                       \
-                __builtin_prefetch(ahead + l);                                                        \
+                __builtin_prefetch((const void *)(ahead + (uintptr_t)l));                             \
             if (st == SJ_PRECISION_BF16) {                                                            \
                 _Static_assert(NV <= 2, "a bf16 panel row is two vectors of pairs");                  \
                 /* a row of bf16 pairs (column j, column VW + j): each 32-bit                        \
@@ -357,7 +365,7 @@ static inline vf4 wide_base(const uint16_t *p) {
              * row A's lines were as many as the bf16 weight's. [1, 4096] x                          \
              * [4096, 11008], Zen 4: bf16 5.2 -> 3.3 ms, fp32 8.1 -> 7.0 ms at                       \
              * AVX-512; bf16 5.8 -> 3.6 ms at x86-64-v3; no size slower. */                          \
-            const int a_in_place = g->a_cs == 1;                                                      \
+            const int a_in_place = a_reads_in_place(g);                                               \
             if (!a_in_place) pack_a(ap, MR, g, 0, g->m, 0, g->k);                                     \
             for (int64_t jr = 0; jr < g->n; jr += NR) {                                               \
                 int64_t nr = min64(NR, g->n - jr);                                                    \
@@ -369,14 +377,14 @@ static inline vf4 wide_base(const uint16_t *p) {
                         block_##SFX(g, min64(MR, g->m - t * MR), nr, kc,                              \
                                     a_in_place ? g->a + t * MR * g->a_rs + pc                         \
                                                : ap + t * MR * g->k + pc * MR,                        \
-                                    a_in_place ? g->a_rs : 0, panel, ldb, st,                         \
+                                    a_in_place ? a_row_stride(g) : 0, panel, ldb, st,                 \
                                     g->c + t * MR * g->ldc + jr, pc == 0);                            \
                 }                                                                                     \
             }                                                                                         \
             return;                                                                                   \
         }                                                                                             \
         /* A read in place where too few panels would repay its packing */                          \
-        const int a_direct = g->a_cs == 1 && g->n <= A_DIRECT_PANELS * NR;                            \
+        const int a_direct = a_reads_in_place(g) && g->n <= A_DIRECT_PANELS * NR;                     \
         for (int64_t ic = 0; ic < g->m; ic += MC) {                                                   \
             int64_t mc = min64(MC, g->m - ic);                                                        \
             for (int64_t pc = 0; pc < g->k; pc += KC) {                                               \
@@ -389,7 +397,7 @@ static inline vf4 wide_base(const uint16_t *p) {
                     for (int64_t ir = 0; ir < mc; ir += MR)                                           \
                         block_##SFX(g, min64(MR, mc - ir), nr, kc,                                    \
                                     a_direct ? g->a + (ic + ir) * g->a_rs + pc : ap + ir * kc,        \
-                                    a_direct ? g->a_rs : 0, panel, ldb, st,                           \
+                                    a_direct ? a_row_stride(g) : 0, panel, ldb, st,                   \
                                     g->c + (ic + ir) * g->ldc + jr, pc == 0);                         \
                 }                                                                                     \
             }                                                                                         \
@@ -448,7 +456,7 @@ void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64
 void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t a_rs, int64_t a_cs, const void *b_packed, float *c,
                          int64_t ldc) {
-    gemm_args g = {m,    n, k, a, a_rs, a_cs, NULL, 0, 0, SJ_PRECISION_FP32, b_packed, (sj_precision)storage,
+    gemm_args g = {m, n, k, a, a_rs, a_cs, NULL, 0, 0, SJ_PRECISION_FP32, b_packed, (sj_precision)storage,
                    c, ldc};
     run(level, &g);
 }
