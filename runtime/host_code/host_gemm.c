@@ -182,7 +182,9 @@ static inline vf4 wide_base(const uint16_t *p) {
  * stride, and rows apart (the kernel takes a row stride of 0 for a packed
  * tile) unless there is one row, whose stride nothing reads (a pooled
  * image's [1, C] row, broadcast along its size-1 dim, has stride 0). */
-static inline int a_reads_in_place(const gemm_args *g) { return g->a_cs == 1 && (g->a_rs != 0 || g->m == 1); }
+static inline int a_reads_in_place(const gemm_args *g) {
+    return g->a_cs == 1 && (g->a_rs != 0 || g->m == 1);
+}
 static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_rs : 1; }
 
 /* One instance of the kernel per ISA level: VT vectors of VW floats, an
