@@ -32,6 +32,21 @@ typedef struct gemm_case {
 
 static const float SENTINEL = 12345.0f;
 
+/* Whether got is A's row times B's column j in double, to within the
+ * float32 rounding of a k-term sum (the row read with column stride a_cs,
+ * B with row stride b_rs and column stride b_cs); *want gets the sum. */
+static bool near_product(float got, const float *a_row, int64_t a_cs, const float *b, int64_t b_rs,
+                         int64_t b_cs, int64_t j, int64_t k, double *want) {
+    double sum = 0, mag = 0;
+    for (int64_t p = 0; p < k; p++) {
+        double t = (double)a_row[p * a_cs] * b[p * b_rs + j * b_cs];
+        sum += t;
+        mag += fabs(t);
+    }
+    *want = sum;
+    return fabs(got - sum) <= 1e-5 * mag + 1e-6;
+}
+
 /* B packed once (sj__host_gemm_pack, at the level the CPU runs, in the
  * case's precision: the float32 values rounded as the policy stores them)
  * and read by sj__host_gemm_packed: the pack writes exactly its bytes, and
@@ -42,7 +57,7 @@ static void check_packed(const gemm_case *c, int level, const float *a, int64_t 
                          const float *b, int64_t b_rs, int64_t b_cs, const float *want, int64_t ldc) {
     int64_t m = c->m, n = c->n, k = c->k;
     int eff = sj__host_kernel_level(level);
-    int64_t size = c->prec == SJ_PRECISION_FP32 ? 4 : 2;
+    int64_t size = sj__host_gemm_element_bytes(c->prec);
     int64_t bytes = sj__host_gemm_pack_bytes(eff, c->prec, k, n);
     assert_true(bytes >= n * k * size);
     int64_t guard = 67;
@@ -123,13 +138,8 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
                              (long long)m, (long long)n, (long long)k, (long long)i, (long long)j);
                 continue;
             }
-            double want = 0, mag = 0;
-            for (int64_t p = 0; p < k; p++) {
-                double t = (double)a[i * a_rs + p * a_cs] * bf[p * b_rs + j * b_cs];
-                want += t;
-                mag += fabs(t);
-            }
-            if (!(fabs(got - want) <= 1e-5 * mag + 1e-6))
+            double want;
+            if (!near_product(got, a + i * a_rs, a_cs, bf, b_rs, b_cs, j, k, &want))
                 fail_msg("level %d m=%lld n=%lld k=%lld ta=%d tb=%d prec=%d: C(%lld, %lld) = %.9g, want %.9g",
                          level, (long long)m, (long long)n, (long long)k, c->ta, c->tb, c->prec,
                          (long long)i, (long long)j, got, want);
@@ -230,12 +240,8 @@ static void test_kernel_broadcast_rows(void **state) {
                     free(panels);
                     for (int64_t i = 0; i < m; i++)
                         for (int64_t j = 0; j < n; j++) {
-                            double want = 0, mag = 0;
-                            for (int p = 0; p < K; p++) {
-                                want += (double)a[p] * b[p * n + j];
-                                mag += fabs((double)a[p] * b[p * n + j]);
-                            }
-                            if (!(fabs(c[i * n + j] - want) <= 1e-5 * mag + 1e-6))
+                            double want;
+                            if (!near_product(c[i * n + j], a, 1, b, n, 1, j, K, &want))
                                 fail_msg("level %d m=%lld n=%lld packed=%d: C(%lld, %lld) = %.9g, want %.9g",
                                          level, (long long)m, (long long)n, packed, (long long)i,
                                          (long long)j, c[i * n + j], want);
@@ -335,8 +341,8 @@ static void test_compiled_linear(void **state) {
  * stored as used or transposed: float32 and bf16 weights at x86-64-v3 and
  * native take the packed GEMM's panels (exact row counts, each panel
  * streamed whole; bf16 panels widened as they are read), x86-64-v2 the
- * in-place few-rows kernel or, transposed, dot products; every extent of buckets 1, 2, 5
- * and 8 against the interpreter. The widths sit off every panel and k-block
+ * in-place few-rows kernel or, transposed, dot products; every extent of
+ * buckets 1, 2, 5 and 8 against the interpreter. The widths sit off every panel and k-block
  * edge (NR 8/16/32, KC 256). */
 static void test_compiled_linear_few_rows(void **state) {
     fixture *f = *state;

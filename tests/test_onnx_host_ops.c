@@ -180,6 +180,16 @@ static void test_depthwise_and_pools_dynamic_batch(void **state) {
     check_depthwise_and_pools(*state, 20);
 }
 
+/* A model of one input x of shape x_shape and a conv's params: weight w
+ * [M, C, kernel, kernel] and bias [M]. */
+static void mb_conv_params(mb *b, const char *x_shape, int64_t M, int64_t C, int64_t kernel,
+                           const float *w, const float *bias) {
+    mb_init(b, 13);
+    mb_input(b, "x", x_shape);
+    mb_init_f(b, "w", 4, (int64_t[]){M, C, kernel, kernel}, w);
+    mb_init_f(b, "b", 1, (int64_t[]){M}, bias);
+}
+
 /* A vision model's head: a global average pool, then a 1x1 conv on the
  * pooled [N, C, 1, 1] (MobileNetV3's conv_head), each image one row of
  * the conv's matmul, whose weight is large enough to read as packed
@@ -193,10 +203,7 @@ static void test_pooled_conv_head_dynamic_batch(void **state) {
     for (int i = 0; i < M * C; i++) w[i] = (float)((i * 41) % 29 - 14) * 0.003f;
     for (int i = 0; i < M; i++) bias[i] = (float)(i % 9) * 0.05f - 0.2f;
     mb b;
-    mb_init(&b, 13);
-    mb_input(&b, "x", "n,512,3,3");
-    mb_init_f(&b, "w", 4, (int64_t[]){M, C, 1, 1}, w);
-    mb_init_f(&b, "b", 1, (int64_t[]){M}, bias);
+    mb_conv_params(&b, "n,512,3,3", M, C, 1, w, bias);
     mb_node(&b, "GlobalAveragePool", "pool", "x", "p");
     mb_node(&b, "Conv", "head", "p,w,b", "y");
     mb_output(&b, "y", NULL);
@@ -213,10 +220,7 @@ static void test_winograd_conv_dynamic_batch(void **state) {
     for (int i = 0; i < M * C * 9; i++) w[i] = (float)((i * 37) % 23 - 11) * 0.002f;
     for (int i = 0; i < M; i++) bias[i] = (float)(i % 5) * 0.1f - 0.2f;
     mb b;
-    mb_init(&b, 13);
-    mb_input(&b, "x", "n,128,9,8");
-    mb_init_f(&b, "w", 4, (int64_t[]){M, C, 3, 3}, w);
-    mb_init_f(&b, "b", 1, (int64_t[]){M}, bias);
+    mb_conv_params(&b, "n,128,9,8", M, C, 3, w, bias);
     mb_attr_ints(&b, mb_node(&b, "Conv", "conv", "x,w,b", "c"), "pads", 4, (int64_t[]){1, 1, 1, 1});
     mb_node(&b, "Relu", "relu", "c", "r");
     mb_node(&b, "Add", "residual", "r,x", "y");

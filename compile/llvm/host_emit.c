@@ -105,7 +105,7 @@ static void loop_close(emitter *e, loop *l, int d) {
     LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "after");
     LLVMValueRef br = LLVMBuildCondBr(e->B, more, l->body, exit);
     if (d == e->k->rank - 1 && LLVMIsAConstantInt(l->bound) &&
-        LLVMConstIntGetSExtValue(l->bound) < TINY_INNER_TRIPS && d != e->row_dim)
+        LLVMConstIntGetSExtValue(l->bound) < TINY_INNER_TRIPS)
         unroll_full(e, br);
     LLVMAddIncoming(l->phi, &next, &latch, 1);
     LLVMPositionBuilderAtEnd(e->B, exit);
@@ -1424,7 +1424,7 @@ static sj_status emit_gemm_packed_call(emitter *e) {
     int d = b_batch_dim(k);
     if (d >= 0) { /* the batch index's matrix, packed after the ones before it */
         int64_t bytes = sj__host_gemm_pack_bytes(e->gemm_level, storage, k->dims[4], k->dims[3]);
-        int64_t elements = bytes / (storage == SJ_PRECISION_FP32 ? 4 : 2);
+        int64_t elements = bytes / sj__host_gemm_element_bytes(storage);
         off = LLVMBuildNSWAdd(B, off, LLVMBuildNSWMul(B, e->idx[d], ci(e, elements), ""), "");
     }
     LLVMValueRef pb = LLVMBuildInBoundsGEP2(B, et, e->bufs[k->loads[k->b].buffer], &off, 1, "");

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/core_impl.h"
+#include "shapejit/precision.h"
 
 /* Registers the native and NVPTX targets once per process (llvm_init.c says
  * why); false when LLVM has no native target. Every LLVM user calls it first. */
@@ -64,6 +65,10 @@ void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64
  * nothing per call; sj__host_gemm_pack_bytes is the packed size, -1 when it
  * overflows. */
 #define SJ_HOST_GEMM_PANEL(level) ((level) >= 4 ? 32 : (level) == 3 ? 16 : 8)
+/* Bytes of one packed element of that storage precision. */
+static inline int64_t sj__host_gemm_element_bytes(int64_t storage) {
+    return storage == SJ_PRECISION_FP32 ? 4 : 2;
+}
 void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t a_rs, int64_t a_cs, const void *b_packed, float *c,
                          int64_t ldc);

@@ -210,7 +210,7 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
         const void *restrict bp, int64_t ldb, sj_precision st, float *restrict c, int64_t ldc,        \
         int first) {                                                                                  \
         VT acc[MR][NV];                                                                               \
-        const int64_t size = st == SJ_PRECISION_FP32 ? 4 : 2, row_bytes = NV * VW * size;             \
+        const int64_t size = sj__host_gemm_element_bytes(st), row_bytes = NV * VW * size;             \
         _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
             if (first) acc[r][v] = (VT){0};                                                           \
@@ -339,7 +339,7 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
         if (g->b_packed) {                                                                            \
             *st = g->b_packed_storage;                                                                \
             return (const char *)g->b_packed +                                                        \
-                   (jr * g->k + pc * NR) * (*st == SJ_PRECISION_FP32 ? 4 : 2);                        \
+                   (jr * g->k + pc * NR) * sj__host_gemm_element_bytes(*st);                         \
         }                                                                                             \
         if (direct && nr == NR) {                                                                     \
             *ldb = g->b_rs;                                                                           \
@@ -463,11 +463,8 @@ void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, 
     run(level, &g);
 }
 
-/* Bytes of one packed element. */
-static int64_t element_bytes(int64_t storage) { return storage == SJ_PRECISION_FP32 ? 4 : 2; }
-
 int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t storage, int64_t k, int64_t n) {
-    int64_t nr = SJ_HOST_GEMM_PANEL(level), size = element_bytes(storage);
+    int64_t nr = SJ_HOST_GEMM_PANEL(level), size = sj__host_gemm_element_bytes(storage);
     if (k < 1 || n < 1 || n > INT64_MAX - nr) return -1;
     int64_t cols = (n + nr - 1) / nr * nr;
     if (cols > INT64_MAX / size / k) return -1;
