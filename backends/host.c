@@ -223,18 +223,17 @@ sj_status sj_host_compiler_create(sj_ctx *ctx, const sj_host_compiler_config *cf
     return SJ_OK;
 }
 
-/* The cache's find, asked by kernel symbol through the object names. */
+/* The cache's find, asked by a kernel's code key through the object names. */
 typedef struct object_finder {
     sj_compiler table;
-    int64_t extent;
     sj_status (*find)(void *user, const uint8_t name[32], void **bytes, size_t *len);
     void *user;
 } object_finder;
 
-static sj_status find_object(void *user, const char *symbol, void **bytes, size_t *len) {
+static sj_status find_object(void *user, const uint8_t code[32], void **bytes, size_t *len) {
     object_finder *f = user;
     uint8_t name[32];
-    sj__kernel_object_name(&f->table, symbol, f->extent, name);
+    sj__kernel_object_name(&f->table, code, name);
     return f->find(f->user, name, bytes, len);
 }
 
@@ -244,7 +243,7 @@ static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent
                                    void *user, void **artifact, size_t *len) {
     sj_host_compiler *hc = self;
     sj_artifact *a;
-    object_finder finder = {.extent = extent, .find = find, .user = user};
+    object_finder finder = {.find = find, .user = user};
     sj_host_compiler_table(hc, &finder.table);
     sj_kernel_objects objects = {&finder, find_object};
     sj_compile_options o = hc->options;

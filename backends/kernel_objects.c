@@ -24,9 +24,8 @@ static void put_bytes(llvm_blake3_hasher *h, const void *p, size_t n) {
 
 static void put_string(llvm_blake3_hasher *h, const char *s) { put_bytes(h, s, s ? strlen(s) : 0); }
 
-void sj__kernel_object_name(const sj_compiler *comp, const char *symbol, int64_t extent,
-                           uint8_t name[32]) {
-    static const char tag[] = "shapejit-kernel-object-1";
+void sj__kernel_object_name(const sj_compiler *comp, const uint8_t code[32], uint8_t name[32]) {
+    static const char tag[] = "shapejit-kernel-object-2";
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     llvm_blake3_hasher_update(&h, tag, sizeof tag - 1);
@@ -36,9 +35,14 @@ void sj__kernel_object_name(const sj_compiler *comp, const char *symbol, int64_t
     put_string(&h, comp->compiler_version);
     put_u64(&h, comp->artifact_version);
     put_bytes(&h, comp->options, comp->options_len);
-    put_string(&h, symbol);
-    put_u64(&h, (uint64_t)extent);
+    put_bytes(&h, code, 32);
     llvm_blake3_hasher_finalize(&h, name, 32);
+}
+
+static bool has_code_key(const sj_kernel_desc *k) {
+    for (size_t i = 0; i < sizeof k->code; i++)
+        if (k->code[i]) return true;
+    return false;
 }
 
 sj_status sj__kernel_object_names(const sj_compiler *comp, sj_ctx *ctx, const void *artifact,
@@ -56,15 +60,15 @@ sj_status sj__kernel_object_names(const sj_compiler *comp, sj_ctx *ctx, const vo
         st = sj__code_bundle_parse(ctx, c->bytes, c->len, &pieces, &objects);
         sj_free(ctx, pieces);
     }
+    /* Every object must have its key: names are matched to parts by order. */
+    for (int i = 0; i < plan->n_kernels && objects > 0; i++)
+        if (!has_code_key(&plan->kernels[i])) objects = 0;
     if (st == SJ_OK && objects > 0 && objects == plan->n_kernels) {
         uint8_t (*out)[32] = sj_alloc(ctx, (size_t)objects * sizeof *out);
         if (!out) {
             st = sj_fail(ctx, SJ_E_NOMEM, "kernel object names: out of memory");
         } else {
-            sj_artifact_info info;
-            sj_artifact_get_info(a, &info);
-            for (int i = 0; i < objects; i++)
-                sj__kernel_object_name(comp, plan->kernels[i].name, info.extent, out[i]);
+            for (int i = 0; i < objects; i++) sj__kernel_object_name(comp, plan->kernels[i].code, out[i]);
             *names = out;
             *n = objects;
         }

@@ -52,7 +52,10 @@ static void put_body(writer *w, const sj_artifact *a, size_t *code_at) {
     put_i64(w, p->extent);
     put_i64(w, p->arena_bytes);
     put_u32(w, (uint32_t)p->n_kernels);
-    for (int i = 0; i < p->n_kernels; i++) put_str(w, p->kernels[i].name);
+    for (int i = 0; i < p->n_kernels; i++) {
+        put_str(w, p->kernels[i].name);
+        put(w, p->kernels[i].code, sizeof p->kernels[i].code);
+    }
     put_u32(w, (uint32_t)p->n_slots);
     for (int i = 0; i < p->n_slots; i++) {
         put_u32(w, (uint32_t)p->slots[i].kind);
@@ -239,7 +242,7 @@ static void get_str(reader *r, sj_artifact *a, char **field, size_t max, const c
 static void get_plan(reader *r, sj_launch_plan *p) {
     p->extent = get_i64(r, "extent");
     p->arena_bytes = get_i64(r, "arena bytes");
-    p->n_kernels = get_count(r, 4, "kernel");
+    p->n_kernels = get_count(r, 4 + 32, "kernel");
     p->kernels = get_array(r, p->n_kernels, sizeof *p->kernels);
     for (int i = 0; i < p->n_kernels && r->st == SJ_OK; i++) {
         uint32_t n = get_u32(r, "kernel name");
@@ -247,6 +250,10 @@ static void get_plan(reader *r, sj_launch_plan *p) {
         else if (need(r, n, "kernel name")) {
             memcpy(p->kernels[i].name, r->p + r->pos, n);
             r->pos += n;
+        }
+        if (r->st == SJ_OK && need(r, sizeof p->kernels[i].code, "kernel code key")) {
+            memcpy(p->kernels[i].code, r->p + r->pos, sizeof p->kernels[i].code);
+            r->pos += sizeof p->kernels[i].code;
         }
     }
     p->n_slots = get_count(r, 24, "slot");

@@ -85,6 +85,11 @@ static inline bool sj_slot_storage_valid(int64_t storage) {
 
 typedef struct sj_kernel_desc {
     char name[SJ_KERNEL_NAME_MAX]; /* symbol in the code blob */
+    /* Host objects: BLAKE3 of the kernel's module as emitted, before
+     * optimisation (what its object is compiled from, so the key a later
+     * compile finds the object by: sj_kernel_objects); all zero where the
+     * code is not one object per kernel. */
+    uint8_t code[32];
 } sj_kernel_desc;
 
 typedef struct sj_launch {

@@ -930,7 +930,7 @@ static void test_host_object_modules(void **state) {
     assert_int_equal(sj_graph_param(g, "two", 1, one, &two, &tv), SJ_OK);
     assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, xv, tv, &yv), SJ_OK);
     assert_int_equal(sj_graph_output(g, yv, "y"), SJ_OK);
-    sj_kernel_desc kd = {"obj_scale"};
+    sj_kernel_desc kd = {.name = "obj_scale"};
     sj_buffer_slot slots[] = {{SJ_SLOT_INPUT, 0, 0, 8 * 2 * 4}, {SJ_SLOT_OUTPUT, 0, 0, 8 * 2 * 4}};
     int32_t ls[] = {0, 1};
     int64_t words[] = {2};

@@ -20,6 +20,9 @@ static sj_status host_build(const sj_lowered *l, const sj_compile_options *o, sj
     sj_llvm_emitted emitted;
     SJ_TRY(sj__llvm_compile(ctx, l, &t, SJ_LLVM_OBJECT, &obj, &len, &emitted, &a->times));
     unsigned externs = emitted.externs;
+    /* One object per lowered kernel, in the plan's kernel order. */
+    for (int i = 0; emitted.code_keys && i < a->plan.n_kernels && i < l->n_kernels; i++)
+        memcpy(a->plan.kernels[i].code, emitted.code_keys[i], sizeof a->plan.kernels[i].code);
     sj_status st = sj__host_plan_packs(ctx, &a->plan, &emitted);
     sj__llvm_emitted_free(ctx, &emitted);
     if (st != SJ_OK) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/blake3.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
@@ -137,16 +138,31 @@ typedef struct module_build {
     uint64_t objects_compiled, objects_found;
 } module_build;
 
-/* Kernel i's object as compiled before (t->objects), for an object build
- * of that kernel alone: the emitted module still notes its packs and
- * externs for the plan, but is neither optimised nor compiled. */
-static bool found_object(module_build *mb, int first, int last, sj_llvm_output what, uint8_t **out,
-                         size_t *len) {
+/* BLAKE3 of the module's IR text as emitted: the whole input of its
+ * optimisation and code generation, whose other inputs (target, options,
+ * LLVM) the object's store name adds. Text, not bitcode: bitcode lists
+ * every metadata kind its LLVM context has seen, so one kernel's bitcode
+ * differs with the kernels compiled before it on the same thread. */
+static sj_status code_key(sj_ctx *ctx, LLVMModuleRef m, uint8_t key[32]) {
+    char *ir = LLVMPrintModuleToString(m);
+    if (!ir) return sj_fail(ctx, SJ_E_NOMEM, "host emitter: a kernel's IR text");
+    llvm_blake3_hasher h;
+    llvm_blake3_hasher_init(&h);
+    llvm_blake3_hasher_update(&h, ir, strlen(ir));
+    llvm_blake3_hasher_finalize(&h, key, 32);
+    LLVMDisposeMessage(ir);
+    return SJ_OK;
+}
+
+/* The object compiled before (t->objects) from a module with this code
+ * key: the emitted module still notes its packs and externs for the plan,
+ * but is neither optimised nor compiled. */
+static bool found_object(module_build *mb, const uint8_t key[32], uint8_t **out, size_t *len) {
     const sj_kernel_objects *o = mb->t->objects;
-    if (!o || what != SJ_LLVM_OBJECT || last != first + 1) return false;
+    if (!o) return false;
     void *bytes = NULL;
     size_t n = 0;
-    if (o->find(o->user, mb->l->kernels[first].name, &bytes, &n) != SJ_OK || !bytes || !n) {
+    if (o->find(o->user, key, &bytes, &n) != SJ_OK || !bytes || !n) {
         sj_free(mb->ctx, bytes);
         return false;
     }
@@ -155,9 +171,10 @@ static bool found_object(module_build *mb, int first, int last, sj_llvm_output w
     return true;
 }
 
-/* Kernels first..last-1 as one module, optimised and printed. */
+/* Kernels first..last-1 as one module, optimised and printed. An object
+ * build of one kernel gives its code key (key non-NULL). */
 static sj_status build_module(module_build *mb, int first, int last, sj_llvm_output what, uint8_t **out,
-                              size_t *len) {
+                              size_t *len, uint8_t *key) {
     LLVMModuleRef m = LLVMModuleCreateWithNameInContext("shapejit", mb->C);
     char *triple = LLVMGetTargetMachineTriple(mb->tm);
     LLVMSetTarget(m, triple);
@@ -170,8 +187,9 @@ static sj_status build_module(module_build *mb, int first, int last, sj_llvm_out
     uint64_t t0 = sj__now_ns();
     sj_status st = sj__llvm_emit_kernels(mb->ctx, m, mb->l, first, last, mb->t, mb->vector_floats,
                                         mb->gemm_level, mb->emitted);
+    if (st == SJ_OK && key) st = code_key(mb->ctx, m, key);
     uint64_t t1 = sj__now_ns();
-    bool found = st == SJ_OK && found_object(mb, first, last, what, out, len);
+    bool found = st == SJ_OK && key && found_object(mb, key, out, len);
     if (st == SJ_OK && !found)
         st = optimise(mb->ctx, m, mb->tm, mb->t->opt_level, unrolls_loops(mb->vector_floats));
     uint64_t t2 = sj__now_ns();
@@ -198,6 +216,7 @@ typedef struct object_worker {
     atomic_int *next;
     uint8_t **objs;
     size_t *lens;
+    uint8_t (*keys)[32];
     sj_status st;
     char why[512]; /* the message of st, which lives in the thread's error slot */
     pthread_t thread;
@@ -209,7 +228,7 @@ static void *object_worker_run(void *arg) {
     w->st = lent ? SJ_OK : make_target_machine(w->mb.ctx, w->mb.t, &w->mb.tm);
     if (w->st == SJ_OK && !lent) w->mb.C = LLVMContextCreate();
     for (int i; w->st == SJ_OK && (i = atomic_fetch_add(w->next, 1)) < w->mb.l->n_kernels;)
-        w->st = build_module(&w->mb, i, i + 1, SJ_LLVM_OBJECT, &w->objs[i], &w->lens[i]);
+        w->st = build_module(&w->mb, i, i + 1, SJ_LLVM_OBJECT, &w->objs[i], &w->lens[i], w->keys[i]);
     if (w->st != SJ_OK) snprintf(w->why, sizeof w->why, "%s", sj_ctx_last_error(w->mb.ctx));
     if (!lent && w->mb.C) LLVMContextDispose(w->mb.C);
     if (!lent && w->mb.tm) LLVMDisposeTargetMachine(w->mb.tm);
@@ -260,9 +279,11 @@ static sj_status build_objects(module_build *mb, uint8_t **out, size_t *len) {
     int threads = compile_threads(mb->t->threads, n);
     uint8_t **objs = sj_calloc(ctx, (size_t)n + 1, sizeof *objs);
     size_t *lens = sj_calloc(ctx, (size_t)n + 1, sizeof *lens);
+    uint8_t (*keys)[32] = sj_calloc(ctx, (size_t)n, sizeof *keys);
     object_worker *w = sj_calloc(ctx, (size_t)threads, sizeof *w);
     sj_llvm_emitted *em = sj_calloc(ctx, (size_t)threads, sizeof *em);
-    sj_status st = objs && lens && w && em ? SJ_OK : sj_fail(ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    sj_status st = objs && lens && keys && w && em ? SJ_OK
+                                                   : sj_fail(ctx, SJ_E_NOMEM, "host emitter: out of memory");
     atomic_int next;
     atomic_init(&next, 0);
     int used = 0; /* workers that ran: the threads started, then this one */
@@ -270,7 +291,7 @@ static sj_status build_objects(module_build *mb, uint8_t **out, size_t *len) {
         for (int i = 0; i < threads; i++)
             w[i] = (object_worker){.mb = {.ctx = ctx, .l = mb->l, .t = mb->t, .vector_floats = mb->vector_floats,
                                           .gemm_level = mb->gemm_level, .emitted = &em[i]},
-                                   .next = &next, .objs = objs, .lens = lens};
+                                   .next = &next, .objs = objs, .lens = lens, .keys = keys};
         while (used < threads - 1 && pthread_create(&w[used].thread, NULL, object_worker_run, &w[used]) == 0)
             used++;
         int started = used;
@@ -290,6 +311,11 @@ static sj_status build_objects(module_build *mb, uint8_t **out, size_t *len) {
     }
     if (st == SJ_OK) st = merge_emitted(ctx, w, used, mb->emitted);
     if (st == SJ_OK) st = sj__code_bundle_pack(ctx, (const uint8_t *const *)objs, lens, n, out, len);
+    if (st == SJ_OK) {
+        mb->emitted->code_keys = keys;
+        keys = NULL;
+    }
+    sj_free(ctx, keys);
     for (int i = 0; em && i < threads; i++) sj__llvm_emitted_free(ctx, &em[i]);
     for (int i = 0; objs && i < n; i++) sj_free(ctx, objs[i]);
     sj_free(ctx, objs);
@@ -315,7 +341,7 @@ sj_status sj__llvm_compile(sj_ctx *ctx, const sj_lowered *l, const sj_llvm_targe
     mb.gemm_level = sj__llvm_gemm_level(fs);
     LLVMDisposeMessage(fs);
     sj_status st = what == SJ_LLVM_OBJECT ? build_objects(&mb, out, len)
-                                          : build_module(&mb, 0, l->n_kernels, what, out, len);
+                                          : build_module(&mb, 0, l->n_kernels, what, out, len, NULL);
     if (times) {
         times->emit_ns = mb.emit_ns;
         times->optimise_ns = mb.optimise_ns;

@@ -1836,5 +1836,6 @@ sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *
 
 void sj__llvm_emitted_free(sj_ctx *ctx, sj_llvm_emitted *em) {
     sj_free(ctx, em->packs);
+    sj_free(ctx, em->code_keys);
     memset(em, 0, sizeof *em);
 }

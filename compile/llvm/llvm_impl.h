@@ -106,6 +106,9 @@ typedef struct sj_llvm_emitted {
     unsigned externs; /* SJ_LLVM_EXTERN_* bits of the extern kernels the code calls */
     int n_packs, cap_packs;
     sj_llvm_pack *packs; /* sj_alloc'ed; sj__llvm_emitted_free */
+    /* Object builds: kernel i's code key (sj_kernel_desc.code), one per
+     * lowered kernel; NULL otherwise. sj_alloc'ed. */
+    uint8_t (*code_keys)[32];
 } sj_llvm_emitted;
 void sj__llvm_emitted_free(sj_ctx *ctx, sj_llvm_emitted *em);
 /* Gives every launch of a kernel in em's packs an SJ_SLOT_PACKED of its

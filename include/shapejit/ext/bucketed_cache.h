@@ -141,14 +141,14 @@ typedef struct sj_compiler {
     sj_status (*parts)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
                        sj_store_part **parts, int *n_parts);
     /* Optional (NULL: no names). part_names: for each part parts() gives,
-     * in its order, a name of what decided its bytes (a kernel's code, the
-     * bucket extent, the target and options), which the local store keeps
+     * in its order, a name of what decided its bytes (a kernel's module as
+     * emitted, the target and options), which the local store keeps
      * beside the part (sj_store_name_parts); *names sj_alloc'ed; *n 0 when
      * the code cannot be named so. compile_from (NULL: compile is used): as
      * compile, but a part find(user, name) gives (sj_store_get_named_part)
-     * is taken instead of compiled, so a kernel another model or an earlier
-     * compile made for this bucket, target and options is not compiled
-     * again; find NULL is compile. */
+     * is taken instead of compiled, so a kernel another model, bucket or
+     * earlier compile made alike for this target and options is not
+     * compiled again; find NULL is compile. */
     sj_status (*part_names)(void *ctx, const sj_graph *g, const void *artifact, size_t artifact_len,
                             uint8_t (**names)[32], int *n);
     sj_status (*compile_from)(void *ctx, const sj_graph *g, int64_t extent,

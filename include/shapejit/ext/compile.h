@@ -68,14 +68,17 @@ typedef enum sj_matmul_schedule {
 
 /* Compiled kernel objects a compile may take instead of compiling them (a
  * store's parts, from other buckets or models). find gives the object file
- * compiled before, for the same target and options, of the kernel whose
- * symbol is `name` (kernels are named by a hash of their code's
- * description: compile/lower/kernel_share.h); *bytes sj_alloc'ed on the
- * graph's context, freed by the compile. Any other status than SJ_OK (its
- * message unused) compiles the kernel. */
+ * compiled before, for the same target and options, from the kernel module
+ * whose code key is `code`: BLAKE3 of the module as emitted, before any
+ * optimisation, which is everything LLVM compiles it from (the plan keeps
+ * it, sj_kernel_desc.code). So a kernel emitted alike at two bucket
+ * extents, or in two models, is compiled once, and one that differs
+ * anywhere is never taken for another. *bytes sj_alloc'ed on the graph's
+ * context, freed by the compile. Any other status than SJ_OK (its message
+ * unused) compiles the kernel. */
 typedef struct sj_kernel_objects {
     void *user;
-    sj_status (*find)(void *user, const char *name, void **bytes, size_t *len);
+    sj_status (*find)(void *user, const uint8_t code[32], void **bytes, size_t *len);
 } sj_kernel_objects;
 
 typedef struct sj_compile_options {
