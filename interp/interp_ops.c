@@ -529,6 +529,29 @@ static void eval_gather_elements(const sj_node *n, const sj_tensor *d, const sj_
     }
 }
 
+/* out[b.., i.., r..] = data[b.., clamp(idx[b.., i.., 0..K-1]), r..]: each
+ * coordinate counted from the end when negative, then clamped to its axis;
+ * a batch dim of size 1 in indices is broadcast. */
+static void eval_gather_nd(const sj_node *n, const sj_tensor *d, const sj_tensor *ix, sj_tensor *y) {
+    int b = n->attrs.axis, q = ix->rank, k = (int)ix->dims[q - 1];
+    int64_t ds[SJ_MAX_RANK], is[SJ_MAX_RANK], yi[SJ_MAX_RANK], count = numel(y);
+    row_strides(d, ds);
+    row_strides(ix, is);
+    for (int64_t i = 0; i < count; i++) {
+        unflatten(y->rank, y->dims, i, yi);
+        int64_t at = 0, tuple = 0;
+        for (int j = 0; j < q - 1; j++) tuple += (ix->dims[j] == 1 ? 0 : yi[j]) * is[j];
+        for (int j = 0; j < b; j++) at += yi[j] * ds[j];
+        for (int j = 0; j < k; j++) {
+            int64_t len = d->dims[b + j], c = get_i(ix, tuple + j * is[q - 1]);
+            if (c < 0) c += len;
+            at += (c < 0 ? 0 : c >= len ? len - 1 : c) * ds[b + j];
+        }
+        for (int j = b + k; j < d->rank; j++) at += yi[q - 1 + j - b - k] * ds[j];
+        copy_elem(y, i, d, at);
+    }
+}
+
 void sj__interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *out,
                     int64_t extent) {
     if (sj_op_is_unary(n->op)) {
@@ -562,6 +585,7 @@ void sj__interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *
     case SJ_OP_EXPAND: eval_expand(in[0], out); return;
     case SJ_OP_TRILU: eval_trilu(n, in[0], out); return;
     case SJ_OP_GATHER_ELEMENTS: eval_gather_elements(n, in[0], in[1], out); return;
+    case SJ_OP_GATHER_ND: eval_gather_nd(n, in[0], in[1], out); return;
     default: break;
     }
 }

@@ -148,7 +148,7 @@ static inline bool sj_op_is_elementwise(sj_op op) {
  * computed by a map kernel of their own, never inlined. */
 static inline bool sj_op_is_generator(sj_op op) {
     return op == SJ_OP_GATHER || op == SJ_OP_RANGE || op == SJ_OP_FILL ||
-           op == SJ_OP_GATHER_ELEMENTS;
+           op == SJ_OP_GATHER_ELEMENTS || op == SJ_OP_GATHER_ND;
 }
 static inline bool sj_op_is_reduce(sj_op op) {
     return op >= SJ_OP_REDUCE_SUM && op <= SJ_OP_REDUCE_MAX;

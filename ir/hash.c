@@ -103,6 +103,7 @@ static void put_attrs(llvm_blake3_hasher *h, const sj_node *n) {
         break;
     case SJ_OP_CONCAT:
     case SJ_OP_GATHER_ELEMENTS: put_i64(h, a->axis); break;
+    case SJ_OP_GATHER_ND: put_i64(h, a->axis); break;
     case SJ_OP_TRILU:
         put_u8(h, a->upper);
         put_i64(h, a->k);

@@ -236,3 +236,47 @@ sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices,
     n.dtype = g->nodes[data].dtype;
     return sj__graph_append(g, "gather_elements", &n, out);
 }
+
+/* ---- gather_nd ---- */
+
+sj_status sj_graph_gather_nd(sj_graph *g, sj_value data, sj_value indices, int batch_dims,
+                             sj_value *out) {
+    if (!g) return SJ_E_INVALID_ARG;
+    SJ_TRY(sj__graph_check_value(g, "gather_nd", data));
+    SJ_TRY(sj__graph_check_value(g, "gather_nd", indices));
+    const sj_shape *sd = SHAPE(data), *si = SHAPE(indices);
+    sj_dtype it = g->nodes[indices].dtype;
+    if (it != SJ_I64 && it != SJ_I32)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "gather_nd: indices %s are %s, not int64 or int32", STR(si),
+                       sj_dtype_name(it));
+    int b = batch_dims, q = si->rank, r = sd->rank;
+    if (b < 0 || b >= q || b >= r)
+        return sj_fail(g->ctx, SJ_E_SHAPE,
+                       "gather_nd: batch_dims %d must be below the ranks of data %s and indices %s", b,
+                       STR(sd), STR(si));
+    int64_t k = si->dims[q - 1];
+    if (k == SJ_DIM_SYM || k < 1 || k > r - b)
+        return sj_fail(g->ctx, SJ_E_SHAPE,
+                       "gather_nd: index tuples of %s are not 1..%d coordinates into data %s past "
+                       "batch_dims %d",
+                       STR(si), r - b, STR(sd), b);
+    for (int i = 0; i < b; i++)
+        if (si->dims[i] != sd->dims[i] && si->dims[i] != 1)
+            return sj_fail(g->ctx, SJ_E_SHAPE,
+                           "gather_nd: batch dim %d of indices %s is neither data %s's nor 1", i, STR(si),
+                           STR(sd));
+    sj_node n = sj__node_blank(SJ_OP_GATHER_ND);
+    n.shape.rank = q - 1 + r - b - (int)k;
+    if (n.shape.rank > SJ_MAX_RANK)
+        return sj_fail(g->ctx, SJ_E_SHAPE, "gather_nd: the result of data %s and indices %s has rank %d, "
+                       "more than %d", STR(sd), STR(si), n.shape.rank, SJ_MAX_RANK);
+    int o = 0;
+    for (int i = 0; i < q - 1; i++) n.shape.dims[o++] = i < b ? sd->dims[i] : si->dims[i];
+    for (int i = b + (int)k; i < r; i++) n.shape.dims[o++] = sd->dims[i];
+    n.n_inputs = 2;
+    n.inputs[0] = data;
+    n.inputs[1] = indices;
+    n.attrs.axis = b;
+    n.dtype = g->nodes[data].dtype;
+    return sj__graph_append(g, "gather_nd", &n, out);
+}

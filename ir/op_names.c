@@ -74,6 +74,7 @@ static const char *const op_names[SJ_OP_COUNT_] = {
     [SJ_OP_EXPAND] = "expand",
     [SJ_OP_TRILU] = "trilu",
     [SJ_OP_GATHER_ELEMENTS] = "gather_elements",
+    [SJ_OP_GATHER_ND] = "gather_nd",
 };
 
 /* "?" rather than NULL so a bad op inside an error message prints safely. */

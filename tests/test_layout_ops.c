@@ -136,6 +136,57 @@ static void test_gather_elements(void **state) {
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "not int64"));
 }
 
+/* GatherND on known values: tuples into both axes (the symbolic one
+ * clamped to the request's rows), a negative coordinate, and batch_dims 1;
+ * the host backend at a bucket above the extent gives the same. Shapes it
+ * cannot take are refused naming them. */
+static void test_gather_nd(void **state) {
+    fixture *f = *state;
+    sj_value d = input(f, "d", 2, (int64_t[]){S, 3}), ix, ib, y, yb;
+    assert_int_equal(sj_graph_input_typed(f->g, "ix", SJ_I64, 2, (int64_t[]){3, 2}, &ix), SJ_OK);
+    assert_int_equal(sj_graph_input_typed(f->g, "ib", SJ_I64, 2, (int64_t[]){S, 1}, &ib), SJ_OK);
+    assert_int_equal(sj_graph_gather_nd(f->g, d, ix, 0, &y), SJ_OK);
+    assert_int_equal(sj_graph_gather_nd(f->g, d, ib, 1, &yb), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, yb, "yb"), SJ_OK);
+    float dd[] = {0, 1, 2, 3, 4, 5};
+    /* (1, 2); (-1, 0) is (1, 0); (5, 7) is clamped to (1, 2) at 2 rows */
+    int64_t id[] = {1, 2, -1, 0, 5, 7}, bd[] = {-1, 1};
+    sj_tensor in[3] = {{.rank = 2, .dims = {2, 3}, .data = dd},
+                       {.rank = 2, .dims = {3, 2}, .i64 = id, .dtype = SJ_I64},
+                       {.rank = 2, .dims = {2, 1}, .i64 = bd, .dtype = SJ_I64}};
+    const float w[] = {5, 3, 5}, wb[] = {2, 4};
+    sj_tensor out[2];
+    assert_int_equal(sj_interp_run(f->g, 2, in, out), SJ_OK);
+    for (int i = 0; i < 3; i++) assert_true(out[0].data[i] == w[i]);
+    for (int i = 0; i < 2; i++) assert_true(out[1].data[i] == wb[i]);
+    h_free_tensors(f->ctx, out, 2);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    sj_artifact *a = NULL;
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_compile(f->g, 4, &o, &a), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+    sj_tensor ran[2] = {0};
+    if (sj_executable_run(exe, 2, in, ran) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+    for (int i = 0; i < 3; i++) assert_true(ran[0].data[i] == w[i]);
+    for (int i = 0; i < 2; i++) assert_true(ran[1].data[i] == wb[i]);
+    h_free_tensors(f->ctx, ran, 2);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
+    sj_value bad, i3, i5;
+    assert_int_equal(sj_graph_input_typed(f->g, "i3", SJ_I64, 2, (int64_t[]){2, 3}, &i3), SJ_OK);
+    assert_int_equal(sj_graph_input_typed(f->g, "i5", SJ_I64, 2, (int64_t[]){5, 1}, &i5), SJ_OK);
+    assert_int_equal(sj_graph_gather_nd(f->g, d, d, 0, &bad), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "not int64"));
+    assert_int_equal(sj_graph_gather_nd(f->g, d, i3, 0, &bad), SJ_E_SHAPE); /* 3 coordinates, rank 2 */
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "index tuples of [2, 3]"));
+    assert_int_equal(sj_graph_gather_nd(f->g, d, ix, 2, &bad), SJ_E_SHAPE);
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "batch_dims 2"));
+    assert_int_equal(sj_graph_gather_nd(f->g, d, i5, 1, &bad), SJ_E_SHAPE); /* 5 against N */
+    assert_non_null(strstr(sj_ctx_last_error(f->ctx), "batch dim 0"));
+}
+
 /* ---- host against the interpreter ---- */
 
 static void test_models(void **state) {
@@ -309,6 +360,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_slice_values, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_concat_expand_trilu_values, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gather_elements, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_nd, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_models, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sliced_projection, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_wide_transposes, setup, h_fixture_teardown),

@@ -105,6 +105,36 @@ static void test_argmax_hardmax_over_seq(void **state) {
     check_host(f, &b, "Hardmax over seq");
 }
 
+/* GatherND: coordinates into the symbolic dim (clamped to the active rows,
+ * so a padded row would show as NaN), index tuples along it (int32 ones
+ * too), and batch_dims 1 over it. The random int inputs reach below 0 and
+ * past every axis, so counting from the end and clamping are both taken. */
+static void test_gather_nd_over_seq(void **state) {
+    static const struct {
+        const char *data, *ix, *what;
+        int batch_dims;
+        bool i32;
+    } cases[] = {
+        {"seq,5,3", "4,2", "GatherND into seq", 0, false},
+        {"3,6", "seq,1,2", "GatherND tuples along seq", 0, true},
+        {"seq,4,2", "seq,3,1", "GatherND batch_dims 1 over seq", 1, false},
+    };
+    fixture *f = *state;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mb b;
+        mb_init(&b, 13);
+        mb_input(&b, "x", cases[c].data);
+        mb_input_typed(&b, "ix", I64, cases[c].ix);
+        if (cases[c].i32)
+            mb_attr_i(&b, mb_node(&b, "Cast", "cast", "ix", "ix32"), "to",
+                      ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+        Onnx__NodeProto *g = mb_node(&b, "GatherND", "gather_nd", cases[c].i32 ? "x,ix32" : "x,ix", "y");
+        mb_attr_i(&b, g, "batch_dims", cases[c].batch_dims);
+        mb_output(&b, "y", NULL);
+        check_host(f, &b, cases[c].what);
+    }
+}
+
 /* OneHot of a dynamic batch of ids (some negative, some past depth), and
  * SoftmaxCrossEntropyLoss over it with an ignore_index, summed. */
 static void test_onehot_and_loss_dynamic_batch(void **state) {
@@ -233,6 +263,7 @@ int main(void) {
         cmocka_unit_test(test_cumsum_position_ids),
         cmocka_unit_test(test_cumsum_flavours),
         cmocka_unit_test(test_argmax_hardmax_over_seq),
+        cmocka_unit_test(test_gather_nd_over_seq),
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
         cmocka_unit_test(test_depthwise_and_pools_dynamic_batch),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),

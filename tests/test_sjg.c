@@ -148,7 +148,8 @@ static const char typed_ops[] =
     "  f = fill(dtype=float32, value=-inf, shape=[N, 4])\n"
     "  ki = cast(k, to=int64)\n"
     "  ge2 = gather_elements(table, cast(fill(dtype=int64, value=-1, shape=[2, 4]), to=int32), axis=0)\n"
-    "  output ge2\n"
+    "  gnd = gather_nd(x, cast(fill(dtype=int64, value=-1, shape=[N, 1, 1]), to=int32), batch_dims=1)\n"
+    "  output ge2\n output gnd\n"
     "  output emb\n output w\n output o\n output xo\n output n\n output md\n output isn\n"
     "  output isi\n output f\n output ki\n output big\n output flags\n"
     "}\n";

@@ -234,8 +234,10 @@ static LLVMValueRef eval(emitter *e, int32_t x);
  * the end of the gathered axis, then the index is clamped into it
  * (kernel.h); *fill_out: whether the index is the one past the data that
  * reads the fill (a padded window's gather), or NULL when it has none. */
-static LLVMValueRef gather_addr(emitter *e, const sj_kexpr *ex, LLVMValueRef *fill_out) {
-    const sj_kload *ld = &e->k->loads[ex->load];
+/* Gather ex's offset in elements: its index, counted from the end when
+ * negative, clamped to the axis, times the axis stride. *fill (gfill): the
+ * index was the one past the data. */
+static LLVMValueRef gather_offset(emitter *e, const sj_kexpr *ex, LLVMValueRef *fill) {
     LLVMValueRef i = eval(e, ex->a);
     if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
     LLVMValueRef len = ex->glen < 0 ? e->n : ci(e, ex->glen);
@@ -243,13 +245,20 @@ static LLVMValueRef gather_addr(emitter *e, const sj_kexpr *ex, LLVMValueRef *fi
     i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
     /* a padded window's fill: the index one past the data */
-    LLVMValueRef fill = ex->gfill ? LLVMBuildICmp(e->B, LLVMIntEQ, i, len, "") : NULL;
+    *fill = ex->gfill ? LLVMBuildICmp(e->B, LLVMIntEQ, i, len, "") : NULL;
     LLVMValueRef last = LLVMBuildSub(e->B, len, ci(e, 1), "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, i, last, ""), last, i, "");
-    LLVMTypeRef elt = ld_elt(e, ld);
-    LLVMValueRef off = LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
-    *fill_out = fill;
-    return LLVMBuildGEP2(e->B, elt, ld_addr(e, ld), &off, 1, "");
+    return LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
+}
+
+static LLVMValueRef gather_addr(emitter *e, const sj_kexpr *ex, LLVMValueRef *fill_out) {
+    const sj_kload *ld = &e->k->loads[ex->load];
+    LLVMValueRef off = gather_offset(e, ex, fill_out);
+    for (int32_t x = ex->gnext; x; x = e->k->exprs[x].gnext) { /* GatherND's further axes */
+        LLVMValueRef unused;
+        off = LLVMBuildAdd(e->B, off, gather_offset(e, &e->k->exprs[x], &unused), "");
+    }
+    return LLVMBuildGEP2(e->B, ld_elt(e, ld), ld_addr(e, ld), &off, 1, "");
 }
 
 static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
@@ -854,6 +863,16 @@ static void store_vec(emitter *e, LLVMValueRef v, LLVMValueRef p, LLVMValueRef m
  * 0.45 at 8; at 8 the AVX2 tile still holds its sums in registers. */
 enum { REDUCE_VECS = 8 };
 
+static bool inner_invariant(const emitter *e, int32_t x);
+
+/* Whether every index a gather's address takes (its own and those linked
+ * through gnext) is the same at every innermost index. */
+static bool gather_indices_invariant(const emitter *e, const sj_kexpr *ex) {
+    for (; ex; ex = ex->gnext ? &e->k->exprs[ex->gnext] : NULL)
+        if (!inner_invariant(e, ex->a)) return false;
+    return true;
+}
+
 /* Whether expression x is the same at every innermost index (a gather's
  * table index, read once per position and tap). */
 static bool inner_invariant(const emitter *e, int32_t x) {
@@ -864,7 +883,8 @@ static bool inner_invariant(const emitter *e, int32_t x) {
     case SJ_KX_CONST: return true;
     case SJ_KX_LOAD: return k->loads[ex->load].strides[in] == 0;
     case SJ_KX_RANGE: return ex->dim != in;
-    case SJ_KX_GATHER: return k->loads[ex->load].strides[in] == 0 && inner_invariant(e, ex->a);
+    case SJ_KX_GATHER:
+        return k->loads[ex->load].strides[in] == 0 && gather_indices_invariant(e, ex);
     case SJ_KX_UNARY: return inner_invariant(e, ex->a);
     case SJ_KX_BINARY: return inner_invariant(e, ex->a) && inner_invariant(e, ex->b);
     default: return false;
@@ -886,7 +906,7 @@ static bool vec_expr(const emitter *e, int32_t x) {
         if (ld->dtype != SJ_F32 || ld->storage != SJ_PRECISION_FP32 || ld->strides[in] < 0 ||
             ld->strides[in] > 1)
             return false;
-        return ex->kind == SJ_KX_LOAD || inner_invariant(e, ex->a);
+        return ex->kind == SJ_KX_LOAD || gather_indices_invariant(e, ex);
     }
     case SJ_KX_BINARY:
         return ex->dtype == SJ_F32 && k->exprs[ex->a].dtype == SJ_F32 &&

@@ -82,9 +82,14 @@ typedef struct sj_kexpr {
      * then is clamped to [0, glen) (glen -1: the active extent n), so no
      * index reads outside the gathered axis or into padding. gfill: an
      * index equal to glen reads `value` instead (a padded window's fill,
-     * compile/lower/window_fuse.h). */
+     * compile/lower/window_fuse.h). gnext: the expression (of kind GATHER,
+     * the same load, evaluated only through this link) that moves the
+     * address along one more axis by its own clamped index (GatherND's
+     * further coordinates); 0 = none, since a linked gather always comes
+     * after its own index expression. */
     int64_t gstride, glen;
     bool gfill;
+    int32_t gnext;
     int32_t dim;                 /* RANGE */
     double first, step;          /* RANGE */
 } sj_kexpr;

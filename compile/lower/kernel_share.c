@@ -56,6 +56,7 @@ static void put_expr(desc_buf *d, const sj_kexpr *x) {
     put_i64(d, x->b);
     put_i64(d, x->c);
     put_i64(d, x->load);
+    put_i64(d, x->gnext);
     put_f32(d, x->value);
     put_i64s(d, x->coef, SJ_KSPACE_MAX);
     put_i64(d, x->bias);

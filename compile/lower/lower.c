@@ -179,6 +179,8 @@ static void count_uses(lowering *L) {
             if (nd->op == SJ_OP_SLICE) L->v[u].need_load = true;
             if ((nd->op == SJ_OP_GATHER || nd->op == SJ_OP_GATHER_ELEMENTS) && i == 0)
                 L->v[u].need_load = true;
+            /* its indices too: each coordinate is a load of its own column */
+            if (nd->op == SJ_OP_GATHER_ND) L->v[u].need_load = true;
             if ((nd->op == SJ_OP_MATMUL || nd->op == SJ_OP_GEMM) && i < 2) L->v[u].need_load = true;
             if (nd->op == SJ_OP_MATMUL && i == 1 && nd->shape.rank >= 2) {
                 int64_t rows = dim_at(L, nd->shape.dims[nd->shape.rank - 2]);
@@ -590,6 +592,42 @@ static sj_status build_gather_elements(lowering *L, int ki, const sj_node *nd, c
     return gather_load(L, ki, d, ax, dmap, ie, out);
 }
 
+/* out[b.., i.., r..] = data[b.., clamp(idx[b.., i.., 0..K-1]), r..]: a load
+ * of data held at 0 on its K indexed axes, moved along the first by a load
+ * of index column 0 and along each further one by a gather linked through
+ * gnext, whose index is a load of that column (the indices' buffer at the
+ * column's offset, its last dim held). */
+static sj_status build_gather_nd(lowering *L, int ki, const sj_node *nd, const int *map, int *out) {
+    sj_value d = nd->inputs[0], ix = nd->inputs[1];
+    const sj_shape *ds = shape_of(L, d), *is = shape_of(L, ix);
+    int b = nd->attrs.axis, q = is->rank, k = (int)is->dims[q - 1];
+    int dmap[SJ_MAX_RANK], imap[SJ_MAX_RANK];
+    for (int i = 0; i < ds->rank; i++) dmap[i] = i < b ? map[i] : i < b + k ? -1 : map[q - 1 + i - b - k];
+    for (int j = 0; j < q - 1; j++) imap[j] = is->dims[j] == 1 ? -1 : map[j];
+    imap[q - 1] = -1;
+    const vinfo *iv = &L->v[ix];
+    int last = -1;
+    for (int j = 0; j < k; j++) {
+        int ie, ge;
+        SJ_TRY(add_load_raw(L, ki, iv->buffer, is, iv->strides, iv->offset + j * iv->strides[q - 1],
+                            iv->offset_n, imap, &ie));
+        if (j == 0) {
+            SJ_TRY(gather_load(L, ki, d, b, dmap, ie, &ge));
+            *out = ge;
+        } else {
+            sj_kexpr g = L->kernels[ki].exprs[*out];
+            g.a = ie;
+            g.gstride = L->v[d].strides[b + j];
+            g.glen = ds->dims[b + j] == SJ_DIM_SYM ? -1 : ds->dims[b + j];
+            g.gnext = 0;
+            SJ_TRY(add_expr(L, ki, g, &ge));
+            L->kernels[ki].exprs[last].gnext = ge;
+        }
+        last = ge;
+    }
+    return SJ_OK;
+}
+
 /* The definition of v (elementwise or transpose) evaluated in the kernel's space. */
 static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int core, int *out) {
     const sj_node *nd = &L->g->nodes[v];
@@ -659,6 +697,7 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
     }
     if (nd->op == SJ_OP_GATHER) return build_gather(L, ki, v, map, core, out);
     if (nd->op == SJ_OP_GATHER_ELEMENTS) return build_gather_elements(L, ki, nd, map, core, out);
+    if (nd->op == SJ_OP_GATHER_ND) return build_gather_nd(L, ki, nd, map, out);
     if (sj_op_is_binary(nd->op)) {
         broadcast_map(L, nd->inputs[0], r, map, m0);
         broadcast_map(L, nd->inputs[1], r, map, m1);

@@ -1,5 +1,5 @@
 /* Indexing onto the graph: Slice (bounds constant or in the symbolic dim),
- * Split, Gather, GatherND (batch 1) and GatherElements. Slice and Gather
+ * Split, Gather, GatherND and GatherElements. Slice and Gather
  * fold at load time when their inputs are known then. */
 #include "formats/onnx/onnx_fold.h"
 #include "formats/onnx/onnx_node.h"
@@ -332,44 +332,20 @@ static sj_status map_gather(sj_onnx_loader *L, const sj_onnx_op *op) {
     return sj__onnx_def_out(L, 0, y, first);
 }
 
-/* GatherND with batch_dims 0 on data whose leading dims (all but the last
- * one indexed) have size 1, as exporters write mask lookups at batch 1:
- * every valid index there is 0, so it is a Gather of the last indexed
- * axis by the last index column. */
+/* GatherND: data and indices as graph values of their own dtypes. */
 static sj_status map_gather_nd(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     int64_t batch_dims;
     SJ_TRY(sj__onnx_attr_int(L, "batch_dims", 0, &batch_dims));
-    if (batch_dims != 0)
-        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "batch_dims other than 0 is not supported");
-    sj_value d, ix, col, y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj__onnx_in_value(L, 0, &d));
-    SJ_TRY(sj__onnx_in_value(L, 1, &ix));
-    sj_value_desc dd, id;
-    SJ_TRY(sj_graph_value_desc(L->g, d, &dd));
-    SJ_TRY(sj_graph_value_desc(L->g, ix, &id));
-    if (id.shape.rank < 1) return sj__onnx_node_fail(L, SJ_E_SHAPE, "indices have rank 0");
-    int64_t k = id.shape.dims[id.shape.rank - 1];
-    if (k == SJ_DIM_SYM || k < 1 || k > dd.shape.rank)
-        return sj__onnx_node_fail(L, SJ_E_SHAPE, "index tuples of length %lld for data of rank %d",
-                                 (long long)k, dd.shape.rank);
-    for (int i = 0; i < k - 1; i++)
-        if (dd.shape.dims[i] != 1)
-            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                     "GatherND is supported where the data's leading indexed dims "
-                                     "have size 1 (batch 1); dim %d is not",
-                                     i);
-    /* data without its leading 1-dims, and the last index column */
-    int64_t dims[SJ_MAX_RANK];
-    int rank = 0;
-    for (int i = (int)k - 1; i < dd.shape.rank; i++) dims[rank++] = dd.shape.dims[i];
-    sj_value flat;
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, d, rank, dims, &flat)));
-    int64_t last = k - 1;
-    sj_value lastv;
-    SJ_TRY(sj__onnx_made_param(L, SJ_I64, 0, NULL, &last, &lastv));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(L->g, ix, lastv, id.shape.rank - 1, &col)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather(L->g, flat, col, 0, &y)));
+    if (batch_dims < 0 || batch_dims >= SJ_MAX_RANK)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "batch_dims %lld is out of range", (long long)batch_dims);
+    sj_onnx_val *dv, *iv;
+    SJ_TRY(sj__onnx_in_val(L, 0, &dv));
+    SJ_TRY(sj__onnx_in_val(L, 1, &iv));
+    sj_value d, ix, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, dv, &d)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, iv, &ix)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather_nd(L->g, d, ix, (int)batch_dims, &y)));
     return sj__onnx_def_out(L, 0, y, first);
 }
 
@@ -394,7 +370,7 @@ const sj_onnx_op sj__onnx_ops_index[] = {
     /* any output may be left unnamed */
     {"Split", 1, 2, 0, SJ_ONNX_ANY, NULL, map_split, SJ_OP_SLICE, 0},
     {"Gather", 2, 2, 1, 1, fold_gather, map_gather, SJ_OP_GATHER, 0},
-    {"GatherND", 2, 2, 1, 1, NULL, map_gather_nd, SJ_OP_GATHER, 0},
+    {"GatherND", 2, 2, 1, 1, NULL, map_gather_nd, SJ_OP_GATHER_ND, 0},
     {"GatherElements", 2, 2, 1, 1, NULL, map_gather_elements, SJ_OP_GATHER_ELEMENTS, 0},
 };
 const size_t sj__onnx_ops_index_n = sizeof sj__onnx_ops_index / sizeof sj__onnx_ops_index[0];

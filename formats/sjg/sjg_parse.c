@@ -393,20 +393,26 @@ static sj_status kw_bool(sjg_parser *p, call_args *a, const char *name, bool *ou
     return SJ_OK;
 }
 
-static sj_status kw_axis(sjg_parser *p, call_args *a, int *out) {
-    sjg_kwarg *k = find_kw(p, a, "axis");
-    *out = -1;
+/* An integer keyword counting dims (an axis, batch_dims): within
+ * +-SJ_MAX_RANK, dflt when absent. */
+static sj_status kw_dim_count(sjg_parser *p, call_args *a, const char *name, int dflt, int *out) {
+    sjg_kwarg *k = find_kw(p, a, name);
+    *out = dflt;
     if (!k) return SJ_OK;
     int64_t v;
     if (k->kind != SJG_ATTR_NUMBER)
-        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE, "axis of %s must be an integer",
+        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_PARSE, "%s of %s must be an integer", name,
                            a->op_name);
     SJ_TRY(sjg_number_int(p, &k->num, &v));
     if (v < -SJ_MAX_RANK || v >= SJ_MAX_RANK)
-        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_SHAPE, "axis %lld of %s is out of range",
-                           (long long)v, a->op_name);
+        return sjg_fail_at(p->ctx, sjg_at(p, k->key), SJ_E_SHAPE, "%s %lld of %s is out of range",
+                           name, (long long)v, a->op_name);
     *out = (int)v;
     return SJ_OK;
+}
+
+static sj_status kw_axis(sjg_parser *p, call_args *a, int *out) {
+    return kw_dim_count(p, a, "axis", -1, out);
 }
 
 /* axes= / perm=: small ints, never the symbolic dim. */
@@ -673,6 +679,13 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
         if (op == SJ_OP_GATHER_ELEMENTS)
             return built(p, a, sj_graph_gather_elements(g, a->pos[0], a->pos[1], axis, out));
         return built(p, a, sj_graph_concat(g, a->pos[0], a->pos[1], axis, out));
+    }
+    case SJ_OP_GATHER_ND: {
+        int batch_dims;
+        SJ_TRY(check_arity(p, a, 2, 2));
+        SJ_TRY(kw_dim_count(p, a, "batch_dims", 0, &batch_dims));
+        SJ_TRY(check_kwargs_used(p, a, "it takes batch_dims"));
+        return built(p, a, sj_graph_gather_nd(g, a->pos[0], a->pos[1], batch_dims, out));
     }
     case SJ_OP_RANGE:
     case SJ_OP_FILL: {

@@ -189,6 +189,7 @@ static void put_call(out_buf *b, const sj_graph *g, char **names, const bool *li
     }
     case SJ_OP_CONCAT:
     case SJ_OP_GATHER_ELEMENTS: putf(b, ", axis=%d", a->axis); break;
+    case SJ_OP_GATHER_ND: putf(b, ", batch_dims=%d", a->axis); break;
     case SJ_OP_TRILU:
         putf(b, ", k=%lld", (long long)a->k);
         put_bool(b, "upper", a->upper);

@@ -155,6 +155,7 @@ typedef enum sj_op {
     SJ_OP_EXPAND, /* broadcast to the node's shape */
     SJ_OP_TRILU,  /* attrs upper, k: keep the upper/lower triangle of the last two axes */
     SJ_OP_GATHER_ELEMENTS, /* attr axis: data picked elementwise by an int tensor */
+    SJ_OP_GATHER_ND, /* attr axis = batch_dims: slices of data picked by index tuples */
     /* end of the realops block */
     SJ_OP_COUNT_
 } sj_op;
@@ -287,10 +288,21 @@ SJ_API sj_status sj_graph_trilu(sj_graph *g, sj_value x, bool upper, int64_t k, 
  * rank of data); out[.., i_axis, ..] = data[.., indices[..], ..]. An index
  * below 0 counts from the end, then anything outside the axis is clamped
  * to it (never a read outside data). Off the axis, indices' dims are at
- * most data's (the symbolic dim only where data has it). Interpreter only
- * for now: compiled backends do not load integer tensors yet. */
+ * most data's (the symbolic dim only where data has it). */
 SJ_API sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices, int axis,
                                           sj_value *out);
+
+/* ONNX GatherND: indices (int64 or int32) end in tuples of K coordinates
+ * (K constant, 1..rank(data) - batch_dims); the first batch_dims dims of
+ * data and indices are matched batch dims. out has indices' dims but the
+ * last, then data's dims past batch_dims + K:
+ *   out[b.., i.., r..] = data[b.., indices[b.., i.., 0..K-1], r..]
+ * Each coordinate below 0 counts from the end, then anything outside its
+ * axis is clamped to it (never a read outside data, nor past the active
+ * rows of a symbolic axis). A matched batch dim is the same size in both,
+ * or 1 in indices (broadcast). */
+SJ_API sj_status sj_graph_gather_nd(sj_graph *g, sj_value data, sj_value indices, int batch_dims,
+                                    sj_value *out);
 
 /* Names an intermediate value (for printing and debugging). */
 SJ_API sj_status sj_graph_set_name(sj_graph *g, sj_value v, const char *name);
