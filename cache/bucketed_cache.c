@@ -414,20 +414,29 @@ sj_status sj__cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
     return SJ_OK;
 }
 
-/* Bucket i's executable from the store tiers, else (quick: tiered
- * compilation, for a run) quick code, queued for its full code once
- * published, else the full compile. *quick says which. */
-static sj_status make_executable(sj_bucketed_cache *c, int i, bool quick, void **e, sj_cache_made *made,
+/* Bucket i's executable from the store tiers, else (*quick in: tiered
+ * compilation, for a run) quick code, else the full compile. *quick out:
+ * quick code was made, so the caller queues the bucket's full code once
+ * it is published. */
+static sj_status make_executable(sj_bucketed_cache *c, int i, bool *quick, void **e, sj_cache_made *made,
                                  int *target, void **art, size_t *art_len) {
     int64_t extent = sj_ladder_extent(c->ladder, i);
-    if (!quick) return sj__cache_materialize(c, extent, true, e, made, target, art, art_len);
+    bool try_quick = *quick;
+    *quick = false;
+    if (!try_quick) return sj__cache_materialize(c, extent, true, e, made, target, art, art_len);
     *made = SJ_CACHE_LOADED;
     sj_status st = sj__cache_load_stored_any(c, extent, true, e, target, art, art_len);
     if (st != SJ_E_NOT_FOUND) return st;
     /* No lease is claimed here: the tier-up claims it in the background,
      * so a run never waits for another node's compile either. */
     *made = SJ_CACHE_COMPILED;
-    return sj__cache_quick_make(c, extent, e);
+    st = sj__cache_quick_make(c, extent, e);
+    *quick = st == SJ_OK;
+    if (st == SJ_OK || st == SJ_E_NOMEM) return st;
+    /* Quick code is an optimisation: a request it cannot serve waits for
+     * the full code (stored as any) instead of failing. */
+    sj_ctx_clear_error(c->ctx);
+    return sj__cache_materialize(c, extent, false, e, made, target, art, art_len);
 }
 
 /* The slow path: wait for the compile in flight, or be the one to do it;
@@ -461,8 +470,7 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, bool quick_ok, void **
     void *art;
     size_t art_len;
     bool quick = quick_ok && c->quick.compile;
-    sj_status st = make_executable(c, i, quick, &e, made, &target, &art, &art_len);
-    quick = quick && st == SJ_OK && *made == SJ_CACHE_COMPILED;
+    sj_status st = make_executable(c, i, &quick, &e, made, &target, &art, &art_len);
 
     pthread_mutex_lock(&b->mu);
     b->compiling = false;
