@@ -73,26 +73,26 @@ static bool bench_level(sj_ctx *ctx, const sj_graph *g, int64_t n, int l, double
     bool ok = sj_host_device_create(ctx, NULL, &dev) == SJ_OK;
     if (ok) ok = sj_artifact_load(a, dev, g, &exe) == SJ_OK && make_inputs(ctx, g, n, in, &n_in) &&
                  sj_executable_capture(exe) == SJ_OK;
-    int calls = 0;
-    double samples[BENCH_BATCHES];
-    /* a few runs per batch, at least one, about 1 s in all */
-    for (int b = 0; ok && b < BENCH_BATCHES; b++) {
-        double s0 = bench_wall_ns();
-        for (int i = 0; ok && i < (calls ? calls : 1); i++) {
+    /* a warming run sizes the batches: a few runs each, about 1.5 s in all */
+    double samples[BENCH_BATCHES], s0 = bench_wall_ns();
+    memset(out, 0, sizeof out);
+    ok = ok && sj_executable_run_or_replay(exe, n, in, out) == SJ_OK;
+    if (ok) free_tensors(ctx, out, n_out);
+    double per = bench_wall_ns() - s0;
+    int calls = per > 70e6 ? 1 : (int)(70e6 / per) + 1;
+    int batches = per > 100e6 ? (int)(1500e6 / per) : BENCH_BATCHES;
+    batches = batches < 3 ? 3 : batches > BENCH_BATCHES ? BENCH_BATCHES : batches;
+    for (int b = 0; ok && b < batches; b++) {
+        s0 = bench_wall_ns();
+        for (int i = 0; ok && i < calls; i++) {
             memset(out, 0, sizeof out);
             ok = sj_executable_run_or_replay(exe, n, in, out) == SJ_OK;
             if (ok) free_tensors(ctx, out, n_out);
         }
-        double per = (bench_wall_ns() - s0) / (calls ? calls : 1);
-        if (!calls) { /* the first batch (one run, warming) sizes the others */
-            calls = per > 70e6 ? 1 : (int)(70e6 / per);
-            b--;
-            continue;
-        }
-        samples[b] = per / 1e6;
+        samples[b] = (bench_wall_ns() - s0) / calls / 1e6;
     }
     if (!ok) fail(ctx, "level run");
-    *run_ms = ok ? bench_median(samples, BENCH_BATCHES) : 0;
+    *run_ms = ok ? bench_median(samples, batches) : 0;
     free_tensors(ctx, in, n_in);
     sj_executable_destroy(exe);
     sj_device_destroy(dev);
@@ -169,14 +169,15 @@ int main(int argc, char **argv) {
     sj_graph *g;
     if (sj_model_load(ctx, model, NULL, &g) != SJ_OK) return fail(ctx, model), 1;
     printf("| model | N | opt level | compile, median | request, median |\n|---|---|---|---|---|\n");
-    for (int l = 0; l <= 3; l++) {
-        double c[MAX_REPS], r[MAX_REPS];
-        for (int k = 0; k < reps; k++)
-            if (!bench_level(ctx, g, n, l, &c[k], &r[k])) return 1;
-        printf("| %s | %lld | O%d | %.1f ms | %.2f ms |\n", base, (long long)n, l, bench_median(c, reps),
-               bench_median(r, reps));
-        fflush(stdout);
-    }
+    /* levels alternate rep by rep: a noisy neighbour slows all alike */
+    double c[4][MAX_REPS], r[4][MAX_REPS];
+    for (int k = 0; k < reps; k++)
+        for (int l = 0; l <= 3; l++)
+            if (!bench_level(ctx, g, n, l, &c[l][k], &r[l][k])) return 1;
+    for (int l = 0; l <= 3; l++)
+        printf("| %s | %lld | O%d | %.1f ms | %.2f ms |\n", base, (long long)n, l, bench_median(c[l], reps),
+               bench_median(r[l], reps));
+    fflush(stdout);
     sj_graph_destroy(g);
     sj_ctx_destroy(ctx);
 

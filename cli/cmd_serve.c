@@ -242,7 +242,7 @@ static void report_native(serve_state *s) {
     if (st.specialise_failures) warn_background(s, "a recompile for this CPU failed (the level kept serving)");
 }
 
-/* What --tiered did: buckets served -O1 code first and swapped to their
+/* What --tiered did: buckets served quick code first and swapped to their
  * full code, and why any could not be. */
 static void report_tiered(serve_state *s) {
     sj_engine_stats st;
@@ -251,7 +251,7 @@ static void report_tiered(serve_state *s) {
            "%llu failed\n",
            (unsigned long long)st.quick_compiles, SJ_ENGINE_TIER_OPT_LEVEL,
            (unsigned long long)st.tier_ups, (unsigned long long)st.tier_up_failures);
-    if (st.tier_up_failures) warn_background(s, "a full compile failed (the -O1 code kept serving)");
+    if (st.tier_up_failures) warn_background(s, "a full compile failed (the quick code kept serving)");
 }
 
 /* -1 (the compiler does not report its work) reads "not reported". */

@@ -151,9 +151,9 @@ typedef struct cli_engine_args {
     "                     stored, and swapped in (default: never)\n"
 
 #define CLI_TIERED_USAGE                                                                           \
-    "  --tiered           host: a bucket no store holds is compiled at -O1 first and\n"          \
+    "  --tiered           host: a bucket no store holds is compiled at -O0 first and\n"          \
     "                     serves at once; its -O3 code is compiled in the background,\n"      \
-    "                     stored, and swapped in (default: off; the -O1 code is never\n"      \
+    "                     stored, and swapped in (default: off; the -O0 code is never\n"      \
     "                     stored)\n"
 
 /* Process peak resident set (VmHWM) in bytes, 0 when the system does not say. */

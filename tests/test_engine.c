@@ -585,7 +585,7 @@ static void test_native_after_refused(void **state) {
     expect_open_fails(&cfg, NULL, "native_after 3", "cpu 'x86-64-v3'");
 }
 
-/* ---- tiered: quick (-O1) code first, the -O3 code swapped in */
+/* ---- tiered: quick (-O0) code first, the -O3 code swapped in */
 
 static sj_engine *open_tiered(const char *store, const char *ladder) {
     sj_engine_config cfg;
@@ -642,7 +642,7 @@ static void test_tiered(void **state) {
     char store[512];
     snprintf(store, sizeof store, "%s/tiered.db", dir);
     sj_engine *e = open_tiered(store, "list:16,64");
-    /* The first run is served the -O1 code: the bucket's only code then. */
+    /* The first run is served the quick code: the bucket's only code then. */
     sj_named_tensor quick[3], full[3];
     run_outputs(e, 10, 1, quick);
     sj_engine_stats s;
@@ -657,9 +657,9 @@ static void test_tiered(void **state) {
     assert_int_equal(b.tier, SJ_ENGINE_TIER_DONE);
     run_and_check(e, 10, 1);
     run_outputs(e, 10, 1, full);
-    /* -O1 and -O3 code agree within what native_after's swap allows: not
+    /* Quick and -O3 code agree within what native_after's swap allows: not
      * bitwise in general, since reductions carry `reassoc` (and products
-     * `contract`) so -O3 may vectorise and fuse them where -O1 does not. */
+     * `contract`) so -O3 may vectorise and fuse them where -O0 does not. */
     for (int i = 0; i < 3; i++) {
         assert_int_equal(sj_tensor_numel(&quick[i].tensor), sj_tensor_numel(&full[i].tensor));
         for (int64_t k = 0; k < sj_tensor_numel(&full[i].tensor); k++)
@@ -672,9 +672,9 @@ static void test_tiered(void **state) {
     assert_int_equal(s.tier_up_failures, 0);
     assert_int_equal(s.compiles, 1); /* the background's, never a request's */
     assert_int_equal(s.run_failures, 0);
-    /* The store holds the -O3 row, never an -O1 one. */
+    /* The store holds the -O3 row, never a quick one. */
     assert_true(stored_at_level(store, sj_engine_graph(e), 16, 3));
-    assert_false(stored_at_level(store, sj_engine_graph(e), 16, 1));
+    assert_false(stored_at_level(store, sj_engine_graph(e), 16, SJ_ENGINE_TIER_OPT_LEVEL));
     sj_engine_close(e);
 
     /* A restart loads the -O3 code: no compile of either kind, no tier-up. */

@@ -158,8 +158,12 @@ typedef struct sj_engine_config {
 } sj_engine_config;
 
 /* The opt level (sj_compile_options.opt_level) of a tiered engine's quick
- * code (host): what a first request waits for with tiered on. */
-#define SJ_ENGINE_TIER_OPT_LEVEL 1
+ * code (host). 0: on a Zen 4 it compiles 5-7x faster than O3, where O1 and
+ * O2 save nothing (without the vectorisers O1 even compiles slower), and
+ * code whose time is in the C GEMM kernels (a transformer) runs nearly as
+ * fast; code whose time is in generated loops (a CNN's gathers) runs
+ * several times slower (docs/cli.md, --tiered). */
+#define SJ_ENGINE_TIER_OPT_LEVEL 0
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);
 
