@@ -239,8 +239,9 @@ static sj_status find_object(void *user, const char *symbol, void **bytes, size_
     return f->find(f->user, name, bytes, len);
 }
 
-/* A compile's figures into the sj_compile_stages totals. */
-static void add_times(sj_host_compiler *hc, const sj_artifact *a) {
+/* A compiled artifact's figures into the sj_compile_stages totals, then
+ * its bytes (a is destroyed). */
+static sj_status package(sj_host_compiler *hc, sj_artifact *a, void **artifact, size_t *len) {
     atomic_fetch_add_explicit(&hc->kernels, (uint64_t)a->plan.n_kernels, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->launches, (uint64_t)a->plan.n_launches, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->lower_ns, a->times.lower_ns, memory_order_relaxed);
@@ -249,6 +250,11 @@ static void add_times(sj_host_compiler *hc, const sj_artifact *a) {
     atomic_fetch_add_explicit(&hc->codegen_ns, a->times.codegen_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->objects_compiled, a->times.objects_compiled, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->objects_found, a->times.objects_found, memory_order_relaxed);
+    uint8_t *bytes;
+    sj_status st = sj_artifact_serialize(a, &bytes, len);
+    sj_artifact_destroy(a);
+    if (st == SJ_OK) *artifact = bytes;
+    return st;
 }
 
 static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent,
@@ -266,12 +272,7 @@ static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent
         SJ_TRY(sj__host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
     else
         SJ_TRY(sj_compile(g, extent, &o, &a));
-    add_times(hc, a);
-    uint8_t *bytes;
-    sj_status st = sj_artifact_serialize(a, &bytes, len);
-    sj_artifact_destroy(a);
-    if (st == SJ_OK) *artifact = bytes;
-    return st;
+    return package(hc, a, artifact, len);
 }
 
 static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
@@ -290,12 +291,7 @@ static sj_status host_compile_quick(void *self, const sj_graph *g, int64_t exten
     o.opt_level = SJ_ENGINE_TIER_OPT_LEVEL;
     sj_artifact *a;
     SJ_TRY(sj_compile(g, extent, &o, &a));
-    add_times(hc, a);
-    uint8_t *bytes;
-    sj_status st = sj_artifact_serialize(a, &bytes, len);
-    sj_artifact_destroy(a);
-    if (st == SJ_OK) *artifact = bytes;
-    return st;
+    return package(hc, a, artifact, len);
 }
 
 /* Each kernel object's name, as host_compile_from asks for it. */

@@ -185,6 +185,17 @@ static void *hammer_thread(void *arg) {
     return NULL;
 }
 
+/* Four threads hammering c at once (seeds from seed0), joined. */
+static void hammer_four(sj_bucketed_cache *c, unsigned seed0) {
+    pthread_t th[4];
+    hammer h[4];
+    for (int i = 0; i < 4; i++) {
+        h[i] = (hammer){c, (unsigned)i * 104729u + seed0};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+}
+
 static void test_threads_one_compile_per_bucket(void **state) {
     (void)state;
     counting_compiler cc;
@@ -786,13 +797,7 @@ static void test_native_after_threads(void **state) {
     native = cpu_compiler(&nc, "native", &level, &fb);
     nc.delay_ms = 5;
     sj_bucketed_cache *c = cache_after(l, &native, s, 2);
-    pthread_t th[4];
-    hammer h[4];
-    for (int i = 0; i < 4; i++) {
-        h[i] = (hammer){c, (unsigned)i * 104729u + 3};
-        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    hammer_four(c, 3);
     sj_bucketed_cache_specialise_wait(c);
     sj_bucketed_cache_stats st;
     sj_bucketed_cache_stats_get(c, &st);
@@ -962,13 +967,7 @@ static void test_tiered_threads_and_close(void **state) {
     sj_compiler full = counting(&fc), quick = quick_compiler(&qc);
     fc.delay_ms = 5;
     sj_bucketed_cache *c = cache_tiered(l, &full, NULL, &quick);
-    pthread_t th[4];
-    hammer h[4];
-    for (int i = 0; i < 4; i++) {
-        h[i] = (hammer){c, (unsigned)i * 104729u + 5};
-        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    hammer_four(c, 5);
     sj_bucketed_cache_specialise_wait(c);
     sj_bucketed_cache_stats st;
     sj_bucketed_cache_stats_get(c, &st);

@@ -461,9 +461,8 @@ static sj_engine *open_native(const char *store, const char *ladder, int native_
     return e;
 }
 
-/* y of a run at n rows (seeded as run_and_check), checked, into y. */
-static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
-    run_and_check(e, n, seed);
+/* One run at n rows (seeded as run_and_check): every output into out[]. */
+static void run_outputs(sj_engine *e, int64_t n, unsigned seed, sj_named_tensor out[3]) {
     float x[64 * INNER], m[64 * INNER];
     for (int64_t r = 0; r < n; r++)
         for (int k = 0; k < INNER; k++) {
@@ -472,10 +471,31 @@ static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
         }
     sj_named_tensor in[2] = {{"x", {.rank = 2, .dims = {n, INNER}, .data = x}},
                              {"m", {.rank = 2, .dims = {n, INNER}, .data = m}}};
-    sj_named_tensor out[3];
     assert_int_equal(sj_engine_run(e, in, 2, out, 3, NULL), SJ_OK);
+}
+
+/* y of a run at n rows (seeded as run_and_check), checked, into y. */
+static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
+    run_and_check(e, n, seed);
+    sj_named_tensor out[3];
+    run_outputs(e, n, seed, out);
     memcpy(y, out[0].tensor.data, (size_t)n * OUTS * sizeof *y);
     for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &out[i].tensor);
+}
+
+/* Whether the store file holds a row under key. */
+static bool store_holds(const char *store, const sj_store_key *key) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = store;
+    sj_store *st;
+    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_OK);
+    void *bytes;
+    size_t len;
+    bool found = sj_store_get(st, key, &bytes, &len) == SJ_OK;
+    if (found) sj_free(ctx, bytes);
+    sj_store_close(st);
+    return found;
 }
 
 static const char *bucket_cpu(sj_engine *e, int i) {
@@ -508,16 +528,7 @@ static void test_native_after(void **state) {
     sj_store_key key;
     assert_int_equal(sj_engine_store_key(e, 10, &key), SJ_OK);
     assert_string_equal(key.target_cpu, native);
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = store;
-    sj_store *st;
-    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_OK);
-    void *bytes;
-    size_t len;
-    assert_int_equal(sj_store_get(st, &key, &bytes, &len), SJ_OK);
-    sj_free(ctx, bytes);
-    sj_store_close(st);
+    assert_true(store_holds(store, &key));
     sj_engine_close(e);
 
     /* A restart takes the native row: no compile, no level. */
@@ -598,19 +609,6 @@ static sj_engine *open_tiered(const char *store, const char *ladder) {
     return e;
 }
 
-/* One run at n rows (seeded as run_and_check): every output into out[]. */
-static void run_outputs(sj_engine *e, int64_t n, unsigned seed, sj_named_tensor out[3]) {
-    float x[64 * INNER], m[64 * INNER];
-    for (int64_t r = 0; r < n; r++)
-        for (int k = 0; k < INNER; k++) {
-            x[r * INNER + k] = xval(r, k, seed);
-            m[r * INNER + k] = mval(r, k);
-        }
-    sj_named_tensor in[2] = {{"x", {.rank = 2, .dims = {n, INNER}, .data = x}},
-                             {"m", {.rank = 2, .dims = {n, INNER}, .data = m}}};
-    assert_int_equal(sj_engine_run(e, in, 2, out, 3, NULL), SJ_OK);
-}
-
 /* Whether the store file holds a row for g at extent under the host
  * compiler's key at opt level `opt`. */
 static bool stored_at_level(const char *store, const sj_graph *g, int64_t extent, int opt) {
@@ -623,16 +621,7 @@ static bool stored_at_level(const char *store, const sj_graph *g, int64_t extent
     sj_host_compiler_table(hc, &comp);
     sj_store_key key;
     sj_bucketed_cache_key(g, &comp, extent, &key);
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = store;
-    sj_store *st;
-    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_OK);
-    void *bytes;
-    size_t len;
-    bool found = sj_store_get(st, &key, &bytes, &len) == SJ_OK;
-    if (found) sj_free(ctx, bytes);
-    sj_store_close(st);
+    bool found = store_holds(store, &key);
     sj_host_compiler_destroy(hc);
     return found;
 }
