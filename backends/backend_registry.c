@@ -11,7 +11,7 @@
 
 #define HOST_TAKES                                                                                 \
     (SJ__BACKEND_TAKES_CPU | SJ__BACKEND_TAKES_THREADS | SJ__BACKEND_TAKES_TUNE |                  \
-     SJ__BACKEND_TAKES_NATIVE_AFTER)
+     SJ__BACKEND_TAKES_NATIVE_AFTER | SJ__BACKEND_TAKES_TIERED)
 
 static const sj__backend_row rows[] = {
 #ifdef SJ_RUNTIME_ONLY
@@ -45,7 +45,8 @@ static const char *taker(unsigned option) {
 }
 
 /* An option set for a backend that does not take it, in the order a reader
- * of a config would look: the GPU's, the CPU, native_after, tune, threads. */
+ * of a config would look: the GPU's, the CPU, native_after, tiered, tune,
+ * threads. */
 static sj_status check_takes(sj_ctx *ctx, const sj__backend_row *r, const sj__backend_params *p) {
     if ((p->gpu_emit || p->arch || p->cuda_driver) && !(r->takes & SJ__BACKEND_TAKES_GPU))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "%s '%s' is for backend %s, not %s",
@@ -58,6 +59,9 @@ static sj_status check_takes(sj_ctx *ctx, const sj__backend_row *r, const sj__ba
     if (p->native_after > 0 && !(r->takes & SJ__BACKEND_TAKES_NATIVE_AFTER))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "native_after %d is for backend %s, not %s",
                        p->native_after, taker(SJ__BACKEND_TAKES_NATIVE_AFTER), r->name);
+    if (p->tiered && !(r->takes & SJ__BACKEND_TAKES_TIERED))
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "tiered is for backend %s, not %s",
+                       taker(SJ__BACKEND_TAKES_TIERED), r->name);
     if (p->tune && !(r->takes & SJ__BACKEND_TAKES_TUNE))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "tune is for backend %s, not %s",
                        taker(SJ__BACKEND_TAKES_TUNE), r->name);

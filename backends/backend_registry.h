@@ -28,6 +28,7 @@ typedef struct sj__backend_params {
     bool tune;            /* host: time schedules per bucket */
     int tune_budget_ms;
     int native_after;     /* host: recompile for this CPU after N loads of a level */
+    bool tiered;          /* host: quick code first (sj__backend.quick) */
     const char *gpu_emit; /* cuda: "llvm" or "nvrtc" */
     const char *arch;     /* cuda: "sm_80", "sm_90" */
     const char *cuda_driver;
@@ -43,11 +44,15 @@ enum {
     SJ__BACKEND_TAKES_TUNE = 1u << 2,
     SJ__BACKEND_TAKES_NATIVE_AFTER = 1u << 3,
     SJ__BACKEND_TAKES_GPU = 1u << 4, /* gpu_emit, arch, cuda_driver */
+    SJ__BACKEND_TAKES_TIERED = 1u << 5,
 };
 
 /* An open backend: its compiler table and whatever object owns it. */
 typedef struct sj__backend {
     sj_compiler comp;
+    /* With tiered: the same compiler at SJ_ENGINE_TIER_OPT_LEVEL, whose
+     * artifacts comp loads (sj_bucketed_cache_config.quick); else zeroed. */
+    sj_compiler quick;
     char target[48]; /* "host", "interp", "nvptx sm_90", "host x86-64-v3" ... */
     void *owner;     /* NULL for a backend with no state (interp) */
     void (*close)(void *owner);

@@ -33,6 +33,7 @@ struct sj_host_compiler {
     sj_device **devices;
     atomic_uint next_device;
     uint8_t options_bytes[HOST_OPTIONS_BYTES];
+    uint8_t quick_options_bytes[HOST_OPTIONS_BYTES]; /* tiered's quick table (backend row) */
     char *triple, *cpu;
     char features_key[SJ_STORE_FIELD_MAX];
     char compiler_version[64];
@@ -237,21 +238,9 @@ static sj_status find_object(void *user, const uint8_t code[32], void **bytes, s
     return f->find(f->user, name, bytes, len);
 }
 
-static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent,
-                                   sj_status (*find)(void *user, const uint8_t name[32], void **bytes,
-                                                     size_t *len),
-                                   void *user, void **artifact, size_t *len) {
-    sj_host_compiler *hc = self;
-    sj_artifact *a;
-    object_finder finder = {.find = find, .user = user};
-    sj_host_compiler_table(hc, &finder.table);
-    sj_kernel_objects objects = {&finder, find_object};
-    sj_compile_options o = hc->options;
-    o.objects = find ? &objects : NULL;
-    if (hc->tune)
-        SJ_TRY(sj__host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
-    else
-        SJ_TRY(sj_compile(g, extent, &o, &a));
+/* A compiled artifact's figures into the sj_compile_stages totals, then
+ * its bytes (a is destroyed). */
+static sj_status package(sj_host_compiler *hc, sj_artifact *a, void **artifact, size_t *len) {
     atomic_fetch_add_explicit(&hc->kernels, (uint64_t)a->plan.n_kernels, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->launches, (uint64_t)a->plan.n_launches, memory_order_relaxed);
     atomic_fetch_add_explicit(&hc->lower_ns, a->times.lower_ns, memory_order_relaxed);
@@ -267,9 +256,41 @@ static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent
     return st;
 }
 
+static sj_status host_compile_from(void *self, const sj_graph *g, int64_t extent,
+                                   sj_status (*find)(void *user, const uint8_t name[32], void **bytes,
+                                                     size_t *len),
+                                   void *user, void **artifact, size_t *len) {
+    sj_host_compiler *hc = self;
+    sj_artifact *a;
+    object_finder finder = {.find = find, .user = user};
+    sj_host_compiler_table(hc, &finder.table);
+    sj_kernel_objects objects = {&finder, find_object};
+    sj_compile_options o = hc->options;
+    o.objects = find ? &objects : NULL;
+    if (hc->tune)
+        SJ_TRY(sj__host_tune(g, extent, &hc->options, hc->tune_budget_ms, &a));
+    else
+        SJ_TRY(sj_compile(g, extent, &o, &a));
+    return package(hc, a, artifact, len);
+}
+
 static sj_status host_compile(void *self, const sj_graph *g, int64_t extent, void **artifact,
                              size_t *len) {
     return host_compile_from(self, g, extent, NULL, NULL, artifact, len);
+}
+
+/* Tiered compilation's quick code: the options at SJ_ENGINE_TIER_OPT_LEVEL,
+ * untuned (tuning times every schedule: the opposite of quick), each
+ * kernel compiled (the store's objects are the full code's). Counted in
+ * the same stages as every compile. */
+static sj_status host_compile_quick(void *self, const sj_graph *g, int64_t extent, void **artifact,
+                                    size_t *len) {
+    sj_host_compiler *hc = self;
+    sj_compile_options o = hc->options;
+    o.opt_level = SJ_ENGINE_TIER_OPT_LEVEL;
+    sj_artifact *a;
+    SJ_TRY(sj_compile(g, extent, &o, &a));
+    return package(hc, a, artifact, len);
 }
 
 /* Each kernel object's name, as host_compile_from asks for it. */
@@ -385,6 +406,22 @@ sj_status sj__backend_host_open(sj_ctx *ctx, const sj__backend_params *p, sj__ba
         return st;
     }
     sj_host_compiler_table(hc, &out->comp);
+    if (p->tiered) {
+        /* The same table (its executables are comp's) with the quick
+         * compile and the quick options' key bytes: nothing stores quick
+         * code, but a table's options always say what it compiles. */
+        out->quick = out->comp;
+        sj_compile_options o = hc->options;
+        o.opt_level = SJ_ENGINE_TIER_OPT_LEVEL;
+        options_bytes(&o, false, hc->quick_options_bytes);
+        out->quick.options = hc->quick_options_bytes;
+        out->quick.compile = host_compile_quick;
+        out->quick.compile_from = NULL;
+        out->quick.part_names = NULL;
+        out->quick.parts = NULL;
+        out->quick.fallbacks = NULL;
+        out->quick.n_fallbacks = 0;
+    }
     out->owner = hc;
     out->close = host_close;
     /* A chosen CPU (a level a fleet shares) is part of what messages and

@@ -55,6 +55,8 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     if (cfg->native_after < 0)
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: native_after %d is negative (0 = never)",
                        cfg->native_after);
+    if (cfg->quick && !cfg->quick->compile)
+        return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: the quick compiler (tiered) has no compile");
     if (comp->n_fallbacks < 0 || comp->n_fallbacks > SJ_CACHE_MAX_FALLBACKS ||
         (comp->n_fallbacks && !comp->fallbacks))
         return sj_fail(ctx, SJ_E_INVALID_ARG, "bucketed cache: %d fallback targets, expected 0..%d",
@@ -103,7 +105,9 @@ sj_status sj_bucketed_cache_create(const sj_graph *g, const sj_ladder *ladder, c
     pthread_mutex_init(&c->resident_mu, NULL);
     c->cfg = *cfg;
     pthread_mutex_init(&c->variants_mu, NULL);
-    if (sj__cache_specialise_init(c, cfg->native_after) != SJ_OK) {
+    c->native_after = cfg->native_after;
+    if (cfg->quick) c->quick = *cfg->quick;
+    if (sj__cache_specialise_init(c) != SJ_OK) {
         sj_bucketed_cache_destroy(c);
         return sj_fail(ctx, SJ_E_NOMEM, "bucketed cache: out of memory");
     }
@@ -321,9 +325,8 @@ static sj_status load_stored(sj_bucketed_cache *c, const sj_store_key *key, void
     return SJ_E_NOT_FOUND;
 }
 
-sj_status sj__cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
-                               sj_cache_made *made, int *target, void **keep, size_t *keep_len) {
-    *made = SJ_CACHE_LOADED;
+sj_status sj__cache_load_stored_any(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+                                    int *target, void **keep, size_t *keep_len) {
     *target = -1;
     if (keep) *keep = NULL;
     sj_store_key key = c->key;
@@ -338,7 +341,16 @@ sj_status sj__cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallb
             atomic_fetch_add_explicit(&c->fallback_hits, 1, memory_order_relaxed);
         }
     }
+    return st;
+}
+
+sj_status sj__cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+                               sj_cache_made *made, int *target, void **keep, size_t *keep_len) {
+    *made = SJ_CACHE_LOADED;
+    sj_status st = sj__cache_load_stored_any(c, extent, fallbacks, exe, target, keep, keep_len);
     if (st != SJ_E_NOT_FOUND) return st;
+    sj_store_key key = c->key;
+    key.extent = extent;
     void *art;
     size_t art_len;
     sj_remote_lease *lease;
@@ -402,8 +414,34 @@ sj_status sj__cache_store_bucket(sj_bucketed_cache *c, int64_t extent) {
     return SJ_OK;
 }
 
-/* The slow path: wait for the compile in flight, or be the one to do it. */
-static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_made *made) {
+/* Bucket i's executable from the store tiers, else (*quick in: tiered
+ * compilation, for a run) quick code, else the full compile. *quick out:
+ * quick code was made, so the caller queues the bucket's full code once
+ * it is published. */
+static sj_status make_executable(sj_bucketed_cache *c, int i, bool *quick, void **e, sj_cache_made *made,
+                                 int *target, void **art, size_t *art_len) {
+    int64_t extent = sj_ladder_extent(c->ladder, i);
+    bool try_quick = *quick;
+    *quick = false;
+    if (!try_quick) return sj__cache_materialize(c, extent, true, e, made, target, art, art_len);
+    *made = SJ_CACHE_LOADED;
+    sj_status st = sj__cache_load_stored_any(c, extent, true, e, target, art, art_len);
+    if (st != SJ_E_NOT_FOUND) return st;
+    /* No lease is claimed here: the tier-up claims it in the background,
+     * so a run never waits for another node's compile either. */
+    *made = SJ_CACHE_COMPILED;
+    st = sj__cache_quick_make(c, extent, e);
+    *quick = st == SJ_OK;
+    if (st == SJ_OK || st == SJ_E_NOMEM) return st;
+    /* Quick code is an optimisation: a request it cannot serve waits for
+     * the full code (stored as any) instead of failing. */
+    sj_ctx_clear_error(c->ctx);
+    return sj__cache_materialize(c, extent, false, e, made, target, art, art_len);
+}
+
+/* The slow path: wait for the compile in flight, or be the one to do it;
+ * quick_ok: a run, which tiered compilation may serve quick code. */
+static sj_status bucket_make(sj_bucketed_cache *c, int i, bool quick_ok, void **exe, sj_cache_made *made) {
     sj_cache_bucket *b = &c->buckets[i];
     pthread_mutex_lock(&b->mu);
     while (b->compiling) {
@@ -431,8 +469,8 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     int target;
     void *art;
     size_t art_len;
-    sj_status st = sj__cache_materialize(c, sj_ladder_extent(c->ladder, i), true, &e, made, &target,
-                                        &art, &art_len);
+    bool quick = quick_ok && c->quick.compile;
+    sj_status st = make_executable(c, i, &quick, &e, made, &target, &art, &art_len);
 
     pthread_mutex_lock(&b->mu);
     b->compiling = false;
@@ -455,6 +493,7 @@ static sj_status bucket_make(sj_bucketed_cache *c, int i, void **exe, sj_cache_m
     }
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
+    if (quick) sj__cache_specialise_queue(c, i, SJ_UPGRADE_TIER); /* published: the swap may replace it */
     return st;
 }
 
@@ -546,8 +585,8 @@ void sj__cache_release(sj_bucketed_cache *c, sj_one_off *one) {
     if (dead) one_off_free(c, one);
 }
 
-sj_status sj__cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
-                          sj_cache_made *made, sj_one_off **one) {
+static sj_status lookup(sj_bucketed_cache *c, int64_t key, bool quick_ok, int64_t *extent, void **exe,
+                        int *bucket, sj_cache_made *made, sj_one_off **one) {
     sj_cache_made ignored;
     if (!made) made = &ignored;
     *made = SJ_CACHE_IN_MEMORY;
@@ -566,7 +605,17 @@ sj_status sj__cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, v
         *exe = e;
         return SJ_OK;
     }
-    return bucket_make(c, i, exe, made);
+    return bucket_make(c, i, quick_ok, exe, made);
+}
+
+sj_status sj__cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
+                          sj_cache_made *made, sj_one_off **one) {
+    return lookup(c, key, false, extent, exe, bucket, made, one);
+}
+
+sj_status sj__cache_lookup_run(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe,
+                               int *bucket, sj_cache_made *made, sj_one_off **one) {
+    return lookup(c, key, true, extent, exe, bucket, made, one);
 }
 
 sj_status sj_bucketed_cache_get_or_compile(sj_bucketed_cache *c, int64_t key, int64_t *extent,
@@ -629,6 +678,10 @@ void sj_bucketed_cache_stats_get(const sj_bucketed_cache *c, sj_bucketed_cache_s
     out->fallback_hits = atomic_load(&c->fallback_hits);
     out->specialised = atomic_load(&c->specialised);
     out->specialise_failures = atomic_load(&c->specialise_failures);
+    out->quick_compiles = atomic_load(&c->quick_compiles);
+    out->quick_compile_ms = (double)atomic_load(&c->quick_compile_ns) / 1e6;
+    out->tier_ups = atomic_load(&c->tier_ups);
+    out->tier_up_failures = atomic_load(&c->tier_up_failures);
     out->device_lost = atomic_load(&c->device_lost);
     out->reloads = atomic_load(&c->reloads);
     out->hash_ms = c->hash_ms;

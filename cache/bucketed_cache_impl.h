@@ -35,7 +35,11 @@ typedef struct sj_cache_bucket {
      * exe under it (and mu), so a run reads exe again once it holds it. */
     pthread_mutex_t run_mu;
     _Atomic uint64_t level_runs; /* runs served while target >= 0 (native_after) */
-    _Atomic int specialise;      /* sj_cache_specialise_state */
+    /* Its background compile (specialise.c): the sj_cache_specialise_state,
+     * and why it was queued (sj_cache_upgrade, set before the state leaves
+     * NONE, so a reader of a state other than NONE sees the reason). */
+    _Atomic int specialise;
+    _Atomic int upgrade;
     /* Padded rows computed by the executable a native_after swap replaced
      * (its work counters go with it; the bucket's padding figures keep them). */
     _Atomic uint64_t swapped_padded_computed;
@@ -51,6 +55,10 @@ typedef struct sj_cache_bucket {
     void *art;
     size_t art_len;
 } __attribute__((aligned(64))) sj_cache_bucket;
+
+/* Why a bucket is made again in the background: native_after (served
+ * from a fallback target) or tiered compilation (served quick code). */
+typedef enum sj_cache_upgrade { SJ_UPGRADE_NATIVE = 0, SJ_UPGRADE_TIER } sj_cache_upgrade;
 
 /* An executable compiled at an out-of-range key's exact extent. Kept in a
  * list bounded by one_off_capacity (least recently used evicted); refs and
@@ -105,9 +113,13 @@ struct sj_bucketed_cache {
     _Atomic uint64_t resident_evictions;
     pthread_mutex_t store_fail_mu; /* store_fail */
     char store_fail[256];          /* the local store's first refusal of a put: why */
-    /* native_after (specialise.c): level buckets recompiled for the own
-     * target by one background thread, started at the first queued one. */
+    /* Background compiles (specialise.c): buckets made again with the
+     * cache's compiler for the own target by one thread, started at the
+     * first queued one: level buckets after native_after runs, and buckets
+     * served quick code (tiered, quick.compile set) at once. */
     int native_after;
+    sj_compiler quick; /* zeroed: tiering off */
+    _Atomic uint64_t quick_compiles, quick_compile_ns, tier_ups, tier_up_failures;
     pthread_mutex_t spec_mu;     /* the fields below */
     pthread_cond_t spec_cv;      /* work queued, or stop */
     pthread_cond_t spec_idle_cv; /* nothing queued and nothing compiling */
@@ -124,6 +136,10 @@ struct sj_bucketed_cache {
  * (may be NULL) says how it was found. */
 sj_status sj__cache_lookup(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe, int *bucket,
                           sj_cache_made *made, sj_one_off **one);
+/* As sj__cache_lookup, for a run: a bucket the store tiers lack may be
+ * served quick code first (tiered compilation). */
+sj_status sj__cache_lookup_run(sj_bucketed_cache *c, int64_t key, int64_t *extent, void **exe,
+                               int *bucket, sj_cache_made *made, sj_one_off **one);
 void sj__cache_release(sj_bucketed_cache *c, sj_one_off *one);
 
 /* Runs key's executable at `rows` (1..its extent) on inputs in the graph's
@@ -151,13 +167,25 @@ void sj__cache_variants_destroy(sj_bucketed_cache *c);
  * when the compiler's executables can go stale, else NULL. */
 sj_status sj__cache_materialize(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
                                sj_cache_made *made, int *target, void **art, size_t *art_len);
+/* Its first half: the store tiers only (own target, then fallbacks as
+ * above). SJ_E_NOT_FOUND when none holds it; nothing compiled. */
+sj_status sj__cache_load_stored_any(sj_bucketed_cache *c, int64_t extent, bool fallbacks, void **exe,
+                                    int *target, void **art, size_t *art_len);
 
-/* native_after (specialise.c): init at create (nothing started), a bucket
- * run counted after it ends (without its run_mu), and stop + join + free
- * before the executables go. */
-sj_status sj__cache_specialise_init(sj_bucketed_cache *c, int native_after);
+/* Background compiles (specialise.c): init at create (nothing started;
+ * reads c->native_after and c->quick), stop + join + free before the
+ * executables go. queue: bucket b (published) made again in the background
+ * for `why`, once in the cache's life; call without holding b's mu or
+ * run_mu. note_run: native_after's policy, a bucket run counted after it
+ * ends (without its run_mu). */
+sj_status sj__cache_specialise_init(sj_bucketed_cache *c);
+void sj__cache_specialise_queue(sj_bucketed_cache *c, int b, sj_cache_upgrade why);
 void sj__cache_specialise_note_run(sj_bucketed_cache *c, int b);
 void sj__cache_specialise_destroy(sj_bucketed_cache *c);
+
+/* Tiered compilation (tiered.c): extent's executable compiled by c->quick
+ * and loaded by the cache's compiler; nothing stored. Counted. */
+sj_status sj__cache_quick_make(sj_bucketed_cache *c, int64_t extent, void **exe);
 
 /* Makes sure the store tiers hold extent's artifact (compiling it when they
  * do not), loading nothing: precompile for another machine's device. */

@@ -211,7 +211,7 @@ sj_status sj__cache_run(sj_bucketed_cache *c, int64_t key, int64_t rows, const s
     void *exe;
     int b;
     sj_one_off *one; /* held across the run: eviction cannot free it under us */
-    SJ_TRY(sj__cache_lookup(c, key, &extent, &exe, &b, made, &one));
+    SJ_TRY(sj__cache_lookup_run(c, key, &extent, &exe, &b, made, &one));
     sj_status st;
     if (rows < 1 || rows > extent) {
         st = sj_fail(c->ctx, SJ_E_OUT_OF_RANGE, "run_padded: %lld actual rows do not fit key %lld's bucket (1..%lld)",

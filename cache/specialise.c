@@ -1,17 +1,26 @@
-/* native_after: a fleet starts from the portable CPU levels a build machine
- * stored and converges to code for its own CPU. A bucket that serves from a
- * level (a fallback target) and has served native_after runs is queued;
- * one background thread makes it for the compiler's own target (from the
- * store tiers when another machine of the same CPU put it there, else a
- * compile that is stored and published like any other) and swaps it in.
+/* Background compiles: a bucket serving code that is not the cache's best
+ * is made again by one background thread and swapped in. Two policies feed
+ * the one queue (each bucket at most once in the cache's life):
+ *
+ * - native_after: a fleet starts from the portable CPU levels a build
+ *   machine stored and converges to code for its own CPU. A bucket that
+ *   serves from a level (a fallback target) and has served native_after
+ *   runs is queued (sj__cache_specialise_note_run, below).
+ * - tiered compilation: a bucket first compiled by the quick compiler
+ *   (bucketed_cache.c, tiered.c) is queued at once.
+ *
+ * The mechanism is the same for both: the thread makes the bucket for the
+ * compiler's own target with the cache's compiler (from the store tiers
+ * when another process put it there, else a compile that is stored and
+ * published like any other) and swaps it in.
  *
  * The swap takes the bucket's run lock, so the run in flight finishes on
- * the level's executable; runs waiting for the lock read the bucket's
+ * the old executable; runs waiting for the lock read the bucket's
  * executable again once they hold it (sj__cache_run) and get the new one.
  * It takes the bucket's mu too (inspection reads exe under it), and the
  * old executable is destroyed after both are let go: no run and no reader
- * holds it then. Nothing here ever fails a request: a failed recompile is
- * counted and the bucket keeps serving the level. */
+ * holds it then. Nothing here ever fails a request: a failed compile is
+ * counted and the bucket keeps serving the old code. */
 #include "cache/bucketed_cache_impl.h"
 
 #include <stdio.h>
@@ -19,12 +28,12 @@
 
 static void *specialiser(void *arg);
 
-sj_status sj__cache_specialise_init(sj_bucketed_cache *c, int native_after) {
-    c->native_after = native_after;
+sj_status sj__cache_specialise_init(sj_bucketed_cache *c) {
     pthread_mutex_init(&c->spec_mu, NULL);
     pthread_cond_init(&c->spec_cv, NULL);
     pthread_cond_init(&c->spec_idle_cv, NULL);
-    if (native_after > 0 && !(c->spec_queue = sj_calloc(c->ctx, (size_t)c->n_buckets + 1, sizeof *c->spec_queue)))
+    bool used = c->native_after > 0 || c->quick.compile;
+    if (used && !(c->spec_queue = sj_calloc(c->ctx, (size_t)c->n_buckets + 1, sizeof *c->spec_queue)))
         return SJ_E_NOMEM;
     return SJ_OK;
 }
@@ -42,30 +51,27 @@ void sj__cache_specialise_destroy(sj_bucketed_cache *c) {
     pthread_cond_destroy(&c->spec_idle_cv);
 }
 
-/* A failure: counted, the first one's message kept; spec_mu held. */
+/* A failure: counted by its reason, the first one's message kept; spec_mu
+ * held. */
 static void note_failure(sj_bucketed_cache *c, int b, const char *why) {
-    atomic_store(&c->buckets[b].specialise, SJ_SPECIALISE_FAILED);
-    atomic_fetch_add(&c->specialise_failures, 1);
+    sj_cache_bucket *bk = &c->buckets[b];
+    bool tier = atomic_load(&bk->upgrade) == SJ_UPGRADE_TIER;
+    atomic_store(&bk->specialise, SJ_SPECIALISE_FAILED);
+    atomic_fetch_add(tier ? &c->tier_up_failures : &c->specialise_failures, 1);
     if (!c->spec_error[0])
-        snprintf(c->spec_error, sizeof c->spec_error, "bucket %lld: %s",
+        snprintf(c->spec_error, sizeof c->spec_error, "%sbucket %lld: %s", tier ? "tier-up: " : "",
                  (long long)sj_ladder_extent(c->ladder, b), why);
 }
 
-void sj__cache_specialise_note_run(sj_bucketed_cache *c, int b) {
-    if (c->native_after <= 0) return;
+void sj__cache_specialise_queue(sj_bucketed_cache *c, int b, sj_cache_upgrade why) {
     sj_cache_bucket *bk = &c->buckets[b];
-    /* Own code, or asked already (a failed one stays on the level): no count. */
-    if (atomic_load_explicit(&bk->target, memory_order_relaxed) < 0 ||
-        atomic_load_explicit(&bk->specialise, memory_order_relaxed) != SJ_SPECIALISE_NONE)
-        return;
-    /* Exactly one run sees the count reach native_after. */
-    if (atomic_fetch_add_explicit(&bk->level_runs, 1, memory_order_relaxed) + 1 != (uint64_t)c->native_after)
-        return;
     pthread_mutex_lock(&c->spec_mu);
-    if (c->spec_stop) {
+    /* At most once per bucket: the ring holds n_buckets. */
+    if (c->spec_stop || atomic_load(&bk->specialise) != SJ_SPECIALISE_NONE) {
         pthread_mutex_unlock(&c->spec_mu);
         return;
     }
+    atomic_store(&bk->upgrade, (int)why);
     if (!c->spec_started) {
         if (pthread_create(&c->spec_thread, NULL, specialiser, c) != 0) {
             note_failure(c, b, "cannot start the background thread");
@@ -80,14 +86,30 @@ void sj__cache_specialise_note_run(sj_bucketed_cache *c, int b) {
     pthread_mutex_unlock(&c->spec_mu);
 }
 
+/* native_after's policy: the run that brings a level bucket's count to
+ * native_after queues it. */
+void sj__cache_specialise_note_run(sj_bucketed_cache *c, int b) {
+    if (c->native_after <= 0) return;
+    sj_cache_bucket *bk = &c->buckets[b];
+    /* Own code, or asked already (a failed one stays on the level): no count. */
+    if (atomic_load_explicit(&bk->target, memory_order_relaxed) < 0 ||
+        atomic_load_explicit(&bk->specialise, memory_order_relaxed) != SJ_SPECIALISE_NONE)
+        return;
+    /* Exactly one run sees the count reach native_after. */
+    if (atomic_fetch_add_explicit(&bk->level_runs, 1, memory_order_relaxed) + 1 != (uint64_t)c->native_after)
+        return;
+    sj__cache_specialise_queue(c, b, SJ_UPGRADE_NATIVE);
+}
+
 /* Bucket b for the own target, swapped in for the next run. */
 static sj_status specialise(sj_bucketed_cache *c, int b) {
     sj_cache_bucket *bk = &c->buckets[b];
-    void *fresh;
+    void *fresh, *art;
+    size_t art_len;
     sj_cache_made made;
     int target;
     SJ_TRY(sj__cache_materialize(c, sj_ladder_extent(c->ladder, b), false, &fresh, &made, &target,
-                                NULL, NULL));
+                                &art, &art_len));
     pthread_mutex_lock(&bk->run_mu);
     pthread_mutex_lock(&bk->mu);
     void *old = atomic_load_explicit(&bk->exe, memory_order_acquire);
@@ -96,11 +118,20 @@ static sj_status specialise(sj_bucketed_cache *c, int b) {
         c->comp.memory(c->comp.ctx, old, &m);
         atomic_fetch_add(&bk->swapped_padded_computed, m.rows_computed - m.rows_requested);
     }
+    /* A reload after a device reset (read under run_mu) loads the new
+     * code's bytes, not the old code's (quick code kept none). */
+    void *old_art = NULL;
+    if (art) {
+        old_art = bk->art;
+        bk->art = art;
+        bk->art_len = art_len;
+    }
     atomic_store_explicit(&bk->target, -1, memory_order_relaxed);
     atomic_store_explicit(&bk->exe, fresh, memory_order_release);
     pthread_mutex_unlock(&bk->mu);
     pthread_mutex_unlock(&bk->run_mu);
     c->comp.destroy(c->comp.ctx, old);
+    sj_free(c->ctx, old_art);
     return SJ_OK;
 }
 
@@ -120,7 +151,8 @@ static void *specialiser(void *arg) {
         c->spec_busy = false;
         if (st == SJ_OK) {
             atomic_store(&c->buckets[b].specialise, SJ_SPECIALISE_DONE);
-            atomic_fetch_add(&c->specialised, 1);
+            bool tier = atomic_load(&c->buckets[b].upgrade) == SJ_UPGRADE_TIER;
+            atomic_fetch_add(tier ? &c->tier_ups : &c->specialised, 1);
         } else {
             note_failure(c, b, sj_ctx_last_error(c->ctx)); /* this thread's own message */
         }
@@ -150,7 +182,19 @@ void sj_bucketed_cache_specialise_error(sj_bucketed_cache *c, char *buf, size_t 
     pthread_mutex_unlock(&c->spec_mu);
 }
 
-sj_cache_specialise_state sj_bucketed_cache_bucket_specialise(const sj_bucketed_cache *c, int i) {
+/* Bucket i's state when it was queued for `why`, else NONE. */
+static sj_cache_specialise_state state_for(const sj_bucketed_cache *c, int i, sj_cache_upgrade why) {
     if (!c || i < 0 || i >= c->n_buckets) return SJ_SPECIALISE_NONE;
-    return (sj_cache_specialise_state)atomic_load(&c->buckets[i].specialise);
+    int st = atomic_load(&c->buckets[i].specialise);
+    /* upgrade is stored before the state leaves NONE */
+    if (st == SJ_SPECIALISE_NONE || atomic_load(&c->buckets[i].upgrade) != (int)why) return SJ_SPECIALISE_NONE;
+    return (sj_cache_specialise_state)st;
+}
+
+sj_cache_specialise_state sj_bucketed_cache_bucket_specialise(const sj_bucketed_cache *c, int i) {
+    return state_for(c, i, SJ_UPGRADE_NATIVE);
+}
+
+sj_cache_specialise_state sj_bucketed_cache_bucket_tier(const sj_bucketed_cache *c, int i) {
+    return state_for(c, i, SJ_UPGRADE_TIER);
 }

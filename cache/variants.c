@@ -46,6 +46,7 @@ static sj_status variant_for(sj_bucketed_cache *c, const sj_compiler *comp, sj_b
     /* A sibling's executables are handed out to be run directly: never swapped. */
     sj_bucketed_cache_config vc = c->cfg;
     vc.native_after = 0;
+    vc.quick = NULL;
     if (st == SJ_OK) st = sj_bucketed_cache_create(c->g, c->ladder, comp, c->store, &vc, &v->cache);
     if (st == SJ_OK) {
         v->next = c->variants;

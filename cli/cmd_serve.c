@@ -23,7 +23,7 @@ static const char usage[] =
     "                      [--remote URL|none] [--remote-secret-file FILE] [--remote-read-only]\n"
     "                      [--remote-lease-ms MS]\n"
     "                      [--requests N] [--seed S] [--stats] [--max-resident-buckets N]\n"
-    "                      [--native-after N] [--precision fp32|bf16|fp16]\n"
+    "                      [--native-after N] [--tiered] [--precision fp32|bf16|fp16]\n"
     "                      " CLI_MODEL_USAGE "\n"
     "       shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) ...\n"
     "                      (an HTTP endpoint: see 'shapejit serve --listen 0 --help')\n"
@@ -56,7 +56,9 @@ static const char usage[] =
     CLI_REMOTE_USAGE
     CLI_RESIDENT_USAGE
     CLI_NATIVE_AFTER_USAGE
-    "                     (this replay waits for those it started before it reports)\n"
+    CLI_TIERED_USAGE
+    "                     (this replay waits for the background compiles it started\n"
+    "                     before it reports)\n"
     /* clang-format on */
     "  --backend B        host (LLVM, this CPU), interp, or cuda: GPU 0, each bucket's\n"
     "                     launches captured once into a CUDA graph and replayed\n"
@@ -83,6 +85,7 @@ typedef struct serve_state {
     const sj_graph *g; /* the engine's */
     const char *backend;
     const char *native_after; /* --native-after as given, or NULL */
+    bool tiered;              /* --tiered */
     char store_path[4096];
     const cli_stream *stream;
     uint64_t seed;
@@ -221,6 +224,13 @@ static int summarise(serve_state *s, figures *f) {
     return CLI_EXIT_OK;
 }
 
+/* A background compile failed: what, and the first one's message. */
+static void warn_background(serve_state *s, const char *what) {
+    char why[256];
+    sj_bucketed_cache_specialise_error(sj_engine_cache(s->e), why, sizeof why);
+    fprintf(stderr, "shapejit serve: warning: %s: %s\n", what, why);
+}
+
 /* What --native-after did: buckets moved from a stored level to code for
  * this CPU, and why any could not be. */
 static void report_native(serve_state *s) {
@@ -229,12 +239,19 @@ static void report_native(serve_state *s) {
     printf("  native code      %llu buckets recompiled for this CPU after %s runs on a stored level, "
            "%llu failed\n",
            (unsigned long long)st.specialised, s->native_after, (unsigned long long)st.specialise_failures);
-    if (st.specialise_failures) {
-        char why[256];
-        sj_bucketed_cache_specialise_error(sj_engine_cache(s->e), why, sizeof why);
-        fprintf(stderr, "shapejit serve: warning: a recompile for this CPU failed (the level kept "
-                "serving): %s\n", why);
-    }
+    if (st.specialise_failures) warn_background(s, "a recompile for this CPU failed (the level kept serving)");
+}
+
+/* What --tiered did: buckets served quick code first and swapped to their
+ * full code, and why any could not be. */
+static void report_tiered(serve_state *s) {
+    sj_engine_stats st;
+    sj_engine_stats_get(s->e, &st);
+    printf("  tiered           %llu buckets served -O%d code first, %llu swapped to the full code, "
+           "%llu failed\n",
+           (unsigned long long)st.quick_compiles, SJ_ENGINE_TIER_OPT_LEVEL,
+           (unsigned long long)st.tier_ups, (unsigned long long)st.tier_up_failures);
+    if (st.tier_up_failures) warn_background(s, "a full compile failed (the quick code kept serving)");
 }
 
 /* -1 (the compiler does not report its work) reads "not reported". */
@@ -408,6 +425,7 @@ static void report(serve_state *s, const figures *f, const char *model, const ch
     if (s->fit) report_fit(s, spec);
     print_padding(s, f);
     if (s->native_after) report_native(s);
+    if (s->tiered) report_tiered(s);
     if (!stats) return;
     fprintf(stderr, "{\"model\": ");
     cli_json_str(stderr, model);
@@ -461,6 +479,7 @@ static sj_status measure_cost(void *user, int64_t lo, int64_t hi, sj_ladder_cost
     ea.store = "none";
     ea.remote.url = "none";
     ea.native_after = NULL;
+    ea.tiered = false;
     ea.max_resident = NULL;
     ea.backend.devices = 1;
     sj_ladder_cost_fit m;
@@ -524,7 +543,7 @@ static int serve(serve_state *s, sj_graph *g, const cli_engine_args *ea, int wor
     for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
     figures f = {.wall_s = (cli_now_ms() - s->t0) / 1e3};
     /* After the clock: the report counts the recompiles the stream started. */
-    if (s->native_after) sj_bucketed_cache_specialise_wait(sj_engine_cache(s->e));
+    if (s->native_after || s->tiered) sj_bucketed_cache_specialise_wait(sj_engine_cache(s->e));
     /* A fit the stream started is finished (and reported) before the end. */
     if (s->fit) sj_ladder_switch_wait(s->fit);
     if (rc == CLI_EXIT_OK && atomic_load(&s->failed)) rc = cli_fail("serve", "%s", s->error);
@@ -564,6 +583,7 @@ int cli_cmd_serve(int argc, char **argv) {
         CLI_MODEL_OPTS(model),
         CLI_REMOTE_OPTS(ca.remote), {"--max-resident-buckets", CLI_OPT_STRING, &ca.max_resident},
         {"--native-after", CLI_OPT_STRING, &ca.native_after},
+        {"--tiered", CLI_OPT_FLAG, &ca.tiered},
         {"--fit-window", CLI_OPT_INT, &fit_window}, {"--fit-cost", CLI_OPT_STRING, &fit_cost},
     };
     const char *pos[1];
@@ -623,6 +643,7 @@ int cli_cmd_serve(int argc, char **argv) {
         s->ctx = ctx;
         s->backend = ca.backend.name;
         s->native_after = ca.native_after;
+        s->tiered = ca.tiered;
         s->stream = &stream;
         s->seed = (uint64_t)seed;
         s->fit_spec = fit_spec;

@@ -77,6 +77,9 @@ static const char usage[] =
     "  --drain-timeout-s N  at shutdown, wait this long for requests in flight (default 30)\n"
     "  --jobs N           compile threads for the warm start (default 1)\n"
     CLI_NATIVE_AFTER_USAGE
+    CLI_TIERED_USAGE
+    "                     (useful with --ready-when now or first-bucket: the warm start\n"
+    "                     compiles the full code)\n"
     CLI_REMOTE_USAGE
     "  " CLI_MODEL_USAGE "\n";
 
@@ -155,7 +158,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     int64_t native_after = INT64_MIN; /* not given: never */
     int64_t fit_window = INT64_MIN;   /* not given: the library's default */
     const char *fit_cost = NULL;
-    bool no_promote = false;
+    bool no_promote = false, tiered = false;
     cli_model_flags model = {0};
     cli_remote_flags remote = {0};
     const cli_opt opts[] = {
@@ -184,6 +187,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
         {"--drain-timeout-s", CLI_OPT_INT, &drain_s},
         {"--jobs", CLI_OPT_INT, &jobs},
         {"--native-after", CLI_OPT_INT, &native_after},
+        {"--tiered", CLI_OPT_FLAG, &tiered},
         {"--fit-window", CLI_OPT_INT, &fit_window},
         {"--fit-cost", CLI_OPT_STRING, &fit_cost},
         {"--cpu", CLI_OPT_STRING, &compile.cpu},
@@ -238,6 +242,8 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     if (rc == CLI_EXIT_OK) rc = check_range(cmd, "--jobs", jobs, 1, 256);
     if (rc == CLI_EXIT_OK && native_after != INT64_MIN)
         rc = check_range(cmd, "--native-after", native_after, 1, INT32_MAX);
+    if (rc == CLI_EXIT_OK && tiered && backend && strcmp(backend, "host") != 0)
+        rc = cli_usage_error(cmd, "--tiered is for --backend host");
     if (rc != CLI_EXIT_OK) return rc;
     if (!strcmp(ready_when, "all"))
         sc.ready_when = SRV_READY_ALL;
@@ -291,6 +297,7 @@ int cli_cmd_serve_listen(int argc, char **argv) {
     cli_backend_config(&ba, &ec);
     if (threads) ec.threads = (int)threads; /* 0: cli_backend_config's default */
     ec.native_after = native_after == INT64_MIN ? 0 : (int)native_after;
+    ec.tiered = tiered;
 
     /* Blocked before any thread starts, so every thread inherits the mask
      * and the signals wait for sigtimedwait in this one. A shell starts

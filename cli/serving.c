@@ -140,6 +140,8 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
                                  a->backend.cpu, a->backend.cpu);
         native_after = v;
     }
+    if (rc == CLI_EXIT_OK && a->tiered && a->backend.name && strcmp(a->backend.name, "host") != 0)
+        rc = cli_usage_error(cmd, "--tiered is for --backend host");
     if (rc != CLI_EXIT_OK) {
         sj_graph_destroy(g);
         memset(secret, 0, sizeof secret);
@@ -149,6 +151,7 @@ int cli_engine_open(const char *cmd, sj_ctx *ctx, sj_graph *g, const cli_engine_
     sj_engine_config_init(&cfg);
     cfg.max_resident_buckets = (int)max_resident;
     cfg.native_after = (int)native_after;
+    cfg.tiered = a->tiered;
     cfg.ladder = spec;
     cfg.store_path = store_path[0] ? store_path : NULL;
     /* Only the default may quietly degrade: a path the user named must work. */
@@ -238,6 +241,10 @@ void cli_stats_members(FILE *f, sj_engine *e) {
      * before for another bucket or model). */
     fprintf(f, ", \"objects_compiled\": %llu, \"objects_from_store\": %llu",
             (unsigned long long)s.objects_compiled, (unsigned long long)s.objects_found);
+    /* Tiered compilation: quick code served first, swapped for the full code. */
+    fprintf(f, ", \"quick_compiles\": %llu, \"tier_ups\": %llu, \"tier_up_failures\": %llu",
+            (unsigned long long)s.quick_compiles, (unsigned long long)s.tier_ups,
+            (unsigned long long)s.tier_up_failures);
     fprintf(f, ", \"store_bytes\": %lld, \"store_bytes_added\": %lld", (long long)s.store_bytes,
             (long long)s.store_bytes_added);
     /* The model's hash at open: "store" when its files were unchanged and

@@ -137,6 +137,7 @@ typedef struct cli_engine_args {
     bool store_only;
     const char *max_resident; /* --max-resident-buckets N as given (NULL: no bound) */
     const char *native_after; /* --native-after N as given (NULL: never) */
+    bool tiered;              /* --tiered */
 } cli_engine_args;
 
 #define CLI_RESIDENT_USAGE                                                                         \
@@ -148,6 +149,12 @@ typedef struct cli_engine_args {
     "  --native-after N   host, --cpu native: a bucket served from a stored CPU level\n"            \
     "                     is recompiled for this CPU in the background after N runs,\n"        \
     "                     stored, and swapped in (default: never)\n"
+
+#define CLI_TIERED_USAGE                                                                           \
+    "  --tiered           host: a bucket no store holds is compiled at -O0 first and\n"          \
+    "                     serves at once; its -O3 code is compiled in the background,\n"      \
+    "                     stored, and swapped in (default: off; the -O0 code is never\n"      \
+    "                     stored)\n"
 
 /* Process peak resident set (VmHWM) in bytes, 0 when the system does not say. */
 uint64_t cli_peak_rss_bytes(void);

@@ -191,6 +191,8 @@ sj_status sj_engine_open_graph(sj_ctx *ctx, sj_graph *g, const sj_engine_config 
         cc.remote = e->remote;
         cc.max_resident_buckets = cfg->max_resident_buckets;
         cc.native_after = cfg->native_after;
+        /* the registry refused tiered for a backend without a quick compiler */
+        cc.quick = cfg->tiered && e->backend.quick.compile ? &e->backend.quick : NULL;
         st = sj_bucketed_cache_create(g, e->ladder, &e->backend.comp, e->store, &cc, &e->cache);
     }
     if (st != SJ_OK) {
@@ -305,6 +307,8 @@ sj_status sj_engine_bucket_stats_get(const sj_engine *e, int i, sj_engine_bucket
     case SJ_SPECIALISE_DONE: b.native = SJ_ENGINE_NATIVE_DONE; break;
     case SJ_SPECIALISE_FAILED: b.native = SJ_ENGINE_NATIVE_FAILED; break;
     }
+    /* the enums agree value for value */
+    b.tier = (sj_engine_tier_state)sj_bucketed_cache_bucket_tier(e->cache, i);
     *out = b;
     return SJ_OK;
 }
@@ -332,6 +336,9 @@ void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out) {
     out->resident_evictions = s.resident_evictions;
     out->specialised = s.specialised;
     out->specialise_failures = s.specialise_failures;
+    out->quick_compiles = s.quick_compiles;
+    out->tier_ups = s.tier_ups;
+    out->tier_up_failures = s.tier_up_failures;
     out->device_lost = s.device_lost;
     out->reloads = s.reloads;
     out->kernels = s.stages.kernels;

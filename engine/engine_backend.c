@@ -33,6 +33,7 @@ sj_status sj__engine_backend_open(sj_ctx *ctx, const sj_engine_config *cfg, sj__
         .tune = cfg->tune,
         .tune_budget_ms = cfg->tune_budget_ms,
         .native_after = cfg->native_after,
+        .tiered = cfg->tiered,
         .gpu_emit = cfg->gpu_emit,
         .arch = cfg->arch,
         .cuda_driver = cfg->cuda_driver,

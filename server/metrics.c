@@ -256,6 +256,12 @@ char *srv_metrics_render(srv_server *s, size_t *len) {
     PER_MODEL(&b, s, "shapejit_native_recompile_failures_total", "counter",
               "Such recompiles that failed (the level kept serving).", "%llu",
               U(es->specialise_failures));
+    PER_MODEL(&b, s, "shapejit_tier_ups_total", "counter",
+              "Buckets served quick (-O0) code first and swapped to their full code (--tiered).", "%llu",
+              U(es->tier_ups));
+    PER_MODEL(&b, s, "shapejit_tier_up_failures_total", "counter",
+              "Such full compiles that failed (the quick code kept serving).", "%llu",
+              U(es->tier_up_failures));
     PER_MODEL(&b, s, "shapejit_device_lost_total", "counter",
               "Runs a kernel fault failed, losing the GPU's context.", "%llu", U(es->device_lost));
     PER_MODEL(&b, s, "shapejit_device_resets_total", "counter",

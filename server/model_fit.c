@@ -134,6 +134,7 @@ static sj_status open_spec(srv_model *m, const char *spec, bool measuring, sj_en
         c.remote_secret = NULL;
         c.remote_secret_len = 0;
         c.native_after = 0;
+        c.tiered = false;
         c.max_resident_buckets = 0;
         c.workers = 1;
     }

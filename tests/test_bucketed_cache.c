@@ -1,8 +1,8 @@
 /* The bucketed compile cache over the interpreter backend: many threads,
  * one compile per bucket, warm restarts from the store, run_padded
  * slicing, mixed inputs, out-of-range keys, corrupt rows, failing
- * compiles, two processes precompiling into one store, and a hit path
- * that allocates nothing. */
+ * compiles, two processes precompiling into one store, a hit path
+ * that allocates nothing, native_after and tiered compilation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,12 +35,17 @@ typedef struct counting_compiler {
     _Atomic int destroyed; /* executables destroyed */
     int64_t fail_extent; /* compile fails at this extent (0 = never) */
     int delay_ms;        /* widens the window in which other threads pile up */
+    _Atomic bool hold;   /* compiles wait while set (a test holds a background compile) */
 } counting_compiler;
 
 static sj_status cc_compile(void *self, const sj_graph *g, int64_t extent, void **art, size_t *len) {
     counting_compiler *cc = self;
     if (cc->delay_ms) {
         struct timespec ts = {0, cc->delay_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    while (atomic_load(&cc->hold)) {
+        struct timespec ts = {0, 1000000L};
         nanosleep(&ts, NULL);
     }
     if (extent == cc->fail_extent)
@@ -178,6 +183,17 @@ static void *hammer_thread(void *arg) {
         check_run(h->c, rows, r);
     }
     return NULL;
+}
+
+/* Four threads hammering c at once (seeds from seed0), joined. */
+static void hammer_four(sj_bucketed_cache *c, unsigned seed0) {
+    pthread_t th[4];
+    hammer h[4];
+    for (int i = 0; i < 4; i++) {
+        h[i] = (hammer){c, (unsigned)i * 104729u + seed0};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
 }
 
 static void test_threads_one_compile_per_bucket(void **state) {
@@ -781,13 +797,7 @@ static void test_native_after_threads(void **state) {
     native = cpu_compiler(&nc, "native", &level, &fb);
     nc.delay_ms = 5;
     sj_bucketed_cache *c = cache_after(l, &native, s, 2);
-    pthread_t th[4];
-    hammer h[4];
-    for (int i = 0; i < 4; i++) {
-        h[i] = (hammer){c, (unsigned)i * 104729u + 3};
-        assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    hammer_four(c, 3);
     sj_bucketed_cache_specialise_wait(c);
     sj_bucketed_cache_stats st;
     sj_bucketed_cache_stats_get(c, &st);
@@ -814,6 +824,173 @@ static void test_native_after_threads(void **state) {
     sj_ladder_destroy(l);
 }
 
+/* --- tiered compilation: a quick compiler serves a bucket no store tier
+ * holds; the full code is compiled in the background, stored, swapped in --- */
+
+static const char quick_options[] = "quick";
+
+/* A counting compiler standing for the quick one: its own options (what
+ * its code would be keyed by, were it ever stored). */
+static sj_compiler quick_compiler(counting_compiler *qc) {
+    sj_compiler q = counting(qc);
+    q.options = quick_options;
+    q.options_len = sizeof quick_options;
+    return q;
+}
+
+static sj_bucketed_cache *cache_tiered(const sj_ladder *l, const sj_compiler *comp, sj_store *s,
+                                       const sj_compiler *quick) {
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    cfg.quick = quick;
+    sj_bucketed_cache *c;
+    if (sj_bucketed_cache_create(g, l, comp, s, &cfg, &c) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    return c;
+}
+
+/* Whether the store holds comp's row for extent. */
+static bool stored(sj_store *s, const sj_compiler *comp, int64_t extent) {
+    sj_store_key key;
+    sj_bucketed_cache_key(g, comp, extent, &key);
+    void *bytes;
+    size_t len;
+    if (sj_store_get(s, &key, &bytes, &len) != SJ_OK) return false;
+    sj_free(ctx, bytes);
+    return true;
+}
+
+static void test_tiered_quick_first_then_full(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
+    sj_store *s = open_store();
+    counting_compiler fc, qc;
+    sj_compiler full = counting(&fc), quick = quick_compiler(&qc);
+    atomic_store(&fc.hold, true); /* the background's full compile waits */
+    sj_bucketed_cache *c = cache_tiered(l, &full, s, &quick);
+
+    /* The first run is served quick code at once; the full compile is queued. */
+    check_run(c, 3, 1);
+    assert_int_equal(atomic_load(&qc.compiles[4]), 1);
+    assert_int_equal(sj_bucketed_cache_bucket_tier(c, 2), SJ_SPECIALISE_PENDING);
+    assert_int_equal(sj_bucketed_cache_bucket_specialise(c, 2), SJ_SPECIALISE_NONE); /* not native_after's */
+    check_run(c, 4, 2); /* quick code serves on, exact */
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.quick_compiles, 1);
+    assert_int_equal(st.compiles, 0);
+    assert_int_equal(st.tier_ups, 0);
+    assert_false(stored(s, &full, 4));
+    atomic_store(&fc.hold, false);
+    sj_bucketed_cache_specialise_wait(c);
+    assert_int_equal(sj_bucketed_cache_bucket_tier(c, 2), SJ_SPECIALISE_DONE);
+    assert_int_equal(atomic_load(&fc.compiles[4]), 1);
+    assert_int_equal(atomic_load(&fc.destroyed), 1); /* the quick executable, once no run held it */
+    for (int i = 0; i < 3; i++) check_run(c, 4, 3 + (unsigned)i);
+    /* The store holds the full code only: never the quick code's row. */
+    assert_true(stored(s, &full, 4));
+    assert_false(stored(s, &quick, 4));
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.tier_ups, 1);
+    assert_int_equal(st.tier_up_failures, 0);
+    assert_int_equal(st.compiles, 1);
+    assert_int_equal(st.specialised, 0);
+
+    /* A failed full compile is counted and never fails a run: quick code serves on. */
+    fc.fail_extent = 16;
+    for (int i = 0; i < 4; i++) check_run(c, 9 + i, 20 + (unsigned)i);
+    sj_bucketed_cache_specialise_wait(c);
+    assert_int_equal(sj_bucketed_cache_bucket_tier(c, 4), SJ_SPECIALISE_FAILED);
+    check_run(c, 16, 30);
+    char why[256];
+    sj_bucketed_cache_specialise_error(c, why, sizeof why);
+    assert_non_null(strstr(why, "tier-up: bucket 16"));
+    assert_non_null(strstr(why, "refusing extent 16"));
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.tier_up_failures, 1);
+    assert_int_equal(st.quick_compiles, 2);
+    assert_false(stored(s, &full, 16));
+    assert_false(stored(s, &quick, 16));
+
+    /* get_or_compile (and so precompile) makes the full code directly. */
+    int64_t extent;
+    void *exe;
+    assert_int_equal(sj_bucketed_cache_get_or_compile(c, 30, &extent, &exe), SJ_OK);
+    assert_int_equal(atomic_load(&qc.compiles[32]), 0);
+    assert_int_equal(atomic_load(&fc.compiles[32]), 1);
+    assert_int_equal(sj_bucketed_cache_bucket_tier(c, 5), SJ_SPECIALISE_NONE);
+    sj_bucketed_cache_destroy(c);
+
+    /* A restart loads the full code from the store: no compile of either kind. */
+    counting_compiler fc2, qc2;
+    sj_compiler full2 = counting(&fc2), quick2 = quick_compiler(&qc2);
+    c = cache_tiered(l, &full2, s, &quick2);
+    check_run(c, 4, 40);
+    check_run(c, 30, 41);
+    sj_bucketed_cache_specialise_wait(c);
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.store_hits, 2);
+    assert_int_equal(st.compiles + st.quick_compiles + st.tier_ups, 0);
+    assert_int_equal(sj_bucketed_cache_bucket_tier(c, 2), SJ_SPECIALISE_NONE);
+
+    /* A quick compile that fails costs the request a full compile, not its result. */
+    qc2.fail_extent = 8;
+    check_run(c, 7, 42);
+    sj_bucketed_cache_specialise_wait(c);
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.compiles, 1);
+    assert_int_equal(st.quick_compiles, 0);
+    assert_int_equal(sj_bucketed_cache_bucket_tier(c, 3), SJ_SPECIALISE_NONE);
+    assert_true(stored(s, &full2, 8));
+    sj_bucketed_cache_destroy(c);
+
+    sj_bucketed_cache_config cfg;
+    sj_bucketed_cache_config_init(&cfg);
+    sj_compiler no_compile = quick;
+    no_compile.compile = NULL;
+    cfg.quick = &no_compile;
+    assert_int_equal(sj_bucketed_cache_create(g, l, &full, s, &cfg, &c), SJ_E_INVALID_ARG);
+    assert_non_null(strstr(sj_ctx_last_error(ctx), "quick compiler"));
+    sj_store_close(s);
+    sj_ladder_destroy(l);
+}
+
+/* Threads run every bucket while each is tiered up (full compiles slowed
+ * so the swaps land among the runs): every result exact, every bucket on
+ * its full code; a close with tier-ups queued and one held mid-compile
+ * ends cleanly, every executable destroyed once. */
+static void test_tiered_threads_and_close(void **state) {
+    (void)state;
+    sj_ladder *l;
+    assert_int_equal(sj_ladder_pow2(ctx, 1, 64, &l), SJ_OK);
+    counting_compiler fc, qc;
+    sj_compiler full = counting(&fc), quick = quick_compiler(&qc);
+    fc.delay_ms = 5;
+    sj_bucketed_cache *c = cache_tiered(l, &full, NULL, &quick);
+    hammer_four(c, 5);
+    sj_bucketed_cache_specialise_wait(c);
+    sj_bucketed_cache_stats st;
+    sj_bucketed_cache_stats_get(c, &st);
+    assert_int_equal(st.quick_compiles, 7);
+    assert_int_equal(st.tier_ups, 7);
+    assert_int_equal(atomic_load(&fc.total), 7);
+    assert_int_equal(atomic_load(&fc.destroyed), 7); /* the quick executables */
+    sj_bucketed_cache_destroy(c);
+    assert_int_equal(atomic_load(&fc.destroyed), 14);
+
+    /* Closed with one full compile in flight and the rest queued. */
+    full = counting(&fc);
+    quick = quick_compiler(&qc);
+    fc.delay_ms = 20;
+    c = cache_tiered(l, &full, NULL, &quick);
+    for (int64_t rows = 1; rows <= 64; rows *= 2) check_run(c, rows, 7);
+    sj_bucketed_cache_destroy(c);
+    assert_true(atomic_load(&fc.total) < 7);
+    /* each bucket's executable, and the quick one each finished tier-up replaced */
+    assert_int_equal(atomic_load(&fc.destroyed), 7 + atomic_load(&fc.total));
+    sj_ladder_destroy(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_one_compile_per_bucket),
@@ -829,6 +1006,8 @@ int main(void) {
         cmocka_unit_test(test_hit_path_allocates_nothing),
         cmocka_unit_test_setup(test_native_after_swaps_level_buckets, fresh),
         cmocka_unit_test_setup(test_native_after_threads, fresh),
+        cmocka_unit_test_setup(test_tiered_quick_first_then_full, fresh),
+        cmocka_unit_test(test_tiered_threads_and_close),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

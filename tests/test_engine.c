@@ -2,8 +2,9 @@
  * runs (interp, host), a warm start from the store, one error naming the
  * component and value for each bad open (with nothing left allocated),
  * named-input checks on run, outputs with and without the symbolic dim,
- * several threads running one engine at once, and tuned buckets (the
- * schedule timed per bucket, recorded in the artifact, loaded warm). */
+ * several threads running one engine at once, tuned buckets (the
+ * schedule timed per bucket, recorded in the artifact, loaded warm),
+ * native_after and tiered compilation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include "shapejit/engine.h"
 #include "shapejit/ext/bucketed_cache.h"
 #include "shapejit/ext/artifact.h"
+#include "shapejit/ext/backends.h"
 #include "shapejit/store.h"
 
 #include "tests/test_util.h"
@@ -459,9 +461,8 @@ static sj_engine *open_native(const char *store, const char *ladder, int native_
     return e;
 }
 
-/* y of a run at n rows (seeded as run_and_check), checked, into y. */
-static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
-    run_and_check(e, n, seed);
+/* One run at n rows (seeded as run_and_check): every output into out[]. */
+static void run_outputs(sj_engine *e, int64_t n, unsigned seed, sj_named_tensor out[3]) {
     float x[64 * INNER], m[64 * INNER];
     for (int64_t r = 0; r < n; r++)
         for (int k = 0; k < INNER; k++) {
@@ -470,10 +471,31 @@ static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
         }
     sj_named_tensor in[2] = {{"x", {.rank = 2, .dims = {n, INNER}, .data = x}},
                              {"m", {.rank = 2, .dims = {n, INNER}, .data = m}}};
-    sj_named_tensor out[3];
     assert_int_equal(sj_engine_run(e, in, 2, out, 3, NULL), SJ_OK);
+}
+
+/* y of a run at n rows (seeded as run_and_check), checked, into y. */
+static void run_y(sj_engine *e, int64_t n, unsigned seed, float *y) {
+    run_and_check(e, n, seed);
+    sj_named_tensor out[3];
+    run_outputs(e, n, seed, out);
     memcpy(y, out[0].tensor.data, (size_t)n * OUTS * sizeof *y);
     for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &out[i].tensor);
+}
+
+/* Whether the store file holds a row under key. */
+static bool store_holds(const char *store, const sj_store_key *key) {
+    sj_store_config sc;
+    sj_store_config_init(&sc);
+    sc.path = store;
+    sj_store *st;
+    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_OK);
+    void *bytes;
+    size_t len;
+    bool found = sj_store_get(st, key, &bytes, &len) == SJ_OK;
+    if (found) sj_free(ctx, bytes);
+    sj_store_close(st);
+    return found;
 }
 
 static const char *bucket_cpu(sj_engine *e, int i) {
@@ -506,16 +528,7 @@ static void test_native_after(void **state) {
     sj_store_key key;
     assert_int_equal(sj_engine_store_key(e, 10, &key), SJ_OK);
     assert_string_equal(key.target_cpu, native);
-    sj_store_config sc;
-    sj_store_config_init(&sc);
-    sc.path = store;
-    sj_store *st;
-    assert_int_equal(sj_store_open(ctx, &sc, &st), SJ_OK);
-    void *bytes;
-    size_t len;
-    assert_int_equal(sj_store_get(st, &key, &bytes, &len), SJ_OK);
-    sj_free(ctx, bytes);
-    sj_store_close(st);
+    assert_true(store_holds(store, &key));
     sj_engine_close(e);
 
     /* A restart takes the native row: no compile, no level. */
@@ -581,6 +594,100 @@ static void test_native_after_refused(void **state) {
     cfg.backend = "host";
     cfg.cpu = "x86-64-v3";
     expect_open_fails(&cfg, NULL, "native_after 3", "cpu 'x86-64-v3'");
+}
+
+/* ---- tiered: quick (-O0) code first, the -O3 code swapped in */
+
+static sj_engine *open_tiered(const char *store, const char *ladder) {
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = ladder;
+    cfg.store_path = store;
+    cfg.tiered = true;
+    sj_engine *e;
+    if (sj_engine_open_graph(ctx, make_graph(), &cfg, &e) != SJ_OK) fail_msg("%s", sj_ctx_last_error(ctx));
+    return e;
+}
+
+/* Whether the store file holds a row for g at extent under the host
+ * compiler's key at opt level `opt`. */
+static bool stored_at_level(const char *store, const sj_graph *g, int64_t extent, int opt) {
+    sj_host_compiler_config hcfg;
+    sj_host_compiler_config_init(&hcfg);
+    hcfg.options.opt_level = opt;
+    sj_host_compiler *hc;
+    assert_int_equal(sj_host_compiler_create(ctx, &hcfg, &hc), SJ_OK);
+    sj_compiler comp;
+    sj_host_compiler_table(hc, &comp);
+    sj_store_key key;
+    sj_bucketed_cache_key(g, &comp, extent, &key);
+    bool found = store_holds(store, &key);
+    sj_host_compiler_destroy(hc);
+    return found;
+}
+
+static void test_tiered(void **state) {
+    (void)state;
+    char store[512];
+    snprintf(store, sizeof store, "%s/tiered.db", dir);
+    sj_engine *e = open_tiered(store, "list:16,64");
+    /* The first run is served the quick code: the bucket's only code then. */
+    sj_named_tensor quick[3], full[3];
+    run_outputs(e, 10, 1, quick);
+    sj_engine_stats s;
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.quick_compiles, 1);
+    sj_engine_bucket_stats b;
+    assert_int_equal(sj_engine_bucket_stats_get(e, 0, &b), SJ_OK);
+    assert_int_not_equal(b.tier, SJ_ENGINE_TIER_NONE);
+    assert_int_equal(b.native, SJ_ENGINE_NATIVE_NONE);
+    sj_bucketed_cache_specialise_wait(sj_engine_cache(e));
+    assert_int_equal(sj_engine_bucket_stats_get(e, 0, &b), SJ_OK);
+    assert_int_equal(b.tier, SJ_ENGINE_TIER_DONE);
+    run_and_check(e, 10, 1);
+    run_outputs(e, 10, 1, full);
+    /* Quick and -O3 code agree within what native_after's swap allows: not
+     * bitwise in general, since reductions carry `reassoc` (and products
+     * `contract`) so -O3 may vectorise and fuse them where -O0 does not. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sj_tensor_numel(&quick[i].tensor), sj_tensor_numel(&full[i].tensor));
+        for (int64_t k = 0; k < sj_tensor_numel(&full[i].tensor); k++)
+            assert_true(fabsf(quick[i].tensor.data[k] - full[i].tensor.data[k]) < 1e-5f);
+        sj_tensor_free(ctx, &quick[i].tensor);
+        sj_tensor_free(ctx, &full[i].tensor);
+    }
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.tier_ups, 1);
+    assert_int_equal(s.tier_up_failures, 0);
+    assert_int_equal(s.compiles, 1); /* the background's, never a request's */
+    assert_int_equal(s.run_failures, 0);
+    /* The store holds the -O3 row, never a quick one. */
+    assert_true(stored_at_level(store, sj_engine_graph(e), 16, 3));
+    assert_false(stored_at_level(store, sj_engine_graph(e), 16, SJ_ENGINE_TIER_OPT_LEVEL));
+    sj_engine_close(e);
+
+    /* A restart loads the -O3 code: no compile of either kind, no tier-up. */
+    e = open_tiered(store, "list:16,64");
+    run_and_check(e, 12, 3);
+    sj_bucketed_cache_specialise_wait(sj_engine_cache(e));
+    sj_engine_stats_get(e, &s);
+    assert_int_equal(s.store_hits, 1);
+    assert_int_equal(s.compiles + s.quick_compiles + s.tier_ups, 0);
+    assert_int_equal(sj_engine_bucket_stats_get(e, 0, &b), SJ_OK);
+    assert_int_equal(b.tier, SJ_ENGINE_TIER_NONE);
+    sj_engine_close(e);
+
+    /* Closed at once with tier-ups queued and one compiling: clean (the
+     * allocation counter at teardown and the sanitizer builds check). */
+    e = open_tiered(NULL, "pow2:1:64");
+    for (int64_t n = 1; n <= 64; n *= 2) run_and_check(e, n, (unsigned)n);
+    sj_engine_close(e);
+
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.tiered = true;
+    cfg.backend = "interp";
+    expect_open_fails(&cfg, NULL, "tiered", "backend host, not interp");
 }
 
 static void test_default_store_path(void **state) {
@@ -768,7 +875,7 @@ int main(void) {
         cmocka_unit_test(test_run_checks),         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_default_store_path), cmocka_unit_test(test_ownership),
         cmocka_unit_test(test_native_after),       cmocka_unit_test(test_native_after_threads),
-        cmocka_unit_test(test_native_after_refused),
+        cmocka_unit_test(test_native_after_refused), cmocka_unit_test(test_tiered),
         cmocka_unit_test(test_tuned_buckets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

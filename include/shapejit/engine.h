@@ -143,7 +143,31 @@ typedef struct sj_engine_config {
      * be truncated while a process maps it. false = every process makes
      * them in memory. sj_engine_config_init sets true. */
     bool weight_files;
+    /* Host: tiered compilation. A bucket that no store tier holds (memory,
+     * the store, the fleet tier, a stored CPU level) is first compiled at
+     * a low opt level (SJ_ENGINE_TIER_OPT_LEVEL) and serves at once; that
+     * code is never stored or published. One background thread (the one
+     * native_after uses) compiles the bucket as configured, stores and
+     * publishes it, and swaps it in for the next run: runs in flight
+     * finish on the quick code, no request waits for it. A failed full
+     * compile is counted (sj_engine_stats.tier_up_failures) and the quick
+     * code keeps serving. sj_engine_precompile, sj_engine_prepare_bucket
+     * and one-offs compile the full code directly. Default false: it
+     * halves a CNN's cold first result at small sizes (MobileNetV3 at 8:
+     * 1.4 -> 0.7 s), costs at large ones (ResNet-18 at 8: 2.1 -> 3.7 s,
+     * the -O0 request outlasting the compile it saves) and does nothing
+     * for a transformer (BERT-base: weight packing dominates); the
+     * figures are in docs/cli.md (--tiered). */
+    bool tiered;
 } sj_engine_config;
+
+/* The opt level (sj_compile_options.opt_level) of a tiered engine's quick
+ * code (host). 0: on a Zen 4 it compiles 5-7x faster than O3, where O1 and
+ * O2 save nothing (without the vectorisers O1 even compiles slower), and
+ * code whose time is in the C GEMM kernels (a transformer) runs nearly as
+ * fast; code whose time is in generated loops (a CNN's gathers) runs
+ * several times slower (docs/cli.md, --tiered). */
+#define SJ_ENGINE_TIER_OPT_LEVEL 0
 
 SJ_API void sj_engine_config_init(sj_engine_config *cfg);
 
@@ -286,6 +310,14 @@ typedef enum sj_engine_native_state {
     SJ_ENGINE_NATIVE_FAILED
 } sj_engine_native_state;
 
+/* Where bucket i stands with tiered compilation (sj_engine_config.tiered). */
+typedef enum sj_engine_tier_state {
+    SJ_ENGINE_TIER_NONE = 0,
+    SJ_ENGINE_TIER_PENDING,
+    SJ_ENGINE_TIER_DONE,
+    SJ_ENGINE_TIER_FAILED
+} sj_engine_tier_state;
+
 /* Everything the engine knows of bucket i, in one call, for a caller that
  * reports on its buckets or fits a ladder (serving policy above the engine
  * needs nothing below it):
@@ -315,6 +347,10 @@ typedef struct sj_engine_bucket_stats {
     uint64_t padded_rows_allocated; /* runs x hi - rows */
     int64_t padded_rows_computed;   /* -1 when the backend does not report its work */
     sj_engine_memory memory;        /* as sj_engine_bucket_memory */
+    /* Tiered compilation: never served quick code (NONE), serving it while
+     * its full code compiles (PENDING), swapped to the full code (DONE),
+     * or the full compile failed and the quick code serves (FAILED). */
+    sj_engine_tier_state tier;
 } sj_engine_bucket_stats;
 /* SJ_E_OUT_OF_RANGE for i outside 0..sj_engine_num_buckets - 1. */
 SJ_API sj_status sj_engine_bucket_stats_get(const sj_engine *e, int i, sj_engine_bucket_stats *out);
@@ -365,6 +401,10 @@ typedef struct sj_engine_stats {
      * the engine opened it (negative when rows were evicted or removed);
      * 0 without a store. */
     int64_t store_bytes, store_bytes_added;
+    /* Tiered compilation: buckets first served quick code, those swapped
+     * to their full code since, and full compiles that failed (the quick
+     * code kept serving). */
+    uint64_t quick_compiles, tier_ups, tier_up_failures;
 } sj_engine_stats;
 SJ_API void sj_engine_stats_get(const sj_engine *e, sj_engine_stats *out);
 

@@ -200,6 +200,23 @@ typedef struct sj_bucketed_cache_config {
      * the cache (run_padded, sj_engine_run) count and see the swap: an
      * executable pointer get_or_compile handed out is freed by it. */
     int native_after;
+    /* Tiered compilation (NULL: off). A bucket a run (run_padded,
+     * sj_engine_run) finds in no store tier (memory, the store, the remote
+     * tier, the fallback targets) is first compiled by `quick` (the same
+     * compiler at cheaper options: the host's at a lower opt level) and
+     * loaded with the cache's own compiler, serving at once; those bytes
+     * are never stored or published, so no process ever loads them as the
+     * bucket's code. The bucket is queued at once to the background thread
+     * native_after uses, which makes it with the cache's own compiler (from
+     * the store tiers when another process put it there meanwhile, else a
+     * compile that is stored and published) and swaps it in the same way:
+     * the run in flight finishes on the quick code, no request waits. A
+     * failed full compile is counted (tier_up_failures) and the quick code
+     * keeps serving. Only quick's compile is used: its artifacts must be
+     * bytes the cache's compiler loads. get_or_compile, precompile and
+     * one-offs make the full code directly. The table is copied; its ctx
+     * and options are borrowed and must outlive the cache. */
+    const sj_compiler *quick;
 } sj_bucketed_cache_config;
 
 SJ_API void sj_bucketed_cache_config_init(sj_bucketed_cache_config *cfg);
@@ -281,9 +298,16 @@ typedef enum sj_cache_specialise_state {
     SJ_SPECIALISE_FAILED
 } sj_cache_specialise_state;
 SJ_API sj_cache_specialise_state sj_bucketed_cache_bucket_specialise(const sj_bucketed_cache *c, int i);
-/* Waits until no native_after recompile is queued or running. */
+/* Where bucket i stands with tiered compilation (config quick), in the
+ * same states: never served quick code (NONE), serving it while its full
+ * code is queued or compiling (PENDING), swapped to the full code (DONE),
+ * or the full compile failed and the quick code keeps serving (FAILED). */
+SJ_API sj_cache_specialise_state sj_bucketed_cache_bucket_tier(const sj_bucketed_cache *c, int i);
+/* Waits until no background compile (a native_after recompile or a
+ * tier-up) is queued or running. */
 SJ_API void sj_bucketed_cache_specialise_wait(sj_bucketed_cache *c);
-/* The first failed recompile's message into buf ("" when none failed). */
+/* The first failed background compile's message into buf ("" when none
+ * failed); a tier-up's starts "tier-up: ". */
 SJ_API void sj_bucketed_cache_specialise_error(sj_bucketed_cache *c, char *buf, size_t cap);
 /* Why the local store first refused to keep a compiled bucket, into buf
  * ("" when it never did): what a server tells once when its store fills. */
@@ -336,6 +360,10 @@ typedef struct sj_bucketed_cache_stats {
     uint64_t fallback_hits; /* store or remote hits on a fallback target (a CPU level) */
     uint64_t specialised;         /* buckets swapped from a level to the own target (native_after) */
     uint64_t specialise_failures; /* such recompiles that failed (the level kept serving) */
+    uint64_t quick_compiles;      /* buckets first compiled by the quick compiler (tiered) */
+    double quick_compile_ms;      /* total time in those compiles */
+    uint64_t tier_ups;            /* buckets swapped from quick code to the full code */
+    uint64_t tier_up_failures;    /* such full compiles that failed (the quick code kept serving) */
     uint64_t device_lost; /* runs that failed with SJ_E_DEVICE_LOST (a kernel fault) */
     uint64_t reloads;     /* stale executables loaded again after their device was reset */
     sj_compile_stages stages; /* the compiler's (sj_compiler.stages) */
