@@ -98,6 +98,31 @@ static void test_concat_expand_trilu_values(void **state) {
     h_free_tensors(f->ctx, out, 4);
 }
 
+/* The graph's two outputs at 2 rows are w0 and w1 exactly, on the
+ * interpreter and on the host backend at a bucket above the extent (typed
+ * inputs padded by the runtime). */
+static void expect_two_outputs(fixture *f, const sj_tensor *in, const float *w0, int n0, const float *w1,
+                               int n1) {
+    sj_tensor out[2];
+    if (sj_interp_run(f->g, 2, in, out) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+    for (int i = 0; i < n0; i++) assert_true(out[0].data[i] == w0[i]);
+    for (int i = 0; i < n1; i++) assert_true(out[1].data[i] == w1[i]);
+    h_free_tensors(f->ctx, out, 2);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    sj_artifact *a = NULL;
+    sj_executable *exe = NULL;
+    assert_int_equal(sj_compile(f->g, 4, &o, &a), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+    sj_tensor ran[2] = {0};
+    if (sj_executable_run(exe, 2, in, ran) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+    for (int i = 0; i < n0; i++) assert_true(ran[0].data[i] == w0[i]);
+    for (int i = 0; i < n1; i++) assert_true(ran[1].data[i] == w1[i]);
+    h_free_tensors(f->ctx, ran, 2);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
+}
+
 static void test_gather_elements(void **state) {
     fixture *f = *state;
     sj_value d = input(f, "d", 2, (int64_t[]){S, 3}), ix, y0, y1;
@@ -110,27 +135,8 @@ static void test_gather_elements(void **state) {
     int64_t id[] = {2, -1, 7, 0}; /* -1 is the last; 7 is clamped to the last */
     sj_tensor in[2] = {{.rank = 2, .dims = {2, 3}, .data = dd},
                        {.rank = 2, .dims = {2, 2}, .i64 = id, .dtype = SJ_I64}};
-    sj_tensor out[2];
-    assert_int_equal(sj_interp_run(f->g, 2, in, out), SJ_OK);
     const float w1[] = {2, 2, 5, 3}, w0[] = {3, 4, 3, 1};
-    for (int i = 0; i < 4; i++) assert_true(out[0].data[i] == w1[i]);
-    for (int i = 0; i < 4; i++) assert_true(out[1].data[i] == w0[i]);
-    h_free_tensors(f->ctx, out, 2);
-    /* the host backend at a bucket above the extent (typed inputs padded
-     * by the runtime) gives the same */
-    sj_compile_options o;
-    sj_compile_options_init(&o);
-    sj_artifact *a = NULL;
-    sj_executable *exe = NULL;
-    assert_int_equal(sj_compile(f->g, 4, &o, &a), SJ_OK);
-    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
-    sj_tensor ran[2] = {0};
-    if (sj_executable_run(exe, 2, in, ran) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
-    for (int i = 0; i < 4; i++) assert_true(ran[0].data[i] == w1[i]);
-    for (int i = 0; i < 4; i++) assert_true(ran[1].data[i] == w0[i]);
-    h_free_tensors(f->ctx, ran, 2);
-    sj_executable_destroy(exe);
-    sj_artifact_destroy(a);
+    expect_two_outputs(f, in, w1, 4, w0, 4);
     sj_value bad;
     assert_int_equal(sj_graph_gather_elements(f->g, d, d, 0, &bad), SJ_E_SHAPE);
     assert_non_null(strstr(sj_ctx_last_error(f->ctx), "not int64"));
@@ -156,24 +162,7 @@ static void test_gather_nd(void **state) {
                        {.rank = 2, .dims = {3, 2}, .i64 = id, .dtype = SJ_I64},
                        {.rank = 2, .dims = {2, 1}, .i64 = bd, .dtype = SJ_I64}};
     const float w[] = {5, 3, 5}, wb[] = {2, 4};
-    sj_tensor out[2];
-    assert_int_equal(sj_interp_run(f->g, 2, in, out), SJ_OK);
-    for (int i = 0; i < 3; i++) assert_true(out[0].data[i] == w[i]);
-    for (int i = 0; i < 2; i++) assert_true(out[1].data[i] == wb[i]);
-    h_free_tensors(f->ctx, out, 2);
-    sj_compile_options o;
-    sj_compile_options_init(&o);
-    sj_artifact *a = NULL;
-    sj_executable *exe = NULL;
-    assert_int_equal(sj_compile(f->g, 4, &o, &a), SJ_OK);
-    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
-    sj_tensor ran[2] = {0};
-    if (sj_executable_run(exe, 2, in, ran) != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
-    for (int i = 0; i < 3; i++) assert_true(ran[0].data[i] == w[i]);
-    for (int i = 0; i < 2; i++) assert_true(ran[1].data[i] == wb[i]);
-    h_free_tensors(f->ctx, ran, 2);
-    sj_executable_destroy(exe);
-    sj_artifact_destroy(a);
+    expect_two_outputs(f, in, w, 3, wb, 2);
     sj_value bad, i3, i5;
     assert_int_equal(sj_graph_input_typed(f->g, "i3", SJ_I64, 2, (int64_t[]){2, 3}, &i3), SJ_OK);
     assert_int_equal(sj_graph_input_typed(f->g, "i5", SJ_I64, 2, (int64_t[]){5, 1}, &i5), SJ_OK);

@@ -332,36 +332,35 @@ static sj_status map_gather(sj_onnx_loader *L, const sj_onnx_op *op) {
     return sj__onnx_def_out(L, 0, y, first);
 }
 
-/* GatherND: data and indices as graph values of their own dtypes. */
+/* data and indices as graph values of their own dtypes, into a builder
+ * that takes one integer attribute (GatherElements' axis, GatherND's
+ * batch_dims). */
+static sj_status map_indexed(sj_onnx_loader *L, int attr,
+                             sj_status (*build)(sj_graph *, sj_value, sj_value, int, sj_value *)) {
+    sj_onnx_val *dv, *iv;
+    SJ_TRY(sj__onnx_in_val(L, 0, &dv));
+    SJ_TRY(sj__onnx_in_val(L, 1, &iv));
+    sj_value d, ix, y, first = sj_graph_num_values(L->g);
+    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, dv, &d)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, iv, &ix)));
+    SJ_TRY(sj__onnx_node_prefix(L, build(L->g, d, ix, attr, &y)));
+    return sj__onnx_def_out(L, 0, y, first);
+}
+
 static sj_status map_gather_nd(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     int64_t batch_dims;
     SJ_TRY(sj__onnx_attr_int(L, "batch_dims", 0, &batch_dims));
     if (batch_dims < 0 || batch_dims >= SJ_MAX_RANK)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "batch_dims %lld is out of range", (long long)batch_dims);
-    sj_onnx_val *dv, *iv;
-    SJ_TRY(sj__onnx_in_val(L, 0, &dv));
-    SJ_TRY(sj__onnx_in_val(L, 1, &iv));
-    sj_value d, ix, y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, dv, &d)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, iv, &ix)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather_nd(L->g, d, ix, (int)batch_dims, &y)));
-    return sj__onnx_def_out(L, 0, y, first);
+    return map_indexed(L, (int)batch_dims, sj_graph_gather_nd);
 }
 
-/* GatherElements: data and indices as graph values of their own dtypes. */
 static sj_status map_gather_elements(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     int64_t axis;
     SJ_TRY(sj__onnx_attr_int(L, "axis", 0, &axis));
-    sj_onnx_val *dv, *iv;
-    SJ_TRY(sj__onnx_in_val(L, 0, &dv));
-    SJ_TRY(sj__onnx_in_val(L, 1, &iv));
-    sj_value d, ix, y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, dv, &d)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj__onnx_as_value(L, iv, &ix)));
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_gather_elements(L->g, d, ix, (int)axis, &y)));
-    return sj__onnx_def_out(L, 0, y, first);
+    return map_indexed(L, (int)axis, sj_graph_gather_elements);
 }
 
 const sj_onnx_op sj__onnx_ops_index[] = {
