@@ -20,8 +20,10 @@
  *   precompile --tune timed and chose; "" when not tuned); the graph hash (32 bytes) and the
  *   options hash (u64); the launch plan (extent, arena bytes, kernel table,
  *   buffer slots, launches, launch slots, words); the code blobs (u32 format,
- *   u64 length, bytes; a host blob is a bundle of one object file per
- *   kernel: "SJOBJS01", u32 count, count times u64 length + bytes). Every count, offset and size is checked against the
+ *   u64 length, bytes; a host, PTX or cubin blob is a bundle of one
+ *   module per kernel of the plan, in its order: "SJOBJS01", u32 count,
+ *   count times u64 length + bytes; a GPU blob written before GPU code was
+ *   bundled is one whole module, told apart by the magic and loaded whole). Every count, offset and size is checked against the
  *   bytes that remain and the plan is validated, so a truncated or altered
  *   artifact is SJ_E_CORRUPT (any single changed byte fails the checksum).
  *

@@ -14,7 +14,9 @@
  *   sj_device_destroy(dev);
  *
  * A device is one backend (the host, a CUDA GPU) plus what belongs to it and
- * to nothing else: its metadata info cache. It knows nothing of the layers
+ * to nothing else: its metadata info cache and its registry of loaded code
+ * (each distinct piece of code loaded once; sj_device_code_stats_get). It
+ * knows nothing of the layers
  * above it: executables resolve their kernel handles once and keep them, and
  * an op cache (shapejit/ext/op_cache.h) is a client of a device, never owned
  * by one. Memory a device hands out ("device memory") is addressed by
