@@ -13,7 +13,6 @@
 
 #include "tests/skip.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,8 +20,9 @@
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/cuda_device.h"
 #include "shapejit/ext/runtime.h"
-#include "tests/fake_cuda/fake_cuda.h"
+#include "tests/artifact_parts.h"
 #include "tests/test_util.h"
+#include "tests/fake_cuda/fake_cuda_test.h"
 
 #ifdef SJ_FAKE_CUDA
 #include <cuda.h>
@@ -34,13 +34,11 @@
 
 static alloc_counter counter;
 static sj_ctx *ctx;
-static void *fake;
-static fake_cuda_inject_fn inject;
-static fake_cuda_counters_fn counters_get;
+static fake_cuda_controls fake;
 
 static fake_cuda_counters fake_counts(void) {
     fake_cuda_counters c;
-    counters_get(&c);
+    fake.counters(&c);
     return c;
 }
 
@@ -114,26 +112,6 @@ static int same_names_same_bytes(const sj_artifact *a, const sj_artifact *b) {
     return shared;
 }
 
-/* How many code parts of a and b have the same key. */
-static int shared_parts(const sj_artifact *a, const sj_artifact *b, int *n_a) {
-    uint8_t *ba, *bb;
-    size_t la, lb;
-    sj_artifact_part *pa, *pb;
-    int na, nb, same = 0;
-    assert_int_equal(sj_artifact_serialize(a, &ba, &la), SJ_OK);
-    assert_int_equal(sj_artifact_serialize(b, &bb, &lb), SJ_OK);
-    assert_int_equal(sj_artifact_code_parts(ctx, ba, la, &pa, &na), SJ_OK);
-    assert_int_equal(sj_artifact_code_parts(ctx, bb, lb, &pb, &nb), SJ_OK);
-    for (int i = 0; i < na; i++)
-        for (int j = 0; j < nb; j++) same += !memcmp(pa[i].key, pb[j].key, 32);
-    *n_a = na;
-    sj_free(ctx, pa);
-    sj_free(ctx, pb);
-    sj_free(ctx, ba);
-    sj_free(ctx, bb);
-    return same;
-}
-
 /* Buckets 8 and 64, by both emitters and for both arches: every kernel is
  * its own module (a cubin each: NVRTC or nvJitLink accepted it for the
  * arch); equal names are equal bytes, the row sum's name differs with its
@@ -152,7 +130,7 @@ static void test_artifacts_share_pieces(void **state) {
             int names = same_names_same_bytes(a, b);
             assert_true(names >= 2);
             assert_true(names < pa->n_kernels); /* the row sum's differs */
-            int n_parts, same = shared_parts(a, b, &n_parts);
+            int n_parts, same = tp_shared_parts(ctx, a, b, &n_parts);
             assert_int_equal(n_parts, 2 * pa->n_kernels); /* cubins and PTX */
             assert_int_equal(same, 2 * names);
             sj_artifact_destroy(a);
@@ -242,9 +220,9 @@ static void test_reset_drops_registry(void **state) {
     sj_executable *e1 = load(a, dev, g);
     sj_executable *e2 = load(a, dev, g);
     assert_int_equal(code_stats(dev).objects_shared, (uint64_t)n_a);
-    inject(sj__artifact_plan(a)->kernels[0].name, CUDA_ERROR_ILLEGAL_ADDRESS, 1);
+    fake.inject(sj__artifact_plan(a)->kernels[0].name, CUDA_ERROR_ILLEGAL_ADDRESS, 1);
     assert_int_equal(run(e1, 5), SJ_E_DEVICE_LOST);
-    inject(NULL, 0, 0);
+    fake.inject(NULL, 0, 0);
     assert_int_equal(sj_device_resets(dev), 1);
     assert_int_equal(code_stats(dev).objects_resident, 0);
     uint64_t loads = fake_counts().module_loads;
@@ -306,17 +284,13 @@ static void test_damaged_piece_named(void **state) {
 static int setup(void **state) {
     (void)state;
     ctx = ctx_with_counter(&counter);
-    fake = dlopen(SJ_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
-    if (!ctx || !fake) return -1;
-    inject = (fake_cuda_inject_fn)dlsym(fake, "fake_cuda_inject");
-    counters_get = (fake_cuda_counters_fn)dlsym(fake, "fake_cuda_counters_get");
-    return inject && counters_get ? 0 : -1;
+    return ctx && fake_cuda_test_open(&fake) == 0 ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
     sj_ctx_destroy(ctx);
-    dlclose(fake);
+    dlclose(fake.lib);
     return atomic_load(&counter.live) == 0 ? 0 : -1;
 }
 
@@ -326,18 +300,6 @@ int main(void) {
                                        cmocka_unit_test(test_reset_drops_registry),
                                        cmocka_unit_test(test_damaged_piece_named)};
     return sj_run_tests(tests, setup, teardown);
-}
-
-#else
-
-static void test_needs_toolkit(void **state) {
-    (void)state;
-    SJ_SKIP("built without the CUDA toolkit: no cuda.h for the fake driver");
-}
-
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_needs_toolkit)};
-    return sj_run_tests(tests, NULL, NULL);
 }
 
 #endif
