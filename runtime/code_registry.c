@@ -6,6 +6,14 @@
 #include <llvm-c/blake3.h>
 #include <string.h>
 
+/* A kernel resolved from a piece: valid while the piece is loaded. */
+typedef struct resolved {
+    struct resolved *next;
+    sj_kernel_handle handle;
+    sj_kernel_attrs attrs;
+    char name[];
+} resolved;
+
 /* One piece as the device holds it. Found by format and the BLAKE3 of its
  * bytes, within the generation it was loaded in. */
 struct sj_code_piece_ref {
@@ -14,6 +22,7 @@ struct sj_code_piece_ref {
     uint64_t gen;
     void *impl; /* the backend's module */
     int refs;
+    resolved *kernels;
     struct sj_code_piece_ref *prev, *next;
 };
 
@@ -65,10 +74,32 @@ void sj__code_release_locked(sj_device *dev, sj_code_piece_ref *p) {
     if (p->prev) p->prev->next = p->next;
     else dev->code = p->next;
     if (p->next) p->next->prev = p->prev;
+    for (resolved *k = p->kernels, *next; k; k = next) {
+        next = k->next;
+        sj_free(dev->ctx, k);
+    }
     sj_free(dev->ctx, p);
 }
 
-void *sj__code_impl(const sj_code_piece_ref *p) { return p->impl; }
+sj_status sj__code_resolve_locked(sj_device *dev, sj_code_piece_ref *p, const char *name,
+                                  sj_kernel_handle *out, sj_kernel_attrs *attrs) {
+    for (const resolved *k = p->kernels; k; k = k->next)
+        if (!strcmp(k->name, name)) {
+            *out = k->handle;
+            *attrs = k->attrs;
+            return SJ_OK;
+        }
+    SJ_TRY(dev->ops->resolve_kernel(dev->impl, p->impl, name, out, attrs));
+    size_t n = strlen(name) + 1;
+    resolved *k = sj_alloc(dev->ctx, sizeof *k + n);
+    if (!k) return SJ_OK; /* the next executable asks the backend again */
+    k->handle = *out;
+    k->attrs = *attrs;
+    memcpy(k->name, name, n);
+    k->next = p->kernels;
+    p->kernels = k;
+    return SJ_OK;
+}
 
 void sj__code_stats_locked(const sj_device *dev, sj_device_code_stats *out) {
     uint64_t gen = atomic_load(&((sj_device *)dev)->generation);

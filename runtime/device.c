@@ -405,7 +405,8 @@ void sj_module_destroy(sj_module *m) {
 
 /* Kernel `name` in the first piece that has it, starting where the last
  * kernel was found (an executable resolves its kernels in the order the
- * bundle holds them, so each is found at the first try). */
+ * bundle holds them, so each is found at the first try); a kernel another
+ * module resolved from a shared piece is not asked of the backend again. */
 static sj_status resolve_locked(sj_module *m, const char *name, sj_kernel_handle *out,
                                 sj_kernel_attrs *attrs) {
     sj_device *dev = m->dev;
@@ -417,7 +418,7 @@ static sj_status resolve_locked(sj_module *m, const char *name, sj_kernel_handle
     sj_status st = SJ_E_NOT_FOUND;
     for (int t = 0; t < m->n; t++) {
         int i = (m->next + t) % m->n;
-        st = dev->ops->resolve_kernel(dev->impl, sj__code_impl(m->pieces[i]), name, out, attrs);
+        st = sj__code_resolve_locked(dev, m->pieces[i], name, out, attrs);
         if (st == SJ_OK) m->next = (i + 1) % m->n;
         if (st != SJ_E_NOT_FOUND) return st;
     }

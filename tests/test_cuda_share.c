@@ -171,8 +171,9 @@ static sj_status run(sj_executable *e, int64_t n) {
     return st;
 }
 
-/* Two buckets of one model on one CUDA device: the second loads only the
- * modules the first does not hold; a module goes with its last holder. */
+/* Two buckets of one model on one CUDA device: the second loads and
+ * resolves only the kernels the first does not hold; a module goes with
+ * its last holder. */
 static void test_buckets_load_shared_modules_once(void **state) {
     (void)state;
     sj_graph *g = build();
@@ -184,9 +185,12 @@ static void test_buckets_load_shared_modules_once(void **state) {
     fake_cuda_counters c0 = fake_counts();
     sj_executable *ea = load(a, dev, g);
     assert_int_equal(fake_counts().module_loads - c0.module_loads, (uint64_t)n_a);
+    assert_int_equal(fake_counts().function_lookups - c0.function_lookups, (uint64_t)n_a);
     sj_executable *eb = load(b, dev, g);
-    /* cuModuleLoadData for b's own kernels only */
+    /* cuModuleLoadData and cuModuleGetFunction for b's own kernels only */
     assert_int_equal(fake_counts().module_loads - c0.module_loads, (uint64_t)(n_a + n_b - shared));
+    assert_int_equal(fake_counts().function_lookups - c0.function_lookups,
+                     (uint64_t)(n_a + n_b - shared));
     sj_device_code_stats s = code_stats(dev);
     assert_int_equal(s.objects_loaded, (uint64_t)(n_a + n_b - shared));
     assert_int_equal(s.objects_shared, (uint64_t)shared);
