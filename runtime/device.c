@@ -423,8 +423,8 @@ static sj_status resolve_locked(sj_module *m, const char *name, sj_kernel_handle
         if (st != SJ_E_NOT_FOUND) return st;
     }
     if (m->n > 1)
-        (void)sj_fail(dev->ctx, SJ_E_NOT_FOUND, "resolve kernel: none of the module's %d pieces has '%s'",
-                m->n, name);
+        (void)sj_fail(dev->ctx, SJ_E_NOT_FOUND,
+                      "resolve kernel: none of the module's %d pieces has '%s'", m->n, name);
     return st;
 }
 

@@ -27,15 +27,17 @@ static void pieces_free(sj_ctx *ctx, gpu_pieces *p) {
     sj_free(ctx, p->code);
 }
 
+/* A plan without kernels (outputs that are inputs or weights) keeps one
+ * empty module, whole, as before. */
 static sj_status compile_pieces(sj_gpu_path path, const sj_lowered *l, const sj_kernel *ks, int sm,
                                 gpu_pieces *out) {
     sj_ctx *ctx = l->ctx;
-    out->n = l->n_kernels;
-    out->code = sj_calloc(ctx, (size_t)(out->n > 0 ? out->n : 1), sizeof *out->code);
+    out->n = l->n_kernels > 0 ? l->n_kernels : 1;
+    out->code = sj_calloc(ctx, (size_t)out->n, sizeof *out->code);
     if (!out->code) return sj_fail(ctx, SJ_E_NOMEM, "gpu: out of memory for %d kernels", out->n);
     for (int i = 0; i < out->n; i++) {
         sj_lowered one = *l;
-        one.n_kernels = 1;
+        one.n_kernels = l->n_kernels > 0;
         one.kernels = (sj_kernel *)&ks[i];
         SJ_TRY(sj__gpu_compile_lowered(ctx, &one, path, sm, true, &out->code[i], NULL));
     }
@@ -43,8 +45,10 @@ static sj_status compile_pieces(sj_gpu_path path, const sj_lowered *l, const sj_
 }
 
 /* One blob of the pieces' cubins (when every piece has one) or PTX (each
- * with its NUL: the driver reads PTX as a C string). */
-static sj_status add_bundle(sj_artifact *a, const gpu_pieces *p, sj_code_format fmt) {
+ * with its NUL: the driver reads PTX as a C string); bundled false: the
+ * one piece whole. */
+static sj_status add_bundle(sj_artifact *a, const gpu_pieces *p, sj_code_format fmt,
+                            bool bundled) {
     sj_ctx *ctx = a->ctx;
     const uint8_t **bytes = sj_calloc(ctx, (size_t)p->n, sizeof *bytes);
     size_t *lens = sj_calloc(ctx, (size_t)p->n, sizeof *lens);
@@ -57,8 +61,10 @@ static sj_status add_bundle(sj_artifact *a, const gpu_pieces *p, sj_code_format 
     }
     uint8_t *blob = NULL;
     size_t len = 0;
-    if (st == SJ_OK && all) st = sj__code_bundle_pack(ctx, bytes, lens, p->n, &blob, &len);
-    if (st == SJ_OK && all) st = sj__artifact_add_code(a, fmt, blob, len);
+    if (st == SJ_OK && all && bundled) st = sj__code_bundle_pack(ctx, bytes, lens, p->n, &blob, &len);
+    if (st == SJ_OK && all)
+        st = bundled ? sj__artifact_add_code(a, fmt, blob, len)
+                     : sj__artifact_add_code(a, fmt, bytes[0], lens[0]);
     sj_free(ctx, blob);
     sj_free(ctx, bytes);
     sj_free(ctx, lens);
@@ -70,14 +76,14 @@ static sj_status gpu_build(sj_gpu_path path, const sj_lowered *l, const sj_compi
     sj_ctx *ctx = a->ctx;
     int sm;
     SJ_TRY(sj__gpu_parse_arch(ctx, o->arch, &sm));
-    if (l->n_kernels < 1 || a->plan.n_kernels != l->n_kernels)
+    if (a->plan.n_kernels != l->n_kernels)
         return sj_fail(ctx, SJ_E_INTERNAL, "gpu: %d kernels lowered, %d in the plan", l->n_kernels,
                        (int)a->plan.n_kernels);
     SJ_TRY(sj__gpu_schedule_plan(ctx, l->kernels, l->n_kernels, &a->plan));
     char toolchain[96], cpu[16];
     SJ_TRY(sj__gpu_toolchain(ctx, path, toolchain, sizeof toolchain));
     snprintf(cpu, sizeof cpu, "sm_%d", sm);
-    sj_kernel *ks;
+    sj_kernel *ks; /* at least one entry, so an empty plan's module has one to point at */
     SJ_TRY(sj__gpu_named_kernels(ctx, l->kernels, l->n_kernels, &ks));
     for (int i = 0; i < l->n_kernels; i++)
         memcpy(a->plan.kernels[i].name, ks[i].name, sizeof ks[i].name);
@@ -88,8 +94,8 @@ static sj_status gpu_build(sj_gpu_path path, const sj_lowered *l, const sj_compi
     if (st == SJ_OK) st = sj__artifact_set_string(a, &a->features, "");
     if (st == SJ_OK) st = sj__artifact_set_string(a, &a->externs, "");
     if (st == SJ_OK) st = sj__artifact_set_string(a, &a->llvm_version, toolchain);
-    if (st == SJ_OK) st = add_bundle(a, &pieces, SJ_CODE_CUBIN);
-    if (st == SJ_OK) st = add_bundle(a, &pieces, SJ_CODE_PTX);
+    if (st == SJ_OK) st = add_bundle(a, &pieces, SJ_CODE_CUBIN, l->n_kernels > 0);
+    if (st == SJ_OK) st = add_bundle(a, &pieces, SJ_CODE_PTX, l->n_kernels > 0);
     pieces_free(ctx, &pieces);
     sj_free(ctx, ks);
     return st;
