@@ -308,7 +308,10 @@ SJ_API sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out);
 /* Loads code as a module. The module holds a reference on the device; destroy
         * it with sj_module_destroy (NULL is a no-op; after the device's release it
         * only frees host memory). Kernel handles resolved from a module are valid
-        * until it is destroyed. */
+        * until it is destroyed. Code in an artifact's bundle of one module per
+        * kernel (host objects, PTX, cubins) is loaded piece by piece, each piece
+        * the device holds already in this generation only counted again, and
+        * kernels are resolved from the piece that has them. */
 SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                                        sj_module **out);
 SJ_API void sj_module_destroy(sj_module *m);
