@@ -46,7 +46,7 @@ static int parse_target(const char *cmd, const char *target, const char *path, c
     } else if (!strcmp(target, "cuda-c")) {
         *r = (emit_request){SJ_TARGET_NVRTC, SJ_EMIT_CUDA_C, false};
     } else if (!strcmp(target, "cubin")) {
-        *r = (emit_request){SJ_TARGET_NVPTX, SJ_EMIT_PTX, true};
+        *r = (emit_request){SJ_TARGET_NVPTX, SJ_EMIT_CUBIN, true};
     } else {
         return cli_usage_error(cmd,
                                "unknown target '%s' (llvm-ir, host-asm, nvptx, cuda-c or cubin)",
@@ -83,32 +83,6 @@ static int emit_bucket(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t 
                     gpu ? o->arch : "");
 }
 #else
-/* The cubin of the bucket: compiled as a precompile would, then its blob.
- * Returns a CLI exit status, the message printed. */
-static int emit_cubin(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
-                      const sj_compile_options *o, char **out, size_t *len) {
-    sj_artifact *a;
-    sj_status st = sj_compile(g, extent, o, &a);
-    if (st != SJ_OK) return cli_fail_status(cmd, ctx, st);
-    const uint8_t *bytes;
-    size_t n;
-    int rc = CLI_EXIT_OK;
-    if (sj_artifact_find_code(a, SJ_CODE_CUBIN, &bytes, &n) != SJ_OK)
-        rc = cli_fail(cmd,
-                      "no cubin for %s: this build's toolchain made PTX only (no nvJitLink); "
-                      "--target nvptx writes the PTX",
-                      o->arch);
-    else if (!(*out = sj_alloc(ctx, n + 1)))
-        rc = cli_fail(cmd, "out of memory");
-    else {
-        memcpy(*out, bytes, n);
-        (*out)[n] = 0;
-        *len = n;
-    }
-    sj_artifact_destroy(a);
-    return rc;
-}
-
 /* Compiles the bucket's code (text, or the cubin's bytes) and writes it to
  * out (NULL: stdout). Returns a CLI exit status, the message printed. */
 static int emit_bucket(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t extent,
@@ -116,17 +90,12 @@ static int emit_bucket(const char *cmd, sj_ctx *ctx, const sj_graph *g, int64_t 
     char *text = NULL;
     size_t len = 0;
     int rc = CLI_EXIT_OK;
-    if (req->cubin) {
-        rc = emit_cubin(cmd, ctx, g, extent, o, &text, &len);
-    } else {
-        sj_status st = sj_emit_text(g, extent, o, req->kind, &text, &len);
-        if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
-    }
+    sj_status st = sj_emit_text(g, extent, o, req->kind, &text, &len);
+    if (st != SJ_OK) rc = cli_fail_status(cmd, ctx, st);
     if (rc == CLI_EXIT_OK) {
         /* A temporary file renamed into place: no partial FILE on failure. */
         char tmp[4096];
         FILE *f = stdout;
-        sj_status st = SJ_OK;
         if (out && snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
             rc = cli_fail(cmd, "--out path too long");
         else if (out && (st = cu_check_replaceable(ctx, "--out", out)) != SJ_OK)

@@ -127,14 +127,15 @@ static sj_status serialize_parts(const sj_artifact *a, uint8_t **out, size_t *le
     size_t *code_at = sj_calloc(a->ctx, (size_t)a->n_code + 1, sizeof *code_at);
     if (!code_at) return sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
     sj_status st = serialize(a, out, len, code_at);
-    /* a bundle's objects one part each, any other blob whole */
+    /* a bundle's pieces (host objects, PTX or cubins, one per kernel) one
+     * part each, any other blob whole */
     int n = 0;
     sj_code_piece **pieces = st == SJ_OK ? sj_calloc(a->ctx, (size_t)a->n_code + 1, sizeof *pieces) : NULL;
     int *n_pieces = st == SJ_OK ? sj_calloc(a->ctx, (size_t)a->n_code + 1, sizeof *n_pieces) : NULL;
     if (st == SJ_OK && (!pieces || !n_pieces)) st = sj_fail(a->ctx, SJ_E_NOMEM, "artifact: out of memory");
     for (int i = 0; i < a->n_code && st == SJ_OK; i++) {
         const sj_code_blob *c = &a->code[i];
-        if (c->format == SJ_CODE_HOST_OBJECT && sj__code_bundle_is(c->bytes, c->len))
+        if (c->format != SJ_CODE_HOST_NATIVE && sj__code_bundle_is(c->bytes, c->len))
             st = sj__code_bundle_parse(a->ctx, c->bytes, c->len, &pieces[i], &n_pieces[i]);
         else
             n_pieces[i] = c->len > 0;

@@ -1,4 +1,4 @@
-/* Host object bundles (code_bundle.h). */
+/* Code bundles (code_bundle.h). */
 #include "plan/code_bundle.h"
 
 #include <string.h>

@@ -1,7 +1,7 @@
-/* Several host object files as one code blob: one object per distinct
- * kernel, so a kernel whose code is the same in several buckets (or models)
- * is the same bytes in each artifact, and the store keeps those bytes once
- * (issue #33). Not installed.
+/* Several modules as one code blob: one per distinct kernel (host object
+ * files, PTX, cubins), so a kernel whose code is the same in several
+ * buckets (or models) is the same bytes in each artifact, the store keeps
+ * those bytes once and a device loads them once (issue #33). Not installed.
  *
  *   const uint8_t *objs[] = {o0, o1}; size_t lens[] = {n0, n1};
  *   uint8_t *blob; size_t len;
@@ -12,7 +12,8 @@
  *
  * Layout (little-endian): "SJOBJS01", u32 count, then count times (u64
  * length, bytes). A bare ELF object (what SJ_CODE_HOST_OBJECT held before)
- * is not a bundle: sj__code_bundle_is tells them apart by the magic. */
+ * or a whole PTX module or cubin (what a GPU blob held before) is not a
+ * bundle: sj__code_bundle_is tells them apart by the magic. */
 #ifndef SJ_PLAN_CODE_BUNDLE_H
 #define SJ_PLAN_CODE_BUNDLE_H
 

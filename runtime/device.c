@@ -2,6 +2,9 @@
  * lock, and checked calls into the backend's table. */
 #include "runtime/device_impl.h"
 
+#include "plan/code_bundle.h"
+#include "runtime/code_registry.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,7 +288,7 @@ sj_status sj_device_code_stats_get(sj_device *dev, sj_device_code_stats *out) {
     memset(out, 0, sizeof *out);
     sj__device_lock(dev);
     sj_status st = sj__device_check_alive(dev, "device code stats");
-    if (st == SJ_OK && dev->ops->code_stats) dev->ops->code_stats(dev->impl, out);
+    if (st == SJ_OK) sj__code_stats_locked(dev, out);
     sj__device_unlock(dev);
     return st;
 }
@@ -341,11 +344,28 @@ void sj_device_destroy_graph(sj_device *dev, sj_graph_handle g) {
     sj__device_unlock(dev);
 }
 
-static sj_status load_locked(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
-                             sj_module *m) {
-    m->gen = atomic_load(&dev->generation);
-    return sj__device_recover_locked(dev,
-                                    dev->ops->load_module(dev->impl, fmt, code, len, &m->impl));
+/* The module's pieces, each held in the device's registry: a bundle's
+ * objects one by one, any other blob whole. */
+static sj_status hold_pieces_locked(sj_device *dev, sj_code_format fmt, const uint8_t *code,
+                                    size_t len, sj_module *m) {
+    sj_code_piece whole = {0, len}, *pieces = &whole;
+    int n = 1;
+    if (fmt != SJ_CODE_HOST_NATIVE && sj__code_bundle_is(code, len))
+        SJ_TRY(sj__code_bundle_parse(dev->ctx, code, len, &pieces, &n));
+    m->pieces = sj_calloc(dev->ctx, (size_t)n, sizeof *m->pieces);
+    sj_status st = m->pieces ? SJ_OK : sj_fail(dev->ctx, SJ_E_NOMEM, "load module: out of memory");
+    for (int i = 0; i < n && st == SJ_OK; i++) {
+        st = sj__code_hold_locked(dev, fmt, code + pieces[i].offset, pieces[i].len, &m->pieces[i]);
+        if (st != SJ_OK && n > 1) sj__error_prefix(dev->ctx, "load module: piece %d of %d", i, n);
+        if (st == SJ_OK) m->n = i + 1;
+    }
+    if (pieces != &whole) sj_free(dev->ctx, pieces);
+    return st;
+}
+
+static void release_pieces_locked(sj_device *dev, sj_module *m) {
+    for (int i = 0; i < m->n; i++) sj__code_release_locked(dev, m->pieces[i]);
+    sj_free(dev->ctx, m->pieces);
 }
 
 sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
@@ -360,7 +380,9 @@ sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *
     m->dev = dev;
     sj__device_lock(dev);
     sj_status st = sj__device_check_usable_locked(dev, "load module");
-    if (st == SJ_OK) st = load_locked(dev, fmt, code, len, m);
+    m->gen = atomic_load(&dev->generation);
+    if (st == SJ_OK) st = hold_pieces_locked(dev, fmt, code, len, m);
+    if (st != SJ_OK) release_pieces_locked(dev, m);
     sj__device_unlock(dev);
     if (st != SJ_OK) {
         sj_free(dev->ctx, m);
@@ -375,12 +397,35 @@ void sj_module_destroy(sj_module *m) {
     if (!m) return;
     sj_device *dev = m->dev;
     sj__device_lock(dev);
-    /* a module of an older generation went with its context */
-    if (atomic_load(&dev->alive) && !dev->lost && m->gen == atomic_load(&dev->generation))
-        dev->ops->unload_module(dev->impl, m->impl);
+    release_pieces_locked(dev, m);
     sj__device_unlock(dev);
     sj_free(dev->ctx, m);
     sj__device_unref(dev);
+}
+
+/* Kernel `name` in the first piece that has it, starting where the last
+ * kernel was found (an executable resolves its kernels in the order the
+ * bundle holds them, so each is found at the first try); a kernel another
+ * module resolved from a shared piece is not asked of the backend again. */
+static sj_status resolve_locked(sj_module *m, const char *name, sj_kernel_handle *out,
+                                sj_kernel_attrs *attrs) {
+    sj_device *dev = m->dev;
+    if (m->gen != atomic_load(&dev->generation))
+        return sj_fail(dev->ctx, SJ_E_STATE,
+                       "resolve kernel %s: the module was loaded before device '%s' was reset; "
+                       "load it again",
+                       name, dev->ops->name);
+    sj_status st = SJ_E_NOT_FOUND;
+    for (int t = 0; t < m->n; t++) {
+        int i = (m->next + t) % m->n;
+        st = sj__code_resolve_locked(dev, m->pieces[i], name, out, attrs);
+        if (st == SJ_OK) m->next = (i + 1) % m->n;
+        if (st != SJ_E_NOT_FOUND) return st;
+    }
+    if (m->n > 1)
+        (void)sj_fail(dev->ctx, SJ_E_NOT_FOUND,
+                      "resolve kernel: none of the module's %d pieces has '%s'", m->n, name);
+    return st;
 }
 
 sj_device *sj_module_device(const sj_module *m) { return m->dev; }
@@ -392,11 +437,5 @@ sj_status sj_module_kernel(sj_module *m, const char *name, sj_kernel_handle *out
     sj_kernel_attrs scratch;
     sj_kernel_attrs *a = attrs ? attrs : &scratch;
     memset(a, 0, sizeof *a);
-    LOCKED_CALL(m->dev, "resolve kernel",
-                m->gen != atomic_load(&m->dev->generation)
-                    ? sj_fail(m->dev->ctx, SJ_E_STATE,
-                              "resolve kernel %s: the module was loaded before device '%s' was "
-                              "reset; load it again",
-                              name, m->dev->ops->name)
-                    : m->dev->ops->resolve_kernel(m->dev->impl, m->impl, name, out, a));
+    LOCKED_CALL(m->dev, "resolve kernel", resolve_locked(m, name, out, a));
 }

@@ -52,6 +52,11 @@ struct sj_device {
      * panels) are kept as files for the next process (weight_files.h);
      * NULL = made in memory each time. Host devices only. */
     char *weight_dir;
+    /* Loaded code by content (code_registry.h): every module's pieces, of
+     * this generation and of older ones still held; the counts of
+     * sj_device_code_stats. */
+    struct sj_code_piece_ref *code;
+    uint64_t code_loaded, code_shared;
 };
 
 /* The weight pool of one generation; its backing's user. */
@@ -63,10 +68,15 @@ typedef struct sj_weight_gen {
     struct sj_weight_gen *older;
 } sj_weight_gen;
 
+/* A loaded code blob: its pieces (one per kernel for a bundle,
+ * plan/code_bundle.h; else the whole blob), each held in the device's
+ * registry, so a piece several modules carry is loaded once. */
 struct sj_module {
     sj_device *dev; /* holds a reference */
-    void *impl;
-    uint64_t gen; /* the device generation it was loaded in */
+    uint64_t gen;   /* the device generation it was loaded in */
+    int n;
+    int next; /* the piece the next kernel is looked for first (kernels come in piece order) */
+    struct sj_code_piece_ref **pieces;
 };
 
 void sj__device_lock(sj_device *dev);

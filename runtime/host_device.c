@@ -544,21 +544,6 @@ static uint64_t host_memory_capacity(void *impl) {
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-/* The JIT's registry of object files (host_jit_impl.h): each loaded once
- * per device. */
-static void host_code_stats(void *impl, sj_device_code_stats *out) {
-    memset(out, 0, sizeof *out);
-#ifndef SJ_RUNTIME_ONLY
-    host_device *h = impl;
-    if (!h->jit) return;
-    sj_host_jit_counts c;
-    sj__host_jit_counts(h->jit, &c);
-    *out = (sj_device_code_stats){c.loaded, c.shared, c.resident};
-#else
-    (void)impl;
-#endif
-}
-
 static const sj_device_ops host_ops = {
     .name = "host",
     .flags = SJ_DEVICE_HOST_VISIBLE,
@@ -576,7 +561,6 @@ static const sj_device_ops host_ops = {
     .destroy_graph = host_destroy_graph,
     .destroy = host_destroy,
     .memory_capacity = host_memory_capacity,
-    .code_stats = host_code_stats,
 };
 
 void sj_host_device_config_init(sj_host_device_config *cfg) {

@@ -21,6 +21,7 @@
 #include "shapejit/store.h"
 #include "shapejit/ext/compile.h"
 #include "shapejit/ext/interp.h"
+#include "tests/artifact_parts.h"
 #include "tests/host_harness.h"
 #include "tests/test_util.h"
 
@@ -53,32 +54,6 @@ static int setup(void **state) {
 
 static int teardown(void **state) { return h_fixture_teardown(state); }
 
-/* How many code parts of a and b have the same key (and then the same
- * bytes). */
-static int shared_parts(sj_ctx *ctx, const sj_artifact *a, const sj_artifact *b, int *n_a) {
-    uint8_t *ba, *bb;
-    size_t la, lb;
-    sj_artifact_part *pa, *pb;
-    int na, nb, same = 0;
-    assert_int_equal(sj_artifact_serialize(a, &ba, &la), SJ_OK);
-    assert_int_equal(sj_artifact_serialize(b, &bb, &lb), SJ_OK);
-    assert_int_equal(sj_artifact_code_parts(ctx, ba, la, &pa, &na), SJ_OK);
-    assert_int_equal(sj_artifact_code_parts(ctx, bb, lb, &pb, &nb), SJ_OK);
-    for (int i = 0; i < na; i++)
-        for (int j = 0; j < nb; j++)
-            if (!memcmp(pa[i].key, pb[j].key, 32)) {
-                assert_int_equal(pa[i].len, pb[j].len);
-                assert_memory_equal(ba + pa[i].offset, bb + pb[j].offset, pa[i].len);
-                same++;
-            }
-    *n_a = na;
-    sj_free(ctx, pa);
-    sj_free(ctx, pb);
-    sj_free(ctx, ba);
-    sj_free(ctx, bb);
-    return same;
-}
-
 static void run_graph_and_check(fixture *f, const sj_graph *g, sj_executable *exe, int64_t n) {
     sj_tensor in[1] = {0}, got[1] = {0}, want[1] = {0};
     h_inputs(g, n, &f->seed, in);
@@ -101,7 +76,7 @@ static void test_buckets_share_loaded_code(void **state) {
     assert_int_equal(sj_compile(f->g, 32, NULL, &a32), SJ_OK);
     assert_int_equal(sj_compile(f->g, 64, NULL, &a64), SJ_OK);
     int n_parts;
-    int same = shared_parts(f->ctx, a32, a64, &n_parts);
+    int same = tp_shared_parts(f->ctx, a32, a64, &n_parts);
     assert_true(n_parts >= 2);
     assert_true(same >= 1);
 

@@ -19,14 +19,13 @@
 
 #include "tests/skip.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shapejit/engine.h"
-#include "tests/fake_cuda/fake_cuda.h"
 #include "tests/test_util.h"
+#include "tests/fake_cuda/fake_cuda_test.h"
 
 #ifdef SJ_FAKE_CUDA
 #include <cuda.h>
@@ -38,11 +37,7 @@
 static alloc_counter counter;
 static sj_ctx *ctx;
 static char dir[256];
-static void *fake;
-static fake_cuda_inject_fn inject;
-static fake_cuda_counters_fn counters_get;
-static fake_cuda_launched_fn launched;
-static fake_cuda_fail_resets_fn fail_resets;
+static fake_cuda_controls fake;
 
 static sj_status open_engine_one_offs(bool one_offs, sj_engine **out) {
     sj_engine_config cfg;
@@ -84,7 +79,7 @@ static void run_ok(sj_engine *e, int64_t rows) {
 
 static fake_cuda_counters fake_counts(void) {
     fake_cuda_counters c;
-    counters_get(&c);
+    fake.counters(&c);
     return c;
 }
 
@@ -96,7 +91,7 @@ static int kernels_of_b(sj_engine *e, char names[][128], int cap) {
     uint64_t after = fake_counts().launches;
     int n = 0;
     for (uint64_t i = before; i < after && n < cap; i++, n++)
-        snprintf(names[n], sizeof names[n], "%s", launched(i));
+        snprintf(names[n], sizeof names[n], "%s", fake.launched(i));
     return n;
 }
 
@@ -146,7 +141,7 @@ static void test_sticky_fault(void **state) {
     assert_int_equal(s0.device_resets, 0);
     fake_cuda_counters c0 = fake_counts();
 
-    inject(bad, CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
+    fake.inject(bad, CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
     assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE_LOST);
     char want[256];
     snprintf(want, sizeof want, "kernel %s (launch #%d of bucket 32)", bad, first);
@@ -174,7 +169,7 @@ static void test_sticky_fault(void **state) {
     assert_int_equal(fake_counts().faults, c1.faults);
 
     /* the fault gone, B serves again (loaded again too) */
-    inject(NULL, 0, 0);
+    fake.inject(NULL, 0, 0);
     run_ok(e, ROWS_B);
     run_ok(e, ROWS_B);
     run_ok(e, ROWS_A);
@@ -202,11 +197,11 @@ static void test_sticky_kinds(void **state) {
     int n;
     sj_engine *e = open_served(names, 1, &n);
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        inject(names[0], kinds[k].r, ROWS_A + 1);
+        fake.inject(names[0], kinds[k].r, ROWS_A + 1);
         assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE_LOST);
         assert_error_contains(ctx, kinds[k].name);
         assert_error_contains(ctx, "(launch #0 of bucket 32)");
-        inject(NULL, 0, 0);
+        fake.inject(NULL, 0, 0);
         run_ok(e, ROWS_A);
         run_ok(e, ROWS_B);
     }
@@ -232,7 +227,7 @@ static void test_non_sticky_error(void **state) {
     run_ok(e, ROWS_A);
     fake_cuda_counters c0 = fake_counts();
 
-    inject(names[1], CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, ROWS_A + 1);
+    fake.inject(names[1], CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, ROWS_A + 1);
     assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE);
     char want[256];
     snprintf(want, sizeof want, "kernel %s (launch #1 of bucket 32)", names[1]);
@@ -240,7 +235,7 @@ static void test_non_sticky_error(void **state) {
     assert_error_contains(ctx, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
     /* the context stayed: no reset, A runs as loaded */
     run_ok(e, ROWS_A);
-    inject(NULL, 0, 0);
+    fake.inject(NULL, 0, 0);
     run_ok(e, ROWS_B);
     sj_engine_stats s;
     sj_engine_stats_get(e, &s);
@@ -284,7 +279,7 @@ static void test_other_bucket_served_meanwhile(void **state) {
     char names[64][128];
     int n;
     sj_engine *e = open_served(names, 1, &n);
-    inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
+    fake.inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
     a_loop loop = {e, 60, 0, ""};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, run_a, &loop), 0);
@@ -297,7 +292,7 @@ static void test_other_bucket_served_meanwhile(void **state) {
     }
     pthread_join(t, NULL);
     if (loop.failures) fail_msg("%d of A's requests failed: %s", loop.failures, loop.first_error);
-    inject(NULL, 0, 0);
+    fake.inject(NULL, 0, 0);
     run_ok(e, ROWS_B);
     sj_engine_stats s;
     sj_engine_stats_get(e, &s);
@@ -317,14 +312,14 @@ static void test_reset_fails_then_works(void **state) {
     char names[64][128];
     int n;
     sj_engine *e = open_served(names, 1, &n);
-    inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
-    fail_resets(3);
+    fake.inject(names[0], CUDA_ERROR_ILLEGAL_ADDRESS, ROWS_A + 1);
+    fake.fail_resets(3);
     /* the fault, its reset fails; loading B again for the rerun fails too */
     assert_int_equal(run_rows(e, ROWS_B), SJ_E_DEVICE_LOST);
     assert_error_contains(ctx, "CUDA_ERROR_ILLEGAL_ADDRESS");
     assert_error_contains(ctx, "then the device reset failed");
     assert_error_contains(ctx, "CUDA_ERROR_CONTAINED");
-    inject(NULL, 0, 0);
+    fake.inject(NULL, 0, 0);
     /* A: the third failed reset */
     assert_int_equal(run_rows(e, ROWS_A), SJ_E_DEVICE_LOST);
     assert_error_contains(ctx, "lost its context and cannot be reset");
@@ -353,11 +348,11 @@ static void test_one_off_fault(void **state) {
     sj_engine_stats_get(e, &s0);
     /* kernels are named by their code, not their bucket: the first launch
      * at 40 rows faults */
-    inject("*", CUDA_ERROR_ILLEGAL_ADDRESS, 40);
+    fake.inject("*", CUDA_ERROR_ILLEGAL_ADDRESS, 40);
     assert_int_equal(run_rows(e, 40), SJ_E_DEVICE_LOST);
     assert_error_contains(ctx, "kernel sjk_");
     assert_error_contains(ctx, "(launch #0 of bucket 40)");
-    inject(NULL, 0, 0);
+    fake.inject(NULL, 0, 0);
     run_ok(e, 40);
     run_ok(e, ROWS_A);
     sj_engine_stats s;
@@ -372,20 +367,16 @@ static void test_one_off_fault(void **state) {
 static int setup(void **state) {
     (void)state;
     ctx = ctx_with_counter(&counter);
-    fake = dlopen(SJ_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
-    if (!ctx || !fake || !scratch_dir_create(dir, sizeof dir, "cuda_fault")) return -1;
-    inject = (fake_cuda_inject_fn)dlsym(fake, "fake_cuda_inject");
-    counters_get = (fake_cuda_counters_fn)dlsym(fake, "fake_cuda_counters_get");
-    launched = (fake_cuda_launched_fn)dlsym(fake, "fake_cuda_launched");
-    fail_resets = (fake_cuda_fail_resets_fn)dlsym(fake, "fake_cuda_fail_resets");
-    return inject && counters_get && launched && fail_resets ? 0 : -1;
+    if (!ctx || fake_cuda_test_open(&fake) != 0 || !scratch_dir_create(dir, sizeof dir, "cuda_fault"))
+        return -1;
+    return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
     remove_tree(dir);
     sj_ctx_destroy(ctx);
-    dlclose(fake);
+    dlclose(fake.lib);
     return atomic_load(&counter.live) == 0 ? 0 : -1;
 }
 
@@ -397,18 +388,6 @@ int main(void) {
                                        cmocka_unit_test(test_reset_fails_then_works),
                                        cmocka_unit_test(test_one_off_fault)};
     return sj_run_tests(tests, setup, teardown);
-}
-
-#else
-
-static void test_needs_toolkit(void **state) {
-    (void)state;
-    SJ_SKIP("built without the CUDA toolkit: no cuda.h for the fake driver");
-}
-
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_needs_toolkit)};
-    return sj_run_tests(tests, NULL, NULL);
 }
 
 #endif

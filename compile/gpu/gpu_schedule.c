@@ -80,3 +80,32 @@ sj_status sj__gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_ker
     }
     return SJ_OK;
 }
+
+sj_status sj__gpu_named_kernels(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
+                               sj_kernel **out) {
+    *out = NULL;
+    sj_kernel *ks = sj_alloc(ctx, (size_t)(n_kernels > 0 ? n_kernels : 1) * sizeof *ks);
+    if (!ks) return sj_fail(ctx, SJ_E_NOMEM, "gpu kernel names: out of memory");
+    for (int i = 0; i < n_kernels; i++) {
+        ks[i] = kernels[i];
+        sj_gpu_schedule s;
+        sj_status st = sj__gpu_schedule_kernel(ctx, &kernels[i], &s);
+        if (st != SJ_OK) {
+            sj_free(ctx, ks);
+            return st;
+        }
+        bool reads_extent = false;
+        for (int d = 0; d < ks[i].rank && d < SJ_KSPACE_MAX; d++)
+            reads_extent |= s.kind == SJ_GPU_SCHED_ROW && ((ks[i].reduced >> d) & 1) && ks[i].sym[d];
+        if (!reads_extent) continue;
+        size_t n = strlen(ks[i].name);
+        int w = snprintf(ks[i].name + n, sizeof ks[i].name - n, "_t%u", s.threads);
+        if (w < 0 || (size_t)w >= sizeof ks[i].name - n) {
+            sj_free(ctx, ks);
+            return sj_fail(ctx, SJ_E_INTERNAL, "gpu kernel names: %s has no room for its block size",
+                           kernels[i].name);
+        }
+    }
+    *out = ks;
+    return SJ_OK;
+}

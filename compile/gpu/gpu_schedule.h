@@ -52,4 +52,15 @@ sj_status sj__gpu_schedule_kernel(sj_ctx *ctx, const sj_kernel *k, sj_gpu_schedu
 sj_status sj__gpu_schedule_plan(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
                                sj_launch_plan *plan);
 
+/* The GPU name of each kernel of l (*out: a copy of l->kernels, renamed;
+ * sj_free it, the arrays it points to stay l's). Lowering names a kernel by
+ * its description without the bucket extent (kernel_share.h), which is
+ * the GPU code's too except where the schedule reads the extent: a ROW
+ * kernel reducing over a symbolic dim sizes its block (and so its
+ * __launch_bounds__ and tree) from the reduced span at the bucket extent,
+ * so it gets "_t<threads>" after its name. Equal GPU names therefore mean
+ * equal code in every bucket. */
+sj_status sj__gpu_named_kernels(sj_ctx *ctx, const sj_kernel *kernels, int n_kernels,
+                               sj_kernel **out);
+
 #endif

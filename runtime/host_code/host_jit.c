@@ -3,7 +3,6 @@
 
 #include "core/core_impl.h"
 #include "runtime/host_code/host_code.h"
-#include "plan/code_bundle.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/blake3.h>
@@ -16,16 +15,16 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One object file as the device holds it: loaded once however many
- * modules (buckets, models) carry the same bytes, found by their BLAKE3.
- * Its JITDylib outlives its code: when the last module lets go, the code
- * is removed and the empty JITDylib kept for the next load of the same
- * bytes (the LLVM C API cannot remove a JITDylib). */
+/* The JITDylib of one object file's bytes, found by their BLAKE3. It
+ * outlives the code: when the module goes, the code is removed and the
+ * empty JITDylib kept for the next load of the same bytes (the LLVM C API
+ * cannot remove a JITDylib). Which objects are loaded, and for how many
+ * holders, is the device's registry's (runtime/code_registry.h): it loads
+ * each distinct object here once per device. */
 typedef struct jit_object {
     uint8_t digest[32];
     LLVMOrcJITDylibRef dylib;
     LLVMOrcResourceTrackerRef tracker; /* NULL while no module holds it */
-    int refs;
     struct jit_object *next;
 } jit_object;
 
@@ -33,19 +32,17 @@ struct sj_host_jit {
     sj_ctx *ctx;
     LLVMOrcLLJITRef jit;
     uint64_t next_dylib; /* JITDylib names must be unique per session */
-    jit_object *objects; /* every object ever loaded (the device's kernel registry) */
-    sj_host_jit_counts counts;
+    jit_object *objects; /* the JITDylib of every object ever loaded */
     /* What the session reported while linking (e.g. "Symbols not found"),
      * which the failed lookup itself only summarises; LLVM would otherwise
      * print it to stderr. Written under the device's lock. */
     char report[512];
 };
 
-/* A loaded code blob: the objects it holds, searched in order. */
+/* A loaded object file. */
 struct sj_host_jit_module {
-    int n;
-    jit_object **objects;
-    LLVMOrcCJITDylibSearchOrderElement *order;
+    jit_object *object;
+    LLVMOrcCJITDylibSearchOrderElement order;
 };
 
 /* Turns an LLVM error into a message on ctx (consuming it). */
@@ -92,8 +89,6 @@ void sj__host_jit_destroy(sj_host_jit *j) {
     sj_free(j->ctx, j);
 }
 
-void sj__host_jit_counts(const sj_host_jit *j, sj_host_jit_counts *out) { *out = j->counts; }
-
 /* A JITDylib that resolves what kernels call: libm and the C runtime from
  * the process, shapejit's own extern kernels by address. */
 static sj_status new_dylib(sj_host_jit *j, LLVMOrcJITDylibRef *out) {
@@ -123,17 +118,10 @@ static sj_status new_dylib(sj_host_jit *j, LLVMOrcJITDylibRef *out) {
     return SJ_OK;
 }
 
-static void release_object(sj_host_jit *j, jit_object *o) {
-    if (--o->refs > 0) return;
-    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(o->tracker);
-    if (err) LLVMConsumeError(err);
-    LLVMOrcReleaseResourceTracker(o->tracker);
-    o->tracker = NULL;
-    j->counts.resident--;
-}
-
-/* The object with these bytes, loaded now unless it is already. */
-static sj_status hold_object(sj_host_jit *j, const uint8_t *bytes, size_t len, jit_object **out) {
+/* The object with these bytes, loaded now in its JITDylib (made at the
+ * first load of the bytes). SJ_E_STATE when it is loaded already: the
+ * device's registry loads each distinct object once. */
+static sj_status load_object(sj_host_jit *j, const uint8_t *bytes, size_t len, jit_object **out) {
     uint8_t digest[32];
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
@@ -141,12 +129,8 @@ static sj_status hold_object(sj_host_jit *j, const uint8_t *bytes, size_t len, j
     llvm_blake3_hasher_finalize(&h, digest, sizeof digest);
     jit_object *o = j->objects;
     while (o && memcmp(o->digest, digest, sizeof digest)) o = o->next;
-    if (o && o->refs > 0) {
-        o->refs++;
-        j->counts.shared++;
-        *out = o;
-        return SJ_OK;
-    }
+    if (o && o->tracker)
+        return sj_fail(j->ctx, SJ_E_STATE, "host JIT: the object file is loaded already");
     if (!o) {
         o = sj_calloc(j->ctx, 1, sizeof *o);
         if (!o) return sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
@@ -168,9 +152,6 @@ static sj_status hold_object(sj_host_jit *j, const uint8_t *bytes, size_t len, j
         o->tracker = NULL;
         return fail_llvm(j->ctx, SJ_E_PARSE, err, "host JIT: cannot load the object file");
     }
-    o->refs = 1;
-    j->counts.loaded++;
-    j->counts.resident++;
     *out = o;
     return SJ_OK;
 }
@@ -178,36 +159,25 @@ static sj_status hold_object(sj_host_jit *j, const uint8_t *bytes, size_t len, j
 sj_status sj__host_jit_add_object(sj_host_jit *j, const void *obj, size_t len,
                                  sj_host_jit_module **out) {
     *out = NULL;
-    sj_code_piece whole = {0, len}, *pieces = &whole;
-    int n = 1;
-    if (sj__code_bundle_is(obj, len))
-        SJ_TRY(sj__code_bundle_parse(j->ctx, obj, len, &pieces, &n));
     sj_host_jit_module *m = sj_calloc(j->ctx, 1, sizeof *m);
-    if (m) m->objects = sj_calloc(j->ctx, (size_t)n, sizeof *m->objects);
-    if (m) m->order = sj_calloc(j->ctx, (size_t)n, sizeof *m->order);
-    sj_status st = m && m->objects && m->order ? SJ_OK : sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
-    for (int i = 0; i < n && st == SJ_OK; i++) {
-        st = hold_object(j, (const uint8_t *)obj + pieces[i].offset, pieces[i].len, &m->objects[i]);
-        if (st != SJ_OK && n > 1) sj__error_prefix(j->ctx, "object %d of %d", i, n);
-        if (st != SJ_OK) break;
-        m->order[i] = (LLVMOrcCJITDylibSearchOrderElement){
-            m->objects[i]->dylib, LLVMOrcJITDylibLookupFlagsMatchExportedSymbolsOnly};
-        m->n = i + 1;
-    }
-    if (pieces != &whole) sj_free(j->ctx, pieces);
+    if (!m) return sj_fail(j->ctx, SJ_E_NOMEM, "host JIT: out of memory");
+    sj_status st = load_object(j, obj, len, &m->object);
     if (st != SJ_OK) {
-        sj__host_jit_remove(j, m);
+        sj_free(j->ctx, m);
         return st;
     }
+    m->order = (LLVMOrcCJITDylibSearchOrderElement){
+        m->object->dylib, LLVMOrcJITDylibLookupFlagsMatchExportedSymbolsOnly};
     *out = m;
     return SJ_OK;
 }
 
 void sj__host_jit_remove(sj_host_jit *j, sj_host_jit_module *m) {
     if (!m) return;
-    for (int i = 0; i < m->n; i++) release_object(j, m->objects[i]);
-    sj_free(j->ctx, m->objects);
-    sj_free(j->ctx, m->order);
+    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(m->object->tracker);
+    if (err) LLVMConsumeError(err);
+    LLVMOrcReleaseResourceTracker(m->object->tracker);
+    m->object->tracker = NULL;
     sj_free(j->ctx, m);
 }
 
@@ -242,8 +212,7 @@ sj_status sj__host_jit_lookup(sj_host_jit *j, sj_host_jit_module *m, const char 
     lookup_wait w = {.done = false, .err = NULL, .addr = 0};
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.cond, NULL);
-    LLVMOrcExecutionSessionLookup(es, LLVMOrcLookupKindStatic, m->order, (size_t)m->n, &sym, 1, lookup_done,
-                                  &w);
+    LLVMOrcExecutionSessionLookup(es, LLVMOrcLookupKindStatic, &m->order, 1, &sym, 1, lookup_done, &w);
     pthread_mutex_lock(&w.lock);
     while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
     pthread_mutex_unlock(&w.lock);

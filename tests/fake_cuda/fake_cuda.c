@@ -634,6 +634,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *out, CUmodule m, const char *na
     for (int i = 0; i < m->n_funcs; i++)
         if (strcmp(m->funcs[i].name, name) == 0) {
             *out = &m->funcs[i];
+            counters.function_lookups++;
             return leave(CUDA_SUCCESS);
         }
     return leave(CUDA_ERROR_NOT_FOUND);

@@ -19,6 +19,7 @@ typedef struct fake_cuda_counters {
     uint64_t resets;        /* primary context resets */
     uint64_t contexts;      /* primary contexts made (the first, and one after each reset) */
     uint64_t module_loads;  /* modules loaded (PTX or cubin) */
+    uint64_t function_lookups; /* cuModuleGetFunction calls that found the kernel */
     uint64_t launches;      /* kernels that ran: eager launches and graph nodes replayed */
     uint64_t captured;      /* launches recorded into graphs instead */
     uint64_t graph_launches;

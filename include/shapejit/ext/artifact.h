@@ -19,9 +19,12 @@
  *   symbols the code calls beyond libm, and the tuning record (what
  *   precompile --tune timed and chose; "" when not tuned); the graph hash (32 bytes) and the
  *   options hash (u64); the launch plan (extent, arena bytes, kernel table:
- *   each kernel's symbol and its 32-byte code key, buffer slots, launches, launch slots, words); the code blobs (u32 format,
- *   u64 length, bytes; a host blob is a bundle of one object file per
- *   kernel: "SJOBJS01", u32 count, count times u64 length + bytes). Every count, offset and size is checked against the
+ *   each kernel's symbol and its 32-byte code key, buffer slots, launches,
+ *   launch slots, words); the code blobs (u32 format, u64 length, bytes; a
+ *   host, PTX or cubin blob is a bundle of one module per kernel of the
+ *   plan, in its order: "SJOBJS01", u32 count, count times u64 length +
+ *   bytes; a GPU plan without kernels holds its one empty module whole,
+ *   told apart by the magic). Every count, offset and size is checked against the
  *   bytes that remain and the plan is validated, so a truncated or altered
  *   artifact is SJ_E_CORRUPT (any single changed byte fails the checksum).
  *

@@ -126,11 +126,15 @@ typedef enum sj_emit_kind {
     SJ_EMIT_LLVM_IR, /* optimised LLVM IR of the host kernels (nvptx: the kernels' IR) */
     SJ_EMIT_HOST_ASM, /* host assembly */
     SJ_EMIT_PTX,      /* targets nvptx, nvrtc: PTX for o->arch */
-    SJ_EMIT_CUDA_C    /* target nvrtc: the CUDA C source NVRTC compiles */
+    SJ_EMIT_CUDA_C,   /* target nvrtc: the CUDA C source NVRTC compiles */
+    SJ_EMIT_CUBIN     /* targets nvptx, nvrtc: the kernels as one cubin for o->arch (binary;
+                         SJ_E_UNSUPPORTED where the toolchain makes PTX only) */
 } sj_emit_kind;
 
-/* The code of one bucket as text; *out is NUL-terminated, allocated with
- * sj_alloc, *len excludes the NUL. */
+/* The code of one bucket as text, all its kernels in one module (an
+ * artifact holds one module per kernel, bundled); *out is NUL-terminated,
+ * allocated with sj_alloc, *len excludes the NUL; a cubin is binary, not
+ * NUL-terminated: read *len bytes. */
 SJ_API sj_status sj_emit_text(const sj_graph *g, int64_t extent, const sj_compile_options *o,
                               sj_emit_kind kind, char **out, size_t *len);
 

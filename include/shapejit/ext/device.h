@@ -14,7 +14,9 @@
  *   sj_device_destroy(dev);
  *
  * A device is one backend (the host, a CUDA GPU) plus what belongs to it and
- * to nothing else: its metadata info cache. It knows nothing of the layers
+ * to nothing else: its metadata info cache and its registry of loaded code
+ * (each distinct piece of code loaded once; sj_device_code_stats_get). It
+ * knows nothing of the layers
  * above it: executables resolve their kernel handles once and keep them, and
  * an op cache (shapejit/ext/op_cache.h) is a client of a device, never owned
  * by one. Memory a device hands out ("device memory") is addressed by
@@ -118,13 +120,13 @@ typedef struct sj_launch_dims {
     uint32_t shared_bytes;
 } sj_launch_dims;
 
-/* What a device's code registry has done (sj_device_code_stats_get): a
- * backend that shares code loads the same bytes once per device, however
- * many modules (buckets, layers, models) carry them. */
+/* What a device's code registry has done (sj_device_code_stats_get): every
+ * device loads the same code piece (format and bytes) once per generation,
+ * however many modules (buckets, layers, models) carry it. */
 typedef struct sj_device_code_stats {
-    uint64_t objects_loaded; /* code objects loaded, each the first of its bytes */
-    uint64_t objects_shared; /* module loads served by an object loaded already */
-    int64_t objects_resident; /* objects some module holds now */
+    uint64_t objects_loaded; /* code pieces loaded, each the first of its bytes */
+    uint64_t objects_shared; /* module loads of a piece served by one loaded already */
+    int64_t objects_resident; /* pieces some module holds now (this generation's) */
 } sj_device_code_stats;
 
 typedef void *sj_kernel_handle; /* owned by its module */
@@ -145,6 +147,8 @@ typedef struct sj_device_ops {
      * buffer right after the launch that used it was enqueued. */
     void (*free)(void *impl, void *ptr);
     sj_status (*copy)(void *impl, void *dst, const void *src, size_t bytes, sj_copy_kind kind);
+    /* One piece of code: the device wrapper splits a bundle
+     * (sj_device_load_module) and loads each distinct piece once. */
     sj_status (*load_module)(void *impl, sj_code_format fmt, const void *code, size_t len,
                              void **out_module);
     void (*unload_module)(void *impl, void *module);
@@ -183,9 +187,6 @@ typedef struct sj_device_ops {
      * frees them), then make a fresh context for the calls that follow.
      * On failure the device stays lost and the next call tries again. */
     sj_status (*reset)(void *impl);
-    /* Optional (NULL: the backend shares no code; zeros reported). Its code
-     * registry's counts (sj_device_code_stats). */
-    void (*code_stats)(void *impl, sj_device_code_stats *out);
 } sj_device_ops;
 
 enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
@@ -307,14 +308,19 @@ SJ_API sj_status sj_device_timing_get(sj_device *dev, sj_device_timing *out);
 /* Loads code as a module. The module holds a reference on the device; destroy
         * it with sj_module_destroy (NULL is a no-op; after the device's release it
         * only frees host memory). Kernel handles resolved from a module are valid
-        * until it is destroyed. */
+        * until it is destroyed. Code in an artifact's bundle of one module per
+        * kernel (host objects, PTX, cubins) is loaded piece by piece, each piece
+        * the device holds already in this generation only counted again, and
+        * kernels are resolved from the piece that has them. */
 SJ_API sj_status sj_device_load_module(sj_device *dev, sj_code_format fmt, const void *code, size_t len,
                                        sj_module **out);
 SJ_API void sj_module_destroy(sj_module *m);
-/* The device's code registry so far: the host device loads each object
- * file of a host code bundle once, keyed by its BLAKE3, and a module
- * holding the same bytes holds that object again; the code goes when the
- * last module holding it does. */
+/* The device's code registry so far: every device (host, CUDA, any table)
+ * loads each piece of a module (a code bundle's per-kernel objects, PTX or
+ * cubins; any other blob whole) once per generation, keyed by its format
+ * and BLAKE3, and a module holding the same bytes holds that piece again;
+ * the code goes when the last module holding it does, and a device reset
+ * drops the registry (the next load loads afresh). */
 SJ_API sj_status sj_device_code_stats_get(sj_device *dev, sj_device_code_stats *out);
 SJ_API sj_device *sj_module_device(const sj_module *m);
 /* Resolves kernel `name` of `m` through the backend (no memo: callers keep

@@ -15,8 +15,11 @@
  * events, so a second model on another device starts fresh. The cache is a
  * client of the device (it holds a reference); the device does not own or
  * know it, and the executor does not use it (an executable resolves its
- * kernels once, with sj_module_kernel, and keeps the handles). It serves a
- * backend or tool that looks kernels up by name at run time.
+ * kernels once, with sj_module_kernel, and keeps the handles). The registry
+ * of loaded kernel modules keyed by content is the device's own (every
+ * module's pieces are loaded once per device, sj_device_code_stats_get), so
+ * modules this cache resolves from share loaded code as executables do. It
+ * serves a backend or tool that looks kernels up by name at run time.
  *
  * Kernel handles: memoised by (module, name); a hit allocates nothing. The
  * attributes the code publishes are recorded when the handle is resolved.
