@@ -23,7 +23,8 @@
 #define COLS 16
 #define CHAIN 8
 
-static void k_axpb(void *const *b, const int64_t *info, int64_t n) {
+static void k_axpb(void *const *b, const int64_t *info, int64_t n, void *scratch) {
+    (void)scratch;
     const float *x = b[0];
     float *y = b[1];
     float a = (float)info[1], c = (float)info[2];

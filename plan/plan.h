@@ -12,8 +12,10 @@
  * `buffers[i]` is the base pointer of the launch's i-th buffer slot; `info`
  * points at the launch's metadata words (shapes, strides, scalars as the
  * kernel's emitter chose to encode them; a float scalar is stored as its bit
- * pattern in the low 32 bits). On the host `buffers`/`info` are host memory;
- * on a GPU they are device memory and grid/block come from the launch. */
+ * pattern in the low 32 bits). On the host `buffers`/`info` are host memory,
+ * and a host kernel takes one more argument, the calling thread's scratch
+ * (shapejit/ext/device.h, SJ_HOST_SCRATCH_BYTES); on a GPU they are device
+ * memory and grid/block come from the launch. */
 #ifndef SJ_LOWER_PLAN_H
 #define SJ_LOWER_PLAN_H
 
@@ -26,7 +28,7 @@
 #define SJ_KERNEL_NAME_MAX 64
 
 typedef void (*sj_host_kernel_fn)(void *const *buffers, const int64_t *info,
-                                  int64_t active_extent);
+                                  int64_t active_extent, void *scratch);
 
 typedef enum sj_slot_kind {
     SJ_SLOT_INPUT,  /* graph input `index`, padded to E by the executor */

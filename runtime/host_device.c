@@ -89,6 +89,10 @@ typedef struct host_device {
     host_graph *recording; /* the capture in progress */
     sj_host_jit *jit;      /* created with the first object module */
     sj_host_pool *pool;    /* NULL with one thread */
+    /* The calling thread's kernel scratch (SJ_HOST_SCRATCH_BYTES): one run
+     * at a time holds the device's lock, so one serves every caller; the
+     * pool's workers have their own. */
+    void *scratch, *scratch_base;
     uint64_t min_part_work;
     uint64_t wake_share_work; /* 0: wake when the estimates below say it repays */
     /* Learnt under the device lock (launches hold it): what a launch that
@@ -426,17 +430,17 @@ static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
     if (parts > 1) {
         bool wake = wake_for(h, k, n, run_wakes);
         sj_host_pool_timing t;
-        sj__host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, &t);
+        sj__host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, h->scratch, &t);
         double cost = learn(h, k, n, &t);
         if (run_wakes) *run_cost += cost;
         else if (t.woke) learn_wake(h, cost);
     } else if (h->pool && k->rows && split_units(k, n) >= 2 * split_step(k)) {
         uint64_t t0 = clock_ns(); /* a kernel the caller ran alone: its pace all the same */
-        k->fn(buffers, info, n);
+        k->fn(buffers, info, n, h->scratch);
         learn(h, k, n,
               &(sj_host_pool_timing){.caller_ns = clock_ns() - t0, .caller_rows = split_units(k, n)});
     } else {
-        k->fn(buffers, info, n);
+        k->fn(buffers, info, n, h->scratch);
     }
 }
 
@@ -532,6 +536,7 @@ static void host_destroy(void *impl) {
     sj__host_jit_destroy(h->jit);
 #endif
     while (h->memory.next != &h->memory) host_free(h, h->memory.next + 1);
+    sj__host_scratch_free(h->ctx, h->scratch_base);
     sj_free(h->ctx, h);
 }
 
@@ -586,9 +591,14 @@ sj_status sj_host_device_create_config(sj_ctx *ctx, const sj_host_device_config 
     LIST_INIT(&h->memory);
     LIST_INIT(&h->modules);
     LIST_INIT(&h->graphs);
+    if (!(h->scratch = sj__host_scratch_alloc(ctx, &h->scratch_base))) {
+        sj_free(ctx, h);
+        return sj_fail(ctx, SJ_E_NOMEM, "host device: out of memory for the kernels' scratch");
+    }
     if (cfg->threads > 1) {
         sj_status st = sj__host_pool_create(ctx, cfg->threads, &h->pool);
         if (st != SJ_OK) {
+            sj__host_scratch_free(ctx, h->scratch_base);
             sj_free(ctx, h);
             return st;
         }

@@ -42,10 +42,17 @@
 #define CLAIM_PARTS(c) ((int)(((c) >> 16) & 0xffff))
 #define CLAIM_NEXT(c) ((int)((c) & 0xffff))
 
+/* A worker thread and the scratch its parts get. */
+typedef struct pool_worker {
+    struct sj_host_pool *pool;
+    pthread_t thread;
+    void *scratch, *scratch_base;
+} pool_worker;
+
 struct sj_host_pool {
     sj_ctx *ctx;
     int threads;
-    pthread_t *workers; /* threads - 1 */
+    pool_worker *workers; /* threads - 1 */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     /* The launch: written by the caller before the claim word is published
@@ -133,9 +140,10 @@ static uint32_t wait_launch(sj_host_pool *p, uint32_t seen) {
     }
 }
 
-/* Runs parts of launch `gen` while any is unclaimed; the caller's parts are
- * timed into t (NULL on a worker). */
-static void run_parts(sj_host_pool *p, uint32_t gen, sj_host_pool_timing *t) {
+/* Runs parts of launch `gen` while any is unclaimed, each with this
+ * thread's scratch; the caller's parts are timed into t (NULL on a
+ * worker). */
+static void run_parts(sj_host_pool *p, uint32_t gen, void *scratch, sj_host_pool_timing *t) {
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
         if (CLAIM_GEN(c) != gen || CLAIM_NEXT(c) >= CLAIM_PARTS(c)) return;
@@ -144,7 +152,7 @@ static void run_parts(sj_host_pool *p, uint32_t gen, sj_host_pool_timing *t) {
                                                    memory_order_acquire))
             continue;
         uint64_t t0 = t ? now_ns() : 0;
-        p->fn(p->buffers, p->info, p->extent, p->bounds[i], p->bounds[i + 1]);
+        p->fn(p->buffers, p->info, p->extent, p->bounds[i], p->bounds[i + 1], scratch);
         if (t) {
             t->caller_ns += now_ns() - t0;
             t->caller_rows += p->bounds[i + 1] - p->bounds[i];
@@ -159,12 +167,13 @@ static void run_parts(sj_host_pool *p, uint32_t gen, sj_host_pool_timing *t) {
 }
 
 static void *worker_main(void *arg) {
-    sj_host_pool *p = arg;
+    pool_worker *w = arg;
+    sj_host_pool *p = w->pool;
     uint32_t seen = 0;
     for (;;) {
         seen = wait_launch(p, seen);
         if (p->stop) return NULL;
-        run_parts(p, seen, NULL);
+        run_parts(p, seen, w->scratch, NULL);
     }
 }
 
@@ -199,7 +208,7 @@ void sj__host_pool_wake(sj_host_pool *p) {
 
 void sj__host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
                       const int64_t *info, int64_t active_extent, const int64_t *bounds,
-                      int parts, bool wake, sj_host_pool_timing *t) {
+                      int parts, bool wake, void *caller_scratch, sj_host_pool_timing *t) {
     *t = (sj_host_pool_timing){0};
     uint64_t start = now_ns();
     p->fn = fn;
@@ -212,10 +221,17 @@ void sj__host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers
     atomic_store_explicit(&p->claim, CLAIM(gen, parts, 0), memory_order_release);
     t->woke = wake && atomic_load(&p->asleep) > 0;
     post(p, wake);
-    run_parts(p, gen, t);
+    run_parts(p, gen, caller_scratch, t);
     wait_done(p, parts);
     t->wall_ns = now_ns() - start;
 }
+
+void *sj__host_scratch_alloc(sj_ctx *ctx, void **base) {
+    *base = sj_alloc(ctx, SJ_HOST_SCRATCH_BYTES + 63);
+    return *base ? (void *)(((uintptr_t)*base + 63) & ~(uintptr_t)63) : NULL;
+}
+
+void sj__host_scratch_free(sj_ctx *ctx, void *base) { sj_free(ctx, base); }
 
 /* Stops the first `started` workers and frees the pool. */
 static void teardown(sj_host_pool *p, int started) {
@@ -223,11 +239,12 @@ static void teardown(sj_host_pool *p, int started) {
         p->stop = true;
         ++p->generation;
         post(p, true);
-        for (int i = 0; i < started; i++) pthread_join(p->workers[i], NULL);
+        for (int i = 0; i < started; i++) pthread_join(p->workers[i].thread, NULL);
     }
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
+    for (int i = 0; i < p->threads - 1; i++) sj__host_scratch_free(p->ctx, p->workers[i].scratch_base);
     sj_free(p->ctx, p->workers);
     sj_free(p->ctx, p);
 }
@@ -238,7 +255,7 @@ sj_status sj__host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out) {
         return sj_fail(ctx, SJ_E_INVALID_ARG, "host threads: %d outside 2..%d", threads,
                        SJ_HOST_MAX_THREADS);
     sj_host_pool *p = sj_calloc(ctx, 1, sizeof *p);
-    pthread_t *ws = p ? sj_calloc(ctx, (size_t)threads - 1, sizeof *ws) : NULL;
+    pool_worker *ws = p ? sj_calloc(ctx, (size_t)threads - 1, sizeof *ws) : NULL;
     if (!ws) {
         sj_free(ctx, p);
         return sj_fail(ctx, SJ_E_NOMEM, "host threads: out of memory");
@@ -254,7 +271,12 @@ sj_status sj__host_pool_create(sj_ctx *ctx, int threads, sj_host_pool **out) {
     atomic_init(&p->finished, 0);
     atomic_init(&p->asleep, 0);
     for (int i = 0; i < threads - 1; i++) {
-        int err = pthread_create(&ws[i], NULL, worker_main, p);
+        ws[i].pool = p;
+        if (!(ws[i].scratch = sj__host_scratch_alloc(ctx, &ws[i].scratch_base))) {
+            teardown(p, i);
+            return sj_fail(ctx, SJ_E_NOMEM, "host threads: no scratch for thread %d of %d", i + 2, threads);
+        }
+        int err = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
         if (err) {
             teardown(p, i);
             return sj_fail(ctx, SJ_E_NOMEM, "host threads: cannot start thread %d of %d (%s)",

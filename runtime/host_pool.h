@@ -40,9 +40,16 @@ typedef struct sj_host_pool_timing {
 /* Runs fn over rows [bounds[i], bounds[i + 1]) for every i < parts (2 <=
  * parts <= SJ_HOST_MAX_THREADS), on the caller and any worker that is
  * awake (wake: the sleeping ones woken too), and returns when all are
- * done, with *t filled. */
+ * done, with *t filled. The caller's parts get caller_scratch, a
+ * worker's its own (each made with the pool). */
 void sj__host_pool_run(sj_host_pool *p, sj_host_rows_fn fn, void *const *buffers,
                       const int64_t *info, int64_t active_extent, const int64_t *bounds,
-                      int parts, bool wake, sj_host_pool_timing *t);
+                      int parts, bool wake, void *caller_scratch, sj_host_pool_timing *t);
+
+/* A kernel's scratch (SJ_HOST_SCRATCH_BYTES, 64-byte aligned) for one
+ * thread: *base is what sj__host_scratch_free takes. NULL when out of
+ * memory. */
+void *sj__host_scratch_alloc(sj_ctx *ctx, void **base);
+void sj__host_scratch_free(sj_ctx *ctx, void *base);
 
 #endif

@@ -7,6 +7,8 @@
  * compile to it, against the interpreter through the poisoning harness, at
  * extents 1, bucket-min, bucket-max and between, for x86-64-v2, v3 (where
  * this CPU runs it) and native code, fp32 and bf16 weights. */
+#include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +33,9 @@ typedef struct gemm_case {
 } gemm_case;
 
 static const float SENTINEL = 12345.0f;
+
+/* The GEMM's working memory, as a host kernel call gets it (device.h). */
+static _Alignas(64) unsigned char scratch[SJ_HOST_SCRATCH_BYTES];
 
 /* Whether got is A's row times B's column j in double, to within the
  * float32 rounding of a k-term sum (the row read with column stride a_cs,
@@ -70,7 +75,7 @@ static void check_packed(const gemm_case *c, int level, const float *a, int64_t 
                      (long long)k, (long long)n, c->prec, (long long)bytes);
     float *got = malloc((size_t)((m + 1) * ldc) * sizeof *got);
     for (int64_t i = 0; i < (m + 1) * ldc; i++) got[i] = SENTINEL;
-    sj__host_gemm_packed(eff, c->prec, m, n, k, a, a_rs, a_cs, packed, got, ldc);
+    sj__host_gemm_packed(eff, c->prec, m, n, k, a, a_rs, a_cs, packed, got, ldc, scratch);
     for (int64_t i = 0; i < (m + 1) * ldc; i++)
         if (memcmp(&got[i], &want[i], sizeof got[i]))
             fail_msg("level %d m=%lld n=%lld k=%lld ta=%d tb=%d prec=%d: packed B gives C[%lld] = "
@@ -109,7 +114,7 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
         bh[i] = c->prec == SJ_PRECISION_BF16 ? sj_f32_to_bf16(bf[i]) : sj_f32_to_f16(bf[i]);
     const void *b = c->prec == SJ_PRECISION_FP32 ? (const void *)bf : (const void *)bh;
     for (int64_t i = 0; i < (m + 1) * ldc; i++) cc[i] = split[i] = SENTINEL;
-    sj__host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc);
+    sj__host_gemm(level, c->prec, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, cc, ldc, scratch);
     if (k > 0) check_packed(c, level, a, a_rs, a_cs, bf, b_rs, b_cs, cc, ldc);
     /* A stored transposed is always packed; stored by rows, a product a few
      * panels wide reads it in place: either way the same bits. */
@@ -118,7 +123,7 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
         for (int64_t i = 0; i < m; i++)
             for (int64_t p = 0; p < k; p++) at[p * m + i] = a[i * a_rs + p];
         for (int64_t i = 0; i < (m + 1) * ldc; i++) ct[i] = SENTINEL;
-        sj__host_gemm(level, c->prec, m, n, k, at, 1, m, b, b_rs, b_cs, ct, ldc);
+        sj__host_gemm(level, c->prec, m, n, k, at, 1, m, b, b_rs, b_cs, ct, ldc, scratch);
         if (memcmp(ct, cc, (size_t)((m + 1) * ldc) * sizeof *ct))
             fail_msg("level %d m=%lld n=%lld k=%lld: A read in place and A packed give different bits",
                      level, (long long)m, (long long)n, (long long)k);
@@ -127,8 +132,9 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
     }
     /* The same rows in two launches, as a row split runs them. */
     int64_t r = m / 3 + 1 > m ? m : m / 3 + 1;
-    sj__host_gemm(level, c->prec, r, n, k, a, a_rs, a_cs, b, b_rs, b_cs, split, ldc);
-    sj__host_gemm(level, c->prec, m - r, n, k, a + r * a_rs, a_rs, a_cs, b, b_rs, b_cs, split + r * ldc, ldc);
+    sj__host_gemm(level, c->prec, r, n, k, a, a_rs, a_cs, b, b_rs, b_cs, split, ldc, scratch);
+    sj__host_gemm(level, c->prec, m - r, n, k, a + r * a_rs, a_rs, a_cs, b, b_rs, b_cs, split + r * ldc, ldc,
+                  scratch);
     for (int64_t i = 0; i < m + 1; i++)
         for (int64_t j = 0; j < ldc; j++) {
             float got = cc[i * ldc + j];
@@ -233,9 +239,9 @@ static void test_kernel_broadcast_rows(void **state) {
                     if (packed) {
                         panels = malloc((size_t)sj__host_gemm_pack_bytes(eff, SJ_PRECISION_FP32, K, n));
                         sj__host_gemm_pack(eff, SJ_PRECISION_FP32, K, n, b, n, 1, panels);
-                        sj__host_gemm_packed(eff, SJ_PRECISION_FP32, m, n, K, a, 0, 1, panels, c, n);
+                        sj__host_gemm_packed(eff, SJ_PRECISION_FP32, m, n, K, a, 0, 1, panels, c, n, scratch);
                     } else {
-                        sj__host_gemm(level, SJ_PRECISION_FP32, m, n, K, a, 0, 1, b, n, 1, c, n);
+                        sj__host_gemm(level, SJ_PRECISION_FP32, m, n, K, a, 0, 1, b, n, 1, c, n, scratch);
                     }
                     free(panels);
                     for (int64_t i = 0; i < m; i++)
@@ -255,7 +261,7 @@ static void test_kernel_empty_k(void **state) {
     float c[3 * 4];
     for (int i = 0; i < 12; i++) c[i] = SENTINEL;
     float a = NAN, b = NAN;
-    sj__host_gemm(4, SJ_PRECISION_FP32, 2, 3, 0, &a, 1, 1, &b, 1, 1, c, 4);
+    sj__host_gemm(4, SJ_PRECISION_FP32, 2, 3, 0, &a, 1, 1, &b, 1, 1, c, 4, scratch);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++) assert_true(c[i * 4 + j] == (i < 2 && j < 3 ? 0.0f : SENTINEL));
 }
@@ -382,6 +388,55 @@ static void test_compiled_linear_few_rows(void **state) {
 /* Attention, unfused: scores x xT over the symbolic dim (B transposed, its
  * width the active extent) and softmax(scores) @ x (the contraction the
  * active extent). Padding keys must never enter a sum. */
+/* A run on the caller's thread with musl's default stack (128 KiB): the
+ * GEMM packs into the device's scratch, not its stack (about 416 KiB,
+ * which overflowed such a thread), and gives what the interpreter gives. */
+typedef struct stack_run {
+    sj_executable *exe;
+    const sj_tensor *in;
+    sj_tensor out[1];
+    sj_status st;
+} stack_run;
+
+static void *run_on_small_stack(void *arg) {
+    stack_run *r = arg;
+    r->st = sj_executable_run(r->exe, 48, r->in, r->out);
+    return NULL;
+}
+
+static void test_gemm_on_a_small_stack(void **state) {
+    fixture *f = *state;
+    build_linear(f, 384, 512);
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    if (!calls_gemm(f->g, 64, &o)) fail_msg("the linear layer does not call the GEMM");
+    sj_artifact *a;
+    sj_executable *exe;
+    assert_int_equal(sj_compile(f->g, 64, &o, &a), SJ_OK);
+    assert_int_equal(sj_artifact_load(a, f->dev, f->g, &exe), SJ_OK);
+    uint64_t seed = f->seed;
+    sj_tensor in[1], want[1];
+    h_inputs(f->g, 48, &seed, in);
+    assert_int_equal(sj_interp_run(f->g, 48, in, want), SJ_OK);
+    stack_run r = {.exe = exe, .in = in};
+    pthread_attr_t attr;
+    pthread_t t;
+    assert_int_equal(pthread_attr_init(&attr), 0);
+    assert_int_equal(pthread_attr_setstacksize(&attr, 128 * 1024), 0);
+    assert_int_equal(pthread_create(&t, &attr, run_on_small_stack, &r), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    pthread_attr_destroy(&attr);
+    if (r.st != SJ_OK) fail_msg("%s", sj_ctx_last_error(f->ctx));
+    for (int64_t i = 0; i < sj_tensor_numel(&want[0]); i++)
+        if (!(fabsf(r.out[0].data[i] - want[0].data[i]) <= 1e-4f * (1 + fabsf(want[0].data[i]))))
+            fail_msg("element %lld: %g, the interpreter %g", (long long)i, r.out[0].data[i], want[0].data[i]);
+    h_free_tensors(f->ctx, r.out, 1);
+    h_free_tensors(f->ctx, want, 1);
+    h_free_tensors(f->ctx, in, 1);
+    sj_executable_destroy(exe);
+    sj_artifact_destroy(a);
+}
+
 static void test_compiled_attention_unfused(void **state) {
     fixture *f = *state;
     sj_value x = input(f, "x", 2, (int64_t[]){S, 64}), xt, s, y;
@@ -405,6 +460,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_compiled_linear, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_compiled_linear_few_rows, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_compiled_attention_unfused, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gemm_on_a_small_stack, setup, h_fixture_teardown),
     };
     if (argc > 1) cmocka_set_test_filter(argv[1]);
     return cmocka_run_group_tests(tests, NULL, NULL);

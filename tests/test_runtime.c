@@ -33,14 +33,16 @@
  * Buffers laid out at the bucket extent E; loops stop at the active extent. */
 
 /* y = x * s[0] over the first n rows of [N, cols]; info {cols}. */
-static void k_scale(void *const *b, const int64_t *info, int64_t n) {
+static void k_scale(void *const *b, const int64_t *info, int64_t n, void *scratch) {
+    (void)scratch;
     const float *x = b[0], *s = b[1];
     float *y = b[2];
     for (int64_t i = 0; i < n * info[0]; i++) y[i] = x[i] * s[0];
 }
 
 /* z[i, j] = y[i, j] + bias[j]; info {cols}. */
-static void k_add_row(void *const *b, const int64_t *info, int64_t n) {
+static void k_add_row(void *const *b, const int64_t *info, int64_t n, void *scratch) {
+    (void)scratch;
     const float *y = b[0], *bias = b[1];
     float *z = b[2];
     int64_t cols = info[0];
@@ -50,7 +52,8 @@ static void k_add_row(void *const *b, const int64_t *info, int64_t n) {
 
 /* s[j] = sum over the first n rows of z[:, j]: a reduction over the symbolic
  * axis, so a padded row that leaked in would change the answer; info {cols}. */
-static void k_col_sum(void *const *b, const int64_t *info, int64_t n) {
+static void k_col_sum(void *const *b, const int64_t *info, int64_t n, void *scratch) {
+    (void)scratch;
     const float *z = b[0];
     float *s = b[1];
     int64_t cols = info[0];
@@ -62,7 +65,8 @@ static void k_col_sum(void *const *b, const int64_t *info, int64_t n) {
 }
 
 /* y = a * k[0] for a: [rows, N] (symbolic inner axis); info {rows, E}. */
-static void k_scale_cols(void *const *b, const int64_t *info, int64_t n) {
+static void k_scale_cols(void *const *b, const int64_t *info, int64_t n, void *scratch) {
+    (void)scratch;
     const float *a = b[0], *k = b[1];
     float *y = b[2];
     for (int64_t i = 0; i < info[0]; i++)
@@ -70,7 +74,8 @@ static void k_scale_cols(void *const *b, const int64_t *info, int64_t n) {
 }
 
 /* y = q + q^T for q: [N, N]; info {E}. */
-static void k_sym_add(void *const *b, const int64_t *info, int64_t n) {
+static void k_sym_add(void *const *b, const int64_t *info, int64_t n, void *scratch) {
+    (void)scratch;
     const float *q = b[0];
     float *y = b[1];
     int64_t e = info[0];

@@ -39,6 +39,7 @@
 /* ---- native kernels: y[i] = 2 x[i] + 1, recording who computed row i ---- */
 
 static pthread_t owner[ROWS];
+static void *scratch_of[ROWS]; /* the scratch the call that computed row i got */
 static int64_t part_of[ROWS]; /* the first row of the call that computed row i */
 static int hits[ROWS];
 static int whole_calls;
@@ -48,12 +49,19 @@ static int whole_calls;
 static atomic_bool helped;
 static int help_wait_ms = 2000;
 
-static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin, int64_t end) {
+/* Also touches both ends of its scratch (ASan sees one short of
+ * SJ_HOST_SCRATCH_BYTES) and records it. */
+static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin, int64_t end,
+                    void *scratch) {
     float *y = b[0];
     const float *x = b[1];
+    assert_true(scratch && (uintptr_t)scratch % 64 == 0);
+    ((char *)scratch)[0] = 1;
+    ((char *)scratch)[SJ_HOST_SCRATCH_BYTES - 1] = 1;
     for (int64_t i = begin; i < end; i++) {
         y[i] = 2 * x[i] + 1;
         owner[i] = pthread_self();
+        scratch_of[i] = scratch;
         part_of[i] = begin;
         hits[i]++;
     }
@@ -62,7 +70,7 @@ static void rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begi
 static pthread_t part0_thread;
 
 static void helped_rows_fn(void *const *b, const int64_t *info, int64_t n, int64_t begin,
-                           int64_t end) {
+                           int64_t end, void *scratch) {
     if (begin == 0) {
         part0_thread = pthread_self();
         for (int i = 0; i < help_wait_ms && !atomic_load(&helped); i++) usleep(1000);
@@ -70,12 +78,12 @@ static void helped_rows_fn(void *const *b, const int64_t *info, int64_t n, int64
         while (!part0_thread) usleep(100);
         if (!pthread_equal(pthread_self(), part0_thread)) atomic_store(&helped, true);
     }
-    rows_fn(b, info, n, begin, end);
+    rows_fn(b, info, n, begin, end, scratch);
 }
 
-static void whole_fn(void *const *b, const int64_t *info, int64_t n) {
+static void whole_fn(void *const *b, const int64_t *info, int64_t n, void *scratch) {
     whole_calls++;
-    rows_fn(b, info, n, 0, n);
+    rows_fn(b, info, n, 0, n, scratch);
 }
 
 static const sj_native_kernel table[] = {
@@ -123,6 +131,7 @@ static void native_close(native *t) {
 static void clear_rows(void) {
     memset(hits, 0, sizeof hits);
     memset(owner, 0, sizeof owner);
+    memset(scratch_of, 0, sizeof scratch_of);
     memset(part_of, 0, sizeof part_of);
     whole_calls = 0;
 }
@@ -138,6 +147,10 @@ static int parts_of(const native *t, int64_t n, int64_t *bounds) {
         else assert_true(pthread_equal(owner[i], owner[i - 1]));
     }
     for (int64_t i = n; i < ROWS; i++) assert_int_equal(hits[i], 0);
+    /* each thread its own scratch: the same one for its rows, never another's */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++)
+            assert_true(pthread_equal(owner[i], owner[j]) == (scratch_of[i] == scratch_of[j]));
     bounds[parts] = n;
     return parts;
 }

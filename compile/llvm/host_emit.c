@@ -41,6 +41,7 @@ typedef struct emitter {
     LLVMValueRef n;
     int row_dim;           /* the dim looped over [rb, re) instead of [0, bound); -1 none */
     LLVMValueRef rb, re;
+    LLVMValueRef scratch;  /* the calling thread's kernel scratch (sj_host_kernel_fn) */
     LLVMValueRef idx[SJ_KSPACE_MAX];
     LLVMValueRef acc;
     sj_llvm_emitted *emitted; /* externs called, weights read packed */
@@ -1449,15 +1450,15 @@ static sj_status emit_gemm_packed_call(emitter *e) {
     }
     LLVMValueRef pb = LLVMBuildInBoundsGEP2(B, et, e->bufs[k->loads[k->b].buffer], &off, 1, "");
     LLVMTypeRef i64 = e->i64, p = e->ptr;
-    LLVMTypeRef ps[11] = {i64, i64, i64, i64, i64, p, i64, i64, p, p, i64};
-    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 11, 0);
+    LLVMTypeRef ps[12] = {i64, i64, i64, i64, i64, p, i64, i64, p, p, i64, p};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 12, 0);
     LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_gemm_packed");
     if (!f) f = LLVMAddFunction(e->M, "sj__host_gemm_packed", ft);
-    LLVMValueRef args[11] = {ci(e, e->gemm_level), ci(e, storage), LLVMBuildSub(B, M, M0, ""),
+    LLVMValueRef args[12] = {ci(e, e->gemm_level), ci(e, storage), LLVMBuildSub(B, M, M0, ""),
                              LLVMBuildSub(B, c1, c0, ""), bound_of(e, 4), pa,
                              ci(e, a->strides[2]), ci(e, a->strides[4]), pb, pc,
-                             ci(e, k->out_strides[2])};
-    LLVMBuildCall2(B, ft, f, args, 11, "");
+                             ci(e, k->out_strides[2]), e->scratch};
+    LLVMBuildCall2(B, ft, f, args, 12, "");
     e->emitted->externs |= SJ_LLVM_EXTERN_GEMM_PACKED;
     return note_pack(e);
 }
@@ -1474,15 +1475,15 @@ static void emit_gemm_call(emitter *e) {
     LLVMValueRef pa = ld_addr(e, a), pb = ld_addr(e, b), pc = out_addr(e);
     e->idx[2] = ci(e, 0);
     LLVMTypeRef i64 = e->i64, p = e->ptr;
-    LLVMTypeRef ps[13] = {i64, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, i64};
-    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 13, 0);
+    LLVMTypeRef ps[14] = {i64, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, i64, p};
+    LLVMTypeRef ft = LLVMFunctionType(e->voidt, ps, 14, 0);
     LLVMValueRef f = LLVMGetNamedFunction(e->M, "sj__host_gemm");
     if (!f) f = LLVMAddFunction(e->M, "sj__host_gemm", ft);
-    LLVMValueRef args[13] = {ci(e, e->gemm_level), ci(e, b->storage), LLVMBuildSub(B, M, M0, ""),
+    LLVMValueRef args[14] = {ci(e, e->gemm_level), ci(e, b->storage), LLVMBuildSub(B, M, M0, ""),
                              bound_of(e, 3), bound_of(e, 4), pa, ci(e, a->strides[2]),
                              ci(e, a->strides[4]), pb, ci(e, b->strides[4]), ci(e, b->strides[3]),
-                             pc, ci(e, k->out_strides[2])};
-    LLVMBuildCall2(B, ft, f, args, 13, "");
+                             pc, ci(e, k->out_strides[2]), e->scratch};
+    LLVMBuildCall2(B, ft, f, args, 14, "");
     e->emitted->externs |= SJ_LLVM_EXTERN_GEMM;
 }
 
@@ -1718,8 +1719,8 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
     const sj_kernel *k = e->k;
     char name[SJ_KERNEL_NAME_MAX + 16];
     snprintf(name, sizeof name, "%s_rows", k->name);
-    LLVMTypeRef rp[5] = {e->ptr, e->ptr, e->i64, e->i64, e->i64};
-    LLVMTypeRef rt = LLVMFunctionType(e->voidt, rp, 5, 0);
+    LLVMTypeRef rp[6] = {e->ptr, e->ptr, e->i64, e->i64, e->i64, e->ptr};
+    LLVMTypeRef rt = LLVMFunctionType(e->voidt, rp, 6, 0);
     LLVMValueRef rows = LLVMAddFunction(e->M, name, rt);
     add_attr(e, rows, LLVMAttributeFunctionIndex, "nounwind");
     /* One copy of the code: `name` calls this one rather than a copy
@@ -1728,8 +1729,8 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
     prefer_full_width(e, rows);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, rows, "entry"));
     load_buffers(e, LLVMGetParam(rows, 0), args);
-    for (unsigned i = 0; i < 3; i++) args[k->n_buffers + i] = LLVMGetParam(rows, 2 + i);
-    LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 3, "");
+    for (unsigned i = 0; i < 4; i++) args[k->n_buffers + i] = LLVMGetParam(rows, 2 + i);
+    LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 4, "");
     LLVMBuildRetVoid(e->B);
     add_const_u64(e, "_rows_work", row_work);
     if (split_extent) add_const_u64(e, "_rows_extent", split_extent);
@@ -1738,7 +1739,7 @@ static LLVMValueRef emit_rows_entry(emitter *e, LLVMTypeRef bt, LLVMValueRef bod
 }
 
 static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
-    size_t n_params = (size_t)k->n_buffers + 3;
+    size_t n_params = (size_t)k->n_buffers + 4;
     LLVMTypeRef *bp = sj_alloc(e->ctx, n_params * sizeof *bp);
     LLVMValueRef *args = sj_alloc(e->ctx, n_params * sizeof *args);
     e->bufs = sj_alloc(e->ctx, n_params * sizeof *e->bufs);
@@ -1751,10 +1752,11 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     e->k = k;
     uint64_t row_work, split_extent;
     e->row_dim = row_dim_of(e, k, &row_work, &split_extent, &e->split_cols);
-    unsigned extra = e->row_dim >= 0 ? 3 : 1; /* n, and the row range */
+    unsigned extra = e->row_dim >= 0 ? 4 : 2; /* n, the row range, and the scratch */
     /* Body with noalias buffer parameters. */
     for (int i = 0; i < k->n_buffers; i++) bp[i] = e->ptr;
-    for (unsigned i = 0; i < extra; i++) bp[k->n_buffers + i] = e->i64;
+    for (unsigned i = 0; i + 1 < extra; i++) bp[k->n_buffers + i] = e->i64;
+    bp[k->n_buffers + extra - 1] = e->ptr;
     LLVMTypeRef bt = LLVMFunctionType(e->voidt, bp, (unsigned)k->n_buffers + extra, 0);
     char bname[SJ_KERNEL_NAME_MAX + 8];
     snprintf(bname, sizeof bname, "%s.body", k->name);
@@ -1771,6 +1773,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         e->bufs[i] = LLVMGetParam(body, (unsigned)i);
     }
     e->n = LLVMGetParam(body, (unsigned)k->n_buffers);
+    e->scratch = LLVMGetParam(body, (unsigned)k->n_buffers + extra - 1);
     if (e->row_dim >= 0) {
         e->rb = LLVMGetParam(body, (unsigned)k->n_buffers + 1);
         e->re = LLVMGetParam(body, (unsigned)k->n_buffers + 2);
@@ -1808,8 +1811,8 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
 
     LLVMValueRef rows = e->row_dim >= 0 ? emit_rows_entry(e, bt, body, args, row_work, split_extent) : NULL;
     /* The ABI entry point. */
-    LLVMTypeRef kp[3] = {e->ptr, e->ptr, e->i64};
-    LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 3, 0));
+    LLVMTypeRef kp[4] = {e->ptr, e->ptr, e->i64, e->ptr};
+    LLVMValueRef fn = LLVMAddFunction(e->M, k->name, LLVMFunctionType(e->voidt, kp, 4, 0));
     add_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
     prefer_full_width(e, fn);
     LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
@@ -1817,12 +1820,14 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         /* the whole range: every row, or every unit of a constant split */
         LLVMValueRef n = LLVMGetParam(fn, 2);
         LLVMValueRef whole = split_extent ? ci(e, (int64_t)split_extent) : n;
-        LLVMValueRef rargs[5] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), n, ci(e, 0), whole};
-        LLVMBuildCall2(e->B, LLVMGlobalGetValueType(rows), rows, rargs, 5, "");
+        LLVMValueRef rargs[6] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), n, ci(e, 0), whole,
+                                 LLVMGetParam(fn, 3)};
+        LLVMBuildCall2(e->B, LLVMGlobalGetValueType(rows), rows, rargs, 6, "");
     } else {
         load_buffers(e, LLVMGetParam(fn, 0), args);
         args[k->n_buffers] = LLVMGetParam(fn, 2);
-        LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 1, "");
+        args[k->n_buffers + 1] = LLVMGetParam(fn, 3);
+        LLVMBuildCall2(e->B, bt, body, args, (unsigned)k->n_buffers + 2, "");
     }
     LLVMBuildRetVoid(e->B);
     e->row_dim = -1;

@@ -48,8 +48,10 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * them, or against a weight stored transposed, take the packed GEMM;
  * register-tile reductions take a last vector narrower
  * than the level's (72 channels at AVX-512); innermost loops of fewer than
- * four steps are unrolled whole, not made masked vector gathers. */
-#define SJ_HOST_CODEGEN_REVISION 14
+ * four steps are unrolled whole, not made masked vector gathers. 15: every
+ * kernel entry takes the calling thread's scratch (sj_host_kernel_fn), which
+ * the GEMM packs into instead of its stack. */
+#define SJ_HOST_CODEGEN_REVISION 15
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

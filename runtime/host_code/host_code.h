@@ -47,10 +47,12 @@ float sj__host_attention_exp(float x);
  * p*a_cs in float32, B(p, j) at b + p*b_rs + j*b_cs in b_storage's elements
  * (sj_precision: float32, or 16-bit widened exactly). level: the code to
  * run, 4 AVX-512, 3 AVX2+FMA, anything lower the baseline x86-64 code, never
- * more than the running CPU has. Uses about 420 KiB of stack. */
+ * more than the running CPU has. scratch: the calling kernel's
+ * (SJ_HOST_SCRATCH_BYTES, 64-byte aligned), where A and B are packed; the
+ * stack holds only an edge tile (1.5 KiB). */
 void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
-                  int64_t ldc);
+                  int64_t ldc, void *scratch);
 /* Weights packed once (a plan's SJ_SLOT_PACKED): B's [k, n] view as column
  * panels of SJ_HOST_GEMM_PANEL(level) elements, panel j (columns from
  * j * NR) at j * NR * k elements, row p of it at p * NR, columns past n
@@ -71,7 +73,7 @@ static inline int64_t sj__host_gemm_element_bytes(int64_t storage) {
 }
 void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t a_rs, int64_t a_cs, const void *b_packed, float *c,
-                         int64_t ldc);
+                         int64_t ldc, void *scratch);
 int64_t sj__host_gemm_pack_bytes(int64_t level, int64_t storage, int64_t k, int64_t n);
 void sj__host_gemm_pack(int64_t level, int64_t storage, int64_t k, int64_t n, const float *b,
                        int64_t b_rs, int64_t b_cs, void *dst);

@@ -38,10 +38,12 @@
  * no element of A or B outside the slice is read: padding rows and columns
  * of a bucket are never touched.
  *
- * Scratch lives on the stack (about 420 KiB: the A block and one B panel),
- * so a launch allocates nothing. The thread that runs a kernel needs that
- * much stack to spare: glibc's default thread stack (8 MiB here, the
- * stack rlimit) has it, and shapejit's own workers use that default. */
+ * The A block and a B panel (about 416 KiB) are packed into the calling
+ * kernel's scratch (shapejit/ext/device.h: the host device gives each of
+ * its threads one, made with the device), so a launch allocates nothing and
+ * a caller's thread needs no more than a few KiB of stack for it: a thread
+ * with musl's 128 KiB default stack overflowed when they were stack
+ * arrays. */
 #include <stdint.h>
 #include <string.h>
 
@@ -52,6 +54,7 @@
 #include "core/half.h"
 #include "plan/plan.h"
 #include "runtime/host_code/host_code.h"
+#include "shapejit/ext/device.h"
 #include "shapejit/precision.h"
 
 /* KC x NR floats of a B panel fit L1 beside an A tile; MC x KC of an A
@@ -60,6 +63,9 @@
  * 256 x 384 (82 GFLOP/s of CPU time, single-thread OpenBLAS 89-91); MC 192
  * lost 5-9% to B panels packed twice as often. */
 enum { KC = 256, MC = 384 };
+/* The scratch holds an A block and the widest level's B panel (NR 32). */
+_Static_assert((MC * KC + KC * 32) * sizeof(float) <= SJ_HOST_SCRATCH_BYTES,
+               "the GEMM's packed tiles must fit a kernel's scratch");
 
 /* Up to this many NR-wide panels, the blocked loop reads A's rows where
  * they lie (unit column stride) instead of packing an A block that so few
@@ -97,6 +103,7 @@ typedef struct gemm_args {
     sj_precision b_packed_storage;
     float *c;
     int64_t ldc;
+    float *scratch; /* the A block (MC x KC), then a B panel (KC x NR) */
 } gemm_args;
 
 static inline int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
@@ -350,8 +357,7 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
     }                                                                                                 \
     ATTR static void gemm_##SFX(const gemm_args *g) {                                                 \
         enum { NR = NV * VW };                                                                        \
-        float ap[MC * KC] __attribute__((aligned(64)));                                               \
-        float bp[KC * NR] __attribute__((aligned(64)));                                               \
+        float *ap = g->scratch, *bp = g->scratch + MC * KC;                                           \
         /* At most two tiles of rows, a packed panel is read too few times to                        \
          * repay its packing: float32 B with unit column stride is read in                           \
          * place (measured at [16, 4096] x [4096, 11008], AVX-512: 42.6 ->                           \
@@ -450,16 +456,16 @@ static void run(int64_t level, gemm_args *g) {
 
 void sj__host_gemm(int64_t level, int64_t b_storage, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs, int64_t b_cs, float *c,
-                  int64_t ldc) {
-    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, NULL, 0, c, ldc};
+                  int64_t ldc, void *scratch) {
+    gemm_args g = {m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, (sj_precision)b_storage, NULL, 0, c, ldc, scratch};
     run(level, &g);
 }
 
 void sj__host_gemm_packed(int64_t level, int64_t storage, int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t a_rs, int64_t a_cs, const void *b_packed, float *c,
-                         int64_t ldc) {
+                         int64_t ldc, void *scratch) {
     gemm_args g = {m, n, k, a, a_rs, a_cs, NULL, 0, 0, SJ_PRECISION_FP32, b_packed, (sj_precision)storage,
-                   c, ldc};
+                   c, ldc, scratch};
     run(level, &g);
 }
 

@@ -51,9 +51,14 @@ extern "C" {
 
 /* The kernel ABI of every backend (same type as in the launch plan):
  * `buffers[i]` is the launch's i-th buffer, `info` its metadata words, and
- * kernels touch only the first `active_extent` entries of the symbolic dim. */
+ * kernels touch only the first `active_extent` entries of the symbolic dim.
+ * `scratch` is SJ_HOST_SCRATCH_BYTES of working memory, 64-byte aligned,
+ * the calling thread's own for the call (the host device makes one per
+ * thread it runs kernels on, with the device): a kernel takes large
+ * temporaries (the GEMM's packed tiles) from there, not from the stack, so
+ * it runs on a caller's thread whatever that thread's stack size. */
 typedef void (*sj_host_kernel_fn)(void *const *buffers, const int64_t *info,
-                                  int64_t active_extent);
+                                  int64_t active_extent, void *scratch);
 
 /* The row-range entry of a row-parallel host kernel: the same computation
  * as the kernel's sj_host_kernel_fn at `active_extent`, but only for rows
@@ -62,7 +67,10 @@ typedef void (*sj_host_kernel_fn)(void *const *buffers, const int64_t *info,
  * the same code whatever the range, so a split run is bit-identical to a
  * whole one. */
 typedef void (*sj_host_rows_fn)(void *const *buffers, const int64_t *info, int64_t active_extent,
-                                int64_t row_begin, int64_t row_end);
+                                int64_t row_begin, int64_t row_end, void *scratch);
+
+/* The working memory every host kernel call gets (sj_host_kernel_fn). */
+#define SJ_HOST_SCRATCH_BYTES ((size_t)512 * 1024)
 
 /* What the bytes handed to sj_device_load_module are. */
 typedef enum sj_code_format {
