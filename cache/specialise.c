@@ -51,11 +51,16 @@ void sj__cache_specialise_destroy(sj_bucketed_cache *c) {
     pthread_cond_destroy(&c->spec_idle_cv);
 }
 
+/* Whether bucket b was queued by tiered compilation (else native_after). */
+static bool tier_up(const sj_bucketed_cache *c, int b) {
+    return atomic_load(&c->buckets[b].upgrade) == SJ_UPGRADE_TIER;
+}
+
 /* A failure: counted by its reason, the first one's message kept; spec_mu
  * held. */
 static void note_failure(sj_bucketed_cache *c, int b, const char *why) {
     sj_cache_bucket *bk = &c->buckets[b];
-    bool tier = atomic_load(&bk->upgrade) == SJ_UPGRADE_TIER;
+    bool tier = tier_up(c, b);
     atomic_store(&bk->specialise, SJ_SPECIALISE_FAILED);
     atomic_fetch_add(tier ? &c->tier_up_failures : &c->specialise_failures, 1);
     if (!c->spec_error[0])
@@ -151,8 +156,7 @@ static void *specialiser(void *arg) {
         c->spec_busy = false;
         if (st == SJ_OK) {
             atomic_store(&c->buckets[b].specialise, SJ_SPECIALISE_DONE);
-            bool tier = atomic_load(&c->buckets[b].upgrade) == SJ_UPGRADE_TIER;
-            atomic_fetch_add(tier ? &c->tier_ups : &c->specialised, 1);
+            atomic_fetch_add(tier_up(c, b) ? &c->tier_ups : &c->specialised, 1);
         } else {
             note_failure(c, b, sj_ctx_last_error(c->ctx)); /* this thread's own message */
         }
