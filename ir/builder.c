@@ -75,7 +75,7 @@ sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v) {
 }
 
 sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
-                              bool allow_sym, sj_shape *out) {
+                              int64_t max_factor, sj_shape *out) {
     if (rank < 0 || rank > SJ_MAX_RANK)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: rank %d is outside 0..%d", what, rank,
                        SJ_MAX_RANK);
@@ -84,13 +84,27 @@ sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const in
     out->rank = rank;
     for (int i = 0; i < rank; i++) {
         int64_t d = dims[i];
-        if (d == SJ_DIM_SYM && !g->sym_name)
+        if (d < -SJ_MAX_SYM_FACTOR)
+            return sj_fail(g->ctx, SJ_E_SHAPE,
+                           "%s: dim %d is %lld, neither >= 1 nor a multiple of the symbolic dim up "
+                           "to %lld times",
+                           what, i, (long long)d, (long long)SJ_MAX_SYM_FACTOR);
+        int64_t k = sj_dim_factor(d);
+        if (k && !g->sym_name)
             return sj_fail(g->ctx, SJ_E_SHAPE,
                            "%s: dim %d is symbolic but the graph has no symbolic dim", what, i);
-        if (d == SJ_DIM_SYM && !allow_sym)
+        if (k && !max_factor)
             return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d may not be the symbolic dim %s", what,
                            i, g->sym_name);
-        if (d != SJ_DIM_SYM && d < 1)
+        if (k > max_factor && max_factor == 1)
+            return sj_fail(g->ctx, SJ_E_SHAPE,
+                           "%s: dim %d is %lld*%s; it may be the symbolic dim %s itself, not a "
+                           "multiple of it",
+                           what, i, (long long)k, g->sym_name, g->sym_name);
+        if (k > max_factor)
+            return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d is %lld*%s; factors are at most %lld",
+                           what, i, (long long)k, g->sym_name, (long long)max_factor);
+        if (!k && d < 1)
             return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d is %lld; dims must be >= 1", what, i,
                            (long long)d);
         out->dims[i] = d;
@@ -185,7 +199,7 @@ sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, in
     n.dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, true, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, 1, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
@@ -209,7 +223,7 @@ static sj_status param_leaf(sj_graph *g, const char *what, const char *name, sj_
     n->dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, false, &n->shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, 0, &n->shape));
     SJ_TRY(check_size(g, what, &n->shape));
     if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
     size_t count = (size_t)sj_shape_numel(&n->shape, 1);

@@ -25,9 +25,10 @@ sj_node sj__node_blank(sj_op op);
 sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v);
 
 /* Builds a shape from caller-given dims: rank in 0..SJ_MAX_RANK, dims >= 1
- * or SJ_DIM_SYM (only when allow_sym and the graph has a symbol). */
+ * or, when the graph has a symbol, multiples of it up to max_factor times
+ * (0: no symbolic dim; 1: only the symbol itself, as an input takes). */
 sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
-                              bool allow_sym, sj_shape *out);
+                              int64_t max_factor, sj_shape *out);
 
 /* Appends a node whose shape is already inferred, after checking its
  * element count. On success the graph owns node->name and node->data; on

@@ -161,7 +161,7 @@ int64_t sj__slice_extent_limit(const sj_graph *g, const sj_node *nd);
 /* How many dims of s are symbolic (scores [N, N] have two). */
 static inline int sj_shape_sym_count(const sj_shape *s) {
     int n = 0;
-    for (int i = 0; i < s->rank; i++) n += s->dims[i] == SJ_DIM_SYM;
+    for (int i = 0; i < s->rank; i++) n += sj_dim_is_sym(s->dims[i]);
     return n;
 }
 

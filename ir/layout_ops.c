@@ -18,8 +18,8 @@ typedef struct lin {
 } lin;
 
 static void slice_constraints(int64_t in_dim, const sj_slice_axis *ax, lin c[4]) {
-    int64_t dD = in_dim == SJ_DIM_SYM, D0 = in_dim == SJ_DIM_SYM ? 0 : in_dim;
-    int64_t dL = ax->len == SJ_DIM_SYM, L0 = ax->len == SJ_DIM_SYM ? 0 : ax->len;
+    int64_t dD = sj_dim_factor(in_dim), D0 = sj_dim_is_sym(in_dim) ? 0 : in_dim;
+    int64_t dL = sj_dim_factor(ax->len), L0 = sj_dim_is_sym(ax->len) ? 0 : ax->len;
     lin first = {ax->start_n, ax->start};
     lin last = {ax->start_n + ax->step * dL, ax->start + ax->step * (L0 - 1)};
     c[0] = first;
@@ -87,12 +87,23 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
             return sj_fail(g->ctx, SJ_E_INVALID_ARG,
                            "slice: axis %d of %s: start %lld%+lld*n, step %lld is out of range", i,
                            STR(s), (long long)a->start, (long long)a->start_n, (long long)a->step);
-        if ((a->len == SJ_DIM_SYM || a->start_n) && !g->sym_name)
+        if ((sj_dim_is_sym(a->len) || a->start_n) && !g->sym_name)
             return sj_fail(g->ctx, SJ_E_SHAPE,
                            "slice: axis %d depends on the symbolic dim but the graph has none", i);
-        if (a->len != SJ_DIM_SYM && (a->len < 1 || a->len > SLICE_BOUND))
-            return sj_fail(g->ctx, SJ_E_SHAPE, "slice: axis %d has length %lld; lengths are >= 1",
+        if (a->len < -SJ_MAX_SYM_FACTOR || a->len == 0 || a->len > SLICE_BOUND)
+            return sj_fail(g->ctx, SJ_E_SHAPE,
+                           "slice: axis %d has length %lld; lengths are >= 1 or a multiple of the "
+                           "symbolic dim",
                            i, (long long)a->len);
+        /* a run of k*n entries is a prefix of the padded axis only where it
+         * starts at the axis's start and the axis is k*n long itself */
+        if (sj_dim_is_sym(a->len) && a->len != SJ_DIM_SYM &&
+            (a->len != s->dims[i] || a->start || a->start_n || a->step != 1))
+            return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                           "slice: axis %d of %s takes %lld*%s entries from %lld step %lld; a "
+                           "multiple of the symbolic dim is sliced whole or to constant lengths",
+                           i, STR(s), (long long)sj_dim_factor(a->len), g->sym_name,
+                           (long long)a->start, (long long)a->step);
         n.attrs.start[i] = a->start;
         n.attrs.start_n[i] = a->start_n;
         n.attrs.step[i] = a->step;
@@ -105,7 +116,7 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
             return sj_fail(g->ctx, SJ_E_SHAPE,
                            "slice: axis %d of %s: %lld entries from %lld%s step %lld read outside "
                            "the operand",
-                           i, STR(s), (long long)(axes[i].len == SJ_DIM_SYM ? 1 : axes[i].len),
+                           i, STR(s), (long long)sj_dim_at(axes[i].len, 1),
                            (long long)(axes[i].start + axes[i].start_n),
                            axes[i].start_n ? " (at n = 1)" : "", (long long)axes[i].step);
     }
@@ -141,7 +152,7 @@ sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_valu
             return sj_fail(g->ctx, SJ_E_SHAPE, "concat: %s and %s differ in dim %d", STR(sa),
                            STR(sb), i);
     }
-    if (sa->dims[ax] == SJ_DIM_SYM || sb->dims[ax] == SJ_DIM_SYM)
+    if (sj_dim_is_sym(sa->dims[ax]) || sj_dim_is_sym(sb->dims[ax]))
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
                        "concat: joining %s and %s along axis %d would give a length in %s plus a "
                        "constant, which no shape here holds",
@@ -156,7 +167,7 @@ sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj__graph_check_value(g, "expand", x));
     sj_shape t;
-    SJ_TRY(sj__graph_make_shape(g, "expand", rank, dims, true, &t));
+    SJ_TRY(sj__graph_make_shape(g, "expand", rank, dims, SJ_MAX_SYM_FACTOR, &t));
     const sj_shape *s = SHAPE(x);
     sj_node n = sj__node_blank(SJ_OP_EXPAND);
     n.n_inputs = 1;
@@ -222,7 +233,7 @@ sj_status sj_graph_gather_elements(sj_graph *g, sj_value data, sj_value indices,
     for (int i = 0; i < sd->rank; i++) {
         int64_t d = sd->dims[i], x = si->dims[i];
         if (i == ax || d == x || x == 1) continue;
-        if (d != SJ_DIM_SYM && x != SJ_DIM_SYM && x <= d) continue;
+        if (!sj_dim_is_sym(d) && !sj_dim_is_sym(x) && x <= d) continue;
         return sj_fail(g->ctx, SJ_E_SHAPE,
                        "gather_elements: indices %s reach past data %s on axis %d", STR(si), STR(sd),
                        i);
@@ -255,7 +266,7 @@ sj_status sj_graph_gather_nd(sj_graph *g, sj_value data, sj_value indices, int b
                        "gather_nd: batch_dims %d must be below the ranks of data %s and indices %s", b,
                        STR(sd), STR(si));
     int64_t k = si->dims[q - 1];
-    if (k == SJ_DIM_SYM || k < 1 || k > r - b)
+    if (k < 1 || k > r - b)
         return sj_fail(g->ctx, SJ_E_SHAPE,
                        "gather_nd: index tuples of %s are not 1..%d coordinates into data %s past "
                        "batch_dims %d",

@@ -34,9 +34,10 @@ static bool refuse(rows_state *st, sj_value v, const char *fmt, const char *deta
 /* Operand axis `a` of rank `ra` as an axis of a broadcast result of rank `r`. */
 static int aligned(int a, int ra, int r) { return a + (r - ra); }
 
+/* Product of dims [from, to), a symbolic one counting its factor. */
 static int64_t prod(const sj_shape *s, int from, int to) {
     int64_t p = 1;
-    for (int i = from; i < to; i++) p *= s->dims[i];
+    for (int i = from; i < to; i++) p *= sj_dim_at(s->dims[i], 1);
     return p;
 }
 
@@ -91,12 +92,13 @@ static bool reshape_axis(rows_state *st, sj_value v, int x, int *out) {
     const sj_shape *in = &st->g->nodes[n->inputs[0]].shape, *os = &n->shape;
     int b = -1;
     for (int i = 0; i < os->rank; i++)
-        if (os->dims[i] == SJ_DIM_SYM) b = i;
+        if (sj_dim_is_sym(os->dims[i])) b = i;
     if (b < 0 || sj_shape_sym_count(os) != 1)
         return refuse(st, v, "%s: %s", "does not keep the request rows as one axis");
-    /* Row-major: rows stay rows when the blocks before and after them keep
-     * their sizes. */
-    if (prod(in, 0, x) != prod(os, 0, b) || prod(in, x + 1, in->rank) != prod(os, b + 1, os->rank))
+    /* Row-major: rows stay rows when the block before them and each row's
+     * block (the rows' axis, whose factor merges dims into it, and what
+     * follows) keep their sizes. */
+    if (prod(in, 0, x) != prod(os, 0, b) || prod(in, x, in->rank) != prod(os, b, os->rank))
         return refuse(st, v, "%s: %s", "moves elements between request rows");
     *out = b;
     return true;
@@ -198,15 +200,17 @@ sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, siz
         ok = value_axis(&st, v, &a);
         const sj_shape *s = &g->nodes[v].shape;
         if (ok && a != CONST_VAL &&
-            (a < 0 || a >= s->rank || s->dims[a] != SJ_DIM_SYM || sj_shape_sym_count(s) != 1))
+            (a < 0 || a >= s->rank || !sj_dim_is_sym(s->dims[a]) || sj_shape_sym_count(s) != 1))
             ok = refuse(&st, v, "%s: %s", "does not keep the request rows on one dynamic axis");
         st.axis[v] = a;
     }
     for (int i = 0; ok && i < g->n_outputs; i++) {
         sj_value v = g->outputs[i].value;
-        if (st.axis[v] != 0) {
+        if (st.axis[v] != 0 || g->nodes[v].shape.dims[0] != SJ_DIM_SYM) {
             if (why && why_cap)
-                snprintf(why, why_cap, "output '%s' does not carry the request rows on its first axis",
+                snprintf(why, why_cap,
+                         "output '%s' does not carry the request rows, one per entry, on its "
+                         "first axis",
                          g->outputs[i].name);
             ok = false;
         }

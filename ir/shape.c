@@ -3,17 +3,23 @@
 
 #include <stdio.h>
 
+bool sj_dim_is_sym(int64_t d) { return d < 0; }
+int64_t sj_dim_factor(int64_t d) { return d < 0 ? -d : 0; }
+int64_t sj_dim_at(int64_t d, int64_t n) { return d < 0 ? -d * n : d; }
+
 sj_shape sj_shape_at(const sj_shape *s, int64_t extent) {
     sj_shape r = *s;
     for (int i = 0; i < r.rank; i++)
-        if (r.dims[i] == SJ_DIM_SYM) r.dims[i] = extent;
+        r.dims[i] = sj_dim_at(r.dims[i], extent);
     return r;
 }
 
 int64_t sj_shape_numel(const sj_shape *s, int64_t extent) {
     int64_t n = 1;
     for (int i = 0; i < s->rank; i++) {
-        int64_t d = s->dims[i] == SJ_DIM_SYM ? extent : s->dims[i];
+        int64_t d;
+        if (sj_mul_overflow_i64(sj_dim_factor(s->dims[i]), extent, &d)) return -1;
+        if (!sj_dim_is_sym(s->dims[i])) d = s->dims[i];
         if (d < 0 || sj_mul_overflow_i64(n, d, &n) || n > SJ_MAX_ELEMENTS) return -1;
     }
     return n;
@@ -37,6 +43,8 @@ void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len) 
         if (i) SJ_APPEND(", ");
         if (s->dims[i] == SJ_DIM_SYM)
             SJ_APPEND("%s", sym ? sym : "?");
+        else if (sj_dim_is_sym(s->dims[i]))
+            SJ_APPEND("%lld*%s", (long long)sj_dim_factor(s->dims[i]), sym ? sym : "?");
         else
             SJ_APPEND("%lld", (long long)s->dims[i]);
     }

@@ -346,12 +346,14 @@ static int64_t dims_product(const sj_shape *s, int from, int to) {
 /* The axis of s's k-th symbolic dim (k from 0), or s->rank past the last. */
 static int sym_axis(const sj_shape *s, int k) {
     for (int i = 0; i < s->rank; i++)
-        if (s->dims[i] == SJ_DIM_SYM && k-- == 0) return i;
+        if (sj_dim_is_sym(s->dims[i]) && k-- == 0) return i;
     return s->rank;
 }
 
-/* The reshape rule from graph.h: each symbolic dim keeps its own axis, so
- * the runs of constant dims around them each keep their product. */
+/* The reshape rule from graph.h: the constant dims in front of the first
+ * symbolic dim keep their product, and so does each symbolic dim's group
+ * (its factor times the constant dims up to the next one), so every
+ * symbolic index keeps the same elements in both shapes. */
 static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape *to) {
     int fs = sj_shape_sym_count(from), ts = sj_shape_sym_count(to);
     if (fs != ts)
@@ -364,22 +366,25 @@ static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape
         return sj_fail(g->ctx, SJ_E_SHAPE, "reshape: %s to %s: element counts differ", STR(from),
                        STR(to));
     }
-    int fa = 0, ta = 0; /* where run k starts in each shape */
-    for (int k = 0; k <= fs; k++) {
-        int fe = sym_axis(from, k), te = sym_axis(to, k);
+    int fa = 0, ta = 0; /* where group k starts in each shape (-1: the prefix) */
+    for (int k = -1; k < fs; k++) {
+        int fe = sym_axis(from, k + 1), te = sym_axis(to, k + 1);
+        /* a group's product counts its symbolic dim at extent 1: its factor */
         int64_t pf = dims_product(from, fa, fe), pt = dims_product(to, ta, te);
         if (pf != pt) {
-            if (k == fs)
-                return sj_fail(g->ctx, SJ_E_SHAPE, "reshape: %s to %s: element counts differ",
-                               STR(from), STR(to));
+            if (k < 0)
+                return sj_fail(g->ctx, SJ_E_SHAPE,
+                               "reshape: %s to %s: the dims in front of the symbolic dim differ in "
+                               "product (%lld vs %lld)",
+                               STR(from), STR(to), (long long)pf, (long long)pt);
             return sj_fail(g->ctx, SJ_E_SHAPE,
-                           "reshape: %s to %s: the dims in front of the symbolic dim%s differ in "
-                           "product (%lld vs %lld)",
-                           STR(from), STR(to), k ? " (its next occurrence)" : "", (long long)pf,
-                           (long long)pt);
+                           "reshape: %s to %s: symbolic dim %d and the dims behind it hold %lld "
+                           "vs %lld elements per symbolic index; a symbolic dim merges only with "
+                           "the dims inside it",
+                           STR(from), STR(to), k + 1, (long long)pf, (long long)pt);
         }
-        fa = fe + 1;
-        ta = te + 1;
+        fa = fe;
+        ta = te;
     }
     return SJ_OK;
 }
@@ -391,7 +396,7 @@ sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dim
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.dtype = DTYPE(x);
-    SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, true, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, SJ_MAX_SYM_FACTOR, &n.shape));
     SJ_TRY(check_reshape(g, SHAPE(x), &n.shape));
     return sj__graph_append(g, "reshape", &n, out);
 }
@@ -449,7 +454,7 @@ sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, int axis
         return sj_fail(g->ctx, SJ_E_SHAPE, "gather: data %s has rank 0", STR(sd));
     SJ_TRY(normalise_axis(g, "gather", sd, axis, &n.attrs.axis));
     int ax = n.attrs.axis;
-    if (sd->dims[ax] == SJ_DIM_SYM && sj_shape_sym_count(si) > 0 && sj_shape_sym_count(sd) > 1)
+    if (sj_dim_is_sym(sd->dims[ax]) && sj_shape_sym_count(si) > 0 && sj_shape_sym_count(sd) > 1)
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
                        "gather: data %s has the symbolic dim more than once", STR(sd));
     if (sd->rank - 1 + si->rank > SJ_MAX_RANK)
@@ -481,7 +486,7 @@ sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta
     n.dtype = dtype;
     n.attrs.first = start;
     n.attrs.delta = delta;
-    SJ_TRY(sj__graph_make_shape(g, "range", 1, &count, true, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "range", 1, &count, SJ_MAX_SYM_FACTOR, &n.shape));
     return sj__graph_append(g, "range", &n, out);
 }
 
@@ -494,6 +499,6 @@ sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, con
     n.attrs.delta = dtype == SJ_BOOL ? (double)(value != 0)
                     : dtype == SJ_F32 ? (double)(float)value
                                       : value;
-    SJ_TRY(sj__graph_make_shape(g, "fill", rank, dims, true, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "fill", rank, dims, SJ_MAX_SYM_FACTOR, &n.shape));
     return sj__graph_append(g, "fill", &n, out);
 }

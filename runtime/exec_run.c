@@ -18,7 +18,7 @@ static sj_status check_tensor(sj_executable *e, const char *what, int i, const e
                        what, i, io->name, sj_dtype_name(t->dtype), sj_dtype_name(io->dtype));
     bool ok = t->rank == io->shape.rank && (t->data || !need_data);
     for (int d = 0; ok && d < t->rank; d++)
-        ok = t->dims[d] == (io->shape.dims[d] == SJ_DIM_SYM ? active : io->shape.dims[d]);
+        ok = t->dims[d] == sj_dim_at(io->shape.dims[d], active);
     if (ok) return SJ_OK;
     char want[96], got[96];
     sj_shape expected = sj_shape_at(&io->shape, active);

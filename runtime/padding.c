@@ -1,16 +1,17 @@
 /* Chunks of an active tensor inside its padded layout: everything after the
- * last symbolic axis is one contiguous run per outer index. */
+ * last symbolic axis is one contiguous run per outer index (a k*N axis's
+ * active part being its first k*n entries). */
 #include "runtime/padding_impl.h"
 
 static int last_sym_axis(const sj_shape *s) {
     int k = -1;
     for (int i = 0; i < s->rank; i++)
-        if (s->dims[i] == SJ_DIM_SYM) k = i;
+        if (sj_dim_is_sym(s->dims[i])) k = i;
     return k;
 }
 
 static int64_t dim_at(const sj_shape *s, int i, int64_t extent) {
-    return s->dims[i] == SJ_DIM_SYM ? extent : s->dims[i];
+    return sj_dim_at(s->dims[i], extent);
 }
 
 int64_t sj__pad_chunk_count(const sj_shape *s, int64_t active) {

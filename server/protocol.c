@@ -34,7 +34,7 @@ static const char *const v2_known[] = {"BOOL", "UINT8", "UINT16", "UINT32", "UIN
 static json_t *shape_json(const sj_value_desc *d) {
     json_t *a = json_array();
     for (int k = 0; a && k < d->shape.rank; k++)
-        json_array_append_new(a, json_integer(d->shape.dims[k] == SJ_DIM_SYM ? -1 : d->shape.dims[k]));
+        json_array_append_new(a, json_integer(sj_dim_is_sym(d->shape.dims[k]) ? -1 : d->shape.dims[k]));
     return a;
 }
 

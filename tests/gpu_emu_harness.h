@@ -38,9 +38,9 @@ static inline void emu_copy_padded(const sj_shape *s, int64_t n, int64_t E, floa
                         int to_padded) {
     int64_t dn[SJ_MAX_RANK], st[SJ_MAX_RANK], total = 1, acc = 1;
     for (int i = s->rank - 1; i >= 0; i--) {
-        dn[i] = s->dims[i] == SJ_DIM_SYM ? n : s->dims[i];
+        dn[i] = sj_dim_at(s->dims[i], n);
         st[i] = acc;
-        acc *= s->dims[i] == SJ_DIM_SYM ? E : s->dims[i];
+        acc *= sj_dim_at(s->dims[i], E);
         total *= dn[i];
     }
     for (int64_t flat = 0; flat < total; flat++) {

@@ -1,7 +1,8 @@
 /* Graphs the GPU tests and benchmarks compile: named model blocks covering
  * every kernel kind (elementwise chains, attention with a contraction over
  * the symbolic dim, reductions and row ops over it, an FFN block, batched
- * matmul through views), plus seeded random graphs in the style of the host
+ * matmul through views, a batch merged into a multiple of the symbolic
+ * dim), plus seeded random graphs in the style of the host
  * backend's differential generator. Header-only, static; included by
  * test_*.c and bench/ programs only. */
 #ifndef SJ_TESTS_GPU_GRAPHS_H
@@ -130,6 +131,22 @@ static inline void gg_batched_views(gg *b) {
     GG(b, sj_graph_output(b->g, mv, "mv"));
     GG(b, sj_graph_output(b->g, t2, "t2"));
     GG(b, sj_graph_output(b->g, r, "r"));
+}
+
+/* A dynamic batch merged with the dims inside it ([N, 4, 8] as [4N, 8]):
+ * rows, a softmax over the 4N axis and a sum over it, all bounded by 4n. */
+static inline void gg_multiples(gg *b) {
+    sj_value x = gg_input(b, "x", 3, (int64_t[]){GG_S, 4, 8}), w = gg_param(b, "w", 2, (int64_t[]){8, 8});
+    sj_value m, mm, t, sm, sum, back;
+    GG(b, sj_graph_reshape(b->g, x, 2, (int64_t[]){SJ_DIM_SYM_TIMES(4), 8}, &m));
+    GG(b, sj_graph_matmul(b->g, m, w, &mm));
+    GG(b, sj_graph_transpose(b->g, mm, (int[]){1, 0}, &t));
+    GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, t, -1, &sm));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_SUM, mm, 1, (int[]){0}, false, &sum));
+    GG(b, sj_graph_reshape(b->g, mm, 2, (int64_t[]){GG_S, 32}, &back));
+    GG(b, sj_graph_output(b->g, sm, "sm"));
+    GG(b, sj_graph_output(b->g, sum, "sum"));
+    GG(b, sj_graph_output(b->g, back, "back"));
 }
 
 /* Every unary and binary op, the domain-limited ones on positive values. */
@@ -266,7 +283,7 @@ static const gg_model gg_models[] = {
     {"elementwise", gg_elementwise}, {"attention", gg_attention}, {"reductions", gg_reductions},
     {"row_ops", gg_row_ops},         {"ffn", gg_ffn},             {"batched_views", gg_batched_views},
     {"all_ops", gg_all_ops},         {"wide", gg_wide},           {"nan_inf", gg_nan_inf},
-    {"layout", gg_layout},           {"causal", gg_causal},
+    {"multiples", gg_multiples},     {"layout", gg_layout},       {"causal", gg_causal},
 };
 #define GG_N_MODELS ((int)(sizeof gg_models / sizeof gg_models[0]))
 

@@ -137,6 +137,43 @@ foreach(mf ${sj_real_manifests})
       endif()
     endif()
   endforeach()
+  # Served by batch (text models): the batch bucketed, seq fixed at the
+  # manifest's batch_seq. The exporters write the batch into reshapes as a
+  # multiple of it ([batch, 4, seq, 8] to [4 * batch, seq, 8]); where one
+  # merges it with a dim in front of it (nn.MultiheadAttention's
+  # [seq, batch * heads, d]) the load is refused, naming the node.
+  string(JSON nbatches ERROR_VARIABLE no_batches LENGTH "${j}" batches)
+  if(NOT no_batches AND nbatches GREATER 0)
+    sj_real_json(batch_seq "${j}" "${mf}" batch_seq)
+    math(EXPR last_batch "${nbatches} - 1")
+    foreach(bi RANGE ${last_batch})
+      sj_real_json(batch "${j}" "${mf}" batches ${bi})
+      if(SJ_SANITIZE AND NOT bi EQUAL 0)
+        continue()
+      endif()
+      set(input_args "")
+      foreach(ii RANGE ${last_input})
+        sj_real_json(input "${j}" "${mf}" inputs ${ii} name)
+        set(f "${dir}/b${batch}/in/${input}.npy")
+        if(NOT EXISTS "${f}")
+          message(FATAL_ERROR "${mf}: ${f} is missing")
+        endif()
+        list(APPEND input_args --input ${input}=${f})
+      endforeach()
+      set(bflags --dynamic batch --dim seq=${batch_seq})
+      if(NOT SJ_REAL_MODEL_TESTS)
+      elseif(name MATCHES "^(mha_|tel_)")
+        sj_real_test(${name}_batch_refused_${batch} RC 1
+          ERR "merge the symbolic dim with the dims in front of it"
+          ARGS run "${dir}/${model}" ${bflags} ${input_args} --backend interp)
+      else()
+        foreach(backend interp host)
+          sj_real_test(${name}_${backend}_b${batch} RC 0 WANT "${dir}/b${batch}/out"
+            ARGS run "${dir}/${model}" ${bflags} ${input_args} --backend ${backend})
+        endforeach()
+      endif()
+    endforeach()
+  endif()
   list(APPEND sj_real_names ${name})
   # what precompile and serve below need of a model
   set(sj_real_${name}_flags ${flags})

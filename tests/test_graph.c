@@ -257,11 +257,11 @@ static void test_shape_errors(void **state) {
                 "scale [3, 64]", "[64]");
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_layernorm(g, x, SJ_NO_VALUE, w, 0, 0, &y), "layernorm",
                 "bias [32, 16]", "[N, 64]");
-    /* Reshape rules: SYM as often in both, each run of constant dims around
-     * it keeps its product, counts equal. */
+    /* Reshape rules: SYM as often in both, the dims in front of the first
+     * and each symbolic dim's group keep their products, counts equal. */
     sj_value hss = INPUT(g, "hss", 4, S, S);
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, hss, 4, DIMS(4, S, 2, S), &y), "reshape",
-                "[4, N, N] to [4, N, 2, N]", "in front of the symbolic dim (its next occurrence)");
+                "[4, N, N] to [4, N, 2, N]", "symbolic dim 1 and the dims behind it hold 1 vs 2");
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, hss, 3, DIMS(S, 4, S), &y), "reshape",
                 "[N, 4, N]", "(4 vs 1)");
     EXPECT_FAIL(f, SJ_E_SHAPE, sj_graph_reshape(g, x, 2, DIMS(S, 32), &y), "reshape", "[N, 64]",

@@ -675,13 +675,15 @@ static void test_layout_ops_dynamic(void **state) {
 static void test_layout_ops_errors(void **state) {
     sj_ctx *ctx = *state;
     mb b;
-    /* Flatten at axis 2 of [batch, 3, 4] makes [3 batch, 4] */
+    /* Flatten at axis 2 of [3, batch, 4] would make [3 batch, 4] with the
+     * batch inside the 3 ([batch, 3, 4] makes it, as a multiple of batch) */
     mb_init(&b, 13);
-    mb_input(&b, "x", "batch,3,4");
+    mb_input(&b, "x", "3,batch,4");
     mb_attr_i(&b, mb_node(&b, "Flatten", "flat", "x", "y"), "axis", 2);
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'flat'",
-                      "flattening [batch, 3, 4] at axis 2 would merge the symbolic dim");
+                      "flattening [3, batch, 4] at axis 2 would merge the symbolic dim with dims "
+                      "outside it");
     mb_init(&b, 13);
     mb_input(&b, "x", "batch,3,4");
     mb_attr_i(&b, mb_node(&b, "Flatten", "flat", "x", "y"), "axis", 4);
@@ -1478,13 +1480,28 @@ static void test_reshape_shape_not_constant(void **state) {
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "not a constant", "'rs' (Reshape)");
 
-    /* a -1 that would fold the symbolic dim into another dim */
+    /* a -1 that would fold the symbolic dim into a dim in front of it */
     mb_init(&b, 13);
-    mb_input(&b, "x", "n,2,4");
+    mb_input(&b, "x", "2,n,4");
     mb_init_i64(&b, "shape", 1, (int64_t[]){-1});
     mb_node(&b, "Reshape", "flatten", "x,shape", "y");
     mb_output(&b, "y", NULL);
-    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "symbolic");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'flatten' (Reshape)",
+                      "-1 would merge the symbolic dim with the dims in front of it (2 elements");
+    /* into the dims inside it: a multiple of it */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,2,4");
+    mb_init_i64(&b, "shape", 2, (int64_t[]){-1, 4});
+    mb_node(&b, "Reshape", "merge", "x,shape", "y");
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM_TIMES(2));
+    assert_int_equal(d.shape.dims[1], 4);
+    sj_graph_destroy(g);
+    mb_free(&b);
 }
 
 static void test_conflicting_dims(void **state) {
@@ -1652,15 +1669,14 @@ static void test_shape_folding_errors(void **state) {
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'third'", "not exact");
 
-    /* a range of 2N positions has no shape here */
+    /* a range of N + 1 positions has no shape here (2N has: a multiple) */
     mb_init(&b, 13);
     mb_input(&b, "x", "seq");
     mb_init_i64(&b, "zero", 1, (int64_t[]){0});
     mb_init_i64(&b, "one", 1, (int64_t[]){1});
-    mb_init_i64(&b, "two", 1, (int64_t[]){2});
     mb_node(&b, "Shape", "shape", "x", "s");
     mb_node(&b, "Squeeze", "sq", "s", "n");
-    mb_node(&b, "Mul", "twice", "n,two", "n2");
+    mb_node(&b, "Add", "plus", "n,one", "n2");
     mb_node(&b, "Range", "pos", "zero,n2,one", "p");
     mb_node(&b, "Cast", "pf", "p", "y");
     mb_attr_i(&b, b.nodes[b.g.n_node - 1], "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);

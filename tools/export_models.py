@@ -17,13 +17,22 @@ dynamo one (dynamo=True, the opset it picks). An exporter that refuses a
 module is reported and that pair is left out; the script lists them at the
 end and in tests/data/real_models/EXPORT_FAILURES.md.
 
-Inputs have a dynamic `seq` dim (and a dynamic `batch` dim, which the tests
-fix with --dim batch=1). For each length in LENGTHS the script writes
+Inputs have a dynamic `seq` dim and a dynamic `batch` dim. The tests bucket
+one of them and fix the other: seq with --dim batch=1, and batch with --dim
+seq=BATCH_SEQ. For each length in LENGTHS and each batch in TEXT_BATCHES the
+script writes
 
     <model>_<exporter>/model.onnx            (+ model.onnx.data: external data)
     <model>_<exporter>/<len>/in/<input>.npy  seeded inputs, batch 1
     <model>_<exporter>/<len>/out/<output>.npy  what torch computes
-    <model>_<exporter>/manifest.json         inputs, dims, lengths, tolerances
+    <model>_<exporter>/b<batch>/in|out/...   batch <batch> at seq BATCH_SEQ
+    <model>_<exporter>/manifest.json         inputs, dims, lengths, batches, tolerances
+
+--batches-only rewrites the b<batch> folders and the manifest's batch fields
+of models already exported, from the same seeded modules, without exporting
+again (the module's outputs at length BATCH_SEQ must still match the stored
+ones within the tests' tolerance, or the script stops: the weights would not
+be the exported ones).
 
 bad/ holds damaged copies (external data missing, truncated, or located
 outside the model's folder) and .npy inputs of the wrong dtype for the error
@@ -53,6 +62,9 @@ ATOL, RTOL = 1e-5, 1e-3
 TS_OPSET = 17
 HIDDEN, HEADS, FFN, LAYERS, VOCAB, MAX_POS = 32, 4, 64, 2, 100, 128
 EXPORT_BATCH, EXPORT_SEQ = 2, 16  # example shape: not 0/1, so no size specialisation
+# text models served by batch: the batches run at one sequence length (3 and
+# 5 are padded into the buckets 4 and 8)
+BATCH_SEQ, TEXT_BATCHES = 7, [3, 5]
 # models whose weights go to a side file model.onnx.data (ONNX external data)
 EXTERNAL_DATA = {"bert_torchscript", "llama_dynamo", "tel_postnorm_relu_dynamo"}
 EXTERNAL_FILE = "model.onnx.data"
@@ -459,6 +471,7 @@ def build(name, exporter, out_root, failures):
             for n, a in arrays.items():
                 np.save(os.path.join(d, n + ".npy"), np.ascontiguousarray(a))
 
+    batches = [] if vision else write_batches(tag, module, sess, in_names, out_names, seed, dst)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     manifest = {
         "name": tag,
@@ -476,6 +489,8 @@ def build(name, exporter, out_root, failures):
         "dynamic": "batch" if vision else "seq",
         "dims": {} if vision else {"batch": 1},
         "lengths": lengths,
+        "batch_seq": None if vision else BATCH_SEQ,
+        "batches": batches,
         "atol": ATOL,
         "rtol": RTOL,
         "onnxruntime_max_abs_diff": float(f"{worst:.3g}"),
@@ -489,6 +504,54 @@ def build(name, exporter, out_root, failures):
     size = sum(os.path.getsize(os.path.join(r, x)) for r, _, fs in os.walk(dst) for x in fs)
     print(f"{tag}: opset {opset}, {len(model.graph.node)} nodes, {size / 1024:.0f} KiB, "
           f"onnxruntime vs torch max |diff| {worst:.2e}")
+    return tag
+
+
+def write_batches(tag, module, sess, in_names, out_names, seed, dst):
+    """b<batch>/in and out for each of TEXT_BATCHES at seq BATCH_SEQ: torch's
+    outputs, checked against onnxruntime on the exported graph as the
+    lengths are. Returns the batches written."""
+    for batch in TEXT_BATCHES:
+        inputs = make_inputs(in_names, seed, batch, BATCH_SEQ)
+        want = torch_outputs(module, inputs)
+        got = sess.run(None, inputs)
+        bad = [n for n, w, g in zip(out_names, want, got) if not close(g, w)]
+        if bad:
+            raise SystemExit(f"{tag}: onnxruntime disagrees with torch at batch {batch}: {bad}")
+        d = os.path.join(dst, f"b{batch}")
+        shutil.rmtree(d, ignore_errors=True)
+        for sub, arrays in (("in", inputs), ("out", dict(zip(out_names, want)))):
+            os.makedirs(os.path.join(d, sub))
+            for n, a in arrays.items():
+                np.save(os.path.join(d, sub, n + ".npy"), np.ascontiguousarray(a))
+    return TEXT_BATCHES
+
+
+def batches_only(name, exporter, out_root):
+    """write_batches for a model already exported (see the module docstring)."""
+    seed, factory, in_names, out_names, _ = MODELS[name]
+    tag = f"{name}_{exporter}"
+    dst = os.path.join(out_root, tag)
+    mf = os.path.join(dst, "manifest.json")
+    if is_vision(in_names) or not os.path.exists(mf):
+        return None
+    torch.manual_seed(seed)
+    module = randomise(factory()).eval()
+    inputs = make_inputs(in_names, seed, 1, BATCH_SEQ)
+    for n, w in zip(out_names, torch_outputs(module, inputs)):
+        stored = np.load(os.path.join(dst, str(BATCH_SEQ), "out", n + ".npy"))
+        if not close(w, stored):  # kernels may differ in the last bits, weights may not
+            raise SystemExit(f"{tag}: the rebuilt module's {n} differs from the stored one; "
+                             "export the model again instead")
+    sess = ort.InferenceSession(os.path.join(dst, "model.onnx"), providers=["CPUExecutionProvider"])
+    with open(mf) as f:
+        manifest = json.load(f)
+    manifest["batch_seq"] = BATCH_SEQ
+    manifest["batches"] = write_batches(tag, module, sess, in_names, out_names, seed, dst)
+    with open(mf, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    print(f"{tag}: batches {TEXT_BATCHES} at seq {BATCH_SEQ}")
     return tag
 
 
@@ -533,9 +596,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "data", "real_models"))
     ap.add_argument("--only", default=".", help="regex on <model>_<exporter>")
+    ap.add_argument("--batches-only", action="store_true",
+                    help="only rewrite the batch data of models already exported")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)  # reproducible reductions
+    if args.batches_only:
+        for name in MODELS:
+            for exporter in EXPORTERS:
+                if re.search(args.only, f"{name}_{exporter}"):
+                    batches_only(name, exporter, args.out)
+        return
     failures, made = [], []
     for name in MODELS:
         for exporter in EXPORTERS:

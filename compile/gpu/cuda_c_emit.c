@@ -113,8 +113,10 @@ static void address(src *s, const int64_t *strides, int64_t offset, int64_t offs
 }
 
 static void bound(src *s, int d) {
-    if (s->k->sym[d])
+    if (s->k->sym[d] == 1)
         put(s, "n");
+    else if (s->k->sym[d])
+        put(s, "(n * %lldLL)", (long long)s->k->sym[d]);
     else
         put(s, "%lldLL", (long long)s->k->dims[d]);
 }

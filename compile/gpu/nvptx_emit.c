@@ -85,7 +85,12 @@ static void if_close(pe *e, LLVMBasicBlockRef join) {
     LLVMPositionBuilderAtEnd(e->B, join);
 }
 
-static LLVMValueRef bound_of(pe *e, int d) { return e->k->sym[d] ? e->n : ci(e, e->k->dims[d]); }
+/* A symbolic dim k*N loops to k * n. */
+static LLVMValueRef bound_of(pe *e, int d) {
+    int64_t k = e->k->sym[d];
+    if (!k) return ci(e, e->k->dims[d]);
+    return k == 1 ? e->n : LLVMBuildNSWMul(e->B, e->n, ci(e, k), "kn");
+}
 
 static LLVMValueRef count_of(pe *e, uint32_t mask) {
     LLVMValueRef c = ci(e, 1);

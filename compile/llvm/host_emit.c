@@ -62,8 +62,13 @@ typedef struct loop {
 static LLVMValueRef cf(emitter *e, double v) { return LLVMConstReal(e->f32, v); }
 static LLVMValueRef ci(emitter *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
 
+/* k times the active extent: a symbolic dim k*N's bound. */
+static LLVMValueRef times_n(emitter *e, int64_t k) {
+    return k == 1 ? e->n : LLVMBuildNSWMul(e->B, e->n, ci(e, k), "kn");
+}
+
 static LLVMValueRef bound_of(emitter *e, int d) {
-    return e->k->sym[d] ? e->n : ci(e, e->k->dims[d]);
+    return e->k->sym[d] ? times_n(e, e->k->sym[d]) : ci(e, e->k->dims[d]);
 }
 
 /* The range a loop over dim d covers: the row range on the split dim. */
@@ -241,7 +246,7 @@ static LLVMValueRef eval(emitter *e, int32_t x);
 static LLVMValueRef gather_offset(emitter *e, const sj_kexpr *ex, LLVMValueRef *fill) {
     LLVMValueRef i = eval(e, ex->a);
     if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
-    LLVMValueRef len = ex->glen < 0 ? e->n : ci(e, ex->glen);
+    LLVMValueRef len = ex->glen < 0 ? times_n(e, -ex->glen) : ci(e, ex->glen);
     LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
     i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
@@ -1578,7 +1583,7 @@ static void emit_attention(emitter *e) {
     const sj_kernel *k = e->k;
     int64_t w[SJ_HOST_ATTENTION_WORDS] = {0};
     for (int d = 0; d < 5; d++) {
-        w[d] = k->dims[d];
+        w[d] = k->sym[d] ? k->sym[d] : k->dims[d];
         if (k->sym[d]) w[5] |= 1 << d;
     }
     w[6] = k->att_dk;
@@ -1786,6 +1791,11 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         e->rb = LLVMBuildNSWMul(e->B, e->rb, u, "cb");
         LLVMValueRef ce = LLVMBuildNSWMul(e->B, e->re, u, "");
         e->re = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, ce, N, ""), ce, N, "ce");
+    } else if (e->row_dim >= 0 && k->sym[e->row_dim] > 1) {
+        /* the host device splits the active extent; a k*N dim has k rows
+         * per unit of it */
+        e->rb = LLVMBuildNSWMul(e->B, e->rb, ci(e, k->sym[e->row_dim]), "rb");
+        e->re = LLVMBuildNSWMul(e->B, e->re, ci(e, k->sym[e->row_dim]), "re");
     }
     /* Allocas go in front of this marker so they stay in the entry block. */
     e->entry_alloca_point = LLVMBuildFreeze(e->B, e->n, "n");

@@ -50,8 +50,11 @@ typedef enum sj_llvm_output { SJ_LLVM_OBJECT, SJ_LLVM_ASM, SJ_LLVM_IR } sj_llvm_
  * than the level's (72 channels at AVX-512); innermost loops of fewer than
  * four steps are unrolled whole, not made masked vector gathers. 15: every
  * kernel entry takes the calling thread's scratch (sj_host_kernel_fn), which
- * the GEMM packs into instead of its stack. */
-#define SJ_HOST_CODEGEN_REVISION 15
+ * the GEMM packs into instead of its stack. 16: a symbolic dim may be k
+ * times the symbol (bound k * n, row splits in units of the extent); the
+ * attention kernel's words hold such a dim's factor where they held its
+ * padded size. */
+#define SJ_HOST_CODEGEN_REVISION 16
 
 /* What the code is built for; NULL fields mean "this host". */
 typedef struct sj_llvm_target {

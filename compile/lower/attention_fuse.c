@@ -26,7 +26,7 @@ static bool broadcasts_into(const sj_shape *a, const sj_shape *s, int batch_only
     return true;
 }
 
-static bool head_dim_ok(int64_t d) { return d != SJ_DIM_SYM && d >= 1 && d <= SJ_ATTENTION_MAX_HEAD; }
+static bool head_dim_ok(int64_t d) { return d >= 1 && d <= SJ_ATTENTION_MAX_HEAD; }
 
 /* The chain ending at root (a matmul), or false. */
 static bool match(const sj_graph *g, const int *uses, int64_t extent, int64_t min_scores, sj_value root,
@@ -40,7 +40,7 @@ static bool match(const sj_graph *g, const int *uses, int64_t extent, int64_t mi
         return false;
     int64_t scores = 1;
     for (int i = 0; i < r; i++) {
-        int64_t d = sm->shape.dims[i] == SJ_DIM_SYM ? extent : sm->shape.dims[i];
+        int64_t d = sj_dim_at(sm->shape.dims[i], extent);
         if (d > min_scores) d = min_scores; /* no overflow */
         scores *= d;
         if (scores >= min_scores) break;

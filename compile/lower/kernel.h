@@ -2,9 +2,9 @@
  * (LLVM host, NVPTX, CUDA C). Not installed.
  *
  * A kernel iterates one index space of up to SJ_KSPACE_MAX dims. Each dim's
- * bound is either a constant or, for a symbolic dim, the active extent n the
- * kernel receives at run time; the layout (every stride) is fixed at the
- * bucket extent E. Every buffer access is a `load`: a buffer of the launch
+ * bound is either a constant or, for a symbolic dim k*N, k times the active
+ * extent n the kernel receives at run time; the layout (every stride) is
+ * fixed at the bucket extent E. Every buffer access is a `load`: a buffer of the launch
  * and one stride per space dim (0 = broadcast along that dim), so transposes,
  * broadcasts and views cost nothing. Values are computed by small expression
  * trees over loads, constants and `acc` (the result of the kernel's core:
@@ -79,7 +79,7 @@ typedef struct sj_kexpr {
     int64_t ivalue;
     int32_t c;                   /* WHERE: the value where a is false */
     /* GATHER: the index a (int64/int32) counts from the end when negative,
-     * then is clamped to [0, glen) (glen -1: the active extent n), so no
+     * then is clamped to [0, glen) (glen -k: k times the active extent n), so no
      * index reads outside the gathered axis or into padding. gfill: an
      * index equal to glen reads `value` instead (a padded window's fill,
      * compile/lower/window_fuse.h). gnext: the expression (of kind GATHER,
@@ -114,7 +114,7 @@ typedef struct sj_kernel {
     char name[SJ_KERNEL_NAME_MAX];
     int rank;                        /* of the space */
     int64_t dims[SJ_KSPACE_MAX];     /* at the bucket extent */
-    bool sym[SJ_KSPACE_MAX];         /* bound is the active extent n */
+    int64_t sym[SJ_KSPACE_MAX];      /* k > 0: bound is k * n, n the active extent; 0: dims[d] */
     uint32_t reduced;                /* bit d: dim d is reduced / the row / k */
     int64_t out_strides[SJ_KSPACE_MAX]; /* into buffer 0; 0 on reduced dims */
     int64_t out_offset;                 /* elements into buffer 0 */

@@ -99,7 +99,7 @@ static sj_status grow(sj_ctx *ctx, void **p, size_t *cap, int need, size_t elem)
 
 static const sj_shape *shape_of(const lowering *L, sj_value v) { return &L->g->nodes[v].shape; }
 
-static int64_t dim_at(const lowering *L, int64_t d) { return d == SJ_DIM_SYM ? L->E : d; }
+static int64_t dim_at(const lowering *L, int64_t d) { return sj_dim_at(d, L->E); }
 
 static int64_t numel_at(const lowering *L, const sj_shape *s) {
     int64_t n = 1;
@@ -243,7 +243,7 @@ static bool const_gather_index(const lowering *L, const sj_node *nd, int64_t *k)
     if (ix->op != SJ_OP_PARAM || sj_shape_numel(&ix->shape, 1) != 1 || ix->shape.rank > 1)
         return false;
     int64_t len = shape_of(L, nd->inputs[0])->dims[nd->attrs.axis];
-    if (len == SJ_DIM_SYM) return false;
+    if (sj_dim_is_sym(len)) return false;
     int64_t v = ix->dtype == SJ_I64 ? ((const int64_t *)ix->bytes)[0] : ((const int32_t *)ix->bytes)[0];
     if (v < 0) v += len;
     *k = v < 0 ? 0 : v >= len ? len - 1 : v;
@@ -554,7 +554,7 @@ static sj_status gather_load(lowering *L, int ki, sj_value d, int ax, const int 
     g.kind = SJ_KX_GATHER;
     g.a = ie;
     g.gstride = L->v[d].strides[ax];
-    g.glen = ds->dims[ax] == SJ_DIM_SYM ? -1 : ds->dims[ax];
+    g.glen = ds->dims[ax]; /* a symbolic one's factor, negated: glen's encoding */
     L->kernels[ki].exprs[e] = g;
     *out = e;
     return SJ_OK;
@@ -618,7 +618,7 @@ static sj_status build_gather_nd(lowering *L, int ki, const sj_node *nd, const i
             sj_kexpr g = L->kernels[ki].exprs[*out];
             g.a = ie;
             g.gstride = L->v[d].strides[b + j];
-            g.glen = ds->dims[b + j] == SJ_DIM_SYM ? -1 : ds->dims[b + j];
+            g.glen = ds->dims[b + j];
             g.gnext = 0;
             SJ_TRY(add_expr(L, ki, g, &ge));
             L->kernels[ki].exprs[last].gnext = ge;
@@ -737,13 +737,13 @@ static void set_space_from_shape(lowering *L, sj_kernel *k, const sj_shape *s) {
     k->rank = s->rank;
     for (int i = 0; i < s->rank; i++) {
         k->dims[i] = dim_at(L, s->dims[i]);
-        k->sym[i] = s->dims[i] == SJ_DIM_SYM;
+        k->sym[i] = sj_dim_factor(s->dims[i]);
     }
 }
 
 static void set_space_dim(lowering *L, sj_kernel *k, int d, int64_t dim) {
     k->dims[d] = dim_at(L, dim);
-    k->sym[d] = dim == SJ_DIM_SYM;
+    k->sym[d] = sj_dim_factor(dim);
 }
 
 static void set_out_strides(lowering *L, sj_kernel *k, sj_value root, const int *map) {

@@ -44,6 +44,8 @@ int sj__kernel_row_dim(const sj_kernel *k, uint64_t *row_work) {
     uint64_t work = 1;
     for (int i = 0; i < k->rank; i++)
         if (i != d && __builtin_mul_overflow(work, (uint64_t)k->dims[i], &work)) work = UINT64_MAX;
+    /* a unit of the active extent is k rows of a k*N dim */
+    if (__builtin_mul_overflow(work, (uint64_t)k->sym[d], &work)) work = UINT64_MAX;
     *row_work = work ? work : 1;
     return d;
 }

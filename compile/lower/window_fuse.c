@@ -11,7 +11,7 @@ static bool const_table(const sj_node *t, bool window) {
         t->shape.rank < 1 || (window && t->shape.rank != 2))
         return false;
     for (int i = 0; i < t->shape.rank; i++)
-        if (t->shape.dims[i] == SJ_DIM_SYM || t->shape.dims[i] < 1 || t->shape.dims[i] >= INT32_MAX)
+        if (t->shape.dims[i] < 1 || t->shape.dims[i] >= INT32_MAX)
             return false;
     return true;
 }
@@ -29,7 +29,7 @@ static bool is_window(const sj_graph *g, const int *uses, const int *consumer, s
     int r = d->shape.rank, ax = nd->attrs.axis;
     if (!const_table(t, false) || d->dtype != SJ_F32 || r < 1) return false;
     int64_t len = d->shape.dims[ax];
-    if (len == SJ_DIM_SYM || len < 1 || len >= INT32_MAX) return false;
+    if (len < 1 || len >= INT32_MAX) return false;
     const sj_node *c = &g->nodes[consumer[v]];
     /* a table gather: one term of an elementwise expression */
     if (sj_op_is_elementwise(c->op) && c->dtype == SJ_F32) return true;
@@ -63,7 +63,7 @@ static sj_value padded_data(const sj_graph *g, const int *uses, const int *gathe
     if (cat->op != SJ_OP_CONCAT || cat->attrs.axis != ax || uses[c] != gathers[c]) return SJ_NO_VALUE;
     const sj_node *x = &g->nodes[cat->inputs[0]], *fill = &g->nodes[cat->inputs[1]];
     int64_t len = x->shape.dims[ax];
-    if (x->dtype != SJ_F32 || fill->op != SJ_OP_FILL || fill->shape.dims[ax] != 1 || len == SJ_DIM_SYM ||
+    if (x->dtype != SJ_F32 || fill->op != SJ_OP_FILL || fill->shape.dims[ax] != 1 || sj_dim_is_sym(len) ||
         len < 1 || len >= INT32_MAX)
         return SJ_NO_VALUE;
     return c;

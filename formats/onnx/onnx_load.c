@@ -391,7 +391,7 @@ static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *v
         int64_t have = d.shape.dims[i];
         bool bad = false;
         if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            bad = have != SJ_DIM_SYM && dim->dim_value != have;
+            bad = !sj_dim_is_sym(have) && dim->dim_value != have;
         else if (p && fixed_value(sc->o, p))
             bad = have != fixed_value(sc->o, p);
         else if (p && sc->from_param && sc->name && !strcmp(p, sc->name))

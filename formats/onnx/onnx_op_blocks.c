@@ -29,7 +29,7 @@ static sj_status read_input(sj_onnx_loader *L, sj_value *x, int64_t *d, int64_t 
     if (s.rank != 4)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "input has rank %d, not 4 ([N, C, H, W])", s.rank);
     for (int i = 1; i < 4; i++)
-        if (s.dims[i] == SJ_DIM_SYM)
+        if (sj_dim_is_sym(s.dims[i]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "axis %d is the symbolic dim %s; blocks would merge it with "
                                       "another",

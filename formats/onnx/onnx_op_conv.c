@@ -273,7 +273,7 @@ static sj_status conv_inputs(sj_onnx_loader *L, conv_input *in, sj_value *wt, sj
                                   "one rank, at least 3",
                                   xs->rank, ws->rank);
     for (int i = 1; i < xs->rank; i++)
-        if (xs->dims[i] == SJ_DIM_SYM || ws->dims[i - 1] == SJ_DIM_SYM)
+        if (sj_dim_is_sym(xs->dims[i]) || sj_dim_is_sym(ws->dims[i - 1]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "the symbolic dim may be only X's batch axis (axis 0)");
     return SJ_OK;

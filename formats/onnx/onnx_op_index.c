@@ -100,6 +100,26 @@ static sj_status slice_axis(sj_onnx_loader *L, int axis, int64_t dim, sj_onnx_sy
                             int64_t step, sj_slice_axis *out) {
     if (step == 0) return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d has step 0", axis);
     const char *sym = sj_graph_symbol(L->g);
+    if (sj_dim_is_sym(dim) && dim != SJ_DIM_SYM) {
+        /* k*N: whole, or a constant head (a padded axis's active part is its
+         * first k*n entries, so no other start is a fixed place) */
+        int64_t k = sj_dim_factor(dim);
+        bool to_end = (e.n == k && e.c == 0) || (!e.n && e.c >= BOUND_HUGE);
+        if (!s.n && s.c == 0 && step == 1 && to_end) {
+            *out = (sj_slice_axis){0, 0, 1, dim};
+            return SJ_OK;
+        }
+        if (!s.n && !e.n && s.c >= 0 && e.c > s.c && e.c < BOUND_HUGE && step > 0) {
+            *out = (sj_slice_axis){s.c, 0, step, (e.c - s.c + step - 1) / step};
+            return SJ_OK;
+        }
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "axis %d is %lld*%s: bounds %lld%+lld*%s .. %lld%+lld*%s step %lld; "
+                                  "a multiple of the symbolic dim is sliced whole or to a constant "
+                                  "head",
+                                  axis, (long long)k, sym, (long long)s.c, (long long)s.n, sym,
+                                  (long long)e.c, (long long)e.n, sym, (long long)step);
+    }
     if (dim != SJ_DIM_SYM) {
         if (s.n || e.n) {
             /* x[:N] of a constant table: n rows from a constant start */
@@ -257,7 +277,7 @@ static sj_status map_split(sj_onnx_loader *L, const sj_onnx_op *op) {
     int ax;
     SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank, &ax));
     int64_t dim = s.dims[ax];
-    if (dim == SJ_DIM_SYM)
+    if (sj_dim_is_sym(dim))
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                  "splitting the symbolic dim %s (axis %d) gives parts whose "
                                  "lengths depend on it",

@@ -98,13 +98,14 @@ static sj_status map_concat(sj_onnx_loader *L, const sj_onnx_op *op) {
     return sj__onnx_def_out(L, 0, acc, first);
 }
 
-/* A shape input (Expand's, Tile's repeats) as dims; an entry that is the
- * symbolic dim becomes SJ_DIM_SYM. */
+/* A shape input (Expand's, Tile's repeats) as dims; an entry that is a
+ * multiple of the symbolic dim becomes that symbolic dim. */
 static sj_status in_dims(sj_onnx_loader *L, int i, const char *what, int64_t *dims, int *rank) {
     sj_onnx_sym v[SJ_MAX_RANK];
     SJ_TRY(sj__onnx_in_syms(L, i, what, v, rank));
     for (int k = 0; k < *rank; k++) {
-        if (v[k].n == 1 && v[k].c == 0) dims[k] = SJ_DIM_SYM;
+        if (v[k].n >= 1 && v[k].n <= SJ_MAX_SYM_FACTOR && v[k].c == 0)
+            dims[k] = SJ_DIM_SYM_TIMES(v[k].n);
         else if (v[k].n == 0 && v[k].c >= 1) dims[k] = v[k].c;
         else
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
@@ -147,7 +148,7 @@ static sj_status map_tile(sj_onnx_loader *L, const sj_onnx_op *op) {
                                      "repeat %lld on axis %d (zero-size tensors are not supported)",
                                      (long long)r, a);
         if (r == 1) continue;
-        if (s.dims[a] == SJ_DIM_SYM)
+        if (sj_dim_is_sym(s.dims[a]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "tiling the symbolic dim (axis %d) %lld times gives a length "
                                      "no shape here holds",

@@ -39,7 +39,7 @@ static sj_status check_shapes(sj_onnx_loader *L, sj_value scores, sj_value targe
     if (s.rank < 2)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "scores %s have rank %d; [N, C, ...] is needed", a,
                                   s.rank);
-    if (s.dims[1] == SJ_DIM_SYM)
+    if (sj_dim_is_sym(s.dims[1]))
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "the class axis of %s is the symbolic dim", a);
     bool fits = t.rank == s.rank - 1 && t.dims[0] == s.dims[0];
     for (int i = 1; fits && i < t.rank; i++) fits = t.dims[i] == s.dims[i + 1];

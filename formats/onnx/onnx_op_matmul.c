@@ -87,16 +87,17 @@ static sj_status ein_sum_out(sj_onnx_loader *L, ein_op *o, const char *keep) {
     return SJ_OK;
 }
 
-/* The product of a group of dims as one dim; a group holding the symbolic
- * dim must be that dim alone (it is never merged with others). */
+/* The product of a group of dims as one dim; a group holding a symbolic
+ * dim must be that dim alone (merging it is the reshape's to check, and
+ * einsum's groups are not known to keep it outermost). */
 static sj_status ein_group(sj_onnx_loader *L, const int64_t *dims, int n, int64_t *out) {
     *out = 1;
     for (int i = 0; i < n; i++) {
-        if (dims[i] == SJ_DIM_SYM) {
+        if (sj_dim_is_sym(dims[i])) {
             if (n > 1)
                 return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                          "the equation merges the symbolic dim with other axes");
-            *out = SJ_DIM_SYM;
+            *out = dims[i];
             return SJ_OK;
         }
         *out *= dims[i];

@@ -39,7 +39,7 @@ void sj__onnx_legacy_rows(const sj_shape *s, int axis, int *single, bool *sym_in
             n_big++;
             last_big = i;
         }
-        if (s->dims[i] == SJ_DIM_SYM)
+        if (sj_dim_is_sym(s->dims[i]))
             *sym_inside = true;
         else
             *rows *= s->dims[i];
@@ -157,7 +157,7 @@ static sj_status map_batchnorm(sj_onnx_loader *L, const sj_onnx_op *op) {
         SJ_TRY(sj__onnx_in_value(L, 0, &x));
         SJ_TRY(sj__onnx_shape_of(L, x, &s));
     }
-    if (s.rank < 2 || s.dims[1] == SJ_DIM_SYM)
+    if (s.rank < 2 || sj_dim_is_sym(s.dims[1]))
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, ...] with a fixed C");
     static const char *const names[] = {"scale", "B", "input_mean", "input_var"};
     for (int i = 0; i < 4; i++) {
@@ -185,7 +185,7 @@ static sj_status map_instancenorm(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_in_value(L, 0, &x));
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
-    if (s.rank < 3 || s.dims[1] == SJ_DIM_SYM)
+    if (s.rank < 3 || sj_dim_is_sym(s.dims[1]))
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "input must be [N, C, spatial...] with a fixed C");
     SJ_TRY(sj__onnx_in_value(L, 1, &sc));
     SJ_TRY(sj__onnx_in_value(L, 2, &b));

@@ -126,7 +126,7 @@ static sj_status map_pad(sj_onnx_loader *L, const sj_onnx_op *op) {
     for (int a = 0; a < s.rank; a++) {
         if (!begin[a] && !end[a]) continue;
         int64_t len = s.dims[a];
-        if (len == SJ_DIM_SYM)
+        if (sj_dim_is_sym(len))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "axis %d is the symbolic dim; only constant axes are padded", a);
         int64_t out_len = len + begin[a] + end[a];

@@ -235,7 +235,7 @@ static sj_status map_lrn(sj_onnx_loader *L, const sj_onnx_op *op) {
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "X has rank %d; LRN needs [N, C, ...]", xs.rank);
     int64_t rest = 1;
     for (int i = 1; i < xs.rank; i++)
-        if (xs.dims[i] == SJ_DIM_SYM)
+        if (sj_dim_is_sym(xs.dims[i]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "the symbolic dim may be only X's batch axis (axis 0)");
     for (int i = 2; i < xs.rank; i++) rest *= xs.dims[i];

@@ -157,11 +157,11 @@ static sj_status map_reduce_prod(sj_onnx_loader *L, const sj_onnx_op *op) {
             continue;
         }
         if (keep) out[out_rank++] = 1;
-        if (s.dims[a] == SJ_DIM_SYM || s.dims[a] > PROD_MAX_LEN)
+        if (sj_dim_is_sym(s.dims[a]) || s.dims[a] > PROD_MAX_LEN)
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "axis %d %s; ReduceProd multiplies out constant axes of at "
                                       "most %d",
-                                      a, s.dims[a] == SJ_DIM_SYM ? "is the symbolic dim" : "is too long",
+                                      a, sj_dim_is_sym(s.dims[a]) ? "is the symbolic dim" : "is too long",
                                       PROD_MAX_LEN);
         for (int64_t len = s.dims[a]; len > 1; len = (len + 1) / 2) {
             sj_slice_axis ax[SJ_MAX_RANK];

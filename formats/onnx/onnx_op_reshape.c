@@ -1,6 +1,7 @@
 /* Reshapes onto the graph and folded at load time: Reshape (0 and -1 of
  * the target resolved, a target in the symbolic dim), Flatten, Squeeze and
- * Unsqueeze. None ever merges the symbolic dim with another. */
+ * Unsqueeze. A symbolic dim merges only with the dims inside it, as a
+ * multiple of the symbol (graph.h's reshape rule). */
 #include "formats/onnx/onnx_fold.h"
 #include "formats/onnx/onnx_node.h"
 
@@ -87,17 +88,35 @@ static sj_status fold_reshape(sj_onnx_loader *L, const sj_onnx_op *op, sj_onnx_f
 
 /* ---- maps ---- */
 
-/* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). The
- * symbolic dim counts as an unknown factor: -1 stands for it when the input
- * has one more symbolic dim than the rest of the target. */
-/* A target entry that is the symbolic dim itself (folded from a Shape chain). */
-#define TARGET_SYM INT64_MIN
+/* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). t[i]
+ * is a constant entry unless factor[i] (factor may be NULL) makes it that
+ * multiple of the symbolic dim, as a Shape chain folds to. */
 
-static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64_t *t, int n,
-                              bool allowzero, int64_t *out) {
+/* Elements per index of the group an axis lies in: group 0 is the dims in
+ * front of the first symbolic dim, group j the j-th symbolic dim (counting
+ * its factor) and the constant dims behind it. skip: an axis counted as 1. */
+static int64_t group_volume(const int64_t *dims, int rank, int group, int skip) {
+    int64_t v = 1;
+    for (int i = 0, gi = 0; i < rank; i++) {
+        gi += sj_dim_is_sym(dims[i]);
+        if (gi == group && i != skip) v *= sj_dim_at(dims[i], 1);
+    }
+    return v;
+}
+
+static int group_of(const int64_t *dims, int axis) {
+    int g = 0;
+    for (int i = 0; i <= axis; i++) g += sj_dim_is_sym(dims[i]);
+    return g;
+}
+
+static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64_t *t,
+                              const int64_t *factor, int n, bool allowzero, int64_t *out) {
     int infer = -1;
     for (int i = 0; i < n; i++) {
-        if (t[i] == 0 && !allowzero) {
+        if (factor && factor[i]) {
+            out[i] = SJ_DIM_SYM_TIMES(factor[i]);
+        } else if (t[i] == 0 && !allowzero) {
             if (i >= in->rank)
                 return sj__onnx_node_fail(L, SJ_E_SHAPE,
                                          "shape entry %d is 0 (copy the input dim) but the input "
@@ -114,8 +133,6 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
                 return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape has more than one -1");
             infer = i;
             out[i] = 1;
-        } else if (t[i] == TARGET_SYM) {
-            out[i] = SJ_DIM_SYM;
         } else if (t[i] < -1) {
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape entry %d is %lld", i, (long long)t[i]);
         } else {
@@ -123,32 +140,39 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
         }
     }
     if (infer < 0) return SJ_OK;
-    int64_t in_const = 1, out_const = 1;
-    int in_sym = 0, out_sym = 0;
-    for (int i = 0; i < in->rank; i++) {
-        if (in->dims[i] == SJ_DIM_SYM)
-            in_sym++;
-        else
-            in_const *= in->dims[i];
-    }
-    for (int i = 0; i < n; i++) {
-        if (out[i] == SJ_DIM_SYM)
-            out_sym++;
-        else if (i != infer && sj_mul_overflow_i64(out_const, out[i], &out_const))
-            return sj__onnx_node_fail(L, SJ_E_SHAPE, "shape is too large");
-    }
-    if (in_sym == out_sym + 1) {
-        if (in_const != out_const)
-            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                     "-1 would merge the symbolic dim with other dims (%lld "
-                                     "elements per symbolic index in, %lld out)",
-                                     (long long)in_const, (long long)out_const);
-        out[infer] = SJ_DIM_SYM;
-        return SJ_OK;
-    }
-    if (in_sym != out_sym || in_const % out_const != 0)
-        return sj__onnx_node_fail(L, SJ_E_SHAPE, "cannot infer the -1 of the shape");
-    out[infer] = in_const / out_const;
+    sj_shape os = {n, {0}};
+    memcpy(os.dims, out, (size_t)n * sizeof *out);
+    int in_sym = sj_shape_sym_count(in), out_sym = sj_shape_sym_count(&os);
+    /* The -1 stands for the symbolic dim (times what it absorbs) when the
+     * rest of the target has one symbolic dim fewer than the input. */
+    bool sym = in_sym == out_sym + 1;
+    if (!sym && in_sym != out_sym)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                  "cannot infer the -1 of the shape: the input has the symbolic dim "
+                                  "%d times, the rest of the target %d",
+                                  in_sym, out_sym);
+    if (sym) out[infer] = SJ_DIM_SYM;
+    int g = group_of(out, infer);
+    int64_t front = group_volume(in->dims, in->rank, 0, -1);
+    if (sym && g == 1 && front != group_volume(out, n, 0, -1))
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "-1 would merge the symbolic dim with the dims in front of it "
+                                  "(%lld elements in front of it in the input, %lld in the target); "
+                                  "shapejit merges it only with the dims inside it (padded buffers "
+                                  "must stay valid views)",
+                                  (long long)front, (long long)group_volume(out, n, 0, -1));
+    int64_t want = group_volume(in->dims, in->rank, g, -1);
+    int64_t have = group_volume(out, n, g, sym ? -1 : infer);
+    if (have <= 0 || want <= 0 || want % have)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                  "cannot infer the -1 of the shape: %lld elements per %s in, %lld "
+                                  "besides the -1",
+                                  (long long)want, g ? "symbolic index" : "shape", (long long)have);
+    if (sym && want / have > SJ_MAX_SYM_FACTOR)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "-1 would be %lld times the symbolic dim; at most %lld",
+                                  (long long)(want / have), (long long)SJ_MAX_SYM_FACTOR);
+    out[infer] = sym ? SJ_DIM_SYM_TIMES(want / have) : want / have;
     return SJ_OK;
 }
 
@@ -157,7 +181,7 @@ static sj_status map_reshape(sj_onnx_loader *L, const sj_onnx_op *op) {
     int64_t allowzero;
     SJ_TRY(sj__onnx_attr_int(L, "allowzero", 0, &allowzero));
     const int64_t *tv;
-    int64_t sym_target[SJ_MAX_RANK];
+    int64_t sym_target[SJ_MAX_RANK], sym_factor[SJ_MAX_RANK], *factor = NULL;
     size_t tn;
     bool present;
     SJ_TRY(sj__onnx_attr_ints(L, "shape", &tv, &tn, &present)); /* opset 1-4 */
@@ -173,16 +197,17 @@ static sj_status map_reshape(sj_onnx_loader *L, const sj_onnx_op *op) {
                                          (long long)tvv->c.numel, SJ_MAX_RANK);
             for (int64_t k = 0; k < tvv->c.numel; k++) {
                 sj_onnx_sym x = sj__onnx_sym_at(tvv, k);
-                if (x.n == 1 && x.c == 0) sym_target[k] = TARGET_SYM;
-                else if (x.n == 0) sym_target[k] = x.c;
-                else
+                sym_target[k] = x.c;
+                sym_factor[k] = x.n;
+                if (x.n && (x.c || x.n < 0 || x.n > SJ_MAX_SYM_FACTOR))
                     return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                              "shape entry %lld is %lld*%s%+lld: a dim must be "
-                                             "constant or the symbolic dim itself",
+                                             "constant or a multiple of the symbolic dim",
                                              (long long)k, (long long)x.n, sj_graph_symbol(L->g),
                                              (long long)x.c);
             }
             tv = sym_target;
+            factor = sym_factor;
             tn = (size_t)tvv->c.numel;
         } else {
             const sj_onnx_tensor *t;
@@ -198,7 +223,7 @@ static sj_status map_reshape(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int64_t dims[SJ_MAX_RANK];
-    SJ_TRY(reshape_dims(L, &s, tv, (int)tn, allowzero != 0, dims));
+    SJ_TRY(reshape_dims(L, &s, tv, factor, (int)tn, allowzero != 0, dims));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
     return sj__onnx_def_out(L, 0, y, first);
 }
@@ -211,9 +236,10 @@ static sj_status reshape_out(sj_onnx_loader *L, sj_value x, int rank, const int6
     return sj__onnx_def_out(L, 0, y, first);
 }
 
-/* [prod(dims[:axis]), prod(dims[axis:])]. The symbolic dim can only be one
- * of the two when every dim it would be merged with is 1: the graph's
- * reshape never merges it with others (padded buffers stay valid views). */
+/* [prod(dims[:axis]), prod(dims[axis:])]. A side holding the symbolic dim
+ * becomes a multiple of it when the dim leads its side (or only 1s lead
+ * it): a symbolic dim merges only with the dims inside it, so padded
+ * buffers stay valid views. */
 static sj_status map_flatten(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     int64_t axis;
@@ -225,26 +251,26 @@ static sj_status map_flatten(sj_onnx_loader *L, const sj_onnx_op *op) {
     int ax;
     SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank + 1, &ax));
     int64_t out[2] = {1, 1};
-    bool sym[2] = {false, false};
+    bool sym[2] = {false, false}, outside[2] = {false, false};
     for (int i = 0; i < s.rank; i++) {
         int side = i >= ax;
-        if (s.dims[i] == SJ_DIM_SYM)
-            sym[side] = true;
-        else if (sj_mul_overflow_i64(out[side], s.dims[i], &out[side]))
+        if (sj_dim_is_sym(s.dims[i]))
+            outside[side] |= sym[side] || out[side] != 1, sym[side] = true;
+        if (sj_mul_overflow_i64(out[side], sj_dim_at(s.dims[i], 1), &out[side]))
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
     }
     for (int side = 0; side < 2; side++) {
         if (!sym[side]) continue;
-        if (out[side] != 1) {
+        if (outside[side] || out[side] > SJ_MAX_SYM_FACTOR) {
             char shape[96];
             sj_shape_format(&s, sj_graph_symbol(L->g), shape, sizeof shape);
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "flattening %s at axis %d would merge the symbolic dim with "
-                                     "other dims into one; shapejit keeps the symbolic dim an axis "
-                                     "of its own (padded buffers must stay valid views)",
+                                     "dims outside it; shapejit merges it only with the dims "
+                                     "inside it (padded buffers must stay valid views)",
                                      shape, ax);
         }
-        out[side] = SJ_DIM_SYM;
+        out[side] = SJ_DIM_SYM_TIMES(out[side]);
     }
     return reshape_out(L, x, 2, out, first);
 }
@@ -291,9 +317,10 @@ static sj_status map_squeeze(sj_onnx_loader *L, const sj_onnx_op *op) {
         SJ_TRY(norm_axes(L, av, an, s.rank, drop));
         for (int i = 0; i < s.rank; i++) {
             if (!drop[i] || s.dims[i] == 1) continue;
-            if (s.dims[i] == SJ_DIM_SYM)
-                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                         "axis %d is the symbolic dim, which is not always 1", i);
+            if (sj_dim_is_sym(s.dims[i]))
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "axis %d is %s, which is not always 1",
+                                         i, s.dims[i] == SJ_DIM_SYM ? "the symbolic dim"
+                                                                    : "a multiple of the symbolic dim");
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d has size %lld, not 1", i,
                                      (long long)s.dims[i]);
         }

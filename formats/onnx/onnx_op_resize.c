@@ -325,7 +325,7 @@ static sj_status map_resize_common(sj_onnx_loader *L, bool upsample) {
     for (int i = 0; i < na; i++) {
         int d = axes[i];
         if (n_roi) roi[d][0] = roi_in[i], roi[d][1] = roi_in[na + i];
-        if (s.dims[d] == SJ_DIM_SYM) {
+        if (sj_dim_is_sym(s.dims[d])) {
             if (n_scales && scales[i] == 1) continue;
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "axis %d is the symbolic dim; only constant axes are resized", d);
@@ -355,7 +355,7 @@ static sj_status map_resize_common(sj_onnx_loader *L, bool upsample) {
     }
     sj_value y = x;
     for (int d = 0; d < rank; d++) {
-        if (s.dims[d] == SJ_DIM_SYM) continue;
+        if (sj_dim_is_sym(s.dims[d])) continue;
         if (out[d] < 1 || out[d] > INT32_MAX)
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "axis %d: output size %lld", d, (long long)out[d]);
         if (fabs(scale[d] - 1) < 1e-9 && out[d] == s.dims[d] && roi[d][0] == 0 && roi[d][1] == 1)

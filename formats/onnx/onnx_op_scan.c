@@ -58,6 +58,11 @@ static sj_status map_cumsum(sj_onnx_loader *L, const sj_onnx_op *op) {
     int ax;
     SJ_TRY(sj__onnx_axis(L, av->c.i[0], s.rank, s.rank, &ax));
     int64_t len = s.dims[ax], reach = len == SJ_DIM_SYM ? SJ_MAX_EXTENT : len;
+    if (sj_dim_is_sym(len) && len != SJ_DIM_SYM)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "axis %d is %lld*%s; a cumulative sum runs along a constant axis "
+                                  "or the symbolic dim itself",
+                                  ax, (long long)sj_dim_factor(len), sj_graph_symbol(L->g));
     y = x;
     if (reverse) SJ_TRY(flipped(L, y, &s, ax, &y));
     for (int64_t step = 1; step < reach; step *= 2) {

@@ -64,7 +64,7 @@ static sj_status fold_range(sj_onnx_loader *L, const sj_onnx_op *op, sj_onnx_fol
 /* ---- maps ---- */
 
 /* Shape and Size read only the input's (static or symbolic) shape. */
-static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, bool *sym) {
+static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, int64_t *factor) {
     const char *nm = sj__onnx_in_name(L, 0);
     const sj_onnx_val *v = nm ? sj__onnx_lookup(L, nm) : NULL;
     if (!v) return sj__onnx_node_fail(L, SJ_E_PARSE, "input 0 is missing or undefined");
@@ -77,29 +77,29 @@ static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, bool *
         }
         *rank = s.rank;
         for (int i = 0; i < s.rank; i++) {
-            sym[i] = s.dims[i] == SJ_DIM_SYM;
-            dims[i] = sym[i] ? 0 : s.dims[i];
+            factor[i] = sj_dim_factor(s.dims[i]);
+            dims[i] = factor[i] ? 0 : s.dims[i];
         }
         return SJ_OK;
     }
     if (!v->has_const && !v->has_sym)
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "input '%s' has no shape shapejit knows", nm);
     *rank = v->c.rank;
-    for (int i = 0; i < v->c.rank; i++) sym[i] = false, dims[i] = v->c.dims[i];
+    for (int i = 0; i < v->c.rank; i++) factor[i] = 0, dims[i] = v->c.dims[i];
     return SJ_OK;
 }
 
 static sj_status fold_shape(sj_onnx_loader *L, bool size, sj_onnx_fold *out) {
     int rank = 0;
     int64_t dims[SJ_ONNX_MAX_RANK];
-    bool sym[SJ_ONNX_MAX_RANK];
-    SJ_TRY(input_shape(L, &rank, dims, sym));
+    int64_t factor[SJ_ONNX_MAX_RANK];
+    SJ_TRY(input_shape(L, &rank, dims, factor));
     if (size) {
         sj_onnx_sym p = {1, 0};
         int n_sym = 0;
         for (int i = 0; i < rank; i++) {
-            if (sym[i]) n_sym++;
-            else p.c *= dims[i];
+            if (factor[i]) n_sym++;
+            p.c *= factor[i] ? factor[i] : dims[i];
         }
         if (n_sym > 1)
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
@@ -120,7 +120,7 @@ static sj_status fold_shape(sj_onnx_loader *L, bool size, sj_onnx_fold *out) {
     int64_t n = end - start;
     SJ_TRY(sj__onnx_fold_alloc(L, out, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, &n));
     for (int64_t i = 0; i < n; i++)
-        out->e[i] = sym[start + i] ? (sj_onnx_sym){0, 1} : (sj_onnx_sym){dims[start + i], 0};
+        out->e[i] = (sj_onnx_sym){dims[start + i], factor[start + i]};
     return SJ_OK;
 }
 
@@ -196,8 +196,8 @@ static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
                 return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "the range is empty (zero-size "
                                          "tensors are not supported)");
             count = n;
-        } else if (span.n == 1 && span.c == 0 && d.c == 1) {
-            count = SJ_DIM_SYM;
+        } else if (span.n >= 1 && span.n <= SJ_MAX_SYM_FACTOR && span.c == 0 && d.c == 1) {
+            count = SJ_DIM_SYM_TIMES(span.n);
         } else {
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "the range from %lld to %lld*%s%+lld step %lld has a length "
@@ -224,12 +224,12 @@ static sj_status map_const_of_shape(sj_onnx_loader *L, const sj_onnx_op *op) {
     int64_t dims[SJ_MAX_RANK];
     for (int64_t k = 0; k < sv->c.numel; k++) {
         sj_onnx_sym x = sj__onnx_sym_at(sv, k);
-        if (x.n == 1 && x.c == 0) dims[k] = SJ_DIM_SYM;
+        if (x.n >= 1 && x.n <= SJ_MAX_SYM_FACTOR && x.c == 0) dims[k] = SJ_DIM_SYM_TIMES(x.n);
         else if (!x.n && x.c >= 1) dims[k] = x.c;
         else
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "shape entry %lld is %lld*%s%+lld: a dim must be >= 1 and "
-                                     "constant or the symbolic dim",
+                                     "constant or a multiple of the symbolic dim",
                                      (long long)k, (long long)x.n, sj_graph_symbol(L->g),
                                      (long long)x.c);
     }

@@ -58,7 +58,7 @@ sj_status sj__onnx_window_attrs(sj_onnx_loader *L, const sj_shape *x, const int6
                                   x->rank, SJ_ONNX_WINDOW_MAX);
     int n = w->n = x->rank - 2;
     for (int d = 0; d < n; d++) {
-        if (x->dims[2 + d] == SJ_DIM_SYM)
+        if (sj_dim_is_sym(x->dims[2 + d]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                       "spatial axis %d of the input is the symbolic dim; windows "
                                       "slide over constant extents only",

@@ -204,38 +204,64 @@ static sj_status define(sjg_parser *p, const sjg_token *t, const char *name, sj_
 
 /* ---- shapes and keyword arguments ---- */
 
+static bool is_dim_name(sjg_parser *p, const sjg_token *t) {
+    return is_name_tok(t) && !sjg_is_word(p, t, "inf") && !sjg_is_word(p, t, "nan");
+}
+
+/* The symbolic dim's name at the cursor, consumed; an error names what else
+ * is there. */
+static sj_status parse_sym_name(sjg_parser *p) {
+    const sjg_token *t = sjg_cur(p);
+    char *name = NULL;
+    if (t->kind == SJG_STRING) {
+        SJ_TRY(sjg_string_value(p->ctx, p->file, p->text, t, &name));
+    } else if (!(name = tok_text(p, t))) {
+        return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
+    }
+    sj_status st = SJ_OK;
+    if (!p->sym)
+        st = sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
+                         "'%s' is not a dim: this graph has no symbolic dim (declare one: "
+                         "graph NAME(%s) { ... })",
+                         name, name);
+    else if (strcmp(name, p->sym) != 0)
+        st = sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
+                         "unknown dim '%s' (the graph's symbolic dim is '%s')", name, p->sym);
+    sj_free(p->ctx, name);
+    SJ_TRY(st);
+    p->pos++;
+    return SJ_OK;
+}
+
 /* One entry of a shape or a `shape=`/`axes=`/`perm=` list: an integer
- * (maybe negative; the list's user checks the range) or the symbolic dim,
- * reported through *is_sym (-1 is a valid axis, so no value can mark it). */
+ * (maybe negative; the list's user checks the range), the symbolic dim, or
+ * a multiple of it (`4*N`), reported through *is_sym with *out its factor
+ * (-1 is a valid axis, so no value can mark it). */
 static sj_status parse_list_item(sjg_parser *p, int64_t *out, bool *is_sym) {
     const sjg_token *t = sjg_cur(p);
     *is_sym = false;
-    if (is_name_tok(t) && !sjg_is_word(p, t, "inf") && !sjg_is_word(p, t, "nan")) {
-        char *name = NULL;
-        if (t->kind == SJG_STRING) {
-            SJ_TRY(sjg_string_value(p->ctx, p->file, p->text, t, &name));
-        } else if (!(name = tok_text(p, t))) {
-            return sj_fail(p->ctx, SJ_E_NOMEM, "%s: out of memory", p->file);
-        }
-        sj_status st = SJ_OK;
-        if (!p->sym)
-            st = sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
-                             "'%s' is not a dim: this graph has no symbolic dim (declare one: "
-                             "graph NAME(%s) { ... })",
-                             name, name);
-        else if (strcmp(name, p->sym) != 0)
-            st = sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_PARSE,
-                             "unknown dim '%s' (the graph's symbolic dim is '%s')", name, p->sym);
-        sj_free(p->ctx, name);
-        SJ_TRY(st);
-        p->pos++;
-        *out = 0;
+    if (is_dim_name(p, t)) {
+        SJ_TRY(parse_sym_name(p));
+        *out = 1;
         *is_sym = true;
         return SJ_OK;
     }
     sjg_number n;
     SJ_TRY(sjg_parse_number(p, &n, "or the symbolic dim in a list"));
-    return sjg_number_int(p, &n, out);
+    SJ_TRY(sjg_number_int(p, &n, out));
+    if (!sjg_is_punct(sjg_cur(p), '*')) return SJ_OK;
+    p->pos++;
+    if (!is_dim_name(p, sjg_cur(p)))
+        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
+                           "expected the symbolic dim after '%lld*', found %s", (long long)*out,
+                           sjg_describe(p, sjg_cur(p)));
+    if (*out < 1 || *out > SJ_MAX_SYM_FACTOR)
+        return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE,
+                           "the factor %lld of a symbolic dim is outside 1..%lld", (long long)*out,
+                           (long long)SJ_MAX_SYM_FACTOR);
+    SJ_TRY(parse_sym_name(p));
+    *is_sym = true;
+    return SJ_OK;
 }
 
 static sj_status parse_list(sjg_parser *p, int64_t *items, int *n_items, uint32_t *sym_mask,
@@ -275,7 +301,7 @@ static sj_status list_to_shape(sjg_parser *p, const sjg_token *at, const int64_t
                 return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                    "%s cannot use the symbolic dim '%s' (weights have a fixed shape)",
                                    what, p->sym);
-            s->dims[i] = SJ_DIM_SYM;
+            s->dims[i] = SJ_DIM_SYM_TIMES(items[i]);
         } else if (items[i] < 1) {
             return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                "dim %d of %s is %lld; dims must be >= 1", i, what,

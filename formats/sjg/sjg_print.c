@@ -60,7 +60,9 @@ static void put_shape(out_buf *b, const sj_graph *g, const sj_shape *s) {
     put(b, "[");
     for (int i = 0; i < s->rank; i++) {
         if (i) put(b, ", ");
-        if (s->dims[i] == SJ_DIM_SYM) put_name(b, g->sym_name);
+        if (s->dims[i] != SJ_DIM_SYM && sj_dim_is_sym(s->dims[i]))
+            putf(b, "%lld*", (long long)sj_dim_factor(s->dims[i]));
+        if (sj_dim_is_sym(s->dims[i])) put_name(b, g->sym_name);
         else putf(b, "%lld", (long long)s->dims[i]);
     }
     put(b, "]");

@@ -16,8 +16,10 @@
  * 0..SJ_MAX_RANK. Every value has one element type, inferred like its shape:
  * float ops (exp, matmul, softmax, ...) take float32 only, comparisons give
  * bool, cast converts; a mismatch is SJ_E_SHAPE naming the op and types. A dim is a constant
- * (>= 1) or SJ_DIM_SYM, the graph's one symbolic dim, whose value (the
- * extent) is only known per request. Every builder call infers the result's
+ * (>= 1), SJ_DIM_SYM, the graph's one symbolic dim, whose value (the
+ * extent) is only known per request, or a multiple of it, SJ_DIM_SYM_TIMES(k)
+ * (what exporters write when they merge a dynamic batch with the constant
+ * dims inside it: [batch, 4, seq, d] to [4 * batch, seq, d]). Every builder call infers the result's
  * shape and fails with SJ_E_SHAPE, naming the op and both shapes, when the
  * operands do not fit; the graph is left unchanged by a failed call.
  * Values are appended in order, so a graph is always acyclic and topologically
@@ -46,6 +48,11 @@ extern "C" {
 
 #define SJ_MAX_RANK 6
 #define SJ_DIM_SYM ((int64_t)-1) /* the symbolic dim, in any dims array */
+/* k times the symbolic dim, 1 <= k <= SJ_MAX_SYM_FACTOR; SJ_DIM_SYM_TIMES(1)
+ * is SJ_DIM_SYM. Its active part at extent n is the first k * n entries,
+ * since a padded buffer holds the merged dims inside each symbolic index. */
+#define SJ_DIM_SYM_TIMES(k) (-(int64_t)(k))
+#define SJ_MAX_SYM_FACTOR ((int64_t)1 << 20)
 #define SJ_NO_VALUE ((sj_value)-1)
 /* Largest element count of any tensor, padded at any extent. Keeps every
  * byte offset well inside int64 and size_t. */
@@ -54,6 +61,12 @@ extern "C" {
 #define SJ_MAX_EXTENT ((int64_t)1 << 30)
 
 typedef int32_t sj_value; /* index of a value in its graph */
+
+/* Whether dim d depends on the symbolic dim; its factor k (0 for a
+ * constant); its value at extent n. */
+SJ_API bool sj_dim_is_sym(int64_t d);
+SJ_API int64_t sj_dim_factor(int64_t d);
+SJ_API int64_t sj_dim_at(int64_t d, int64_t n);
 
 /* Element types. SJ_F32 is 0, so a zero-initialised tensor or description
  * is float32. Integer and boolean values carry token ids, masks, positions
@@ -167,7 +180,7 @@ SJ_API sj_status sj_op_from_name(const char *name, sj_op *out);
 
 typedef struct sj_shape {
     int rank;
-    int64_t dims[SJ_MAX_RANK]; /* constant >= 1, or SJ_DIM_SYM */
+    int64_t dims[SJ_MAX_RANK]; /* constant >= 1, SJ_DIM_SYM or SJ_DIM_SYM_TIMES(k) */
 } sj_shape;
 
 /* Describes a graph input, output or value. `name` is borrowed from the
@@ -253,12 +266,14 @@ SJ_API sj_status sj_graph_layernorm(sj_graph *g, sj_value x, sj_value scale, sj_
 
 /* perm lists rank distinct axes. */
 SJ_API sj_status sj_graph_transpose(sj_graph *g, sj_value x, const int *perm, sj_value *out);
-/* dims: the result shape, constants or SJ_DIM_SYM. x and the result have
- * the symbolic dim equally often ([heads, seq, seq] to [1, heads, seq,
- * seq] is fine), each occurrence on an axis of its own, and the constant
- * dims between two occurrences (and in front of the first, and behind the
- * last) keep their product: the symbolic dim is never merged with or split
- * into others, so a padded buffer stays a valid view. */
+/* dims: the result shape, constants or multiples of the symbolic dim. x
+ * and the result have symbolic dims equally often ([heads, seq, seq] to
+ * [1, heads, seq, seq] is fine); the constant dims in front of the first
+ * keep their product, and so does each symbolic dim's group: its factor
+ * times the constant dims behind it up to the next symbolic dim. So a
+ * symbolic dim merges only with the dims inside it ([batch, 4, 8] to
+ * [4 * batch, 8] and back), never with one outside it, and a padded buffer
+ * stays a valid view at every extent. */
 SJ_API sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
 
 /* One axis of a slice. Entry j of the result's axis reads the operand at

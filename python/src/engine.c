@@ -524,7 +524,7 @@ static PyObject *describe(engine_obj *s, int outputs) {
         }
         PyObject *shape = PyTuple_New(d.shape.rank);
         for (int k = 0; shape && k < d.shape.rank; k++) {
-            PyObject *dim = d.shape.dims[k] == SJ_DIM_SYM ? Py_NewRef(Py_None)
+            PyObject *dim = sj_dim_is_sym(d.shape.dims[k]) ? Py_NewRef(Py_None)
                                                           : PyLong_FromLongLong(d.shape.dims[k]);
             if (!dim)
                 Py_CLEAR(shape);

@@ -2,7 +2,7 @@
  * out = softmax(q kT * scale + mask) v, a tile of query rows at a
  * time, over blocks of keys with an online softmax (running max, running
  * sum, accumulator rescaled when the max grows), so the [M, L] scores never
- * exist. Only the active part is visited: symbolic dims loop to n, so
+ * exist. Only the active part is visited: symbolic dims loop to k * n, so
  * padding keys never enter a sum and padding queries are never read or
  * written.
  *
@@ -76,7 +76,9 @@ typedef struct desc {
     const int64_t *st[5]; /* q, kt, v, mask, out: strides over the space */
 } desc;
 
-static int64_t bound(const desc *d, int i, int64_t n) { return (d->sym >> i) & 1 ? n : d->dims[i]; }
+static int64_t bound(const desc *d, int i, int64_t n) {
+    return (d->sym >> i) & 1 ? d->dims[i] * n : d->dims[i];
+}
 
 /* The tile code per level (host_attention_tile.h): the row vectors of a
  * tile are each level's own registers, at most two per tile, so a tile is

@@ -32,7 +32,8 @@ void *sj__host_extern_symbol(const char *name);
 
 /* The fused attention kernel (host_attention.c) for query rows [row_begin,
  * row_end) at active extent n: w holds the kernel's words
- * (SJ_HOST_ATTENTION_WORDS: dims[5], sym bits, dk, has_mask, scale's bits,
+ * (SJ_HOST_ATTENTION_WORDS: dims[5] (a symbolic dim's factor k, its bound
+ * k * n), sym bits, dk, has_mask, scale's bits,
  * strides of q, kt, v, mask, out over the space, and last the code level
  * to run, as sj__host_gemm's); mask may be NULL. */
 #define SJ_HOST_ATTENTION_WORDS 35

@@ -1,0 +1,212 @@
+/* Dims that are a multiple of the symbolic dim (SJ_DIM_SYM_TIMES, graph.h):
+ * the reshape rule that makes them (a symbolic dim merges only with the dims
+ * inside it), the builder's refusals, the .sjg spelling `4*N`, row
+ * independence through them, and the host backend against the interpreter
+ * with NaN-poisoned padding, on one thread and on split launches, for every
+ * kernel kind that bounds a loop by k * n: elementwise, a reduction and a
+ * softmax over a k*N axis, a matmul with k*N rows, a gather counting from
+ * the active end of a k*N axis, and attention batched over k*N heads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "shapejit/model.h"
+#include "tests/gpu_graphs.h"
+#include "tests/host_harness.h"
+
+#define S SJ_DIM_SYM
+#define S4 SJ_DIM_SYM_TIMES(4)
+#define TOL 2e-4
+
+static int setup(void **state) { return h_fixture_setup(state, 7); }
+
+static const char *err(fixture *f) { return sj_ctx_last_error(f->ctx); }
+
+/* Bucket 64 at extents 1, 33, 64 and 47, and the one-element bucket; then
+ * the same on two threads with every launch split. */
+static void check_buckets(fixture *f, const char *what) {
+    sj_compile_options o;
+    sj_compile_options_init(&o);
+    static const int64_t ns[] = {1, 33, 64, 47};
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, 11, TOL, what));
+    assert_true(h_check(f->dev, f->g, 1, ns, 1, &o, 12, TOL, what));
+    o.fusion = false;
+    assert_true(h_check(f->dev, f->g, 64, ns, 4, &o, 13, TOL, what));
+    sj_host_device_config cfg;
+    sj_host_device_config_init(&cfg);
+    cfg.threads = 2;
+    cfg.min_part_work = 1;
+    cfg.wake_share_work = 1;
+    sj_device *threaded;
+    assert_int_equal(sj_host_device_create_config(f->ctx, &cfg, &threaded), SJ_OK);
+    sj_compile_options_init(&o);
+    assert_true(h_check(threaded, f->g, 64, ns, 4, &o, 14, TOL, what));
+    sj_device_destroy(threaded);
+}
+
+static void test_reshape_rule(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 4, 8}), t = input(f, "t", 3, (int64_t[]){2, S, 3});
+    sj_value v;
+    /* merged with the dims inside it, and split back */
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 8}, &v), SJ_OK);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_value_desc(f->g, v, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], S4);
+    assert_int_equal(sj_graph_reshape(f->g, v, 2, (int64_t[]){S, 32}, &v), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){SJ_DIM_SYM_TIMES(32), 1}, &v), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, x, 3, (int64_t[]){SJ_DIM_SYM_TIMES(2), 2, 8}, &v), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, t, 2, (int64_t[]){2, SJ_DIM_SYM_TIMES(3)}, &v), SJ_OK);
+    int before = sj_graph_num_values(f->g);
+    /* merged with a dim in front of it: the active rows are no prefix */
+    assert_int_equal(sj_graph_reshape(f->g, t, 1, (int64_t[]){SJ_DIM_SYM_TIMES(6)}, &v), SJ_E_SHAPE);
+    assert_non_null(strstr(err(f), "in front of the symbolic dim differ"));
+    /* a group that loses elements */
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 4}, &v), SJ_E_SHAPE);
+    assert_non_null(strstr(err(f), "32 vs 16 elements per symbolic index"));
+    /* factors past the limit, and inputs and params that would hold one */
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){-(SJ_MAX_SYM_FACTOR + 1), 8}, &v),
+                     SJ_E_SHAPE);
+    assert_non_null(strstr(err(f), "neither >= 1 nor a multiple"));
+    assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){S4, 8}, &v), SJ_E_SHAPE);
+    assert_non_null(strstr(err(f), "is 4*N; it may be the symbolic dim N itself"));
+    assert_int_equal(sj_graph_param(f->g, "w", 1, (int64_t[]){S4}, (float[]){0}, &v), SJ_E_SHAPE);
+    /* concat along a k*N axis would interleave padding into the active rows */
+    sj_value m;
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 8}, &m), SJ_OK);
+    before = sj_graph_num_values(f->g);
+    assert_int_equal(sj_graph_concat(f->g, m, m, 0, &v), SJ_E_UNSUPPORTED);
+    /* a k*N run of a slice is the whole axis or nothing */
+    assert_int_equal(sj_graph_slice(f->g, m, (sj_slice_axis[]){{1, 0, 1, S4}, {0, 0, 1, 8}}, &v),
+                     SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(err(f), "sliced whole or to constant lengths"));
+    assert_int_equal(sj_graph_num_values(f->g), before);
+    assert_int_equal(sj_graph_slice(f->g, m, (sj_slice_axis[]){{0, 0, 1, S4}, {2, 0, 1, 3}}, &v),
+                     SJ_OK);
+    assert_int_equal(sj_graph_slice(f->g, m, (sj_slice_axis[]){{1, 0, 1, 3}, {0, 0, 1, 8}}, &v),
+                     SJ_OK);
+    /* three rows exist at every extent (4 at n = 1); five do not */
+    assert_int_equal(sj_graph_slice(f->g, m, (sj_slice_axis[]){{0, 0, 1, 5}, {0, 0, 1, 8}}, &v),
+                     SJ_E_SHAPE);
+}
+
+/* [N, 4, 8] -> [4N, 8], then every kernel kind over the 4N axis. */
+static void test_kernels_over_multiples(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 4, 8}), m, sm, p, w, mm, red, sc, back;
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 8}, &m), SJ_OK);
+    /* softmax along the rows' own axis, then a matmul whose rows are 4N */
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, m, -1, &sm), SJ_OK);
+    w = param(f, "w", 2, (int64_t[]){8, 16});
+    assert_int_equal(sj_graph_matmul(f->g, sm, w, &mm), SJ_OK);
+    /* a sum and a softmax over the 4N axis itself: padding must not enter */
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, mm, 1, (int[]){0}, false, &red), SJ_OK);
+    int perm[2] = {1, 0};
+    assert_int_equal(sj_graph_transpose(f->g, mm, perm, &p), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, p, -1, &sc), SJ_OK);
+    /* back to [N, 64] through the transpose's inverse */
+    sj_value t2;
+    assert_int_equal(sj_graph_transpose(f->g, sc, perm, &t2), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, t2, 2, (int64_t[]){S, 64}, &back), SJ_OK);
+    /* rows counted from the active end of the 4N axis, clamped into it */
+    sj_value idx, g;
+    assert_int_equal(sj_graph_param_typed(f->g, "idx", SJ_I64, 1, (int64_t[]){4},
+                                          (int64_t[]){0, 5, -1, -6}, &idx),
+                     SJ_OK);
+    assert_int_equal(sj_graph_gather(f->g, mm, idx, 0, &g), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, back, "back"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, red, "sum"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, g, "picked"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, mm, "rows"), SJ_OK);
+    check_buckets(f, "4N kernels");
+}
+
+/* Attention as a dynamic-batch export writes it: [N, 2, 5, 8] heads merged
+ * into [2N, 5, 8], scores softmaxed over the keys, back to [N, 2, 5, 8]. */
+static void test_attention_over_merged_heads(void **state) {
+    fixture *f = *state;
+    int64_t hd[] = {SJ_DIM_SYM_TIMES(2), 5, 8};
+    sj_value q = input(f, "q", 4, (int64_t[]){S, 2, 5, 8}), k = input(f, "k", 4, (int64_t[]){S, 2, 5, 8});
+    sj_value v = input(f, "v", 4, (int64_t[]){S, 2, 5, 8}), qm, km, vm, kt, s, a, o, out;
+    assert_int_equal(sj_graph_reshape(f->g, q, 3, hd, &qm), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, k, 3, hd, &km), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, v, 3, hd, &vm), SJ_OK);
+    assert_int_equal(sj_graph_transpose(f->g, km, (int[]){0, 2, 1}, &kt), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, qm, kt, &s), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &a), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, a, vm, &o), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, o, 4, (int64_t[]){S, 2, 5, 8}, &out), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, out, "out"), SJ_OK);
+    check_buckets(f, "attention over 2N heads");
+}
+
+static void test_sjg_spelling(void **state) {
+    fixture *f = *state;
+    static const char text[] = "graph mult(N) {\n"
+                               "  input x: [N, 4, 8]\n"
+                               "  m = reshape(x, shape=[4*N, 8])\n"
+                               "  s = softmax(m, axis=0)\n"
+                               "  r = reshape(s, shape=[N, 32])\n"
+                               "  output r\n"
+                               "}\n";
+    sj_graph *g;
+    assert_int_equal(sj_sjg_parse(f->ctx, text, strlen(text), "mult.sjg", NULL, &g), SJ_OK);
+    char *printed;
+    size_t len;
+    assert_int_equal(sj_sjg_print(g, &printed, &len), SJ_OK);
+    assert_non_null(strstr(printed, "[4*N, 8]"));
+    sj_graph *back;
+    assert_int_equal(sj_sjg_parse(f->ctx, printed, len, "printed", NULL, &back), SJ_OK);
+    uint8_t h1[32], h2[32];
+    sj_graph_hash(g, h1);
+    sj_graph_hash(back, h2);
+    assert_memory_equal(h1, h2, 32);
+    sj_free(f->ctx, printed);
+    sj_graph_destroy(back);
+    sj_graph_destroy(g);
+    /* a factor needs the symbolic dim after it, and is at least 1 */
+    static const char *const bad[][2] = {
+        {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[4*M])\n  output r\n}\n", "unknown dim 'M'"},
+        {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[4*])\n  output r\n}\n",
+         "expected the symbolic dim after '4*'"},
+        {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[0*N, 4])\n  output r\n}\n",
+         "factor 0 of a symbolic dim"},
+        {"graph b(N) {\n  input x: [2*N, 4]\n  output x\n}\n", "not a multiple of it"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_not_equal(sj_sjg_parse(f->ctx, bad[i][0], strlen(bad[i][0]), "bad.sjg", NULL, &g),
+                             SJ_OK);
+        if (!strstr(err(f), bad[i][1])) fail_msg("case %zu: %s", i, err(f));
+    }
+}
+
+/* Rows stay independent through a merge with the dims inside them; an
+ * output that keeps them merged cannot be split back per request. */
+static void test_rows_through_multiples(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){S, 4, 8}), m, sm, back;
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 8}, &m), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, m, -1, &sm), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, sm, 2, (int64_t[]){S, 32}, &back), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, back, "back"), SJ_OK);
+    bool ok;
+    char why[256];
+    assert_int_equal(sj_graph_rows_independent(f->g, &ok, why, sizeof why), SJ_OK);
+    assert_true(ok);
+    assert_int_equal(sj_graph_output(f->g, sm, "merged"), SJ_OK);
+    assert_int_equal(sj_graph_rows_independent(f->g, &ok, why, sizeof why), SJ_OK);
+    assert_false(ok);
+    assert_non_null(strstr(why, "output 'merged' does not carry the request rows, one per entry"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_reshape_rule, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_kernels_over_multiples, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_attention_over_merged_heads, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sjg_spelling, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_rows_through_multiples, setup, h_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
