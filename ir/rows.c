@@ -1,17 +1,22 @@
 /* Row independence along the symbolic dim, proved from the graph: what
  * lets a server concatenate concurrent requests into one run and split the
- * outputs back. Each value is either constant (computed from params only)
- * or carries the request rows on exactly one axis, and every op is checked
- * to keep row r of its result a function of row r of its operands: no
- * reduction, contraction, normalisation or softmax over that axis, no
- * reshape that moves it. Anything not shown safe is refused, with the op
- * and the reason, so batching is never guessed. */
+ * outputs back. Each value is constant (computed from params only),
+ * positional (computed from no input but varying along a symbolic dim: a
+ * range of positions, a table sliced to n rows, a causal mask), or carries
+ * the request rows on exactly one axis; every op is checked to keep row r
+ * of its result a function of row r of its operands: no reduction,
+ * contraction, normalisation, softmax, gather or slice across that axis, no
+ * reshape that moves it, and no positional value beside it (in a stacked
+ * batch a row's position is not its position in its own request).
+ * Anything not shown safe is refused, with the op and the reason, so
+ * batching is never guessed. */
 #include "ir/graph_impl.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define CONST_VAL (-1) /* no dependence on any input */
+#define CONST_VAL (-1)  /* no dependence on any input */
+#define POSITIONAL (-2) /* no input, but varies along a symbolic dim */
 
 typedef struct rows_state {
     const sj_graph *g;
@@ -46,8 +51,14 @@ static bool matmul_axis(rows_state *st, sj_value v, int *out) {
     int a = st->axis[n->inputs[0]], b = st->axis[n->inputs[1]];
     int ra = st->g->nodes[n->inputs[0]].shape.rank, rb = st->g->nodes[n->inputs[1]].shape.rank;
     int r = n->shape.rank;
-    if (a != CONST_VAL && b != CONST_VAL)
+    if (a != CONST_VAL && b != CONST_VAL) {
+        /* both batched along the rows (attention's q and k of a batch) */
+        if (a < ra - 2 && b < rb - 2 && aligned(a, ra, r) == aligned(b, rb, r)) {
+            *out = aligned(a, ra, r);
+            return true;
+        }
         return refuse(st, v, "%s: %s", "both operands depend on the request rows");
+    }
     if (a != CONST_VAL) {
         if (a == ra - 1) return refuse(st, v, "%s: %s", "contracts over the request rows");
         /* rows of a (M) or a batch axis of it */
@@ -104,11 +115,78 @@ static bool reshape_axis(rows_state *st, sj_value v, int x, int *out) {
     return true;
 }
 
+/* out = data[.., indices, ..] along attr axis: rows through constant data
+ * picked by row indices (an embedding lookup), or rows of data picked
+ * along another axis by constant indices. */
+static bool gather_axis(rows_state *st, sj_value v, int *out) {
+    const sj_node *n = &st->g->nodes[v];
+    int d = st->axis[n->inputs[0]], i = st->axis[n->inputs[1]], ax = n->attrs.axis;
+    int ri = st->g->nodes[n->inputs[1]].shape.rank;
+    if (d >= 0 && i >= 0) return refuse(st, v, "%s: %s", "both operands depend on the request rows");
+    if (i >= 0 && d == CONST_VAL) {
+        *out = ax + i;
+        return true;
+    }
+    if (d >= 0 && i == CONST_VAL) {
+        if (d == ax) return refuse(st, v, "%s: %s", "picks along the request rows");
+        *out = d < ax ? d : d - 1 + ri;
+        return true;
+    }
+    return refuse(st, v, "%s: %s", "picks with positions along the dynamic dim");
+}
+
+/* Two operands joined along another axis than the rows' (a concat never
+ * joins along a symbolic dim): the rows on one axis in both, or beside a
+ * constant (uniform along the rows). */
+static bool concat_axis(rows_state *st, sj_value v, int *out) {
+    const sj_node *n = &st->g->nodes[v];
+    int a = st->axis[n->inputs[0]], b = st->axis[n->inputs[1]];
+    if (a >= 0 && b >= 0 && a != b)
+        return refuse(st, v, "%s: %s", "its operands carry the rows on different axes");
+    *out = a >= 0 ? a : b;
+    return true;
+}
+
+/* A value no input reaches: positional where it varies along a symbolic
+ * dim by position (a range over it, a constant table sliced to n rows, a
+ * mask by position over it) or comes from a positional value. */
+static int const_kind(const rows_state *st, const sj_node *n) {
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] != SJ_NO_VALUE && st->axis[n->inputs[k]] == POSITIONAL) return POSITIONAL;
+    if (!sj_shape_sym_count(&n->shape)) return CONST_VAL;
+    switch (n->op) {
+    case SJ_OP_RANGE: return POSITIONAL;
+    case SJ_OP_TRILU: return POSITIONAL;
+    case SJ_OP_SLICE:
+        for (int i = 0; i < n->shape.rank; i++)
+            if (n->attrs.start_n[i] ||
+                (sj_dim_is_sym(n->shape.dims[i]) &&
+                 !sj_dim_is_sym(st->g->nodes[n->inputs[0]].shape.dims[i])))
+                return POSITIONAL;
+        return CONST_VAL;
+    default: return CONST_VAL;
+    }
+}
+
 static bool value_axis(rows_state *st, sj_value v, int *out) {
     const sj_node *n = &st->g->nodes[v];
     int x = n->n_inputs > 0 && n->inputs[0] != SJ_NO_VALUE ? st->axis[n->inputs[0]] : CONST_VAL;
     if (n->op == SJ_OP_PARAM) {
         *out = CONST_VAL;
+        return true;
+    }
+    bool rows = false, positional = false;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (n->inputs[k] == SJ_NO_VALUE) continue;
+        rows |= st->axis[n->inputs[k]] >= 0;
+        positional |= st->axis[n->inputs[k]] == POSITIONAL;
+    }
+    if (rows && positional)
+        return refuse(st, v, "%s: %s",
+                      "combines the request rows with values that depend on their positions "
+                      "(in a batch a row's position is not its position in its request)");
+    if (!rows && n->op != SJ_OP_INPUT) {
+        *out = const_kind(st, n);
         return true;
     }
     if (n->op == SJ_OP_INPUT) {
@@ -125,9 +203,9 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
         *out = x;
         return true;
     }
-    if (sj_op_is_binary(n->op)) {
+    if (sj_op_is_binary(n->op) || n->op == SJ_OP_WHERE) {
         int r = n->shape.rank, res = CONST_VAL;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < n->n_inputs; k++) {
             int a = st->axis[n->inputs[k]];
             if (a == CONST_VAL) continue;
             int al = aligned(a, st->g->nodes[n->inputs[k]].shape.rank, r);
@@ -138,15 +216,13 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
         *out = res;
         return true;
     }
-    if (x == CONST_VAL && n->op != SJ_OP_MATMUL && n->op != SJ_OP_GEMM) {
-        bool all_const = true;
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] != SJ_NO_VALUE && st->axis[n->inputs[k]] != CONST_VAL) all_const = false;
-        if (all_const) {
-            *out = CONST_VAL;
-            return true;
-        }
-    }
+    if (n->op == SJ_OP_GATHER) return gather_axis(st, v, out);
+    if (n->op == SJ_OP_MATMUL) return matmul_axis(st, v, out);
+    if (n->op == SJ_OP_GEMM) return gemm_axis(st, v, out);
+    if (n->op == SJ_OP_CONCAT) return concat_axis(st, v, out);
+    /* the rest carry the rows of their first operand (a layernorm's scale
+     * and bias are checked below) */
+    if (x < 0) return refuse(st, v, "%s: %s", "its first operand does not carry the request rows");
     switch (n->op) {
     case SJ_OP_REDUCE_SUM:
     case SJ_OP_REDUCE_MEAN:
@@ -157,8 +233,6 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
         *out = n->attrs.keepdims ? x : x - below;
         return true;
     }
-    case SJ_OP_MATMUL: return matmul_axis(st, v, out);
-    case SJ_OP_GEMM: return gemm_axis(st, v, out);
     case SJ_OP_SOFTMAX:
     case SJ_OP_LOG_SOFTMAX:
         if (n->attrs.axis == x) return refuse(st, v, "%s: %s", "normalises over the request rows");
@@ -179,6 +253,20 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
             }
         return refuse(st, v, "%s: %s", "drops the request rows");
     case SJ_OP_RESHAPE: return reshape_axis(st, v, x, out);
+    case SJ_OP_EXPAND:
+        *out = aligned(x, st->g->nodes[n->inputs[0]].shape.rank, n->shape.rank);
+        return true;
+    case SJ_OP_SLICE:
+        /* every row whole, in order: the rows' axis read as it is */
+        if (n->attrs.start[x] || n->attrs.start_n[x] || n->attrs.step[x] != 1 ||
+            n->shape.dims[x] != st->g->nodes[n->inputs[0]].shape.dims[x])
+            return refuse(st, v, "%s: %s", "slices the request rows");
+        *out = x;
+        return true;
+    case SJ_OP_TRILU:
+        if (x >= n->shape.rank - 2) return refuse(st, v, "%s: %s", "masks by position along the request rows");
+        *out = x;
+        return true;
     default: return refuse(st, v, "%s: %s", "is not known to keep rows apart");
     }
 }
@@ -199,8 +287,8 @@ sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, siz
         int a = CONST_VAL;
         ok = value_axis(&st, v, &a);
         const sj_shape *s = &g->nodes[v].shape;
-        if (ok && a != CONST_VAL &&
-            (a < 0 || a >= s->rank || !sj_dim_is_sym(s->dims[a]) || sj_shape_sym_count(s) != 1))
+        if (ok && a >= 0 &&
+            (a >= s->rank || !sj_dim_is_sym(s->dims[a]) || sj_shape_sym_count(s) != 1))
             ok = refuse(&st, v, "%s: %s", "does not keep the request rows on one dynamic axis");
         st.axis[v] = a;
     }

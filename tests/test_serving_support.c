@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
+
 #include "shapejit/engine.h"
 
 #include "tests/test_util.h"
@@ -126,6 +128,120 @@ static void rows_mixing_ops_are_refused(void **state) {
     expect(g, false, "has no dynamic dim");
 }
 
+/* The ops exported models use around their rows: embedding lookups,
+ * where, expand, slices and concats beside the rows, masks over other axes,
+ * attention batched along the rows. */
+static void rows_through_lookups_and_batched_attention(void **state) {
+    (void)state;
+    sj_value x, ids, tab, e, c, w, ex, sl, cat, q, kt, s, tri, a, o;
+    sj_graph *g;
+    assert_int_equal(sj_graph_create(ctx, "N", &g), SJ_OK);
+    assert_int_equal(sj_graph_input(g, "x", 3, (int64_t[]){SJ_DIM_SYM, 4, 8}, &x), SJ_OK);
+    assert_int_equal(sj_graph_input_typed(g, "ids", SJ_I64, 2, (int64_t[]){SJ_DIM_SYM, 4}, &ids), SJ_OK);
+    tab = param(g, "table", 8, 8);
+    assert_int_equal(sj_graph_gather(g, tab, ids, 0, &e), SJ_OK); /* [N, 4, 8] */
+    assert_int_equal(sj_graph_unary(g, SJ_OP_ISNAN, x, &c), SJ_OK);
+    assert_int_equal(sj_graph_where(g, c, e, x, &w), SJ_OK);
+    assert_int_equal(sj_graph_expand(g, w, 4, (int64_t[]){2, SJ_DIM_SYM, 4, 8}, &ex), SJ_OK);
+    assert_int_equal(sj_graph_slice(g, w, (sj_slice_axis[]){{0, 0, 1, SJ_DIM_SYM}, {1, 0, 1, 2},
+                                                          {0, 0, 1, 8}}, &sl), SJ_OK);
+    assert_int_equal(sj_graph_concat(g, w, sl, 1, &cat), SJ_OK); /* [N, 6, 8] */
+    assert_int_equal(sj_graph_transpose(g, cat, (int[]){0, 2, 1}, &kt), SJ_OK);
+    q = cat;
+    assert_int_equal(sj_graph_matmul(g, q, kt, &s), SJ_OK); /* [N, 6, 6], per row */
+    assert_int_equal(sj_graph_trilu(g, s, false, 0, &tri), SJ_OK);
+    assert_int_equal(sj_graph_softmax(g, SJ_OP_SOFTMAX, tri, -1, &a), SJ_OK);
+    assert_int_equal(sj_graph_matmul(g, a, cat, &o), SJ_OK);
+    assert_int_equal(sj_graph_output(g, o, "o"), SJ_OK);
+    assert_int_equal(sj_graph_reduce(g, SJ_OP_REDUCE_SUM, ex, 1, (int[]){0}, false, &o), SJ_OK);
+    assert_int_equal(sj_graph_output(g, o, "ex"), SJ_OK);
+    expect(g, true, NULL);
+}
+
+/* Positions along the rows differ in a stacked batch from a request's own:
+ * any value built from them is refused beside the rows, as are ops that
+ * pick, slice, join or mask along the rows. */
+static void rows_positions_and_picks_are_refused(void **state) {
+    (void)state;
+    sj_value x, r, rc, v, i;
+    /* a range of row positions added to the rows */
+    sj_graph *g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_range(g, SJ_F32, 0, 1, SJ_DIM_SYM, &r), SJ_OK);
+    assert_int_equal(sj_graph_reshape(g, r, 2, (int64_t[]){SJ_DIM_SYM, 1}, &rc), SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, x, rc, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "depend on their positions");
+    /* a table sliced to n rows (position embeddings) */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    sj_value tab = param(g, "pos", 8, 8), t;
+    assert_int_equal(sj_graph_slice(g, tab, (sj_slice_axis[]){{0, 0, 1, SJ_DIM_SYM}, {0, 0, 1, 8}}, &t),
+                     SJ_OK);
+    assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, x, t, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "depend on their positions");
+    /* a slice that drops the first row */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_slice(g, x, (sj_slice_axis[]){{-1, 1, -1, SJ_DIM_SYM}, {0, 0, 1, 8}}, &v),
+                     SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "slices the request rows");
+    /* rows joined beside rows along another axis stay rows */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_reshape(g, x, 3, (int64_t[]){SJ_DIM_SYM, 8, 1}, &v), SJ_OK);
+    assert_int_equal(sj_graph_concat(g, v, v, 2, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, true, NULL);
+    /* constant picks along the rows */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_param_typed(g, "i", SJ_I64, 1, (int64_t[]){1}, (int64_t[]){0}, &i), SJ_OK);
+    assert_int_equal(sj_graph_gather(g, x, i, 0, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "picks along the request rows");
+    /* a triangle over the rows */
+    g = new_graph(&x, SJ_DIM_SYM, 8);
+    assert_int_equal(sj_graph_trilu(g, x, true, 0, &v), SJ_OK);
+    assert_int_equal(sj_graph_output(g, v, "y"), SJ_OK);
+    expect(g, false, "masks by position along the request rows");
+}
+
+/* An exported conv net (timm's ResNet topology, batch dynamic) is proved
+ * row-independent, and a stacked batch of 3 images gives each image's
+ * result alone. */
+static void rows_of_an_exported_conv_net(void **state) {
+    (void)state;
+    const char *path = SJ_SOURCE_DIR "/tests/data/real_models/resnet18_dynamo/model.onnx";
+    sj_engine_config cfg;
+    sj_engine_config_init(&cfg);
+    cfg.ladder = "list:1,4";
+    cfg.store_path = NULL;
+    sj_engine *e;
+    assert_int_equal(sj_engine_open(ctx, path, &cfg, &e), SJ_OK);
+    bool ok;
+    char why[256];
+    assert_int_equal(sj_graph_rows_independent(sj_engine_graph(e), &ok, why, sizeof why), SJ_OK);
+    if (!ok) fail_msg("resnet18_dynamo: %s", why);
+    enum { PIX = 3 * 32 * 32 };
+    static float imgs[3 * PIX];
+    for (int i = 0; i < 3 * PIX; i++) imgs[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    sj_named_tensor in = {"pixel_values", {.dtype = SJ_F32, .rank = 4, .dims = {3, 3, 32, 32}, .data = imgs}};
+    sj_named_tensor all;
+    assert_int_equal(sj_engine_run(e, &in, 1, &all, 1, NULL), SJ_OK);
+    int64_t classes = all.tensor.dims[1];
+    for (int b = 0; b < 3; b++) {
+        sj_named_tensor one = {"pixel_values", {.dtype = SJ_F32, .rank = 4, .dims = {1, 3, 32, 32},
+                                                .data = imgs + b * PIX}};
+        sj_named_tensor alone;
+        assert_int_equal(sj_engine_run(e, &one, 1, &alone, 1, NULL), SJ_OK);
+        const float *got = (const float *)all.tensor.data + b * classes, *want = alone.tensor.data;
+        for (int64_t c = 0; c < classes; c++)
+            if (fabsf(got[c] - want[c]) > 1e-4f * (1 + fabsf(want[c])))
+                fail_msg("image %d class %lld: %g stacked, %g alone", b, (long long)c, got[c], want[c]);
+        sj_tensor_free(ctx, &alone.tensor);
+    }
+    sj_tensor_free(ctx, &all.tensor);
+    sj_engine_close(e);
+}
+
 /* y = relu(x @ w) on a ladder list:2,4,8 with the interpreter. */
 static sj_engine *small_engine(void) {
     sj_value x, h, y;
@@ -214,6 +330,9 @@ int main(void) {
         cmocka_unit_test(rows_mlp_and_layernorm_are_independent),
         cmocka_unit_test(rows_gemm_transpose_reshape_are_followed),
         cmocka_unit_test(rows_mixing_ops_are_refused),
+        cmocka_unit_test(rows_through_lookups_and_batched_attention),
+        cmocka_unit_test(rows_positions_and_picks_are_refused),
+        cmocka_unit_test(rows_of_an_exported_conv_net),
         cmocka_unit_test(promotion_runs_in_a_larger_ready_bucket),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
