@@ -10,7 +10,7 @@
  * batch a row's position is not its position in its own request).
  * Anything not shown safe is refused, with the op and the reason, so
  * batching is never guessed. */
-#include "ir/graph_impl.h"
+#include "ir/row_forms.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +20,8 @@
 
 typedef struct rows_state {
     const sj_graph *g;
-    int *axis; /* per value: CONST_VAL or the axis carrying the rows */
+    int *axis; /* per value: CONST_VAL, POSITIONAL or the axis carrying the rows */
+    sj_row_form *form; /* per value no input reaches: its form, if affine */
     char *why;
     size_t cap;
 } rows_state;
@@ -135,15 +136,70 @@ static bool gather_axis(rows_state *st, sj_value v, int *out) {
     return refuse(st, v, "%s: %s", "picks with positions along the dynamic dim");
 }
 
-/* Two operands joined along another axis than the rows' (a concat never
- * joins along a symbolic dim): the rows on one axis in both, or beside a
- * constant (uniform along the rows). */
-static bool concat_axis(rows_state *st, sj_value v, int *out) {
+/* Two operands of one rank working along attr axis, elementwise on the
+ * others: a concat (which never joins along a symbolic dim) or
+ * GatherElements (out[.., r, ..] reads data[.., r, ..] where the axis is
+ * not the rows'). The rows on one axis in both, or beside a constant
+ * (uniform along the rows). */
+static bool paired_axis(rows_state *st, sj_value v, int *out) {
     const sj_node *n = &st->g->nodes[v];
-    int a = st->axis[n->inputs[0]], b = st->axis[n->inputs[1]];
+    int a = st->axis[n->inputs[0]], b = st->axis[n->inputs[1]], r = a >= 0 ? a : b;
     if (a >= 0 && b >= 0 && a != b)
         return refuse(st, v, "%s: %s", "its operands carry the rows on different axes");
-    *out = a >= 0 ? a : b;
+    if (n->attrs.axis == r) return refuse(st, v, "%s: %s", "picks along the request rows");
+    *out = r;
+    return true;
+}
+
+/* Whether index form f, over an index of shape is, reads row r's own
+ * block of a k*N data axis at index position r: coefficient k on the
+ * index's one symbolic axis (*p), every other coefficient (entry t of a
+ * tuple) keeping the rest of the index inside [0, k). */
+static bool reads_own_row(const sj_row_form *f, int t, const sj_shape *is, int skip, int64_t k, int *p) {
+    if (sj_shape_sym_count(is) != 1) return false;
+    int64_t lo, hi;
+    lo = hi = f->c0[sj__row_form_pick(f, t)];
+    for (int d = 0; d < is->rank; d++) {
+        int64_t c = f->c[sj__row_form_pick(f, t)][d], span;
+        if (sj_dim_is_sym(is->dims[d])) {
+            *p = d;
+            if (c != k) return false;
+            continue;
+        }
+        if (d == skip) continue;
+        if (__builtin_mul_overflow(c, is->dims[d] - 1, &span)) return false;
+        if (span < 0) lo += span;
+        else hi += span;
+    }
+    return lo >= 0 && hi < k;
+}
+
+/* A gather whose data carries the rows on the gathered axis, picked by
+ * index arithmetic over positions (mask[arange(batch) * seq + j] after a
+ * flatten): row r of the result reads row r of the data only, the index's
+ * symbolic axis then carrying the rows. */
+static bool gather_own_rows(rows_state *st, const sj_node *n, int *out) {
+    sj_value data = n->inputs[0], idx = n->inputs[1];
+    int d = st->axis[data], ax = n->attrs.axis, p = -1;
+    const sj_shape *ds = &st->g->nodes[data].shape, *is = &st->g->nodes[idx].shape;
+    if (n->op == SJ_OP_GATHER) {
+        if (d != ax || !st->form[idx].n ||
+            !reads_own_row(&st->form[idx], 0, is, -1, sj_dim_factor(ds->dims[ax]), &p))
+            return false;
+        *out = ax + p;
+        return true;
+    }
+    /* GatherND: the first coordinate reads the rows' axis (the first) as
+     * above; the others do not move with the rows */
+    const sj_row_form *f = &st->form[idx];
+    int q = is->rank;
+    int64_t kc = is->dims[q - 1];
+    if (ax != 0 || d != 0 || !f->n || (f->n != kc && f->n != 1) ||
+        !reads_own_row(f, 0, is, q - 1, sj_dim_factor(ds->dims[0]), &p) || p == q - 1)
+        return false;
+    for (int t = 1; t < kc; t++)
+        if (f->c[sj__row_form_pick(f, t)][p]) return false;
+    *out = p;
     return true;
 }
 
@@ -173,6 +229,7 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
     int x = n->n_inputs > 0 && n->inputs[0] != SJ_NO_VALUE ? st->axis[n->inputs[0]] : CONST_VAL;
     if (n->op == SJ_OP_PARAM) {
         *out = CONST_VAL;
+        sj__row_form_of(st->g, st->form, v, &st->form[v]);
         return true;
     }
     bool rows = false, positional = false;
@@ -181,12 +238,16 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
         rows |= st->axis[n->inputs[k]] >= 0;
         positional |= st->axis[n->inputs[k]] == POSITIONAL;
     }
+    if (rows && positional && (n->op == SJ_OP_GATHER || n->op == SJ_OP_GATHER_ND) &&
+        gather_own_rows(st, n, out))
+        return true;
     if (rows && positional)
         return refuse(st, v, "%s: %s",
                       "combines the request rows with values that depend on their positions "
                       "(in a batch a row's position is not its position in its request)");
     if (!rows && n->op != SJ_OP_INPUT) {
         *out = const_kind(st, n);
+        sj__row_form_of(st->g, st->form, v, &st->form[v]);
         return true;
     }
     if (n->op == SJ_OP_INPUT) {
@@ -219,7 +280,7 @@ static bool value_axis(rows_state *st, sj_value v, int *out) {
     if (n->op == SJ_OP_GATHER) return gather_axis(st, v, out);
     if (n->op == SJ_OP_MATMUL) return matmul_axis(st, v, out);
     if (n->op == SJ_OP_GEMM) return gemm_axis(st, v, out);
-    if (n->op == SJ_OP_CONCAT) return concat_axis(st, v, out);
+    if (n->op == SJ_OP_CONCAT || n->op == SJ_OP_GATHER_ELEMENTS) return paired_axis(st, v, out);
     /* the rest carry the rows of their first operand (a layernorm's scale
      * and bias are checked below) */
     if (x < 0) return refuse(st, v, "%s: %s", "its first operand does not carry the request rows");
@@ -281,7 +342,12 @@ sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, siz
     }
     rows_state st = {.g = g, .why = why, .cap = why_cap};
     st.axis = sj_calloc(g->ctx, (size_t)g->n_nodes + 1, sizeof *st.axis);
-    if (!st.axis) return sj_fail(g->ctx, SJ_E_NOMEM, "rows: out of memory");
+    st.form = sj_calloc(g->ctx, (size_t)g->n_nodes + 1, sizeof *st.form);
+    if (!st.axis || !st.form) {
+        sj_free(g->ctx, st.axis);
+        sj_free(g->ctx, st.form);
+        return sj_fail(g->ctx, SJ_E_NOMEM, "rows: out of memory");
+    }
     bool ok = true;
     for (sj_value v = 0; ok && v < g->n_nodes; v++) {
         int a = CONST_VAL;
@@ -304,6 +370,7 @@ sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, siz
         }
     }
     sj_free(g->ctx, st.axis);
+    sj_free(g->ctx, st.form);
     *out = ok;
     return SJ_OK;
 }

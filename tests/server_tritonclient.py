@@ -34,6 +34,10 @@ REAL = os.path.join(SRC, "tests", "data", "real_models")
 # Exported transformers (int64 token ids and masks; BERT's weights in an
 # external-data file beside the model), served with their batch dim fixed.
 EXPORTED = ["bert_torchscript", "gpt2_dynamo"]
+# The same BERT export served by batch at a fixed length: rows independent,
+# so concurrent requests are stacked.
+BY_BATCH = {"bert_batch": "bert_torchscript"}
+BY_BATCH_SEQ, BY_BATCH_LADDER = 7, "pow2:1:8"
 LADDER = "pow2:1:64"
 SIZES = [1, 5, 17, 64]
 failures = []
@@ -60,14 +64,17 @@ def make_repository():
     for name in onnx + ["mlp", "ffn"]:
         with open(os.path.join(repo, name, "config.json"), "w") as f:
             json.dump({"ladder": LADDER}, f)
-    for name in EXPORTED:
-        src = os.path.join(REAL, name)
+    for name, src_name in [(n, n) for n in EXPORTED] + list(BY_BATCH.items()):
+        src = os.path.join(REAL, src_name)
         os.makedirs(os.path.join(repo, name))
         for f in os.listdir(src):
             if f.startswith("model.onnx"):
                 shutil.copy(os.path.join(src, f), os.path.join(repo, name, f))
+        config = {"ladder": LADDER, "dynamic": "seq", "dims": {"batch": 1}}
+        if name in BY_BATCH:
+            config = {"ladder": BY_BATCH_LADDER, "dynamic": "batch", "dims": {"seq": BY_BATCH_SEQ}}
         with open(os.path.join(repo, name, "config.json"), "w") as f:
-            json.dump({"ladder": LADDER, "dynamic": "seq", "dims": {"batch": 1}}, f)
+            json.dump(config, f)
     return repo
 
 
@@ -103,10 +110,13 @@ def shapejit_run(model_file, inputs, tag):
     """Outputs of `shapejit run` on the same inputs, by name."""
     d = os.path.join(WORK, "run", tag)
     os.makedirs(d, exist_ok=True)
-    args = [SJ, "run", model_file, "--backend", "host", "--ladder", LADDER, "--store", os.path.join(WORK, "run.db"),
-            "--out", os.path.join(d, "out")]
-    if os.path.basename(os.path.dirname(model_file)) in EXPORTED:
+    name = os.path.basename(os.path.dirname(model_file))
+    args = [SJ, "run", model_file, "--backend", "host", "--ladder", BY_BATCH_LADDER if name in BY_BATCH else LADDER,
+            "--store", os.path.join(WORK, "run.db"), "--out", os.path.join(d, "out")]
+    if name in EXPORTED:
         args += ["--dynamic", "seq", "--dim", "batch=1"]
+    if name in BY_BATCH:
+        args += ["--dynamic", "batch", "--dim", f"seq={BY_BATCH_SEQ}"]
     for name, arr in inputs.items():
         path = os.path.join(d, name + ".npy")
         np.save(path, arr)
@@ -205,37 +215,55 @@ def main():
         # run stacked, and each still equals its own `shapejit run`. An idle
         # server runs a request at once, so stacks form only when requests
         # pile up behind a run: bursts are repeated (at most 20) until one did.
+        def batched(name):
+            m = urllib.request.urlopen(f"http://{url}/metrics").read().decode()
+            n = re.search(r'^shapejit_batched_requests_total\{model="%s"\} (\d+)$' % name, m, re.M)
+            return int(n.group(1)), m
+
+        def bursts(name, reqs, want, same):
+            """Bursts of the requests from 8 clients until some were stacked
+            (at most 20); whether every answer was `same` as its own run."""
+            meta = client.get_model_metadata(name)
+            ok = True
+            for burst in range(20):
+                got = [None] * len(reqs)
+                barrier = threading.Barrier(8)
+
+                def worker(t):
+                    c = httpclient.InferenceServerClient(url=url)
+                    barrier.wait()
+                    for k in range(t, len(reqs), 8):
+                        got[k] = infer(c, name, meta, reqs[k], True)
+
+                threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                ok &= all(g is not None and set(g) == set(w) and all(same(g[o], w[o]) for o in w)
+                          for g, w in zip(got, want))
+                if batched(name)[0] >= 2:
+                    break
+            return ok, burst + 1
+
         mlp_meta = client.get_model_metadata("mlp")
         reqs = [inputs_for(mlp_meta, 8 + (5 * k) % 25, 100 + k) for k in range(16)]
         want = [shapejit_run(model_file(repo, "mlp"), r, f"batch_{k}") for k, r in enumerate(reqs)]
-
-        def batched():
-            m = urllib.request.urlopen(f"http://{url}/metrics").read().decode()
-            n = re.search(r'^shapejit_batched_requests_total\{model="mlp"\} (\d+)$', m, re.M)
-            return int(n.group(1)), m
-
-        exact = True
-        for burst in range(20):
-            got = [None] * len(reqs)
-            barrier = threading.Barrier(8)
-
-            def worker(t):
-                c = httpclient.InferenceServerClient(url=url)
-                barrier.wait()
-                for k in range(t, len(reqs), 8):
-                    got[k] = infer(c, "mlp", mlp_meta, reqs[k], True)
-
-            threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            exact &= all(g is not None and np.array_equal(g["logits"], w["logits"]) for g, w in zip(got, want))
-            if batched()[0] >= 2:
-                break
+        exact, tries = bursts("mlp", reqs, want, np.array_equal)
         check(exact, "MLP results under concurrent load (batched) equal shapejit run")
-        n, metrics = batched()
-        check(n >= 2, f"mlp: requests were batched ({n}, after {burst + 1} bursts)")
+        n, metrics = batched("mlp")
+        check(n >= 2, f"mlp: requests were batched ({n}, after {tries} bursts)")
+        # A transformer served by batch: 1 to 3 sequences a request, stacked
+        # into larger batch buckets, each answer its own run's (within float
+        # rounding: a stack runs another bucket's kernels).
+        bert_meta = client.get_model_metadata("bert_batch")
+        reqs = [inputs_for(bert_meta, 1 + k % 3, 300 + k) for k in range(16)]
+        want = [shapejit_run(model_file(repo, "bert_batch"), r, f"bert_batch_{k}") for k, r in enumerate(reqs)]
+        close, tries = bursts("bert_batch", reqs, want,
+                              lambda g, w: g.shape == w.shape and np.allclose(g, w, atol=1e-5, rtol=1e-4))
+        check(close, "BERT served by batch: answers under concurrent load equal shapejit run")
+        n, metrics = batched("bert_batch")
+        check(n >= 2, f"bert_batch: requests were batched ({n}, after {tries} bursts)")
         for name in ["attention_2d", "two_inputs"]:
             n = re.search(r'^shapejit_batches_total\{model="%s"\} (\d+)$' % name, metrics, re.M)
             check(n and n.group(1) == "0", f"{name}: never batched")
@@ -243,6 +271,7 @@ def main():
         check("model 'attention_2d': batching off:" in err and "model 'two_inputs': batching off:" in err,
               "batching off is reported for models that are not row-independent")
         check("model 'mlp': batching off" not in err, "mlp is batched")
+        check("model 'bert_batch': batching off" not in err, "bert_batch is batched")
     finally:
         rc = stop(p)
         check(rc == 0, f"SIGTERM: exit status {rc}")

@@ -204,6 +204,50 @@ static void rows_positions_and_picks_are_refused(void **state) {
     expect(g, false, "masks by position along the request rows");
 }
 
+/* mask [N, 7] flattened to [7N, 1] and gathered at arange(N) * 7 +
+ * arange(7) (TorchScript's mask expansion): row r reads row r only. `mul`
+ * and `last` vary the arithmetic; `tuple` writes it as GatherND of
+ * (arange(N), arange(7)) pairs instead (dynamo's). */
+static sj_graph *mask_lookup(int64_t mul, int64_t last, bool tuple, bool second_moves) {
+    sj_value x, m, r, ru, k, j, idx, got, out;
+    sj_graph *g = new_graph(&x, SJ_DIM_SYM, 7);
+    assert_int_equal(sj_graph_range(g, SJ_I64, 0, 1, SJ_DIM_SYM, &r), SJ_OK);
+    assert_int_equal(sj_graph_reshape(g, r, 2, (int64_t[]){SJ_DIM_SYM, 1}, &ru), SJ_OK);
+    int64_t js[7];
+    for (int i = 0; i < 7; i++) js[i] = i * last / 6;
+    assert_int_equal(sj_graph_param_typed(g, "j", SJ_I64, 2, (int64_t[]){1, 7}, js, &j), SJ_OK);
+    if (!tuple) {
+        assert_int_equal(sj_graph_reshape(g, x, 2, (int64_t[]){SJ_DIM_SYM_TIMES(7), 1}, &m), SJ_OK);
+        assert_int_equal(sj_graph_param_typed(g, "k", SJ_I64, 0, NULL, (int64_t[]){mul}, &k), SJ_OK);
+        assert_int_equal(sj_graph_binary(g, SJ_OP_MUL, ru, k, &idx), SJ_OK);
+        assert_int_equal(sj_graph_binary(g, SJ_OP_ADD, idx, j, &idx), SJ_OK); /* [N, 7] */
+        assert_int_equal(sj_graph_gather(g, m, idx, 0, &got), SJ_OK);        /* [N, 7, 1] */
+        assert_int_equal(sj_graph_reshape(g, got, 2, (int64_t[]){SJ_DIM_SYM, 7}, &out), SJ_OK);
+    } else {
+        sj_value b, c, pair;
+        assert_int_equal(sj_graph_expand(g, ru, 2, (int64_t[]){SJ_DIM_SYM, 7}, &b), SJ_OK);
+        assert_int_equal(sj_graph_expand(g, second_moves ? ru : j, 2, (int64_t[]){SJ_DIM_SYM, 7}, &c),
+                         SJ_OK);
+        assert_int_equal(sj_graph_reshape(g, b, 3, (int64_t[]){SJ_DIM_SYM, 7, 1}, &b), SJ_OK);
+        assert_int_equal(sj_graph_reshape(g, c, 3, (int64_t[]){SJ_DIM_SYM, 7, 1}, &c), SJ_OK);
+        assert_int_equal(sj_graph_concat(g, b, c, 2, &pair), SJ_OK);
+        assert_int_equal(sj_graph_gather_nd(g, x, pair, 0, &out), SJ_OK); /* [N, 7] */
+    }
+    assert_int_equal(sj_graph_output(g, out, "y"), SJ_OK);
+    return g;
+}
+
+static void rows_own_positions_are_followed(void **state) {
+    (void)state;
+    expect(mask_lookup(7, 6, false, false), true, NULL);
+    expect(mask_lookup(7, 6, true, false), true, NULL);
+    /* row r reading row r - 1's entries, or past its own */
+    expect(mask_lookup(6, 6, false, false), false, "depend on their positions");
+    expect(mask_lookup(7, 7, false, false), false, "depend on their positions");
+    /* the second coordinate moving with the row: (r, r) is a position */
+    expect(mask_lookup(7, 6, true, true), false, "depend on their positions");
+}
+
 /* An exported conv net (timm's ResNet topology, batch dynamic) is proved
  * row-independent, and a stacked batch of 3 images gives each image's
  * result alone. */
@@ -240,6 +284,60 @@ static void rows_of_an_exported_conv_net(void **state) {
     }
     sj_tensor_free(ctx, &all.tensor);
     sj_engine_close(e);
+}
+
+/* Every transformers export here, batch dynamic at seq 7, is proved
+ * row-independent, and BERT's stacked batch of 3 gives each sequence's
+ * result alone. */
+static void rows_of_exported_transformers(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "distilbert", "gpt2", "llama", "roberta", "bloom"};
+    sj_dim_value seq[] = {{"seq", 7}};
+    for (int i = 0; i < 12; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/data/real_models/%s_%s/model.onnx", SJ_SOURCE_DIR,
+                 names[i / 2], i % 2 ? "dynamo" : "torchscript");
+        sj_engine_config cfg;
+        sj_engine_config_init(&cfg);
+        cfg.ladder = "list:1,4";
+        cfg.model.dynamic_name = "batch";
+        cfg.model.fixed_dims = seq;
+        cfg.model.n_fixed_dims = 1;
+        sj_engine *e;
+        if (sj_engine_open(ctx, path, &cfg, &e) != SJ_OK) fail_msg("%s: %s", path, sj_ctx_last_error(ctx));
+        bool ok;
+        char why[256];
+        assert_int_equal(sj_graph_rows_independent(sj_engine_graph(e), &ok, why, sizeof why), SJ_OK);
+        if (!ok) fail_msg("%s: %s", path, why);
+        if (i == 0) {
+            static int64_t ids[3 * 7], mask[3 * 7];
+            for (int t = 0; t < 3 * 7; t++) ids[t] = (t * 29) % 100, mask[t] = t % 7 < 7 - t / 7;
+            sj_named_tensor in[2] = {{"input_ids", {.dtype = SJ_I64, .rank = 2, .dims = {3, 7}, .i64 = ids}},
+                                     {"attention_mask", {.dtype = SJ_I64, .rank = 2, .dims = {3, 7}, .i64 = mask}}};
+            int n_out = sj_engine_num_outputs(e);
+            sj_named_tensor all[4], alone[4];
+            assert_int_equal(sj_engine_run(e, in, 2, all, n_out, NULL), SJ_OK);
+            for (int b = 0; b < 3; b++) {
+                sj_named_tensor one[2] = {in[0], in[1]};
+                for (int k = 0; k < 2; k++) {
+                    one[k].tensor.dims[0] = 1;
+                    one[k].tensor.i64 += b * 7;
+                }
+                assert_int_equal(sj_engine_run(e, one, 2, alone, n_out, NULL), SJ_OK);
+                for (int o = 0; o < n_out; o++) {
+                    int64_t row = sj_tensor_numel(&alone[o].tensor);
+                    const float *got = all[o].tensor.data + b * row, *want = alone[o].tensor.data;
+                    for (int64_t c = 0; c < row; c++)
+                        if (fabsf(got[c] - want[c]) > 1e-4f * (1 + fabsf(want[c])))
+                            fail_msg("bert output %d row %d entry %lld: %g stacked, %g alone", o, b,
+                                     (long long)c, got[c], want[c]);
+                    sj_tensor_free(ctx, &alone[o].tensor);
+                }
+            }
+            for (int o = 0; o < n_out; o++) sj_tensor_free(ctx, &all[o].tensor);
+        }
+        sj_engine_close(e);
+    }
 }
 
 /* y = relu(x @ w) on a ladder list:2,4,8 with the interpreter. */
@@ -332,7 +430,9 @@ int main(void) {
         cmocka_unit_test(rows_mixing_ops_are_refused),
         cmocka_unit_test(rows_through_lookups_and_batched_attention),
         cmocka_unit_test(rows_positions_and_picks_are_refused),
+        cmocka_unit_test(rows_own_positions_are_followed),
         cmocka_unit_test(rows_of_an_exported_conv_net),
+        cmocka_unit_test(rows_of_exported_transformers),
         cmocka_unit_test(promotion_runs_in_a_larger_ready_bucket),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
