@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes a BERT-shaped encoder as ONNX for compile-time measurements
 (issue #33): LAYERS identical post-norm layers of multi-head self-attention
-and an erf-GELU FFN over x [1, seq, HIDDEN], seq dynamic, random weights
+and an erf-GELU FFN over x [1, seq, HIDDEN] (--batch: [batch, seq, HIDDEN]),
+seq dynamic, random weights
 (each layer its own), LayerNormalization at opset 17. No embeddings and no
 pooler: only the encoder stack, whose repetition is what compile sharing is
 about. The default is BERT-base (12 x 768, 12 heads, FFN 3072; ~340 MB of
@@ -20,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 F = TensorProto.FLOAT
 
 
-def build(layers, hidden, heads, ffn, seed):
+def build(layers, hidden, heads, ffn, seed, batch="1"):
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
     count = [0]
@@ -71,8 +72,8 @@ def build(layers, hidden, heads, ffn, seed):
         x = layer_norm(op("Add", [x, linear(g, ffn, hidden)]))
     nodes.append(helper.make_node("Identity", [x], ["y"]))
     graph = helper.make_graph(nodes, "bert_encoder",
-                              [helper.make_tensor_value_info("x", F, [1, "seq", hidden])],
-                              [helper.make_tensor_value_info("y", F, [1, "seq", hidden])], inits)
+                              [helper.make_tensor_value_info("x", F, [batch, "seq", hidden])],
+                              [helper.make_tensor_value_info("y", F, [batch, "seq", hidden])], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                           producer_name="shapejit-bert-encoder-gen")
     m.ir_version = 8
@@ -87,10 +88,12 @@ def main():
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--ffn", type=int, default=3072)
     ap.add_argument("--seed", type=int, default=33)
+    ap.add_argument("--batch", action="store_true",
+                    help="a dynamic batch dim (x [batch, seq, hidden]) instead of 1")
     a = ap.parse_args()
     if a.layers < 1 or a.hidden < 1 or a.heads < 1 or a.ffn < 1 or a.hidden % a.heads:
         ap.error("layers, hidden, heads and ffn must be positive and heads must divide hidden")
-    m = build(a.layers, a.hidden, a.heads, a.ffn, a.seed)
+    m = build(a.layers, a.hidden, a.heads, a.ffn, a.seed, "batch" if a.batch else "1")
     onnx.checker.check_model(m)
     onnx.save(m, a.out)
     print(f"{a.out}: {a.layers} layers x {a.hidden} hidden, {a.heads} heads, ffn {a.ffn}")
