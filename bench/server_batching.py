@@ -22,54 +22,22 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 import re
 
 import numpy as np
-import tritonclient.http as httpclient
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_load import Server, fmt  # noqa: E402
+from server_load import Server, fmt, send  # noqa: E402
 
 
 def drive(url, reqs, clients):
     """Sends reqs from `clients` threads; latencies (s), wall (s), answers."""
-    lat, got = [0.0] * len(reqs), [None] * len(reqs)
-    nxt, lock = [0], threading.Lock()
-    barrier = threading.Barrier(clients + 1)
-
-    def worker():
-        c = httpclient.InferenceServerClient(url)
-        barrier.wait()
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= len(reqs):
-                return
-            t = httpclient.InferInput("x", list(reqs[i].shape), "FP32")
-            t.set_data_from_numpy(reqs[i], binary_data=True)
-            t0 = time.perf_counter()
-            try:
-                r = c.infer("bert", [t], outputs=[httpclient.InferRequestedOutput("y", binary_data=True)])
-            except Exception as e:  # a bench with failures has no result (below)
-                print(f"request {i} failed: {e}", file=sys.stderr)
-                return
-            lat[i] = time.perf_counter() - t0
-            got[i] = r.as_numpy("y")
-
-    ts = [threading.Thread(target=worker) for _ in range(clients)]
-    for t in ts:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in ts:
-        t.join()
-    if any(g is None for g in got):
-        raise SystemExit("some requests failed (above)")
-    return lat, time.perf_counter() - t0, got
+    lat, wall, fails, got = send(url, "bert", reqs, clients, output="y")
+    if fails:
+        raise SystemExit(f"{fails} requests failed (the first above): no result")
+    return lat, wall, got
 
 
 def main():

@@ -83,11 +83,11 @@ class Server:
             raise SystemExit(f"server exit status {rc}")
 
 
-def drive(url, model, sizes, inner, threads, seed=1):
-    """Sends sizes[i] rows from `threads` clients; returns latencies (s), wall (s), failures."""
-    rng = np.random.default_rng(seed)
-    pool = rng.uniform(-1, 1, (max(sizes), inner)).astype(np.float32)
-    lat = [0.0] * len(sizes)
+def send(url, model, reqs, threads, output=None):
+    """Sends the input arrays reqs (input "x" each) from `threads` clients;
+    returns latencies (s), wall (s), failures, and each answer's `output`
+    (None when not asked for or failed)."""
+    lat, got = [0.0] * len(reqs), [None] * len(reqs)
     fails = [0]
     nxt = [0]
     lock = threading.Lock()
@@ -100,14 +100,16 @@ def drive(url, model, sizes, inner, threads, seed=1):
             with lock:
                 i = nxt[0]
                 nxt[0] += 1
-            if i >= len(sizes):
+            if i >= len(reqs):
                 return
-            x = pool[: sizes[i]]
-            t = httpclient.InferInput("x", list(x.shape), "FP32")
-            t.set_data_from_numpy(x, binary_data=True)
+            t = httpclient.InferInput("x", list(reqs[i].shape), "FP32")
+            t.set_data_from_numpy(reqs[i], binary_data=True)
+            outs = [httpclient.InferRequestedOutput(output, binary_data=True)] if output else None
             t0 = time.perf_counter()
             try:
-                c.infer(model, [t])
+                r = c.infer(model, [t], outputs=outs)
+                if output:
+                    got[i] = r.as_numpy(output)
             except Exception as e:
                 with lock:
                     fails[0] += 1
@@ -122,7 +124,15 @@ def drive(url, model, sizes, inner, threads, seed=1):
     t0 = time.perf_counter()
     for t in ts:
         t.join()
-    return lat, time.perf_counter() - t0, fails[0]
+    return lat, time.perf_counter() - t0, fails[0], got
+
+
+def drive(url, model, sizes, inner, threads, seed=1):
+    """Sends sizes[i] rows from `threads` clients; returns latencies (s), wall (s), failures."""
+    rng = np.random.default_rng(seed)
+    pool = rng.uniform(-1, 1, (max(sizes), inner)).astype(np.float32)
+    lat, wall, fails, _ = send(url, model, [pool[:n] for n in sizes], threads)
+    return lat, wall, fails
 
 
 def lognormal_sizes(n, median, sigma, top, seed):
