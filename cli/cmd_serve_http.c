@@ -17,7 +17,7 @@ static const char usage[] =
     "usage: shapejit serve --listen [HOST:]PORT (MODEL | --model-repository DIR) [options]\n"
     "\n"
     "Answers the Open Inference Protocol (KServe v2) over HTTP/1.1: GET /v2/health/live,\n"
-    "/v2/health/ready, /v2, /v2/models/NAME[/ready], POST /v2/models/NAME/infer (JSON\n"
+    "/v2/health/ready, /v2, /v2/models/NAME[/ready|/config], POST /v2/models/NAME/infer (JSON\n"
     "tensors and the binary tensor data extension), GET /metrics (Prometheus text).\n"
     "A model is named after its file without the extension (--name overrides), or\n"
     "after its folder in a repository (DIR/NAME/model.sjg|.onnx plus an optional\n"

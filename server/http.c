@@ -225,6 +225,9 @@ static void route(srv_server *s, struct MHD_Connection *c, const char *url, cons
         if (!strcmp(rest, "") || !strcmp(rest, "/")) {
             if (!get) goto bad_method;
             srv_model_metadata(m, r);
+        } else if (!strcmp(rest, "/config")) {
+            if (!get) goto bad_method;
+            srv_model_config(m, r);
         } else if (!strcmp(rest, "/ready")) {
             if (!get) goto bad_method;
             if (atomic_load(&m->state) == SRV_FAILED)

@@ -175,6 +175,7 @@ sj_status srv_model_start(srv_model *m) {
                 ? s->cfg.max_batch_rows
                 : m->top;
             SRV_TRY(srv_batcher_create(m, s->cfg.max_batch_delay_us, cap, &m->batcher));
+            m->batch_rows = cap;
         } else {
             snprintf(m->batch_why, sizeof m->batch_why, "%s", why);
             fprintf(stderr, "shapejit serve: model '%s': batching off: %s\n", m->name, why);

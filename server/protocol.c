@@ -66,6 +66,26 @@ void srv_model_metadata(srv_model *m, srv_response *r) {
     srv_json(r, 200, j);
 }
 
+/* max_batch_size 0: no implicit batch dim (requests carry the dynamic dim
+ * themselves). dynamic_batching where concurrent requests are stacked;
+ * otherwise shapejit's reason, the op that keeps rows apart unproved. */
+void srv_model_config(srv_model *m, srv_response *r) {
+    const srv_server *s = m->srv;
+    json_t *j = json_pack("{s:s,s:s,s:i,s:o,s:o}", "name", m->name, "platform", "shapejit",
+                          "max_batch_size", 0, "input", io_json(m->in, m->n_in), "output",
+                          io_json(m->out, m->n_out));
+    if (j && m->batcher)
+        json_object_set_new(j, "dynamic_batching",
+                            json_pack("{s:I,s:I}", "max_queue_delay_microseconds",
+                                      (json_int_t)s->cfg.max_batch_delay_us, "max_rows",
+                                      (json_int_t)m->batch_rows));
+    else if (j)
+        json_object_set_new(j, "batching_off",
+                            json_string(m->batch_why[0] ? m->batch_why
+                                                         : "--max-batch-delay-us is 0"));
+    srv_json(r, 200, j);
+}
+
 /* ---- decoding */
 
 typedef struct decoded {

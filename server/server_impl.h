@@ -82,8 +82,9 @@ typedef struct srv_model {
     pthread_t bg_thread;
     bool bg_started;
     srv_batcher *batcher; /* NULL: every request runs alone */
+    int64_t batch_rows;   /* with a batcher: most rows a stacked run takes */
     srv_fit *fit;         /* --ladder fit:K, else NULL */
-    char batch_why[256];  /* why batching is off (row dependence) */
+    char batch_why[256];  /* why batching is off (row dependence; "" when not asked) */
     /* Store or remote-tier trouble told on stderr, once per kind. */
     _Atomic bool told_store, told_remote;
     srv_metrics m;
@@ -137,6 +138,9 @@ bool srv_model_ready(const srv_model *m);
 
 /* protocol.c: GET /v2/models/NAME and POST /v2/models/NAME/infer. */
 void srv_model_metadata(srv_model *m, srv_response *r);
+/* GET /v2/models/NAME/config: how the model is served (batching, and why
+ * not), as Triton's model configuration extension answers it. */
+void srv_model_config(srv_model *m, srv_response *r);
 void srv_infer(srv_model *m, const char *body, size_t len, const char *header_len,
                srv_response *r);
 

@@ -272,6 +272,13 @@ def main():
               "batching off is reported for models that are not row-independent")
         check("model 'mlp': batching off" not in err, "mlp is batched")
         check("model 'bert_batch': batching off" not in err, "bert_batch is batched")
+        # The model configuration says the same: how it is batched, or why not.
+        cfg = client.get_model_config("bert_batch")
+        check(cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 3000 and cfg["max_batch_size"] == 0,
+              f"bert_batch config: dynamic batching ({cfg.get('dynamic_batching')})")
+        cfg = client.get_model_config("attention_2d")
+        check("dynamic_batching" not in cfg and "request rows" in cfg.get("batching_off", ""),
+              f"attention_2d config: why batching is off ({cfg.get('batching_off')})")
     finally:
         rc = stop(p)
         check(rc == 0, f"SIGTERM: exit status {rc}")
