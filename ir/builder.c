@@ -75,7 +75,7 @@ sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v) {
 }
 
 sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
-                              int64_t max_factor, sj_shape *out) {
+                              sj__dims_allowed allowed, sj_shape *out) {
     if (rank < 0 || rank > SJ_MAX_RANK)
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: rank %d is outside 0..%d", what, rank,
                        SJ_MAX_RANK);
@@ -83,27 +83,27 @@ sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const in
     memset(out, 0, sizeof *out);
     out->rank = rank;
     for (int i = 0; i < rank; i++) {
-        int64_t d = dims[i];
-        if (d < -SJ_MAX_SYM_FACTOR)
+        int64_t d = dims[i], k = sj_dim_factor(d), c = sj_dim_offset(d);
+        if (d < 0 && (k < 1 || k > SJ_MAX_SYM_FACTOR || c > SJ_MAX_SYM_OFFSET))
             return sj_fail(g->ctx, SJ_E_SHAPE,
-                           "%s: dim %d is %lld, neither >= 1 nor a multiple of the symbolic dim up "
-                           "to %lld times",
-                           what, i, (long long)d, (long long)SJ_MAX_SYM_FACTOR);
-        int64_t k = sj_dim_factor(d);
+                           "%s: dim %d is %lld, neither >= 1 nor SJ_DIM_AFFINE(k, c) with k in "
+                           "1..%lld and c in 0..%lld",
+                           what, i, (long long)d, (long long)SJ_MAX_SYM_FACTOR,
+                           (long long)SJ_MAX_SYM_OFFSET);
         if (k && !g->sym_name)
             return sj_fail(g->ctx, SJ_E_SHAPE,
                            "%s: dim %d is symbolic but the graph has no symbolic dim", what, i);
-        if (k && !max_factor)
+        if (k && allowed == SJ__DIMS_CONST)
             return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d may not be the symbolic dim %s", what,
                            i, g->sym_name);
-        if (k > max_factor && max_factor == 1)
+        if (k && allowed == SJ__DIMS_SYM && d != SJ_DIM_SYM) {
+            char s[96];
+            sj__dim_format(d, g->sym_name, s, sizeof s);
             return sj_fail(g->ctx, SJ_E_SHAPE,
-                           "%s: dim %d is %lld*%s; it may be the symbolic dim %s itself, not a "
-                           "multiple of it",
-                           what, i, (long long)k, g->sym_name, g->sym_name);
-        if (k > max_factor)
-            return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d is %lld*%s; factors are at most %lld",
-                           what, i, (long long)k, g->sym_name, (long long)max_factor);
+                           "%s: dim %d is %s; it may be the symbolic dim %s itself, not a form of "
+                           "it",
+                           what, i, s, g->sym_name);
+        }
         if (!k && d < 1)
             return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d is %lld; dims must be >= 1", what, i,
                            (long long)d);
@@ -199,7 +199,7 @@ sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, in
     n.dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, 1, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, SJ__DIMS_SYM, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);
@@ -223,7 +223,7 @@ static sj_status param_leaf(sj_graph *g, const char *what, const char *name, sj_
     n->dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, 0, &n->shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, SJ__DIMS_CONST, &n->shape));
     SJ_TRY(check_size(g, what, &n->shape));
     if (!data) return sj_fail(g->ctx, SJ_E_INVALID_ARG, "%s: data is NULL", what);
     size_t count = (size_t)sj_shape_numel(&n->shape, 1);

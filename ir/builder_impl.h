@@ -24,11 +24,17 @@ sj_node sj__node_blank(sj_op op);
 /* Fails with SJ_E_INVALID_ARG naming `what` when v is not a value of g. */
 sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v);
 
+/* Which symbolic dims a caller-given shape may hold. */
+typedef enum sj__dims_allowed {
+    SJ__DIMS_CONST,  /* none (weights) */
+    SJ__DIMS_SYM,    /* the symbol itself (inputs: it is what a request sets) */
+    SJ__DIMS_AFFINE  /* any k * N + c */
+} sj__dims_allowed;
+
 /* Builds a shape from caller-given dims: rank in 0..SJ_MAX_RANK, dims >= 1
- * or, when the graph has a symbol, multiples of it up to max_factor times
- * (0: no symbolic dim; 1: only the symbol itself, as an input takes). */
+ * or, when the graph has a symbol, symbolic ones as allowed. */
 sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const int64_t *dims,
-                              int64_t max_factor, sj_shape *out);
+                              sj__dims_allowed allowed, sj_shape *out);
 
 /* Appends a node whose shape is already inferred, after checking its
  * element count. On success the graph owns node->name and node->data; on

@@ -18,8 +18,8 @@ typedef struct lin {
 } lin;
 
 static void slice_constraints(int64_t in_dim, const sj_slice_axis *ax, lin c[4]) {
-    int64_t dD = sj_dim_factor(in_dim), D0 = sj_dim_is_sym(in_dim) ? 0 : in_dim;
-    int64_t dL = sj_dim_factor(ax->len), L0 = sj_dim_is_sym(ax->len) ? 0 : ax->len;
+    int64_t dD = sj_dim_factor(in_dim), D0 = sj_dim_is_sym(in_dim) ? sj_dim_offset(in_dim) : in_dim;
+    int64_t dL = sj_dim_factor(ax->len), L0 = sj_dim_is_sym(ax->len) ? sj_dim_offset(ax->len) : ax->len;
     lin first = {ax->start_n, ax->start};
     lin last = {ax->start_n + ax->step * dL, ax->start + ax->step * (L0 - 1)};
     c[0] = first;
@@ -90,20 +90,26 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
         if ((sj_dim_is_sym(a->len) || a->start_n) && !g->sym_name)
             return sj_fail(g->ctx, SJ_E_SHAPE,
                            "slice: axis %d depends on the symbolic dim but the graph has none", i);
-        if (a->len < -SJ_MAX_SYM_FACTOR || a->len == 0 || a->len > SLICE_BOUND)
+        if ((sj_dim_is_sym(a->len) &&
+             (sj_dim_factor(a->len) < 1 || sj_dim_factor(a->len) > SJ_MAX_SYM_FACTOR ||
+              sj_dim_offset(a->len) > SJ_MAX_SYM_OFFSET)) ||
+            a->len == 0 || a->len > SLICE_BOUND)
             return sj_fail(g->ctx, SJ_E_SHAPE,
-                           "slice: axis %d has length %lld; lengths are >= 1 or a multiple of the "
+                           "slice: axis %d has length %lld; lengths are >= 1 or a form of the "
                            "symbolic dim",
                            i, (long long)a->len);
-        /* a run of k*n entries is a prefix of the padded axis only where it
-         * starts at the axis's start and the axis is k*n long itself */
+        /* a run of k*n + c entries is a prefix of the padded axis only where
+         * it starts at the axis's start and the axis is that long itself */
         if (sj_dim_is_sym(a->len) && a->len != SJ_DIM_SYM &&
-            (a->len != s->dims[i] || a->start || a->start_n || a->step != 1))
+            (a->len != s->dims[i] || a->start || a->start_n || a->step != 1)) {
+            char len[96];
+            sj__dim_format(a->len, g->sym_name, len, sizeof len);
             return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                           "slice: axis %d of %s takes %lld*%s entries from %lld step %lld; a "
-                           "multiple of the symbolic dim is sliced whole or to constant lengths",
-                           i, STR(s), (long long)sj_dim_factor(a->len), g->sym_name,
-                           (long long)a->start, (long long)a->step);
+                           "slice: axis %d of %s takes %s entries from %lld step %lld; a form of "
+                           "the symbolic dim other than itself is sliced whole or to constant "
+                           "lengths",
+                           i, STR(s), len, (long long)a->start, (long long)a->step);
+        }
         n.attrs.start[i] = a->start;
         n.attrs.start_n[i] = a->start_n;
         n.attrs.step[i] = a->step;
@@ -152,12 +158,28 @@ sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_valu
             return sj_fail(g->ctx, SJ_E_SHAPE, "concat: %s and %s differ in dim %d", STR(sa),
                            STR(sb), i);
     }
-    if (sj_dim_is_sym(sa->dims[ax]) || sj_dim_is_sym(sb->dims[ax]))
+    /* Joined along the symbolic axis, the constant part goes after the
+     * active rows (the second operand placed at the active extent) or before
+     * them, so the active part stays a prefix: k * N + c. Two symbolic parts
+     * would leave the first one's padding between them. */
+    int64_t da = sa->dims[ax], db = sb->dims[ax];
+    if (sj_dim_is_sym(da) && sj_dim_is_sym(db))
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                       "concat: joining %s and %s along axis %d would give a length in %s plus a "
-                       "constant, which no shape here holds",
-                       STR(sa), STR(sb), ax, g->sym_name);
-    n.shape.dims[ax] = sa->dims[ax] + sb->dims[ax];
+                       "concat: joining %s and %s along axis %d puts the first one's padding "
+                       "between the two; one side along the joined axis must be constant",
+                       STR(sa), STR(sb), ax);
+    int64_t sym = sj_dim_is_sym(da) ? da : db, add = sj_dim_is_sym(da) ? db : da;
+    if (sj_dim_is_sym(sym)) {
+        int64_t c = sj_dim_offset(sym) + add;
+        if (c > SJ_MAX_SYM_OFFSET)
+            return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                           "concat: joining %s and %s along axis %d adds %lld to the symbolic dim; "
+                           "at most %lld",
+                           STR(sa), STR(sb), ax, (long long)c, (long long)SJ_MAX_SYM_OFFSET);
+        n.shape.dims[ax] = SJ_DIM_AFFINE(sj_dim_factor(sym), c);
+    } else {
+        n.shape.dims[ax] = da + db;
+    }
     return sj__graph_append(g, "concat", &n, out);
 }
 
@@ -167,7 +189,7 @@ sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj__graph_check_value(g, "expand", x));
     sj_shape t;
-    SJ_TRY(sj__graph_make_shape(g, "expand", rank, dims, SJ_MAX_SYM_FACTOR, &t));
+    SJ_TRY(sj__graph_make_shape(g, "expand", rank, dims, SJ__DIMS_AFFINE, &t));
     const sj_shape *s = SHAPE(x);
     sj_node n = sj__node_blank(SJ_OP_EXPAND);
     n.n_inputs = 1;

@@ -163,7 +163,7 @@ static bool reads_own_row(const sj_row_form *f, int t, const sj_shape *is, int s
         int64_t c = f->c[sj__row_form_pick(f, t)][d], span;
         if (sj_dim_is_sym(is->dims[d])) {
             *p = d;
-            if (c != k) return false;
+            if (c != k || sj_dim_offset(is->dims[d])) return false;
             continue;
         }
         if (d == skip) continue;
@@ -353,8 +353,10 @@ sj_status sj_graph_rows_independent(const sj_graph *g, bool *out, char *why, siz
         int a = CONST_VAL;
         ok = value_axis(&st, v, &a);
         const sj_shape *s = &g->nodes[v].shape;
+        /* a constant part joined to the rows (k * N + c) is no request's */
         if (ok && a >= 0 &&
-            (a >= s->rank || !sj_dim_is_sym(s->dims[a]) || sj_shape_sym_count(s) != 1))
+            (a >= s->rank || !sj_dim_is_sym(s->dims[a]) || sj_dim_offset(s->dims[a]) ||
+             sj_shape_sym_count(s) != 1))
             ok = refuse(&st, v, "%s: %s", "does not keep the request rows on one dynamic axis");
         st.axis[v] = a;
     }

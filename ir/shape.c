@@ -4,8 +4,10 @@
 #include <stdio.h>
 
 bool sj_dim_is_sym(int64_t d) { return d < 0; }
-int64_t sj_dim_factor(int64_t d) { return d < 0 ? -d : 0; }
-int64_t sj_dim_at(int64_t d, int64_t n) { return d < 0 ? -d * n : d; }
+/* SJ_DIM_AFFINE's fields, negated without overflow for any int64. */
+int64_t sj_dim_factor(int64_t d) { return d < 0 ? (int64_t)((0 - (uint64_t)d) & ((1u << 21) - 1)) : 0; }
+int64_t sj_dim_offset(int64_t d) { return d < 0 ? (int64_t)((0 - (uint64_t)d) >> 21) : 0; }
+int64_t sj_dim_at(int64_t d, int64_t n) { return d < 0 ? sj_dim_factor(d) * n + sj_dim_offset(d) : d; }
 
 sj_shape sj_shape_at(const sj_shape *s, int64_t extent) {
     sj_shape r = *s;
@@ -19,10 +21,20 @@ int64_t sj_shape_numel(const sj_shape *s, int64_t extent) {
     for (int i = 0; i < s->rank; i++) {
         int64_t d;
         if (sj_mul_overflow_i64(sj_dim_factor(s->dims[i]), extent, &d)) return -1;
+        d += sj_dim_offset(s->dims[i]);
         if (!sj_dim_is_sym(s->dims[i])) d = s->dims[i];
         if (d < 0 || sj_mul_overflow_i64(n, d, &n) || n > SJ_MAX_ELEMENTS) return -1;
     }
     return n;
+}
+
+void sj__dim_format(int64_t d, const char *sym, char *buf, size_t len) {
+    int64_t k = sj_dim_factor(d), c = sj_dim_offset(d);
+    if (!sj_dim_is_sym(d)) snprintf(buf, len, "%lld", (long long)d);
+    else if (k == 1 && !c) snprintf(buf, len, "%s", sym ? sym : "?");
+    else if (!c) snprintf(buf, len, "%lld*%s", (long long)k, sym ? sym : "?");
+    else if (k == 1) snprintf(buf, len, "%s+%lld", sym ? sym : "?", (long long)c);
+    else snprintf(buf, len, "%lld*%s+%lld", (long long)k, sym ? sym : "?", (long long)c);
 }
 
 void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len) {
@@ -41,12 +53,9 @@ void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len) 
     SJ_APPEND("[");
     for (int i = 0; i < s->rank; i++) {
         if (i) SJ_APPEND(", ");
-        if (s->dims[i] == SJ_DIM_SYM)
-            SJ_APPEND("%s", sym ? sym : "?");
-        else if (sj_dim_is_sym(s->dims[i]))
-            SJ_APPEND("%lld*%s", (long long)sj_dim_factor(s->dims[i]), sym ? sym : "?");
-        else
-            SJ_APPEND("%lld", (long long)s->dims[i]);
+        char dim[96];
+        sj__dim_format(s->dims[i], sym, dim, sizeof dim);
+        SJ_APPEND("%s", dim);
     }
     SJ_APPEND("]");
 #undef SJ_APPEND

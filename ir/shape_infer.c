@@ -353,7 +353,9 @@ static int sym_axis(const sj_shape *s, int k) {
 /* The reshape rule from graph.h: the constant dims in front of the first
  * symbolic dim keep their product, and so does each symbolic dim's group
  * (its factor times the constant dims up to the next one), so every
- * symbolic index keeps the same elements in both shapes. */
+ * symbolic index keeps the same elements in both shapes. A dim k * N + c
+ * with c > 0 has no elements per symbolic index: it stays itself, and its
+ * group's constant dims keep their product. */
 static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape *to) {
     int fs = sj_shape_sym_count(from), ts = sj_shape_sym_count(to);
     if (fs != ts)
@@ -371,7 +373,14 @@ static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape
         int fe = sym_axis(from, k + 1), te = sym_axis(to, k + 1);
         /* a group's product counts its symbolic dim at extent 1: its factor */
         int64_t pf = dims_product(from, fa, fe), pt = dims_product(to, ta, te);
-        if (pf != pt) {
+        if (k >= 0 && (sj_dim_offset(from->dims[fa]) || sj_dim_offset(to->dims[ta]))) {
+            if (from->dims[fa] != to->dims[ta] ||
+                dims_product(from, fa + 1, fe) != dims_product(to, ta + 1, te))
+                return sj_fail(g->ctx, SJ_E_SHAPE,
+                               "reshape: %s to %s: symbolic dim %d has a constant part, so it stays "
+                               "one dim of its own with the same dims behind it",
+                               STR(from), STR(to), k + 1);
+        } else if (pf != pt) {
             if (k < 0)
                 return sj_fail(g->ctx, SJ_E_SHAPE,
                                "reshape: %s to %s: the dims in front of the symbolic dim differ in "
@@ -396,7 +405,7 @@ sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dim
     n.n_inputs = 1;
     n.inputs[0] = x;
     n.dtype = DTYPE(x);
-    SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, SJ_MAX_SYM_FACTOR, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, SJ__DIMS_AFFINE, &n.shape));
     SJ_TRY(check_reshape(g, SHAPE(x), &n.shape));
     return sj__graph_append(g, "reshape", &n, out);
 }
@@ -486,7 +495,7 @@ sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta
     n.dtype = dtype;
     n.attrs.first = start;
     n.attrs.delta = delta;
-    SJ_TRY(sj__graph_make_shape(g, "range", 1, &count, SJ_MAX_SYM_FACTOR, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "range", 1, &count, SJ__DIMS_AFFINE, &n.shape));
     return sj__graph_append(g, "range", &n, out);
 }
 
@@ -499,6 +508,6 @@ sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, con
     n.attrs.delta = dtype == SJ_BOOL ? (double)(value != 0)
                     : dtype == SJ_F32 ? (double)(float)value
                                       : value;
-    SJ_TRY(sj__graph_make_shape(g, "fill", rank, dims, SJ_MAX_SYM_FACTOR, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, "fill", rank, dims, SJ__DIMS_AFFINE, &n.shape));
     return sj__graph_append(g, "fill", &n, out);
 }

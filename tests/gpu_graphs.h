@@ -2,7 +2,7 @@
  * every kernel kind (elementwise chains, attention with a contraction over
  * the symbolic dim, reductions and row ops over it, an FFN block, batched
  * matmul through views, a batch merged into a multiple of the symbolic
- * dim), plus seeded random graphs in the style of the host
+ * dim, a KV cache grown by one row), plus seeded random graphs in the style of the host
  * backend's differential generator. Header-only, static; included by
  * test_*.c and bench/ programs only. */
 #ifndef SJ_TESTS_GPU_GRAPHS_H
@@ -149,6 +149,23 @@ static inline void gg_multiples(gg *b) {
     GG(b, sj_graph_output(b->g, back, "back"));
 }
 
+/* A KV-cache step: N past rows grown by one ([N+1, 8], the new row placed
+ * at the active extent), attended over; a softmax and a sum over N + 1. */
+static inline void gg_cache_step(gg *b) {
+    sj_value past = gg_input(b, "past", 2, (int64_t[]){GG_S, 8}), x = gg_input(b, "x", 2, (int64_t[]){1, 8});
+    sj_value w = gg_param(b, "w", 2, (int64_t[]){8, 8}), k, cache, ct, s, p, ctx, sum;
+    GG(b, sj_graph_matmul(b->g, x, w, &k));
+    GG(b, sj_graph_concat(b->g, past, k, 0, &cache));
+    GG(b, sj_graph_transpose(b->g, cache, (int[]){1, 0}, &ct));
+    GG(b, sj_graph_matmul(b->g, x, ct, &s));
+    GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, s, -1, &p));
+    GG(b, sj_graph_matmul(b->g, p, cache, &ctx));
+    GG(b, sj_graph_reduce(b->g, SJ_OP_REDUCE_SUM, cache, 1, (int[]){0}, false, &sum));
+    GG(b, sj_graph_output(b->g, cache, "cache"));
+    GG(b, sj_graph_output(b->g, ctx, "ctx"));
+    GG(b, sj_graph_output(b->g, sum, "sum"));
+}
+
 /* Every unary and binary op, the domain-limited ones on positive values. */
 static inline void gg_all_ops(gg *b) {
     static const sj_op un[] = {SJ_OP_NEG,  SJ_OP_ABS,   SJ_OP_EXP,   SJ_OP_TANH,  SJ_OP_SIGMOID,
@@ -283,7 +300,8 @@ static const gg_model gg_models[] = {
     {"elementwise", gg_elementwise}, {"attention", gg_attention}, {"reductions", gg_reductions},
     {"row_ops", gg_row_ops},         {"ffn", gg_ffn},             {"batched_views", gg_batched_views},
     {"all_ops", gg_all_ops},         {"wide", gg_wide},           {"nan_inf", gg_nan_inf},
-    {"multiples", gg_multiples},     {"layout", gg_layout},       {"causal", gg_causal},
+    {"multiples", gg_multiples},     {"cache_step", gg_cache_step}, {"layout", gg_layout},
+    {"causal", gg_causal},
 };
 #define GG_N_MODELS ((int)(sizeof gg_models / sizeof gg_models[0]))
 

@@ -756,7 +756,21 @@ static void test_realops_errors(void **state) {
     mb_input(&b, "x", "seq,4");
     mb_attr_i(&b, mb_node(&b, "Concat", "ca", "x,x", "y"), "axis", 0);
     mb_output(&b, "y", NULL);
-    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'ca'", "seq plus a constant");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'ca'",
+                      "puts the first one's padding between the two");
+    /* a constant row joined to the symbolic dim: seq + 1 rows */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "seq,4");
+    mb_input(&b, "t", "1,4");
+    mb_attr_i(&b, mb_node(&b, "Concat", "ca", "x,t", "y"), "axis", 0);
+    mb_output(&b, "y", NULL);
+    sj_graph *g;
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_AFFINE(1, 1));
+    sj_graph_destroy(g);
+    mb_free(&b);
     /* Einsum: ellipsis, a diagonal, a bad label count */
     static const char *const eqs[][2] = {{"...ij,...jk->...ik", "ellipsis is not supported"},
                                          {"ii,ij->j", "repeats a label"},
@@ -1669,15 +1683,14 @@ static void test_shape_folding_errors(void **state) {
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'third'", "not exact");
 
-    /* a range of N + 1 positions has no shape here (2N has: a multiple) */
+    /* a range of N / 2 positions has no shape here (2N and N + 1 have) */
     mb_init(&b, 13);
     mb_input(&b, "x", "seq");
     mb_init_i64(&b, "zero", 1, (int64_t[]){0});
-    mb_init_i64(&b, "one", 1, (int64_t[]){1});
+    mb_init_i64(&b, "two", 1, (int64_t[]){2});
     mb_node(&b, "Shape", "shape", "x", "s");
     mb_node(&b, "Squeeze", "sq", "s", "n");
-    mb_node(&b, "Add", "plus", "n,one", "n2");
-    mb_node(&b, "Range", "pos", "zero,n2,one", "p");
+    mb_node(&b, "Range", "pos", "zero,n,two", "p");
     mb_node(&b, "Cast", "pf", "p", "y");
     mb_attr_i(&b, b.nodes[b.g.n_node - 1], "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
     mb_output(&b, "y", NULL);

@@ -40,6 +40,39 @@ static void check_host(fixture *f, mb *b, const char *what) {
     assert_true(ok);
 }
 
+/* A cache of seq rows grown by this step's row (Concat along the symbolic
+ * dim: seq + 1 rows), with positions over the grown length read off its
+ * Shape (Range 0 .. seq + 1) and a reshape to it written out in full, as
+ * a decode step's exporters write them. */
+static void test_cache_append_positions(void **state) {
+    fixture *f = *state;
+    mb b;
+    mb_init(&b, 14);
+    mb_input(&b, "past", "seq,4");
+    mb_input(&b, "x", "1,4");
+    mb_init_i64(&b, "zero", 1, (int64_t[]){0});
+    mb_init_i64(&b, "one", 1, (int64_t[]){1});
+    mb_init_i64(&b, "four", 1, (int64_t[]){4});
+    mb_init_i64(&b, "axes", 1, (int64_t[]){1});
+    mb_init_f(&b, "half", 1, (int64_t[]){1}, (float[]){0.5f});
+    mb_attr_i(&b, mb_node(&b, "Concat", "grow", "past,x", "cache"), "axis", 0);
+    mb_node(&b, "Shape", "shape", "cache", "s");
+    mb_attr_i(&b, mb_node(&b, "Gather", "len", "s,zero", "n1"), "axis", 0);
+    mb_node(&b, "Squeeze", "scalar", "n1", "n");
+    mb_node(&b, "Squeeze", "scalar0", "zero", "z0");
+    mb_node(&b, "Squeeze", "scalar1", "one", "o1");
+    mb_node(&b, "Range", "range", "z0,n,o1", "pos");
+    mb_attr_i(&b, mb_node(&b, "Cast", "cast", "pos", "posf"), "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_node(&b, "Unsqueeze", "col", "posf,axes", "pcol");
+    mb_node(&b, "Mul", "scale", "pcol,half", "ps");
+    mb_node(&b, "Add", "add", "cache,ps", "y0");
+    mb_attr_i(&b, mb_node(&b, "Concat", "target", "n1,four", "tshape"), "axis", 0);
+    mb_node(&b, "Reshape", "full", "y0,tshape", "y");
+    mb_node(&b, "Softmax", "sm", "y", "z");
+    mb_output(&b, "z", NULL);
+    check_host(f, &b, "cache append with positions");
+}
+
 /* RoBERTa's position ids: cumsum(mask != pad, seq) * mask + pad, as the
  * transformers export writes them, then an embedding lookup. */
 static void test_cumsum_position_ids(void **state) {
@@ -260,6 +293,7 @@ static void test_winograd_conv_dynamic_batch(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cache_append_positions),
         cmocka_unit_test(test_cumsum_position_ids),
         cmocka_unit_test(test_cumsum_flavours),
         cmocka_unit_test(test_argmax_hardmax_over_seq),

@@ -1,11 +1,16 @@
-/* Dims that are a multiple of the symbolic dim (SJ_DIM_SYM_TIMES, graph.h):
+/* Dims that are an affine form of the symbolic dim (SJ_DIM_AFFINE, graph.h):
+ * multiples, and the symbol plus a constant that a concat along it makes.
+ * For multiples:
  * the reshape rule that makes them (a symbolic dim merges only with the dims
  * inside it), the builder's refusals, the .sjg spelling `4*N`, row
  * independence through them, and the host backend against the interpreter
  * with NaN-poisoned padding, on one thread and on split launches, for every
  * kernel kind that bounds a loop by k * n: elementwise, a reduction and a
  * softmax over a k*N axis, a matmul with k*N rows, a gather counting from
- * the active end of a k*N axis, and attention batched over k*N heads. */
+ * the active end of a k*N axis, and attention batched over k*N heads. For
+ * N + c: the concat that makes it (either side constant), the builder's
+ * rules, and a KV-cache step (a cache of N rows grown by one, attended over)
+ * on the host against the interpreter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,7 +73,7 @@ static void test_reshape_rule(void **state) {
     /* factors past the limit, and inputs and params that would hold one */
     assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){-(SJ_MAX_SYM_FACTOR + 1), 8}, &v),
                      SJ_E_SHAPE);
-    assert_non_null(strstr(err(f), "neither >= 1 nor a multiple"));
+    assert_non_null(strstr(err(f), "neither >= 1 nor SJ_DIM_AFFINE(k, c)"));
     assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){S4, 8}, &v), SJ_E_SHAPE);
     assert_non_null(strstr(err(f), "is 4*N; it may be the symbolic dim N itself"));
     assert_int_equal(sj_graph_param(f->g, "w", 1, (int64_t[]){S4}, (float[]){0}, &v), SJ_E_SHAPE);
@@ -141,6 +146,66 @@ static void test_attention_over_merged_heads(void **state) {
     check_buckets(f, "attention over 2N heads");
 }
 
+static void test_offset_rules(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), t = input(f, "t", 2, (int64_t[]){1, 8}), v, w;
+    sj_value_desc d;
+    assert_int_equal(sj_graph_concat(f->g, x, t, 0, &v), SJ_OK);
+    assert_int_equal(sj_graph_value_desc(f->g, v, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_AFFINE(1, 1));
+    assert_int_equal(sj_graph_concat(f->g, t, v, 0, &w), SJ_OK); /* the constant part in front */
+    assert_int_equal(sj_graph_value_desc(f->g, w, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_AFFINE(1, 2));
+    assert_int_equal(sj_graph_reshape(f->g, v, 3, (int64_t[]){SJ_DIM_AFFINE(1, 1), 2, 4}, &w), SJ_OK);
+    int before = sj_graph_num_values(f->g);
+    assert_int_equal(sj_graph_concat(f->g, x, x, 0, &w), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(err(f), "puts the first one's padding between the two"));
+    /* N + 1 rows merge with nothing: they are not a whole number per index */
+    assert_int_equal(sj_graph_reshape(f->g, v, 1, (int64_t[]){SJ_DIM_AFFINE(8, 8)}, &w), SJ_E_SHAPE);
+    assert_non_null(strstr(err(f), "has a constant part, so it stays one dim of its own"));
+    assert_int_equal(sj_graph_slice(f->g, v, (sj_slice_axis[]){{0, 0, 1, S}, {0, 0, 1, 8}}, &w),
+                     SJ_OK); /* the first n rows: a constant-part-free prefix */
+    assert_int_equal(sj_graph_slice(f->g, v, (sj_slice_axis[]){{1, 0, 1, SJ_DIM_AFFINE(1, 1)},
+                                                              {0, 0, 1, 8}}, &w),
+                     SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(err(f), "takes N+1 entries from 1"));
+    assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){SJ_DIM_AFFINE(1, 1), 8}, &w), SJ_E_SHAPE);
+    assert_non_null(strstr(err(f), "dim 0 is N+1; it may be the symbolic dim N itself"));
+    assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){SJ_DIM_AFFINE(1, SJ_MAX_SYM_OFFSET + 1), 8},
+                                      &w),
+                     SJ_E_SHAPE);
+    assert_int_equal(sj_graph_num_values(f->g), before + 1);
+}
+
+/* One decode step of a single attention head over a KV cache: the cache
+ * of N past rows grown by this step's row (N + 1), attended over by the
+ * step's query, the grown cache an output; a prefix token in front of it
+ * as well, and the cache's last active row picked by a gather. */
+static void test_cache_step(void **state) {
+    fixture *f = *state;
+    sj_value past = input(f, "past", 2, (int64_t[]){S, 8}), x = input(f, "x", 2, (int64_t[]){1, 8});
+    sj_value wq = param(f, "wq", 2, (int64_t[]){8, 8}), wk = param(f, "wk", 2, (int64_t[]){8, 8});
+    sj_value k, cache, q, ct, s, p, ctx, pre, sum, idx, last;
+    assert_int_equal(sj_graph_matmul(f->g, x, wk, &k), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, past, k, 0, &cache), SJ_OK); /* [N+1, 8] */
+    assert_int_equal(sj_graph_matmul(f->g, x, wq, &q), SJ_OK);
+    assert_int_equal(sj_graph_transpose(f->g, cache, (int[]){1, 0}, &ct), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, q, ct, &s), SJ_OK); /* [1, N+1] */
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, s, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_matmul(f->g, p, cache, &ctx), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, x, cache, 0, &pre), SJ_OK); /* [N+2, 8] */
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, pre, 1, (int[]){0}, false, &sum), SJ_OK);
+    assert_int_equal(sj_graph_param_typed(f->g, "idx", SJ_I64, 1, (int64_t[]){2}, (int64_t[]){-1, 0},
+                                          &idx),
+                     SJ_OK);
+    assert_int_equal(sj_graph_gather(f->g, cache, idx, 0, &last), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, cache, "cache"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, ctx, "ctx"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, sum, "sum"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, last, "last"), SJ_OK);
+    check_buckets(f, "cache step");
+}
+
 static void test_sjg_spelling(void **state) {
     fixture *f = *state;
     static const char text[] = "graph mult(N) {\n"
@@ -149,6 +214,10 @@ static void test_sjg_spelling(void **state) {
                                "  s = softmax(m, axis=0)\n"
                                "  r = reshape(s, shape=[N, 32])\n"
                                "  output r\n"
+                               "  input t: [1, 32]\n"
+                               "  c = concat(r, t, axis=0)\n"
+                               "  o = reshape(c, shape=[N+1, 4, 8])\n"
+                               "  output o\n"
                                "}\n";
     sj_graph *g;
     assert_int_equal(sj_sjg_parse(f->ctx, text, strlen(text), "mult.sjg", NULL, &g), SJ_OK);
@@ -156,6 +225,7 @@ static void test_sjg_spelling(void **state) {
     size_t len;
     assert_int_equal(sj_sjg_print(g, &printed, &len), SJ_OK);
     assert_non_null(strstr(printed, "[4*N, 8]"));
+    assert_non_null(strstr(printed, "[N+1, 4, 8]"));
     sj_graph *back;
     assert_int_equal(sj_sjg_parse(f->ctx, printed, len, "printed", NULL, &back), SJ_OK);
     uint8_t h1[32], h2[32];
@@ -172,7 +242,9 @@ static void test_sjg_spelling(void **state) {
          "expected the symbolic dim after '4*'"},
         {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[0*N, 4])\n  output r\n}\n",
          "factor 0 of a symbolic dim"},
-        {"graph b(N) {\n  input x: [2*N, 4]\n  output x\n}\n", "not a multiple of it"},
+        {"graph b(N) {\n  input x: [2*N, 4]\n  output x\n}\n", "not a form of it"},
+        {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[N+x, 4])\n  output r\n}\n",
+         "after the symbolic dim's '+'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_not_equal(sj_sjg_parse(f->ctx, bad[i][0], strlen(bad[i][0]), "bad.sjg", NULL, &g),
@@ -205,6 +277,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_reshape_rule, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_kernels_over_multiples, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_attention_over_merged_heads, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_offset_rules, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cache_step, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sjg_spelling, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_rows_through_multiples, setup, h_fixture_teardown),
     };

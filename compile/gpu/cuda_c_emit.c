@@ -112,13 +112,15 @@ static void address(src *s, const int64_t *strides, int64_t offset, int64_t offs
     put(s, "%s)", any ? "" : "0");
 }
 
+/* A symbolic dim k*N + c loops to k * n + c. */
 static void bound(src *s, int d) {
-    if (s->k->sym[d] == 1)
-        put(s, "n");
-    else if (s->k->sym[d])
-        put(s, "(n * %lldLL)", (long long)s->k->sym[d]);
-    else
+    int64_t k = s->k->sym[d], c = s->k->sym_add[d];
+    if (!k)
         put(s, "%lldLL", (long long)s->k->dims[d]);
+    else if (k == 1 && !c)
+        put(s, "n");
+    else
+        put(s, "(n * %lldLL + %lldLL)", (long long)k, (long long)c);
 }
 
 /* "(b0 * b1 ...)" over the dims in mask; "1LL" for none. */
@@ -269,7 +271,7 @@ static sj_status store_epilogue(src *s, const char *acc, const char *indent) {
     int v = expr(s, s->k->epilogue, indent, acc);
     if (v < 0) return bad_expr(s);
     put(s, "%sb0[", indent);
-    address(s, s->k->out_strides, s->k->out_offset, 0);
+    address(s, s->k->out_strides, s->k->out_offset, s->k->out_offset_n);
     put(s, "] = t%d;\n", v);
     return SJ_OK;
 }

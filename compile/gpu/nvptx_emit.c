@@ -85,11 +85,12 @@ static void if_close(pe *e, LLVMBasicBlockRef join) {
     LLVMPositionBuilderAtEnd(e->B, join);
 }
 
-/* A symbolic dim k*N loops to k * n. */
+/* A symbolic dim k*N + c loops to k * n + c. */
 static LLVMValueRef bound_of(pe *e, int d) {
-    int64_t k = e->k->sym[d];
+    int64_t k = e->k->sym[d], c = e->k->sym_add[d];
     if (!k) return ci(e, e->k->dims[d]);
-    return k == 1 ? e->n : LLVMBuildNSWMul(e->B, e->n, ci(e, k), "kn");
+    LLVMValueRef v = k == 1 ? e->n : LLVMBuildNSWMul(e->B, e->n, ci(e, k), "kn");
+    return c ? LLVMBuildNSWAdd(e->B, v, ci(e, c), "knc") : v;
 }
 
 static LLVMValueRef count_of(pe *e, uint32_t mask) {
@@ -144,7 +145,7 @@ static LLVMValueRef ld_addr(pe *e, const sj_kload *ld) {
 }
 
 static LLVMValueRef out_addr(pe *e) {
-    return address_t(e, offset_base_t(e, e->bufs[0], e->k->out_offset, 0, e->f32),
+    return address_t(e, offset_base_t(e, e->bufs[0], e->k->out_offset, e->k->out_offset_n, e->f32),
                      e->k->out_strides, e->f32);
 }
 

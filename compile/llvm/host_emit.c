@@ -62,13 +62,19 @@ typedef struct loop {
 static LLVMValueRef cf(emitter *e, double v) { return LLVMConstReal(e->f32, v); }
 static LLVMValueRef ci(emitter *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
 
-/* k times the active extent: a symbolic dim k*N's bound. */
-static LLVMValueRef times_n(emitter *e, int64_t k) {
-    return k == 1 ? e->n : LLVMBuildNSWMul(e->B, e->n, ci(e, k), "kn");
+/* k times the active extent plus c: a symbolic dim k*N + c's bound. */
+static LLVMValueRef affine_n(emitter *e, int64_t k, int64_t c) {
+    LLVMValueRef v = k == 1 ? e->n : LLVMBuildNSWMul(e->B, e->n, ci(e, k), "kn");
+    return c ? LLVMBuildNSWAdd(e->B, v, ci(e, c), "knc") : v;
+}
+
+/* A length that is a dim (graph.h's encoding: symbolic ones negative). */
+static LLVMValueRef dim_len(emitter *e, int64_t d) {
+    return sj_dim_is_sym(d) ? affine_n(e, sj_dim_factor(d), sj_dim_offset(d)) : ci(e, d);
 }
 
 static LLVMValueRef bound_of(emitter *e, int d) {
-    return e->k->sym[d] ? times_n(e, e->k->sym[d]) : ci(e, e->k->dims[d]);
+    return e->k->sym[d] ? affine_n(e, e->k->sym[d], e->k->sym_add[d]) : ci(e, e->k->dims[d]);
 }
 
 /* The range a loop over dim d covers: the row range on the split dim. */
@@ -157,8 +163,8 @@ static LLVMValueRef ld_addr(emitter *e, const sj_kload *ld) {
 
 static LLVMValueRef out_addr(emitter *e) {
     LLVMTypeRef elt = sj__llvm_dtype_mem_type(e->C, e->k->out_dtype);
-    return address_t(e, offset_base(e, e->bufs[0], e->k->out_offset, 0, elt), e->k->out_strides,
-                     elt);
+    return address_t(e, offset_base(e, e->bufs[0], e->k->out_offset, e->k->out_offset_n, elt),
+                     e->k->out_strides, elt);
 }
 
 static LLVMValueRef index_test(emitter *e, const sj_kexpr *ex) {
@@ -246,7 +252,7 @@ static LLVMValueRef eval(emitter *e, int32_t x);
 static LLVMValueRef gather_offset(emitter *e, const sj_kexpr *ex, LLVMValueRef *fill) {
     LLVMValueRef i = eval(e, ex->a);
     if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
-    LLVMValueRef len = ex->glen < 0 ? times_n(e, -ex->glen) : ci(e, ex->glen);
+    LLVMValueRef len = dim_len(e, ex->glen);
     LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
     i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
@@ -1612,7 +1618,7 @@ static void emit_attention(emitter *e) {
      * a slice or a picked head of a packed projection); the table gives the
      * strides from there. */
     LLVMValueRef args[9] = {g, NULL, NULL, NULL, LLVMConstNull(e->ptr),
-                            offset_base(e, e->bufs[0], k->out_offset, 0, e->f32), e->n,
+                            offset_base(e, e->bufs[0], k->out_offset, k->out_offset_n, e->f32), e->n,
                             range_lo(e, 2), range_hi(e, 2)};
     for (int j = 0; j < 4; j++)
         if (k->att[j] >= 0) {

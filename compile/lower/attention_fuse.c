@@ -39,6 +39,8 @@ static bool match(const sj_graph *g, const int *uses, int64_t extent, int64_t mi
     if (sm->op != SJ_OP_SOFTMAX || uses[p] != 1 || r < 2 || r > 4 || sm->attrs.axis != r - 1)
         return false;
     int64_t scores = 1;
+    for (int i = 0; i < r; i++)
+        if (sj_dim_offset(sm->shape.dims[i])) return false; /* the kernel's words hold factors only */
     for (int i = 0; i < r; i++) {
         int64_t d = sj_dim_at(sm->shape.dims[i], extent);
         if (d > min_scores) d = min_scores; /* no overflow */

@@ -2,9 +2,9 @@
  * (LLVM host, NVPTX, CUDA C). Not installed.
  *
  * A kernel iterates one index space of up to SJ_KSPACE_MAX dims. Each dim's
- * bound is either a constant or, for a symbolic dim k*N, k times the active
- * extent n the kernel receives at run time; the layout (every stride) is
- * fixed at the bucket extent E. Every buffer access is a `load`: a buffer of the launch
+ * bound is either a constant or, for a symbolic dim k*N + c, k times the
+ * active extent n the kernel receives at run time plus c; the layout (every
+ * stride) is fixed at the bucket extent E. Every buffer access is a `load`: a buffer of the launch
  * and one stride per space dim (0 = broadcast along that dim), so transposes,
  * broadcasts and views cost nothing. Values are computed by small expression
  * trees over loads, constants and `acc` (the result of the kernel's core:
@@ -28,8 +28,9 @@
  *              only (lowering's `attention` option); no epilogue.
  * A load's address is offset + offset_n * n + sum_d strides[d] * i_d (n the
  * active extent: a slice may start relative to it); the output's is
- * out_offset + sum_d out_strides[d] * i_d (concat writes each operand into
- * its part of one buffer).
+ * out_offset + out_offset_n * n + sum_d out_strides[d] * i_d (concat writes
+ * each operand into its part of one buffer, a part after a symbolic one at
+ * the active extent).
  * Buffer 0 of a launch is always the output, written only at active points. */
 #ifndef SJ_LOWER_KERNEL_H
 #define SJ_LOWER_KERNEL_H
@@ -79,7 +80,8 @@ typedef struct sj_kexpr {
     int64_t ivalue;
     int32_t c;                   /* WHERE: the value where a is false */
     /* GATHER: the index a (int64/int32) counts from the end when negative,
-     * then is clamped to [0, glen) (glen -k: k times the active extent n), so no
+     * then is clamped to [0, glen) (a symbolic glen, SJ_DIM_AFFINE(k, c): k
+     * times the active extent n plus c), so no
      * index reads outside the gathered axis or into padding. gfill: an
      * index equal to glen reads `value` instead (a padded window's fill,
      * compile/lower/window_fuse.h). gnext: the expression (of kind GATHER,
@@ -114,10 +116,11 @@ typedef struct sj_kernel {
     char name[SJ_KERNEL_NAME_MAX];
     int rank;                        /* of the space */
     int64_t dims[SJ_KSPACE_MAX];     /* at the bucket extent */
-    int64_t sym[SJ_KSPACE_MAX];      /* k > 0: bound is k * n, n the active extent; 0: dims[d] */
+    int64_t sym[SJ_KSPACE_MAX];      /* k > 0: bound is k * n + sym_add, n the active extent; 0: dims[d] */
+    int64_t sym_add[SJ_KSPACE_MAX];
     uint32_t reduced;                /* bit d: dim d is reduced / the row / k */
     int64_t out_strides[SJ_KSPACE_MAX]; /* into buffer 0; 0 on reduced dims */
-    int64_t out_offset;                 /* elements into buffer 0 */
+    int64_t out_offset, out_offset_n;   /* elements into buffer 0 */
     sj_op red_op;     /* REDUCE: SJ_OP_REDUCE_SUM/MEAN/MAX */
     int32_t prologue; /* REDUCE, row kinds: the value reduced / normalised */
     int32_t epilogue; /* the value stored; MAP: the whole computation */

@@ -89,9 +89,11 @@ sj_status sj__kernel_describe(sj_ctx *ctx, const sj_kernel *k, uint8_t **out, si
     put_i64(&d, k->rank);
     put_i64s(&d, k->dims, SJ_KSPACE_MAX);
     for (int i = 0; i < SJ_KSPACE_MAX; i++) put_i64(&d, k->sym[i]);
+    for (int i = 0; i < SJ_KSPACE_MAX; i++) put_i64(&d, k->sym_add[i]);
     put_i64(&d, k->reduced);
     put_i64s(&d, k->out_strides, SJ_KSPACE_MAX);
     put_i64(&d, k->out_offset);
+    put_i64(&d, k->out_offset_n);
     put_i64(&d, k->red_op);
     put_i64(&d, k->prologue);
     put_i64(&d, k->epilogue);

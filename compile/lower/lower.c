@@ -738,12 +738,14 @@ static void set_space_from_shape(lowering *L, sj_kernel *k, const sj_shape *s) {
     for (int i = 0; i < s->rank; i++) {
         k->dims[i] = dim_at(L, s->dims[i]);
         k->sym[i] = sj_dim_factor(s->dims[i]);
+        k->sym_add[i] = sj_dim_offset(s->dims[i]);
     }
 }
 
 static void set_space_dim(lowering *L, sj_kernel *k, int d, int64_t dim) {
     k->dims[d] = dim_at(L, dim);
     k->sym[d] = sj_dim_factor(dim);
+    k->sym_add[d] = sj_dim_offset(dim);
 }
 
 static void set_out_strides(lowering *L, sj_kernel *k, sj_value root, const int *map) {
@@ -927,18 +929,21 @@ static sj_status core_kernel(lowering *L, sj_value c, sj_value root) {
  * `buffer` (strides st, v's part from element `base`), the operand inlined
  * where it could be; an operand that is a concat part (concat_part) the
  * same way, into its own part. */
-static sj_status concat_parts(lowering *L, sj_value v, int buffer, const int64_t *st, int64_t base) {
+static sj_status concat_parts(lowering *L, sj_value v, int buffer, const int64_t *st, int64_t base,
+                              int64_t base_n) {
     const sj_node *nd = &L->g->nodes[v];
     int ax = nd->attrs.axis, id[SJ_MAX_RANK];
-    int64_t along = 0;
+    int64_t along = 0, along_n = 0; /* where the part starts on the axis: along + along_n * n */
     for (int i = 0; i < SJ_MAX_RANK; i++) id[i] = i;
     for (int j = 0; j < 2; j++) {
         sj_value u = nd->inputs[j];
         const sj_shape *us = shape_of(L, u);
-        int64_t at = base + along * st[ax];
-        along += us->dims[ax];
+        int64_t at = base + along * st[ax], at_n = base_n + along_n * st[ax];
+        int64_t d = us->dims[ax];
+        along += sj_dim_is_sym(d) ? sj_dim_offset(d) : d;
+        along_n += sj_dim_factor(d);
         if (L->g->nodes[u].op == SJ_OP_CONCAT && L->v[u].home == HOME_INLINE) {
-            SJ_TRY(concat_parts(L, u, buffer, st, at));
+            SJ_TRY(concat_parts(L, u, buffer, st, at, at_n));
             continue;
         }
         int ki, e;
@@ -947,6 +952,7 @@ static sj_status concat_parts(lowering *L, sj_value v, int buffer, const int64_t
         set_space_from_shape(L, k, us);
         for (int i = 0; i < us->rank; i++) k->out_strides[i] = us->dims[i] != 1 ? st[i] : 0;
         k->out_offset = at;
+        k->out_offset_n = at_n;
         SJ_TRY(build_expr(L, ki, u, id, -1, &e));
         L->kernels[ki].epilogue = e;
     }
@@ -956,7 +962,7 @@ static sj_status concat_parts(lowering *L, sj_value v, int buffer, const int64_t
 static sj_status concat_kernels(lowering *L, sj_value v) {
     int64_t st[SJ_MAX_RANK];
     contiguous_strides(L, &L->g->nodes[v].shape, st);
-    return concat_parts(L, v, L->v[v].buffer, st, 0);
+    return concat_parts(L, v, L->v[v].buffer, st, 0, 0);
 }
 
 static sj_status build_kernels(lowering *L) {

@@ -40,7 +40,9 @@ int sj__kernel_row_dim(const sj_kernel *k, uint64_t *row_work) {
         for (int i = 0; i < k->rank && d < 0; i++)
             if (k->sym[i] && ((outputs >> i) & 1)) d = i;
     }
-    if (d < 0 || !output_injective(k, outputs)) return -1;
+    /* a launch splits units of the active extent, which a constant part
+     * (k * n + c) would leave out */
+    if (d < 0 || k->sym_add[d] || !output_injective(k, outputs)) return -1;
     uint64_t work = 1;
     for (int i = 0; i < k->rank; i++)
         if (i != d && __builtin_mul_overflow(work, (uint64_t)k->dims[i], &work)) work = UINT64_MAX;

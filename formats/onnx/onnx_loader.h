@@ -75,6 +75,18 @@ typedef struct sj_onnx_sym {
     int64_t c, n;
 } sj_onnx_sym;
 
+/* x as a dim (graph.h): a constant >= 1, or SJ_DIM_AFFINE(n, c) within the
+ * graph's bounds; false for anything else (zero-size, N - 1, 2^40 + N). */
+static inline bool sj__onnx_sym_dim(sj_onnx_sym x, int64_t *dim) {
+    if (!x.n) {
+        *dim = x.c;
+        return x.c >= 1;
+    }
+    if (x.n < 1 || x.n > SJ_MAX_SYM_FACTOR || x.c < 0 || x.c > SJ_MAX_SYM_OFFSET) return false;
+    *dim = SJ_DIM_AFFINE(x.n, x.c);
+    return true;
+}
+
 /* Whether v is known at load time: an integer/bool constant, a float
  * constant of whole numbers, or a value in N. */
 bool sj__onnx_foldable(const sj_onnx_val *v);

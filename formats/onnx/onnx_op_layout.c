@@ -98,16 +98,13 @@ static sj_status map_concat(sj_onnx_loader *L, const sj_onnx_op *op) {
     return sj__onnx_def_out(L, 0, acc, first);
 }
 
-/* A shape input (Expand's, Tile's repeats) as dims; an entry that is a
- * multiple of the symbolic dim becomes that symbolic dim. */
+/* A shape input (Expand's, Tile's repeats) as dims; an entry that is an
+ * affine form of the symbolic dim becomes that symbolic dim. */
 static sj_status in_dims(sj_onnx_loader *L, int i, const char *what, int64_t *dims, int *rank) {
     sj_onnx_sym v[SJ_MAX_RANK];
     SJ_TRY(sj__onnx_in_syms(L, i, what, v, rank));
     for (int k = 0; k < *rank; k++) {
-        if (v[k].n >= 1 && v[k].n <= SJ_MAX_SYM_FACTOR && v[k].c == 0)
-            dims[k] = SJ_DIM_SYM_TIMES(v[k].n);
-        else if (v[k].n == 0 && v[k].c >= 1) dims[k] = v[k].c;
-        else
+        if (!sj__onnx_sym_dim(v[k], &dims[k]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "%s entry %d (%lld%+lld*N) is no dim (zero-size and "
                                      "computed lengths are not supported)",

@@ -89,8 +89,8 @@ static sj_status fold_reshape(sj_onnx_loader *L, const sj_onnx_op *op, sj_onnx_f
 /* ---- maps ---- */
 
 /* Resolves ONNX Reshape's 0 (copy the input dim) and -1 (inferred). t[i]
- * is a constant entry unless factor[i] (factor may be NULL) makes it that
- * multiple of the symbolic dim, as a Shape chain folds to. */
+ * is a constant entry unless sym[i] (sym may be NULL) is nonzero: a
+ * symbolic dim (graph.h's encoding), as a Shape chain folds to. */
 
 /* Elements per index of the group an axis lies in: group 0 is the dims in
  * front of the first symbolic dim, group j the j-th symbolic dim (counting
@@ -111,11 +111,11 @@ static int group_of(const int64_t *dims, int axis) {
 }
 
 static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64_t *t,
-                              const int64_t *factor, int n, bool allowzero, int64_t *out) {
+                              const int64_t *sym, int n, bool allowzero, int64_t *out) {
     int infer = -1;
     for (int i = 0; i < n; i++) {
-        if (factor && factor[i]) {
-            out[i] = SJ_DIM_SYM_TIMES(factor[i]);
+        if (sym && sym[i]) {
+            out[i] = sym[i];
         } else if (t[i] == 0 && !allowzero) {
             if (i >= in->rank)
                 return sj__onnx_node_fail(L, SJ_E_SHAPE,
@@ -142,19 +142,24 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
     if (infer < 0) return SJ_OK;
     sj_shape os = {n, {0}};
     memcpy(os.dims, out, (size_t)n * sizeof *out);
+    for (int i = 0; i < in->rank + n; i++)
+        if (sj_dim_offset(i < in->rank ? in->dims[i] : out[i - in->rank]))
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                      "cannot infer the -1 of the shape beside a symbolic dim with a "
+                                      "constant part (N + c): give the shape in full");
     int in_sym = sj_shape_sym_count(in), out_sym = sj_shape_sym_count(&os);
     /* The -1 stands for the symbolic dim (times what it absorbs) when the
      * rest of the target has one symbolic dim fewer than the input. */
-    bool sym = in_sym == out_sym + 1;
-    if (!sym && in_sym != out_sym)
+    bool is_sym = in_sym == out_sym + 1;
+    if (!is_sym && in_sym != out_sym)
         return sj__onnx_node_fail(L, SJ_E_SHAPE,
                                   "cannot infer the -1 of the shape: the input has the symbolic dim "
                                   "%d times, the rest of the target %d",
                                   in_sym, out_sym);
-    if (sym) out[infer] = SJ_DIM_SYM;
+    if (is_sym) out[infer] = SJ_DIM_SYM;
     int g = group_of(out, infer);
     int64_t front = group_volume(in->dims, in->rank, 0, -1);
-    if (sym && g == 1 && front != group_volume(out, n, 0, -1))
+    if (is_sym && g == 1 && front != group_volume(out, n, 0, -1))
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                   "-1 would merge the symbolic dim with the dims in front of it "
                                   "(%lld elements in front of it in the input, %lld in the target); "
@@ -162,17 +167,17 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
                                   "must stay valid views)",
                                   (long long)front, (long long)group_volume(out, n, 0, -1));
     int64_t want = group_volume(in->dims, in->rank, g, -1);
-    int64_t have = group_volume(out, n, g, sym ? -1 : infer);
+    int64_t have = group_volume(out, n, g, is_sym ? -1 : infer);
     if (have <= 0 || want <= 0 || want % have)
         return sj__onnx_node_fail(L, SJ_E_SHAPE,
                                   "cannot infer the -1 of the shape: %lld elements per %s in, %lld "
                                   "besides the -1",
                                   (long long)want, g ? "symbolic index" : "shape", (long long)have);
-    if (sym && want / have > SJ_MAX_SYM_FACTOR)
+    if (is_sym && want / have > SJ_MAX_SYM_FACTOR)
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                   "-1 would be %lld times the symbolic dim; at most %lld",
                                   (long long)(want / have), (long long)SJ_MAX_SYM_FACTOR);
-    out[infer] = sym ? SJ_DIM_SYM_TIMES(want / have) : want / have;
+    out[infer] = is_sym ? SJ_DIM_SYM_TIMES(want / have) : want / have;
     return SJ_OK;
 }
 
@@ -181,7 +186,7 @@ static sj_status map_reshape(sj_onnx_loader *L, const sj_onnx_op *op) {
     int64_t allowzero;
     SJ_TRY(sj__onnx_attr_int(L, "allowzero", 0, &allowzero));
     const int64_t *tv;
-    int64_t sym_target[SJ_MAX_RANK], sym_factor[SJ_MAX_RANK], *factor = NULL;
+    int64_t sym_target[SJ_MAX_RANK], sym_dims[SJ_MAX_RANK], *sym = NULL;
     size_t tn;
     bool present;
     SJ_TRY(sj__onnx_attr_ints(L, "shape", &tv, &tn, &present)); /* opset 1-4 */
@@ -198,16 +203,16 @@ static sj_status map_reshape(sj_onnx_loader *L, const sj_onnx_op *op) {
             for (int64_t k = 0; k < tvv->c.numel; k++) {
                 sj_onnx_sym x = sj__onnx_sym_at(tvv, k);
                 sym_target[k] = x.c;
-                sym_factor[k] = x.n;
-                if (x.n && (x.c || x.n < 0 || x.n > SJ_MAX_SYM_FACTOR))
+                sym_dims[k] = 0;
+                if (x.n && !sj__onnx_sym_dim(x, &sym_dims[k]))
                     return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                              "shape entry %lld is %lld*%s%+lld: a dim must be "
-                                             "constant or a multiple of the symbolic dim",
+                                             "constant or k*N + c with k >= 1, c >= 0",
                                              (long long)k, (long long)x.n, sj_graph_symbol(L->g),
                                              (long long)x.c);
             }
             tv = sym_target;
-            factor = sym_factor;
+            sym = sym_dims;
             tn = (size_t)tvv->c.numel;
         } else {
             const sj_onnx_tensor *t;
@@ -223,7 +228,7 @@ static sj_status map_reshape(sj_onnx_loader *L, const sj_onnx_op *op) {
     sj_shape s;
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int64_t dims[SJ_MAX_RANK];
-    SJ_TRY(reshape_dims(L, &s, tv, factor, (int)tn, allowzero != 0, dims));
+    SJ_TRY(reshape_dims(L, &s, tv, sym, (int)tn, allowzero != 0, dims));
     SJ_TRY(sj__onnx_node_prefix(L, sj_graph_reshape(L->g, x, (int)tn, dims, &y)));
     return sj__onnx_def_out(L, 0, y, first);
 }
@@ -250,18 +255,24 @@ static sj_status map_flatten(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int ax;
     SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank + 1, &ax));
-    int64_t out[2] = {1, 1};
+    int64_t out[2] = {1, 1}, sym_dim[2] = {0, 0};
     bool sym[2] = {false, false}, outside[2] = {false, false};
     for (int i = 0; i < s.rank; i++) {
         int side = i >= ax;
         if (sj_dim_is_sym(s.dims[i]))
-            outside[side] |= sym[side] || out[side] != 1, sym[side] = true;
+            outside[side] |= sym[side] || out[side] != 1, sym[side] = true, sym_dim[side] = s.dims[i];
         if (sj_mul_overflow_i64(out[side], sj_dim_at(s.dims[i], 1), &out[side]))
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
     }
     for (int side = 0; side < 2; side++) {
         if (!sym[side]) continue;
-        if (outside[side] || out[side] > SJ_MAX_SYM_FACTOR) {
+        /* N + c merges with nothing: only 1s may share its side */
+        bool alone = out[side] == sj_dim_at(sym_dim[side], 1);
+        if (sj_dim_offset(sym_dim[side]) && !outside[side] && alone) {
+            out[side] = sym_dim[side];
+            continue;
+        }
+        if (outside[side] || sj_dim_offset(sym_dim[side]) || out[side] > SJ_MAX_SYM_FACTOR) {
             char shape[96];
             sj_shape_format(&s, sj_graph_symbol(L->g), shape, sizeof shape);
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,

@@ -78,7 +78,7 @@ static sj_status input_shape(sj_onnx_loader *L, int *rank, int64_t *dims, int64_
         *rank = s.rank;
         for (int i = 0; i < s.rank; i++) {
             factor[i] = sj_dim_factor(s.dims[i]);
-            dims[i] = factor[i] ? 0 : s.dims[i];
+            dims[i] = factor[i] ? sj_dim_offset(s.dims[i]) : s.dims[i];
         }
         return SJ_OK;
     }
@@ -99,6 +99,10 @@ static sj_status fold_shape(sj_onnx_loader *L, bool size, sj_onnx_fold *out) {
         int n_sym = 0;
         for (int i = 0; i < rank; i++) {
             if (factor[i]) n_sym++;
+            if (factor[i] && dims[i])
+                return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                         "cannot fold Size: axis %d has a constant part beside %s", i,
+                                         sj__onnx_sym_name(L));
             p.c *= factor[i] ? factor[i] : dims[i];
         }
         if (n_sym > 1)
@@ -196,8 +200,8 @@ static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
                 return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "the range is empty (zero-size "
                                          "tensors are not supported)");
             count = n;
-        } else if (span.n >= 1 && span.n <= SJ_MAX_SYM_FACTOR && span.c == 0 && d.c == 1) {
-            count = SJ_DIM_SYM_TIMES(span.n);
+        } else if (d.c == 1 && sj__onnx_sym_dim(span, &count)) {
+            /* count is k * N + c */
         } else {
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                      "the range from %lld to %lld*%s%+lld step %lld has a length "
@@ -224,12 +228,10 @@ static sj_status map_const_of_shape(sj_onnx_loader *L, const sj_onnx_op *op) {
     int64_t dims[SJ_MAX_RANK];
     for (int64_t k = 0; k < sv->c.numel; k++) {
         sj_onnx_sym x = sj__onnx_sym_at(sv, k);
-        if (x.n >= 1 && x.n <= SJ_MAX_SYM_FACTOR && x.c == 0) dims[k] = SJ_DIM_SYM_TIMES(x.n);
-        else if (!x.n && x.c >= 1) dims[k] = x.c;
-        else
+        if (!sj__onnx_sym_dim(x, &dims[k]))
             return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                     "shape entry %lld is %lld*%s%+lld: a dim must be >= 1 and "
-                                     "constant or a multiple of the symbolic dim",
+                                     "shape entry %lld is %lld*%s%+lld: a dim must be a constant "
+                                     ">= 1 or k*N + c with k >= 1, c >= 0",
                                      (long long)k, (long long)x.n, sj_graph_symbol(L->g),
                                      (long long)x.c);
     }

@@ -148,7 +148,7 @@ sj_status sjg_lex(sj_ctx *ctx, const char *file, const char *text, size_t len, s
             st = lex_number(&lx, &t);
         } else if (c == '"') {
             st = lex_string(&lx, &t);
-        } else if (c && strchr("()[]{},:=;-*", c)) { /* strchr finds a NUL too */
+        } else if (c && strchr("()[]{},:=;-*+", c)) { /* strchr finds a NUL too */
             t.kind = SJG_PUNCT;
             t.ch = c;
             t.len = 1;

@@ -233,33 +233,50 @@ static sj_status parse_sym_name(sjg_parser *p) {
     return SJ_OK;
 }
 
+/* `+ C` after the symbolic dim, if there: *c the constant part. */
+static sj_status parse_sym_offset(sjg_parser *p, int64_t *c) {
+    *c = 0;
+    if (!sjg_is_punct(sjg_cur(p), '+')) return SJ_OK;
+    p->pos++;
+    const sjg_token *t = sjg_cur(p);
+    sjg_number n;
+    SJ_TRY(sjg_parse_number(p, &n, "after the symbolic dim's '+'"));
+    SJ_TRY(sjg_number_int(p, &n, c));
+    if (*c < 0 || *c > SJ_MAX_SYM_OFFSET)
+        return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE,
+                           "the constant part %lld of a symbolic dim is outside 0..%lld", (long long)*c,
+                           (long long)SJ_MAX_SYM_OFFSET);
+    return SJ_OK;
+}
+
 /* One entry of a shape or a `shape=`/`axes=`/`perm=` list: an integer
- * (maybe negative; the list's user checks the range), the symbolic dim, or
- * a multiple of it (`4*N`), reported through *is_sym with *out its factor
- * (-1 is a valid axis, so no value can mark it). */
+ * (maybe negative; the list's user checks the range), or the symbolic dim
+ * in an affine form (`N`, `4*N`, `N+1`, `2*N+3`), reported through *is_sym
+ * with *out its SJ_DIM_AFFINE encoding (-1 is a valid axis, so no value can
+ * mark it). */
 static sj_status parse_list_item(sjg_parser *p, int64_t *out, bool *is_sym) {
     const sjg_token *t = sjg_cur(p);
     *is_sym = false;
-    if (is_dim_name(p, t)) {
-        SJ_TRY(parse_sym_name(p));
-        *out = 1;
-        *is_sym = true;
-        return SJ_OK;
+    int64_t k = 1, c;
+    if (!is_dim_name(p, t)) {
+        sjg_number n;
+        SJ_TRY(sjg_parse_number(p, &n, "or the symbolic dim in a list"));
+        SJ_TRY(sjg_number_int(p, &n, out));
+        if (!sjg_is_punct(sjg_cur(p), '*')) return SJ_OK;
+        p->pos++;
+        k = *out;
+        if (!is_dim_name(p, sjg_cur(p)))
+            return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
+                               "expected the symbolic dim after '%lld*', found %s", (long long)k,
+                               sjg_describe(p, sjg_cur(p)));
+        if (k < 1 || k > SJ_MAX_SYM_FACTOR)
+            return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE,
+                               "the factor %lld of a symbolic dim is outside 1..%lld", (long long)k,
+                               (long long)SJ_MAX_SYM_FACTOR);
     }
-    sjg_number n;
-    SJ_TRY(sjg_parse_number(p, &n, "or the symbolic dim in a list"));
-    SJ_TRY(sjg_number_int(p, &n, out));
-    if (!sjg_is_punct(sjg_cur(p), '*')) return SJ_OK;
-    p->pos++;
-    if (!is_dim_name(p, sjg_cur(p)))
-        return sjg_fail_at(p->ctx, sjg_at(p, sjg_cur(p)), SJ_E_PARSE,
-                           "expected the symbolic dim after '%lld*', found %s", (long long)*out,
-                           sjg_describe(p, sjg_cur(p)));
-    if (*out < 1 || *out > SJ_MAX_SYM_FACTOR)
-        return sjg_fail_at(p->ctx, sjg_at(p, t), SJ_E_SHAPE,
-                           "the factor %lld of a symbolic dim is outside 1..%lld", (long long)*out,
-                           (long long)SJ_MAX_SYM_FACTOR);
     SJ_TRY(parse_sym_name(p));
+    SJ_TRY(parse_sym_offset(p, &c));
+    *out = SJ_DIM_AFFINE(k, c);
     *is_sym = true;
     return SJ_OK;
 }
@@ -301,7 +318,7 @@ static sj_status list_to_shape(sjg_parser *p, const sjg_token *at, const int64_t
                 return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                    "%s cannot use the symbolic dim '%s' (weights have a fixed shape)",
                                    what, p->sym);
-            s->dims[i] = SJ_DIM_SYM_TIMES(items[i]);
+            s->dims[i] = items[i];
         } else if (items[i] < 1) {
             return sjg_fail_at(p->ctx, sjg_at(p, at), SJ_E_SHAPE,
                                "dim %d of %s is %lld; dims must be >= 1", i, what,

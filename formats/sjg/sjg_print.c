@@ -60,10 +60,14 @@ static void put_shape(out_buf *b, const sj_graph *g, const sj_shape *s) {
     put(b, "[");
     for (int i = 0; i < s->rank; i++) {
         if (i) put(b, ", ");
-        if (s->dims[i] != SJ_DIM_SYM && sj_dim_is_sym(s->dims[i]))
-            putf(b, "%lld*", (long long)sj_dim_factor(s->dims[i]));
-        if (sj_dim_is_sym(s->dims[i])) put_name(b, g->sym_name);
-        else putf(b, "%lld", (long long)s->dims[i]);
+        int64_t d = s->dims[i];
+        if (!sj_dim_is_sym(d)) {
+            putf(b, "%lld", (long long)d);
+            continue;
+        }
+        if (sj_dim_factor(d) != 1) putf(b, "%lld*", (long long)sj_dim_factor(d));
+        put_name(b, g->sym_name);
+        if (sj_dim_offset(d)) putf(b, "+%lld", (long long)sj_dim_offset(d));
     }
     put(b, "]");
 }

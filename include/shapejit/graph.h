@@ -17,9 +17,11 @@
  * float ops (exp, matmul, softmax, ...) take float32 only, comparisons give
  * bool, cast converts; a mismatch is SJ_E_SHAPE naming the op and types. A dim is a constant
  * (>= 1), SJ_DIM_SYM, the graph's one symbolic dim, whose value (the
- * extent) is only known per request, or a multiple of it, SJ_DIM_SYM_TIMES(k)
- * (what exporters write when they merge a dynamic batch with the constant
- * dims inside it: [batch, 4, seq, d] to [4 * batch, seq, d]). Every builder call infers the result's
+ * extent) is only known per request, or an affine form of it,
+ * SJ_DIM_AFFINE(k, c) = k * N + c: a multiple (what exporters write when they
+ * merge a dynamic batch with the constant dims inside it, [batch, 4, seq, d]
+ * to [4 * batch, seq, d]) or the symbol plus a constant (a cache of N past
+ * tokens grown by one, [N + 1, d]). Every builder call infers the result's
  * shape and fails with SJ_E_SHAPE, naming the op and both shapes, when the
  * operands do not fit; the graph is left unchanged by a failed call.
  * Values are appended in order, so a graph is always acyclic and topologically
@@ -48,11 +50,15 @@ extern "C" {
 
 #define SJ_MAX_RANK 6
 #define SJ_DIM_SYM ((int64_t)-1) /* the symbolic dim, in any dims array */
-/* k times the symbolic dim, 1 <= k <= SJ_MAX_SYM_FACTOR; SJ_DIM_SYM_TIMES(1)
- * is SJ_DIM_SYM. Its active part at extent n is the first k * n entries,
- * since a padded buffer holds the merged dims inside each symbolic index. */
-#define SJ_DIM_SYM_TIMES(k) (-(int64_t)(k))
+/* k * N + c, 1 <= k <= SJ_MAX_SYM_FACTOR, 0 <= c <= SJ_MAX_SYM_OFFSET;
+ * SJ_DIM_AFFINE(1, 0) is SJ_DIM_SYM. Its active part at extent n is the
+ * first k * n + c entries of its k * E + c: a padded buffer holds the merged
+ * dims inside each symbolic index, and constant rows joined to the symbol's
+ * (concat) sit right after its active ones, placed at the active extent. */
+#define SJ_DIM_AFFINE(k, c) (-((int64_t)(k) + ((int64_t)(c) << 21)))
+#define SJ_DIM_SYM_TIMES(k) SJ_DIM_AFFINE(k, 0)
 #define SJ_MAX_SYM_FACTOR ((int64_t)1 << 20)
+#define SJ_MAX_SYM_OFFSET ((int64_t)1 << 20)
 #define SJ_NO_VALUE ((sj_value)-1)
 /* Largest element count of any tensor, padded at any extent. Keeps every
  * byte offset well inside int64 and size_t. */
@@ -62,10 +68,11 @@ extern "C" {
 
 typedef int32_t sj_value; /* index of a value in its graph */
 
-/* Whether dim d depends on the symbolic dim; its factor k (0 for a
- * constant); its value at extent n. */
+/* Whether dim d depends on the symbolic dim; its factor k and offset c
+ * (both 0 for a constant); its value at extent n. */
 SJ_API bool sj_dim_is_sym(int64_t d);
 SJ_API int64_t sj_dim_factor(int64_t d);
+SJ_API int64_t sj_dim_offset(int64_t d);
 SJ_API int64_t sj_dim_at(int64_t d, int64_t n);
 
 /* Element types. SJ_F32 is 0, so a zero-initialised tensor or description
@@ -180,7 +187,7 @@ SJ_API sj_status sj_op_from_name(const char *name, sj_op *out);
 
 typedef struct sj_shape {
     int rank;
-    int64_t dims[SJ_MAX_RANK]; /* constant >= 1, SJ_DIM_SYM or SJ_DIM_SYM_TIMES(k) */
+    int64_t dims[SJ_MAX_RANK]; /* constant >= 1, or SJ_DIM_AFFINE(k, c) (SJ_DIM_SYM) */
 } sj_shape;
 
 /* Describes a graph input, output or value. `name` is borrowed from the
@@ -290,8 +297,10 @@ typedef struct sj_slice_axis {
  * sliced to n rows), that extent is the graph's ceiling: lowering and the
  * interpreter refuse larger ones, naming the slice. */
 SJ_API sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out);
-/* a and b joined along `axis` (may be negative); their other dims are equal
- * and the joined axis is constant in both (n + k rows has no shape here). */
+/* a and b joined along `axis` (may be negative); their other dims are equal.
+ * The joined axis may be symbolic on one side: a cache of N rows and one
+ * new row make N + 1 (SJ_DIM_AFFINE(1, 1)), the constant side's rows
+ * placed right after (or before) the active ones. */
 SJ_API sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_value *out);
 /* x broadcast (numpy, both ways) with a shape of `rank` dims. */
 SJ_API sj_status sj_graph_expand(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out);
