@@ -3,6 +3,7 @@
  * run at N, named tensors out. Every check happens before anything is
  * compiled or allocated, and each failure names the input. */
 #include "engine/engine_impl.h"
+#include "ir/graph_impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,6 +68,8 @@ static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const s
                        s.want);
     }
     for (int k = 0; k < t->rank; k++) {
+        if (sj_dim_is_sym(d->shape.dims[k]) && d->shape.dims[k] != SJ_DIM_SYM)
+            continue; /* k * N + c: checked once N is known (check_forms) */
         if (d->shape.dims[k] != SJ_DIM_SYM) {
             if (t->dims[k] != d->shape.dims[k]) {
                 shapes_of(e, d, t, &s);
@@ -94,6 +97,41 @@ static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const s
     }
     if (need_data && !t->bytes && sj_tensor_numel(t) > 0)
         return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: input '%s' has no data", d->name);
+    return SJ_OK;
+}
+
+/* Input dims k * N + c: N from the first of them when no input carries N
+ * itself, then each one equal to k * N + c. */
+static sj_status check_forms(const sj_engine *e, const sj_tensor *ordered, int64_t *n,
+                             const char **n_from) {
+    const char *sym = sj_graph_symbol(e->g);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < e->n_inputs; i++) {
+            const sj_value_desc *d = &e->inputs[i];
+            for (int k = 0; k < d->shape.rank; k++) {
+                int64_t w = d->shape.dims[k], f = sj_dim_factor(w), c = sj_dim_offset(w);
+                if (!sj_dim_is_sym(w) || w == SJ_DIM_SYM) continue;
+                int64_t got = ordered[i].dims[k];
+                char form[96];
+                sj__dim_format(w, sym, form, sizeof form);
+                if (pass == 0 && *n == 0) {
+                    if (got <= c || (got - c) % f || (got - c) / f > SJ_MAX_EXTENT)
+                        return sj_fail(e->ctx, SJ_E_SHAPE,
+                                       "engine: run: input '%s' dim %d is %lld, which is %s for no "
+                                       "%s in 1..%lld",
+                                       d->name, k, (long long)got, form, sym,
+                                       (long long)SJ_MAX_EXTENT);
+                    *n = (got - c) / f;
+                    *n_from = d->name;
+                }
+                if (pass == 1 && got != f * *n + c)
+                    return sj_fail(e->ctx, SJ_E_SHAPE,
+                                   "engine: run: input '%s' dim %d is %lld, but %s = %lld (from "
+                                   "input '%s') makes %s %lld",
+                                   d->name, k, (long long)got, sym, (long long)*n, *n_from, form,
+                                   (long long)(f * *n + c));
+            }
+        }
     return SJ_OK;
 }
 
@@ -129,6 +167,7 @@ static sj_status bind(const sj_engine *e, const sj_named_tensor *inputs, int n_i
      * another disagrees. */
     for (int i = 0; st == SJ_OK && i < e->n_inputs; i++)
         st = check_input(e, &e->inputs[i], &ordered[i], need_data, n, &n_from);
+    if (st == SJ_OK) st = check_forms(e, ordered, n, &n_from);
     if (seen != seen_stack) sj_free(e->ctx, seen);
     /* No input carries the symbolic dim: the model has one size. */
     if (st == SJ_OK && *n == 0) *n = 1;

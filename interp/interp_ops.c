@@ -438,13 +438,13 @@ static void eval_gather(const sj_node *n, const sj_tensor *d, const sj_tensor *i
         }
 }
 
-static void eval_range(const sj_node *n, sj_tensor *y) {
-    int64_t count = numel(y);
+static void eval_range(const sj_node *n, sj_tensor *y, int64_t extent) {
+    int64_t count = numel(y), first = (int64_t)n->attrs.first + n->attrs.start_n[0] * extent;
     for (int64_t i = 0; i < count; i++) {
         if (y->dtype == SJ_F32)
             put(y, i, false, 0, n->attrs.first + (double)i * n->attrs.delta);
         else
-            put(y, i, true, (int64_t)n->attrs.first + i * (int64_t)n->attrs.delta, 0);
+            put(y, i, true, first + i * (int64_t)n->attrs.delta, 0);
     }
 }
 
@@ -578,7 +578,7 @@ void sj__interp_eval(const sj_node *n, const sj_tensor *const in[3], sj_tensor *
         return;
     case SJ_OP_WHERE: eval_where(in[0], in[1], in[2], out); return;
     case SJ_OP_GATHER: eval_gather(n, in[0], in[1], out); return;
-    case SJ_OP_RANGE: eval_range(n, out); return;
+    case SJ_OP_RANGE: eval_range(n, out, extent); return;
     case SJ_OP_FILL: eval_fill(n, out); return;
     case SJ_OP_SLICE: eval_slice(n, in[0], out, extent); return;
     case SJ_OP_CONCAT: eval_concat(n, in[0], in[1], out); return;

@@ -96,14 +96,6 @@ sj_status sj__graph_make_shape(sj_graph *g, const char *what, int rank, const in
         if (k && allowed == SJ__DIMS_CONST)
             return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d may not be the symbolic dim %s", what,
                            i, g->sym_name);
-        if (k && allowed == SJ__DIMS_SYM && d != SJ_DIM_SYM) {
-            char s[96];
-            sj__dim_format(d, g->sym_name, s, sizeof s);
-            return sj_fail(g->ctx, SJ_E_SHAPE,
-                           "%s: dim %d is %s; it may be the symbolic dim %s itself, not a form of "
-                           "it",
-                           what, i, s, g->sym_name);
-        }
         if (!k && d < 1)
             return sj_fail(g->ctx, SJ_E_SHAPE, "%s: dim %d is %lld; dims must be >= 1", what, i,
                            (long long)d);
@@ -199,7 +191,7 @@ sj_status sj_graph_input_typed(sj_graph *g, const char *name, sj_dtype dtype, in
     n.dtype = dtype;
     SJ_TRY(check_dtype(g, what, dtype));
     SJ_TRY(check_name(g, what, name, SJ_NO_VALUE));
-    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, SJ__DIMS_SYM, &n.shape));
+    SJ_TRY(sj__graph_make_shape(g, what, rank, dims, SJ__DIMS_AFFINE, &n.shape));
     /* Reserve the input list first so a failed append leaves no stray entry. */
     if (!reserve(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs))
         return sj_fail(g->ctx, SJ_E_NOMEM, "%s: out of memory", what);

@@ -27,7 +27,6 @@ sj_status sj__graph_check_value(sj_graph *g, const char *what, sj_value v);
 /* Which symbolic dims a caller-given shape may hold. */
 typedef enum sj__dims_allowed {
     SJ__DIMS_CONST,  /* none (weights) */
-    SJ__DIMS_SYM,    /* the symbol itself (inputs: it is what a request sets) */
     SJ__DIMS_AFFINE  /* any k * N + c */
 } sj__dims_allowed;
 

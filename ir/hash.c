@@ -92,6 +92,7 @@ static void put_attrs(llvm_blake3_hasher *h, const sj_node *n) {
     case SJ_OP_RANGE:
         put_f64(h, a->first);
         put_f64(h, a->delta);
+        put_i64(h, a->start_n[0]);
         break;
     case SJ_OP_FILL: put_f64(h, a->delta); break;
     case SJ_OP_SLICE:

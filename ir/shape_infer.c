@@ -482,8 +482,8 @@ static sj_status check_generated(sj_graph *g, const char *what, sj_dtype dtype) 
     return SJ_OK;
 }
 
-sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
-                         sj_value *out) {
+sj_status sj_graph_range_from_n(sj_graph *g, sj_dtype dtype, double start, int64_t start_n,
+                                double delta, int64_t count, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(check_generated(g, "range", dtype));
     if (dtype == SJ_BOOL)
@@ -491,12 +491,24 @@ sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta
     if (!isfinite(start) || !isfinite(delta))
         return sj_fail(g->ctx, SJ_E_INVALID_ARG, "range: start %g and delta %g must be finite",
                        start, delta);
+    if (start_n && (dtype == SJ_F32 || !g->sym_name || start_n < -SJ_MAX_SYM_FACTOR ||
+                    start_n > SJ_MAX_SYM_FACTOR))
+        return sj_fail(g->ctx, SJ_E_INVALID_ARG,
+                       "range: a start %lld * n needs an integer range, a symbolic dim and a factor "
+                       "within +-%lld",
+                       (long long)start_n, (long long)SJ_MAX_SYM_FACTOR);
     sj_node n = sj__node_blank(SJ_OP_RANGE);
     n.dtype = dtype;
     n.attrs.first = start;
+    n.attrs.start_n[0] = start_n;
     n.attrs.delta = delta;
     SJ_TRY(sj__graph_make_shape(g, "range", 1, &count, SJ__DIMS_AFFINE, &n.shape));
     return sj__graph_append(g, "range", &n, out);
+}
+
+sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
+                         sj_value *out) {
+    return sj_graph_range_from_n(g, dtype, start, 0, delta, count, out);
 }
 
 sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,

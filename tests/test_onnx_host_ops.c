@@ -73,6 +73,32 @@ static void test_cache_append_positions(void **state) {
     check_host(f, &b, "cache append with positions");
 }
 
+/* Positions that start at the symbolic dim, Range(seq, 2 * seq): a decode
+ * step's positions after seq cached tokens, seq of them here; and the
+ * length itself used as data (x * seq). */
+static void test_positions_from_n(void **state) {
+    fixture *f = *state;
+    mb b;
+    mb_init(&b, 14);
+    mb_input(&b, "x", "seq,4");
+    mb_init_i64(&b, "zero", 1, (int64_t[]){0});
+    mb_init_i64(&b, "one", 1, (int64_t[]){1});
+    mb_init_i64(&b, "axes", 1, (int64_t[]){1});
+    mb_node(&b, "Shape", "shape", "x", "s");
+    mb_attr_i(&b, mb_node(&b, "Gather", "len", "s,zero", "n1"), "axis", 0);
+    mb_node(&b, "Squeeze", "scalar", "n1", "n");
+    mb_node(&b, "Add", "twice", "n,n", "n2");
+    mb_node(&b, "Squeeze", "scalar1", "one", "o1");
+    mb_node(&b, "Range", "range", "n,n2,o1", "pos");
+    mb_attr_i(&b, mb_node(&b, "Cast", "cast", "pos", "posf"), "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_node(&b, "Unsqueeze", "col", "posf,axes", "pcol");
+    mb_attr_i(&b, mb_node(&b, "Cast", "castn", "n1", "nf"), "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_node(&b, "Mul", "scale", "x,nf", "xs");
+    mb_node(&b, "Add", "add", "xs,pcol", "y");
+    mb_output(&b, "y", NULL);
+    check_host(f, &b, "positions from n");
+}
+
 /* RoBERTa's position ids: cumsum(mask != pad, seq) * mask + pad, as the
  * transformers export writes them, then an embedding lookup. */
 static void test_cumsum_position_ids(void **state) {
@@ -294,6 +320,7 @@ static void test_winograd_conv_dynamic_batch(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_append_positions),
+        cmocka_unit_test(test_positions_from_n),
         cmocka_unit_test(test_cumsum_position_ids),
         cmocka_unit_test(test_cumsum_flavours),
         cmocka_unit_test(test_argmax_hardmax_over_seq),

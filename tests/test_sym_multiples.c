@@ -70,12 +70,12 @@ static void test_reshape_rule(void **state) {
     /* a group that loses elements */
     assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 4}, &v), SJ_E_SHAPE);
     assert_non_null(strstr(err(f), "32 vs 16 elements per symbolic index"));
-    /* factors past the limit, and inputs and params that would hold one */
+    /* factors past the limit, and params that would hold one (an input
+     * may: a run finds N from it) */
     assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){-(SJ_MAX_SYM_FACTOR + 1), 8}, &v),
                      SJ_E_SHAPE);
     assert_non_null(strstr(err(f), "neither >= 1 nor SJ_DIM_AFFINE(k, c)"));
-    assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){S4, 8}, &v), SJ_E_SHAPE);
-    assert_non_null(strstr(err(f), "is 4*N; it may be the symbolic dim N itself"));
+    assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){S4, 8}, &v), SJ_OK);
     assert_int_equal(sj_graph_param(f->g, "w", 1, (int64_t[]){S4}, (float[]){0}, &v), SJ_E_SHAPE);
     /* concat along a k*N axis would interleave padding into the active rows */
     sj_value m;
@@ -169,8 +169,6 @@ static void test_offset_rules(void **state) {
                                                               {0, 0, 1, 8}}, &w),
                      SJ_E_UNSUPPORTED);
     assert_non_null(strstr(err(f), "takes N+1 entries from 1"));
-    assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){SJ_DIM_AFFINE(1, 1), 8}, &w), SJ_E_SHAPE);
-    assert_non_null(strstr(err(f), "dim 0 is N+1; it may be the symbolic dim N itself"));
     assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){SJ_DIM_AFFINE(1, SJ_MAX_SYM_OFFSET + 1), 8},
                                       &w),
                      SJ_E_SHAPE);
@@ -242,7 +240,6 @@ static void test_sjg_spelling(void **state) {
          "expected the symbolic dim after '4*'"},
         {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[0*N, 4])\n  output r\n}\n",
          "factor 0 of a symbolic dim"},
-        {"graph b(N) {\n  input x: [2*N, 4]\n  output x\n}\n", "not a form of it"},
         {"graph b(N) {\n  input x: [N, 4]\n  r = reshape(x, shape=[N+x, 4])\n  output r\n}\n",
          "after the symbolic dim's '+'"},
     };

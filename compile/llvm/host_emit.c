@@ -282,8 +282,10 @@ static LLVMValueRef eval_gather(emitter *e, const sj_kexpr *ex) {
 static LLVMValueRef eval_range(emitter *e, const sj_kexpr *ex) {
     LLVMValueRef i = ex->dim >= 0 ? e->idx[ex->dim] : ci(e, 0);
     if (ex->dtype != SJ_F32) {
-        LLVMValueRef v = LLVMBuildAdd(e->B, ci(e, (int64_t)ex->first),
-                                      LLVMBuildMul(e->B, i, ci(e, (int64_t)ex->step), ""), "");
+        LLVMValueRef first = ci(e, (int64_t)ex->first);
+        if (ex->first_n)
+            first = LLVMBuildAdd(e->B, first, LLVMBuildMul(e->B, e->n, ci(e, ex->first_n), ""), "");
+        LLVMValueRef v = LLVMBuildAdd(e->B, first, LLVMBuildMul(e->B, i, ci(e, (int64_t)ex->step), ""), "");
         return ex->dtype == SJ_I64 ? v : LLVMBuildTrunc(e->B, v, e->i32, "");
     }
     LLVMTypeRef f64 = LLVMDoubleTypeInContext(e->C);

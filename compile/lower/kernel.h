@@ -65,7 +65,7 @@ typedef enum sj_kexpr_kind {
     /* typed values (realtypes) */
     SJ_KX_WHERE,  /* a (bool) ? b : c */
     SJ_KX_GATHER, /* loads[load] plus gstride * clamp(a) on the gathered axis (see below) */
-    SJ_KX_RANGE   /* first + step * i_dim */
+    SJ_KX_RANGE   /* first + first_n * n + step * i_dim */
 } sj_kexpr_kind;
 
 typedef struct sj_kexpr {
@@ -94,6 +94,7 @@ typedef struct sj_kexpr {
     int32_t gnext;
     int32_t dim;                 /* RANGE */
     double first, step;          /* RANGE */
+    int64_t first_n;             /* RANGE (integer): the start's multiple of the active extent */
 } sj_kexpr;
 
 typedef struct sj_kload {

@@ -68,6 +68,7 @@ static void put_expr(desc_buf *d, const sj_kexpr *x) {
     put_i64(d, x->dim);
     put_f64(d, x->first);
     put_f64(d, x->step);
+    put_i64(d, x->first_n);
 }
 
 static void put_load(desc_buf *d, const sj_kload *ld) {

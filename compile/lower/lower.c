@@ -686,7 +686,7 @@ static sj_status build_def(lowering *L, int ki, sj_value v, const int *map, int 
         return add_expr(L, ki,
                         (sj_kexpr){.kind = SJ_KX_RANGE, .dtype = nd->dtype, .a = -1, .b = -1,
                                    .dim = map[0], .first = nd->attrs.first,
-                                   .step = nd->attrs.delta},
+                                   .first_n = nd->attrs.start_n[0], .step = nd->attrs.delta},
                         out);
     int64_t gk;
     if (const_gather_index(L, nd, &gk)) { /* materialised: a plain load through the view */

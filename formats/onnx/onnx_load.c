@@ -36,6 +36,32 @@ sj_status sj__onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out
     return SJ_OK;
 }
 
+/* A value computed from the symbolic dim used as data (a decode step's
+ * position, past_length; as floats, a rotary embedding's position): when
+ * every element is k * N + c_i with the c_i an arithmetic run, an integer
+ * range starting at c_0 + k * n, cast to v's type, reshaped to v's shape. */
+static bool sym_as_range(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
+    sj_dtype dt;
+    int64_t count = v->c.numel;
+    if (count < 1 || count > ((int64_t)1 << 20) || v->c.rank > SJ_MAX_RANK ||
+        !sj__onnx_dtype_to_sj(v->c.dtype, &dt) || dt == SJ_BOOL)
+        return false;
+    sj_onnx_sym x0 = sj__onnx_sym_at(v, 0), x1 = count > 1 ? sj__onnx_sym_at(v, 1) : x0;
+    int64_t step = x1.c - x0.c;
+    for (int64_t i = 0; i < count; i++) {
+        sj_onnx_sym x = sj__onnx_sym_at(v, i);
+        if (x.n != x0.n || x.c != x0.c + i * step) return false;
+    }
+    if (x0.n < -SJ_MAX_SYM_FACTOR || x0.n > SJ_MAX_SYM_FACTOR) return false;
+    sj_value r;
+    *st = sj_graph_range_from_n(L->g, dt == SJ_F32 ? SJ_I64 : dt, (double)x0.c, x0.n, (double)step,
+                                count, &r);
+    if (*st == SJ_OK && dt == SJ_F32) *st = sj_graph_cast(L->g, r, SJ_F32, &r);
+    if (*st == SJ_OK && v->c.rank != 1) *st = sj_graph_reshape(L->g, r, v->c.rank, v->c.dims, &r);
+    if (*st == SJ_OK) v->v = r;
+    return true;
+}
+
 sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->v != SJ_NO_VALUE) {
         *out = v->v;
@@ -48,6 +74,12 @@ sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
                        "supported",
                        v->name,
                        v->runtime_dtype > 0 ? sj__onnx_dtype_name(v->runtime_dtype) : "(none)");
+    sj_status st;
+    if (v->has_sym && sym_as_range(L, v, &st)) {
+        if (st != SJ_OK) return st;
+        *out = v->v;
+        return SJ_OK;
+    }
     if (v->has_sym) {
         char e[64];
         sj_onnx_sym x = sj__onnx_sym_at(v, 0);
@@ -71,7 +103,6 @@ sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->c.numel == 0)
         return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
                        "constant '%s' is empty; zero-size tensors are not supported", v->name);
-    sj_status st;
     if (v->c.map) { /* float32 in place in its file or raw_data block: the graph reads it there */
         st = sj__graph_param_mapped(L->g, v->name, dt, v->c.rank, v->c.dims, v->c.f, v->c.map, &v->v);
     } else {
@@ -183,9 +214,18 @@ static sj_status check_fixed_dims(sj_onnx_loader *L, const Onnx__GraphProto *gp,
         const sj_dim_value *f = &o->fixed_dims[i];
         if (!f->name || !f->name[0])
             return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: fixed dim %d has no name", L->file, i);
-        if (f->value < 1)
-            return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: dim '%s' fixed to %lld; sizes are >= 1",
+        int64_t k = sj_dim_factor(f->value), c = sj_dim_offset(f->value);
+        if (f->value < 0 && (k < 1 || k > SJ_MAX_SYM_FACTOR || c > SJ_MAX_SYM_OFFSET))
+            return sj_fail(L->ctx, SJ_E_INVALID_ARG,
+                           "%s: dim '%s' given %lld, neither a size >= 1 nor SJ_DIM_AFFINE(k, c)",
                            L->file, f->name, (long long)f->value);
+        if (f->value < 0 && !o->dynamic_name)
+            return sj_fail(L->ctx, SJ_E_INVALID_ARG,
+                           "%s: dim '%s' is tied to the symbolic dim, but none is named (--dynamic)",
+                           L->file, f->name);
+        if (f->value == 0)
+            return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: dim '%s' fixed to 0; sizes are >= 1",
+                           L->file, f->name);
         for (int j = 0; j < i; j++)
             if (!strcmp(o->fixed_dims[j].name, f->name))
                 return sj_fail(L->ctx, SJ_E_INVALID_ARG, "%s: dim '%s' is fixed more than once",

@@ -110,6 +110,33 @@ static int group_of(const int64_t *dims, int axis) {
     return g;
 }
 
+/* The -1 of a target beside a dim N + c, which merges with nothing (the
+ * graph's reshape checks that the rest keeps its place): the input's one
+ * symbolic dim itself when the rest of the target has none, else the ratio
+ * of the constant dims. */
+static sj_status infer_beside_offset(sj_onnx_loader *L, const sj_shape *in, const sj_shape *os,
+                                     int infer, int64_t *out) {
+    int in_sym = sj_shape_sym_count(in), out_sym = sj_shape_sym_count(os);
+    int64_t in_const = 1, out_const = 1, sym = 0;
+    for (int i = 0; i < in->rank; i++) {
+        if (sj_dim_is_sym(in->dims[i])) sym = in->dims[i];
+        else in_const *= in->dims[i];
+    }
+    for (int i = 0; i < os->rank; i++)
+        if (!sj_dim_is_sym(os->dims[i]) && i != infer) out_const *= os->dims[i];
+    if (in_sym == 1 && out_sym == 0 && in_const == out_const) {
+        out[infer] = sym;
+        return SJ_OK;
+    }
+    if (in_sym == out_sym && out_const > 0 && in_const % out_const == 0) {
+        out[infer] = in_const / out_const;
+        return SJ_OK;
+    }
+    return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                              "cannot infer the -1 of the shape beside a symbolic dim with a "
+                              "constant part (N + c): give the shape in full");
+}
+
 static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64_t *t,
                               const int64_t *sym, int n, bool allowzero, int64_t *out) {
     int infer = -1;
@@ -142,11 +169,10 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
     if (infer < 0) return SJ_OK;
     sj_shape os = {n, {0}};
     memcpy(os.dims, out, (size_t)n * sizeof *out);
+    bool offset = false;
     for (int i = 0; i < in->rank + n; i++)
-        if (sj_dim_offset(i < in->rank ? in->dims[i] : out[i - in->rank]))
-            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                      "cannot infer the -1 of the shape beside a symbolic dim with a "
-                                      "constant part (N + c): give the shape in full");
+        offset |= sj_dim_offset(i < in->rank ? in->dims[i] : out[i - in->rank]) != 0;
+    if (offset) return infer_beside_offset(L, in, &os, infer, out);
     int in_sym = sj_shape_sym_count(in), out_sym = sj_shape_sym_count(&os);
     /* The -1 stands for the symbolic dim (times what it absorbs) when the
      * rest of the target has one symbolic dim fewer than the input. */

@@ -161,8 +161,10 @@ static sj_status in_scalar(sj_onnx_loader *L, int i, const char *what, sj_onnx_s
     return SJ_OK;
 }
 
-/* Range(start, limit, delta): start and delta constants, the count a
- * constant or exactly the symbolic dim (positions 0..N-1 and the like). */
+/* Range(start, limit, delta): delta constant, start a constant or (an
+ * integer range) k * N + c (a decode step's positions after N cached
+ * tokens), the count a constant or an affine form of the symbolic dim
+ * (positions 0..N-1 and the like). */
 static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     /* Set by in_scalar on success; initialised for the compiler, which at
@@ -177,10 +179,10 @@ static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_in_val(L, 0, &sv));
     sj_dtype dt;
     SJ_TRY(sj__onnx_to_dtype(L, sv->c.dtype, "a range of", &dt));
-    if (s.n || d.n)
+    if (d.n || (s.n && (fs || fl || fd)))
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                 "start and delta must be constants (only the limit may depend "
-                                 "on the symbolic dim)");
+                                 "delta must be a constant, and a start that depends on the "
+                                 "symbolic dim needs an integer range");
     int64_t count;
     if (fs || fl || fd) {
         if (!fs || !fl || !fd || vd == 0)
@@ -193,7 +195,7 @@ static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
         s.c = 0;
     } else {
         if (d.c == 0) return sj__onnx_node_fail(L, SJ_E_SHAPE, "delta is 0");
-        sj_onnx_sym span = {l.c - s.c, l.n};
+        sj_onnx_sym span = {l.c - s.c, l.n - s.n};
         if (span.n == 0) {
             int64_t n = d.c > 0 ? (span.c + d.c - 1) / d.c : (-span.c - d.c - 1) / -d.c;
             if (n < 1)
@@ -213,7 +215,7 @@ static sj_status map_range(sj_onnx_loader *L, const sj_onnx_op *op) {
         vd = (double)d.c;
     }
     sj_value y, first = sj_graph_num_values(L->g);
-    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_range(L->g, dt, vs, vd, count, &y)));
+    SJ_TRY(sj__onnx_node_prefix(L, sj_graph_range_from_n(L->g, dt, vs, s.n, vd, count, &y)));
     return sj__onnx_def_out(L, 0, y, first);
 }
 

@@ -743,12 +743,18 @@ static sj_status build_op(sjg_parser *p, sj_op op, call_args *a, sj_value *out) 
             SJ_TRY(check_kwargs_used(p, a, "it takes dtype, value, shape"));
             return built(p, a, sj_graph_fill(g, t, x, s.rank, s.dims, out));
         }
+        double xn;
         SJ_TRY(kw_double(p, a, "start", 0, &x));
+        SJ_TRY(kw_double(p, a, "start_n", 0, &xn));
         SJ_TRY(kw_double(p, a, "delta", 1, &y));
-        SJ_TRY(check_kwargs_used(p, a, "it takes dtype, start, delta, shape"));
+        SJ_TRY(check_kwargs_used(p, a, "it takes dtype, start, start_n, delta, shape"));
         if (s.rank != 1)
             return sjg_fail_at(p->ctx, a->op_at, SJ_E_SHAPE, "range has one dim, not %d", s.rank);
-        return built(p, a, sj_graph_range(g, t, x, y, s.dims[0], out));
+        if (xn != (double)(int64_t)xn || fabs(xn) > (double)SJ_MAX_SYM_FACTOR)
+            return sjg_fail_at(p->ctx, a->op_at, SJ_E_PARSE,
+                               "range: start_n %g is not an integer within +-%lld", xn,
+                               (long long)SJ_MAX_SYM_FACTOR);
+        return built(p, a, sj_graph_range_from_n(g, t, x, (int64_t)xn, y, s.dims[0], out));
     }
     case SJ_OP_TRILU: {
         bool upper = true;

@@ -175,8 +175,9 @@ static void put_call(out_buf *b, const sj_graph *g, char **names, const bool *li
     case SJ_OP_FILL:
         /* no operands, so the attributes open the list */
         putf(b, "dtype=%s, ", sj_dtype_name(n->dtype));
-        if (n->op == SJ_OP_RANGE) putf(b, "start=%.17g, delta=%.17g", a->first, a->delta);
-        else putf(b, "value=%.17g", a->delta);
+        if (n->op == SJ_OP_FILL) putf(b, "value=%.17g", a->delta);
+        else putf(b, "start=%.17g, delta=%.17g", a->first, a->delta);
+        if (n->op == SJ_OP_RANGE && a->start_n[0]) putf(b, ", start_n=%lld", (long long)a->start_n[0]);
         put(b, ", shape=");
         put_shape(b, g, &n->shape);
         break;

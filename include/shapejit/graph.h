@@ -249,6 +249,11 @@ SJ_API sj_status sj_graph_gather(sj_graph *g, sj_value data, sj_value indices, i
  * constant >= 1 or SJ_DIM_SYM (a position range over the symbolic dim). */
 SJ_API sj_status sj_graph_range(sj_graph *g, sj_dtype dtype, double start, double delta, int64_t count,
                          sj_value *out);
+/* As sj_graph_range, starting at start + start_n * n, n the active extent:
+ * a decode step's positions after n cached tokens (start_n 1). Integer
+ * dtypes only; |start_n| <= SJ_MAX_SYM_FACTOR. */
+SJ_API sj_status sj_graph_range_from_n(sj_graph *g, sj_dtype dtype, double start, int64_t start_n,
+                                       double delta, int64_t count, sj_value *out);
 /* A tensor of the given shape (may hold SJ_DIM_SYM) whose every element is
  * value, converted to dtype. */
 SJ_API sj_status sj_graph_fill(sj_graph *g, sj_dtype dtype, double value, int rank, const int64_t *dims,

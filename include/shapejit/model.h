@@ -29,10 +29,13 @@
 extern "C" {
 #endif
 
-/* A named dim fixed to a constant, e.g. {"batch", 1}. */
+/* A named dim fixed to a constant, e.g. {"batch", 1}, or tied to the
+ * symbolic dim: SJ_DIM_AFFINE(k, c) (graph.h) makes it k * N + c, as
+ * {"total", SJ_DIM_AFFINE(1, 1)} says a decode step's mask covers the N
+ * cached tokens and this one. */
 typedef struct sj_dim_value {
     const char *name;
-    int64_t value; /* >= 1 */
+    int64_t value; /* >= 1, or SJ_DIM_AFFINE(k, c) */
 } sj_dim_value;
 
 /* Set fields after sj_model_options_init; pointers are borrowed for the

@@ -511,6 +511,18 @@ static PyObject *engine_buckets(engine_obj *s, PyObject *unused) {
 }
 
 /* [(name, dtype name, shape tuple with None for the dynamic dim)] */
+
+/* A dim tied to the symbolic one, k * N + c, spelled as a dim_param is
+ * ("past+1", "4*batch"), as onnxruntime's NodeArg shapes give names. */
+static PyObject *dim_form(sj_engine *e, int64_t v) {
+    const char *sym = sj_graph_symbol(sj_engine_graph(e));
+    long long k = (long long)sj_dim_factor(v), c = (long long)sj_dim_offset(v);
+    if (!sym) sym = "N";
+    if (k == 1) return PyUnicode_FromFormat("%s+%lld", sym, c);
+    if (!c) return PyUnicode_FromFormat("%lld*%s", k, sym);
+    return PyUnicode_FromFormat("%lld*%s+%lld", k, sym, c);
+}
+
 static PyObject *describe(engine_obj *s, int outputs) {
     int n = outputs ? sj_engine_num_outputs(s->e) : sj_engine_num_inputs(s->e);
     PyObject *list = PyList_New(n);
@@ -524,8 +536,9 @@ static PyObject *describe(engine_obj *s, int outputs) {
         }
         PyObject *shape = PyTuple_New(d.shape.rank);
         for (int k = 0; shape && k < d.shape.rank; k++) {
-            PyObject *dim = sj_dim_is_sym(d.shape.dims[k]) ? Py_NewRef(Py_None)
-                                                          : PyLong_FromLongLong(d.shape.dims[k]);
+            int64_t v = d.shape.dims[k];
+            PyObject *dim = v == SJ_DIM_SYM ? Py_NewRef(Py_None) : !sj_dim_is_sym(v) ? PyLong_FromLongLong(v)
+                                                                 : dim_form(s->e, v);
             if (!dim)
                 Py_CLEAR(shape);
             else
