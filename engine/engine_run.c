@@ -92,8 +92,8 @@ static sj_status check_input(const sj_engine *e, const sj_value_desc *d, const s
                 "engine: run: input '%s' has shape %s, so %s = %lld, but input '%s' sets %s = %lld",
                 d->name, s.got, sym, (long long)t->dims[k], *n_from, sym, (long long)*n);
         }
+        if (*n == 0) *n_from = d->name; /* the first input carrying N is the one named */
         *n = t->dims[k];
-        *n_from = d->name;
     }
     if (need_data && !t->bytes && sj_tensor_numel(t) > 0)
         return sj_fail(e->ctx, SJ_E_INVALID_ARG, "engine: run: input '%s' has no data", d->name);

@@ -56,8 +56,13 @@ sj_dims_test(batch_seq8 RC 0 OUT "y: \\[3, 8, 8\\]"
 # the remaining dim_param is the symbolic one without --dynamic
 sj_dims_test(implied_dynamic RC 0 OUT "y: \\[2, 7, 8\\]"
   ARGS run ${m} --rows 7 --dim=batch=2 --store none --out ${o}/implied)
-sj_dims_test(bad_value RC 2 ERR "--dim expects NAME=VALUE with VALUE >= 1, got 'batch=0'"
+sj_dims_test(bad_value RC 2 ERR "--dim expects NAME=VALUE with VALUE >= 1, or NAME=.*got 'batch=0'"
   ARGS run ${m} --rows 3 --dim batch=0 --store none --out ${o}/bad_value)
+# a dim tied to the dynamic one: batch = 2 * seq, so x is [6, 3, 8] at seq 3
+sj_dims_test(tied RC 0 OUT "y: \\[6, 3, 8\\]"
+  ARGS run ${m} --rows 3 --dynamic seq --dim batch=2*seq --store none --out ${o}/tied)
+sj_dims_test(bad_tie RC 2 ERR "NAME=\\[K\\*\\]seq\\[\\+C\\] tying it to the dynamic dim, got 'batch=2\\*tokens'"
+  ARGS run ${m} --rows 3 --dynamic seq --dim batch=2*tokens --store none --out ${o}/bad_tie)
 sj_dims_test(no_name RC 2 ERR "--dim expects NAME=VALUE"
   ARGS run ${m} --rows 3 --dim =4 --store none --out ${o}/no_name)
 sj_dims_test(unknown_name RC 1 ERR "no input dim is named 'tokens', so it cannot be fixed"

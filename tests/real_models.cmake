@@ -184,6 +184,18 @@ if(NOT SJ_REAL_MODEL_TESTS)
   return()
 endif()
 
+# A decode step whose mask is not past + 1 long is refused, naming both
+# inputs, before anything runs.
+set(dir "${SJ_REAL_DATA}/gpt2_step_torchscript")
+set(bad_args "")
+foreach(f input_ids past_key_0 past_value_0 past_key_1 past_value_1)
+  list(APPEND bad_args --input ${f}=${dir}/4/in/${f}.npy)
+endforeach()
+sj_real_test(gpt2_step_mask_mismatch RC 1
+  ERR "input 'attention_mask' dim 1 is 32, but past = 4 \\(from input 'past_key_0'\\) makes past\\+1 5"
+  ARGS run "${dir}/model.onnx" ${sj_real_gpt2_step_torchscript_flags} ${bad_args}
+       --input attention_mask=${dir}/31/in/attention_mask.npy --backend interp)
+
 # --- precompile at deploy, then processes that only read the store (runs,
 # and serve over a stream of lengths): a warm process compiles nothing. One model with float
 # inputs, one with token ids and a mask whose weights are external data.
