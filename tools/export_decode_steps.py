@@ -24,7 +24,6 @@ disagrees is the exporter's failure, not test data). The models are
 export_models.py's (same sizes, weights drawn by its randomise()).
 """
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -131,28 +130,14 @@ def build(name, out_root):
         if bad:
             raise SystemExit(f"{tag}: onnxruntime disagrees with torch at past {past}: {bad}")
         worst = max([worst] + [float(np.abs(g - w).max()) for w, g in zip(want, got)])
-        for sub, arrays in (("in", feed), ("out", dict(zip(outs, want)))):
-            d = os.path.join(dst, str(past), sub)
-            os.makedirs(d)
-            for n, a in arrays.items():
-                np.save(os.path.join(d, n + ".npy"), np.ascontiguousarray(a))
+        em.save_case(os.path.join(dst, str(past)), feed, dict(zip(outs, want)))
     m = onnx.load(path, load_external_data=False)
-    manifest = {
+    em.write_manifest(dst, {
         "name": tag, "description": desc, "exporter": "torchscript", "dynamo": False,
-        "opset": em.TS_OPSET, "model": "model.onnx", "external_data": None,
-        "inputs": [{"name": i.name, "dtype": em.DTYPES[i.type.tensor_type.elem_type],
-                    "shape": em.dims_of(i)} for i in m.graph.input],
-        "outputs": [{"name": o.name, "dtype": em.DTYPES[o.type.tensor_type.elem_type],
-                     "shape": em.dims_of(o)} for o in m.graph.output],
+        "opset": em.TS_OPSET, "model": "model.onnx", "external_data": None, **em.io_manifest(m),
         "compare": outs, "dynamic": "past", "dims": {"total": "past+1"}, "lengths": PASTS,
         "batch_seq": None, "batches": [], "atol": em.ATOL, "rtol": em.RTOL,
-        "onnxruntime_max_abs_diff": float(f"{worst:.3g}"), "seed": seed,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "onnx": onnx.__version__, "onnxruntime": ort.__version__},
-    }
-    with open(os.path.join(dst, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+        "onnxruntime_max_abs_diff": float(f"{worst:.3g}"), "seed": seed})
     print(f"{tag}: {len(m.graph.node)} nodes, onnxruntime vs torch max |diff| {worst:.2e}")
 
 

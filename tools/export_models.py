@@ -409,6 +409,31 @@ DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64",
           onnx.TensorProto.INT32: "int32", onnx.TensorProto.BOOL: "bool"}
 
 
+def save_case(folder, inputs, outputs):
+    """folder/in/<input>.npy and folder/out/<output>.npy (dicts by name)."""
+    for sub, arrays in (("in", inputs), ("out", outputs)):
+        d = os.path.join(folder, sub)
+        os.makedirs(d)
+        for n, a in arrays.items():
+            np.save(os.path.join(d, n + ".npy"), np.ascontiguousarray(a))
+
+
+def io_manifest(model):
+    """The manifest's inputs and outputs: names, dtypes, shapes."""
+    def entries(values):
+        return [{"name": v.name, "dtype": DTYPES[v.type.tensor_type.elem_type],
+                 "shape": dims_of(v)} for v in values]
+    return {"inputs": entries(model.graph.input), "outputs": entries(model.graph.output)}
+
+
+def write_manifest(dst, manifest):
+    manifest["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__,
+                            "onnx": onnx.__version__, "onnxruntime": ort.__version__}
+    with open(os.path.join(dst, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
 def close(got, want):
     return got.shape == want.shape and np.allclose(got, want, atol=ATOL, rtol=RTOL)
 
@@ -465,11 +490,7 @@ def build(name, exporter, out_root, failures):
             shutil.rmtree(dst)
             return None
         worst = max([worst] + [float(np.abs(g - w).max()) for w, g in zip(want, got)])
-        for sub, arrays in (("in", inputs), ("out", dict(zip(out_names, want)))):
-            d = os.path.join(dst, str(length), sub)
-            os.makedirs(d)
-            for n, a in arrays.items():
-                np.save(os.path.join(d, n + ".npy"), np.ascontiguousarray(a))
+        save_case(os.path.join(dst, str(length)), inputs, dict(zip(out_names, want)))
 
     batches = [] if vision else write_batches(tag, module, sess, in_names, out_names, seed, dst)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
@@ -481,10 +502,7 @@ def build(name, exporter, out_root, failures):
         "opset": opset,
         "model": "model.onnx",
         "external_data": EXTERNAL_FILE if tag in EXTERNAL_DATA else None,
-        "inputs": [{"name": i.name, "dtype": DTYPES[i.type.tensor_type.elem_type],
-                    "shape": dims_of(i)} for i in model.graph.input],
-        "outputs": [{"name": o.name, "dtype": DTYPES[o.type.tensor_type.elem_type],
-                     "shape": dims_of(o)} for o in model.graph.output],
+        **io_manifest(model),
         "compare": out_names,
         "dynamic": "batch" if vision else "seq",
         "dims": {} if vision else {"batch": 1},
@@ -495,12 +513,8 @@ def build(name, exporter, out_root, failures):
         "rtol": RTOL,
         "onnxruntime_max_abs_diff": float(f"{worst:.3g}"),
         "seed": seed,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "onnx": onnx.__version__, "onnxruntime": ort.__version__},
     }
-    with open(os.path.join(dst, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    write_manifest(dst, manifest)
     size = sum(os.path.getsize(os.path.join(r, x)) for r, _, fs in os.walk(dst) for x in fs)
     print(f"{tag}: opset {opset}, {len(model.graph.node)} nodes, {size / 1024:.0f} KiB, "
           f"onnxruntime vs torch max |diff| {worst:.2e}")
@@ -520,10 +534,7 @@ def write_batches(tag, module, sess, in_names, out_names, seed, dst):
             raise SystemExit(f"{tag}: onnxruntime disagrees with torch at batch {batch}: {bad}")
         d = os.path.join(dst, f"b{batch}")
         shutil.rmtree(d, ignore_errors=True)
-        for sub, arrays in (("in", inputs), ("out", dict(zip(out_names, want)))):
-            os.makedirs(os.path.join(d, sub))
-            for n, a in arrays.items():
-                np.save(os.path.join(d, sub, n + ".npy"), np.ascontiguousarray(a))
+        save_case(d, inputs, dict(zip(out_names, want)))
     return TEXT_BATCHES
 
 
