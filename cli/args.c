@@ -181,36 +181,12 @@ sj_ctx *cli_ctx_create(const char *cmd) {
     return ctx;
 }
 
-/* VALUE of --dim NAME=VALUE tying NAME to the dynamic dim `dyn`:
- * [K*]DYN[+C], as SJ_DIM_AFFINE(K, C); false when it is not that. */
-static bool parse_tie(const char *v, const char *dyn, int64_t *out) {
-    int64_t k = 1, c = 0;
-    const char *star = strchr(v, '*');
-    char num[32];
-    if (star) {
-        size_t n = (size_t)(star - v);
-        if (n == 0 || n >= sizeof num) return false;
-        memcpy(num, v, n);
-        num[n] = '\0';
-        if (!parse_int(num, &k) || k < 1 || k > SJ_MAX_SYM_FACTOR) return false;
-        v = star + 1;
-    }
-    size_t len = strlen(dyn);
-    if (!dyn[0] || strncmp(v, dyn, len)) return false;
-    v += len;
-    if (*v == '+' && (!parse_int(v + 1, &c) || c < 0 || c > SJ_MAX_SYM_OFFSET)) return false;
-    if (*v && *v != '+') return false;
-    *out = SJ_DIM_AFFINE(k, c);
-    return true;
-}
-
 /* --dim NAME=VALUE into *fixed, VALUE a size or a tie to the dynamic dim
  * (`total=past+1`); the name is copied (malloc), the caller frees it. */
 static int parse_dim(const char *cmd, const char *arg, const char *dyn, sj_dim_value *fixed) {
     const char *eq = strrchr(arg, '=');
     int64_t v;
-    bool size = eq && parse_int(eq + 1, &v) && v >= 1;
-    if (!eq || eq == arg || (!size && !(dyn && parse_tie(eq + 1, dyn, &v))))
+    if (!eq || eq == arg || sj_dim_parse(eq + 1, dyn, &v) != SJ_OK)
         return cli_usage_error(cmd,
                                "--dim expects NAME=VALUE with VALUE >= 1, or NAME=[K*]%s[+C] tying "
                                "it to the dynamic dim, got '%s'",

@@ -41,16 +41,6 @@ sj_status srv_model_create(srv_server *s, const char *name, sj_engine *e, srv_mo
         st = sj_engine_input(e, i, &m->in[i]);
         m->dyn_axis_in[i] = dyn_axis(&m->in[i]);
         m->has_dyn |= m->dyn_axis_in[i] >= 0;
-        /* A request's rows are the dynamic dim itself; an input tied to it
-         * (a decode step's mask, past + 1) has no place in that yet. */
-        for (int k = 0; st == SJ_OK && k < m->in[i].shape.rank; k++)
-            if (sj_dim_is_sym(m->in[i].shape.dims[k]) && m->in[i].shape.dims[k] != SJ_DIM_SYM)
-                st = sj_ctx_set_error(s->ctx, SJ_E_UNSUPPORTED,
-                                      "model '%s': input '%s' dim %d is tied to the dynamic dim "
-                                      "(k * N + c); the server takes inputs whose dims are "
-                                      "constants or the dynamic dim itself (run such a model "
-                                      "through the library, Python or `shapejit run`)",
-                                      name, m->in[i].name, k);
     }
     for (int i = 0; st == SJ_OK && i < m->n_out; i++) {
         st = sj_engine_output(e, i, &m->out[i]);

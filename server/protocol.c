@@ -224,7 +224,14 @@ static bool check_shape(srv_model *m, int i, json_t *shape, const char *dt, deco
             srv_error(r, 400, "input '%s': shape[%zu] is negative (%lld)", name, k, (long long)v);
             return false;
         }
-        if (w == SJ_DIM_SYM) {
+        if (sj_dim_is_sym(w) && w != SJ_DIM_SYM) {
+            /* tied to the dynamic dim (a decode step's mask, past + 1): the
+             * engine checks it against N once every input is in */
+            if (v == 0) {
+                srv_error(r, 400, "input '%s': shape[%zu] is 0", name, k);
+                return false;
+            }
+        } else if (w == SJ_DIM_SYM) {
             if (v == 0) {
                 srv_error(r, 400, "input '%s': shape[%zu] is 0: a request needs at least one row", name, k);
                 return false;

@@ -99,9 +99,16 @@ static sj_status read_config(srv_server *s, const char *path, model_config *mc) 
             json_object_foreach(v, dn, dv) {
                 if (n == MAX_DIMS)
                     return sj_ctx_set_error(s->ctx, SJ_E_PARSE, "%s: more than %d dims", path, MAX_DIMS);
-                if (!json_is_integer(dv) || json_integer_value(dv) < 1)
-                    return sj_ctx_set_error(s->ctx, SJ_E_PARSE, "%s: dims.%s must be an integer >= 1", path, dn);
-                mc->dims[n++] = (sj_dim_value){dn, json_integer_value(dv)};
+                /* a size, or a tie to the dynamic dim ("past+1") */
+                const char *dyn = json_string_value(json_object_get(mc->root, "dynamic"));
+                int64_t d = json_is_integer(dv) ? json_integer_value(dv) : 0;
+                if (json_is_string(dv) && sj_dim_parse(json_string_value(dv), dyn, &d) != SJ_OK) d = 0;
+                if (!(json_is_integer(dv) || json_is_string(dv)) || d == 0 || (json_is_integer(dv) && d < 1))
+                    return sj_ctx_set_error(s->ctx, SJ_E_PARSE,
+                                            "%s: dims.%s must be an integer >= 1, or a string "
+                                            "[K*]DYNAMIC[+C] tying it to \"dynamic\"",
+                                            path, dn);
+                mc->dims[n++] = (sj_dim_value){dn, d};
             }
             mc->cfg.model.fixed_dims = mc->dims;
             mc->cfg.model.n_fixed_dims = n;

@@ -37,6 +37,9 @@ EXPORTED = ["bert_torchscript", "gpt2_dynamo"]
 # The same BERT export served by batch at a fixed length: rows independent,
 # so concurrent requests are stacked.
 BY_BATCH = {"bert_batch": "bert_torchscript"}
+# A decode step bucketed by its cache length, its mask tied to it.
+STEP = {"gpt2_step": "gpt2_step_torchscript"}
+STEP_DIMS = {"dynamic": "past", "dims": {"total": "past+1"}}
 BY_BATCH_SEQ, BY_BATCH_LADDER = 7, "pow2:1:8"
 LADDER = "pow2:1:64"
 SIZES = [1, 5, 17, 64]
@@ -64,7 +67,7 @@ def make_repository():
     for name in onnx + ["mlp", "ffn"]:
         with open(os.path.join(repo, name, "config.json"), "w") as f:
             json.dump({"ladder": LADDER}, f)
-    for name, src_name in [(n, n) for n in EXPORTED] + list(BY_BATCH.items()):
+    for name, src_name in [(n, n) for n in EXPORTED] + list(BY_BATCH.items()) + list(STEP.items()):
         src = os.path.join(REAL, src_name)
         os.makedirs(os.path.join(repo, name))
         for f in os.listdir(src):
@@ -73,6 +76,8 @@ def make_repository():
         config = {"ladder": LADDER, "dynamic": "seq", "dims": {"batch": 1}}
         if name in BY_BATCH:
             config = {"ladder": BY_BATCH_LADDER, "dynamic": "batch", "dims": {"seq": BY_BATCH_SEQ}}
+        if name in STEP:
+            config = {"ladder": LADDER, **STEP_DIMS}
         with open(os.path.join(repo, name, "config.json"), "w") as f:
             json.dump(config, f)
     return repo
@@ -117,6 +122,8 @@ def shapejit_run(model_file, inputs, tag):
         args += ["--dynamic", "seq", "--dim", "batch=1"]
     if name in BY_BATCH:
         args += ["--dynamic", "batch", "--dim", f"seq={BY_BATCH_SEQ}"]
+    if name in STEP:
+        args += ["--dynamic", "past", "--dim", "total=past+1"]
     for name, arr in inputs.items():
         path = os.path.join(d, name + ".npy")
         np.save(path, arr)
@@ -272,6 +279,22 @@ def main():
               "batching off is reported for models that are not row-independent")
         check("model 'mlp': batching off" not in err, "mlp is batched")
         check("model 'bert_batch': batching off" not in err, "bert_batch is batched")
+        # A decode step, its mask tied to the cache length: served one
+        # request at a time (a tied input is no request's rows), each
+        # answer its shapejit run's; a mask of the wrong length is a 400
+        # naming both inputs.
+        step_dir = os.path.join(REAL, STEP["gpt2_step"])
+        step_meta = client.get_model_metadata("gpt2_step")
+        for past in (4, 31):
+            feed = {p[:-4]: np.load(os.path.join(step_dir, str(past), "in", p))
+                    for p in sorted(os.listdir(os.path.join(step_dir, str(past), "in")))}
+            want = shapejit_run(model_file(repo, "gpt2_step"), feed, f"gpt2_step_{past}")
+            got = infer(client, "gpt2_step", step_meta, feed, True)
+            check(set(got) == set(want) and all(np.array_equal(got[k], want[k]) for k in want),
+                  f"gpt2_step: past {past} equals shapejit run")
+        feed["attention_mask"] = np.ones((1, 7), np.int64)
+        expect_error(lambda: infer(client, "gpt2_step", step_meta, feed, True), 400,
+                     "input 'attention_mask' dim 1 is 7, but past = 31", "gpt2_step: a mask of the wrong length")
         # The model configuration says the same: how it is batched, or why not.
         cfg = client.get_model_config("bert_batch")
         check(cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 3000 and cfg["max_batch_size"] == 0,

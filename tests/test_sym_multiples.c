@@ -204,6 +204,31 @@ static void test_cache_step(void **state) {
     check_buckets(f, "cache step");
 }
 
+/* sj_dim_parse reads what sj_shape_format writes, and nothing else. */
+static void test_dim_parse(void **state) {
+    (void)state;
+    int64_t d;
+    static const struct { const char *text; int64_t want; } ok[] = {
+        {"64", 64}, {"past", SJ_DIM_SYM}, {"past+1", SJ_DIM_AFFINE(1, 1)},
+        {"4*past", SJ_DIM_SYM_TIMES(4)}, {"2*past+3", SJ_DIM_AFFINE(2, 3)}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_int_equal(sj_dim_parse(ok[i].text, "past", &d), SJ_OK);
+        assert_int_equal(d, ok[i].want);
+        char back[64];
+        sj_shape s = {1, {d}};
+        sj_shape_format(&s, "past", back, sizeof back);
+        char want[80];
+        snprintf(want, sizeof want, "[%s]", ok[i].text);
+        assert_string_equal(back, want);
+    }
+    static const char *const bad[] = {"0", "-1", "past-1", "0*past", "past+", "pasta", "x",
+                                      "2*", "+1", "past+1+1", "99999999999999999999", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (sj_dim_parse(bad[i], "past", &d) != SJ_E_PARSE) fail_msg("'%s' parsed", bad[i]);
+    assert_int_equal(sj_dim_parse("past", NULL, &d), SJ_E_PARSE);
+    assert_int_equal(sj_dim_parse("past+1048577", "past", &d), SJ_E_PARSE);
+}
+
 static void test_sjg_spelling(void **state) {
     fixture *f = *state;
     static const char text[] = "graph mult(N) {\n"
@@ -277,6 +302,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_offset_rules, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cache_step, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sjg_spelling, setup, h_fixture_teardown),
+        cmocka_unit_test(test_dim_parse),
         cmocka_unit_test_setup_teardown(test_rows_through_multiples, setup, h_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -74,6 +74,10 @@ SJ_API bool sj_dim_is_sym(int64_t d);
 SJ_API int64_t sj_dim_factor(int64_t d);
 SJ_API int64_t sj_dim_offset(int64_t d);
 SJ_API int64_t sj_dim_at(int64_t d, int64_t n);
+/* Parses a dim as sj_shape_format writes it, sym the symbolic dim's name:
+ * "64", or [K*]sym[+C] ("past+1", "4*batch") as SJ_DIM_AFFINE(K, C).
+ * SJ_E_PARSE for anything else (no size below 1, no other name). */
+SJ_API sj_status sj_dim_parse(const char *text, const char *sym, int64_t *out);
 
 /* Element types. SJ_F32 is 0, so a zero-initialised tensor or description
  * is float32. Integer and boolean values carry token ids, masks, positions
