@@ -5,7 +5,6 @@ default store path rule, dims/dynamic spelling) or once per precompile
 (progress bars).
 """
 import os
-import re
 import warnings
 from typing import NamedTuple
 
@@ -43,30 +42,13 @@ def default_store_path(environ=None):
         env.get("HOME") or None)
 
 
-_TIE = re.compile(r"^(?:(\d+)\*)?([^*+]+?)(?:\+(\d+))?$")
-
-
-def _dim_value(name, value, dynamic):
-    """A size, or a tie "[K*]DYNAMIC[+C]" to the dynamic dim as the library
-    spells it (SJ_DIM_AFFINE(K, C) = -(K + (C << 21)))."""
-    if not isinstance(value, str):
-        return int(value)
-    m = _TIE.match(value.replace(" ", ""))
-    if not m or m.group(2) != dynamic:
-        raise _shapejit.InvalidArgumentError(
-            f"dims['{name}'] is {value!r}: a size, or [K*]{dynamic or 'DYNAMIC'}[+C] tying it to "
-            "the dynamic dim")
-    k, c = int(m.group(1) or 1), int(m.group(3) or 0)
-    if not 1 <= k <= 1 << 20 or c > 1 << 20:
-        raise _shapejit.InvalidArgumentError(f"dims['{name}'] is {value!r}: K in 1..2^20, C in 0..2^20")
-    return -(k + (c << 21))
-
-
-def _dims_pairs(dims, dynamic):
+def _dims_pairs(dims):
+    """(name, size) pairs; a str value ties the dim to the dynamic one
+    ("past+1"), which the library parses."""
     if dims is None:
         return None
     items = dims.items() if isinstance(dims, dict) else dims
-    return [(str(k), _dim_value(k, v, dynamic)) for k, v in items]
+    return [(str(k), v if isinstance(v, str) else int(v)) for k, v in items]
 
 
 def _count(name, value):
@@ -134,7 +116,7 @@ class Engine(_shapejit._Engine):
         self.store_path = store
         super().__init__(
             model, ladder=ladder, store=store, backend=backend, dynamic_name=dyn_name,
-            dynamic_input=dyn_input, dynamic_axis=dyn_axis, dims=_dims_pairs(dims, dyn_name),
+            dynamic_input=dyn_input, dynamic_axis=dyn_axis, dims=_dims_pairs(dims),
             threads=_count("threads", threads), workers=_count("workers", workers),
             remote=remote, remote_secret=remote_secret, remote_read_only=bool(remote_read_only),
             one_off_out_of_range=bool(one_off_out_of_range), cpu=cpu, gpu_emit=gpu_emit,

@@ -136,8 +136,10 @@ static int engine_clear(engine_obj *s) {
 
 /* ---- open */
 
-/* Parses dims: a sequence of (name, value) pairs, into out (PyMem). */
-static int parse_dims(PyObject *dims, sj_dim_value **out, int *n) {
+/* Parses dims: a sequence of (name, value) pairs, into out (PyMem); a
+ * value is a size or a str tying the dim to the dynamic one, dyn
+ * ("past+1", sj_dim_parse). */
+static int parse_dims(PyObject *dims, const char *dyn, sj_dim_value **out, int *n) {
     *out = NULL;
     *n = 0;
     if (dims == Py_None)
@@ -154,14 +156,34 @@ static int parse_dims(PyObject *dims, sj_dim_value **out, int *n) {
     }
     for (Py_ssize_t i = 0; i < len; i++) {
         const char *name;
-        long long value;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sL;dims entries are (name, value)",
-                              &name, &value)) {
+        PyObject *v;
+        int64_t value = 0;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sO;dims entries are (name, value)",
+                              &name, &v)) {
             Py_DECREF(seq);
             return -1;
         }
+        if (PyUnicode_Check(v)) {
+            const char *text = PyUnicode_AsUTF8(v);
+            if (!text || sj_dim_parse(text, dyn, &value) != SJ_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg,
+                         "dims['%s'] is '%.200s': a size, or [K*]%s[+C] tying it to the dynamic dim",
+                         name, text ? text : "?", dyn ? dyn : "DYNAMIC");
+                Py_DECREF(seq);
+                if (text) sjpy_raise(SJ_E_INVALID_ARG, SJPY_PHASE_CALL, msg);
+                return -1;
+            }
+        } else {
+            long long ll = PyLong_AsLongLong(v);
+            if (ll == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            value = (int64_t)ll;
+        }
         (*out)[i].name = name; /* borrowed from the str, which `keep` holds */
-        (*out)[i].value = (int64_t)value;
+        (*out)[i].value = value;
     }
     *n = (int)len;
     Py_DECREF(seq);
@@ -224,7 +246,7 @@ static int engine_init(engine_obj *s, PyObject *args, PyObject *kw) {
     sj_dim_value *fixed = NULL;
     int n_fixed = 0;
     s->keep = PyTuple_Pack(2, args, kw ? kw : Py_None);
-    if (!s->keep || parse_dims(dims, &fixed, &n_fixed) < 0)
+    if (!s->keep || parse_dims(dims, dyn_name, &fixed, &n_fixed) < 0)
         goto out;
     if (!(s->ctx = process_ctx()))
         goto out;

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import shapejit
-from conftest import ONNX_MODELS, rand
+from conftest import ONNX_MODELS, REAL_MODELS, rand
 
 
 def test_error_hierarchy():
@@ -170,3 +170,13 @@ def test_errors_leave_the_engine_usable(engine):
             engine.run(bad)
     assert engine.run({"x": rand((2, 64))})["y"].shape == (2, 64)
     assert engine.stats()["run_failures"] >= 2
+
+
+def test_dims_tie_to_the_dynamic_dim_only():
+    """A dims value that is a str ties that dim to the dynamic one, spelled
+    [K*]DYNAMIC[+C]; anything else is refused naming the dim and the form."""
+    step = REAL_MODELS / "gpt2_step_torchscript" / "model.onnx"
+    with pytest.raises(shapejit.InvalidArgumentError, match=r"dims\['total'\] is 'pst\+1'.*\[K\*\]past\[\+C\]"):
+        shapejit.Engine(step, store=None, dynamic="past", dims={"total": "pst+1"})
+    e = shapejit.Engine(step, store=None, dynamic="past", dims={"total": "past+1"})
+    assert [i for i in e.inputs if i[0] == "attention_mask"][0][2] == (1, "past+1")
