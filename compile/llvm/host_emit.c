@@ -50,6 +50,9 @@ typedef struct emitter {
     /* A column split's unit in columns (0: rows are split, or nothing):
      * the body turns the unit range it is given into columns [rb, re). */
     int64_t split_cols;
+    /* A matmul's rows taken a chunk at a time (emit_matmul): the chunk
+     * [m_lo, m_hi) of dim 2 stands for its whole range; NULL otherwise. */
+    LLVMValueRef m_lo, m_hi;
     int vector_floats; /* register width in floats, for explicit vector code */
     int gemm_level;    /* the sj__host_gemm code level the target runs (llvm_impl.h) */
 } emitter;
@@ -66,9 +69,16 @@ static LLVMValueRef bound_of(emitter *e, int d) {
     return e->k->sym[d] ? e->n : ci(e, e->k->dims[d]);
 }
 
-/* The range a loop over dim d covers: the row range on the split dim. */
-static LLVMValueRef range_lo(emitter *e, int d) { return d == e->row_dim ? e->rb : ci(e, 0); }
-static LLVMValueRef range_hi(emitter *e, int d) { return d == e->row_dim ? e->re : bound_of(e, d); }
+/* The range a loop over dim d covers: the row range on the split dim, a
+ * matmul's chunk of rows on dim 2 while it runs by chunks. */
+static LLVMValueRef range_lo(emitter *e, int d) {
+    if (d == 2 && e->m_lo) return e->m_lo;
+    return d == e->row_dim ? e->rb : ci(e, 0);
+}
+static LLVMValueRef range_hi(emitter *e, int d) {
+    if (d == 2 && e->m_hi) return e->m_hi;
+    return d == e->row_dim ? e->re : bound_of(e, d);
+}
 
 static void loop_open(emitter *e, loop *l, int d) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
@@ -1540,12 +1550,54 @@ static bool matmul_rows_split(const emitter *e) {
     return p != MM_BLAS && p != MM_FEW_ROWS;
 }
 
+/* Rows a chunk of emit_matmul takes (0: the whole range at once): enough
+ * for EPILOGUE_CHUNK_BYTES of output, whole multiples of EPILOGUE_CHUNK_ROWS.
+ * The epilogue then reads each chunk's sums back from L2 right after the
+ * product wrote them, where one pass after the whole product read them from
+ * L3 or memory (MobileNetV3-small's expanding 1x1 convs, batch 8: a
+ * [25088, 72] output, 7 MB, written and then read and written again).
+ * Only the tiled loop and a GEMM on weights packed at load: any other GEMM
+ * packs B again in every call. The rows are computed alike in any chunk:
+ * the GEMM's sums do not depend on the rows it is given (host_gemm.c), and
+ * a chunk starts a whole number of TILE_M row tiles from the range's
+ * start, so the tiled loop tiles the rows as it does the whole range. */
+enum { EPILOGUE_CHUNK_BYTES = 96 * 1024, EPILOGUE_CHUNK_ROWS = 48 };
+static int64_t epilogue_chunk_rows(const emitter *e, matmul_path path) {
+    const sj_kernel *k = e->k;
+    if (k->sym[3] || (path != MM_TILED && !(path == MM_GEMM && gemm_packs_b(k)))) return 0;
+    int64_t rows = EPILOGUE_CHUNK_BYTES / (int64_t)sizeof(float) / k->dims[3];
+    rows = rows / EPILOGUE_CHUNK_ROWS * EPILOGUE_CHUNK_ROWS;
+    if (rows < EPILOGUE_CHUNK_ROWS) rows = EPILOGUE_CHUNK_ROWS;
+    return !k->sym[2] && k->dims[2] <= rows ? 0 : rows;
+}
+
+static void emit_matmul_rows(emitter *e, matmul_path path, int ta, int64_t lda, int tb, int64_t ldb);
+
 static void emit_matmul(emitter *e) {
     loop ls[SJ_KSPACE_MAX];
     int64_t lda = 0, ldb = 0;
     int ta = 0, tb = 0;
     matmul_path path = matmul_path_of(e, &lda, &ta, &ldb, &tb);
     loops_open(e, ls, 3u);
+    int64_t chunk = epilogue_chunk_rows(e, path);
+    if (!chunk) {
+        emit_matmul_rows(e, path, ta, lda, tb, ldb);
+    } else {
+        rloop lc;
+        LLVMValueRef hi = range_hi(e, 2);
+        e->m_lo = rloop_open(e, &lc, range_lo(e, 2), hi, chunk);
+        e->m_hi = tile_end(e, e->m_lo, chunk, hi);
+        emit_matmul_rows(e, path, ta, lda, tb, ldb);
+        e->m_lo = e->m_hi = NULL;
+        rloop_close(e, &lc);
+    }
+    loops_close(e, ls, 3u);
+}
+
+/* The product and its epilogue over the rows of range_lo(2)..range_hi(2)
+ * at the current batch indexes. */
+static void emit_matmul_rows(emitter *e, matmul_path path, int ta, int64_t lda, int tb, int64_t ldb) {
+    loop ls[SJ_KSPACE_MAX];
     if (path == MM_BLAS) {
         emit_blas_call(e, ta, lda, tb, ldb);
     } else if (path == MM_GEMM && gemm_packs_b(e->k)) {
@@ -1559,7 +1611,6 @@ static void emit_matmul(emitter *e) {
         emit_matmul_tiled(e);
     } else if (path == MM_DOT) {
         emit_matmul_dot(e);
-        loops_close(e, ls, 3u);
         return;
     } else {
         emit_ikj(e, range_lo(e, 2), range_hi(e, 2), ci(e, 0), bound_of(e, 3));
@@ -1569,7 +1620,6 @@ static void emit_matmul(emitter *e) {
     e->acc = scaled_acc(e, load_f32(e, out_addr(e)));
     store_out(e, eval(e, e->k->epilogue));
     loops_close(e, ls, 3u << 2);
-    loops_close(e, ls, 3u);
 }
 
 /* SJ_KK_ATTENTION: one call to sj__host_attention_rows (host_attention.c) with
