@@ -316,9 +316,9 @@ static void test_pointwise_chunks_every_level(void **state) {
 /* A vision model's head: a global average pool, then a 1x1 conv on the
  * pooled [N, C, 1, 1] (MobileNetV3's conv_head), each image one row of
  * the conv's matmul, whose weight is large enough to read as packed
- * panels. The pooled row's stride along its size-1 dim is 0, which the
- * GEMM must not take for its packed-tile layout (it once did: MobileNetV3
- * differed from ORT by the size of its logits). */
+ * panels, at every level. The pooled row's stride along its size-1 dim
+ * is 0, which the GEMM must not take for its packed-tile layout (it once
+ * did: MobileNetV3 differed from ORT by the size of its logits). */
 static void test_pooled_conv_head_dynamic_batch(void **state) {
     fixture *f = *state;
     enum { C = 512, M = 512 };
@@ -330,7 +330,37 @@ static void test_pooled_conv_head_dynamic_batch(void **state) {
     mb_node(&b, "GlobalAveragePool", "pool", "x", "p");
     mb_node(&b, "Conv", "head", "p,w,b", "y");
     mb_output(&b, "y", NULL);
-    check_host(f, &b, "pooled 1x1 conv head");
+    check_host_levels(f, &b, "pooled 1x1 conv head");
+}
+
+/* A squeeze-excite block as MobileNetV3 has it, over a dynamic batch, at
+ * every level: a global average pool, a 1x1 conv down to S channels with
+ * ReLU, one back up with HardSigmoid, and the input scaled by it. Each
+ * 1x1 conv is a matmul of one row per image against one weight, which the
+ * host runs with the images as its rows (host_emit.c's batch_rows_dim). */
+static void test_squeeze_excite_every_level(void **state) {
+    fixture *f = *state;
+    enum { C = 72, S = 24 };
+    static float w1[S * C], b1[S], w2[C * S], b2[C];
+    for (int i = 0; i < S * C; i++) w1[i] = (float)((i * 31) % 19 - 9) * 0.02f;
+    for (int i = 0; i < C * S; i++) w2[i] = (float)((i * 17) % 13 - 6) * 0.03f;
+    for (int i = 0; i < S; i++) b1[i] = (float)(i % 5) * 0.1f - 0.2f;
+    for (int i = 0; i < C; i++) b2[i] = (float)(i % 3) * 0.2f - 0.1f;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,72,5,5");
+    mb_init_f(&b, "w1", 4, (int64_t[]){S, C, 1, 1}, w1);
+    mb_init_f(&b, "b1", 1, (int64_t[]){S}, b1);
+    mb_init_f(&b, "w2", 4, (int64_t[]){C, S, 1, 1}, w2);
+    mb_init_f(&b, "b2", 1, (int64_t[]){C}, b2);
+    mb_node(&b, "GlobalAveragePool", "pool", "x", "p");
+    mb_node(&b, "Conv", "reduce", "p,w1,b1", "r");
+    mb_node(&b, "Relu", "relu", "r", "rr");
+    mb_node(&b, "Conv", "expand", "rr,w2,b2", "e");
+    mb_node(&b, "HardSigmoid", "gate", "e", "g");
+    mb_node(&b, "Mul", "scale", "x,g", "y");
+    mb_output(&b, "y", NULL);
+    check_host_levels(f, &b, "squeeze-excite block");
 }
 
 /* A conv the importer runs as Winograd F(2x2, 3x3), with bias, ReLU and
@@ -363,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_pointwise_chunks_every_level),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),
         cmocka_unit_test(test_pooled_conv_head_dynamic_batch),
+        cmocka_unit_test(test_squeeze_excite_every_level),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1958,6 +1958,64 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     return SJ_OK;
 }
 
+/* The batch dim (0 or 1) of a matmul of one row per batch index whose B
+ * is one matrix for the whole batch ([1, N, 1, n, k]: a 1x1 conv on pooled
+ * images, as the squeeze-excite blocks and the head of MobileNetV3 run),
+ * or -1. Its batch dim is its rows in all but name. */
+static int batch_rows_dim(const sj_kernel *k) {
+    if (k->kind != SJ_KK_MATMUL || k->rank != 5 || k->dims[2] != 1 || k->sym[2]) return -1;
+    const sj_kload *b = &k->loads[k->b];
+    for (int d = 0; d < 2; d++) {
+        int o = 1 - d;
+        if ((k->sym[d] || k->dims[d] > 1) && !k->sym[o] && k->dims[o] == 1 && b->strides[d] == 0) return d;
+    }
+    return -1;
+}
+
+/* *out = k with dims d and 2 swapped: the same points under other names
+ * (loads, output, ranges and selects follow the dims). out's loads and
+ * exprs are its own (the caller frees them). */
+static sj_status swap_dims(emitter *e, const sj_kernel *k, int d, sj_kernel *out) {
+    *out = *k;
+    out->loads = sj_alloc(e->ctx, (size_t)(k->n_loads ? k->n_loads : 1) * sizeof *out->loads);
+    out->exprs = sj_alloc(e->ctx, (size_t)(k->n_exprs ? k->n_exprs : 1) * sizeof *out->exprs);
+    if (!out->loads || !out->exprs) {
+        sj_free(e->ctx, out->loads);
+        sj_free(e->ctx, out->exprs);
+        return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    }
+    memcpy(out->loads, k->loads, (size_t)k->n_loads * sizeof *out->loads);
+    memcpy(out->exprs, k->exprs, (size_t)k->n_exprs * sizeof *out->exprs);
+#define SJ_SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
+    SJ_SWAP(int64_t, out->dims[d], out->dims[2]);
+    SJ_SWAP(bool, out->sym[d], out->sym[2]);
+    SJ_SWAP(int64_t, out->out_strides[d], out->out_strides[2]);
+    for (int i = 0; i < k->n_loads; i++) SJ_SWAP(int64_t, out->loads[i].strides[d], out->loads[i].strides[2]);
+    for (int i = 0; i < k->n_exprs; i++) {
+        sj_kexpr *x = &out->exprs[i];
+        SJ_SWAP(int64_t, x->coef[d], x->coef[2]);
+        if (x->kind == SJ_KX_RANGE && (x->dim == d || x->dim == 2)) x->dim = x->dim == d ? 2 : d;
+    }
+#undef SJ_SWAP
+    return SJ_OK;
+}
+
+/* emit_kernel, a matmul of one row per batch index (batch_rows_dim) with
+ * its batch dim as its rows: the GEMM or the few-rows kernel then reads B
+ * once for every row of the launch, where each batch index's one-row
+ * product read all of B again (MobileNetV3's 576 -> 1024 head conv, 2.4
+ * MB, once per image). */
+static sj_status emit_kernel_relabelled(emitter *e, const sj_kernel *k) {
+    int d = batch_rows_dim(k);
+    if (d < 0) return emit_kernel(e, k);
+    sj_kernel rows;
+    SJ_TRY(swap_dims(e, k, d, &rows));
+    sj_status st = emit_kernel(e, &rows);
+    sj_free(e->ctx, rows.loads);
+    sj_free(e->ctx, rows.exprs);
+    return st;
+}
+
 sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l, int first, int last,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
                                sj_llvm_emitted *out) {
@@ -1972,7 +2030,7 @@ sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *
     sj_status st = SJ_OK;
     for (int i = first; i < last && st == SJ_OK; i++) {
         e.kernel_index = i;
-        st = emit_kernel(&e, &l->kernels[i]);
+        st = emit_kernel_relabelled(&e, &l->kernels[i]);
     }
     LLVMDisposeBuilder(e.B);
     return st;
