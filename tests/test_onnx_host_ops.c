@@ -289,9 +289,10 @@ static void test_depthwise_wide_every_level(void **state) {
 
 /* A 1x1 conv to M channels with a bias and hardswish over a dynamic batch
  * of side x side images, at every level, each image's rows more than one
- * chunk of rows (host_emit.c's epilogue_chunk_rows: 336 at 72 channels,
- * 1536 at 16): the packed GEMM (72 channels: a masked last vector at
- * AVX-512) and the register tiles (16 channels, k 27 as a stem's). */
+ * chunk of rows (host_emit.c's epilogue_chunk_rows: 784 rows of 72
+ * channels in chunks of 264, 3136 of 16 in chunks of 1056): the packed
+ * GEMM (72 channels: a masked last vector at AVX-512) and the register
+ * tiles (16 channels, k 27 as a stem's). */
 static void check_pointwise_chunks(fixture *f, int C, int M, int side) {
     enum { CM_MAX = 72 * 27 };
     static float w[CM_MAX], bias[72];
@@ -309,8 +310,8 @@ static void check_pointwise_chunks(fixture *f, int C, int M, int side) {
 }
 
 static void test_pointwise_chunks_every_level(void **state) {
-    check_pointwise_chunks(*state, 16, 72, 24);
-    check_pointwise_chunks(*state, 27, 16, 40);
+    check_pointwise_chunks(*state, 16, 72, 28);
+    check_pointwise_chunks(*state, 27, 16, 56);
 }
 
 /* A vision model's head: a global average pool, then a 1x1 conv on the

@@ -1618,25 +1618,31 @@ static bool matmul_rows_split(const emitter *e) {
     return p != MM_BLAS && p != MM_FEW_ROWS;
 }
 
-/* Rows a chunk of emit_matmul takes (0: the whole range at once): enough
- * for EPILOGUE_CHUNK_BYTES of output, whole multiples of EPILOGUE_CHUNK_ROWS.
- * The epilogue then reads each chunk's sums back from L2 right after the
- * product wrote them, where one pass after the whole product read them from
- * L3 or memory (MobileNetV3-small's expanding 1x1 convs, batch 8: a
- * [25088, 72] output, 7 MB, written and then read and written again).
- * Only the tiled loop and a GEMM on weights packed at load: any other GEMM
- * packs B again in every call. The rows are computed alike in any chunk:
- * the GEMM's sums do not depend on the rows it is given (host_gemm.c), and
- * a chunk starts a whole number of TILE_M row tiles from the range's
- * start, so the tiled loop tiles the rows as it does the whole range. */
-enum { EPILOGUE_CHUNK_BYTES = 96 * 1024, EPILOGUE_CHUNK_ROWS = 48 };
+/* Rows a chunk of emit_matmul takes (0: the whole range at once): about
+ * EPILOGUE_CHUNK_BYTES of output, the rows shared out evenly in whole
+ * multiples of EPILOGUE_CHUNK_ROWS. The epilogue then reads each chunk's
+ * sums back from L2 right after the product wrote them, where one pass
+ * after the whole product read them from L3 or memory (MobileNetV3-small's
+ * expanding 1x1 convs, batch 8: a [25088, 72] output, 7 MB, written and
+ * then read and written again). A batch index's output of at most twice
+ * that stays whole: it is still in L2 for the pass after it, and a chunk
+ * of a few rows left over (49 = 48 + 1 at 576 channels) reads all of B for
+ * them. Only the tiled loop and a GEMM on weights packed at load: any other
+ * GEMM packs B again in every call. The rows are computed alike in any
+ * chunk: the GEMM's sums do not depend on the rows it is given
+ * (host_gemm.c), and a chunk starts a whole number of TILE_M row tiles
+ * from the range's start, so the tiled loop tiles the rows as it does the
+ * whole range. */
+enum { EPILOGUE_CHUNK_BYTES = 96 * 1024, EPILOGUE_CHUNK_ROWS = 12 };
 static int64_t epilogue_chunk_rows(const emitter *e, matmul_path path) {
     const sj_kernel *k = e->k;
     if (k->sym[3] || (path != MM_TILED && !(path == MM_GEMM && gemm_packs_b(k)))) return 0;
-    int64_t rows = EPILOGUE_CHUNK_BYTES / (int64_t)sizeof(float) / k->dims[3];
-    rows = rows / EPILOGUE_CHUNK_ROWS * EPILOGUE_CHUNK_ROWS;
-    if (rows < EPILOGUE_CHUNK_ROWS) rows = EPILOGUE_CHUNK_ROWS;
-    return !k->sym[2] && k->dims[2] <= rows ? 0 : rows;
+    int64_t row_bytes = k->dims[3] * (int64_t)sizeof(float), m = k->dims[2]; /* at the bucket extent */
+    if (m * row_bytes <= 2 * EPILOGUE_CHUNK_BYTES) return 0;
+    int64_t target = EPILOGUE_CHUNK_BYTES / row_bytes;
+    if (target < 1) target = 1;
+    int64_t chunks = (m + target - 1) / target, rows = (m + chunks - 1) / chunks;
+    return (rows + EPILOGUE_CHUNK_ROWS - 1) / EPILOGUE_CHUNK_ROWS * EPILOGUE_CHUNK_ROWS;
 }
 
 static void emit_matmul_rows(emitter *e, matmul_path path, int ta, int64_t lda, int tb, int64_t ldb);
