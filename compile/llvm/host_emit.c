@@ -2006,16 +2006,34 @@ static sj_status swap_dims(emitter *e, const sj_kernel *k, int d, sj_kernel *out
     return SJ_OK;
 }
 
+/* Whether a launch of k may split (row_dim_of). */
+static bool splits(emitter *e, const sj_kernel *k) {
+    const sj_kernel *was = e->k;
+    uint64_t work, extent;
+    int64_t cols;
+    e->k = k; /* the matmul path row_dim_of weighs is e->k's */
+    int d = row_dim_of(e, k, &work, &extent, &cols);
+    e->k = was;
+    return d >= 0;
+}
+
 /* emit_kernel, a matmul of one row per batch index (batch_rows_dim) with
  * its batch dim as its rows: the GEMM or the few-rows kernel then reads B
  * once for every row of the launch, where each batch index's one-row
  * product read all of B again (MobileNetV3's 576 -> 1024 head conv, 2.4
- * MB, once per image). */
+ * MB, once per image). Not where that would keep a launch from splitting
+ * over the threads as its images did: few rows of fewer than two blocks
+ * of columns (a squeeze-excite conv to 8 channels) split neither way. */
 static sj_status emit_kernel_relabelled(emitter *e, const sj_kernel *k) {
     int d = batch_rows_dim(k);
     if (d < 0) return emit_kernel(e, k);
     sj_kernel rows;
     SJ_TRY(swap_dims(e, k, d, &rows));
+    if (!splits(e, &rows) && splits(e, k)) {
+        sj_free(e->ctx, rows.loads);
+        sj_free(e->ctx, rows.exprs);
+        return emit_kernel(e, k);
+    }
     sj_status st = emit_kernel(e, &rows);
     sj_free(e->ctx, rows.loads);
     sj_free(e->ctx, rows.exprs);
