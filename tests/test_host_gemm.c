@@ -162,11 +162,13 @@ static void run_case(const gemm_case *c, int level, uint64_t seed) {
 
 /* Sizes about every block edge: MR (4, 6, 12), NR (8, 16, 32) and half
  * of it (a last panel of exactly one vector: the _half kernel), KC 256,
- * MC 384; 1, 3, 17, 33 and 1000 as the issue's odd sizes. */
+ * MC 384; 1, 3, 17, 33 and 1000 as the issue's odd sizes; 24 and 72
+ * (MobileNetV3's) end in a masked vector, the second of a panel at 24 and
+ * a panel's only one at 72, at AVX-512. */
 static void test_kernel_levels(void **state) {
     (void)state;
     static const int64_t ms[] = {1, 5, 12, 13, 25, 390};
-    static const int64_t ns[] = {1, 3, 8, 16, 17, 33, 1000};
+    static const int64_t ns[] = {1, 3, 8, 16, 17, 24, 33, 72, 1000};
     static const int64_t ks[] = {1, 3, 17, 257, 1000};
     uint64_t seed = 7;
     int top = max_level();

@@ -13,11 +13,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "tests/test_util.h"
 #include "tests/onnx_builder.h"
 #include "tests/host_harness.h"
+#include "runtime/host_code/host_code.h"
 
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
 #define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
@@ -279,12 +281,105 @@ static void mb_conv_params(mb *b, const char *x_shape, int64_t M, int64_t C, int
     mb_init_f(b, "b", 1, (int64_t[]){M}, bias);
 }
 
+/* check_host at each x86-64 level this CPU runs (x86-64-v2, x86-64-v3 and
+ * native): the reductions by vectors and the GEMM take their width and
+ * their masked last vectors from the level. b is freed here. */
+static void check_host_levels(fixture *f, mb *b, const char *what) {
+    static const char *const cpus[] = {"x86-64-v2", "x86-64-v3", NULL};
+    sj_graph *g = NULL;
+    sj_status st = load(f->ctx, b, NULL, &g);
+    mb_free(b);
+    if (st != SJ_OK) fail_msg("%s: %s", what, sj_ctx_last_error(f->ctx));
+    const int64_t ns[] = {1, 2, 7, 16};
+    for (size_t ci = 0; ci < sizeof cpus / sizeof cpus[0]; ci++) {
+        if (cpus[ci] && !strcmp(cpus[ci], "x86-64-v3") && sj__host_kernel_level(3) < 3) continue;
+        sj_compile_options o;
+        sj_compile_options_init(&o);
+        o.cpu = cpus[ci];
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s, cpu %s", what, cpus[ci] ? cpus[ci] : "native");
+        if (!h_check(f->dev, g, 16, ns, 4, &o, f->seed + ci, 1e-5, msg)) {
+            sj_graph_destroy(g);
+            fail();
+        }
+    }
+    sj_graph_destroy(g);
+}
+
+/* A depthwise conv over C channels, kernel k, stride s, padded, with a
+ * bias and ReLU, on a pointwise conv's channels-last output over a dynamic
+ * batch, at every level. From 128 channels the host runs each tile of
+ * channels over all positions before the next tile (TILES_OUTSIDE_COLUMNS
+ * in host_emit.c); 131, odd, is no whole number of 4-float vectors (the
+ * generic sum); 200 leaves a part tile and a narrower last vector at every
+ * level. */
+static void check_depthwise_wide(fixture *f, int C, int k, int s) {
+    enum { C_MAX = 200 };
+    assert_true(C <= C_MAX);
+    static float pw[C_MAX * C_MAX], w[C_MAX * 25], bias[C_MAX];
+    for (int i = 0; i < C * C; i++) pw[i] = (float)((i * 13) % 11 - 5) * 0.01f;
+    for (int i = 0; i < C * k * k; i++) w[i] = (float)((i * 29) % 17 - 8) * 0.05f;
+    for (int i = 0; i < C; i++) bias[i] = (float)(i % 7) * 0.1f - 0.3f;
+    char shape[32], what[96];
+    snprintf(shape, sizeof shape, "n,%d,9,7", C);
+    snprintf(what, sizeof what, "depthwise conv over %d channels, kernel %d, stride %d", C, k, s);
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", shape);
+    mb_init_f(&b, "pw", 4, (int64_t[]){C, C, 1, 1}, pw);
+    mb_init_f(&b, "w", 4, (int64_t[]){C, 1, k, k}, w);
+    mb_init_f(&b, "b", 1, (int64_t[]){C}, bias);
+    mb_node(&b, "Conv", "pointwise", "x,pw", "p");
+    Onnx__NodeProto *dw = mb_node(&b, "Conv", "dw", "p,w,b", "c");
+    mb_attr_i(&b, dw, "group", C);
+    int64_t pad = k / 2;
+    mb_attr_ints(&b, dw, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+    mb_attr_ints(&b, dw, "strides", 2, (int64_t[]){s, s});
+    mb_node(&b, "Relu", "relu", "c", "y");
+    mb_output(&b, "y", NULL);
+    check_host_levels(f, &b, what);
+}
+
+static void test_depthwise_wide_every_level(void **state) {
+    check_depthwise_wide(*state, 200, 3, 1);
+    check_depthwise_wide(*state, 200, 5, 2);
+    check_depthwise_wide(*state, 132, 5, 1);
+    check_depthwise_wide(*state, 131, 3, 2);
+}
+
+/* A 1x1 conv to M channels with a bias and hardswish over a dynamic batch
+ * of side x side images, at every level, each image's rows more than one
+ * chunk of rows (host_emit.c's epilogue_chunk_rows: 784 rows of 72
+ * channels in chunks of 264, 3136 of 16 in chunks of 1056): the packed
+ * GEMM (72 channels: a masked last vector at AVX-512) and the register
+ * tiles (16 channels, k 27 as a stem's). */
+static void check_pointwise_chunks(fixture *f, int C, int M, int side) {
+    enum { CM_MAX = 72 * 27 };
+    static float w[CM_MAX], bias[72];
+    for (int i = 0; i < M * C; i++) w[i] = (float)((i * 37) % 23 - 11) * 0.02f;
+    for (int i = 0; i < M; i++) bias[i] = (float)(i % 5) * 0.1f - 0.2f;
+    char shape[32], what[96];
+    snprintf(shape, sizeof shape, "n,%d,%d,%d", C, side, side);
+    snprintf(what, sizeof what, "1x1 conv %d -> %d channels by chunks of rows", C, M);
+    mb b;
+    mb_conv_params(&b, shape, M, C, 1, w, bias);
+    mb_node(&b, "Conv", "conv", "x,w,b", "c");
+    mb_node(&b, "HardSwish", "hswish", "c", "y");
+    mb_output(&b, "y", NULL);
+    check_host_levels(f, &b, what);
+}
+
+static void test_pointwise_chunks_every_level(void **state) {
+    check_pointwise_chunks(*state, 16, 72, 28);
+    check_pointwise_chunks(*state, 27, 16, 56);
+}
+
 /* A vision model's head: a global average pool, then a 1x1 conv on the
  * pooled [N, C, 1, 1] (MobileNetV3's conv_head), each image one row of
  * the conv's matmul, whose weight is large enough to read as packed
- * panels. The pooled row's stride along its size-1 dim is 0, which the
- * GEMM must not take for its packed-tile layout (it once did: MobileNetV3
- * differed from ORT by the size of its logits). */
+ * panels, at every level. The pooled row's stride along its size-1 dim
+ * is 0, which the GEMM must not take for its packed-tile layout (it once
+ * did: MobileNetV3 differed from ORT by the size of its logits). */
 static void test_pooled_conv_head_dynamic_batch(void **state) {
     fixture *f = *state;
     enum { C = 512, M = 512 };
@@ -296,7 +391,37 @@ static void test_pooled_conv_head_dynamic_batch(void **state) {
     mb_node(&b, "GlobalAveragePool", "pool", "x", "p");
     mb_node(&b, "Conv", "head", "p,w,b", "y");
     mb_output(&b, "y", NULL);
-    check_host(f, &b, "pooled 1x1 conv head");
+    check_host_levels(f, &b, "pooled 1x1 conv head");
+}
+
+/* A squeeze-excite block as MobileNetV3 has it, over a dynamic batch, at
+ * every level: a global average pool, a 1x1 conv down to S channels with
+ * ReLU, one back up with HardSigmoid, and the input scaled by it. Each
+ * 1x1 conv is a matmul of one row per image against one weight, which the
+ * host runs with the images as its rows (host_emit.c's batch_rows_dim). */
+static void test_squeeze_excite_every_level(void **state) {
+    fixture *f = *state;
+    enum { C = 72, S = 24 };
+    static float w1[S * C], b1[S], w2[C * S], b2[C];
+    for (int i = 0; i < S * C; i++) w1[i] = (float)((i * 31) % 19 - 9) * 0.02f;
+    for (int i = 0; i < C * S; i++) w2[i] = (float)((i * 17) % 13 - 6) * 0.03f;
+    for (int i = 0; i < S; i++) b1[i] = (float)(i % 5) * 0.1f - 0.2f;
+    for (int i = 0; i < C; i++) b2[i] = (float)(i % 3) * 0.2f - 0.1f;
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,72,5,5");
+    mb_init_f(&b, "w1", 4, (int64_t[]){S, C, 1, 1}, w1);
+    mb_init_f(&b, "b1", 1, (int64_t[]){S}, b1);
+    mb_init_f(&b, "w2", 4, (int64_t[]){C, S, 1, 1}, w2);
+    mb_init_f(&b, "b2", 1, (int64_t[]){C}, b2);
+    mb_node(&b, "GlobalAveragePool", "pool", "x", "p");
+    mb_node(&b, "Conv", "reduce", "p,w1,b1", "r");
+    mb_node(&b, "Relu", "relu", "r", "rr");
+    mb_node(&b, "Conv", "expand", "rr,w2,b2", "e");
+    mb_node(&b, "HardSigmoid", "gate", "e", "g");
+    mb_node(&b, "Mul", "scale", "x,g", "y");
+    mb_output(&b, "y", NULL);
+    check_host_levels(f, &b, "squeeze-excite block");
 }
 
 /* A conv the importer runs as Winograd F(2x2, 3x3), with bias, ReLU and
@@ -327,8 +452,11 @@ int main(void) {
         cmocka_unit_test(test_gather_nd_over_seq),
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
         cmocka_unit_test(test_depthwise_and_pools_dynamic_batch),
+        cmocka_unit_test(test_depthwise_wide_every_level),
+        cmocka_unit_test(test_pointwise_chunks_every_level),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),
         cmocka_unit_test(test_pooled_conv_head_dynamic_batch),
+        cmocka_unit_test(test_squeeze_excite_every_level),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

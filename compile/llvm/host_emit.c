@@ -28,6 +28,13 @@
 #include "compile/lower/row_split.h"
 #include "shapejit/ext/compile.h"
 
+enum { FILL_SLOTS = 8 };
+typedef struct fill_at {
+    int32_t x;      /* the gather expression */
+    unsigned width; /* floats of its slot */
+    LLVMValueRef slot;
+} fill_at;
+
 typedef struct emitter {
     sj_ctx *ctx;
     LLVMContextRef C;
@@ -50,6 +57,13 @@ typedef struct emitter {
     /* A column split's unit in columns (0: rows are split, or nothing):
      * the body turns the unit range it is given into columns [rb, re). */
     int64_t split_cols;
+    /* A matmul's rows taken a chunk at a time (emit_matmul): the chunk
+     * [m_lo, m_hi) of dim 2 stands for its whole range; NULL otherwise. */
+    LLVMValueRef m_lo, m_hi;
+    /* The fill slots of this kernel's gathers (fill_slot): the first
+     * FILL_SLOTS of them; one past those gets a slot of its own a use. */
+    fill_at fills[FILL_SLOTS];
+    int n_fills;
     int vector_floats; /* register width in floats, for explicit vector code */
     int gemm_level;    /* the sj__host_gemm code level the target runs (llvm_impl.h) */
 } emitter;
@@ -77,9 +91,16 @@ static LLVMValueRef bound_of(emitter *e, int d) {
     return e->k->sym[d] ? affine_n(e, e->k->sym[d], e->k->sym_add[d]) : ci(e, e->k->dims[d]);
 }
 
-/* The range a loop over dim d covers: the row range on the split dim. */
-static LLVMValueRef range_lo(emitter *e, int d) { return d == e->row_dim ? e->rb : ci(e, 0); }
-static LLVMValueRef range_hi(emitter *e, int d) { return d == e->row_dim ? e->re : bound_of(e, d); }
+/* The range a loop over dim d covers: the row range on the split dim, a
+ * matmul's chunk of rows on dim 2 while it runs by chunks. */
+static LLVMValueRef range_lo(emitter *e, int d) {
+    if (d == 2 && e->m_lo) return e->m_lo;
+    return d == e->row_dim ? e->rb : ci(e, 0);
+}
+static LLVMValueRef range_hi(emitter *e, int d) {
+    if (d == 2 && e->m_hi) return e->m_hi;
+    return d == e->row_dim ? e->re : bound_of(e, d);
+}
 
 static void loop_open(emitter *e, loop *l, int d) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
@@ -941,7 +962,34 @@ static bool reduce_vec_fits(const emitter *e) {
            vec_expr(e, k->prologue);
 }
 
-/* x (vec_expr) at the vector of columns from e->idx[in]. */
+/* A stack vector of vt holding v in every lane, written once on the
+ * kernel's entry. */
+static LLVMValueRef const_slot(emitter *e, LLVMTypeRef vt, float v) {
+    LLVMValueRef slot = alloca_vec(e, vt);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
+    LLVMPositionBuilderBefore(b, e->entry_alloca_point);
+    LLVMBuildStore(b, splat(e, vt, cf(e, v)), slot);
+    LLVMDisposeBuilder(b);
+    return slot;
+}
+
+/* The stack vector of gather x's fill value (const_slot), one per gather
+ * and width in a kernel. */
+static LLVMValueRef fill_slot(emitter *e, int32_t x, LLVMTypeRef vt) {
+    unsigned w = LLVMGetVectorSize(vt);
+    for (int i = 0; i < e->n_fills; i++)
+        if (e->fills[i].x == x && e->fills[i].width == w) return e->fills[i].slot;
+    LLVMValueRef slot = const_slot(e, vt, e->k->exprs[x].value);
+    if (e->n_fills < FILL_SLOTS) e->fills[e->n_fills++] = (fill_at){x, w, slot};
+    return slot;
+}
+
+/* x (vec_expr) at the vector of columns from e->idx[in]. A padded window's
+ * fill is read from a stack vector of the fill value, its address chosen
+ * in place of the data's: selected after the load, the value became a
+ * branch around every load of a tap's vectors (LLVM sinks a load into a
+ * select's branch), eight taken branches a tap in a tile of a depthwise
+ * conv over 240 channels. */
 static LLVMValueRef eval_vec(emitter *e, int32_t x, LLVMTypeRef vt) {
     const sj_kexpr *ex = &e->k->exprs[x];
     int in = e->k->rank - 1;
@@ -951,9 +999,8 @@ static LLVMValueRef eval_vec(emitter *e, int32_t x, LLVMTypeRef vt) {
     case SJ_KX_GATHER: {
         const sj_kload *ld = &e->k->loads[ex->load];
         LLVMValueRef fill = NULL, p = ex->kind == SJ_KX_LOAD ? ld_addr(e, ld) : gather_addr(e, ex, &fill);
-        LLVMValueRef v = ld->strides[in] ? load_vec(e, vt, p, NULL) : splat(e, vt, load_ld(e, ld, p));
-        if (!fill) return v;
-        return LLVMBuildSelect(e->B, fill, splat(e, vt, cf(e, ex->value)), v, "");
+        if (fill) p = LLVMBuildSelect(e->B, fill, fill_slot(e, x, vt), p, "");
+        return ld->strides[in] ? load_vec(e, vt, p, NULL) : splat(e, vt, load_ld(e, ld, p));
     }
     default: { /* SJ_KX_BINARY: +, -, * */
         LLVMValueRef a = eval_vec(e, ex->a, vt), b = eval_vec(e, ex->b, vt);
@@ -1021,26 +1068,57 @@ static void reduce_vec_tile(emitter *e, LLVMValueRef acc, LLVMValueRef tile, LLV
  * over 72, 88 and 120 channels took the generic path on AVX-512 and made
  * its x86-64-v4 code slower than its x86-64-v3 code. Each column sums its
  * terms in the same order. */
+/* From this many columns, emit_reduce_vec_columns runs the column tiles
+ * outside the positions (positions_dim): a tile's channels of the window's
+ * rows then stay in L1 while its positions pass over them, where every
+ * channel of a position before the next one's took the rows of all
+ * channels through L1 (a 5x5 depthwise conv over 240 channels at 14 x 14:
+ * five rows of 14 positions are 67 KB; Zen 4, batch 8: 1.58 -> 1.15 ms,
+ * and 576 channels at 7 x 7 0.84 -> 0.68 ms). Fewer columns keep the
+ * positions outside: a second pass over them for a last, narrower tile
+ * read each tap's index twice (72 channels at AVX-512: 0.56 -> 0.72 ms). */
+enum { TILES_OUTSIDE_COLUMNS = 128 };
+
+/* The innermost kept dim before the columns (a conv's output positions)
+ * when the column tiles run outside it, else -1. */
+static int positions_dim(const sj_kernel *k) {
+    if (k->dims[k->rank - 1] < TILES_OUTSIDE_COLUMNS) return -1;
+    for (int d = k->rank - 2; d >= 0; d--)
+        if (!((k->reduced >> d) & 1)) return d;
+    return -1;
+}
+
 static void emit_reduce_vec_columns(emitter *e) {
     const sj_kernel *k = e->k;
     loop ls[SJ_KSPACE_MAX];
     rloop lc;
-    int in = k->rank - 1, vf = e->vector_floats;
+    int in = k->rank - 1, vf = e->vector_floats, pd = positions_dim(k);
     int64_t nv = k->dims[in] / vf, full = nv / REDUCE_VECS * REDUCE_VECS, rest = k->dims[in] - nv * vf;
     uint32_t all = (1u << k->rank) - 1, outer = all & ~k->reduced & ~(1u << in);
+    uint32_t pos = pd >= 0 ? 1u << pd : 0;
     LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vf);
     LLVMValueRef acc = alloca_vec(e, LLVMArrayType2(vt, REDUCE_VECS));
     LLVMValueRef tile = alloca_vec(e, LLVMArrayType2(e->f32, (unsigned)(REDUCE_VECS * vf)));
-    loops_open(e, ls, outer);
+    loops_open(e, ls, outer & ~pos);
     if (full) {
         LLVMValueRef j0 = rloop_open(e, &lc, ci(e, 0), ci(e, full * vf), REDUCE_VECS * vf);
+        loops_open(e, ls, pos);
         reduce_vec_tile(e, acc, tile, j0, REDUCE_VECS, vf);
+        loops_close(e, ls, pos);
         rloop_close(e, &lc);
     }
-    if (nv > full) reduce_vec_tile(e, acc, tile, ci(e, full * vf), (int)(nv - full), vf);
-    if (rest) reduce_vec_tile(e, acc, tile, ci(e, nv * vf), 1, (int)rest);
+    if (nv > full) {
+        loops_open(e, ls, pos);
+        reduce_vec_tile(e, acc, tile, ci(e, full * vf), (int)(nv - full), vf);
+        loops_close(e, ls, pos);
+    }
+    if (rest) {
+        loops_open(e, ls, pos);
+        reduce_vec_tile(e, acc, tile, ci(e, nv * vf), 1, (int)rest);
+        loops_close(e, ls, pos);
+    }
     e->idx[in] = ci(e, 0);
-    loops_close(e, ls, outer);
+    loops_close(e, ls, outer & ~pos);
 }
 
 /* One step of emit_rows_reg: the m rows' outputs at columns [j, j + step)
@@ -1553,12 +1631,60 @@ static bool matmul_rows_split(const emitter *e) {
     return p != MM_BLAS && p != MM_FEW_ROWS;
 }
 
+/* Rows a chunk of emit_matmul takes (0: the whole range at once): about
+ * EPILOGUE_CHUNK_BYTES of output, the rows shared out evenly in whole
+ * multiples of EPILOGUE_CHUNK_ROWS. The epilogue then reads each chunk's
+ * sums back from L2 right after the product wrote them, where one pass
+ * after the whole product read them from L3 or memory (MobileNetV3-small's
+ * expanding 1x1 convs, batch 8: a [25088, 72] output, 7 MB, written and
+ * then read and written again). A batch index's output of at most twice
+ * that stays whole: it is still in L2 for the pass after it, and a chunk
+ * of a few rows left over (49 = 48 + 1 at 576 channels) reads all of B for
+ * them. Only the tiled loop and a GEMM on weights packed at load: any other
+ * GEMM packs B again in every call. The rows are computed alike in any
+ * chunk: the GEMM's sums do not depend on the rows it is given
+ * (host_gemm.c), and a chunk starts a whole number of TILE_M row tiles
+ * from the range's start, so the tiled loop tiles the rows as it does the
+ * whole range. */
+enum { EPILOGUE_CHUNK_BYTES = 96 * 1024, EPILOGUE_CHUNK_ROWS = 12 };
+static int64_t epilogue_chunk_rows(const emitter *e, matmul_path path) {
+    const sj_kernel *k = e->k;
+    if (k->sym[3] || (path != MM_TILED && !(path == MM_GEMM && gemm_packs_b(k)))) return 0;
+    int64_t row_bytes = k->dims[3] * (int64_t)sizeof(float), m = k->dims[2]; /* at the bucket extent */
+    if (m * row_bytes <= 2 * EPILOGUE_CHUNK_BYTES) return 0;
+    int64_t target = EPILOGUE_CHUNK_BYTES / row_bytes;
+    if (target < 1) target = 1;
+    int64_t chunks = (m + target - 1) / target, rows = (m + chunks - 1) / chunks;
+    return (rows + EPILOGUE_CHUNK_ROWS - 1) / EPILOGUE_CHUNK_ROWS * EPILOGUE_CHUNK_ROWS;
+}
+
+static void emit_matmul_rows(emitter *e, matmul_path path, int ta, int64_t lda, int tb, int64_t ldb);
+
 static void emit_matmul(emitter *e) {
     loop ls[SJ_KSPACE_MAX];
     int64_t lda = 0, ldb = 0;
     int ta = 0, tb = 0;
     matmul_path path = matmul_path_of(e, &lda, &ta, &ldb, &tb);
     loops_open(e, ls, 3u);
+    int64_t chunk = epilogue_chunk_rows(e, path);
+    if (!chunk) {
+        emit_matmul_rows(e, path, ta, lda, tb, ldb);
+    } else {
+        rloop lc;
+        LLVMValueRef hi = range_hi(e, 2);
+        e->m_lo = rloop_open(e, &lc, range_lo(e, 2), hi, chunk);
+        e->m_hi = tile_end(e, e->m_lo, chunk, hi);
+        emit_matmul_rows(e, path, ta, lda, tb, ldb);
+        e->m_lo = e->m_hi = NULL;
+        rloop_close(e, &lc);
+    }
+    loops_close(e, ls, 3u);
+}
+
+/* The product and its epilogue over the rows of range_lo(2)..range_hi(2)
+ * at the current batch indexes. */
+static void emit_matmul_rows(emitter *e, matmul_path path, int ta, int64_t lda, int tb, int64_t ldb) {
+    loop ls[SJ_KSPACE_MAX];
     if (path == MM_BLAS) {
         emit_blas_call(e, ta, lda, tb, ldb);
     } else if (path == MM_GEMM && gemm_packs_b(e->k)) {
@@ -1572,7 +1698,6 @@ static void emit_matmul(emitter *e) {
         emit_matmul_tiled(e);
     } else if (path == MM_DOT) {
         emit_matmul_dot(e);
-        loops_close(e, ls, 3u);
         return;
     } else {
         emit_ikj(e, range_lo(e, 2), range_hi(e, 2), ci(e, 0), bound_of(e, 3));
@@ -1582,7 +1707,6 @@ static void emit_matmul(emitter *e) {
     e->acc = scaled_acc(e, load_f32(e, out_addr(e)));
     store_out(e, eval(e, e->k->epilogue));
     loops_close(e, ls, 3u << 2);
-    loops_close(e, ls, 3u);
 }
 
 /* SJ_KK_ATTENTION: one call to sj__host_attention_rows (host_attention.c) with
@@ -1763,6 +1887,7 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
         return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
     }
     e->k = k;
+    e->n_fills = 0;
     uint64_t row_work, split_extent;
     e->row_dim = row_dim_of(e, k, &row_work, &split_extent, &e->split_cols);
     unsigned extra = e->row_dim >= 0 ? 4 : 2; /* n, the row range, and the scratch */
@@ -1857,6 +1982,82 @@ static sj_status emit_kernel(emitter *e, const sj_kernel *k) {
     return SJ_OK;
 }
 
+/* The batch dim (0 or 1) of a matmul of one row per batch index whose B
+ * is one matrix for the whole batch ([1, N, 1, n, k]: a 1x1 conv on pooled
+ * images, as the squeeze-excite blocks and the head of MobileNetV3 run),
+ * or -1. Its batch dim is its rows in all but name. */
+static int batch_rows_dim(const sj_kernel *k) {
+    if (k->kind != SJ_KK_MATMUL || k->rank != 5 || k->dims[2] != 1 || k->sym[2]) return -1;
+    const sj_kload *b = &k->loads[k->b];
+    for (int d = 0; d < 2; d++) {
+        int o = 1 - d;
+        if ((k->sym[d] || k->dims[d] > 1) && !k->sym[o] && k->dims[o] == 1 && b->strides[d] == 0) return d;
+    }
+    return -1;
+}
+
+/* *out = k with dims d and 2 swapped: the same points under other names
+ * (loads, output, ranges and selects follow the dims). out's loads and
+ * exprs are its own (the caller frees them). */
+static sj_status swap_dims(emitter *e, const sj_kernel *k, int d, sj_kernel *out) {
+    *out = *k;
+    out->loads = sj_alloc(e->ctx, (size_t)(k->n_loads ? k->n_loads : 1) * sizeof *out->loads);
+    out->exprs = sj_alloc(e->ctx, (size_t)(k->n_exprs ? k->n_exprs : 1) * sizeof *out->exprs);
+    if (!out->loads || !out->exprs) {
+        sj_free(e->ctx, out->loads);
+        sj_free(e->ctx, out->exprs);
+        return sj_fail(e->ctx, SJ_E_NOMEM, "host emitter: out of memory");
+    }
+    memcpy(out->loads, k->loads, (size_t)k->n_loads * sizeof *out->loads);
+    memcpy(out->exprs, k->exprs, (size_t)k->n_exprs * sizeof *out->exprs);
+#define SJ_SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
+    SJ_SWAP(int64_t, out->dims[d], out->dims[2]);
+    SJ_SWAP(int64_t, out->sym[d], out->sym[2]); /* a flag or a multiple of n: either fits */
+    SJ_SWAP(int64_t, out->out_strides[d], out->out_strides[2]);
+    for (int i = 0; i < k->n_loads; i++) SJ_SWAP(int64_t, out->loads[i].strides[d], out->loads[i].strides[2]);
+    for (int i = 0; i < k->n_exprs; i++) {
+        sj_kexpr *x = &out->exprs[i];
+        SJ_SWAP(int64_t, x->coef[d], x->coef[2]);
+        if (x->kind == SJ_KX_RANGE && (x->dim == d || x->dim == 2)) x->dim = x->dim == d ? 2 : d;
+    }
+#undef SJ_SWAP
+    return SJ_OK;
+}
+
+/* Whether a launch of k may split (row_dim_of). */
+static bool splits(emitter *e, const sj_kernel *k) {
+    const sj_kernel *was = e->k;
+    uint64_t work, extent;
+    int64_t cols;
+    e->k = k; /* the matmul path row_dim_of weighs is e->k's */
+    int d = row_dim_of(e, k, &work, &extent, &cols);
+    e->k = was;
+    return d >= 0;
+}
+
+/* emit_kernel, a matmul of one row per batch index (batch_rows_dim) with
+ * its batch dim as its rows: the GEMM or the few-rows kernel then reads B
+ * once for every row of the launch, where each batch index's one-row
+ * product read all of B again (MobileNetV3's 576 -> 1024 head conv, 2.4
+ * MB, once per image). Not where that would keep a launch from splitting
+ * over the threads as its images did: few rows of fewer than two blocks
+ * of columns (a squeeze-excite conv to 8 channels) split neither way. */
+static sj_status emit_kernel_relabelled(emitter *e, const sj_kernel *k) {
+    int d = batch_rows_dim(k);
+    if (d < 0) return emit_kernel(e, k);
+    sj_kernel rows;
+    SJ_TRY(swap_dims(e, k, d, &rows));
+    if (!splits(e, &rows) && splits(e, k)) {
+        sj_free(e->ctx, rows.loads);
+        sj_free(e->ctx, rows.exprs);
+        return emit_kernel(e, k);
+    }
+    sj_status st = emit_kernel(e, &rows);
+    sj_free(e->ctx, rows.loads);
+    sj_free(e->ctx, rows.exprs);
+    return st;
+}
+
 sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *l, int first, int last,
                                const sj_llvm_target *t, int vector_floats, int gemm_level,
                                sj_llvm_emitted *out) {
@@ -1871,7 +2072,7 @@ sj_status sj__llvm_emit_kernels(sj_ctx *ctx, LLVMModuleRef m, const sj_lowered *
     sj_status st = SJ_OK;
     for (int i = first; i < last && st == SJ_OK; i++) {
         e.kernel_index = i;
-        st = emit_kernel(&e, &l->kernels[i]);
+        st = emit_kernel_relabelled(&e, &l->kernels[i]);
     }
     LLVMDisposeBuilder(e.B);
     return st;

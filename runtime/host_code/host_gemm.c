@@ -33,10 +33,12 @@
  * block added onto the previous blocks' sum in C. That order depends on
  * nothing but k and the level (not on the rows a call is given nor where
  * they sit in a block), so any split of the rows over threads gives the
- * same bits. Edge tiles are computed in a scratch tile padded with zeros
- * and copied out, so no element outside [0, m) x [0, n) of C is written and
- * no element of A or B outside the slice is read: padding rows and columns
- * of a bucket are never touched.
+ * same bits. A last panel's vector past column n is loaded from and stored
+ * to C under a mask (the panel's own columns past n are zeros), and a tile
+ * of fewer than MR rows runs a kernel of exactly its rows, so no element
+ * outside [0, m) x [0, n) of C is read or written and no element of A or B
+ * outside the slice is read: padding rows and columns of a bucket are never
+ * touched.
  *
  * The A block and a B panel (about 416 KiB) are packed into the calling
  * kernel's scratch (shapejit/ext/device.h: the host device gives each of
@@ -185,6 +187,40 @@ static inline vf4 wide_base(const uint16_t *p) {
     return (vf4){sj_f16_to_f32(p[0]), sj_f16_to_f32(p[1]), sj_f16_to_f32(p[2]), sj_f16_to_f32(p[3])};
 }
 
+/* The first `lanes` floats at p (0 < lanes <= the width) as a vector, the
+ * lanes past them zero, and the store of a vector's first `lanes` lanes:
+ * the last vector of a panel that ends past C's last column, nothing read
+ * or written past it. AVX-512 and AVX2 mask the access; the baseline copies
+ * the lanes. One pair per level, named as its kernels are (SFX). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c"))) static inline vf16
+part_v4_load(const float *p, int64_t lanes) {
+    return (vf16)_mm512_maskz_loadu_ps((__mmask16)((1u << lanes) - 1), p);
+}
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c"))) static inline void
+part_v4_store(float *p, vf16 v, int64_t lanes) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << lanes) - 1), (__m512)v);
+}
+__attribute__((target("avx2,fma,f16c"))) static inline __m256i lanes_v3(int64_t lanes) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+__attribute__((target("avx2,fma,f16c"))) static inline vf8 part_v3_load(const float *p, int64_t lanes) {
+    return (vf8)_mm256_maskload_ps(p, lanes_v3(lanes));
+}
+__attribute__((target("avx2,fma,f16c"))) static inline void part_v3_store(float *p, vf8 v,
+                                                                          int64_t lanes) {
+    _mm256_maskstore_ps(p, lanes_v3(lanes), (__m256)v);
+}
+#endif
+static inline vf4 part_base_load(const float *p, int64_t lanes) {
+    vf4 v = {0};
+    memcpy(&v, p, (size_t)lanes * sizeof(float));
+    return v;
+}
+static inline void part_base_store(float *p, vf4 v, int64_t lanes) {
+    memcpy(p, &v, (size_t)lanes * sizeof(float));
+}
+
 /* Whether the microkernel can read A's rows where they lie: unit column
  * stride, and rows apart (the kernel takes a row stride of 0 for a packed
  * tile) unless there is one row, whose stride nothing reads (a pooled
@@ -211,16 +247,18 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
  * blocks of k in order, so the weight streams past once in address order
  * (a packed weight's panels lie one after the other), where the blocked
  * order reads a KC-row piece of every panel in turn. */
-#define SJ_GEMM_UKR(SFX, ATTR, VT, VW, MR, NV, WIDE)                                                  \
+#define SJ_GEMM_UKR(SFX, ATTR, VT, VW, MR, NV, WIDE, PART)                                            \
     ATTR static inline __attribute__((always_inline)) void ukr_rows_##SFX(                            \
         int mx, int64_t kc, const float *restrict ap, int64_t a_ps, int64_t a_rs,                     \
         const void *restrict bp, int64_t ldb, sj_precision st, float *restrict c, int64_t ldc,        \
-        int first) {                                                                                  \
+        int first, int64_t lanes) {                                                                   \
         VT acc[MR][NV];                                                                               \
         const int64_t size = sj__host_gemm_element_bytes(st), row_bytes = NV * VW * size;             \
         _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
             if (first) acc[r][v] = (VT){0};                                                           \
+            else if (v == NV - 1 && lanes < VW)                                                       \
+                acc[r][v] = PART##_load(c + r * ldc + v * VW, lanes);                                   \
             else memcpy(&acc[r][v], c + r * ldc + v * VW, sizeof(VT));                                \
         }                                                                                             \
         for (int64_t p = 0; p < kc; p++) {                                                            \
@@ -258,8 +296,10 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
             }                                                                                         \
         }                                                                                             \
         _Pragma("GCC unroll 16") for (int r = 0; r < mx; r++)                                         \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                      \
-                memcpy(c + r * ldc + v * VW, &acc[r][v], sizeof(VT));                                 \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                    \
+            if (v == NV - 1 && lanes < VW) PART##_store(c + r * ldc + v * VW, acc[r][v], lanes);        \
+            else memcpy(c + r * ldc + v * VW, &acc[r][v], sizeof(VT));                                \
+        }                                                                                             \
     }                                                                                                 \
     /* rows [0, mr) of a tile, 1 <= mr <= MR: the kernel of exactly mr rows,                          \
      * B's panel of st elements (a constant once inlined).                                            \
@@ -268,30 +308,38 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
      * the packed one keeps its constant offsets) */                                                  \
     ATTR static inline __attribute__((always_inline)) void ukr_st_##SFX(                              \
         int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs, const void *restrict bp,      \
-        int64_t ldb, sj_precision st, float *restrict c, int64_t ldc, int first) {                    \
+        int64_t ldb, sj_precision st, float *restrict c, int64_t ldc, int first, int64_t lanes) {     \
         if (a_rs) {                                                                                   \
             switch (mr) {                                                                             \
             SJ_GEMM_ROW_CASES_##MR(SFX, 1, a_rs)                                                      \
-            default: ukr_rows_##SFX(MR, kc, ap, 1, a_rs, bp, ldb, st, c, ldc, first);                 \
+            default: ukr_rows_##SFX(MR, kc, ap, 1, a_rs, bp, ldb, st, c, ldc, first, lanes);          \
             }                                                                                         \
             return;                                                                                   \
         }                                                                                             \
         switch (mr) {                                                                                 \
         SJ_GEMM_ROW_CASES_##MR(SFX, MR, 1)                                                            \
-        default: ukr_rows_##SFX(MR, kc, ap, MR, 1, bp, ldb, st, c, ldc, first);                       \
+        default: ukr_rows_##SFX(MR, kc, ap, MR, 1, bp, ldb, st, c, ldc, first, lanes);                \
         }                                                                                             \
+    }                                                                                                 \
+    /* lanes: C's columns in the last vector, VW for all of them (a                                  \
+     * constant then, for the whole panels' code) */                                                  \
+    ATTR static inline __attribute__((always_inline)) void ukr_lanes_##SFX(                           \
+        int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs, const void *restrict bp,      \
+        int64_t ldb, sj_precision st, float *restrict c, int64_t ldc, int first, int64_t lanes) {     \
+        if (lanes == VW) ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, st, c, ldc, first, VW);              \
+        else ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, st, c, ldc, first, lanes);                       \
     }                                                                                                 \
     ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs,        \
                                const void *restrict bp, int64_t ldb, sj_precision st,                 \
-                               float *restrict c, int64_t ldc, int first) {                           \
+                               float *restrict c, int64_t ldc, int first, int64_t lanes) {            \
         switch (st) {                                                                                 \
         case SJ_PRECISION_BF16:                                                                       \
-            ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_BF16, c, ldc, first);                \
+            ukr_lanes_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_BF16, c, ldc, first, lanes);      \
             return;                                                                                   \
         case SJ_PRECISION_FP16:                                                                       \
-            ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP16, c, ldc, first);                \
+            ukr_lanes_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP16, c, ldc, first, lanes);      \
             return;                                                                                   \
-        default: ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP32, c, ldc, first);           \
+        default: ukr_lanes_##SFX(mr, kc, ap, a_rs, bp, ldb, SJ_PRECISION_FP32, c, ldc, first, lanes); \
         }                                                                                             \
     }
 
@@ -302,37 +350,21 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
  * and 72 channels spent up to half their multiply-adds on the zero
  * columns of a full-width last panel at the AVX-512 level. */
 #define SJ_GEMM_LEVEL(SFX, ATTR, VT, VW, MR, NV)                                                      \
-    SJ_GEMM_UKR(SFX, ATTR, VT, VW, MR, NV, wide_##SFX)                                                \
-    SJ_GEMM_UKR(SFX##_half, ATTR, VT, VW, MR, 1, wide_##SFX)                                          \
-    /* C's rows [0, mr) x columns [jr, jr + nr) of the block k [pc, pc + kc): in                      \
-     * place for a whole panel, else through a zero-padded tile, so nothing                           \
-     * past column n is written */                                                                    \
+    SJ_GEMM_UKR(SFX, ATTR, VT, VW, MR, NV, wide_##SFX, part_##SFX)                                    \
+    SJ_GEMM_UKR(SFX##_half, ATTR, VT, VW, MR, 1, wide_##SFX, part_##SFX)                              \
+    /* C's rows [0, mr) x columns [jr, jr + nr) of the block k [pc, pc + kc):                         \
+     * whole vectors, the last one masked past nr (the panel's columns past n                         \
+     * are zeros), so nothing past column n is read or written. A panel of                            \
+     * 8 or 24 columns went through a zero-padded tile instead, copied in                             \
+     * and out a row at a time: MobileNetV3's [25088, 16] x [16, 72] at                               \
+     * AVX-512 spent more on its 8-column panel than on its two whole ones */                         \
     ATTR static void block_##SFX(const gemm_args *g, int64_t mr, int64_t nr, int64_t kc,              \
                                  const float *at, int64_t a_rs, const void *panel, int64_t ldb,       \
                                  sj_precision st, float *cc, int first) {                             \
-        enum { NR = NV * VW };                                                                        \
-        if (nr == NR) {                                                                               \
-            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first);                           \
-            return;                                                                                   \
-        }                                                                                             \
-        if (nr == VW) {                                                                               \
-            ukr_##SFX##_half(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first);                    \
-            return;                                                                                   \
-        }                                                                                             \
-        /* zeros past nr too: the kernel adds into every lane it holds */                            \
-        const int half = nr < VW;                                                                     \
-        const int64_t w = half ? VW : NR;                                                             \
-        float tile[MR * NR] __attribute__((aligned(64)));                                             \
-        memset(tile, 0, sizeof tile);                                                                 \
-        if (!first)                                                                                   \
-            for (int64_t r = 0; r < mr; r++)                                                          \
-                memcpy(tile + r * w, cc + r * g->ldc, (size_t)nr * sizeof(float));                    \
-        if (half)                                                                                     \
-            ukr_##SFX##_half(mr, kc, at, a_rs, panel, ldb, st, tile, w, first);                       \
+        if (nr <= VW)                                                                                 \
+            ukr_##SFX##_half(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first, nr);                \
         else                                                                                          \
-            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, tile, w, first);                              \
-        for (int64_t r = 0; r < mr; r++)                                                              \
-            memcpy(cc + r * g->ldc, tile + r * w, (size_t)nr * sizeof(float));                       \
+            ukr_##SFX(mr, kc, at, a_rs, panel, ldb, st, cc, g->ldc, first, nr - (NV - 1) * VW);       \
     }                                                                                                 \
     /* B's panel jr, k [pc, pc + kc), as the microkernel reads it (ldb: its row                       \
      * stride, st: its elements): packed at load, read in place, or packed                            \
@@ -414,7 +446,7 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
 
 /* The switch cases of ukr_##SFX for the row counts below MR. */
 #define SJ_GEMM_ROW_CASE(SFX, R, PS, RS)                                                           \
-    case R: ukr_rows_##SFX(R, kc, ap, PS, RS, bp, ldb, st, c, ldc, first); return;
+    case R: ukr_rows_##SFX(R, kc, ap, PS, RS, bp, ldb, st, c, ldc, first, lanes); return;
 #define SJ_GEMM_ROW_CASES_4(SFX, PS, RS)                                                           \
     SJ_GEMM_ROW_CASE(SFX, 1, PS, RS) SJ_GEMM_ROW_CASE(SFX, 2, PS, RS) SJ_GEMM_ROW_CASE(SFX, 3, PS, RS)
 #define SJ_GEMM_ROW_CASES_6(SFX, PS, RS)                                                           \
