@@ -2012,7 +2012,8 @@ static sj_status swap_dims(emitter *e, const sj_kernel *k, int d, sj_kernel *out
     memcpy(out->exprs, k->exprs, (size_t)k->n_exprs * sizeof *out->exprs);
 #define SJ_SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
     SJ_SWAP(int64_t, out->dims[d], out->dims[2]);
-    SJ_SWAP(int64_t, out->sym[d], out->sym[2]); /* a flag or a multiple of n: either fits */
+    SJ_SWAP(int64_t, out->sym[d], out->sym[2]); /* k of a symbolic dim k * N + c */
+    SJ_SWAP(int64_t, out->sym_add[d], out->sym_add[2]);
     SJ_SWAP(int64_t, out->out_strides[d], out->out_strides[2]);
     for (int i = 0; i < k->n_loads; i++) SJ_SWAP(int64_t, out->loads[i].strides[d], out->loads[i].strides[2]);
     for (int i = 0; i < k->n_exprs; i++) {
