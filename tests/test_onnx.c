@@ -1502,6 +1502,30 @@ static void test_reshape_shape_not_constant(void **state) {
     mb_output(&b, "y", NULL);
     EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "'flatten' (Reshape)",
                       "-1 would merge the symbolic dim with the dims in front of it (2 elements");
+    /* constants from the file whose product overflows (a fuzzer's find):
+     * in the group of the -1, and in front of the symbolic dim */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,2,4");
+    mb_init_i64(&b, "shape", 4, (int64_t[]){-1, 6946816, 844424930131970, 4});
+    mb_node(&b, "Reshape", "huge", "x,shape", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'huge' (Reshape)", "holds more than");
+    mb_init(&b, 13);
+    mb_input(&b, "x", "2,n,4");
+    mb_init_i64(&b, "shape", 4, (int64_t[]){6946816, 844424930131970, -1, 4});
+    mb_node(&b, "Reshape", "huge_front", "x,shape", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'huge_front' (Reshape)", "holds more than");
+    /* and beside a dim N + c */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "n,4");
+    mb_input(&b, "c", "1,4");
+    mb_node(&b, "Concat", "grow", "x,c", "xc");
+    mb_attr_i(&b, b.nodes[b.g.n_node - 1], "axis", 0);
+    mb_init_i64(&b, "shape", 4, (int64_t[]){-1, 6946816, 844424930131970, 4});
+    mb_node(&b, "Reshape", "huge_offset", "xc,shape", "y");
+    mb_output(&b, "y", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "'huge_offset' (Reshape)", "holds more than");
     /* into the dims inside it: a multiple of it */
     mb_init(&b, 13);
     mb_input(&b, "x", "n,2,4");

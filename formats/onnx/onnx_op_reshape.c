@@ -94,12 +94,16 @@ static sj_status fold_reshape(sj_onnx_loader *L, const sj_onnx_op *op, sj_onnx_f
 
 /* Elements per index of the group an axis lies in: group 0 is the dims in
  * front of the first symbolic dim, group j the j-th symbolic dim (counting
- * its factor) and the constant dims behind it. skip: an axis counted as 1. */
+ * its factor) and the constant dims behind it. skip: an axis counted as 1.
+ * -1 where the product passes what a tensor may hold (a target's constants
+ * come straight from the file). */
 static int64_t group_volume(const int64_t *dims, int rank, int group, int skip) {
     int64_t v = 1;
     for (int i = 0, gi = 0; i < rank; i++) {
         gi += sj_dim_is_sym(dims[i]);
-        if (gi == group && i != skip) v *= sj_dim_at(dims[i], 1);
+        if (gi == group && i != skip &&
+            (sj_mul_overflow_i64(v, sj_dim_at(dims[i], 1), &v) || v > SJ_MAX_ELEMENTS))
+            return -1;
     }
     return v;
 }
@@ -120,10 +124,13 @@ static sj_status infer_beside_offset(sj_onnx_loader *L, const sj_shape *in, cons
     int64_t in_const = 1, out_const = 1, sym = 0;
     for (int i = 0; i < in->rank; i++) {
         if (sj_dim_is_sym(in->dims[i])) sym = in->dims[i];
-        else in_const *= in->dims[i];
+        else in_const *= in->dims[i]; /* an input's dims: its numel was checked */
     }
     for (int i = 0; i < os->rank; i++)
-        if (!sj_dim_is_sym(os->dims[i]) && i != infer) out_const *= os->dims[i];
+        if (!sj_dim_is_sym(os->dims[i]) && i != infer &&
+            (sj_mul_overflow_i64(out_const, os->dims[i], &out_const) || out_const > SJ_MAX_ELEMENTS))
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "the target shape holds more than %lld elements",
+                                      (long long)SJ_MAX_ELEMENTS);
     if (in_sym == 1 && out_sym == 0 && in_const == out_const) {
         out[infer] = sym;
         return SJ_OK;
@@ -185,6 +192,11 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
     if (is_sym) out[infer] = SJ_DIM_SYM;
     int g = group_of(out, infer);
     int64_t front = group_volume(in->dims, in->rank, 0, -1);
+    int64_t want = group_volume(in->dims, in->rank, g, -1);
+    int64_t have = group_volume(out, n, g, is_sym ? -1 : infer);
+    if (front < 0 || group_volume(out, n, 0, -1) < 0 || want < 0 || have < 0)
+        return sj__onnx_node_fail(L, SJ_E_SHAPE, "the target shape holds more than %lld elements",
+                                  (long long)SJ_MAX_ELEMENTS);
     if (is_sym && g == 1 && front != group_volume(out, n, 0, -1))
         return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
                                   "-1 would merge the symbolic dim with the dims in front of it "
@@ -192,8 +204,6 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
                                   "shapejit merges it only with the dims inside it (padded buffers "
                                   "must stay valid views)",
                                   (long long)front, (long long)group_volume(out, n, 0, -1));
-    int64_t want = group_volume(in->dims, in->rank, g, -1);
-    int64_t have = group_volume(out, n, g, is_sym ? -1 : infer);
     if (have <= 0 || want <= 0 || want % have)
         return sj__onnx_node_fail(L, SJ_E_SHAPE,
                                   "cannot infer the -1 of the shape: %lld elements per %s in, %lld "
