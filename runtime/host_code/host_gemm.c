@@ -312,13 +312,16 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
         if (a_rs) {                                                                                   \
             switch (mr) {                                                                             \
             SJ_GEMM_ROW_CASES_##MR(SFX, 1, a_rs)                                                      \
-            default: ukr_rows_##SFX(MR, kc, ap, 1, a_rs, bp, ldb, st, c, ldc, first, lanes);          \
+            default:                                                                                  \
+                ukr_rows_##SFX(SJ_GEMM_LAST_ROWS(MR), kc, ap, 1, a_rs, bp, ldb, st, c, ldc, first,    \
+                               lanes);                                                                \
             }                                                                                         \
             return;                                                                                   \
         }                                                                                             \
         switch (mr) {                                                                                 \
         SJ_GEMM_ROW_CASES_##MR(SFX, MR, 1)                                                            \
-        default: ukr_rows_##SFX(MR, kc, ap, MR, 1, bp, ldb, st, c, ldc, first, lanes);                \
+        default:                                                                                      \
+            ukr_rows_##SFX(SJ_GEMM_LAST_ROWS(MR), kc, ap, MR, 1, bp, ldb, st, c, ldc, first, lanes);  \
         }                                                                                             \
     }                                                                                                 \
     /* lanes: C's columns in the last vector, VW for all of them (a                                  \
@@ -326,7 +329,8 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
     ATTR static inline __attribute__((always_inline)) void ukr_lanes_##SFX(                           \
         int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs, const void *restrict bp,      \
         int64_t ldb, sj_precision st, float *restrict c, int64_t ldc, int first, int64_t lanes) {     \
-        if (lanes == VW) ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, st, c, ldc, first, VW);              \
+        if (SJ_GEMM_SPECIALIZE && lanes == VW)                                                        \
+            ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, st, c, ldc, first, VW);                           \
         else ukr_st_##SFX(mr, kc, ap, a_rs, bp, ldb, st, c, ldc, first, lanes);                       \
     }                                                                                                 \
     ATTR static void ukr_##SFX(int64_t mr, int64_t kc, const float *restrict ap, int64_t a_rs,        \
@@ -444,9 +448,23 @@ static inline int64_t a_row_stride(const gemm_args *g) { return g->a_rs ? g->a_r
         }                                                                                             \
     }
 
+/* SJ_HOST_GEMM_GENERIC (CMake sets it for the sanitized and fuzzing
+ * builds): one kernel per precision, its row and lane counts variables.
+ * The copies per row count and per full last vector are that same code
+ * with constants folded in (same accesses, same sums), and instrumenting a
+ * few hundred unrolled copies took clang over ten minutes and gcc 2.5
+ * minutes for this file alone, against 19 s unsanitized. */
+#ifdef SJ_HOST_GEMM_GENERIC
+#define SJ_GEMM_SPECIALIZE 0
+#define SJ_GEMM_LAST_ROWS(MR) ((int)mr)
+#define SJ_GEMM_ROW_CASE(SFX, R, PS, RS)
+#else
+#define SJ_GEMM_SPECIALIZE 1
+#define SJ_GEMM_LAST_ROWS(MR) (MR) /* the switch's default: a whole tile */
 /* The switch cases of ukr_##SFX for the row counts below MR. */
 #define SJ_GEMM_ROW_CASE(SFX, R, PS, RS)                                                           \
     case R: ukr_rows_##SFX(R, kc, ap, PS, RS, bp, ldb, st, c, ldc, first, lanes); return;
+#endif
 #define SJ_GEMM_ROW_CASES_4(SFX, PS, RS)                                                           \
     SJ_GEMM_ROW_CASE(SFX, 1, PS, RS) SJ_GEMM_ROW_CASE(SFX, 2, PS, RS) SJ_GEMM_ROW_CASE(SFX, 3, PS, RS)
 #define SJ_GEMM_ROW_CASES_6(SFX, PS, RS)                                                           \
