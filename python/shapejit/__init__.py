@@ -31,14 +31,16 @@ from ._shapejit import (  # noqa: F401  (re-exported)
     library_version,
 )
 from ._engine import Bucket, Engine, TensorInfo, default_store_path
+from ._generate import GenerateResult, greedy_generate
 from ._session import InferenceSession, NodeArg
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Bucket", "ClosedError", "CompileError", "DeviceError", "DtypeError", "Engine", "Error",
+    "GenerateResult",
     "InferenceSession", "InternalError", "InvalidArgumentError", "MAX_RANK", "ModelError", "NodeArg",
     "NotFoundError", "OutOfMemoryError", "OutOfRangeError", "RemoteError", "ShapeError",
     "StateError", "StoreError", "TensorInfo", "UnsupportedError", "default_store_path",
-    "library_version",
+    "greedy_generate", "library_version",
 ]
