@@ -98,7 +98,8 @@ static inline char **mb_split(mb *b, const char *list, size_t *n) {
     return out;
 }
 
-/* dims: "batch,8" (numbers are dim_values, names dim_params, "?" unknown);
+/* dims: "batch,8" (numbers are dim_values, anything else dim_params, such
+ * as "2*past + 3"; "?" unknown);
  * NULL = no shape at all. */
 static inline Onnx__ValueInfoProto *mb_vi(mb *b, const char *name, int32_t elem, const char *dims) {
     Onnx__ValueInfoProto *vi = mb_alloc(b, sizeof *vi);
@@ -124,7 +125,7 @@ static inline Onnx__ValueInfoProto *mb_vi(mb *b, const char *name, int32_t elem,
     for (size_t i = 0; i < n; i++) {
         Onnx__TensorShapeProto__Dimension *d = mb_alloc(b, sizeof *d);
         onnx__tensor_shape_proto__dimension__init(d);
-        if (parts[i][0] >= '0' && parts[i][0] <= '9') {
+        if (parts[i][0] && strspn(parts[i], "0123456789") == strlen(parts[i])) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
             d->dim_value = strtoll(parts[i], NULL, 10);
         } else if (strcmp(parts[i], "?") != 0) {

@@ -495,6 +495,84 @@ static void test_several_dim_params(void **state) {
     mb_free(&b);
 }
 
+/* dim_params written as expressions, as Optimum writes a decode step's:
+ * "past + 1" and "past + seq" with seq fixed are k*N + c dims; a name the
+ * expression cannot resolve, and an output declared otherwise, are errors. */
+static void build_grown(mb *b, const char *mask_dims, const char *x2_dims, const char *out_dims) {
+    mb_init(b, 13);
+    mb_input(b, "x", "1,past");
+    mb_input(b, "x2", x2_dims);
+    mb_input(b, "m", mask_dims);
+    mb_node(b, "Concat", "grow", "x,x2", "xc");
+    mb_attr_i(b, b->nodes[b->g.n_node - 1], "axis", 1);
+    mb_node(b, "Add", "masked", "xc,m", "y");
+    mb_output(b, "y", out_dims);
+}
+
+static void test_expression_dim_params(void **state) {
+    sj_ctx *ctx = *state;
+    mb b;
+    sj_graph *g;
+    sj_value_desc d;
+    build_grown(&b, "1,past + 1", "1,1", "1,past + 1");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    assert_string_equal(sj_graph_symbol(g), "past");
+    assert_int_equal(sj_graph_input_desc(g, 2, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[1], SJ_DIM_AFFINE(1, 1));
+    assert_int_equal(sj_graph_output_desc(g, 0, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[1], SJ_DIM_AFFINE(1, 1));
+    /* it computes concat(x, x2) + m over past + 1 columns */
+    sj_tensor in[3], out;
+    const int64_t n = 3;
+    assert_int_equal(sj_tensor_alloc(ctx, 2, (int64_t[]){1, n}, &in[0]), SJ_OK);
+    assert_int_equal(sj_tensor_alloc(ctx, 2, (int64_t[]){1, 1}, &in[1]), SJ_OK);
+    assert_int_equal(sj_tensor_alloc(ctx, 2, (int64_t[]){1, n + 1}, &in[2]), SJ_OK);
+    for (int i = 0; i < n; i++) in[0].data[i] = (float)i;
+    in[1].data[0] = 10.0f;
+    for (int i = 0; i <= n; i++) in[2].data[i] = 100.0f * (float)(i + 1);
+    assert_int_equal(sj_interp_run(g, n, in, &out), SJ_OK);
+    assert_int_equal(out.dims[1], n + 1);
+    for (int i = 0; i <= n; i++)
+        assert_float_equal(out.data[i], (i < n ? (float)i : 10.0f) + 100.0f * (float)(i + 1), 0);
+    for (int i = 0; i < 3; i++) sj_tensor_free(ctx, &in[i]);
+    sj_tensor_free(ctx, &out);
+    sj_graph_destroy(g);
+    mb_free(&b);
+
+    /* Optimum's newer spelling: past + seq, seq fixed to 1 */
+    sj_model_options o;
+    no_options(&o);
+    o.dynamic_name = "past";
+    o.fixed_dims = (sj_dim_value[]){{"seq", 1}};
+    o.n_fixed_dims = 1;
+    build_grown(&b, "1, past + seq", "1,seq", "1,past+seq");
+    assert_int_equal(load(ctx, &b, &o, &g), SJ_OK);
+    assert_int_equal(sj_graph_input_desc(g, 2, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[1], SJ_DIM_AFFINE(1, 1));
+    sj_graph_destroy(g);
+    mb_free(&b);
+
+    /* K*NAME terms: 2*past + 3 */
+    mb_init(&b, 13);
+    mb_input(&b, "x", "1,past");
+    mb_input(&b, "m", "1,2*past + 3");
+    mb_node(&b, "Relu", "r", "m", "y");
+    mb_output(&b, "y", "1,2 * past + 3");
+    assert_int_equal(load(ctx, &b, NULL, &g), SJ_OK);
+    assert_int_equal(sj_graph_input_desc(g, 1, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[1], SJ_DIM_AFFINE(2, 3));
+    sj_graph_destroy(g);
+    mb_free(&b);
+
+    /* a name neither symbolic nor fixed */
+    build_grown(&b, "1,past + other", "1,1", NULL);
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_UNSUPPORTED, "input 'm' dim 1 is 'past + other'",
+                      "--dim NAME=VALUE");
+    /* an output declared past + 2 that computes past + 1 */
+    build_grown(&b, "1,past + 1", "1,1", "1,past + 2");
+    EXPECT_LOAD_ERROR(ctx, &b, NULL, SJ_E_SHAPE, "output 'y' dim 1 is declared as past + 2");
+}
+
 /* x [batch, seq, 16] @ w [16, 4], softmax over the last axis: the shape of
  * a transformer export's input, two dim_params. */
 static void build_batch_seq(mb *b, const float *w, const char *out_dims) {
@@ -1957,6 +2035,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm_outputs_and_reduce_axes_input),
         cmocka_unit_test(test_declared_dynamic_axis),
         cmocka_unit_test(test_several_dim_params),
+        cmocka_unit_test(test_expression_dim_params),
         cmocka_unit_test(test_fixed_dims),
         cmocka_unit_test(test_layout_ops_dynamic),
         cmocka_unit_test(test_layout_ops_errors),

@@ -6,6 +6,7 @@
 #include "formats/onnx/onnx_op.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- value table ---- */
@@ -182,6 +183,57 @@ static int64_t fixed_value(const sj_model_options *o, const char *p) {
     return 0;
 }
 
+/* A dim_param written as an expression, as Optimum writes a decode step's
+ * mask ("past_sequence_length + 1", "past_sequence_length +
+ * sequence_length"): terms joined by '+', each a size or a name (the
+ * symbolic dim's, or a fixed dim's), "K*" in front of a term multiplying
+ * it. *out: its value, a size or SJ_DIM_AFFINE(k, c). False when p is not
+ * an expression (a plain name is the caller's) or names a dim it cannot
+ * resolve, or leaves the forms a dim takes. */
+static bool param_expression(const sym_choice *sc, const char *p, int64_t *out) {
+    if (!p || !strpbrk(p, "+*")) return false;
+    char buf[256];
+    size_t n = 0;
+    for (const char *c = p; *c; c++)
+        if (*c != ' ') {
+            if (n + 1 == sizeof buf) return false;
+            buf[n++] = *c;
+        }
+    buf[n] = 0;
+    int64_t k_sum = 0, c_sum = 0;
+    for (char *term = buf, *next; term; term = next) {
+        next = strchr(term, '+');
+        if (next) *next++ = 0;
+        int64_t k = 1, v;
+        char *star = strchr(term, '*'), *end;
+        if (star) {
+            *star = 0;
+            k = strtoll(term, &end, 10);
+            if (end == term || *end || k < 1 || k > SJ_MAX_SYM_FACTOR) return false;
+            term = star + 1;
+        }
+        if (!*term) return false;
+        if (*term >= '0' && *term <= '9') {
+            v = strtoll(term, &end, 10);
+            if (*end || v < 0 || v > SJ_MAX_SYM_OFFSET) return false;
+        } else if (sc->name && !strcmp(term, sc->name)) {
+            v = SJ_DIM_SYM;
+        } else if (!(v = fixed_value(sc->o, term))) {
+            return false;
+        }
+        if (sj_dim_is_sym(v)) {
+            k_sum += k * sj_dim_factor(v);
+            c_sum += k * sj_dim_offset(v);
+        } else {
+            c_sum += k * v;
+        }
+        if (k_sum > SJ_MAX_SYM_FACTOR || c_sum > SJ_MAX_SYM_OFFSET) return false;
+    }
+    if (k_sum == 0 && c_sum < 1) return false;
+    *out = k_sum ? SJ_DIM_AFFINE(k_sum, c_sum) : c_sum;
+    return true;
+}
+
 /* The runtime graph inputs: not initialisers, not bound. */
 static bool is_runtime_input(const Onnx__GraphProto *gp, int n_bound, const sj_onnx_binding *bound,
                              size_t i) {
@@ -260,7 +312,8 @@ static sj_status choose_sym(sj_onnx_loader *L, const Onnx__GraphProto *gp, int n
         const Onnx__TensorShapeProto *sh = tensor_shape(gp->input[i]);
         for (size_t d = 0; sh && d < sh->n_dim; d++) {
             const char *p = dim_param(sh->dim[d]);
-            bool seen = fixed_value(o, p) != 0;
+            /* an expression ("past + 1") is resolved from the names it uses */
+            bool seen = fixed_value(o, p) != 0 || (p && strpbrk(p, "+*"));
             for (int j = 0; p && j < n_params && !seen; j++) seen = !strcmp(params[j], p);
             if (!p || seen) continue;
             if (n_params == (int)(sizeof params / sizeof params[0]))
@@ -353,6 +406,15 @@ static sj_status declare_input(sj_onnx_loader *L, const Onnx__ValueInfoProto *vi
             dims[d] = SJ_DIM_SYM;
         } else if (p && fixed_value(sc->o, p)) {
             dims[d] = fixed_value(sc->o, p);
+        } else if (p && strpbrk(p, "+*")) {
+            if (!param_expression(sc, p, &dims[d]))
+                return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
+                               "%s: input '%s' dim %zu is '%s': an expression must add sizes, "
+                               "the symbolic dim%s%s%s and fixed dims (--dim NAME=VALUE), each "
+                               "term at most K*NAME, to k*%s + c",
+                               L->file, vi->name, d, p, sc->name ? " '" : "",
+                               sc->name ? sc->name : "", sc->name ? "'" : "",
+                               sc->name ? sc->name : "N");
         } else if (p) {
             if (!sc->name || !sc->from_param || strcmp(p, sc->name))
                 return sj_fail(L->ctx, SJ_E_UNSUPPORTED,
@@ -428,12 +490,14 @@ static sj_status check_declared(sj_onnx_loader *L, const Onnx__ValueInfoProto *v
     for (int i = 0; i < d.shape.rank; i++) {
         const Onnx__TensorShapeProto__Dimension *dim = sh->dim[i];
         const char *p = dim_param(dim);
-        int64_t have = d.shape.dims[i];
+        int64_t have = d.shape.dims[i], want_dim;
         bool bad = false;
         if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
             bad = !sj_dim_is_sym(have) && dim->dim_value != have;
         else if (p && fixed_value(sc->o, p))
             bad = have != fixed_value(sc->o, p);
+        else if (p && param_expression(sc, p, &want_dim))
+            bad = have != want_dim;
         else if (p && sc->from_param && sc->name && !strcmp(p, sc->name))
             bad = have != SJ_DIM_SYM;
         if (bad) {
