@@ -113,7 +113,7 @@ static sj_status check_forms(const sj_engine *e, const sj_tensor *ordered, int64
                 if (!sj_dim_is_sym(w) || w == SJ_DIM_SYM) continue;
                 int64_t got = ordered[i].dims[k];
                 char form[96];
-                sj__dim_format(w, sym, form, sizeof form);
+                sj_dim_format(w, sym, form, sizeof form);
                 if (pass == 0 && *n == 0) {
                     if (got <= c || (got - c) % f || (got - c) / f > SJ_MAX_EXTENT)
                         return sj_fail(e->ctx, SJ_E_SHAPE,

@@ -158,9 +158,6 @@ static inline bool sj_op_is_reduce(sj_op op) {
  * its operand (SJ_MAX_EXTENT when none is out of reach). */
 int64_t sj__slice_extent_limit(const sj_graph *g, const sj_node *nd);
 
-/* One dim as sj_shape_format writes it: "64", "N", "4*N", "N+1". */
-void sj__dim_format(int64_t d, const char *sym, char *buf, size_t len);
-
 /* How many dims of s are symbolic (scores [N, N] have two). */
 static inline int sj_shape_sym_count(const sj_shape *s) {
     int n = 0;

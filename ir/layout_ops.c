@@ -103,7 +103,7 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
         if (sj_dim_is_sym(a->len) && a->len != SJ_DIM_SYM &&
             (a->len != s->dims[i] || a->start || a->start_n || a->step != 1)) {
             char len[96];
-            sj__dim_format(a->len, g->sym_name, len, sizeof len);
+            sj_dim_format(a->len, g->sym_name, len, sizeof len);
             return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
                            "slice: axis %d of %s takes %s entries from %lld step %lld; a form of "
                            "the symbolic dim other than itself is sliced whole or to constant "

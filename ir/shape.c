@@ -59,7 +59,7 @@ int64_t sj_shape_numel(const sj_shape *s, int64_t extent) {
     return n;
 }
 
-void sj__dim_format(int64_t d, const char *sym, char *buf, size_t len) {
+void sj_dim_format(int64_t d, const char *sym, char *buf, size_t len) {
     int64_t k = sj_dim_factor(d), c = sj_dim_offset(d);
     if (!sj_dim_is_sym(d)) snprintf(buf, len, "%lld", (long long)d);
     else if (k == 1 && !c) snprintf(buf, len, "%s", sym ? sym : "?");
@@ -85,7 +85,7 @@ void sj_shape_format(const sj_shape *s, const char *sym, char *buf, size_t len) 
     for (int i = 0; i < s->rank; i++) {
         if (i) SJ_APPEND(", ");
         char dim[96];
-        sj__dim_format(s->dims[i], sym, dim, sizeof dim);
+        sj_dim_format(s->dims[i], sym, dim, sizeof dim);
         SJ_APPEND("%s", dim);
     }
     SJ_APPEND("]");

@@ -204,7 +204,8 @@ static void test_cache_step(void **state) {
     check_buckets(f, "cache step");
 }
 
-/* sj_dim_parse reads what sj_shape_format writes, and nothing else. */
+/* sj_dim_parse reads what sj_shape_format and sj_dim_format write, and
+ * nothing else. */
 static void test_dim_parse(void **state) {
     (void)state;
     int64_t d;
@@ -220,7 +221,12 @@ static void test_dim_parse(void **state) {
         char want[80];
         snprintf(want, sizeof want, "[%s]", ok[i].text);
         assert_string_equal(back, want);
+        sj_dim_format(d, "past", back, sizeof back);
+        assert_string_equal(back, ok[i].text);
     }
+    char cut[4];
+    sj_dim_format(SJ_DIM_AFFINE(2, 3), "past", cut, sizeof cut);
+    assert_string_equal(cut, "2*p");
     static const char *const bad[] = {"0", "-1", "past-1", "0*past", "past+", "pasta", "x",
                                       "2*", "+1", "past+1+1", "99999999999999999999", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

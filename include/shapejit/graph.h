@@ -78,6 +78,9 @@ SJ_API int64_t sj_dim_at(int64_t d, int64_t n);
  * "64", or [K*]sym[+C] ("past+1", "4*batch") as SJ_DIM_AFFINE(K, C).
  * SJ_E_PARSE for anything else (no size below 1, no other name). */
 SJ_API sj_status sj_dim_parse(const char *text, const char *sym, int64_t *out);
+/* Writes one dim as sj_shape_format does ("64", "past", "4*past",
+ * "past+1"; "?" for the name when sym is NULL), truncated to len. */
+SJ_API void sj_dim_format(int64_t d, const char *sym, char *buf, size_t len);
 
 /* Element types. SJ_F32 is 0, so a zero-initialised tensor or description
  * is float32. Integer and boolean values carry token ids, masks, positions

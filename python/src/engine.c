@@ -538,11 +538,9 @@ static PyObject *engine_buckets(engine_obj *s, PyObject *unused) {
  * ("past+1", "4*batch"), as onnxruntime's NodeArg shapes give names. */
 static PyObject *dim_form(sj_engine *e, int64_t v) {
     const char *sym = sj_graph_symbol(sj_engine_graph(e));
-    long long k = (long long)sj_dim_factor(v), c = (long long)sj_dim_offset(v);
-    if (!sym) sym = "N";
-    if (k == 1) return PyUnicode_FromFormat("%s+%lld", sym, c);
-    if (!c) return PyUnicode_FromFormat("%lld*%s", k, sym);
-    return PyUnicode_FromFormat("%lld*%s+%lld", k, sym, c);
+    char text[64];
+    sj_dim_format(v, sym ? sym : "N", text, sizeof text);
+    return PyUnicode_FromString(text);
 }
 
 static PyObject *describe(engine_obj *s, int outputs) {
