@@ -158,25 +158,22 @@ sj_status sj_graph_concat(sj_graph *g, sj_value a, sj_value b, int axis, sj_valu
             return sj_fail(g->ctx, SJ_E_SHAPE, "concat: %s and %s differ in dim %d", STR(sa),
                            STR(sb), i);
     }
-    /* Joined along the symbolic axis, the constant part goes after the
-     * active rows (the second operand placed at the active extent) or before
-     * them, so the active part stays a prefix: k * N + c. Two symbolic parts
-     * would leave the first one's padding between them. */
+    /* Joined along the symbolic axis, each part is placed at the active
+     * extent of the parts before it (an offset k * n + c, which the kernels
+     * take at run time), so the active part stays a prefix: a k1*N + c1
+     * part and a k2*N + c2 part make (k1 + k2) * N + c1 + c2. */
     int64_t da = sa->dims[ax], db = sb->dims[ax];
-    if (sj_dim_is_sym(da) && sj_dim_is_sym(db))
-        return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                       "concat: joining %s and %s along axis %d puts the first one's padding "
-                       "between the two; one side along the joined axis must be constant",
-                       STR(sa), STR(sb), ax);
-    int64_t sym = sj_dim_is_sym(da) ? da : db, add = sj_dim_is_sym(da) ? db : da;
-    if (sj_dim_is_sym(sym)) {
-        int64_t c = sj_dim_offset(sym) + add;
-        if (c > SJ_MAX_SYM_OFFSET)
+    if (sj_dim_is_sym(da) || sj_dim_is_sym(db)) {
+        int64_t k = sj_dim_factor(da) + sj_dim_factor(db);
+        int64_t c = (sj_dim_is_sym(da) ? sj_dim_offset(da) : da) +
+                    (sj_dim_is_sym(db) ? sj_dim_offset(db) : db);
+        if (k > SJ_MAX_SYM_FACTOR || c > SJ_MAX_SYM_OFFSET)
             return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                           "concat: joining %s and %s along axis %d adds %lld to the symbolic dim; "
-                           "at most %lld",
-                           STR(sa), STR(sb), ax, (long long)c, (long long)SJ_MAX_SYM_OFFSET);
-        n.shape.dims[ax] = SJ_DIM_AFFINE(sj_dim_factor(sym), c);
+                           "concat: joining %s and %s along axis %d makes %lld * N + %lld; at "
+                           "most %lld * N + %lld",
+                           STR(sa), STR(sb), ax, (long long)k, (long long)c,
+                           (long long)SJ_MAX_SYM_FACTOR, (long long)SJ_MAX_SYM_OFFSET);
+        n.shape.dims[ax] = SJ_DIM_AFFINE(k, c);
     } else {
         n.shape.dims[ax] = da + db;
     }

@@ -150,12 +150,15 @@ static inline void gg_multiples(gg *b) {
 }
 
 /* A KV-cache step: N past rows grown by one ([N+1, 8], the new row placed
- * at the active extent), attended over; a softmax and a sum over N + 1. */
+ * at the active extent), attended over; a softmax and a sum over N + 1;
+ * the past joined after the grown cache ([2N+1, 8], a symbolic part at an
+ * offset n + 1). */
 static inline void gg_cache_step(gg *b) {
     sj_value past = gg_input(b, "past", 2, (int64_t[]){GG_S, 8}), x = gg_input(b, "x", 2, (int64_t[]){1, 8});
-    sj_value w = gg_param(b, "w", 2, (int64_t[]){8, 8}), k, cache, ct, s, p, ctx, sum;
+    sj_value w = gg_param(b, "w", 2, (int64_t[]){8, 8}), k, cache, ct, s, p, ctx, sum, twice;
     GG(b, sj_graph_matmul(b->g, x, w, &k));
     GG(b, sj_graph_concat(b->g, past, k, 0, &cache));
+    GG(b, sj_graph_concat(b->g, cache, past, 0, &twice));
     GG(b, sj_graph_transpose(b->g, cache, (int[]){1, 0}, &ct));
     GG(b, sj_graph_matmul(b->g, x, ct, &s));
     GG(b, sj_graph_softmax(b->g, SJ_OP_SOFTMAX, s, -1, &p));
@@ -164,6 +167,7 @@ static inline void gg_cache_step(gg *b) {
     GG(b, sj_graph_output(b->g, cache, "cache"));
     GG(b, sj_graph_output(b->g, ctx, "ctx"));
     GG(b, sj_graph_output(b->g, sum, "sum"));
+    GG(b, sj_graph_output(b->g, twice, "twice"));
 }
 
 /* Every unary and binary op, the domain-limited ones on positive values. */

@@ -77,11 +77,14 @@ static void test_reshape_rule(void **state) {
     assert_non_null(strstr(err(f), "neither >= 1 nor SJ_DIM_AFFINE(k, c)"));
     assert_int_equal(sj_graph_input(f->g, "y", 2, (int64_t[]){S4, 8}, &v), SJ_OK);
     assert_int_equal(sj_graph_param(f->g, "w", 1, (int64_t[]){S4}, (float[]){0}, &v), SJ_E_SHAPE);
-    /* concat along a k*N axis would interleave padding into the active rows */
+    /* two k*N parts joined along their axis: the second at the first's
+     * active extent */
     sj_value m;
     assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 8}, &m), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, m, m, 0, &v), SJ_OK);
+    assert_int_equal(sj_graph_value_desc(f->g, v, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_SYM_TIMES(8));
     before = sj_graph_num_values(f->g);
-    assert_int_equal(sj_graph_concat(f->g, m, m, 0, &v), SJ_E_UNSUPPORTED);
     /* a k*N run of a slice is the whole axis or nothing */
     assert_int_equal(sj_graph_slice(f->g, m, (sj_slice_axis[]){{1, 0, 1, S4}, {0, 0, 1, 8}}, &v),
                      SJ_E_UNSUPPORTED);
@@ -158,8 +161,14 @@ static void test_offset_rules(void **state) {
     assert_int_equal(d.shape.dims[0], SJ_DIM_AFFINE(1, 2));
     assert_int_equal(sj_graph_reshape(f->g, v, 3, (int64_t[]){SJ_DIM_AFFINE(1, 1), 2, 4}, &w), SJ_OK);
     int before = sj_graph_num_values(f->g);
-    assert_int_equal(sj_graph_concat(f->g, x, x, 0, &w), SJ_E_UNSUPPORTED);
-    assert_non_null(strstr(err(f), "puts the first one's padding between the two"));
+    /* a part past the limits of k * N + c */
+    sj_value big;
+    assert_int_equal(sj_graph_input(f->g, "big", 2, (int64_t[]){SJ_DIM_AFFINE(1, SJ_MAX_SYM_OFFSET), 8},
+                                    &big),
+                     SJ_OK);
+    before++;
+    assert_int_equal(sj_graph_concat(f->g, big, v, 0, &w), SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(err(f), "at most"));
     /* N + 1 rows merge with nothing: they are not a whole number per index */
     assert_int_equal(sj_graph_reshape(f->g, v, 1, (int64_t[]){SJ_DIM_AFFINE(8, 8)}, &w), SJ_E_SHAPE);
     assert_non_null(strstr(err(f), "has a constant part, so it stays one dim of its own"));
@@ -173,6 +182,40 @@ static void test_offset_rules(void **state) {
                                       &w),
                      SJ_E_SHAPE);
     assert_int_equal(sj_graph_num_values(f->g), before + 1);
+}
+
+/* Symbolic parts joined along their axis, each placed at the active extent
+ * of the ones before it: [N, 8] twice ([2N, 8]), with a constant row
+ * between ([2N + 1, 8]), a [N + 1, 8] part after a 4N one ([5N + 1, 8]),
+ * along an inner axis ([3, 2N]), and a softmax and a sum over the joined
+ * axes, against the interpreter with the padding poisoned. */
+static void test_joined_symbolic_parts(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 2, (int64_t[]){S, 8}), t = input(f, "t", 2, (int64_t[]){1, 8});
+    sj_value c = input(f, "c", 2, (int64_t[]){3, S}), r, two, mid, grown, m4, five, wide, p, sum;
+    assert_int_equal(sj_graph_unary(f->g, SJ_OP_RELU, x, &r), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, x, r, 0, &two), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, x, t, 0, &grown), SJ_OK); /* N + 1 */
+    assert_int_equal(sj_graph_concat(f->g, grown, r, 0, &mid), SJ_OK);  /* 2N + 1 */
+    assert_int_equal(sj_graph_reshape(f->g, two, 3, (int64_t[]){S, 2, 8}, &m4), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, m4, 2, (int64_t[]){S4, 4}, &m4), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, m4, 2, (int64_t[]){SJ_DIM_SYM_TIMES(2), 8}, &m4), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, m4, two, 0, &m4), SJ_OK);    /* 4N */
+    assert_int_equal(sj_graph_concat(f->g, m4, grown, 0, &five), SJ_OK); /* 5N + 1 */
+    assert_int_equal(sj_graph_concat(f->g, c, c, 1, &wide), SJ_OK);      /* [3, 2N] */
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, wide, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, mid, 1, (int[]){0}, false, &sum), SJ_OK);
+    sj_value_desc d;
+    assert_int_equal(sj_graph_value_desc(f->g, mid, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_AFFINE(2, 1));
+    assert_int_equal(sj_graph_value_desc(f->g, five, &d), SJ_OK);
+    assert_int_equal(d.shape.dims[0], SJ_DIM_AFFINE(5, 1));
+    assert_int_equal(sj_graph_output(f->g, two, "two"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, mid, "mid"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, five, "five"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, p, "p"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, sum, "sum"), SJ_OK);
+    check_buckets(f, "joined symbolic parts");
 }
 
 /* One decode step of a single attention head over a KV cache: the cache
@@ -306,6 +349,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_kernels_over_multiples, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_attention_over_merged_heads, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_offset_rules, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_joined_symbolic_parts, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cache_step, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sjg_spelling, setup, h_fixture_teardown),
         cmocka_unit_test(test_dim_parse),
