@@ -69,6 +69,17 @@ int64_t sj__slice_extent_limit(const sj_graph *g, const sj_node *nd) {
  * edges. */
 #define SLICE_BOUND ((int64_t)1 << 40)
 
+/* Whether slice axis a takes block f of an axis of F equal blocks, each
+ * of a->len = k*N + c entries: step 1, from f * (k*n + c). Read as a view
+ * it starts at the active extent of the blocks before it. */
+static bool is_block(int64_t axis, const sj_slice_axis *a) {
+    int64_t k = sj_dim_factor(a->len), c = sj_dim_offset(a->len);
+    int64_t ka = sj_dim_factor(axis), ca = sj_dim_offset(axis);
+    if (!sj_dim_is_sym(axis) || a->step != 1 || k < 1 || ka % k || a->start_n % k) return false;
+    int64_t blocks = ka / k, f = a->start_n / k;
+    return ca == blocks * c && f >= 0 && f < blocks && a->start == f * c;
+}
+
 sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj__graph_check_value(g, "slice", x));
@@ -83,7 +94,8 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
     for (int i = 0; i < s->rank; i++) {
         const sj_slice_axis *a = &axes[i];
         if (a->step == 0 || a->step < -SLICE_BOUND || a->step > SLICE_BOUND ||
-            a->start < -SLICE_BOUND || a->start > SLICE_BOUND || a->start_n < -1 || a->start_n > 1)
+            a->start < -SLICE_BOUND || a->start > SLICE_BOUND || a->start_n < -SJ_MAX_SYM_FACTOR ||
+            a->start_n > SJ_MAX_SYM_FACTOR)
             return sj_fail(g->ctx, SJ_E_INVALID_ARG,
                            "slice: axis %d of %s: start %lld%+lld*n, step %lld is out of range", i,
                            STR(s), (long long)a->start, (long long)a->start_n, (long long)a->step);
@@ -99,9 +111,11 @@ sj_status sj_graph_slice(sj_graph *g, sj_value x, const sj_slice_axis *axes, sj_
                            "symbolic dim",
                            i, (long long)a->len);
         /* a run of k*n + c entries is a prefix of the padded axis only where
-         * it starts at the axis's start and the axis is that long itself */
+         * it starts at the axis's start and the axis is that long itself, or
+         * one of the axis's equal blocks (a compact merge's rows) */
         if (sj_dim_is_sym(a->len) && a->len != SJ_DIM_SYM &&
-            (a->len != s->dims[i] || a->start || a->start_n || a->step != 1)) {
+            (a->len != s->dims[i] || a->start || a->start_n || a->step != 1) &&
+            !is_block(s->dims[i], a)) {
             char len[96];
             sj_dim_format(a->len, g->sym_name, len, sizeof len);
             return sj_fail(g->ctx, SJ_E_UNSUPPORTED,

@@ -398,6 +398,91 @@ static sj_status check_reshape(sj_graph *g, const sj_shape *from, const sj_shape
     return SJ_OK;
 }
 
+/* Parts at most of a reshape that merges the symbolic dim with the dims in
+ * front of it (below): one slice, reshape and concat per row of them. */
+#define FRONT_MERGE_MAX_PARTS 64
+
+/* Whether `to` merges from's one symbolic dim S = k*N + c with F >= 2 rows
+ * of the dims in front of it, as a Flatten of a [batch, seq] mask does:
+ * [P, S, B] to [P / F, F * S * Bm, B / Bm] in products, the merged dim
+ * (F*k*Bm) * N + F*c*Bm. *f: F, *bm: Bm; false when it does not. */
+static bool front_merge(const sj_shape *from, const sj_shape *to, int64_t *f, int64_t *bm) {
+    if (sj_shape_sym_count(from) != 1 || sj_shape_sym_count(to) != 1) return false;
+    int a = sym_axis(from, 0), at = sym_axis(to, 0);
+    int64_t p = dims_product(from, 0, a), pt = dims_product(to, 0, at);
+    int64_t b = dims_product(from, a + 1, from->rank), bt = dims_product(to, at + 1, to->rank);
+    if (p < 1 || pt < 1 || p == pt || p % pt || b < 1 || bt < 1 || b % bt) return false;
+    *f = p / pt;
+    *bm = b / bt;
+    int64_t k = sj_dim_factor(from->dims[a]), c = sj_dim_offset(from->dims[a]);
+    if (c && *bm > 1) return false; /* N + c merges with nothing behind it */
+    int64_t kk, cc;
+    if (sj_mul_overflow_i64(*f * k, *bm, &kk) || sj_mul_overflow_i64(*f * c, *bm, &cc) ||
+        kk > SJ_MAX_SYM_FACTOR || cc > SJ_MAX_SYM_OFFSET)
+        return false;
+    return to->dims[at] == SJ_DIM_AFFINE(kk, cc);
+}
+
+/* In a padded buffer the rows of such a merge are no prefix (row f's
+ * padding lies between rows f and f + 1), so it is no view: the result is
+ * built compact, each row's S * Bm block placed at the active extent of the
+ * rows before it by a concat of symbolic parts (ir/layout_ops.c). */
+static sj_status reshape_front_merge(sj_graph *g, sj_value x, const sj_shape *to, int64_t f,
+                                     int64_t bm, sj_value *out) {
+    const sj_shape *from = SHAPE(x);
+    if (f > FRONT_MERGE_MAX_PARTS)
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                       "reshape: %s to %s merges the symbolic dim with %lld rows in front of it, "
+                       "each copied as a part of its own; at most %d",
+                       STR(from), STR(to), (long long)f, FRONT_MERGE_MAX_PARTS);
+    int a = sym_axis(from, 0);
+    int64_t s = from->dims[a], pt = dims_product(from, 0, a) / f;
+    int64_t bt = dims_product(from, a + 1, from->rank) / bm;
+    int64_t block = SJ_DIM_AFFINE(sj_dim_factor(s) * bm, sj_dim_offset(s) * bm);
+    sj_value rows, acc = SJ_NO_VALUE;
+    SJ_TRY(sj_graph_reshape(g, x, 5, (int64_t[]){pt, f, s, bm, bt}, &rows));
+    for (int64_t i = 0; i < f; i++) {
+        sj_value row, part;
+        const sj_slice_axis one[5] = {{0, 0, 1, pt}, {i, 0, 1, 1}, {0, 0, 1, s}, {0, 0, 1, bm},
+                                      {0, 0, 1, bt}};
+        SJ_TRY(sj_graph_slice(g, rows, one, &row));
+        SJ_TRY(sj_graph_reshape(g, row, 3, (int64_t[]){pt, block, bt}, &part));
+        if (i == 0) acc = part;
+        else SJ_TRY(sj_graph_concat(g, acc, part, 1, &acc));
+    }
+    return sj_graph_reshape(g, acc, to->rank, to->dims, out);
+}
+
+/* The inverse, `to` splitting from's merged dim F*S*Bm into F rows in
+ * front of S (a flattened mask shaped back to [batch, 1, q, S]): each row
+ * is a block of the compact dim at the active extent of the rows before it
+ * (a slice whose start is in n), placed into its row of a padded result. */
+static sj_status reshape_front_split(sj_graph *g, sj_value x, const sj_shape *to, int64_t f,
+                                     int64_t bm, sj_value *out) {
+    const sj_shape *from = SHAPE(x);
+    if (f > FRONT_MERGE_MAX_PARTS)
+        return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
+                       "reshape: %s to %s splits %lld rows off the symbolic dim, each copied as "
+                       "a part of its own; at most %d",
+                       STR(from), STR(to), (long long)f, FRONT_MERGE_MAX_PARTS);
+    int a = sym_axis(from, 0), at = sym_axis(to, 0);
+    int64_t s = to->dims[at], merged = from->dims[a], pt = dims_product(from, 0, a);
+    int64_t bt = dims_product(from, a + 1, from->rank);
+    int64_t kb = sj_dim_factor(s) * bm, cb = sj_dim_offset(s) * bm;
+    sj_value flat, acc = SJ_NO_VALUE;
+    SJ_TRY(sj_graph_reshape(g, x, 3, (int64_t[]){pt, merged, bt}, &flat));
+    for (int64_t i = 0; i < f; i++) {
+        sj_value block, row;
+        const sj_slice_axis one[3] = {
+            {0, 0, 1, pt}, {i * cb, i * kb, 1, SJ_DIM_AFFINE(kb, cb)}, {0, 0, 1, bt}};
+        SJ_TRY(sj_graph_slice(g, flat, one, &block));
+        SJ_TRY(sj_graph_reshape(g, block, 5, (int64_t[]){pt, 1, s, bm, bt}, &row));
+        if (i == 0) acc = row;
+        else SJ_TRY(sj_graph_concat(g, acc, row, 1, &acc));
+    }
+    return sj_graph_reshape(g, acc, to->rank, to->dims, out);
+}
+
 sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dims, sj_value *out) {
     if (!g) return SJ_E_INVALID_ARG;
     SJ_TRY(sj__graph_check_value(g, "reshape", x));
@@ -406,6 +491,11 @@ sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dim
     n.inputs[0] = x;
     n.dtype = DTYPE(x);
     SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, SJ__DIMS_AFFINE, &n.shape));
+    int64_t f, bm;
+    if (front_merge(SHAPE(x), &n.shape, &f, &bm))
+        return reshape_front_merge(g, x, &n.shape, f, bm, out);
+    if (front_merge(&n.shape, SHAPE(x), &f, &bm))
+        return reshape_front_split(g, x, &n.shape, f, bm, out);
     SJ_TRY(check_reshape(g, SHAPE(x), &n.shape));
     return sj__graph_append(g, "reshape", &n, out);
 }

@@ -148,8 +148,8 @@ foreach(mf ${sj_real_manifests})
   # Served by batch (text models): the batch bucketed, seq fixed at the
   # manifest's batch_seq. The exporters write the batch into reshapes as a
   # multiple of it ([batch, 4, seq, 8] to [4 * batch, seq, 8]); where one
-  # merges it with a dim in front of it (nn.MultiheadAttention's
-  # [seq, batch * heads, d]) the load is refused, naming the node.
+  # merges it with the dims in front of it (nn.MultiheadAttention's
+  # [seq, batch, d] to [seq * batch, d]) the result is built compact.
   string(JSON nbatches ERROR_VARIABLE no_batches LENGTH "${j}" batches)
   if(NOT no_batches AND nbatches GREATER 0)
     sj_real_json(batch_seq "${j}" "${mf}" batch_seq)
@@ -162,10 +162,6 @@ foreach(mf ${sj_real_manifests})
       sj_real_input_args(input_args "${j}" "${mf}" "${dir}/b${batch}/in" ${last_input})
       set(bflags --dynamic batch --dim seq=${batch_seq})
       if(NOT SJ_REAL_MODEL_TESTS)
-      elseif(name MATCHES "^(mha_|tel_)")
-        sj_real_test(${name}_batch_refused_${batch} RC 1
-          ERR "merge the symbolic dim with the dims in front of it"
-          ARGS run "${dir}/${model}" ${bflags} ${input_args} --backend interp)
       else()
         foreach(backend interp host)
           sj_real_test(${name}_${backend}_b${batch} RC 0 WANT "${dir}/b${batch}/out"

@@ -64,8 +64,10 @@ static void test_reshape_rule(void **state) {
     assert_int_equal(sj_graph_reshape(f->g, x, 3, (int64_t[]){SJ_DIM_SYM_TIMES(2), 2, 8}, &v), SJ_OK);
     assert_int_equal(sj_graph_reshape(f->g, t, 2, (int64_t[]){2, SJ_DIM_SYM_TIMES(3)}, &v), SJ_OK);
     int before = sj_graph_num_values(f->g);
-    /* merged with a dim in front of it: the active rows are no prefix */
-    assert_int_equal(sj_graph_reshape(f->g, t, 1, (int64_t[]){SJ_DIM_SYM_TIMES(6)}, &v), SJ_E_SHAPE);
+    /* merged with a dim in front of it: no view (the active rows are no
+     * prefix), a compact copy (test_front_merges); a split of the dims
+     * behind it that leaves no whole part per row is still refused */
+    assert_int_equal(sj_graph_reshape(f->g, t, 2, (int64_t[]){SJ_DIM_SYM_TIMES(3), 2}, &v), SJ_E_SHAPE);
     assert_non_null(strstr(err(f), "in front of the symbolic dim differ"));
     /* a group that loses elements */
     assert_int_equal(sj_graph_reshape(f->g, x, 2, (int64_t[]){S4, 4}, &v), SJ_E_SHAPE);
@@ -218,6 +220,40 @@ static void test_joined_symbolic_parts(void **state) {
     check_buckets(f, "joined symbolic parts");
 }
 
+/* Reshapes that merge the symbolic dim with rows in front of it, as the
+ * Flatten of a [batch, seq] mask in every transformers decoder does:
+ * [3, N, 2] to [6N], [3, N + 1] to [3N + 3], [2, 2, N, 4] to [2, 2N, 4],
+ * each built compact (row f at the active extent of the rows before it),
+ * with a softmax and a sum over the merged axes, against the interpreter,
+ * padding poisoned; more rows than the part limit are an error naming it. */
+static void test_front_merges(void **state) {
+    fixture *f = *state;
+    sj_value x = input(f, "x", 3, (int64_t[]){3, S, 2}), m = input(f, "m", 2, (int64_t[]){3, S});
+    sj_value t = input(f, "t", 4, (int64_t[]){2, 2, S, 4}), one = input(f, "one", 2, (int64_t[]){3, 1});
+    sj_value flat, mask, grown, heads, p, sum, ps;
+    assert_int_equal(sj_graph_reshape(f->g, x, 1, (int64_t[]){SJ_DIM_SYM_TIMES(6)}, &flat), SJ_OK);
+    assert_int_equal(sj_graph_concat(f->g, m, one, 1, &grown), SJ_OK); /* [3, N + 1] */
+    assert_int_equal(sj_graph_reshape(f->g, grown, 1, (int64_t[]){SJ_DIM_AFFINE(3, 3)}, &mask), SJ_OK);
+    assert_int_equal(sj_graph_reshape(f->g, t, 3, (int64_t[]){2, SJ_DIM_SYM_TIMES(2), 4}, &heads),
+                     SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, mask, -1, &p), SJ_OK);
+    assert_int_equal(sj_graph_reduce(f->g, SJ_OP_REDUCE_SUM, heads, 1, (int[]){1}, false, &sum), SJ_OK);
+    assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, flat, -1, &ps), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, flat, "flat"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, mask, "mask"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, heads, "heads"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, p, "p"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, sum, "sum"), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, ps, "ps"), SJ_OK);
+    check_buckets(f, "front merges");
+    sj_value wide = input(f, "wide", 2, (int64_t[]){65, S}), v;
+    int before = sj_graph_num_values(f->g);
+    assert_int_equal(sj_graph_reshape(f->g, wide, 1, (int64_t[]){SJ_DIM_SYM_TIMES(65)}, &v),
+                     SJ_E_UNSUPPORTED);
+    assert_non_null(strstr(err(f), "with 65 rows in front of it"));
+    assert_int_equal(sj_graph_num_values(f->g), before);
+}
+
 /* One decode step of a single attention head over a KV cache: the cache
  * of N past rows grown by this step's row (N + 1), attended over by the
  * step's query, the grown cache an output; a prefix token in front of it
@@ -350,6 +386,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_attention_over_merged_heads, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_offset_rules, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_joined_symbolic_parts, setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_front_merges, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cache_step, setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sjg_spelling, setup, h_fixture_teardown),
         cmocka_unit_test(test_dim_parse),

@@ -9,8 +9,8 @@ Dev aid and benchmark generator (CI has no torch). Test data:
     /work/venv-export/bin/python tools/export_generate.py
 
 writes tests/data/generate/<model>_lm_torchscript/{prefill,step}.onnx and
-manifest.json (the prompt, the dims each model is opened with, torch's
-greedy tokens), after checking that onnxruntime, run by the same loop
+manifest.json (a prompt, and three prompts generated together; the dims
+each model is opened with; torch's greedy tokens), after checking that onnxruntime, run by the same loop
 (python/shapejit/_generate.py), picks the same tokens. --size gpt2-small
 exports GPT-2 small's shape (12 layers x 768, vocabulary 50257; random
 weights) for bench/decode/decode_tokens.py instead.
@@ -53,6 +53,7 @@ def _load_generate():
 SIZES = {"test": (em.HIDDEN, em.HEADS, em.FFN, em.LAYERS, em.VOCAB, em.MAX_POS),
          "gpt2-small": (768, 12, 3072, 12, 50257, 1024)}
 PROMPT_LEN, NEW_TOKENS, EXPORT_LEN = 5, 12, 6
+BATCH = 3  # the second case: three prompts generated together
 
 
 def gpt2(size):
@@ -150,24 +151,29 @@ def build(name, size_name, dst):
             **{n: {0: "batch", 2: "total"} for n in presents}},
            os.path.join(dst, "step.onnx"))
 
-    prompt = rng.integers(0, cfg.vocab_size, (1, PROMPT_LEN), dtype=np.int64)
-    with torch.no_grad():
-        want = model.generate(torch.from_numpy(prompt), attention_mask=torch.ones((1, PROMPT_LEN),
-                              dtype=torch.int64), max_new_tokens=NEW_TOKENS, do_sample=False,
-                              pad_token_id=cfg.vocab_size - 1)[:, PROMPT_LEN:].numpy()
     gen = _load_generate()
     sessions = [ort.InferenceSession(os.path.join(dst, f), providers=["CPUExecutionProvider"])
                 for f in ("prefill.onnx", "step.onnx")]
-    got = gen.greedy_generate(*sessions, prompt, NEW_TOKENS).tokens
-    if not np.array_equal(got, want):
-        raise SystemExit(f"{name}: onnxruntime's greedy tokens {got.tolist()} differ from "
-                         f"torch's {want.tolist()}")
+    cases = []
+    for batch in (1, BATCH):
+        prompt = rng.integers(0, cfg.vocab_size, (batch, PROMPT_LEN), dtype=np.int64)
+        with torch.no_grad():
+            want = model.generate(torch.from_numpy(prompt), attention_mask=torch.ones(
+                (batch, PROMPT_LEN), dtype=torch.int64), max_new_tokens=NEW_TOKENS,
+                do_sample=False, pad_token_id=cfg.vocab_size - 1)[:, PROMPT_LEN:].numpy()
+        got = gen.greedy_generate(*sessions, prompt, NEW_TOKENS).tokens
+        if not np.array_equal(got, want):
+            raise SystemExit(f"{name}: onnxruntime's greedy tokens {got.tolist()} differ from "
+                             f"torch's {want.tolist()} at batch {batch}")
+        cases.append((prompt, want))
+    (prompt, want), (batch_prompt, batch_want) = cases
     manifest = {
         "name": f"{name}_lm_torchscript", "exporter": "torchscript", "opset": em.TS_OPSET,
         "size": size_name, "layers": layers, "vocab": cfg.vocab_size, "seed": seed,
         "prefill": {"model": "prefill.onnx", "dynamic": "seq", "dims": {"batch": 1}},
         "step": {"model": "step.onnx", "dynamic": "past", "dims": {"batch": 1, "total": "past+1"}},
         "prompt": prompt[0].tolist(), "new_tokens": NEW_TOKENS, "tokens": want[0].tolist(),
+        "batch_prompt": batch_prompt.tolist(), "batch_tokens": batch_want.tolist(),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "onnx": onnx.__version__, "onnxruntime": ort.__version__}}
     with open(os.path.join(dst, "manifest.json"), "w") as f:

@@ -63,6 +63,48 @@ static bool sym_as_range(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
     return true;
 }
 
+/* The same for any k_i * N + c_i per element (a batch index times the
+ * sequence length, b * S, that indexes a flattened [batch, seq] mask):
+ * [n] from a range, times the k_i, plus the c_i, in int64, cast to v's
+ * type, reshaped to v's shape. */
+static bool sym_as_affine(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
+    sj_dtype dt;
+    int64_t count = v->c.numel;
+    if (count < 1 || count > ((int64_t)1 << 20) || v->c.rank > SJ_MAX_RANK ||
+        !sj__onnx_dtype_to_sj(v->c.dtype, &dt) || dt == SJ_BOOL)
+        return false;
+    int64_t *kc = sj_alloc(L->ctx, 2 * (size_t)count * sizeof *kc);
+    if (!kc) {
+        *st = sj_fail(L->ctx, SJ_E_NOMEM, "'%s': no memory for its %lld elements", v->name,
+                      (long long)count);
+        return true;
+    }
+    bool fits = true;
+    for (int64_t i = 0; i < count; i++) {
+        sj_onnx_sym x = sj__onnx_sym_at(v, i);
+        kc[i] = x.n, kc[count + i] = x.c;
+        fits &= x.n >= -SJ_MAX_SYM_FACTOR && x.n <= SJ_MAX_SYM_FACTOR;
+    }
+    if (!fits) {
+        sj_free(L->ctx, kc);
+        return false;
+    }
+    char name[300];
+    sj_value n, k, c, r;
+    *st = sj_graph_range_from_n(L->g, SJ_I64, 0, 1, 0, 1, &n);
+    snprintf(name, sizeof name, "%s.factors", v->name);
+    if (*st == SJ_OK) *st = sj_graph_param_typed(L->g, name, SJ_I64, 1, &count, kc, &k);
+    snprintf(name, sizeof name, "%s.offsets", v->name);
+    if (*st == SJ_OK) *st = sj_graph_param_typed(L->g, name, SJ_I64, 1, &count, kc + count, &c);
+    sj_free(L->ctx, kc);
+    if (*st == SJ_OK) *st = sj_graph_binary(L->g, SJ_OP_MUL, n, k, &r);
+    if (*st == SJ_OK) *st = sj_graph_binary(L->g, SJ_OP_ADD, r, c, &r);
+    if (*st == SJ_OK && dt != SJ_I64) *st = sj_graph_cast(L->g, r, dt, &r);
+    if (*st == SJ_OK && v->c.rank != 1) *st = sj_graph_reshape(L->g, r, v->c.rank, v->c.dims, &r);
+    if (*st == SJ_OK) v->v = r;
+    return true;
+}
+
 sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
     if (v->v != SJ_NO_VALUE) {
         *out = v->v;
@@ -76,7 +118,7 @@ sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
                        v->name,
                        v->runtime_dtype > 0 ? sj__onnx_dtype_name(v->runtime_dtype) : "(none)");
     sj_status st;
-    if (v->has_sym && sym_as_range(L, v, &st)) {
+    if (v->has_sym && (sym_as_range(L, v, &st) || sym_as_affine(L, v, &st))) {
         if (st != SJ_OK) return st;
         *out = v->v;
         return SJ_OK;

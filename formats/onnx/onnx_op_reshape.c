@@ -131,9 +131,17 @@ static sj_status infer_beside_offset(sj_onnx_loader *L, const sj_shape *in, cons
             (sj_mul_overflow_i64(out_const, os->dims[i], &out_const) || out_const > SJ_MAX_ELEMENTS))
             return sj__onnx_node_fail(L, SJ_E_SHAPE, "the target shape holds more than %lld elements",
                                       (long long)SJ_MAX_ELEMENTS);
-    if (in_sym == 1 && out_sym == 0 && in_const == out_const) {
-        out[infer] = sym;
-        return SJ_OK;
+    /* the -1 is the symbolic dim times the rows it takes from the rest (a
+     * [batch, 1, N + 1] mask flattened: 4 * (N + 1)); sj_graph_reshape says
+     * whether that merge can be built */
+    if (in_sym == 1 && out_sym == 0 && out_const > 0 && in_const % out_const == 0) {
+        int64_t r = in_const / out_const, k, c;
+        if (!sj_mul_overflow_i64(r, sj_dim_factor(sym), &k) &&
+            !sj_mul_overflow_i64(r, sj_dim_offset(sym), &c) && k <= SJ_MAX_SYM_FACTOR &&
+            c <= SJ_MAX_SYM_OFFSET) {
+            out[infer] = SJ_DIM_AFFINE(k, c);
+            return SJ_OK;
+        }
     }
     if (in_sym == out_sym && out_const > 0 && in_const % out_const == 0) {
         out[infer] = in_const / out_const;
@@ -197,13 +205,16 @@ static sj_status reshape_dims(sj_onnx_loader *L, const sj_shape *in, const int64
     if (front < 0 || group_volume(out, n, 0, -1) < 0 || want < 0 || have < 0)
         return sj__onnx_node_fail(L, SJ_E_SHAPE, "the target shape holds more than %lld elements",
                                   (long long)SJ_MAX_ELEMENTS);
-    if (is_sym && g == 1 && front != group_volume(out, n, 0, -1))
-        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                  "-1 would merge the symbolic dim with the dims in front of it "
-                                  "(%lld elements in front of it in the input, %lld in the target); "
-                                  "shapejit merges it only with the dims inside it (padded buffers "
-                                  "must stay valid views)",
-                                  (long long)front, (long long)group_volume(out, n, 0, -1));
+    int64_t out_front = group_volume(out, n, 0, -1);
+    if (is_sym && g == 1 && front != out_front) {
+        /* the -1 takes rows in front of the symbolic dim too (a flattened
+         * [batch, seq] mask): sj_graph_reshape builds that merge compact */
+        if (front % out_front || sj_mul_overflow_i64(want, front / out_front, &want))
+            return sj__onnx_node_fail(L, SJ_E_SHAPE,
+                                      "cannot infer the -1 of the shape: %lld elements in front of "
+                                      "the symbolic dim in the input, %lld in the target",
+                                      (long long)front, (long long)out_front);
+    }
     if (have <= 0 || want <= 0 || want % have)
         return sj__onnx_node_fail(L, SJ_E_SHAPE,
                                   "cannot infer the -1 of the shape: %lld elements per %s in, %lld "
@@ -277,10 +288,11 @@ static sj_status reshape_out(sj_onnx_loader *L, sj_value x, int rank, const int6
     return sj__onnx_def_out(L, 0, y, first);
 }
 
-/* [prod(dims[:axis]), prod(dims[axis:])]. A side holding the symbolic dim
- * becomes a multiple of it when the dim leads its side (or only 1s lead
- * it): a symbolic dim merges only with the dims inside it, so padded
- * buffers stay valid views. */
+/* [prod(dims[:axis]), prod(dims[axis:])]. The side holding the symbolic
+ * dim k*N + c becomes (P*k)*N + P*c, P the product of its constant dims:
+ * a view where the dim leads its side, a compact copy where dims lie in
+ * front of it (sj_graph_reshape; a [batch, seq] mask flattened). N + c
+ * merges with nothing behind it. */
 static sj_status map_flatten(sj_onnx_loader *L, const sj_onnx_op *op) {
     (void)op;
     int64_t axis;
@@ -291,33 +303,37 @@ static sj_status map_flatten(sj_onnx_loader *L, const sj_onnx_op *op) {
     SJ_TRY(sj__onnx_shape_of(L, x, &s));
     int ax;
     SJ_TRY(sj__onnx_axis(L, axis, s.rank, s.rank + 1, &ax));
-    int64_t out[2] = {1, 1}, sym_dim[2] = {0, 0};
-    bool sym[2] = {false, false}, outside[2] = {false, false};
+    int64_t out[2] = {1, 1}, sym_dim[2] = {0, 0}, behind[2] = {1, 1};
+    int syms[2] = {0, 0};
     for (int i = 0; i < s.rank; i++) {
         int side = i >= ax;
-        if (sj_dim_is_sym(s.dims[i]))
-            outside[side] |= sym[side] || out[side] != 1, sym[side] = true, sym_dim[side] = s.dims[i];
-        if (sj_mul_overflow_i64(out[side], sj_dim_at(s.dims[i], 1), &out[side]))
-            return sj__onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
-    }
-    for (int side = 0; side < 2; side++) {
-        if (!sym[side]) continue;
-        /* N + c merges with nothing: only 1s may share its side */
-        bool alone = out[side] == sj_dim_at(sym_dim[side], 1);
-        if (sj_dim_offset(sym_dim[side]) && !outside[side] && alone) {
-            out[side] = sym_dim[side];
+        if (sj_dim_is_sym(s.dims[i])) {
+            syms[side]++, sym_dim[side] = s.dims[i];
             continue;
         }
-        if (outside[side] || sj_dim_offset(sym_dim[side]) || out[side] > SJ_MAX_SYM_FACTOR) {
+        if (sj_mul_overflow_i64(out[side], s.dims[i], &out[side]) || out[side] > SJ_MAX_ELEMENTS)
+            return sj__onnx_node_fail(L, SJ_E_SHAPE, "the flattened size is too large");
+        if (syms[side]) behind[side] *= s.dims[i];
+    }
+    for (int side = 0; side < 2; side++) {
+        if (!syms[side]) continue;
+        int64_t k = sj_dim_factor(sym_dim[side]), c = sj_dim_offset(sym_dim[side]), kk, cc;
+        const char *why = syms[side] > 1 ? "holds the symbolic dim twice"
+                          : c && behind[side] > 1
+                              ? "would merge a symbolic dim with a constant part (N + c) with the "
+                                "dims behind it"
+                          : sj_mul_overflow_i64(out[side], k, &kk) ||
+                                  sj_mul_overflow_i64(out[side], c, &cc) || kk > SJ_MAX_SYM_FACTOR ||
+                                  cc > SJ_MAX_SYM_OFFSET
+                              ? "makes a multiple of the symbolic dim past the limits of k*N + c"
+                              : NULL;
+        if (why) {
             char shape[96];
             sj_shape_format(&s, sj_graph_symbol(L->g), shape, sizeof shape);
-            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
-                                     "flattening %s at axis %d would merge the symbolic dim with "
-                                     "dims outside it; shapejit merges it only with the dims "
-                                     "inside it (padded buffers must stay valid views)",
-                                     shape, ax);
+            return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED, "flattening %s at axis %d %s", shape,
+                                     ax, why);
         }
-        out[side] = SJ_DIM_SYM_TIMES(out[side]);
+        out[side] = SJ_DIM_AFFINE(kk, cc);
     }
     return reshape_out(L, x, 2, out, first);
 }

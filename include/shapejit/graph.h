@@ -298,8 +298,11 @@ SJ_API sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64
 /* One axis of a slice. Entry j of the result's axis reads the operand at
  * index start + start_n * n + step * j, where n is the symbolic dim's active
  * extent (so a start may be an expression in it: start_n 1, start -1 is the
- * last row). len is the result's length on the axis: a constant >= 1 or
- * SJ_DIM_SYM (n entries). step is nonzero, negative walks backwards. */
+ * last row; |start_n| <= SJ_MAX_SYM_FACTOR). len is the result's length on
+ * the axis: a constant >= 1, SJ_DIM_SYM (n entries), or a form k*N + c
+ * taken whole from an axis that long, or as block f of an axis of F such
+ * blocks (start f*c, start_n f*k). step is nonzero, negative walks
+ * backwards. */
 typedef struct sj_slice_axis {
     int64_t start, start_n, step, len;
 } sj_slice_axis;

@@ -1,6 +1,7 @@
 """shapejit.greedy_generate over exported LM pairs (tests/data/generate, made
 by tools/export_generate.py): the tokens torch's generate() picked, from a
-prefill and a step session; then again from the store alone."""
+prefill and a step session, then again from the store alone; and for three
+prompts generated together."""
 import json
 
 import numpy as np
@@ -16,10 +17,10 @@ def _pairs():
     return sorted(p.name for p in GENERATE.glob("*_lm_torchscript"))
 
 
-def _sessions(folder, store):
+def _sessions(folder, store, batch=1):
     mf = json.loads((folder / "manifest.json").read_text())
     sess = [shapejit.InferenceSession(str(folder / mf[k]["model"]), store=store,
-                                      dynamic=mf[k]["dynamic"], dims=mf[k]["dims"])
+                                      dynamic=mf[k]["dynamic"], dims={**mf[k]["dims"], "batch": batch})
             for k in ("prefill", "step")]
     return mf, sess
 
@@ -39,6 +40,18 @@ def test_greedy_tokens_match_torch(pair, tmp_path):
             assert stats["compiles"] == 0 and stats["store_hits"] > 0, stats
         else:
             assert stats["compiles"] > 0, stats
+
+
+@pytest.mark.parametrize("pair", _pairs())
+def test_batch_of_prompts_matches_torch(pair, tmp_path):
+    """Three prompts at once: the exporters' masks flatten [batch, seq], a
+    merge of the bucketed dim with the batch in front of it (built compact)."""
+    folder = GENERATE / pair
+    mf = json.loads((folder / "manifest.json").read_text())
+    prompts = np.array(mf["batch_prompt"])
+    _, (prefill, step) = _sessions(folder, str(tmp_path / "store.db"), batch=len(prompts))
+    r = shapejit.greedy_generate(prefill, step, prompts, mf["new_tokens"])
+    assert r.tokens.tolist() == mf["batch_tokens"]
 
 
 def test_bad_pairs_are_named(tmp_path):
