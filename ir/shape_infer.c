@@ -424,61 +424,42 @@ static bool front_merge(const sj_shape *from, const sj_shape *to, int64_t *f, in
 }
 
 /* In a padded buffer the rows of such a merge are no prefix (row f's
- * padding lies between rows f and f + 1), so it is no view: the result is
- * built compact, each row's S * Bm block placed at the active extent of the
- * rows before it by a concat of symbolic parts (ir/layout_ops.c). */
-static sj_status reshape_front_merge(sj_graph *g, sj_value x, const sj_shape *to, int64_t f,
-                                     int64_t bm, sj_value *out) {
-    const sj_shape *from = SHAPE(x);
+ * padding lies between rows f and f + 1), so it is no view. The merge is
+ * built compact: each row's S * Bm block sliced out and placed at the
+ * active extent of the rows before it by a concat of symbolic parts
+ * (ir/layout_ops.c). The inverse (split: `to` takes F rows in front of S
+ * out of from's merged dim, a flattened mask shaped back to [batch, 1, q,
+ * S]) slices each block at its n-relative start into its row of a padded
+ * result. Either way the padded side is [Pt, F, S, Bm, Bt] and the compact
+ * one [Pt, F * S * Bm, Bt] in products. */
+static sj_status reshape_by_rows(sj_graph *g, sj_value x, const sj_shape *to, int64_t f,
+                                 int64_t bm, bool split, sj_value *out) {
+    const sj_shape *from = SHAPE(x), *padded = split ? to : from;
     if (f > FRONT_MERGE_MAX_PARTS)
         return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                       "reshape: %s to %s merges the symbolic dim with %lld rows in front of it, "
+                       "reshape: %s to %s %s the symbolic dim with %lld rows in front of it, "
                        "each copied as a part of its own; at most %d",
-                       STR(from), STR(to), (long long)f, FRONT_MERGE_MAX_PARTS);
-    int a = sym_axis(from, 0);
-    int64_t s = from->dims[a], pt = dims_product(from, 0, a) / f;
-    int64_t bt = dims_product(from, a + 1, from->rank) / bm;
-    int64_t block = SJ_DIM_AFFINE(sj_dim_factor(s) * bm, sj_dim_offset(s) * bm);
-    sj_value rows, acc = SJ_NO_VALUE;
-    SJ_TRY(sj_graph_reshape(g, x, 5, (int64_t[]){pt, f, s, bm, bt}, &rows));
-    for (int64_t i = 0; i < f; i++) {
-        sj_value row, part;
-        const sj_slice_axis one[5] = {{0, 0, 1, pt}, {i, 0, 1, 1}, {0, 0, 1, s}, {0, 0, 1, bm},
-                                      {0, 0, 1, bt}};
-        SJ_TRY(sj_graph_slice(g, rows, one, &row));
-        SJ_TRY(sj_graph_reshape(g, row, 3, (int64_t[]){pt, block, bt}, &part));
-        if (i == 0) acc = part;
-        else SJ_TRY(sj_graph_concat(g, acc, part, 1, &acc));
-    }
-    return sj_graph_reshape(g, acc, to->rank, to->dims, out);
-}
-
-/* The inverse, `to` splitting from's merged dim F*S*Bm into F rows in
- * front of S (a flattened mask shaped back to [batch, 1, q, S]): each row
- * is a block of the compact dim at the active extent of the rows before it
- * (a slice whose start is in n), placed into its row of a padded result. */
-static sj_status reshape_front_split(sj_graph *g, sj_value x, const sj_shape *to, int64_t f,
-                                     int64_t bm, sj_value *out) {
-    const sj_shape *from = SHAPE(x);
-    if (f > FRONT_MERGE_MAX_PARTS)
-        return sj_fail(g->ctx, SJ_E_UNSUPPORTED,
-                       "reshape: %s to %s splits %lld rows off the symbolic dim, each copied as "
-                       "a part of its own; at most %d",
-                       STR(from), STR(to), (long long)f, FRONT_MERGE_MAX_PARTS);
-    int a = sym_axis(from, 0), at = sym_axis(to, 0);
-    int64_t s = to->dims[at], merged = from->dims[a], pt = dims_product(from, 0, a);
-    int64_t bt = dims_product(from, a + 1, from->rank);
+                       STR(from), STR(to), split ? "unmerges" : "merges", (long long)f,
+                       FRONT_MERGE_MAX_PARTS);
+    int a = sym_axis(padded, 0);
+    int64_t s = padded->dims[a], pt = dims_product(padded, 0, a) / f;
+    int64_t bt = dims_product(padded, a + 1, padded->rank) / bm;
     int64_t kb = sj_dim_factor(s) * bm, cb = sj_dim_offset(s) * bm;
-    sj_value flat, acc = SJ_NO_VALUE;
-    SJ_TRY(sj_graph_reshape(g, x, 3, (int64_t[]){pt, merged, bt}, &flat));
+    const int64_t rows[5] = {pt, f, s, bm, bt}, row[5] = {pt, 1, s, bm, bt};
+    const int64_t compact[3] = {pt, SJ_DIM_AFFINE(f * kb, f * cb), bt};
+    const int64_t block[3] = {pt, SJ_DIM_AFFINE(kb, cb), bt};
+    sj_value src, acc = SJ_NO_VALUE;
+    SJ_TRY(sj_graph_reshape(g, x, split ? 3 : 5, split ? compact : rows, &src));
     for (int64_t i = 0; i < f; i++) {
-        sj_value block, row;
-        const sj_slice_axis one[3] = {
-            {0, 0, 1, pt}, {i * cb, i * kb, 1, SJ_DIM_AFFINE(kb, cb)}, {0, 0, 1, bt}};
-        SJ_TRY(sj_graph_slice(g, flat, one, &block));
-        SJ_TRY(sj_graph_reshape(g, block, 5, (int64_t[]){pt, 1, s, bm, bt}, &row));
-        if (i == 0) acc = row;
-        else SJ_TRY(sj_graph_concat(g, acc, row, 1, &acc));
+        const sj_slice_axis one_row[5] = {{0, 0, 1, pt}, {i, 0, 1, 1}, {0, 0, 1, s}, {0, 0, 1, bm},
+                                          {0, 0, 1, bt}};
+        const sj_slice_axis one_block[3] = {{0, 0, 1, pt}, {i * cb, i * kb, 1, block[1]},
+                                            {0, 0, 1, bt}};
+        sj_value piece;
+        SJ_TRY(sj_graph_slice(g, src, split ? one_block : one_row, &piece));
+        SJ_TRY(sj_graph_reshape(g, piece, split ? 5 : 3, split ? row : block, &piece));
+        if (i == 0) acc = piece;
+        else SJ_TRY(sj_graph_concat(g, acc, piece, 1, &acc));
     }
     return sj_graph_reshape(g, acc, to->rank, to->dims, out);
 }
@@ -493,9 +474,9 @@ sj_status sj_graph_reshape(sj_graph *g, sj_value x, int rank, const int64_t *dim
     SJ_TRY(sj__graph_make_shape(g, "reshape", rank, dims, SJ__DIMS_AFFINE, &n.shape));
     int64_t f, bm;
     if (front_merge(SHAPE(x), &n.shape, &f, &bm))
-        return reshape_front_merge(g, x, &n.shape, f, bm, out);
+        return reshape_by_rows(g, x, &n.shape, f, bm, false, out);
     if (front_merge(&n.shape, SHAPE(x), &f, &bm))
-        return reshape_front_split(g, x, &n.shape, f, bm, out);
+        return reshape_by_rows(g, x, &n.shape, f, bm, true, out);
     SJ_TRY(check_reshape(g, SHAPE(x), &n.shape));
     return sj__graph_append(g, "reshape", &n, out);
 }
