@@ -57,7 +57,7 @@ def windows(pasts, seconds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "build-python", "bench-decode"))
-    ap.add_argument("--batches", default="1")
+    ap.add_argument("--batches", default="1,4")
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=241)
     ap.add_argument("--threads", type=int, default=1)
