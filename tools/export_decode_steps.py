@@ -43,24 +43,30 @@ PASTS = [4, 31, 100]
 EXPORT_PAST = 5  # the traced example: not 0/1, so no size specialisation
 
 
+def flat_outputs(out, first):
+    """A transformers output as a tuple: field `first`, then each layer's
+    cached keys and values."""
+    res = [getattr(out, first)]
+    for layer in out.past_key_values.layers:
+        res += [layer.keys, layer.values]
+    return tuple(res)
+
+
 class Step(torch.nn.Module):
     """One decode step of a transformers decoder over tensors: the caches
-    in as a flat list of (key, value) per layer, the grown ones out."""
+    in as a flat list of (key, value) per layer; `first` (the hidden state,
+    or an LM's logits), then the grown caches out."""
 
-    def __init__(self, model, layers):
+    def __init__(self, model, layers, first="last_hidden_state"):
         super().__init__()
-        self.model, self.layers = model, layers
+        self.model, self.layers, self.first = model, layers, first
 
     def forward(self, input_ids, attention_mask, *kv):
         cache = transformers.DynamicCache()
         for i in range(self.layers):
             cache.update(kv[2 * i], kv[2 * i + 1], i)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
-                         use_cache=True)
-        res = [out.last_hidden_state]
-        for layer in out.past_key_values.layers:
-            res += [layer.keys, layer.values]
-        return tuple(res)
+        return flat_outputs(self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                       past_key_values=cache, use_cache=True), self.first)
 
 
 def gpt2():

@@ -10,8 +10,9 @@ Dev aid and benchmark generator (CI has no torch). Test data:
 
 writes tests/data/generate/<model>_lm_torchscript/{prefill,step}.onnx and
 manifest.json (a prompt, and three prompts generated together; the dims
-each model is opened with; torch's greedy tokens), after checking that onnxruntime, run by the same loop
-(python/shapejit/_generate.py), picks the same tokens. --size gpt2-small
+each model is opened with; torch's greedy tokens), after checking that
+onnxruntime, run by the same loop (python/shapejit/_generate.py), picks
+the same tokens. --size gpt2-small
 exports GPT-2 small's shape (12 layers x 768, vocabulary 50257; random
 weights) for bench/decode/decode_tokens.py instead.
 
@@ -36,6 +37,7 @@ import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import export_decode_steps as eds  # noqa: E402
 import export_models as em  # noqa: E402
 
 
@@ -76,33 +78,14 @@ def llama(size):
 MODELS = {"gpt2": (61, gpt2), "llama": (62, llama)}
 
 
-def flat(out):
-    res = [out.logits]
-    for layer in out.past_key_values.layers:
-        res += [layer.keys, layer.values]
-    return tuple(res)
-
-
 class Prefill(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
 
     def forward(self, input_ids, attention_mask):
-        return flat(self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True))
-
-
-class Step(torch.nn.Module):
-    def __init__(self, model, layers):
-        super().__init__()
-        self.model, self.layers = model, layers
-
-    def forward(self, input_ids, attention_mask, *kv):
-        cache = transformers.DynamicCache()
-        for i in range(self.layers):
-            cache.update(kv[2 * i], kv[2 * i + 1], i)
-        return flat(self.model(input_ids=input_ids, attention_mask=attention_mask,
-                               past_key_values=cache, use_cache=True))
+        return eds.flat_outputs(self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                           use_cache=True), "logits")
 
 
 def cache_names(layers, word):
@@ -141,10 +124,10 @@ def build(name, size_name, dst):
            {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
             "logits": {0: "batch", 1: "seq"}, **{n: {0: "batch", 2: "seq"} for n in presents}},
            os.path.join(dst, "prefill.onnx"))
-    kv = [torch.from_numpy(rng.standard_normal((1, kv_heads, EXPORT_LEN, head_dim)).astype(np.float32))
-          for _ in pasts_in]
-    one = ids[:, :1]
-    export(Step(model, layers).eval(), (one, torch.ones((1, EXPORT_LEN + 1), dtype=torch.int64), *kv),
+    kv = [torch.from_numpy(rng.standard_normal((1, kv_heads, EXPORT_LEN, head_dim))
+                           .astype(np.float32)) for _ in pasts_in]
+    mask = torch.ones((1, EXPORT_LEN + 1), dtype=torch.int64)
+    export(eds.Step(model, layers, "logits").eval(), (ids[:, :1], mask, *kv),
            ["input_ids", "attention_mask"] + pasts_in, ["logits"] + presents,
            {"input_ids": {0: "batch"}, "attention_mask": {0: "batch", 1: "total"},
             "logits": {0: "batch"}, **{n: {0: "batch", 2: "past"} for n in pasts_in},
