@@ -37,11 +37,38 @@ sj_status sj__onnx_define(sj_onnx_loader *L, const char *name, sj_onnx_val **out
     return SJ_OK;
 }
 
+/* n times the k_i plus the c_i, int64 [count] (every k_i within
+ * SJ_MAX_SYM_FACTOR: the caller checked). */
+static sj_status affine_of_n(sj_onnx_loader *L, sj_onnx_val *v, int64_t count, sj_value *out) {
+    int64_t *kc = sj_alloc(L->ctx, 2 * (size_t)count * sizeof *kc);
+    if (!kc)
+        return sj_fail(L->ctx, SJ_E_NOMEM, "'%s': no memory for its %lld elements", v->name,
+                       (long long)count);
+    for (int64_t i = 0; i < count; i++) {
+        sj_onnx_sym x = sj__onnx_sym_at(v, i);
+        kc[i] = x.n, kc[count + i] = x.c;
+    }
+    char name[300];
+    sj_value n, k, c;
+    sj_status st = sj_graph_range_from_n(L->g, SJ_I64, 0, 1, 0, 1, &n);
+    snprintf(name, sizeof name, "%s.factors", v->name);
+    if (st == SJ_OK) st = sj_graph_param_typed(L->g, name, SJ_I64, 1, &count, kc, &k);
+    snprintf(name, sizeof name, "%s.offsets", v->name);
+    if (st == SJ_OK) st = sj_graph_param_typed(L->g, name, SJ_I64, 1, &count, kc + count, &c);
+    sj_free(L->ctx, kc);
+    if (st == SJ_OK) st = sj_graph_binary(L->g, SJ_OP_MUL, n, k, out);
+    if (st == SJ_OK) st = sj_graph_binary(L->g, SJ_OP_ADD, *out, c, out);
+    return st;
+}
+
 /* A value computed from the symbolic dim used as data (a decode step's
- * position, past_length; as floats, a rotary embedding's position): when
- * every element is k * N + c_i with the c_i an arithmetic run, an integer
- * range starting at c_0 + k * n, cast to v's type, reshaped to v's shape. */
-static bool sym_as_range(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
+ * position, past_length; as floats, a rotary embedding's position; b * S
+ * for each batch index b, indexing a flattened [batch, seq] mask): each
+ * element is k_i * N + c_i. Where the k_i are one k and the c_i an
+ * arithmetic run, an integer range starting at c_0 + k * n; else n times
+ * the k_i plus the c_i. Made in int64, cast to v's type, reshaped to v's
+ * shape. False when v cannot be data so (*st untouched). */
+static bool sym_as_data(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
     sj_dtype dt;
     int64_t count = v->c.numel;
     if (count < 1 || count > ((int64_t)1 << 20) || v->c.rank > SJ_MAX_RANK ||
@@ -49,56 +76,15 @@ static bool sym_as_range(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
         return false;
     sj_onnx_sym x0 = sj__onnx_sym_at(v, 0), x1 = count > 1 ? sj__onnx_sym_at(v, 1) : x0;
     int64_t step = x1.c - x0.c;
+    bool run = true;
     for (int64_t i = 0; i < count; i++) {
         sj_onnx_sym x = sj__onnx_sym_at(v, i);
-        if (x.n != x0.n || x.c != x0.c + i * step) return false;
+        if (x.n < -SJ_MAX_SYM_FACTOR || x.n > SJ_MAX_SYM_FACTOR) return false;
+        run &= x.n == x0.n && x.c == x0.c + i * step;
     }
-    if (x0.n < -SJ_MAX_SYM_FACTOR || x0.n > SJ_MAX_SYM_FACTOR) return false;
     sj_value r;
-    *st = sj_graph_range_from_n(L->g, dt == SJ_F32 ? SJ_I64 : dt, (double)x0.c, x0.n, (double)step,
-                                count, &r);
-    if (*st == SJ_OK && dt == SJ_F32) *st = sj_graph_cast(L->g, r, SJ_F32, &r);
-    if (*st == SJ_OK && v->c.rank != 1) *st = sj_graph_reshape(L->g, r, v->c.rank, v->c.dims, &r);
-    if (*st == SJ_OK) v->v = r;
-    return true;
-}
-
-/* The same for any k_i * N + c_i per element (a batch index times the
- * sequence length, b * S, that indexes a flattened [batch, seq] mask):
- * [n] from a range, times the k_i, plus the c_i, in int64, cast to v's
- * type, reshaped to v's shape. */
-static bool sym_as_affine(sj_onnx_loader *L, sj_onnx_val *v, sj_status *st) {
-    sj_dtype dt;
-    int64_t count = v->c.numel;
-    if (count < 1 || count > ((int64_t)1 << 20) || v->c.rank > SJ_MAX_RANK ||
-        !sj__onnx_dtype_to_sj(v->c.dtype, &dt) || dt == SJ_BOOL)
-        return false;
-    int64_t *kc = sj_alloc(L->ctx, 2 * (size_t)count * sizeof *kc);
-    if (!kc) {
-        *st = sj_fail(L->ctx, SJ_E_NOMEM, "'%s': no memory for its %lld elements", v->name,
-                      (long long)count);
-        return true;
-    }
-    bool fits = true;
-    for (int64_t i = 0; i < count; i++) {
-        sj_onnx_sym x = sj__onnx_sym_at(v, i);
-        kc[i] = x.n, kc[count + i] = x.c;
-        fits &= x.n >= -SJ_MAX_SYM_FACTOR && x.n <= SJ_MAX_SYM_FACTOR;
-    }
-    if (!fits) {
-        sj_free(L->ctx, kc);
-        return false;
-    }
-    char name[300];
-    sj_value n, k, c, r;
-    *st = sj_graph_range_from_n(L->g, SJ_I64, 0, 1, 0, 1, &n);
-    snprintf(name, sizeof name, "%s.factors", v->name);
-    if (*st == SJ_OK) *st = sj_graph_param_typed(L->g, name, SJ_I64, 1, &count, kc, &k);
-    snprintf(name, sizeof name, "%s.offsets", v->name);
-    if (*st == SJ_OK) *st = sj_graph_param_typed(L->g, name, SJ_I64, 1, &count, kc + count, &c);
-    sj_free(L->ctx, kc);
-    if (*st == SJ_OK) *st = sj_graph_binary(L->g, SJ_OP_MUL, n, k, &r);
-    if (*st == SJ_OK) *st = sj_graph_binary(L->g, SJ_OP_ADD, r, c, &r);
+    *st = run ? sj_graph_range_from_n(L->g, SJ_I64, (double)x0.c, x0.n, (double)step, count, &r)
+              : affine_of_n(L, v, count, &r);
     if (*st == SJ_OK && dt != SJ_I64) *st = sj_graph_cast(L->g, r, dt, &r);
     if (*st == SJ_OK && v->c.rank != 1) *st = sj_graph_reshape(L->g, r, v->c.rank, v->c.dims, &r);
     if (*st == SJ_OK) v->v = r;
@@ -118,7 +104,7 @@ sj_status sj__onnx_as_value(sj_onnx_loader *L, sj_onnx_val *v, sj_value *out) {
                        v->name,
                        v->runtime_dtype > 0 ? sj__onnx_dtype_name(v->runtime_dtype) : "(none)");
     sj_status st;
-    if (v->has_sym && (sym_as_range(L, v, &st) || sym_as_affine(L, v, &st))) {
+    if (v->has_sym && sym_as_data(L, v, &st)) {
         if (st != SJ_OK) return st;
         *out = v->v;
         return SJ_OK;
