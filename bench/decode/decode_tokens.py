@@ -62,6 +62,9 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=241)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=2, help="runs per runtime, alternating")
+    ap.add_argument("--cpu", default=None,
+                    help="shapejit's host code level (x86-64-v2, x86-64-v3, x86-64-v4); "
+                         "default: this CPU")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     pair = ensure_model(a.out)
@@ -71,18 +74,19 @@ def main():
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = a.threads
     opts.inter_op_num_threads = 1
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; threads {a.threads}; onnxruntime "
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; shapejit code {a.cpu or 'native'}; "
+          f"threads {a.threads}; onnxruntime "
           f"{ort.__version__}; prompt {a.prompt}, {a.new_tokens} new tokens; step ladder {ladder}")
     rows = []
     for batch in (int(b) for b in a.batches.split(",")):
-        store = os.path.join(a.out, f"store-b{batch}.db")
+        store = os.path.join(a.out, f"store-b{batch}-{a.cpu or 'native'}.db")
         t0 = time.perf_counter()
         sj = [shapejit.InferenceSession(prefill_path, store=store, dynamic="seq",
                                         dims={"batch": batch}, ladder=f"list:{a.prompt}",
-                                        threads=a.threads),
+                                        threads=a.threads, cpu=a.cpu),
               shapejit.InferenceSession(step_path, store=store, dynamic="past",
                                         dims={"batch": batch, "total": "past+1"}, ladder=ladder,
-                                        threads=a.threads)]
+                                        threads=a.threads, cpu=a.cpu)]
         for s in sj:
             s.engine.precompile()
         compile_s = time.perf_counter() - t0
