@@ -1027,11 +1027,40 @@ static void assign_arena(lowering *L, int64_t *total, int64_t *no_reuse) {
 
 /* ---- plan ---- */
 
+/* A sub-batch's rows (plan.h's sub_rows): the most rows, a power of two,
+ * whose share of the largest intermediate buffer stays within
+ * SUB_BATCH_BYTES, so a launch's output for a sub-batch is still in cache
+ * (L2 and a share of L3) when the next launch reads it; 0 (whole) where
+ * the graph's rows are not independent, or the bucket takes no more rows
+ * than that anyway. Measured on Zen 4 (1 MiB L2, 32 MiB L3), one thread,
+ * runs of 1 to 8 rows: MobileNetV3-small (1.35 MB a row for its stem's
+ * taps) ran fastest by 4 rows, ResNet-18 (7.4 MB) by one. */
+#define SUB_BATCH_BYTES ((int64_t)8 << 20)
+static sj_status sub_batch_rows(const lowering *L, int64_t *out) {
+    const sj_graph *g = L->g;
+    bool independent = false;
+    *out = 0;
+    if (!g->sym_name || L->E < 2) return SJ_OK;
+    SJ_TRY(sj_graph_rows_independent(g, &independent, NULL, 0));
+    if (!independent) return SJ_OK;
+    int64_t row_bytes = 0; /* at most: a buffer without the symbolic dim counts as one too */
+    for (int b = 0; b < L->n_bufs; b++) {
+        const lbuf *bb = &L->bufs[b];
+        if (bb->kind == SJ_SLOT_ARENA && bb->def >= 0 && bb->bytes / L->E > row_bytes)
+            row_bytes = bb->bytes / L->E;
+    }
+    int64_t rows = 1;
+    while (rows < L->E && 2 * rows * row_bytes <= SUB_BATCH_BYTES) rows *= 2;
+    *out = rows < L->E ? rows : 0;
+    return SJ_OK;
+}
+
 static sj_status make_plan(lowering *L, sj_lowered *out) {
     sj_ctx *ctx = L->ctx;
     sj_launch_plan *p = &out->plan;
     p->extent = L->E;
     assign_arena(L, &p->arena_bytes, &out->arena_bytes_no_reuse);
+    SJ_TRY(sub_batch_rows(L, &p->sub_rows));
     int n_slots = 0, n_ls = 0, n_words = 0;
     for (int b = 0; b < L->n_bufs; b++)
         if (L->bufs[b].def >= 0) L->bufs[b].slot = n_slots++;
