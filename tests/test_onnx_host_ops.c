@@ -347,6 +347,19 @@ static void test_depthwise_wide_every_level(void **state) {
     check_depthwise_wide(*state, 131, 3, 2);
 }
 
+/* Depthwise convs over few channels, at every level: 16 (one AVX-512
+ * vector, two AVX2 ones) and 8 (a narrower vector at AVX-512) take a tile
+ * of positions at once (host_emit.c's tile_positions), 9 x 7 = 63 of them
+ * (stride 1) or 5 x 4 = 20 (stride 2) leaving a remainder of single
+ * positions; the taps' table indices are read unclamped (kernel.h's
+ * gsafe), the padded ones reading the fill. */
+static void test_depthwise_narrow_every_level(void **state) {
+    check_depthwise_wide(*state, 16, 3, 1);
+    check_depthwise_wide(*state, 16, 3, 2);
+    check_depthwise_wide(*state, 8, 5, 1);
+    check_depthwise_wide(*state, 4, 3, 2);
+}
+
 /* A 1x1 conv to M channels with a bias and hardswish over a dynamic batch
  * of side x side images, at every level, each image's rows more than one
  * chunk of rows (host_emit.c's epilogue_chunk_rows: 784 rows of 72
@@ -453,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
         cmocka_unit_test(test_depthwise_and_pools_dynamic_batch),
         cmocka_unit_test(test_depthwise_wide_every_level),
+        cmocka_unit_test(test_depthwise_narrow_every_level),
         cmocka_unit_test(test_pointwise_chunks_every_level),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),
         cmocka_unit_test(test_pooled_conv_head_dynamic_batch),

@@ -560,6 +560,20 @@ static sj_status gather_load(lowering *L, int ki, sj_value d, int ax, const int 
     return SJ_OK;
 }
 
+/* Whether every entry of index t is a constant within [0, len), or len
+ * itself where that reads the fill (kernel.h's gsafe). */
+static bool table_in_range(const sj_node *t, int64_t len, bool fill) {
+    if (t->op != SJ_OP_PARAM || !t->bytes || sj_dim_is_sym(len) || len < 1 ||
+        (t->dtype != SJ_I32 && t->dtype != SJ_I64))
+        return false;
+    int64_t n = sj_shape_numel(&t->shape, 1), hi = fill ? len : len - 1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = t->dtype == SJ_I32 ? ((const int32_t *)t->bytes)[i] : ((const int64_t *)t->bytes)[i];
+        if (v < 0 || v > hi) return false;
+    }
+    return true;
+}
+
 /* out[pre, j.., post] = data[pre, clamp(idx[j..]), post]: a load of data
  * whose gathered axis moves by the index value. */
 static sj_status build_gather(lowering *L, int ki, sj_value v, const int *map, int core, int *out) {
@@ -572,11 +586,12 @@ static sj_status build_gather(lowering *L, int ki, sj_value v, const int *map, i
     for (int j = 0; j < is->rank; j++) imap[j] = is->dims[j] == 1 ? -1 : map[ax + j];
     SJ_TRY(build_expr(L, ki, ix, imap, core, &ie));
     SJ_TRY(gather_load(L, ki, d, ax, dmap, ie, out));
+    sj_kexpr *g = &L->kernels[ki].exprs[*out];
     if (d != nd->inputs[0]) { /* past the padding concat: its fill's value at index glen */
-        sj_kexpr *g = &L->kernels[ki].exprs[*out];
         g->gfill = true;
         g->value = (float)L->g->nodes[L->g->nodes[nd->inputs[0]].inputs[1]].attrs.delta;
     }
+    g->gsafe = table_in_range(&L->g->nodes[ix], g->glen, g->gfill);
     return SJ_OK;
 }
 
