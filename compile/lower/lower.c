@@ -193,6 +193,11 @@ static void count_uses(lowering *L) {
 static bool expands(const lowering *L, sj_value v) {
     const sj_node *c = &L->g->nodes[L->v[v].consumer];
     if (sj_op_is_reduce(c->op) || c->op == SJ_OP_CONCAT) return false;
+    /* a window's taps times a weight, summed over the taps (window_fuse.h):
+     * the sum reads a tap once for the vector of columns it spans */
+    if (L->win && L->win[v] && c->op == SJ_OP_MUL &&
+        sj_op_is_reduce(L->g->nodes[L->v[L->v[v].consumer].consumer].op))
+        return false;
     return numel_at(L, &c->shape) > numel_at(L, shape_of(L, v));
 }
 
