@@ -387,7 +387,7 @@ static void test_arena_reuse(void **state) {
 }
 
 /* The plan's sub-batch (plan.h's sub_rows): rows whose share of the
- * largest intermediate fits lower.c's 8 MiB, a power of two, where the
+ * largest intermediate fits lower.c's 4 MiB, a power of two, where the
  * rows are independent and the bucket holds more; 0 otherwise. */
 static int64_t sub_rows_at(fixture *f, int64_t E) {
     sj_lowered *l;
@@ -404,9 +404,9 @@ static void test_sub_batch_rows(void **state) {
     for (int i = 0; i < 3; i++)
         assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &y), SJ_OK);
     assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
-    assert_int_equal(sub_rows_at(f, 64), 8);
-    assert_int_equal(sub_rows_at(f, 9), 8);
-    assert_int_equal(sub_rows_at(f, 8), 0); /* the whole bucket fits */
+    assert_int_equal(sub_rows_at(f, 64), 4);
+    assert_int_equal(sub_rows_at(f, 5), 4);
+    assert_int_equal(sub_rows_at(f, 4), 0); /* the whole bucket fits */
     assert_int_equal(sub_rows_at(f, 1), 0);
     /* a softmax over the rows: they are not independent */
     sj_graph_destroy(f->g);

@@ -1053,9 +1053,11 @@ static void assign_arena(lowering *L, int64_t *total, int64_t *no_reuse) {
  * (L2 and a share of L3) when the next launch reads it; 0 (whole) where
  * the graph's rows are not independent, or the bucket takes no more rows
  * than that anyway. Measured on Zen 4 (1 MiB L2, 32 MiB L3), one thread,
- * runs of 1 to 8 rows: MobileNetV3-small (1.35 MB a row for its stem's
- * taps) ran fastest by 4 rows, ResNet-18 (7.4 MB) by one. */
-#define SUB_BATCH_BYTES ((int64_t)8 << 20)
+ * sub-batches of 1 to 8 rows at batch 32: MobileNetV3-small (0.9 MB a row
+ * in its largest buffer, the first expanding 1x1 conv's) ran fastest by
+ * 2 and 4 rows, 8 barely faster than whole; ResNet-18 (7.4 MB of its
+ * stem's taps) by one. */
+#define SUB_BATCH_BYTES ((int64_t)4 << 20)
 static sj_status sub_batch_rows(const lowering *L, int64_t *out) {
     const sj_graph *g = L->g;
     bool independent = false;
