@@ -51,6 +51,7 @@ static void put_body(writer *w, const sj_artifact *a, size_t *code_at) {
     const sj_launch_plan *p = &a->plan;
     put_i64(w, p->extent);
     put_i64(w, p->arena_bytes);
+    put_i64(w, p->sub_rows);
     put_u32(w, (uint32_t)p->n_kernels);
     for (int i = 0; i < p->n_kernels; i++) {
         put_str(w, p->kernels[i].name);
@@ -243,6 +244,7 @@ static void get_str(reader *r, sj_artifact *a, char **field, size_t max, const c
 static void get_plan(reader *r, sj_launch_plan *p) {
     p->extent = get_i64(r, "extent");
     p->arena_bytes = get_i64(r, "arena bytes");
+    p->sub_rows = get_i64(r, "sub-batch rows");
     p->n_kernels = get_count(r, 4 + 32, "kernel");
     p->kernels = get_array(r, p->n_kernels, sizeof *p->kernels);
     for (int i = 0; i < p->n_kernels && r->st == SJ_OK; i++) {

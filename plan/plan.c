@@ -43,7 +43,7 @@ sj_status sj__plan_validate(sj_ctx *ctx, const sj_launch_plan *p) {
         return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: extent %lld out of range",
                        (long long)p->extent);
     if (p->n_kernels < 0 || p->n_slots < 0 || p->n_launches < 0 || p->n_launch_slots < 0 ||
-        p->n_words < 0 || p->arena_bytes < 0)
+        p->n_words < 0 || p->arena_bytes < 0 || p->sub_rows < 0)
         return sj_fail(ctx, SJ_E_CORRUPT, "launch plan: negative count");
     if ((p->n_kernels && !p->kernels) || (p->n_slots && !p->slots) ||
         (p->n_launches && !p->launches) || (p->n_launch_slots && !p->launch_slots) ||

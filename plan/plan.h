@@ -118,6 +118,12 @@ typedef struct sj_launch_plan {
     int32_t n_words;
     int64_t *words;
     int64_t arena_bytes; /* size of the intermediate arena at E */
+    /* > 0: a replay may run each run of launches that compute whole slices
+     * of the active rows (host row entries split at any row) this many rows
+     * at a time, so a sub-batch's activations stay in cache from one
+     * launch to the next (lowering sets it where the graph's rows are
+     * independent and a row's largest buffer is large); 0 = whole. */
+    int64_t sub_rows;
 } sj_launch_plan;
 
 /* Launch plan helpers shared by lowering, artifacts, the runtime and tests. */

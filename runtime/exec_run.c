@@ -193,7 +193,9 @@ typedef enum run_kind { RUN_EAGER, RUN_REPLAY, RUN_STEPWISE } run_kind;
 static sj_status dispatch(sj_executable *e, run_kind kind, int64_t n) {
     sj_device *dev = e->dev;
     if (kind != RUN_REPLAY) return launch_all(e, n, kind == RUN_STEPWISE);
-    sj_status st = dev->ops->replay(dev->impl, e->graph, n);
+    sj_status st = e->sub_rows > 0 && e->sub_rows < n && dev->ops->replay_rows
+                       ? dev->ops->replay_rows(dev->impl, e->graph, n, e->sub_rows)
+                       : dev->ops->replay(dev->impl, e->graph, n);
     if (st == SJ_E_DEVICE_LOST) return name_in_flight(e, st, e->n_launches);
     if (st != SJ_OK)
         sj__error_prefix(e->ctx, "bucket %lld: replay of its %d captured launches",

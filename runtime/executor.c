@@ -245,6 +245,7 @@ static sj_status keep_slots(sj_executable *e, const sj_launch_plan *p) {
     e->n_slots = p->n_slots;
     e->n_launch_slots = p->n_launch_slots;
     e->arena_bytes = p->arena_bytes;
+    e->sub_rows = p->sub_rows;
     e->slots = sj_calloc(e->ctx, (size_t)p->n_slots, sizeof *e->slots);
     e->launch_slots = sj_calloc(e->ctx, (size_t)p->n_launch_slots, sizeof *e->launch_slots);
     if (!e->slots || !e->launch_slots) return sj_fail(e->ctx, SJ_E_NOMEM, "executable: out of memory");

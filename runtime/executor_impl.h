@@ -73,6 +73,7 @@ struct sj_executable {
     sj_buffer_slot *slots;  /* the plan's, to lay run memory out again after a trim */
     int32_t *launch_slots;
     int64_t arena_bytes;    /* the plan's: intermediates packed by liveness */
+    int64_t sub_rows;       /* the plan's: a replay's sub-batch (0 = whole) */
     void *arena;
     void *tables;       /* device memory: every launch's slot pointers */
     void *info_owned;   /* device memory: every launch's words */

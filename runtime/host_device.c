@@ -330,9 +330,10 @@ static uint64_t unit_work(const host_kernel *k, int64_t n) {
     return k->attrs.row_work > UINT64_MAX / (uint64_t)n ? UINT64_MAX : k->attrs.row_work * (uint64_t)n;
 }
 
-static uint64_t launch_work(const host_kernel *k, int64_t n) {
-    uint64_t w = unit_work(k, n), u = (uint64_t)split_units(k, n);
-    return w > UINT64_MAX / u ? UINT64_MAX : w * u;
+/* Work of `units` units of a launch of k at n. */
+static uint64_t units_work(const host_kernel *k, int64_t n, int64_t units) {
+    uint64_t w = unit_work(k, n);
+    return w > UINT64_MAX / (uint64_t)units ? UINT64_MAX : w * (uint64_t)units;
 }
 
 /* The split points' step: SJ_HOST_MIN_SPLIT_ROWS rows, or the kernel's own
@@ -343,23 +344,25 @@ static int64_t split_step(const host_kernel *k) {
     return k->attrs.split_step ? (int64_t)k->attrs.split_step : SJ_HOST_MIN_SPLIT_ROWS;
 }
 
-/* Parts a launch of k at extent n splits into (1: the caller alone) and
- * their bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS rows (or units of a
- * constant range), the last part taking the rest, so every split point is a
- * multiple of it (of every row tile and vector width the emitters use) and
- * a part has at least min_part_work of work. */
-static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t *bounds) {
-    int64_t units = split_units(k, n), step = split_step(k);
+/* Parts a launch of k at extent n splits its units [lo, hi) into (1: the
+ * caller alone) and their bounds: whole blocks of SJ_HOST_MIN_SPLIT_ROWS
+ * rows (or units of a constant range), the last part taking the rest, so
+ * every split point is lo plus a multiple of it (of every row tile and
+ * vector width the emitters use; a sub-batch's lo is one of them, or its
+ * rows are whole slices) and a part has at least min_part_work of work. */
+static int split(const host_device *h, const host_kernel *k, int64_t n, int64_t lo, int64_t hi,
+                 int64_t *bounds) {
+    int64_t units = hi - lo, step = split_step(k);
     if (!h->pool || !k->rows || units < 2 * step) return 1;
     int64_t blocks = units / step;
     int64_t parts = (int64_t)sj__host_pool_threads(h->pool) * PARTS_PER_THREAD;
     if (parts > SJ_HOST_MAX_THREADS) parts = SJ_HOST_MAX_THREADS;
     if (parts > blocks) parts = blocks;
-    uint64_t work = launch_work(k, n);
+    uint64_t work = units_work(k, n, units);
     if ((uint64_t)parts > work / h->min_part_work) parts = (int64_t)(work / h->min_part_work);
     if (parts < 2) return 1;
-    for (int64_t p = 0; p < parts; p++) bounds[p] = step * (blocks * p / parts);
-    bounds[parts] = units;
+    for (int64_t p = 0; p < parts; p++) bounds[p] = lo + step * (blocks * p / parts);
+    bounds[parts] = hi;
     return (int)parts;
 }
 
@@ -379,24 +382,27 @@ static void learn_wake(host_device *h, double cost) {
 }
 
 /* The caller's time per operation of k, from a launch of rows * k's row
- * work; returns the launch's time beyond an even share of its work (what
- * the threads' sharing cost it, 0 for a perfect split). */
-static double learn(host_device *h, host_kernel *k, int64_t n, const sj_host_pool_timing *t) {
+ * work over `units` of its units; returns the launch's time beyond an even
+ * share of its work (what the threads' sharing cost it, 0 for a perfect
+ * split). */
+static double learn(host_device *h, host_kernel *k, int64_t n, int64_t units,
+                    const sj_host_pool_timing *t) {
     if (t->caller_rows > 0) {
         double pace = (double)t->caller_ns / ((double)t->caller_rows * (double)unit_work(k, n));
         if (k->ns_per_work == 0) k->ns_per_work = pace;
         else average(&k->ns_per_work, pace, 8);
     }
-    double share = (double)launch_work(k, n) * k->ns_per_work / sj__host_pool_threads(h->pool);
+    double share = (double)units_work(k, n, units) * k->ns_per_work / sj__host_pool_threads(h->pool);
     return (double)t->wall_ns > share ? (double)t->wall_ns - share : 0;
 }
 
-/* A thread's share of a launch of k at n: its work, and its time at k's pace. */
-static uint64_t share_work(const host_device *h, const host_kernel *k, int64_t n) {
-    return launch_work(k, n) / (uint64_t)sj__host_pool_threads(h->pool);
+/* A thread's share of `units` units of a launch of k at n: its work, and
+ * its time at k's pace. */
+static uint64_t share_work(const host_device *h, const host_kernel *k, int64_t n, int64_t units) {
+    return units_work(k, n, units) / (uint64_t)sj__host_pool_threads(h->pool);
 }
-static double share_ns(const host_device *h, const host_kernel *k, int64_t n) {
-    return (double)share_work(h, k, n) * (k->ns_per_work ? k->ns_per_work : PRIOR_NS_PER_WORK);
+static double share_ns(const host_device *h, const host_kernel *k, int64_t n, int64_t units) {
+    return (double)share_work(h, k, n, units) * (k->ns_per_work ? k->ns_per_work : PRIOR_NS_PER_WORK);
 }
 
 /* Whether shares of share_ns (one launch's, or a run's split launches'
@@ -414,34 +420,44 @@ static bool worth_waking(host_device *h, uint64_t work, double ns) {
  * claim parts either way; the caller runs whatever is left). `run_wakes`:
  * the replay this launch is part of woke them at its start, so a worker
  * that fell asleep since is woken again. */
-static bool wake_for(host_device *h, const host_kernel *k, int64_t n, bool run_wakes) {
+static bool wake_for(host_device *h, const host_kernel *k, int64_t n, int64_t units, bool run_wakes) {
     if (sj__host_pool_awake(h->pool) == sj__host_pool_threads(h->pool) - 1) return false;
-    return run_wakes || worth_waking(h, share_work(h, k, n), share_ns(h, k, n));
+    return run_wakes || worth_waking(h, share_work(h, k, n, units), share_ns(h, k, n, units));
 }
 
-/* Runs a launch of k at n. In a replay that woke the workers at its start
- * (run_wakes), adds the split launches' costs beyond an even share to
- * *run_cost, which the replay learns from as one wake-up; otherwise a
- * launch that woke them is learnt from alone. */
-static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
-                       const int64_t *info, int64_t n, bool run_wakes, double *run_cost) {
+/* Runs a launch of k at n over its units [lo, hi) (a sub-batch's rows, or
+ * all of them; only a row entry runs a part). In a replay that woke the
+ * workers at its start (run_wakes), adds the split launches' costs beyond
+ * an even share to *run_cost, which the replay learns from as one wake-up;
+ * otherwise a launch that woke them is learnt from alone. */
+static void run_kernel_range(host_device *h, host_kernel *k, void *const *buffers,
+                             const int64_t *info, int64_t n, int64_t lo, int64_t hi,
+                             bool run_wakes, double *run_cost) {
     int64_t bounds[SJ_HOST_MAX_THREADS + 1];
-    int parts = split(h, k, n, bounds);
+    int parts = split(h, k, n, lo, hi, bounds);
+    bool whole = lo == 0 && hi == split_units(k, n);
     if (parts > 1) {
-        bool wake = wake_for(h, k, n, run_wakes);
+        bool wake = wake_for(h, k, n, hi - lo, run_wakes);
         sj_host_pool_timing t;
         sj__host_pool_run(h->pool, k->rows, buffers, info, n, bounds, parts, wake, h->scratch, &t);
-        double cost = learn(h, k, n, &t);
+        double cost = learn(h, k, n, hi - lo, &t);
         if (run_wakes) *run_cost += cost;
         else if (t.woke) learn_wake(h, cost);
+    } else if (!whole) {
+        k->rows(buffers, info, n, lo, hi, h->scratch);
     } else if (h->pool && k->rows && split_units(k, n) >= 2 * split_step(k)) {
         uint64_t t0 = clock_ns(); /* a kernel the caller ran alone: its pace all the same */
         k->fn(buffers, info, n, h->scratch);
-        learn(h, k, n,
+        learn(h, k, n, split_units(k, n),
               &(sj_host_pool_timing){.caller_ns = clock_ns() - t0, .caller_rows = split_units(k, n)});
     } else {
         k->fn(buffers, info, n, h->scratch);
     }
+}
+
+static void run_kernel(host_device *h, host_kernel *k, void *const *buffers,
+                       const int64_t *info, int64_t n, bool run_wakes, double *run_cost) {
+    run_kernel_range(h, k, buffers, info, n, 0, split_units(k, n), run_wakes, run_cost);
 }
 
 static sj_status host_launch_kernel(void *impl, sj_kernel_handle kh, const sj_launch_dims *dims,
@@ -494,25 +510,60 @@ static bool replay_wakes(host_device *h, const host_graph *g, int64_t n) {
     int64_t bounds[SJ_HOST_MAX_THREADS + 1];
     for (size_t i = 0; i < g->n; i++) {
         const host_kernel *k = g->launches[i].k;
-        if (split(h, k, n, bounds) < 2) continue;
-        uint64_t w = share_work(h, k, n);
+        if (split(h, k, n, 0, split_units(k, n), bounds) < 2) continue;
+        uint64_t w = share_work(h, k, n, split_units(k, n));
         work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
-        ns += share_ns(h, k, n);
+        ns += share_ns(h, k, n, split_units(k, n));
     }
     return work > 0 && worth_waking(h, work, ns);
 }
 
-static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_extent) {
-    host_device *h = impl;
-    const host_graph *g = gh;
-    bool wakes = replay_wakes(h, g, active_extent);
+/* Whether a launch of k computes any range of the active rows alone, each
+ * row a whole slice (an image of a batch): a row entry over the rows, split
+ * at any row. */
+static bool runs_slices(const host_kernel *k) {
+    return k->rows && !k->attrs.split_extent && k->attrs.split_step == 1;
+}
+
+/* Replays g at n; with `rows` (0: none), each run of two or more launches
+ * that compute slices (runs_slices) takes the rows `rows` at a time, every
+ * launch of the run over a sub-batch before the next sub-batch: what one
+ * launch writes for a sub-batch is read back from cache by the next, where
+ * a whole batch's activations went through memory between them. The
+ * caller vouches that such a launch's rows read only the same rows of what
+ * earlier launches wrote (the graph's rows are independent). */
+static sj_status replay_by(host_device *h, const host_graph *g, int64_t n, int64_t rows) {
+    bool wakes = replay_wakes(h, g, n);
     if (wakes) sj__host_pool_wake(h->pool);
     double run_cost = 0;
-    for (size_t i = 0; i < g->n; i++)
-        run_kernel(h, g->launches[i].k, g->launches[i].buffers, g->launches[i].info,
-                   active_extent, wakes, &run_cost);
+    for (size_t i = 0; i < g->n;) {
+        size_t end = i;
+        if (rows > 0 && rows < n)
+            while (end < g->n && runs_slices(g->launches[end].k)) end++;
+        if (end - i < 2) {
+            run_kernel(h, g->launches[i].k, g->launches[i].buffers, g->launches[i].info, n, wakes,
+                       &run_cost);
+            i++;
+            continue;
+        }
+        for (int64_t lo = 0; lo < n; lo += rows) {
+            int64_t hi = n - lo > rows ? lo + rows : n;
+            for (size_t j = i; j < end; j++)
+                run_kernel_range(h, g->launches[j].k, g->launches[j].buffers, g->launches[j].info, n,
+                                 lo, hi, wakes, &run_cost);
+        }
+        i = end;
+    }
     if (wakes) learn_wake(h, run_cost); /* what the run's wake-up cost its split launches */
     return SJ_OK;
+}
+
+static sj_status host_replay(void *impl, sj_graph_handle gh, int64_t active_extent) {
+    return replay_by(impl, gh, active_extent, 0);
+}
+
+static sj_status host_replay_rows(void *impl, sj_graph_handle gh, int64_t active_extent, int64_t rows) {
+    return replay_by(impl, gh, active_extent, rows);
 }
 
 static void free_graph(host_device *h, host_graph *g) {
@@ -566,6 +617,7 @@ static const sj_device_ops host_ops = {
     .destroy_graph = host_destroy_graph,
     .destroy = host_destroy,
     .memory_capacity = host_memory_capacity,
+    .replay_rows = host_replay_rows,
 };
 
 void sj_host_device_config_init(sj_host_device_config *cfg) {

@@ -386,6 +386,38 @@ static void test_arena_reuse(void **state) {
     sj__lowered_destroy(l);
 }
 
+/* The plan's sub-batch (plan.h's sub_rows): rows whose share of the
+ * largest intermediate fits lower.c's 4 MiB, a power of two, where the
+ * rows are independent and the bucket holds more; 0 otherwise. */
+static int64_t sub_rows_at(fixture *f, int64_t E) {
+    sj_lowered *l;
+    assert_int_equal(kernels(f, E, true, &l), 3);
+    int64_t rows = l->plan.sub_rows;
+    sj__lowered_destroy(l);
+    return rows;
+}
+
+static void test_sub_batch_rows(void **state) {
+    fixture *f = *state;
+    /* 1 MiB a row in each of two intermediates */
+    sj_value y = input(f, "x", 2, (int64_t[]){S, 1 << 18});
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    assert_int_equal(sub_rows_at(f, 64), 4);
+    assert_int_equal(sub_rows_at(f, 5), 4);
+    assert_int_equal(sub_rows_at(f, 4), 0); /* the whole bucket fits */
+    assert_int_equal(sub_rows_at(f, 1), 0);
+    /* a softmax over the rows: they are not independent */
+    sj_graph_destroy(f->g);
+    assert_int_equal(sj_graph_create(f->ctx, "N", &f->g), SJ_OK);
+    y = input(f, "x", 2, (int64_t[]){S, 1 << 18});
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sj_graph_softmax(f->g, SJ_OP_SOFTMAX, y, i == 1 ? 0 : 1, &y), SJ_OK);
+    assert_int_equal(sj_graph_output(f->g, y, "y"), SJ_OK);
+    assert_int_equal(sub_rows_at(f, 64), 0);
+}
+
 static void test_words_and_bad_extent(void **state) {
     fixture *f = *state;
     sj_value x = input(f, "x", 2, (int64_t[]){S, 3}), y;
@@ -445,6 +477,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_attention_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_views_and_output_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_arena_reuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sub_batch_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_words_and_bad_extent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_validate_rejects, setup, teardown),
     };

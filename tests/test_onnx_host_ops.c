@@ -347,6 +347,55 @@ static void test_depthwise_wide_every_level(void **state) {
     check_depthwise_wide(*state, 131, 3, 2);
 }
 
+/* Depthwise convs over few channels, at every level: 16 (one AVX-512
+ * vector, two AVX2 ones) and 8 (a narrower vector at AVX-512) take a tile
+ * of positions at once (host_emit.c's tile_positions), 9 x 7 = 63 of them
+ * (stride 1) or 5 x 4 = 20 (stride 2) leaving a remainder of single
+ * positions; the taps' table indices are read unclamped (kernel.h's
+ * gsafe), the padded ones reading the fill. */
+static void test_depthwise_narrow_every_level(void **state) {
+    check_depthwise_wide(*state, 16, 3, 1);
+    check_depthwise_wide(*state, 16, 3, 2);
+    check_depthwise_wide(*state, 8, 5, 1);
+    check_depthwise_wide(*state, 4, 3, 2);
+}
+
+/* A vision model's stem over a dynamic batch, at every level: a conv of C
+ * input channels as the images come (channels first), kernel k, stride s,
+ * padded, to M channels with a bias and HardSwish. At most 32 taps of
+ * K * C and 32 output channels, so its taps times the weight are summed
+ * with the taps read inside the sum (onnx_op_conv.c's few_taps), a tile of
+ * positions at once where M is a vector or two (16 at AVX-512, 8 a
+ * narrower one) and by the generic tiles where it is not (24: a vector and
+ * a narrower one). */
+static void check_stem(fixture *f, int C, int M, int k, int s, int h, int w) {
+    enum { W_MAX = 32 * 32 };
+    static float wt[W_MAX], bias[32];
+    assert_true(M * C * k * k <= W_MAX && M <= 32);
+    for (int i = 0; i < M * C * k * k; i++) wt[i] = (float)((i * 31) % 19 - 9) * 0.03f;
+    for (int i = 0; i < M; i++) bias[i] = (float)(i % 6) * 0.1f - 0.25f;
+    char shape[32], what[96];
+    snprintf(shape, sizeof shape, "n,%d,%d,%d", C, h, w);
+    snprintf(what, sizeof what, "stem conv %d -> %d channels, kernel %d, stride %d, %d x %d", C, M, k,
+             s, h, w);
+    mb b;
+    mb_conv_params(&b, shape, M, C, k, wt, bias);
+    Onnx__NodeProto *conv = mb_node(&b, "Conv", "stem", "x,w,b", "c");
+    int64_t pad = k / 2;
+    mb_attr_ints(&b, conv, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+    mb_attr_ints(&b, conv, "strides", 2, (int64_t[]){s, s});
+    mb_node(&b, "HardSwish", "hswish", "c", "y");
+    mb_output(&b, "y", NULL);
+    check_host_levels(f, &b, what);
+}
+
+static void test_stem_every_level(void **state) {
+    check_stem(*state, 3, 16, 3, 2, 17, 15);
+    check_stem(*state, 3, 8, 3, 1, 9, 7);
+    check_stem(*state, 3, 24, 3, 2, 16, 16);
+    check_stem(*state, 1, 16, 5, 1, 7, 9);
+}
+
 /* A 1x1 conv to M channels with a bias and hardswish over a dynamic batch
  * of side x side images, at every level, each image's rows more than one
  * chunk of rows (host_emit.c's epilogue_chunk_rows: 784 rows of 72
@@ -453,6 +502,8 @@ int main(void) {
         cmocka_unit_test(test_onehot_and_loss_dynamic_batch),
         cmocka_unit_test(test_depthwise_and_pools_dynamic_batch),
         cmocka_unit_test(test_depthwise_wide_every_level),
+        cmocka_unit_test(test_depthwise_narrow_every_level),
+        cmocka_unit_test(test_stem_every_level),
         cmocka_unit_test(test_pointwise_chunks_every_level),
         cmocka_unit_test(test_winograd_conv_dynamic_batch),
         cmocka_unit_test(test_pooled_conv_head_dynamic_batch),

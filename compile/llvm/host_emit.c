@@ -274,6 +274,11 @@ static LLVMValueRef gather_offset(emitter *e, const sj_kexpr *ex, LLVMValueRef *
     LLVMValueRef i = eval(e, ex->a);
     if (e->k->exprs[ex->a].dtype == SJ_I32) i = LLVMBuildSExt(e->B, i, e->i64, "");
     LLVMValueRef len = dim_len(e, ex->glen);
+    if (ex->gsafe) { /* a constant table's index, in range: only the fill's is held inside */
+        *fill = ex->gfill ? LLVMBuildICmp(e->B, LLVMIntEQ, i, len, "") : NULL;
+        if (*fill) i = LLVMBuildSelect(e->B, *fill, LLVMBuildSub(e->B, len, ci(e, 1), ""), i, "");
+        return LLVMBuildMul(e->B, i, ci(e, ex->gstride), "");
+    }
     LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), "");
     i = LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, i, len, ""), i, "");
     i = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, ci(e, 0), ""), ci(e, 0), i, "");
@@ -1011,11 +1016,12 @@ static LLVMValueRef eval_vec(emitter *e, int32_t x, LLVMTypeRef vt) {
     }
 }
 
-/* One tile of emit_reduce_vec_columns: nvec vectors of vf columns from j0,
+/* One tile of emit_reduce_vec_columns: nvec vectors of vf columns from j0
+ * at npos positions (qd >= 0: dim qd from q0 on; else the current point's),
  * summed (or maxed) over the reduced dims in registers, then each column's
  * epilogue from a stack copy of the sums. */
-static void reduce_vec_tile(emitter *e, LLVMValueRef acc, LLVMValueRef tile, LLVMValueRef j0, int nvec,
-                            int vf) {
+static void reduce_vec_tile_at(emitter *e, LLVMValueRef acc, LLVMValueRef tile, LLVMValueRef j0, int nvec,
+                               int vf, int qd, LLVMValueRef q0, int npos) {
     const sj_kernel *k = e->k;
     LLVMBuilderRef B = e->B;
     loop ls[SJ_KSPACE_MAX];
@@ -1025,37 +1031,48 @@ static void reduce_vec_tile(emitter *e, LLVMValueRef acc, LLVMValueRef tile, LLV
     bool is_max = k->red_op == SJ_OP_REDUCE_MAX;
     LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vf);
     LLVMValueRef slot[REDUCE_VECS];
-    for (int v = 0; v < nvec; v++) {
+    for (int v = 0; v < nvec * npos; v++) {
         LLVMValueRef at = ci(e, v);
         slot[v] = LLVMBuildInBoundsGEP2(B, vt, acc, &at, 1, "");
         LLVMBuildStore(B, splat(e, vt, cf(e, is_max ? -INFINITY : 0.0)), slot[v]);
     }
     loops_open(e, ls, red);
-    for (int v = 0; v < nvec; v++) {
-        e->idx[in] = LLVMBuildNSWAdd(B, j0, ci(e, (int64_t)v * vf), "");
-        LLVMValueRef x = eval_vec(e, k->prologue, vt), old = LLVMBuildLoad2(B, vt, slot[v], "");
-        LLVMValueRef nv;
-        if (is_max) {
-            unsigned id = LLVMLookupIntrinsicID("llvm.maximum", 12);
-            LLVMValueRef args[2] = {old, x};
-            nv = LLVMBuildCall2(B, LLVMIntrinsicGetType(e->C, id, &vt, 1),
-                                LLVMGetIntrinsicDeclaration(e->M, id, &vt, 1), args, 2, "");
-        } else {
-            nv = LLVMBuildFAdd(B, old, x, "");
+    for (int q = 0; q < npos; q++) {
+        if (qd >= 0) e->idx[qd] = LLVMBuildNSWAdd(B, q0, ci(e, q), "");
+        for (int v = 0; v < nvec; v++) {
+            e->idx[in] = LLVMBuildNSWAdd(B, j0, ci(e, (int64_t)v * vf), "");
+            LLVMValueRef x = eval_vec(e, k->prologue, vt), old = LLVMBuildLoad2(B, vt, slot[q * nvec + v], "");
+            LLVMValueRef nv;
+            if (is_max) {
+                unsigned id = LLVMLookupIntrinsicID("llvm.maximum", 12);
+                LLVMValueRef args[2] = {old, x};
+                nv = LLVMBuildCall2(B, LLVMIntrinsicGetType(e->C, id, &vt, 1),
+                                    LLVMGetIntrinsicDeclaration(e->M, id, &vt, 1), args, 2, "");
+            } else {
+                nv = LLVMBuildFAdd(B, old, x, "");
+            }
+            LLVMBuildStore(B, nv, slot[q * nvec + v]);
         }
-        LLVMBuildStore(B, nv, slot[v]);
     }
     loops_close(e, ls, red);
-    for (int v = 0; v < nvec; v++) {
-        LLVMValueRef at = ci(e, (int64_t)v * vf);
-        LLVMValueRef dst = LLVMBuildInBoundsGEP2(B, e->f32, tile, &at, 1, "");
-        LLVMSetAlignment(LLVMBuildStore(B, LLVMBuildLoad2(B, vt, slot[v], ""), dst), 4);
+    for (int q = 0; q < npos; q++) {
+        if (qd >= 0) e->idx[qd] = LLVMBuildNSWAdd(B, q0, ci(e, q), "");
+        for (int v = 0; v < nvec; v++) {
+            LLVMValueRef at = ci(e, (int64_t)v * vf);
+            LLVMValueRef dst = LLVMBuildInBoundsGEP2(B, e->f32, tile, &at, 1, "");
+            LLVMSetAlignment(LLVMBuildStore(B, LLVMBuildLoad2(B, vt, slot[q * nvec + v], ""), dst), 4);
+        }
+        chunk_open(e, &lj, j0, LLVMBuildNSWAdd(B, j0, ci(e, (int64_t)nvec * vf), ""));
+        e->acc = load_f32(e, column(e, tile, j0));
+        if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(B, e->acc, active_count(e, red), "");
+        store_out(e, eval(e, k->epilogue));
+        chunk_close(e, &lj);
     }
-    chunk_open(e, &lj, j0, LLVMBuildNSWAdd(B, j0, ci(e, (int64_t)nvec * vf), ""));
-    e->acc = load_f32(e, column(e, tile, j0));
-    if (k->red_op == SJ_OP_REDUCE_MEAN) e->acc = LLVMBuildFDiv(B, e->acc, active_count(e, red), "");
-    store_out(e, eval(e, k->epilogue));
-    chunk_close(e, &lj);
+}
+
+static void reduce_vec_tile(emitter *e, LLVMValueRef acc, LLVMValueRef tile, LLVMValueRef j0, int nvec,
+                            int vf) {
+    reduce_vec_tile_at(e, acc, tile, j0, nvec, vf, -1, NULL, 1);
 }
 
 /* A reduction that keeps a constant innermost dim of whole vectors (a
@@ -1088,17 +1105,55 @@ static int positions_dim(const sj_kernel *k) {
     return -1;
 }
 
+/* Columns of one vector kind, at most REDUCE_VECS / 2 vectors of them (16
+ * channels: one AVX-512 vector, two AVX2 ones), take REDUCE_VECS / that
+ * many positions of dim *qd at once (the innermost kept dim before the
+ * columns, constant and not split over threads), so the tile still holds
+ * REDUCE_VECS independent sums: one position's took as many taps' sums
+ * one after another, each waiting for the last. MobileNetV3-small's
+ * depthwise conv over 16 channels, and its stem (27 taps to 16 channels,
+ * onnx_op_conv.c). Returns the positions, or 1 (no such tiling). */
+static int tile_positions(const emitter *e, int64_t nv, int64_t rest, int *qd) {
+    const sj_kernel *k = e->k;
+    int in = k->rank - 1, nvec = nv ? (int)nv : 1;
+    *qd = -1;
+    if ((nv && rest) || 2 * nvec > REDUCE_VECS) return 1;
+    for (int d = in - 1; d >= 0 && *qd < 0; d--)
+        if (!((k->reduced >> d) & 1)) *qd = d;
+    if (*qd < 0 || k->sym[*qd] || e->row_dim == *qd || k->dims[*qd] < 2) return 1;
+    return REDUCE_VECS / nvec;
+}
+
 static void emit_reduce_vec_columns(emitter *e) {
     const sj_kernel *k = e->k;
     loop ls[SJ_KSPACE_MAX];
     rloop lc;
-    int in = k->rank - 1, vf = e->vector_floats, pd = positions_dim(k);
+    int in = k->rank - 1, vf = e->vector_floats, pd = positions_dim(k), qd;
     int64_t nv = k->dims[in] / vf, full = nv / REDUCE_VECS * REDUCE_VECS, rest = k->dims[in] - nv * vf;
     uint32_t all = (1u << k->rank) - 1, outer = all & ~k->reduced & ~(1u << in);
     uint32_t pos = pd >= 0 ? 1u << pd : 0;
     LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)vf);
     LLVMValueRef acc = alloca_vec(e, LLVMArrayType2(vt, REDUCE_VECS));
     LLVMValueRef tile = alloca_vec(e, LLVMArrayType2(e->f32, (unsigned)(REDUCE_VECS * vf)));
+    int npos = pd < 0 ? tile_positions(e, nv, rest, &qd) : 1;
+    if (npos > 1) {
+        int nvec = nv ? (int)nv : 1, width = nv ? vf : (int)rest;
+        int64_t len = k->dims[qd], whole = len / npos * npos;
+        loops_open(e, ls, outer & ~(1u << qd));
+        if (whole) {
+            LLVMValueRef q0 = rloop_open(e, &lc, ci(e, 0), ci(e, whole), npos);
+            reduce_vec_tile_at(e, acc, tile, ci(e, 0), nvec, width, qd, q0, npos);
+            rloop_close(e, &lc);
+        }
+        if (len > whole) {
+            LLVMValueRef q = rloop_open(e, &lc, ci(e, whole), ci(e, len), 1);
+            reduce_vec_tile_at(e, acc, tile, ci(e, 0), nvec, width, qd, q, 1);
+            rloop_close(e, &lc);
+        }
+        e->idx[in] = e->idx[qd] = ci(e, 0);
+        loops_close(e, ls, outer & ~(1u << qd));
+        return;
+    }
     loops_open(e, ls, outer & ~pos);
     if (full) {
         LLVMValueRef j0 = rloop_open(e, &lc, ci(e, 0), ci(e, full * vf), REDUCE_VECS * vf);

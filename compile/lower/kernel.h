@@ -91,6 +91,11 @@ typedef struct sj_kexpr {
      * after its own index expression. */
     int64_t gstride, glen;
     bool gfill;
+    /* GATHER: the index is a constant table's (a window's) whose every
+     * entry lies in [0, glen), or is glen with gfill: no emitter need count
+     * it from the end or clamp it (the host skips both, a window's taps
+     * being most of a depthwise conv's work). */
+    bool gsafe;
     int32_t gnext;
     int32_t dim;                 /* RANGE */
     double first, step;          /* RANGE */

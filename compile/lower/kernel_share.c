@@ -65,6 +65,7 @@ static void put_expr(desc_buf *d, const sj_kexpr *x) {
     put_i64(d, x->gstride);
     put_i64(d, x->glen);
     put_i64(d, x->gfill);
+    put_i64(d, x->gsafe);
     put_i64(d, x->dim);
     put_f64(d, x->first);
     put_f64(d, x->step);

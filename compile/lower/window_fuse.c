@@ -22,6 +22,18 @@ static bool folds_taps(const sj_node *r, int taps, bool max_ok) {
     return r->attrs.axes == 1u << taps;
 }
 
+/* Whether product c of window v (taps on axes ax, ax + 1) has v's shape, but
+ * for axes after the taps where v has 1: a conv of few channels
+ * (onnx_op_conv.c) multiplies its taps [N, P, K * C, 1] by the weight
+ * [K * C, M], each tap's value read once for the M output channels. */
+static bool tap_product_shape(const sj_node *v, const sj_node *c, int ax) {
+    if (c->shape.rank != v->shape.rank) return false;
+    for (int i = 0; i < c->shape.rank; i++)
+        if (c->shape.dims[i] != v->shape.dims[i] && (i <= ax + 1 || v->shape.dims[i] != 1))
+            return false;
+    return true;
+}
+
 static bool is_window(const sj_graph *g, const int *uses, const int *consumer, sj_value v) {
     const sj_node *nd = &g->nodes[v];
     if (nd->op != SJ_OP_GATHER || uses[v] != 1) return false;
@@ -39,9 +51,7 @@ static bool is_window(const sj_graph *g, const int *uses, const int *consumer, s
     if (folds_taps(c, ax, true) || folds_taps(c, ax + 1, true)) return true;
     if (c->op != SJ_OP_MUL || uses[consumer[v]] != 1) return false;
     sj_value other = c->inputs[0] == v ? c->inputs[1] : c->inputs[0];
-    if (other == v || g->nodes[other].dtype != SJ_F32 || c->shape.rank != nd->shape.rank ||
-        memcmp(c->shape.dims, nd->shape.dims, sizeof(int64_t) * (size_t)c->shape.rank))
-        return false;
+    if (other == v || g->nodes[other].dtype != SJ_F32 || !tap_product_shape(nd, c, ax)) return false;
     const sj_node *red = &g->nodes[consumer[consumer[v]]];
     return folds_taps(red, ax, false) || folds_taps(red, ax + 1, false);
 }

@@ -103,6 +103,22 @@ static sj_status weight_by_tap(sj_onnx_loader *L, sj_value wg, const float *host
     return sj__onnx_node_prefix(L, sj_graph_transpose(L->g, w2, perm, out));
 }
 
+/* Whether a one-group conv is few taps to few output channels (at most
+ * FEW_TAPS of K * C, FEW_TAPS_OUT of M; a window, not 1x1, whose input is
+ * its own taps, read in place by the GEMM) over a channels-first input: a
+ * vision model's stem (MobileNetV3's 3x3 over 3 channels to 16: 27 taps).
+ * Its GEMM's rows of K * C taps were a buffer 9 times its input (1.35 MB
+ * an image at 224 x 224) that a gather wrote and the GEMM read back, for a
+ * product of 27 by 16; as a sum over the taps (contract) they are loads
+ * inside it. A wider conv keeps the GEMM, which repays its rows there
+ * (ResNet-18's 7x7 stem: 147 taps to 64 channels). */
+enum { FEW_TAPS = 32, FEW_TAPS_OUT = 32 };
+static bool few_taps(const conv_input *in, const sj_onnx_window *w, sj_onnx_tap_fn tap,
+                     const conv_groups *cg) {
+    return cg->g == 1 && !in->cl && tap == sj__onnx_forward_tap && w->taps > 1 &&
+           cg->c * w->taps <= FEW_TAPS && cg->m <= FEW_TAPS_OUT;
+}
+
 /* in's window (tap rule `tap`) contracted with the weight wg [G, M/G, C/G * K]
  * (host: its data when known at load, or NULL). One group: the taps by
  * position [N, P, K * C] times the weight [K * C, M], a GEMM over every
@@ -153,6 +169,18 @@ static sj_status contract(sj_onnx_loader *L, const conv_input *in, const sj_onnx
     }
     if (cg->g == 1 && host && tap == sj__onnx_forward_tap && sj__onnx_winograd_fits(w, cg->c, cg->m))
         return sj__onnx_winograd_conv(L, x, in->cl, &in->s, w, host, cg->m, out);
+    if (few_taps(in, w, tap, cg)) {
+        /* The taps [N, P, K * C, 1] times the weight [K * C, M], summed
+         * over the taps into [N, P, M], channels last: the taps are loads
+         * inside the sum, never a buffer, and each tap's single input
+         * value is read once for the output channels' vectors. */
+        sj_value wc, prod;
+        int axis = 2;
+        SJ_TRY(sj__onnx_window_flat_taps(L, x, w, 0.0, &cols));
+        SJ_TRY(weight_columns(L, wg, host, cg->m, cg->c, w->taps, &wc));
+        SJ_TRY(sj__onnx_binary(L, SJ_OP_MUL, cols, wc, &prod));
+        return sj__onnx_node_prefix(L, sj_graph_reduce(g, SJ_OP_REDUCE_SUM, prod, 1, &axis, false, out));
+    }
     if (cg->g == 1) {
         int64_t rd[3] = {n, w->positions, cgk};
         sj_value rows, wc;

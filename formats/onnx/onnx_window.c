@@ -236,6 +236,50 @@ sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, bool x_channels_
     return st;
 }
 
+sj_status sj__onnx_window_flat_taps(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
+                                    double fill, sj_value *out) {
+    sj_shape s;
+    SJ_TRY(sj__onnx_shape_of(L, x, &s));
+    int64_t c = s.dims[1], flat = 1;
+    for (int d = 0; d < w->n; d++) flat *= w->in[d];
+    int64_t kc = w->taps * c;
+    if (c * flat >= INT32_MAX || kc * w->positions > MAX_TABLE)
+        return sj__onnx_node_fail(L, SJ_E_UNSUPPORTED,
+                                  "window table of %lld x %lld over %lld input elements is too large",
+                                  (long long)kc, (long long)w->positions, (long long)(c * flat));
+    int32_t *idx = malloc((size_t)(kc * w->positions) * sizeof *idx);
+    if (!idx) return sj__onnx_node_fail(L, SJ_E_NOMEM, "out of memory for a window table");
+    bool padded = false;
+    int64_t kpos[SJ_ONNX_WINDOW_MAX] = {0}, coord[SJ_ONNX_WINDOW_MAX];
+    for (int64_t k = 0; k < w->taps; k++, step_index(kpos, w->kernel, w->n)) {
+        int64_t opos[SJ_ONNX_WINDOW_MAX] = {0};
+        for (int64_t p = 0; p < w->positions; p++, step_index(opos, w->out, w->n)) {
+            int64_t at = -1;
+            if (sj__onnx_forward_tap(w, kpos, opos, coord)) {
+                at = 0;
+                for (int d = 0; d < w->n; d++) at = at * w->in[d] + coord[d];
+            }
+            padded = padded || at < 0;
+            for (int64_t ci = 0; ci < c; ci++) /* the appended fill is one past c * flat */
+                idx[p * kc + k * c + ci] = (int32_t)(at < 0 ? c * flat : ci * flat + at);
+        }
+    }
+    sj_graph *g = L->g;
+    int64_t dims[3] = {s.dims[0], c * flat, 1};
+    sj_value xf, tab;
+    sj_status st = sj__onnx_node_prefix(L, sj_graph_reshape(g, x, 3, dims, &xf));
+    if (st == SJ_OK && padded) {
+        sj_value pad;
+        dims[1] = 1;
+        st = sj__onnx_node_prefix(L, sj_graph_fill(g, sj__onnx_dtype_of(L, x), fill, 3, dims, &pad));
+        if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_concat(g, xf, pad, 1, &xf));
+    }
+    if (st == SJ_OK) st = sj__onnx_made_param(L, SJ_I32, 2, (int64_t[]){w->positions, kc}, idx, &tab);
+    free(idx);
+    if (st == SJ_OK) st = sj__onnx_node_prefix(L, sj_graph_gather(g, xf, tab, 1, out));
+    return st;
+}
+
 sj_status sj__onnx_window_unflatten(sj_onnx_loader *L, sj_value v, const sj_onnx_window *w,
                                     sj_value *out) {
     sj_shape s;

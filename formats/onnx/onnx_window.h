@@ -85,6 +85,16 @@ sj_status sj__onnx_window_gather(sj_onnx_loader *L, sj_value x, bool x_channels_
                                  const sj_onnx_window *w, sj_onnx_tap_fn tap, double fill,
                                  bool by_position, sj_value *out);
 
+/* x [N, C, D...] (channels first) -> [N, P, K * C, 1]: entry (p, k * C + c)
+ * is channel c of the input at output position p's tap k, or fill where
+ * that tap lies outside the input. One gather of single elements through a
+ * [P, K * C] table, from x as [N, C * L, 1]: a conv of few input channels
+ * (a stem's) multiplies it by its weight [K * C, M] and sums over the taps,
+ * the taps read inside the sum (compile/lower/window_fuse.h) where rows of
+ * K * C taps were a buffer. */
+sj_status sj__onnx_window_flat_taps(sj_onnx_loader *L, sj_value x, const sj_onnx_window *w,
+                                    double fill, sj_value *out);
+
 /* A [N, C, P] value as [N, C, out...]. */
 sj_status sj__onnx_window_unflatten(sj_onnx_loader *L, sj_value v, const sj_onnx_window *w,
                                     sj_value *out);

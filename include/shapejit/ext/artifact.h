@@ -18,7 +18,7 @@
  *   triple, CPU, CPU features, shapejit version, LLVM version and the extern
  *   symbols the code calls beyond libm, and the tuning record (what
  *   precompile --tune timed and chose; "" when not tuned); the graph hash (32 bytes) and the
- *   options hash (u64); the launch plan (extent, arena bytes, kernel table:
+ *   options hash (u64); the launch plan (extent, arena bytes, sub-batch rows, kernel table:
  *   each kernel's symbol and its 32-byte code key, buffer slots, launches,
  *   launch slots, words); the code blobs (u32 format, u64 length, bytes; a
  *   host, PTX or cubin blob is a bundle of one module per kernel of the
@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define SJ_ARTIFACT_FORMAT_VERSION 8u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots; 5: host code as one object per kernel, kernels named by their code; 6: a packed weight slot holds a batch of matrices; 7: packed weight panels of 16-bit elements (a storage word); 8: each kernel's code key (what its object is compiled from) */
+#define SJ_ARTIFACT_FORMAT_VERSION 9u /* 2: the tuning record; 3: host kernels with row entries; 4: packed weight slots; 5: host code as one object per kernel, kernels named by their code; 6: a packed weight slot holds a batch of matrices; 7: packed weight panels of 16-bit elements (a storage word); 8: each kernel's code key (what its object is compiled from); 9: the plan's sub-batch rows */
 
 typedef struct sj_artifact sj_artifact;
 

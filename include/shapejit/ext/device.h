@@ -195,6 +195,14 @@ typedef struct sj_device_ops {
      * frees them), then make a fresh context for the calls that follow.
      * On failure the device stays lost and the next call tries again. */
     sj_status (*reset)(void *impl);
+    /* Optional (NULL: replay runs every launch over all the rows). replay,
+     * but each run of two or more launches that compute whole slices of the
+     * rows (host row entries split at any row) takes them `rows` at a time,
+     * every launch of the run over a sub-batch before the next sub-batch.
+     * The caller vouches that such a launch's rows read only the same rows
+     * of what earlier launches wrote (a plan's sub_rows: the graph's rows
+     * are independent). The results are those of replay. */
+    sj_status (*replay_rows)(void *impl, sj_graph_handle g, int64_t active_extent, int64_t rows);
 } sj_device_ops;
 
 enum { SJ_KERNEL_TIMER_START, SJ_KERNEL_TIMER_STOP, SJ_KERNEL_TIMER_READ };
