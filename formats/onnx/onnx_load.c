@@ -232,29 +232,19 @@ static bool param_expression(const sym_choice *sc, const char *p, int64_t *out) 
     for (char *term = buf, *next; term; term = next) {
         next = strchr(term, '+');
         if (next) *next++ = 0;
-        int64_t k = 1, v;
-        char *star = strchr(term, '*'), *end;
-        if (star) {
-            *star = 0;
-            k = strtoll(term, &end, 10);
-            if (end == term || *end || k < 1 || k > SJ_MAX_SYM_FACTOR) return false;
-            term = star + 1;
-        }
-        if (!*term) return false;
-        if (*term >= '0' && *term <= '9') {
-            v = strtoll(term, &end, 10);
-            if (*end || v < 0 || v > SJ_MAX_SYM_OFFSET) return false;
-        } else if (sc->name && !strcmp(term, sc->name)) {
-            v = SJ_DIM_SYM;
-        } else if (!(v = fixed_value(sc->o, term))) {
+        /* a term reads as sj_dim_parse reads a dim, a fixed dim's name in
+         * the symbolic dim's place: a size, or K times the name's value */
+        const char *star = strchr(term, '*'), *name = star ? star + 1 : term;
+        int64_t fixed = fixed_value(sc->o, name), v;
+        if (sj_dim_parse(term, fixed ? name : sc->name, &v) != SJ_OK) return false;
+        int64_t times = sj_dim_is_sym(v) ? sj_dim_factor(v) : 1;
+        int64_t base = !sj_dim_is_sym(v) ? v : fixed ? fixed : SJ_DIM_SYM;
+        int64_t k = sj_dim_is_sym(base) ? sj_dim_factor(base) : 0;
+        int64_t c = sj_dim_is_sym(base) ? sj_dim_offset(base) : base;
+        if (__builtin_mul_overflow(k, times, &k) || __builtin_mul_overflow(c, times, &c))
             return false;
-        }
-        if (sj_dim_is_sym(v)) {
-            k_sum += k * sj_dim_factor(v);
-            c_sum += k * sj_dim_offset(v);
-        } else {
-            c_sum += k * v;
-        }
+        k_sum += k;
+        c_sum += c;
         if (k_sum > SJ_MAX_SYM_FACTOR || c_sum > SJ_MAX_SYM_OFFSET) return false;
     }
     if (k_sum == 0 && c_sum < 1) return false;
